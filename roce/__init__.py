@@ -1,0 +1,22 @@
+"""roce: RoCEv2 at the packet level.
+
+Build, parse, decode and analyse RoCE frames; the public API::
+
+    import roce
+    pkt = roce.craft("RC_RDMA_WRITE_ONLY", b"data", dqpn=0x11, psn=100, va=0x1000, rkey=0x22)
+    frame = pkt.to_bytes()
+    again = roce.parse(frame)
+    again.fields()["reth.va"], again.icrc_valid
+"""
+
+from __future__ import annotations
+
+from .errors import DecodeError, NotRoCE
+from .fast import COMPILED
+from .opcodes import OPCODES, Opcode, Operation, Position, Transport, lookup
+from .packet import Packet, craft, icrc_of_frame, parse
+
+__version__ = "0.1.0"
+
+__all__ = ["DecodeError", "NotRoCE", "OPCODES", "Opcode", "Operation", "Position", "Transport",
+           "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED", "__version__"]

@@ -1,0 +1,744 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The fast path: header walk, ICRC, bulk header scan and PSN sequencing in C.
+
+Every function here has a pure-Python twin (``roce.locate.walk``, ``roce.icrc``,
+``roce.psn``) and hypothesis tests prove that they agree.  Nothing here knows a header
+layout by itself: ``configure()`` is handed the field positions, header sizes, opcode plans
+and ICRC masks that ``roce.fast`` derives from ``roce.headers`` and ``roce.opcodes``.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+
+cdef extern from "_crc32.h":
+    uint32_t roce_crc32(uint32_t crc, const unsigned char *buf, size_t len) nogil
+    const char *roce_crc32_impl()
+    void roce_crc32_force(const char *name)
+
+# -- configuration, filled by configure() ------------------------------------------------------
+
+DEF NFIELDS = 30
+DEF MAXEXT = 6
+DEF MAXKEY = 3
+
+cdef int F_OFF[NFIELDS]
+cdef int F_N[NFIELDS]
+cdef int F_SHIFT[NFIELDS]
+cdef uint32_t F_MASK[NFIELDS]
+# Indexes into the field table; the order is roce.locate.FAST_FIELDS.
+cdef enum:
+    F_ETH_TYPE = 0
+    F_VLAN_ETYPE = 1
+    F_SLL_ETYPE = 2
+    F_SLL2_ETYPE = 3
+    F_IP_VERSION = 4
+    F_IP_IHL = 5
+    F_IP_LEN = 6
+    F_IP_MF = 7
+    F_IP_FRAG = 8
+    F_IP_PROTO = 9
+    F_IP6_VERSION = 10
+    F_IP6_PLEN = 11
+    F_IP6_NXT = 12
+    F_UDP_DPORT = 13
+    F_UDP_LEN = 14
+    F_GRH_PAYLEN = 15
+    F_GRH_NXTHDR = 16
+    F_BTH_OPCODE = 17
+    F_BTH_PADCNT = 18
+    F_BTH_TVER = 19
+    F_BTH_DESTQP = 20
+    F_BTH_PSN = 21
+    F_BTH_PKEY = 22
+    F_BTH_SE = 23
+    F_BTH_M = 24
+    F_BTH_FECN = 25
+    F_BTH_BECN = 26
+    F_BTH_A = 27
+    F_IP_ECN = 28
+    F_IP6_TCLASS = 29
+cdef int FL_SE, FL_M, FL_FECN, FL_BECN, FL_A
+
+cdef int SZ_ETH, SZ_VLAN, SZ_SLL, SZ_SLL2, SZ_IP, SZ_IP6, SZ_UDP, SZ_GRH, SZ_BTH
+cdef int H_FRAME, H_ETH, H_VLAN, H_SLL, H_SLL2, H_IP, H_IP6, H_UDP, H_GRH, H_BTH, H_PAYLOAD
+cdef int S_OK, S_NR_ETHERTYPE, S_NR_PROTO, S_NR_PORT, S_NR_FRAGMENT, S_NR_LINKTYPE
+cdef int S_TRUNC, S_IP_VERSION, S_IP_HDRLEN, S_L3_LENGTH, S_UDP_LENGTH, S_TVER, S_OPCODE
+cdef int S_PADCNT, S_PAYLOAD, S_PAYLOAD_LEN, S_GRH_NEXT
+cdef int ET_IPV4, ET_IPV6, ET_ROCEV1, ET_VLAN0, ET_VLAN1, ET_VLAN2, MAX_VLANS
+cdef int GRH_NEXT, LT_ETH, LT_RAW, LT_SLL, LT_SLL2
+
+cdef int OP_VALID[256]
+cdef int OP_NEXT[256]
+cdef int OP_HID[256][MAXEXT]
+cdef int OP_HSZ[256][MAXEXT]
+cdef int OP_PAYLOAD[256]
+cdef int OP_FIXED[256]
+# first extended header's key fields: offset from BTH start, bytes, shift, mask
+cdef int K_OFF[256][MAXKEY]
+cdef int K_N[256][MAXKEY]
+cdef int K_SHIFT[256][MAXKEY]
+cdef uint64_t K_MASK[256][MAXKEY]
+cdef int K_COUNT[256]
+
+cdef uint8_t M_IP[64]
+cdef uint8_t M_IP6[40]
+cdef uint8_t M_GRH[40]
+cdef uint8_t M_UDP[8]
+cdef uint8_t M_BTH[12]
+cdef int M_IP_LEN = 0
+
+cdef object WalkType = tuple
+cdef bint configured = False
+
+L3_GRH, L3_IPV4, L3_IPV6 = 1, 4, 6
+
+
+def configure(dict cfg):
+    """Receive layouts, opcode plans and masks derived from roce.headers / roce.opcodes."""
+    global SZ_ETH, SZ_VLAN, SZ_SLL, SZ_SLL2, SZ_IP, SZ_IP6, SZ_UDP, SZ_GRH, SZ_BTH
+    global H_FRAME, H_ETH, H_VLAN, H_SLL, H_SLL2, H_IP, H_IP6, H_UDP, H_GRH, H_BTH, H_PAYLOAD
+    global S_OK, S_NR_ETHERTYPE, S_NR_PROTO, S_NR_PORT, S_NR_FRAGMENT, S_NR_LINKTYPE
+    global S_TRUNC, S_IP_VERSION, S_IP_HDRLEN, S_L3_LENGTH, S_UDP_LENGTH, S_TVER, S_OPCODE
+    global S_PADCNT, S_PAYLOAD, S_PAYLOAD_LEN, S_GRH_NEXT
+    global ET_IPV4, ET_IPV6, ET_ROCEV1, ET_VLAN0, ET_VLAN1, ET_VLAN2, MAX_VLANS
+    global GRH_NEXT, LT_ETH, LT_RAW, LT_SLL, LT_SLL2, WalkType, configured, M_IP_LEN
+    global FL_SE, FL_M, FL_FECN, FL_BECN, FL_A
+    cdef int i, j, code
+    specs = cfg["fields"]
+    if len(specs) != NFIELDS:
+        raise ValueError("fast path: field table has %d entries, expected %d"
+                         % (len(specs), NFIELDS))
+    for i, (off, n, shift, mask) in enumerate(specs):
+        F_OFF[i], F_N[i], F_SHIFT[i], F_MASK[i] = off, n, shift, mask
+    size = cfg["sizes"]
+    SZ_ETH, SZ_VLAN, SZ_SLL, SZ_SLL2 = size["eth"], size["vlan"], size["sll"], size["sll2"]
+    SZ_IP, SZ_IP6, SZ_UDP, SZ_GRH, SZ_BTH = (size["ip"], size["ipv6"], size["udp"],
+                                             size["grh"], size["bth"])
+    hid = cfg["hid"]
+    H_FRAME, H_ETH, H_VLAN, H_SLL, H_SLL2 = (hid["frame"], hid["eth"], hid["vlan"], hid["sll"],
+                                             hid["sll2"])
+    H_IP, H_IP6, H_UDP, H_GRH, H_BTH, H_PAYLOAD = (hid["ip"], hid["ipv6"], hid["udp"],
+                                                   hid["grh"], hid["bth"], hid["payload"])
+    st = cfg["status"]
+    S_OK, S_NR_ETHERTYPE, S_NR_PROTO, S_NR_PORT = (st["OK"], st["NR_ETHERTYPE"],
+                                                   st["NR_PROTO"], st["NR_PORT"])
+    S_NR_FRAGMENT, S_NR_LINKTYPE, S_TRUNC = st["NR_FRAGMENT"], st["NR_LINKTYPE"], st["BAD_TRUNCATED"]
+    S_IP_VERSION, S_IP_HDRLEN, S_L3_LENGTH = (st["BAD_IP_VERSION"], st["BAD_IP_HDRLEN"],
+                                              st["BAD_L3_LENGTH"])
+    S_UDP_LENGTH, S_TVER, S_OPCODE = st["BAD_UDP_LENGTH"], st["BAD_TVER"], st["BAD_OPCODE"]
+    S_PADCNT, S_PAYLOAD = st["BAD_PADCNT"], st["BAD_PAYLOAD"]
+    S_PAYLOAD_LEN, S_GRH_NEXT = st["BAD_PAYLOAD_LEN"], st["BAD_GRH_NEXT"]
+    c = cfg["const"]
+    ET_IPV4, ET_IPV6, ET_ROCEV1 = c["ETHERTYPE_IPV4"], c["ETHERTYPE_IPV6"], c["ETHERTYPE_ROCEV1"]
+    ET_VLAN0, ET_VLAN1, ET_VLAN2 = c["ETHERTYPE_VLAN"]
+    MAX_VLANS, GRH_NEXT = c["MAX_VLAN_TAGS"], c["GRH_NEXT_BTH"]
+    FL_SE, FL_M, FL_FECN, FL_BECN, FL_A = (c["FLAG_SE"], c["FLAG_M"], c["FLAG_FECN"],
+                                           c["FLAG_BECN"], c["FLAG_A"])
+    LT_ETH, LT_RAW, LT_SLL, LT_SLL2 = (c["LINKTYPE_ETHERNET"], c["LINKTYPE_RAW"],
+                                       c["LINKTYPE_LINUX_SLL"], c["LINKTYPE_LINUX_SLL2"])
+    for code in range(256):
+        OP_VALID[code] = 0
+        K_COUNT[code] = 0
+    for code, (ext, payload_ok, fixed) in cfg["opcodes"].items():
+        if len(ext) > MAXEXT:
+            raise ValueError("opcode 0x%02x has more than %d extended headers" % (code, MAXEXT))
+        OP_VALID[code] = 1
+        OP_NEXT[code] = len(ext)
+        for j, (h, sz) in enumerate(ext):
+            OP_HID[code][j] = h
+            OP_HSZ[code][j] = sz
+        OP_PAYLOAD[code] = 1 if payload_ok else 0
+        OP_FIXED[code] = fixed
+    for code, keys in cfg["keys"].items():
+        K_COUNT[code] = len(keys)
+        for j, (off, n, shift, mask) in enumerate(keys[:MAXKEY]):
+            K_OFF[code][j], K_N[code][j], K_SHIFT[code][j], K_MASK[code][j] = off, n, shift, mask
+    masks = cfg["masks"]
+    _load_mask(masks["ip"], M_IP, 64)
+    M_IP_LEN = len(masks["ip"])
+    _load_mask(masks["ipv6"], M_IP6, 40)
+    _load_mask(masks["grh"], M_GRH, 40)
+    _load_mask(masks["udp"], M_UDP, 8)
+    _load_mask(masks["bth"], M_BTH, 12)
+    WalkType = cfg["walk_type"]
+    configured = True
+
+
+cdef _load_mask(bytes m, uint8_t *dst, int cap):
+    cdef int i
+    memset(dst, 0, cap)
+    for i in range(min(len(m), cap)):
+        dst[i] = m[i]
+
+
+def crc32_impl():
+    """Name of the CRC-32 kernel in use."""
+    return roce_crc32_impl().decode()
+
+
+def crc32_force(name):
+    """Testing aid: force a CRC-32 kernel by name (None: automatic)."""
+    if name is None:
+        roce_crc32_force(NULL)
+    else:
+        b = name.encode()
+        roce_crc32_force(b)
+
+
+def crc32(data, unsigned int crc=0):
+    """zlib.crc32 twin over any bytes-like object, using the fastest kernel."""
+    cdef const unsigned char[::1] mv = data
+    if mv.shape[0] == 0:
+        return crc
+    return roce_crc32(crc, &mv[0], mv.shape[0])
+
+
+def ip_checksum(const unsigned char[::1] header):
+    """Twin of roce.fast.ip_checksum_reference."""
+    cdef Py_ssize_t i, n = header.shape[0]
+    cdef uint32_t s = 0
+    for i in range(0, n - 1, 2):
+        s += (header[i] << 8) | header[i + 1]
+    if n & 1:
+        s += header[n - 1] << 8
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+# -- the walk -----------------------------------------------------------------------------------
+
+cdef struct WalkResult:
+    int status
+    int vlans
+    int l3_kind
+    int l3_off
+    int l3_len
+    int udp_off
+    int bth_off
+    int opcode
+    int payload_off
+    int pad_off
+    int icrc_off
+    int l4_end
+    int err_header
+    int err_offset
+    int err_a
+    int err_b
+
+
+cdef inline uint32_t rd(const uint8_t *p, int base, int f) noexcept nogil:
+    cdef const uint8_t *q = p + base + F_OFF[f]
+    cdef uint32_t v = 0
+    cdef int i
+    for i in range(F_N[f]):
+        v = (v << 8) | q[i]
+    return (v >> F_SHIFT[f]) & F_MASK[f]
+
+
+cdef inline int fail(WalkResult *w, int status, int header, int offset, int a, int b) noexcept nogil:
+    w.status = status
+    w.err_header = header
+    w.err_offset = offset
+    w.err_a = a
+    w.err_b = b
+    return status
+
+
+cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port, WalkResult *w) noexcept nogil:
+    cdef int off = 0, etype, version, ihl, hlen, total, start, end, length, l2hdr, sz
+    w.status = 0
+    w.vlans = 0
+    w.l3_kind = 0
+    w.l3_off = -1
+    w.l3_len = 0
+    w.udp_off = -1
+    w.bth_off = -1
+    w.opcode = -1
+    w.payload_off = -1
+    w.pad_off = -1
+    w.icrc_off = -1
+    w.l4_end = -1
+    w.err_header = 0
+    w.err_offset = 0
+    w.err_a = 0
+    w.err_b = 0
+    if linktype == LT_RAW:
+        if n < 1:
+            return fail(w, S_TRUNC, H_IP, 0, 1, 0)
+        version = p[0] >> 4
+        if version == 4:
+            etype = ET_IPV4
+        elif version == 6:
+            etype = ET_IPV6
+        else:
+            return fail(w, S_IP_VERSION, H_IP, 0, version, 0)
+    else:
+        if linktype == LT_ETH:
+            l2hdr, sz, etype = H_ETH, SZ_ETH, F_ETH_TYPE
+        elif linktype == LT_SLL:
+            l2hdr, sz, etype = H_SLL, SZ_SLL, F_SLL_ETYPE
+        elif linktype == LT_SLL2:
+            l2hdr, sz, etype = H_SLL2, SZ_SLL2, F_SLL2_ETYPE
+        else:
+            return fail(w, S_NR_LINKTYPE, H_FRAME, 0, linktype, 0)
+        if n < sz:
+            return fail(w, S_TRUNC, l2hdr, 0, sz, n)
+        etype = rd(p, 0, etype)
+        off = sz
+        while (etype == ET_VLAN0 or etype == ET_VLAN1 or etype == ET_VLAN2) and w.vlans < MAX_VLANS:
+            if n - off < SZ_VLAN:
+                return fail(w, S_TRUNC, H_VLAN, off, SZ_VLAN, n - off)
+            etype = rd(p, off, F_VLAN_ETYPE)
+            w.vlans += 1
+            off += SZ_VLAN
+    if etype == ET_IPV4:
+        w.l3_kind = 4
+        w.l3_off = off
+        if n - off < SZ_IP:
+            return fail(w, S_TRUNC, H_IP, off, SZ_IP, n - off)
+        version = rd(p, off, F_IP_VERSION)
+        if version != 4:
+            return fail(w, S_IP_VERSION, H_IP, off, version, 0)
+        ihl = rd(p, off, F_IP_IHL)
+        if ihl < SZ_IP // 4:
+            return fail(w, S_IP_HDRLEN, H_IP, off, ihl, 0)
+        hlen = ihl * 4
+        w.l3_len = hlen
+        if n - off < hlen:
+            return fail(w, S_TRUNC, H_IP, off, hlen, n - off)
+        if rd(p, off, F_IP_PROTO) != 17:
+            return fail(w, S_NR_PROTO, H_IP, off, rd(p, off, F_IP_PROTO), 0)
+        if rd(p, off, F_IP_MF) or rd(p, off, F_IP_FRAG):
+            return fail(w, S_NR_FRAGMENT, H_IP, off, 0, 0)
+        total = rd(p, off, F_IP_LEN)
+        if total < hlen + SZ_UDP:
+            return fail(w, S_L3_LENGTH, H_IP, off, total, hlen + SZ_UDP)
+        return do_udp(p, n, off + hlen, off + total, udp_port, H_IP, w)
+    if etype == ET_IPV6:
+        w.l3_kind = 6
+        w.l3_off = off
+        w.l3_len = SZ_IP6
+        if n - off < SZ_IP6:
+            return fail(w, S_TRUNC, H_IP6, off, SZ_IP6, n - off)
+        version = rd(p, off, F_IP6_VERSION)
+        if version != 6:
+            return fail(w, S_IP_VERSION, H_IP6, off, version, 0)
+        if rd(p, off, F_IP6_NXT) != 17:
+            return fail(w, S_NR_PROTO, H_IP6, off, rd(p, off, F_IP6_NXT), 0)
+        length = rd(p, off, F_IP6_PLEN)
+        if length < SZ_UDP:
+            return fail(w, S_L3_LENGTH, H_IP6, off, length, SZ_UDP)
+        start = off + SZ_IP6
+        return do_udp(p, n, start, start + length, udp_port, H_IP6, w)
+    if etype == ET_ROCEV1:
+        w.l3_kind = 1
+        w.l3_off = off
+        w.l3_len = SZ_GRH
+        if n - off < SZ_GRH:
+            return fail(w, S_TRUNC, H_GRH, off, SZ_GRH, n - off)
+        if rd(p, off, F_GRH_NXTHDR) != GRH_NEXT:
+            return fail(w, S_GRH_NEXT, H_GRH, off, rd(p, off, F_GRH_NXTHDR), 0)
+        start = off + SZ_GRH
+        return do_transport(p, n, start, start + <int>rd(p, off, F_GRH_PAYLEN), H_GRH, w)
+    return fail(w, S_NR_ETHERTYPE, H_ETH, off - 2 if off >= 2 else 0, etype, 0)
+
+
+cdef int do_udp(const uint8_t *p, int n, int off, int end, int udp_port, int l3hdr,
+                WalkResult *w) noexcept nogil:
+    w.udp_off = off
+    if n - off < SZ_UDP:
+        return fail(w, S_TRUNC, H_UDP, off, SZ_UDP, n - off)
+    cdef int dport = rd(p, off, F_UDP_DPORT)
+    if dport != udp_port:
+        return fail(w, S_NR_PORT, H_UDP, off, dport, 0)
+    cdef int length = rd(p, off, F_UDP_LEN)
+    if length != end - off:
+        return fail(w, S_UDP_LENGTH, H_UDP, off, length, end - off)
+    return do_transport(p, n, off + SZ_UDP, end, l3hdr, w)
+
+
+cdef int do_transport(const uint8_t *p, int n, int off, int end, int l3hdr,
+                      WalkResult *w) noexcept nogil:
+    cdef bint short = end > n
+    cdef int limit = n if short else end - 4
+    cdef int opcode, tver, padcnt, pos, j, sz, icrc, payload_len, left
+    w.bth_off = off
+    if limit - off < SZ_BTH:
+        left = limit - off
+        return fail(w, S_TRUNC, H_BTH, off, SZ_BTH, left if left > 0 else 0)
+    opcode = rd(p, off, F_BTH_OPCODE)
+    w.opcode = opcode
+    tver = rd(p, off, F_BTH_TVER)
+    if tver != 0:
+        return fail(w, S_TVER, H_BTH, off + F_OFF[F_BTH_TVER], tver, 0)
+    if not OP_VALID[opcode]:
+        return fail(w, S_OPCODE, H_BTH, off, opcode, 0)
+    padcnt = rd(p, off, F_BTH_PADCNT)
+    pos = off + SZ_BTH
+    for j in range(OP_NEXT[opcode]):
+        sz = OP_HSZ[opcode][j]
+        if limit - pos < sz:
+            left = limit - pos
+            return fail(w, S_TRUNC, OP_HID[opcode][j], pos, sz, left if left > 0 else 0)
+        pos += sz
+    w.payload_off = pos
+    if short:
+        return fail(w, S_L3_LENGTH, l3hdr, w.l3_off, end - w.l3_off, n - w.l3_off)
+    icrc = end - 4
+    payload_len = icrc - pos - padcnt
+    if payload_len < 0:
+        return fail(w, S_PADCNT, H_BTH, off + F_OFF[F_BTH_PADCNT], padcnt, icrc - pos)
+    w.pad_off = pos + payload_len
+    w.icrc_off = icrc
+    w.l4_end = end
+    if not OP_PAYLOAD[opcode] and payload_len + padcnt:
+        return fail(w, S_PAYLOAD, H_PAYLOAD, pos, payload_len + padcnt, 0)
+    if OP_FIXED[opcode] >= 0 and payload_len != OP_FIXED[opcode]:
+        return fail(w, S_PAYLOAD_LEN, H_PAYLOAD, pos, payload_len, OP_FIXED[opcode])
+    return S_OK
+
+
+cdef object walk_tuple(WalkResult *w):
+    return tuple.__new__(WalkType, (w.status, w.vlans, w.l3_kind, w.l3_off, w.l3_len,
+                                    w.udp_off, w.bth_off, w.opcode, w.payload_off, w.pad_off,
+                                    w.icrc_off, w.l4_end, w.err_header, w.err_offset,
+                                    w.err_a, w.err_b))
+
+
+def walk(bytes frame, int linktype=1, int udp_port=4791):
+    """Twin of roce.locate.walk."""
+    cdef WalkResult w
+    do_walk(<const uint8_t *>PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame), linktype,
+            udp_port, &w)
+    return walk_tuple(&w)
+
+
+# -- ICRC -----------------------------------------------------------------------------------
+
+cdef uint32_t icrc_raw(const uint8_t *p, int l3_off, int l3_kind, int l3_len, int bth_off,
+                       int end) noexcept nogil:
+    """CRC-32 over the masked pseudo header and the rest; the value as stored little-endian."""
+    cdef uint8_t buf[8 + 60 + 8 + 12]
+    cdef int i, k = 8, udp_len
+    cdef const uint8_t *mask
+    cdef int mlen
+    memset(buf, 0xFF, 8)
+    if l3_kind == 4:
+        mask, mlen = M_IP, M_IP_LEN
+    elif l3_kind == 6:
+        mask, mlen = M_IP6, 40
+    else:
+        mask, mlen = M_GRH, 40
+    if l3_len > 60:
+        l3_len = 60
+    memcpy(buf + k, p + l3_off, l3_len)
+    for i in range(mlen if mlen < l3_len else l3_len):
+        buf[k + i] |= mask[i]
+    k += l3_len
+    udp_len = bth_off - (l3_off + l3_len)
+    if udp_len > 0:
+        memcpy(buf + k, p + l3_off + l3_len, SZ_UDP)
+        for i in range(SZ_UDP):
+            buf[k + i] |= M_UDP[i]
+        k += SZ_UDP
+    memcpy(buf + k, p + bth_off, SZ_BTH)
+    for i in range(SZ_BTH):
+        buf[k + i] |= M_BTH[i]
+    k += SZ_BTH
+    cdef uint32_t crc = roce_crc32(0, buf, k)
+    if end > bth_off + SZ_BTH:
+        crc = roce_crc32(crc, p + bth_off + SZ_BTH, end - bth_off - SZ_BTH)
+    return crc
+
+
+cdef inline uint32_t bswap32(uint32_t x) noexcept nogil:
+    return ((x & 0xFF) << 24) | ((x & 0xFF00) << 8) | ((x >> 8) & 0xFF00) | (x >> 24)
+
+
+cdef inline uint32_t stored(const uint8_t *p, int off) noexcept nogil:
+    return (<uint32_t>p[off] << 24) | (<uint32_t>p[off + 1] << 16) | (<uint32_t>p[off + 2] << 8) | p[off + 3]
+
+
+def icrc_at(bytes frame, int l3_offset, int l3_kind, int l3_len, int bth_offset, int end):
+    """Twin of roce.icrc.icrc_at (Wireshark's big-endian reading of the trailer)."""
+    if l3_offset < 0 or bth_offset < l3_offset or end < bth_offset + 12 or end > len(frame):
+        raise ValueError("icrc_at: offsets outside the frame")
+    return bswap32(icrc_raw(<const uint8_t *>PyBytes_AS_STRING(frame), l3_offset, l3_kind,
+                            l3_len, bth_offset, end))
+
+
+def icrc(bytes frame, int linktype=1, int udp_port=4791):
+    """(status, computed ICRC, stored ICRC) for one frame; status as in roce.locate."""
+    cdef WalkResult w
+    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(frame)
+    if do_walk(p, PyBytes_GET_SIZE(frame), linktype, udp_port, &w) != S_OK:
+        return (w.status, 0, 0)
+    return (S_OK, bswap32(icrc_raw(p, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)),
+            stored(p, w.icrc_off))
+
+
+def icrc_batch(list frames, int linktype=1, int udp_port=4791, uint32_t[::1] out=None,
+               uint8_t[::1] status=None):
+    """Compute the ICRC of every frame.  Fills ``out`` (computed ICRC, 0 if not RoCE) and
+    ``status`` (walk status); returns the number of RoCE frames whose stored ICRC is right."""
+    cdef Py_ssize_t i, count = PyList_GET_SIZE(frames)
+    cdef WalkResult w
+    cdef const uint8_t *p
+    cdef object f
+    cdef uint32_t c
+    cdef Py_ssize_t good = 0
+    if out is not None and out.shape[0] < count:
+        raise ValueError("icrc_batch: out is shorter than frames")
+    if status is not None and status.shape[0] < count:
+        raise ValueError("icrc_batch: status is shorter than frames")
+    for i in range(count):
+        f = <object>PyList_GET_ITEM(frames, i)
+        if not PyBytes_Check(f):
+            raise TypeError("icrc_batch: frame %d is not bytes" % i)
+        p = <const uint8_t *>PyBytes_AS_STRING(f)
+        c = 0
+        if do_walk(p, PyBytes_GET_SIZE(f), linktype, udp_port, &w) == S_OK:
+            c = bswap32(icrc_raw(p, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off))
+            if c == stored(p, w.icrc_off):
+                good += 1
+        if out is not None:
+            out[i] = c
+        if status is not None:
+            status[i] = w.status
+    return good
+
+
+# -- bulk header scan -------------------------------------------------------------------------
+
+cdef inline uint64_t rd64(const uint8_t *q, int n) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(n):
+        v = (v << 8) | q[i]
+    return v
+
+
+def scan(list frames, int linktype=1, int udp_port=4791, bint check_icrc=False, dict cols=None):
+    """Walk every frame and write BTH and first-ETH fields into preallocated columns.
+
+    ``cols`` maps column name -> writable array of at least len(frames) items (see
+    roce.fast.scan for the names and types).  No Python object is made per frame.
+    """
+    cdef Py_ssize_t i, count = PyList_GET_SIZE(frames)
+    cdef WalkResult w
+    cdef const uint8_t *p
+    cdef const uint8_t *b
+    cdef object f
+    cdef int j, op, ecn
+    cdef uint8_t[::1] c_status = cols["status"]
+    cdef uint8_t[::1] c_opcode = cols["opcode"]
+    cdef uint32_t[::1] c_destqp = cols["destqp"]
+    cdef uint32_t[::1] c_psn = cols["psn"]
+    cdef uint8_t[::1] c_flags = cols["flags"]
+    cdef uint16_t[::1] c_pkey = cols["p_key"]
+    cdef uint8_t[::1] c_ecn = cols["ecn"]
+    cdef uint8_t[::1] c_l3 = cols["l3_kind"]
+    cdef int32_t[::1] c_l3off = cols["l3_off"]
+    cdef int32_t[::1] c_bthoff = cols["bth_off"]
+    cdef int32_t[::1] c_paylen = cols["payload_len"]
+    cdef uint64_t[::1] c_k0 = cols["key0"]
+    cdef uint64_t[::1] c_k1 = cols["key1"]
+    cdef uint64_t[::1] c_k2 = cols["key2"]
+    cdef uint8_t[::1] c_icrc = cols["icrc_ok"]
+    cdef uint64_t kv[MAXKEY]
+    for i in range(count):
+        f = <object>PyList_GET_ITEM(frames, i)
+        if not PyBytes_Check(f):
+            raise TypeError("scan: frame %d is not bytes" % i)
+        p = <const uint8_t *>PyBytes_AS_STRING(f)
+        do_walk(p, PyBytes_GET_SIZE(f), linktype, udp_port, &w)
+        c_status[i] = w.status
+        c_l3[i] = w.l3_kind
+        c_l3off[i] = w.l3_off
+        c_bthoff[i] = w.bth_off
+        kv[0] = kv[1] = kv[2] = 0
+        if w.status != S_OK:
+            c_opcode[i] = w.opcode if w.opcode >= 0 else 0
+            c_destqp[i] = c_psn[i] = c_flags[i] = c_pkey[i] = c_ecn[i] = 0
+            c_paylen[i] = -1
+            c_icrc[i] = 0
+        else:
+            b = p + w.bth_off
+            op = w.opcode
+            c_opcode[i] = op
+            c_flags[i] = ((FL_SE if rd(p, w.bth_off, F_BTH_SE) else 0)
+                          | (FL_M if rd(p, w.bth_off, F_BTH_M) else 0)
+                          | (FL_FECN if rd(p, w.bth_off, F_BTH_FECN) else 0)
+                          | (FL_BECN if rd(p, w.bth_off, F_BTH_BECN) else 0)
+                          | (FL_A if rd(p, w.bth_off, F_BTH_A) else 0))
+            c_pkey[i] = rd(p, w.bth_off, F_BTH_PKEY)
+            c_destqp[i] = rd(p, w.bth_off, F_BTH_DESTQP)
+            c_psn[i] = rd(p, w.bth_off, F_BTH_PSN)
+            if w.l3_kind == 4:
+                ecn = rd(p, w.l3_off, F_IP_ECN)
+            elif w.l3_kind == 6:
+                ecn = rd(p, w.l3_off, F_IP6_TCLASS) & 3
+            else:
+                ecn = 0
+            c_ecn[i] = ecn
+            c_paylen[i] = w.pad_off - w.payload_off
+            for j in range(K_COUNT[op]):
+                kv[j] = (rd64(b + K_OFF[op][j], K_N[op][j]) >> K_SHIFT[op][j]) & K_MASK[op][j]
+            if check_icrc:
+                c_icrc[i] = bswap32(icrc_raw(p, w.l3_off, w.l3_kind, w.l3_len, w.bth_off,
+                                             w.icrc_off)) == stored(p, w.icrc_off)
+            else:
+                c_icrc[i] = 0
+        c_k0[i] = kv[0]
+        c_k1[i] = kv[1]
+        c_k2[i] = kv[2]
+    return count
+
+
+# -- PSN --------------------------------------------------------------------------------------
+
+DEF PSN_MASK = 0xFFFFFF
+
+
+cdef inline int32_t c_psn_diff(uint32_t a, uint32_t b) noexcept nogil:
+    return (<int32_t>(((a - b) << 8) & 0xFFFFFFFFu)) >> 8
+
+
+def psn_add(uint32_t psn, int64_t n):
+    return <uint32_t>((<int64_t>psn + n) & PSN_MASK)
+
+
+def psn_diff(uint32_t a, uint32_t b):
+    return c_psn_diff(a, b)
+
+
+def psn_cmp(uint32_t a, uint32_t b):
+    cdef int32_t d = c_psn_diff(a, b)
+    return (d > 0) - (d < 0)
+
+
+def classify(uint32_t psn, uint32_t epsn):
+    cdef int32_t d = c_psn_diff(psn, epsn)
+    if d == 0:
+        return 0
+    return 2 if d > 0 else 1
+
+
+DEF MAX_HOLES = 1024
+
+
+cdef class PSNTracker:
+    """Twin of roce.psn.PSNTracker."""
+
+    cdef public uint32_t next
+    cdef public bint started
+    cdef public long in_order, gaps, missing, late, duplicates, wraps
+    cdef uint32_t hole_start[MAX_HOLES + 1]
+    cdef uint32_t hole_len[MAX_HOLES + 1]
+    cdef int nholes
+
+    def __cinit__(self):
+        self.next = 0
+        self.started = False
+        self.in_order = self.gaps = self.missing = self.late = self.duplicates = self.wraps = 0
+        self.nholes = 0
+
+    cpdef int feed(self, uint32_t psn, int count=1):
+        psn &= PSN_MASK
+        if count < 1:
+            count = 1
+        if not self.started:
+            self.started = True
+            self.in_order += 1
+            self._advance(psn, count)
+            return 0
+        cdef int32_t d = c_psn_diff(psn, self.next)
+        if d == 0:
+            self.in_order += 1
+            self._advance(psn, count)
+            return 1
+        if d > 0:
+            self.gaps += 1
+            self.missing += d
+            self.hole_start[self.nholes] = self.next
+            self.hole_len[self.nholes] = d
+            self.nholes += 1
+            if self.nholes > MAX_HOLES:
+                self._drop(0)
+            self._advance(psn, count)
+            return 2
+        if self._fill(psn):
+            self.late += 1
+            return 3
+        self.duplicates += 1
+        return 4
+
+    cdef void _advance(self, uint32_t psn, int count) noexcept:
+        cdef uint64_t nxt = <uint64_t>psn + count
+        if nxt > PSN_MASK:
+            self.wraps += 1
+        self.next = nxt & PSN_MASK
+
+    cdef void _drop(self, int i) noexcept:
+        cdef int k
+        for k in range(i, self.nholes - 1):
+            self.hole_start[k] = self.hole_start[k + 1]
+            self.hole_len[k] = self.hole_len[k + 1]
+        self.nholes -= 1
+
+    cdef bint _fill(self, uint32_t psn) noexcept:
+        cdef int i, k
+        cdef uint32_t start, length
+        cdef int32_t off
+        for i in range(self.nholes):
+            start = self.hole_start[i]
+            length = self.hole_len[i]
+            off = c_psn_diff(psn, start)
+            if off >= 0 and <uint32_t>off < length:
+                if length == 1:
+                    self._drop(i)
+                elif off == 0:
+                    self.hole_start[i] = (start + 1) & PSN_MASK
+                    self.hole_len[i] = length - 1
+                elif <uint32_t>off == length - 1:
+                    self.hole_len[i] = length - 1
+                else:
+                    self.hole_len[i] = off
+                    for k in range(self.nholes, i + 1, -1):
+                        self.hole_start[k] = self.hole_start[k - 1]
+                        self.hole_len[k] = self.hole_len[k - 1]
+                    self.hole_start[i + 1] = (psn + 1) & PSN_MASK
+                    self.hole_len[i + 1] = length - off - 1
+                    self.nholes += 1
+                    if self.nholes > MAX_HOLES:
+                        self._drop(0)
+                return True
+        return False
+
+    def feed_many(self, const uint32_t[::1] psns, const uint32_t[::1] counts=None):
+        """Feed a column of PSNs; returns nothing (read the counters)."""
+        cdef Py_ssize_t i
+        for i in range(psns.shape[0]):
+            self.feed(psns[i], counts[i] if counts is not None else 1)
+
+    @property
+    def holes(self):
+        return [[self.hole_start[i], self.hole_len[i]] for i in range(self.nholes)]
+
+    @property
+    def still_missing(self):
+        cdef long s = 0
+        cdef int i
+        for i in range(self.nholes):
+            s += self.hole_len[i]
+        return s
+
+    def counts(self):
+        return {"in_order": self.in_order, "gaps": self.gaps, "missing": self.missing,
+                "late": self.late, "duplicates": self.duplicates, "wraps": self.wraps,
+                "still_missing": self.still_missing, "next": self.next}

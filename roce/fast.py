@@ -1,0 +1,231 @@
+"""Chooses between the compiled fast path and the pure-Python references, and feeds the
+fast path the tables it needs (derived from ``roce.headers`` and ``roce.opcodes``).
+
+Import from here, not from ``roce._fastpath``: if the extension is missing the package still
+works through the references and says so once with a ``RuntimeWarning``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from array import array
+from typing import Any
+
+from . import icrc as _icrc
+from . import locate as _locate
+from . import psn as _psn
+from .headers import LAYOUTS, SIZE_OF
+from .locate import OK, Walk
+from .opcodes import OPCODES
+
+try:
+    from . import _fastpath as _ext
+except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
+    _ext = None
+    warnings.warn(f"roce: compiled fast path not available ({exc}); using the pure-Python "
+                  "reference implementations (slower). Reinstall with a C compiler to fix.",
+                  RuntimeWarning, stacklevel=2)
+
+COMPILED = _ext is not None
+
+# -- tables for the fast path --------------------------------------------------------------
+
+KEY_COUNT = 3
+
+
+def _key_specs() -> dict[int, list[tuple[int, int, int, int]]]:
+    """Per opcode: the first extended header's key fields (not reserved), from BTH start."""
+    out: dict[int, list[tuple[int, int, int, int]]] = {}
+    for code, op in OPCODES.items():
+        if not op.headers:
+            continue
+        lay = LAYOUTS[op.headers[0]]
+        base = SIZE_OF["bth"] * 8
+        specs = []
+        for f in lay.fields:
+            if f.name.startswith("reserved") or f.bits > 64:
+                continue
+            first = (base + f.bit_offset) // 8
+            last = (base + f.bit_offset + f.bits - 1) // 8
+            n = last - first + 1
+            if n > 8:
+                continue
+            specs.append((first, n, n * 8 - ((base + f.bit_offset) % 8) - f.bits, f.mask))
+            if len(specs) == KEY_COUNT:
+                break
+        out[code] = specs
+    return out
+
+
+KEY_FIELDS: dict[int, tuple[str, ...]] = {
+    code: tuple(f"{op.headers[0]}.{f.name}" for f in LAYOUTS[op.headers[0]].fields
+                if not f.name.startswith("reserved") and f.bits <= 64)[:KEY_COUNT]
+    for code, op in OPCODES.items() if op.headers
+}
+_KEY_SPECS = _key_specs()
+
+
+def _config() -> dict[str, Any]:
+    L = _locate
+    return {
+        "fields": [L.SPECS[hf] for hf in L.FAST_FIELDS],
+        "sizes": dict(SIZE_OF),
+        "hid": dict(L.HID),
+        "status": {name: getattr(L, name) for name in (
+            "OK", "NR_ETHERTYPE", "NR_PROTO", "NR_PORT", "NR_FRAGMENT", "NR_LINKTYPE",
+            "BAD_TRUNCATED", "BAD_IP_VERSION", "BAD_IP_HDRLEN", "BAD_L3_LENGTH",
+            "BAD_UDP_LENGTH", "BAD_TVER", "BAD_OPCODE", "BAD_PADCNT", "BAD_PAYLOAD",
+            "BAD_PAYLOAD_LEN", "BAD_GRH_NEXT")},
+        "const": {name: getattr(L, name) for name in (
+            "ETHERTYPE_IPV4", "ETHERTYPE_IPV6", "ETHERTYPE_ROCEV1", "ETHERTYPE_VLAN",
+            "MAX_VLAN_TAGS", "GRH_NEXT_BTH", "LINKTYPE_ETHERNET", "LINKTYPE_RAW",
+            "LINKTYPE_LINUX_SLL", "LINKTYPE_LINUX_SLL2", "FLAG_SE", "FLAG_M", "FLAG_FECN",
+            "FLAG_BECN", "FLAG_A")},
+        "opcodes": dict(L.OPCODE_PLAN),
+        "keys": _KEY_SPECS,
+        "masks": dict(_icrc.MASKS),
+        "walk_type": Walk,
+    }
+
+
+if _ext is not None:
+    _ext.configure(_config())
+
+# -- the API the rest of roce uses ----------------------------------------------------------
+
+
+def walk(frame: bytes, linktype: int = 1, udp_port: int = 4791) -> Walk:
+    """Locate the headers of a frame (see roce.locate.walk)."""
+    return _locate.walk(frame, linktype, udp_port)
+
+
+def icrc_of(frame: bytes, w: Walk) -> int:
+    """The ICRC a walked frame should carry."""
+    return _icrc.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
+
+
+def icrc_check(frame: bytes, linktype: int = 1, udp_port: int = 4791) -> tuple[int, int, int]:
+    """(walk status, computed ICRC, stored ICRC) for one frame."""
+    w = _locate.walk(frame, linktype, udp_port)
+    if w.status != OK:
+        return (w.status, 0, 0)
+    return (OK, icrc_of(frame, w), int.from_bytes(frame[w.icrc_off:w.l4_end], "big"))
+
+
+def icrc_batch(frames: list[bytes], linktype: int = 1, udp_port: int = 4791,
+               out: Any = None, status: Any = None) -> int:
+    """ICRC of many frames in one call; returns how many carry a correct ICRC."""
+    good = 0
+    for i, f in enumerate(frames):
+        st, calc, stored = icrc_check(f, linktype, udp_port)
+        if out is not None:
+            out[i] = calc
+        if status is not None:
+            status[i] = st
+        good += st == OK and calc == stored
+    return good
+
+
+SCAN_COLUMNS: dict[str, str] = {
+    "status": "B", "opcode": "B", "destqp": "I", "psn": "I", "flags": "B", "p_key": "H",
+    "ecn": "B", "l3_kind": "B", "l3_off": "i", "bth_off": "i", "payload_len": "i",
+    "key0": "Q", "key1": "Q", "key2": "Q", "icrc_ok": "B",
+}
+
+
+def scan_columns(n: int) -> dict[str, array]:
+    """Preallocated columns for ``scan`` of ``n`` frames."""
+    return {name: array(code, bytes(array(code).itemsize * n)) for name, code in
+            SCAN_COLUMNS.items()}
+
+
+def scan(frames: list[bytes], linktype: int = 1, udp_port: int = 4791,
+         check_icrc: bool = False, cols: dict[str, array] | None = None) -> dict[str, array]:
+    """Bulk header scan: BTH fields and the first ETH's key fields (``KEY_FIELDS``) of every
+    frame into columns (``SCAN_COLUMNS``), without a Python object per header."""
+    if cols is None:
+        cols = scan_columns(len(frames))
+    _scan(frames, linktype, udp_port, check_icrc, cols)
+    return cols
+
+
+def scan_reference(frames: list[bytes], linktype: int, udp_port: int, check_icrc: bool,
+                   cols: dict[str, array]) -> int:
+    """Pure-Python twin of the fast path's scan."""
+    L = _locate
+    for i, f in enumerate(frames):
+        w = L.walk(f, linktype, udp_port)
+        cols["status"][i] = w.status
+        cols["l3_kind"][i] = w.l3_kind
+        cols["l3_off"][i] = w.l3_off
+        cols["bth_off"][i] = w.bth_off
+        keys = [0, 0, 0]
+        if w.status != OK:
+            cols["opcode"][i] = max(w.opcode, 0)
+            for c in ("destqp", "psn", "flags", "p_key", "ecn", "icrc_ok"):
+                cols[c][i] = 0
+            cols["payload_len"][i] = -1
+        else:
+            b = w.bth_off
+            cols["opcode"][i] = w.opcode
+            rd = L._rd
+            flags = 0
+            for field, bit in (("se", L.FLAG_SE), ("m", L.FLAG_M), ("fecn", L.FLAG_FECN),
+                               ("becn", L.FLAG_BECN), ("a", L.FLAG_A)):
+                if rd(f, b, L.SPECS[("bth", field)]):
+                    flags |= bit
+            cols["flags"][i] = flags
+            cols["p_key"][i] = rd(f, b, L.SPECS[("bth", "p_key")])
+            cols["destqp"][i] = rd(f, b, L.SPECS[("bth", "destqp")])
+            cols["psn"][i] = rd(f, b, L.SPECS[("bth", "psn")])
+            if w.l3_kind == L.L3_IPV4:
+                ecn = rd(f, w.l3_off, L.SPECS[("ip", "dsfield.ecn")])
+            elif w.l3_kind == L.L3_IPV6:
+                ecn = rd(f, w.l3_off, L.SPECS[("ipv6", "tclass")]) & 3
+            else:
+                ecn = 0
+            cols["ecn"][i] = ecn
+            cols["payload_len"][i] = w.pad_off - w.payload_off
+            for j, (off, n, shift, mask) in enumerate(_KEY_SPECS.get(w.opcode, ())):
+                keys[j] = (int.from_bytes(f[b + off:b + off + n], "big") >> shift) & mask
+            cols["icrc_ok"][i] = int(check_icrc and icrc_of(f, w) ==
+                                     int.from_bytes(f[w.icrc_off:w.l4_end], "big"))
+        cols["key0"][i], cols["key1"][i], cols["key2"][i] = keys
+    return len(frames)
+
+
+def ip_checksum_reference(header: bytes) -> int:
+    """RFC 791 header checksum (ones' complement sum; the checksum field must be zero)."""
+    s = 0
+    for i in range(0, len(header) - 1, 2):
+        s += (header[i] << 8) | header[i + 1]
+    if len(header) & 1:
+        s += header[-1] << 8
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+ip_checksum: Any = ip_checksum_reference
+_scan = scan_reference
+psn_add, psn_diff, psn_cmp, classify = _psn.psn_add, _psn.psn_diff, _psn.psn_cmp, _psn.classify
+PSNTracker: Any = _psn.PSNTracker
+crc32: Any = None
+
+if _ext is not None:
+    walk = _ext.walk  # type: ignore[assignment]  # noqa: F811
+    icrc_check = _ext.icrc  # type: ignore[assignment]  # noqa: F811
+    icrc_batch = _ext.icrc_batch  # type: ignore[assignment]  # noqa: F811
+    _scan = _ext.scan
+    psn_add, psn_diff, psn_cmp, classify = (_ext.psn_add, _ext.psn_diff, _ext.psn_cmp,
+                                            _ext.classify)
+    PSNTracker = _ext.PSNTracker
+    crc32 = _ext.crc32
+    ip_checksum = _ext.ip_checksum
+
+    def icrc_of(frame: bytes, w: Walk) -> int:  # noqa: F811
+        return _ext.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
+else:
+    import zlib
+
+    crc32 = zlib.crc32

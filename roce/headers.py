@@ -1,0 +1,376 @@
+"""Header layouts in Construct: the one place where field names, widths and order are written.
+
+Each header is a flat ``BitStruct`` of integer fields.  Field names are Wireshark's (without the
+``infiniband.`` prefix), so ``bth.destqp`` here is ``infiniband.bth.destqp`` in tshark.
+
+From the Construct definitions this module derives ``LAYOUTS``: for every header its size and,
+for every field, the bit shift and mask inside the header read as one big-endian integer.  The
+packet codec, the fast path's offset tables and the Scapy layers all use ``LAYOUTS``; nothing
+else restates a field position.
+
+It also owns the meaning of the AETH syndrome (IBA 9.7.5.1: type, credit count, RNR timer,
+NAK code).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag
+
+# -- address adapters: addresses are strings in Python, integers on the wire -----------------
+
+
+def _mac_dec(obj: int, ctx: object = None) -> str:
+    return obj.to_bytes(6, "big").hex(":")
+
+
+def _memo(parse: Callable[[str], int]) -> Callable:
+    """Addresses repeat from packet to packet: remember the last few thousand parses."""
+    cache: dict[str, int] = {}
+
+    def enc(obj: str | bytes | int, ctx: object = None) -> int:
+        if type(obj) is int:
+            return obj
+        try:
+            return cache[obj]  # type: ignore[index]
+        except (KeyError, TypeError):
+            pass
+        value = int.from_bytes(obj, "big") if isinstance(obj, bytes) else parse(obj)
+        if len(cache) > 4096:
+            cache.clear()
+        if isinstance(obj, str):
+            cache[obj] = value
+        return value
+
+    return enc
+
+
+@_memo
+def _mac_enc(obj: str) -> int:
+    return int(obj.replace(":", "").replace("-", ""), 16)
+
+
+def _ip4_dec(obj: int, ctx: object = None) -> str:
+    return socket.inet_ntop(socket.AF_INET, obj.to_bytes(4, "big"))
+
+
+@_memo
+def _ip4_enc(obj: str) -> int:
+    return int.from_bytes(socket.inet_pton(socket.AF_INET, obj), "big")
+
+
+def _ip6_dec(obj: int, ctx: object = None) -> str:
+    return socket.inet_ntop(socket.AF_INET6, obj.to_bytes(16, "big"))
+
+
+@_memo
+def _ip6_enc(obj: str) -> int:
+    return int.from_bytes(socket.inet_pton(socket.AF_INET6, obj), "big")
+
+
+MacAddress = ExprAdapter(BitsInteger(48), _mac_dec, _mac_enc)
+IPv4Address = ExprAdapter(BitsInteger(32), _ip4_dec, _ip4_enc)
+IPv6Address = ExprAdapter(BitsInteger(128), _ip6_dec, _ip6_enc)
+
+# Python-side converters for the adapters above, used by the compiled codec.
+_CONVERTERS: dict[int, tuple[Callable, Callable]] = {
+    id(MacAddress): (_mac_dec, _mac_enc),
+    id(IPv4Address): (_ip4_dec, _ip4_enc),
+    id(IPv6Address): (_ip6_dec, _ip6_enc),
+}
+
+U = BitsInteger
+
+# -- L2 / L3 / L4 ------------------------------------------------------------------------------
+
+ETH = BitStruct("dst" / MacAddress, "src" / MacAddress, "type" / U(16))
+VLAN = BitStruct("priority" / U(3), "dei" / U(1), "id" / U(12), "etype" / U(16))
+# Linux cooked captures (libpcap LINKTYPE_LINUX_SLL / SLL2): only what we need to find L3.
+SLL = BitStruct("pkttype" / U(16), "hatype" / U(16), "halen" / U(16), "src" / U(64),
+                "etype" / U(16))
+SLL2 = BitStruct("etype" / U(16), "reserved" / U(16), "ifindex" / U(32), "hatype" / U(16),
+                 "pkttype" / U(8), "halen" / U(8), "src" / U(64))
+IPV4 = BitStruct(
+    "version" / U(4), "ihl" / U(4), "dsfield.dscp" / U(6), "dsfield.ecn" / U(2), "len" / U(16),
+    "id" / U(16), "flags.rb" / U(1), "flags.df" / U(1), "flags.mf" / U(1),
+    "frag_offset" / U(13), "ttl" / U(8), "proto" / U(8), "checksum" / U(16),
+    "src" / IPv4Address, "dst" / IPv4Address,
+)
+IPV6 = BitStruct(
+    "version" / U(4), "tclass" / U(8), "flow" / U(20), "plen" / U(16), "nxt" / U(8),
+    "hlim" / U(8), "src" / IPv6Address, "dst" / IPv6Address,
+)
+UDP = BitStruct("srcport" / U(16), "dstport" / U(16), "length" / U(16), "checksum" / U(16))
+# RoCEv1 Global Route Header (IBA 8.3); GIDs shown as IPv6 addresses, as tools do.
+GRH = BitStruct(
+    "ipver" / U(4), "tclass" / U(8), "flowlabel" / U(20), "paylen" / U(16), "nxthdr" / U(8),
+    "hoplmt" / U(8), "sgid" / IPv6Address, "dgid" / IPv6Address,
+)
+
+# -- InfiniBand transport headers (IBA 9.2, 9.3) ------------------------------------------------
+
+BTH = BitStruct(
+    "opcode" / U(8), "se" / Flag, "m" / Flag, "padcnt" / U(2), "tver" / U(4), "p_key" / U(16),
+    "fecn" / Flag, "becn" / Flag, "reserved" / U(6), "destqp" / U(24),
+    "a" / Flag, "reserved7" / U(7), "psn" / U(24),
+)
+RDETH = BitStruct("reserved" / U(8), "eecnxt" / U(24))
+DETH = BitStruct("q_key" / U(32), "reserved" / U(8), "srcqp" / U(24))
+RETH = BitStruct("va" / U(64), "r_key" / U(32), "dmalen" / U(32))
+ATOMICETH = BitStruct("va" / U(64), "r_key" / U(32), "swapdt" / U(64), "cmpdt" / U(64))
+AETH = BitStruct("syndrome" / U(8), "msn" / U(24))
+ATOMICACKETH = BitStruct("origremdt" / U(64))
+IMMDT = BitStruct("immdt" / U(32))
+IETH = BitStruct("r_key" / U(32))
+XRCETH = BitStruct("reserved" / U(8), "xrcsrq" / U(24))
+FETH = BitStruct("reserved" / U(26), "sel" / U(2), "plt" / U(4))
+CNP = BitStruct("reserved" / U(128))
+
+# Header name (the field-name prefix) -> definition.  Opcode rows name headers by these keys.
+HEADERS: dict[str, Construct] = {
+    "eth": ETH, "vlan": VLAN, "sll": SLL, "sll2": SLL2, "ip": IPV4, "ipv6": IPV6, "udp": UDP,
+    "grh": GRH, "bth": BTH, "rdeth": RDETH, "deth": DETH, "reth": RETH,
+    "atomiceth": ATOMICETH, "aeth": AETH, "atomicacketh": ATOMICACKETH, "immdt": IMMDT,
+    "ieth": IETH, "xrceth": XRCETH, "feth": FETH, "cnp": CNP,
+}
+
+# Human names for the decoder's tree.
+TITLES: dict[str, str] = {
+    "eth": "Ethernet II", "vlan": "802.1Q Virtual LAN", "sll": "Linux cooked capture v1",
+    "sll2": "Linux cooked capture v2", "ip": "Internet Protocol Version 4",
+    "ipv6": "Internet Protocol Version 6", "udp": "User Datagram Protocol",
+    "grh": "Global Route Header", "bth": "Base Transport Header",
+    "rdeth": "Reliable Datagram Extended Transport Header",
+    "deth": "Datagram Extended Transport Header", "reth": "RDMA Extended Transport Header",
+    "atomiceth": "Atomic Extended Transport Header", "aeth": "ACK Extended Transport Header",
+    "atomicacketh": "Atomic ACK Extended Transport Header", "immdt": "Immediate Data",
+    "ieth": "Invalidate Extended Transport Header", "xrceth": "XRC Extended Transport Header",
+    "feth": "FLUSH Extended Transport Header", "cnp": "CNP padding",
+}
+
+
+# -- layouts derived from the definitions ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    bit_offset: int  # from the start of the header, MSB first
+    bits: int
+    shift: int  # right shift of the header-as-integer that brings this field to bit 0
+    mask: int
+    kind: str  # "int", "bool", or "addr"
+    decode: Callable | None = None
+    encode: Callable | None = None
+
+    @property
+    def byte_offset(self) -> int:
+        return self.bit_offset // 8
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    size: int
+    fields: tuple[Field, ...]
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no field {name!r}")
+
+
+def _layout(name: str, con: Construct) -> Layout:
+    size = con.sizeof()
+    total = size * 8
+    fields: list[Field] = []
+    pos = 0
+    for sub in con.subcon.subcons:
+        inner = sub.subcon
+        dec = enc = None
+        if inner is Flag:
+            bits, kind = 1, "bool"
+        elif isinstance(inner, BitsInteger):
+            bits, kind = inner.length, "int"
+        elif id(inner) in _CONVERTERS:
+            bits, kind = inner.subcon.length, "addr"
+            dec, enc = _CONVERTERS[id(inner)]
+        else:  # pragma: no cover - a definition error, found at import
+            raise TypeError(f"{name}.{sub.name}: unsupported construct {inner!r}")
+        fields.append(Field(sub.name, pos, bits, total - pos - bits, (1 << bits) - 1, kind,
+                            dec, enc))
+        pos += bits
+    assert pos == total, name
+    return Layout(name, size, tuple(fields))
+
+
+LAYOUTS: dict[str, Layout] = {name: _layout(name, con) for name, con in HEADERS.items()}
+
+
+SIZE_OF: dict[str, int] = {name: lay.size for name, lay in LAYOUTS.items()}
+
+
+# -- a compiled codec: one int.from_bytes per header, shifts and masks per field -----------
+# The codec is generated as straight-line Python source from the layout (as the standard
+# library's namedtuple does): a loop over field descriptors costs twice as much per packet.
+
+
+def _compile_decoder(layout: Layout) -> Callable[[bytes, int], dict]:
+    env: dict[str, object] = {"from_bytes": int.from_bytes, "bool": bool}
+    items = []
+    for i, f in enumerate(layout.fields):
+        expr = f"(v >> {f.shift}) & {f.mask:#x}" if f.shift else f"v & {f.mask:#x}"
+        if f.kind == "bool":
+            expr = f"bool({expr})"
+        elif f.kind == "addr":
+            env[f"conv{i}"] = f.decode
+            expr = f"conv{i}({expr})"
+        items.append(f"{f.name!r}: {expr}")
+    src = (f"def decode(buf, offset=0):\n"
+           f"    v = from_bytes(buf[offset:offset + {layout.size}], 'big')\n"
+           f"    return {{{', '.join(items)}}}\n")
+    exec(compile(src, f"<roce.headers {layout.name} decoder>", "exec"), env)
+    return env["decode"]  # type: ignore[return-value]
+
+
+def _compile_encoder(layout: Layout) -> Callable[[dict], bytes]:
+    env: dict[str, object] = {"_range_error": _range_error, "_tolerant": None}
+    lines = ["def encode(d):", "    try:"]
+    terms, checks = [], []
+    for i, f in enumerate(layout.fields):
+        if f.kind == "addr":
+            env[f"conv{i}"] = f.encode
+            lines.append(f"        x{i} = conv{i}(d[{f.name!r}])")
+        else:
+            lines.append(f"        x{i} = d[{f.name!r}]")
+        checks.append(f"x{i} < 0 or x{i} > {f.mask:#x}")
+        terms.append(f"(x{i} << {f.shift})" if f.shift else f"x{i}")
+    lines += [f"        if {' or '.join(checks)}:", "            raise TypeError",
+              f"        return ({' | '.join(terms)}).to_bytes({layout.size}, 'big')",
+              "    except (KeyError, TypeError):",
+              "        return _tolerant(d)"]
+    exec(compile("\n".join(lines) + "\n", f"<roce.headers {layout.name} encoder>", "exec"),
+         env)
+    env["_tolerant"] = _tolerant_encoder(layout)
+    return env["encode"]  # type: ignore[return-value]
+
+
+def _tolerant_encoder(layout: Layout) -> Callable[[dict], bytes]:
+    """The slow path: missing or None fields are 0, bools and int-likes are converted, and a
+    value that does not fit raises ValueError naming the field."""
+    plan = tuple((f.name, f.shift, f.mask, f.bits, f.encode) for f in layout.fields)
+
+    def encode(d: dict) -> bytes:
+        v = 0
+        for name, shift, mask, bits, conv in plan:
+            x = d.get(name) or 0
+            try:
+                x = int(conv(x) if conv is not None else x)
+            except (TypeError, ValueError, OSError) as exc:
+                raise ValueError(f"{layout.name}.{name}: bad value {d.get(name)!r}") from exc
+            if x < 0 or x > mask:
+                _range_error(layout.name, name, x, bits)
+            v |= x << shift
+        return v.to_bytes(layout.size, "big")
+
+    return encode
+
+
+def _range_error(header: str, field: str, value: int, bits: int) -> None:
+    raise ValueError(f"{header}.{field} = {value:#x} does not fit in {bits} bits")
+
+
+DECODERS: dict[str, Callable[[bytes, int], dict]] = {
+    n: _compile_decoder(lay) for n, lay in LAYOUTS.items()}
+ENCODERS: dict[str, Callable[[dict], bytes]] = {
+    n: _compile_encoder(lay) for n, lay in LAYOUTS.items()}
+
+
+def decode(name: str, buf: bytes, offset: int = 0) -> dict:
+    """Decode header ``name`` at ``offset`` of ``buf`` into a dict of field values."""
+    return DECODERS[name](buf, offset)
+
+
+def encode(name: str, values: dict) -> bytes:
+    """Encode header ``name`` from a dict (missing fields are 0)."""
+    return ENCODERS[name](values)
+
+
+# -- AETH syndrome (IBA 9.7.5.1; DESIGN.md) ---------------------------------------------------
+
+AETH_ACK, AETH_RNR_NAK, AETH_RESERVED, AETH_NAK = 0, 1, 2, 3
+SYNDROME_TYPES = {AETH_ACK: "ACK", AETH_RNR_NAK: "RNR NAK", AETH_RESERVED: "Reserved",
+                  AETH_NAK: "NAK"}
+
+NAK_PSN_SEQUENCE_ERROR = 0
+NAK_INVALID_REQUEST = 1
+NAK_REMOTE_ACCESS_ERROR = 2
+NAK_REMOTE_OPERATIONAL_ERROR = 3
+NAK_INVALID_RD_REQUEST = 4
+NAK_CODES = {
+    NAK_PSN_SEQUENCE_ERROR: "PSN sequence error",
+    NAK_INVALID_REQUEST: "invalid request",
+    NAK_REMOTE_ACCESS_ERROR: "remote access error",
+    NAK_REMOTE_OPERATIONAL_ERROR: "remote operational error",
+    NAK_INVALID_RD_REQUEST: "invalid RD request",
+}
+
+CREDITS_UNLIMITED = 31
+_CREDITS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+            1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
+# RNR NAK timer codes in units of 10 ns so the table stays exact; code 0 is the longest.
+_RNR_TIMER_10NS = (65536000, 1000, 2000, 3000, 4000, 6000, 8000, 12000, 16000, 24000, 32000,
+                   48000, 64000, 96000, 128000, 192000, 256000, 384000, 512000, 768000, 1024000,
+                   1536000, 2048000, 3072000, 4096000, 6144000, 8192000, 12288000, 16384000,
+                   24576000, 32768000, 49152000)
+
+
+def syndrome(kind: int, value: int) -> int:
+    """Pack an AETH syndrome byte from its type (bits 6:5) and value (bits 4:0)."""
+    if not 0 <= kind <= 3 or not 0 <= value <= 31:
+        raise ValueError(f"AETH syndrome type {kind} / value {value} out of range")
+    return (kind << 5) | value
+
+
+def syndrome_type(syn: int) -> int:
+    return (syn >> 5) & 3
+
+
+def syndrome_value(syn: int) -> int:
+    return syn & 0x1F
+
+
+def credit_count(code: int) -> int | None:
+    """Credits granted by an ACK credit code; None means unlimited (code 31)."""
+    if code == CREDITS_UNLIMITED:
+        return None
+    return _CREDITS[code]
+
+
+def rnr_timer_us(code: int) -> float:
+    """Minimum RNR NAK timer in microseconds for a 5-bit timer code."""
+    return _RNR_TIMER_10NS[code & 0x1F] / 100
+
+
+def rnr_timer_ns(code: int) -> int:
+    return _RNR_TIMER_10NS[code & 0x1F] * 10
+
+
+def nak_name(code: int) -> str:
+    return NAK_CODES.get(code, f"reserved NAK code {code}")
+
+
+def describe_syndrome(syn: int) -> str:
+    """Short text for a syndrome byte: ``ACK credits=31``, ``RNR NAK 0.64ms``, ``NAK ...``."""
+    kind, value = syndrome_type(syn), syndrome_value(syn)
+    if kind == AETH_ACK:
+        return "ACK credits=" + ("unlimited" if value == CREDITS_UNLIMITED else str(value))
+    if kind == AETH_RNR_NAK:
+        return f"RNR NAK {rnr_timer_us(value) / 1000:g}ms"
+    if kind == AETH_NAK:
+        return "NAK " + nak_name(value).replace(" ", "-")
+    return f"Reserved syndrome 0x{syn:02x}"

@@ -1,0 +1,22 @@
+"""``roce opcodes``: print the opcode table (the one in roce.opcodes)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .opcodes import OPCODES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", help="only this transport (RC, UC, RD, UD, XRC, CNP)")
+
+
+def run(args: argparse.Namespace) -> int:
+    print(f"{'code':>4}  {'ident':<36} {'Wireshark name':<34} headers")
+    for code, op in OPCODES.items():
+        if args.transport and op.transport.value != args.transport.upper():
+            continue
+        hdrs = " ".join(op.headers) or "-"
+        payload = "" if op.payload else "  (no payload)"
+        print(f"0x{code:02x}  {op.ident:<36} {op.short_name:<34} {hdrs}{payload}")
+    return 0

@@ -1,0 +1,868 @@
+"""Streaming pcap / pcapng capture reader and writer (standard library only).
+
+This module owns all capture-file I/O in ``roce``:
+
+* :func:`open_capture` / :class:`CaptureReader` read classic pcap (both byte orders,
+  microsecond and nanosecond magic, plus the old "modified" pcap variant) and
+  pcapng (multiple sections with their own byte order, multiple interfaces with
+  their own link types and timestamp resolutions, EPB, SPB and the obsolete
+  Packet Block; every other block type is skipped).  gzip-compressed input is
+  detected by its magic number and decompressed on the fly.  ``"-"`` reads
+  ``sys.stdin.buffer``.  The reader never seeks, reads in 1 MiB chunks and keeps
+  memory flat whatever the file size.
+* Damage is reported, not raised: a file that cannot be a capture at all raises
+  :class:`CaptureError` (one human-readable line naming the file); damage
+  found later (truncated or absurd records) stops iteration normally and is
+  recorded in :attr:`CaptureReader.problems`.  Problem offsets are byte offsets
+  in the (decompressed) capture stream.
+* :class:`PcapWriter`, :class:`PcapNgWriter` and :func:`write_capture` write
+  files that tcpdump / Wireshark read.  Timestamps are integer nanoseconds
+  since the epoch throughout; they are never converted through ``float``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
+    from typing import Self
+
+__all__ = [
+    "LINKTYPE_ETHERNET",
+    "LINKTYPE_LINUX_SLL",
+    "LINKTYPE_LINUX_SLL2",
+    "LINKTYPE_RAW",
+    "CaptureError",
+    "CaptureReader",
+    "Frame",
+    "PcapNgWriter",
+    "PcapWriter",
+    "Problem",
+    "open_capture",
+    "write_capture",
+]
+
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_LINUX_SLL2 = 276
+
+CHUNK = 1 << 20                 # read size
+MAX_RECORD = 256 << 20          # largest caplen / block length accepted
+MAX_PROBLEMS = 1000             # problems recorded per reader
+_NS = 1_000_000_000
+
+# pcap magic (as it appears on disk) -> (struct byte order, nanosecond, record header size)
+_PCAP_MAGIC = {
+    b"\xd4\xc3\xb2\xa1": ("<", False, 16),
+    b"\xa1\xb2\xc3\xd4": (">", False, 16),
+    b"\x4d\x3c\xb2\xa1": ("<", True, 16),
+    b"\xa1\xb2\x3c\x4d": (">", True, 16),
+    b"\x34\xcd\xb2\xa1": ("<", False, 24),   # "modified" (Kuznetzov) pcap
+    b"\xa1\xb2\xcd\x34": (">", False, 24),
+}
+_GZIP_MAGIC = b"\x1f\x8b"
+
+# pcapng block types
+_SHB = 0x0A0D0D0A
+_IDB = 1
+_PB = 2
+_SPB = 3
+_EPB = 6
+_BOM_LE = b"\x4d\x3c\x2b\x1a"
+_BOM_BE = b"\x1a\x2b\x3c\x4d"
+# pcapng option codes
+_OPT_END = 0
+_OPT_COMMENT = 1
+_IF_NAME = 2
+_IF_TSRESOL = 9
+_IF_TSOFFSET = 14
+_SHB_USERAPPL = 4
+
+PathOrFile = str | os.PathLike | BinaryIO
+
+
+class CaptureError(ValueError):
+    """The input cannot be read as a capture (missing, unreadable, not pcap/pcapng)."""
+
+
+class Frame(NamedTuple):
+    """One captured packet."""
+
+    data: bytes      # captured bytes
+    ts_ns: int       # absolute timestamp, integer nanoseconds since the epoch
+    caplen: int
+    origlen: int
+    linktype: int
+    interface: int   # pcapng interface index within its section (0 for pcap)
+
+    @property
+    def truncated(self) -> bool:
+        """True when fewer bytes were captured than were on the wire."""
+        return self.caplen < self.origlen
+
+
+class Problem(NamedTuple):
+    """A non-fatal problem found while reading (``offset`` is a stream byte offset)."""
+
+    offset: int
+    message: str
+
+
+class _Interface(NamedTuple):
+    linktype: int
+    snaplen: int
+    mul: int      # ns = ts * mul + offset when mul != 0
+    div: int      # otherwise ns = ts // div + offset when div != 0
+    shift: int    # otherwise ns = (ts * 10**9 >> shift) + offset
+    offset: int   # if_tsoffset in ns
+
+
+_new_frame = tuple.__new__
+
+
+def _display_name(src: object) -> str:
+    if isinstance(src, (str, os.PathLike)):
+        return os.fsdecode(src)
+    name = getattr(src, "name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(name, int):
+        return f"<fd {name}>"
+    return "<stream>"
+
+
+class _GzipSource:
+    """Incremental gzip decompression (multi-member) on top of a raw reader, no seeking."""
+
+    def __init__(self, read: Callable[[int], bytes], first: bytes,
+                 report: Callable[[int, str], None]):
+        self._read = read
+        self._input = first
+        self._report = report
+        self._d = zlib.decompressobj(31)
+        self._done = False
+        self.total = 0      # decompressed bytes handed out so far
+
+    def read(self, n: int) -> bytes:
+        out = self._read_some(n)
+        self.total += len(out)
+        return out
+
+    def _fail(self, message: str) -> bytes:
+        self._report(self.total, message)
+        self._done = True
+        return b""
+
+    def _read_some(self, n: int) -> bytes:
+        if self._done:
+            return b""
+        n = max(n, CHUNK)
+        while True:
+            d = self._d
+            if d.eof:
+                rest = d.unused_data or self._input
+                if not rest:
+                    rest = self._read(CHUNK)
+                    if not rest:
+                        self._done = True
+                        return b""
+                if not rest.startswith(_GZIP_MAGIC[:len(rest)]):
+                    return self._fail("data after the end of the gzip stream ignored")
+                self._d = d = zlib.decompressobj(31)
+                self._input = rest
+            if not self._input:
+                self._input = self._read(CHUNK)
+                if not self._input:
+                    out = d.decompress(b"", n)
+                    if out:
+                        return out
+                    return self._fail("gzip stream truncated")
+            try:
+                out = d.decompress(self._input, n)
+            except zlib.error as exc:
+                return self._fail(f"corrupt gzip data ({exc})")
+            self._input = d.unconsumed_tail
+            if out:
+                return out
+
+
+class CaptureReader:
+    """Iterable of :class:`Frame` read from a pcap or pcapng stream; a context manager.
+
+    Attributes: ``name``, ``format`` ("pcap" or "pcapng"), ``compressed``,
+    ``nanosecond`` (pcap: nanosecond magic; pcapng: first interface resolution is
+    1 ns or finer), ``linktype`` and ``snaplen`` (pcap: global header; pcapng: first
+    interface, ``None`` if there is none), ``version`` and ``problems``.
+    """
+
+    format: str
+    compressed: bool
+    version: tuple[int, int]
+
+    def __init__(self, src: PathOrFile):
+        self.name = _display_name(src)
+        self.problems: list[Problem] = []
+        self._own = False
+        self._file: BinaryIO
+        if isinstance(src, str) and src == "-":
+            self.name = "<stdin>"
+            self._file = sys.stdin.buffer
+        elif isinstance(src, (str, os.PathLike)):
+            self._file = self._open(src)
+            self._own = True
+        else:
+            self._file = src
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _open(self, path: str | os.PathLike) -> BinaryIO:
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            raise CaptureError(f"{self.name}: no such file") from None
+        except PermissionError:
+            raise CaptureError(f"{self.name}: permission denied") from None
+        except IsADirectoryError:
+            raise CaptureError(f"{self.name}: is a directory, not a capture file") from None
+        except OSError as exc:
+            raise CaptureError(f"{self.name}: cannot open ({exc.strerror or exc})") from None
+
+    def _raw_reader(self) -> Callable[[int], bytes]:
+        f = self._file
+        read = getattr(f, "read1", None) or f.read
+        name = self.name
+
+        def guarded(n: int) -> bytes:
+            try:
+                data = read(n)
+            except IsADirectoryError:
+                raise CaptureError(f"{name}: is a directory, not a capture file") from None
+            except OSError as exc:
+                raise CaptureError(f"{name}: read error ({exc.strerror or exc})") from None
+            if data is None:
+                return b""
+            return data
+
+        return guarded
+
+    def _setup(self) -> None:
+        raw = self._raw_reader()
+        first = self._read_at_least(raw, b"", 4)
+        self.compressed = first.startswith(_GZIP_MAGIC)
+        if self.compressed:
+            self._read: Callable[[int], bytes] = _GzipSource(raw, first, self._gzip_problem).read
+            head = self._read_at_least(self._read, b"", 4)
+            if len(head) < 4 and self.problems:
+                raise CaptureError(f"{self.name}: {self.problems[0].message}")
+        else:
+            self._read = raw
+            head = first
+        self._buf = head
+        self._pos = 0
+        self._base = 0          # stream offset of self._buf[0]
+        self._pending: list[Frame] | None = None
+        self._started = False
+        what = "gzip-compressed file" if self.compressed else "file"
+        if not head:
+            raise CaptureError(f"{self.name}: empty {what}, not a pcap or pcapng file")
+        if len(head) < 4:
+            raise CaptureError(
+                f"{self.name}: not a pcap or pcapng file (only {len(head)} bytes long)")
+        magic = head[:4]
+        if magic in _PCAP_MAGIC:
+            self._setup_pcap(magic)
+        elif magic == b"\x0a\x0d\x0d\x0a":
+            self._setup_pcapng()
+        else:
+            raise CaptureError(
+                f"{self.name}: not a pcap or pcapng {what} (magic 0x{magic.hex()})")
+
+    @staticmethod
+    def _read_at_least(read: Callable[[int], bytes], have: bytes, need: int) -> bytes:
+        parts = [have]
+        size = len(have)
+        while size < need:
+            chunk = read(CHUNK)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)
+
+    def _setup_pcap(self, magic: bytes) -> None:
+        self.format = "pcap"
+        self._e, self._nanosecond, self._rec_len = _PCAP_MAGIC[magic]
+        buf = self._buf = self._read_at_least(self._read, self._buf, 24)
+        if len(buf) < 24:
+            raise CaptureError(
+                f"{self.name}: truncated pcap file header ({len(buf)} of 24 bytes)")
+        major, minor, _zone, _sigfigs, snaplen, network = struct.unpack_from(
+            self._e + "HHiIII", buf, 4)
+        self.version = (major, minor)
+        self._snaplen: int | None = snaplen
+        self._linktype: int | None = network & 0xFFFF
+        self._pos = 24
+        self._gen: Iterator[Frame] = self._iter_pcap()
+
+    def _setup_pcapng(self) -> None:
+        self.format = "pcapng"
+        self._nanosecond = False
+        self._linktype = None
+        self._snaplen = None
+        buf = self._buf = self._read_at_least(self._read, self._buf, 12)
+        if len(buf) < 12:
+            raise CaptureError(
+                f"{self.name}: truncated pcapng section header ({len(buf)} bytes)")
+        bom = buf[8:12]
+        if bom == _BOM_LE:
+            e = "<"
+        elif bom == _BOM_BE:
+            e = ">"
+        else:
+            raise CaptureError(
+                f"{self.name}: not a pcapng file (bad byte-order magic 0x{bom.hex()})")
+        (blen,) = struct.unpack_from(e + "I", buf, 4)
+        if blen < 28 or blen % 4 or blen > MAX_RECORD:
+            raise CaptureError(
+                f"{self.name}: corrupt pcapng section header (block length {blen})")
+        buf = self._buf = self._read_at_least(self._read, buf, blen)
+        if len(buf) < blen:
+            raise CaptureError(
+                f"{self.name}: truncated pcapng section header ({len(buf)} of {blen} bytes)")
+        self.version = struct.unpack_from(e + "HH", buf, 12)
+        self._gen = self._iter_pcapng()
+
+    # -- public surface --------------------------------------------------------------------
+
+    def _prefetch(self) -> None:
+        """pcapng: read up to the first packet so the first interface is known."""
+        if self._linktype is None and not self._started and self._pending is None:
+            self._pending = list(itertools.islice(self._gen, 1))
+
+    @property
+    def linktype(self) -> int | None:
+        self._prefetch()
+        return self._linktype
+
+    @property
+    def snaplen(self) -> int | None:
+        self._prefetch()
+        return self._snaplen
+
+    @property
+    def nanosecond(self) -> bool:
+        self._prefetch()
+        return self._nanosecond
+
+    def __iter__(self) -> Iterator[Frame]:
+        self._started = True
+        pending, self._pending = self._pending, None
+        if pending:
+            return itertools.chain(pending, self._gen)
+        return self._gen
+
+    def close(self) -> None:
+        if self._own:
+            self._own = False
+            self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        fmt = getattr(self, "format", "?")
+        return f"<CaptureReader {self.name!r} {fmt}>"
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _problem(self, offset: int, message: str) -> None:
+        n = len(self.problems)
+        if n < MAX_PROBLEMS:
+            self.problems.append(Problem(offset, message))
+        elif n == MAX_PROBLEMS:
+            self.problems.append(Problem(offset, "too many problems; no more are recorded"))
+
+    def _gzip_problem(self, offset: int, message: str) -> None:
+        self._problem(offset, f"{message} (after {offset} uncompressed bytes)")
+
+    def _refill(self, buf: bytes, pos: int, need: int) -> bytes:
+        """Return a buffer starting at old ``pos`` with >= ``need`` bytes (fewer at EOF)."""
+        have = len(buf) - pos
+        parts = [buf[pos:]] if have else []
+        self._base += pos
+        read = self._read
+        while have < need:
+            chunk = read(CHUNK)
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        return b"".join(parts)
+
+    def _truncated(self, pos: int, need: int, left: int) -> None:
+        offset = self._base + pos
+        self._problem(
+            offset,
+            f"capture truncated mid-record at byte {offset}: "
+            f"record needs {need} bytes, {left} left")
+
+    def _iter_pcap(self) -> Iterator[Frame]:
+        hlen = self._rec_len
+        unpack = struct.Struct(self._e + "IIII").unpack_from
+        frac_mul = 1 if self._nanosecond else 1000
+        linktype = self._linktype
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        new, frame_cls = _new_frame, Frame
+        while True:
+            if n - pos < hlen:
+                buf = self._refill(buf, pos, hlen)
+                pos, n = 0, len(buf)
+                if n < hlen:
+                    if n:
+                        self._truncated(0, hlen, n)
+                    return
+            sec, frac, caplen, origlen = unpack(buf, pos)
+            start = pos + hlen
+            end = start + caplen
+            if end > n:
+                if caplen > MAX_RECORD:
+                    self._problem(
+                        self._base + pos,
+                        f"absurd record length {caplen} at byte {self._base + pos}; "
+                        "stopped reading")
+                    return
+                buf = self._refill(buf, pos, hlen + caplen)
+                pos, n = 0, len(buf)
+                start, end = hlen, hlen + caplen
+                if end > n:
+                    self._truncated(0, hlen + caplen, n)
+                    return
+            yield new(frame_cls, (buf[start:end], sec * _NS + frac * frac_mul,
+                                  caplen, origlen, linktype, 0))
+            pos = end
+
+    def _parse_idb(self, buf: bytes, pos: int, end: int, e: str) -> _Interface | None:
+        linktype, _reserved, snaplen = struct.unpack_from(e + "HHI", buf, pos + 8)
+        mul, div, shift, offset = 1000, 0, 0, 0
+        for code, value in _iter_options(buf, pos + 16, end - 4, e):
+            if code == _IF_TSRESOL and len(value) >= 1:
+                v = value[0]
+                exp = v & 0x7F
+                if v & 0x80:
+                    if exp <= 9:
+                        mul, div, shift = _NS >> exp, 0, 0
+                    else:
+                        mul, div, shift = 0, 0, exp
+                elif exp <= 9:
+                    mul, div, shift = 10 ** (9 - exp), 0, 0
+                else:
+                    mul, div, shift = 0, 10 ** (exp - 9), 0
+            elif code == _IF_TSOFFSET and len(value) >= 8:
+                offset = struct.unpack_from(e + "q", value)[0] * _NS
+        return _Interface(linktype, snaplen, mul, div, shift, offset)
+
+    def _iter_pcapng(self) -> Iterator[Frame]:
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        new, frame_cls = _new_frame, Frame
+        e = "<"
+        u_hdr = struct.Struct(e + "II").unpack_from
+        u_len = struct.Struct(e + "I").unpack_from
+        u_epb = struct.Struct(e + "IIIII").unpack_from
+        ifaces: list[_Interface] = []
+        first_iface = True
+        while True:
+            if n - pos < 12:
+                buf = self._refill(buf, pos, 12)
+                pos, n = 0, len(buf)
+                if n < 12:
+                    if n:
+                        need = u_hdr(buf, 0)[1] if n >= 8 else 12
+                        self._truncated(0, need if 12 <= need <= MAX_RECORD else 12, n)
+                    return
+            btype, blen = u_hdr(buf, pos)
+            if btype == _SHB:
+                bom = buf[pos + 8:pos + 12]
+                if bom == _BOM_LE:
+                    e = "<"
+                elif bom == _BOM_BE:
+                    e = ">"
+                else:
+                    self._problem(self._base + pos,
+                                  f"bad pcapng byte-order magic 0x{bom.hex()} at byte "
+                                  f"{self._base + pos}; stopped reading")
+                    return
+                u_hdr = struct.Struct(e + "II").unpack_from
+                u_len = struct.Struct(e + "I").unpack_from
+                u_epb = struct.Struct(e + "IIIII").unpack_from
+                blen = u_hdr(buf, pos)[1]
+            end = pos + blen
+            if end > n or blen < 12 or blen & 3:
+                if blen < 12 or blen & 3 or blen > MAX_RECORD:
+                    self._problem(self._base + pos,
+                                  f"invalid pcapng block length {blen} (type 0x{btype:x}) "
+                                  f"at byte {self._base + pos}; stopped reading")
+                    return
+                buf = self._refill(buf, pos, blen)
+                pos, n = 0, len(buf)
+                end = blen
+                if end > n:
+                    self._truncated(0, blen, n)
+                    return
+            if u_len(buf, end - 4)[0] != blen:
+                self._problem(self._base + pos,
+                              f"pcapng block at byte {self._base + pos} has mismatched "
+                              "trailing length; stopped reading")
+                return
+            if btype == _EPB:
+                if blen < 32:
+                    self._bad_block(pos, "enhanced packet block too short")
+                    pos = end
+                    continue
+                iid, tsh, tsl, caplen, origlen = u_epb(buf, pos + 8)
+                if caplen > blen - 32:
+                    self._bad_block(pos, f"packet length {caplen} exceeds its block")
+                    pos = end
+                    continue
+                try:
+                    iface = ifaces[iid]
+                except IndexError:
+                    self._bad_block(pos, f"packet refers to undefined interface {iid}")
+                    pos = end
+                    continue
+                ts = tsh << 32 | tsl
+                if iface.mul:
+                    ts_ns = ts * iface.mul + iface.offset
+                else:
+                    ts_ns = _slow_ns(ts, iface) + iface.offset
+                start = pos + 28
+                yield new(frame_cls, (buf[start:start + caplen], ts_ns, caplen, origlen,
+                                      iface.linktype, iid))
+            elif btype == _SPB:
+                if blen < 16 or not ifaces:
+                    why = "too short" if ifaces else "before any interface description"
+                    self._bad_block(pos, f"simple packet block {why}")
+                    pos = end
+                    continue
+                (origlen,) = u_len(buf, pos + 8)
+                iface = ifaces[0]
+                caplen = min(origlen, blen - 16)
+                if iface.snaplen:
+                    caplen = min(caplen, iface.snaplen)
+                yield new(frame_cls, (buf[pos + 12:pos + 12 + caplen], 0, caplen, origlen,
+                                      iface.linktype, 0))
+            elif btype == _IDB:
+                if blen < 20:
+                    self._bad_block(pos, "interface description block too short")
+                    ifaces.append(_Interface(0, 0, 1000, 0, 0, 0))   # keep numbering
+                else:
+                    iface = self._parse_idb(buf, pos, end, e)
+                    ifaces.append(iface)
+                    if first_iface:
+                        first_iface = False
+                        self._linktype = iface.linktype
+                        self._snaplen = iface.snaplen
+                        self._nanosecond = iface.mul in (0, 1)
+            elif btype == _SHB:
+                if blen < 28:
+                    self._bad_block(pos, "section header block too short")
+                else:
+                    major, minor = struct.unpack_from(e + "HH", buf, pos + 12)
+                    if major != 1:
+                        self._problem(self._base + pos,
+                                      f"unsupported pcapng version {major}.{minor} at byte "
+                                      f"{self._base + pos}; stopped reading")
+                        return
+                ifaces = []
+            elif btype == _PB:
+                if blen < 32:
+                    self._bad_block(pos, "packet block too short")
+                    pos = end
+                    continue
+                iid, _drops, tsh, tsl, caplen, origlen = struct.unpack_from(
+                    e + "HHIIII", buf, pos + 8)
+                if caplen > blen - 32 or iid >= len(ifaces):
+                    self._bad_block(pos, "corrupt packet block")
+                    pos = end
+                    continue
+                iface = ifaces[iid]
+                ts = tsh << 32 | tsl
+                if iface.mul:
+                    ts_ns = ts * iface.mul + iface.offset
+                else:
+                    ts_ns = _slow_ns(ts, iface) + iface.offset
+                yield new(frame_cls, (buf[pos + 28:pos + 28 + caplen], ts_ns, caplen, origlen,
+                                      iface.linktype, iid))
+            pos = end
+
+    def _bad_block(self, pos: int, message: str) -> None:
+        offset = self._base + pos
+        self._problem(offset, f"{message} at byte {offset}; block skipped")
+
+
+def _slow_ns(ts: int, iface: _Interface) -> int:
+    if iface.div:
+        return ts // iface.div
+    return (ts * _NS) >> iface.shift
+
+
+def _iter_options(buf: bytes, pos: int, stop: int, e: str) -> Iterator[tuple[int, bytes]]:
+    """Yield (code, value) for pcapng options in buf[pos:stop]; stops quietly on damage."""
+    u = struct.Struct(e + "HH").unpack_from
+    while pos + 4 <= stop:
+        code, length = u(buf, pos)
+        if code == _OPT_END:
+            return
+        start = pos + 4
+        if start + length > stop:
+            return
+        yield code, buf[start:start + length]
+        pos = start + ((length + 3) & ~3)
+
+
+def open_capture(src: str | os.PathLike | BinaryIO) -> CaptureReader:
+    """Open a pcap / pcapng capture (optionally gzip-compressed) for streaming reading.
+
+    ``src`` is a path, ``"-"`` for standard input, or a binary file object (which
+    need not be seekable and is not closed by the reader).  Raises
+    :class:`CaptureError` if the input is missing, unreadable or not a capture.
+    """
+    return CaptureReader(src)
+
+
+# -- writers -------------------------------------------------------------------------------
+
+class _Writer:
+    def __init__(self, dst: PathOrFile):
+        self._own = False
+        if isinstance(dst, str) and dst == "-":
+            self._file: BinaryIO = sys.stdout.buffer
+        elif isinstance(dst, (str, os.PathLike)):
+            self._file = open(dst, "wb")  # noqa: SIM115 - closed by close()
+            self._own = True
+        else:
+            self._file = dst
+        self._out = bytearray()
+        self._closed = False
+        self.count = 0
+
+    def _flush_buffer(self) -> None:
+        if not self._out:
+            return
+        view = memoryview(bytes(self._out))
+        self._out.clear()
+        while view:
+            written = self._file.write(view)
+            if written is None or written >= len(view):
+                break
+            view = view[written:]
+
+    def flush(self) -> None:
+        """Write buffered records to the destination and flush it."""
+        self._flush_buffer()
+        self._file.flush()
+
+    def close(self) -> None:
+        """Flush; close the destination if this writer opened it (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush()
+        finally:
+            if self._own:
+                self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("write to a closed capture writer")
+
+
+def _check_lengths(data: bytes, origlen: int | None, snaplen: int) -> tuple[int, int]:
+    size = len(data)
+    caplen = min(size, snaplen) if snaplen else size
+    if origlen is None:
+        origlen = size
+    elif origlen < caplen:
+        raise ValueError(f"origlen {origlen} is smaller than captured length {caplen}")
+    if origlen > 0xFFFFFFFF:
+        raise ValueError(f"origlen {origlen} does not fit in 32 bits")
+    return caplen, origlen
+
+
+class PcapWriter(_Writer):
+    """Write a classic pcap file (little-endian; nanosecond magic unless ``nanosecond=False``).
+
+    Packets longer than ``snaplen`` are truncated to it (``origlen`` keeps the full length).
+    With ``nanosecond=False`` timestamps are truncated to microseconds.
+    """
+
+    def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
+                 snaplen: int = 262144, nanosecond: bool = True):
+        if not 0 <= linktype <= 0xFFFF:
+            raise ValueError(f"linktype {linktype} out of range")
+        if not 0 < snaplen <= 0xFFFFFFFF:
+            raise ValueError(f"snaplen {snaplen} out of range")
+        super().__init__(dst)
+        self.linktype = linktype
+        self.snaplen = snaplen
+        self.nanosecond = nanosecond
+        self._div = 1 if nanosecond else 1000
+        self._hdr = struct.Struct("<IIII").pack
+        magic = 0xA1B23C4D if nanosecond else 0xA1B2C3D4
+        self._out += struct.pack("<IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype)
+
+    def write(self, data: bytes, ts_ns: int | None = None, origlen: int | None = None) -> None:
+        """Append one packet; ``ts_ns`` (ns since epoch) defaults to 0."""
+        self._check_open()
+        if ts_ns is None:
+            ts_ns = 0
+        sec, frac = divmod(ts_ns, _NS)
+        if not 0 <= sec <= 0xFFFFFFFF:
+            raise ValueError(f"timestamp {ts_ns} ns out of range for pcap")
+        caplen, origlen = _check_lengths(data, origlen, self.snaplen)
+        out = self._out
+        out += self._hdr(sec, frac // self._div, caplen, origlen)
+        out += data if caplen == len(data) else data[:caplen]
+        self.count += 1
+        if len(out) >= CHUNK:
+            self._flush_buffer()
+
+
+def _pad4(n: int) -> int:
+    return (4 - n % 4) % 4
+
+
+def _option(code: int, value: bytes) -> bytes:
+    return struct.pack("<HH", code, len(value)) + value + b"\0" * _pad4(len(value))
+
+
+class PcapNgWriter(_Writer):
+    """Write a little-endian pcapng file: SHB, one IDB per interface (1 ns resolution), EPBs.
+
+    If :meth:`write` is called before any :meth:`add_interface`, interface 0 is created
+    from the constructor's ``linktype`` and ``snaplen``.
+    """
+
+    def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
+                 snaplen: int = 262144):
+        super().__init__(dst)
+        self.linktype = linktype
+        self.snaplen = snaplen
+        self._snaplens: list[int] = []
+        self._epb = struct.Struct("<IIIIIII").pack
+        opts = _option(_SHB_USERAPPL, b"roce.pcapio") + _option(_OPT_END, b"")
+        blen = 28 + len(opts)
+        self._out += struct.pack("<IIIHHq", _SHB, blen, 0x1A2B3C4D, 1, 0, -1)
+        self._out += opts + struct.pack("<I", blen)
+
+    @property
+    def interfaces(self) -> int:
+        """Number of interfaces defined so far."""
+        return len(self._snaplens)
+
+    def add_interface(self, linktype: int, snaplen: int = 262144,
+                      name: str | None = None) -> int:
+        """Write an Interface Description Block; return the new interface index."""
+        self._check_open()
+        if not 0 <= linktype <= 0xFFFF:
+            raise ValueError(f"linktype {linktype} out of range")
+        if not 0 <= snaplen <= 0xFFFFFFFF:
+            raise ValueError(f"snaplen {snaplen} out of range")
+        opts = b""
+        if name is not None:
+            opts += _option(_IF_NAME, name.encode())
+        opts += _option(_IF_TSRESOL, b"\x09") + _option(_OPT_END, b"")
+        blen = 20 + len(opts)
+        self._out += struct.pack("<IIHHI", _IDB, blen, linktype, 0, snaplen)
+        self._out += opts + struct.pack("<I", blen)
+        self._snaplens.append(snaplen)
+        return len(self._snaplens) - 1
+
+    def write(self, data: bytes, ts_ns: int | None = None, origlen: int | None = None,
+              interface: int = 0) -> None:
+        """Append one packet on ``interface``; ``ts_ns`` (ns since epoch) defaults to 0."""
+        self._check_open()
+        if not self._snaplens:
+            self.add_interface(self.linktype, self.snaplen)
+        if not 0 <= interface < len(self._snaplens):
+            raise ValueError(f"interface {interface} has not been added")
+        if ts_ns is None:
+            ts_ns = 0
+        if not 0 <= ts_ns <= 0xFFFFFFFFFFFFFFFF:
+            raise ValueError(f"timestamp {ts_ns} ns out of range for pcapng")
+        caplen, origlen = _check_lengths(data, origlen, self._snaplens[interface])
+        pad = _pad4(caplen)
+        blen = 32 + caplen + pad
+        out = self._out
+        out += self._epb(_EPB, blen, interface, ts_ns >> 32, ts_ns & 0xFFFFFFFF,
+                         caplen, origlen)
+        out += data if caplen == len(data) else data[:caplen]
+        out += b"\0" * pad
+        out += blen.to_bytes(4, "little")
+        self.count += 1
+        if len(out) >= CHUNK:
+            self._flush_buffer()
+
+
+def write_capture(dst: PathOrFile, frames: Iterable[bytes | Frame | tuple[bytes, int]],
+                  fmt: str = "pcap", linktype: int = LINKTYPE_ETHERNET) -> int:
+    """Write ``frames`` to ``dst`` as "pcap" (nanosecond) or "pcapng"; return the count.
+
+    Items are raw bytes (timestamp 0), ``(data, ts_ns)`` tuples, or :class:`Frame`
+    objects (timestamp and origlen kept).  In pcapng each distinct
+    ``(interface, linktype)`` of the Frames becomes its own interface; in pcap every
+    Frame must have ``linktype`` (ValueError otherwise).
+    """
+    if fmt == "pcap":
+        writer: PcapWriter | PcapNgWriter = PcapWriter(dst, linktype)
+    elif fmt == "pcapng":
+        writer = PcapNgWriter(dst, linktype)
+    else:
+        raise ValueError(f"unknown capture format {fmt!r} (expected 'pcap' or 'pcapng')")
+    ng = writer if isinstance(writer, PcapNgWriter) else None
+    iface_of: dict[tuple[int, int], int] = {}
+    with writer:
+        for item in frames:
+            origlen = None
+            key = (0, linktype)
+            if isinstance(item, Frame):
+                data, ts_ns, origlen = item.data, item.ts_ns, item.origlen
+                key = (item.interface, item.linktype)
+                if not ng and item.linktype != linktype:
+                    raise ValueError(f"frame linktype {item.linktype} differs from the "
+                                     f"capture linktype {linktype}")
+            elif isinstance(item, tuple):
+                data, ts_ns = item
+            else:
+                data, ts_ns = item, 0
+            if ng is not None:
+                iface = iface_of.get(key)
+                if iface is None:
+                    iface = iface_of[key] = ng.add_interface(key[1], ng.snaplen)
+                ng.write(data, ts_ns, origlen, iface)
+            else:
+                writer.write(data, ts_ns, origlen)
+        return writer.count

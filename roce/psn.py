@@ -1,0 +1,141 @@
+"""24-bit PSN arithmetic and sequence tracking: the pure-Python reference.
+
+Rules (IBA 9.7.1; Linux rxe ``psn_compare``): PSNs are 24-bit and compared by the sign of
+``(a - b) << 8`` taken as a signed 32-bit integer.  Relative to the expected PSN (ePSN) a
+received PSN is expected, a duplicate (behind, up to 2^23 away) or ahead (an invalid,
+out-of-sequence PSN).  At exactly 2^23 away the sign rule calls it behind, as rxe does.
+
+``roce._fastpath`` has a twin of every function and of ``PSNTracker``; tests prove they agree.
+"""
+
+from __future__ import annotations
+
+PSN_BITS = 24
+PSN_MASK = (1 << PSN_BITS) - 1
+PSN_WINDOW = 1 << (PSN_BITS - 1)
+
+PSN_EXPECTED = 0
+PSN_DUPLICATE = 1
+PSN_AHEAD = 2
+CLASS_NAMES = ("expected", "duplicate", "ahead")
+
+
+def psn_add(psn: int, n: int) -> int:
+    """``psn + n`` modulo 2^24 (n may be negative)."""
+    return (psn + n) & PSN_MASK
+
+
+def psn_diff(a: int, b: int) -> int:
+    """Signed distance ``a - b`` in [-2^23, 2^23): the value whose sign rxe compares."""
+    d = ((a - b) << 8) & 0xFFFFFFFF
+    if d & 0x80000000:
+        d -= 1 << 32
+    return d >> 8
+
+
+def psn_cmp(a: int, b: int) -> int:
+    """-1, 0 or 1 as ``a`` is before, equal to or after ``b`` in PSN order."""
+    d = psn_diff(a, b)
+    return (d > 0) - (d < 0)
+
+
+def classify(psn: int, epsn: int) -> int:
+    """PSN_EXPECTED, PSN_DUPLICATE or PSN_AHEAD for a received ``psn`` against ``epsn``."""
+    d = psn_diff(psn, epsn)
+    if d == 0:
+        return PSN_EXPECTED
+    return PSN_AHEAD if d > 0 else PSN_DUPLICATE
+
+
+# Events reported by PSNTracker.feed.
+EV_FIRST, EV_IN_ORDER, EV_GAP, EV_LATE, EV_DUPLICATE = 0, 1, 2, 3, 4
+EVENT_NAMES = ("first", "in-order", "gap", "late", "duplicate")
+
+# Holes remembered per flow; older holes are forgotten (their late arrivals count as
+# duplicates) so that a pathological capture cannot grow memory without bound.
+MAX_HOLES = 1024
+
+
+class PSNTracker:
+    """Follows one flow's PSNs as a capture analyser sees them.
+
+    - in_order: the PSN after the highest seen;
+    - gaps / missing: forward jumps and the PSNs they skipped;
+    - late: a PSN behind the highest that fills a hole a gap left (reordering, or the first
+      retransmission of a lost packet);
+    - duplicates: a PSN behind the highest that was already seen (retransmission);
+    - wraps: times the sequence crossed 2^24 -> 0.
+    """
+
+    __slots__ = ("next", "started", "in_order", "gaps", "missing", "late", "duplicates",
+                 "wraps", "holes")
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.started = False
+        self.in_order = self.gaps = self.missing = self.late = self.duplicates = self.wraps = 0
+        self.holes: list[list[int]] = []  # [start, length] runs of missing PSNs, oldest first
+
+    def feed(self, psn: int, count: int = 1) -> int:
+        """Account one packet that carries ``psn`` and consumes ``count`` PSNs; return event."""
+        psn &= PSN_MASK
+        if count < 1:
+            count = 1
+        if not self.started:
+            self.started = True
+            self.in_order += 1
+            self._advance(psn, count)
+            return EV_FIRST
+        d = psn_diff(psn, self.next)
+        if d == 0:
+            self.in_order += 1
+            self._advance(psn, count)
+            return EV_IN_ORDER
+        if d > 0:
+            self.gaps += 1
+            self.missing += d
+            self.holes.append([self.next, d])
+            if len(self.holes) > MAX_HOLES:
+                del self.holes[0]
+            self._advance(psn, count)
+            return EV_GAP
+        if self._fill(psn):
+            self.late += 1
+            return EV_LATE
+        self.duplicates += 1
+        return EV_DUPLICATE
+
+    def _advance(self, psn: int, count: int) -> None:
+        nxt = psn + count
+        if nxt > PSN_MASK:
+            self.wraps += 1
+        self.next = nxt & PSN_MASK
+
+    def _fill(self, psn: int) -> bool:
+        for i, hole in enumerate(self.holes):
+            start, length = hole
+            off = psn_diff(psn, start)
+            if 0 <= off < length:
+                if length == 1:
+                    del self.holes[i]
+                elif off == 0:
+                    hole[0] = psn_add(start, 1)
+                    hole[1] = length - 1
+                elif off == length - 1:
+                    hole[1] = length - 1
+                else:
+                    hole[1] = off
+                    self.holes.insert(i + 1, [psn_add(psn, 1), length - off - 1])
+                    if len(self.holes) > MAX_HOLES:
+                        del self.holes[0]
+                return True
+        return False
+
+    @property
+    def still_missing(self) -> int:
+        return sum(h[1] for h in self.holes)
+
+    def counts(self) -> dict[str, int]:
+        return {"in_order": self.in_order, "gaps": self.gaps, "missing": self.missing,
+                "late": self.late, "duplicates": self.duplicates, "wraps": self.wraps,
+                "still_missing": self.still_missing, "next": self.next}
