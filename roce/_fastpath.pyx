@@ -9,7 +9,7 @@ and ICRC masks that ``roce.fast`` derives from ``roce.headers`` and ``roce.opcod
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check, PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -21,7 +21,7 @@ cdef extern from "_crc32.h":
 
 # -- configuration, filled by configure() ------------------------------------------------------
 
-DEF NFIELDS = 30
+DEF NFIELDS = 31
 DEF MAXEXT = 6
 DEF MAXKEY = 3
 
@@ -61,6 +61,7 @@ cdef enum:
     F_BTH_A = 27
     F_IP_ECN = 28
     F_IP6_TCLASS = 29
+    F_IP_CHECKSUM = 30
 cdef int FL_SE, FL_M, FL_FECN, FL_BECN, FL_A
 
 cdef int SZ_ETH, SZ_VLAN, SZ_SLL, SZ_SLL2, SZ_IP, SZ_IP6, SZ_UDP, SZ_GRH, SZ_BTH
@@ -208,6 +209,67 @@ def ip_checksum(const unsigned char[::1] header):
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return (~s) & 0xFFFF
+
+
+cdef inline void wr(uint8_t *p, int base, int f, uint32_t value) noexcept nogil:
+    """Write one field (read-modify-write of the bytes it spans)."""
+    cdef uint8_t *q = p + base + F_OFF[f]
+    cdef uint32_t v = 0
+    cdef int i
+    for i in range(F_N[f]):
+        v = (v << 8) | q[i]
+    v = (v & ~(F_MASK[f] << F_SHIFT[f])) | ((value & F_MASK[f]) << F_SHIFT[f])
+    for i in range(F_N[f] - 1, -1, -1):
+        q[i] = v & 0xFF
+        v >>= 8
+
+
+def assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc, bytes trailer,
+             bint fix_l3_len, bint fix_checksum, bint fix_udp_len):
+    """Twin of roce.fast.assemble_reference: join the encoded headers, fill the L3 length,
+    IPv4 header checksum and UDP length where asked, then append the ICRC (computed when
+    ``icrc`` is None) and the trailer."""
+    cdef Py_ssize_t n2 = len(l2), n3 = len(l3), nu = len(udp), nt = len(transport)
+    cdef Py_ssize_t nr = len(trailer)
+    cdef Py_ssize_t icrc_off = n2 + n3 + nu + nt
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, icrc_off + 4 + nr)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(out)
+    cdef int l3_off = n2, bth_off = n2 + n3 + nu, i
+    cdef uint32_t s
+    memcpy(p, PyBytes_AS_STRING(l2), n2)
+    memcpy(p + n2, PyBytes_AS_STRING(l3), n3)
+    memcpy(p + n2 + n3, PyBytes_AS_STRING(udp), nu)
+    memcpy(p + bth_off, PyBytes_AS_STRING(transport), nt)
+    if nt < SZ_BTH:
+        raise ValueError("assemble: transport part shorter than BTH")
+    if fix_l3_len:
+        if l3_kind == 4:
+            wr(p, l3_off, F_IP_LEN, n3 + nu + nt + 4)
+        elif l3_kind == 6:
+            wr(p, l3_off, F_IP6_PLEN, nu + nt + 4)
+        else:
+            wr(p, l3_off, F_GRH_PAYLEN, nt + 4)
+    if fix_udp_len and nu:
+        wr(p, n2 + n3, F_UDP_LEN, nu + nt + 4)
+    if fix_checksum and l3_kind == 4:
+        wr(p, l3_off, F_IP_CHECKSUM, 0)
+        s = 0
+        for i in range(0, n3 - 1, 2):
+            s += (p[l3_off + i] << 8) | p[l3_off + i + 1]
+        while s >> 16:
+            s = (s & 0xFFFF) + (s >> 16)
+        wr(p, l3_off, F_IP_CHECKSUM, (~s) & 0xFFFF)
+    cdef uint32_t c
+    if icrc is None:
+        c = bswap32(icrc_raw(p, l3_off, l3_kind, n3, bth_off, icrc_off))
+    else:
+        c = icrc
+    p[icrc_off] = c >> 24
+    p[icrc_off + 1] = (c >> 16) & 0xFF
+    p[icrc_off + 2] = (c >> 8) & 0xFF
+    p[icrc_off + 3] = c & 0xFF
+    memcpy(p + icrc_off + 4, PyBytes_AS_STRING(trailer), nr)
+    return out
 
 
 # -- the walk -----------------------------------------------------------------------------------

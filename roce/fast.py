@@ -207,6 +207,41 @@ def ip_checksum_reference(header: bytes) -> int:
 
 
 ip_checksum: Any = ip_checksum_reference
+
+
+def assemble_reference(l2: bytes, l3: bytes, l3_kind: int, udp: bytes, transport: bytes,
+                       icrc: int | None, trailer: bytes, fix_l3_len: bool, fix_checksum: bool,
+                       fix_udp_len: bool) -> bytes:
+    """Join encoded headers, fill the L3 length, IPv4 checksum and UDP length where asked,
+    append the ICRC (computed when None) and the trailer."""
+    L = _locate
+    buf = bytearray(l2 + l3 + udp + transport)
+    l3_off, n3, nu, nt = len(l2), len(l3), len(udp), len(transport)
+
+    def put(base: int, spec: tuple[int, int, int, int], value: int) -> None:
+        off, n, shift, mask = spec
+        old = int.from_bytes(buf[base + off:base + off + n], "big")
+        new = (old & ~(mask << shift)) | ((value & mask) << shift)
+        buf[base + off:base + off + n] = new.to_bytes(n, "big")
+
+    if fix_l3_len:
+        field, value = {L.L3_IPV4: (("ip", "len"), n3 + nu + nt + 4),
+                        L.L3_IPV6: (("ipv6", "plen"), nu + nt + 4),
+                        L.L3_GRH: (("grh", "paylen"), nt + 4)}[l3_kind]
+        put(l3_off, L.SPECS[field], value)
+    if fix_udp_len and nu:
+        put(l3_off + n3, L.SPECS[("udp", "length")], nu + nt + 4)
+    if fix_checksum and l3_kind == L.L3_IPV4:
+        put(l3_off, L.SPECS[("ip", "checksum")], 0)
+        put(l3_off, L.SPECS[("ip", "checksum")],
+            ip_checksum_reference(bytes(buf[l3_off:l3_off + n3])))
+    bth_off = l3_off + n3 + nu
+    if icrc is None:
+        icrc = _icrc.icrc_at(bytes(buf), l3_off, l3_kind, n3, bth_off, len(buf))
+    return bytes(buf) + icrc.to_bytes(4, "big") + trailer
+
+
+assemble: Any = assemble_reference
 _scan = scan_reference
 psn_add, psn_diff, psn_cmp, classify = _psn.psn_add, _psn.psn_diff, _psn.psn_cmp, _psn.classify
 PSNTracker: Any = _psn.PSNTracker
@@ -222,6 +257,7 @@ if _ext is not None:
     PSNTracker = _ext.PSNTracker
     crc32 = _ext.crc32
     ip_checksum = _ext.ip_checksum
+    assemble = _ext.assemble
 
     def icrc_of(frame: bytes, w: Walk) -> int:  # noqa: F811
         return _ext.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)

@@ -220,7 +220,9 @@ SIZE_OF: dict[str, int] = {name: lay.size for name, lay in LAYOUTS.items()}
 
 
 def _compile_decoder(layout: Layout) -> Callable[[bytes, int], dict]:
-    env: dict[str, object] = {"from_bytes": int.from_bytes, "bool": bool}
+    # Recently seen header bytes map to their decoded dict; callers get a copy, as they may
+    # edit it.
+    env: dict[str, object] = {"from_bytes": int.from_bytes, "bool": bool, "cache": {}}
     items = []
     for i, f in enumerate(layout.fields):
         expr = f"(v >> {f.shift}) & {f.mask:#x}" if f.shift else f"v & {f.mask:#x}"
@@ -231,26 +233,41 @@ def _compile_decoder(layout: Layout) -> Callable[[bytes, int], dict]:
             expr = f"conv{i}({expr})"
         items.append(f"{f.name!r}: {expr}")
     src = (f"def decode(buf, offset=0):\n"
-           f"    v = from_bytes(buf[offset:offset + {layout.size}], 'big')\n"
-           f"    return {{{', '.join(items)}}}\n")
+           f"    raw = buf[offset:offset + {layout.size}]\n"
+           f"    hit = cache.get(raw)\n"
+           f"    if hit is not None:\n"
+           f"        return hit.copy()\n"
+           f"    v = from_bytes(raw, 'big')\n"
+           f"    out = {{{', '.join(items)}}}\n"
+           f"    if len(cache) > 4096:\n"
+           f"        cache.clear()\n"
+           f"    cache[raw] = out.copy()\n"
+           f"    return out\n")
     exec(compile(src, f"<roce.headers {layout.name} decoder>", "exec"), env)
     return env["decode"]  # type: ignore[return-value]
 
 
 def _compile_encoder(layout: Layout) -> Callable[[dict], bytes]:
-    env: dict[str, object] = {"_range_error": _range_error, "_tolerant": None}
-    lines = ["def encode(d):", "    try:"]
+    # Headers repeat from packet to packet (addresses, P_Key, most of IP), so the encoder
+    # remembers recent results keyed by the tuple of field values.
+    env: dict[str, object] = {"_tolerant": None, "cache": {}}
+    names = ", ".join(f"d[{f.name!r}]" for f in layout.fields)
+    lines = ["def encode(d):", "    try:", f"        key = ({names},)",
+             "        hit = cache.get(key)", "        if hit is not None:",
+             "            return hit"]
     terms, checks = [], []
     for i, f in enumerate(layout.fields):
         if f.kind == "addr":
             env[f"conv{i}"] = f.encode
-            lines.append(f"        x{i} = conv{i}(d[{f.name!r}])")
+            lines.append(f"        x{i} = conv{i}(key[{i}])")
         else:
-            lines.append(f"        x{i} = d[{f.name!r}]")
+            lines.append(f"        x{i} = key[{i}]")
         checks.append(f"x{i} < 0 or x{i} > {f.mask:#x}")
         terms.append(f"(x{i} << {f.shift})" if f.shift else f"x{i}")
     lines += [f"        if {' or '.join(checks)}:", "            raise TypeError",
-              f"        return ({' | '.join(terms)}).to_bytes({layout.size}, 'big')",
+              f"        out = ({' | '.join(terms)}).to_bytes({layout.size}, 'big')",
+              "        if len(cache) > 4096:", "            cache.clear()",
+              "        cache[key] = out", "        return out",
               "    except (KeyError, TypeError):",
               "        return _tolerant(d)"]
     exec(compile("\n".join(lines) + "\n", f"<roce.headers {layout.name} encoder>", "exec"),

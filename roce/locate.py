@@ -84,7 +84,7 @@ FAST_FIELDS: tuple[tuple[str, str], ...] = (
     ("udp", "dstport"), ("udp", "length"), ("grh", "paylen"), ("grh", "nxthdr"),
     ("bth", "opcode"), ("bth", "padcnt"), ("bth", "tver"), ("bth", "destqp"), ("bth", "psn"),
     ("bth", "p_key"), ("bth", "se"), ("bth", "m"), ("bth", "fecn"), ("bth", "becn"),
-    ("bth", "a"), ("ip", "dsfield.ecn"), ("ipv6", "tclass"),
+    ("bth", "a"), ("ip", "dsfield.ecn"), ("ipv6", "tclass"), ("ip", "checksum"),
 )
 # Bits of the scan's "flags" column.
 FLAG_SE, FLAG_M, FLAG_FECN, FLAG_BECN, FLAG_A = 0x80, 0x40, 0x10, 0x08, 0x04

@@ -58,7 +58,7 @@ class Packet:
     """
 
     __slots__ = ("_headers", "_payload", "_pad", "_icrc", "_trailer", "linktype", "walk",
-                 "_frame")
+                 "_frame", "_shared")
 
     def __init__(self, headers: dict[str, dict[str, Any]], payload: bytes = b"",
                  pad: bytes | None = None, icrc: int | None = None, trailer: bytes = b"",
@@ -71,6 +71,7 @@ class Packet:
         self.linktype = linktype
         self.walk: Walk | None = None
         self._frame: bytes | None = None
+        self._shared = False  # header dicts shared with craft()'s templates: copy on access
 
     # -- lazy decoding; public setters and ``headers`` drop the cached frame ---------------
 
@@ -83,6 +84,9 @@ class Packet:
     @property
     def headers(self) -> dict[str, dict[str, Any]]:
         h = self._hdrs()
+        if self._shared:
+            h = self._headers = {k: dict(v) for k, v in h.items()}
+            self._shared = False
         self._frame = None  # the caller may edit the dicts: rebuild from them from now on
         return h
 
@@ -227,79 +231,65 @@ def _build(p: Packet) -> tuple[bytes, Walk]:
     pad = p._pad if p._pad is not None else bytes(padcnt)
     op = OPCODES.get(bth.get("opcode"))
     ext = b"".join([ENCODERS[n](h.get(n, {})) for n in op.headers]) if op is not None else b""
-    body_len = _BTH_SIZE + len(ext) + len(payload) + len(pad)
-    l4_len = body_len + 4
-    chunks: list[bytes] = []
-    l2 = _L2_NAME.get(p.linktype)
+    transport = ENCODERS["bth"](bth) + ext + payload + pad
     l3 = "ip" if "ip" in h else "ipv6" if "ipv6" in h else "grh"
+    l2 = _L2_NAME.get(p.linktype)
     vlans = 0
-    if l2 is not None:
+    if l2 is None:
+        raw_l2 = b""
+    elif "vlan" not in h:
+        values = h[l2]
+        key = _ETYPE_KEY[l2]
+        if values.get(key) is None:
+            values = {**values, key: _ETHERTYPE[l3]}
+        raw_l2 = ENCODERS[l2](values)
+    else:
         chain = [l2] + [v for v in _VLAN_NAMES if v in h]
         vlans = len(chain) - 1
-        last = len(chain) - 1
+        parts = []
         for i, name in enumerate(chain):
             values = h.get(name, {})
             key = _ETYPE_KEY[name]
             if values.get(key) is None:
-                values = {**values, key: 0x8100 if i < last else _ETHERTYPE[l3]}
-            chunks.append(ENCODERS[name](values))
-    l3_off = sum(map(len, chunks))
-    udp_off = -1
+                values = {**values, key: 0x8100 if i < vlans else _ETHERTYPE[l3]}
+            parts.append(ENCODERS[name](values))
+        raw_l2 = b"".join(parts)
+    l3_values = h[l3]
+    fix_len = l3_values.get(_L3_LEN[l3]) is None
+    fix_sum = l3 == "ip" and l3_values.get("checksum") is None
+    options = b""
     if l3 == "ip":
-        ip = h["ip"]
-        options = ip.get("options") or b""
-        auto_sum = ip.get("checksum") is None
-        if ip.get("ihl") is None or ip.get("len") is None or auto_sum:
-            ip = dict(ip)
-            if ip.get("ihl") is None:
-                ip["ihl"] = 5 + len(options) // 4
-            if ip.get("len") is None:
-                ip["len"] = ip["ihl"] * 4 + _UDP_SIZE + l4_len
-            if auto_sum:
-                ip["checksum"] = 0
-        raw_ip = ENCODERS["ip"](ip) + options
-        if auto_sum:
-            raw_ip = raw_ip[:10] + fast.ip_checksum(raw_ip).to_bytes(2, "big") + raw_ip[12:]
-        chunks.append(raw_ip)
-        l3_len = len(raw_ip)
-    elif l3 == "ipv6":
-        ip6 = h["ipv6"]
-        if ip6.get("plen") is None:
-            ip6 = {**ip6, "plen": _UDP_SIZE + l4_len}
-        chunks.append(ENCODERS["ipv6"](ip6))
-        l3_len = SIZE_OF["ipv6"]
-    else:
-        grh = h["grh"]
-        if grh.get("paylen") is None:
-            grh = {**grh, "paylen": l4_len}
-        chunks.append(ENCODERS["grh"](grh))
-        l3_len = SIZE_OF["grh"]
-    bth_off = l3_off + l3_len
+        options = l3_values.get("options") or b""
+        if fix_len or fix_sum or l3_values.get("ihl") is None:
+            l3_values = {**l3_values, "len": l3_values.get("len") or 0,
+                         "checksum": l3_values.get("checksum") or 0,
+                         "ihl": l3_values.get("ihl") or 5 + len(options) // 4}
+    elif fix_len:
+        l3_values = {**l3_values, _L3_LEN[l3]: 0}
+    raw_l3 = ENCODERS[l3](l3_values) + options
+    raw_udp = b""
+    fix_udp = False
     if l3 != "grh":
         udp = h["udp"]
-        if udp.get("length") is None or udp.get("srcport") is None:
-            udp = dict(udp)
-            if udp.get("length") is None:
-                udp["length"] = _UDP_SIZE + l4_len
-            if udp.get("srcport") is None:
-                udp["srcport"] = udp_source_port(bth.get("destqp") or 0)
-        udp_off = bth_off
-        bth_off += _UDP_SIZE
-        chunks.append(ENCODERS["udp"](udp))
-    chunks += (ENCODERS["bth"](bth), ext, payload, pad)
-    icrc_off = bth_off + body_len
+        fix_udp = udp.get("length") is None
+        if fix_udp or udp.get("srcport") is None:
+            udp = {**udp, "length": udp.get("length") or 0,
+                   "srcport": udp.get("srcport") or udp_source_port(bth.get("destqp") or 0)}
+        raw_udp = ENCODERS["udp"](udp)
+    frame = fast.assemble(raw_l2, raw_l3, _L3_KIND[l3], raw_udp, transport, p._icrc,
+                          p._trailer, fix_len, fix_sum, fix_udp)
+    l3_off = len(raw_l2)
+    bth_off = l3_off + len(raw_l3) + len(raw_udp)
     payload_off = bth_off + _BTH_SIZE + len(ext)
-    w = Walk(OK, vlans, _L3_KIND[l3], l3_off, l3_len, udp_off, bth_off, bth["opcode"],
-             payload_off, payload_off + len(payload), icrc_off, icrc_off + 4, 0, 0, 0, 0)
-    icrc = p._icrc
-    if icrc is None:
-        chunks.append(b"\0\0\0\0")
-        icrc = fast.icrc_of(b"".join(chunks), w)
-        chunks[-1] = icrc.to_bytes(4, "big")
-    else:
-        chunks.append(icrc.to_bytes(4, "big"))
-    chunks.append(p._trailer)
-    return b"".join(chunks), w
+    icrc_off = bth_off + len(transport)
+    w = tuple.__new__(Walk, (OK, vlans, _L3_KIND[l3], l3_off, len(raw_l3),
+                             l3_off + len(raw_l3) if raw_udp else -1, bth_off, bth["opcode"],
+                             payload_off, payload_off + len(payload), icrc_off, icrc_off + 4,
+                             0, 0, 0, 0))
+    return frame, w
+
+
+_L3_LEN = {"ip": "len", "ipv6": "plen", "grh": "paylen"}
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -325,6 +315,7 @@ def parse(frame: bytes, linktype: int = LINKTYPE_ETHERNET, udp_port: int = ROCE_
 def _from_walk(frame: bytes, w: Walk, linktype: int) -> Packet:
     p = Packet.__new__(Packet)
     p._headers = None
+    p._shared = False
     p.linktype = linktype
     p.walk = w
     if w.status != OK:  # partial: everything after the headers is what was captured
@@ -398,11 +389,17 @@ def craft(opcode: int | str | Opcode, payload: bytes | None = None, *, payload_s
     template = _TEMPLATES.get((op.code, l3))
     if template is None:
         template = _TEMPLATES[(op.code, l3)] = _template(op, l3)
-    headers = {name: dict(values) for name, values in template.items()}
+    # Only the dicts craft() writes to are copied here; the Packet copies the rest the first
+    # time its caller reaches for ``headers``.
+    headers = dict(template)
+    copied: set[str] = set()
     if vlan is not None:
         headers = {"eth": headers.pop("eth"),
                    "vlan": {"priority": vlan_priority, "dei": 0, "id": vlan, "etype": None},
                    **headers}
+    if ecn is not None or dscp or src is not None or dst is not None:
+        headers[l3] = dict(headers[l3])
+        copied.add(l3)
     if ecn is not None or dscp:
         bits = _ECN.get(str(ecn).lower(), ecn) if ecn is not None else 0
         if l3 == "ip":
@@ -419,8 +416,14 @@ def craft(opcode: int | str | Opcode, payload: bytes | None = None, *, payload_s
         where = _RESOLVED.get((op.code, l3, key))
         if where is None:
             where = _RESOLVED[(op.code, l3, key)] = _resolve(key, headers)
-        headers[where[0]][where[1]] = value
-    return Packet(headers, payload, pad, icrc)
+        name = where[0]
+        if name not in copied:
+            headers[name] = dict(headers[name])
+            copied.add(name)
+        headers[name][where[1]] = value
+    p = Packet(headers, payload, pad, icrc)
+    p._shared = len(copied) < len(headers)
+    return p
 
 
 _ECN = {"ce": 3, "ect0": 2, "ect1": 1, "not-ect": 0}
