@@ -10,7 +10,11 @@ and ICRC masks that ``roce.fast`` derives from ``roce.headers`` and ``roce.opcod
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check, PyBytes_FromStringAndSize
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_ITEM
+from cpython.dict cimport PyDict_SetItem
+from cpython.long cimport PyLong_FromUnsignedLongLong
+from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.string cimport strlen
 from cpython.ref cimport Py_INCREF
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 
@@ -478,6 +482,133 @@ def walk(bytes frame, int linktype=1, int udp_port=4791):
     do_walk(<const uint8_t *>PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame), linktype,
             udp_port, &w)
     return walk_tuple(&w)
+
+
+# -- header decoding into dicts ----------------------------------------------------------------
+
+cdef extern from "arpa/inet.h":
+    const char *inet_ntop(int af, const void *src, char *dst, int size)
+
+cdef extern from "sys/socket.h":
+    int AF_INET
+    int AF_INET6
+
+DEF MAXH = 32
+DEF MAXF = 16
+cdef enum:
+    K_INT = 0
+    K_BOOL = 1
+    K_MAC = 2
+    K_IP4 = 3
+    K_IP6 = 4
+    K_BIG = 5
+
+cdef int D_OFF[MAXH][MAXF]
+cdef int D_N[MAXH][MAXF]
+cdef int D_SHIFT[MAXH][MAXF]
+cdef int D_KIND[MAXH][MAXF]
+cdef uint64_t D_MASK[MAXH][MAXF]
+cdef int D_NF[MAXH]
+cdef list D_NAMES = []   # hid -> tuple of field names
+cdef list H_NAMES = []   # hid -> header name
+cdef object VLAN2_NAME = "vlan2"
+cdef object OPTIONS_NAME = "options"
+
+
+def configure_decoder(list headers, str vlan2_name):
+    """Per header id: (name, [(field, byte offset, bytes, shift, mask, kind)]); kinds are
+    0 int, 1 bool, 2 MAC, 3 IPv4, 4 IPv6, 5 integer wider than 64 bits."""
+    global D_NAMES, H_NAMES, VLAN2_NAME
+    cdef int hid, j
+    if len(headers) > MAXH:
+        raise ValueError("too many headers for the decoder")
+    D_NAMES = []
+    H_NAMES = []
+    for hid, (hname, fields) in enumerate(headers):
+        if len(fields) > MAXF:
+            raise ValueError("header %s has too many fields" % hname)
+        H_NAMES.append(hname)
+        D_NAMES.append(tuple(f[0] for f in fields))
+        D_NF[hid] = len(fields)
+        for j, (fname, off, n, shift, mask, kind) in enumerate(fields):
+            if kind != K_BIG and kind != K_IP6 and n > 8:
+                raise ValueError("%s.%s: %d bytes need kind 5" % (hname, fname, n))
+            D_OFF[hid][j], D_N[hid][j], D_SHIFT[hid][j] = off, n, shift
+            D_MASK[hid][j], D_KIND[hid][j] = mask, kind
+    VLAN2_NAME = vlan2_name
+
+
+cdef const char *HEX = b"0123456789abcdef"
+
+
+cdef object decode_one(bytes frame, const uint8_t *p, int hid, int base):
+    cdef dict d = {}
+    cdef tuple names = <tuple>D_NAMES[hid]
+    cdef int j, kind, k
+    cdef uint64_t v
+    cdef char buf[64]
+    cdef const uint8_t *q
+    cdef object value
+    for j in range(D_NF[hid]):
+        kind = D_KIND[hid][j]
+        q = p + base + D_OFF[hid][j]
+        if kind == K_INT:
+            v = (rd64(q, D_N[hid][j]) >> D_SHIFT[hid][j]) & D_MASK[hid][j]
+            value = PyLong_FromUnsignedLongLong(v)
+        elif kind == K_BOOL:
+            value = ((rd64(q, D_N[hid][j]) >> D_SHIFT[hid][j]) & D_MASK[hid][j]) != 0
+        elif kind == K_MAC:
+            for k in range(6):
+                buf[k * 3] = HEX[q[k] >> 4]
+                buf[k * 3 + 1] = HEX[q[k] & 0xF]
+                buf[k * 3 + 2] = 58  # ':'
+            value = PyUnicode_DecodeASCII(buf, 17, NULL)
+        elif kind == K_IP4:
+            inet_ntop(AF_INET, q, buf, 64)
+            value = PyUnicode_DecodeASCII(buf, strlen(buf), NULL)
+        elif kind == K_IP6:
+            inet_ntop(AF_INET6, q, buf, 64)
+            value = PyUnicode_DecodeASCII(buf, strlen(buf), NULL)
+        else:
+            value = (int.from_bytes(frame[base + D_OFF[hid][j]:base + D_OFF[hid][j] + D_N[hid][j]],
+                                    "big") >> D_SHIFT[hid][j]) & D_MASK[hid][j]
+        PyDict_SetItem(d, names[j], value)
+    return d
+
+
+def decode_headers(bytes frame, object w, int linktype):
+    """Twin of roce.packet.decode_headers_reference: every header of a walked frame."""
+    cdef dict out = {}
+    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(frame)
+    cdef int off = 0, i, l2, l3, op, pos
+    cdef int vlans = w[1], l3_kind = w[2], l3_off = w[3], l3_len = w[4], udp_off = w[5]
+    cdef int bth_off = w[6]
+    if bth_off < 0 or bth_off + SZ_BTH > PyBytes_GET_SIZE(frame):
+        raise ValueError("decode_headers: frame was not walked to BTH")
+    if linktype == LT_ETH or linktype == LT_SLL or linktype == LT_SLL2:
+        l2 = H_ETH if linktype == LT_ETH else H_SLL if linktype == LT_SLL else H_SLL2
+        out[H_NAMES[l2]] = decode_one(frame, p, l2, 0)
+        off = SZ_ETH if linktype == LT_ETH else SZ_SLL if linktype == LT_SLL else SZ_SLL2
+        for i in range(vlans):
+            out[H_NAMES[H_VLAN] if i == 0 else VLAN2_NAME] = decode_one(frame, p, H_VLAN, off)
+            off += SZ_VLAN
+    l3 = H_IP if l3_kind == 4 else H_IP6 if l3_kind == 6 else H_GRH
+    hdr = decode_one(frame, p, l3, l3_off)
+    if l3_kind == 4 and l3_len > SZ_IP:
+        hdr[OPTIONS_NAME] = frame[l3_off + SZ_IP:l3_off + l3_len]
+    out[H_NAMES[l3]] = hdr
+    if udp_off >= 0:
+        out[H_NAMES[H_UDP]] = decode_one(frame, p, H_UDP, udp_off)
+    out[H_NAMES[H_BTH]] = decode_one(frame, p, H_BTH, bth_off)
+    op = rd(p, bth_off, F_BTH_OPCODE)
+    pos = bth_off + SZ_BTH
+    if OP_VALID[op]:
+        for i in range(OP_NEXT[op]):
+            if pos + OP_HSZ[op][i] > PyBytes_GET_SIZE(frame):
+                break
+            out[H_NAMES[OP_HID[op][i]]] = decode_one(frame, p, OP_HID[op][i], pos)
+            pos += OP_HSZ[op][i]
+    return out
 
 
 # -- ICRC -----------------------------------------------------------------------------------

@@ -88,8 +88,30 @@ def _config() -> dict[str, Any]:
     }
 
 
+def _decoder_config() -> list[tuple[str, list[tuple[str, int, int, int, int, int]]]]:
+    from .headers import _ip4_dec, _ip6_dec, _mac_dec
+
+    kinds = {_mac_dec: 2, _ip4_dec: 3, _ip6_dec: 4}
+    out = []
+    for name in _locate.HEADER_IDS:
+        lay = LAYOUTS.get(name)
+        fields = []
+        for f in lay.fields if lay else ():
+            first, last = f.bit_offset // 8, (f.bit_offset + f.bits - 1) // 8
+            n = last - first + 1
+            kind = kinds.get(f.decode, 0) if f.kind == "addr" else (1 if f.kind == "bool"
+                                                                       else 0)
+            if kind == 0 and n > 8:
+                kind = 5
+            mask = f.mask if kind != 5 and kind != 4 else 0
+            fields.append((f.name, first, n, n * 8 - (f.bit_offset % 8) - f.bits, mask, kind))
+        out.append((name, fields))
+    return out
+
+
 if _ext is not None:
     _ext.configure(_config())
+    _ext.configure_decoder(_decoder_config(), "vlan2")
 
 # -- the API the rest of roce uses ----------------------------------------------------------
 
@@ -242,6 +264,7 @@ def assemble_reference(l2: bytes, l3: bytes, l3_kind: int, udp: bytes, transport
 
 
 assemble: Any = assemble_reference
+decode_headers: Any = None  # the compiled twin of packet.decode_headers_reference, if any
 _scan = scan_reference
 psn_add, psn_diff, psn_cmp, classify = _psn.psn_add, _psn.psn_diff, _psn.psn_cmp, _psn.classify
 PSNTracker: Any = _psn.PSNTracker
@@ -258,6 +281,7 @@ if _ext is not None:
     crc32 = _ext.crc32
     ip_checksum = _ext.ip_checksum
     assemble = _ext.assemble
+    decode_headers = _ext.decode_headers
 
     def icrc_of(frame: bytes, w: Walk) -> int:  # noqa: F811
         return _ext.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)

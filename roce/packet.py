@@ -331,8 +331,10 @@ def _from_walk(frame: bytes, w: Walk, linktype: int) -> Packet:
     return p
 
 
-def _decode_headers(frame: bytes | None, w: Walk | None,
-                    linktype: int) -> dict[str, dict[str, Any]]:
+def decode_headers_reference(frame: bytes | None, w: Walk | None,
+                             linktype: int) -> dict[str, dict[str, Any]]:
+    """Every header of a walked frame as dicts of fields (``fast.decode_headers`` is the
+    compiled twin)."""
     assert frame is not None and w is not None
     headers: dict[str, dict[str, Any]] = {}
     l2 = _L2_NAME.get(linktype)
@@ -352,9 +354,14 @@ def _decode_headers(frame: bytes | None, w: Walk | None,
     headers["bth"] = bth
     pos = w.bth_off + _BTH_SIZE
     for name in OPCODES[bth["opcode"]].headers:
+        if pos + SIZE_OF[name] > len(frame):
+            break
         headers[name] = DECODERS[name](frame, pos)
         pos += SIZE_OF[name]
     return headers
+
+
+_decode_headers = fast.decode_headers or decode_headers_reference
 
 
 # -- crafting -----------------------------------------------------------------------------------
