@@ -1,0 +1,22 @@
+"""The RoCE emulator: sans-I/O RC queue pairs behind a pyverbs-style verbs API, driven by a
+simulated fabric (or, later, real transports).
+
+    from roce.emu import *
+    fab = Fabric(seed=7)
+    a, b = fab.add_host("a", "10.0.0.1"), fab.add_host("b", "10.0.0.2")
+    fab.connect(a, b, rate_gbps=100, delay_ns=1000)
+"""
+
+from .constants import *  # noqa: F403 - the IBV_* names, as pyverbs exports them
+from .constants import MTU, Access, QPAttrMask, QPState, QPType, SendFlags, WCOpcode, WCStatus
+from .constants import WROpcode as WROpcode
+from .fabric import Fabric, Link, LinkConfig
+from .qp import AHAttr, QPAttr, QPCap
+from .states import QPStateError
+from .verbs import CQ, MR, PD, QP, Context, QPInitAttr, connect
+from .work import SGE, WC, RecvWR, SendWR
+
+__all__ = ["Fabric", "Link", "LinkConfig", "Context", "PD", "MR", "CQ", "QP", "QPInitAttr",
+           "QPCap", "QPAttr", "AHAttr", "SendWR", "RecvWR", "SGE", "WC", "QPStateError",
+           "connect", "MTU", "Access", "QPAttrMask", "QPState", "QPType", "SendFlags",
+           "WCOpcode", "WCStatus", "WROpcode"]

@@ -1,0 +1,243 @@
+"""The queue pair core: sans-I/O state machine ``(now, event) -> (frames, completions, timers)``.
+
+Events are ``post_send``, ``post_recv``, ``modify``, ``receive`` (a decoded packet) and
+``on_timer``; all take ``now`` in integer nanoseconds and none reads a clock.  Frames to send
+collect in ``tx`` (the device drains them), completions go to the CQs, and ``deadline()`` says
+when ``on_timer`` must be called next.  The work is split as in Linux rxe: ``Requester``
+(sends requests), ``Completer`` (handles ACKs and responses, completes send work),
+``Responder`` (handles requests, sends ACKs/NAKs/responses, completes receive work).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .constants import (
+    ACK_TIMEOUT_UNIT_NS,
+    Access,
+    QPAttrMask,
+    QPState,
+    QPType,
+    WCOpcode,
+    WCStatus,
+    mtu_bytes,
+)
+from .states import CAN_POST_RECV, CAN_POST_SEND, CAN_RECEIVE, QPStateError, check_transition
+from .wire import FrameBuilder, Incoming, Path
+from .work import WC, RecvWQE, RecvWR, SendWR
+
+S = QPState
+
+
+@dataclass
+class QPCap:
+    max_send_wr: int = 256
+    max_recv_wr: int = 256
+    max_send_sge: int = 4
+    max_recv_sge: int = 4
+    max_inline_data: int = 0
+
+
+@dataclass
+class AHAttr:
+    """Address of the peer: its MAC and IP (GID); ``ipv6`` for an IPv6 GID."""
+
+    dmac: str = ""
+    dip: str = ""
+    ipv6: bool = False
+    sport: int | None = None
+
+
+@dataclass
+class QPAttr:
+    qp_state: int = S.IBV_QPS_RESET
+    qp_access_flags: int = 0
+    pkey_index: int = 0
+    port_num: int = 1
+    qkey: int = 0
+    path_mtu: int = 5  # IBV_MTU_4096
+    dest_qp_num: int = 0
+    rq_psn: int = 0
+    sq_psn: int = 0
+    max_rd_atomic: int = 1
+    max_dest_rd_atomic: int = 1
+    min_rnr_timer: int = 12  # 0.64 ms
+    timeout: int = 14  # 4.096 us * 2^14 = 67 ms
+    retry_cnt: int = 7
+    rnr_retry: int = 7
+    ah_attr: AHAttr = field(default_factory=AHAttr)
+    cap: QPCap | None = None
+
+
+@dataclass
+class Counters:
+    packets_sent: int = 0
+    packets_received: int = 0
+    retransmitted: int = 0
+    timeouts: int = 0
+    rnr_naks_received: int = 0
+    rnr_naks_sent: int = 0
+    naks_received: dict[str, int] = field(default_factory=dict)
+    naks_sent: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    out_of_sequence: int = 0
+
+
+class QueuePair:
+    """One queue pair of an emulated device."""
+
+    def __init__(self, device: Any, pd: Any, qpn: int, qp_type: QPType, send_cq: Any,
+                 recv_cq: Any, cap: QPCap, sq_sig_all: bool = True) -> None:
+        from .completer import Completer
+        from .requester import Requester
+        from .responder import Responder
+
+        self.device = device
+        self.pd = pd
+        self.qpn = qpn
+        self.qp_type = QPType(qp_type)
+        self.send_cq = send_cq
+        self.recv_cq = recv_cq
+        self.cap = cap
+        self.sq_sig_all = sq_sig_all
+        self.state = S.IBV_QPS_RESET
+        self.attr = QPAttr()
+        self.mtu = 4096
+        self.builder: FrameBuilder | None = None
+        self.tx: list[bytes] = []
+        self.counters = Counters()
+        self.rq: deque[RecvWQE] = deque()
+        self.requester = Requester(self)
+        self.completer = Completer(self)
+        self.responder = Responder(self)
+
+    # -- control ---------------------------------------------------------------------------
+
+    def modify(self, attr: QPAttr, mask: int) -> None:
+        """ibv_modify_qp: check the transition against the state table, then apply."""
+        mask = QPAttrMask(mask)
+        new = QPState(attr.qp_state) if mask & QPAttrMask.IBV_QP_STATE else self.state
+        check_transition(self.qp_type, self.state, new, mask)
+        a = self.attr
+        for bit, name in _ATTR_FIELDS:
+            if mask & bit:
+                setattr(a, name, getattr(attr, name))
+        if mask & QPAttrMask.IBV_QP_PATH_MTU:
+            self.mtu = mtu_bytes(a.path_mtu)
+        if mask & QPAttrMask.IBV_QP_AV:
+            ah = a.ah_attr
+            self.builder = FrameBuilder(
+                Path(self.device.mac, ah.dmac or self.device.peer_mac(ah.dip), self.device.ip,
+                     ah.dip, ah.ipv6 or ":" in ah.dip, ah.sport), self.qpn)
+        if mask & QPAttrMask.IBV_QP_RQ_PSN:
+            self.responder.reset(a.rq_psn)
+        if mask & QPAttrMask.IBV_QP_SQ_PSN:
+            self.requester.reset(a.sq_psn)
+        if mask & QPAttrMask.IBV_QP_TIMEOUT or mask & QPAttrMask.IBV_QP_RETRY_CNT:
+            self.requester.reset_retries()
+        if new == S.IBV_QPS_ERR and self.state != S.IBV_QPS_ERR:
+            self.state = new
+            self.flush()
+            return
+        if new == S.IBV_QPS_RESET:
+            self.rq.clear()
+            self.requester.clear()
+        self.state = new
+
+    @property
+    def timeout_ns(self) -> int:
+        """Local ACK timeout: 4.096 us * 2^timeout; 0 means no timer."""
+        t = self.attr.timeout
+        return 0 if t == 0 else ACK_TIMEOUT_UNIT_NS << min(t, 31)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def post_send(self, now: int, wr: SendWR) -> None:
+        if self.state not in CAN_POST_SEND:
+            raise QPStateError(f"post_send in state {self.state.name}")
+        self.requester.post(now, wr)
+        self.requester.pump(now)
+
+    def post_recv(self, wr: RecvWR) -> None:
+        if self.state not in CAN_POST_RECV:
+            raise QPStateError(f"post_recv in state {self.state.name}")
+        if len(wr.sg_list) > self.cap.max_recv_sge:
+            raise ValueError(f"recv WR has {len(wr.sg_list)} SGEs, max_recv_sge is "
+                             f"{self.cap.max_recv_sge}")
+        if len(self.rq) >= self.cap.max_recv_wr:
+            raise ValueError("receive queue is full")
+        wqe = RecvWQE(wr, sum(s.length for s in wr.sg_list))
+        if self.state == S.IBV_QPS_ERR:
+            self.complete_recv(wqe, WCStatus.IBV_WC_WR_FLUSH_ERR)
+            return
+        self.rq.append(wqe)
+
+    def receive(self, now: int, pkt: Incoming) -> None:
+        if self.state not in CAN_RECEIVE:
+            return  # RESET/INIT/ERR drop everything (IBA 10.3.1)
+        self.counters.packets_received += 1
+        if pkt.op.is_request:
+            self.responder.receive(now, pkt)
+        elif self.state in (S.IBV_QPS_RTS, S.IBV_QPS_SQD):
+            self.completer.receive(now, pkt)
+        self.requester.pump(now)
+
+    def on_timer(self, now: int) -> None:
+        self.requester.on_timer(now)
+        self.requester.pump(now)
+
+    def deadline(self) -> int | None:
+        return self.requester.deadline()
+
+    # -- shared by the three parts ---------------------------------------------------------
+
+    def send_frame(self, frame: bytes) -> None:
+        self.counters.packets_sent += 1
+        self.tx.append(frame)
+
+    def complete_recv(self, wqe: RecvWQE, status: WCStatus, opcode: WCOpcode =
+                      WCOpcode.IBV_WC_RECV, byte_len: int = 0, imm: int | None = None,
+                      invalidated: int | None = None, src_qp: int = 0) -> None:
+        flags = 0
+        if imm is not None:
+            flags |= 2  # IBV_WC_WITH_IMM
+        if invalidated is not None:
+            flags |= 8  # IBV_WC_WITH_INV
+        self.recv_cq.push(WC(wqe.wr.wr_id, status, opcode, byte_len, imm or 0, self.qpn,
+                             src_qp, flags, invalidated or 0))
+
+    def to_error(self) -> None:
+        """Move to ERR and flush all outstanding work (IBV_WC_WR_FLUSH_ERR)."""
+        if self.state != S.IBV_QPS_ERR:
+            self.state = S.IBV_QPS_ERR
+            self.flush()
+
+    def flush(self) -> None:
+        self.requester.flush()
+        while self.rq:
+            self.complete_recv(self.rq.popleft(), WCStatus.IBV_WC_WR_FLUSH_ERR)
+
+    def remote_access_ok(self, need: Access) -> bool:
+        return bool(self.attr.qp_access_flags & need)
+
+
+_ATTR_FIELDS = (
+    (QPAttrMask.IBV_QP_ACCESS_FLAGS, "qp_access_flags"),
+    (QPAttrMask.IBV_QP_PKEY_INDEX, "pkey_index"),
+    (QPAttrMask.IBV_QP_PORT, "port_num"),
+    (QPAttrMask.IBV_QP_QKEY, "qkey"),
+    (QPAttrMask.IBV_QP_AV, "ah_attr"),
+    (QPAttrMask.IBV_QP_PATH_MTU, "path_mtu"),
+    (QPAttrMask.IBV_QP_TIMEOUT, "timeout"),
+    (QPAttrMask.IBV_QP_RETRY_CNT, "retry_cnt"),
+    (QPAttrMask.IBV_QP_RNR_RETRY, "rnr_retry"),
+    (QPAttrMask.IBV_QP_RQ_PSN, "rq_psn"),
+    (QPAttrMask.IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic"),
+    (QPAttrMask.IBV_QP_MIN_RNR_TIMER, "min_rnr_timer"),
+    (QPAttrMask.IBV_QP_SQ_PSN, "sq_psn"),
+    (QPAttrMask.IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic"),
+    (QPAttrMask.IBV_QP_DEST_QPN, "dest_qp_num"),
+    (QPAttrMask.IBV_QP_CAP, "cap"),
+)

@@ -1,0 +1,135 @@
+"""Frames for emulated queue pairs: a per-connection builder and a light parser.
+
+Built on the packet codec's pieces without making a full ``roce.Packet`` per frame: the
+Ethernet/IP/UDP part of a connection is encoded once; each packet encodes BTH and its
+extended headers and ``roce.fast.assemble`` fills lengths, checksum and ICRC.  Opcodes are
+chosen from the table by (transport, operation, position, immediate, invalidate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import fast
+from ..headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF
+from ..icrc import L3_IPV4, L3_IPV6
+from ..locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT, Walk
+from ..opcodes import OPCODES, Opcode, Operation, Position, Transport
+from ..packet import udp_source_port
+
+# (transport, operation, position, immediate, invalidate) -> opcode row
+_SELECT: dict[tuple, Opcode] = {
+    (op.transport, op.operation, op.position, op.immediate, op.invalidate): op
+    for op in OPCODES.values()
+}
+
+
+def select(transport: Transport, operation: Operation, position: Position,
+           immediate: bool = False, invalidate: bool = False) -> Opcode:
+    return _SELECT[(transport, operation, position, immediate, invalidate)]
+
+
+def positions(npkts: int) -> list[Position]:
+    """First/middle.../last, or only, for a message of ``npkts`` packets."""
+    if npkts <= 1:
+        return [Position.ONLY]
+    return [Position.FIRST] + [Position.MIDDLE] * (npkts - 2) + [Position.LAST]
+
+
+@dataclass(frozen=True)
+class Path:
+    """Where one QP's packets go: addresses and the UDP source port (flow entropy)."""
+
+    smac: str
+    dmac: str
+    sip: str
+    dip: str
+    ipv6: bool = False
+    sport: int | None = None
+
+
+class FrameBuilder:
+    """Builds the frames of one connection (one source QP toward one path)."""
+
+    def __init__(self, path: Path, src_qpn: int, ttl: int = 64) -> None:
+        self.path = path
+        l3 = "ipv6" if path.ipv6 else "ip"
+        self.l3_kind = L3_IPV6 if path.ipv6 else L3_IPV4
+        self.l2 = ENCODERS["eth"]({"dst": path.dmac, "src": path.smac,
+                                   "type": ETHERTYPE_IPV6 if path.ipv6 else ETHERTYPE_IPV4})
+        if path.ipv6:
+            self.l3 = ENCODERS[l3]({"version": 6, "tclass": 0, "flow": 0, "plen": 0,
+                                    "nxt": 17, "hlim": ttl, "src": path.sip, "dst": path.dip})
+        else:
+            self.l3 = ENCODERS[l3]({"version": 4, "ihl": 5, "dsfield.dscp": 0,
+                                    "dsfield.ecn": 0, "len": 0, "id": 0, "flags.rb": 0,
+                                    "flags.df": 1, "flags.mf": 0, "frag_offset": 0,
+                                    "ttl": ttl, "proto": 17, "checksum": 0, "src": path.sip,
+                                    "dst": path.dip})
+        sport = path.sport if path.sport is not None else udp_source_port(src_qpn)
+        self.udp = ENCODERS["udp"]({"srcport": sport, "dstport": ROCE_PORT, "length": 0,
+                                    "checksum": 0})
+
+    def build(self, op: Opcode, destqp: int, psn: int, ext: dict[str, dict] | None = None,
+              payload: bytes = b"", ackreq: bool = False, se: bool = False,
+              p_key: int = 0xFFFF) -> bytes:
+        pad = -len(payload) & 3
+        bth = ENCODERS["bth"]({"opcode": op.code, "se": se, "m": False, "padcnt": pad,
+                               "tver": 0, "p_key": p_key, "fecn": False, "becn": False,
+                               "reserved": 0, "destqp": destqp, "a": ackreq, "reserved7": 0,
+                               "psn": psn})
+        parts = [bth]
+        if op.headers:
+            ext = ext or {}
+            parts += [ENCODERS[h](ext.get(h, {})) for h in op.headers]
+        parts.append(payload)
+        if pad:
+            parts.append(bytes(pad))
+        return fast.assemble(self.l2, self.l3, self.l3_kind, self.udp, b"".join(parts), None,
+                             b"", True, True, True)
+
+
+def _where(header: str, field: str) -> tuple[int, int]:
+    f = LAYOUTS[header].field(field)
+    return f.byte_offset, f.bits // 8
+
+
+# Source addresses, read straight from the frame: (byte offset in the header, bytes).
+_SRC = {L3_IPV4: _where("ip", "src"), L3_IPV6: _where("ipv6", "src"), "eth": _where("eth", "src")}
+
+
+class Incoming:
+    """A received RoCE packet, decoded just enough for a QP."""
+
+    __slots__ = ("frame", "walk", "op", "bth", "ext", "payload", "src", "smac")
+
+    def __init__(self, frame: bytes, walk: Walk) -> None:
+        self.frame = frame
+        self.walk = walk
+        self.bth = DECODERS["bth"](frame, walk.bth_off)
+        self.op = OPCODES[self.bth["opcode"]]
+        ext = {}
+        pos = walk.bth_off + 12
+        for h in self.op.headers:
+            ext[h] = DECODERS[h](frame, pos)
+            pos += SIZE_OF[h]
+        self.ext = ext
+        self.payload = frame[walk.payload_off:walk.pad_off]
+        off, n = _SRC[walk.l3_kind]
+        self.src = frame[walk.l3_off + off:walk.l3_off + off + n]
+        off, n = _SRC["eth"]
+        self.smac = frame[off:off + n]
+
+    @property
+    def psn(self) -> int:
+        return self.bth["psn"]
+
+
+def receive(frame: bytes) -> tuple[int, Incoming | None]:
+    """(status, packet): status 0 with a packet; else the walk status, or -1 for a bad ICRC."""
+    w = fast.walk(frame)
+    if w.status != OK:
+        return w.status, None
+    if fast.icrc_of(frame, w) != int.from_bytes(frame[w.icrc_off:w.l4_end], "big"):
+        return -1, None
+    return OK, Incoming(frame, w)
