@@ -276,6 +276,31 @@ def assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc, 
     return out
 
 
+def bth_pack(int opcode, bint se, int padcnt, int p_key, int destqp, bint ackreq, int psn):
+    """Twin of roce.fast.bth_pack_reference: a BTH with TVer, M, FECN/BECN and reserved 0."""
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, SZ_BTH)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(out)
+    memset(p, 0, SZ_BTH)
+    wr(p, 0, F_BTH_OPCODE, opcode)
+    wr(p, 0, F_BTH_SE, se)
+    wr(p, 0, F_BTH_PADCNT, padcnt)
+    wr(p, 0, F_BTH_PKEY, p_key)
+    wr(p, 0, F_BTH_DESTQP, destqp)
+    wr(p, 0, F_BTH_A, ackreq)
+    wr(p, 0, F_BTH_PSN, psn)
+    return out
+
+
+def bth_unpack(bytes frame, int off):
+    """Twin of roce.fast.bth_unpack_reference: (opcode, se, padcnt, p_key, destqp, a, psn)."""
+    if off < 0 or off + SZ_BTH > PyBytes_GET_SIZE(frame):
+        raise ValueError("bth_unpack: no BTH at that offset")
+    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(frame)
+    return (rd(p, off, F_BTH_OPCODE), rd(p, off, F_BTH_SE) != 0, rd(p, off, F_BTH_PADCNT),
+            rd(p, off, F_BTH_PKEY), rd(p, off, F_BTH_DESTQP), rd(p, off, F_BTH_A) != 0,
+            rd(p, off, F_BTH_PSN))
+
+
 # -- the walk -----------------------------------------------------------------------------------
 
 cdef struct WalkResult:

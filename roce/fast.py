@@ -264,6 +264,27 @@ def assemble_reference(l2: bytes, l3: bytes, l3_kind: int, udp: bytes, transport
 
 
 assemble: Any = assemble_reference
+
+
+def bth_pack_reference(opcode: int, se: bool, padcnt: int, p_key: int, destqp: int,
+                       ackreq: bool, psn: int) -> bytes:
+    from .headers import ENCODERS
+
+    return ENCODERS["bth"]({"opcode": opcode, "se": se, "m": False, "padcnt": padcnt,
+                            "tver": 0, "p_key": p_key, "fecn": False, "becn": False,
+                            "reserved": 0, "destqp": destqp, "a": ackreq, "reserved7": 0,
+                            "psn": psn})
+
+
+def bth_unpack_reference(frame: bytes, off: int) -> tuple:
+    from .headers import DECODERS
+
+    b = DECODERS["bth"](frame, off)
+    return (b["opcode"], b["se"], b["padcnt"], b["p_key"], b["destqp"], b["a"], b["psn"])
+
+
+bth_pack: Any = bth_pack_reference
+bth_unpack: Any = bth_unpack_reference
 decode_headers: Any = None  # the compiled twin of packet.decode_headers_reference, if any
 _scan = scan_reference
 psn_add, psn_diff, psn_cmp, classify = _psn.psn_add, _psn.psn_diff, _psn.psn_cmp, _psn.classify
@@ -281,6 +302,7 @@ if _ext is not None:
     crc32 = _ext.crc32
     ip_checksum = _ext.ip_checksum
     assemble = _ext.assemble
+    bth_pack, bth_unpack = _ext.bth_pack, _ext.bth_unpack
     decode_headers = _ext.decode_headers
 
     def icrc_of(frame: bytes, w: Walk) -> int:  # noqa: F811

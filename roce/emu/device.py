@@ -71,7 +71,7 @@ class Device:
             else:
                 self.counters.not_roce += 1
             return
-        qp = self.qps.get(pkt.bth["destqp"])
+        qp = self.qps.get(pkt.destqp)
         if qp is None:
             self.counters.unknown_qp += 1
             return

@@ -29,7 +29,7 @@ class MemoryRegion:
     pd: object
     addr: int
     length: int
-    access: Access
+    access: int  # Access bits, kept as a plain int: IntFlag operators are slow
     lkey: int
     rkey: int
     buf: bytearray
@@ -57,7 +57,7 @@ class AddressSpace:
         k = (index << 8) | (key & 0xFF)
         addr = self.next_va
         self.next_va += (length + VA_ALIGN - 1) // VA_ALIGN * VA_ALIGN + VA_ALIGN
-        mr = MemoryRegion(pd, addr, length, Access(access), k, k, bytearray(length))
+        mr = MemoryRegion(pd, addr, length, int(access), k, k, bytearray(length))
         self.regions[index] = mr
         return mr
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from .constants import (
     ACK_TIMEOUT_UNIT_NS,
-    Access,
     QPAttrMask,
     QPState,
     QPType,
@@ -219,8 +218,8 @@ class QueuePair:
         while self.rq:
             self.complete_recv(self.rq.popleft(), WCStatus.IBV_WC_WR_FLUSH_ERR)
 
-    def remote_access_ok(self, need: Access) -> bool:
-        return bool(self.attr.qp_access_flags & need)
+    def remote_access_ok(self, need: int) -> bool:
+        return bool(int(self.attr.qp_access_flags) & need)
 
 
 _ATTR_FIELDS = (

@@ -137,7 +137,7 @@ class Responder:
         # QP access flags
         need = _QP_ACCESS.get(operation)
         if need is not None and not qp.remote_access_ok(need):
-            raise Reject(NAK_INVALID_REQUEST, f"QP does not allow {need.name}")
+            raise Reject(NAK_INVALID_REQUEST, f"QP does not allow {Access(need).name}")
         if operation is Operation.SEND:
             self._send(pkt, first, last)
         elif operation is Operation.RDMA_WRITE:
@@ -151,7 +151,7 @@ class Responder:
         else:
             raise Reject(NAK_INVALID_REQUEST, f"{op} is not supported")
         self.epsn = (pkt.psn + 1) & PSN_MASK
-        if pkt.bth["a"]:
+        if pkt.ackreq:
             self._ack(pkt.psn)
 
     def _check_length(self, pkt: Incoming) -> None:
@@ -214,7 +214,7 @@ class Responder:
             try:
                 mr = qp.device.memory.lookup_remote(qp.pd, self.write_rkey,
                                                     self.write_va + self.offset, n,
-                                                    Access.IBV_ACCESS_REMOTE_WRITE)
+                                                    _REMOTE_WRITE)
             except AccessError as e:
                 raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
             mr.view(self.write_va + self.offset, n)[:] = pkt.payload
@@ -236,8 +236,7 @@ class Responder:
         va, rkey, length = reth["va"], reth["r_key"], reth["dmalen"]
         if length:
             try:
-                qp.device.memory.lookup_remote(qp.pd, rkey, va, length,
-                                               Access.IBV_ACCESS_REMOTE_READ)
+                qp.device.memory.lookup_remote(qp.pd, rkey, va, length, _REMOTE_READ)
             except AccessError as e:
                 raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
         npsn = max(1, -(-length // qp.mtu))
@@ -251,8 +250,7 @@ class Responder:
         mtu = qp.mtu
         data = b""
         if length:
-            mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, length,
-                                                Access.IBV_ACCESS_REMOTE_READ)
+            mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, length, _REMOTE_READ)
             data = bytes(mr.view(va, length))
         npkts = max(1, -(-length // mtu))
         aeth = {"syndrome": syndrome(AETH_ACK, CREDITS_UNLIMITED), "msn": self.msn}
@@ -269,8 +267,8 @@ class Responder:
         if va % 8:
             raise Reject(NAK_INVALID_REQUEST, f"atomic address 0x{va:x} is not 8-byte aligned")
         try:
-            mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, 8,
-                                                Access.IBV_ACCESS_REMOTE_ATOMIC, atomic=True)
+            mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, 8, _REMOTE_ATOMIC,
+                                                atomic=True)
         except AccessError as e:
             raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
         cell = mr.view(va, 8)
@@ -339,8 +337,8 @@ class Responder:
         qp.send_frame(qp.builder.build(_ATOMIC_ACK_ROW, qp.attr.dest_qp_num, psn, ext))
 
 
-_QP_ACCESS = {
-    Operation.RDMA_WRITE: Access.IBV_ACCESS_REMOTE_WRITE,
-    Operation.RDMA_READ: Access.IBV_ACCESS_REMOTE_READ,
-    Operation.ATOMIC: Access.IBV_ACCESS_REMOTE_ATOMIC,
-}
+_REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
+_REMOTE_READ = int(Access.IBV_ACCESS_REMOTE_READ)
+_REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
+_QP_ACCESS = {Operation.RDMA_WRITE: _REMOTE_WRITE, Operation.RDMA_READ: _REMOTE_READ,
+              Operation.ATOMIC: _REMOTE_ATOMIC}

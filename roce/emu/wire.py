@@ -74,11 +74,7 @@ class FrameBuilder:
               payload: bytes = b"", ackreq: bool = False, se: bool = False,
               p_key: int = 0xFFFF) -> bytes:
         pad = -len(payload) & 3
-        bth = ENCODERS["bth"]({"opcode": op.code, "se": se, "m": False, "padcnt": pad,
-                               "tver": 0, "p_key": p_key, "fecn": False, "becn": False,
-                               "reserved": 0, "destqp": destqp, "a": ackreq, "reserved7": 0,
-                               "psn": psn})
-        parts = [bth]
+        parts = [fast.bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)]
         if op.headers:
             ext = ext or {}
             parts += [ENCODERS[h](ext.get(h, {})) for h in op.headers]
@@ -101,13 +97,15 @@ _SRC = {L3_IPV4: _where("ip", "src"), L3_IPV6: _where("ipv6", "src"), "eth": _wh
 class Incoming:
     """A received RoCE packet, decoded just enough for a QP."""
 
-    __slots__ = ("frame", "walk", "op", "bth", "ext", "payload", "src", "smac")
+    __slots__ = ("frame", "walk", "op", "se", "p_key", "destqp", "ackreq", "psn", "ext",
+                 "payload", "src", "smac")
 
     def __init__(self, frame: bytes, walk: Walk) -> None:
         self.frame = frame
         self.walk = walk
-        self.bth = DECODERS["bth"](frame, walk.bth_off)
-        self.op = OPCODES[self.bth["opcode"]]
+        code, self.se, _, self.p_key, self.destqp, self.ackreq, self.psn = fast.bth_unpack(
+            frame, walk.bth_off)
+        self.op = OPCODES[code]
         ext = {}
         pos = walk.bth_off + 12
         for h in self.op.headers:
@@ -119,10 +117,6 @@ class Incoming:
         self.src = frame[walk.l3_off + off:walk.l3_off + off + n]
         off, n = _SRC["eth"]
         self.smac = frame[off:off + n]
-
-    @property
-    def psn(self) -> int:
-        return self.bth["psn"]
 
 
 def receive(frame: bytes) -> tuple[int, Incoming | None]:
