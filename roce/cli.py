@@ -15,6 +15,7 @@ from . import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("roce.dissect.decode", "decode a capture, one line or a full tree per packet"),
     "stats": ("roce.dissect.stats", "per-flow analysis: PSN gaps, retransmissions, NAKs, CNPs"),
+    "emulate": ("roce.emu.cli", "run RC queue pairs over a simulated fabric, print a summary"),
     "opcodes": ("roce.opcodes_cli", "list the BTH opcode table"),
 }
 

@@ -1,0 +1,127 @@
+"""``roce emulate``: run a scenario between two emulated hosts and print its summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .scenario import OPS, Scenario, run_scenario
+
+_SIZE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_TIME = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_size(text: str) -> int:
+    """``4096``, ``64K``, ``1M`` (binary units) -> bytes."""
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = t[-1] if t and t[-1] in "kmg" else ""
+    try:
+        value = float(t[:-1] if unit else t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 4096, 64K, 1M)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}")
+    return int(value * _SIZE[unit])
+
+
+def parse_time(text: str) -> int:
+    """``1000`` (ns), ``1us``, ``2ms`` -> nanoseconds."""
+    t = text.strip().lower()
+    for unit in ("ns", "us", "ms", "s"):
+        if t.endswith(unit):
+            t, mult = t[:-len(unit)], _TIME[unit]
+            break
+    else:
+        mult = 1
+    try:
+        return int(float(t) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad time {text!r} (e.g. 1000, 1us, 2ms)") from None
+
+
+def parse_rate(text: str) -> float:
+    t = text.strip().lower().removesuffix("bps").removesuffix("b/s").removesuffix("g")
+    try:
+        return float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad rate {text!r} (Gb/s, e.g. 100)") from None
+
+
+def _probability(text: str) -> float:
+    try:
+        p = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad probability {text!r}") from None
+    if not 0 <= p <= 1:
+        raise argparse.ArgumentTypeError(f"probability {text!r} is not in [0, 1]")
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--op", choices=OPS, default="write", help="operation (default write)")
+    p.add_argument("--size", type=parse_size, default=1 << 20, help="message size (1M)")
+    p.add_argument("--count", type=int, default=10, help="messages per QP (10)")
+    p.add_argument("--mtu", type=int, choices=(256, 512, 1024, 2048, 4096), default=4096)
+    p.add_argument("--qps", type=int, default=1, help="concurrent queue pairs (1)")
+    p.add_argument("--depth", type=int, default=16, help="outstanding messages per QP (16)")
+    p.add_argument("--rate", type=parse_rate, default=100.0, help="link rate in Gb/s (100)")
+    p.add_argument("--delay", type=parse_time, default=1000, help="propagation delay (1us)")
+    for name in ("loss", "burst", "reorder", "dup", "corrupt"):
+        p.add_argument(f"--{name}", type=_probability, default=0.0,
+                       help=f"{name} probability per frame and direction")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--psn", type=lambda s: int(s, 0), default=0, help="first PSN of each QP")
+    p.add_argument("--timeout", type=int, default=12, help="local ACK timeout exponent (12)")
+    p.add_argument("--retry-cnt", type=int, default=7)
+    p.add_argument("--rnr-retry", type=int, default=7)
+    p.add_argument("-w", "--write", dest="pcap", metavar="FILE",
+                   help="record every delivered frame to a pcap")
+    p.add_argument("-T", dest="format", choices=("text", "json"), default="text")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.count < 0 or args.qps < 1 or args.depth < 1:
+        print("roce emulate: --count must be >= 0, --qps and --depth >= 1", file=sys.stderr)
+        return 1
+    sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
+                  depth=args.depth, rate_gbps=args.rate, delay_ns=args.delay, loss=args.loss,
+                  burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,
+                  seed=args.seed, psn=args.psn & 0xFFFFFF, timeout=args.timeout,
+                  retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry)
+    writer = None
+    if args.pcap:
+        from ..pcapio import PcapWriter
+
+        try:
+            writer = PcapWriter(args.pcap)
+        except OSError as e:
+            print(f"roce emulate: {args.pcap}: {e.strerror}", file=sys.stderr)
+            return 2
+    progress = None
+    bar = None
+    if not args.no_progress and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task = bar.add_task("emulating", total=sc.count * sc.qps)
+        bar.start()
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done)
+    try:
+        summary = run_scenario(sc, writer, progress)
+    finally:
+        if bar is not None:
+            bar.stop()
+        if writer is not None:
+            writer.close()
+    if args.format == "json":
+        print(json.dumps(summary.as_dict(), indent=2))
+    else:
+        print(summary.text())
+        if args.pcap:
+            print(f"pcap          {args.pcap}")
+    # 3: the run finished but not every message arrived intact (scripts can tell)
+    return 0 if summary.data_verified else 3
