@@ -113,7 +113,7 @@ class _Flow:
     recv_posted: int = 0
     expected_remote: bytearray = field(default_factory=bytearray)
     expected_local: bytearray = field(default_factory=bytearray)
-    fetched: list[int] = field(default_factory=list)
+    bytes: int = 0
     status: Counter = field(default_factory=Counter)
 
 
@@ -167,6 +167,7 @@ def run_scenario(sc: Scenario, record: Any = None,
             for wc in f.cq_a.poll(1 << 16):
                 f.done += 1
                 f.status[WCStatus(wc.status).name] += 1
+                f.bytes += wc.byte_len
                 if wc.status != WCStatus.IBV_WC_SUCCESS:
                     f.posted = sc.count  # a failed QP takes no more work
             f.cq_b.poll(1 << 16)
@@ -221,7 +222,7 @@ def _summarise(sc: Scenario, fab: Fabric, flows: list[_Flow], cpu: float, finish
     s.posted = sum(f.posted for f in flows)
     s.completed = dict(status)
     ok = status.get("IBV_WC_SUCCESS", 0)
-    s.bytes = ok * (8 if sc.op == "atomic" else sc.size)
+    s.bytes = sum(f.bytes for f in flows)
     s.virtual_ns = fab.now
     s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
     naks: Counter = Counter()
