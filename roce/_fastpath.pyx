@@ -9,6 +9,7 @@ and ICRC masks that ``roce.fast`` derives from ``roce.headers`` and ``roce.opcod
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
+from libc.stdlib cimport free, realloc
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check, PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_ITEM
 from cpython.dict cimport PyDict_SetItem
@@ -205,7 +206,7 @@ def crc32(data, unsigned int crc=0):
 def ip_checksum(const unsigned char[::1] header):
     """Twin of roce.fast.ip_checksum_reference."""
     cdef Py_ssize_t i, n = header.shape[0]
-    cdef uint32_t s = 0
+    cdef uint64_t s = 0
     for i in range(0, n - 1, 2):
         s += (header[i] << 8) | header[i + 1]
     if n & 1:
@@ -535,6 +536,7 @@ cdef int D_KIND[MAXH][MAXF]
 cdef uint64_t D_MASK[MAXH][MAXF]
 cdef int D_NF[MAXH]
 cdef list D_NAMES = []   # hid -> tuple of field names
+cdef list D_BIGMASK = []  # hid -> tuple of Python masks (for fields wider than 64 bits)
 cdef list H_NAMES = []   # hid -> header name
 cdef object VLAN2_NAME = "vlan2"
 cdef object OPTIONS_NAME = "options"
@@ -543,23 +545,26 @@ cdef object OPTIONS_NAME = "options"
 def configure_decoder(list headers, str vlan2_name):
     """Per header id: (name, [(field, byte offset, bytes, shift, mask, kind)]); kinds are
     0 int, 1 bool, 2 MAC, 3 IPv4, 4 IPv6, 5 integer wider than 64 bits."""
-    global D_NAMES, H_NAMES, VLAN2_NAME
+    global D_NAMES, H_NAMES, VLAN2_NAME, D_BIGMASK
     cdef int hid, j
     if len(headers) > MAXH:
         raise ValueError("too many headers for the decoder")
     D_NAMES = []
     H_NAMES = []
+    D_BIGMASK = []
     for hid, (hname, fields) in enumerate(headers):
         if len(fields) > MAXF:
             raise ValueError("header %s has too many fields" % hname)
         H_NAMES.append(hname)
         D_NAMES.append(tuple(f[0] for f in fields))
+        D_BIGMASK.append(tuple(f[4] for f in fields))
         D_NF[hid] = len(fields)
         for j, (fname, off, n, shift, mask, kind) in enumerate(fields):
             if kind != K_BIG and kind != K_IP6 and n > 8:
                 raise ValueError("%s.%s: %d bytes need kind 5" % (hname, fname, n))
             D_OFF[hid][j], D_N[hid][j], D_SHIFT[hid][j] = off, n, shift
-            D_MASK[hid][j], D_KIND[hid][j] = mask, kind
+            D_MASK[hid][j] = mask if kind != K_BIG else 0
+            D_KIND[hid][j] = kind
     VLAN2_NAME = vlan2_name
 
 
@@ -596,7 +601,7 @@ cdef object decode_one(bytes frame, const uint8_t *p, int hid, int base):
             value = PyUnicode_DecodeASCII(buf, strlen(buf), NULL)
         else:
             value = (int.from_bytes(frame[base + D_OFF[hid][j]:base + D_OFF[hid][j] + D_N[hid][j]],
-                                    "big") >> D_SHIFT[hid][j]) & D_MASK[hid][j]
+                                    "big") >> D_SHIFT[hid][j]) & (<tuple>D_BIGMASK[hid])[j]
         PyDict_SetItem(d, names[j], value)
     return d
 
@@ -856,15 +861,48 @@ cdef class PSNTracker:
     cdef public uint32_t next
     cdef public bint started
     cdef public long in_order, gaps, missing, late, duplicates, wraps
-    cdef uint32_t hole_start[MAX_HOLES + 1]
-    cdef uint32_t hole_len[MAX_HOLES + 1]
-    cdef int nholes
+    cdef uint32_t *hole_start
+    cdef uint32_t *hole_len
+    cdef int nholes, cap
 
     def __cinit__(self):
         self.next = 0
         self.started = False
         self.in_order = self.gaps = self.missing = self.late = self.duplicates = self.wraps = 0
         self.nholes = 0
+        self.cap = 0
+        self.hole_start = NULL
+        self.hole_len = NULL
+
+    def __dealloc__(self):
+        free(self.hole_start)
+        free(self.hole_len)
+
+    cdef int _reserve(self) except -1:
+        # holes grow on demand: most flows never have more than a few
+        cdef int cap
+        cdef uint32_t *a
+        cdef uint32_t *b
+        if self.nholes + 1 < self.cap:
+            return 0
+        cap = self.cap * 2 if self.cap else 8
+        if cap > MAX_HOLES + 2:
+            cap = MAX_HOLES + 2
+        a = <uint32_t *>realloc(self.hole_start, cap * sizeof(uint32_t))
+        if a == NULL:
+            raise MemoryError()
+        self.hole_start = a
+        b = <uint32_t *>realloc(self.hole_len, cap * sizeof(uint32_t))
+        if b == NULL:
+            raise MemoryError()
+        self.hole_len = b
+        self.cap = cap
+        return 0
+
+    def skip_to(self, uint32_t psn):
+        """Continue from ``psn`` without counting a gap."""
+        self.started = True
+        self.next = psn & PSN_MASK
 
     cpdef int feed(self, uint32_t psn, int count=1):
         psn &= PSN_MASK
@@ -883,6 +921,7 @@ cdef class PSNTracker:
         if d > 0:
             self.gaps += 1
             self.missing += d
+            self._reserve()
             self.hole_start[self.nholes] = self.next
             self.hole_len[self.nholes] = d
             self.nholes += 1
@@ -898,7 +937,7 @@ cdef class PSNTracker:
 
     cdef void _advance(self, uint32_t psn, int count) noexcept:
         cdef uint64_t nxt = <uint64_t>psn + count
-        if nxt > PSN_MASK:
+        if psn < self.next or nxt > PSN_MASK:
             self.wraps += 1
         self.next = nxt & PSN_MASK
 
@@ -909,7 +948,7 @@ cdef class PSNTracker:
             self.hole_len[k] = self.hole_len[k + 1]
         self.nholes -= 1
 
-    cdef bint _fill(self, uint32_t psn) noexcept:
+    cdef bint _fill(self, uint32_t psn) except -1:
         cdef int i, k
         cdef uint32_t start, length
         cdef int32_t off
@@ -926,6 +965,7 @@ cdef class PSNTracker:
                 elif <uint32_t>off == length - 1:
                     self.hole_len[i] = length - 1
                 else:
+                    self._reserve()
                     self.hole_len[i] = off
                     for k in range(self.nholes, i + 1, -1):
                         self.hole_start[k] = self.hole_start[k - 1]

@@ -20,29 +20,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="roce", description="RoCEv2 at the packet level: craft, decode, analyse.")
+class _Parser(argparse.ArgumentParser):
+    """Bad usage exits 1 (2 is kept for unreadable files), with argparse's message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (start-up time matters when a
+    command runs over a pipe or in a loop)."""
+    parser = _Parser(prog="roce",
+                     description="RoCEv2 at the packet level: craft, decode, analyse, emulate.")
     parser.add_argument("--version", action="version", version=f"roce {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        try:
+        if name == command:
             importlib.import_module(module).add_arguments(p)
-        except ImportError:  # pragma: no cover - a module not written yet in a dev tree
-            p.set_defaults(_missing=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return 1
-    if getattr(args, "_missing", False):
-        parser.error(f"{args.command}: not available in this build")
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except KeyboardInterrupt:

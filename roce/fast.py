@@ -103,7 +103,7 @@ def _decoder_config() -> list[tuple[str, list[tuple[str, int, int, int, int, int
                                                                        else 0)
             if kind == 0 and n > 8:
                 kind = 5
-            mask = f.mask if kind != 5 and kind != 4 else 0
+            mask = 0 if kind == 4 else f.mask
             fields.append((f.name, first, n, n * 8 - (f.bit_offset % 8) - f.bits, mask, kind))
         out.append((name, fields))
     return out

@@ -124,7 +124,7 @@ ATOMICETH = BitStruct("va" / U(64), "r_key" / U(32), "swapdt" / U(64), "cmpdt" /
 AETH = BitStruct("syndrome" / U(8), "msn" / U(24))
 ATOMICACKETH = BitStruct("origremdt" / U(64))
 IMMDT = BitStruct("immdt" / U(32))
-IETH = BitStruct("r_key" / U(32))
+IETH = BitStruct("ieth" / U(32))  # the R_Key to invalidate; Wireshark: infiniband.ieth
 XRCETH = BitStruct("reserved" / U(8), "xrcsrq" / U(24))
 FETH = BitStruct("reserved" / U(26), "sel" / U(2), "plt" / U(4))
 CNP = BitStruct("reserved" / U(128))
@@ -268,7 +268,7 @@ def _compile_encoder(layout: Layout) -> Callable[[dict], bytes]:
               f"        out = ({' | '.join(terms)}).to_bytes({layout.size}, 'big')",
               "        if len(cache) > 4096:", "            cache.clear()",
               "        cache[key] = out", "        return out",
-              "    except (KeyError, TypeError):",
+              "    except (KeyError, TypeError, ValueError, OSError):",
               "        return _tolerant(d)"]
     exec(compile("\n".join(lines) + "\n", f"<roce.headers {layout.name} encoder>", "exec"),
          env)

@@ -252,7 +252,7 @@ def _build(p: Packet) -> tuple[bytes, Walk]:
             key = _ETYPE_KEY[name]
             if values.get(key) is None:
                 values = {**values, key: 0x8100 if i < vlans else _ETHERTYPE[l3]}
-            parts.append(ENCODERS[name](values))
+            parts.append(ENCODERS["vlan" if name in _VLAN_NAMES else name](values))
         raw_l2 = b"".join(parts)
     l3_values = h[l3]
     fix_len = l3_values.get(_L3_LEN[l3]) is None
@@ -261,9 +261,9 @@ def _build(p: Packet) -> tuple[bytes, Walk]:
     if l3 == "ip":
         options = l3_values.get("options") or b""
         if fix_len or fix_sum or l3_values.get("ihl") is None:
-            l3_values = {**l3_values, "len": l3_values.get("len") or 0,
-                         "checksum": l3_values.get("checksum") or 0,
-                         "ihl": l3_values.get("ihl") or 5 + len(options) // 4}
+            l3_values = {**l3_values, "len": _given(l3_values.get("len"), 0),
+                         "checksum": _given(l3_values.get("checksum"), 0),
+                         "ihl": _given(l3_values.get("ihl"), 5 + len(options) // 4)}
     elif fix_len:
         l3_values = {**l3_values, _L3_LEN[l3]: 0}
     raw_l3 = ENCODERS[l3](l3_values) + options
@@ -273,8 +273,10 @@ def _build(p: Packet) -> tuple[bytes, Walk]:
         udp = h["udp"]
         fix_udp = udp.get("length") is None
         if fix_udp or udp.get("srcport") is None:
-            udp = {**udp, "length": udp.get("length") or 0,
-                   "srcport": udp.get("srcport") or udp_source_port(bth.get("destqp") or 0)}
+            srcport = udp.get("srcport")
+            udp = {**udp, "length": _given(udp.get("length"), 0),
+                   "srcport": udp_source_port(bth.get("destqp") or 0) if srcport is None
+                   else srcport}
         raw_udp = ENCODERS["udp"](udp)
     frame = fast.assemble(raw_l2, raw_l3, _L3_KIND[l3], raw_udp, transport, p._icrc,
                           p._trailer, fix_len, fix_sum, fix_udp)
@@ -290,6 +292,11 @@ def _build(p: Packet) -> tuple[bytes, Walk]:
 
 
 _L3_LEN = {"ip": "len", "ipv6": "plen", "grh": "paylen"}
+
+
+def _given(value: Any, default: Any) -> Any:
+    """``value`` unless it is None: an explicit 0 is a value (fuzzers send ihl=0 on purpose)."""
+    return default if value is None else value
 
 
 # -- parsing ------------------------------------------------------------------------------------

@@ -106,10 +106,17 @@ class PSNTracker:
         return EV_DUPLICATE
 
     def _advance(self, psn: int, count: int) -> None:
+        # The sequence wrapped if it jumped forward past 2^24 - 1 (psn below the expected
+        # value numerically) or if this packet's PSNs run past it.
         nxt = psn + count
-        if nxt > PSN_MASK:
+        if psn < self.next or nxt > PSN_MASK:
             self.wraps += 1
         self.next = nxt & PSN_MASK
+
+    def skip_to(self, psn: int) -> None:
+        """Continue from ``psn`` without counting a gap (a response stream that may jump)."""
+        self.started = True
+        self.next = psn & PSN_MASK
 
     def _fill(self, psn: int) -> bool:
         for i, hole in enumerate(self.holes):

@@ -1,0 +1,391 @@
+"""``roce stats FILE``: per-flow analysis of a RoCE capture (the analysis is in ``flows``).
+
+Prints one table per connection (both directions side by side) or lone flow, the capture
+totals, then the expert list (errors, warnings, notes; the first 20 by severity unless
+``--expert``).  ``-T json`` prints all of it as one JSON object.  Tables use rich when stdout
+is a terminal and plain aligned text otherwise, so output piped to a file or ``grep`` reads
+the same as on screen minus the colours.
+
+Exit status: 0 analysed (malformed packets and a damaged tail are findings, not failures),
+1 bad usage, 2 the input cannot be read as a capture (one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator
+from itertools import islice
+from typing import IO, Any
+
+from .. import locate
+from ..pcapio import CaptureError, CaptureReader, open_capture
+from . import flows as fl
+
+PROG = "roce stats"
+EXPERT_DEFAULT = 20
+PROGRESS_AFTER = 1.0  # seconds before a progress bar is worth showing
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Values are checked in run() rather than by argparse so that bad usage exits 1, the
+    # status this command documents (argparse itself exits 2).
+    parser.add_argument("file", nargs="?", metavar="FILE",
+                        help="pcap or pcapng capture (gzip allowed); - reads stdin")
+    parser.add_argument("-T", dest="format", default="text", metavar="FORMAT",
+                        help="output format: text (default) or json")
+    parser.add_argument("--expert", action="store_true",
+                        help=f"list every expert event (default: the first {EXPERT_DEFAULT} "
+                        "by severity)")
+    parser.add_argument("--udp-port", default=str(locate.ROCE_PORT), metavar="N",
+                        help=f"RoCEv2 UDP destination port (default {locate.ROCE_PORT})")
+
+
+def _usage(message: str) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return 1
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.file:
+        return _usage("missing FILE (a capture file, or - for stdin)")
+    fmt = str(args.format).lower()
+    if fmt not in ("text", "json"):
+        return _usage(f"unknown output format {args.format!r}: use text or json")
+    port = -1
+    for base in (10, 0):  # 4791, 04791 or 0x12b7
+        try:
+            port = int(str(args.udp_port), base)
+            break
+        except ValueError:
+            pass
+    if not 0 < port < 65536:
+        return _usage(f"--udp-port {args.udp_port!r} is not a port number (1..65535)")
+
+    try:
+        reader, size, fh = _open(args.file)
+    except CaptureError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = _analyse(reader, port, size, fh.tell if fh is not None and size else None)
+    except CaptureError as exc:  # a read error after the header
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        reader.close()
+        if fh is not None:
+            fh.close()
+    report.problems = [p.message for p in reader.problems]
+    if report.problems:
+        more = len(report.problems) - 1
+        print(f"{PROG}: warning: {reader.name}: {report.problems[0]}"
+              + (f" (and {more} more problem{'s' * (more > 1)})" if more else ""),
+              file=sys.stderr)
+
+    out = sys.stdout
+    if fmt == "json":
+        doc = {"capture": {"file": reader.name, "format": reader.format,
+                           "compressed": reader.compressed}, **report.to_dict()}
+        json.dump(doc, out, indent=1)
+        out.write("\n")
+    else:
+        render(report, reader.name, out, expert_all=args.expert)
+    out.flush()
+    return 0
+
+
+def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
+    """The reader, the file size (0 unless a regular file) and the open file (its position
+    drives the progress bar); the caller closes both."""
+    if path == "-":
+        return open_capture("-"), 0, None
+    try:
+        fh = open(path, "rb")
+    except OSError:
+        # Let pcapio word the failure (no such file, permission, directory) as it always does.
+        return open_capture(path), 0, None
+    try:
+        reader = open_capture(fh)
+    except BaseException:
+        fh.close()
+        raise
+    st = os.fstat(fh.fileno())
+    return reader, st.st_size if stat.S_ISREG(st.st_mode) else 0, fh
+
+
+def _analyse(reader: CaptureReader, port: int, size: int,
+             where: Callable[[], int] | None) -> fl.Report:
+    analyzer = fl.Analyzer(port)
+    it = iter(reader)
+    start = time.monotonic()
+    progress = None
+    try:
+        for chunk in _chunks(it, analyzer.batch):
+            analyzer.feed(chunk)
+            if progress is None and time.monotonic() - start > PROGRESS_AFTER:
+                progress = _Progress(size if where else 0)
+            if progress is not None:
+                progress.update(where() if where else analyzer.frames, analyzer.frames)
+    finally:
+        if progress is not None:
+            progress.close()
+    return analyzer.finish()
+
+
+def _chunks(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
+    while chunk := list(islice(it, n)):
+        yield chunk
+
+
+class _Progress:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.bar: Any = None
+        if not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        columns: list[Any] = [TextColumn("analysing"), BarColumn()]
+        columns += [DownloadColumn(), TimeRemainingColumn()] if total else []
+        columns.append(TextColumn("{task.fields[frames]:,} frames"))
+        self.bar = Progress(*columns, console=Console(stderr=True), transient=True)
+        self.task = self.bar.add_task("analyse", total=total or None, frames=0)
+        self.bar.start()
+
+    def update(self, done: int, frames: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, frames=frames)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# -- text rendering ---------------------------------------------------------------------------
+
+
+def _si(n: float, unit: str) -> str:
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(n) < 1000 or prefix == "T":
+            return f"{n:.0f} {unit}" if prefix == "" else f"{n:.2f} {prefix}{unit}"
+        n /= 1000
+    return f"{n} {unit}"  # pragma: no cover
+
+
+def _rate(bps: float | None) -> str:
+    if bps is None:
+        return "-"
+    return f"{_si(bps, 'B/s')} ({_si(bps * 8, 'bit/s')})"
+
+
+def _psn_rows(key: str, label: str, dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    ts = [d[key] for d in dicts]
+    if all(t is None for t in ts):
+        return []
+    rows = []
+    for field, name in (("in_order", "in order"), ("gaps", "gaps"), ("missing", "missing"),
+                        ("still_missing", "never seen"), ("late", "out of order (late)"),
+                        ("duplicates", "retransmitted"), ("wraps", "wraps")):
+        vals = [t[field] if t else 0 for t in ts]
+        if field == "in_order" or any(vals):
+            rows.append((f"{label} {name}", [f"{v:,}" if t else "-" for v, t in zip(vals, ts)]))
+    return rows
+
+
+def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """(label, one value per flow) rows for flows side by side; empty counters are left out."""
+    rows: list[tuple[str, list[str]]] = []
+
+    def add(label: str, vals: list[Any], always: bool = False,
+            fmt: Callable[[Any], str] = lambda v: f"{v:,}") -> None:
+        if always or any(vals):
+            rows.append((label, [fmt(v) for v in vals]))
+
+    add("packets", [d["packets"] for d in dicts], True)
+    add("bytes", [d["bytes"] for d in dicts], True)
+    add("payload bytes", [d["payload_bytes"] for d in dicts], True)
+    add("start (s)", [d["start"] for d in dicts], True,
+        lambda v: "-" if v is None else f"{v:.6f}")
+    add("duration (s)", [d["duration"] for d in dicts], True, lambda v: f"{v:.6f}")
+    add("goodput", [d["goodput_Bps"] for d in dicts], True, _rate)
+    add("MTU (inferred)", [d["mtu"] for d in dicts], False, lambda v: f"{v}" if v else "-")
+    kinds = [k for k in fl.KIND_KEYS if any(k in d["messages"] for d in dicts)]
+    for k in kinds:
+        cells = []
+        for d in dicts:
+            m = d["messages"].get(k)
+            cells.append(f"{m['count']:,} ({_si(m['bytes'], 'B')}, {m['min']:,}..{m['max']:,})"
+                         if m else "0")
+        rows.append((f"{fl.KIND_NAMES[fl.KIND_KEYS.index(k)]} msgs", cells))
+    add("incomplete messages", [d["incomplete_messages"] for d in dicts])
+    rows += _psn_rows("psn", "PSN", dicts)
+    rows += _psn_rows("response_psn", "resp PSN", dicts)
+    add("ACKs", [d["acks"] for d in dicts])
+    add("atomic ACKs", [d["atomic_acks"] for d in dicts])
+    for name in sorted({n for d in dicts for n in d["naks"]}):
+        add(f"NAK {name}", [d["naks"].get(name, 0) for d in dicts], True)
+    rnr = [d["rnr_naks"] for d in dicts]
+    if any(rnr):
+        rows.append(("RNR NAKs", [
+            f"{n:,}" + (" (" + ", ".join(f"{t}ms x{c}" for t, c in d["rnr_timers_ms"].items())
+                        + ")" if n else "") for n, d in zip(rnr, dicts)]))
+    add("reserved AETH syndromes", [d["reserved_syndromes"] for d in dicts])
+    add("CNPs", [d["cnps"] for d in dicts])
+    add("ECN CE", [d["ecn_ce"] for d in dicts])
+    add("bad ICRC", [d["bad_icrc"] for d in dicts])
+    add("malformed", [d["malformed"] for d in dicts])
+    add("truncated by capture", [d["truncated"] for d in dicts])
+    return rows
+
+
+_TOTALS = (("frames", "frames"), ("roce_packets", "RoCE packets"), ("not_roce", "not RoCE"),
+           ("malformed", "malformed"), ("truncated", "truncated by capture"),
+           ("flows", "flows"), ("connections", "connections"), ("bytes", "bytes"),
+           ("payload_bytes", "payload bytes"), ("duration", "duration (s)"),
+           ("goodput_Bps", "goodput"), ("messages", "messages"),
+           ("incomplete_messages", "incomplete messages"), ("gaps", "PSN gaps"),
+           ("missing", "PSNs missing"), ("retransmissions", "retransmitted PSNs"),
+           ("out_of_order", "out of order (late)"), ("wraps", "PSN wraps"), ("acks", "ACKs"),
+           ("naks", "NAKs"), ("rnr_naks", "RNR NAKs"), ("cnps", "CNPs"), ("ecn_ce", "ECN CE"),
+           ("bad_icrc", "bad ICRC"))
+
+
+def total_rows(t: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    def cell(key: str) -> str:
+        if key == "duration":
+            return f"{t[key]:.6f}"
+        if key == "goodput_Bps":
+            return _rate(t[key])
+        return f"{t[key]:,}"
+
+    return [(label, [cell(key)]) for key, label in _TOTALS]
+
+
+class _Plain:
+    """Aligned plain-text tables (stdout is not a terminal)."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def heading(self, text: str) -> None:
+        self.out.write(f"\n{text}\n{'=' * len(text)}\n")
+
+    def table(self, header: list[str], rows: list[tuple[str, list[str]]]) -> None:
+        ncol = 1 + max([len(v) for _, v in rows] + [len(header) - 1])
+        cells = [header + [""] * (ncol - len(header))] if header else []
+        cells += [[label, *vals] for label, vals in rows]
+        widths = [max(len(r[c]) for r in cells) for c in range(ncol)]
+        for r in cells:
+            line = "  " + r[0].ljust(widths[0])
+            line += "".join("  " + v.rjust(w) for v, w in zip(r[1:], widths[1:]))
+            self.out.write(line.rstrip() + "\n")
+
+    def lines(self, items: list[tuple[str, str]]) -> None:
+        for sev, text in items:
+            self.out.write(f"  {sev:<7}  {text}\n")
+
+    def text(self, text: str) -> None:
+        self.out.write(f"  {text}\n")
+
+    def blank(self) -> None:
+        self.out.write("\n")
+
+
+class _Rich:
+    """The same tables drawn by rich (stdout is a terminal)."""
+
+    STYLES = {"error": "bold red", "warning": "yellow", "note": "cyan"}
+
+    def __init__(self, out: IO[str]) -> None:
+        from rich.console import Console
+
+        self.console = Console(file=out, highlight=False)
+
+    def heading(self, text: str) -> None:
+        self.console.print()
+        self.console.rule(f"[bold]{text}", align="left")
+
+    def table(self, header: list[str], rows: list[tuple[str, list[str]]]) -> None:
+        from rich.table import Table
+
+        t = Table(show_header=bool(header), box=None, pad_edge=False)
+        ncol = 1 + max([len(v) for _, v in rows] + [len(header) - 1])
+        names = header + [""] * (ncol - len(header)) if header else [""] * ncol
+        t.add_column(names[0], style="bold")
+        for name in names[1:]:
+            t.add_column(name, justify="right")
+        for label, vals in rows:
+            t.add_row(label, *vals)
+        self.console.print(t)
+
+    def lines(self, items: list[tuple[str, str]]) -> None:
+        for sev, text in items:
+            self.console.print(f"  [{self.STYLES.get(sev, '')}]{sev:<7}[/]  {text}",
+                               markup=True, soft_wrap=True)
+
+    def text(self, text: str) -> None:
+        self.console.print(f"  {text}", markup=False)
+
+    def blank(self) -> None:
+        self.console.print()
+
+
+def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
+           rich: bool | None = None) -> None:
+    """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``)."""
+    if rich is None:
+        rich = out.isatty()
+    r: Any = _Rich(out) if rich else _Plain(out)
+    t = report.totals
+    t0 = t.get("first_ns") or 0
+    dicts = {f.id: f.to_dict(t0) for f in report.flows}
+
+    def col(f: fl.Flow) -> list[str]:
+        return [f"{f.src} -> {f.dst}", f"to QP 0x{f.qp:06x}"]
+
+    for n, (a, b) in enumerate(report.connections, 1):
+        r.heading(f"Connection {n}: {a.src} QP 0x{b.qp:06x} <-> {a.dst} QP 0x{a.qp:06x}")
+        ca, cb = col(a), col(b)
+        r.table(["", ca[0], cb[0]], [("", [ca[1], cb[1]])] + flow_rows([dicts[a.id],
+                                                                        dicts[b.id]]))
+    for f in report.lone:
+        r.heading(f"Flow {f.src} -> {f.dst} QP 0x{f.qp:06x}")
+        r.table([], flow_rows([dicts[f.id]]))
+    r.heading(f"Totals: {name}")
+    r.table([], total_rows(t))
+
+    counts = report.event_counts
+    total = sum(counts.values())
+    by_sev = {s: sum(v for k, v in counts.items() if fl.SEVERITIES[fl.EVENT_KINDS[k]] == s)
+              for s in fl.SEVERITIES}
+    r.heading("Expert info: " + ", ".join(f"{n:,} {s}{'s' * (n != 1)}"
+                                          for s, n in by_sev.items()))
+    if not total:
+        r.text("no findings")
+        return
+    r.table([], [(k.replace("_", " "), [f"{v:,}", fl.SEVERITIES[fl.EVENT_KINDS[k]]])
+                 for k, v in sorted(counts.items(),
+                                    key=lambda kv: (fl.EVENT_KINDS[kv[0]], kv[0]))])
+    shown = report.expert(None if expert_all else EXPERT_DEFAULT)
+    r.blank()
+    r.lines([(fl.SEVERITIES[e.severity], e.line()) for e in shown])
+    stored = len(report.events)
+    kept = f"at most {fl.MAX_EVENTS_PER_KIND:,} of each kind are kept"
+    if len(shown) < stored:
+        r.text(f"... {len(shown)} of {total:,} shown; --expert lists "
+               + ("all" if stored == total else f"{stored:,} ({kept})"))
+    elif stored < total:
+        r.text(f"... {total - stored:,} more not listed ({kept})")
