@@ -302,6 +302,40 @@ def bth_unpack(bytes frame, int off):
             rd(p, off, F_BTH_PSN))
 
 
+def pcap_split(bytes buf, Py_ssize_t pos, bint big_endian, long long frac_mul,
+               Py_ssize_t max_records, list out, int64_t[::1] ts_ns, int64_t[::1] caplen,
+               int64_t[::1] origlen, long long max_record):
+    """Cut complete pcap records from ``buf`` starting at ``pos``: append each frame's bytes
+    to ``out`` and fill the columns.  Stops at an incomplete record, after ``max_records``,
+    or before a record longer than ``max_record`` (status 1).  Returns (count, new pos,
+    status); twin of roce.pcapio.pcap_split_reference."""
+    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(buf)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf), count = 0
+    cdef uint32_t v[4]
+    cdef int k
+    cdef const uint8_t *q
+    while count < max_records and n - pos >= 16:
+        q = p + pos
+        for k in range(4):
+            if big_endian:
+                v[k] = (<uint32_t>q[4 * k] << 24) | (<uint32_t>q[4 * k + 1] << 16) | \
+                    (<uint32_t>q[4 * k + 2] << 8) | q[4 * k + 3]
+            else:
+                v[k] = (<uint32_t>q[4 * k + 3] << 24) | (<uint32_t>q[4 * k + 2] << 16) | \
+                    (<uint32_t>q[4 * k + 1] << 8) | q[4 * k]
+        if v[2] > max_record:
+            return count, pos, 1
+        if n - pos - 16 < v[2]:
+            break
+        out.append(PyBytes_FromStringAndSize(<const char *>(q + 16), v[2]))
+        ts_ns[count] = <int64_t>v[0] * 1000000000 + <int64_t>v[1] * frac_mul
+        caplen[count] = v[2]
+        origlen[count] = v[3]
+        count += 1
+        pos += 16 + v[2]
+    return count, pos, 0
+
+
 # -- the walk -----------------------------------------------------------------------------------
 
 cdef struct WalkResult:

@@ -464,10 +464,10 @@ class Analyzer:
                 self._feed_batch(datas, [0] * len(datas), list(map(len, datas)), None,
                                  locate.LINKTYPE_ETHERNET)
                 continue
-            datas, tss, _, lens, lts, _ = zip(*chunk)  # Frame fields as columns, in C
+            datas, tss, caps, lens, lts, _ = zip(*chunk)  # Frame fields as columns, in C
             n = len(chunk)
             if lts.count(lts[0]) == n:
-                self._feed_batch(list(datas), tss, lens, chunk, lts[0])
+                self._feed_batch(list(datas), tss, lens, caps, lts[0])
                 continue
             # A pcapng file may mix link types: scan each run of one link type on its own.
             start = 0
@@ -476,13 +476,20 @@ class Analyzer:
                 while end < n and lts[end] == lts[start]:
                     end += 1
                 self._feed_batch(list(datas[start:end]), tss[start:end], lens[start:end],
-                                 chunk[start:end], lts[start])
+                                 caps[start:end], lts[start])
                 start = end
+
+    def feed_batch(self, batch: Any) -> None:
+        """Analyse one ``pcapio.Batch`` (frames of one link type as columns)."""
+        for start in range(0, len(batch.datas), self.batch):
+            end = start + self.batch
+            self._feed_batch(batch.datas[start:end], batch.ts_ns[start:end],
+                             batch.origlen[start:end], batch.caplen[start:end], batch.linktype)
 
     # -- one batch ------------------------------------------------------------------------
 
     def _feed_batch(self, datas: list[bytes], tss: Sequence[int], lens: Sequence[int],
-                    frames: list[Any] | None, linktype: int) -> None:
+                    caps: Sequence[int] | None, linktype: int) -> None:
         n = len(datas)
         base = self.frames
         self.frames += n
@@ -505,7 +512,7 @@ class Analyzer:
                     idxs.append(i)
                 elif st < 10:
                     self.not_roce += 1
-                elif self._bad_frame(B, i, st, linktype, frames, special):
+                elif self._bad_frame(B, i, st, linktype, caps, special):
                     idxs.append(i)
             if not idxs:
                 return
@@ -557,14 +564,13 @@ class Analyzer:
         return f
 
     def _bad_frame(self, B: _Batch, i: int, st: int, linktype: int,
-                   frames: list[Any] | None, special: dict[int, str]) -> bool:
+                   caps: Sequence[int] | None, special: dict[int, str]) -> bool:
         """A frame the scan called malformed: count it, explain it, and when its addresses and
         BTH are readable, fill its columns so its flow can still use its PSN.  Returns whether
         the frame joins a flow."""
         data = B.datas[i]
         w = fast.walk(data, linktype, self.udp_port)
-        fr = frames[i] if frames is not None else None
-        snapped = (fr is not None and fr[2] < fr[3]
+        snapped = (caps is not None and caps[i] < B.lens[i]
                    and st in (locate.BAD_TRUNCATED, locate.BAD_L3_LENGTH))
         fn, ts = B.base + i + 1, B.tss[i]
         bth = w.bth_off

@@ -121,12 +121,11 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
 def _analyse(reader: CaptureReader, port: int, size: int,
              where: Callable[[], int] | None) -> fl.Report:
     analyzer = fl.Analyzer(port)
-    it = iter(reader)
     start = time.monotonic()
     progress = None
     try:
-        for chunk in _chunks(it, analyzer.batch):
-            analyzer.feed(chunk)
+        for batch in reader.batches(analyzer.batch):
+            analyzer.feed_batch(batch)
             if progress is None and time.monotonic() - start > PROGRESS_AFTER:
                 progress = _Progress(size if where else 0)
             if progress is not None:
