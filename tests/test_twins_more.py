@@ -1,0 +1,59 @@
+"""Fast path == reference for the twins added with the emulator and the batch reader:
+bth_pack / bth_unpack and pcap_split."""
+
+import struct
+from array import array
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from roce import fast
+from roce.pcapio import MAX_RECORD, pcap_split_reference
+
+pytestmark = pytest.mark.skipif(fast._ext is None, reason="compiled fast path not built")
+
+
+@given(st.integers(0, 255), st.booleans(), st.integers(0, 3), st.integers(0, 0xFFFF),
+       st.integers(0, 0xFFFFFF), st.booleans(), st.integers(0, 0xFFFFFF))
+def test_bth_pack_unpack_twins(opcode, se, padcnt, pkey, destqp, ackreq, psn):
+    args = (opcode, se, padcnt, pkey, destqp, ackreq, psn)
+    raw = fast._ext.bth_pack(*args)
+    assert raw == fast.bth_pack_reference(*args)
+    frame = b"\xaa" * 5 + raw + b"\xbb"
+    assert fast._ext.bth_unpack(frame, 5) == fast.bth_unpack_reference(frame, 5) == args
+
+
+def _pcap_records(records, big):
+    e = ">" if big else "<"
+    return b"".join(struct.pack(e + "IIII", sec, frac, len(d), len(d) + extra) + d
+                    for sec, frac, d, extra in records)
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 999_999),
+                          st.binary(max_size=80), st.integers(0, 100)), max_size=12),
+       st.booleans(), st.integers(0, 40), st.integers(1, 16), st.sampled_from([1, 1000]))
+def test_pcap_split_twins(records, big, cut, max_records, frac_mul):
+    buf = _pcap_records(records, big)
+    buf = buf[:max(len(buf) - cut, 0)]  # often leaves a partial record at the end
+    results = []
+    for split in (fast._ext.pcap_split, pcap_split_reference):
+        out: list[bytes] = []
+        cols = [array("q", bytes(8 * max_records)) for _ in range(3)]
+        res = split(buf, 0, big, frac_mul, max_records, out, *cols, MAX_RECORD)
+        results.append((res, out, [list(c[:res[0]]) for c in cols]))
+    assert results[0] == results[1]
+    (count, pos, status), out, (ts, cap, orig) = results[0]
+    assert status == 0 and out == [r[2] for r in records[:count]]
+    assert ts == [r[0] * 10**9 + r[1] * frac_mul for r in records[:count]]
+    assert orig == [len(r[2]) + r[3] for r in records[:count]]
+    assert pos == sum(16 + len(r[2]) for r in records[:count])
+
+
+def test_pcap_split_stops_at_absurd_length():
+    buf = struct.pack("<IIII", 0, 0, MAX_RECORD + 1, 10) + b"x" * 32
+    for split in (fast._ext.pcap_split, pcap_split_reference):
+        out: list[bytes] = []
+        cols = [array("q", bytes(8 * 4)) for _ in range(3)]
+        assert split(buf, 0, False, 1000, 4, out, *cols, MAX_RECORD) == (0, 0, 1)
+        assert out == []
