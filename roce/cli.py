@@ -15,6 +15,10 @@ from . import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("roce.dissect.decode", "decode a capture, one line or a full tree per packet"),
     "stats": ("roce.dissect.stats", "per-flow analysis: PSN gaps, retransmissions, NAKs, CNPs"),
+    "craft": ("roce.wire.craft_cli", "build RoCE frames from the command line"),
+    "send": ("roce.wire.send_cli", "put crafted frames on a network interface"),
+    "replay": ("roce.wire.replay_cli", "replay a capture on an interface, with rewrites"),
+    "sniff": ("roce.wire.sniff_cli", "capture and decode RoCE live on an interface"),
     "emulate": ("roce.emu.cli", "run RC queue pairs over a simulated fabric, print a summary"),
     "opcodes": ("roce.opcodes_cli", "list the BTH opcode table"),
 }

@@ -1,0 +1,1 @@
+"""Hypothesis strategies and fuzz harnesses for RoCE (public API)."""

@@ -1,0 +1,1 @@
+"""RoCE on real wires: Scapy layers derived from the opcode table, craft/send/replay/sniff."""
