@@ -13,10 +13,10 @@ from .constants import WROpcode as WROpcode
 from .fabric import Fabric, Link, LinkConfig
 from .qp import AHAttr, QPAttr, QPCap
 from .states import QPStateError
-from .verbs import CQ, MR, PD, QP, Context, QPInitAttr, connect
+from .verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr, connect
 from .work import SGE, WC, RecvWR, SendWR
 
-__all__ = ["Fabric", "Link", "LinkConfig", "Context", "PD", "MR", "CQ", "QP", "QPInitAttr",
+__all__ = ["AH", "Fabric", "Link", "LinkConfig", "Context", "PD", "MR", "CQ", "QP", "QPInitAttr",
            "QPCap", "QPAttr", "AHAttr", "SendWR", "RecvWR", "SGE", "WC", "QPStateError",
            "connect", "MTU", "Access", "QPAttrMask", "QPState", "QPType", "SendFlags",
            "WCOpcode", "WCStatus", "WROpcode"]

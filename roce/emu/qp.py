@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..opcodes import Transport
 from .constants import (
     ACK_TIMEOUT_UNIT_NS,
     QPAttrMask,
@@ -82,6 +83,7 @@ class Counters:
     naks_sent: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
     out_of_sequence: int = 0
+    wrong_transport: int = 0
 
 
 class QueuePair:
@@ -92,6 +94,7 @@ class QueuePair:
         from .completer import Completer
         from .requester import Requester
         from .responder import Responder
+        from .unreliable import UCRequester, UCResponder, UDRequester, UDResponder
 
         self.device = device
         self.pd = pd
@@ -108,9 +111,18 @@ class QueuePair:
         self.tx: list[bytes] = []
         self.counters = Counters()
         self.rq: deque[RecvWQE] = deque()
-        self.requester = Requester(self)
-        self.completer = Completer(self)
-        self.responder = Responder(self)
+        if self.qp_type == QPType.IBV_QPT_RC:
+            self.transport = Transport.RC
+            self.requester, self.responder = Requester(self), Responder(self)
+            self.completer: Completer | None = Completer(self)
+        elif self.qp_type == QPType.IBV_QPT_UC:
+            self.transport = Transport.UC
+            self.requester, self.responder = UCRequester(self), UCResponder(self)
+            self.completer = None
+        else:
+            self.transport = Transport.UD
+            self.requester, self.responder = UDRequester(self), UDResponder(self)
+            self.completer = None
 
     # -- control ---------------------------------------------------------------------------
 
@@ -176,10 +188,13 @@ class QueuePair:
     def receive(self, now: int, pkt: Incoming) -> None:
         if self.state not in CAN_RECEIVE:
             return  # RESET/INIT/ERR drop everything (IBA 10.3.1)
+        if pkt.op.transport is not self.transport:
+            self.counters.wrong_transport += 1  # e.g. a UC packet for an RC QP: drop
+            return
         self.counters.packets_received += 1
         if pkt.op.is_request:
             self.responder.receive(now, pkt)
-        elif self.state in (S.IBV_QPS_RTS, S.IBV_QPS_SQD):
+        elif self.completer is not None and self.state in (S.IBV_QPS_RTS, S.IBV_QPS_SQD):
             self.completer.receive(now, pkt)
         self.requester.pump(now)
 

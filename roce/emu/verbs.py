@@ -94,6 +94,14 @@ class MR:
         self.pd.ctx.device.memory.deregister(self._mr)
 
 
+class AH:
+    """An address handle for UD sends: ``AH(pd, attr=AHAttr(dip=..., dmac=...))``."""
+
+    def __init__(self, pd: PD, attr: AHAttr) -> None:
+        self.pd = pd
+        self.attr = attr
+
+
 class CQ:
     def __init__(self, ctx: Context, cqe: int = 4096, cq_context: object = None,
                  channel: object = None, comp_vector: int = 0) -> None:
@@ -215,5 +223,5 @@ def connect(a: QP, b: QP, *, path_mtu: int = 5, access: int | None = None, psn_a
                          rnr_retry=rnr_retry, max_rd_atomic=max_rd_atomic))
 
 
-__all__ = ["Context", "PD", "MR", "CQ", "QP", "QPInitAttr", "QPCap", "QPAttr", "AHAttr",
+__all__ = ["AH", "Context", "PD", "MR", "CQ", "QP", "QPInitAttr", "QPCap", "QPAttr", "AHAttr",
            "SendWR", "RecvWR", "SGE", "WC", "QPStateError", "connect"]
