@@ -65,7 +65,8 @@ def test_uc_send_and_write_complete_without_acks():
     assert [(w.wr_id, w.status) for w in cqa.poll(10)] == [(1, IBV_WC_SUCCESS),
                                                          (2, IBV_WC_SUCCESS)]
     wc = cqb.poll(10)
-    assert [(w.wr_id, w.opcode, w.byte_len, w.imm_data) for w in wc] == [(7, IBV_WC_RECV, 2500, 0xAB)]
+    assert [(w.wr_id, w.opcode, w.byte_len, w.imm_data) for w in wc] == [
+        (7, IBV_WC_RECV, 2500, 0xAB)]
     assert dst.buf[:2500] == src.buf[:2500]
     assert dst.buf[10000:13000] == src.buf[4096:7096]
     ops = [roce.parse(f).opcode for f in rec.frames]
