@@ -1,0 +1,125 @@
+"""Decoder benchmark: `roce decode`, `roce decode -V` and `roce stats` against tshark on the
+same generated 200,000-packet capture, in one run; plus the peak RSS of `roce stats` on a
+~200 MB capture.  Wall-clock medians of several rounds (process start-up included on both
+sides).
+
+    python bench/bench_decode.py [--rounds 5] [--packets 200000] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import roce
+from roce.emu.scenario import Scenario, run_scenario
+from roce.pcapio import PcapWriter, open_capture
+
+
+def make_capture(path: Path, packets: int) -> int:
+    """A realistic capture from the emulator: mixed WRITE/READ/SEND/ATOMIC over 64 KiB
+    messages, MTU 1024, 0.1% loss (retransmissions, NAKs); cut at ``packets`` frames."""
+    tmp = path.with_suffix(".full.pcap")
+    count = max(packets // 45, 10)
+    with PcapWriter(tmp) as w:
+        s = run_scenario(Scenario(op="mixed", size=64 << 10, count=count, mtu=1024,
+                                  loss=0.001, seed=5), w)
+    assert s.data_verified
+    n = 0
+    with PcapWriter(path) as w:
+        for f in open_capture(tmp):
+            w.write(f.data, ts_ns=f.ts_ns)
+            n += 1
+            if n >= packets:
+                break
+    tmp.unlink()
+    return n
+
+
+def make_big_capture(path: Path, target_bytes: int) -> int:
+    frames = [roce.craft("RC_RDMA_WRITE_MIDDLE", bytes(1024), dqpn=0x11, psn=i).to_bytes()
+              for i in range(4096)]
+    n = size = 0
+    with PcapWriter(path) as w:
+        while size < target_bytes:
+            f = frames[n % 4096]
+            w.write(f, ts_ns=n * 1000)
+            size += len(f) + 16
+            n += 1
+    return n
+
+
+def wall(cmd: list[str], rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def peak_rss_mb(cmd: list[str]) -> float:
+    """Peak RSS of a child (ru_maxrss of the one child we wait for)."""
+    code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], "
+            "stdout=subprocess.DEVNULL, check=True); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True,
+                         check=True)
+    return int(out.stdout.strip()) / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--packets", type=int, default=200_000)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    roce_cmd = shutil.which("roce") or "roce"
+    tshark = shutil.which("tshark")
+    with tempfile.TemporaryDirectory() as d:
+        cap = Path(d) / "bench.pcap"
+        n = make_capture(cap, args.packets)
+        mb = os.path.getsize(cap) / 1e6
+        rows = []
+        pairs = [
+            ("decode (one line)", [roce_cmd, "decode", str(cap)], ["-r", str(cap)], 3.0),
+            ("decode -V (tree)", [roce_cmd, "decode", "-V", str(cap)],
+             ["-r", str(cap), "-V"], 1.0),
+            ("stats vs tshark -T fields", [roce_cmd, "stats", str(cap)],
+             ["-r", str(cap), "-T", "fields", "-e", "infiniband.bth.opcode",
+              "-e", "infiniband.bth.psn", "-e", "infiniband.bth.destqp"], 10.0),
+        ]
+        for name, ours_cmd, ts_args, target in pairs:
+            rounds = args.rounds if "-V" not in ts_args else max(1, args.rounds // 2)
+            ours = wall(ours_cmd, rounds)
+            theirs = wall([tshark, *ts_args], rounds) if tshark else float("nan")
+            rows.append((name, n / ours, n / theirs, theirs / ours, target))
+        big = Path(d) / "big.pcap"
+        nbig = make_big_capture(big, 200_000_000)
+        rss = peak_rss_mb([roce_cmd, "stats", str(big)])
+    print(f"roce {roce.__version__}, {n} packets ({mb:.0f} MB), {args.rounds} rounds, "
+          f"median wall time; tshark {'found' if tshark else 'MISSING'}")
+    if args.markdown:
+        print("| command | roce packets/s | tshark packets/s | ratio | target |")
+        print("|---|---:|---:|---:|---:|")
+        for name, ours, theirs, ratio, target in rows:
+            print(f"| {name} | {ours:,.0f} | {theirs:,.0f} | {ratio:.1f}x | >= {target:g}x |")
+        print(f"\nPeak RSS of `roce stats` on a {nbig}-packet, 200 MB capture: {rss:.0f} MB "
+              "(target < 100 MB)")
+    else:
+        print(f"{'command':<28} {'roce pkt/s':>12} {'tshark pkt/s':>13} {'ratio':>7} target")
+        for name, ours, theirs, ratio, target in rows:
+            print(f"{name:<28} {ours:>12,.0f} {theirs:>13,.0f} {ratio:>6.1f}x >= {target:g}x")
+        print(f"peak RSS of roce stats on a 200 MB capture ({nbig} packets): {rss:.0f} MB "
+              "(target < 100 MB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,829 @@
+"""``roce decode``: a tshark-style capture decoder for RoCE.
+
+::
+
+    roce decode capture.pcap                       one line per packet
+    roce decode -V -c 3 capture.pcap               full header tree
+    roce decode -Y 'nak or rnr' capture.pcap       display filter (macros, opcode names)
+    roce decode -T fields -e bth.psn -e reth.va f  tab-separated fields (also json/jsonl/csv)
+
+Two paths produce the output.  The one-line path (no ``-Y``, no ``-T``, no ``-V``) scans
+frames a batch at a time with ``roce.fast.scan`` and formats lines straight from its
+columns (``summary.Summarizer.fast_lines``); nothing per header becomes a Python object.
+Every other mode goes through ``decode_frames``, which yields one ``Record`` per frame
+with the flat field dict (``bth.psn``, ``reth.va``...) that filters, writers, the summary
+and the tree read; for good frames that dict comes from a decoder generated per header
+chain (``_compile_plan``).
+
+``decode_frames`` is also the reusable API (``roce sniff`` feeds it live frames).
+
+Exit status: 0 when the capture was read (malformed packets inside are reported, not
+fatal), 1 for bad usage or a bad filter, 2 when the input is not a readable capture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, TextIO
+
+from roce import fast
+from roce.errors import DecodeError, NotRoCE
+from roce.headers import LAYOUTS, NAK_CODES, SIZE_OF
+from roce.locate import (
+    L3_GRH,
+    L3_IPV4,
+    L3_IPV6,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    OK,
+    ROCE_PORT,
+    Walk,
+    explain,
+)
+from roce.opcodes import OPCODES, Operation, Transport, lookup
+from roce.packet import Packet, parse
+from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
+
+from . import summary
+
+NS = 1_000_000_000
+BATCH = 2048  # frames per fast-path batch: big enough to amortise, small enough to stream
+PIPE_BATCH = 64  # from a pipe, frames trickle in: do not wait for 2048 of them
+FIRST_BAD_STATUS = summary.FIRST_BAD_STATUS
+
+Headers = dict[str, dict[str, Any]]
+
+# -- records ------------------------------------------------------------------------------------
+
+_SINGLE = summary.SINGLE_FIELD
+_KEYS = summary.FLAT_KEYS
+header_fields = summary.header_fields
+
+
+class Record:
+    """One decoded frame.
+
+    ``kind`` is ``"roce"`` (decoded), ``"truncated"`` (cut by the capture's snaplen),
+    ``"malformed"`` (claims RoCE, breaks a rule; ``error`` says which) or ``"other"``
+    (not RoCE; ``error`` is the ``NotRoCE`` saying why).  ``fields`` is the flat dict of
+    ``Packet.fields()`` plus ``frame.*`` facts, ``malformed`` / ``truncated`` messages and
+    Wireshark's either-direction fields (``ip.addr``, ``udp.port``); ``layers`` names the
+    headers found, in wire order.  ``headers`` (one dict per header) and ``packet`` (a
+    ``roce.Packet``) are made on first use.
+    """
+
+    __slots__ = ("number", "ts_ns", "rel_ns", "delta_ns", "frame", "walk", "layers", "fields",
+                 "error", "kind", "udp_port", "columns", "_headers", "_packet")
+
+    def __init__(self, number: int, ts_ns: int, rel_ns: int, delta_ns: int, frame: Frame,
+                 walk: Walk, layers: tuple[str, ...], fields: dict[str, Any],
+                 error: DecodeError | NotRoCE | None, kind: str, udp_port: int,
+                 headers: Headers | None = None) -> None:
+        self.number = number
+        self.ts_ns = ts_ns
+        self.rel_ns = rel_ns
+        self.delta_ns = delta_ns
+        self.frame = frame
+        self.walk = walk
+        self.layers = layers
+        self.fields = fields
+        self.error = error
+        self.kind = kind
+        self.udp_port = udp_port
+        self.columns: dict[str, Any] | None = None  # summary columns, when an output wants them
+        self._headers = headers
+        self._packet: Packet | None = None
+
+    @property
+    def headers(self) -> Headers:
+        """The decoded headers, one dict of field values per header, in wire order."""
+        if self._headers is None:
+            self._headers = _regroup(self.fields, self.layers)
+        return self._headers
+
+    @property
+    def packet(self) -> Packet | None:
+        """The frame as a ``roce.Packet`` (partial for truncated frames); None if the frame
+        is not RoCE or is malformed."""
+        if self._packet is None and self.kind in ("roce", "truncated"):
+            try:
+                self._packet = parse(self.frame[0], self.frame[4], self.udp_port,
+                                     partial=True)
+            except (DecodeError, NotRoCE):
+                return None
+        return self._packet
+
+    @property
+    def message(self) -> str | None:
+        """Why the frame is not a whole RoCE packet (None when it is)."""
+        return None if self.error is None else str(self.error)
+
+    def __repr__(self) -> str:
+        return f"<Record {self.number} {self.kind} {self.fields.get('bth.opcode')}>"
+
+
+_FIELD_NAMES = {name: tuple(f.name for f in lay.fields) for name, lay in LAYOUTS.items()}
+_FIELD_NAMES["vlan2"] = _FIELD_NAMES["vlan"]
+
+
+def _regroup(fields: Mapping[str, Any], layers: Iterable[str]) -> Headers:
+    h: Headers = {}
+    for name in layers:
+        single = _SINGLE.get(name)
+        if single is not None:
+            h[name] = {single: fields[name]}
+            continue
+        h[name] = {n: fields[k] for n, k in zip(_FIELD_NAMES[name], _KEYS[name])}
+    if "ip.options" in fields:
+        h["ip"]["options"] = fields["ip.options"]
+    return h
+
+
+# -- the flat decoder of a good RoCE frame ---------------------------------------------------
+# A frame's fields are decided by its header chain: link type, VLAN tags, network layer and
+# opcode.  For each chain seen, straight-line Python is generated from LAYOUTS (the way
+# roce.headers compiles its codecs): two struct reads (link and network layer from byte 0;
+# UDP, BTH and extended headers from the UDP header on) split the headers into byte-aligned
+# words, each field is a shift and mask of a small word, and the flat dict is one dict
+# display.  Reading a header as one 160-bit integer would make every field a big-integer
+# shift, which costs three times as much.  Values are exactly those of roce.headers
+# (tests compare with Packet.fields()).
+
+_L2 = {LINKTYPE_ETHERNET: "eth", LINKTYPE_LINUX_SLL: "sll", LINKTYPE_LINUX_SLL2: "sll2"}
+_L3 = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
+_PAIRS = {"ip": ("src", "dst", "ip.addr"), "ipv6": ("src", "dst", "ipv6.addr"),
+          "udp": ("srcport", "dstport", "udp.port"), "eth": ("src", "dst", "eth.addr")}
+_SYNDROME_KEYS = ("aeth.syndrome.credit_count", "aeth.syndrome.timer",
+                  "aeth.syndrome.reserved_value", "aeth.syndrome.error_code")
+_WORD = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+class _Plan(NamedTuple):
+    decode: Callable[..., dict[str, Any]]
+    layers: tuple[str, ...]
+
+
+class _Segment(NamedTuple):
+    start: int  # byte offsets in the header
+    end: int
+    fields: tuple[Any, ...]  # roce.headers.Field
+    raw: bool  # read as bytes (addresses, odd sizes)
+
+
+def _segments(base: str) -> list[_Segment]:
+    """Split a header into the words struct reads: fields sharing bytes share a word; a
+    word of odd size joins its neighbour when together they make 2, 4 or 8 bytes."""
+    segs: list[list[Any]] = []
+    for f in LAYOUTS[base].fields:
+        first, end = f.bit_offset // 8, (f.bit_offset + f.bits + 7) // 8
+        if f.kind != "addr" and segs and not segs[-1][3] and first < segs[-1][1]:
+            segs[-1][1] = max(segs[-1][1], end)
+            segs[-1][2].append(f)
+        else:
+            segs.append([first, end, [f], f.kind == "addr"])
+    merged: list[list[Any]] = []
+    for seg in segs:
+        prev = merged[-1] if merged else None
+        if (not seg[3] and seg[1] - seg[0] not in _WORD and prev is not None and not prev[3]
+                and seg[1] - prev[0] in _WORD):
+            prev[1] = seg[1]
+            prev[2] += seg[2]
+        else:
+            merged.append(seg)
+    return [_Segment(a, e, tuple(fs), raw or e - a not in _WORD) for a, e, fs, raw in merged]
+
+
+def _address_memo(convert: Callable[[int], str]) -> tuple[dict[bytes, str],
+                                                           Callable[[bytes], str]]:
+    """(cache, fill) keyed by the address bytes: frames repeat a few addresses, so each
+    is converted once."""
+    cache: dict[bytes, str] = {}
+
+    def fill(raw: bytes) -> str:
+        if len(cache) > 65536:
+            cache.clear()
+        text = cache[raw] = convert(int.from_bytes(raw, "big"))
+        return text
+
+    return cache, fill
+
+
+_MEMOS: dict[Callable[..., str], tuple[dict[bytes, str], Callable[[bytes], str]]] = {}
+
+
+def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
+    env: dict[str, Any] = {"_B": (False, True), "NS": NS, "from_bytes": int.from_bytes,
+                           "icrc_of": fast.icrc_of, "_SYN": _SYNDROME_KEYS}
+    items = ["'frame.number': number", "'frame.time_epoch': ts / NS",
+             "'frame.time_relative': rel / NS", "'frame.time_delta': delta / NS",
+             "'frame.len': origlen", "'frame.cap_len': caplen"]
+    pre: list[str] = []  # statements after the struct reads
+    layers: list[str] = []
+    local: dict[str, str] = {}  # flat key -> local variable holding the value
+    groups: list[tuple[list[str], list[str]]] = [([], []), ([], [])]  # (format, vars)
+
+    def header(name: str, group: int) -> None:
+        base = "vlan" if name == "vlan2" else name
+        layers.append(name)
+        fmt, names = groups[group]
+        single = _SINGLE.get(name)
+        if single is None:
+            items.append(f"{name!r}: True")
+        pair = _PAIRS.get(name, ())
+        keys = dict(zip((f.name for f in LAYOUTS[base].fields), _KEYS[name]))
+        for seg in _segments(base):
+            var = f"s{sum(len(g[1]) for g in groups)}"
+            size = seg.end - seg.start
+            fmt.append(f"{size}s" if seg.raw else _WORD[size])
+            names.append(var)
+            for fld in seg.fields:
+                key = keys[fld.name]
+                if fld.kind == "addr":
+                    memo = _MEMOS.get(fld.decode)  # type: ignore[arg-type]
+                    if memo is None:
+                        memo = _MEMOS[fld.decode] = _address_memo(fld.decode)  # type: ignore
+                    env[f"C{var}"], env[f"F{var}"] = memo
+                    pre.append(f"{var} = C{var}.get({var}) or F{var}({var})")
+                    expr = var
+                else:
+                    word = f"from_bytes({var}, 'big')" if seg.raw else var
+                    shift = (seg.end * 8) - fld.bit_offset - fld.bits
+                    expr = word if shift == 0 and fld.bits == size * 8 else (
+                        f"(({word} >> {shift}) & {fld.mask:#x})" if shift else
+                        f"({word} & {fld.mask:#x})")
+                    if fld.kind == "bool":
+                        expr = f"_B[{expr}]"
+                if fld.name in pair or key == "aeth.syndrome":
+                    loc = local[key] = f"x{len(local)}"
+                    pre.append(f"{loc} = {expr}")
+                    expr = loc
+                items.append(f"{name!r}: {expr}" if single else f"{key!r}: {expr}")
+
+    l2 = _L2.get(linktype)
+    if l2 is not None:
+        header(l2, 0)
+        for i in range(vlans):
+            header(summary.VLAN_NAMES[i], 0)
+    l3 = _L3[l3_kind]
+    header(l3, 0)
+    if l3 != "grh":
+        header("udp", 1)
+    header("bth", 1)
+    for name in OPCODES[opcode].headers:
+        header(name, 1)
+    if "aeth" in layers:
+        syn = local["aeth.syndrome"]
+        items += [f"'aeth.syndrome.reserved': {syn} >> 7",
+                  f"'aeth.syndrome.opcode': ({syn} >> 5) & 3",
+                  f"_SYN[({syn} >> 5) & 3]: {syn} & 0x1f"]
+    v1 = l3 == "grh"
+    items += ["'payload.len': w.pad_off - w.payload_off", f"'roce.version': {1 if v1 else 2}",
+              "'roce': True", f"'roce.v{1 if v1 else 2}': True", "'icrc': stored",
+              "'icrc.valid': icrc_of(data, w) == stored"]
+    for name, (first, second, both) in _PAIRS.items():
+        if name in layers:
+            items.append(f"{both!r}: ({local[f'{name}.{first}']}, {local[f'{name}.{second}']})")
+    lines = ["def decode(data, w, number, ts, rel, delta, origlen, caplen):"]
+    for i, (fmt, names) in enumerate(groups):
+        env[f"U{i}"] = struct.Struct("!" + "".join(fmt)).unpack_from
+        start = "0" if i == 0 else ("w.bth_off" if v1 else "w.udp_off")
+        lines.append(f"    {', '.join(names)}, = U{i}(data, {start})")
+    lines += [*(f"    {stmt}" for stmt in pre),
+              "    stored = from_bytes(data[w.icrc_off:w.l4_end], 'big')",
+              "    f = {" + ", ".join(items) + "}"]
+    if l3 == "ip":
+        lines += [f"    if w.l3_len > {SIZE_OF['ip']}:",
+                  f"        f['ip.options'] = data[w.l3_off + {SIZE_OF['ip']}:"
+                  "w.l3_off + w.l3_len]"]
+    lines.append("    return f")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<roce.dissect.decode plan {linktype}/{vlans}/{l3}/{opcode:#x}>", "exec"),
+         env)
+    return _Plan(env["decode"], tuple(layers))
+
+
+_PLANS: dict[tuple[int, int, int, int], _Plan] = {}
+
+
+def _plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
+    key = (linktype, vlans, l3_kind, opcode)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _compile_plan(*key)
+    return plan
+
+
+def decode_frames(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
+                  only_roce: bool = False) -> Iterator[Record]:
+    """Decode frames (``roce.pcapio.Frame`` or any tuple of the same shape) into records.
+
+    Frames are numbered from 1 in arrival order, hidden ones included (as tshark does),
+    and ``rel_ns`` / ``delta_ns`` refer to the first and the previous *captured* frame.
+    With ``only_roce`` frames that are not RoCE are skipped; malformed frames that got
+    as far as the RoCE headers (or the RoCEv2 port) are kept.
+    """
+    walk = fast.walk
+    plans = _PLANS
+    first = prev = None
+    for number, fr in enumerate(frames, 1):
+        data, ts, caplen, origlen, linktype = fr[0], fr[1], fr[2], fr[3], fr[4]
+        if first is None:
+            first = prev = ts
+        delta = ts - prev
+        prev = ts
+        w = walk(data, linktype, udp_port)
+        if w.status == OK:
+            plan = plans.get((linktype, w.vlans, w.l3_kind, w.opcode))
+            if plan is None:
+                plan = _plan(linktype, w.vlans, w.l3_kind, w.opcode)
+            yield Record(number, ts, ts - first, delta, fr, w, plan.layers,
+                         plan.decode(data, w, number, ts, ts - first, delta, origlen, caplen),
+                         None, "roce", udp_port)
+            continue
+        record = _unusual(number, ts, ts - first, delta, fr, w, udp_port, only_roce)
+        if record is not None:
+            yield record
+
+
+def _unusual(number: int, ts: int, rel: int, delta: int, fr: Frame, w: Walk, udp_port: int,
+             only_roce: bool) -> Record | None:
+    """The record of a frame that is not a whole RoCE packet (None if it is hidden)."""
+    data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
+    st = w.status
+    if st < FIRST_BAD_STATUS:
+        kind = "other"
+    elif summary.is_capture_cut(w, caplen, origlen):
+        kind = "truncated"
+    else:
+        kind = "malformed"
+    if only_roce and (kind == "other" or not summary.is_roce_like(w)):
+        return None
+    error = explain(w)
+    h = summary.known_headers(data, w, linktype)
+    f: dict[str, Any] = {
+        "frame.number": number, "frame.time_epoch": ts / NS, "frame.time_relative": rel / NS,
+        "frame.time_delta": delta / NS, "frame.len": origlen, "frame.cap_len": caplen}
+    header_fields(h, f)
+    if "bth" in h:
+        v1 = "grh" in h
+        if w.payload_off >= 0 and kind == "truncated":
+            f["payload.len"] = len(data) - w.payload_off
+        f["roce.version"] = 1 if v1 else 2
+        f["roce"] = True
+        f["roce.v1" if v1 else "roce.v2"] = True
+    if kind != "other":
+        f[kind] = str(error)  # "malformed" or "truncated": the message, for filters and JSON
+    for name, (a, b, both) in _PAIRS.items():
+        if name in h:
+            f[both] = (f[f"{name}.{a}"], f[f"{name}.{b}"])
+    return Record(number, ts, rel, delta, fr, w, tuple(h), f, error, kind, udp_port, h)
+
+
+# -- display filter -----------------------------------------------------------------------------
+
+_EXTRA_FIELDS = ("frame.number", "frame.len", "frame.cap_len", "frame.time_epoch",
+                 "frame.time_relative", "frame.time_delta", "payload.len", "roce",
+                 "roce.version", "roce.v1", "roce.v2", "icrc", "icrc.valid", "malformed",
+                 "truncated", "ip.options", "ip.addr", "ipv6.addr", "udp.port", "eth.addr",
+                 "aeth.syndrome.reserved", "aeth.syndrome.opcode",
+                 "aeth.syndrome.credit_count", "aeth.syndrome.timer",
+                 "aeth.syndrome.reserved_value", "aeth.syndrome.error_code")
+
+
+def known_fields() -> frozenset[str]:
+    """Every field name a record may carry (for ``-Y`` typo checks and ``-e``)."""
+    names = set(_EXTRA_FIELDS)
+    for header, keys in _KEYS.items():
+        if header in _SINGLE:
+            names.add(header)
+        else:
+            names.update(keys)
+            names.add(header)
+    return frozenset(names)
+
+
+_SYNDROME_NAMES = {"ack": 0, "rnr": 1, "rnr_nak": 1, "rnr-nak": 1, "reserved": 2, "nak": 3}
+_NAK_NAMES = {name.lower().replace(" ", sep): code for code, name in NAK_CODES.items()
+              for sep in ("-", "_")}
+
+
+def resolve_value(field: str, text: str) -> int | None:
+    """Symbolic values in filters: opcode names for ``bth.opcode`` (any spelling
+    ``roce.opcodes.lookup`` takes, dots allowed: ``rc.send.only``), ``ack``/``rnr``/``nak``
+    for ``aeth.syndrome.opcode``, NAK names for ``aeth.syndrome.error_code``."""
+    if field == "bth.opcode":
+        for spelling in (text, text.replace(".", "-")):
+            try:
+                return lookup(spelling).code
+            except KeyError:
+                pass
+        import difflib  # only on this error path: keeps start-up short
+
+        slugs = [op.slug for op in OPCODES.values()]
+        near = difflib.get_close_matches(text.lower().replace("_", "-").replace(".", "-"),
+                                         slugs, n=1)
+        hint = f"did you mean {near[0]}?" if near else "roce opcodes lists the names"
+        raise ValueError(f"not an opcode name; {hint}")
+    if field == "aeth.syndrome.opcode":
+        return _SYNDROME_NAMES[text.lower()]
+    if field == "aeth.syndrome.error_code":
+        return _NAK_NAMES[text.lower()]
+    return None
+
+
+def _opcode_set(pred: Callable[[Any], bool]) -> str:
+    codes = sorted(c for c, op in OPCODES.items() if pred(op))
+    return "bth.opcode in {" + " ".join(f"0x{c:02x}" for c in codes) + "}"
+
+
+def filter_macros() -> dict[str, str]:
+    """Named tests for ``-Y``: traffic classes and one per opcode (slug with dots)."""
+    op = Operation
+    macros = {
+        "ack": "(" + _opcode_set(lambda o: o.operation in (op.ACK, op.ATOMIC_ACK))
+               + " and aeth.syndrome.opcode == 0)",
+        "nak": "aeth.syndrome.opcode == 3",
+        "rnr": "aeth.syndrome.opcode == 1",
+        "cnp": "bth.opcode == 0x81",
+        "read": _opcode_set(lambda o: o.operation in (op.RDMA_READ, op.READ_RESPONSE)),
+        "write": _opcode_set(lambda o: o.operation is op.RDMA_WRITE),
+        "send": _opcode_set(lambda o: o.operation is op.SEND),
+        "atomic": _opcode_set(lambda o: o.operation in (op.ATOMIC, op.ATOMIC_ACK,
+                                                       op.ATOMIC_WRITE)),
+        "bad_icrc": "icrc.valid == false",
+        # IPv6 carries ECN in the low two bits of the traffic class
+        "ecn_ce": "ip.dsfield.ecn == 3 or ipv6.tclass in {"
+                  + " ".join(str(t) for t in range(3, 256, 4)) + "}",
+    }
+    for code, o in OPCODES.items():
+        macros.setdefault(o.slug.replace("-", "."), f"bth.opcode == 0x{code:02x}")
+        if o.operation is op.ACK and o.transport is not Transport.CNP:
+            macros.setdefault(f"{o.transport.value.lower()}.ack", f"bth.opcode == 0x{code:02x}")
+    return macros
+
+
+def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
+    """Compile a ``-Y`` expression; raises ``FilterError`` (message with a caret line)."""
+    from .filter import compile_filter  # only with -Y: the filter compiler is big
+
+    return compile_filter(expr, resolve=resolve_value, macros=filter_macros(),
+                          known_fields=known_fields())
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+class UsageError(Exception):
+    """Bad command-line usage: one line on stderr, exit status 1."""
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return n
+
+
+def _port(text: str) -> int:
+    n = _positive(text)
+    if n > 0xFFFF:
+        raise argparse.ArgumentTypeError(f"port {n} out of range")
+    return n
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "filter macros: ack nak rnr cnp read write send atomic bad_icrc ecn_ce, and one per\n"
+        "opcode (rc.send.only, rc.rdma.write.first, rc.ack, ud.send.only, ...);\n"
+        "bth.opcode takes names: -Y 'bth.opcode == rc-rdma-read-request'.\n"
+        "-T fields/csv print integers in decimal; booleans as 1/0; absent fields empty.\n"
+        "exit status: 0 read (even with malformed packets), 1 usage or filter error,\n"
+        "2 unreadable capture.")
+    parser.add_argument("file", nargs="?", metavar="FILE",
+                        help="pcap/pcapng capture (gzip ok); - reads standard input")
+    parser.add_argument("-r", "--read-file", metavar="FILE", dest="read_file",
+                        help="capture to read (same as FILE)")
+    parser.add_argument("-V", "--verbose", action="store_true",
+                        help="print the full header tree of each packet")
+    parser.add_argument("-P", "--print-summary", action="store_true", dest="print_summary",
+                        help="with -V: print the one-line summary above each tree")
+    parser.add_argument("-x", "--hex", action="store_true", dest="hexdump",
+                        help="add a hex and ASCII dump of each frame")
+    parser.add_argument("-T", "--format", choices=("text", "json", "jsonl", "fields", "csv"),
+                        default="text", help="output format (default text)")
+    parser.add_argument("-e", "--field", action="append", default=[], dest="fields",
+                        metavar="FIELD", help="field for -T fields/csv (repeat)")
+    parser.add_argument("-E", action="append", default=[], dest="field_options",
+                        metavar="OPT=VALUE",
+                        help="-T fields option: header=y|n, separator=/t|/s|C, quote=d|s|n, "
+                             "aggregator=C")
+    parser.add_argument("-Y", "--display-filter", metavar="EXPR", dest="filter",
+                        help="show only packets matching this display filter")
+    parser.add_argument("-c", "--count", type=_positive, metavar="N",
+                        help="stop after N displayed packets")
+    parser.add_argument("-t", dest="time_format", choices=summary.TIME_MODES, default="r",
+                        help="time column: r relative to first (default), d delta, dd delta "
+                             "displayed, a absolute, ad absolute with date, e epoch, "
+                             "u/ud UTC")
+    parser.add_argument("--only-roce", action="store_true", help="hide frames that are not RoCE")
+    parser.add_argument("--udp-port", type=_port, default=ROCE_PORT, metavar="N",
+                        help=f"RoCEv2 UDP port (default {ROCE_PORT})")
+    parser.add_argument("--color", "--colour", choices=("auto", "always", "never"),
+                        default="auto", dest="color",
+                        help="colour lines (auto: when stdout is a terminal and NO_COLOR "
+                             "is unset)")
+    parser.add_argument("--no-color", "--no-colour", action="store_const", const="never",
+                        dest="color", help="same as --color never")
+    parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
+                        help="print the field names or the filter macros and exit")
+
+
+def _field_options(opts: list[str]) -> dict[str, Any]:
+    """Parse tshark's ``-E`` options."""
+    res: dict[str, Any] = {"header": False, "separator": "\t", "quote": "", "aggregator": ","}
+    special = {"/t": "\t", "/s": " ", "\\t": "\t"}
+    for opt in opts:
+        key, sep, value = opt.partition("=")
+        key = key.strip().lower()
+        if not sep:
+            raise UsageError(f"-E {opt!r}: expected OPTION=VALUE")
+        if key == "header":
+            if value.lower() not in ("y", "n", "yes", "no"):
+                raise UsageError(f"-E header={value}: use y or n")
+            res["header"] = value.lower().startswith("y")
+        elif key in ("separator", "aggregator"):
+            if not value:
+                raise UsageError(f"-E {key}= needs a character")
+            res[key] = special.get(value, value)
+        elif key == "quote":
+            quotes = {"d": '"', "s": "'", "n": ""}
+            if value.lower() not in quotes:
+                raise UsageError(f"-E quote={value}: use d, s or n")
+            res["quote"] = quotes[value.lower()]
+        else:
+            raise UsageError(f"-E {key}: unknown option (header, separator, quote, "
+                             "aggregator)")
+    return res
+
+
+def _check_field_names(names: list[str]) -> None:
+    from . import output
+
+    known = known_fields()
+    for name in names:
+        if output.is_column(name):
+            continue
+        if output.wireshark_name(name) not in known:
+            raise UsageError(f"-e {name}: unknown field (roce decode -G fields lists them)")
+
+
+def _want_colour(choice: str, out: TextIO) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+class Progress:
+    """A progress bar on stderr for long runs: only when stderr is a terminal that is not
+    also showing the output, only for files, and only once a run has taken a second."""
+
+    def __init__(self, path: str | None, out: TextIO) -> None:
+        self.total = 0
+        self.done = 0
+        self.start = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+        enabled = (path not in (None, "-") and sys.stderr.isatty()
+                   and not (getattr(out, "isatty", None) and out.isatty()))
+        if enabled:
+            try:
+                self.total = os.path.getsize(path)  # type: ignore[arg-type]
+            except OSError:
+                self.total = 0
+        self.enabled = enabled and self.total > 0
+
+    def advance(self, nbytes: int) -> None:
+        if not self.enabled:
+            return
+        self.done += nbytes
+        if self._bar is None:
+            if time.monotonic() - self.start < 1.0:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(TextColumn("decoding"), BarColumn(), TextColumn(
+                "{task.percentage:>3.0f}%"), TimeRemainingColumn(),
+                console=Console(file=sys.stderr), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("decode", total=self.total)
+        self._bar.update(self._task, completed=min(self.done, self.total))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except UsageError as exc:
+        print(f"roce decode: {exc}", file=sys.stderr)
+        return 1
+    except CaptureError as exc:
+        print(f"roce decode: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # `roce decode f | head`: the reader left.  Point stdout at /dev/null so the
+        # interpreter's final flush does not complain, and exit quietly.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if args.list:
+        names = sorted(known_fields()) if args.list == "fields" else [
+            f"{k}\t{v}" for k, v in sorted(filter_macros().items())]
+        out.write("\n".join(names) + "\n")
+        return 0
+    if args.file and args.read_file and args.file != args.read_file:
+        raise UsageError("give the capture once: FILE or -r FILE")
+    path = args.read_file or args.file
+    if path is None:
+        raise UsageError("no capture given (FILE, -r FILE, or - for standard input)")
+    fmt = args.format
+    if args.fields and fmt not in ("fields", "csv"):
+        raise UsageError("-e needs -T fields or -T csv")
+    if fmt == "fields" and not args.fields:
+        raise UsageError("-T fields needs at least one -e FIELD")
+    if args.field_options and fmt != "fields":
+        raise UsageError("-E needs -T fields")
+    if fmt != "text" and (args.verbose or args.hexdump):
+        raise UsageError(f"-V and -x print text; they do not combine with -T {fmt}")
+    _check_field_names(args.fields)
+    field_opts = _field_options(args.field_options)
+    flt = None
+    if args.filter is not None:
+        from .filter import FilterError
+
+        try:
+            flt = make_filter(args.filter)
+        except FilterError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+    colour = fmt == "text" and _want_colour(args.color, out)
+
+    reader = open_capture(path)
+    gc_was_enabled = gc.isenabled()
+    # Decoding makes millions of short-lived acyclic objects; the cyclic collector would
+    # rescan them for nothing (a third of the run time on big captures).
+    gc.disable()
+    progress = Progress(path, out)
+    try:
+        times = summary.TimeColumn(args.time_format, 9 if reader.nanosecond else 6)
+        summ = summary.Summarizer(times, args.udp_port, colour)
+        limit = args.count or sys.maxsize
+        if fmt == "text" and not (args.verbose or flt or args.hexdump):
+            batch = PIPE_BATCH if path == "-" else BATCH
+            _lines(reader, summ, args, limit, out, progress, batch)
+        else:
+            _records(reader, summ, args, flt, limit, out, progress, field_opts)
+        out.flush()
+    finally:
+        progress.close()
+        reader.close()
+        if gc_was_enabled:
+            gc.enable()
+    _warn_problems(reader)
+    return 0
+
+
+def _warn_problems(reader: CaptureReader) -> None:
+    problems = reader.problems
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        print(f"roce decode: warning: {reader.name}: {problems[0].message}{more}",
+              file=sys.stderr)
+
+
+def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,
+           limit: int, out: TextIO, progress: Progress, batch_size: int) -> None:
+    """The one-line path: batches through the fast scan."""
+    number = 1
+    shown = 0
+    udp_port, only_roce = args.udp_port, args.only_roce
+    walk, known, explain_ = fast.walk, summary.known_headers, explain
+    for batch in reader.batches(batch_size):
+        base = number
+
+        def slow(i: int, time_text: str, batch: Batch = batch, base: int = base) -> str:
+            data, caplen, origlen = batch.datas[i], batch.caplen[i], batch.origlen[i]
+            w = walk(data, batch.linktype, udp_port)
+            f: dict[str, Any] = {}
+            header_fields(known(data, w, batch.linktype), f)
+            cols = summ.columns(data, w, f, batch.linktype, caplen, origlen,
+                                str(explain_(w)))
+            return summ.line(base + i, time_text, origlen, cols)
+
+        lines = summ.fast_lines(batch, base, only_roce, limit - shown, slow)
+        number += len(batch.datas)
+        if lines:
+            shown += len(lines)
+            out.write("\n".join(lines) + "\n")
+        if progress.enabled:
+            progress.advance(sum(batch.caplen) + 16 * len(batch.datas))
+        if shown >= limit:
+            break
+
+
+def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,
+             flt: Callable[[Mapping[str, object]], bool] | None, limit: int, out: TextIO,
+             progress: Progress, field_opts: dict[str, Any]) -> None:
+    """Every mode but the plain one-liner: one record at a time."""
+    # imported here: the one-line path (the common, start-up-sensitive one) needs neither
+    from . import output, tree
+
+    fmt = args.format
+    writer: output.JsonWriter | output.FieldsWriter | output.CsvWriter | None = None
+    if fmt in ("json", "jsonl"):
+        writer = output.JsonWriter(out, lines=fmt == "jsonl")
+    elif fmt == "fields":
+        writer = output.FieldsWriter(out, args.fields, **field_opts)
+    elif fmt == "csv":
+        writer = output.CsvWriter(out, args.fields)
+    want_summary = writer is None and (not args.verbose or args.print_summary)
+    want_columns = writer.needs_columns if writer is not None else want_summary
+    times = summ.times
+    parts: list[str] = []
+    shown = 0
+    tick = 0
+    nbytes = 0
+    for rec in decode_frames(reader, args.udp_port, args.only_roce):
+        if progress.enabled:
+            nbytes += rec.frame.caplen + 16
+            tick += 1
+            if tick == 1024:
+                progress.advance(nbytes)
+                tick = nbytes = 0
+        if flt is not None and not flt(rec.fields):
+            continue
+        shown += 1
+        if want_columns:
+            fr = rec.frame
+            time_text = times.record_text(rec.ts_ns, rec.rel_ns, rec.delta_ns)
+            cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen,
+                                fr.origlen, rec.message)
+            if want_summary:
+                parts.append(summ.line(rec.number, time_text, fr.origlen, cols) + "\n")
+            else:
+                src, dst, proto, info, _colour = cols
+                rec.columns = {"No.": rec.number, "Time": time_text, "Source": src,
+                               "Destination": dst, "Protocol": proto, "Length": fr.origlen,
+                               "Info": info}
+        if writer is not None:
+            writer.add(rec)
+        else:
+            if args.verbose:
+                parts.append(tree.render(rec))
+            if args.hexdump:
+                parts.append(tree.hexdump(rec.frame.data) + "\n")
+            if len(parts) >= 256:
+                out.write("".join(parts))
+                parts.clear()
+        if shown >= limit:
+            break
+    if parts:
+        out.write("".join(parts))
+    if writer is not None:
+        writer.close()
+
+
+__all__ = ["Record", "add_arguments", "decode_frames", "filter_macros", "header_fields",
+           "known_fields", "make_filter", "resolve_value", "run"]

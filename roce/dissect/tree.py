@@ -1,0 +1,358 @@
+"""The ``-V`` packet tree: every header and every field, as ``tshark -V`` lays them out.
+
+A frame block, then one block per header in wire order titled with
+``roce.headers.TITLES``, fields as ``Display Name: value`` with Wireshark's display names
+where Wireshark has them (``Destination Queue Pair: 0x000011``, ``Packet Sequence Number:
+100``).  The InfiniBand headers sit under one ``InfiniBand`` node as in Wireshark.  The
+AETH syndrome is broken down into type and value; the payload shows its length and first
+bytes; the ICRC is checked (``[correct]`` / ``[incorrect, should be 0x...]``), which
+Wireshark does not do.
+
+Formatting is table-driven: ``FIELD_DISPLAY`` names each field and says how its value
+is written; fields missing from it fall back to their roce name and decimal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from roce import fast
+from roce.headers import (
+    LAYOUTS,
+    SYNDROME_TYPES,
+    TITLES,
+    credit_count,
+    describe_syndrome,
+    nak_name,
+    rnr_timer_us,
+    syndrome_type,
+    syndrome_value,
+)
+from roce.locate import Walk
+from roce.opcodes import OPCODES
+from roce.pcapio import Frame
+
+from .summary import FLAT_KEYS, SINGLE_FIELD
+
+NS = 1_000_000_000
+PAYLOAD_PREVIEW = 16  # payload bytes shown in the tree
+IB_HEADERS = frozenset(("bth", "rdeth", "deth", "reth", "atomiceth", "aeth", "atomicacketh",
+                        "immdt", "ieth", "xrceth", "feth", "cnp"))
+
+_ETHERTYPES = {0x0800: "IPv4", 0x86DD: "IPv6", 0x8100: "802.1Q Virtual LAN",
+               0x88A8: "802.1ad", 0x8915: "RoCE", 0x0806: "ARP", 0x8808: "MAC Control",
+               0x88CC: "LLDP"}
+_PROTOCOLS = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 47: "GRE", 58: "ICMPv6",
+              132: "SCTP", 0x1B: "IBA transport"}
+_ECN = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
+_LINKTYPES = {1: "Ethernet", 101: "Raw IP", 113: "Linux cooked-mode capture v1",
+              276: "Linux cooked-mode capture v2"}
+
+
+class RecordLike(Protocol):
+    number: int
+    ts_ns: int
+    rel_ns: int
+    delta_ns: int
+    frame: Frame
+    walk: Walk
+    layers: tuple[str, ...]
+    fields: dict[str, Any]
+    kind: str
+
+    @property
+    def message(self) -> str | None: ...
+
+
+# -- value formats ----------------------------------------------------------------------------
+# A format is a template in which "@" stands for the field's value.  The templates of a
+# header are pasted into one generated f-string (``_compile``), so rendering a header is
+# a single f-string instead of a call per field: the tree costs a third as much.
+
+DEC = "{@}"
+BOOL = "{'True' if @ else 'False'}"
+SET = "{'Set' if @ else 'Not set'}"
+ETYPE = "{_etype(@)}"
+PROTO = "{_proto(@)}"
+ECN = "{_ecn(@)}"
+TCLASS = "{_tclass(@)}"
+OPCODE = "{_opcode(@)}"
+IHL = "{@ * 4} bytes ({@})"
+SYNDROME = "SYNDROME"  # a sub-tree, not a value: see _syndrome
+
+
+def HEX(digits: int) -> str:  # noqa: N802 - reads like the other format constants
+    return "0x{@:0%dx}" % digits  # noqa: UP031 - the braces belong to the template
+
+
+def HEXDEC(digits: int) -> str:  # noqa: N802
+    return "0x{@:0%dx} ({@})" % digits  # noqa: UP031
+
+
+def _etype(v: int) -> str:
+    return f"{_ETHERTYPES.get(v, 'Unknown')} (0x{v:04x})"
+
+
+def _proto(v: int) -> str:
+    return f"{_PROTOCOLS.get(v, 'Unknown')} ({v})"
+
+
+def _ecn(v: int) -> str:
+    return f"{_ECN[v & 3]} ({v})"
+
+
+def _tclass(v: int) -> str:
+    return f"0x{v:02x} (DSCP: {v >> 2}, ECN: {_ECN[v & 3]})"
+
+
+def _opcode(v: int) -> str:
+    op = OPCODES.get(v)
+    return f"{op.short_name if op else 'Unknown'} ({v})"
+
+
+# (header, field) -> (display name, format).  Names follow Wireshark 4.x.
+FIELD_DISPLAY: dict[tuple[str, str], tuple[str, str]] = {
+    ("eth", "dst"): ("Destination", DEC), ("eth", "src"): ("Source", DEC),
+    ("eth", "type"): ("Type", ETYPE),
+    ("vlan", "priority"): ("Priority", DEC), ("vlan", "dei"): ("DEI", DEC),
+    ("vlan", "id"): ("ID", DEC), ("vlan", "etype"): ("Type", ETYPE),
+    ("sll", "pkttype"): ("Packet type", DEC),
+    ("sll", "hatype"): ("Link-layer address type", DEC),
+    ("sll", "halen"): ("Link-layer address length", DEC), ("sll", "src"): ("Source", HEX(16)),
+    ("sll", "etype"): ("Protocol", ETYPE),
+    ("sll2", "etype"): ("Protocol", ETYPE), ("sll2", "reserved"): ("Reserved", DEC),
+    ("sll2", "ifindex"): ("Interface index", DEC),
+    ("sll2", "hatype"): ("Link-layer address type", DEC),
+    ("sll2", "pkttype"): ("Packet type", DEC),
+    ("sll2", "halen"): ("Link-layer address length", DEC), ("sll2", "src"): ("Source", HEX(16)),
+    ("ip", "version"): ("Version", DEC), ("ip", "ihl"): ("Header Length", IHL),
+    ("ip", "dsfield.dscp"): ("Differentiated Services Codepoint", DEC),
+    ("ip", "dsfield.ecn"): ("Explicit Congestion Notification", ECN),
+    ("ip", "len"): ("Total Length", DEC), ("ip", "id"): ("Identification", HEXDEC(4)),
+    ("ip", "flags.rb"): ("Reserved bit", SET), ("ip", "flags.df"): ("Don't fragment", SET),
+    ("ip", "flags.mf"): ("More fragments", SET),
+    ("ip", "frag_offset"): ("Fragment Offset", DEC),
+    ("ip", "ttl"): ("Time to Live", DEC), ("ip", "proto"): ("Protocol", PROTO),
+    ("ip", "checksum"): ("Header Checksum", HEX(4)),
+    ("ip", "src"): ("Source Address", DEC), ("ip", "dst"): ("Destination Address", DEC),
+    ("ipv6", "version"): ("Version", DEC), ("ipv6", "tclass"): ("Traffic Class", TCLASS),
+    ("ipv6", "flow"): ("Flow Label", HEX(5)), ("ipv6", "plen"): ("Payload Length", DEC),
+    ("ipv6", "nxt"): ("Next Header", PROTO), ("ipv6", "hlim"): ("Hop Limit", DEC),
+    ("ipv6", "src"): ("Source Address", DEC), ("ipv6", "dst"): ("Destination Address", DEC),
+    ("udp", "srcport"): ("Source Port", DEC), ("udp", "dstport"): ("Destination Port", DEC),
+    ("udp", "length"): ("Length", DEC), ("udp", "checksum"): ("Checksum", HEX(4)),
+    ("grh", "ipver"): ("IP Version", DEC), ("grh", "tclass"): ("Traffic Class", TCLASS),
+    ("grh", "flowlabel"): ("Flow Label", HEX(5)), ("grh", "paylen"): ("Payload Length", DEC),
+    ("grh", "nxthdr"): ("Next Header", PROTO), ("grh", "hoplmt"): ("Hop Limit", DEC),
+    ("grh", "sgid"): ("Source GID", DEC), ("grh", "dgid"): ("Destination GID", DEC),
+    ("bth", "opcode"): ("Opcode", OPCODE), ("bth", "se"): ("Solicited Event", BOOL),
+    ("bth", "m"): ("MigReq", BOOL), ("bth", "padcnt"): ("Pad Count", DEC),
+    ("bth", "tver"): ("Header Version", DEC), ("bth", "p_key"): ("Partition Key", DEC),
+    ("bth", "fecn"): ("FECN", BOOL), ("bth", "becn"): ("BECN", BOOL),
+    ("bth", "reserved"): ("Reserved (6 bits)", DEC),
+    ("bth", "destqp"): ("Destination Queue Pair", HEX(6)),
+    ("bth", "a"): ("Acknowledge Request", BOOL),
+    ("bth", "reserved7"): ("Reserved (7 bits)", DEC),
+    ("bth", "psn"): ("Packet Sequence Number", DEC),
+    ("rdeth", "reserved"): ("Reserved", DEC), ("rdeth", "eecnxt"): ("E2E Context", HEX(6)),
+    ("deth", "q_key"): ("Queue Key", HEX(8)), ("deth", "reserved"): ("Reserved", DEC),
+    ("deth", "srcqp"): ("Source Queue Pair", HEX(6)),
+    ("reth", "va"): ("Virtual Address", HEX(16)), ("reth", "r_key"): ("Remote Key", HEX(8)),
+    ("reth", "dmalen"): ("DMA Length", DEC),
+    ("atomiceth", "va"): ("Virtual Address", HEX(16)),
+    ("atomiceth", "r_key"): ("Remote Key", HEX(8)),
+    ("atomiceth", "swapdt"): ("Swap (Or Add) Data", HEXDEC(16)),
+    ("atomiceth", "cmpdt"): ("Compare Data", HEXDEC(16)),
+    ("aeth", "syndrome"): ("Syndrome", SYNDROME),
+    ("aeth", "msn"): ("Message Sequence Number", DEC),
+    ("atomicacketh", "origremdt"): ("Original Remote Data", HEXDEC(16)),
+    ("immdt", "immdt"): ("Immediate Data", HEX(8)), ("ieth", "ieth"): ("RKey", HEX(8)),
+    ("xrceth", "reserved"): ("Reserved", DEC),
+    ("xrceth", "xrcsrq"): ("XRC Target SRQ", HEX(6)),
+    ("feth", "reserved"): ("Reserved", DEC), ("feth", "sel"): ("Selectivity Level", DEC),
+    ("feth", "plt"): ("Placement Type", DEC), ("cnp", "reserved"): ("Reserved", HEX(32)),
+}
+
+
+def _syndrome(syn: int, pad: str) -> str:
+    """The AETH syndrome as a small sub-tree: type and the value it qualifies."""
+    kind, value = syndrome_type(syn), syndrome_value(syn)
+    if kind == 0:
+        credits = credit_count(value)
+        detail = f"Credit Count: {value} ({'unlimited' if credits is None else credits} credits)"
+    elif kind == 1:
+        detail = f"Timer: {value} ({rnr_timer_us(value) / 1000:g} ms)"
+    elif kind == 3:
+        detail = f"Error Code: {nak_name(value)} ({value})"
+    else:
+        detail = f"Reserved: {value}"
+    return (f"{pad}Syndrome: 0x{syn:02x}, {describe_syndrome(syn)}\n"
+            f"{pad}    Reserved: {syn >> 7}\n"
+            f"{pad}    OpCode: {SYNDROME_TYPES[kind]} ({kind})\n"
+            f"{pad}    {detail}\n")
+
+
+# Title lines: the header's title and, like Wireshark, the facts that identify it.
+_TITLE_FACTS = {
+    "eth": ", Src: {f['eth.src']}, Dst: {f['eth.dst']}",
+    "ip": ", Src: {f['ip.src']}, Dst: {f['ip.dst']}",
+    "ipv6": ", Src: {f['ipv6.src']}, Dst: {f['ipv6.dst']}",
+    "udp": ", Src Port: {f['udp.srcport']}, Dst Port: {f['udp.dstport']}",
+    "vlan": ", PRI: {f['vlan.priority']}, DEI: {f['vlan.dei']}, ID: {f['vlan.id']}",
+    "vlan2": ", PRI: {f['vlan2.priority']}, DEI: {f['vlan2.dei']}, ID: {f['vlan2.id']}",
+    "grh": ", SGID: {f['grh.sgid']}, DGID: {f['grh.dgid']}",
+}
+
+
+def _options(f: Mapping[str, Any]) -> str:
+    opts = f.get("ip.options")
+    return f"    Options: ({len(opts)} bytes) {opts.hex()}\n" if opts else ""
+
+
+def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
+    """The header part of the tree for one header chain, as a single generated f-string
+    over the record's flat fields (``bth.psn``...): ``render(fields) -> lines``."""
+    env: dict[str, Any] = {"_etype": _etype, "_proto": _proto, "_ecn": _ecn,
+                           "_tclass": _tclass, "_opcode": _opcode, "_syndrome": _syndrome,
+                           "_options": _options}
+    parts: list[str] = []
+
+    def text(value: str) -> str:
+        """A constant as a replacement field, so no text needs quoting in the source."""
+        name = f"K{len(env)}"
+        env[name] = value
+        return f"{{{name}}}"
+
+    in_ib = False
+    for header in layers:
+        ib = header in IB_HEADERS
+        if ib and not in_ib:
+            parts.append(text(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"))
+            in_ib = True
+        pad = "        " if ib else "    "
+        base = "vlan" if header == "vlan2" else header
+        parts.append(text(("    " if ib else "") + TITLES.get(base, header))
+                     + _TITLE_FACTS.get(header, "") + "\\n")
+        single = header in SINGLE_FIELD
+        for fld, key in zip(LAYOUTS[base].fields, FLAT_KEYS[header]):
+            label, template = FIELD_DISPLAY.get((base, fld.name), (fld.name, DEC))
+            value = f"f[{(header if single else key)!r}]"
+            if template == SYNDROME:
+                parts.append(f"{{_syndrome({value}, {pad!r})}}")
+                continue
+            parts.append(text(f"{pad}{label}: ") + template.replace("@", value) + "\\n")
+        if header == "ip":
+            parts.append("{_options(f)}")
+    src = f"def render(f):\n    return f\"{''.join(parts)}\"\n"
+    exec(compile(src, f"<roce.dissect.tree {':'.join(layers)}>", "exec"), env)
+    return env["render"]  # type: ignore[no-any-return]
+
+
+_RENDER: dict[tuple[str, ...], Callable[[Mapping[str, Any]], str]] = {}
+
+
+def _seconds(ns: int) -> str:
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // NS}.{ns % NS:09d}"
+
+
+_CLOCK: dict[int, str] = {}  # whole second -> "YYYY-mm-dd HH:MM:SS": frames share seconds
+
+
+def _frame_lines(rec: RecordLike) -> str:
+    fr = rec.frame
+    sec, frac = divmod(rec.ts_ns, NS)
+    when = _CLOCK.get(sec)
+    if when is None:
+        if len(_CLOCK) > 4096:
+            _CLOCK.clear()
+        when = _CLOCK[sec] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec))
+    cap, wire, lt = fr[2], fr[3], fr[4]  # by index: any Frame-shaped tuple will do
+    return (
+        f"Frame {rec.number}: {wire} bytes on wire ({wire * 8} bits), "
+        f"{cap} bytes captured ({cap * 8} bits)\n"
+        f"    Encapsulation type: {_LINKTYPES.get(lt, 'Unknown')} ({lt})\n"
+        f"    Arrival Time: {when}.{frac:09d} UTC\n"
+        f"    Epoch Time: {sec}.{frac:09d} seconds\n"
+        f"    [Time delta from previous captured frame: {_seconds(rec.delta_ns)} seconds]\n"
+        f"    [Time since reference or first frame: {_seconds(rec.rel_ns)} seconds]\n"
+        f"    Frame Number: {rec.number}\n"
+        f"    Frame Length: {wire} bytes ({wire * 8} bits)\n"
+        f"    Capture Length: {cap} bytes ({cap * 8} bits)\n"
+        f"    [Protocols in frame: {':'.join(rec.layers) or 'data'}]")
+
+
+def render(rec: RecordLike) -> str:
+    """The tree of one record, ending with a blank line."""
+    layers = rec.layers
+    body = _RENDER.get(layers)
+    if body is None:
+        if len(_RENDER) > 1024:
+            _RENDER.clear()
+        body = _RENDER[layers] = _compile(layers)
+    tail = "\n".join(_tail(rec, any(h in IB_HEADERS for h in layers)))
+    return f"{_frame_lines(rec)}\n{body(rec.fields)}{tail}\n\n"
+
+
+def _preview(data: bytes) -> str:
+    more = "..." if len(data) > PAYLOAD_PREVIEW else ""
+    return data[:PAYLOAD_PREVIEW].hex(" ") + more
+
+
+def _tail(rec: RecordLike, in_ib: bool) -> list[str]:
+    """Payload, pad, ICRC and trailer for RoCE; the reason for anything else."""
+    w, data, f = rec.walk, rec.frame[0], rec.fields
+    pad = "    " if in_ib else ""
+    out: list[str] = []
+    if rec.kind == "roce":
+        payload = data[w.payload_off:w.pad_off]
+        out.append(f"{pad}Payload: {len(payload)} bytes")
+        if payload:
+            out.append(f"{pad}    Data: {_preview(payload)}")
+        if w.icrc_off > w.pad_off:
+            out.append(f"{pad}Pad: {w.icrc_off - w.pad_off} bytes")
+        stored = f["icrc"]
+        if f["icrc.valid"]:
+            out.append(f"{pad}Invariant CRC: 0x{stored:08x} [correct]")
+        else:
+            want = fast.icrc_of(data, w)
+            out.append(f"{pad}Invariant CRC: 0x{stored:08x} [incorrect, should be 0x{want:08x}]")
+        if w.l4_end < len(data):
+            out.append(f"Ethernet trailer: {len(data) - w.l4_end} bytes")
+        return out
+    if rec.kind == "truncated":
+        if w.payload_off >= 0:
+            payload = data[w.payload_off:]
+            out.append(f"{pad}Payload: {len(payload)} bytes captured")
+            if payload:
+                out.append(f"{pad}    Data: {_preview(payload)}")
+            out.append(f"{pad}Invariant CRC: [not captured]")
+        out.append(f"[Packet cut short by the capture: {rec.message}]")
+        return out
+    if rec.kind == "malformed":
+        out.append(f"[Malformed Packet: {rec.message}]")
+        return out
+    # not RoCE
+    if "udp" in f and w.udp_off >= 0:
+        out.append(f"Data ({max(len(data) - w.udp_off - 8, 0)} bytes)")
+    out.append(f"[Not RoCE: {rec.message}]")
+    return out
+
+
+def hexdump(data: bytes) -> str:
+    """``tshark -x`` style: offset, 16 bytes in hex, ASCII."""
+    rows = []
+    for off in range(0, len(data), 16):
+        chunk = data[off:off + 16]
+        hexes = chunk.hex(" ")
+        if len(chunk) > 8:  # a gap between the two groups of eight, as tshark prints
+            hexes = hexes[:23] + " " + hexes[23:]
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        rows.append(f"{off:04x}  {hexes:<49}  {text}")
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["FIELD_DISPLAY", "hexdump", "render"]
