@@ -1,4 +1,9 @@
-"""``roce emulate``: run a scenario between two emulated hosts and print its summary."""
+"""``roce emulate``: run a scenario between two emulated hosts and print its summary.
+
+On the simulated fabric by default; with ``--listen`` / ``--connect HOST`` the two hosts are
+two processes on a real link (``roce.emu.remote``: raw Ethernet with ``-i IFACE`` or UDP with
+``--transport udp``).
+"""
 
 from __future__ import annotations
 
@@ -72,23 +77,56 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help=f"{name} probability per frame and direction")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--psn", type=lambda s: int(s, 0), default=0, help="first PSN of each QP")
-    p.add_argument("--timeout", type=int, default=12, help="local ACK timeout exponent (12)")
+    p.add_argument("--timeout", type=int, default=None,
+                   help="local ACK timeout exponent (12 simulated, 14 across a real link)")
     p.add_argument("--retry-cnt", type=int, default=7)
     p.add_argument("--rnr-retry", type=int, default=7)
     p.add_argument("-w", "--write", dest="pcap", metavar="FILE",
                    help="record every delivered frame to a pcap")
     p.add_argument("-T", dest="format", choices=("text", "json"), default="text")
     p.add_argument("--no-progress", action="store_true")
+    g = p.add_argument_group(
+        "across a real network",
+        "run the scenario between two processes: one --listen, the other --connect HOST "
+        "drives the operations; a TCP connection (--port) exchanges QPNs, PSNs, keys, MTU")
+    g.add_argument("--listen", action="store_true", help="serve one connector, then exit")
+    g.add_argument("--connect", metavar="HOST", help="the listener's out-of-band address")
+    g.add_argument("-i", "--interface", metavar="IFACE",
+                   help="raw Ethernet on this interface (AF_PACKET; root)")
+    g.add_argument("--transport", choices=("raw", "udp"),
+                   help="raw Ethernet (with -i) or a kernel UDP socket on port 4791")
+    g.add_argument("--ip", metavar="ADDR", help="the emulated device's IP (default: the "
+                   "interface's, or for UDP the out-of-band connection's local address)")
+    g.add_argument("--mac", metavar="MAC", help="the device's MAC (default: the interface's)")
+    g.add_argument("--arp", action="store_true",
+                   help="raw Ethernet: answer ARP for --ip and resolve the peer by ARP")
+    g.add_argument("--qp-type", choices=("rc", "uc", "ud"), default="rc",
+                   help="queue pair type (rc; ud: --op send, one packet per message)")
+    g.add_argument("--port", type=int, default=18515, help="out-of-band TCP port (18515)")
+    g.add_argument("--bind", metavar="ADDR", help="--listen: out-of-band address (all)")
+    g.add_argument("--udp-port", type=int, default=4791, help=argparse.SUPPRESS)
+    g.add_argument("--oob-timeout", type=float, default=30.0, metavar="S",
+                   help="seconds to wait for the peer's out-of-band messages (30)")
+    g.add_argument("--time-limit", type=float, default=120.0, metavar="S",
+                   help="wall-clock seconds for the run (120)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "listen", False) or getattr(args, "connect", None):
+        from .remote import run_cli
+
+        return run_cli(args)
+    if getattr(args, "interface", None) or getattr(args, "transport", None):
+        print("roce emulate: -i/--transport need --listen or --connect HOST", file=sys.stderr)
+        return 1
     if args.count < 0 or args.qps < 1 or args.depth < 1:
         print("roce emulate: --count must be >= 0, --qps and --depth >= 1", file=sys.stderr)
         return 1
     sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
                   depth=args.depth, rate_gbps=args.rate, delay_ns=args.delay, loss=args.loss,
                   burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,
-                  seed=args.seed, psn=args.psn & 0xFFFFFF, timeout=args.timeout,
+                  seed=args.seed, psn=args.psn & 0xFFFFFF,
+                  timeout=12 if args.timeout is None else args.timeout,
                   retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry)
     writer = None
     if args.pcap:
