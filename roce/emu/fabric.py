@@ -127,12 +127,15 @@ class Link:
         return False
 
     def _flip(self, frame: bytes) -> bytes:
-        """Flip one bit that the ICRC covers (BTH to the end of the payload)."""
+        """Flip one bit that the ICRC covers: BTH to the end of the pad, except the BTH byte
+        the ICRC masks (FECN/BECN/reserved)."""
         w = fast.walk(frame)
         lo, hi = (w.bth_off, w.icrc_off) if w.status == OK else (14, len(frame))
-        if hi <= lo:
+        if hi - lo < 2:
             return frame
-        pos = self.rng.randrange(lo, hi)
+        pos = self.rng.randrange(lo, hi - 1)
+        if w.status == OK and pos >= w.bth_off + _BTH_MASKED:
+            pos += 1  # skip the masked byte
         b = bytearray(frame)
         b[pos] ^= 1 << self.rng.randrange(8)
         return bytes(b)
@@ -266,5 +269,6 @@ class Fabric:
 
 
 _DELIVER, _TIMER, _KICK = 0, 1, 2
+_BTH_MASKED = LAYOUTS["bth"].field("fecn").byte_offset
 _DST_OFF = LAYOUTS["eth"].field("dst").byte_offset
 _DST_END = _DST_OFF + LAYOUTS["eth"].field("dst").bits // 8

@@ -281,14 +281,17 @@ class Requester:
                                wqe.length if status == St.IBV_WC_SUCCESS else 0, 0, qp.qpn))
 
     def _local_error(self, wqe: SendWQE, status: St) -> None:
-        if wqe in self.sq:
-            self.sq.remove(wqe)
-        self._complete(wqe, status)
+        """A local error on ``wqe``: the QP goes to ERR; completions stay in posting order
+        (older work flushed first, then this WR with ``status``, then the rest flushed)."""
+        if wqe not in self.sq:
+            self.sq.append(wqe)
+        wqe.error = status
         self.qp.to_error()
 
     def flush(self) -> None:
         while self.sq:
-            self._complete(self.sq.pop(0), St.IBV_WC_WR_FLUSH_ERR)
+            wqe = self.sq.pop(0)
+            self._complete(wqe, wqe.error or St.IBV_WC_WR_FLUSH_ERR)
         self.cur = self.cur_pkt = 0
         self.timer = self.rnr_until = None
 

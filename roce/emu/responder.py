@@ -63,8 +63,11 @@ class AtomicResource:
     orig: int
 
 
+RNR = -1  # Reject code for "answer with an RNR NAK" (NAK codes are 0..31; never confuse them)
+
+
 class Reject(Exception):
-    """A check failed: answer with this AETH NAK code (None: drop silently)."""
+    """A check failed: answer with this AETH NAK code, or an RNR NAK for ``RNR``."""
 
     def __init__(self, code: int, why: str, local_status: St | None = None) -> None:
         super().__init__(why)
@@ -110,7 +113,7 @@ class Responder:
         try:
             self._execute(pkt)
         except Reject as r:
-            if r.code == AETH_RNR_NAK:
+            if r.code == RNR:
                 qp.counters.rnr_naks_sent += 1
                 self._send_aeth(syndrome(AETH_RNR_NAK, qp.attr.min_rnr_timer & 0x1F), pkt.psn)
                 return
@@ -138,6 +141,10 @@ class Responder:
         need = _QP_ACCESS.get(operation)
         if need is not None and not qp.remote_access_ok(need):
             raise Reject(NAK_INVALID_REQUEST, f"QP does not allow {Access(need).name}")
+        # responder resources for READ/ATOMIC (max_dest_rd_atomic)
+        if operation in (Operation.RDMA_READ, Operation.ATOMIC) and \
+                qp.attr.max_dest_rd_atomic < 1:
+            raise Reject(NAK_INVALID_REQUEST, "no responder resources (max_dest_rd_atomic 0)")
         if operation is Operation.SEND:
             self._send(pkt, first, last)
         elif operation is Operation.RDMA_WRITE:
@@ -167,7 +174,7 @@ class Responder:
         qp = self.qp
         if first:
             if not qp.rq:
-                raise Reject(AETH_RNR_NAK, "no receive WQE")
+                raise Reject(RNR, "no receive WQE")
             self._check_length(pkt)
             self.recv = qp.rq.popleft()
             self.offset = 0
@@ -198,7 +205,7 @@ class Responder:
         qp = self.qp
         imm = "immdt" in pkt.ext
         if last and imm and not qp.rq:
-            raise Reject(AETH_RNR_NAK, "no receive WQE for RDMA WRITE with immediate")
+            raise Reject(RNR, "no receive WQE for RDMA WRITE with immediate")
         self._check_length(pkt)
         if first:
             reth = pkt.ext["reth"]
@@ -207,6 +214,12 @@ class Responder:
             self.offset = 0
             if last and len(pkt.payload) != self.write_left:
                 raise Reject(NAK_INVALID_REQUEST, "WRITE Only length differs from DMA length")
+            if self.write_left:  # rxe checks the whole [va, va + DMA length) on the first packet
+                try:
+                    qp.device.memory.lookup_remote(qp.pd, self.write_rkey, self.write_va,
+                                                   self.write_left, _REMOTE_WRITE)
+                except AccessError as e:
+                    raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
         n = len(pkt.payload)
         if n > self.write_left:
             raise Reject(NAK_INVALID_REQUEST, "WRITE data beyond its DMA length")
@@ -264,13 +277,12 @@ class Responder:
         qp = self.qp
         a = pkt.ext["atomiceth"]
         va, rkey = a["va"], a["r_key"]
-        if va % 8:
-            raise Reject(NAK_INVALID_REQUEST, f"atomic address 0x{va:x} is not 8-byte aligned")
-        try:
-            mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, 8, _REMOTE_ATOMIC,
-                                                atomic=True)
+        try:  # key, PD, access and range first (rxe order), alignment after
+            mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, 8, _REMOTE_ATOMIC)
         except AccessError as e:
             raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
+        if va % 8:
+            raise Reject(NAK_INVALID_REQUEST, f"atomic address 0x{va:x} is not 8-byte aligned")
         cell = mr.view(va, 8)
         orig = int.from_bytes(cell, "little")
         if pkt.op.ident.endswith("COMPARE_SWAP"):

@@ -95,6 +95,7 @@ class SendWQE:
     data: bytes = b""
     read_next: int = 0  # READ: next response packet index expected
     done: bool = False
+    error: WCStatus | None = None  # a local error found for this WR (completed at flush)
 
     @property
     def rd_atomic(self) -> bool:
