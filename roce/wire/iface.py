@@ -1,0 +1,648 @@
+"""Raw-socket plumbing shared by ``roce send``, ``roce replay`` and ``roce sniff`` (Linux).
+
+* Interface checks: :func:`check_interface` names what is wrong (unknown, administratively
+  down, no carrier) before anything is opened; the CLIs turn :class:`InterfaceError` into
+  one line and exit status 2.
+* Sending: :func:`open_sender` gives an ``AF_PACKET`` socket bound to the interface
+  (protocol 0, so it never queues received frames) with ``send_many`` going through
+  ``sendmmsg(2)`` (ctypes) when libc has it: one system call per batch instead of one per
+  frame is what lets a Python sender keep up with ``tcpreplay``.  Scapy's L2 socket is the
+  fallback where ``AF_PACKET`` does not exist.
+* Capturing: :func:`open_capture_socket` attaches a classic BPF program compiled by libpcap
+  (ctypes, ``pcap_compile`` on a dead handle) or by ``tcpdump -ddd``, asks for kernel
+  timestamps and ``PACKET_AUXDATA``, and :func:`receive` puts VLAN tags the kernel took off
+  back into the frame, as libpcap does.
+* Pacing: :class:`Pacer` waits for a monotonic deadline by sleeping, then spinning the
+  last stretch, with the timer slack lowered so that sleeps end close to when they should.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_ADD_MEMBERSHIP = 1
+PACKET_MR_PROMISC = 1
+PACKET_STATISTICS = 6
+PACKET_AUXDATA = 8
+PACKET_QDISC_BYPASS = 20
+SO_ATTACH_FILTER = 26
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
+SCM_TIMESTAMPNS = 35  # also SO_TIMESTAMPNS
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+PACKET_OUTGOING = 4
+
+SIOCGIFFLAGS = 0x8913
+SIOCGIFMTU = 0x8921
+SIOCGIFHWADDR = 0x8927
+ARPHRD_ETHER, ARPHRD_LOOPBACK = 1, 772  # link types whose frames start with Ethernet II
+IFF_UP = 0x1
+IFF_RUNNING = 0x40
+
+_AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
+_TIMESPEC = struct.Struct("qq")
+_ANC_SIZE = socket.CMSG_SPACE(_AUXDATA.size) + socket.CMSG_SPACE(_TIMESPEC.size)
+
+HAVE_AF_PACKET = hasattr(socket, "AF_PACKET")
+
+
+class InterfaceError(Exception):
+    """The environment stops us: unknown or down interface, no privilege (exit status 2)."""
+
+
+class FilterError(Exception):
+    """A capture filter that does not compile (bad usage, exit status 1)."""
+
+
+# -- interfaces -----------------------------------------------------------------------------
+
+
+def _ifreq(name: str, request: int) -> bytes:
+    """One SIOCGIF* ioctl.  Any socket of the current network namespace answers it, no
+    privilege needed, so this is right under ``ip netns exec`` even where /sys is stale."""
+    raw = name.encode()
+    if len(raw) >= 16:
+        raise InterfaceError(f"interface name {name!r} is too long (15 characters at most)")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            return fcntl.ioctl(s.fileno(), request, struct.pack("16s24x", raw))
+        except OSError as exc:
+            if exc.errno in (errno.ENODEV, errno.ENXIO):
+                raise InterfaceError(f"no such interface {name!r}") from None
+            raise InterfaceError(f"cannot query interface {name!r}: {exc.strerror}") from None
+
+
+def interface_flags(name: str) -> int:
+    return struct.unpack_from("H", _ifreq(name, SIOCGIFFLAGS), 16)[0]
+
+
+def interface_mtu(name: str) -> int:
+    return struct.unpack_from("i", _ifreq(name, SIOCGIFMTU), 16)[0]
+
+
+def interface_hatype(name: str) -> int:
+    """The ARPHRD_* hardware type (1 Ethernet, 772 loopback, 65534 none/tun ...)."""
+    return struct.unpack_from("H", _ifreq(name, SIOCGIFHWADDR), 16)[0]
+
+
+def check_interface(name: str) -> None:
+    """Raise InterfaceError unless ``name`` exists, is Ethernet, is up and has a carrier."""
+    if not name:
+        raise InterfaceError("empty interface name")
+    flags = interface_flags(name)
+    hatype = interface_hatype(name)
+    if hatype not in (ARPHRD_ETHER, ARPHRD_LOOPBACK):
+        raise InterfaceError(f"interface {name} is not Ethernet (hardware type {hatype}); "
+                             "RoCE frames need an Ethernet interface")
+    if not flags & IFF_UP:
+        raise InterfaceError(f"interface {name} is down (ip link set {name} up)")
+    if not flags & IFF_RUNNING:
+        # a veth whose peer is down, a cable pulled: frames would vanish without an error
+        raise InterfaceError(f"interface {name} is up but has no carrier (lower layer down)")
+
+
+def _privilege_error(name: str) -> InterfaceError:
+    return InterfaceError(f"no permission to open a raw socket on {name} "
+                          "(run as root or grant CAP_NET_RAW)")
+
+
+# -- sending --------------------------------------------------------------------------------
+
+
+class _IOVec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+class _MsgHdr(ctypes.Structure):
+    _fields_ = [("msg_name", ctypes.c_void_p), ("msg_namelen", ctypes.c_uint32),
+                ("msg_iov", ctypes.c_void_p), ("msg_iovlen", ctypes.c_size_t),
+                ("msg_control", ctypes.c_void_p), ("msg_controllen", ctypes.c_size_t),
+                ("msg_flags", ctypes.c_int)]
+
+
+class _MMsgHdr(ctypes.Structure):
+    _fields_ = [("msg_hdr", _MsgHdr), ("msg_len", ctypes.c_uint)]
+
+
+_MMSG_SIZE = ctypes.sizeof(_MMsgHdr)
+_libc: Any = None
+
+
+def _load_libc() -> Any:
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        except OSError:
+            _libc = False
+    return _libc
+
+
+def _sendmmsg() -> Any:
+    libc = _load_libc()
+    fn = getattr(libc, "sendmmsg", None) if libc else None
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int]
+        fn.restype = ctypes.c_int
+    return fn
+
+
+class FrameBatch:
+    """Frames laid out for ``sendmmsg``: one contiguous buffer, one iovec and one mmsghdr
+    per frame, built once and reused for every loop of a replay."""
+
+    def __init__(self, frames: Sequence[bytes]) -> None:
+        self.frames = frames
+        self.count = len(frames)
+        self.nbytes = sum(map(len, frames))
+        self._blob = bytearray(b"".join(frames))
+        n = self.count
+        self._iov = (_IOVec * max(n, 1))()
+        self._msgs = (_MMsgHdr * max(n, 1))()
+        if not n:
+            self.base = 0
+            return
+        base = ctypes.addressof((ctypes.c_char * len(self._blob)).from_buffer(self._blob))
+        iov_base = ctypes.addressof(self._iov)
+        iov_size = ctypes.sizeof(_IOVec)
+        off = 0
+        iov, msgs = self._iov, self._msgs
+        for i, f in enumerate(frames):
+            v = iov[i]
+            v.iov_base = base + off
+            v.iov_len = len(f)
+            h = msgs[i].msg_hdr
+            h.msg_iov = iov_base + i * iov_size
+            h.msg_iovlen = 1
+            off += len(f)
+        self.base = ctypes.addressof(self._msgs)
+
+    def address(self, index: int) -> int:
+        return self.base + index * _MMSG_SIZE
+
+
+class SendResult(NamedTuple):
+    done: int  # frames handled: sent or failed
+    failed: list[int]  # indexes (into the batch) the interface refused
+
+
+class Sender:
+    """Frames out of one interface.  ``send_many`` handles a slice of a ``FrameBatch``."""
+
+    name: str
+    mtu: int
+    backend: str
+
+    def send(self, frame: bytes) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def send_many(self, batch: FrameBatch, start: int, count: int) -> SendResult:
+        failed = []
+        frames, send = batch.frames, self.send
+        for i in range(start, start + count):
+            if not send(frames[i]):
+                failed.append(i)
+        return SendResult(count, failed)
+
+    def close(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def __enter__(self) -> Sender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_RETRY = (errno.ENOBUFS, errno.EAGAIN)  # queue full: the frame was not sent, try again
+_GONE = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)
+# A full queue drains in microseconds; a device that refuses every frame for this long is
+# dropping them (a veth whose peer went down answers ENOBUFS forever).
+STALL_LIMIT = 2.0
+
+
+class _Stall:
+    """Time since the last frame got through, while the device keeps answering 'retry'."""
+
+    __slots__ = ("since", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.since = 0.0
+
+    def wait(self) -> None:
+        now = time.monotonic()
+        if not self.since:
+            self.since = now
+        elif now - self.since > STALL_LIMIT:
+            raise InterfaceError(f"interface {self.name} has refused every frame for "
+                                 f"{STALL_LIMIT:.0f} s (no buffer space; link or peer down?)")
+        time.sleep(20e-6)
+
+    def progress(self) -> None:
+        self.since = 0.0
+
+
+class PacketSender(Sender):
+    """An ``AF_PACKET`` raw socket bound to one interface."""
+
+    backend = "packet"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.mtu = interface_mtu(name)
+        try:
+            # protocol 0: bound for sending only, the kernel hands this socket no frames
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        except PermissionError:
+            raise _privilege_error(name) from None
+        try:
+            self.sock.bind((name, 0))
+        except OSError as exc:
+            self.sock.close()
+            raise InterfaceError(f"cannot bind a raw socket to {name}: {exc.strerror}") from None
+        with contextlib.suppress(OSError):
+            # more frames in flight before send() blocks: fewer stalls at top speed
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 4 << 20)
+        self.fd = self.sock.fileno()
+        self._sendmmsg = _sendmmsg()
+
+    def _error(self, err: int, stall: _Stall) -> bool:
+        """True to retry; False when this frame is refused (too long); raises otherwise."""
+        if err in _RETRY:
+            stall.wait()
+            return True
+        if err == errno.EMSGSIZE:
+            return False
+        if err in _GONE:
+            raise InterfaceError(f"interface {self.name} went away or down while sending")
+        raise InterfaceError(f"sending on {self.name} failed: {os.strerror(err)}")
+
+    def send(self, frame: bytes) -> bool:
+        stall = _Stall(self.name)
+        while True:
+            try:
+                self.sock.send(frame)
+                return True
+            except OSError as exc:
+                if not self._error(exc.errno or 0, stall):
+                    return False
+
+    def send_many(self, batch: FrameBatch, start: int, count: int) -> SendResult:
+        fn = self._sendmmsg
+        if fn is None:
+            return super().send_many(batch, start, count)
+        failed: list[int] = []
+        stall = _Stall(self.name)
+        i, end = start, start + count
+        while i < end:
+            n = fn(self.fd, batch.address(i), min(end - i, 1024), 0)
+            if n > 0:
+                i += n
+                stall.progress()
+                continue
+            if n == 0:  # nothing accepted and no error: wait for room like EAGAIN
+                stall.wait()
+                continue
+            if not self._error(ctypes.get_errno(), stall):
+                failed.append(i)  # the first frame of the call was refused: skip it
+                i += 1
+        return SendResult(count, failed)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class ScapySender(Sender):
+    """Scapy's layer-2 socket: the fallback where ``AF_PACKET`` is missing."""
+
+    backend = "scapy"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        try:
+            self.mtu = interface_mtu(name)
+        except InterfaceError:
+            self.mtu = 1500
+        try:
+            import scapy.arch  # noqa: F401 - fills conf.L2socket for this platform
+            from scapy.config import conf
+        except ImportError:  # pragma: no cover - scapy is a dependency
+            raise InterfaceError("neither AF_PACKET nor Scapy is available") from None
+        if conf.L2socket is None:  # pragma: no cover - platform without a Scapy L2 socket
+            raise InterfaceError("Scapy has no layer-2 socket on this platform")
+        try:
+            self.sock = conf.L2socket(iface=name)
+        except PermissionError:
+            raise _privilege_error(name) from None
+        except Exception as exc:  # Scapy raises assorted types; the CLI shows one line
+            raise InterfaceError(f"Scapy cannot open {name}: {exc}") from None
+
+    def send(self, frame: bytes) -> bool:
+        stall = _Stall(self.name)
+        while True:
+            try:
+                self.sock.send(frame)
+                return True
+            except OSError as exc:
+                if exc.errno in _RETRY:
+                    stall.wait()
+                    continue
+                if exc.errno == errno.EMSGSIZE:
+                    return False
+                raise InterfaceError(f"sending on {self.name} failed: {exc}") from None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def open_sender(name: str, backend: str = "auto") -> Sender:
+    """A sender on interface ``name`` after checking it is up; ``backend`` is ``auto``,
+    ``packet`` (AF_PACKET) or ``scapy``."""
+    check_interface(name)
+    if backend == "scapy" or (backend == "auto" and not HAVE_AF_PACKET):
+        return ScapySender(name)
+    if not HAVE_AF_PACKET:
+        raise InterfaceError("AF_PACKET sockets are not available on this system")
+    return PacketSender(name)
+
+
+# -- pacing ---------------------------------------------------------------------------------
+
+SPIN_NS = 150_000  # the last stretch before a deadline is spun, not slept
+
+
+def lower_timer_slack() -> None:
+    """Ask for 1 us timer slack (Linux defaults to 50 us): sleeps then end near their
+    deadline and the spin that follows stays short."""
+    libc = _load_libc()
+    prctl = getattr(libc, "prctl", None) if libc else None
+    if prctl is not None:
+        with contextlib.suppress(Exception):
+            prctl(29, ctypes.c_ulong(1000), 0, 0, 0)  # PR_SET_TIMERSLACK, in ns
+
+
+class Pacer:
+    """Waits for monotonic-clock deadlines (nanoseconds) accurately."""
+
+    def __init__(self, spin_ns: int = SPIN_NS) -> None:
+        self.spin_ns = spin_ns
+        lower_timer_slack()
+
+    def wait(self, deadline: int, now: int | None = None) -> int:
+        """Return the clock reading at (or just after) ``deadline``."""
+        clock = time.monotonic_ns
+        if now is None:
+            now = clock()
+        spin = self.spin_ns
+        while deadline - now > spin:
+            time.sleep((deadline - now - spin) / 1e9)
+            now = clock()
+        while now < deadline:
+            now = clock()
+        return now
+
+
+class TimingStats:
+    """Running mean and maximum of |actual - scheduled| send times, in nanoseconds."""
+
+    __slots__ = ("count", "total", "worst")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+        self.worst = 0
+
+    def add(self, error_ns: int, n: int = 1) -> None:
+        error_ns = abs(error_ns)
+        self.count += n
+        self.total += error_ns * n
+        if error_ns > self.worst:
+            self.worst = error_ns
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+
+# -- capturing ------------------------------------------------------------------------------
+
+
+class _BpfProgram(ctypes.Structure):
+    _fields_ = [("bf_len", ctypes.c_uint), ("bf_insns", ctypes.c_void_p)]
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+Bpf = list[tuple[int, int, int, int]]
+
+
+def _compile_libpcap(expr: str, snaplen: int) -> Bpf | None:
+    """Compile with libpcap through ctypes; None if libpcap cannot be loaded."""
+    path = ctypes.util.find_library("pcap")
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    lib.pcap_open_dead.restype = ctypes.c_void_p
+    lib.pcap_open_dead.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.pcap_compile.argtypes = [ctypes.c_void_p, ctypes.POINTER(_BpfProgram), ctypes.c_char_p,
+                                 ctypes.c_int, ctypes.c_uint32]
+    lib.pcap_geterr.restype = ctypes.c_char_p
+    lib.pcap_geterr.argtypes = [ctypes.c_void_p]
+    lib.pcap_freecode.argtypes = [ctypes.POINTER(_BpfProgram)]
+    lib.pcap_close.argtypes = [ctypes.c_void_p]
+    handle = lib.pcap_open_dead(1, snaplen)  # DLT_EN10MB
+    if not handle:
+        return None
+    prog = _BpfProgram()
+    try:
+        if lib.pcap_compile(handle, ctypes.byref(prog), expr.encode(), 1, 0xFFFFFFFF) != 0:
+            message = (lib.pcap_geterr(handle) or b"syntax error").decode(errors="replace")
+            raise FilterError(f"capture filter {expr!r}: {message}")
+        insns = ctypes.cast(prog.bf_insns, ctypes.POINTER(_SockFilter))
+        out = [(insns[i].code, insns[i].jt, insns[i].jf, insns[i].k) for i in range(prog.bf_len)]
+        lib.pcap_freecode(ctypes.byref(prog))
+        return out
+    finally:
+        lib.pcap_close(handle)
+
+
+def _compile_tcpdump(expr: str, snaplen: int) -> Bpf | None:
+    """Compile with ``tcpdump -ddd`` (decimal: a count, then "code jt jf k" lines)."""
+    tcpdump = shutil.which("tcpdump")
+    if tcpdump is None:
+        return None
+    res = subprocess.run([tcpdump, "-ddd", "-y", "EN10MB", "-s", str(snaplen), expr],
+                         capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        why = res.stderr.strip().splitlines()
+        raise FilterError(f"capture filter {expr!r}: {why[-1] if why else 'rejected'}")
+    lines = res.stdout.split("\n")
+    n = int(lines[0])
+    return [tuple(int(x) for x in line.split()) for line in lines[1:n + 1]]  # type: ignore
+
+
+def compile_filter(expr: str, snaplen: int = 262144) -> Bpf | None:
+    """Classic BPF for a tcpdump-syntax expression; None when no compiler is at hand."""
+    prog = _compile_libpcap(expr, snaplen)
+    if prog is None:
+        prog = _compile_tcpdump(expr, snaplen)
+    return prog
+
+
+def attach_filter(sock: socket.socket, prog: Bpf) -> None:
+    insns = (_SockFilter * len(prog))(*(_SockFilter(*i) for i in prog))
+    fprog = _SockFprog(len(prog), ctypes.addressof(insns))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, bytes(fprog))
+
+
+def open_capture_socket(name: str, prog: Bpf | None, promiscuous: bool = True,
+                        rcvbuf: int = 32 << 20) -> socket.socket:
+    """An AF_PACKET socket that receives the frames of ``name`` accepted by ``prog``."""
+    check_interface(name)
+    if not HAVE_AF_PACKET:
+        raise InterfaceError("AF_PACKET sockets are not available on this system")
+    try:
+        # Protocol 0 until the filter is on: a socket bound with ETH_P_ALL from the start
+        # would queue unfiltered frames in the gap.
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    except PermissionError:
+        raise _privilege_error(name) from None
+    try:
+        if prog is not None:
+            attach_filter(sock, prog)
+        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SCM_TIMESTAMPNS, 1)
+        try:
+            # a deep queue: frames keep their kernel timestamps while Python catches up
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.bind((name, ETH_P_ALL))
+        if promiscuous:
+            index = socket.if_nametoindex(name)
+            mreq = struct.pack("iHH8s", index, PACKET_MR_PROMISC, 0, b"")
+            sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+    except OSError as exc:
+        sock.close()
+        raise InterfaceError(f"cannot capture on {name}: {exc.strerror or exc}") from None
+    return sock
+
+
+def capture_stats(sock: socket.socket) -> tuple[int, int]:
+    """(frames received, frames dropped) since the last call (PACKET_STATISTICS)."""
+    try:
+        return struct.unpack("II", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+    except OSError:
+        return 0, 0
+
+
+class Captured(NamedTuple):
+    data: bytes
+    ts_ns: int
+    origlen: int
+    outgoing: bool
+
+
+def receive(sock: socket.socket, snaplen: int, deadline: float | None,
+            on_idle: Callable[[], None] = lambda: None) -> Iterator[Captured]:
+    """Frames from a capture socket until ``deadline`` (``time.monotonic()``; None: no end).
+
+    ``on_idle`` runs whenever the queue is empty, before waiting: the place to flush output,
+    so that a burst is written in one go and a trickle line by line.
+    """
+    buf = bytearray(snaplen)
+    view = memoryview(buf)
+    sock.setblocking(False)
+    recv = sock.recvmsg_into
+    vlan = struct.Struct("!HH").pack
+    aux_unpack, ts_unpack = _AUXDATA.unpack_from, _TIMESPEC.unpack_from
+    while True:
+        try:
+            n, anc, _flags, addr = recv([view], _ANC_SIZE)
+        except BlockingIOError:
+            on_idle()
+            if deadline is None:
+                select.select([sock], [], [])
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([sock], [], [], left)[0]:
+                    return
+            continue
+        data = bytes(view[:n])
+        ts = 0
+        origlen = n
+        for level, kind, value in anc:
+            if level == SOL_PACKET and kind == PACKET_AUXDATA:
+                status, tp_len, _snap, _mac, _net, tci, tpid = aux_unpack(value)
+                origlen = tp_len
+                if status & TP_STATUS_VLAN_VALID or tci:
+                    # the kernel moved the 802.1Q tag out of the frame: put it back
+                    if not status & TP_STATUS_VLAN_TPID_VALID:
+                        tpid = 0x8100
+                    data = data[:12] + vlan(tpid, tci) + data[12:]
+                    origlen += 4
+            elif level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
+                sec, nsec = ts_unpack(value)
+                ts = sec * 1_000_000_000 + nsec
+        if not ts:
+            ts = time.time_ns()
+        yield Captured(data, ts, origlen, addr[2] == PACKET_OUTGOING)
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+
+
+# -- signals --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) inside the block, so a capture or a
+    replay killed by a supervisor still flushes its files and prints its counts."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+__all__ = ["Bpf", "Captured", "FilterError", "FrameBatch", "InterfaceError", "Pacer",
+           "PacketSender", "ScapySender", "SendResult", "Sender", "TimingStats",
+           "attach_filter", "capture_stats", "check_interface", "compile_filter",
+           "interface_flags", "interface_hatype", "interface_mtu", "open_capture_socket",
+           "open_sender", "receive", "stop_on_sigterm"]

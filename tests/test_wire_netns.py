@@ -1,0 +1,466 @@
+"""``roce send``, ``roce replay`` and ``roce sniff`` on a real (virtual) wire: two network
+namespaces joined by a veth pair (``tests/netns.py``), torn down whatever happens.
+
+Frames go out of namespace A with the CLIs run under ``ip netns exec``; namespace B captures
+them twice, with ``roce sniff -w`` and with ``tcpdump -w``, and the tests compare bytes with
+what ``roce craft`` builds, check every ICRC, ask tshark to decode the tcpdump file, and
+measure replay rates from the receiving side's kernel timestamps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import netns
+import pytest
+from test_wire_cli import _reference, opcode_args
+
+import roce
+from roce import OPCODES
+from roce.cli import main
+from roce.pcapio import PcapWriter, open_capture
+from roce.wire.replay_cli import Rewrite
+
+TCPDUMP = shutil.which("tcpdump")
+TSHARK = shutil.which("tshark")
+ROCE_FILTER = "udp port 4791 or ether proto 0x8915"
+DMAC = "02:00:00:00:00:02"  # craft's default destination MAC: no kernel ever sends to it
+
+
+@pytest.fixture(scope="module")
+def wire() -> Iterator[netns.VethPair]:
+    reason = netns.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    if TCPDUMP is None:
+        pytest.skip("tcpdump is not installed")
+    pair = netns.create()
+    try:
+        yield pair
+    finally:
+        pair.close()
+
+
+class Captures:
+    """tcpdump and (optionally) ``roce sniff`` on B's end of the wire, both stopping by
+    themselves after ``count`` frames; ``frames()`` waits for them and reads the files."""
+
+    def __init__(self, wire: netns.VethPair, tmp: Path, count: int, expr: str = ROCE_FILTER,
+                 sniff: bool = True, sniff_output: list[str] | None = None) -> None:
+        self.wire, self.tmp, self.count = wire, tmp, count
+        self.td_file, self.sn_file = tmp / "tcpdump.pcap", tmp / "sniff.pcap"
+        self.sn_out = tmp / "sniff.out"
+        td_err, sn_err = tmp / "tcpdump.err", tmp / "sniff.err"
+        # --immediate-mode: a partly filled TPACKET_V3 block is not lost when it stops
+        self.procs = [wire.popen(wire.ns_b, [
+            TCPDUMP, "-i", wire.if_b, "-w", str(self.td_file), "-U", "--immediate-mode", "-n",
+            "-s", "2048", "-B", "32768", "--time-stamp-precision", "nano", "-c", str(count), expr],
+            stdout=subprocess.DEVNULL, stderr=td_err.open("w"))]
+        netns.wait_for_text(td_err, "listening", self.procs[0])
+        if sniff:
+            extra = sniff_output if sniff_output is not None else ["-q"]
+            self.procs.append(wire.popen(wire.ns_b, wire.roce(
+                "sniff", "-i", wire.if_b, "-w", str(self.sn_file), "-c", str(count),
+                "--duration", "60", "-f", expr, *extra),
+                stdout=self.sn_out.open("w"), stderr=sn_err.open("w")))
+            netns.wait_for_text(sn_err, "listening", self.procs[1])
+        self.errs = [td_err, sn_err]
+
+    def frames(self, timeout: float = 15) -> list[list[tuple[bytes, int]]]:
+        """[(frame, ts_ns)...] of tcpdump, then of roce sniff."""
+        out = []
+        for proc, err in zip(self.procs, self.errs):
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.wire.stop(proc)
+                pytest.fail(f"capture did not see {self.count} frames: "
+                            f"{err.read_text(errors='replace')}")
+            assert code == 0, err.read_text(errors="replace")
+        for path in (self.td_file, self.sn_file)[:len(self.procs)]:
+            with open_capture(path) as reader:
+                out.append([(f.data, f.ts_ns) for f in reader])
+        return out
+
+    def close(self) -> None:
+        for proc in self.procs:
+            self.wire.stop(proc)
+
+
+@contextlib.contextmanager
+def captures(wire: netns.VethPair, tmp: Path, count: int,
+             **kw: object) -> Iterator[Captures]:
+    cap = Captures(wire, tmp, count, **kw)  # type: ignore[arg-type]
+    try:
+        yield cap
+    finally:
+        cap.close()
+
+
+def crafted(tmp: Path, argv: list[str]) -> list[bytes]:
+    """What ``roce craft ARGV`` builds (in-process)."""
+    path = tmp / "expected.pcap"
+    assert main(["craft", *argv, "-q", "-w", str(path)]) == 0
+    with open_capture(path) as reader:
+        return [f.data for f in reader]
+
+
+# -- send: every opcode --------------------------------------------------------------------------
+
+VARIANTS = (["--ipv6"], ["--vlan", "7", "--vlan-priority", "3"], ["--roce-version", "1"],
+            ["--ecn", "ce", "--dscp", "26"])
+
+
+def every_opcode_commands() -> list[list[str]]:
+    """Each opcode once over IPv4, once more over a rotating other encapsulation; one frame
+    with a deliberately bad ICRC."""
+    out = []
+    for i, code in enumerate(sorted(OPCODES)):
+        argv = opcode_args(code)[0]
+        out.append(argv)
+        out.append(argv + VARIANTS[i % len(VARIANTS)] + ["--psn", str(5000 + code)])
+    # (QP 0 and 1 carry MADs for Wireshark: keep clear of them)
+    out.append(["rc-send-only", "--payload-hex", "0badc0de", "--dqpn", "0x77", "--bad-icrc"])
+    return out
+
+
+# Wireshark 4.0 decodes these opcodes as the table does (see tests/test_tshark.py).
+TSHARK_CODES = {c for c in OPCODES if c <= 0x14 or c in (0x16, 0x17) or 0x20 <= c <= 0x2B}
+TSHARK_FIELDS = {
+    "infiniband.bth.opcode": "bth.opcode", "infiniband.bth.destqp": "bth.destqp",
+    "infiniband.bth.psn": "bth.psn", "infiniband.bth.p_key": "bth.p_key",
+    "infiniband.bth.padcnt": "bth.padcnt", "infiniband.reth.va": "reth.va",
+    "infiniband.reth.r_key": "reth.r_key", "infiniband.reth.dmalen": "reth.dmalen",
+    "infiniband.aeth.syndrome": "aeth.syndrome", "infiniband.aeth.msn": "aeth.msn",
+    "infiniband.atomiceth.swapdt": "atomiceth.swapdt",
+    "infiniband.atomiceth.cmpdt": "atomiceth.cmpdt",
+    "infiniband.atomicacketh.origremdt": "atomicacketh.origremdt",
+    "infiniband.immdt": "immdt", "infiniband.ieth": "ieth", "infiniband.invariant.crc": "icrc",
+}
+ATOMIC_AS_RETH = {"reth.va": "atomiceth.va", "reth.r_key": "atomiceth.r_key"}
+NO_HEURISTICS = ["rpcordma", "smc", "smb_direct", "nvme-rdma", "lnet", "iser",
+                 "infiniband_sdp", "fcoib", "infiniband.eoib"]
+
+
+def _tshark_value(field: str, text: str) -> int | None:
+    if text == "":
+        return None
+    text = text.split(",")[0]  # a header and its one field share the name: shown twice
+    if text.startswith("0x") or field in ("infiniband.immdt", "infiniband.ieth"):
+        return int(text, 16)
+    return int(text == "True") if text in ("True", "False") else int(text)
+
+
+def tshark_rows(path: Path) -> list[list[str]]:
+    cmd = [TSHARK, "-n", "-r", str(path)]
+    for proto in NO_HEURISTICS:
+        cmd += ["--disable-protocol", proto]
+    cmd += ["-T", "fields", "-E", "separator=/t"]
+    for f in TSHARK_FIELDS:
+        cmd += ["-e", f]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return [line.split("\t") for line in res.stdout.splitlines()]
+
+
+def test_send_every_opcode(wire, tmp_path):
+    commands = every_opcode_commands()
+    expected = [crafted(tmp_path, argv)[0] for argv in commands]
+    with captures(wire, tmp_path, len(commands),
+                  sniff_output=["-T", "jsonl", "-Y", "roce"]) as cap:
+        res = wire.run_many(wire.ns_a, [["send", *argv, "-i", wire.if_a] for argv in commands])
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.count("sent 1 frames") == len(commands)
+        by_tcpdump, by_sniff = cap.frames()
+    assert [f for f, _ in by_tcpdump] == expected
+    assert [f for f, _ in by_sniff] == expected
+    for frame in expected[:-1]:
+        assert roce.parse(frame).icrc_valid
+    assert not roce.parse(expected[-1]).icrc_valid  # the --bad-icrc frame arrived as sent
+    # roce sniff's live decoding printed one JSON object per frame, fields included
+    rows = [json.loads(line) for line in cap.sn_out.read_text().splitlines()]
+    assert [r["bth.opcode"] for r in rows] == [roce.parse(f).fields()["bth.opcode"]
+                                               for f in expected]
+    assert [r["icrc.valid"] for r in rows] == [True] * (len(expected) - 1) + [False]
+    assert sum("vlan.id" in r for r in rows) == sum("--vlan" in c for c in commands)
+
+    if TSHARK is None:
+        return
+    rows = tshark_rows(cap.td_file)
+    assert len(rows) == len(expected)
+    checked = 0
+    for frame, row in zip(expected, rows):
+        p = roce.parse(frame)
+        if p.opcode.code not in TSHARK_CODES or p.l3 == "grh":
+            continue
+        ours = p.fields()
+        for ws, value in zip(TSHARK_FIELDS, row):
+            key = TSHARK_FIELDS[ws]
+            if "atomiceth" in p.opcode.headers and key in ATOMIC_AS_RETH:
+                key = ATOMIC_AS_RETH[key]
+            want = ours.get(key)
+            assert _tshark_value(ws, value) == want, (p, ws, value, want)
+        checked += 1
+    assert checked >= len(TSHARK_CODES) * 3 // 2
+
+
+def test_send_command_count_and_pacing(wire, tmp_path):
+    """The real ``roce`` command (one process per run), --count with PSN steps, --pps."""
+    argv = ["rc-send-first", "--dqpn", "0x42", "--psn", "0xfffff0", "--payload-size", "256",
+            "--count", "100"]
+    expected = crafted(tmp_path, argv)
+    with captures(wire, tmp_path, 100) as cap:
+        res = wire.run(wire.ns_a, wire.roce("send", *argv, "--pps", "2000", "-i", wire.if_a))
+        assert res.returncode == 0, res.stderr
+        assert re.match(r"sent 100 frames \(\d+ bytes\) on \S+ in [\d.]+ s; \d+ pps",
+                        res.stdout)
+        by_tcpdump, by_sniff = cap.frames()
+    for got in (by_tcpdump, by_sniff):
+        assert [f for f, _ in got] == expected
+    psns = [roce.parse(f).fields()["bth.psn"] for f, _ in by_tcpdump]
+    assert psns == [(0xFFFFF0 + i) & 0xFFFFFF for i in range(100)]
+    # 50 ms of sending: a scheduler hiccup of a few ms is already 10%, so the bound is loose
+    # here; the replay tests hold rates to 10% over thousands of frames
+    rate = _rate([ts for _, ts in by_tcpdump])
+    assert 1500 < rate < 2500, rate
+
+
+@pytest.mark.parametrize("backend", ["packet", "scapy"])
+def test_send_from_a_capture(wire, tmp_path, backend):
+    """``send -r`` puts a capture's frames out as they are, with either backend."""
+    path = tmp_path / "in.pcap"
+    frames = []
+    for i, code in enumerate((0x04, 0x0A, 0x11, 0x64, 0x81)):
+        frames += crafted(tmp_path, [hex(code), "--dqpn", str(0x20 + i), "--count", "2",
+                                     "--vlan" if i == 2 else "--psn", "9"])
+    with PcapWriter(path) as w:
+        for f in frames:
+            w.write(f)
+    with captures(wire, tmp_path, len(frames) - 2, sniff=False) as cap:
+        res = wire.run(wire.ns_a, wire.roce("send", "-r", str(path), "--count",
+                                            str(len(frames) - 2), "--backend", backend,
+                                            "--interval", "0.001", "-i", wire.if_a))
+        assert res.returncode == 0, res.stderr
+        (got,) = cap.frames()
+    assert [f for f, _ in got] == frames[:-2]
+
+
+def test_environment_errors(wire):
+    """Down interface, no carrier and no privilege: exit 2 with one line; nothing sent."""
+    send = wire.roce("send", "rc-send-only", "-i", wire.if_a)
+    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", "-i", "nosuchif0"))
+    assert res.returncode == 2 and "no such interface" in res.stderr
+    res = wire.run(wire.ns_b, wire.roce("sniff", "-i", wire.if_b, "-w", "/nonexistent/x.pcap"))
+    assert res.returncode == 2 and "cannot write" in res.stderr, res.stderr
+    if shutil.which("setpriv"):  # util-linux: drop CAP_NET_RAW while staying root
+        res = wire.run(wire.ns_a, ["setpriv", "--bounding-set", "-net_raw", *send])
+        assert res.returncode == 2 and "no permission" in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+    subprocess.run(["ip", "-n", wire.ns_b, "link", "set", wire.if_b, "down"], check=True)
+    try:
+        netns.wait_link(wire, up=False)
+        res = wire.run(wire.ns_a, send)
+        assert res.returncode == 2 and "no carrier" in res.stderr, res.stderr
+        res = wire.run(wire.ns_b, wire.roce("sniff", "-i", wire.if_b, "-c", "1"))
+        assert res.returncode == 2 and "is down" in res.stderr, res.stderr
+    finally:
+        subprocess.run(["ip", "-n", wire.ns_b, "link", "set", wire.if_b, "up"], check=True)
+        netns.wait_link(wire)
+
+
+def _count_frames(path: Path) -> int:
+    try:
+        with open_capture(path) as reader:
+            return sum(1 for _ in reader)
+    except ValueError:  # not even a header yet
+        return 0
+
+
+@pytest.mark.parametrize("signal_number", [2, 15])
+def test_sniff_stops_cleanly_on_a_signal(wire, tmp_path, signal_number):
+    out, err = tmp_path / "s.pcap", tmp_path / "s.err"
+    proc = wire.popen(wire.ns_b, wire.roce("sniff", "-i", wire.if_b, "-w", str(out)),
+                      stdout=subprocess.DEVNULL, stderr=err.open("w"))
+    netns.wait_for_text(err, "listening", proc)
+    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", "--count", "3", "-i",
+                                        wire.if_a))
+    assert res.returncode == 0, res.stderr
+    for _ in range(200):
+        if _count_frames(out) == 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal_number)
+    assert proc.wait(10) == 0
+    text = err.read_text()
+    assert "3 packets captured, 3 shown, 0 dropped" in text and "Traceback" not in text
+    assert _count_frames(out) == 3
+
+
+def test_sniff_duration_and_direction(wire, tmp_path):
+    t0 = time.monotonic()
+    res = wire.run(wire.ns_b, wire.roce("sniff", "-i", wire.if_b, "--duration", "0.3", "-q"))
+    assert res.returncode == 0 and "0 packets captured" in res.stderr
+    assert time.monotonic() - t0 < 5
+    # frames sent from A are outgoing there: -Q in hides them, -Q out shows them
+    err = tmp_path / "out.err"
+    proc = wire.popen(wire.ns_a, wire.roce("sniff", "-i", wire.if_a, "-Q", "out", "-c", "2",
+                                           "--duration", "20", "-T", "fields", "-e",
+                                           "bth.psn"),
+                      stdout=subprocess.PIPE, stderr=err.open("w"), text=True)
+    netns.wait_for_text(err, "listening", proc)
+    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", "--psn", "7", "--count", "2",
+                                        "-i", wire.if_a))
+    assert res.returncode == 0, res.stderr
+    stdout, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and stdout.split() == ["7", "8"]
+
+
+def test_replay_interrupted_reports(wire, tmp_path):
+    path = tmp_path / "loop.pcap"
+    assert main(["craft", "rc-send-only", "--count", "10", "-q", "-w", str(path)]) == 0
+    proc = wire.popen(wire.ns_a, wire.roce("replay", str(path), "-i", wire.if_a, "--pps",
+                                           "2000", "--loop", "0"),
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    proc.send_signal(2)
+    stdout, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 130, stderr
+    m = re.search(r"replayed (\d+) frames", stdout)
+    assert m and int(m.group(1)) > 100, stdout
+
+
+# -- replay --------------------------------------------------------------------------------------
+
+N_FRAMES = 3000
+GAP_NS = 100_000  # 10 kpps in the capture
+
+
+def _arp() -> bytes:
+    return bytes.fromhex(DMAC.replace(":", "") + "020000000001" + "0806") + bytes(28)
+
+
+@pytest.fixture(scope="module")
+def replay_capture(tmp_path_factory) -> tuple[Path, list[bytes]]:
+    """A few thousand frames: a cycle of opcodes and sizes, IPv4/IPv6/VLAN/RoCEv1, with an
+    ARP frame and a UDP frame of another port now and then (all to one unicast MAC)."""
+    codes = [0x00, 0x01, 0x02, 0x04, 0x05, 0x06, 0x0A, 0x0C, 0x10, 0x11, 0x13, 0x2A, 0x64,
+             0x81, 0xA4]
+    frames = []
+    for i in range(N_FRAMES):
+        if i % 97 == 50:
+            frames.append(_arp())
+            continue
+        code = codes[i % len(codes)]
+        op = OPCODES[code]
+        size = (i * 37) % 700 if op.payload and op.payload_len is None else None
+        kw = [{}, {"ipv6": True}, {"vlan": 5}, {"roce_version": 1}][i % 4 if i % 11 else 0]
+        payload = bytes((i + k) & 0xFF for k in range(size)) if size else None
+        p = roce.craft(code, payload, dqpn=0x300 + i % 9, psn=(i * 3) & 0xFFFFFF, **kw)
+        if i % 89 == 3 and "udp" in p.headers:
+            p.headers["udp"]["dstport"] = 9999  # not RoCE: replayed as it is
+        frames.append(p.to_bytes())
+    path = tmp_path_factory.mktemp("replay") / "replay.pcap"
+    with PcapWriter(path) as w:
+        for i, f in enumerate(frames):
+            w.write(f, 1_700_000_000_000_000_000 + i * GAP_NS)
+    return path, frames
+
+
+def _rate(stamps: list[int]) -> float:
+    return (len(stamps) - 1) / ((stamps[-1] - stamps[0]) / 1e9)
+
+
+def _report(text: str) -> dict[str, float]:
+    m = re.search(r"replayed (\d+) frames .*?; (\d+) pps, ([\d.]+) Mb/s", text)
+    assert m, text
+    out = {"frames": float(m.group(1)), "pps": float(m.group(2))}
+    t = re.search(r"timing error mean ([\d.]+) us, max ([\d.]+) us", text)
+    if t:
+        out["mean_us"], out["max_us"] = float(t.group(1)), float(t.group(2))
+    return out
+
+
+@pytest.mark.parametrize(("mode", "rate", "loops"), [
+    (["--pps", "10000", "--loop", "2"], 10000, 2),
+    (["--speed", "2"], 2e9 / GAP_NS, 1),
+])
+def test_replay_timing_and_identity(wire, tmp_path, replay_capture, mode, rate, loops):
+    path, frames = replay_capture
+    n = len(frames) * loops
+    with captures(wire, tmp_path, n, expr=f"ether dst {DMAC}", sniff=False) as cap:
+        res = wire.run(wire.ns_a, wire.roce("replay", str(path), "-i", wire.if_a, *mode))
+        assert res.returncode == 0, res.stderr
+        (got,) = cap.frames()
+    assert [f for f, _ in got] == frames * loops  # every frame, in order, byte for byte
+    measured = _rate([ts for _, ts in got])
+    assert abs(measured - rate) / rate < 0.10, (measured, rate)
+    rep = _report(res.stdout)
+    assert rep["frames"] == n and "mean_us" in rep
+    assert abs(rep["pps"] - rate) / rate < 0.10, res.stdout
+
+
+def test_replay_topspeed_with_rewrites(wire, tmp_path, replay_capture):
+    path, frames = replay_capture
+    new_dmac = "02:00:00:00:00:bb"
+    argv = ["--topspeed", "--rewrite-dqpn", "0x123", "--psn-offset", "100",
+            "--rewrite-src", "10.9.9.1", "--rewrite-dst", "fd00::22", "--rewrite-dmac",
+            new_dmac, "--rewrite-smac", "02:00:00:00:00:aa", "--rewrite-sport", "0xd00d"]
+    rw = Rewrite(smac=bytes.fromhex("0200000000aa"), dmac=bytes.fromhex("0200000000bb"),
+                 src4=bytes([10, 9, 9, 1]), dst6=bytes.fromhex("fd00" + "00" * 13 + "22"),
+                 sport=0xD00D, dqpn=0x123, psn_offset=100)
+    expected = []
+    for f in frames:
+        try:
+            p = roce.parse(f)
+        except ValueError:
+            expected.append(f)  # not RoCE: untouched
+            continue
+        v4 = p.l3 == "ip"
+        expected.append(_reference(f, rw, "10.9.9.1" if v4 else None,
+                                   None if v4 else "fd00::22"))
+    expr = f"ether dst {DMAC} or ether dst {new_dmac}"
+    with captures(wire, tmp_path, len(frames), expr=expr) as cap:
+        res = wire.run(wire.ns_a, wire.roce("replay", str(path), "-i", wire.if_a, *argv))
+        assert res.returncode == 0, res.stderr
+        by_tcpdump, by_sniff = cap.frames()
+    for got in (by_tcpdump, by_sniff):
+        assert [f for f, _ in got] == expected
+    changed = 0
+    for before, after in zip(frames, expected):
+        try:
+            p = roce.parse(after)
+        except ValueError:
+            assert after == before
+            continue
+        assert p.icrc_valid
+        f = p.fields()
+        assert f["bth.destqp"] == 0x123 and f["eth.dst"] == new_dmac
+        changed += 1
+    assert changed > len(frames) * 0.9
+    assert _report(res.stdout)["pps"] > 0
+
+
+def test_replay_only_roce(wire, tmp_path, replay_capture):
+    path, frames = replay_capture
+    keep = []
+    for f in frames:
+        try:
+            roce.parse(f)
+            keep.append(f)
+        except ValueError:
+            pass
+    assert len(keep) < len(frames)
+    with captures(wire, tmp_path, len(keep), expr=f"ether dst {DMAC}", sniff=False) as cap:
+        res = wire.run(wire.ns_a, wire.roce("replay", str(path), "-i", wire.if_a,
+                                            "--pps", "50000", "--only-roce"))
+        assert res.returncode == 0, res.stderr
+        (got,) = cap.frames()
+    assert [f for f, _ in got] == keep
+    assert f"{len(frames) - len(keep)} frames per loop were not RoCE" in res.stdout
