@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from .opcodes import OPCODES
+from .opcodes import OPCODES, Transport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--transport", help="only this transport (RC, UC, RD, UD, XRC, CNP)")
+    parser.add_argument("--transport", type=str.upper, choices=[t.value for t in Transport],
+                        help="only this transport")
 
 
 def run(args: argparse.Namespace) -> int:
     print(f"{'code':>4}  {'ident':<36} {'Wireshark name':<34} headers")
     for code, op in OPCODES.items():
-        if args.transport and op.transport.value != args.transport.upper():
+        if args.transport and op.transport.value != args.transport:
             continue
         hdrs = " ".join(op.headers) or "-"
         payload = "" if op.payload else "  (no payload)"
