@@ -1,0 +1,126 @@
+"""``roce target``: serve RDMA requests from outside peers with the emulator's responder.
+
+    roce target -i eth1 --ip 10.0.0.2 --qpn 0x11 --rkey 0x1000 --va 0x10000 --size 64K
+
+prints the MR and QPs it exposes, then one ``roce decode``-style line per frame received
+(``rx``) and sent (``tx``).  Stop with Ctrl-C, ``--count N`` (requests) or ``--duration S``.
+Also runnable on its own: ``python -m roce.emu.target_cli ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .cli import parse_size
+from .target import Target, TargetConfig, sigterm_as_interrupt
+from .transport import TransportError
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number {text!r} (e.g. 17, 0x11)") from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--interface", metavar="IFACE", help="raw Ethernet on IFACE (root)")
+    p.add_argument("--transport", choices=("raw", "udp"),
+                   help="raw Ethernet (default with -i) or a UDP socket on --ip:4791")
+    p.add_argument("--ip", metavar="ADDR",
+                   help="the target's IP (default: the interface's address)")
+    p.add_argument("--mac", help="the target's MAC (default: the interface's)")
+    p.add_argument("--qpn", type=_int, default=0x11, help="QPN of the first QP (0x11)")
+    p.add_argument("--qps", type=int, default=1, help="RC QPs, numbered from --qpn (1)")
+    p.add_argument("--peer-qpn", type=_int, default=0x11,
+                   help="QPN the answers go to (+ i for QP i): RC packets do not carry the "
+                   "sender's (0x11)")
+    p.add_argument("--rkey", type=_int, default=0x1000, help="R_Key of the MR (0x1000)")
+    p.add_argument("--va", type=_int, default=0x7F00_0000_0000, help="VA of the MR")
+    p.add_argument("--size", type=parse_size, default=1 << 16, help="MR size (64K)")
+    p.add_argument("--fill", choices=("pattern", "zero", "random"), default="pattern",
+                   help="MR contents: byte i = i & 0xff, zeros, or seeded random (pattern)")
+    p.add_argument("--seed", type=int, default=0, help="for --fill random")
+    p.add_argument("--psn", type=_int, default=0, help="first PSN expected (0)")
+    p.add_argument("--mtu", type=int, choices=(256, 512, 1024, 2048, 4096), default=1024,
+                   help="path MTU (1024; lowered to what the interface carries)")
+    p.add_argument("--no-arp", dest="arp", action="store_false",
+                   help="do not answer ARP requests for --ip")
+    p.add_argument("--recv-size", type=parse_size, default=1 << 16,
+                   help="bytes per receive buffer for SENDs (64K)")
+    p.add_argument("--recv-depth", type=int, default=16, help="receive buffers per QP (16)")
+    p.add_argument("--min-rnr-timer", type=int, default=1, help="RNR NAK timer code (1)")
+    p.add_argument("--no-recover", dest="recover", action="store_false",
+                   help="leave a QP in ERR after a fatal NAK (default: re-create it)")
+    p.add_argument("--count", type=int, default=None, help="stop after N requests")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="stop after S seconds")
+    p.add_argument("-w", "--write", dest="pcap", metavar="FILE",
+                   help="save every frame received and sent to a pcap")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines")
+    p.add_argument("--udp-port", type=int, default=4791, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    prog = "roce target"
+    transport = args.transport or ("raw" if args.interface else None)
+    if transport is None:
+        print(f"{prog}: give -i IFACE (raw Ethernet) or --transport udp --ip ADDR",
+              file=sys.stderr)
+        return 1
+    if args.qps < 1 or args.recv_depth < 0:
+        print(f"{prog}: --qps must be >= 1 and --recv-depth >= 0", file=sys.stderr)
+        return 1
+    cfg = TargetConfig(ip=args.ip, interface=args.interface, transport=transport,
+                       mac=args.mac, qpn=args.qpn, qps=args.qps, peer_qpn=args.peer_qpn,
+                       rkey=args.rkey, va=args.va, size=args.size, psn=args.psn,
+                       mtu=args.mtu, arp=args.arp, recv_size=args.recv_size,
+                       recv_depth=args.recv_depth, fill=args.fill, seed=args.seed,
+                       recover=args.recover, min_rnr_timer=args.min_rnr_timer,
+                       udp_port=args.udp_port)
+    writer = None
+    if args.pcap:
+        from ..pcapio import PcapWriter
+
+        try:
+            writer = PcapWriter(args.pcap)
+        except OSError as e:
+            print(f"{prog}: {args.pcap}: {e.strerror}", file=sys.stderr)
+            return 2
+    target = None
+    try:
+        sigterm_as_interrupt()
+        try:
+            target = Target(cfg, record=writer, quiet=args.quiet)
+        except (ValueError, TransportError) as e:
+            print(f"{prog}: {e}", file=sys.stderr)
+            return 2
+        except PermissionError:
+            print(f"{prog}: raw Ethernet needs root (CAP_NET_RAW)", file=sys.stderr)
+            return 2
+        print(target.banner(), flush=True)
+        print("-- ready", flush=True)
+        stats = target.run(count=args.count, duration=args.duration)
+        print(f"-- done: {stats.received} requests received, {stats.sent} frames sent, "
+              f"{stats.messages_received} SENDs received, {stats.recovered} QP(s) re-created",
+              flush=True)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C during set-up or the last print
+    finally:
+        if target is not None:
+            target.close()
+        if writer is not None:
+            writer.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="roce target", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
