@@ -91,11 +91,6 @@ class QueuePair:
 
     def __init__(self, device: Any, pd: Any, qpn: int, qp_type: QPType, send_cq: Any,
                  recv_cq: Any, cap: QPCap, sq_sig_all: bool = True) -> None:
-        from .completer import Completer
-        from .requester import Requester
-        from .responder import Responder
-        from .unreliable import UCRequester, UCResponder, UDRequester, UDResponder
-
         self.device = device
         self.pd = pd
         self.qpn = qpn
@@ -111,6 +106,16 @@ class QueuePair:
         self.tx: list[bytes] = []
         self.counters = Counters()
         self.rq: deque[RecvWQE] = deque()
+        self._make_parts()
+
+    def _make_parts(self) -> None:
+        """Fresh requester, responder (and completer for RC): a QP starts, and returns to RESET,
+        with no transport state at all."""
+        from .completer import Completer
+        from .requester import Requester
+        from .responder import Responder
+        from .unreliable import UCRequester, UCResponder, UDRequester, UDResponder
+
         if self.qp_type == QPType.IBV_QPT_RC:
             self.transport = Transport.RC
             self.requester, self.responder = Requester(self), Responder(self)
@@ -154,7 +159,7 @@ class QueuePair:
             return
         if new == S.IBV_QPS_RESET:
             self.rq.clear()
-            self.requester.clear()
+            self._make_parts()
         self.state = new
 
     @property
