@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulate": ("roce.emu.cli", "run RC queue pairs over a simulated fabric, print a summary"),
     "target": ("roce.emu.target_cli",
                "an emulated RoCE responder for outside peers (raw Ethernet or UDP)"),
+    "fuzz": ("roce.testing.fuzz_cli",
+             "fuzz the decoder, the emulated responder or a device on a wire"),
     "opcodes": ("roce.opcodes_cli", "list the BTH opcode table"),
 }
 

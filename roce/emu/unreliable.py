@@ -229,6 +229,12 @@ class UCResponder:
             self.write_va, self.write_rkey, self.write_left = (reth["va"], reth["r_key"],
                                                                reth["dmalen"])
             self.offset = 0
+            if last and len(pkt.payload) != self.write_left:
+                self._drop()  # a WRITE Only must carry exactly its DMA length
+                return
+            if self.write_left:  # the whole [va, va + DMA length), as rxe checks it
+                qp.device.memory.lookup_remote(qp.pd, self.write_rkey, self.write_va,
+                                               self.write_left, _REMOTE_WRITE)
         n = len(pkt.payload)
         if n > self.write_left or not qp.remote_access_ok(_REMOTE_WRITE):
             self._drop()

@@ -1,0 +1,185 @@
+"""``roce fuzz``: seeded, reproducible fuzzing of the decoder, the emulated responder and a
+device under test on a wire.
+
+::
+
+    roce fuzz decoder --count 1000000 --seed 1 --jobs 2 --corpus crashes/
+    roce fuzz responder --time 60 --seed 7
+    roce fuzz decoder --replay crashes/            re-run saved failures
+    roce fuzz wire -i veth0 --target 10.0.0.2 --qpn 0x11 --rkey 0x100 --va 0x7f0000000000 \\
+        --size 4096 --pps 2000 --probe-every 100 --pcap exchange.pcap
+
+Each harness prints a summary (stdout; the same for the same seed and count) and the time
+taken (stderr); progress goes to stderr when it is a terminal.  Every failing input is saved
+under ``--corpus DIR`` as a pcap and a one-line reason file; ``--replay DIR`` runs them again
+and exits 1 while any still fails.
+
+Exit status: 0 no failure, 1 failures (or bad usage), 2 the environment stops the run (no
+such interface, no privilege).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from . import fuzz
+
+
+def _count(text: str) -> int:
+    value = int(text, 0)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def _common(p: argparse.ArgumentParser, default_count: int) -> None:
+    p.add_argument("--seed", type=_count, default=0, help="random seed (default 0)")
+    p.add_argument("--count", type=_count, default=None,
+                   help=f"inputs to try (default {default_count}, or unbounded with --time)")
+    p.add_argument("--time", type=_seconds, default=None, metavar="SEC",
+                   help="stop after SEC seconds")
+    p.add_argument("--corpus", metavar="DIR", help="save every failing input here")
+    p.add_argument("--replay", metavar="DIR", help="re-run the failures saved in DIR")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="harness", metavar="HARNESS")
+    sub.required = True
+    dec = sub.add_parser("decoder", help="parser, fast path vs references, roce decode",
+                         description="Fuzz the decoder: valid, mutated and random frames "
+                         "through roce.parse, the fast path and its reference twins, and "
+                         "roce decode.")
+    _common(dec, 100_000)
+    dec.add_argument("--jobs", "-j", type=_count, default=None,
+                     help="worker processes (default: the number of CPUs)")
+    dec.add_argument("--decode-every", type=_count, default=fuzz.DECODE_EVERY, metavar="N",
+                     help=f"run roce decode on every Nth chunk of {fuzz.CHUNK} frames "
+                     "(0: never)")
+    resp = sub.add_parser("responder", help="mutated frames into emulated RC/UC/UD responders",
+                          description=fuzz.ResponderFuzzer.__doc__.split("\n\n")[0])
+    _common(resp, 3000)
+    resp.add_argument("--skip-check", action="append", default=[], metavar="CHECK",
+                      choices=fuzz.RESPONDER_CHECKS,
+                      help="do not report this invariant (" + ", ".join(
+                          fuzz.RESPONDER_CHECKS) + ")")
+    wire = sub.add_parser("wire", help="mutated frames to a device under test (raw socket)",
+                          description="Send mutated RoCE frames to a target over a raw "
+                          "AF_PACKET socket, probing that it still answers.")
+    _common(wire, 10_000)
+    wire.add_argument("-i", "--interface", required=True, metavar="IFACE")
+    wire.add_argument("--target", required=True, metavar="IP", help="the target's IPv4 address")
+    wire.add_argument("--qpn", required=True, type=lambda t: int(t, 0),
+                      help="the target's RC QP number")
+    wire.add_argument("--rkey", type=lambda t: int(t, 0), default=None,
+                      help="an rkey of the target's memory (probes READ it)")
+    wire.add_argument("--va", type=lambda t: int(t, 0), default=0, help="address of that MR")
+    wire.add_argument("--size", type=lambda t: int(t, 0), default=4096, help="MR length")
+    wire.add_argument("--target-mac", default=None, help="skip ARP: the target's MAC")
+    wire.add_argument("--src-qpn", type=lambda t: int(t, 0), default=0x11,
+                      help="the QP number the target answers to (its destination QPN)")
+    wire.add_argument("--psn", type=lambda t: int(t, 0), default=None,
+                      help="the target's expected PSN if known (else learnt from answers)")
+    wire.add_argument("--pps", type=_seconds, default=1000.0, help="frames per second")
+    wire.add_argument("--probe-every", type=_count, default=100, metavar="N",
+                      help="a liveness probe every N frames (0: none)")
+    wire.add_argument("--probe-timeout", type=_seconds, default=0.5, metavar="SEC")
+    wire.add_argument("--pcap", metavar="FILE", help="record every frame sent and received")
+
+
+class _Progress:
+    """One line on stderr, rewritten at most twice a second, when stderr is a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, s: fuzz.Summary) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.5:
+            return
+        self.last = now
+        rate = s.inputs / max(now - self.start, 1e-9)
+        sys.stderr.write(f"\r{s.harness}: {s.inputs} inputs, {sum(s.failed.values())} "
+                         f"failures, {rate:,.0f}/s  ")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.last:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.replay:
+            return _replay(args)
+        return _run(args)
+    except fuzz.EnvironmentProblem as exc:
+        print(f"roce fuzz: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"roce fuzz: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    progress = _Progress(not args.quiet)
+    defaults = {"decoder": 100_000, "responder": 3000, "wire": 10_000}
+    count = args.count if args.count is not None else (
+        None if args.time is not None else defaults[args.harness])
+    runner: Callable[[], fuzz.Summary]
+    if args.harness == "decoder":
+        jobs = args.jobs if args.jobs else (os.cpu_count() or 1)
+        def runner() -> fuzz.Summary:
+            return fuzz.fuzz_decoder(args.seed, count, args.time, jobs, args.decode_every,
+                                     progress)
+    elif args.harness == "responder":
+        def runner() -> fuzz.Summary:
+            return fuzz.fuzz_responder(args.seed, count, args.time, args.skip_check, progress)
+    else:
+        def runner() -> fuzz.Summary:
+            return fuzz.fuzz_wire(args, count, progress)
+    try:
+        summary = runner()
+    finally:
+        progress.close()
+    for line in summary.lines():
+        print(line)
+    if args.corpus:
+        saved = {fuzz.save_failure(args.corpus, f) for f in summary.failures}
+        if saved:
+            print(f"saved {len(saved)} failing inputs to {args.corpus}")
+    rate = summary.inputs / summary.elapsed if summary.elapsed else 0.0
+    print(f"roce fuzz {args.harness}: {summary.inputs} inputs in {summary.elapsed:.1f} s "
+          f"({rate:,.0f}/s)", file=sys.stderr)
+    return 0 if summary.ok else 1
+
+
+def _replay(args: argparse.Namespace) -> int:
+    saved = [s for s in fuzz.load_corpus(args.replay) if s.harness == args.harness]
+    if not saved:
+        print(f"roce fuzz: no saved {args.harness} failures in {args.replay}", file=sys.stderr)
+        return 1
+    failing = 0
+    for s, still in zip(saved, fuzz.replay_all(saved)):
+        failing += bool(still)
+        state = "STILL FAILS" if still else "fixed"
+        print(f"{s.path.name}: {s.check}: {state}")
+        for line in still[:3]:
+            print(f"    {line[:200]}")
+    print(f"replayed {len(saved)}: {failing} still failing, {len(saved) - failing} fixed")
+    return 1 if failing else 0

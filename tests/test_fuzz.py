@@ -1,0 +1,465 @@
+"""``roce fuzz``: the decoder and responder harnesses, corpus and replay, a planted bug that
+the invariants must catch, the wire harness against ``roce target`` in network namespaces,
+the atheris harness, and regression tests for the bugs the fuzzers found."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+import roce
+from roce import cli, locate
+from roce.emu import (
+    CQ,
+    MR,
+    PD,
+    QP,
+    Access,
+    AHAttr,
+    Context,
+    QPAttr,
+    QPAttrMask,
+    QPInitAttr,
+    QPState,
+    QPType,
+    RecvWR,
+)
+from roce.emu.memory import AccessError, AddressSpace
+from roce.pcapio import open_capture
+from roce.testing import atheris_harness, fuzz
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def fuzz_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``roce fuzz`` is registered in roce/cli.py by its owner; until then, here."""
+    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.testing.fuzz_cli", "fuzz"))
+
+
+def roce_fuzz(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(["fuzz", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# -- decoder ---------------------------------------------------------------------------------------
+
+
+def test_decoder_small_run(capsys):
+    rc, out, err = roce_fuzz(capsys, "decoder", "--count", "3000", "--seed", "1", "-j", "1",
+                             "--decode-every", "1", "-q")
+    assert rc == 0, out
+    assert out.startswith("roce fuzz decoder: seed 1, 3000 inputs, 0 failures")
+    assert "result: OK" in out and "roce decode runs: 2" in out
+    assert "walk status  0:" in out and "made mutant" in out
+    assert "3000 inputs in" in err
+
+
+def test_decoder_same_seed_same_summary_whatever_the_jobs(capsys):
+    runs = [roce_fuzz(capsys, "decoder", "--count", "5000", "--seed", "7", "-j", jobs, "-q")
+            for jobs in ("1", "2", "1")]
+    assert runs[0][1] == runs[1][1] == runs[2][1]
+    other = roce_fuzz(capsys, "decoder", "--count", "5000", "--seed", "8", "-j", "1", "-q")
+    assert other[1] != runs[0][1]
+
+
+def test_decoder_time_limit(capsys):
+    start = time.monotonic()
+    rc, out, _ = roce_fuzz(capsys, "decoder", "--time", "0.5", "--seed", "2", "-j", "1", "-q")
+    assert rc == 0 and time.monotonic() - start < 10
+    assert "inputs, 0 failures" in out
+
+
+@pytest.fixture
+def planted_walk_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference walk reports UDP port trouble for every RC SEND Only: the twins then
+    disagree on exactly those frames."""
+    real = locate.walk
+
+    def walk(frame, linktype=1, udp_port=4791):
+        w = real(frame, linktype, udp_port)
+        if w.status == locate.OK and w.opcode == 0x04:
+            return w._replace(status=locate.BAD_UDP_LENGTH)
+        return w
+
+    monkeypatch.setattr(locate, "walk", walk)
+
+
+def test_corpus_and_replay(capsys, tmp_path, monkeypatch, planted_walk_bug):
+    corpus = tmp_path / "corpus"
+    rc, out, _ = roce_fuzz(capsys, "decoder", "--count", "4000", "--seed", "3", "-j", "1",
+                           "--decode-every", "0", "--corpus", str(corpus), "-q")
+    assert rc == 1 and "FAILED walk-twin" in out and "result: FAILED" in out
+    pcaps = sorted(corpus.glob("*.pcap"))
+    assert pcaps and len(pcaps) == len(list(corpus.glob("*.txt")))
+    reason = pcaps[0].with_suffix(".txt").read_text()
+    assert reason.count("\n") == 1 and reason.startswith("decoder/")
+    assert "seed=3" in reason and "linktype=" in reason
+    with open_capture(str(pcaps[0])) as cap:
+        frames = [f.data for f in cap]
+    assert len(frames) == 1
+    rc, out, _ = roce_fuzz(capsys, "decoder", "--replay", str(corpus))
+    assert rc == 1 and "STILL FAILS" in out
+    monkeypatch.undo()  # the bug is fixed
+    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.testing.fuzz_cli", "fuzz"))
+    rc, out, _ = roce_fuzz(capsys, "decoder", "--replay", str(corpus))
+    assert rc == 0 and "STILL FAILS" not in out and "0 still failing" in out
+
+
+def test_decode_cli_failure_is_narrowed_to_one_frame(monkeypatch):
+    d = fuzz.DecoderFuzzer(seed=0)
+    frames, _, lt, port = d.chunk_frames(0, 64)
+    bad = frames[17]
+
+    def check(part, linktype, udp_port, mode):
+        return "boom" if bad in part else None
+
+    monkeypatch.setattr(d, "check_decode_cli", check)
+    assert d._narrow_cli(frames, lt, port, ()) == [bad]
+
+
+def test_wire_without_the_interface_exits_2(capsys):
+    rc, _, err = roce_fuzz(capsys, "wire", "-i", "nosuchif0", "--target", "192.0.2.1",
+                           "--qpn", "0x11", "--count", "1")
+    assert rc == 2 and "nosuchif0" in err
+
+
+def test_bad_usage(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["fuzz", "decoder", "--count", "-5"])
+    assert e.value.code == 1
+    rc, _, err = roce_fuzz(capsys, "decoder", "--replay", "/nonexistent-dir")
+    assert rc == 1 and "no saved decoder failures" in err
+
+
+# -- responder -------------------------------------------------------------------------------------
+
+
+def test_responder_small_run_exits_0(capsys):
+    rc, out, _ = roce_fuzz(capsys, "responder", "--count", "2000", "--seed", "1", "-q")
+    assert rc == 0, out
+
+
+def test_responder_same_seed_same_summary(capsys):
+    a = roce_fuzz(capsys, "responder", "--count", "400", "--seed", "4", "-q")
+    b = roce_fuzz(capsys, "responder", "--count", "400", "--seed", "4", "-q")
+    assert a[1] == b[1] and a[0] == b[0]
+    assert a[1].startswith("roce fuzz responder: seed 4, 400 inputs")
+    for word in ("injected case", "injected mutant", "injected live", "valid work completed",
+                 "case bad_rkey", "case misaligned_atomic", "case psn_ahead"):
+        assert word in a[1]
+
+
+def test_responder_skip_check(capsys):
+    argv = ["responder", "--count", "300", "--seed", "1", "-q"]
+    for check in fuzz.RESPONDER_CHECKS:
+        argv += ["--skip-check", check]
+    rc, out, _ = roce_fuzz(capsys, *argv)
+    assert rc == 0 and "result: OK" in out
+    with pytest.raises(SystemExit):
+        cli.main(["fuzz", "responder", "--skip-check", "nonsense"])
+
+
+@pytest.fixture
+def rxe_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixes the bugs below ask for, as rxe does them: a QP reset forgets the message
+    under way (rxe_qp_reset), and a UC WRITE's RETH range and Only length are checked on
+    its first packet (check_rkey, check_length) -- so that the rest of the harness can be
+    checked for false alarms."""
+    from roce.emu import qp as qp_mod
+    from roce.emu.responder import Responder
+    from roce.emu.unreliable import UCResponder
+
+    real_modify = qp_mod.QueuePair.modify
+
+    def modify(self, attr, mask):
+        real_modify(self, attr, mask)
+        if self.state == QPState.IBV_QPS_RESET:
+            r = self.responder
+            if isinstance(r, (Responder, UCResponder)):
+                r.in_progress, r.recv, r.offset = None, None, 0
+            if isinstance(r, Responder):
+                r.msn, r.nak_sent, r.resources = 0, False, deque()
+
+    real_write = UCResponder._write
+
+    def uc_write(self, pkt, first, last):
+        if first:
+            reth = pkt.ext["reth"]
+            if last and len(pkt.payload) != reth["dmalen"]:
+                self._drop()
+                return
+            if reth["dmalen"]:
+                try:
+                    self.qp.device.memory.lookup_remote(self.qp.pd, reth["r_key"], reth["va"],
+                                                        reth["dmalen"],
+                                                        int(Access.IBV_ACCESS_REMOTE_WRITE))
+                except AccessError:
+                    self._drop()
+                    return
+        real_write(self, pkt, first, last)
+
+    monkeypatch.setattr(qp_mod.QueuePair, "modify", modify)
+    monkeypatch.setattr(UCResponder, "_write", uc_write)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_responder_clean_once_the_bugs_are_fixed(capsys, rxe_fixes, seed):
+    rc, out, _ = roce_fuzz(capsys, "responder", "--count", "2000", "--seed", str(seed), "-q")
+    assert rc == 0, out
+
+
+def _lookup_without_bounds(self, pd, rkey, addr, length, need, atomic=False):
+    """AddressSpace.lookup_remote with the range check taken out: the planted bug."""
+    mr = self.regions.get(rkey >> 8)
+    if mr is None or mr.rkey != rkey or not mr.valid:
+        raise AccessError(f"no MR with rkey 0x{rkey:08x}")
+    if mr.pd is not pd:
+        raise AccessError("another PD")
+    if not mr.access & need:
+        raise AccessError("access")
+    if atomic and addr % 8:
+        raise AccessError("alignment")
+    return mr
+
+
+def test_planted_bounds_bug_is_caught(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(AddressSpace, "lookup_remote", _lookup_without_bounds)
+    corpus = tmp_path / "c"
+    rc, out, _ = roce_fuzz(capsys, "responder", "--seed", "0", "-q", "--corpus", str(corpus))
+    assert rc == 1
+    assert "FAILED write-outside-grant" in out
+    reasons = [p.read_text() for p in corpus.glob("responder-write-outside-grant-*.txt")]
+    # an out-of-range WRITE landed in a data MR (a correct responder writes nothing there)
+    assert any("case=oob_write" in r and "MR rw" in r for r in reasons), reasons
+
+
+def test_responder_replay(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(AddressSpace, "lookup_remote", _lookup_without_bounds)
+    corpus = tmp_path / "c"
+    roce_fuzz(capsys, "responder", "--count", "1500", "--seed", "0", "-q", "--corpus",
+              str(corpus))
+    rc, out, _ = roce_fuzz(capsys, "responder", "--replay", str(corpus))
+    assert rc == 1 and "STILL FAILS" in out
+
+
+# -- what the responder fuzzer found (fixed ones stay as regression tests) -------------------------
+
+FULL = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
+        | Access.IBV_ACCESS_REMOTE_READ | Access.IBV_ACCESS_REMOTE_ATOMIC)
+
+
+class Dut:
+    """One emulated device with one QP and an 8 KiB MR; frames in, answers out."""
+
+    def __init__(self, qp_type: QPType) -> None:
+        self.ctx = Context("dut", "10.0.0.2")
+        self.pd = PD(self.ctx)
+        self.mr = MR(self.pd, 8192, FULL)
+        self.cq = CQ(self.ctx)
+        self.qp = QP(self.pd, QPInitAttr(qp_type=qp_type, send_cq=self.cq, recv_cq=self.cq))
+
+    def arm(self, psn: int, recv_off: int, wr_id: int) -> None:
+        """RESET (if needed) -> INIT (one 1 KiB receive at recv_off) -> RTR -> RTS."""
+        qp = self.qp
+        if qp.qp_state != QPState.IBV_QPS_RESET:
+            qp.modify(QPAttr(qp_state=QPState.IBV_QPS_RESET), QPAttrMask.IBV_QP_STATE)
+        qp.to_init(QPAttr(qp_access_flags=FULL))
+        qp.post_recv(RecvWR(wr_id=wr_id, sg_list=[self.mr.sge(recv_off, 1024)]))
+        qp.to_rtr(QPAttr(path_mtu=256, dest_qp_num=0x99, rq_psn=psn, max_dest_rd_atomic=4,
+                         min_rnr_timer=1, ah_attr=AHAttr(dmac="02:00:00:00:00:fe",
+                                                         dip="10.0.0.254")))
+        qp.to_rts(QPAttr(sq_psn=0, timeout=8, retry_cnt=1, rnr_retry=1, max_rd_atomic=4))
+
+    def inject(self, ident: str, psn: int, payload: bytes = b"", **kw) -> list[tuple]:
+        frame = roce.craft(ident, payload, dqpn=self.qp.qp_num, psn=psn, ackreq=True,
+                           **kw).to_bytes()
+        self.ctx.device.receive(0, frame)
+        return [fuzz._describe(f) for f in self.ctx.device.drain()]
+
+    def completions(self) -> list[tuple]:
+        return [(wc.wr_id, wc.status.name) for wc in self.cq.poll(16)]
+
+
+def test_found_rc_reset_forgets_the_message_under_way():
+    """Found by the responder fuzzer (failed at dca9d58): emu/qp.py QueuePair.modify to RESET
+    clears the RQ but not the responder's message state (Responder.in_progress, recv, offset,
+    msn, resources): after RESET->RTS a new SEND Only is NAKed 'invalid request' as if inside
+    the old SEND, the QP goes to ERR and a WR posted before the reset completes; rxe_qp_reset
+    sets resp.opcode = -1"""
+    d = Dut(QPType.IBV_QPT_RC)
+    d.arm(100, 4096, wr_id=1)
+    assert d.inject("RC_SEND_FIRST", 100, bytes(256)) == [("ack", 100)]
+    d.arm(500, 6144, wr_id=2)
+    assert d.inject("RC_SEND_ONLY", 500, b"hello") == [("ack", 500)]
+    assert d.qp.qp_state == QPState.IBV_QPS_RTS
+    assert d.completions() == [(2, "IBV_WC_SUCCESS")]
+
+
+def test_found_rc_reset_stale_receive_buffer():
+    """Found by the responder fuzzer (failed at dca9d58): emu/qp.py QueuePair.modify(RESET) keeps
+    Responder.recv/in_progress: a SEND Last after RESET->RTS continues the pre-reset message,
+    writes into the pre-reset receive buffer (no longer posted) and completes the pre-reset WR
+    1 with SUCCESS; it must be NAKed 'invalid request' (no first packet) and touch no memory"""
+    d = Dut(QPType.IBV_QPT_RC)
+    d.arm(100, 4096, wr_id=1)
+    d.inject("RC_SEND_FIRST", 100, bytes(256))
+    d.arm(500, 6144, wr_id=2)
+    d.mr.write(bytes(8192))
+    assert d.inject("RC_SEND_LAST", 500, b"LAST") == [("nak", 1, 500)]
+    assert d.mr.read(8192) == bytes(8192)
+    assert (1, "IBV_WC_SUCCESS") not in d.completions()
+
+
+def test_found_rc_send_middle_after_reset_raises():
+    """Found by the responder fuzzer (failed at dca9d58): emu/responder.py Responder.receive
+    clears `recv` but not `in_progress` when it rejects a packet inside a SEND, and
+    QueuePair.modify(RESET) clears neither: after RESET->RTS a SEND Middle passes the opcode-
+    sequence check and Device.receive raises AssertionError (`assert wqe is not None`,
+    Responder._send); it must be NAKed 'invalid request'"""
+    d = Dut(QPType.IBV_QPT_RC)
+    d.arm(100, 4096, wr_id=1)
+    assert d.inject("RC_SEND_FIRST", 100, bytes(256)) == [("ack", 100)]
+    assert d.inject("RC_SEND_MIDDLE", 101, bytes(10)) == [("nak", 1, 101)]  # short: rejected
+    d.arm(500, 6144, wr_id=2)
+    assert d.inject("RC_SEND_MIDDLE", 500, bytes(256)) == [("nak", 1, 500)]
+
+
+def test_found_uc_reset_stale_receive_wqe():
+    """Found by the responder fuzzer (failed at dca9d58): emu/unreliable.py UCResponder keeps
+    `recv` (the WQE of an unfinished SEND) across QueuePair.modify(RESET): after RESET->RTS a
+    SEND Only lands in the pre-reset receive buffer and completes pre-reset WR 1 instead of the
+    WR posted since (2)"""
+    d = Dut(QPType.IBV_QPT_UC)
+    d.arm(100, 4096, wr_id=1)
+    d.inject("UC_SEND_FIRST", 100, bytes(256))
+    d.arm(500, 6144, wr_id=2)
+    d.mr.write(bytes(8192))
+    d.inject("UC_SEND_ONLY", 500, b"UCUC")
+    assert d.completions() == [(2, "IBV_WC_SUCCESS")]
+    assert d.mr.read(4, 6144) == b"UCUC" and d.mr.read(4, 4096) == bytes(4)
+
+
+def test_found_uc_write_range_checked_with_dma_length():
+    d = Dut(QPType.IBV_QPT_UC)
+    d.arm(100, 0, wr_id=1)
+    d.mr.write(bytes(8192))
+    d.inject("UC_RDMA_WRITE_ONLY", 100, b"Z" * 38, va=d.mr.addr + 8192 - 38, rkey=d.mr.rkey,
+             dmalen=39)
+    assert d.mr.read(8192) == bytes(8192)
+
+
+def test_found_uc_write_only_length_must_equal_dma_length():
+    d = Dut(QPType.IBV_QPT_UC)
+    d.arm(100, 0, wr_id=1)
+    d.mr.write(bytes(8192))
+    d.inject("UC_RDMA_WRITE_ONLY", 100, b"Y" * 8, va=d.mr.addr, rkey=d.mr.rkey, dmalen=4000)
+    assert d.mr.read(8192) == bytes(8192)
+
+
+# -- atheris ---------------------------------------------------------------------------------------
+
+
+def test_atheris_check_function_without_atheris():
+    pool = fuzz.seed_pool(__import__("random").Random(1), per_opcode=1)
+    seen = set()
+    for i, frame in enumerate(pool[:60]):
+        for t in range(5):
+            seen.add(atheris_harness.check(bytes([t, i % 5, i]) + frame))
+            atheris_harness.check(bytes([t, i % 5, 250]) + frame[: i % 40])
+    assert seen == set(atheris_harness.TARGETS)
+    atheris_harness.check(b"")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
+                    reason="atheris is not installed (pip install atheris)")
+def test_atheris_bounded_run(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "roce.testing.atheris_harness",
+                          "-atheris_runs=3000", "-seed=1"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "Done 3000" in res.stderr
+
+
+# -- the wire harness against roce target ----------------------------------------------------------
+
+
+def _wire_unavailable() -> str | None:
+    if not (REPO / "roce" / "emu" / "target_cli.py").exists():
+        return "roce target (roce/emu/target_cli.py) is not available yet"
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        import netns
+    except ImportError:
+        return "tests/netns.py is missing"
+    return netns.unavailable_reason()
+
+
+WIRE_REASON = _wire_unavailable()
+TARGET_IP, QPN, RKEY, VA, SIZE = "10.66.0.2", 0x20, 0x4242, 0x10000, 8192
+
+_FUZZ_MAIN = ("import sys\nfrom roce import cli\n"
+              "cli.COMMANDS['fuzz'] = ('roce.testing.fuzz_cli', 'fuzz')\n"
+              "sys.exit(cli.main(sys.argv[1:]))\n")
+
+
+@pytest.fixture
+def wire_target(tmp_path):
+    import netns
+
+    pair = netns.create()
+    try:
+        proc = pair.popen(pair.ns_b, [
+            sys.executable, "-m", "roce.emu.target_cli", "-i", pair.if_b, "--ip", TARGET_IP,
+            "--qpn", hex(QPN), "--rkey", hex(RKEY), "--va", hex(VA), "--size", str(SIZE),
+            "--mtu", "256", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # the target opens its socket and starts answering ARP
+        assert proc.poll() is None, "roce target exited"
+        yield pair, proc
+    finally:
+        pair.close()
+
+
+def _fuzz_wire(pair, tmp_path, *extra: str) -> subprocess.CompletedProcess:
+    pcap = tmp_path / "wire.pcap"
+    return pair.run(pair.ns_a, [sys.executable, "-c", _FUZZ_MAIN, "fuzz", "wire", "-i",
+                                pair.if_a, "--target", TARGET_IP, "--qpn", hex(QPN), "--rkey",
+                                hex(RKEY), "--va", hex(VA), "--size", str(SIZE), "--pcap",
+                                str(pcap), "--seed", "5", "-q", *extra],
+                    timeout=60, cwd=str(REPO),
+                    env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.skipif(WIRE_REASON is not None, reason=WIRE_REASON or "")
+def test_fuzz_wire_against_roce_target(wire_target, tmp_path):
+    pair, _ = wire_target
+    res = _fuzz_wire(pair, tmp_path, "--count", "300", "--pps", "600", "--probe-every", "50")
+    assert res.returncode in (0, 1), res.stderr
+    assert "roce fuzz wire: seed 5, " in res.stdout
+    assert "probes answered" in res.stdout, res.stdout
+    with open_capture(str(tmp_path / "wire.pcap")) as cap:
+        frames = [f.data for f in cap]
+    assert len(frames) > 300  # what was sent, the probes and the target's answers
+    me = frames[0][6:12]  # the first frame recorded is the first probe: ours, unmutated
+    answers = [f for f in frames if f[0:6] == me and f[6:12] != me]
+    assert answers and all(roce.parse(f).opcode.is_response for f in answers)
+
+
+@pytest.mark.skipif(WIRE_REASON is not None, reason=WIRE_REASON or "")
+def test_fuzz_wire_reports_a_dead_target(wire_target, tmp_path):
+    pair, proc = wire_target
+    import threading
+
+    threading.Timer(1.5, lambda: pair.stop(proc)).start()
+    res = _fuzz_wire(pair, tmp_path, "--time", "8", "--pps", "300", "--probe-every", "30",
+                     "--probe-timeout", "0.3")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "FAILED liveness" in res.stdout and "stopped answering" in res.stdout
