@@ -646,6 +646,22 @@ class Progress:
 # -- running ------------------------------------------------------------------------------------
 
 
+def check_output_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The output-option checks ``roce decode`` and ``roce sniff`` share (-T, -e, -E, -V,
+    -x); raises UsageError, returns the parsed -E options."""
+    fmt = args.format
+    if args.fields and fmt not in ("fields", "csv"):
+        raise UsageError("-e needs -T fields or -T csv")
+    if fmt == "fields" and not args.fields:
+        raise UsageError("-T fields needs at least one -e FIELD")
+    if args.field_options and fmt != "fields":
+        raise UsageError("-E needs -T fields")
+    if fmt != "text" and (args.verbose or args.hexdump):
+        raise UsageError(f"-V and -x print text; they do not combine with -T {fmt}")
+    _check_field_names(args.fields)
+    return _field_options(args.field_options)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
@@ -679,16 +695,7 @@ def _run(args: argparse.Namespace) -> int:
     if path is None:
         raise UsageError("no capture given (FILE, -r FILE, or - for standard input)")
     fmt = args.format
-    if args.fields and fmt not in ("fields", "csv"):
-        raise UsageError("-e needs -T fields or -T csv")
-    if fmt == "fields" and not args.fields:
-        raise UsageError("-T fields needs at least one -e FIELD")
-    if args.field_options and fmt != "fields":
-        raise UsageError("-E needs -T fields")
-    if fmt != "text" and (args.verbose or args.hexdump):
-        raise UsageError(f"-V and -x print text; they do not combine with -T {fmt}")
-    _check_field_names(args.fields)
-    field_opts = _field_options(args.field_options)
+    field_opts = check_output_options(args)
     flt = None
     if args.filter is not None:
         from .filter import FilterError

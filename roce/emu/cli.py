@@ -8,10 +8,9 @@ two processes on a real link (``roce.emu.remote``: raw Ethernet with ``-i IFACE`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from .scenario import OPS, Scenario, run_scenario
+from .scenario import OPS, Scenario, emit, run_scenario
 
 _SIZE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _TIME = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -155,11 +154,4 @@ def run(args: argparse.Namespace) -> int:
             bar.stop()
         if writer is not None:
             writer.close()
-    if args.format == "json":
-        print(json.dumps(summary.as_dict(), indent=2))
-    else:
-        print(summary.text())
-        if args.pcap:
-            print(f"pcap          {args.pcap}")
-    # 3: the run finished but not every message arrived intact (scripts can tell)
-    return 0 if summary.data_verified else 3
+    return emit(summary, args.format, args.pcap)

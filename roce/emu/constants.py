@@ -125,6 +125,9 @@ for _enum in (QPType, QPState, Access, WROpcode, SendFlags, WCStatus, WCOpcode, 
               QPAttrMask):
     globals().update(_enum.__members__)
 
+ALL_ACCESS = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
+              | Access.IBV_ACCESS_REMOTE_READ | Access.IBV_ACCESS_REMOTE_ATOMIC)
+
 # rxe limits (DESIGN.md; drivers/infiniband/sw/rxe/rxe_param.h)
 MAX_UNACKED_PSNS = 128
 MAX_PKT_PER_ACK = 64

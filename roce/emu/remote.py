@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import random
 import sys
 import time
@@ -35,9 +34,9 @@ from .. import fast
 from ..locate import OK
 from ..opcodes import OPCODES, Position
 from . import oob
-from .constants import Access, QPType, WCStatus, WROpcode
+from .constants import ALL_ACCESS, QPType, WCStatus, WROpcode
 from .qp import AHAttr, QPAttr, QPCap
-from .scenario import OPS, SLOTS, Summary
+from .scenario import OPS, SLOTS, Summary, Workload, emit
 from .transport import (
     EventLoop,
     RawEthernetTransport,
@@ -53,8 +52,6 @@ from .unreliable import GRH_BYTES
 from .verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr
 from .work import SGE, RecvWR, SendWR
 
-FULL = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
-        | Access.IBV_ACCESS_REMOTE_READ | Access.IBV_ACCESS_REMOTE_ATOMIC)
 QKEY = 0x11111111
 QP_TYPES = {"rc": QPType.IBV_QPT_RC, "uc": QPType.IBV_QPT_UC, "ud": QPType.IBV_QPT_UD}
 ALLOWED = {"rc": set(OPS), "uc": {"send", "write"}, "ud": {"send"}}
@@ -67,20 +64,10 @@ class RemoteError(Exception):
 
 
 @dataclass
-class RemoteScenario:
+class RemoteScenario(Workload):
     """What both ends must agree on; sent in the connector's hello."""
 
-    op: str = "write"
-    size: int = 1 << 20
-    count: int = 10
-    mtu: int = 4096
-    qps: int = 1
-    depth: int = 16
-    seed: int = 0
-    psn: int = 0
-    timeout: int = 14
-    retry_cnt: int = 7
-    rnr_retry: int = 7
+    timeout: int = 14  # wall-clock links: a longer ACK timeout than the simulated default
     qp_type: str = "rc"
     time_limit_s: float = 120.0
 
@@ -301,14 +288,14 @@ def _make_flows(ctx: Context, sc: RemoteScenario, role: str) -> list[_Flow]:
         recv_cap = UD_RING if sc.qp_type == "ud" else max(sc.depth * 2, 16)
         cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=recv_cap)
         qp = QP(pd, QPInitAttr(qp_type=QP_TYPES[sc.qp_type], send_cq=cq, recv_cq=cq, cap=cap))
-        mr = MR(pd, n, FULL)
+        mr = MR(pd, n, ALL_ACCESS)
         mr.write(initial(sc.seed, q, "local" if role == "connector" else "remote", n))
         f = _Flow(q, qp, cq, mr)
         if role == "listener":
             f.sends = [i for i in range(sc.count) if kind(sc.op, i) == "send"]
             if sc.qp_type == "ud":
                 ring = min(len(f.sends), UD_RING) or 1
-                f.recv_mr = MR(pd, ring * (GRH_BYTES + sc.slot), FULL)
+                f.recv_mr = MR(pd, ring * (GRH_BYTES + sc.slot), ALL_ACCESS)
                 f.sender_bytes = initial(sc.seed, q, "local", n)
         flows.append(f)
     return flows
@@ -332,7 +319,7 @@ def _bring_up(f: _Flow, sc: RemoteScenario, peer: oob.QPInfo, mtu: int, sport: i
         qp.to_rts(QPAttr(sq_psn=sc.psn))
         f.ah = AH(qp.pd, ah)
         return
-    qp.to_init(QPAttr(qp_access_flags=FULL))
+    qp.to_init(QPAttr(qp_access_flags=ALL_ACCESS))
     qp.to_rtr(QPAttr(path_mtu=mtu, dest_qp_num=peer.qpn, rq_psn=peer.psn,
                      max_dest_rd_atomic=16, min_rnr_timer=MIN_RNR_TIMER, ah_attr=ah))
     qp.to_rts(QPAttr(sq_psn=sc.psn, timeout=sc.timeout, retry_cnt=sc.retry_cnt,
@@ -757,10 +744,4 @@ def run_cli(args: argparse.Namespace) -> int:
     finally:
         if writer is not None:
             writer.close()
-    if args.format == "json":
-        print(json.dumps(summary.as_dict(), indent=2))
-    else:
-        print(summary.text())
-        if args.pcap:
-            print(f"pcap          {args.pcap}")
-    return 0 if summary.data_verified else 3
+    return emit(summary, args.format, args.pcap)

@@ -30,7 +30,7 @@ from .. import fast
 from ..dissect.summary import Summarizer, TimeColumn, header_fields, known_headers
 from ..locate import L3_IPV4, OK, explain
 from ..opcodes import OPCODES
-from .constants import Access, QPAttrMask, QPState, QPType, WCStatus
+from .constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType, WCStatus
 from .memory import VA_ALIGN
 from .qp import AHAttr, QPAttr, QPCap
 from .transport import (
@@ -46,8 +46,6 @@ from .transport import (
 from .verbs import CQ, MR, PD, QP, Context, QPInitAttr
 from .work import RecvWR
 
-FULL = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
-        | Access.IBV_ACCESS_REMOTE_READ | Access.IBV_ACCESS_REMOTE_ATOMIC)
 NO_MAC = "00:00:00:00:00:00"
 
 
@@ -185,7 +183,7 @@ class Target:
         mem = self.ctx.device.memory
         mem.next_index = cfg.rkey >> 8
         mem.next_va = cfg.va
-        mr = MR(self.pd, cfg.size, FULL, key=cfg.rkey & 0xFF)
+        mr = MR(self.pd, cfg.size, ALL_ACCESS, key=cfg.rkey & 0xFF)
         assert mr.rkey == cfg.rkey and mr.addr == cfg.va
         mr.write(fill_bytes(cfg.fill, cfg.size, cfg.seed))
         # the receive buffers come after it, aligned, in an index range of their own
@@ -203,7 +201,7 @@ class Target:
                                               max_recv_wr=max(cfg.recv_depth, 1))))
         dev.next_qpn = max(saved, qpn + 1)
         mac, ip = self.peer.get(qpn, (NO_MAC, "::" if ":" in self.ctx.ip else "0.0.0.0"))
-        qp.to_init(QPAttr(qp_access_flags=FULL))
+        qp.to_init(QPAttr(qp_access_flags=ALL_ACCESS))
         qp.to_rtr(QPAttr(path_mtu=self.mtu, dest_qp_num=(cfg.peer_qpn + i) & 0xFFFFFF,
                          rq_psn=cfg.psn & 0xFFFFFF, max_dest_rd_atomic=16,
                          min_rnr_timer=cfg.min_rnr_timer, ah_attr=self._ah(mac, ip)))

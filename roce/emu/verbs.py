@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .constants import Access, QPAttrMask, QPState, QPType
+from .constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType
 from .device import Device
 from .memory import MemoryRegion
 from .qp import AHAttr, QPAttr, QPCap, QueuePair
@@ -211,8 +211,7 @@ def connect(a: QP, b: QP, *, path_mtu: int = 5, access: int | None = None, psn_a
     """Bring two RC/UC QPs through INIT -> RTR -> RTS toward each other (the out-of-band
     exchange, done in-process).  ``psn_a`` is the first PSN ``a`` sends."""
     if access is None:
-        access = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
-                  | Access.IBV_ACCESS_REMOTE_READ | Access.IBV_ACCESS_REMOTE_ATOMIC)
+        access = ALL_ACCESS
     for me, peer, my_psn, peer_psn in ((a, b, psn_a, psn_b), (b, a, psn_b, psn_a)):
         me.to_init(QPAttr(qp_access_flags=access))
         ah = AHAttr(dmac=peer.ctx.mac, dip=peer.ctx.ip)

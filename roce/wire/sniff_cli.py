@@ -187,20 +187,10 @@ def _check_usage(args: argparse.Namespace) -> DisplayFilter | None:
     """Usage errors before anything is opened; returns the compiled display filter."""
     if not args.interface:
         raise UsageError("-i IFACE is required")
-    fmt = args.format
-    if args.fields and fmt not in ("fields", "csv"):
-        raise UsageError("-e needs -T fields or -T csv")
-    if fmt == "fields" and not args.fields:
-        raise UsageError("-T fields needs at least one -e FIELD")
-    if args.field_options and fmt != "fields":
-        raise UsageError("-E needs -T fields")
-    if fmt != "text" and (args.verbose or args.hexdump):
-        raise UsageError(f"-V and -x print text; they do not combine with -T {fmt}")
     if args.udp_port > 0xFFFF:
         raise UsageError(f"--udp-port {args.udp_port} out of range")
     try:
-        decode._check_field_names(args.fields)
-        decode._field_options(args.field_options)
+        decode.check_output_options(args)
     except decode.UsageError as exc:
         raise UsageError(str(exc)) from None
     if args.filter is None:
