@@ -69,7 +69,7 @@ from __future__ import annotations
 import re
 import socket
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, islice
 from operator import itemgetter, sub
@@ -181,8 +181,14 @@ _AETH_LATER = frozenset(c for c, op in OPCODES.items() if "aeth" in op.headers[1
 _BULK_DATA = frozenset(c for c, i in enumerate(OPINFO) if i and i.cls == C_DATA and i.seq
                        and c not in _RETH_LATER and OPCODES[c].transport in (Transport.RC,
                                                                             Transport.UC))
-_BULK_ACK = frozenset(c for c, i in enumerate(OPINFO)
-                      if i and i.cls == C_ACK and c not in _AETH_LATER)
+_BULK_ACK: frozenset[int] = frozenset(c for c, i in enumerate(OPINFO)
+                                      if i and i.cls == C_ACK and c not in _AETH_LATER)
+_BULK_RESP = frozenset(c for c, i in enumerate(OPINFO)
+                       if i and i.cls == C_READ_RESP and c not in _AETH_LATER)
+# Opcode -> which bulk path can take a run of it (0: none): runs are cut where this changes.
+_BULK_CATEGORY = bytes(1 if c in _BULK_DATA else 2 if c in _BULK_ACK else
+                       3 if c in _BULK_RESP else 0 for c in range(256))
+_FIRST_OR_ONLY = b"FO"
 # Opcode -> position letter (F, M, L, O) and -> 1 for First/Middle, for bytes.translate: a
 # group's positions become a string that a regular expression checks in one call.
 _POS_TABLE = bytes(b"FMLO"[i.pos] if i else 0x3F for i in OPINFO)
@@ -548,8 +554,28 @@ class Analyzer:
             if f.first_ts < 0:
                 f.first_ts = tss[idx[0]]
             f.last_ts = tss[idx[-1]]
-            if not (self.bulk and not special and self._bulk_group(f, idx, B)):
+            if self.bulk and not special:
+                self._group(f, idx, B)
+            else:
                 self._slow_group(f, idx, B, special)
+
+    def _group(self, f: Flow, idx: list[int], B: _Batch) -> None:
+        """A flow's packets of one batch, in order: each run of packets the bulk path can
+        take (plain data or plain ACKs) goes in bulk, the others one by one.  A READ or an
+        atomic in the middle of a WRITE stream then costs only its own packet."""
+        ops = B.opcode
+        cat = _BULK_CATEGORY
+        n = len(idx)
+        start = 0
+        while start < n:
+            c = cat[ops[idx[start]]]
+            end = start + 1
+            while end < n and cat[ops[idx[end]]] == c:
+                end += 1
+            run = idx[start:end] if start or end < n else idx
+            if not (c and self._bulk_group(f, run, B)):
+                self._slow_group(f, run, B, {})
+            start = end
 
     def _new_flow(self, l3: int, addr: bytes, qp: int) -> Flow:
         half = len(addr) // 2
@@ -627,9 +653,9 @@ class Analyzer:
         if not B.clean and (3 in g(B.ecn) or 0 in g(B.icrc)):
             return False
         if opset <= _BULK_DATA:
-            if f.pending is not None:
-                return False
             psns = g(B.psn)
+            if f.pending is not None:  # as the packet path would: this run's first PSN
+                self._resolve_read(f, psns[0])  # decides the pending READ's PSN count
             t = f.req
             start = t.next if t is not None and t.started else psns[0]
             if start + m > PSN_MASK + 1 or psns != tuple(range(start, start + m)):
@@ -647,6 +673,8 @@ class Analyzer:
             f.req_payload += total
             self._clean_messages(f, f.reqmsg, ops, psns, pls, idx, B)
             return True
+        if opset <= _BULK_RESP:
+            return self._bulk_responses(f, idx, B, ops, g)
         if opset <= _BULK_ACK:
             syns = g(B.key0)
             if max(syns) >= 0x20:  # not every one a plain ACK (bits 7:5 zero)
@@ -660,6 +688,46 @@ class Analyzer:
             f.acks += m
             return True
         return False
+
+    def _bulk_responses(self, f: Flow, idx: list[int], B: _Batch, ops: tuple[int, ...],
+                        g: Callable[[Sequence[Any]], tuple[Any, ...]]) -> bool:
+        """A run of READ responses: in PSN order within each message, a forward jump allowed
+        at each First/Only (PSNs of requests without a data response), as the packet path."""
+        psns = g(B.psn)
+        pos = bytes(ops).translate(_POS_TABLE)
+        t = f.rsp
+        nxt = t.next if t is not None and t.started else psns[0]
+        cuts = []  # (index where a message jumps ahead, new PSN)
+        for j, p in enumerate(psns):
+            if p != nxt:
+                d = psn_diff(p, nxt)
+                if d <= 0 or pos[j] not in _FIRST_OR_ONLY or (t is None and j == 0):
+                    return False
+                cuts.append((j, p))
+            nxt = (p + 1) & PSN_MASK
+        if t is None:
+            t = f.rsp = fast.PSNTracker()
+        start = 0
+        for j, p in (*cuts, (len(psns), None)):
+            if j > start:
+                _feed_many(t, psns[start:j])
+            if p is not None:
+                if p < t.next:
+                    t.wraps += 1
+                t.next = p
+            start = j
+        pls = g(B.paylen)
+        total = sum(pls)
+        m = len(idx)
+        if f.rsp_first < 0:
+            f.rsp_first = psns[0]
+        f.rsp_last = psns[-1]
+        f.packets += m
+        f.bytes += sum(g(B.lens))
+        f.payload += total
+        f.rsp_payload += total
+        self._clean_messages(f, f.rspmsg, ops, psns, pls, idx, B)
+        return True
 
     def _clean_messages(self, f: Flow, st: _Msgs, ops: tuple[int, ...], psns: tuple[int, ...],
                         pls: tuple[int, ...], idx: list[int], B: _Batch) -> None:
