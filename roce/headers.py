@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag
+from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag, Renamed
 
 # -- address adapters: addresses are strings in Python, integers on the wire -----------------
 
@@ -86,48 +86,144 @@ U = BitsInteger
 
 # -- L2 / L3 / L4 ------------------------------------------------------------------------------
 
-ETH = BitStruct("dst" / MacAddress, "src" / MacAddress, "type" / U(16))
-VLAN = BitStruct("priority" / U(3), "dei" / U(1), "id" / U(12), "etype" / U(16))
+ETH = BitStruct(
+    "dst" / MacAddress * "Destination",
+    "src" / MacAddress * "Source",
+    "type" / U(16) * "Type",
+)
+VLAN = BitStruct(
+    "priority" / U(3) * "Priority",
+    "dei" / U(1) * "DEI",
+    "id" / U(12) * "ID",
+    "etype" / U(16) * "Type",
+)
 # Linux cooked captures (libpcap LINKTYPE_LINUX_SLL / SLL2): only what we need to find L3.
-SLL = BitStruct("pkttype" / U(16), "hatype" / U(16), "halen" / U(16), "src" / U(64),
-                "etype" / U(16))
-SLL2 = BitStruct("etype" / U(16), "reserved" / U(16), "ifindex" / U(32), "hatype" / U(16),
-                 "pkttype" / U(8), "halen" / U(8), "src" / U(64))
+SLL = BitStruct(
+    "pkttype" / U(16) * "Packet type",
+    "hatype" / U(16) * "Link-layer address type",
+    "halen" / U(16) * "Link-layer address length",
+    "src" / U(64) * "Source",
+    "etype" / U(16) * "Protocol",
+)
+SLL2 = BitStruct(
+    "etype" / U(16) * "Protocol",
+    "reserved" / U(16) * "Reserved",
+    "ifindex" / U(32) * "Interface index",
+    "hatype" / U(16) * "Link-layer address type",
+    "pkttype" / U(8) * "Packet type",
+    "halen" / U(8) * "Link-layer address length",
+    "src" / U(64) * "Source",
+)
 IPV4 = BitStruct(
-    "version" / U(4), "ihl" / U(4), "dsfield.dscp" / U(6), "dsfield.ecn" / U(2), "len" / U(16),
-    "id" / U(16), "flags.rb" / U(1), "flags.df" / U(1), "flags.mf" / U(1),
-    "frag_offset" / U(13), "ttl" / U(8), "proto" / U(8), "checksum" / U(16),
-    "src" / IPv4Address, "dst" / IPv4Address,
+    "version" / U(4) * "Version",
+    "ihl" / U(4) * "Header Length",
+    "dsfield.dscp" / U(6) * "Differentiated Services Codepoint",
+    "dsfield.ecn" / U(2) * "Explicit Congestion Notification",
+    "len" / U(16) * "Total Length",
+    "id" / U(16) * "Identification",
+    "flags.rb" / U(1) * "Reserved bit",
+    "flags.df" / U(1) * "Don't fragment",
+    "flags.mf" / U(1) * "More fragments",
+    "frag_offset" / U(13) * "Fragment Offset",
+    "ttl" / U(8) * "Time to Live",
+    "proto" / U(8) * "Protocol",
+    "checksum" / U(16) * "Header Checksum",
+    "src" / IPv4Address * "Source Address",
+    "dst" / IPv4Address * "Destination Address",
 )
 IPV6 = BitStruct(
-    "version" / U(4), "tclass" / U(8), "flow" / U(20), "plen" / U(16), "nxt" / U(8),
-    "hlim" / U(8), "src" / IPv6Address, "dst" / IPv6Address,
+    "version" / U(4) * "Version",
+    "tclass" / U(8) * "Traffic Class",
+    "flow" / U(20) * "Flow Label",
+    "plen" / U(16) * "Payload Length",
+    "nxt" / U(8) * "Next Header",
+    "hlim" / U(8) * "Hop Limit",
+    "src" / IPv6Address * "Source Address",
+    "dst" / IPv6Address * "Destination Address",
 )
-UDP = BitStruct("srcport" / U(16), "dstport" / U(16), "length" / U(16), "checksum" / U(16))
+UDP = BitStruct(
+    "srcport" / U(16) * "Source Port",
+    "dstport" / U(16) * "Destination Port",
+    "length" / U(16) * "Length",
+    "checksum" / U(16) * "Checksum",
+)
 # RoCEv1 Global Route Header (IBA 8.3); GIDs shown as IPv6 addresses, as tools do.
 GRH = BitStruct(
-    "ipver" / U(4), "tclass" / U(8), "flowlabel" / U(20), "paylen" / U(16), "nxthdr" / U(8),
-    "hoplmt" / U(8), "sgid" / IPv6Address, "dgid" / IPv6Address,
+    "ipver" / U(4) * "IP Version",
+    "tclass" / U(8) * "Traffic Class",
+    "flowlabel" / U(20) * "Flow Label",
+    "paylen" / U(16) * "Payload Length",
+    "nxthdr" / U(8) * "Next Header",
+    "hoplmt" / U(8) * "Hop Limit",
+    "sgid" / IPv6Address * "Source GID",
+    "dgid" / IPv6Address * "Destination GID",
 )
 
 # -- InfiniBand transport headers (IBA 9.2, 9.3) ------------------------------------------------
 
 BTH = BitStruct(
-    "opcode" / U(8), "se" / Flag, "m" / Flag, "padcnt" / U(2), "tver" / U(4), "p_key" / U(16),
-    "fecn" / Flag, "becn" / Flag, "reserved" / U(6), "destqp" / U(24),
-    "a" / Flag, "reserved7" / U(7), "psn" / U(24),
+    "opcode" / U(8) * "Opcode",
+    "se" / Flag * "Solicited Event",
+    "m" / Flag * "MigReq",
+    "padcnt" / U(2) * "Pad Count",
+    "tver" / U(4) * "Header Version",
+    "p_key" / U(16) * "Partition Key",
+    "fecn" / Flag * "FECN",
+    "becn" / Flag * "BECN",
+    "reserved" / U(6) * "Reserved (6 bits)",
+    "destqp" / U(24) * "Destination Queue Pair",
+    "a" / Flag * "Acknowledge Request",
+    "reserved7" / U(7) * "Reserved (7 bits)",
+    "psn" / U(24) * "Packet Sequence Number",
 )
-RDETH = BitStruct("reserved" / U(8), "eecnxt" / U(24))
-DETH = BitStruct("q_key" / U(32), "reserved" / U(8), "srcqp" / U(24))
-RETH = BitStruct("va" / U(64), "r_key" / U(32), "dmalen" / U(32))
-ATOMICETH = BitStruct("va" / U(64), "r_key" / U(32), "swapdt" / U(64), "cmpdt" / U(64))
-AETH = BitStruct("syndrome" / U(8), "msn" / U(24))
-ATOMICACKETH = BitStruct("origremdt" / U(64))
-IMMDT = BitStruct("immdt" / U(32))
-IETH = BitStruct("ieth" / U(32))  # the R_Key to invalidate; Wireshark: infiniband.ieth
-XRCETH = BitStruct("reserved" / U(8), "xrcsrq" / U(24))
-FETH = BitStruct("reserved" / U(26), "sel" / U(2), "plt" / U(4))
-CNP = BitStruct("reserved" / U(128))
+RDETH = BitStruct(
+    "reserved" / U(8) * "Reserved",
+    "eecnxt" / U(24) * "E2E Context",
+)
+DETH = BitStruct(
+    "q_key" / U(32) * "Queue Key",
+    "reserved" / U(8) * "Reserved",
+    "srcqp" / U(24) * "Source Queue Pair",
+)
+RETH = BitStruct(
+    "va" / U(64) * "Virtual Address",
+    "r_key" / U(32) * "Remote Key",
+    "dmalen" / U(32) * "DMA Length",
+)
+ATOMICETH = BitStruct(
+    "va" / U(64) * "Virtual Address",
+    "r_key" / U(32) * "Remote Key",
+    "swapdt" / U(64) * "Swap (Or Add) Data",
+    "cmpdt" / U(64) * "Compare Data",
+)
+AETH = BitStruct(
+    "syndrome" / U(8) * "Syndrome",
+    "msn" / U(24) * "Message Sequence Number",
+)
+ATOMICACKETH = BitStruct(
+    "origremdt" / U(64) * "Original Remote Data",
+)
+IMMDT = BitStruct(
+    "immdt" / U(32) * "Immediate Data",
+)
+IETH = BitStruct(
+    "ieth" / U(32) * "RKey",
+)  # the R_Key to invalidate; Wireshark: infiniband.ieth
+XRCETH = BitStruct(
+    "reserved" / U(8) * "Reserved",
+    "xrcsrq" / U(24) * "XRC Target SRQ",
+)
+FETH = BitStruct(
+    "reserved" / U(26) * "Reserved",
+    "sel" / U(2) * "Selectivity Level",
+    "plt" / U(4) * "Placement Type",
+)
+CNP = BitStruct(
+    "reserved" / U(128) * "Reserved",
+)
+
+# Each field carries its display name (Wireshark's, where Wireshark has the field) as its
+# Construct docstring: the decoder's tree reads it from LAYOUTS.
 
 # Header name (the field-name prefix) -> definition.  Opcode rows name headers by these keys.
 HEADERS: dict[str, Construct] = {
@@ -165,6 +261,7 @@ class Field:
     kind: str  # "int", "bool", or "addr"
     decode: Callable | None = None
     encode: Callable | None = None
+    title: str = ""  # display name (the Construct docstring)
 
     @property
     def byte_offset(self) -> int:
@@ -184,13 +281,16 @@ class Layout:
         raise KeyError(f"{self.name} has no field {name!r}")
 
 
-def _layout(name: str, con: Construct) -> Layout:
+def _layout(header: str, con: Construct) -> Layout:
     size = con.sizeof()
     total = size * 8
     fields: list[Field] = []
     pos = 0
     for sub in con.subcon.subcons:
-        inner = sub.subcon
+        # `"name" / X * "doc"` nests two Renamed wrappers: unwrap, keeping name and doc
+        name, docs, inner = sub.name, sub.docs, sub.subcon
+        while isinstance(inner, Renamed):
+            name, docs, inner = name or inner.name, docs or inner.docs, inner.subcon
         dec = enc = None
         if inner is Flag:
             bits, kind = 1, "bool"
@@ -200,12 +300,12 @@ def _layout(name: str, con: Construct) -> Layout:
             bits, kind = inner.subcon.length, "addr"
             dec, enc = _CONVERTERS[id(inner)]
         else:  # pragma: no cover - a definition error, found at import
-            raise TypeError(f"{name}.{sub.name}: unsupported construct {inner!r}")
-        fields.append(Field(sub.name, pos, bits, total - pos - bits, (1 << bits) - 1, kind,
-                            dec, enc))
+            raise TypeError(f"{header}.{name}: unsupported construct {inner!r}")
+        fields.append(Field(name, pos, bits, total - pos - bits, (1 << bits) - 1, kind,
+                            dec, enc, docs or name))
         pos += bits
-    assert pos == total, name
-    return Layout(name, size, tuple(fields))
+    assert pos == total, header
+    return Layout(header, size, tuple(fields))
 
 
 LAYOUTS: dict[str, Layout] = {name: _layout(name, con) for name, con in HEADERS.items()}

@@ -8,8 +8,8 @@ AETH syndrome is broken down into type and value; the payload shows its length a
 bytes; the ICRC is checked (``[correct]`` / ``[incorrect, should be 0x...]``), which
 Wireshark does not do.
 
-Formatting is table-driven: ``FIELD_DISPLAY`` names each field and says how its value
-is written; fields missing from it fall back to their roce name and decimal.
+Display names come from the layouts (each field's Construct docstring in ``roce.headers``);
+``FIELD_FORMAT`` says how a value is written where plain decimal (or True/False) is not it.
 """
 
 from __future__ import annotations
@@ -112,68 +112,56 @@ def _opcode(v: int) -> str:
     return f"{op.short_name if op else 'Unknown'} ({v})"
 
 
-# (header, field) -> (display name, format).  Names follow Wireshark 4.x.
-FIELD_DISPLAY: dict[tuple[str, str], tuple[str, str]] = {
-    ("eth", "dst"): ("Destination", DEC), ("eth", "src"): ("Source", DEC),
-    ("eth", "type"): ("Type", ETYPE),
-    ("vlan", "priority"): ("Priority", DEC), ("vlan", "dei"): ("DEI", DEC),
-    ("vlan", "id"): ("ID", DEC), ("vlan", "etype"): ("Type", ETYPE),
-    ("sll", "pkttype"): ("Packet type", DEC),
-    ("sll", "hatype"): ("Link-layer address type", DEC),
-    ("sll", "halen"): ("Link-layer address length", DEC), ("sll", "src"): ("Source", HEX(16)),
-    ("sll", "etype"): ("Protocol", ETYPE),
-    ("sll2", "etype"): ("Protocol", ETYPE), ("sll2", "reserved"): ("Reserved", DEC),
-    ("sll2", "ifindex"): ("Interface index", DEC),
-    ("sll2", "hatype"): ("Link-layer address type", DEC),
-    ("sll2", "pkttype"): ("Packet type", DEC),
-    ("sll2", "halen"): ("Link-layer address length", DEC), ("sll2", "src"): ("Source", HEX(16)),
-    ("ip", "version"): ("Version", DEC), ("ip", "ihl"): ("Header Length", IHL),
-    ("ip", "dsfield.dscp"): ("Differentiated Services Codepoint", DEC),
-    ("ip", "dsfield.ecn"): ("Explicit Congestion Notification", ECN),
-    ("ip", "len"): ("Total Length", DEC), ("ip", "id"): ("Identification", HEXDEC(4)),
-    ("ip", "flags.rb"): ("Reserved bit", SET), ("ip", "flags.df"): ("Don't fragment", SET),
-    ("ip", "flags.mf"): ("More fragments", SET),
-    ("ip", "frag_offset"): ("Fragment Offset", DEC),
-    ("ip", "ttl"): ("Time to Live", DEC), ("ip", "proto"): ("Protocol", PROTO),
-    ("ip", "checksum"): ("Header Checksum", HEX(4)),
-    ("ip", "src"): ("Source Address", DEC), ("ip", "dst"): ("Destination Address", DEC),
-    ("ipv6", "version"): ("Version", DEC), ("ipv6", "tclass"): ("Traffic Class", TCLASS),
-    ("ipv6", "flow"): ("Flow Label", HEX(5)), ("ipv6", "plen"): ("Payload Length", DEC),
-    ("ipv6", "nxt"): ("Next Header", PROTO), ("ipv6", "hlim"): ("Hop Limit", DEC),
-    ("ipv6", "src"): ("Source Address", DEC), ("ipv6", "dst"): ("Destination Address", DEC),
-    ("udp", "srcport"): ("Source Port", DEC), ("udp", "dstport"): ("Destination Port", DEC),
-    ("udp", "length"): ("Length", DEC), ("udp", "checksum"): ("Checksum", HEX(4)),
-    ("grh", "ipver"): ("IP Version", DEC), ("grh", "tclass"): ("Traffic Class", TCLASS),
-    ("grh", "flowlabel"): ("Flow Label", HEX(5)), ("grh", "paylen"): ("Payload Length", DEC),
-    ("grh", "nxthdr"): ("Next Header", PROTO), ("grh", "hoplmt"): ("Hop Limit", DEC),
-    ("grh", "sgid"): ("Source GID", DEC), ("grh", "dgid"): ("Destination GID", DEC),
-    ("bth", "opcode"): ("Opcode", OPCODE), ("bth", "se"): ("Solicited Event", BOOL),
-    ("bth", "m"): ("MigReq", BOOL), ("bth", "padcnt"): ("Pad Count", DEC),
-    ("bth", "tver"): ("Header Version", DEC), ("bth", "p_key"): ("Partition Key", DEC),
-    ("bth", "fecn"): ("FECN", BOOL), ("bth", "becn"): ("BECN", BOOL),
-    ("bth", "reserved"): ("Reserved (6 bits)", DEC),
-    ("bth", "destqp"): ("Destination Queue Pair", HEX(6)),
-    ("bth", "a"): ("Acknowledge Request", BOOL),
-    ("bth", "reserved7"): ("Reserved (7 bits)", DEC),
-    ("bth", "psn"): ("Packet Sequence Number", DEC),
-    ("rdeth", "reserved"): ("Reserved", DEC), ("rdeth", "eecnxt"): ("E2E Context", HEX(6)),
-    ("deth", "q_key"): ("Queue Key", HEX(8)), ("deth", "reserved"): ("Reserved", DEC),
-    ("deth", "srcqp"): ("Source Queue Pair", HEX(6)),
-    ("reth", "va"): ("Virtual Address", HEX(16)), ("reth", "r_key"): ("Remote Key", HEX(8)),
-    ("reth", "dmalen"): ("DMA Length", DEC),
-    ("atomiceth", "va"): ("Virtual Address", HEX(16)),
-    ("atomiceth", "r_key"): ("Remote Key", HEX(8)),
-    ("atomiceth", "swapdt"): ("Swap (Or Add) Data", HEXDEC(16)),
-    ("atomiceth", "cmpdt"): ("Compare Data", HEXDEC(16)),
-    ("aeth", "syndrome"): ("Syndrome", SYNDROME),
-    ("aeth", "msn"): ("Message Sequence Number", DEC),
-    ("atomicacketh", "origremdt"): ("Original Remote Data", HEXDEC(16)),
-    ("immdt", "immdt"): ("Immediate Data", HEX(8)), ("ieth", "ieth"): ("RKey", HEX(8)),
-    ("xrceth", "reserved"): ("Reserved", DEC),
-    ("xrceth", "xrcsrq"): ("XRC Target SRQ", HEX(6)),
-    ("feth", "reserved"): ("Reserved", DEC), ("feth", "sel"): ("Selectivity Level", DEC),
-    ("feth", "plt"): ("Placement Type", DEC), ("cnp", "reserved"): ("Reserved", HEX(32)),
+# (header, field) -> value format, where it is not plain decimal.  Display names come from
+# the layouts (roce.headers: each field's docstring).
+FIELD_FORMAT: dict[tuple[str, str], str] = {
+    ("eth", "type"): ETYPE,
+    ("vlan", "etype"): ETYPE,
+    ("sll", "src"): HEX(16),
+    ("sll", "etype"): ETYPE,
+    ("sll2", "etype"): ETYPE,
+    ("sll2", "src"): HEX(16),
+    ("ip", "ihl"): IHL,
+    ("ip", "dsfield.ecn"): ECN,
+    ("ip", "id"): HEXDEC(4),
+    ("ip", "flags.rb"): SET,
+    ("ip", "flags.df"): SET,
+    ("ip", "flags.mf"): SET,
+    ("ip", "proto"): PROTO,
+    ("ip", "checksum"): HEX(4),
+    ("ipv6", "tclass"): TCLASS,
+    ("ipv6", "flow"): HEX(5),
+    ("ipv6", "nxt"): PROTO,
+    ("udp", "checksum"): HEX(4),
+    ("grh", "tclass"): TCLASS,
+    ("grh", "flowlabel"): HEX(5),
+    ("grh", "nxthdr"): PROTO,
+    ("bth", "opcode"): OPCODE,
+    ("bth", "se"): BOOL,
+    ("bth", "m"): BOOL,
+    ("bth", "fecn"): BOOL,
+    ("bth", "becn"): BOOL,
+    ("bth", "destqp"): HEX(6),
+    ("bth", "a"): BOOL,
+    ("rdeth", "eecnxt"): HEX(6),
+    ("deth", "q_key"): HEX(8),
+    ("deth", "srcqp"): HEX(6),
+    ("reth", "va"): HEX(16),
+    ("reth", "r_key"): HEX(8),
+    ("atomiceth", "va"): HEX(16),
+    ("atomiceth", "r_key"): HEX(8),
+    ("atomiceth", "swapdt"): HEXDEC(16),
+    ("atomiceth", "cmpdt"): HEXDEC(16),
+    ("aeth", "syndrome"): SYNDROME,
+    ("atomicacketh", "origremdt"): HEXDEC(16),
+    ("immdt", "immdt"): HEX(8),
+    ("ieth", "ieth"): HEX(8),
+    ("xrceth", "xrcsrq"): HEX(6),
+    ("cnp", "reserved"): HEX(32),
 }
+for _h, _f in FIELD_FORMAT:  # a renamed field fails here, at import, rather than silently
+    LAYOUTS[_h].field(_f)
+
 
 
 def _syndrome(syn: int, pad: str) -> str:
@@ -237,7 +225,8 @@ def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
                      + _TITLE_FACTS.get(header, "") + "\\n")
         single = header in SINGLE_FIELD
         for fld, key in zip(LAYOUTS[base].fields, FLAT_KEYS[header]):
-            label, template = FIELD_DISPLAY.get((base, fld.name), (fld.name, DEC))
+            label = fld.title
+            template = FIELD_FORMAT.get((base, fld.name)) or (BOOL if fld.kind == "bool" else DEC)
             value = f"f[{(header if single else key)!r}]"
             if template == SYNDROME:
                 parts.append(f"{{_syndrome({value}, {pad!r})}}")
@@ -355,4 +344,4 @@ def hexdump(data: bytes) -> str:
     return "\n".join(rows) + "\n"
 
 
-__all__ = ["FIELD_DISPLAY", "hexdump", "render"]
+__all__ = ["FIELD_FORMAT", "hexdump", "render"]
