@@ -43,6 +43,7 @@ def _or_mask(header: str) -> bytes:
 
 
 MASKS: dict[str, bytes] = {name: _or_mask(name) for name in VARIANT_FIELDS}
+_BTH = LAYOUTS["bth"].size
 
 
 def _masked(data: bytes | memoryview, header: str) -> bytes:
@@ -61,9 +62,9 @@ def icrc_at(frame: bytes, l3_offset: int, l3_kind: int, l3_len: int, bth_offset:
     parts = [LRH_STANDIN, _masked(mv[l3_offset:l3_offset + l3_len], L3_HEADER[l3_kind])]
     if l3_kind != L3_GRH:
         parts.append(_masked(mv[l3_offset + l3_len:bth_offset], "udp"))
-    parts.append(_masked(mv[bth_offset:bth_offset + 12], "bth"))
+    parts.append(_masked(mv[bth_offset:bth_offset + _BTH], "bth"))
     crc = zlib.crc32(b"".join(parts))
-    crc = zlib.crc32(mv[bth_offset + 12:end], crc)
+    crc = zlib.crc32(mv[bth_offset + _BTH:end], crc)
     return int.from_bytes(crc.to_bytes(4, "little"), "big")
 
 

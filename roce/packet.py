@@ -32,7 +32,7 @@ from .locate import (
     Walk,
     explain,
 )
-from .opcodes import OPCODES, Opcode, lookup
+from .opcodes import OPCODES, Opcode, Transport, lookup
 
 _L2_NAME = {LINKTYPE_ETHERNET: "eth", LINKTYPE_LINUX_SLL: "sll", LINKTYPE_LINUX_SLL2: "sll2"}
 _L3_NAME = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
@@ -465,8 +465,8 @@ def _template(op: Opcode, l3: str) -> dict[str, dict[str, Any]]:
         headers["udp"] = {"srcport": None, "dstport": ROCE_PORT, "length": None,
                           "checksum": 0}
     headers["bth"] = {"opcode": op.code, "se": False, "m": False, "padcnt": None, "tver": 0,
-                      "p_key": 0xFFFF, "fecn": False, "becn": op.code == 0x81, "reserved": 0,
-                      "destqp": 0, "a": False, "reserved7": 0, "psn": 0}
+                      "p_key": 0xFFFF, "fecn": False, "becn": op.transport is Transport.CNP,
+                      "reserved": 0, "destqp": 0, "a": False, "reserved7": 0, "psn": 0}
     for name in op.headers:
         headers[name] = DECODERS[name](bytes(SIZE_OF[name]), 0)
     return headers

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from .. import fast
 from ..dissect.summary import Summarizer, TimeColumn, header_fields, known_headers
+from ..headers import LAYOUTS
 from ..locate import L3_IPV4, OK, explain
 from ..opcodes import OPCODES
 from .constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType, WCStatus
@@ -246,10 +247,11 @@ class Target:
         if qp is None or not OPCODES[w.opcode].is_request:
             return
         self.stats.received += 1
-        n = 4 if w.l3_kind == L3_IPV4 else 16
-        off = w.l3_off + (12 if w.l3_kind == L3_IPV4 else 8)
-        ip = str(ipaddress.ip_address(frame[off:off + n]))
-        mac = frame[6:12].hex(":")
+        src = LAYOUTS["ip" if w.l3_kind == L3_IPV4 else "ipv6"].field("src")
+        off = w.l3_off + src.byte_offset
+        ip = str(ipaddress.ip_address(frame[off:off + src.bits // 8]))
+        eth_src = LAYOUTS["eth"].field("src")
+        mac = frame[eth_src.byte_offset:eth_src.byte_offset + 6].hex(":")
         if self.peer.get(destqp) == (mac, ip):
             return
         first = destqp not in self.peer

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import fast
+from ..headers import LAYOUTS
 from ..locate import L3_IPV4, OK, ROCE_PORT
 from .device import Device
 
@@ -665,8 +666,9 @@ class UdpTransport(Transport):
         b[w.udp_off:w.udp_off + 2] = self.port.to_bytes(2, "big")
         b[src_off:src_off + len(self.local_b)] = self.local_b
         if w.l3_kind == L3_IPV4:
-            b[w.l3_off + 10:w.l3_off + 12] = b"\0\0"
-            b[w.l3_off + 10:w.l3_off + 12] = fast.ip_checksum(
+            lo = w.l3_off + _IP_CSUM
+            b[lo:lo + 2] = b"\0\0"
+            b[lo:lo + 2] = fast.ip_checksum(
                 bytes(b[w.l3_off:w.l3_off + w.l3_len])).to_bytes(2, "big")
         out = bytes(b)
         icrc = fast.icrc_of(out, w)
@@ -855,3 +857,6 @@ if __name__ == "__main__":
         sys.exit(_relay_main(sys.argv[2:]))
     print("usage: python -m roce.emu.transport relay IF_A IF_B [options]", file=sys.stderr)
     sys.exit(os.EX_USAGE)
+
+
+_IP_CSUM = LAYOUTS["ip"].field("checksum").byte_offset

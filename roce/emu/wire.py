@@ -107,7 +107,7 @@ class Incoming:
             frame, walk.bth_off)
         self.op = OPCODES[code]
         ext = {}
-        pos = walk.bth_off + 12
+        pos = walk.bth_off + SIZE_OF["bth"]
         for h in self.op.headers:
             ext[h] = DECODERS[h](frame, pos)
             pos += SIZE_OF[h]
