@@ -494,6 +494,13 @@ NAMES: tuple[str, ...] = tuple(opcode_name(c) for c in range(256))
 _L3_PROTO = {L3_IPV4: "RRoCE", L3_IPV6: "RRoCE", L3_GRH: "RoCE"}
 
 
+# The bytes that decide a line's middle part (addresses, ports, opcode, QP): from the L3
+# source address to the end of BTH's DestQP.
+_SRC4 = LAYOUTS["ip"].field("src").byte_offset
+_SRC6 = LAYOUTS["ipv6"].field("src").byte_offset
+_BTH_QP_END = (LAYOUTS["bth"].field("destqp").bit_offset + LAYOUTS["bth"].field("destqp").bits) // 8
+
+
 class Summarizer:
     """Formats one-line summaries; keeps the state that spans frames (time, caches)."""
 
@@ -631,7 +638,7 @@ class Summarizer:
             if st:
                 add(slow(i, tt))
                 continue
-            key = data[o + 12 if k3 == L3_IPV4 else o + 8:b + 8]
+            key = data[o + (_SRC4 if k3 == L3_IPV4 else _SRC6):b + _BTH_QP_END]
             mid = mid_cache.get(key)
             if mid is None or mid[1] != ln:
                 mid = self._middle(key, k3, op, qp, ln)
