@@ -15,7 +15,7 @@ from typing import Any
 
 from . import fast
 from .errors import DecodeError
-from .headers import DECODERS, ENCODERS, SIZE_OF, syndrome_type, syndrome_value
+from .headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF, syndrome_type, syndrome_value
 from .icrc import L3_GRH, L3_IPV4, L3_IPV6
 from .locate import (
     BAD_L3_LENGTH,
@@ -38,7 +38,9 @@ _L2_NAME = {LINKTYPE_ETHERNET: "eth", LINKTYPE_LINUX_SLL: "sll", LINKTYPE_LINUX_
 _L3_NAME = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
 _VLAN_NAMES = ("vlan", "vlan2")
 _ETYPE_KEY = {"eth": "type", "sll": "etype", "sll2": "etype", "vlan": "etype", "vlan2": "etype"}
-_SINGLE = {"immdt", "ieth"}  # one-field headers whose field name is the header name
+# One-field headers whose field is named like the header (ImmDt, IETH): flat key "immdt".
+_SINGLE = frozenset(n for n, lay in LAYOUTS.items()
+                    if len(lay.fields) == 1 and lay.fields[0].name == n)
 
 # rxe: UDP source port = 0xC000 | 14-bit hash of the QPN (hash_32 with the golden ratio).
 _GOLDEN_RATIO_32 = 0x61C88647
