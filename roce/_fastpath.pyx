@@ -763,6 +763,14 @@ cdef void icrc_one(const uint8_t *p, Py_ssize_t n, int linktype, int udp_port,
 
 
 DEF PARALLEL_MIN = 512  # below this a second thread costs more than it saves
+cdef bint parallel_allowed = True
+
+
+def disable_parallel():
+    """Called in a forked child: GNU OpenMP's thread pool does not survive fork(), so a
+    child never enters a parallel region (it would hang); its batches run on one core."""
+    global parallel_allowed
+    parallel_allowed = False
 
 
 def icrc_batch(list frames, int linktype=1, int udp_port=4791, uint32_t[::1] out=None,
@@ -794,11 +802,15 @@ def icrc_batch(list frames, int linktype=1, int udp_port=4791, uint32_t[::1] out
                 raise TypeError("icrc_batch: frame %d is not bytes" % i)
             ptrs[i] = <const uint8_t *>PyBytes_AS_STRING(f)
             lens[i] = PyBytes_GET_SIZE(f)
-        if count >= PARALLEL_MIN:
+        if count >= PARALLEL_MIN and parallel_allowed:
             threads = omp_threads()
         with nogil:
-            for i in prange(count, num_threads=threads, schedule="static"):
-                icrc_one(ptrs[i], lens[i], linktype, udp_port, &crcs[i], &sts[i], &oks[i])
+            if threads > 1:
+                for i in prange(count, num_threads=threads, schedule="static"):
+                    icrc_one(ptrs[i], lens[i], linktype, udp_port, &crcs[i], &sts[i], &oks[i])
+            else:  # no OpenMP region at all: safe after fork(), cheaper for small batches
+                for i in range(count):
+                    icrc_one(ptrs[i], lens[i], linktype, udp_port, &crcs[i], &sts[i], &oks[i])
         for i in range(count):
             good += oks[i]
             if out is not None:

@@ -7,6 +7,7 @@ works through the references and says so once with a ``RuntimeWarning``.
 
 from __future__ import annotations
 
+import os
 import warnings
 from array import array
 from typing import Any
@@ -111,6 +112,8 @@ def _decoder_config() -> list[tuple[str, list[tuple[str, int, int, int, int, int
 
 if _ext is not None:
     _ext.configure(_config())
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_ext.disable_parallel)
     _ext.configure_decoder(_decoder_config(), "vlan2")
 
 # -- the API the rest of roce uses ----------------------------------------------------------

@@ -57,3 +57,25 @@ def test_pcap_split_stops_at_absurd_length():
         cols = [array("q", bytes(8 * 4)) for _ in range(3)]
         assert split(buf, 0, False, 1000, 4, out, *cols, MAX_RECORD) == (0, 0, 1)
         assert out == []
+
+
+def test_icrc_batch_after_fork_does_not_hang():
+    """GNU OpenMP's pool does not survive fork(): a child must not enter a parallel region."""
+    import subprocess
+    import sys
+
+    code = """
+import multiprocessing as mp
+import roce
+from roce import fast
+frames = [roce.craft(1, b"x" * 100, psn=i).to_bytes() for i in range(2000)]
+assert fast.icrc_batch(frames) == 2000  # the parent's batch starts the thread pool
+def work(_):
+    return fast.icrc_batch(frames)
+with mp.get_context("fork").Pool(2) as pool:
+    print(pool.map(work, range(4)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[2000, 2000, 2000, 2000]"
