@@ -514,6 +514,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pcap/pcapng capture (gzip ok); - reads standard input")
     parser.add_argument("-r", "--read-file", metavar="FILE", dest="read_file",
                         help="capture to read (same as FILE)")
+    add_output_arguments(parser)
+    parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
+                        help="print the field names or the filter macros and exit")
+
+
+def add_output_arguments(parser: Any) -> None:
+    """The decoding and output options ``roce decode`` and ``roce sniff`` share (a parser or
+    an argument group)."""
     parser.add_argument("-V", "--verbose", action="store_true",
                         help="print the full header tree of each packet")
     parser.add_argument("-P", "--print-summary", action="store_true", dest="print_summary",
@@ -545,8 +553,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "is unset)")
     parser.add_argument("--no-color", "--no-colour", action="store_const", const="never",
                         dest="color", help="same as --color never")
-    parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
-                        help="print the field names or the filter macros and exit")
 
 
 def _field_options(opts: list[str]) -> dict[str, Any]:

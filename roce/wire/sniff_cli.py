@@ -41,7 +41,7 @@ from roce import fast
 from roce.dissect import decode, output, summary, tree
 from roce.dissect.filter import FilterError
 from roce.headers import LAYOUTS
-from roce.locate import L3_GRH, LINKTYPE_ETHERNET, NR_PORT, OK, ROCE_PORT
+from roce.locate import L3_GRH, LINKTYPE_ETHERNET, NR_PORT, OK
 from roce.pcapio import Frame, PcapNgWriter, PcapWriter
 
 from . import iface
@@ -94,31 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="save the packets shown to a pcap (pcapng if named .pcapng)")
     g.add_argument("-q", "--quiet", action="store_true", help="print no packets (with -w)")
     g = parser.add_argument_group("decoding (as roce decode)")
-    g.add_argument("-V", "--verbose", action="store_true", help="full header tree")
-    g.add_argument("-P", "--print-summary", action="store_true", dest="print_summary",
-                   help="with -V: the one-line summary above each tree")
-    g.add_argument("-x", "--hex", action="store_true", dest="hexdump",
-                   help="add a hex and ASCII dump of each frame")
-    g.add_argument("-T", "--format", choices=("text", "json", "jsonl", "fields", "csv"),
-                   default="text", help="output format (default text)")
-    g.add_argument("-e", "--field", action="append", default=[], dest="fields",
-                   metavar="FIELD", help="field for -T fields/csv (repeat)")
-    g.add_argument("-E", action="append", default=[], dest="field_options",
-                   metavar="OPT=VALUE", help="-T fields option (header, separator, quote, "
-                                             "aggregator)")
-    g.add_argument("-Y", "--display-filter", metavar="EXPR", dest="filter",
-                   help="show only packets matching this display filter")
-    g.add_argument("-c", "--count", type=parse_positive, metavar="N",
-                   help="stop after N shown packets")
-    g.add_argument("-t", dest="time_format", choices=summary.TIME_MODES, default="r",
-                   help="time column format (as roce decode)")
-    g.add_argument("--only-roce", action="store_true", help="hide frames that are not RoCE")
-    g.add_argument("--udp-port", type=parse_positive, default=ROCE_PORT, metavar="N",
-                   help=f"RoCEv2 UDP port (default {ROCE_PORT})")
-    g.add_argument("--color", "--colour", choices=("auto", "always", "never"), default="auto",
-                   dest="color", help="colour lines (auto: on a terminal without NO_COLOR)")
-    g.add_argument("--no-color", "--no-colour", action="store_const", const="never",
-                   dest="color", help="same as --color never")
+    decode.add_output_arguments(g)
 
 
 class _Output:
@@ -187,8 +163,6 @@ def _check_usage(args: argparse.Namespace) -> DisplayFilter | None:
     """Usage errors before anything is opened; returns the compiled display filter."""
     if not args.interface:
         raise UsageError("-i IFACE is required")
-    if args.udp_port > 0xFFFF:
-        raise UsageError(f"--udp-port {args.udp_port} out of range")
     try:
         decode.check_output_options(args)
     except decode.UsageError as exc:
