@@ -61,6 +61,14 @@ def make_big_capture(path: Path, target_bytes: int) -> int:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
+def roce_entry_point() -> str:
+    """The ``roce`` script pip installed next to this interpreter.  ``shutil.which`` may find
+    a version manager's shim first (pyenv's is a bash script that costs ~45 ms a start);
+    tshark is run directly, so is roce."""
+    here = Path(sys.executable).parent / "roce"
+    return str(here) if here.exists() else shutil.which("roce") or "roce"
+
+
 def wall(cmd: list[str], rounds: int) -> float:
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
                    env=ENV)  # warm-up: page cache, bytecode cache
@@ -89,7 +97,7 @@ def main() -> None:
     ap.add_argument("--packets", type=int, default=200_000)
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    roce_cmd = shutil.which("roce") or "roce"
+    roce_cmd = roce_entry_point()
     tshark = shutil.which("tshark")
     with tempfile.TemporaryDirectory() as d:
         cap = Path(d) / "bench.pcap"

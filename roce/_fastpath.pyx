@@ -1090,3 +1090,8 @@ cdef class PSNTracker:
         return {"in_order": self.in_order, "gaps": self.gaps, "missing": self.missing,
                 "late": self.late, "duplicates": self.duplicates, "wraps": self.wraps,
                 "still_missing": self.still_missing, "next": self.next}
+
+
+# -- per-flow analysis -------------------------------------------------------------------------
+
+include "_flowengine.pxi"

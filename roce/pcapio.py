@@ -23,7 +23,9 @@ This module owns all capture-file I/O in ``roce``:
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
+import stat
 import struct
 import sys
 import zlib
@@ -57,6 +59,7 @@ LINKTYPE_LINUX_SLL2 = 276
 CHUNK = 1 << 20                 # read size
 MAX_RECORD = 256 << 20          # largest caplen / block length accepted
 MAX_PROBLEMS = 1000             # problems recorded per reader
+SCAN_STEP = 8 << 20             # bytes handed to a record consumer per call (scan_records)
 _NS = 1_000_000_000
 
 # pcap magic (as it appears on disk) -> (struct byte order, nanosecond, record header size)
@@ -252,6 +255,11 @@ class CaptureReader:
         else:
             self._file = src
         try:
+            # Where the capture starts in the file, when it is one (scan_records maps it).
+            self._origin: int | None = self._file.tell() if self._file.seekable() else None
+        except (OSError, ValueError, AttributeError):
+            self._origin = None
+        try:
             self._setup()
         except BaseException:
             self.close()
@@ -446,6 +454,94 @@ class CaptureReader:
                 return
             if count == n:
                 continue
+            left = len(buf) - pos
+            need = 16 if left < 16 else 16 + struct.unpack_from(self._e + "I", buf, pos + 8)[0]
+            buf = self._refill(buf, pos, need)
+            pos = 0
+            if len(buf) < need:
+                if buf:
+                    self._truncated(0, need, len(buf))
+                return
+
+    def can_scan_records(self) -> bool:
+        """Can :meth:`scan_records` take the rest of this capture (classic pcap, not read)?"""
+        return self.format == "pcap" and self._rec_len == 16 and not self._started
+
+    def scan_records(self, consume: Callable[..., tuple[int, int]],
+                     step: int = SCAN_STEP) -> Iterator[int]:
+        """Hand the records of a classic pcap to a consumer that reads them in place:
+        ``consume(buf, pos, end, big_endian, frac_mul, linktype) -> (pos, status)`` takes
+        the whole records in ``buf[pos:end]`` and says where it stopped (status 1: before a
+        record longer than ``MAX_RECORD``).  A plain file is mapped into memory, its pages
+        released behind the consumer so memory stays flat; other streams are read in
+        chunks.  Yields the stream offset reached after each call.  A truncated last record
+        or an absurd length is recorded in ``problems``, as iteration does."""
+        if not self.can_scan_records():
+            raise ValueError("scan_records: only for a classic pcap not yet read")
+        self._started = True
+        args = (self._e == ">", 1 if self._nanosecond else 1000, self._linktype)
+        mm = self._map()
+        if mm is None:
+            yield from self._scan_stream(consume, args)
+            return
+        try:
+            yield from self._scan_mapped(mm, consume, args, step)
+        finally:
+            mm.close()
+
+    def _map(self) -> mmap.mmap | None:
+        if self.compressed or self._origin is None:
+            return None
+        try:
+            fd = self._file.fileno()
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size <= self._origin + self._base + self._pos:
+                return None
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def _scan_mapped(self, mm: mmap.mmap, consume: Callable[..., tuple[int, int]],
+                     args: tuple[bool, int, int | None], step: int) -> Iterator[int]:
+        origin = self._origin or 0
+        pos = origin + self._base + self._pos  # a file offset from here on
+        self._base = -origin  # so that problems give stream offsets
+        n = len(mm)
+        released = 0
+        can_release = hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED")
+        while pos < n:
+            new, status = consume(mm, pos, min(pos + step, n), *args)
+            if new == pos and not status:  # the next record is longer than a step, or cut
+                need = 16 if n - pos < 16 else 16 + struct.unpack_from(self._e + "I", mm,
+                                                                         pos + 8)[0]
+                if need > MAX_RECORD + 16:
+                    status = 1
+                elif pos + need > n:
+                    self._truncated(pos, need, n - pos)
+                    return
+                else:
+                    new, status = consume(mm, pos, pos + need, *args)
+            if status:
+                offset = new - origin
+                self._problem(offset, f"absurd record length at byte {offset}; stopped reading")
+                return
+            pos = new
+            cut = pos - pos % mmap.PAGESIZE
+            if can_release and cut > released:
+                mm.madvise(mmap.MADV_DONTNEED, released, cut - released)
+                released = cut
+            yield pos - origin
+
+    def _scan_stream(self, consume: Callable[..., tuple[int, int]],
+                     args: tuple[bool, int, int | None]) -> Iterator[int]:
+        buf, pos = self._buf, self._pos
+        while True:
+            pos, status = consume(buf, pos, len(buf), *args)
+            if status:
+                offset = self._base + pos
+                self._problem(offset, f"absurd record length at byte {offset}; stopped reading")
+                return
+            yield self._base + pos
             left = len(buf) - pos
             need = 16 if left < 16 else 16 + struct.unpack_from(self._e + "I", buf, pos + 8)[0]
             buf = self._refill(buf, pos, need)

@@ -8,12 +8,12 @@ property test proves the two agree on random faulty traffic.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 import roce
 from roce import fast, locate
 from roce.cli import main as cli_main
-from roce.dissect.flows import Analyzer, Flow, Report, analyse
+from roce.dissect.cflows import AVAILABLE
+from roce.dissect.flows import Analyzer, Flow, Report, analyse, make_analyzer
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
 from roce.pcapio import PcapWriter, open_capture
 
@@ -81,19 +82,26 @@ def write_capture(path: Path, frames: list[bytes], **kw: object) -> Path:
     return path
 
 
-@pytest.fixture(params=[True, False], ids=["bulk", "per-packet"])
-def bulk(request: pytest.FixtureRequest) -> bool:
+ENGINES = [pytest.param(("compiled", True), id="compiled",
+                        marks=pytest.mark.skipif(not AVAILABLE, reason="fast path not built")),
+           pytest.param(("reference", True), id="bulk"),
+           pytest.param(("reference", False), id="per-packet")]
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> tuple[str, bool]:
+    """The compiled engine, and the reference's bulk and packet-by-packet paths."""
     return request.param
 
 
 @pytest.fixture
-def run(tmp_path: Path, bulk: bool):
+def run(tmp_path: Path, engine: tuple[str, bool]):
     """Write frames to a pcap and analyse the file: the path ``roce stats`` takes."""
 
     def go(frames: list[bytes], batch: int = 1024, **kw: object) -> Report:
         path = write_capture(tmp_path / "t.pcap", frames, **kw)
         with open_capture(path) as rd:
-            return analyse(rd, batch=batch, bulk=bulk)
+            return analyse(rd, batch=batch, engine=engine[0], bulk=engine[1])
 
     return go
 
@@ -602,6 +610,79 @@ def test_bulk_and_per_packet_paths_agree(seed: int, batch: int, faults: float) -
     assert t["roce_packets"] == sum(f.packets for f in fast_r.flows) <= len(frames)
 
 
+def _event_lines(r: Report) -> list[tuple[int, str, str]]:
+    return [(e.frame, e.kind, e.line()) for e in r.events]
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), faults=st.sampled_from([0.0, 0.2, 1.0, 3.0]),
+       n=st.sampled_from([20, 60, 200]), bulk=st.booleans(),
+       max_events=st.sampled_from([3, 10_000]))
+def test_compiled_engine_is_the_references_twin(seed: int, faults: float, n: int, bulk: bool,
+                                                max_events: int) -> None:
+    """The compiled engine handles frames in capture order, as the reference does with
+    batches of one frame: both give the same report, event for event."""
+    frames = traffic(seed, n=n, faults=faults)
+    ref = analyse(frames, batch=1, bulk=bulk, max_events=max_events, engine="reference")
+    got = analyse(frames, max_events=max_events, engine="compiled")
+    assert got.to_dict() == ref.to_dict()
+    assert _event_lines(got) == _event_lines(ref)
+    assert got.event_counts == ref.event_counts
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+@pytest.mark.parametrize("chunked", [False, True], ids=["mapped", "stream"])
+def test_compiled_engine_reads_pcap_in_place(tmp_path: Path, chunked: bool) -> None:
+    """A classic pcap is analysed in place (mapped file, or a pipe read in chunks), with the
+    same result as frame by frame, also when records straddle the reader's steps."""
+    frames = traffic(7, n=400, faults=1.0)
+    path = write_capture(tmp_path / "t.pcap", frames)
+    want = analyse(frames, engine="compiled").to_dict()
+    a = make_analyzer(engine="compiled")
+    with open_capture(io.BytesIO(path.read_bytes()) if chunked else path) as rd:
+        offsets = list(rd.scan_records(a._consume, step=1000))
+        assert rd.problems == []
+    assert offsets == sorted(offsets) and offsets[-1] == path.stat().st_size
+    got = a.finish().to_dict()
+    assert got["totals"]["frames"] == len(frames)
+    want["totals"]["first_ns"], want["totals"]["last_ns"] = (got["totals"]["first_ns"],
+                                                             got["totals"]["last_ns"])
+    for w, g in zip(want["flows"], got["flows"]):  # timestamps differ: bytes have none
+        for k in ("first_ns", "last_ns", "start", "duration", "goodput_Bps"):
+            w[k] = g[k]
+    want["totals"]["duration"] = got["totals"]["duration"]
+    want["totals"]["goodput_Bps"] = got["totals"]["goodput_Bps"]
+    for e in want["expert"]["events"] + got["expert"]["events"]:
+        e["ts_ns"] = 0
+    assert got == want
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+@pytest.mark.parametrize("chunked", [False, True], ids=["mapped", "stream"])
+@pytest.mark.parametrize("damage", ["cut", "absurd"])
+def test_compiled_engine_damaged_pcap(tmp_path: Path, chunked: bool, damage: str) -> None:
+    """A capture cut mid-record, or with an absurd record length, keeps the good records
+    and reports the problem at the right byte, on both read paths."""
+    frames = [write_only(p) for p in range(10)]
+    data = write_capture(tmp_path / "t.pcap", frames).read_bytes()
+    rec = 16 + len(frames[0])
+    at = 24 + 6 * rec  # the seventh record
+    if damage == "cut":
+        data = data[:at + 20]
+    else:
+        data = data[:at + 8] + (0x7FFFFFFF).to_bytes(4, "little") + data[at + 12:]
+    path = tmp_path / "d.pcap"
+    path.write_bytes(data)
+    with open_capture(io.BytesIO(data) if chunked else path) as rd:
+        r = analyse(rd, engine="compiled")
+        problems = [(p.offset, p.message) for p in rd.problems]
+    assert r.totals["frames"] == 6 and flow(r).packets == 6
+    assert len(problems) == 1 and problems[0][0] == at
+    assert ("truncated mid-record" if damage == "cut" else "absurd record length") \
+        in problems[0][1]
+
+
 # -- memory and speed ---------------------------------------------------------------------------
 
 
@@ -655,12 +736,17 @@ def test_memory_stays_flat(tmp_path: Path) -> None:
     assert abs(peak_big - peak_small) < 512 << 10, (peak_small, peak_big)
 
 
-def test_speed_smoke(tmp_path: Path) -> None:
+@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+def test_engines_agree_on_a_big_capture(tmp_path: Path) -> None:
+    """40,000 packets on 8 QPs, read in place by the compiled engine and batch by batch by
+    the reference: the same report (speed is measured in bench/bench_decode.py)."""
     path = big_capture(tmp_path / "s.pcap", 40_000)
-    t = time.perf_counter()
     with open_capture(path) as rd:
-        analyse(rd)
-    assert time.perf_counter() - t < 2.0  # ~0.1 s on a laptop; generous for slow CI
+        got = analyse(rd, engine="compiled")
+    with open_capture(path) as rd:
+        ref = analyse(rd, engine="reference")
+    assert got.to_dict() == ref.to_dict()
+    assert got.totals["frames"] == 40_000 and len(got.flows) == 16
 
 
 # -- the CLI ------------------------------------------------------------------------------------

@@ -92,8 +92,8 @@ from ..headers import (
 from ..opcodes import OPCODES, Operation, Position, Transport
 from ..psn import EV_DUPLICATE, EV_GAP, EV_IN_ORDER, EV_LATE
 
-__all__ = ["Analyzer", "Event", "Flow", "Report", "analyse", "BATCH", "KIND_NAMES",
-           "SEVERITIES"]
+__all__ = ["Analyzer", "Event", "Flow", "Report", "analyse", "make_analyzer", "BATCH",
+           "KIND_NAMES", "SEVERITIES", "TEXTS"]
 
 BATCH = 1024  # frames per scan: 1024 keeps a batch's frames in the CPU caches
 DEFAULT_MTU = 4096
@@ -123,6 +123,31 @@ EVENT_KINDS: dict[str, int] = {
     "ecn_ce": SEV_NOTE,
     "incomplete_message": SEV_NOTE,
 }
+
+# kind -> the text of its expert line, a %-template (the compiled engine uses the same ones).
+TEXTS: dict[str, str] = {
+    "ecn_ce": "ECN CE",
+    "cnp": "CNP",
+    "bad_icrc": "bad ICRC: 0x%08x, should be 0x%08x",
+    "rnr_nak": "RNR NAK %sms PSN=0x%06x",  # timer in ms, as rnr_ms() gives it
+    "nak": "NAK %s MSN=%d PSN=0x%06x",
+    "reserved_syndrome": "reserved AETH syndrome 0x%02x",
+    "gap": "%sPSN gap: expected 0x%06x, got 0x%06x (%d missing)",
+    "out_of_order": "%sPSN 0x%06x out of order (late: fills an earlier gap)",
+    "retransmission": "retransmission of %sPSN 0x%06x",
+    "length_mismatch": "%s length: RETH DMA length %d, message carried %d bytes",
+    "incomplete_message": "incomplete %s message: %s (%d packets, %d bytes seen)",
+}
+
+
+def malformed_text(w: locate.Walk) -> str:
+    return f"malformed: {locate.explain(w)}"
+
+
+def rnr_ms(code: int) -> str:
+    """An RNR timer code in milliseconds, as the expert line shows it (``0.64``)."""
+    return f"{rnr_timer_us(code) / 1000:g}"
+
 
 # -- per-opcode facts the loop needs, as small integers ---------------------------------------
 
@@ -221,9 +246,11 @@ _BTH_PSN = locate.SPECS[("bth", "psn")]
 _BTH_PADCNT = locate.SPECS[("bth", "padcnt")]
 _IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
 _IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
-_L3_LEN = {locate.L3_IPV4: (locate.SPECS[("ip", "len")], 0),
-           locate.L3_IPV6: (locate.SPECS[("ipv6", "plen")], SIZE_OF["ipv6"]),
-           locate.L3_GRH: (locate.SPECS[("grh", "paylen")], SIZE_OF["grh"])}
+# L3 kind -> its length field and the bytes that length leaves out (the fixed header).
+L3_LEN_FIELDS = {locate.L3_IPV4: (("ip", "len"), 0),
+                 locate.L3_IPV6: (("ipv6", "plen"), SIZE_OF["ipv6"]),
+                 locate.L3_GRH: (("grh", "paylen"), SIZE_OF["grh"])}
+_L3_LEN = {k: (locate.SPECS[hf], extra) for k, (hf, extra) in L3_LEN_FIELDS.items()}
 _KEY_NAMES = {code: [n.split(".", 1)[1] for n in names]
               for code, names in fast.KEY_FIELDS.items()}
 
@@ -388,7 +415,7 @@ class Flow:
             "acks": self.acks, "atomic_acks": self.atomic_acks,
             "naks": {NAK_CODES.get(c, f"code {c}"): n for c, n in sorted(self.naks.items())},
             "rnr_naks": sum(self.rnr.values()),
-            "rnr_timers_ms": {f"{rnr_timer_us(c) / 1000:g}": n
+            "rnr_timers_ms": {rnr_ms(c): n
                               for c, n in sorted(self.rnr.items())},
             "reserved_syndromes": self.reserved_syn,
             "cnps": self.cnps, "ecn_ce": self.ecn_ce, "bad_icrc": self.bad_icrc,
@@ -484,6 +511,15 @@ class Analyzer:
                 self._feed_batch(list(datas[start:end]), tss[start:end], lens[start:end],
                                  caps[start:end], lts[start])
                 start = end
+
+    def feed_capture(self, reader: Any,
+                     progress: Callable[[int, int | None], None] | None = None) -> None:
+        """Analyse what is left of a ``CaptureReader``; ``progress(frames so far, None)``
+        is called after each batch."""
+        for batch in reader.batches(self.batch):
+            self.feed_batch(batch)
+            if progress is not None:
+                progress(self.frames, None)
 
     def feed_batch(self, batch: Any) -> None:
         """Analyse one ``pcapio.Batch`` (frames of one link type as columns)."""
@@ -610,7 +646,7 @@ class Analyzer:
                 self.truncated_unattributed += 1
             else:
                 self.malformed_unattributed += 1
-                self._event(fn, ts, "malformed", None, f"malformed: {locate.explain(w)}")
+                self._event(fn, ts, "malformed", None, malformed_text(w))
             return False
         op = data[bth + _BTH_OPCODE]
         B.opcode[i] = op
@@ -639,7 +675,7 @@ class Analyzer:
             end = w.l3_off + extra + _rd(data, w.l3_off, spec)
             pad = _rd(data, bth, _BTH_PADCNT)
             B.paylen[i] = max(end - 4 - pad - w.payload_off, 0)
-        special[i] = "" if snapped else f"malformed: {locate.explain(w)}"
+        special[i] = "" if snapped else malformed_text(w)
         return True
 
     # -- per-flow groups --------------------------------------------------------------------
@@ -829,12 +865,11 @@ class Analyzer:
             f.payload += plen
             if ecns[i] == 3:
                 f.ecn_ce += 1
-                self._event(fn, ts, "ecn_ce", f, "ECN CE")
+                self._event(fn, ts, "ecn_ce", f, TEXTS["ecn_ce"])
             if not icrcs[i]:
                 f.bad_icrc += 1
                 _, calc, stored = fast.icrc_check(B.datas[i], B.linktype, self.udp_port)
-                self._event(fn, ts, "bad_icrc", f,
-                            f"bad ICRC: 0x{stored:08x}, should be 0x{calc:08x}")
+                self._event(fn, ts, "bad_icrc", f, TEXTS["bad_icrc"] % (stored, calc))
             if cls <= C_ONLYREQ:  # a request
                 f.req_payload += plen
                 if not seq:  # UD: counted, not sequenced
@@ -871,16 +906,15 @@ class Analyzer:
                     f.acks += 1
                 elif t == AETH_RNR_NAK:
                     f.rnr[v] = f.rnr.get(v, 0) + 1
-                    self._event(fn, ts, "rnr_nak", f,
-                                f"RNR NAK {rnr_timer_us(v) / 1000:g}ms PSN=0x{psn:06x}")
+                    self._event(fn, ts, "rnr_nak", f, TEXTS["rnr_nak"] % (rnr_ms(v), psn))
                 elif t == AETH_NAK:
                     f.naks[v] = f.naks.get(v, 0) + 1
                     self._event(fn, ts, "nak_sequence" if v == 0 else "nak_fatal", f,
-                                f"NAK {nak_name(v)} MSN={k1} PSN=0x{psn:06x}")
+                                TEXTS["nak"] % (nak_name(v), k1, psn))
                 else:
                     f.reserved_syn += 1
                     self._event(fn, ts, "reserved_syndrome", f,
-                                f"reserved AETH syndrome 0x{syn:02x}")
+                                TEXTS["reserved_syndrome"] % syn)
             elif cls == C_READ_RESP or cls == C_ATOMIC_ACK:
                 self._note_rsp_psn(f, psn)
                 f.rsp_payload += plen
@@ -905,7 +939,7 @@ class Analyzer:
                     self._advance(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
             else:  # CNP
                 f.cnps += 1
-                self._event(fn, ts, "cnp", f, "CNP")
+                self._event(fn, ts, "cnp", f, TEXTS["cnp"])
 
     # -- PSN sequencing -----------------------------------------------------------------------
 
@@ -921,15 +955,12 @@ class Analyzer:
         ev = t.feed(psn, count)
         if ev > EV_IN_ORDER and started:
             if ev == EV_GAP:
-                d = psn_diff(psn, exp)
-                self._event(fn, ts, "gap", f, f"{what}PSN gap: expected 0x{exp:06x}, got "
-                            f"0x{psn:06x} ({d} missing)")
+                self._event(fn, ts, "gap", f,
+                            TEXTS["gap"] % (what, exp, psn, psn_diff(psn, exp)))
             elif ev == EV_LATE:
-                self._event(fn, ts, "out_of_order", f,
-                            f"{what}PSN 0x{psn:06x} out of order (late: fills an earlier gap)")
+                self._event(fn, ts, "out_of_order", f, TEXTS["out_of_order"] % (what, psn))
             else:
-                self._event(fn, ts, "retransmission", f,
-                            f"retransmission of {what}PSN 0x{psn:06x}")
+                self._event(fn, ts, "retransmission", f, TEXTS["retransmission"] % (what, psn))
         return ev
 
     def _resolve_read(self, f: Flow, next_psn: int | None) -> None:
@@ -1084,8 +1115,7 @@ class Analyzer:
     def _length_mismatch(self, f: Flow, kind: int, dmalen: int, size: int, fn: int,
                          ts: int) -> None:
         self._event(fn, ts, "length_mismatch", f,
-                    f"{KIND_NAMES[kind]} length: RETH DMA length {dmalen}, message carried "
-                    f"{size} bytes")
+                    TEXTS["length_mismatch"] % (KIND_NAMES[kind], dmalen, size))
 
     def _incomplete(self, f: Flow, e: list[Any]) -> None:
         f.incomplete += 1
@@ -1094,8 +1124,7 @@ class Analyzer:
         if first is None and last is None:
             what = "First and Last not captured"
         self._event(e[8], e[9], "incomplete_message", f,
-                    f"incomplete {KIND_NAMES[kind]} message: {what} ({e[5]} packets, "
-                    f"{e[4]} bytes seen)")
+                    TEXTS["incomplete_message"] % (KIND_NAMES[kind], what, e[5], e[4]))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -1125,46 +1154,48 @@ class Analyzer:
         connections = _pair(self.flows)
         paired = {f.id for c in connections for f in c}
         lone = [f for f in self.flows if f.id not in paired]
-        return Report(self.flows, connections, lone, self._totals(len(connections)),
+        return Report(self.flows, connections, lone, totals(self, self.flows, len(connections)),
                       self.events, dict(self.event_counts))
 
-    def _totals(self, nconn: int) -> dict[str, Any]:
-        fl = self.flows
 
-        def tsum(attr: str, which: str = "req") -> int:
-            return sum(getattr(getattr(f, which), attr) for f in fl
-                       if getattr(f, which) is not None)
+def totals(src: Any, fl: list[Flow], nconn: int) -> dict[str, Any]:
+    """The capture's totals: ``src`` has the frame counters (``frames``, ``not_roce``,
+    ``malformed_unattributed``, ``truncated_unattributed``, ``first_ts``, ``last_ts``)."""
 
-        dur = max(self.last_ts - self.first_ts, 0) if self.frames else 0
-        req_payload = sum(f.req_payload for f in fl)
-        return {
-            "frames": self.frames,
-            "roce_packets": sum(f.packets for f in fl),
-            "not_roce": self.not_roce,
-            "malformed": sum(f.malformed for f in fl) + self.malformed_unattributed,
-            "truncated": sum(f.truncated for f in fl) + self.truncated_unattributed,
-            "bytes": sum(f.bytes for f in fl),
-            "payload_bytes": sum(f.payload for f in fl),
-            "request_payload_bytes": req_payload,
-            "flows": len(fl), "connections": nconn,
-            "first_ns": self.first_ts if self.frames else None,
-            "last_ns": self.last_ts if self.frames else None,
-            "duration": dur / 1e9,
-            "goodput_Bps": req_payload * 1e9 / dur if dur else None,
-            "messages": sum(s[0] for f in fl for s in f.stats.values()),
-            "incomplete_messages": sum(f.incomplete for f in fl),
-            "gaps": tsum("gaps") + tsum("gaps", "rsp"),
-            "missing": tsum("missing") + tsum("missing", "rsp"),
-            "retransmissions": tsum("duplicates") + tsum("duplicates", "rsp"),
-            "out_of_order": tsum("late") + tsum("late", "rsp"),
-            "wraps": tsum("wraps") + tsum("wraps", "rsp"),
-            "acks": sum(f.acks for f in fl),
-            "naks": sum(sum(f.naks.values()) for f in fl),
-            "rnr_naks": sum(sum(f.rnr.values()) for f in fl),
-            "cnps": sum(f.cnps for f in fl),
-            "ecn_ce": sum(f.ecn_ce for f in fl),
-            "bad_icrc": sum(f.bad_icrc for f in fl),
-        }
+    def tsum(attr: str, which: str = "req") -> int:
+        return sum(getattr(getattr(f, which), attr) for f in fl
+                   if getattr(f, which) is not None)
+
+    dur = max(src.last_ts - src.first_ts, 0) if src.frames else 0
+    req_payload = sum(f.req_payload for f in fl)
+    return {
+        "frames": src.frames,
+        "roce_packets": sum(f.packets for f in fl),
+        "not_roce": src.not_roce,
+        "malformed": sum(f.malformed for f in fl) + src.malformed_unattributed,
+        "truncated": sum(f.truncated for f in fl) + src.truncated_unattributed,
+        "bytes": sum(f.bytes for f in fl),
+        "payload_bytes": sum(f.payload for f in fl),
+        "request_payload_bytes": req_payload,
+        "flows": len(fl), "connections": nconn,
+        "first_ns": src.first_ts if src.frames else None,
+        "last_ns": src.last_ts if src.frames else None,
+        "duration": dur / 1e9,
+        "goodput_Bps": req_payload * 1e9 / dur if dur else None,
+        "messages": sum(s[0] for f in fl for s in f.stats.values()),
+        "incomplete_messages": sum(f.incomplete for f in fl),
+        "gaps": tsum("gaps") + tsum("gaps", "rsp"),
+        "missing": tsum("missing") + tsum("missing", "rsp"),
+        "retransmissions": tsum("duplicates") + tsum("duplicates", "rsp"),
+        "out_of_order": tsum("late") + tsum("late", "rsp"),
+        "wraps": tsum("wraps") + tsum("wraps", "rsp"),
+        "acks": sum(f.acks for f in fl),
+        "naks": sum(sum(f.naks.values()) for f in fl),
+        "rnr_naks": sum(sum(f.rnr.values()) for f in fl),
+        "cnps": sum(f.cnps for f in fl),
+        "ecn_ce": sum(f.ecn_ce for f in fl),
+        "bad_icrc": sum(f.bad_icrc for f in fl),
+    }
 
 
 class _Batch:
@@ -1249,11 +1280,29 @@ def _pair(flows: list[Flow]) -> list[tuple[Flow, Flow]]:
     return pairs
 
 
+def make_analyzer(udp_port: int = locate.ROCE_PORT, *, batch: int = BATCH,
+                  max_events: int = MAX_EVENTS_PER_KIND, bulk: bool = True,
+                  engine: str = "auto") -> Any:
+    """An analyser: ``engine`` "compiled" (``cflows.CompiledAnalyzer``, the fast path),
+    "reference" (:class:`Analyzer`, pure Python; ``bulk`` False takes every packet one by
+    one) or "auto" (compiled when the extension is built)."""
+    from . import cflows
+
+    if engine not in ("auto", "compiled", "reference"):
+        raise ValueError(f"unknown analysis engine {engine!r}")
+    if engine == "compiled" or (engine == "auto" and cflows.AVAILABLE):
+        return cflows.CompiledAnalyzer(udp_port, batch, max_events)
+    return Analyzer(udp_port, batch, max_events, bulk)
+
+
 def analyse(frames: Iterable[Any], udp_port: int = locate.ROCE_PORT, *, batch: int = BATCH,
-            max_events: int = MAX_EVENTS_PER_KIND, bulk: bool = True) -> Report:
-    """Analyse an iterable of ``pcapio.Frame`` (or Ethernet frames as bytes)."""
-    a = Analyzer(udp_port, batch, max_events, bulk)
-    a.feed(frames)
+            max_events: int = MAX_EVENTS_PER_KIND, bulk: bool = True,
+            engine: str = "auto") -> Report:
+    """Analyse a ``CaptureReader`` or an iterable of ``pcapio.Frame`` (or Ethernet frames as
+    bytes); see :func:`make_analyzer` for ``engine``."""
+    a = make_analyzer(udp_port, batch=batch, max_events=max_events, bulk=bulk, engine=engine)
+    if hasattr(frames, "batches"):
+        a.feed_capture(frames)
+    else:
+        a.feed(frames)
     return a.finish()
-
-

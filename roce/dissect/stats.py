@@ -18,8 +18,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
-from itertools import islice
+from collections.abc import Callable
 from typing import IO, Any
 
 from .. import locate
@@ -120,25 +119,24 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
 
 def _analyse(reader: CaptureReader, port: int, size: int,
              where: Callable[[], int] | None) -> fl.Report:
-    analyzer = fl.Analyzer(port)
+    analyzer = fl.make_analyzer(port)
     start = time.monotonic()
     progress = None
+
+    def tick(frames: int, offset: int | None) -> None:
+        nonlocal progress
+        if progress is None and time.monotonic() - start > PROGRESS_AFTER:
+            progress = _Progress(size if where else 0)
+        if progress is not None:
+            done = offset if offset is not None else where() if where else frames
+            progress.update(done, frames)
+
     try:
-        for batch in reader.batches(analyzer.batch):
-            analyzer.feed_batch(batch)
-            if progress is None and time.monotonic() - start > PROGRESS_AFTER:
-                progress = _Progress(size if where else 0)
-            if progress is not None:
-                progress.update(where() if where else analyzer.frames, analyzer.frames)
+        analyzer.feed_capture(reader, tick)
     finally:
         if progress is not None:
             progress.close()
     return analyzer.finish()
-
-
-def _chunks(it: Iterator[Any], n: int) -> Iterator[list[Any]]:
-    while chunk := list(islice(it, n)):
-        yield chunk
 
 
 class _Progress:
