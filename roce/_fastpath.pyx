@@ -314,15 +314,16 @@ def bth_unpack(bytes frame, int off):
             rd(p, off, F_BTH_PSN))
 
 
-def pcap_split(bytes buf, Py_ssize_t pos, bint big_endian, long long frac_mul,
+def pcap_split(const uint8_t[::1] buf, Py_ssize_t pos, bint big_endian, long long frac_mul,
                Py_ssize_t max_records, list out, int64_t[::1] ts_ns, int64_t[::1] caplen,
-               int64_t[::1] origlen, long long max_record):
-    """Cut complete pcap records from ``buf`` starting at ``pos``: append each frame's bytes
-    to ``out`` and fill the columns.  Stops at an incomplete record, after ``max_records``,
-    or before a record longer than ``max_record`` (status 1).  Returns (count, new pos,
-    status); twin of roce.pcapio.pcap_split_reference."""
-    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(buf)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(buf), count = 0
+               int64_t[::1] origlen, long long max_record, Py_ssize_t end=-1):
+    """Cut complete pcap records from ``buf[pos:end]`` (``end`` -1: the whole buffer, which
+    may be bytes or a memory map): append each frame's bytes to ``out`` and fill the
+    columns.  Stops at an incomplete record, after ``max_records``, or before a record longer
+    than ``max_record`` (status 1).  Returns (count, new pos, status); twin of
+    roce.pcapio.pcap_split_reference."""
+    cdef const uint8_t *p = &buf[0] if buf.shape[0] else NULL
+    cdef Py_ssize_t n = buf.shape[0] if end < 0 or end > buf.shape[0] else end, count = 0
     cdef uint32_t v[4]
     cdef int k
     cdef const uint8_t *q

@@ -122,20 +122,21 @@ class Batch(NamedTuple):
     linktype: int
 
 
-def pcap_split_reference(buf: bytes, pos: int, big_endian: bool, frac_mul: int,
+def pcap_split_reference(buf: Any, pos: int, big_endian: bool, frac_mul: int,
                          max_records: int, out: list[bytes], ts_ns: Any, caplen: Any,
-                         origlen: Any, max_record: int) -> tuple[int, int, int]:
-    """Cut complete 16-byte-header pcap records from ``buf`` at ``pos`` (see the compiled
-    twin ``roce._fastpath.pcap_split``): (count, new pos, status 1 if a record is absurd)."""
+                         origlen: Any, max_record: int, end: int = -1) -> tuple[int, int, int]:
+    """Cut complete 16-byte-header pcap records from ``buf[pos:end]`` (``end`` -1: the whole
+    buffer; see the compiled twin ``roce._fastpath.pcap_split``): (count, new pos, status 1
+    if a record is absurd)."""
     unpack = struct.Struct(">IIII" if big_endian else "<IIII").unpack_from
-    n, count = len(buf), 0
+    n, count = len(buf) if end < 0 else min(end, len(buf)), 0
     while count < max_records and n - pos >= 16:
         sec, frac, cap, orig = unpack(buf, pos)
         if cap > max_record:
             return count, pos, 1
         if n - pos - 16 < cap:
             break
-        out.append(buf[pos + 16:pos + 16 + cap])
+        out.append(bytes(buf[pos + 16:pos + 16 + cap]))
         ts_ns[count] = sec * _NS + frac * frac_mul
         caplen[count], origlen[count] = cap, orig
         count += 1
@@ -436,32 +437,22 @@ class CaptureReader:
         from . import fast
 
         split = fast._ext.pcap_split if fast._ext is not None else pcap_split_reference
-        self._started = True
-        big = self._e == ">"
-        frac_mul = 1 if self._nanosecond else 1000
-        linktype = self._linktype
-        buf, pos = self._buf, self._pos
-        while True:
+        held: list[Batch] = []
+
+        def cut(buf: Any, pos: int, end: int, big: bool, frac_mul: int,
+                linktype: int) -> tuple[int, int]:
             ts, cap, orig = (array("q", bytes(8 * n)) for _ in range(3))
             out: list[bytes] = []
             count, pos, status = split(buf, pos, big, frac_mul, n, out, ts, cap, orig,
-                                       MAX_RECORD)
+                                       MAX_RECORD, end)
             if count:
-                yield Batch(out, ts[:count], cap[:count], orig[:count], linktype)
-            if status:
-                offset = self._base + pos
-                self._problem(offset, f"absurd record length at byte {offset}; stopped reading")
-                return
-            if count == n:
-                continue
-            left = len(buf) - pos
-            need = 16 if left < 16 else 16 + struct.unpack_from(self._e + "I", buf, pos + 8)[0]
-            buf = self._refill(buf, pos, need)
-            pos = 0
-            if len(buf) < need:
-                if buf:
-                    self._truncated(0, need, len(buf))
-                return
+                held.append(Batch(out, ts[:count], cap[:count], orig[:count], linktype))
+            return pos, status
+
+        for _ in self.scan_records(cut):
+            yield from held
+            held.clear()
+        yield from held  # the records before a problem
 
     def can_scan_records(self) -> bool:
         """Can :meth:`scan_records` take the rest of this capture (classic pcap, not read)?"""

@@ -32,18 +32,24 @@ def _pcap_records(records, big):
 
 @given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 999_999),
                           st.binary(max_size=80), st.integers(0, 100)), max_size=12),
-       st.booleans(), st.integers(0, 40), st.integers(1, 16), st.sampled_from([1, 1000]))
-def test_pcap_split_twins(records, big, cut, max_records, frac_mul):
+       st.booleans(), st.integers(0, 40), st.integers(1, 16), st.sampled_from([1, 1000]),
+       st.one_of(st.just(-1), st.integers(0, 1200)), st.booleans())
+def test_pcap_split_twins(records, big, cut, max_records, frac_mul, end, view):
     buf = _pcap_records(records, big)
     buf = buf[:max(len(buf) - cut, 0)]  # often leaves a partial record at the end
     results = []
     for split in (fast._ext.pcap_split, pcap_split_reference):
         out: list[bytes] = []
         cols = [array("q", bytes(8 * max_records)) for _ in range(3)]
-        res = split(buf, 0, big, frac_mul, max_records, out, *cols, MAX_RECORD)
+        # A read-only buffer that is not bytes stands for a memory-mapped file.
+        src = memoryview(buf) if view else buf
+        res = split(src, 0, big, frac_mul, max_records, out, *cols, MAX_RECORD, end)
         results.append((res, out, [list(c[:res[0]]) for c in cols]))
     assert results[0] == results[1]
     (count, pos, status), out, (ts, cap, orig) = results[0]
+    assert pos <= (len(buf) if end < 0 else min(end, len(buf)))
+    if end >= 0:  # the records that fit before end
+        records = records[:count]
     assert status == 0 and out == [r[2] for r in records[:count]]
     assert ts == [r[0] * 10**9 + r[1] * frac_mul for r in records[:count]]
     assert orig == [len(r[2]) + r[3] for r in records[:count]]
