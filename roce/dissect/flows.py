@@ -1,14 +1,27 @@
 """Per-flow RoCE analysis: PSN gaps, retransmissions, NAKs, CNPs, ECN marks, bad ICRCs.
 
-The engine does no I/O.  Feed it frames (``roce.pcapio.Frame`` objects or plain ``bytes``)
-and read a :class:`Report`::
+The engine does no I/O.  Feed it a capture reader or frames (``roce.pcapio.Frame`` objects
+or plain ``bytes``) and read a :class:`Report`::
 
     from roce.dissect.flows import analyse
     report = analyse(open_capture("f.pcap"))
     report.totals["gaps"], [e.line() for e in report.events]
 
-How it works
-------------
+Two engines
+-----------
+This module is the specification and the pure-Python reference (:class:`Analyzer`).
+``roce.dissect.cflows.CompiledAnalyzer`` runs the same rules in C (``_flowengine.pxi`` in
+the fast path, function by function), frame by frame in capture order, reading a classic
+pcap in place; :func:`analyse` and ``roce stats`` use it whenever the extension is built.
+The reference handles a batch of one frame in exactly that order, and a property test
+holds the two to the same report.  With larger batches the reference takes each flow's
+packets of a batch together, for speed; when both directions of a path interleave inside
+a batch, a READ's PSN count or the size of a lost packet may then be decided with the path
+MTU seen a few packets later or earlier than in capture order (it takes a READ, or a
+message whose First was lost, while the path's largest packet is still growing).
+
+How the reference works
+-----------------------
 Frames are processed in batches (``BATCH`` frames).  ``roce.fast.scan`` walks a batch in C and
 fills columns (status, opcode, QP, PSN, payload length, first extended header's key fields,
 ICRC ok ...); the engine never builds a ``Packet`` and keeps no frame after its batch, so
