@@ -28,7 +28,6 @@ import gc
 import os
 import struct
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, TextIO
 
@@ -52,6 +51,7 @@ from roce.packet import Packet, parse
 from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
 
 from . import summary
+from .progress import Progress
 
 NS = 1_000_000_000
 BATCH = 2048  # frames per fast-path batch: big enough to amortise, small enough to stream
@@ -603,52 +603,6 @@ def _want_colour(choice: str, out: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-# -- progress -----------------------------------------------------------------------------------
-
-
-class Progress:
-    """A progress bar on stderr for long runs: only when stderr is a terminal that is not
-    also showing the output, only for files, and only once a run has taken a second."""
-
-    def __init__(self, path: str | None, out: TextIO) -> None:
-        self.total = 0
-        self.done = 0
-        self.start = time.monotonic()
-        self._bar: Any = None
-        self._task: Any = None
-        enabled = (path not in (None, "-") and sys.stderr.isatty()
-                   and not (getattr(out, "isatty", None) and out.isatty()))
-        if enabled:
-            try:
-                self.total = os.path.getsize(path)  # type: ignore[arg-type]
-            except OSError:
-                self.total = 0
-        self.enabled = enabled and self.total > 0
-
-    def advance(self, nbytes: int) -> None:
-        if not self.enabled:
-            return
-        self.done += nbytes
-        if self._bar is None:
-            if time.monotonic() - self.start < 1.0:
-                return
-            from rich.console import Console
-            from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
-            from rich.progress import Progress as Bar
-
-            self._bar = Bar(TextColumn("decoding"), BarColumn(), TextColumn(
-                "{task.percentage:>3.0f}%"), TimeRemainingColumn(),
-                console=Console(file=sys.stderr), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("decode", total=self.total)
-        self._bar.update(self._task, completed=min(self.done, self.total))
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-
 # -- running ------------------------------------------------------------------------------------
 
 
@@ -718,7 +672,13 @@ def _run(args: argparse.Namespace) -> int:
     # Decoding makes millions of short-lived acyclic objects; the cyclic collector would
     # rescan them for nothing (a third of the run time on big captures).
     gc.disable()
-    progress = Progress(path, out)
+    size = 0
+    if path not in (None, "-"):
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            pass
+    progress = Progress("decoding", size, out)
     try:
         times = summary.TimeColumn(args.time_format, 9 if reader.nanosecond else 6)
         summ = summary.Summarizer(times, args.udp_port, colour)
@@ -750,7 +710,7 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
            limit: int, out: TextIO, progress: Progress, batch_size: int) -> None:
     """The one-line path: batches through the fast scan."""
     number = 1
-    shown = 0
+    shown = done = 0
     udp_port, only_roce = args.udp_port, args.only_roce
     walk, known, explain_ = fast.walk, summary.known_headers, explain
     for batch in reader.batches(batch_size):
@@ -771,7 +731,8 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             shown += len(lines)
             out.write("\n".join(lines) + "\n")
         if progress.enabled:
-            progress.advance(sum(batch.caplen) + 16 * len(batch.datas))
+            done += sum(batch.caplen) + 16 * len(batch.datas)
+            progress.update(done, number - 1)
         if shown >= limit:
             break
 
@@ -796,15 +757,13 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
     times = summ.times
     parts: list[str] = []
     shown = 0
-    tick = 0
-    nbytes = 0
+    frames = done = 0
     for rec in decode_frames(reader, args.udp_port, args.only_roce):
         if progress.enabled:
-            nbytes += rec.frame.caplen + 16
-            tick += 1
-            if tick == 1024:
-                progress.advance(nbytes)
-                tick = nbytes = 0
+            done += rec.frame.caplen + 16
+            frames += 1
+            if not frames % 1024:
+                progress.update(done, frames)
         if flt is not None and not flt(rec.fields):
             continue
         shown += 1

@@ -17,17 +17,16 @@ import json
 import os
 import stat
 import sys
-import time
 from collections.abc import Callable
 from typing import IO, Any
 
 from .. import locate
 from ..pcapio import CaptureError, CaptureReader, open_capture
 from . import flows as fl
+from .progress import Progress
 
 PROG = "roce stats"
 EXPERT_DEFAULT = 20
-PROGRESS_AFTER = 1.0  # seconds before a progress bar is worth showing
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,55 +119,18 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
 def _analyse(reader: CaptureReader, port: int, size: int,
              where: Callable[[], int] | None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
-    start = time.monotonic()
-    progress = None
+    progress = Progress("analysing", size if where else 0)
 
     def tick(frames: int, offset: int | None) -> None:
-        nonlocal progress
-        if progress is None and time.monotonic() - start > PROGRESS_AFTER:
-            progress = _Progress(size if where else 0)
-        if progress is not None:
-            done = offset if offset is not None else where() if where else frames
-            progress.update(done, frames)
+        if progress.enabled:
+            progress.update(offset if offset is not None else where() if where else None,
+                            frames)
 
     try:
         analyzer.feed_capture(reader, tick)
     finally:
-        if progress is not None:
-            progress.close()
+        progress.close()
     return analyzer.finish()
-
-
-class _Progress:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, total: int) -> None:
-        self.bar: Any = None
-        if not sys.stderr.isatty():
-            return
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        columns: list[Any] = [TextColumn("analysing"), BarColumn()]
-        columns += [DownloadColumn(), TimeRemainingColumn()] if total else []
-        columns.append(TextColumn("{task.fields[frames]:,} frames"))
-        self.bar = Progress(*columns, console=Console(stderr=True), transient=True)
-        self.task = self.bar.add_task("analyse", total=total or None, frames=0)
-        self.bar.start()
-
-    def update(self, done: int, frames: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done, frames=frames)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 # -- text rendering ---------------------------------------------------------------------------
