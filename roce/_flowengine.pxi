@@ -216,11 +216,12 @@ cdef class FlowEngine:
     """Streaming analyser over raw frames; see roce.dissect.cflows.CompiledAnalyzer."""
 
     cdef int udp_port
-    cdef int64_t max_events
+    cdef int64_t ev_cap
+    cdef object store
     cdef readonly int64_t frames, not_roce, malformed_unattributed, truncated_unattributed
     cdef readonly int64_t first_ts, last_ts
     cdef readonly list flows, events
-    cdef int64_t counts[A_NEVENTS]
+    cdef int64_t counts[A_NEVENTS]  # a shortcut: below the cap every event is kept
     cdef ASlot *slots
     cdef Py_ssize_t cap, used
     cdef dict paths
@@ -229,9 +230,10 @@ cdef class FlowEngine:
     cdef object explain
     cdef bint finished
 
-    def __cinit__(self, int udp_port, int64_t max_events, explain):
+    def __cinit__(self, int udp_port, store, explain):
         self.udp_port = udp_port
-        self.max_events = max_events
+        self.store = store  # flows.EventStore: counts events, keeps the first ones
+        self.ev_cap = store.cap
         self.explain = explain
         self.first_ts = self.last_ts = -1
         self.flows = []
@@ -251,7 +253,7 @@ cdef class FlowEngine:
     # -- results ---------------------------------------------------------------------------
 
     def event_counts(self):
-        return {A_EV_NAMES[k]: self.counts[k] for k in range(A_NEV) if self.counts[k]}
+        return dict(self.store.counts)
 
     def path_mtu(self, int path):
         return self.mtus[path]
@@ -494,7 +496,7 @@ cdef class FlowEngine:
             self._event(fn, ts, E_ECN, f, A_TEXT["ecn_ce"])
         if not icrc_ok:
             f.bad_icrc += 1
-            if self._stored(E_BAD_ICRC):
+            if self._stored(E_BAD_ICRC, fn):
                 self._event(fn, ts, E_BAD_ICRC, f, A_TEXT["bad_icrc"] % (
                     stored(p, w.icrc_off),
                     bswap32(icrc_raw(p, w.l3_off, w.l3_kind, w.l3_len, w.bth_off,
@@ -537,14 +539,14 @@ cdef class FlowEngine:
                 f.acks += 1
             elif t == 1:
                 f.rnr[v] += 1
-                if self._stored(E_RNR):
+                if self._stored(E_RNR, fn):
                     self._event(fn, ts, E_RNR, f, A_TEXT["rnr_nak"] % (A_RNR_TEXT[v], psn))
                 else:
                     self._event(fn, ts, E_RNR, f, None)
             elif t == 3:
                 f.naks[v] += 1
                 t = E_NAK_SEQ if v == 0 else E_NAK_FATAL
-                if self._stored(t):
+                if self._stored(t, fn):
                     self._event(fn, ts, t, f, A_TEXT["nak"] % (A_NAK_TEXT[v], k1, psn))
                 else:
                     self._event(fn, ts, t, f, None)
@@ -593,7 +595,7 @@ cdef class FlowEngine:
         cdef int kind
         if ev > AEV_IN_ORDER and started:
             kind = E_GAP if ev == AEV_GAP else E_OOO if ev == AEV_LATE else E_RETRANS
-            if not self._stored(kind):
+            if not self._stored(kind, fn):
                 self._event(fn, ts, kind, f, None)
                 return ev
             what = "response " if response else ""
@@ -806,14 +808,17 @@ cdef class FlowEngine:
 
     # -- events ----------------------------------------------------------------------------
 
-    cdef inline bint _stored(self, int kind) noexcept:
-        """Will the next event of this kind be stored (so its text is worth making)?"""
-        return self.counts[kind] < self.max_events
+    cdef inline bint _stored(self, int kind, int64_t fn) except -1:
+        """Will an event of this kind and frame be kept (so its text is worth making)?"""
+        return self.counts[kind] < self.ev_cap or self.store.wants(A_EV_NAMES[kind], fn)
 
     cdef int _event(self, int64_t fn, int64_t ts, int kind, AFlow f, object text) except -1:
+        """One event; ``text`` None when _stored said it would not be kept."""
         self.counts[kind] += 1
-        if self.counts[kind] <= self.max_events:
-            self.events.append(tuple.__new__(A_EVENT, (
+        if text is None:
+            self.store.skip(A_EV_NAMES[kind])
+        else:
+            self.store.add(tuple.__new__(A_EVENT, (
                 fn, A_EV_SEV[kind], A_EV_NAMES[kind], f.id if f is not None else -1,
                 f.qp if f is not None else -1, text, ts)))
         return 0
@@ -836,8 +841,4 @@ cdef class FlowEngine:
                 for e in st.open:
                     self._incomplete(f, e)
                 st.open.clear()
-        self.events.sort(key=_event_frame)
-
-
-def _event_frame(e):
-    return e[0]
+        self.events = self.store.kept()

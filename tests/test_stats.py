@@ -25,7 +25,15 @@ import roce
 from roce import fast, locate
 from roce.cli import main as cli_main
 from roce.dissect.cflows import AVAILABLE
-from roce.dissect.flows import Analyzer, Flow, Report, analyse, make_analyzer
+from roce.dissect.flows import (
+    Analyzer,
+    Event,
+    EventStore,
+    Flow,
+    Report,
+    analyse,
+    make_analyzer,
+)
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
 from roce.pcapio import PcapWriter, open_capture
 
@@ -149,6 +157,39 @@ def test_batch_boundaries_do_not_matter(run) -> None:
     base = run(frames).to_dict()
     for batch in (1, 2, 3, 5):
         assert run(frames, batch=batch).to_dict() == base
+
+
+@pytest.mark.parametrize("seed, faults", [(4, 1.0), (11, 0.0), (63, 0.2)])
+@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "per-packet"])
+def test_batch_size_never_changes_the_reference_report(seed: int, faults: float,
+                                                       bulk: bool) -> None:
+    """Traffic where READs are sequenced and lost packets sized while the path MTU is still
+    growing from the other direction's packets (and, with max_events=2, more events than
+    are kept): a batch of one frame and bigger batches give the same report."""
+    frames = traffic(seed, faults=faults)
+    for max_events in (2, 10_000):
+        one = analyse(frames, batch=1, bulk=bulk, max_events=max_events, engine="reference")
+        for batch in (5, 1024):
+            got = analyse(frames, batch=batch, bulk=bulk, max_events=max_events,
+                          engine="reference")
+            assert got.to_dict() == one.to_dict(), (batch, max_events)
+
+
+def test_event_store_keeps_the_first_events_by_frame() -> None:
+    """Past the cap, an event made late for an earlier frame (a READ sequenced when the next
+    request came) displaces the latest kept one; a tie goes to the one made first."""
+    store = EventStore(2)
+    made = [(5, "a"), (3, "b"), (9, "c"), (1, "d"), (3, "e")]
+    for frame, text in made:
+        assert store.wants("gap", frame) == (text in "abd")
+        store.add(Event(frame, 1, "gap", 0, 0x11, text, 0))
+    assert [(e.frame, e.text) for e in store.kept()] == [(1, "d"), (3, "b")]
+    assert store.counts == {"gap": 5}
+    store.skip("gap")
+    assert store.counts == {"gap": 6} and len(store.kept()) == 2
+    none = EventStore(0)
+    none.add(Event(1, 1, "gap", 0, 0x11, "x", 0))
+    assert none.kept() == [] and none.counts == {"gap": 1} and not none.wants("gap", 0)
 
 
 # -- sequence faults ----------------------------------------------------------------------------
@@ -618,13 +659,13 @@ def _event_lines(r: Report) -> list[tuple[int, str, str]]:
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), faults=st.sampled_from([0.0, 0.2, 1.0, 3.0]),
        n=st.sampled_from([20, 60, 200]), bulk=st.booleans(),
-       max_events=st.sampled_from([3, 10_000]))
+       batch=st.sampled_from([1, 3, 16, 1024]), max_events=st.sampled_from([3, 10_000]))
 def test_compiled_engine_is_the_references_twin(seed: int, faults: float, n: int, bulk: bool,
-                                                max_events: int) -> None:
-    """The compiled engine handles frames in capture order, as the reference does with
-    batches of one frame: both give the same report, event for event."""
+                                                batch: int, max_events: int) -> None:
+    """The compiled engine handles frames one by one in capture order, the reference a
+    batch at a time: both give the same report, event for event."""
     frames = traffic(seed, n=n, faults=faults)
-    ref = analyse(frames, batch=1, bulk=bulk, max_events=max_events, engine="reference")
+    ref = analyse(frames, batch=batch, bulk=bulk, max_events=max_events, engine="reference")
     got = analyse(frames, max_events=max_events, engine="compiled")
     assert got.to_dict() == ref.to_dict()
     assert _event_lines(got) == _event_lines(ref)

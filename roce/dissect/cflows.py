@@ -96,7 +96,7 @@ class CompiledAnalyzer:
             raise RuntimeError("the compiled fast path is not available")
         self.udp_port = udp_port
         self.batch = max(1, batch)
-        self._e = _ext.FlowEngine(udp_port, max_events, _explain)
+        self._e = _ext.FlowEngine(udp_port, fl.EventStore(max_events), _explain)
         self._report: fl.Report | None = None
 
     @property

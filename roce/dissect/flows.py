@@ -13,12 +13,8 @@ This module is the specification and the pure-Python reference (:class:`Analyzer
 ``roce.dissect.cflows.CompiledAnalyzer`` runs the same rules in C (``_flowengine.pxi`` in
 the fast path, function by function), frame by frame in capture order, reading a classic
 pcap in place; :func:`analyse` and ``roce stats`` use it whenever the extension is built.
-The reference handles a batch of one frame in exactly that order, and a property test
-holds the two to the same report.  With larger batches the reference takes each flow's
-packets of a batch together, for speed; when both directions of a path interleave inside
-a batch, a READ's PSN count or the size of a lost packet may then be decided with the path
-MTU seen a few packets later or earlier than in capture order (it takes a READ, or a
-message whose First was lost, while the path's largest packet is still growing).
+The reference gives the same report, whatever its batch size, and a property test holds
+the two to it.
 
 How the reference works
 -----------------------
@@ -26,9 +22,12 @@ Frames are processed in batches (``BATCH`` frames).  ``roce.fast.scan`` walks a 
 fills columns (status, opcode, QP, PSN, payload length, first extended header's key fields,
 ICRC ok ...); the engine never builds a ``Packet`` and keeps no frame after its batch, so
 memory stays flat whatever the capture size.  Each batch is split into per-flow groups (in
-order of first appearance); a group of plain SEND/WRITE requests with consecutive PSNs or of
-plain ACKs is accounted in bulk, everything else packet by packet.  Both paths give the same
-result (a test proves it) - the bulk path only exists for speed.
+order of first appearance); a run of plain SEND/WRITE requests with consecutive PSNs, of
+plain ACKs or of READ responses is accounted in bulk, everything else packet by packet.
+Both paths give the same result (a test proves it) - the bulk path only exists for speed.
+Taking a flow's packets together is exact because flows share only two things: the MTU of
+their path (both directions), whose packets are taken in capture order while it may still
+grow within the batch, and the cap on stored events, applied per batch in frame order.
 
 Definitions
 -----------
@@ -79,6 +78,7 @@ UD
 
 from __future__ import annotations
 
+import heapq
 import re
 import socket
 from array import array
@@ -105,7 +105,7 @@ from ..headers import (
 from ..opcodes import OPCODES, Operation, Position, Transport
 from ..psn import EV_DUPLICATE, EV_GAP, EV_IN_ORDER, EV_LATE
 
-__all__ = ["Analyzer", "Event", "Flow", "Report", "analyse", "make_analyzer", "BATCH",
+__all__ = ["Analyzer", "Event", "EventStore", "Flow", "Report", "analyse", "make_analyzer", "BATCH",
            "KIND_NAMES", "SEVERITIES", "TEXTS"]
 
 BATCH = 1024  # frames per scan: 1024 keeps a batch's frames in the CPU caches
@@ -329,6 +329,55 @@ class Event(NamedTuple):
                 "line": self.line(), "ts_ns": self.ts_ns}
 
 
+class EventStore:
+    """Counts events per kind and keeps, per kind, the ``cap`` first ones: earliest frame
+    first, then the order they were made in (events of one frame all come from its flow).
+    An event may be made after later frames were seen (a READ is sequenced when the next
+    request comes, a message is sized at its Last), so "first" is not simply "first made";
+    a max-heap per kind holds the kept ones once the cap is reached."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.counts: dict[str, int] = {}
+        self._kept: dict[str, list[tuple[int, int, Event]]] = {}
+        self._seq = 0
+
+    def wants(self, kind: str, frame: int) -> bool:
+        """Would an event of this kind and frame, made now, be kept?"""
+        heap = self._kept.get(kind)
+        return heap is None or len(heap) < self.cap or (self.cap > 0 and frame < -heap[0][0])
+
+    def add(self, e: Event) -> None:
+        kind = e.kind
+        n = self.counts[kind] = self.counts.get(kind, 0) + 1
+        self._seq += 1
+        heap = self._kept.get(kind)
+        if heap is None:
+            heap = self._kept[kind] = []
+        item = (-e.frame, -self._seq, e)
+        if n <= self.cap:
+            heap.append(item)
+            if n == self.cap:
+                heapq.heapify(heap)
+        elif self.cap > 0 and item[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, item)
+
+    def skip(self, kind: str) -> None:
+        """Count an event that ``wants`` said would not be kept."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self._seq += 1
+
+    def kept(self) -> list[Event]:
+        """The kept events in frame order (made order within a frame)."""
+        items = [item for heap in self._kept.values() for item in heap]
+        items.sort(key=_earliest)
+        return [e for _, _, e in items]
+
+
+def _earliest(item: tuple[int, int, Event]) -> tuple[int, int]:
+    return -item[0], -item[1]
+
+
 class _Path:
     """What the two directions between two addresses share: the MTU seen so far."""
 
@@ -444,7 +493,7 @@ class Report:
     connections: list[tuple[Flow, Flow]]  # (flow carrying requests first, its reverse)
     lone: list[Flow]  # flows without a pair
     totals: dict[str, Any]
-    events: list[Event]  # stored events in frame order (at most MAX_EVENTS_PER_KIND a kind)
+    events: list[Event]  # kept events in frame order (the first MAX_EVENTS_PER_KIND a kind)
     event_counts: dict[str, int]  # all events per kind, stored or not
     problems: list[str] = field(default_factory=list)  # reader problems, set by the caller
 
@@ -491,8 +540,8 @@ class Analyzer:
         self.flows: list[Flow] = []
         self._maps: dict[int, dict[tuple[bytes, int], Flow]] = {k: {} for k in ADDR_SPANS}
         self._paths: dict[tuple[int, bytes], _Path] = {}
-        self.events: list[Event] = []
-        self.event_counts: dict[str, int] = {}
+        self.store = EventStore(max_events)
+        self.events: list[Event] = []  # filled by finish()
         self._cols = fast.scan_columns(self.batch)
         self._done = False
 
@@ -598,15 +647,49 @@ class Analyzer:
                 flows.append(f)
         for i, f in zip(idxs, flows):
             f._batch.append(i)
+        # Each flow's packets of the batch are taken together, flow after flow, except on a
+        # path whose MTU may still grow within the batch: there the two directions read and
+        # write the same MTU, so their packets are taken in capture order.
+        growing: set[_Path] = set()
+        groups = []
         for f in dict.fromkeys(flows):
             idx, f._batch = f._batch, []
             if f.first_ts < 0:
                 f.first_ts = tss[idx[0]]
             f.last_ts = tss[idx[-1]]
-            if self.bulk and not special:
-                self._group(f, idx, B)
-            else:
-                self._slow_group(f, idx, B, special)
+            groups.append((f, idx))
+            if f.path not in growing and self._mtu_may_grow(f, idx, B):
+                growing.add(f.path)
+        for f, idx in groups:
+            if f.path not in growing:
+                self._run(f, idx, B, special)
+        if growing:
+            run: list[int] = []
+            last = None
+            for i, f in zip(idxs, flows):
+                if f.path not in growing:
+                    continue
+                if f is not last and run:
+                    self._run(last, run, B, special)
+                    run = []
+                last = f
+                run.append(i)
+            if run:
+                self._run(last, run, B, special)
+
+    def _run(self, f: Flow, idx: list[int], B: _Batch, special: dict[int, str]) -> None:
+        if self.bulk and not special:
+            self._group(f, idx, B)
+        else:
+            self._slow_group(f, idx, B, special)
+
+    @staticmethod
+    def _mtu_may_grow(f: Flow, idx: list[int], B: _Batch) -> bool:
+        """Does a First/Middle of this group carry more payload than the path's MTU?"""
+        ops = bytes(map(B.opcode.__getitem__, idx)).translate(_FM_TABLE)
+        if 1 not in ops:
+            return False
+        return max(compress(map(B.paylen.__getitem__, idx), ops)) > f.path.mtu
 
     def _group(self, f: Flow, idx: list[int], B: _Batch) -> None:
         """A flow's packets of one batch, in order: each run of packets the bulk path can
@@ -1142,11 +1225,8 @@ class Analyzer:
     # -- events ------------------------------------------------------------------------------
 
     def _event(self, fn: int, ts: int, kind: str, f: Flow | None, text: str) -> None:
-        n = self.event_counts.get(kind, 0) + 1
-        self.event_counts[kind] = n
-        if n <= self.max_events:
-            self.events.append(Event(fn, EVENT_KINDS[kind], kind, f.id if f else -1,
-                                     f.qp if f else -1, text, ts))
+        self.store.add(Event(fn, EVENT_KINDS[kind], kind, f.id if f else -1, f.qp if f else -1,
+                             text, ts))
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -1163,12 +1243,12 @@ class Analyzer:
                     for e in st.open:
                         self._incomplete(f, e)
                     st.open.clear()
-            self.events.sort(key=lambda e: e.frame)
+            self.events = self.store.kept()
         connections = _pair(self.flows)
         paired = {f.id for c in connections for f in c}
         lone = [f for f in self.flows if f.id not in paired]
         return Report(self.flows, connections, lone, totals(self, self.flows, len(connections)),
-                      self.events, dict(self.event_counts))
+                      self.events, dict(self.store.counts))
 
 
 def totals(src: Any, fl: list[Flow], nconn: int) -> dict[str, Any]:
