@@ -62,6 +62,7 @@ cdef int A_L3LEN_X[8]
 cdef int A_DEFAULT_MTU = 4096
 cdef int A_IB_MTUS[5]
 cdef int A_MAX_OPEN = 64
+cdef int64_t A_MAX_READ_PSNS = 1 << 23
 cdef int A_KIND_WRITE = 3, A_KIND_WRITE_IMM = 4, A_KIND_READ = 5
 cdef int A_EV_SEV[A_NEVENTS]
 cdef int A_NEV = 0
@@ -87,7 +88,7 @@ cdef void _a_spec(ASpec *s, object spec):
 def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows (derived from the opcode
     table, the header layouts and roce.dissect.flows)."""
-    global A_DEFAULT_MTU, A_MAX_OPEN, A_KIND_WRITE, A_KIND_WRITE_IMM, A_KIND_READ, A_NEV
+    global A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_KIND_WRITE_IMM, A_KIND_READ, A_NEV
     global E_MALFORMED, E_BAD_ICRC, E_NAK_FATAL, E_GAP, E_RETRANS, E_OOO, E_NAK_SEQ
     global E_RNR, E_LENGTH, E_RESERVED, E_CNP, E_ECN, E_INCOMPLETE
     global A_EV_NAMES, A_TEXT, A_KIND_NAMES, A_NAK_TEXT, A_RNR_TEXT, A_EVENT
@@ -120,6 +121,7 @@ def configure_flows(dict cfg):
     for k, m in enumerate(cfg["ib_mtus"]):
         A_IB_MTUS[k] = m
     A_MAX_OPEN = cfg["max_open"]
+    A_MAX_READ_PSNS = cfg["max_read_psns"]
     A_KIND_WRITE, A_KIND_WRITE_IMM, A_KIND_READ = cfg["write_kinds"] + (cfg["read_kind"],)
     names = list(cfg["event_kinds"])
     if len(names) > A_NEVENTS:
@@ -628,8 +630,8 @@ cdef class FlowEngine:
                     if (c if c > 1 else 1) == d:
                         count = d
                         break
-        if count > 0x7FFFFFFF:
-            count = 0x7FFFFFFF
+        if count > A_MAX_READ_PSNS:
+            count = A_MAX_READ_PSNS
         if self._feed_req(f, psn, <int>count, fn, ts) != AEV_DUPLICATE:
             self._complete(f, A_KIND_READ, dmalen, -1, fn, ts)
         return 0

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from . import __version__
+
+INTERNAL_ERROR = 3  # exit status when a command fails on a bug (0-2 are the commands' own)
 
 # subcommand -> (module, one-line help).  Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,6 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `roce decode f | head`: the reader went away; exit quietly like other tools.
         sys.stderr.close()
         return 0
+    except Exception as exc:  # a bug: one line, not a traceback (unless asked for)
+        if os.environ.get("ROCE_DEBUG"):
+            raise
+        print(f"roce {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(a bug; ROCE_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

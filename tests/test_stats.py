@@ -35,7 +35,9 @@ from roce.dissect.flows import (
     make_analyzer,
 )
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
-from roce.pcapio import PcapWriter, open_capture
+from roce.pcapio import Frame, PcapWriter, open_capture
+from roce.testing.mutate import fixup
+from roce.testing.strategies import frames, mutations
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -410,6 +412,17 @@ def test_read_request_and_responses(run) -> None:
     assert r.connections == [(f, back)]
 
 
+def test_huge_read_after_a_tiny_inferred_mtu(run) -> None:
+    """A 4 GiB READ on a path whose only First carried 4 bytes would take a billion PSNs at
+    that MTU: it takes at most half the PSN space, and nothing overflows."""
+    frames = [req("RC_SEND_FIRST", 10, b"abcd"), req("RC_SEND_LAST", 11, b"ef"),
+              read_req(12, 0xFFFFFFFF)]
+    r = run(frames)
+    f = flow(r)
+    assert f.mtu == 4 and f.messages["read"]["bytes"] == 0xFFFFFFFF
+    assert f.req.next == (12 + (1 << 23)) & 0xFFFFFF
+
+
 def test_pipelined_reads_before_mtu_is_known(run) -> None:
     # Two READs go out before any response: the second READ's PSN tells how many PSNs the
     # first one consumed (3 at MTU 1024), so there is no false gap.
@@ -670,6 +683,47 @@ def test_compiled_engine_is_the_references_twin(seed: int, faults: float, n: int
     assert got.to_dict() == ref.to_dict()
     assert _event_lines(got) == _event_lines(ref)
     assert got.event_counts == ref.event_counts
+
+
+@st.composite
+def wild_traffic(draw: st.DrawFn) -> list[Frame]:
+    """Frames of every opcode (RC, UC, RD, UD, XRC, CNP; IPv4, IPv6, RoCEv1, VLAN) from a
+    few templates, so flows build up; PSNs moved about (gaps, repeats, reordering); some
+    mutated, some cut by a snap length, some noise."""
+    templates = draw(st.lists(frames(roce_version=None, max_payload=300), min_size=1,
+                              max_size=6))
+    out: list[Frame] = []
+    for i in range(draw(st.integers(1, 40))):
+        data = draw(st.sampled_from(templates))
+        w = fast.walk(data)
+        if w.status == 0 and draw(st.booleans()):
+            buf = bytearray(data)
+            spec = locate.SPECS[("bth", "psn")]
+            buf[w.bth_off + spec[0]:w.bth_off + spec[0] + spec[1]] = \
+                draw(st.integers(0, 6)).to_bytes(spec[1], "big")
+            data = fixup(bytes(buf))
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            data = draw(mutations(data))
+        elif kind == 1:
+            data = draw(st.binary(max_size=90))
+        origlen = len(data)
+        if kind == 2:
+            data = data[:draw(st.integers(0, len(data)))]  # cut by the snap length
+        out.append(Frame(data, T0 + i * 1000, len(data), origlen, 1, 0))
+    return out
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+@settings(max_examples=150, deadline=None)
+@given(stream=wild_traffic(), batch=st.sampled_from([1, 4, 1024]), bulk=st.booleans(),
+       max_events=st.sampled_from([2, 10_000]))
+def test_engines_agree_on_wild_traffic(stream: list[Frame], batch: int, bulk: bool,
+                                       max_events: int) -> None:
+    ref = analyse(stream, batch=batch, bulk=bulk, max_events=max_events, engine="reference")
+    got = analyse(stream, max_events=max_events, engine="compiled")
+    assert got.to_dict() == ref.to_dict()
+    assert got.totals["frames"] == len(stream)
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="fast path not built")

@@ -67,6 +67,7 @@ def _config() -> dict[str, Any]:
         "default_mtu": fl.DEFAULT_MTU,
         "ib_mtus": fl.IB_MTUS,
         "max_open": fl.MAX_OPEN_MESSAGES,
+        "max_read_psns": fl.MAX_READ_PSNS,
         "write_kinds": (fl.K_WRITE, fl.K_WRITE_IMM),
         "read_kind": fl.K_READ,
         "event_kinds": list(fl.EVENT_KINDS.items()),

@@ -111,6 +111,9 @@ __all__ = ["Analyzer", "Event", "EventStore", "Flow", "Report", "analyse", "make
 BATCH = 1024  # frames per scan: 1024 keeps a batch's frames in the CPU caches
 DEFAULT_MTU = 4096
 IB_MTUS = (256, 512, 1024, 2048, 4096)
+# A READ never takes more PSNs than half the PSN space (the most a requester may have
+# outstanding); a bigger count only comes from an MTU inferred from a tiny First/Middle.
+MAX_READ_PSNS = 1 << 23
 MAX_EVENTS_PER_KIND = 10_000  # stored per event kind; the rest are only counted
 MAX_OPEN_MESSAGES = 64  # abandoned messages per flow that a late packet may still complete
 PSN_MASK = 0xFFFFFF
@@ -1064,7 +1067,7 @@ class Analyzer:
         fn, psn, dmalen, ts = f.pending  # type: ignore[misc]
         f.pending = None
         mtu = f.path.mtu
-        count = max(1, -(-dmalen // (mtu or DEFAULT_MTU)))
+        count = min(max(1, -(-dmalen // (mtu or DEFAULT_MTU))), MAX_READ_PSNS)
         if not mtu and next_psn is not None:
             d = psn_diff(next_psn, psn)
             if d > 0 and any(d == max(1, -(-dmalen // m)) for m in IB_MTUS):
