@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import roce
-from roce import cli, locate
+from roce import cli, fast, locate
+from roce.dissect import flows
 from roce.emu import (
     CQ,
     MR,
@@ -123,7 +124,28 @@ def test_decode_cli_failure_is_narrowed_to_one_frame(monkeypatch):
         return "boom" if bad in part else None
 
     monkeypatch.setattr(d, "check_decode_cli", check)
-    assert d._narrow_cli(frames, lt, port, ()) == [bad]
+    assert d._narrow(frames, lambda part: d.check_decode_cli(part, lt, port, ())
+                     is not None) == [bad]
+
+
+@pytest.mark.skipif(fast._ext is None, reason="needs the compiled fast path")
+def test_flow_analysis_is_checked_against_its_twin(monkeypatch):
+    d = fuzz.DecoderFuzzer(seed=0, decode_every=0)
+    frames, _, lt, port = d.chunk_frames(0, 256)
+    assert d.check_flows(frames, lt, port) is None
+    bad = frames[100]
+    real = flows.analyse
+
+    def broken(stream, udp_port, engine="auto", **kw):
+        r = real(stream, udp_port, engine=engine, **kw)
+        if engine == "compiled" and any(f.data == bad for f in stream):
+            r.totals["frames"] += 1
+        return r
+
+    monkeypatch.setattr(flows, "analyse", broken)
+    s = d.run_chunk(0, 256)
+    (failure,) = [f for f in s.failures if f.check == "flows-twin"]
+    assert failure.frames == [bad] and "differ in totals" in failure.detail
 
 
 def test_wire_without_the_interface_exits_2(capsys):

@@ -7,7 +7,8 @@ structure-aware mutants of them (``roce.testing.mutate``) and random bytes, cut 
 whatever the number of worker processes.  Every frame goes through ``roce.parse`` (only
 ``DecodeError``/``NotRoCE`` may come out; a parsed frame must rebuild to the same bytes) and
 every fast-path function is compared with its reference twin: ``walk``, ``icrc``,
-``decode_headers``, and per chunk ``scan``.  Every ``DECODE_EVERY`` chunks the chunk is
+``decode_headers``, and per chunk ``scan`` and the flow analysis (``roce stats``' engine
+against ``roce.dissect.flows``).  Every ``DECODE_EVERY`` chunks the chunk is
 written to a pcap and decoded by ``roce decode`` in one of its output modes (exit 0, no
 exception).
 
@@ -58,7 +59,7 @@ from ..locate import (
 )
 from ..opcodes import OPCODES, Transport
 from ..packet import Packet, craft, decode_headers_reference, parse
-from ..pcapio import PcapWriter, open_capture
+from ..pcapio import Frame, PcapWriter, open_capture
 from .mutate import Mutator, random_frame
 
 CHUNK = 2048  # frames per decoder chunk: the unit of seeding, scanning and parallel work
@@ -428,13 +429,33 @@ class DecoderFuzzer:
             return f"`roce {' '.join(argv[:1] + list(mode))}` printed a traceback"
         return None
 
-    def _narrow_cli(self, frames: list[bytes], linktype: int, port: int,
-                    mode: tuple[str, ...]) -> list[bytes]:
-        """Halve a failing batch while the failure stays: usually down to one frame."""
+    def check_flows(self, frames: list[bytes], linktype: int, port: int) -> str | None:
+        """The chunk through the compiled flow analysis and its pure-Python reference: None
+        when both run and give the same report, else what went wrong."""
+        if self.ext is None or not frames:
+            return None
+        from ..dissect.flows import analyse
+
+        stream = [Frame(f, 1_700_000_000_000_000_000 + i * 1000, len(f), len(f), linktype, 0)
+                  for i, f in enumerate(frames)]
+        reports = {}
+        for engine in ("compiled", "reference"):
+            try:
+                reports[engine] = analyse(stream, port, engine=engine).to_dict()
+            except Exception as exc:  # noqa: BLE001 - any exception is the finding
+                return f"{engine} flow analysis raised {_exc_line(exc)}"
+        got, want = reports["compiled"], reports["reference"]
+        if got != want:
+            keys = [k for k in want if got.get(k) != want.get(k)]
+            return f"compiled and reference flow analyses differ in {', '.join(keys)}"
+        return None
+
+    def _narrow(self, frames: list[bytes], fails: Callable[[list[bytes]], bool]) -> list[bytes]:
+        """Halve a failing batch while the failure stays: usually down to a frame or two."""
         while len(frames) > 1:
             half = len(frames) // 2
             for part in (frames[:half], frames[half:]):
-                if self.check_decode_cli(part, linktype, port, mode) is not None:
+                if fails(part):
                     frames = part
                     break
             else:
@@ -460,12 +481,19 @@ class DecoderFuzzer:
             s.add_failure(Failure(self.name, "scan-twin", detail, [frames[i]], linktype, port,
                                   {"seed": self.seed, "chunk": index, "index": i,
                                    "made": kinds[i]}))
+        problem = self.check_flows(frames, linktype, port)
+        if problem is not None:
+            culprit = self._narrow(frames, lambda part: self.check_flows(
+                part, linktype, port) is not None)
+            s.add_failure(Failure(self.name, "flows-twin", problem, culprit, linktype, port,
+                                  {"seed": self.seed, "chunk": index}))
         if self.decode_every and index % self.decode_every == 0:
             mode = _DECODE_MODES[(index // self.decode_every) % len(_DECODE_MODES)]
             counts["roce decode runs"] += 1
             problem = self.check_decode_cli(frames, linktype, port, mode)
             if problem is not None:
-                culprit = self._narrow_cli(frames, linktype, port, mode)
+                culprit = self._narrow(frames, lambda part: self.check_decode_cli(
+                    part, linktype, port, mode) is not None)
                 s.add_failure(Failure(self.name, "decode-cli", problem, culprit, linktype,
                                       port, {"seed": self.seed, "chunk": index,
                                              "mode": ",".join(mode) or "lines"}))
@@ -480,6 +508,9 @@ class DecoderFuzzer:
                          if m and m != "lines")
             problem = self.check_decode_cli(saved.frames, saved.linktype, port, mode)
             return [f"decode-cli: {problem}"] if problem else []
+        if saved.check == "flows-twin":
+            problem = self.check_flows(saved.frames, saved.linktype, port)
+            return [f"flows-twin: {problem}"] if problem else []
         for frame in saved.frames:
             _, bad = self.check_frame(frame, saved.linktype, port)
             still.extend(f"{c}: {d}" for c, d in bad)
