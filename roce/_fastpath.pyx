@@ -324,6 +324,8 @@ def pcap_split(const uint8_t[::1] buf, Py_ssize_t pos, bint big_endian, long lon
     roce.pcapio.pcap_split_reference."""
     cdef const uint8_t *p = &buf[0] if buf.shape[0] else NULL
     cdef Py_ssize_t n = buf.shape[0] if end < 0 or end > buf.shape[0] else end, count = 0
+    if pos < 0:
+        raise ValueError("pcap_split: negative position")
     cdef uint32_t v[4]
     cdef int k
     cdef const uint8_t *q

@@ -282,6 +282,8 @@ cdef class FlowEngine:
         cdef const uint8_t *q
         cdef uint32_t v[4]
         cdef int k
+        if pos < 0:
+            raise ValueError("feed_pcap: negative position")
         if end > buf.shape[0]:
             end = buf.shape[0]
         while end - pos >= 16:

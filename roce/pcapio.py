@@ -128,6 +128,8 @@ def pcap_split_reference(buf: Any, pos: int, big_endian: bool, frac_mul: int,
     """Cut complete 16-byte-header pcap records from ``buf[pos:end]`` (``end`` -1: the whole
     buffer; see the compiled twin ``roce._fastpath.pcap_split``): (count, new pos, status 1
     if a record is absurd)."""
+    if pos < 0:
+        raise ValueError("pcap_split: negative position")
     unpack = struct.Struct(">IIII" if big_endian else "<IIII").unpack_from
     n, count = len(buf) if end < 0 else min(end, len(buf)), 0
     while count < max_records and n - pos >= 16:

@@ -754,6 +754,13 @@ def test_compiled_engine_reads_pcap_in_place(tmp_path: Path, chunked: bool) -> N
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+def test_compiled_engine_refuses_a_negative_position() -> None:
+    a = make_analyzer(engine="compiled")
+    with pytest.raises(ValueError, match="negative position"):
+        a._consume(bytes(64), -16, 64, False, 1000, 1)
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
 @pytest.mark.parametrize("chunked", [False, True], ids=["mapped", "stream"])
 @pytest.mark.parametrize("damage", ["cut", "absurd"])
 def test_compiled_engine_damaged_pcap(tmp_path: Path, chunked: bool, damage: str) -> None:

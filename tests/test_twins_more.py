@@ -56,6 +56,14 @@ def test_pcap_split_twins(records, big, cut, max_records, frac_mul, end, view):
     assert pos == sum(16 + len(r[2]) for r in records[:count])
 
 
+def test_pcap_split_refuses_a_negative_position():
+    buf = struct.pack("<IIII", 0, 0, 4, 4) + b"abcd"
+    for split in (fast._ext.pcap_split, pcap_split_reference):
+        cols = [array("q", bytes(8)) for _ in range(3)]
+        with pytest.raises(ValueError, match="negative position"):
+            split(buf, -8, False, 1000, 1, [], *cols, MAX_RECORD)
+
+
 def test_pcap_split_stops_at_absurd_length():
     buf = struct.pack("<IIII", 0, 0, MAX_RECORD + 1, 10) + b"x" * 32
     for split in (fast._ext.pcap_split, pcap_split_reference):
