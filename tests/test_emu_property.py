@@ -5,12 +5,12 @@ completed exactly once: successes, then at most one error, then flushes."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from emu_helpers import FULL, LIMIT_NS, idle, pair, poll_all
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from roce.emu import MR, PD, RecvWR, SendWR
 from roce.emu.constants import (
@@ -33,10 +33,7 @@ from roce.emu.constants import (
     IBV_WR_SEND_WITH_IMM,
 )
 
-# ~30 examples in the derandomized "ci" profile; other profiles (HYPOTHESIS_PROFILE=deep)
-# keep their own count
-EXAMPLES = 30 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else \
-    settings.default.max_examples
+EXAMPLES = examples(30)
 
 
 SLOT = 4096

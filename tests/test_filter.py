@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 from roce.dissect.filter import FilterError, compile_filter
 
@@ -877,7 +878,7 @@ def _compile_or_none(expr: str, **kwargs: object) -> Callable[[Mapping[str, obje
         return None
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=60) | piece_exprs, st.lists(packets, max_size=3), st.booleans())
 def test_random_text_only_raises_filter_error(
     expr: str, pkts: list[dict[str, object]], with_options: bool
@@ -891,7 +892,7 @@ def test_random_text_only_raises_filter_error(
             assert f(pkt) in (True, False)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(piece_exprs, packets)
 def test_not_is_the_complement(expr: str, pkt: dict[str, object]) -> None:
     f = _compile_or_none(expr)
@@ -975,7 +976,7 @@ def expressions(draw: st.DrawFn, depth: int = 0) -> tuple[str, Ref]:
     return text, ref
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(
     expressions(),
     st.dictionaries(st.sampled_from(INT_FIELDS), st.integers(-4, 4)),

@@ -13,6 +13,7 @@ import warnings
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # contrib's own import noise is not under test here
@@ -192,7 +193,7 @@ def test_dissect_crafted_frames(c, data):
 
 
 @pytest.mark.parametrize("code", CODES, ids=lambda c: f"0x{c:02x}")
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(data=st.data())
 def test_every_opcode_both_ways(code, data):
     """The random tests above sample opcodes; here each one gets its own examples."""

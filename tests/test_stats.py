@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 import roce
 from roce import fast, locate
@@ -651,7 +652,7 @@ def traffic(seed: int, n: int = 60, faults: float = 1.0) -> list[bytes]:
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), batch=st.sampled_from([1, 4, 16, 1024]),
        faults=st.sampled_from([0.0, 0.2, 1.0]))
 def test_bulk_and_per_packet_paths_agree(seed: int, batch: int, faults: float) -> None:
@@ -669,7 +670,7 @@ def _event_lines(r: Report) -> list[tuple[int, str, str]]:
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), faults=st.sampled_from([0.0, 0.2, 1.0, 3.0]),
        n=st.sampled_from([20, 60, 200]), bulk=st.booleans(),
        batch=st.sampled_from([1, 3, 16, 1024]), max_events=st.sampled_from([3, 10_000]))
@@ -715,7 +716,7 @@ def wild_traffic(draw: st.DrawFn) -> list[Frame]:
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(stream=wild_traffic(), batch=st.sampled_from([1, 4, 1024]), bulk=st.booleans(),
        max_events=st.sampled_from([2, 10_000]))
 def test_engines_agree_on_wild_traffic(stream: list[Frame], batch: int, bulk: bool,

@@ -12,6 +12,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from profiles import examples
 
 import roce
 from roce import OPCODES, fast, locate
@@ -58,7 +59,7 @@ def test_one_strategy_per_extended_header():
 def test_header_values_fit_their_widths(name):
     strategy = S.bth() if name == "bth" else getattr(S, name)()
 
-    @settings(max_examples=30)
+    @settings(max_examples=examples(30))
     @given(strategy)
     def check(values):
         assert set(values) == {f.name for f in LAYOUTS[name].fields}
@@ -86,7 +87,7 @@ def test_header_rejects_unknown_fields():
 
 
 @pytest.mark.parametrize("code", sorted(OPCODES), ids=lambda c: f"0x{c:02x}")
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(data=st.data())
 def test_every_opcode_reachable_and_parses_back(code, data):
     p = data.draw(S.packets(opcode=code, roce_version=None, max_payload=300))
@@ -194,7 +195,7 @@ _ARG = {"wrap": "wrap", "gap": "gaps", "duplicate": "duplicates", "reorder": "re
 
 @pytest.mark.parametrize("feature", FEATURES)
 def test_psn_sequences_have_what_is_asked(feature):
-    @settings(max_examples=40)
+    @settings(max_examples=examples(40))
     @given(S.psn_sequences(**{_ARG[feature]: True}))
     def check(seq):
         assert all(0 <= p < 1 << 24 for p in seq)
@@ -203,14 +204,14 @@ def test_psn_sequences_have_what_is_asked(feature):
     check()
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(S.psn_sequences(wrap=False, gaps=False, duplicates=False, reorder=False))
 def test_psn_sequences_plain(seq):
     assert S.psn_features(seq) == frozenset()
     assert all(b == (a + 1) & 0xFFFFFF for a, b in zip(seq, seq[1:]))
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(S.psn_sequences(wrap=True, gaps=True, duplicates=True, reorder=True))
 def test_psn_sequences_all_features(seq):
     assert S.psn_features(seq) == frozenset(FEATURES)
@@ -235,7 +236,7 @@ def test_programs_are_plain_data(program):
             assert op[3] in S.RKEY_KINDS
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(S.verbs_programs(max_ops=20))
 def test_programs_reach_invalid_operations(program):
     pass  # the strategy must build; the next test checks the mix over many draws
@@ -282,14 +283,14 @@ def test_fast_path_equals_reference_on_mutants(frame, data):
         assert fast._ext.decode_headers(mutant, w, 1) == decode_headers_reference(mutant, w, 1)
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow])
 @given(S.verbs_programs(max_ops=10), st.integers(0, 2**16))
 def test_responder_invariants_on_programs(program, seed):
     res = run_program(program, seed=seed)
     assert res.problems == [], (program, res.problems)
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.too_slow])
 @given(S.verbs_programs(max_ops=8, invalid=False), st.integers(0, 2**16),
        st.sampled_from([{"loss": 0.05}, {"dup": 0.1}, {"reorder": 0.2},
                         {"loss": 0.03, "dup": 0.03, "reorder": 0.1}]))
@@ -297,6 +298,24 @@ def test_exactly_once_under_faults(program, seed, faults):
     res = run_program(program, seed=seed, auto_recv=True, **faults)
     assert res.problems == [], (program, faults, res.problems)
     assert set(res.statuses) <= {"IBV_WC_SUCCESS"}
+
+
+def test_a_send_longer_than_its_receive_fails_and_valid_programs_avoid_it():
+    """Found by the deep profile: a 1-byte receive then a 2-byte SEND ends in an invalid
+    request NAK (correctly), so programs that must succeed post whole receive buffers."""
+    res = run_program([("post_recv", 1), ("send", 2, None)], seed=0, auto_recv=True)
+    assert res.problems == [] and dict(res.statuses) == {"IBV_WC_REM_INV_REQ_ERR": 1}
+    rng = random.Random(5)
+    lengths = {op[1] for _ in range(200) for op in S.random_program(rng, 12, invalid=False)
+               if op[0] == "post_recv"}
+    assert lengths == {S.PROGRAM_RECV_SIZE}
+
+    @settings(max_examples=examples(100))
+    @given(S.verbs_programs(invalid=False))
+    def whole(program):
+        assert all(op[1] == S.PROGRAM_RECV_SIZE for op in program if op[0] == "post_recv")
+
+    whole()
 
 
 # -- the pytest plugin -----------------------------------------------------------------------------

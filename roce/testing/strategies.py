@@ -43,7 +43,8 @@ A verbs program is a list of operations, each a tuple of plain values that
 ``rkey_kind`` is "good", "bad_key" (right MR index, wrong key byte), "bad_index" (no such MR)
 or "other_pd" (an MR of another protection domain); offsets and lengths range past the MR's
 end, atomics over misaligned offsets, lengths include 0 and sends longer than any posted
-receive buffer.  ``invalid=False`` keeps to operations that must all succeed.
+receive buffer.  ``invalid=False`` keeps to operations that must all succeed (receives are
+then whole buffers, ``PROGRAM_RECV_SIZE`` bytes, so that every SEND fits).
 """
 
 from __future__ import annotations
@@ -346,8 +347,11 @@ def _operation(invalid: bool) -> st.SearchStrategy[tuple]:
     aligned = st.integers(0, size // 8 - 1).map(lambda i: i * 8)
     atomic_offset = (aligned | st.integers(0, size + 8)) if invalid else aligned
     u64 = st.integers(0, (1 << 64) - 1) | st.sampled_from((0, 1, (1 << 64) - 1))
+    # A SEND may land in any posted receive, so operations that must succeed post whole
+    # buffers only: a shorter one would end a longer SEND with an invalid request NAK.
     recv = st.tuples(st.just("post_recv"),
-                     st.integers(1, PROGRAM_RECV_SIZE) | st.just(PROGRAM_RECV_SIZE))
+                     st.integers(1, PROGRAM_RECV_SIZE) | st.just(PROGRAM_RECV_SIZE)
+                     if invalid else st.just(PROGRAM_RECV_SIZE))
     send = st.tuples(st.just("send"),
                      _lengths(invalid, PROGRAM_RECV_SIZE) if invalid
                      else st.integers(0, PROGRAM_RECV_SIZE),
@@ -388,7 +392,8 @@ def random_program(rng: random.Random, max_ops: int = 12, invalid: bool = True) 
             offset = rng.choice((0, size - 1, size))
         aligned = rng.randrange(size // 8) * 8
         if kind == "post_recv":
-            out.append(("post_recv", rng.randint(1, PROGRAM_RECV_SIZE)))
+            out.append(("post_recv", rng.randint(1, PROGRAM_RECV_SIZE) if invalid
+                        else PROGRAM_RECV_SIZE))
         elif kind == "send":
             n = rng.randint(0, PROGRAM_RECV_SIZE)
             if invalid and rng.random() < 0.1:
