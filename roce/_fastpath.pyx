@@ -314,6 +314,18 @@ def bth_unpack(bytes frame, int off):
             rd(p, off, F_BTH_PSN))
 
 
+cdef inline void pcap_record_header(const uint8_t *q, bint big_endian, uint32_t *v) noexcept nogil:
+    """A 16-byte pcap record header: seconds, fraction, caplen, origlen."""
+    cdef int k
+    for k in range(4):
+        if big_endian:
+            v[k] = (<uint32_t>q[4 * k] << 24) | (<uint32_t>q[4 * k + 1] << 16) | \
+                (<uint32_t>q[4 * k + 2] << 8) | q[4 * k + 3]
+        else:
+            v[k] = (<uint32_t>q[4 * k + 3] << 24) | (<uint32_t>q[4 * k + 2] << 16) | \
+                (<uint32_t>q[4 * k + 1] << 8) | q[4 * k]
+
+
 def pcap_split(const uint8_t[::1] buf, Py_ssize_t pos, bint big_endian, long long frac_mul,
                Py_ssize_t max_records, list out, int64_t[::1] ts_ns, int64_t[::1] caplen,
                int64_t[::1] origlen, long long max_record, Py_ssize_t end=-1):
@@ -327,17 +339,10 @@ def pcap_split(const uint8_t[::1] buf, Py_ssize_t pos, bint big_endian, long lon
     if pos < 0:
         raise ValueError("pcap_split: negative position")
     cdef uint32_t v[4]
-    cdef int k
     cdef const uint8_t *q
     while count < max_records and n - pos >= 16:
         q = p + pos
-        for k in range(4):
-            if big_endian:
-                v[k] = (<uint32_t>q[4 * k] << 24) | (<uint32_t>q[4 * k + 1] << 16) | \
-                    (<uint32_t>q[4 * k + 2] << 8) | q[4 * k + 3]
-            else:
-                v[k] = (<uint32_t>q[4 * k + 3] << 24) | (<uint32_t>q[4 * k + 2] << 16) | \
-                    (<uint32_t>q[4 * k + 1] << 8) | q[4 * k]
+        pcap_record_header(q, big_endian, v)
         if v[2] > max_record:
             return count, pos, 1
         if n - pos - 16 < v[2]:

@@ -281,20 +281,13 @@ cdef class FlowEngine:
         cdef const uint8_t *p = &buf[0] if buf.shape[0] else NULL
         cdef const uint8_t *q
         cdef uint32_t v[4]
-        cdef int k
         if pos < 0:
             raise ValueError("feed_pcap: negative position")
         if end > buf.shape[0]:
             end = buf.shape[0]
         while end - pos >= 16:
             q = p + pos
-            for k in range(4):
-                if big_endian:
-                    v[k] = (<uint32_t>q[4 * k] << 24) | (<uint32_t>q[4 * k + 1] << 16) | \
-                        (<uint32_t>q[4 * k + 2] << 8) | q[4 * k + 3]
-                else:
-                    v[k] = (<uint32_t>q[4 * k + 3] << 24) | (<uint32_t>q[4 * k + 2] << 16) | \
-                        (<uint32_t>q[4 * k + 1] << 8) | q[4 * k]
+            pcap_record_header(q, big_endian, v)
             if v[2] > max_record:
                 return pos, 1
             if end - pos - 16 < v[2]:

@@ -37,6 +37,7 @@ from roce.dissect.flows import (
 )
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
 from roce.pcapio import Frame, PcapWriter, open_capture
+from roce.testing.fuzz import to_linktype
 from roce.testing.mutate import fixup
 from roce.testing.strategies import frames, mutations
 
@@ -357,6 +358,19 @@ def test_not_roce_frames_are_skipped(run) -> None:
     other[36:38] = (1234).to_bytes(2, "big")  # UDP destination port
     r = run([write_only(0), bytes(other), write_only(1)])
     assert r.totals["not_roce"] == 1 and r.totals["roce_packets"] == 2 and r.events == []
+
+
+@pytest.mark.parametrize("batch", [1, 4, 1024])
+def test_mixed_link_types(engine: tuple[str, bool], batch: int) -> None:
+    """pcapng may mix link types: Ethernet, raw IP and Linux cooked frames of one flow."""
+    kinds = [1, 101, 101, 113, 1, 276, 1, 101]
+    stream = [Frame(to_linktype(write_only(p), lt), T0 + p, 0, 0, lt, 0)
+              for p, lt in enumerate(kinds)]
+    stream = [f._replace(caplen=len(f.data), origlen=len(f.data)) for f in stream]
+    r = analyse(stream, batch=batch, engine=engine[0], bulk=engine[1])
+    f = flow(r)
+    assert f.packets == len(kinds) and f.req.counts()["in_order"] == len(kinds)
+    assert r.totals["gaps"] == 0 and f.messages["write"]["count"] == len(kinds)
 
 
 def test_udp_port_option(tmp_path: Path) -> None:

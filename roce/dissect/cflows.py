@@ -16,7 +16,6 @@ in place, record by record, without a Python object per frame.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import islice
 from typing import Any
 
 from .. import fast, locate
@@ -106,16 +105,8 @@ class CompiledAnalyzer:
 
     def feed(self, frames: Iterable[Any]) -> None:
         """Analyse frames: ``pcapio.Frame`` objects or bytes (Ethernet, timestamp 0)."""
-        it = iter(frames)
-        while chunk := list(islice(it, self.batch)):
-            if isinstance(chunk[0], (bytes, bytearray, memoryview)):
-                datas = [bytes(d) for d in chunk]
-                self._e.feed_frames(datas, [0] * len(datas), None, list(map(len, datas)),
-                                    locate.LINKTYPE_ETHERNET)
-                continue
-            for f in chunk:
-                self._e.feed_frames([f.data], (f.ts_ns,), (f.caplen,), (f.origlen,),
-                                    f.linktype)
+        for datas, tss, caps, lens, linktype in fl.frame_columns(frames, self.batch):
+            self._e.feed_frames(datas, tss, caps, lens, linktype)
 
     def feed_batch(self, batch: Batch) -> None:
         """Analyse one ``pcapio.Batch``."""

@@ -82,7 +82,7 @@ import heapq
 import re
 import socket
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, islice
 from operator import itemgetter, sub
@@ -552,30 +552,8 @@ class Analyzer:
 
     def feed(self, frames: Iterable[Any]) -> None:
         """Analyse frames: ``pcapio.Frame`` objects or bytes (Ethernet, timestamp 0)."""
-        it = iter(frames)
-        while True:
-            chunk = list(islice(it, self.batch))
-            if not chunk:
-                return
-            if isinstance(chunk[0], (bytes, bytearray, memoryview)):
-                datas = [bytes(d) for d in chunk]
-                self._feed_batch(datas, [0] * len(datas), list(map(len, datas)), None,
-                                 locate.LINKTYPE_ETHERNET)
-                continue
-            datas, tss, caps, lens, lts, _ = zip(*chunk)  # Frame fields as columns, in C
-            n = len(chunk)
-            if lts.count(lts[0]) == n:
-                self._feed_batch(list(datas), tss, lens, caps, lts[0])
-                continue
-            # A pcapng file may mix link types: scan each run of one link type on its own.
-            start = 0
-            while start < n:
-                end = start + 1
-                while end < n and lts[end] == lts[start]:
-                    end += 1
-                self._feed_batch(list(datas[start:end]), tss[start:end], lens[start:end],
-                                 caps[start:end], lts[start])
-                start = end
+        for datas, tss, caps, lens, linktype in frame_columns(frames, self.batch):
+            self._feed_batch(datas, tss, lens, caps, linktype)
 
     def feed_capture(self, reader: Any,
                      progress: Callable[[int, int | None], None] | None = None) -> None:
@@ -1252,6 +1230,33 @@ class Analyzer:
         lone = [f for f in self.flows if f.id not in paired]
         return Report(self.flows, connections, lone, totals(self, self.flows, len(connections)),
                       self.events, dict(self.store.counts))
+
+
+def frame_columns(frames: Iterable[Any], n: int) -> Iterator[tuple[list[bytes], Sequence[int],
+                                                                  Sequence[int] | None,
+                                                                  Sequence[int], int]]:
+    """``Frame`` objects (or Ethernet frames as bytes) as columns of at most ``n`` frames of
+    one link type: (datas, ts_ns, caplens or None for bytes, origlens, linktype)."""
+    it = iter(frames)
+    while chunk := list(islice(it, n)):
+        if isinstance(chunk[0], (bytes, bytearray, memoryview)):
+            datas = [bytes(d) for d in chunk]
+            yield datas, [0] * len(datas), None, list(map(len, datas)), locate.LINKTYPE_ETHERNET
+            continue
+        datas, tss, caps, lens, lts, _ = zip(*chunk)  # Frame fields as columns, in C
+        count = len(chunk)
+        if lts.count(lts[0]) == count:
+            yield list(datas), tss, caps, lens, lts[0]
+            continue
+        # A pcapng file may mix link types: each run of one link type on its own.
+        start = 0
+        while start < count:
+            end = start + 1
+            while end < count and lts[end] == lts[start]:
+                end += 1
+            yield (list(datas[start:end]), tss[start:end], caps[start:end], lens[start:end],
+                   lts[start])
+            start = end
 
 
 def totals(src: Any, fl: list[Flow], nconn: int) -> dict[str, Any]:
