@@ -59,11 +59,12 @@ cdef int A_SPAN_A[8]      # by L3 kind: the address pair's slice [a, b) from the
 cdef int A_SPAN_B[8]
 cdef int A_L3LEN_F[8]     # by L3 kind: the L3 length field (F_*) and what it leaves out
 cdef int A_L3LEN_X[8]
-cdef int A_DEFAULT_MTU = 4096
+cdef bint A_CONFIGURED = False
+cdef int A_DEFAULT_MTU = 0
 cdef int A_IB_MTUS[5]
-cdef int A_MAX_OPEN = 64
-cdef int64_t A_MAX_READ_PSNS = 1 << 23
-cdef int A_KIND_WRITE = 3, A_KIND_WRITE_IMM = 4, A_KIND_READ = 5
+cdef int A_MAX_OPEN = 0
+cdef int64_t A_MAX_READ_PSNS = 0
+cdef int A_KIND_WRITE = -1, A_KIND_WRITE_IMM = -1, A_KIND_READ = -1
 cdef int A_EV_SEV[A_NEVENTS]
 cdef int A_NEV = 0
 cdef int E_MALFORMED, E_BAD_ICRC, E_NAK_FATAL, E_GAP, E_RETRANS, E_OOO, E_NAK_SEQ
@@ -88,11 +89,22 @@ cdef void _a_spec(ASpec *s, object spec):
 def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows (derived from the opcode
     table, the header layouts and roce.dissect.flows)."""
-    global A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_KIND_WRITE_IMM, A_KIND_READ, A_NEV
+    global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_KIND_WRITE_IMM, A_KIND_READ, A_NEV
     global E_MALFORMED, E_BAD_ICRC, E_NAK_FATAL, E_GAP, E_RETRANS, E_OOO, E_NAK_SEQ
     global E_RNR, E_LENGTH, E_RESERVED, E_CNP, E_ECN, E_INCOMPLETE
     global A_EV_NAMES, A_TEXT, A_KIND_NAMES, A_NAK_TEXT, A_RNR_TEXT, A_EVENT
     cdef int code, k
+    # The enums above are the reference's numbering, written out for C: check they still are.
+    if (tuple(cfg["classes"]) != (AC_DATA, AC_READ, AC_ATOMIC, AC_ONLYREQ, AC_READ_RESP,
+                                  AC_ACK, AC_ATOMIC_ACK, AC_CNP)
+            or tuple(cfg["positions"]) != (AP_FIRST, AP_MIDDLE, AP_LAST, AP_ONLY)
+            or tuple(cfg["psn_events"]) != (AEV_FIRST, AEV_IN_ORDER, AEV_GAP, AEV_LATE,
+                                            AEV_DUPLICATE)):
+        raise ValueError("flow engine: class, position or PSN event numbering differs from "
+                         "roce.dissect.flows / roce.psn")
+    if len(cfg["kind_names"]) != A_NKINDS:
+        raise ValueError("flow engine: %d message kinds, built for %d"
+                         % (len(cfg["kind_names"]), A_NKINDS))
     for code in range(256):
         A_VALID[code] = 0
         A_KEYNEED[code] = 0
@@ -141,6 +153,7 @@ def configure_flows(dict cfg):
     A_NAK_TEXT = list(cfg["nak_names"])
     A_RNR_TEXT = list(cfg["rnr_ms"])
     A_EVENT = cfg["event"]
+    A_CONFIGURED = True
 
 
 cdef inline int64_t a_rd(const uint8_t *b, ASpec *s) noexcept nogil:
@@ -233,6 +246,9 @@ cdef class FlowEngine:
     cdef bint finished
 
     def __cinit__(self, int udp_port, store, explain):
+        if not A_CONFIGURED:
+            raise RuntimeError("FlowEngine: configure_flows() has not run (import "
+                               "roce.dissect.cflows)")
         self.udp_port = udp_port
         self.store = store  # flows.EventStore: counts events, keeps the first ones
         self.ev_cap = store.cap

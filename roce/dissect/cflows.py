@@ -22,6 +22,7 @@ from .. import fast, locate
 from ..headers import LAYOUTS, SIZE_OF
 from ..opcodes import OPCODES
 from ..pcapio import MAX_RECORD, Batch, CaptureReader
+from ..psn import EV_DUPLICATE, EV_FIRST, EV_GAP, EV_IN_ORDER, EV_LATE
 from . import flows as fl
 
 __all__ = ["AVAILABLE", "CompiledAnalyzer"]
@@ -55,6 +56,10 @@ def _config() -> dict[str, Any]:
     fields = list(locate.FAST_FIELDS)
     l3_len = {k: (fields.index(hf), extra) for k, (hf, extra) in fl.L3_LEN_FIELDS.items()}
     return {
+        "classes": (fl.C_DATA, fl.C_READ, fl.C_ATOMIC, fl.C_ONLYREQ, fl.C_READ_RESP, fl.C_ACK,
+                    fl.C_ATOMIC_ACK, fl.C_CNP),
+        "positions": (fl.P_FIRST, fl.P_MIDDLE, fl.P_LAST, fl.P_ONLY),
+        "psn_events": (EV_FIRST, EV_IN_ORDER, EV_GAP, EV_LATE, EV_DUPLICATE),
         "opinfo": {c: (i.cls, i.pos, i.kind, i.seq) for c, i in enumerate(fl.OPINFO) if i},
         "key_need": {c: SIZE_OF["bth"] + SIZE_OF[OPCODES[c].headers[0]]
                      for c, names in fast.KEY_FIELDS.items() if names},
