@@ -2,47 +2,17 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
+from tshark_oracle import FIELDS, TSHARK, TSHARK_CODES, fields_command, our_key, tshark_value
 
 import roce
 from roce import OPCODES, Transport
 from roce.headers import LAYOUTS
 from roce.pcapio import PcapWriter
 
-TSHARK = shutil.which("tshark")
 pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed")
-
-# Wireshark 4.0 decodes these rows as the table does.  Left out on purpose: RD (0x40..), UD
-# (0x64/0x65), XRC (0xA0..) and CNP (0x81) are mis-decoded (wrong or missing extended
-# headers; 0x80 is called "CNP"), and FLUSH (0x1C) and ATOMIC WRITE (0x1D) are unknown to it.
-TSHARK_CODES = [c for c in sorted(OPCODES)
-                if c <= 0x14 or c in (0x16, 0x17) or 0x20 <= c <= 0x2B]
-
-# infiniband.X as tshark names it -> our Packet.fields() key.
-FIELDS = {
-    "infiniband.bth.opcode": "bth.opcode", "infiniband.bth.se": "bth.se",
-    "infiniband.bth.m": "bth.m", "infiniband.bth.padcnt": "bth.padcnt",
-    "infiniband.bth.tver": "bth.tver", "infiniband.bth.p_key": "bth.p_key",
-    "infiniband.bth.destqp": "bth.destqp", "infiniband.bth.a": "bth.a",
-    "infiniband.bth.psn": "bth.psn", "infiniband.reth.va": "reth.va",
-    "infiniband.reth.r_key": "reth.r_key", "infiniband.reth.dmalen": "reth.dmalen",
-    "infiniband.aeth.syndrome": "aeth.syndrome", "infiniband.aeth.msn": "aeth.msn",
-    "infiniband.atomiceth.swapdt": "atomiceth.swapdt",
-    "infiniband.atomiceth.cmpdt": "atomiceth.cmpdt",
-    "infiniband.atomicacketh.origremdt": "atomicacketh.origremdt",
-    "infiniband.immdt": "immdt", "infiniband.ieth": "ieth",
-    "infiniband.invariant.crc": "icrc",
-}
-# Wireshark 4.0 shows the AtomicETH virtual address and remote key with the RETH fields.
-ATOMIC_AS_RETH = {"reth.va": "atomiceth.va", "reth.r_key": "atomiceth.r_key"}
-
-# Payload heuristics (RPC-over-RDMA, SMB Direct, ...) may claim a SEND payload, mark the frame
-# malformed and stop before the ICRC: switch them off, we test the InfiniBand dissector only.
-NO_HEURISTICS = ["rpcordma", "smc", "smb_direct", "nvme-rdma", "lnet", "iser",
-                 "infiniband_sdp", "fcoib", "infiniband.eoib"]
 
 SYNDROMES = [0x1F, 0x05, 0x2C, 0x60, 0x61, 0x62, 0x63, 0x00]
 IETH_FIELD = LAYOUTS["ieth"].fields[0].name  # IETH's one field, whatever it is called
@@ -85,19 +55,6 @@ def _ours(p: roce.Packet) -> dict:
     return p.fields()
 
 
-def _value(field: str, text: str) -> int | None:
-    if text == "":
-        return None
-    parts = text.split(",")  # the header and its one field share the name: shown twice
-    assert len(set(parts)) == 1, (field, text)
-    text = parts[0]
-    if text.startswith("0x") or field in ("infiniband.immdt", "infiniband.ieth"):
-        return int(text, 16)
-    if text in ("True", "False"):
-        return int(text == "True")
-    return int(text)
-
-
 @pytest.fixture(scope="module")
 def decoded(tmp_path_factory):
     frames = _frames()
@@ -105,13 +62,7 @@ def decoded(tmp_path_factory):
     with PcapWriter(path, linktype=1) as w:
         for i, (p, _) in enumerate(frames):
             w.write(p.to_bytes(), ts_ns=1_700_000_000_000_000_000 + i * 1000)
-    cmd = [TSHARK, "-n", "-r", str(path)]
-    for proto in NO_HEURISTICS:
-        cmd += ["--disable-protocol", proto]
-    cmd += ["-T", "fields", "-E", "separator=/t", "-e", "frame.number"]
-    for f in FIELDS:
-        cmd += ["-e", f]
-    cmd += ["-e", "_ws.col.Info"]
+    cmd = fields_command(path, ["frame.number", *FIELDS, "_ws.col.Info"])
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     rows = [line.split("\t") for line in res.stdout.splitlines()]
@@ -133,13 +84,10 @@ def test_fields_match(decoded):
         ours = _ours(q)
         op = q.opcode
         for i, ws_name in enumerate(names):
-            key = FIELDS[ws_name]
-            if "atomiceth" in op.headers and key in ATOMIC_AS_RETH:
-                key = ATOMIC_AS_RETH[key]
-            want = ours.get(key)
+            want = ours.get(our_key(ws_name, op.headers))
             if isinstance(want, bool):
                 want = int(want)
-            got = _value(ws_name, row[i + 1])
+            got = tshark_value(ws_name, row[i + 1])
             assert got == want, (hex(op.code), variant, ws_name, row[i + 1], want)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import netns
 import pytest
 from test_wire_cli import _reference, opcode_args
+from tshark_oracle import FIELDS, TSHARK, TSHARK_CODES, fields_command, our_key, tshark_value
 
 import roce
 from roce import OPCODES
@@ -29,7 +30,6 @@ from roce.pcapio import PcapWriter, open_capture
 from roce.wire.replay_cli import Rewrite
 
 TCPDUMP = shutil.which("tcpdump")
-TSHARK = shutil.which("tshark")
 ROCE_FILTER = "udp port 4791 or ether proto 0x8915"
 DMAC = "02:00:00:00:00:02"  # craft's default destination MAC: no kernel ever sends to it
 
@@ -131,40 +131,8 @@ def every_opcode_commands() -> list[list[str]]:
     return out
 
 
-# Wireshark 4.0 decodes these opcodes as the table does (see tests/test_tshark.py).
-TSHARK_CODES = {c for c in OPCODES if c <= 0x14 or c in (0x16, 0x17) or 0x20 <= c <= 0x2B}
-TSHARK_FIELDS = {
-    "infiniband.bth.opcode": "bth.opcode", "infiniband.bth.destqp": "bth.destqp",
-    "infiniband.bth.psn": "bth.psn", "infiniband.bth.p_key": "bth.p_key",
-    "infiniband.bth.padcnt": "bth.padcnt", "infiniband.reth.va": "reth.va",
-    "infiniband.reth.r_key": "reth.r_key", "infiniband.reth.dmalen": "reth.dmalen",
-    "infiniband.aeth.syndrome": "aeth.syndrome", "infiniband.aeth.msn": "aeth.msn",
-    "infiniband.atomiceth.swapdt": "atomiceth.swapdt",
-    "infiniband.atomiceth.cmpdt": "atomiceth.cmpdt",
-    "infiniband.atomicacketh.origremdt": "atomicacketh.origremdt",
-    "infiniband.immdt": "immdt", "infiniband.ieth": "ieth", "infiniband.invariant.crc": "icrc",
-}
-ATOMIC_AS_RETH = {"reth.va": "atomiceth.va", "reth.r_key": "atomiceth.r_key"}
-NO_HEURISTICS = ["rpcordma", "smc", "smb_direct", "nvme-rdma", "lnet", "iser",
-                 "infiniband_sdp", "fcoib", "infiniband.eoib"]
-
-
-def _tshark_value(field: str, text: str) -> int | None:
-    if text == "":
-        return None
-    text = text.split(",")[0]  # a header and its one field share the name: shown twice
-    if text.startswith("0x") or field in ("infiniband.immdt", "infiniband.ieth"):
-        return int(text, 16)
-    return int(text == "True") if text in ("True", "False") else int(text)
-
-
 def tshark_rows(path: Path) -> list[list[str]]:
-    cmd = [TSHARK, "-n", "-r", str(path)]
-    for proto in NO_HEURISTICS:
-        cmd += ["--disable-protocol", proto]
-    cmd += ["-T", "fields", "-E", "separator=/t"]
-    for f in TSHARK_FIELDS:
-        cmd += ["-e", f]
+    cmd = fields_command(path, list(FIELDS))
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     return [line.split("\t") for line in res.stdout.splitlines()]
@@ -201,12 +169,9 @@ def test_send_every_opcode(wire, tmp_path):
         if p.opcode.code not in TSHARK_CODES or p.l3 == "grh":
             continue
         ours = p.fields()
-        for ws, value in zip(TSHARK_FIELDS, row):
-            key = TSHARK_FIELDS[ws]
-            if "atomiceth" in p.opcode.headers and key in ATOMIC_AS_RETH:
-                key = ATOMIC_AS_RETH[key]
-            want = ours.get(key)
-            assert _tshark_value(ws, value) == want, (p, ws, value, want)
+        for ws, value in zip(FIELDS, row):
+            want = ours.get(our_key(ws, p.opcode.headers))
+            assert tshark_value(ws, value) == want, (p, ws, value, want)
         checked += 1
     assert checked >= len(TSHARK_CODES) * 3 // 2
 

@@ -350,7 +350,29 @@ class Transport:
     def _send(self, frame: bytes) -> bytes | None:
         raise NotImplementedError
 
+    # recvfrom errors that mean "no frame this time" rather than a broken socket
+    _RECV_SKIP: tuple[type[OSError], ...] = ()
+
     def on_readable(self, now: int) -> int:
+        """Read up to RX_BATCH datagrams; deliver each that ``_received`` makes a frame of."""
+        assert self.sock is not None
+        n = 0
+        recv = self.sock.recvfrom
+        for _ in range(RX_BATCH):
+            try:
+                data, addr = recv(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            except self._RECV_SKIP:
+                continue
+            frame = self._received(data, addr)
+            if frame is not None:
+                self.deliver(now, frame)
+                n += 1
+        return n
+
+    def _received(self, data: bytes, addr: Any) -> bytes | None:
+        """The frame to deliver for what the socket read, or None to pass it by."""
         raise NotImplementedError
 
 
@@ -515,26 +537,16 @@ class RawEthernetTransport(Transport):
             raise
         return frame
 
-    def on_readable(self, now: int) -> int:
-        assert self.sock is not None
-        n = 0
-        recv = self.sock.recvfrom
-        for _ in range(RX_BATCH):
-            try:
-                frame, addr = recv(65536, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                break
-            if addr[2] == PACKET_OUTGOING:
-                continue  # our own frame, looped back to the packet socket
-            if frame[12:14] == b"\x08\x06":
-                self._arp_in(frame)
-                continue
-            if frame[:6] != self.mac_b:
-                self.stats.ignored += 1  # RoCE for another MAC (promiscuous interface)
-                continue
-            self.deliver(now, frame)
-            n += 1
-        return n
+    def _received(self, frame: bytes, addr: Any) -> bytes | None:
+        if addr[2] == PACKET_OUTGOING:
+            return None  # our own frame, looped back to the packet socket
+        if frame[12:14] == b"\x08\x06":
+            self._arp_in(frame)
+            return None
+        if frame[:6] != self.mac_b:
+            self.stats.ignored += 1  # RoCE for another MAC (promiscuous interface)
+            return None
+        return frame
 
     # -- ARP
 
@@ -674,20 +686,11 @@ class UdpTransport(Transport):
         icrc = fast.icrc_of(out, w)
         return out[:w.icrc_off] + icrc.to_bytes(4, "big") + out[w.l4_end:]
 
-    def on_readable(self, now: int) -> int:
-        assert self.sock is not None
-        n = 0
-        recv = self.sock.recvfrom
-        for _ in range(RX_BATCH):
-            try:
-                data, addr = recv(65536, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                break
-            except OSError:
-                continue  # e.g. a queued ICMP error on some kernels: not a frame
-            self.deliver(now, self.rebuild(data, addr[0], addr[1]))
-            n += 1
-        return n
+    # e.g. a queued ICMP error on some kernels: not a frame
+    _RECV_SKIP = (OSError,)
+
+    def _received(self, data: bytes, addr: Any) -> bytes | None:
+        return self.rebuild(data, addr[0], addr[1])
 
     def rebuild(self, data: bytes, src_ip: str, sport: int) -> bytes:
         """The whole frame a RoCE NIC would have received for this datagram."""
