@@ -11,8 +11,24 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
+from .errors import InputError, RoceError, UsageError
 
-INTERNAL_ERROR = 3  # exit status when a command fails on a bug (0-2 are the commands' own)
+# The exit statuses of every command, in one table (README shows it).  The commands return
+# 0 themselves; an error class maps to its status here, most specific class first.
+EXIT_OK = 0
+EXIT_USAGE = 1       # bad option, bad filter, bad combination
+EXIT_INPUT = 2       # unreadable or unusable file, interface or peer
+INTERNAL_ERROR = 3   # a bug in roce: an exception that is not a RoceError
+EXIT_CODES: tuple[tuple[type[RoceError], int], ...] = (
+    (UsageError, EXIT_USAGE),
+    (InputError, EXIT_INPUT),
+    (RoceError, EXIT_USAGE),
+)
+
+
+def exit_code(exc: RoceError) -> int:
+    """The exit status for an error roce raised on purpose."""
+    return next(code for cls, code in EXIT_CODES if isinstance(exc, cls))
 
 # subcommand -> (module, one-line help).  Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -66,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(importlib.import_module(args._module).run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except RoceError as exc:
+        print(f"roce {args.command}: {exc}", file=sys.stderr)
+        return exit_code(exc)
     except BrokenPipeError:
         # `roce decode f | head`: the reader went away; exit quietly like other tools.
         sys.stderr.close()

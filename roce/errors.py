@@ -1,9 +1,63 @@
-"""The exceptions roce raises for bad input."""
+"""The root of every exception roce raises on purpose, and the decoder's two.
+
+``RoceError`` is the one base: a caller catches it to catch anything roce reports about bad
+input, a bad option, a broken file or an unusable interface.  Each subsystem subclasses it
+(``CaptureError``, ``FilterError``, ``UsageError`` ...), once per name.  The CLI maps these
+classes to exit codes in one table (``roce.cli.EXIT_CODES``).
+"""
 
 from __future__ import annotations
 
 
-class DecodeError(ValueError):
+class RoceError(Exception):
+    """Base of every error roce raises on purpose."""
+
+
+class UsageError(RoceError):
+    """A bad option or a bad combination of options (exit 1)."""
+
+
+class FilterError(UsageError, ValueError):
+    """A display or capture filter that cannot be compiled (exit 1).
+
+    ``position`` is the 0-based offset into ``expr`` of the offending token, ``message``
+    the bare description; ``str(err)`` renders both with a caret line under the spot.
+    """
+
+    message: str
+    expr: str
+    position: int
+
+    def __init__(self, message: str, expr: str = "", position: int = 0) -> None:
+        self.message = message
+        self.expr = expr
+        self.position = position
+        super().__init__(_render_error(message, expr, position))
+
+    def __reduce__(self) -> tuple[type[FilterError], tuple[str, str, int]]:
+        # The default pickling would call __init__ with the rendered text only.
+        return (type(self), (self.message, self.expr, self.position))
+
+
+def _render_error(message: str, expr: str, position: int) -> str:
+    if not expr:
+        return message
+    position = max(0, min(position, len(expr)))
+    start = expr.rfind("\n", 0, position) + 1
+    end = expr.find("\n", position)
+    if end < 0:
+        end = len(expr)
+    line = expr[start:end]
+    # Tabs are kept so the caret stays under the right column in a terminal.
+    pad = "".join(c if c == "\t" else " " for c in line[: position - start])
+    return f"bad filter: {message} at position {position}\n  {line}\n  {pad}^"
+
+
+class InputError(RoceError):
+    """An input file, device or stream that cannot be read or used (exit 2)."""
+
+
+class DecodeError(RoceError, ValueError):
     """A frame that claims to be RoCE but is malformed.
 
     ``header`` names the header where decoding stopped (``"reth"``, ``"bth"``, ``"ip"`` ...),
@@ -16,7 +70,7 @@ class DecodeError(ValueError):
         self.offset = offset
 
 
-class NotRoCE(ValueError):
+class NotRoCE(RoceError, ValueError):
     """A well-formed frame that is not RoCE (other EtherType, IP protocol or UDP port)."""
 
     def __init__(self, message: str, offset: int = 0) -> None:

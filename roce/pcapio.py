@@ -33,6 +33,8 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
+from .errors import InputError
+
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
     from typing import Self
 
@@ -92,7 +94,7 @@ _SHB_USERAPPL = 4
 PathOrFile = str | os.PathLike | BinaryIO
 
 
-class CaptureError(ValueError):
+class CaptureError(InputError, ValueError):
     """The input cannot be read as a capture (missing, unreadable, not pcap/pcapng)."""
 
 

@@ -50,6 +50,7 @@ from roce.opcodes import OPCODES, Operation, Transport, lookup
 from roce.packet import Packet, parse
 from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
 
+from ..errors import UsageError
 from . import summary
 from .progress import Progress
 
@@ -478,10 +479,6 @@ def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
 
 
 # -- command line -------------------------------------------------------------------------------
-
-
-class UsageError(Exception):
-    """Bad command-line usage: one line on stderr, exit status 1."""
 
 
 def _positive(text: str) -> int:

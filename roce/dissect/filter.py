@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Final, NoReturn, TypeAlias
 
+from ..errors import FilterError
+
 __all__ = ["FilterError", "compile_filter"]
 
 Predicate: TypeAlias = Callable[[Mapping[str, object]], bool]
@@ -49,40 +51,6 @@ _MAX_DEPTH: Final = 100
 
 
 # --------------------------------------------------------------------------- errors
-
-
-class FilterError(ValueError):
-    """The filter expression cannot be compiled.
-
-    ``position`` is the 0-based offset into ``expr`` of the offending token, ``message``
-    the bare description; ``str(err)`` renders both with a caret line under the spot.
-    """
-
-    message: str
-    expr: str
-    position: int
-
-    def __init__(self, message: str, expr: str = "", position: int = 0) -> None:
-        self.message = message
-        self.expr = expr
-        self.position = position
-        super().__init__(_render_error(message, expr, position))
-
-    def __reduce__(self) -> tuple[type[FilterError], tuple[str, str, int]]:
-        # The default pickling would call __init__ with the rendered text only.
-        return (type(self), (self.message, self.expr, self.position))
-
-
-def _render_error(message: str, expr: str, position: int) -> str:
-    position = max(0, min(position, len(expr)))
-    start = expr.rfind("\n", 0, position) + 1
-    end = expr.find("\n", position)
-    if end < 0:
-        end = len(expr)
-    line = expr[start:end]
-    # Tabs are kept so the caret stays under the right column in a terminal.
-    pad = "".join(c if c == "\t" else " " for c in line[: position - start])
-    return f"bad filter: {message} at position {position}\n  {line}\n  {pad}^"
 
 
 # ------------------------------------------------------------------------- tokenizer

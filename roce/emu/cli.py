@@ -10,56 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..units import parse_probability, parse_rate, parse_size, parse_time
 from .scenario import OPS, Scenario, emit, run_scenario
-
-_SIZE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_TIME = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-
-
-def parse_size(text: str) -> int:
-    """``4096``, ``64K``, ``1M`` (binary units) -> bytes."""
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = t[-1] if t and t[-1] in "kmg" else ""
-    try:
-        value = float(t[:-1] if unit else t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 4096, 64K, 1M)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"bad size {text!r}")
-    return int(value * _SIZE[unit])
-
-
-def parse_time(text: str) -> int:
-    """``1000`` (ns), ``1us``, ``2ms`` -> nanoseconds."""
-    t = text.strip().lower()
-    for unit in ("ns", "us", "ms", "s"):
-        if t.endswith(unit):
-            t, mult = t[:-len(unit)], _TIME[unit]
-            break
-    else:
-        mult = 1
-    try:
-        return int(float(t) * mult)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad time {text!r} (e.g. 1000, 1us, 2ms)") from None
-
-
-def parse_rate(text: str) -> float:
-    t = text.strip().lower().removesuffix("bps").removesuffix("b/s").removesuffix("g")
-    try:
-        return float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad rate {text!r} (Gb/s, e.g. 100)") from None
-
-
-def _probability(text: str) -> float:
-    try:
-        p = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad probability {text!r}") from None
-    if not 0 <= p <= 1:
-        raise argparse.ArgumentTypeError(f"probability {text!r} is not in [0, 1]")
-    return p
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=parse_rate, default=100.0, help="link rate in Gb/s (100)")
     p.add_argument("--delay", type=parse_time, default=1000, help="propagation delay (1us)")
     for name in ("loss", "burst", "reorder", "dup", "corrupt"):
-        p.add_argument(f"--{name}", type=_probability, default=0.0,
+        p.add_argument(f"--{name}", type=parse_probability, default=0.0,
                        help=f"{name} probability per frame and direction")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--psn", type=lambda s: int(s, 0), default=0, help="first PSN of each QP")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import RoceError
 from .constants import Access
 
 VA_BASE = 0x7F00_0000_0000
 VA_ALIGN = 0x1000
 
 
-class AccessError(Exception):
+class AccessError(RoceError):
     """A key, PD, range, access or alignment check failed; ``why`` names it."""
 
     def __init__(self, why: str) -> None:

@@ -21,12 +21,14 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ..errors import RoceError
+
 DEFAULT_PORT = 18515  # perftest's default port
 MAX_LINE = 1 << 20
 PROTOCOL = "roce-emulate/1"
 
 
-class OOBError(Exception):
+class OOBError(RoceError):
     """The out-of-band exchange failed; the message says with whom and why."""
 
 

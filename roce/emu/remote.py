@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import fast
+from ..errors import RoceError
 from ..locate import OK
 from ..opcodes import OPCODES, Position
 from . import oob
@@ -59,7 +60,7 @@ UD_RING = 4096  # receive buffers a UD listener keeps posted (UD has no flow con
 MIN_RNR_TIMER = 4  # 0.04 ms: the listener reposts receives within a poll
 
 
-class RemoteError(Exception):
+class RemoteError(RoceError):
     """A remote run could not be set up (bad options, transport, out-of-band)."""
 
 

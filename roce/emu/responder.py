@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import RoceError
 from ..headers import (
     AETH_ACK,
     AETH_NAK,
@@ -66,7 +67,7 @@ class AtomicResource:
 RNR = -1  # Reject code for "answer with an RNR NAK" (NAK codes are 0..31; never confuse them)
 
 
-class Reject(Exception):
+class Reject(RoceError):
     """A check failed: answer with this AETH NAK code, or an RNR NAK for ``RNR``."""
 
     def __init__(self, code: int, why: str, local_status: St | None = None) -> None:

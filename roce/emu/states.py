@@ -6,6 +6,7 @@ must carry.  Anything not in the table is illegal.  Any state may go to RESET or
 
 from __future__ import annotations
 
+from ..errors import RoceError
 from .constants import QPAttrMask as M
 from .constants import QPState as S
 from .constants import QPType as T
@@ -50,7 +51,7 @@ CAN_RECEIVE = frozenset({S.IBV_QPS_RTR, S.IBV_QPS_RTS, S.IBV_QPS_SQD})
 CAN_SEND = frozenset({S.IBV_QPS_RTS})
 
 
-class QPStateError(ValueError):
+class QPStateError(RoceError, ValueError):
     """An illegal modify: wrong transition or missing attributes."""
 
 

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .cli import parse_size
+from ..units import parse_size
 from .target import Target, TargetConfig, sigterm_as_interrupt
 from .transport import TransportError
 

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import fast
+from ..errors import RoceError
 from ..headers import LAYOUTS
 from ..locate import L3_IPV4, OK, ROCE_PORT
 from .device import Device
@@ -77,7 +78,7 @@ ROCE_L3_OVERHEAD = 84
 IB_MTUS = (4096, 2048, 1024, 512, 256)
 
 
-class TransportError(OSError):
+class TransportError(RoceError, OSError):
     """The transport cannot do its job (interface missing, frame too big, no permission)."""
 
     def __str__(self) -> str:
@@ -823,7 +824,7 @@ class Relay:
 
 
 def _relay_main(argv: list[str]) -> int:
-    from .cli import parse_time
+    from ..units import parse_time
     from .fabric import LinkConfig
 
     p = argparse.ArgumentParser(prog="python -m roce.emu.transport relay",

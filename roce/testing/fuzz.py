@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fast, icrc, locate
-from ..errors import DecodeError, NotRoCE
+from ..errors import DecodeError, InputError, NotRoCE
 from ..headers import ENCODERS, LAYOUTS, SIZE_OF
 from ..locate import (
     LINKTYPE_ETHERNET,
@@ -1734,7 +1734,7 @@ def replay_all(saved: list[Saved]) -> list[list[str]]:
 # -- the wire harness ---------------------------------------------------------------------------
 
 
-class EnvironmentProblem(Exception):
+class EnvironmentProblem(InputError):
     """What stops a wire run before it starts: no interface, no privilege, no answer to ARP
     (exit status 2)."""
 

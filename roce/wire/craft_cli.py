@@ -40,16 +40,10 @@ import roce
 from roce.opcodes import OPCODES, Opcode, lookup
 from roce.pcapio import Frame, PcapNgWriter, PcapWriter
 
+from ..errors import InputError, UsageError
+
 NS = 1_000_000_000
 PSN_MASK = 0xFFFFFF
-
-
-class UsageError(Exception):
-    """Bad command-line usage: one line, exit status 1."""
-
-
-class InputError(Exception):
-    """A file that cannot be read or written: one line, exit status 2."""
 
 
 # -- argument types -------------------------------------------------------------------------

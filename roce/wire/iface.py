@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from ..errors import FilterError, InputError
+
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
@@ -63,12 +65,8 @@ _ANC_SIZE = socket.CMSG_SPACE(_AUXDATA.size) + socket.CMSG_SPACE(_TIMESPEC.size)
 HAVE_AF_PACKET = hasattr(socket, "AF_PACKET")
 
 
-class InterfaceError(Exception):
+class InterfaceError(InputError):
     """The environment stops us: unknown or down interface, no privilege (exit status 2)."""
-
-
-class FilterError(Exception):
-    """A capture filter that does not compile (bad usage, exit status 1)."""
 
 
 # -- interfaces -----------------------------------------------------------------------------
