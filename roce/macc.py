@@ -199,28 +199,38 @@ def macc_offset(frame: bytes) -> int:
 
 def decode_fields(frame: bytes, off: int) -> dict[str, object]:
     """The flat ``macc.*`` fields of the MAC Control header at ``off``; raises DecodeError
-    (header ``macc``, the offset where bytes run out) when the frame is cut short."""
+    (naming the header and the offset where bytes run out) when the frame is cut short."""
+    out, error = decode_partial(frame, off)
+    if error is not None:
+        raise error
+    return out
+
+
+def decode_partial(frame: bytes, off: int) -> tuple[dict[str, object], DecodeError | None]:
+    """The flat fields as far as the frame holds them, and the DecodeError saying where it
+    was cut short (None for a whole header)."""
     n = len(frame)
-    if n < off + _OPC:
-        raise DecodeError(f"MAC Control opcode cut short: {n - off} of {_OPC} bytes",
-                          "macc", off)
     out: dict[str, object] = {PROTOCOL: True}
+    if n < off + _OPC:
+        return out, DecodeError(f"MAC Control opcode cut short at byte {off}: "
+                                f"{max(n - off, 0)} of {_OPC} bytes", "macc", off)
     out.update((flat_name("macc", k), v) for k, v in _DEC["macc"](frame, off).items())
-    body = BODY.get(out["macc.opcode"])  # type: ignore[arg-type]
+    opcode: int = out["macc.opcode"]  # type: ignore[assignment]
+    body = BODY.get(opcode)
     if body is None:
-        return out
+        return out, None
     pos = off + _OPC
     size = LAYOUTS[body].size
     if n < pos + size:
-        raise DecodeError(f"{OPCODE_NAMES[out['macc.opcode']]} body cut short: "  # type: ignore
-                          f"{n - pos} of {size} bytes", body, pos)
+        return out, DecodeError(f"{OPCODE_NAMES[opcode]} body cut short at byte {pos}: "
+                                f"{n - pos} of {size} bytes", body, pos)
     values = _DEC[body](frame, pos)
     out.update((flat_name(body, k), v) for k, v in values.items())
     if body == "macc.cbfc":
         bits = _DEC["macc.cbfc.enbv"](values["cbfc.enbv"].to_bytes(2, "big"), 0)
         out.update((flat_name("macc.cbfc.enbv", k), v) for k, v in bits.items()
                    if k != "reserved")
-    return out
+    return out, None
 
 
 def parse_macc(frame: bytes) -> MacControl | None:
@@ -252,4 +262,5 @@ def quanta_to_ns(quanta: int, rate_bps: float) -> float:
 
 __all__ = ["BODY", "ETHERTYPE_MACC", "FIELD_NAMES", "LAYOUTS", "MacControl", "OPCODE_NAMES",
            "OPCODE_PAUSE", "OPCODE_PFC", "PFC_DST_MAC", "PRIORITIES", "build_pause",
-           "build_pfc", "decode_fields", "macc_offset", "parse_macc", "quanta_to_ns"]
+           "build_pfc", "decode_fields", "decode_partial", "macc_offset", "parse_macc",
+           "quanta_to_ns"]
