@@ -49,8 +49,10 @@ _SPLIT = fast._ext.pcap_split if fast._ext is not None else pcap_split_reference
 _SPLIT_MAX = 1 << 16  # records per split call
 
 
-def _ms(ns: Fraction | int) -> str:
-    return f"{float(ns) / 1e6:.3f} ms"
+def duration(ns: Fraction | float) -> str:
+    """``8.120 us`` below a millisecond, ``3.036 ms`` from there on."""
+    ns = float(ns)
+    return f"{ns / 1e3:.3f} us" if ns < 1e6 else f"{ns / 1e6:.3f} ms"
 
 
 class _Class:
@@ -100,7 +102,6 @@ class PauseAccount:
             return
         self.frames += 1
         src = m.src.hex(":")
-        prio: int | str
         if m.is_pause:
             self._apply(src, LINK, m.times[0], number, ts_ns)
             return
@@ -169,7 +170,8 @@ class PauseAccount:
             self.storms += 1
             if len(self.events) < self.max_events:
                 what = "PAUSE storm: link" if prio == LINK else f"PFC pause storm: priority {prio}"
-                text = fl.TEXTS[KIND] % (what, src, _ms(length), c.frames, _ms(self.storm_ns))
+                text = fl.TEXTS[KIND] % (what, src, duration(length), c.frames,
+                                         duration(self.storm_ns))
                 self.events.append(fl.Event(c.first, fl.EVENT_KINDS[KIND], KIND, -1, -1, text,
                                             c.start))
 
@@ -207,8 +209,8 @@ class PauseReport:
         """(header, rows) for the text report."""
         header = ["", "pauses", "XONs", "paused", "longest", "storms"]
         rows = [(f"from {r['from']} prio {r['priority']}",
-                 [f"{r['pauses']:,}", f"{r['xons']:,}", _ms(r["paused_ns"]),
-                  _ms(r["longest_ns"]), f"{r['storms']:,}"]) for r in self.rows]
+                 [f"{r['pauses']:,}", f"{r['xons']:,}", duration(r["paused_ns"]),
+                  duration(r["longest_ns"]), f"{r['storms']:,}"]) for r in self.rows]
         return header, rows
 
     def merge_into(self, report: fl.Report) -> None:
