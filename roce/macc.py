@@ -84,6 +84,7 @@ def flat_name(header: str, field: str) -> str:
     return f"{header}.{field}" if header == "macc.cbfc.enbv" else f"{PROTOCOL}.{field}"
 
 
+_KEYS = {h: tuple(flat_name(h, f.name) for f in lay.fields) for h, lay in LAYOUTS.items()}
 # Every flat field name, in layout order (the decoder, filters and -G fields read this).
 FIELD_NAMES: tuple[str, ...] = tuple(
     flat_name(h, f.name) for h, lay in LAYOUTS.items() for f in lay.fields
@@ -214,8 +215,8 @@ def decode_partial(frame: bytes, off: int) -> tuple[dict[str, object], DecodeErr
     if n < off + _OPC:
         return out, DecodeError(f"MAC Control opcode cut short at byte {off}: "
                                 f"{max(n - off, 0)} of {_OPC} bytes", "macc", off)
-    out.update((flat_name("macc", k), v) for k, v in _DEC["macc"](frame, off).items())
-    opcode: int = out["macc.opcode"]  # type: ignore[assignment]
+    out.update(zip(_KEYS["macc"], _DEC["macc"](frame, off).values()))
+    opcode: int = out[_KEYS["macc"][0]]  # type: ignore[assignment]
     body = BODY.get(opcode)
     if body is None:
         return out, None
@@ -225,11 +226,12 @@ def decode_partial(frame: bytes, off: int) -> tuple[dict[str, object], DecodeErr
         return out, DecodeError(f"{OPCODE_NAMES[opcode]} body cut short at byte {pos}: "
                                 f"{n - pos} of {size} bytes", body, pos)
     values = _DEC[body](frame, pos)
-    out.update((flat_name(body, k), v) for k, v in values.items())
+    out.update(zip(_KEYS[body], values.values()))
     if body == "macc.cbfc":
-        bits = _DEC["macc.cbfc.enbv"](values["cbfc.enbv"].to_bytes(2, "big"), 0)
-        out.update((flat_name("macc.cbfc.enbv", k), v) for k, v in bits.items()
-                   if k != "reserved")
+        # the vector's bits, from the vector's bytes (the reserved high byte is no field)
+        bits = _DEC["macc.cbfc.enbv"](frame[pos:pos + 2], 0)
+        del bits["reserved"]
+        out.update(zip(_KEYS["macc.cbfc.enbv"][1:], bits.values()))
     return out, None
 
 

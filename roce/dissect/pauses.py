@@ -19,25 +19,26 @@ tunable ``pfc-prevention-tout``; range 80..8000 ms, commit "net/mlx5e: PFC stall
 prevention support"): a NIC kept from sending that long is declared stalled.
 
 The compiled flow engine counts MAC Control frames as "not RoCE" and moves on, so
-``Tap`` looks at them beside it: for each block of records the engine consumed, if its
-"not RoCE" counter moved and the block holds the MAC Control multicast address
-01:80:C2:00:00:01, the block's records are split and the frames sent to that address are
-decoded here.  A capture of RoCE alone costs two counter reads per 8 MiB block.  Only
-Ethernet link types are looked at; a PAUSE sent to a unicast address (which 802.3 allows,
-and Wireshark flags) is counted as "not RoCE" only.
+``Tap`` looks at them beside it: only for a block of records in which the engine's "not
+RoCE" counter moved, the record headers are walked and the frames sent to the MAC Control
+multicast address 01:80:C2:00:00:01 are decoded (the walk stops once it has seen as many
+as the counter moved).  A capture of RoCE alone costs two counter reads per 8 MiB block.
+Only Ethernet link types are looked at; a PAUSE sent to a unicast address (which 802.3
+allows, and Wireshark flags) is counted as "not RoCE" only.
 """
 
 from __future__ import annotations
 
-from array import array
+import struct
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
 
-from .. import fast, macc
+from .. import macc
 from ..errors import DecodeError
+from ..headers import SIZE_OF
 from ..locate import LINKTYPE_ETHERNET
-from ..pcapio import MAX_RECORD, Batch, pcap_split_reference
+from ..pcapio import Batch
 from . import flows as fl
 
 NS = 1_000_000_000
@@ -45,8 +46,11 @@ DEFAULT_LINK_RATE = "100G"
 DEFAULT_STORM = "100ms"  # mlx5e PFC stall prevention "auto" timeout (see above)
 LINK = "all"  # the priority column of an 802.3x PAUSE
 KIND = "pause_storm"  # the expert event kind (flows.EVENT_KINDS)
-_SPLIT = fast._ext.pcap_split if fast._ext is not None else pcap_split_reference
-_SPLIT_MAX = 1 << 16  # records per split call
+_RECORD = 16  # a classic pcap record header: seconds, fraction, captured and wire lengths
+_LENGTH = {True: struct.Struct(">8xI"), False: struct.Struct("<8xI")}  # its captured length
+_STAMP = {True: struct.Struct(">II"), False: struct.Struct("<II")}  # seconds, fraction
+_DA = len(macc.PFC_DST_MAC)
+_ETH = SIZE_OF["eth"]
 
 
 def duration(ns: Fraction | float) -> str:
@@ -109,20 +113,26 @@ class PauseAccount:
             self._apply(src, prio, quanta, number, ts_ns)
 
     def scan_records(self, buf: Any, pos: int, end: int, big_endian: bool, frac_mul: int,
-                     linktype: int | None, base: int) -> None:
-        """The pcap records in ``buf[pos:end]``, numbered from ``base + 1``: only read when
-        the block holds the MAC Control address at all."""
-        if linktype != LINKTYPE_ETHERNET or buf.find(macc.PFC_DST_MAC, pos, end) < 0:
+                     linktype: int | None, base: int, others: int) -> None:
+        """The pcap records in ``buf[pos:end]``, numbered from ``base + 1``, among which the
+        engine found ``others`` frames that are not RoCE: the frames sent to the MAC
+        Control address are decoded.  A walk over the record headers comparing 6 bytes a
+        frame costs less than searching the block for the address (measured)."""
+        if linktype != LINKTYPE_ETHERNET:
             return
-        while pos < end:
-            ts, cap, orig = (array("q", bytes(8 * _SPLIT_MAX)) for _ in range(3))
-            out: list[bytes] = []
-            count, pos, status = _SPLIT(buf, pos, big_endian, frac_mul, _SPLIT_MAX, out, ts,
-                                        cap, orig, MAX_RECORD, end)
-            self._frames(out, ts, linktype, base)
-            base += count
-            if status or not count:
-                return
+        dst = macc.PFC_DST_MAC
+        unpack, stamp = _LENGTH[big_endian].unpack_from, _STAMP[big_endian].unpack_from
+        p, number = pos, base
+        while p < end and others:
+            caplen, = unpack(buf, p)
+            start = p + _RECORD
+            p = start + caplen
+            number += 1
+            if buf[start:start + _DA] == dst:
+                if caplen >= _ETH:  # then it is one of the engine's "not RoCE"
+                    others -= 1
+                sec, frac = stamp(buf, start - _RECORD)
+                self.frame(number, sec * NS + frac * frac_mul, bytes(buf[start:p]))
 
     def scan_batch(self, batch: Batch, base: int) -> None:
         """A batch of frames numbered from ``base + 1``."""
@@ -133,9 +143,8 @@ class PauseAccount:
 
     def _frames(self, datas: list[bytes], tss: Any, linktype: int, base: int) -> None:
         dst = macc.PFC_DST_MAC
-        for i, data in enumerate(datas):
-            if data.startswith(dst):
-                self.frame(base + i + 1, tss[i], data)
+        for i in [i for i, data in enumerate(datas) if data.startswith(dst)]:
+            self.frame(base + i + 1, tss[i], datas[i])
 
     # -- the timer of one class -----------------------------------------------------------
 
@@ -242,7 +251,8 @@ class Tap:
             base, other = an.frames, an.not_roce
             new, status = consume(buf, pos, end, big_endian, frac_mul, linktype)
             if an.not_roce != other:
-                acc.scan_records(buf, pos, new, big_endian, frac_mul, linktype, base)
+                acc.scan_records(buf, pos, new, bool(big_endian), frac_mul, linktype, base,
+                                 an.not_roce - other)
             return new, status
 
         return self._reader.scan_records(tapped, *args)
