@@ -234,6 +234,9 @@ def lookup(opcode: int | str | Opcode) -> Opcode:
 
 _SEEN: dict[object, Opcode] = {}  # spellings already looked up
 
+# The one CNP opcode (RoCEv2 Annex A17.9.2), taken from its row rather than written again.
+CNP_OPCODE: int = next(op.code for op in OPCODES.values() if op.transport is Transport.CNP)
+
 
 def transport_of(code: int) -> Transport | None:
     """Transport from opcode bits 7:5 (None for a reserved prefix)."""
