@@ -6,8 +6,8 @@ This module owns the MAC Control layouts (as Construct definitions, in the manne
 ``macc.cbfc.pause_time.c0``..``c7``), and the frame codec the simulated switches and NICs
 use: ``build_pfc``, ``build_pause``, ``parse_macc`` and ``quanta_to_ns``.
 
-Protocol facts (IEEE 802.3 Annex 31B, IEEE 802.1Qbb clause 36; Wireshark
-``packet-maccontrol.c``):
+Protocol facts (docs/protocol.md "MAC Control: PAUSE and PFC": IEEE 802.3 Annex 31B,
+IEEE 802.1Qbb clause 36; Wireshark ``packet-maccontrol.c``):
 
 * destination MAC 01:80:C2:00:00:01, EtherType 0x8808, then a 16-bit opcode;
 * opcode 0x0001 PAUSE: one 16-bit ``pause_time`` that pauses the whole link;
