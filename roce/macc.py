@@ -23,13 +23,14 @@ IEEE 802.1Qbb clause 36; Wireshark ``packet-maccontrol.c``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from construct import BitStruct, Flag
 
 from .errors import DecodeError, UsageError
-from .headers import DECODERS, ENCODERS, SIZE_OF, Layout, U, derive
+from .headers import DECODERS, ENCODERS, SIZE_OF, Layout, U, compile_codec, derive
 
 PFC_DST_MAC: bytes = bytes.fromhex("0180c2000001")
 ETHERTYPE_MACC = 0x8808
@@ -69,10 +70,25 @@ HEADERS = {"macc": MACC, "macc.pause": PAUSE, "macc.cbfc": CBFC, "macc.cbfc.enbv
 BODY = {OPCODE_PAUSE: "macc.pause", OPCODE_PFC: "macc.cbfc"}
 OPCODE_NAMES = {OPCODE_PAUSE: "Pause", OPCODE_PFC: "Class Based Flow Control [CBFC] Pause"}
 
-_DERIVED = {name: derive(name, con) for name, con in HEADERS.items()}
-LAYOUTS: dict[str, Layout] = {name: d[0] for name, d in _DERIVED.items()}
-_DEC = {name: d[1] for name, d in _DERIVED.items()}
-_ENC = {name: d[2] for name, d in _DERIVED.items()}
+LAYOUTS: dict[str, Layout] = {name: derive(name, con) for name, con in HEADERS.items()}
+
+
+class _Codecs(dict):  # type: ignore[type-arg]
+    """Header name -> generated decoder (or encoder), compiled on first use: every roce
+    command imports this module, few meet a MAC Control frame."""
+
+    def __init__(self, which: int) -> None:
+        super().__init__()
+        self.which = which
+
+    def __missing__(self, name: str) -> Callable[..., Any]:
+        pair = compile_codec(LAYOUTS[name])
+        _DEC[name], _ENC[name] = pair
+        return pair[self.which]
+
+
+_DEC: dict[str, Callable[[bytes, int], dict]] = _Codecs(0)
+_ENC: dict[str, Callable[[dict], bytes]] = _Codecs(1)
 _ETH = SIZE_OF["eth"]
 _OPC = LAYOUTS["macc"].size
 _CBFC_TIMES = tuple(f"cbfc.pause_time.c{p}" for p in PRIORITIES)

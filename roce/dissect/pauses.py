@@ -11,7 +11,8 @@ time *q* > 0 (re)starts the class's timer at *q* quanta of 512 bit times at the 
 (``--link-rate``), replacing the running one; time 0 (XON) ends it at once.  A *stretch*
 is a span during which the class stays paused without a break, however many refreshes
 kept it so; its length counts when the timer runs out or an XON comes.  The arithmetic is
-exact (fractions of a nanosecond), and converted to float only for output.
+exact: times are integers in units of 1/N ns for a link rate of N/D b/s (one quantum is then
+512e9 * D units), converted to float nanoseconds only for output.
 
 A stretch longer than ``--pause-storm`` is a pause storm, an expert warning.  The default,
 100 ms, is the "auto" timeout of the Linux mlx5e driver's PFC stall prevention (ethtool
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from fractions import Fraction
 from typing import Any
 
 from .. import macc
@@ -53,9 +53,8 @@ _DA = len(macc.PFC_DST_MAC)
 _ETH = SIZE_OF["eth"]
 
 
-def duration(ns: Fraction | float) -> str:
+def duration(ns: float) -> str:
     """``8.120 us`` below a millisecond, ``3.036 ms`` from there on."""
-    ns = float(ns)
     return f"{ns / 1e3:.3f} us" if ns < 1e6 else f"{ns / 1e6:.3f} ms"
 
 
@@ -67,10 +66,9 @@ class _Class:
 
     def __init__(self) -> None:
         self.pauses = self.xons = self.stretches = self.storms = 0
-        self.paused: Fraction = Fraction(0)
-        self.longest: Fraction = Fraction(0)
-        self.start: int = 0  # the running stretch: start (ns), end of its timer, 1st frame
-        self.until: Fraction | None = None
+        self.paused = self.longest = 0  # in the account's units (1/N ns)
+        self.start = 0  # the running stretch: start and end of its timer (units), 1st frame
+        self.until: int | None = None
         self.first = 0
         self.frames = 0  # frames that kept the running stretch going
 
@@ -82,11 +80,12 @@ class PauseAccount:
                  max_events: int = fl.MAX_EVENTS_PER_KIND) -> None:
         if link_rate_bps <= 0:
             raise ValueError(f"link rate {link_rate_bps!r} b/s must be positive")
-        self.rate = Fraction(link_rate_bps)
+        self.link_rate_bps = float(link_rate_bps)
+        # rate = num / den b/s exactly; a time unit is 1/num ns, a quantum 512e9 * den units
+        self.num, den = self.link_rate_bps.as_integer_ratio()
+        self.quantum = macc.QUANTUM_BITS * NS * den
         self.storm_ns = storm_ns
         self.max_events = max_events
-        # ns per quantum, exact: 512 bits at the link rate
-        self.quantum = Fraction(macc.QUANTUM_BITS * NS) / self.rate
         self.classes: dict[tuple[str, int | str], _Class] = {}
         self.frames = self.malformed = 0
         self.events: list[fl.Event] = []
@@ -156,33 +155,34 @@ class PauseAccount:
             c.pauses += 1
         else:
             c.xons += 1
+        ts *= self.num  # to units
         if c.until is not None and ts < c.until:  # paused now: refresh or resume
             if quanta:
                 c.until = ts + quanta * self.quantum
                 c.frames += 1
             else:
-                self._close(src, prio, c, Fraction(ts))
+                self._close(src, prio, c, ts)
             return
         if c.until is not None:  # the last stretch ran out before this frame
             self._close(src, prio, c, c.until)
         if quanta:
             c.start, c.until, c.first, c.frames = ts, ts + quanta * self.quantum, number, 1
 
-    def _close(self, src: str, prio: int | str, c: _Class, end: Fraction) -> None:
+    def _close(self, src: str, prio: int | str, c: _Class, end: int) -> None:
         length = end - c.start
         c.paused += length
         c.stretches += 1
         c.longest = max(c.longest, length)
         c.until = None
-        if length > self.storm_ns:
+        if length > self.storm_ns * self.num:
             c.storms += 1
             self.storms += 1
             if len(self.events) < self.max_events:
                 what = "PAUSE storm: link" if prio == LINK else f"PFC pause storm: priority {prio}"
-                text = fl.TEXTS[KIND] % (what, src, duration(length), c.frames,
+                text = fl.TEXTS[KIND] % (what, src, duration(length / self.num), c.frames,
                                          duration(self.storm_ns))
                 self.events.append(fl.Event(c.first, fl.EVENT_KINDS[KIND], KIND, -1, -1, text,
-                                            c.start))
+                                            c.start // self.num))
 
     def finish(self) -> PauseReport:
         """Close the running stretches (at the end of their timers) and report."""
@@ -196,7 +196,7 @@ class PauseReport:
     """Rows per direction and priority, the storm events, and the JSON form."""
 
     def __init__(self, acc: PauseAccount) -> None:
-        self.link_rate_bps = float(acc.rate)
+        self.link_rate_bps = acc.link_rate_bps
         self.storm_ns = acc.storm_ns
         self.frames = acc.frames
         self.malformed = acc.malformed
@@ -205,8 +205,8 @@ class PauseReport:
         order = sorted(acc.classes, key=lambda k: (k[0], k[1] == LINK, str(k[1])))
         self.rows: list[dict[str, Any]] = [
             {"from": src, "priority": prio, "pauses": c.pauses, "xons": c.xons,
-             "paused_ns": float(c.paused), "stretches": c.stretches,
-             "longest_ns": float(c.longest), "storms": c.storms}
+             "paused_ns": c.paused / acc.num, "stretches": c.stretches,
+             "longest_ns": c.longest / acc.num, "storms": c.storms}
             for src, prio in order for c in (acc.classes[(src, prio)],)]
 
     def to_dict(self) -> dict[str, Any]:
