@@ -421,3 +421,20 @@ def test_tap_among_other_frames(tmp_path):
     assert rows[(A1, 2)]["paused_ns"] == 20 and rows[(A1, 2)]["xons"] == 1  # XON at +20 ns
     assert rows[(A2, "all")]["paused_ns"] == 3 * 5.12
     assert [e.frame for e in rep.events] == [3, 8]
+
+
+@given(prio_times, st.booleans())
+def test_decoder_fields_match_codec(times, tagged):
+    """The decoder's flat fields say what build_pfc was given, also behind a VLAN tag."""
+    frame = macc.build_pfc(SRC, times)
+    if tagged:
+        frame = frame[:12] + bytes.fromhex("8100 6007") + frame[12:]
+    (rec,) = decode.decode_frames([(frame, T0, len(frame), len(frame), 1)])
+    f = rec.fields
+    assert rec.kind == "other" and rec.layers[-1] == "macc" and "malformed" not in f
+    assert f["macc.opcode"] == macc.OPCODE_PFC
+    assert f["macc.cbfc.enbv"] == sum(1 << p for p in times)
+    for p in range(8):
+        assert f[f"macc.cbfc.enbv.c{p}"] is (p in times)
+        assert f[f"macc.cbfc.pause_time.c{p}"] == times.get(p, 0)
+    assert "macc.pause_time" not in f
