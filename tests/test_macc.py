@@ -438,3 +438,18 @@ def test_decoder_fields_match_codec(times, tagged):
         assert f[f"macc.cbfc.enbv.c{p}"] is (p in times)
         assert f[f"macc.cbfc.pause_time.c{p}"] == times.get(p, 0)
     assert "macc.pause_time" not in f
+
+
+def test_stats_from_stdin_and_gzip(tmp_path):
+    """The streamed (stdin) and decompressed reads find the same pauses as the mapped one."""
+    import gzip
+    import sys
+
+    cap = pause_capture(tmp_path / "p.pcap")
+    gz = tmp_path / "p.pcap.gz"
+    gz.write_bytes(gzip.compress(cap.read_bytes()))
+    for args, stdin in ((["-"], cap.read_bytes()), ([str(gz)], None)):
+        done = subprocess.run([sys.executable, "-m", "roce.cli", "stats", "-T", "json", *args],
+                              input=stdin, capture_output=True, timeout=60, check=True)
+        rows = rows_by_class(json.loads(done.stdout))
+        assert rows[(A1, 3)]["paused_ns"] == 8120 and rows[(A2, 5)]["pauses"] == 1
