@@ -45,14 +45,14 @@ from roce.wire.layers import AETH, BTH, GRH, LAYERS, RETH, CNPPadding, from_scap
 # Importing roce.wire.layers takes UDP 4791 and Ethertype 0x8915 from scapy.contrib.roce.
 # Other test modules of this session dissect with contrib's layers, so the bindings are ours
 # only while this module's tests run.
-L.uninstall()
+L.unbind()
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _our_bindings():
-    L.install()
+    L.bind()
     yield
-    L.uninstall()
+    L.unbind()
 
 
 CODES = sorted(OPCODES)
@@ -561,21 +561,27 @@ def test_import_after_contrib_rebinds_without_warnings():
 def test_udp_4791_dissects_into_our_bth_in_this_process():
     frame = roce.craft("RC_SEND_ONLY", b"x").to_bytes()
     v1 = roce.craft("RC_SEND_ONLY", b"x", roce_version=1).to_bytes()
+    theirs = L.CONTRIB
     assert type(Ether(frame)[UDP].payload) is BTH
     assert type(Ether(v1).payload) is GRH
+    assert (contrib.BTH, contrib.GRH, contrib.AETH, contrib.CNPPadding) == (
+        BTH, GRH, AETH, CNPPadding)
     try:
-        L.uninstall()  # contrib gets its entry points back...
-        assert type(Ether(frame)[UDP].payload) is contrib.BTH
-        assert type(Ether(v1).payload) is contrib.GRH
+        L.unbind()  # contrib gets its entry points and its names back...
+        assert type(Ether(frame)[UDP].payload) is contrib.BTH is theirs["BTH"]
+        assert type(Ether(v1).payload) is contrib.GRH is theirs["GRH"]
+        assert contrib.AETH is theirs["AETH"] and contrib.CNPPadding is theirs["CNPPadding"]
         assert (UDP() / contrib.BTH()).dport == 4791
     finally:
-        L.install()  # ...and loses them again
+        L.bind()  # ...and loses them again
     assert type(Ether(frame)[UDP].payload) is BTH and type(Ether(v1).payload) is GRH
-    assert [c for _, c in UDP.payload_guess if c in (BTH, contrib.BTH)] == [BTH]
-    assert (UDP() / BTH()).chksum == 0 and (UDP() / contrib.BTH()).dport != 4791
+    assert [c for _, c in UDP.payload_guess if c in (BTH, theirs["BTH"])] == [BTH]
+    assert (UDP() / BTH()).chksum == 0
+    # contrib's own class, held from before, still builds as contrib does
+    assert (UDP() / theirs["BTH"]()).dport == 4791 and (UDP() / theirs["BTH"]()).chksum is None
 
 
-CONTRIB_CODES = sorted(set(contrib.BTH.fields_desc[0].i2s) & set(OPCODES))
+CONTRIB_CODES = sorted(set(L.CONTRIB["BTH"].fields_desc[0].i2s) & set(OPCODES))
 
 
 @given(cases(codes=CONTRIB_CODES, l3s=("ip", "ipv6")))
@@ -586,11 +592,11 @@ def test_icrc_equals_contribs(c):
     frame = raw(scapy_packet(c))
     w = fast.walk(frame)
     theirs = {}
-    for mine, field in zip(LAYOUTS["bth"].fields, contrib.BTH.fields_desc):
+    for mine, field in zip(LAYOUTS["bth"].fields, L.CONTRIB["BTH"].fields_desc):
         assert int(field.sz * 8) == mine.bits, (mine.name, field.name)
         theirs[field.name] = int(DECODERS["bth"](frame, w.bth_off)[mine.name])
     l3 = (IP(src=c["src4"], dst=c["dst4"], ttl=c["ttl"], id=c["ipid"], flags="DF")
           if c["l3"] == "ip" else IPv6(src=c["src6"], dst=c["dst6"], hlim=c["ttl"]))
     pkt = (Ether(dst=DST, src=SRC) / l3 / UDP(sport=c["sport"], dport=4791, chksum=0)
-           / contrib.BTH(**theirs) / Raw(frame[w.bth_off + SIZE_OF["bth"]:w.icrc_off]))
+           / L.CONTRIB["BTH"](**theirs) / Raw(frame[w.bth_off + SIZE_OF["bth"]:w.icrc_off]))
     assert raw(pkt) == frame
