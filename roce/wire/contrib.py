@@ -60,7 +60,8 @@ def _bits(fld: Field) -> int:
     return round(fld.sz * 8)  # BitField keeps a fractional byte size
 
 
-def aliases(theirs: type[Packet], layout: Layout, trailer: tuple[str, ...] = ()) -> dict[str, Alias]:
+def aliases(theirs: type[Packet], layout: Layout,
+            trailer: tuple[str, ...] = ()) -> dict[str, Alias]:
     """Contrib's field names of ``theirs`` that are not ours, mapped onto ``layout``'s fields.
 
     ``trailer`` names our fields that sit after the payload (BTH's ICRC): contrib's trailer

@@ -54,7 +54,6 @@ made once and stay; they touch no class of Scapy's.  Importing ``roce`` without 
 from __future__ import annotations
 
 import struct
-import sys
 from functools import cache
 from typing import Any
 
@@ -109,8 +108,8 @@ from ..packet import craft, parse
 from .contrib import ORIGINALS, Aliased, LayerMeta, aliases, join, part
 
 __all__ = ["BTH", "RDETH", "DETH", "RETH", "AtomicETH", "AETH", "AtomicAckETH", "ImmDt", "IETH",
-           "XRCETH", "FETH", "CNPPadding", "GRH", "LAYERS", "CONTRIB", "cnp", "to_scapy", "from_scapy",
-           "bind", "unbind"]
+           "XRCETH", "FETH", "CNPPadding", "GRH", "LAYERS", "CONTRIB", "cnp",
+           "to_scapy", "from_scapy", "bind", "unbind"]
 
 # Public class names; which headers get a class is derived below from the opcode table.
 _CLASS_NAMES: dict[str, str] = {
