@@ -136,6 +136,19 @@ class Aliased:
     def _alias_set(self, name: str) -> None:
         """Called after contrib's name ``name`` was given a value."""
 
+    # ``a / b`` stacks copies: they must keep the way this layer goes on lower layers.
+    def copy(self) -> Any:
+        clone = super().copy()  # type: ignore[misc]
+        object.__setattr__(clone, "overload_fields", self.overload_fields)  # type: ignore[attr-defined]
+        return clone
+
+    def clone_with(self, payload: Any = None, **kargs: Any) -> Any:
+        clone = super().clone_with(None, **kargs)  # type: ignore[misc]
+        object.__setattr__(clone, "overload_fields", self.overload_fields)  # type: ignore[attr-defined]
+        if payload is not None:
+            clone.add_payload(payload)
+        return clone
+
     def getfieldval(self, attr: str) -> Any:
         a = self.contrib_aliases.get(attr)
         if a is None:

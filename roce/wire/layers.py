@@ -528,7 +528,7 @@ def _make(header: str, base: type[Packet], mixins: tuple[type, ...] = (),
         return LayerMeta(name, (*mixins, base), ns)
     ns["contrib_class"] = theirs
     ns["contrib_aliases"] = aliases(theirs, LAYOUTS[header], tuple(f.name for f in extra))
-    return LayerMeta(name, (Aliased, *mixins, base, theirs), ns)
+    return LayerMeta(name, (*mixins, base, Aliased, theirs), ns)
 
 
 LAYERS: dict[str, type[Packet]] = {
