@@ -30,7 +30,20 @@ from scapy.base_classes import Packet_metaclass
 from scapy.fields import Field, TrailerField
 from scapy.packet import Packet
 
+from ..errors import RoceError, UsageError
 from ..headers import Layout
+
+
+class FieldNameError(UsageError, TypeError):
+    """A layer given one field under both its names (``dqpn`` and ``destqp``)."""
+
+
+class FieldValueError(UsageError, ValueError):
+    """A value too wide for contrib's part of one of our fields (``reserved1``)."""
+
+
+class LayoutMismatch(RoceError, TypeError):
+    """Contrib's class and our layout no longer describe the same bits (a Scapy change)."""
 
 CONTRIB_NAME = "scapy.contrib.roce"
 
@@ -66,28 +79,30 @@ def aliases(theirs: type[Packet], layout: Layout,
 
     ``trailer`` names our fields that sit after the payload (BTH's ICRC): contrib's trailer
     fields must be among them, under the same name.  A contrib field that straddles two of
-    ours, or a header of another size, is a TypeError at import: the two no longer agree."""
+    ours, or a header of another size, is a LayoutMismatch at import: the two no longer
+    agree."""
     out: dict[str, Alias] = {}
     pos = 0
     for fld in theirs.fields_desc:
         if isinstance(fld, TrailerField):
             if fld.name not in trailer:
-                raise TypeError(f"{theirs.__name__}.{fld.name}: a trailer {layout.name} lacks")
+                raise LayoutMismatch(f"{theirs.__name__}.{fld.name}: a trailer {layout.name} lacks")
             continue
         bits = _bits(fld)
         mine = next((f for f in layout.fields
                      if f.bit_offset <= pos and pos + bits <= f.bit_offset + f.bits), None)
         if mine is None:
-            raise TypeError(f"{theirs.__name__}.{fld.name} straddles fields of {layout.name}")
+            raise LayoutMismatch(f"{theirs.__name__}.{fld.name} straddles fields of {layout.name}")
         whole = bits == mine.bits
         if fld.name != mine.name:
             out[fld.name] = Alias(fld.name, mine.name, mine.bit_offset + mine.bits - pos - bits,
                                   (1 << bits) - 1, whole, fld)
         elif not whole:
-            raise TypeError(f"{theirs.__name__}.{fld.name} is part of {layout.name}.{mine.name}")
+            raise LayoutMismatch(
+                f"{theirs.__name__}.{fld.name} is part of {layout.name}.{mine.name}")
         pos += bits
     if pos != layout.size * 8:
-        raise TypeError(f"{theirs.__name__} has {pos} bits, {layout.name} {layout.size * 8}")
+        raise LayoutMismatch(f"{theirs.__name__} has {pos} bits, {layout.name} {layout.size * 8}")
     return out
 
 
@@ -114,7 +129,8 @@ class Aliased:
             a = table[n]
             if a.whole:
                 if a.field in fields:
-                    raise TypeError(f"{n} and {a.field} name the same field")
+                    raise FieldNameError(
+                        f"{type(self).__name__}: {n} and {a.field} name the same field")
                 fields[a.field] = value
         super().__init__(_pkt, *args, **fields)  # type: ignore[call-arg]
         for n, value in named.items():
@@ -178,7 +194,8 @@ class Aliased:
         if not a.whole:
             part = a.conv.any2i(self, val)
             if not 0 <= part <= a.mask:
-                raise ValueError(f"{attr} = {part:#x} does not fit in {a.mask.bit_length()} bits")
+                raise FieldValueError(f"{type(self).__name__}.{attr} = {part:#x} does not fit "
+                                      f"in {a.mask.bit_length()} bits")
             whole = super().getfieldval(a.field) or 0  # type: ignore[misc]
             val = (whole & ~(a.mask << a.shift)) | (part << a.shift)
         super().setfieldval(a.field, val)  # type: ignore[misc]

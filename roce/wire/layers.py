@@ -102,7 +102,7 @@ from ..locate import (
     ROCE_PORT,
     Walk,
 )
-from ..opcodes import OPCODES, Opcode, Transport, lookup
+from ..opcodes import CNP_OPCODE, OPCODES, Opcode, lookup
 from ..packet import Packet as RocePacket
 from ..packet import craft, parse
 from .contrib import ORIGINALS, Aliased, LayerMeta, aliases, join, part
@@ -701,13 +701,12 @@ bind()
 
 # Contrib's classes as contrib made them, whatever scapy.contrib.roce names now.
 CONTRIB: dict[str, type[Packet]] = dict(ORIGINALS)
-_CNP = next(op for op in OPCODES.values() if op.transport is Transport.CNP)
 
 
 def cnp(dqpn: int, **fields: Any) -> Packet:
     """A CNP for destination QP ``dqpn`` (BECN set), as ``scapy.contrib.roce.cnp`` makes it;
     ``fields`` are more BTH fields."""
-    return BTH(opcode=_CNP.code, becn=1, destqp=dqpn, **fields) / CNPPadding()
+    return BTH(opcode=CNP_OPCODE, becn=1, destqp=dqpn, **fields) / CNPPadding()
 
 # -- conversions ---------------------------------------------------------------------------------
 
