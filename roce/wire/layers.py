@@ -44,7 +44,9 @@ What ``bind()`` changes, all of it:
 * ``scapy.contrib.roce.BTH``, ``AETH``, ``GRH``, ``CNPPadding`` (and their copies in
   ``builtins`` made by ``load_contrib("roce")``) name our classes; contrib's classes get
   ``match_subclass`` so that, holding one of them from before, ``pkt[BTH]`` and contrib's own
-  ICRC code still find our layers and theirs.
+  ICRC code still find our layers and theirs.  Such a class object taken before binding stays
+  contrib's: ``pkt[BTH]``, ``BTH in pkt`` and ``isinstance`` find our layers with it, identity
+  tests (``type(layer) is BTH``, ``BTH in pkt.layers()``) do not; names taken after do.
 
 Bindings among our own classes (GRH to BTH, BTH to each opcode's first extended header) are
 made once and stay; they touch no class of Scapy's.  Importing ``roce`` without this module
@@ -648,13 +650,11 @@ def bind() -> None:
         return
     theirs = set(ORIGINALS.values())
     for lower in dict.fromkeys([UDP] + [lower for lower, _, _ in _ENTRIES]):
-        kept = []
-        for i, entry in enumerate(lower.payload_guess):
-            if entry[1] in theirs:
-                _displaced.append((lower, i, entry))
-            else:
-                kept.append(entry)
-        lower.payload_guess = kept  # a list of its own, as bind_bottom_up makes
+        kept = [entry for entry in lower.payload_guess if entry[1] not in theirs]
+        if len(kept) < len(lower.payload_guess):
+            _displaced.extend((lower, i, entry) for i, entry in enumerate(lower.payload_guess)
+                              if entry[1] in theirs)
+            lower.payload_guess = kept  # a list of its own, as bind_bottom_up makes
     bind_bottom_up(UDP, BTH, dport=ROCE_PORT)
     # RoCE sends UDP checksum 0 (rxe, and what roce.craft builds): make it the default.
     bind_top_down(UDP, BTH, dport=ROCE_PORT, chksum=0)
