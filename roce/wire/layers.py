@@ -656,7 +656,7 @@ def bind() -> None:
                               if entry[1] in theirs)
             lower.payload_guess = kept  # a list of its own, as bind_bottom_up makes
     bind_bottom_up(UDP, BTH, dport=ROCE_PORT)
-    # RoCE sends UDP checksum 0 (rxe, and what roce.craft builds): make it the default.
+    # RoCE sends UDP checksum 0 (docs/protocol.md, rxe_net.c; what roce.craft builds).
     bind_top_down(UDP, BTH, dport=ROCE_PORT, chksum=0)
     for lower, key, value in _ENTRIES:
         bind_layers(lower, GRH, {key: value})
