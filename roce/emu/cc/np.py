@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import wire
 from ... import fast
 from ...headers import ENCODERS, LAYOUTS
 from ...opcodes import CNP_OPCODE
+from .. import wire
 
 CNP_DSCP = 48  # NVIDIA's cnp_dscp default (mlxconfig CNP_DSCP; docs/congestion-control.md)
 
