@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("roce.testing.fuzz_cli",
              "fuzz the decoder, the emulated responder or a device on a wire"),
     "opcodes": ("roce.opcodes_cli", "list the BTH opcode table"),
+    "plot": ("roce.plot.cli", "plot per-QP throughput, PSNs, queues, rates and pauses"),
 }
 
 
