@@ -32,11 +32,13 @@ class CongestionControl:
 
     Subclasses set ``name``, ``PARAMS`` (``roce.emu.cc.params.Param`` rows) and ``PROFILES``,
     and override the events they react to.  ``uses_cnp`` says whether the receiving NIC must
-    run a notification point (ECN-driven algorithms) for this algorithm to get its signal.
+    run a notification point (ECN-driven algorithms) for this algorithm to get its signal;
+    ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples.
     """
 
     name: ClassVar[str] = "none"
     uses_cnp: ClassVar[bool] = False
+    uses_rtt: ClassVar[bool] = False  # the NIC must time its packets for ``on_ack``
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
     DEFAULT_PROFILE: ClassVar[str] = "default"

@@ -51,6 +51,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 class Timely(CongestionControl):
     name: ClassVar[str] = "timely"
+    uses_rtt: ClassVar[bool] = True
     PARAMS: ClassVar[Mapping[str, Param]] = PARAMS
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = PROFILES
     DEFAULT_PROFILE: ClassVar[str] = "paper"

@@ -1,0 +1,186 @@
+"""Congestion control inside one emulated NIC: the glue between the NIC's transmit scheduler
+and receive path and the per-QP algorithms (docs/congestion-control.md).
+
+The NIC hands the driver every frame it receives (``received``: a CNP is consumed here and
+reaches the QP's algorithm; a CE-marked request goes to the notification point, which may
+answer with a CNP frame the NIC sends; an ACK gives an RTT sample to algorithms that use
+RTT), every frame it transmits (``transmitted``: send times for RTT samples), and builds each
+QP's rate limiter with ``pacer``.  Timers: the driver keeps one event per QP at its
+algorithm's earliest named timer through the ``schedule(t, callback)`` it is given; a
+superseded event is ignored when it fires.  Nothing here reads a clock: ``now`` comes in.
+
+Configuration: the device's ``CcConfig``, or a QP's own (``QueuePair.cc_config``, set through
+the verbs API), read when the QP first sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ... import fast, locate
+from ...headers import ECN_CE
+from ...opcodes import OPCODES, Operation, Transport
+from ...psn import psn_diff
+from .base import CongestionControl, Output
+from .np import CNP_DSCP, CnpBuilder, NotificationPoint
+from .registry import CcConfig
+
+_DESTQP = locate.SPECS[("bth", "destqp")]
+_PSN = locate.SPECS[("bth", "psn")]
+_IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
+_IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
+_ACKS = frozenset(c for c, op in OPCODES.items()
+                  if op.operation in (Operation.ACK, Operation.ATOMIC_ACK))
+_CNP = frozenset(c for c, op in OPCODES.items() if op.transport is Transport.CNP)
+_REQUESTS = frozenset(c for c, op in OPCODES.items()
+                      if op.is_request and op.transport is not Transport.CNP)
+_DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
+                              if op.operation is Operation.READ_RESPONSE)
+
+
+def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
+    off, n, shift, mask = spec
+    return (int.from_bytes(buf[base + off:base + off + n], "big") >> shift) & mask
+
+
+class CcPacer:
+    """A QP's rate limiter (the fabric's ``Pacer`` interface) at its algorithm's rate."""
+
+    __slots__ = ("rate_bps", "_next", "bytes_sent")
+
+    def __init__(self, rate_bps: float) -> None:
+        self.rate_bps = int(rate_bps)
+        self._next = 0
+        self.bytes_sent = 0
+
+    def next_allowed(self) -> int:
+        return self._next
+
+    def sent(self, now: int, nbytes: int) -> None:
+        self.bytes_sent += nbytes
+        self._next = max(now, self._next) + nbytes * 8 * 1_000_000_000 // max(self.rate_bps, 1)
+
+
+class CcDriver:
+    def __init__(self, config: CcConfig, line_rate_bps: float, qps: Mapping[int, Any],
+                 schedule: Callable[[int, Callable[[int], None]], None],
+                 send: Callable[[int, bytes], None], cnp_dscp: int = CNP_DSCP) -> None:
+        self.config = config
+        self.line = float(line_rate_bps)
+        self.qps = qps  # the device's QPs by number
+        self.schedule = schedule
+        self.send = send
+        self.cnp_dscp = cnp_dscp
+        self.algos: dict[int, CongestionControl] = {}
+        self.pacers: dict[int, CcPacer] = {}
+        self.np = NotificationPoint(config.np_interval_ns)
+        self._np_on = config.uses_cnp
+        self._cnp_builders: dict[int, CnpBuilder] = {}
+        self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
+        self._armed: dict[int, int] = {}  # QPN -> the deadline its pending event is for
+        self.cnps_received = 0
+        self.rtt_samples = 0
+        self.now = 0
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def config_for(self, qpn: int) -> CcConfig:
+        qp = self.qps.get(qpn)
+        return getattr(qp, "cc_config", None) or self.config
+
+    def pacer(self, qpn: int) -> CcPacer:
+        """The rate limiter of QP ``qpn`` (its algorithm is created with it)."""
+        cfg = self.config_for(qpn)
+        cc = self.algos[qpn] = cfg.create(self.line, self.now)
+        if cfg.cls.uses_rtt:
+            self._sent_at[qpn] = {}
+        p = self.pacers[qpn] = CcPacer(cc.rate)
+        return p
+
+    # -- frames ------------------------------------------------------------------------------
+
+    def received(self, now: int, frame: bytes) -> bool:
+        """Look at a frame the NIC received; True when it was a CNP (consumed here)."""
+        self.now = now
+        w = fast.walk(frame)
+        if w.status != locate.OK:
+            return False
+        code = w.opcode
+        if code in _CNP:
+            self.cnps_received += 1
+            qpn = _rd(frame, w.bth_off, _DESTQP)
+            cc = self.algos.get(qpn)
+            if cc is not None:
+                self._apply(now, qpn, cc.on_cnp(now))
+            return True
+        if code in _ACKS:
+            qpn = _rd(frame, w.bth_off, _DESTQP)
+            sent = self._sent_at.get(qpn)
+            if sent:
+                self._rtt(now, qpn, sent, _rd(frame, w.bth_off, _PSN))
+        elif self._np_on and code in _DATA and self._ce(frame, w):
+            qpn = _rd(frame, w.bth_off, _DESTQP)
+            qp = self.qps.get(qpn)
+            if qp is not None and qp.builder is not None and self.np.on_ce(now, qpn):
+                b = self._cnp_builders.get(qpn)
+                if b is None or b.fb.path.dip != qp.builder.path.dip:
+                    b = self._cnp_builders[qpn] = CnpBuilder(qp.builder.path, qpn,
+                                                             self.cnp_dscp)
+                self.send(now, b.build(qp.attr.dest_qp_num))
+        return False
+
+    def transmitted(self, now: int, qpn: int, frame: bytes) -> None:
+        """The NIC put a frame of QP ``qpn`` on the wire: the algorithm's byte count, and the
+        send time of its PSN for RTT samples (a retransmission keeps the first time)."""
+        cc = self.algos.get(qpn)
+        if cc is None:
+            return
+        sent = self._sent_at.get(qpn)
+        if sent is not None:
+            w = fast.walk(frame)
+            if w.status == locate.OK and w.opcode in _REQUESTS:
+                sent.setdefault(_rd(frame, w.bth_off, _PSN), now)
+        self._apply(now, qpn, cc.on_sent(now, len(frame)))
+
+    @staticmethod
+    def _ce(frame: bytes, w: Any) -> bool:
+        if w.l3_kind == locate.L3_IPV4:
+            return _rd(frame, w.l3_off, _IP_ECN) == ECN_CE
+        if w.l3_kind == locate.L3_IPV6:
+            return (_rd(frame, w.l3_off, _IP6_TCLASS) & 3) == ECN_CE
+        return False
+
+    def _rtt(self, now: int, qpn: int, sent: dict[int, int], acked: int) -> None:
+        """An ACK up to ``acked``: the RTT of that PSN; forget the PSNs it covers."""
+        t = sent.get(acked)
+        for psn in [p for p in sent if psn_diff(p, acked) <= 0]:
+            del sent[psn]
+        if t is not None:
+            self.rtt_samples += 1
+            self._apply(now, qpn, self.algos[qpn].on_ack(now, now - t))
+
+    # -- rates and timers ----------------------------------------------------------------------
+
+    def _apply(self, now: int, qpn: int, out: Output) -> None:
+        self.pacers[qpn].rate_bps = max(int(out.rate_bps), 1)
+        d = out.deadline
+        if d is not None and self._armed.get(qpn) != d:
+            self._armed[qpn] = d
+            self.schedule(max(d, now), lambda t, q=qpn, dd=d: self._fire(t, q, dd))
+        elif d is None:
+            self._armed.pop(qpn, None)
+
+    def _fire(self, now: int, qpn: int, d: int) -> None:
+        if self._armed.get(qpn) != d:
+            return  # superseded
+        del self._armed[qpn]
+        self.now = now
+        self._apply(now, qpn, self.algos[qpn].fire_due(now))
+
+    def stats(self) -> dict[str, Any]:
+        return {"algorithm": self.config.algorithm, "profile": self.config.profile,
+                "cnps_sent": self.np.cnps_sent, "cnps_received": self.cnps_received,
+                "ce_received": self.np.ce_packets, "cnps_suppressed": self.np.suppressed,
+                "rtt_samples": self.rtt_samples,
+                "rates_bps": {q: p.rate_bps for q, p in self.pacers.items()}}
