@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import UsageError
 from ..units import parse_probability, parse_rate, parse_size, parse_time
+from .cc import cli as cc_cli
 from .scenario import OPS, Scenario, emit, run_scenario
 
 
@@ -36,6 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="record every delivered frame to a pcap")
     p.add_argument("-T", dest="format", choices=("text", "json"), default="text")
     p.add_argument("--no-progress", action="store_true")
+    cc_cli.add_arguments(p)
     g = p.add_argument_group(
         "across a real network",
         "run the scenario between two processes: one --listen, the other --connect HOST "
@@ -67,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
         from .remote import run_cli
 
         return run_cli(args)
+    cc = cc_cli.config(args, args.rate)  # a bad --cc-profile or --cc-param fails first
+    if cc.enabled and getattr(args, "topology", "p2p") == "p2p" and not getattr(
+            args, "topology_file", None):
+        raise UsageError(f"--cc {args.cc} needs a switched network (--topology ...)")
     if getattr(args, "interface", None) or getattr(args, "transport", None):
         print("roce emulate: -i/--transport need --listen or --connect HOST", file=sys.stderr)
         return 1

@@ -8,10 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import UsageError
+from ...headers import ECN_ECT0, ECN_ECT1
 from .base import CongestionControl, NoControl
 from .dcqcn import Dcqcn
 from .params import resolve
 from .timely import Timely
+
+# --ecn-codepoint: what data packets carry in the IP ECN field (RFC 3168; RFC 8311 for ECT(1))
+ECN_CODEPOINTS = {"ect0": ECN_ECT0, "ect1": ECN_ECT1}
 
 ALGORITHMS: dict[str, type[CongestionControl]] = {
     "none": NoControl,
@@ -27,6 +31,11 @@ class CcConfig:
     algorithm: str = "none"
     profile: str = "default"
     params: Mapping[str, Any] = field(default_factory=dict)
+    ecn: int = ECN_ECT0  # the ECN codepoint of data packets
+
+    @property
+    def enabled(self) -> bool:
+        return self.algorithm != "none"
 
     @property
     def cls(self) -> type[CongestionControl]:
@@ -48,15 +57,19 @@ class CcConfig:
 
 
 def configure(algorithm: str = "none", profile: str | None = None,
-              overrides: Iterable[str] = (), line_rate_gbps: float = 100.0) -> CcConfig:
-    """Validate ``--cc``, ``--cc-profile``, ``--cc-param`` (UsageError naming the bad one)."""
+              overrides: Iterable[str] = (), line_rate_gbps: float = 100.0,
+              ecn: str = "ect0") -> CcConfig:
+    """Validate ``--cc``, ``--cc-profile``, ``--cc-param``, ``--ecn-codepoint`` (UsageError
+    naming the bad one)."""
+    if ecn not in ECN_CODEPOINTS:
+        raise UsageError(f"--ecn-codepoint {ecn!r}: choose from {', '.join(ECN_CODEPOINTS)}")
     cls = ALGORITHMS.get(algorithm)
     if cls is None:
         raise UsageError(f"--cc {algorithm!r}: choose from {', '.join(ALGORITHMS)}")
     name = profile or cls.DEFAULT_PROFILE
     params = resolve(cls.PARAMS, cls.PROFILES, name, list(overrides), line_rate_gbps,
                      algorithm)
-    return CcConfig(algorithm, name, params)
+    return CcConfig(algorithm, name, params, ECN_CODEPOINTS[ecn])
 
 
 def profiles() -> dict[str, list[str]]:
