@@ -91,6 +91,10 @@ class Device:
                 best = d
         return best
 
+    def next_tx(self, now: int) -> int | None:
+        """The ``Endpoint`` interface: frames are waiting now, or nothing is."""
+        return now if self.tx else None
+
     def drain(self) -> list[bytes]:
         if not self.tx:
             return []
