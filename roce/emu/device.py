@@ -39,6 +39,9 @@ class Device:
     tx: list[bytes] = field(default_factory=list)
     next_qpn: int = 0x11  # rxe numbers QPs from 17
     on_activity: Callable[[Device], None] | None = None  # set by the driver
+    # a NIC scheduler (roce.emu.net.nic) gives each QP its own transmit list and limit
+    shared_tx: bool = True
+    qp_tx_limit: int | None = None
 
     def peer_mac(self, ip: str) -> str:
         try:
@@ -51,7 +54,9 @@ class Device:
         qpn = self.next_qpn
         self.next_qpn += 1
         qp = QueuePair(self, pd, qpn, qp_type, send_cq, recv_cq, cap, sq_sig_all)
-        qp.tx = self.tx
+        if self.shared_tx:
+            qp.tx = self.tx
+        qp.tx_limit = self.qp_tx_limit
         self.qps[qpn] = qp
         return qp
 

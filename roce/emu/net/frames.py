@@ -1,0 +1,79 @@
+"""The few bytes a switch reads and rewrites per hop, at offsets derived from roce/headers.py.
+
+No per-frame Construct parsing on the hop path: the offsets of the Ethernet type and MACs,
+the IPv4 DSCP/ECN byte, TTL, checksum, addresses and the UDP ports come from ``LAYOUTS``
+once, at import.  Only IPv4 without options or VLAN tags is forwarded (the frames our hosts
+build); anything else is counted and dropped by the switch.
+"""
+
+from __future__ import annotations
+
+from .. import wire
+from ... import fast
+from ...headers import LAYOUTS, SIZE_OF
+from ...locate import ETHERTYPE_IPV4
+
+
+def _span(header: str, field: str) -> tuple[int, int]:
+    f = LAYOUTS[header].field(field)
+    return f.byte_offset, f.byte_offset + f.bits // 8
+
+
+L2 = SIZE_OF["eth"]
+DST_MAC = _span("eth", "dst")
+SRC_MAC = _span("eth", "src")
+ETYPE = _span("eth", "type")
+IPV4_TYPE = ETHERTYPE_IPV4.to_bytes(2, "big")
+
+_TOS, DSCP_SHIFT, DSCP_MASK = wire.small_field("ip", "dsfield.dscp")
+_ECN_BYTE, ECN_SHIFT, ECN_MASK = wire.small_field("ip", "dsfield.ecn")
+assert _TOS == _ECN_BYTE  # DSCP and ECN share the DS byte (RFC 2474, RFC 3168)
+TOS = L2 + _TOS
+TTL = L2 + LAYOUTS["ip"].field("ttl").byte_offset
+CSUM = tuple(L2 + x for x in _span("ip", "checksum"))
+SRC_IP = tuple(L2 + x for x in _span("ip", "src"))
+DST_IP = tuple(L2 + x for x in _span("ip", "dst"))
+IP_HDR = SIZE_OF["ip"]
+PROTO = L2 + LAYOUTS["ip"].field("proto").byte_offset
+UDP_SPORT = tuple(L2 + IP_HDR + x for x in _span("udp", "srcport"))
+UDP_DPORT = tuple(L2 + IP_HDR + x for x in _span("udp", "dstport"))
+# the 5-tuple ECMP hashes: addresses, protocol, ports (contiguous but for proto)
+KEY_END = UDP_DPORT[1]
+
+CE = wire.ECN_CE
+NOT_ECT = wire.ECN_NOT_ECT
+
+
+def is_ipv4(frame: bytes) -> bool:
+    return frame[ETYPE[0]:ETYPE[1]] == IPV4_TYPE
+
+
+def dscp(frame: bytes) -> int:
+    return (frame[TOS] >> DSCP_SHIFT) & DSCP_MASK
+
+
+def ecn(frame: bytes) -> int:
+    return (frame[TOS] >> ECN_SHIFT) & ECN_MASK
+
+
+def flow_key(frame: bytes) -> bytes:
+    """Source and destination address, protocol, UDP ports: what ECMP hashes."""
+    return frame[SRC_IP[0]:DST_IP[1]] + frame[PROTO:PROTO + 1] + frame[UDP_SPORT[0]:KEY_END]
+
+
+def udp_sport(frame: bytes) -> int:
+    return int.from_bytes(frame[UDP_SPORT[0]:UDP_SPORT[1]], "big")
+
+
+def routed(frame: bytes, src_mac: bytes, dst_mac: bytes, mark_ce: bool) -> bytes:
+    """The frame as a router sends it on: new MACs, TTL - 1, CE set if asked, header checksum
+    recomputed.  The ICRC stays valid: it masks TOS, TTL and the checksum (IBA A17.8.1)."""
+    b = bytearray(frame)
+    b[DST_MAC[0]:DST_MAC[1]] = dst_mac
+    b[SRC_MAC[0]:SRC_MAC[1]] = src_mac
+    b[TTL] = max(b[TTL] - 1, 0)
+    if mark_ce:
+        b[TOS] |= CE << ECN_SHIFT
+    b[CSUM[0]:CSUM[1]] = b"\0\0"
+    b[CSUM[0]:CSUM[1]] = fast.ip_checksum(bytes(b[L2:L2 + IP_HDR])).to_bytes(2, "big")
+    return bytes(b)
