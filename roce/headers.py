@@ -407,6 +407,14 @@ ENCODERS: dict[str, Callable[[dict], bytes]] = {
     n: _compile_encoder(lay) for n, lay in LAYOUTS.items()}
 
 
+def derive(name: str, con: Construct) -> tuple[Layout, Callable[[bytes, int], dict],
+                                               Callable[[dict], bytes]]:
+    """Layout, decoder and encoder of a header defined in another module, derived as this
+    module derives its own (``roce.macc`` defines the MAC Control headers)."""
+    lay = _layout(name, con)
+    return lay, _compile_decoder(lay), _compile_encoder(lay)
+
+
 def decode(name: str, buf: bytes, offset: int = 0) -> dict:
     """Decode header ``name`` at ``offset`` of ``buf`` into a dict of field values."""
     return DECODERS[name](buf, offset)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from .errors import DecodeError, NotRoCE
 from .headers import LAYOUTS, SIZE_OF
+from .macc import ETHERTYPE_MACC
 from .opcodes import OPCODES
 
 ROCE_PORT = 4791
@@ -249,6 +250,15 @@ def _transport(frame: bytes, off: int, end: int, p: list[int], l3: str) -> Walk:
     if fixed >= 0 and payload_len != fixed:
         return _fail(BAD_PAYLOAD_LEN, p, "payload", pos, payload_len, fixed)
     return Walk(OK, *p, 0, 0, 0, 0)
+
+
+def macc_offset(w: Walk) -> int:
+    """Where the MAC Control opcode starts in a frame the walk stopped at EtherType 0x8808
+    (``roce.macc``: PAUSE / PFC); -1 for any other frame.  The walk's error offset is the
+    last EtherType field, which ends where the MAC Control header begins."""
+    if w.status == NR_ETHERTYPE and w.err_a == ETHERTYPE_MACC:
+        return w.err_offset + 2
+    return -1
 
 
 _L3_NAMES = {"ip": "IPv4 total length", "ipv6": "IPv6 payload length",

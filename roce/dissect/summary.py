@@ -48,7 +48,10 @@ from roce.locate import (
     OK,
     Walk,
 )
+from roce.macc import ETHERTYPE_MACC
 from roce.opcodes import OPCODES
+
+from . import macctrl
 
 NS = 1_000_000_000
 # tshark prints "→"; plain ASCII keeps every line one byte per character, which makes the
@@ -299,14 +302,8 @@ def _ether_info(data: bytes, etype: int, off: int) -> tuple[str, str]:
         if oper == 2:
             return "ARP", f"{spa} is at {sha}"
         return "ARP", f"ARP opcode {oper}"
-    if etype == 0x8808 and len(data) >= off + 2:  # MAC control: PAUSE or PFC (802.1Qbb)
-        opc = int.from_bytes(data[off:off + 2], "big")
-        if opc == 0x0101 and len(data) >= off + 4:
-            vector = int.from_bytes(data[off + 2:off + 4], "big")
-            return "PFC", f"Priority-based Flow Control, classes 0x{vector:02x}"
-        if opc == 0x0001:
-            return "PAUSE", "Pause"
-        return "MAC-Ctrl", f"MAC Control opcode 0x{opc:04x}"
+    if etype == ETHERTYPE_MACC:  # PAUSE or PFC (802.1Qbb)
+        return macctrl.columns(data, off)
     return _ETHERTYPES.get(etype, "Ethernet"), f"EtherType 0x{etype:04x}"
 
 

@@ -34,6 +34,7 @@ from roce.locate import Walk
 from roce.opcodes import OPCODES
 from roce.pcapio import Frame
 
+from . import macctrl
 from .summary import FLAT_KEYS, SINGLE_FIELD
 
 NS = 1_000_000_000
@@ -204,7 +205,7 @@ def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
     over the record's flat fields (``bth.psn``...): ``render(fields) -> lines``."""
     env: dict[str, Any] = {"_etype": _etype, "_proto": _proto, "_ecn": _ecn,
                            "_tclass": _tclass, "_opcode": _opcode, "_syndrome": _syndrome,
-                           "_options": _options}
+                           "_options": _options, "_macc": macctrl.tree}
     parts: list[str] = []
 
     def text(value: str) -> str:
@@ -215,6 +216,9 @@ def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
 
     in_ib = False
     for header in layers:
+        if header == macctrl.PROTOCOL:  # PAUSE / PFC: a block of its own (macctrl.tree)
+            parts.append("{_macc(f)}")
+            continue
         ib = header in IB_HEADERS
         if ib and not in_ib:
             parts.append(text(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"))
