@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import macc
+from ...errors import DecodeError
 
-CLASSES = 8
-MAX_QUANTA = 0xFFFF
-BIT_TIMES_PER_QUANTUM = 512  # IEEE 802.1Qbb / 802.3 Annex 31B
+CLASSES = len(macc.PRIORITIES)
+MAX_QUANTA = macc.MAX_QUANTA
 
 
 def pause_ns(quanta: int, rate_bps: int) -> int:
-    """A pause time in ns at a link rate (rounded up: a pause never ends early)."""
-    return -(-quanta * BIT_TIMES_PER_QUANTUM * 1_000_000_000 // rate_bps)
+    """A pause time in whole ns at a link rate (rounded up: a pause never ends early)."""
+    return -(-quanta * macc.QUANTUM_BITS * 1_000_000_000 // rate_bps)
 
 
 class PauseState:
@@ -38,17 +38,15 @@ class PauseState:
 
     def on_frame(self, now: int, frame: bytes) -> bool:
         """Apply a MAC Control frame; False if it is not one we understand."""
-        mc = macc.parse_macc(frame)
+        try:
+            mc = macc.parse_macc(frame)
+        except DecodeError:
+            return False  # cut short (a faulty link): a real MAC ignores it too
         if mc is None:
             return False
         self.frames += 1
-        if mc.opcode == macc.OPCODE_PFC:
-            for prio in range(CLASSES):
-                if mc.enable_vector >> prio & 1:
-                    self._set(now, prio, mc.times[prio])
-        else:  # 802.3x PAUSE: the whole link
-            for prio in range(CLASSES):
-                self._set(now, prio, mc.times[0])
+        for prio, quanta in mc.class_times().items():  # PAUSE: every class
+            self._set(now, prio, quanta)
         return True
 
     def _set(self, now: int, prio: int, quanta: int) -> None:

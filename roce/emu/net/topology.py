@@ -9,6 +9,7 @@ neighbour one hop closer to it (hosts never forward), so equal-cost paths give E
 from __future__ import annotations
 
 import random
+from argparse import ArgumentTypeError
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,7 +194,7 @@ def load(path: str) -> Topology:
                 if h in t.hosts:
                     t.leaf_of[h] = s
         t.traffic = [(x["src"], x["dst"]) for x in doc.get("traffic", [])]
-    except (KeyError, TypeError, AttributeError, ValueError) as e:
+    except (KeyError, TypeError, AttributeError, ValueError, ArgumentTypeError) as e:
         if isinstance(e, InputError):
             raise
         raise InputError(f"{path}: bad topology entry: {e}") from None
@@ -214,7 +215,7 @@ def parse_ecn(text: str) -> EcnConfig:
         if len(parts) != 3:
             raise ValueError
         kmin, kmax, pmax = parse_size(parts[0]), parse_size(parts[1]), float(parts[2])
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, ArgumentTypeError):
         raise UsageError(f"--ecn {text!r}: expected KMIN,KMAX,PMAX (e.g. 100K,400K,0.2) or "
                          "off") from None
     if not (0 <= kmin <= kmax and 0.0 <= pmax <= 1.0):
