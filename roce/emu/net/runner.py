@@ -20,7 +20,7 @@ from ..qp import QPCap
 from ..scenario import SLOTS, Scenario, Summary, _Flow, _post
 from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
 from . import topology as topo
-from .stages import ROCE_TRAFFIC_CLASS, EcnConfig
+from .stages import PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
 
 
 @dataclass
@@ -100,99 +100,119 @@ def traffic_of(sc: NetScenario, t: topo.Topology, net: Any) -> list[tuple[str, s
     return t.traffic
 
 
+class NetRun:
+    """One run, built and ready: ``net`` (the ``Network``), ``flows`` and their ``names``
+    ((source, destination) host names) can be inspected or hooked before ``run()``."""
+
+    def __init__(self, sc: NetScenario, record: Any = None,
+                 taps: dict[str, Any] | None = None, trace: Any = None) -> None:
+        import random
+
+        from ...errors import UsageError
+
+        if sc.op not in ("send", "write", "read", "atomic", "mixed"):
+            raise UsageError("--op must be one of send, write, read, atomic, mixed")
+        self.sc = sc
+        self.trace = trace
+        t = self.topology = topology_of(sc)
+        net = self.net = topo.build(t, options(sc))
+        if record is not None:
+            net.recorders.append(record)
+        for spec, writer in (taps or {}).items():
+            attach_tap(net, spec, writer)
+        pairs = traffic_of(sc, t, net)
+        for name in sc.storm:
+            if name not in net.hosts:
+                raise UsageError(f"--pfc-storm {name}: no such host")
+            net.hosts[name].storm(PRIO_ROCE)
+        rng = random.Random(sc.seed)
+        self.ready: list[_TimedCQ] = []
+        self.slot = slot = max(sc.size, 8)
+        self.flows: list[_Flow] = []
+        self.names: list[tuple[str, str]] = []
+        self.post_times: dict[int, list[int]] = {}
+        self.recv_done: dict[int, int] = {}
+        pds: dict[str, PD] = {}
+        for src, dst in pairs:
+            a, b = net.hosts[src].ctx, net.hosts[dst].ctx
+            pd_a = pds.setdefault(src, PD(a))
+            pd_b = pds.setdefault(dst, PD(b))
+            for _ in range(sc.qps):
+                cq_a = _TimedCQ(a, self.ready, lambda: net.now)
+                cq_b = _TimedCQ(b, self.ready, lambda: net.now)
+                cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=max(sc.depth, 1) * 2)
+                qa = QP(pd_a, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_a,
+                                         recv_cq=cq_a, cap=cap))
+                qb = QP(pd_b, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_b,
+                                         recv_cq=cq_b, cap=cap))
+                connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn,
+                        timeout=sc.timeout, retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
+                        traffic_class=ROCE_TRAFFIC_CLASS, resolve=True)
+                local = MR(pd_a, slot * SLOTS, ALL_ACCESS)
+                remote = MR(pd_b, slot * SLOTS, ALL_ACCESS)
+                local.write(rng.randbytes(slot * SLOTS))
+                remote.write(rng.randbytes(slot * SLOTS))
+                f = _Flow(qa, qb, cq_a, cq_b, local, remote,
+                          expected_remote=bytearray(remote.buf),
+                          expected_local=bytearray(local.buf))
+                self.flows.append(f)
+                self.names.append((src, dst))
+                self.post_times[id(f)] = []
+                self.recv_done[id(f)] = 0
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> NetSummary:
+        sc, net, flows, ready = self.sc, self.net, self.flows, self.ready
+        by_cq = {id(f.cq_a): f for f in flows}
+        by_recv_cq = {id(f.cq_b): f for f in flows}
+        total = sc.count * len(flows)
+        if self.trace is not None:
+            self.trace.start(net, flows, self.names)
+        cpu0 = time.process_time()
+
+        def post_more(f: _Flow) -> None:
+            while f.posted < sc.count and f.posted - f.done < sc.depth:
+                _post(sc, f, f.posted, self.slot)
+                self.post_times[id(f)].append(net.now)
+                f.posted += 1
+
+        for f in flows:
+            post_more(f)
+        finished = True
+        done = 0
+        while True:
+            while ready:
+                cq = ready.pop()
+                f = by_cq.get(id(cq))
+                if f is None:  # receive completions: counted (exactly-once checks)
+                    rf = by_recv_cq[id(cq)]
+                    self.recv_done[id(rf)] += len(cq.poll(1 << 16))
+                    continue
+                for wc in cq.poll(1 << 16):
+                    f.done += 1
+                    done += 1
+                    f.status[WCStatus(wc.status).name] += 1
+                    f.bytes += wc.byte_len
+                    if wc.status != WCStatus.IBV_WC_SUCCESS:
+                        f.posted = sc.count
+                post_more(f)
+            if progress is not None:
+                progress(done, total)
+            if all(f.done >= f.posted and f.posted >= sc.count for f in flows):
+                break
+            if not net.run_until(lambda: bool(ready), sc.time_limit_ns):
+                finished = False
+                break
+        cpu = time.process_time() - cpu0
+        if self.trace is not None:
+            self.trace.finish(net)
+        return summarise(sc, net, flows, self.names, self.post_times, cpu, finished,
+                         self.recv_done)
+
+
 def run_network(sc: NetScenario, record: Any = None, taps: dict[str, Any] | None = None,
                 trace: Any = None,
                 progress: Callable[[int, int], None] | None = None) -> NetSummary:
-    import random
-
-    from ...errors import UsageError
-
-    if sc.op not in ("send", "write", "read", "atomic", "mixed"):
-        raise UsageError("--op must be one of send, write, read, atomic, mixed")
-    t = topology_of(sc)
-    net = topo.build(t, options(sc))
-    if record is not None:
-        net.recorders.append(record)
-    for spec, writer in (taps or {}).items():
-        attach_tap(net, spec, writer)
-    pairs = traffic_of(sc, t, net)
-    for name in sc.storm:
-        if name not in net.hosts:
-            raise UsageError(f"--pfc-storm {name}: no such host")
-        net.hosts[name].storm(3)
-    rng = random.Random(sc.seed)
-    ready: list[_TimedCQ] = []
-    slot = max(sc.size, 8)
-    flows: list[_Flow] = []
-    names: list[tuple[str, str]] = []
-    post_times: dict[int, list[int]] = {}
-    pds: dict[str, PD] = {}
-    for src, dst in pairs:
-        a, b = net.hosts[src].ctx, net.hosts[dst].ctx
-        pd_a = pds.setdefault(src, PD(a))
-        pd_b = pds.setdefault(dst, PD(b))
-        for _ in range(sc.qps):
-            cq_a = _TimedCQ(a, ready, lambda: net.now)
-            cq_b = _TimedCQ(b, ready, lambda: net.now)
-            cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=max(sc.depth, 1) * 2)
-            qa = QP(pd_a, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_a, recv_cq=cq_a,
-                                     cap=cap))
-            qb = QP(pd_b, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_b, recv_cq=cq_b,
-                                     cap=cap))
-            connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn, timeout=sc.timeout,
-                    retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
-                    traffic_class=ROCE_TRAFFIC_CLASS, resolve=True)
-            local = MR(pd_a, slot * SLOTS, ALL_ACCESS)
-            remote = MR(pd_b, slot * SLOTS, ALL_ACCESS)
-            local.write(rng.randbytes(slot * SLOTS))
-            remote.write(rng.randbytes(slot * SLOTS))
-            f = _Flow(qa, qb, cq_a, cq_b, local, remote,
-                      expected_remote=bytearray(remote.buf), expected_local=bytearray(local.buf))
-            flows.append(f)
-            names.append((src, dst))
-            post_times[id(f)] = []
-    by_cq = {id(f.cq_a): f for f in flows}
-    total = sc.count * len(flows)
-    if trace is not None:
-        trace.start(net, flows, names)
-    cpu0 = time.process_time()
-
-    def post_more(f: _Flow) -> None:
-        while f.posted < sc.count and f.posted - f.done < sc.depth:
-            _post(sc, f, f.posted, slot)
-            post_times[id(f)].append(net.now)
-            f.posted += 1
-
-    for f in flows:
-        post_more(f)
-    finished = True
-    done = 0
-    while True:
-        while ready:
-            cq = ready.pop()
-            f = by_cq.get(id(cq))
-            if f is None:
-                cq.poll(1 << 16)  # receive completions: nothing to do
-                continue
-            for wc in cq.poll(1 << 16):
-                f.done += 1
-                done += 1
-                f.status[WCStatus(wc.status).name] += 1
-                f.bytes += wc.byte_len
-                if wc.status != WCStatus.IBV_WC_SUCCESS:
-                    f.posted = sc.count
-            post_more(f)
-        if progress is not None:
-            progress(done, total)
-        if all(f.done >= f.posted and f.posted >= sc.count for f in flows):
-            break
-        if not net.run_until(lambda: bool(ready), sc.time_limit_ns):
-            finished = False
-            break
-    cpu = time.process_time() - cpu0
-    if trace is not None:
-        trace.finish(net)
-    return summarise(sc, net, flows, names, post_times, cpu, finished)
+    return NetRun(sc, record, taps, trace).run(progress)
 
 
 def attach_tap(net: Any, spec: str, writer: Any) -> None:
@@ -255,7 +275,8 @@ def fabric_stats(net: Any) -> dict[str, Any]:
 
 
 def summarise(sc: NetScenario, net: Any, flows: list[_Flow], names: list[tuple[str, str]],
-              post_times: dict[int, list[int]], cpu: float, finished: bool) -> NetSummary:
+              post_times: dict[int, list[int]], cpu: float, finished: bool,
+              recv_done: dict[int, int] | None = None) -> NetSummary:
     s = NetSummary(scenario=asdict(sc))
     status: Counter = Counter()
     naks: Counter = Counter()
@@ -274,6 +295,7 @@ def summarise(sc: NetScenario, net: Any, flows: list[_Flow], names: list[tuple[s
                         "retransmitted": f.qa.core.counters.retransmitted,
                         "out_of_sequence": f.qb.core.counters.out_of_sequence,
                         "ce_received": f.qb.core.counters.ce_received,
+                        "recv_completions": (recv_done or {}).get(id(f), 0),
                         "fct_ns": _fct(fct)})
     s.posted = sum(f.posted for f in flows)
     s.completed = dict(status)
