@@ -164,7 +164,7 @@ dst = "b2"
 def test_pfc_spreads_congestion_to_a_victim_flow(tmp_path):
     on = _victim_net(tmp_path, True)
     off = _victim_net(tmp_path, False)
-    for r, s in (on, off):
+    for _, s in (on, off):
         assert s.data_verified
     victim_on = on[1].flows[3]["fct_ns"]["mean"]
     victim_off = off[1].flows[3]["fct_ns"]["mean"]

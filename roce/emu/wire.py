@@ -63,8 +63,8 @@ class FrameBuilder:
                                     "nxt": 17, "hlim": ttl, "src": path.sip, "dst": path.dip})
         else:
             self.l3 = ENCODERS[l3]({"version": 4, "ihl": 5, "dsfield.dscp": path.tclass >> 2,
-                                    "dsfield.ecn": path.tclass & 3, "len": 0, "id": 0, "flags.rb": 0,
-                                    "flags.df": 1, "flags.mf": 0, "frag_offset": 0,
+                                    "dsfield.ecn": path.tclass & 3, "len": 0, "id": 0,
+                                    "flags.rb": 0, "flags.df": 1, "flags.mf": 0, "frag_offset": 0,
                                     "ttl": ttl, "proto": 17, "checksum": 0, "src": path.sip,
                                     "dst": path.dip})
         sport = path.sport if path.sport is not None else udp_source_port(src_qpn)

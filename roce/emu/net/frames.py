@@ -8,10 +8,10 @@ build); anything else is counted and dropped by the switch.
 
 from __future__ import annotations
 
-from .. import wire
 from ... import fast
 from ...headers import LAYOUTS, SIZE_OF
 from ...locate import ETHERTYPE_IPV4
+from .. import wire
 
 
 def _span(header: str, field: str) -> tuple[int, int]:

@@ -262,10 +262,10 @@ def build(t: Topology, o: NetOptions) -> Network:
         rate = ln.rate_gbps or o.rate_gbps
         delay = o.delay_ns if ln.delay_ns is None else ln.delay_ns
         ea, eb = _endpoint(net, ln.a), _endpoint(net, ln.b)
-        for src, dst, fields, a, b in (
-                (ea, eb, ln.faults, ln.a, ln.b),
+        for src, dst, fields, a in (
+                (ea, eb, ln.faults, ln.a),
                 (eb, ea, ln.reverse_faults if ln.reverse_faults is not None else ln.faults,
-                 ln.b, ln.a)):
+                 ln.b)):
             cfg = LinkConfig(**{**o.faults, **fields, "rate_gbps": rate, "delay_ns": delay})
             w = Wire(net, src, dst, rate, delay, Faults(cfg, net.child_rng()),
                      f"{_label(src)}->{_label(dst)}")
