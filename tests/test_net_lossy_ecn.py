@@ -101,3 +101,31 @@ def test_marks_reach_the_receiving_qp():
     assert sum(f["ce_received"] for f in s.flows) == s.fabric["ecn_marked"]
     r, s = run(topology="incast:4", size=1 << 20, count=1, ecn="off")
     assert s.fabric["ecn_marked"] == 0 and sum(f["ce_received"] for f in s.flows) == 0
+
+
+def test_router_rewrite_keeps_checksum_and_icrc_valid():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from roce import fast
+
+    @given(st.integers(0, 255), st.integers(0, 255), st.booleans(),
+           st.binary(min_size=4, max_size=4), st.binary(max_size=64), st.integers(0, 0xFFFFFF))
+    def check(tclass, ttl, ce, dst, payload, psn):
+        dip = ".".join(str(b) for b in dst)
+        b = FrameBuilder(Path("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", dip,
+                              tclass=tclass), 0x11, ttl=ttl)
+        f = b.build(select(Transport.RC, Operation.SEND, Position.ONLY), 0x12, psn,
+                    payload=payload)
+        g = frames.routed(f, b"\x02" * 6, b"\x04" * 6, ce)
+        hdr = bytearray(g[frames.L2:frames.L2 + frames.IP_HDR])
+        hdr[frames.CSUM[0] - frames.L2:frames.CSUM[1] - frames.L2] = b"\0\0"
+        assert g[frames.CSUM[0]:frames.CSUM[1]] == fast.ip_checksum(bytes(hdr)).to_bytes(
+            2, "big")
+        assert g[frames.TTL] == max(ttl - 1, 0) and g[:6] == b"\x04" * 6
+        assert frames.ecn(g) == (frames.CE if ce else tclass & 3)
+        assert frames.dscp(g) == tclass >> 2 and g[frames.CSUM[1]:] == f[frames.CSUM[1]:]
+        w = fast.walk(g)
+        assert fast.icrc_of(g, w) == int.from_bytes(g[w.icrc_off:w.l4_end], "big")
+
+    check()

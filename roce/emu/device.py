@@ -42,6 +42,7 @@ class Device:
     # a NIC scheduler (roce.emu.net.nic) gives each QP its own transmit list and limit
     shared_tx: bool = True
     qp_tx_limit: int | None = None
+    last_qp: QueuePair | None = None  # the QP the last received frame went to
 
     def peer_mac(self, ip: str) -> str:
         try:
@@ -80,6 +81,7 @@ class Device:
         if qp is None:
             self.counters.unknown_qp += 1
             return
+        self.last_qp = qp  # a driver that tracks timers per QP re-reads this one's
         qp.receive(now, pkt)
 
     def on_timer(self, now: int) -> None:

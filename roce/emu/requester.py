@@ -260,7 +260,8 @@ class Requester:
         return {} if self.timer is None else {"ack_timeout": self.timer}
 
     def deadline(self) -> int | None:
-        return min(self.timers().values(), default=None)
+        """The earliest of ``timers()`` (spelled out: it runs on every event)."""
+        return self.rnr_until if self.rnr_until is not None else self.timer
 
     def progress(self, now: int) -> None:
         """Called by the completer when an ACK moved ``una`` forward."""

@@ -65,15 +65,26 @@ def udp_sport(frame: bytes) -> int:
     return int.from_bytes(frame[UDP_SPORT[0]:UDP_SPORT[1]], "big")
 
 
+def _word_change(offset: int, old: int, new: int) -> int:
+    """~m + m' for the 16-bit header word holding the byte at ``offset`` (its other byte
+    cancels out): the byte is the word's high half at an even header offset."""
+    if (offset - L2) % 2 == 0:
+        return ((~old & 0xFF) << 8) + 0xFF + (new << 8)
+    return 0xFF00 + (~old & 0xFF) + new
+
+
 def routed(frame: bytes, src_mac: bytes, dst_mac: bytes, mark_ce: bool) -> bytes:
     """The frame as a router sends it on: new MACs, TTL - 1, CE set if asked, header checksum
-    recomputed.  The ICRC stays valid: it masks TOS, TTL and the checksum (IBA A17.8.1)."""
-    b = bytearray(frame)
-    b[DST_MAC[0]:DST_MAC[1]] = dst_mac
-    b[SRC_MAC[0]:SRC_MAC[1]] = src_mac
-    b[TTL] = max(b[TTL] - 1, 0)
-    if mark_ce:
-        b[TOS] |= CE << ECN_SHIFT
-    b[CSUM[0]:CSUM[1]] = b"\0\0"
-    b[CSUM[0]:CSUM[1]] = fast.ip_checksum(bytes(b[L2:L2 + IP_HDR])).to_bytes(2, "big")
-    return bytes(b)
+    updated incrementally (RFC 1624: HC' = ~(~HC + ~m + m') over the changed 16-bit words).
+    The ICRC stays valid: it masks TOS, TTL and the checksum (IBA A17.8.1)."""
+    tos = frame[TOS]
+    new_tos = tos | (CE << ECN_SHIFT) if mark_ce else tos
+    ttl = frame[TTL]
+    new_ttl = ttl - 1 if ttl else 0
+    hc = int.from_bytes(frame[CSUM[0]:CSUM[1]], "big")
+    x = (~hc & 0xFFFF) + _word_change(TOS, tos, new_tos) + _word_change(TTL, ttl, new_ttl)
+    while x >> 16:
+        x = (x & 0xFFFF) + (x >> 16)
+    return b"".join((dst_mac, src_mac, frame[SRC_MAC[1]:TOS], bytes((new_tos,)),
+                     frame[TOS + 1:TTL], bytes((new_ttl,)), frame[TTL + 1:CSUM[0]],
+                     (~x & 0xFFFF).to_bytes(2, "big"), frame[CSUM[1]:]))

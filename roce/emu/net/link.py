@@ -11,6 +11,7 @@ accumulates and a saturated wire runs at exactly its rate.
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 from typing import Any
 
 from ..endpoint import Endpoint, PullEndpoint
@@ -43,14 +44,6 @@ class Wire:
     def stats(self) -> LinkStats:
         return self.faults.stats
 
-    def serialization_end(self, now: int, nbytes: int) -> int:
-        if now > self.free_at or not self._period_bits:
-            self._period_start, self._period_bits = now, 0
-        self._period_bits += nbytes * 8
-        self.free_at = self._period_start + -(-self._period_bits * 1_000_000_000
-                                               // self.rate_bps)
-        return self.free_at
-
     def kick(self, now: int) -> None:
         """Start the next frame if the wire is idle and the source has one to send now;
         otherwise come back when the source says it will."""
@@ -66,7 +59,14 @@ class Wire:
         self.busy = True
         if self.on_start is not None:
             self.on_start(now, frame)
-        self.net.at(self.serialization_end(now, len(frame)), self._done, frame)
+        # serialization_end, inlined: this runs once per hop
+        if now > self.free_at or not self._period_bits:
+            self._period_start, self._period_bits = now, 0
+        self._period_bits += len(frame) * 8
+        self.free_at = end = self._period_start + -(-self._period_bits * 1_000_000_000
+                                                    // self.rate_bps)
+        net = self.net
+        heappush(net.events, (end, next(net.seq), self._done, frame))
 
     def _wake(self, now: int, t: int) -> None:
         if self._wake_at == t:
@@ -77,7 +77,15 @@ class Wire:
         self.busy = False
         self.hops += 1
         arrive = now + self.delay_ns
-        dst = self.dst.receive
-        for extra, f in self.faults.apply(now, frame):
-            self.net.at(arrive + extra, dst, f)
+        net = self.net
+        faults = self.faults
+        if faults.clean:
+            st = faults.stats
+            st.frames += 1
+            st.bytes += len(frame)
+            heappush(net.events, (arrive, next(net.seq), self.dst.receive, frame))
+        else:
+            dst = self.dst.receive
+            for extra, f in faults.apply(now, frame):
+                heappush(net.events, (arrive + extra, next(net.seq), dst, f))
         self.kick(now)

@@ -13,13 +13,14 @@ their ECN bits intact; received PFC frames stop the named priorities.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from typing import Any
 
 from ... import macc
 from ..verbs import Context
 from . import frames
-from .pfc import MAX_QUANTA, PauseState, pause_ns
+from .pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
 from .stages import Classifier, RatePacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
@@ -43,9 +44,12 @@ class Nic:
         self.ctrl: deque[bytes] = deque()
         self.pacers: dict[int, RatePacer] = {}
         self._prio: dict[int, int] = {}
-        self._qps: list[Any] = []
-        self._rr = 0
+        self._rings: list[deque] = [deque() for _ in range(CLASSES)]  # QPs with frames
+        self._rr_prio = 0
+        self._busy: list[int] = []  # priorities whose ring is not empty, ascending
         self._timer_at: int | None = None
+        self._theap: list[tuple[int, int]] = []  # (deadline, QPN), possibly stale
+        self._tcache: dict[int, int | None] = {}  # QPN -> its current deadline
         self._kick_pending = False
         self.rx_frames = 0
         self.tx_frames = 0
@@ -65,44 +69,54 @@ class Nic:
             self.pause.on_frame(now, frame)
             self.wire.kick(now)
             return
-        self.device.receive(now, frame)
-        self._after(now)
+        dev = self.device
+        dev.last_qp = None
+        dev.receive(now, frame)
+        self.wire.kick(now)
+        if dev.last_qp is not None:
+            self._rearm(now, dev.last_qp)
 
     def pull(self, now: int) -> bytes | None:
         if self.ctrl:
             self.tx_frames += 1
             return self.ctrl.popleft()
-        qps = self._qps
-        n = len(qps)
-        if not n:
+        busy = self._busy
+        if not busy:
             return None
         until = self.pause.until
-        pick = None
-        for strict in (True, False):
-            for i in range(n):
-                j = (self._rr + i) % n
-                qp = qps[j]
-                if not qp.tx:
-                    continue
-                prio = self._priority(qp)
-                if (prio in self.classifier.strict) != strict or until[prio] > now:
-                    continue
+        for prio in (busy if len(busy) == 1 else self._order()):
+            if until[prio] > now:
+                continue  # PFC holds this priority at this port
+            ring = self._rings[prio]
+            for _ in range(len(ring)):
+                qp = ring[0]
+                ring.rotate(-1)  # round robin among the QPs of a priority
                 if self.pacers[qp.qpn].next_allowed() > now:
                     continue
-                pick = j
-                break
-            if pick is not None:
-                break
-        if pick is None:
-            return None
-        qp = qps[pick]
-        self._rr = (pick + 1) % n
-        frame = qp.tx.pop(0)
+                return self._take(now, qp, ring, prio)
+        return None
+
+    def _order(self) -> list[int]:
+        """Priorities with frames waiting: strict ones first, then round robin."""
+        strict = [p for p in self._busy if p in self.classifier.strict]
+        rest = [p for p in self._busy if p not in self.classifier.strict]
+        k = next((i for i, p in enumerate(rest) if p >= self._rr_prio), 0)
+        rest = rest[k:] + rest[:k]
+        if rest:
+            self._rr_prio = rest[0] + 1
+        return strict + rest
+
+    def _take(self, now: int, qp: Any, ring: deque, prio: int) -> bytes:
+        tx = qp.tx
+        frame = tx.pop(0)
         self.tx_frames += 1
         self.pacers[qp.qpn].sent(now, len(frame))
-        if not qp.tx:
+        if not tx:
+            ring.remove(qp)  # it rejoins on its next frame
+            if not ring:
+                self._busy.remove(prio)
             qp.requester.pump(now)  # build the next frames now that the link took these
-            self._rearm(now)
+            self._rearm(now, qp)
         return frame
 
     def next_tx(self, now: int) -> int | None:
@@ -110,12 +124,21 @@ class Nic:
             return now
         best = None
         until = self.pause.until
-        for qp in self._qps:
-            if qp.tx:
-                t = max(now, until[self._priority(qp)], self.pacers[qp.qpn].next_allowed())
+        for prio in self._busy:
+            for qp in self._rings[prio]:
+                t = max(now, until[prio], self.pacers[qp.qpn].next_allowed())
                 if best is None or t < best:
                     best = t
         return best
+
+    def queued(self, qp: Any) -> None:
+        """A QP's transmit list went from empty to not: it joins its priority's ring."""
+        prio = self._priority(qp)
+        ring = self._rings[prio]
+        if not ring:
+            self._busy.append(prio)
+            self._busy.sort()
+        ring.append(qp)
 
     # -- the device's driver -----------------------------------------------------------
 
@@ -129,13 +152,11 @@ class Nic:
         return p
 
     def _activity(self, device: Any) -> None:
-        if len(self._qps) != len(device.qps) or any(
-                a is not b for a, b in zip(self._qps, device.qps.values())):
-            self._qps = list(device.qps.values())
-            for qp in self._qps:
-                if qp.qpn not in self.pacers:
-                    self.pacers[qp.qpn] = RatePacer(self.wire.rate_bps)
-            self._prio.clear()
+        for qp in device.qps.values():
+            if qp.qpn not in self.pacers:
+                self.pacers[qp.qpn] = RatePacer(self.wire.rate_bps)
+                qp.tx = _TxList(self, qp, qp.tx)
+        self._prio.clear()  # a modify may have changed a QP's traffic class
         if not self._kick_pending:
             self._kick_pending = True
             self.net.at(self.net.now, self._kick)
@@ -148,13 +169,31 @@ class Nic:
         self.wire.kick(now)
         self._rearm(now)
 
-    def _rearm(self, now: int) -> None:
-        d = self.device.deadline()
+    def _rearm(self, now: int, qp: Any = None) -> None:
+        """Keep one timer event at the device's earliest QP deadline.  Deadlines are cached
+        per QP in a heap (stale entries dropped lazily), so an event that touched one QP
+        re-reads only that QP's named timers; ``qp=None`` re-reads them all."""
+        if qp is None:
+            for q in self.device.qps.values():
+                self._note(q)
+        else:
+            self._note(qp)
+        heap, cache = self._theap, self._tcache
+        while heap and cache.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        d = heap[0][0] if heap else None
         if d is None:
             self._timer_at = None
         elif d != self._timer_at:
             self._timer_at = d
             self.net.at(max(d, now), self._timer, d)
+
+    def _note(self, qp: Any) -> None:
+        d = qp.deadline()
+        if self._tcache.get(qp.qpn) != d:
+            self._tcache[qp.qpn] = d
+            if d is not None:
+                heapq.heappush(self._theap, (d, qp.qpn))
 
     def _timer(self, now: int, d: int) -> None:
         if self._timer_at != d:
@@ -177,3 +216,22 @@ class Nic:
             self.net.at(now + period, tick)
 
         self.net.at(start_ns, tick)
+
+
+class _TxList(list):
+    """A QP's transmit list that tells the NIC when it stops being empty (the QP core only
+    appends: it stays unaware of the scheduler)."""
+
+    __slots__ = ("nic", "qp")
+
+    def __init__(self, nic: Nic, qp: Any, frames: list[bytes]) -> None:
+        super().__init__(frames)
+        self.nic = nic
+        self.qp = qp
+        if frames:
+            nic.queued(qp)
+
+    def append(self, frame: bytes) -> None:
+        if not self:
+            self.nic.queued(self.qp)
+        super().append(frame)

@@ -12,10 +12,41 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import macc
-from ...errors import DecodeError
 
 CLASSES = len(macc.PRIORITIES)
 MAX_QUANTA = macc.MAX_QUANTA
+
+
+def _span(header: str, field: str) -> tuple[int, int]:
+    f = macc.LAYOUTS[header].field(field)
+    return f.byte_offset, f.byte_offset + f.bits // 8
+
+
+# offsets after the opcode (roce.macc's layouts): the lean reader of the per-hop path
+_OPCODE = _span("macc", "opcode")
+_BODY = macc.LAYOUTS["macc"].size
+_ENBV = _span("macc.cbfc", "cbfc.enbv")
+_TIMES = tuple(_span("macc.cbfc", f"cbfc.pause_time.c{p}") for p in macc.PRIORITIES)
+_PAUSE_TIME = _span("macc.pause", "pause_time")
+
+
+def class_times(frame: bytes) -> dict[int, int] | None:
+    """Priority -> quanta a MAC Control frame acts on (``MacControl.class_times``), read at
+    fixed offsets; None if it is not a whole PAUSE or PFC frame."""
+    off = macc.macc_offset(frame)
+    if off < 0 or len(frame) < off + _BODY + macc.LAYOUTS["macc.cbfc"].size:
+        return None
+    u16 = int.from_bytes
+    op = u16(frame[off + _OPCODE[0]:off + _OPCODE[1]], "big")
+    body = off + _BODY
+    if op == macc.OPCODE_PFC:
+        enbv = u16(frame[body + _ENBV[0]:body + _ENBV[1]], "big")
+        return {p: u16(frame[body + a:body + b], "big")
+                for p, (a, b) in enumerate(_TIMES) if enbv >> p & 1}
+    if op == macc.OPCODE_PAUSE:
+        return dict.fromkeys(macc.PRIORITIES,
+                             u16(frame[body + _PAUSE_TIME[0]:body + _PAUSE_TIME[1]], "big"))
+    return None
 
 
 def pause_ns(quanta: int, rate_bps: int) -> int:
@@ -38,14 +69,11 @@ class PauseState:
 
     def on_frame(self, now: int, frame: bytes) -> bool:
         """Apply a MAC Control frame; False if it is not one we understand."""
-        try:
-            mc = macc.parse_macc(frame)
-        except DecodeError:
-            return False  # cut short (a faulty link): a real MAC ignores it too
-        if mc is None:
-            return False
+        times = class_times(frame)
+        if times is None:
+            return False  # another opcode, or cut short: a real MAC ignores it too
         self.frames += 1
-        for prio, quanta in mc.class_times().items():  # PAUSE: every class
+        for prio, quanta in times.items():  # PAUSE: every class
             self._set(now, prio, quanta)
         return True
 

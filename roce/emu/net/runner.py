@@ -199,7 +199,7 @@ class NetRun:
                 progress(done, total)
             if all(f.done >= f.posted and f.posted >= sc.count for f in flows):
                 break
-            if not net.run_until(lambda: bool(ready), sc.time_limit_ns):
+            if not net.run_until_any(ready, sc.time_limit_ns):
                 finished = False
                 break
         cpu = time.process_time() - cpu0

@@ -9,6 +9,7 @@ scheduling order, so a run is a pure function of the topology, the traffic and t
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -19,8 +20,8 @@ class Network:
         self.seed = seed
         self.now = 0
         self.rng = random.Random(seed)
-        self._events: list[tuple[int, int, Callable[[int, Any], None], Any]] = []
-        self._seq = 0
+        self.events: list[tuple[int, int, Callable[[int, Any], None], Any]] = []
+        self.seq = itertools.count()  # tie-breaker: scheduling order
         self.hosts: dict[str, Any] = {}  # name -> Nic
         self.switches: dict[str, Any] = {}  # name -> Switch
         self.wires: list[Any] = []
@@ -31,8 +32,7 @@ class Network:
         return random.Random(self.rng.getrandbits(64))
 
     def at(self, t: int, fn: Callable[[int, Any], None], arg: Any = None) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, (t, self._seq, fn, arg))
+        heapq.heappush(self.events, (t, next(self.seq), fn, arg))
 
     @property
     def hops(self) -> int:
@@ -42,11 +42,28 @@ class Network:
     def run_until(self, predicate: Callable[[], bool], limit_ns: int) -> bool:
         """Run events until ``predicate()`` holds; False when none is left or the next one
         lies past ``limit_ns``."""
-        ev = self._events
+        ev = self.events
         pop = heapq.heappop
         n = 0
         try:
             while not predicate():
+                if not ev or ev[0][0] > limit_ns:
+                    return False
+                t, _, fn, arg = pop(ev)
+                self.now = t
+                n += 1
+                fn(t, arg)
+            return True
+        finally:
+            self.events_run += n
+
+    def run_until_any(self, items: list, limit_ns: int) -> bool:
+        """``run_until(lambda: bool(items), limit_ns)`` without a call per event."""
+        ev = self.events
+        pop = heapq.heappop
+        n = 0
+        try:
+            while not items:
                 if not ev or ev[0][0] > limit_ns:
                     return False
                 t, _, fn, arg = pop(ev)

@@ -24,6 +24,7 @@ from .stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE
 _DST0, _DST1 = frames.DST_IP
+_TOS, _DSCP_SHIFT, _DSCP_MASK = frames.TOS, frames.DSCP_SHIFT, frames.DSCP_MASK
 
 
 @dataclass
@@ -48,6 +49,7 @@ class SwitchPort:
         self.wire: Any = None  # outgoing Wire, set when linked
         self.queues: list[deque] = [deque() for _ in range(CLASSES)]
         self.qbytes = [0] * CLASSES
+        self.queued = 0  # frames in all queues
         self.ctrl: deque[bytes] = deque()
         self.rr = 0
         self.stats = PortStats()
@@ -79,6 +81,8 @@ class SwitchPort:
     def next_tx(self, now: int) -> int | None:
         if self.ctrl:
             return now
+        if not self.queued:
+            return None
         best = None
         until = self.pause.until
         for tc in range(CLASSES):
@@ -91,6 +95,8 @@ class SwitchPort:
     # -- scheduling ----------------------------------------------------------------------
 
     def _pick(self, now: int) -> int:
+        if not self.queued:
+            return -1
         until = self.pause.until
         q = self.queues
         for tc in self.switch.strict_order:
@@ -119,6 +125,8 @@ class Switch:
         self.ports: list[SwitchPort] = []
         self.routes: dict[bytes, list[SwitchPort]] = {}
         self.classifier = classifier or DscpClassifier()
+        # the DSCP map's table read inline (the per-hop path); any other Classifier is called
+        self._table = getattr(self.classifier, "table", None)
         self.lossless = self.classifier.lossless if pfc else frozenset()
         self.strict = self.classifier.strict
         self.strict_order = sorted(self.strict, reverse=True)
@@ -175,7 +183,8 @@ class Switch:
             self.no_route += 1
             return
         out = out_ports[0] if len(out_ports) == 1 else self.forwarder.pick(frame, out_ports)
-        tc = self.classifier.classify(frame)
+        tc = (self._table[(frame[_TOS] >> _DSCP_SHIFT) & _DSCP_MASK] if self._table is not None
+              else self.classifier.classify(frame))
         n = len(frame)
         buf = self.buffer
         if tc in self.lossless:
@@ -195,6 +204,7 @@ class Switch:
                 out.stats.drops += 1
                 return
         out.queues[tc].append((frame, acct, pool, port))
+        out.queued += 1
         q = out.qbytes[tc] + n
         out.qbytes[tc] = q
         if q > out.stats.max_queue_bytes:
@@ -203,6 +213,7 @@ class Switch:
 
     def dequeue(self, now: int, port: SwitchPort, tc: int) -> bytes:
         frame, acct, pool, inport = port.queues[tc].popleft()
+        port.queued -= 1
         n = len(frame)
         port.qbytes[tc] -= n
         buf = self.buffer
