@@ -15,7 +15,8 @@ MAC = bytes.fromhex("020000000001")
 
 
 def test_pause_time_is_512_bit_times_per_quantum():
-    assert pause_ns(macc.MAX_QUANTA, RATE) == 335_540  # 65535 * 512 bits at 100 Gb/s = 335539.2 ns, rounded up
+    # 65535 x 512 bits at 100 Gb/s = 335539.2 ns, rounded up
+    assert pause_ns(macc.MAX_QUANTA, RATE) == 335_540
     assert pause_ns(1, 25_000_000_000) == 21  # 20.48 ns
     assert pause_ns(0, RATE) == 0
 

@@ -8,7 +8,6 @@ build); anything else is counted and dropped by the switch.
 
 from __future__ import annotations
 
-from ... import fast
 from ...headers import LAYOUTS, SIZE_OF
 from ...locate import ETHERTYPE_IPV4
 from .. import wire

@@ -72,7 +72,8 @@ class Nic:
         dev = self.device
         dev.last_qp = None
         dev.receive(now, frame)
-        self.wire.kick(now)
+        if self._busy:
+            self.wire.kick(now)  # an ACK or response to send
         if dev.last_qp is not None:
             self._rearm(now, dev.last_qp)
 
@@ -91,7 +92,7 @@ class Nic:
             for _ in range(len(ring)):
                 qp = ring[0]
                 ring.rotate(-1)  # round robin among the QPs of a priority
-                if self.pacers[qp.qpn].next_allowed() > now:
+                if qp.tx.pacer.next_allowed() > now:
                     continue
                 return self._take(now, qp, ring, prio)
         return None
@@ -110,7 +111,7 @@ class Nic:
         tx = qp.tx
         frame = tx.pop(0)
         self.tx_frames += 1
-        self.pacers[qp.qpn].sent(now, len(frame))
+        tx.pacer.sent(now, len(frame))
         if not tx:
             ring.remove(qp)  # it rejoins on its next frame
             if not ring:
@@ -126,7 +127,7 @@ class Nic:
         until = self.pause.until
         for prio in self._busy:
             for qp in self._rings[prio]:
-                t = max(now, until[prio], self.pacers[qp.qpn].next_allowed())
+                t = max(now, until[prio], qp.tx.pacer.next_allowed())
                 if best is None or t < best:
                     best = t
         return best
@@ -222,12 +223,13 @@ class _TxList(list):
     """A QP's transmit list that tells the NIC when it stops being empty (the QP core only
     appends: it stays unaware of the scheduler)."""
 
-    __slots__ = ("nic", "qp")
+    __slots__ = ("nic", "qp", "pacer")
 
     def __init__(self, nic: Nic, qp: Any, frames: list[bytes]) -> None:
         super().__init__(frames)
         self.nic = nic
         self.qp = qp
+        self.pacer = nic.pacers[qp.qpn]
         if frames:
             nic.queued(qp)
 

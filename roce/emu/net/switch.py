@@ -209,7 +209,8 @@ class Switch:
         out.qbytes[tc] = q
         if q > out.stats.max_queue_bytes:
             out.stats.max_queue_bytes = q
-        out.wire.kick(now)
+        if not out.wire.busy:
+            out.wire.kick(now)
 
     def dequeue(self, now: int, port: SwitchPort, tc: int) -> bytes:
         frame, acct, pool, inport = port.queues[tc].popleft()
