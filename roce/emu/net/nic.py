@@ -24,7 +24,7 @@ from .pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
 from .stages import Classifier, RatePacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
-TX_LIMIT = 2  # frames a QP builds ahead of the scheduler
+TX_LIMIT = 8  # frames a QP builds ahead of the scheduler
 
 
 class Nic:
