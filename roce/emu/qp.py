@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..headers import ECN_CE
 from ..opcodes import Transport
 from .constants import (
     ACK_TIMEOUT_UNIT_NS,
@@ -25,7 +26,7 @@ from .constants import (
     mtu_bytes,
 )
 from .states import CAN_POST_RECV, CAN_POST_SEND, CAN_RECEIVE, QPStateError, check_transition
-from .wire import ECN_CE, FrameBuilder, Incoming, Path
+from .wire import FrameBuilder, Incoming, Path
 from .work import WC, RecvWQE, RecvWR, SendWR
 
 S = QPState

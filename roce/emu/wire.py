@@ -107,7 +107,6 @@ def _ipv6_ecn() -> tuple[int, int, int]:
     return last // 8, 7 - last % 8, 3
 
 
-ECN_NOT_ECT, ECN_ECT1, ECN_ECT0, ECN_CE = 0, 1, 2, 3  # RFC 3168 codepoints
 _ECN = {L3_IPV4: small_field("ip", "dsfield.ecn"), L3_IPV6: _ipv6_ecn()}
 
 # Source addresses, read straight from the frame: (byte offset in the header, bytes).

@@ -8,7 +8,7 @@ build); anything else is counted and dropped by the switch.
 
 from __future__ import annotations
 
-from ...headers import LAYOUTS, SIZE_OF
+from ...headers import ECN_CE, ECN_NOT_ECT, LAYOUTS, SIZE_OF
 from ...locate import ETHERTYPE_IPV4
 from .. import wire
 
@@ -39,8 +39,8 @@ UDP_DPORT = tuple(L2 + IP_HDR + x for x in _span("udp", "dstport"))
 # the 5-tuple ECMP hashes: addresses, protocol, ports (contiguous but for proto)
 KEY_END = UDP_DPORT[1]
 
-CE = wire.ECN_CE
-NOT_ECT = wire.ECN_NOT_ECT
+CE = ECN_CE
+NOT_ECT = ECN_NOT_ECT
 
 
 def is_ipv4(frame: bytes) -> bool:

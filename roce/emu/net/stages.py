@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from ...headers import ECN_ECT0
 from . import frames
 
 CLASSES = 8
 # NVIDIA's RoCE defaults (package docstring): data DSCP 26 on priority 3, CNP DSCP 48 on 6
 DSCP_ROCE, DSCP_CNP = 26, 48
 PRIO_ROCE, PRIO_CNP, PRIO_LOSSY = 3, 6, 0
-ECT0 = 2  # RFC 3168: ECN-capable transport (0)
-ROCE_TRAFFIC_CLASS = DSCP_ROCE << 2 | ECT0  # what emulated hosts put in their IP headers
+ROCE_TRAFFIC_CLASS = DSCP_ROCE << 2 | ECN_ECT0  # what emulated hosts put in their IP headers
 
 
 class Classifier(Protocol):
