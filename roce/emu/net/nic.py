@@ -63,8 +63,9 @@ class Nic:
 
     def receive(self, now: int, frame: bytes) -> None:
         self.rx_frames += 1
-        for w in self.net.recorders:
-            w.write(frame, ts_ns=now)
+        if self.net.recorders:
+            for w in self.net.recorders:
+                w.write(frame, ts_ns=now)
         if frame[frames.ETYPE[0]:frames.ETYPE[1]] == _MACC:
             self.pause.on_frame(now, frame)
             self.wire.kick(now)
@@ -74,8 +75,9 @@ class Nic:
         dev.receive(now, frame)
         if self._busy:
             self.wire.kick(now)  # an ACK or response to send
-        if dev.last_qp is not None:
-            self._rearm(now, dev.last_qp)
+        qp = dev.last_qp
+        if qp is not None and self._tcache.get(qp.qpn) != qp.deadline():
+            self._rearm(now, qp)  # its named timers changed
 
     def pull(self, now: int) -> bytes | None:
         if self.ctrl:
@@ -92,7 +94,8 @@ class Nic:
             for _ in range(len(ring)):
                 qp = ring[0]
                 ring.rotate(-1)  # round robin among the QPs of a priority
-                if qp.tx.pacer.next_allowed() > now:
+                pacer = qp.tx.pacer
+                if pacer.rate_bps < self.wire.rate_bps and pacer.next_allowed() > now:
                     continue
                 return self._take(now, qp, ring, prio)
         return None
@@ -111,13 +114,17 @@ class Nic:
         tx = qp.tx
         frame = tx.pop(0)
         self.tx_frames += 1
-        tx.pacer.sent(now, len(frame))
+        tx.sent_bytes += len(frame)
+        pacer = tx.pacer
+        if pacer.rate_bps < self.wire.rate_bps:
+            pacer.sent(now, len(frame))  # below line rate: the pacer spaces the frames
         if not tx:
             ring.remove(qp)  # it rejoins on its next frame
             if not ring:
                 self._busy.remove(prio)
             qp.requester.pump(now)  # build the next frames now that the link took these
-            self._rearm(now, qp)
+            if self._tcache.get(qp.qpn) != qp.deadline():
+                self._rearm(now, qp)
         return frame
 
     def next_tx(self, now: int) -> int | None:
@@ -223,13 +230,14 @@ class _TxList(list):
     """A QP's transmit list that tells the NIC when it stops being empty (the QP core only
     appends: it stays unaware of the scheduler)."""
 
-    __slots__ = ("nic", "qp", "pacer")
+    __slots__ = ("nic", "qp", "pacer", "sent_bytes")
 
     def __init__(self, nic: Nic, qp: Any, frames: list[bytes]) -> None:
         super().__init__(frames)
         self.nic = nic
         self.qp = qp
         self.pacer = nic.pacers[qp.qpn]
+        self.sent_bytes = 0  # what the scheduler took from this QP
         if frames:
             nic.queued(qp)
 

@@ -64,7 +64,7 @@ class Trace:
         for f, (src, dst) in self.flows:
             qp = f.qa.core
             nic = net.hosts[src]
-            sent = nic.pacers[qp.qpn].bytes_sent if qp.qpn in nic.pacers else 0
+            sent = getattr(qp.tx, "sent_bytes", 0)
             rate = (sent - self._last.get(id(f), 0)) * 8 / self.interval  # bits/ns = Gb/s
             self._last[id(f)] = sent
             acked = psn_diff(qp.requester.una, self.first_psn[id(f)])
