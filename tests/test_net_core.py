@@ -198,3 +198,22 @@ dst = "h3"
 def test_usage_errors(argv, code, message, capsys):
     assert main(["emulate", "--no-progress", "--count", "1", "--size", "4K", *argv]) == code
     assert message in capsys.readouterr().err
+
+
+def test_dumbbell_pairs_share_one_bottleneck():
+    r, s = run(topology="dumbbell:3", size=1 << 20, count=1, pfc=False, buffer=64 << 20)
+    assert s.data_verified
+    assert [(f["src"], f["dst"]) for f in s.flows] == [("a1", "b1"), ("a2", "b2"), ("a3", "b3")]
+    bottleneck = s.fabric["ports"]["L:3"]
+    assert bottleneck["peer"] == "R:3" and bottleneck["max_queue_bytes"] > 1 << 20
+    # three line-rate senders through one line-rate link: it takes 3x one transfer
+    one = (1 << 20) * 8 / RATE
+    assert 3 * one < s.virtual_ns < 3 * one * 1.1
+    assert s.goodput_gbps <= RATE
+
+
+def test_all_to_all_traffic():
+    r, s = run(topology="leafspine:2,1,2", traffic="all-to-all", size=64 << 10, count=1)
+    assert s.data_verified and len(s.flows) == 12
+    assert {(f["src"], f["dst"]) for f in s.flows} == {
+        (a, b) for a in r.net.hosts for b in r.net.hosts if a != b}

@@ -81,3 +81,20 @@ def test_shared_buffer_threshold_reserve_headroom():
     while b.admit(lossless, 1000, True) == 2:
         used += 1000
     assert used == hr // 1000 * 1000 and b.lossless_drops == 1
+
+
+def test_a_qps_deadline_is_the_earliest_of_its_named_timers():
+    from emu_helpers import pair, send
+
+    p = pair(timeout=8)
+    core = p.qa.core
+    assert core.timers() == {} and core.deadline() is None
+    send(p, 1, 0, 100)  # no receive posted at b: an RNR NAK will come back
+    t = core.timers()
+    assert set(t) == {"ack_timeout"} and core.deadline() == t["ack_timeout"]
+    p.fab.run_until(lambda: p.qa.core.requester.rnr_until is not None, 10_000_000)
+    assert set(core.timers()) == {"rnr"}  # the ACK timer waits while the RNR timer runs
+    core.extra_timers["cc_rate_increase"] = 5
+    assert core.timers()["cc_rate_increase"] == 5 and core.deadline() == 5
+    core.extra_timers.clear()
+    assert core.deadline() == core.timers()["rnr"]
