@@ -16,12 +16,12 @@ from typing import NamedTuple
 
 from .errors import DecodeError, NotRoCE
 from .headers import LAYOUTS, SIZE_OF
-from .macc import ETHERTYPE_MACC
 from .opcodes import OPCODES
 
 ROCE_PORT = 4791
 ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1 = 0x0800, 0x86DD, 0x8915
 ETHERTYPE_VLAN = (0x8100, 0x88A8, 0x9100)
+ETHERTYPE_MACC = 0x8808  # MAC Control: 802.3x PAUSE, 802.1Qbb PFC (roce.macc)
 IPPROTO_UDP = 17
 GRH_NEXT_BTH = 0x1B  # IBA: GRH NxtHdr for an IBA transport header
 MAX_VLAN_TAGS = 2

@@ -6,8 +6,8 @@ This module owns the MAC Control layouts (as Construct definitions, in the manne
 ``macc.cbfc.pause_time.c0``..``c7``), and the frame codec the simulated switches and NICs
 use: ``build_pfc``, ``build_pause``, ``parse_macc`` and ``quanta_to_ns``.
 
-Protocol facts (IEEE 802.3 Annex 31B, IEEE 802.1Qbb clause 36; Wireshark
-``packet-maccontrol.c``):
+Protocol facts (docs/protocol.md "MAC Control: PAUSE and PFC": IEEE 802.3 Annex 31B,
+IEEE 802.1Qbb clause 36; Wireshark ``packet-maccontrol.c``):
 
 * destination MAC 01:80:C2:00:00:01, EtherType 0x8808, then a 16-bit opcode;
 * opcode 0x0001 PAUSE: one 16-bit ``pause_time`` that pauses the whole link;
@@ -23,16 +23,18 @@ Protocol facts (IEEE 802.3 Annex 31B, IEEE 802.1Qbb clause 36; Wireshark
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from construct import BitStruct, Flag
 
 from .errors import DecodeError, UsageError
-from .headers import DECODERS, ENCODERS, SIZE_OF, Layout, U, derive
+from .headers import ENCODERS, SIZE_OF, Layout, U, compile_codec, derive
+from .headers import LAYOUTS as HEADER_LAYOUTS
+from .locate import ETHERTYPE_MACC, ETHERTYPE_VLAN, MAX_VLAN_TAGS
 
 PFC_DST_MAC: bytes = bytes.fromhex("0180c2000001")
-ETHERTYPE_MACC = 0x8808
 OPCODE_PAUSE = 0x0001
 OPCODE_PFC = 0x0101
 PRIORITIES = range(8)  # 802.1Q priorities = PFC classes
@@ -41,8 +43,6 @@ MAX_QUANTA = 0xFFFF
 MIN_FRAME = 60  # Ethernet minimum without the FCS
 PROTOCOL = "macc"  # Wireshark's protocol (field-name prefix)
 TITLE = "MAC Control"
-# 802.1Q / 802.1ad tags a MAC Control frame may (unusually) sit behind
-_VLAN_TYPES = (0x8100, 0x88A8, 0x9100)
 
 # -- layouts -----------------------------------------------------------------------------------
 # Field names are Wireshark's without the "macc." prefix; the docstrings are its display
@@ -69,13 +69,30 @@ HEADERS = {"macc": MACC, "macc.pause": PAUSE, "macc.cbfc": CBFC, "macc.cbfc.enbv
 BODY = {OPCODE_PAUSE: "macc.pause", OPCODE_PFC: "macc.cbfc"}
 OPCODE_NAMES = {OPCODE_PAUSE: "Pause", OPCODE_PFC: "Class Based Flow Control [CBFC] Pause"}
 
-_DERIVED = {name: derive(name, con) for name, con in HEADERS.items()}
-LAYOUTS: dict[str, Layout] = {name: d[0] for name, d in _DERIVED.items()}
-_DEC = {name: d[1] for name, d in _DERIVED.items()}
-_ENC = {name: d[2] for name, d in _DERIVED.items()}
-_ETH = SIZE_OF["eth"]
+LAYOUTS: dict[str, Layout] = {name: derive(name, con) for name, con in HEADERS.items()}
+
+
+class _Codecs(dict):  # type: ignore[type-arg]
+    """Header name -> generated decoder (or encoder), compiled on first use: every roce
+    command imports this module, few meet a MAC Control frame."""
+
+    def __init__(self, which: int) -> None:
+        super().__init__()
+        self.which = which
+
+    def __missing__(self, name: str) -> Callable[..., Any]:
+        pair = compile_codec(LAYOUTS[name])
+        _DEC[name], _ENC[name] = pair
+        return pair[self.which]
+
+
+_DEC: dict[str, Callable[[bytes, int], dict]] = _Codecs(0)
+_ENC: dict[str, Callable[[dict], bytes]] = _Codecs(1)
+ETH_LAYOUT = HEADER_LAYOUTS["eth"]
+_ETH = ETH_LAYOUT.size
+_VLAN = SIZE_OF["vlan"]
+_ETH_TYPE = ETH_LAYOUT.field("type").byte_offset  # a VLAN tag's type sits _VLAN further
 _OPC = LAYOUTS["macc"].size
-_CBFC_TIMES = tuple(f"cbfc.pause_time.c{p}" for p in PRIORITIES)
 
 
 def flat_name(header: str, field: str) -> str:
@@ -84,6 +101,16 @@ def flat_name(header: str, field: str) -> str:
     return f"{header}.{field}" if header == "macc.cbfc.enbv" else f"{PROTOCOL}.{field}"
 
 
+_KEYS = {h: tuple(flat_name(h, f.name) for f in lay.fields) for h, lay in LAYOUTS.items()}
+# The flat names the codec and the decoder use, from the layouts.
+OPCODE_KEY = _KEYS["macc"][0]  # macc.opcode
+PAUSE_TIME_KEY = _KEYS["macc.pause"][0]  # macc.pause_time
+ENBV_KEY = _KEYS["macc.cbfc"][0]  # macc.cbfc.enbv
+CLASS_TIME_KEYS = _KEYS["macc.cbfc"][1:]  # macc.cbfc.pause_time.c0 .. c7
+CLASS_BIT_KEYS = tuple(reversed(_KEYS["macc.cbfc.enbv"][1:]))  # macc.cbfc.enbv.c0 .. c7
+_ENBV = LAYOUTS["macc.cbfc"].fields[0]
+_TIMES = tuple(f.name for f in LAYOUTS["macc.cbfc"].fields[1:])
+_ETH_SRC, _ETH_DST = (ETH_LAYOUT.field(n) for n in ("src", "dst"))
 # Every flat field name, in layout order (the decoder, filters and -G fields read this).
 FIELD_NAMES: tuple[str, ...] = tuple(
     flat_name(h, f.name) for h, lay in LAYOUTS.items() for f in lay.fields
@@ -162,13 +189,13 @@ def build_pfc(src_mac: bytes, times: Mapping[int, int]) -> bytes:
     the others are disabled with time 0.
     """
     enbv = 0
-    values: dict[str, int] = dict.fromkeys(_CBFC_TIMES, 0)
+    values: dict[str, int] = dict.fromkeys(_TIMES, 0)
     for prio, quanta in times.items():
         if prio not in PRIORITIES:
             raise UsageError(f"PFC priority {prio!r} is not 0..7")
-        values[_CBFC_TIMES[prio]] = _quanta(quanta, f"priority {prio}")
+        values[_TIMES[prio]] = _quanta(quanta, f"priority {prio}")
         enbv |= 1 << prio
-    values["cbfc.enbv"] = enbv
+    values[_ENBV.name] = enbv
     return _frame(src_mac, OPCODE_PFC, _ENC["macc.cbfc"](values))
 
 
@@ -183,21 +210,22 @@ def build_pause(src_mac: bytes, quanta: int) -> bytes:
 
 def macc_offset(frame: bytes) -> int:
     """Offset of the opcode in an Ethernet frame whose (last) EtherType is MAC Control,
-    after up to two VLAN tags; -1 for any other frame."""
-    off = _ETH - 2
-    for _ in range(3):
+    after up to two VLAN tags (as ``roce.locate.walk`` reads them); -1 for any other
+    frame."""
+    off = _ETH_TYPE
+    for _ in range(MAX_VLAN_TAGS + 1):
         if len(frame) < off + 2:
             return -1
         etype = (frame[off] << 8) | frame[off + 1]
         if etype == ETHERTYPE_MACC:
             return off + 2
-        if etype not in _VLAN_TYPES:
+        if etype not in ETHERTYPE_VLAN:
             return -1
-        off += SIZE_OF["vlan"]
+        off += _VLAN
     return -1
 
 
-def decode_fields(frame: bytes, off: int) -> dict[str, object]:
+def decode_fields(frame: bytes, off: int) -> dict[str, Any]:
     """The flat ``macc.*`` fields of the MAC Control header at ``off``; raises DecodeError
     (naming the header and the offset where bytes run out) when the frame is cut short."""
     out, error = decode_partial(frame, off)
@@ -206,16 +234,16 @@ def decode_fields(frame: bytes, off: int) -> dict[str, object]:
     return out
 
 
-def decode_partial(frame: bytes, off: int) -> tuple[dict[str, object], DecodeError | None]:
+def decode_partial(frame: bytes, off: int) -> tuple[dict[str, Any], DecodeError | None]:
     """The flat fields as far as the frame holds them, and the DecodeError saying where it
     was cut short (None for a whole header)."""
     n = len(frame)
-    out: dict[str, object] = {PROTOCOL: True}
+    out: dict[str, Any] = {PROTOCOL: True}
     if n < off + _OPC:
         return out, DecodeError(f"MAC Control opcode cut short at byte {off}: "
                                 f"{max(n - off, 0)} of {_OPC} bytes", "macc", off)
-    out.update((flat_name("macc", k), v) for k, v in _DEC["macc"](frame, off).items())
-    opcode: int = out["macc.opcode"]  # type: ignore[assignment]
+    out.update(zip(_KEYS["macc"], _DEC["macc"](frame, off).values()))
+    opcode: int = out[OPCODE_KEY]
     body = BODY.get(opcode)
     if body is None:
         return out, None
@@ -224,12 +252,13 @@ def decode_partial(frame: bytes, off: int) -> tuple[dict[str, object], DecodeErr
     if n < pos + size:
         return out, DecodeError(f"{OPCODE_NAMES[opcode]} body cut short at byte {pos}: "
                                 f"{n - pos} of {size} bytes", body, pos)
-    values = _DEC[body](frame, pos)
-    out.update((flat_name(body, k), v) for k, v in values.items())
+    out.update(zip(_KEYS[body], _DEC[body](frame, pos).values()))
     if body == "macc.cbfc":
-        bits = _DEC["macc.cbfc.enbv"](values["cbfc.enbv"].to_bytes(2, "big"), 0)
-        out.update((flat_name("macc.cbfc.enbv", k), v) for k, v in bits.items()
-                   if k != "reserved")
+        # the vector's bits, from the vector's bytes (the reserved high byte is no field)
+        at = pos + _ENBV.byte_offset
+        bits = _DEC["macc.cbfc.enbv"](frame[at:at + _ENBV.bits // 8], 0)
+        del bits["reserved"]
+        out.update(zip(_KEYS["macc.cbfc.enbv"][1:], bits.values()))
     return out, None
 
 
@@ -239,17 +268,16 @@ def parse_macc(frame: bytes) -> MacControl | None:
     off = macc_offset(frame)
     if off < 0:
         return None
-    f = decode_fields(frame, off)
-    eth = DECODERS["eth"](frame, 0)
-    src, dst = bytes.fromhex(eth["src"].replace(":", "")), bytes.fromhex(
-        eth["dst"].replace(":", ""))
-    opcode = f["macc.opcode"]
+    f: dict[str, Any] = decode_fields(frame, off)
+    src = frame[_ETH_SRC.byte_offset:_ETH_SRC.byte_offset + _ETH_SRC.bits // 8]
+    dst = frame[_ETH_DST.byte_offset:_ETH_DST.byte_offset + _ETH_DST.bits // 8]
+    opcode = f[OPCODE_KEY]
     if opcode == OPCODE_PFC:
-        times = tuple(f[f"macc.{k}"] for k in _CBFC_TIMES)
-        return MacControl(opcode, f["macc.cbfc.enbv"], times, src, dst)  # type: ignore
+        times = tuple(f[k] for k in CLASS_TIME_KEYS)
+        return MacControl(opcode, f[ENBV_KEY], times, src, dst)
     if opcode == OPCODE_PAUSE:
-        return MacControl(opcode, 0, (f["macc.pause_time"], *(0,) * 7), src, dst)  # type: ignore
-    return MacControl(opcode, 0, (0,) * 8, src, dst)  # type: ignore[arg-type]
+        return MacControl(opcode, 0, (f[PAUSE_TIME_KEY], *(0,) * 7), src, dst)
+    return MacControl(opcode, 0, (0,) * 8, src, dst)
 
 
 def quanta_to_ns(quanta: int, rate_bps: float) -> float:
@@ -263,4 +291,5 @@ def quanta_to_ns(quanta: int, rate_bps: float) -> float:
 __all__ = ["BODY", "ETHERTYPE_MACC", "FIELD_NAMES", "LAYOUTS", "MacControl", "OPCODE_NAMES",
            "OPCODE_PAUSE", "OPCODE_PFC", "PFC_DST_MAC", "PRIORITIES", "build_pause",
            "build_pfc", "decode_fields", "decode_partial", "macc_offset", "parse_macc",
-           "quanta_to_ns"]
+           "quanta_to_ns", "OPCODE_KEY", "PAUSE_TIME_KEY", "ENBV_KEY", "CLASS_TIME_KEYS",
+           "CLASS_BIT_KEYS"]

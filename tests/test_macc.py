@@ -400,3 +400,56 @@ def test_tshark_agrees(tmp_path, capsys):
     # and every PFC row says what the frame was built with
     assert [tshark_value("macc.cbfc.pause_time.c3", r[ALL_MACC.index("macc.cbfc.pause_time.c3")])
             for r in their_rows[:4]] == [0, 3 * 9973 + 1, 3 * 9973 + 1, 3 * 9973 + 1]
+
+
+def test_tap_among_other_frames(tmp_path):
+    """Frames that are not RoCE but not MAC Control either (ARP), a runt that starts with the
+    MAC Control address: the PFC frames around them are all found, numbered right."""
+    arp = bytes.fromhex("ffffffffffff") + SRC + b"\x08\x06" + bytes(28)
+    runt = macc.PFC_DST_MAC + b"\x00\x01"
+    frames = [arp, runt, macc.build_pfc(SRC, {2: 10}), arp, macc.build_pfc(SRC, {2: 0}),
+              roce.craft("RC_SEND_ONLY", b"", dqpn=1, psn=1).to_bytes(), arp,
+              macc.build_pause(SRC2, 3)]
+    cap = write_pcap(tmp_path / "o.pcap", [(f, T0 + 10 * i) for i, f in enumerate(frames)])
+    acc = pauses.PauseAccount(100e9, 1)  # every stretch is a storm: events name frames
+    with open_capture(cap) as reader:
+        an = flows.make_analyzer()
+        an.feed_capture(pauses.Tap(reader, an, acc))
+    rep = acc.finish()
+    assert rep.frames == 3
+    rows = {(r["from"], r["priority"]): r for r in rep.rows}
+    assert rows[(A1, 2)]["paused_ns"] == 20 and rows[(A1, 2)]["xons"] == 1  # XON at +20 ns
+    assert rows[(A2, "all")]["paused_ns"] == 3 * 5.12
+    assert [e.frame for e in rep.events] == [3, 8]
+
+
+@given(prio_times, st.booleans())
+def test_decoder_fields_match_codec(times, tagged):
+    """The decoder's flat fields say what build_pfc was given, also behind a VLAN tag."""
+    frame = macc.build_pfc(SRC, times)
+    if tagged:
+        frame = frame[:12] + bytes.fromhex("8100 6007") + frame[12:]
+    (rec,) = decode.decode_frames([(frame, T0, len(frame), len(frame), 1)])
+    f = rec.fields
+    assert rec.kind == "other" and rec.layers[-1] == "macc" and "malformed" not in f
+    assert f["macc.opcode"] == macc.OPCODE_PFC
+    assert f["macc.cbfc.enbv"] == sum(1 << p for p in times)
+    for p in range(8):
+        assert f[f"macc.cbfc.enbv.c{p}"] is (p in times)
+        assert f[f"macc.cbfc.pause_time.c{p}"] == times.get(p, 0)
+    assert "macc.pause_time" not in f
+
+
+def test_stats_from_stdin_and_gzip(tmp_path):
+    """The streamed (stdin) and decompressed reads find the same pauses as the mapped one."""
+    import gzip
+    import sys
+
+    cap = pause_capture(tmp_path / "p.pcap")
+    gz = tmp_path / "p.pcap.gz"
+    gz.write_bytes(gzip.compress(cap.read_bytes()))
+    for args, stdin in ((["-"], cap.read_bytes()), ([str(gz)], None)):
+        done = subprocess.run([sys.executable, "-m", "roce.cli", "stats", "-T", "json", *args],
+                              input=stdin, capture_output=True, timeout=60, check=True)
+        rows = rows_by_class(json.loads(done.stdout))
+        assert rows[(A1, 3)]["paused_ns"] == 8120 and rows[(A2, 5)]["pauses"] == 1

@@ -22,12 +22,11 @@ from roce.errors import DecodeError
 PROTOCOL = macc.PROTOCOL
 FIELD_NAMES = macc.FIELD_NAMES
 _LAY = macc.LAYOUTS
-OPCODE = macc.flat_name("macc", _LAY["macc"].fields[0].name)  # macc.opcode
-PAUSE_TIME = macc.flat_name("macc.pause", _LAY["macc.pause"].fields[0].name)  # macc.pause_time
-ENBV = macc.flat_name("macc.cbfc", _LAY["macc.cbfc"].fields[0].name)  # macc.cbfc.enbv
-CLASS_TIMES = tuple(macc.flat_name("macc.cbfc", f.name) for f in _LAY["macc.cbfc"].fields[1:])
-CLASS_BITS = {int(f.name[1:]): macc.flat_name("macc.cbfc.enbv", f.name)
-              for f in _LAY["macc.cbfc.enbv"].fields if f.name != "reserved"}
+OPCODE = macc.OPCODE_KEY
+PAUSE_TIME = macc.PAUSE_TIME_KEY
+ENBV = macc.ENBV_KEY
+CLASS_TIMES = macc.CLASS_TIME_KEYS
+CLASS_BITS = dict(enumerate(macc.CLASS_BIT_KEYS))
 PAUSE_TIMES_TITLE = "CBFC Class Pause Times"  # Wireshark's subtree title
 
 

@@ -11,7 +11,8 @@ time *q* > 0 (re)starts the class's timer at *q* quanta of 512 bit times at the 
 (``--link-rate``), replacing the running one; time 0 (XON) ends it at once.  A *stretch*
 is a span during which the class stays paused without a break, however many refreshes
 kept it so; its length counts when the timer runs out or an XON comes.  The arithmetic is
-exact (fractions of a nanosecond), and converted to float only for output.
+exact: times are integers in units of 1/N ns for a link rate of N/D b/s (one quantum is then
+512e9 * D units), converted to float nanoseconds only for output.
 
 A stretch longer than ``--pause-storm`` is a pause storm, an expert warning.  The default,
 100 ms, is the "auto" timeout of the Linux mlx5e driver's PFC stall prevention (ethtool
@@ -19,25 +20,25 @@ tunable ``pfc-prevention-tout``; range 80..8000 ms, commit "net/mlx5e: PFC stall
 prevention support"): a NIC kept from sending that long is declared stalled.
 
 The compiled flow engine counts MAC Control frames as "not RoCE" and moves on, so
-``Tap`` looks at them beside it: for each block of records the engine consumed, if its
-"not RoCE" counter moved and the block holds the MAC Control multicast address
-01:80:C2:00:00:01, the block's records are split and the frames sent to that address are
-decoded here.  A capture of RoCE alone costs two counter reads per 8 MiB block.  Only
-Ethernet link types are looked at; a PAUSE sent to a unicast address (which 802.3 allows,
-and Wireshark flags) is counted as "not RoCE" only.
+``Tap`` looks at them beside it: only for a block of records in which the engine's "not
+RoCE" counter moved, the record headers are walked and the frames sent to the MAC Control
+multicast address 01:80:C2:00:00:01 are decoded (the walk stops once it has seen as many
+as the counter moved).  A capture of RoCE alone costs two counter reads per 8 MiB block.
+Only Ethernet link types are looked at; a PAUSE sent to a unicast address (which 802.3
+allows, and Wireshark flags) is counted as "not RoCE" only.
 """
 
 from __future__ import annotations
 
-from array import array
+import struct
 from collections.abc import Callable, Iterator
-from fractions import Fraction
 from typing import Any
 
-from .. import fast, macc
+from .. import macc
 from ..errors import DecodeError
+from ..headers import SIZE_OF
 from ..locate import LINKTYPE_ETHERNET
-from ..pcapio import MAX_RECORD, Batch, pcap_split_reference
+from ..pcapio import Batch
 from . import flows as fl
 
 NS = 1_000_000_000
@@ -45,13 +46,15 @@ DEFAULT_LINK_RATE = "100G"
 DEFAULT_STORM = "100ms"  # mlx5e PFC stall prevention "auto" timeout (see above)
 LINK = "all"  # the priority column of an 802.3x PAUSE
 KIND = "pause_storm"  # the expert event kind (flows.EVENT_KINDS)
-_SPLIT = fast._ext.pcap_split if fast._ext is not None else pcap_split_reference
-_SPLIT_MAX = 1 << 16  # records per split call
+_RECORD = 16  # a classic pcap record header: seconds, fraction, captured and wire lengths
+_LENGTH = {True: struct.Struct(">8xI"), False: struct.Struct("<8xI")}  # its captured length
+_STAMP = {True: struct.Struct(">II"), False: struct.Struct("<II")}  # seconds, fraction
+_DA = len(macc.PFC_DST_MAC)
+_ETH = SIZE_OF["eth"]
 
 
-def duration(ns: Fraction | float) -> str:
+def duration(ns: float) -> str:
     """``8.120 us`` below a millisecond, ``3.036 ms`` from there on."""
-    ns = float(ns)
     return f"{ns / 1e3:.3f} us" if ns < 1e6 else f"{ns / 1e6:.3f} ms"
 
 
@@ -63,10 +66,9 @@ class _Class:
 
     def __init__(self) -> None:
         self.pauses = self.xons = self.stretches = self.storms = 0
-        self.paused: Fraction = Fraction(0)
-        self.longest: Fraction = Fraction(0)
-        self.start: int = 0  # the running stretch: start (ns), end of its timer, 1st frame
-        self.until: Fraction | None = None
+        self.paused = self.longest = 0  # in the account's units (1/N ns)
+        self.start = 0  # the running stretch: start and end of its timer (units), 1st frame
+        self.until: int | None = None
         self.first = 0
         self.frames = 0  # frames that kept the running stretch going
 
@@ -78,11 +80,12 @@ class PauseAccount:
                  max_events: int = fl.MAX_EVENTS_PER_KIND) -> None:
         if link_rate_bps <= 0:
             raise ValueError(f"link rate {link_rate_bps!r} b/s must be positive")
-        self.rate = Fraction(link_rate_bps)
+        self.link_rate_bps = float(link_rate_bps)
+        # rate = num / den b/s exactly; a time unit is 1/num ns, a quantum 512e9 * den units
+        self.num, den = self.link_rate_bps.as_integer_ratio()
+        self.quantum = macc.QUANTUM_BITS * NS * den
         self.storm_ns = storm_ns
         self.max_events = max_events
-        # ns per quantum, exact: 512 bits at the link rate
-        self.quantum = Fraction(macc.QUANTUM_BITS * NS) / self.rate
         self.classes: dict[tuple[str, int | str], _Class] = {}
         self.frames = self.malformed = 0
         self.events: list[fl.Event] = []
@@ -109,20 +112,26 @@ class PauseAccount:
             self._apply(src, prio, quanta, number, ts_ns)
 
     def scan_records(self, buf: Any, pos: int, end: int, big_endian: bool, frac_mul: int,
-                     linktype: int | None, base: int) -> None:
-        """The pcap records in ``buf[pos:end]``, numbered from ``base + 1``: only read when
-        the block holds the MAC Control address at all."""
-        if linktype != LINKTYPE_ETHERNET or buf.find(macc.PFC_DST_MAC, pos, end) < 0:
+                     linktype: int | None, base: int, others: int) -> None:
+        """The pcap records in ``buf[pos:end]``, numbered from ``base + 1``, among which the
+        engine found ``others`` frames that are not RoCE: the frames sent to the MAC
+        Control address are decoded.  A walk over the record headers comparing 6 bytes a
+        frame costs less than searching the block for the address (measured)."""
+        if linktype != LINKTYPE_ETHERNET:
             return
-        while pos < end:
-            ts, cap, orig = (array("q", bytes(8 * _SPLIT_MAX)) for _ in range(3))
-            out: list[bytes] = []
-            count, pos, status = _SPLIT(buf, pos, big_endian, frac_mul, _SPLIT_MAX, out, ts,
-                                        cap, orig, MAX_RECORD, end)
-            self._frames(out, ts, linktype, base)
-            base += count
-            if status or not count:
-                return
+        dst = macc.PFC_DST_MAC
+        unpack, stamp = _LENGTH[big_endian].unpack_from, _STAMP[big_endian].unpack_from
+        p, number = pos, base
+        while p < end and others:
+            caplen, = unpack(buf, p)
+            start = p + _RECORD
+            p = start + caplen
+            number += 1
+            if buf[start:start + _DA] == dst:
+                if caplen >= _ETH:  # then it is one of the engine's "not RoCE"
+                    others -= 1
+                sec, frac = stamp(buf, start - _RECORD)
+                self.frame(number, sec * NS + frac * frac_mul, bytes(buf[start:p]))
 
     def scan_batch(self, batch: Batch, base: int) -> None:
         """A batch of frames numbered from ``base + 1``."""
@@ -133,9 +142,8 @@ class PauseAccount:
 
     def _frames(self, datas: list[bytes], tss: Any, linktype: int, base: int) -> None:
         dst = macc.PFC_DST_MAC
-        for i, data in enumerate(datas):
-            if data.startswith(dst):
-                self.frame(base + i + 1, tss[i], data)
+        for i in [i for i, data in enumerate(datas) if data.startswith(dst)]:
+            self.frame(base + i + 1, tss[i], datas[i])
 
     # -- the timer of one class -----------------------------------------------------------
 
@@ -147,33 +155,34 @@ class PauseAccount:
             c.pauses += 1
         else:
             c.xons += 1
+        ts *= self.num  # to units
         if c.until is not None and ts < c.until:  # paused now: refresh or resume
             if quanta:
                 c.until = ts + quanta * self.quantum
                 c.frames += 1
             else:
-                self._close(src, prio, c, Fraction(ts))
+                self._close(src, prio, c, ts)
             return
         if c.until is not None:  # the last stretch ran out before this frame
             self._close(src, prio, c, c.until)
         if quanta:
             c.start, c.until, c.first, c.frames = ts, ts + quanta * self.quantum, number, 1
 
-    def _close(self, src: str, prio: int | str, c: _Class, end: Fraction) -> None:
+    def _close(self, src: str, prio: int | str, c: _Class, end: int) -> None:
         length = end - c.start
         c.paused += length
         c.stretches += 1
         c.longest = max(c.longest, length)
         c.until = None
-        if length > self.storm_ns:
+        if length > self.storm_ns * self.num:
             c.storms += 1
             self.storms += 1
             if len(self.events) < self.max_events:
                 what = "PAUSE storm: link" if prio == LINK else f"PFC pause storm: priority {prio}"
-                text = fl.TEXTS[KIND] % (what, src, duration(length), c.frames,
+                text = fl.TEXTS[KIND] % (what, src, duration(length / self.num), c.frames,
                                          duration(self.storm_ns))
                 self.events.append(fl.Event(c.first, fl.EVENT_KINDS[KIND], KIND, -1, -1, text,
-                                            c.start))
+                                            c.start // self.num))
 
     def finish(self) -> PauseReport:
         """Close the running stretches (at the end of their timers) and report."""
@@ -187,7 +196,7 @@ class PauseReport:
     """Rows per direction and priority, the storm events, and the JSON form."""
 
     def __init__(self, acc: PauseAccount) -> None:
-        self.link_rate_bps = float(acc.rate)
+        self.link_rate_bps = acc.link_rate_bps
         self.storm_ns = acc.storm_ns
         self.frames = acc.frames
         self.malformed = acc.malformed
@@ -196,8 +205,8 @@ class PauseReport:
         order = sorted(acc.classes, key=lambda k: (k[0], k[1] == LINK, str(k[1])))
         self.rows: list[dict[str, Any]] = [
             {"from": src, "priority": prio, "pauses": c.pauses, "xons": c.xons,
-             "paused_ns": float(c.paused), "stretches": c.stretches,
-             "longest_ns": float(c.longest), "storms": c.storms}
+             "paused_ns": c.paused / acc.num, "stretches": c.stretches,
+             "longest_ns": c.longest / acc.num, "storms": c.storms}
             for src, prio in order for c in (acc.classes[(src, prio)],)]
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,7 +251,8 @@ class Tap:
             base, other = an.frames, an.not_roce
             new, status = consume(buf, pos, end, big_endian, frac_mul, linktype)
             if an.not_roce != other:
-                acc.scan_records(buf, pos, new, big_endian, frac_mul, linktype, base)
+                acc.scan_records(buf, pos, new, bool(big_endian), frac_mul, linktype, base,
+                                 an.not_roce - other)
             return new, status
 
         return self._reader.scan_records(tapped, *args)

@@ -293,7 +293,7 @@ def colour_of(opcode: int, syndrome: int | None, ecn: int, bad: bool) -> str:
 
 _IP_PROTOCOLS = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 47: "GRE", 50: "ESP", 58: "ICMPv6",
                  89: "OSPF", 132: "SCTP"}
-_ETHERTYPES = {0x0806: "ARP", 0x88CC: "LLDP", 0x8808: "MAC-Ctrl", 0x88F7: "PTP",
+_ETHERTYPES = {0x0806: "ARP", 0x88CC: "LLDP", ETHERTYPE_MACC: "MAC-Ctrl", 0x88F7: "PTP",
                0x8100: "VLAN", 0x88A8: "VLAN", 0x8863: "PPPoED", 0x8864: "PPPoES",
                0x8847: "MPLS", 0x88E5: "MACsec", 0x0842: "WoL", 0x22F3: "TRILL"}
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from roce import fast
+from roce import fast, macc
 from roce.headers import (
     LAYOUTS,
     SYNDROME_TYPES,
@@ -43,7 +43,7 @@ IB_HEADERS = frozenset(("bth", "rdeth", "deth", "reth", "atomiceth", "aeth", "at
                         "immdt", "ieth", "xrceth", "feth", "cnp"))
 
 _ETHERTYPES = {0x0800: "IPv4", 0x86DD: "IPv6", 0x8100: "802.1Q Virtual LAN",
-               0x88A8: "802.1ad", 0x8915: "RoCE", 0x0806: "ARP", 0x8808: "MAC Control",
+               0x88A8: "802.1ad", 0x8915: "RoCE", 0x0806: "ARP", macc.ETHERTYPE_MACC: macc.TITLE,
                0x88CC: "LLDP"}
 _PROTOCOLS = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 47: "GRE", 58: "ICMPv6",
               132: "SCTP", 0x1B: "IBA transport"}
