@@ -64,12 +64,13 @@ def udp_sport(frame: bytes) -> int:
     return int.from_bytes(frame[UDP_SPORT[0]:UDP_SPORT[1]], "big")
 
 
-def _word_change(offset: int, old: int, new: int) -> int:
-    """~m + m' for the 16-bit header word holding the byte at ``offset`` (its other byte
-    cancels out): the byte is the word's high half at an even header offset."""
-    if (offset - L2) % 2 == 0:
-        return ((~old & 0xFF) << 8) + 0xFF + (new << 8)
-    return 0xFF00 + (~old & 0xFF) + new
+_SRC_END, _C0, _C1 = SRC_MAC[1], CSUM[0], CSUM[1]
+# RFC 1624 adds ~m + m' per changed 16-bit word; the byte that does not change cancels out
+# but for its all-ones complement: 0xFF00 when the changed byte is the word's low half (TOS,
+# after version/IHL), 0xFF when it is the high half (TTL, before the protocol)
+assert (TOS - L2) % 2 == 1 and (TTL - L2) % 2 == 0
+_TOS_C, _TTL_C = 0xFF00, 0xFF
+_CE_BITS = CE << ECN_SHIFT
 
 
 def routed(frame: bytes, src_mac: bytes, dst_mac: bytes, mark_ce: bool) -> bytes:
@@ -77,13 +78,14 @@ def routed(frame: bytes, src_mac: bytes, dst_mac: bytes, mark_ce: bool) -> bytes
     updated incrementally (RFC 1624: HC' = ~(~HC + ~m + m') over the changed 16-bit words).
     The ICRC stays valid: it masks TOS, TTL and the checksum (IBA A17.8.1)."""
     tos = frame[TOS]
-    new_tos = tos | (CE << ECN_SHIFT) if mark_ce else tos
+    new_tos = tos | _CE_BITS if mark_ce else tos
     ttl = frame[TTL]
     new_ttl = ttl - 1 if ttl else 0
-    hc = int.from_bytes(frame[CSUM[0]:CSUM[1]], "big")
-    x = (~hc & 0xFFFF) + _word_change(TOS, tos, new_tos) + _word_change(TTL, ttl, new_ttl)
-    while x >> 16:
-        x = (x & 0xFFFF) + (x >> 16)
-    return b"".join((dst_mac, src_mac, frame[SRC_MAC[1]:TOS], bytes((new_tos,)),
-                     frame[TOS + 1:TTL], bytes((new_ttl,)), frame[TTL + 1:CSUM[0]],
-                     (~x & 0xFFFF).to_bytes(2, "big"), frame[CSUM[1]:]))
+    x = ((~((frame[_C0] << 8) | frame[_C0 + 1]) & 0xFFFF) + _TOS_C + (~tos & 0xFF) + new_tos
+         + _TTL_C + ((~ttl & 0xFF) + new_ttl << 8))
+    x = (x & 0xFFFF) + (x >> 16)
+    x = (x & 0xFFFF) + (x >> 16)
+    x = ~x & 0xFFFF
+    return b"".join((dst_mac, src_mac, frame[_SRC_END:TOS], bytes((new_tos,)),
+                     frame[TOS + 1:TTL], bytes((new_ttl,)), frame[TTL + 1:_C0],
+                     bytes((x >> 8, x & 0xFF)), frame[_C1:]))

@@ -10,7 +10,6 @@ accumulates and a saturated wire runs at exactly its rate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from heapq import heappush
 from typing import Any
 
@@ -20,8 +19,7 @@ from ..fabric import Faults, LinkStats
 
 class Wire:
     __slots__ = ("net", "src", "dst", "rate_bps", "delay_ns", "faults", "name", "busy",
-                 "free_at", "_period_start", "_period_bits", "_wake_at", "hops",
-                 "on_start")
+                 "free_at", "_period_start", "_period_bits", "_wake_at")
 
     def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
                  delay_ns: int, faults: Faults, name: str) -> None:
@@ -37,12 +35,15 @@ class Wire:
         self._period_start = 0
         self._period_bits = 0
         self._wake_at: int | None = None
-        self.hops = 0
-        self.on_start: Callable[[int, bytes], None] | None = None
 
     @property
     def stats(self) -> LinkStats:
         return self.faults.stats
+
+    @property
+    def hops(self) -> int:
+        """Frames this wire carried (each one hop), lost ones included: they were sent."""
+        return self.faults.stats.frames
 
     def kick(self, now: int) -> None:
         """Start the next frame if the wire is idle and the source has one to send now;
@@ -57,14 +58,13 @@ class Wire:
                 self.net.at(t, self._wake, t)
             return
         self.busy = True
-        if self.on_start is not None:
-            self.on_start(now, frame)
-        # serialization_end, inlined: this runs once per hop
-        if now > self.free_at or not self._period_bits:
-            self._period_start, self._period_bits = now, 0
-        self._period_bits += len(frame) * 8
-        self.free_at = end = self._period_start + -(-self._period_bits * 1_000_000_000
-                                                    // self.rate_bps)
+        # the end of serialization: exact within a busy period (module docstring)
+        if now > self.free_at:
+            self._period_start, bits = now, 0
+        else:
+            bits = self._period_bits
+        self._period_bits = bits = bits + len(frame) * 8
+        self.free_at = end = self._period_start - (-bits * 1_000_000_000 // self.rate_bps)
         net = self.net
         heappush(net.events, (end, next(net.seq), self._done, frame))
 
@@ -75,7 +75,6 @@ class Wire:
 
     def _done(self, now: int, frame: bytes) -> None:
         self.busy = False
-        self.hops += 1
         arrive = now + self.delay_ns
         net = self.net
         faults = self.faults

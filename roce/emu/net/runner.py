@@ -254,13 +254,13 @@ def fabric_stats(net: Any) -> dict[str, Any]:
                    "pfc_xon_sent": p.pfc.xons_sent if p.pfc else 0,
                    "pfc_pause_received": p.pause.xoffs,
                    "paused_ns": p.pause.paused_ns_at(net.now),
-                   "max_queue_bytes": st.max_queue_bytes,
-                   "tx_frames": st.tx_frames, "rx_frames": st.rx_frames}
+                   "max_queue_bytes": p.max_queue_bytes,
+                   "tx_frames": p.tx_frames, "rx_frames": p.rx_frames}
             ports[p.name] = row
             tot["drops"] += st.drops
             tot["ecn_marked"] += st.ecn_marked
             tot["pfc_frames"] += row["pfc_pause_sent"] + row["pfc_xon_sent"]
-            tot["max_queue_bytes"] = max(tot["max_queue_bytes"], st.max_queue_bytes)
+            tot["max_queue_bytes"] = max(tot["max_queue_bytes"], p.max_queue_bytes)
     hosts = {}
     for name, nic in net.hosts.items():
         tot["pfc_frames"] += nic.pfc_sent

@@ -25,7 +25,6 @@ class Network:
         self.hosts: dict[str, Any] = {}  # name -> Nic
         self.switches: dict[str, Any] = {}  # name -> Switch
         self.wires: list[Any] = []
-        self.events_run = 0
 
     def child_rng(self) -> random.Random:
         """A random stream of its own for one consumer (taken in construction order)."""
@@ -44,35 +43,25 @@ class Network:
         lies past ``limit_ns``."""
         ev = self.events
         pop = heapq.heappop
-        n = 0
-        try:
-            while not predicate():
-                if not ev or ev[0][0] > limit_ns:
-                    return False
-                t, _, fn, arg = pop(ev)
-                self.now = t
-                n += 1
-                fn(t, arg)
-            return True
-        finally:
-            self.events_run += n
+        while not predicate():
+            if not ev or ev[0][0] > limit_ns:
+                return False
+            t, _, fn, arg = pop(ev)
+            self.now = t
+            fn(t, arg)
+        return True
 
     def run_until_any(self, items: list, limit_ns: int) -> bool:
         """``run_until(lambda: bool(items), limit_ns)`` without a call per event."""
         ev = self.events
         pop = heapq.heappop
-        n = 0
-        try:
-            while not items:
-                if not ev or ev[0][0] > limit_ns:
-                    return False
-                t, _, fn, arg = pop(ev)
-                self.now = t
-                n += 1
-                fn(t, arg)
-            return True
-        finally:
-            self.events_run += n
+        while not items:
+            if not ev or ev[0][0] > limit_ns:
+                return False
+            t, _, fn, arg = pop(ev)
+            self.now = t
+            fn(t, arg)
+        return True
 
     def run(self, until: int) -> None:
         """Run every event up to virtual time ``until``."""

@@ -25,16 +25,15 @@ _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE
 _DST0, _DST1 = frames.DST_IP
 _TOS, _DSCP_SHIFT, _DSCP_MASK = frames.TOS, frames.DSCP_SHIFT, frames.DSCP_MASK
+_ECN_SHIFT, _ECN_MASK, _NOT_ECT, _CE = frames.ECN_SHIFT, frames.ECN_MASK, frames.NOT_ECT, frames.CE
+_IPV4 = frames.IPV4_TYPE
 
 
 @dataclass
 class PortStats:
-    rx_frames: int = 0
-    tx_frames: int = 0
     drops: int = 0
     lossless_drops: int = 0
     ecn_marked: int = 0
-    max_queue_bytes: int = 0
 
 
 class SwitchPort:
@@ -50,9 +49,14 @@ class SwitchPort:
         self.queues: list[deque] = [deque() for _ in range(CLASSES)]
         self.qbytes = [0] * CLASSES
         self.queued = 0  # frames in all queues
+        self.mask = 0  # bit c set: queue c holds frames
         self.ctrl: deque[bytes] = deque()
         self.rr = 0
         self.stats = PortStats()
+        # the per-frame counters, kept as plain attributes (one attribute write per hop)
+        self.rx_frames = 0
+        self.tx_frames = 0
+        self.max_queue_bytes = 0
         self.pause: PauseState | None = None
         self.pfc: PfcSender | None = None
         self.in_acct: list[Account | None] = [None] * CLASSES  # lossless, at ingress
@@ -73,7 +77,7 @@ class SwitchPort:
             if tc < 0:
                 return None
             frame = self.switch.dequeue(now, self, tc)
-        self.stats.tx_frames += 1
+        self.tx_frames += 1
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)
         return frame
@@ -95,19 +99,28 @@ class SwitchPort:
     # -- scheduling ----------------------------------------------------------------------
 
     def _pick(self, now: int) -> int:
-        if not self.queued:
+        """The class to send next: strict classes (highest first), then round robin from
+        ``rr``; classes the peer paused are skipped.  -1: nothing may go."""
+        m = self.mask
+        if not m:
             return -1
         until = self.pause.until
-        q = self.queues
-        for tc in self.switch.strict_order:
-            if q[tc] and until[tc] <= now:
+        strict = self.switch.strict_mask
+        s = m & strict
+        while s:
+            tc = s.bit_length() - 1
+            if until[tc] <= now:
                 return tc
-        rr = self.rr
-        for i in range(CLASSES):
-            tc = (rr + i) % CLASSES
-            if q[tc] and until[tc] <= now and tc not in self.switch.strict:
-                self.rr = (tc + 1) % CLASSES
-                return tc
+            s &= ~(1 << tc)
+        m &= ~strict
+        for cand in (m >> self.rr << self.rr, m):  # at or after rr first, then wrap
+            while cand:
+                low = cand & -cand
+                tc = low.bit_length() - 1
+                if until[tc] <= now:
+                    self.rr = (tc + 1) % CLASSES
+                    return tc
+                cand ^= low
         return -1
 
     def send_control(self, frame: bytes) -> None:
@@ -129,7 +142,7 @@ class Switch:
         self._table = getattr(self.classifier, "table", None)
         self.lossless = self.classifier.lossless if pfc else frozenset()
         self.strict = self.classifier.strict
-        self.strict_order = sorted(self.strict, reverse=True)
+        self.strict_mask = sum(1 << c for c in self.strict)
         self.forwarder = forwarder
         self.buffer = SharedBuffer(buffer, max_frame)
         self.pfc_enabled = pfc
@@ -168,11 +181,11 @@ class Switch:
     # -- the data path -------------------------------------------------------------------
 
     def ingress(self, now: int, port: SwitchPort, frame: bytes) -> None:
-        port.stats.rx_frames += 1
+        port.rx_frames += 1
         if port.tap is not None:
             port.tap.write(frame, ts_ns=now)
         etype = frame[_ETYPE0:_ETYPE1]
-        if etype != frames.IPV4_TYPE:
+        if etype != _IPV4:
             if etype == _MACC and port.pause.on_frame(now, frame):
                 port.wire.kick(now)  # an XON may let queued frames go now
             else:
@@ -205,16 +218,20 @@ class Switch:
                 return
         out.queues[tc].append((frame, acct, pool, port))
         out.queued += 1
+        out.mask |= 1 << tc
         q = out.qbytes[tc] + n
         out.qbytes[tc] = q
-        if q > out.stats.max_queue_bytes:
-            out.stats.max_queue_bytes = q
+        if q > out.max_queue_bytes:
+            out.max_queue_bytes = q
         if not out.wire.busy:
             out.wire.kick(now)
 
     def dequeue(self, now: int, port: SwitchPort, tc: int) -> bytes:
-        frame, acct, pool, inport = port.queues[tc].popleft()
+        queue = port.queues[tc]
+        frame, acct, pool, inport = queue.popleft()
         port.queued -= 1
+        if not queue:
+            port.mask &= ~(1 << tc)
         n = len(frame)
         port.qbytes[tc] -= n
         buf = self.buffer
@@ -222,8 +239,8 @@ class Switch:
         if acct.xoff and buf.should_resume(acct):
             acct.xoff = False
             inport.pfc.xon(now, tc)
-        ecn = (frame[frames.TOS] >> frames.ECN_SHIFT) & frames.ECN_MASK
-        mark = ecn != frames.NOT_ECT and port.marker.mark(port.qbytes[tc])
-        if mark and ecn != frames.CE:
+        ecn = (frame[_TOS] >> _ECN_SHIFT) & _ECN_MASK
+        mark = ecn != _NOT_ECT and port.marker.mark(port.qbytes[tc])
+        if mark and ecn != _CE:
             port.stats.ecn_marked += 1
         return frames.routed(frame, port.mac, port.peer_mac, mark)
