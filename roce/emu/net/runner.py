@@ -148,10 +148,12 @@ class NetRun:
                 connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn,
                         timeout=sc.timeout, retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
                         traffic_class=ROCE_TRAFFIC_CLASS, resolve=True)
-                local = MR(pd_a, slot * SLOTS, ALL_ACCESS)
-                remote = MR(pd_b, slot * SLOTS, ALL_ACCESS)
-                local.write(rng.randbytes(slot * SLOTS))
-                remote.write(rng.randbytes(slot * SLOTS))
+                # message i uses slot i % SLOTS: fewer messages need fewer slots
+                length = slot * max(1, min(SLOTS, sc.count))
+                local = MR(pd_a, length, ALL_ACCESS)
+                remote = MR(pd_b, length, ALL_ACCESS)
+                local.write(rng.randbytes(length))
+                remote.write(rng.randbytes(length))
                 f = _Flow(qa, qb, cq_a, cq_b, local, remote,
                           expected_remote=bytearray(remote.buf),
                           expected_local=bytearray(local.buf))
