@@ -98,3 +98,23 @@ def test_a_qps_deadline_is_the_earliest_of_its_named_timers():
     assert core.timers()["cc_rate_increase"] == 5 and core.deadline() == 5
     core.extra_timers.clear()
     assert core.deadline() == core.timers()["rnr"]
+
+
+def test_a_paced_qp_sends_at_its_pacers_rate():
+    from net_helpers import scenario
+
+    from roce.emu.net.runner import NetRun
+
+    size = 1 << 20
+    times = {}
+    for rate in (100, 25):
+        r = NetRun(scenario(topology="incast:1", size=size, ecn="off"))
+        nic = r.net.hosts["s1"]
+        for p in nic.pacers.values():
+            p.rate_bps = rate * 1_000_000_000  # what congestion control will do
+        s = r.run()
+        assert s.data_verified
+        times[rate] = s.fct_ns["mean"]
+    wire_time = size * 8 / 100  # ns at line rate, payload only
+    assert wire_time < times[100] < 1.2 * wire_time
+    assert 3.8 * wire_time < times[25] < 4.4 * wire_time

@@ -20,6 +20,7 @@ never happens when headroom is sized right, which the tests check).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 RESERVE, SHARED, HEADROOM = 0, 1, 2
 PFC_FRAME = 64  # a MAC Control frame on the wire (minimum Ethernet frame)
@@ -51,6 +52,27 @@ class BufferConfig:
     size: int = 12 << 20
     alpha: float = 1 / 8
     reserve: int | None = None  # bytes per account; None: one maximum-size frame
+
+
+class BufferPolicy(Protocol):
+    """What a switch asks of its buffer: admission, release, and when to pause or resume a
+    lossless ingress account (the PFC accounting stage)."""
+
+    lossless_drops: int
+    max_used: int
+    size: int
+
+    def account(self, headroom: int = 0) -> Account: ...
+
+    def check(self, where: str) -> None: ...
+
+    def admit(self, acct: Account, n: int, lossless: bool) -> int: ...
+
+    def release(self, acct: Account, pool: int, n: int) -> None: ...
+
+    def should_pause(self, acct: Account) -> bool: ...
+
+    def should_resume(self, acct: Account) -> bool: ...
 
 
 class SharedBuffer:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ... import macc
 from ..verbs import Context
 from . import frames
 from .pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
-from .stages import Classifier, RatePacer
+from .stages import Classifier, Pacer, RatePacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 TX_LIMIT = 8  # frames a QP builds ahead of the scheduler
@@ -42,7 +43,10 @@ class Nic:
         self.wire: Any = None
         self.pause: PauseState | None = None
         self.ctrl: deque[bytes] = deque()
-        self.pacers: dict[int, RatePacer] = {}
+        self.pacers: dict[int, Pacer] = {}
+        # how a new QP gets its rate limiter (line rate -> Pacer): congestion control plugs
+        # in here, or sets ``rate_bps`` on the pacers it is given
+        self.pacer_factory: Callable[[int], Pacer] = RatePacer
         self._prio: dict[int, int] = {}
         self._rings: list[deque] = [deque() for _ in range(CLASSES)]  # QPs with frames
         self._rr_prio = 0
@@ -162,7 +166,7 @@ class Nic:
     def _activity(self, device: Any) -> None:
         for qp in device.qps.values():
             if qp.qpn not in self.pacers:
-                self.pacers[qp.qpn] = RatePacer(self.wire.rate_bps)
+                self.pacers[qp.qpn] = self.pacer_factory(self.wire.rate_bps)
                 qp.tx = _TxList(self, qp, qp.tx)
         self._prio.clear()  # a modify may have changed a QP's traffic class
         if not self._kick_pending:

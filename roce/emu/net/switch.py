@@ -17,7 +17,7 @@ from typing import Any
 
 from ... import macc
 from . import frames
-from .buffer import Account, BufferConfig, SharedBuffer, headroom_bytes
+from .buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
 from .pfc import CLASSES, PauseState, PfcSender
 from .stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker
 
@@ -129,7 +129,7 @@ class SwitchPort:
 
 
 class Switch:
-    def __init__(self, net: Any, name: str, index: int, *, buffer: BufferConfig,
+    def __init__(self, net: Any, name: str, index: int, *, buffer: BufferConfig | BufferPolicy,
                  classifier: Classifier | None = None, forwarder: Forwarder,
                  pfc: bool = True, max_frame: int = 4096 + 128) -> None:
         self.net = net
@@ -144,7 +144,8 @@ class Switch:
         self.strict = self.classifier.strict
         self.strict_mask = sum(1 << c for c in self.strict)
         self.forwarder = forwarder
-        self.buffer = SharedBuffer(buffer, max_frame)
+        self.buffer: BufferPolicy = (SharedBuffer(buffer, max_frame)
+                                     if isinstance(buffer, BufferConfig) else buffer)
         self.pfc_enabled = pfc
         self.no_route = 0
         self.not_ip = 0
