@@ -143,9 +143,11 @@ class Nic:
                     best = t
         return best
 
-    def queued(self, qp: Any) -> None:
+    def queued(self, qp: Any, frame: bytes) -> None:
         """A QP's transmit list went from empty to not: it joins its priority's ring."""
-        prio = self._priority(qp)
+        prio = self._prio.get(qp.qpn)
+        if prio is None:  # every frame of a QP carries its traffic class: classify one
+            prio = self._prio[qp.qpn] = self.classifier.classify(frame)
         ring = self._rings[prio]
         if not ring:
             self._busy.append(prio)
@@ -153,15 +155,6 @@ class Nic:
         ring.append(qp)
 
     # -- the device's driver -----------------------------------------------------------
-
-    def _priority(self, qp: Any) -> int:
-        p = self._prio.get(qp.qpn)
-        if p is None:
-            tclass = qp.builder.path.tclass if qp.builder is not None else 0
-            p = self.classifier.table[tclass >> 2]
-            if qp.builder is not None:
-                self._prio[qp.qpn] = p
-        return p
 
     def _activity(self, device: Any) -> None:
         for qp in device.qps.values():
@@ -243,9 +236,9 @@ class _TxList(list):
         self.pacer = nic.pacers[qp.qpn]
         self.sent_bytes = 0  # what the scheduler took from this QP
         if frames:
-            nic.queued(qp)
+            nic.queued(qp, frames[0])
 
     def append(self, frame: bytes) -> None:
         if not self:
-            self.nic.queued(self.qp)
+            self.nic.queued(self.qp, frame)
         super().append(frame)

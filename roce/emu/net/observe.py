@@ -38,9 +38,7 @@ class Trace:
     def start(self, net: Any, flows: list[Any], names: list[tuple[str, str]]) -> None:
         self.net = net
         self.flows = list(zip(flows, names))
-        classes = sorted({c for sw in net.switches.values()
-                          for c in (*sw.classifier.table, *sw.classifier.lossless,
-                                    *sw.strict)})
+        classes = sorted({c for sw in net.switches.values() for c in sw.classifier.classes})
         self.classes = classes
         self.first_psn = {id(f): f.qa.core.requester.una for f, _ in self.flows}
         net.at(0, self._sample)

@@ -28,8 +28,9 @@ ROCE_TRAFFIC_CLASS = DSCP_ROCE << 2 | ECN_ECT0  # what emulated hosts put in the
 
 
 class Classifier(Protocol):
-    lossless: frozenset[int]
-    strict: frozenset[int]
+    lossless: frozenset[int]  # classes PFC protects
+    strict: frozenset[int]  # classes served before the others
+    classes: frozenset[int]  # every class ``classify`` can return
 
     def classify(self, frame: bytes) -> int: ...
 
@@ -47,6 +48,7 @@ class DscpClassifier:
         self.table = bytes(table)
         self.lossless = frozenset(lossless)
         self.strict = frozenset(strict)
+        self.classes = frozenset(self.table) | self.lossless | self.strict
 
     def classify(self, frame: bytes) -> int:
         return self.table[(frame[frames.TOS] >> frames.DSCP_SHIFT) & frames.DSCP_MASK]

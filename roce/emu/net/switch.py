@@ -161,7 +161,7 @@ class Switch:
 
     def finish(self, marker_for: Any) -> None:
         """Carve reserves and headroom once every port is linked; set up PFC and ECN."""
-        used = set(self.classifier.table) | set(self.classifier.lossless) | self.strict
+        used = self.classifier.classes
         for port in self.ports:
             rate_gbps = port.wire.rate_bps / 1e9
             port.pause = PauseState(port.wire.rate_bps)
