@@ -10,7 +10,8 @@ algorithm's earliest named timer through the ``schedule(t, callback)`` it is giv
 superseded event is ignored when it fires.  Nothing here reads a clock: ``now`` comes in.
 
 Configuration: the device's ``CcConfig``, or a QP's own (``QueuePair.cc_config``, set through
-the verbs API), read when the QP first sends.
+the verbs API), read when the QP first sends; the notification point answers CE marks for a
+receiving QP whose configuration uses CNPs.
 """
 
 from __future__ import annotations
@@ -45,13 +46,17 @@ def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
 
 
 class CcPacer:
-    """A QP's rate limiter (the fabric's ``Pacer`` interface) at its algorithm's rate."""
+    """A QP's rate limiter (the fabric's ``Pacer`` interface) at its algorithm's rate.
 
-    __slots__ = ("rate_bps", "_next", "bytes_sent")
+    A frame released at time s holds the next one until s + bits / rate.  When the rate
+    changes that gap is re-timed at the new rate (a NIC's rate limiter applies a new rate at
+    once: a frame sent at 1 Mb/s must not hold the QP for 33 ms after the rate recovered)."""
+
+    __slots__ = ("rate_bps", "_next", "_start", "_bits", "bytes_sent")
 
     def __init__(self, rate_bps: float) -> None:
-        self.rate_bps = int(rate_bps)
-        self._next = 0
+        self.rate_bps = max(int(rate_bps), 1)
+        self._next = self._start = self._bits = 0
         self.bytes_sent = 0
 
     def next_allowed(self) -> int:
@@ -59,23 +64,37 @@ class CcPacer:
 
     def sent(self, now: int, nbytes: int) -> None:
         self.bytes_sent += nbytes
-        self._next = max(now, self._next) + nbytes * 8 * 1_000_000_000 // max(self.rate_bps, 1)
+        self._start = max(now, self._next)
+        self._bits = nbytes * 8
+        self._next = self._start + self._bits * 1_000_000_000 // self.rate_bps
+
+    def set_rate(self, rate_bps: int) -> bool:
+        """A new rate; True when the next frame may now go earlier than before."""
+        rate_bps = max(int(rate_bps), 1)
+        if rate_bps == self.rate_bps:
+            return False
+        self.rate_bps = rate_bps
+        old = self._next
+        if self._bits:
+            self._next = self._start + self._bits * 1_000_000_000 // rate_bps
+        return self._next < old
 
 
 class CcDriver:
     def __init__(self, config: CcConfig, line_rate_bps: float, qps: Mapping[int, Any],
                  schedule: Callable[[int, Callable[[int], None]], None],
-                 send: Callable[[int, bytes], None], cnp_dscp: int = CNP_DSCP) -> None:
+                 send: Callable[[int, bytes], None], cnp_dscp: int = CNP_DSCP,
+                 on_faster: Callable[[int], None] | None = None) -> None:
         self.config = config
         self.line = float(line_rate_bps)
         self.qps = qps  # the device's QPs by number
         self.schedule = schedule
         self.send = send
+        self.on_faster = on_faster  # a pacer may release a frame earlier: re-run the scheduler
         self.cnp_dscp = cnp_dscp
         self.algos: dict[int, CongestionControl] = {}
         self.pacers: dict[int, CcPacer] = {}
         self.np = NotificationPoint(config.np_interval_ns)
-        self._np_on = config.uses_cnp
         self._cnp_builders: dict[int, CnpBuilder] = {}
         self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
         self._armed: dict[int, int] = {}  # QPN -> the deadline its pending event is for
@@ -89,10 +108,10 @@ class CcDriver:
         qp = self.qps.get(qpn)
         return getattr(qp, "cc_config", None) or self.config
 
-    def pacer(self, qpn: int) -> CcPacer:
-        """The rate limiter of QP ``qpn`` (its algorithm is created with it)."""
+    def pacer(self, qpn: int, now: int = 0) -> CcPacer:
+        """The rate limiter of QP ``qpn`` (its algorithm is created with it, at ``now``)."""
         cfg = self.config_for(qpn)
-        cc = self.algos[qpn] = cfg.create(self.line, self.now)
+        cc = self.algos[qpn] = cfg.create(self.line, now)
         if cfg.cls.uses_rtt:
             self._sent_at[qpn] = {}
         p = self.pacers[qpn] = CcPacer(cc.rate)
@@ -119,10 +138,11 @@ class CcDriver:
             sent = self._sent_at.get(qpn)
             if sent:
                 self._rtt(now, qpn, sent, _rd(frame, w.bth_off, _PSN))
-        elif self._np_on and code in _DATA and self._ce(frame, w):
+        elif code in _DATA and self._ce(frame, w):
             qpn = _rd(frame, w.bth_off, _DESTQP)
             qp = self.qps.get(qpn)
-            if qp is not None and qp.builder is not None and self.np.on_ce(now, qpn):
+            if (qp is not None and qp.builder is not None and self.config_for(qpn).uses_cnp
+                    and self.np.on_ce(now, qpn)):
                 b = self._cnp_builders.get(qpn)
                 if b is None or b.fb.path.dip != qp.builder.path.dip:
                     b = self._cnp_builders[qpn] = CnpBuilder(qp.builder.path, qpn,
@@ -163,7 +183,8 @@ class CcDriver:
     # -- rates and timers ----------------------------------------------------------------------
 
     def _apply(self, now: int, qpn: int, out: Output) -> None:
-        self.pacers[qpn].rate_bps = max(int(out.rate_bps), 1)
+        if self.pacers[qpn].set_rate(out.rate_bps) and self.on_faster is not None:
+            self.on_faster(now)
         d = out.deadline
         if d is not None and self._armed.get(qpn) != d:
             self._armed[qpn] = d

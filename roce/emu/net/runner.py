@@ -20,7 +20,7 @@ from ..qp import QPCap
 from ..scenario import SLOTS, Scenario, Summary, _Flow, _post
 from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
 from . import topology as topo
-from .stages import PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
+from .stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
 
 
 @dataclass
@@ -33,6 +33,7 @@ class NetScenario(Scenario):
     pfc: bool = True
     lb: str = "ecmp"
     storm: list[str] = field(default_factory=list)  # hosts that emit PFC continuously
+    cc: Any = None  # roce.emu.cc.CcConfig for every host; None: no congestion control
     time_limit_ns: int = 10_000_000_000
 
 
@@ -54,7 +55,8 @@ class NetSummary(Summary):
         lines.insert(-1 if not self.finished else len(lines), "")
         extra = [
             f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
-            f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes",
+            f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "
+            f"{fab['cnps_sent']}",
             f"completion    mean {self.fct_ns.get('mean', 0) / 1e3:.1f} us, p50 "
             f"{self.fct_ns.get('p50', 0) / 1e3:.1f} us, p99 {self.fct_ns.get('p99', 0) / 1e3:.1f}"
             " us",
@@ -125,6 +127,12 @@ class NetRun:
             if name not in net.hosts:
                 raise UsageError(f"--pfc-storm {name}: no such host")
             net.hosts[name].storm(PRIO_ROCE)
+        tclass = ROCE_TRAFFIC_CLASS
+        if sc.cc is not None:
+            tclass = DSCP_ROCE << 2 | sc.cc.ecn  # --ecn-codepoint
+            if sc.cc.enabled:
+                for nic in net.hosts.values():
+                    nic.ctx.set_congestion_control(sc.cc)
         rng = random.Random(sc.seed)
         self.ready: list[_TimedCQ] = []
         self.slot = slot = max(sc.size, 8)
@@ -147,7 +155,7 @@ class NetRun:
                                          recv_cq=cq_b, cap=cap))
                 connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn,
                         timeout=sc.timeout, retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
-                        traffic_class=ROCE_TRAFFIC_CLASS, resolve=True)
+                        traffic_class=tclass, resolve=True)
                 # message i uses slot i % SLOTS: fewer messages need fewer slots
                 length = slot * max(1, min(SLOTS, sc.count))
                 local = MR(pd_a, length, ALL_ACCESS)
@@ -270,9 +278,15 @@ def fabric_stats(net: Any) -> dict[str, Any]:
                        "paused_ns": nic.pause.paused_ns_at(net.now),
                        "pfc_sent": nic.pfc_sent, "tx_frames": nic.tx_frames,
                        "rx_frames": nic.rx_frames}
+        if nic.cc is not None:
+            cc = nic.cc.stats()
+            hosts[name]["cc"] = cc
+            tot["cnps_sent"] += cc["cnps_sent"]
+            tot["cnps_received"] += cc["cnps_received"]
     link_lost = sum(w.stats.lost for w in net.wires)
     return {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"],
             "pfc_frames": tot["pfc_frames"], "max_queue_bytes": tot["max_queue_bytes"],
+            "cnps_sent": tot["cnps_sent"], "cnps_received": tot["cnps_received"],
             "link_lost": link_lost, "ports": ports, "hosts": hosts}
 
 
