@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
-from cc_net_helpers import US, backlogged
 from net_helpers import pcap
 
 from roce.cli import main
 from roce.dissect.timeline import collect
 from roce.emu.cc import configure
+from roce.emu.cc.experiments import US, backlogged
 from roce.emu.net.runner import NetRun, NetScenario, fabric_stats, run_network
 from roce.pcapio import PcapWriter
 

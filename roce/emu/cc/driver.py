@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ... import fast, locate
-from ...headers import ECN_CE
+from ...headers import ECN_CE, LAYOUTS, SIZE_OF
 from ...opcodes import OPCODES, Operation, Transport
 from ...psn import psn_diff
 from .base import CongestionControl, Output
@@ -38,6 +38,37 @@ _REQUESTS = frozenset(c for c, op in OPCODES.items()
                       if op.is_request and op.transport is not Transport.CNP)
 _DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
                               if op.operation is Operation.READ_RESPONSE)
+
+
+# The frames emulated hosts build: Ethernet, IPv4 without options, UDP to 4791, then BTH.  A
+# frame of that shape is read at fixed offsets; any other goes through roce.locate's walk.
+_ETYPE = LAYOUTS["eth"].field("type").byte_offset
+_IPV4 = locate.ETHERTYPE_IPV4.to_bytes(2, "big")
+_L3 = SIZE_OF["eth"]
+_VIHL = bytes([4 << 4 | SIZE_OF["ip"] // 4])  # version 4, IHL 5 (no options)
+_PROTO = _L3 + LAYOUTS["ip"].field("proto").byte_offset
+_DPORT = _L3 + SIZE_OF["ip"] + LAYOUTS["udp"].field("dstport").byte_offset
+_ROCE_PORT = locate.ROCE_PORT.to_bytes(2, "big")
+_BTH = _L3 + SIZE_OF["ip"] + SIZE_OF["udp"]
+_OPCODE = LAYOUTS["bth"].field("opcode").byte_offset
+
+
+def _locate(frame: bytes) -> tuple[int, int, int] | None:
+    """(opcode, BTH offset, ECN bits) of a RoCE frame, or None."""
+    if (frame[_ETYPE:_ETYPE + 2] == _IPV4 and frame[_L3:_L3 + 1] == _VIHL
+            and frame[_PROTO] == 17 and frame[_DPORT:_DPORT + 2] == _ROCE_PORT
+            and len(frame) > _BTH + SIZE_OF["bth"]):
+        return frame[_BTH + _OPCODE], _BTH, _rd(frame, _L3, _IP_ECN)
+    w = fast.walk(frame)
+    if w.status != locate.OK:
+        return None
+    if w.l3_kind == locate.L3_IPV4:
+        ecn = _rd(frame, w.l3_off, _IP_ECN)
+    elif w.l3_kind == locate.L3_IPV6:
+        ecn = _rd(frame, w.l3_off, _IP6_TCLASS) & 3
+    else:
+        ecn = 0
+    return w.opcode, w.bth_off, ecn
 
 
 def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
@@ -98,6 +129,7 @@ class CcDriver:
         self._cnp_builders: dict[int, CnpBuilder] = {}
         self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
         self._armed: dict[int, int] = {}  # QPN -> the deadline its pending event is for
+        self._counts_bytes: set[int] = set()
         self.cnps_received = 0
         self.rtt_samples = 0
         self.now = 0
@@ -114,6 +146,8 @@ class CcDriver:
         cc = self.algos[qpn] = cfg.create(self.line, now)
         if cfg.cls.uses_rtt:
             self._sent_at[qpn] = {}
+        if cfg.cls.on_sent is not CongestionControl.on_sent:
+            self._counts_bytes.add(qpn)  # the algorithm reacts to bytes sent
         p = self.pacers[qpn] = CcPacer(cc.rate)
         return p
 
@@ -122,24 +156,24 @@ class CcDriver:
     def received(self, now: int, frame: bytes) -> bool:
         """Look at a frame the NIC received; True when it was a CNP (consumed here)."""
         self.now = now
-        w = fast.walk(frame)
-        if w.status != locate.OK:
+        found = _locate(frame)
+        if found is None:
             return False
-        code = w.opcode
+        code, bth, ecn = found
         if code in _CNP:
             self.cnps_received += 1
-            qpn = _rd(frame, w.bth_off, _DESTQP)
+            qpn = _rd(frame, bth, _DESTQP)
             cc = self.algos.get(qpn)
             if cc is not None:
                 self._apply(now, qpn, cc.on_cnp(now))
             return True
         if code in _ACKS:
-            qpn = _rd(frame, w.bth_off, _DESTQP)
+            qpn = _rd(frame, bth, _DESTQP)
             sent = self._sent_at.get(qpn)
             if sent:
-                self._rtt(now, qpn, sent, _rd(frame, w.bth_off, _PSN))
-        elif code in _DATA and self._ce(frame, w):
-            qpn = _rd(frame, w.bth_off, _DESTQP)
+                self._rtt(now, qpn, sent, _rd(frame, bth, _PSN))
+        elif ecn == ECN_CE and code in _DATA:
+            qpn = _rd(frame, bth, _DESTQP)
             qp = self.qps.get(qpn)
             if (qp is not None and qp.builder is not None and self.config_for(qpn).uses_cnp
                     and self.np.on_ce(now, qpn)):
@@ -158,18 +192,11 @@ class CcDriver:
             return
         sent = self._sent_at.get(qpn)
         if sent is not None:
-            w = fast.walk(frame)
-            if w.status == locate.OK and w.opcode in _REQUESTS:
-                sent.setdefault(_rd(frame, w.bth_off, _PSN), now)
-        self._apply(now, qpn, cc.on_sent(now, len(frame)))
-
-    @staticmethod
-    def _ce(frame: bytes, w: Any) -> bool:
-        if w.l3_kind == locate.L3_IPV4:
-            return _rd(frame, w.l3_off, _IP_ECN) == ECN_CE
-        if w.l3_kind == locate.L3_IPV6:
-            return (_rd(frame, w.l3_off, _IP6_TCLASS) & 3) == ECN_CE
-        return False
+            found = _locate(frame)
+            if found is not None and found[0] in _REQUESTS:
+                sent.setdefault(_rd(frame, found[1], _PSN), now)
+        if qpn in self._counts_bytes:
+            self._apply(now, qpn, cc.on_sent(now, len(frame)))
 
     def _rtt(self, now: int, qpn: int, sent: dict[int, int], acked: int) -> None:
         """An ACK up to ``acked``: the RTT of that PSN; forget the PSNs it covers."""

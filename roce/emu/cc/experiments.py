@@ -1,13 +1,18 @@
-"""Long-running flows over the switched network with congestion control, sampled: what the
-fairness, incast and lossy-fabric tests (and bench/bench_cc.py) share."""
+"""Long-lived flows over the switched network with congestion control, sampled: what the
+fairness tests, bench/bench_cc.py and the figures in docs/ share.
+
+``backlogged`` keeps every flow ``depth`` WRITEs deep from its own start time to the end of the
+run (the scenario runner posts a fixed count, all at time 0); ``Sampled`` records each flow's
+sending rate per interval from the bytes its NIC scheduler sent.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from roce.emu.cc import configure
-from roce.emu.net.runner import NetRun, NetScenario
-from roce.emu.scenario import _post
+from ..net.runner import NetRun, NetScenario
+from ..scenario import _post
+from .registry import configure
 
 US = 1_000
 
@@ -19,7 +24,6 @@ class Sampled:
         self.run, self.interval = run, interval_ns
         self.series: list[list[float]] = [[] for _ in run.flows]
         self._last = [0] * len(run.flows)
-        self.queue_peak: list[int] = []
         run.net.at(interval_ns, self._sample)
 
     def _sample(self, now: int, _: Any = None) -> None:
@@ -30,9 +34,11 @@ class Sampled:
         self.run.net.at(now + self.interval, self._sample)
 
 
-def backlogged(topology: str, cc: str | None, duration_ns: int, starts_ns: list[int] | None = None,
-               size: int = 256 << 10, interval_ns: int = 100 * US, profile: str | None = None,
-               params: tuple[str, ...] = (), **kw: Any) -> tuple[NetRun, Sampled]:
+def backlogged(topology: str, cc: str | None, duration_ns: int,
+               starts_ns: list[int] | None = None, size: int = 256 << 10,
+               interval_ns: int = 100 * US, profile: str | None = None,
+               params: tuple[str, ...] = (), trace: Any = None,
+               **kw: Any) -> tuple[NetRun, Sampled]:
     """Every flow keeps ``depth`` WRITEs of ``size`` outstanding from its start time until
     ``duration_ns``: a long-lived, always-backlogged sender."""
     kw.setdefault("depth", 4)
@@ -41,6 +47,8 @@ def backlogged(topology: str, cc: str | None, duration_ns: int, starts_ns: list[
     run = NetRun(sc)
     net = run.net
     samples = Sampled(run, interval_ns)
+    if trace is not None:
+        trace.start(net, run.flows, run.names)
     starts = starts_ns or [0] * len(run.flows)
     by_cq = {id(f.cq_a): f for f in run.flows}
 
@@ -60,4 +68,6 @@ def backlogged(topology: str, cc: str | None, duration_ns: int, starts_ns: list[
             if f is not None:
                 f.done += len(polled)
                 top_up(f)
+    if trace is not None:
+        trace.finish(net)
     return run, samples
