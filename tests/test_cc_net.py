@@ -118,3 +118,18 @@ def test_emulate_cli_cc_options(tmp_path, capsys):
                  "rp_min_dec_fac=200"]) == 1
     assert "rp_min_dec_fac" in capsys.readouterr().err
     del out
+
+
+def test_verbs_per_qp_setting_overrides_the_device():
+    sc = NetScenario(topology="incast:2", op="write", size=256 << 10, count=2, depth=1)
+    run = NetRun(sc)
+    f1, f2 = run.flows
+    f1.qa.set_congestion_control("timely")  # one QP of s1's; the devices have none
+    f2.qa.ctx.set_congestion_control("dcqcn", profile="paper")  # every QP of s2
+    s = run.run()
+    assert s.data_verified
+    d1, d2 = run.net.hosts["s1"].cc, run.net.hosts["s2"].cc
+    assert d1.algos[f1.qa.qp_num].name == "timely" and d1.rtt_samples > 0
+    assert d2.algos[f2.qa.qp_num].name == "dcqcn"
+    assert d2.algos[f2.qa.qp_num].params["np_min_time_between_cnps"] == 50
+    assert run.net.hosts["r"].cc is None  # the receiver has no configuration: no NP

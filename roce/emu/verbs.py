@@ -62,6 +62,7 @@ class Context:
         name with a profile and ``NAME=VALUE`` overrides, or a ``CcConfig``; None turns it
         off.  The NIC that drives the device reads it (docs/congestion-control.md)."""
         self.cc_config = _cc_config(algorithm, profile, params, line_rate_gbps)
+        self.device.kick()  # the driver picks it up for QPs that have not sent yet
         return self.cc_config
 
 
@@ -213,6 +214,7 @@ class QP:
         """This QP's own congestion control, over the device's (``Context``'s): set it before
         the QP first sends."""
         self.core.cc_config = _cc_config(algorithm, profile, params, line_rate_gbps)
+        self.ctx.device.kick()
         return self.core.cc_config
 
 

@@ -195,6 +195,9 @@ class Nic:
                 self.pacers[qp.qpn] = (cc.pacer(qp.qpn, self.net.now) if cc is not None
                                        else self.pacer_factory(self.wire.rate_bps))
                 qp.tx = _TxList(self, qp, qp.tx)
+            elif cc is not None and qp.qpn not in cc.algos and not qp.tx.sent_bytes:
+                # congestion control was set after the QP appeared, before it sent
+                self.pacers[qp.qpn] = qp.tx.pacer = cc.pacer(qp.qpn, self.net.now)
         self._prio.clear()  # a modify may have changed a QP's traffic class
         if not self._kick_pending:
             self._kick_pending = True
