@@ -48,6 +48,8 @@ class CongestionControl:
         self.line_rate = float(line_rate_bps)
         self.rate = self.line_rate
         self._timers: dict[str, int] = {}
+        # True while ``on_sent`` matters (a driver skips the call otherwise: it runs per frame)
+        self.counting = type(self).on_sent is not CongestionControl.on_sent
 
     # -- events -------------------------------------------------------------------------
 

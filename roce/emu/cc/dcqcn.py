@@ -120,6 +120,7 @@ class Dcqcn(CongestionControl):
         self.b_stage = 0
         self.byte_count = 0
         self.recovering = False
+        self.counting = False  # the byte counter runs while recovering (when it is on)
         self.rose = False  # an increase event since the last cut
         self.last_cut: int | None = None
         self.cut_pending = False
@@ -198,6 +199,7 @@ class Dcqcn(CongestionControl):
         self.t_stage = self.b_stage = self.byte_count = 0
         self.rose = False
         self.recovering = True
+        self.counting = bool(self.byte_reset)
         self._timers["rate_increase"] = now + self.time_reset
 
     def stage(self) -> str:
@@ -224,5 +226,5 @@ class Dcqcn(CongestionControl):
         self.rose = True
         if line - self.rate <= max(self.ai, 1.0):
             self.rate = self.target = line
-            self.recovering = False
+            self.recovering = self.counting = False
             self._timers.pop("rate_increase", None)

@@ -53,12 +53,21 @@ _BTH = _L3 + SIZE_OF["ip"] + SIZE_OF["udp"]
 _OPCODE = LAYOUTS["bth"].field("opcode").byte_offset
 
 
+_ET0, _ET1 = _IPV4[0], _IPV4[1]
+_VIHL_B = _VIHL[0]
+_P0, _P1 = _ROCE_PORT[0], _ROCE_PORT[1]
+_OP_AT = _BTH + _OPCODE
+_ECN_AT, _ECN_SHIFT, _ECN_MASK = _L3 + _IP_ECN[0], _IP_ECN[2], _IP_ECN[3]
+_MIN_LEN = _BTH + SIZE_OF["bth"]
+assert _IP_ECN[1] == 1  # the ECN bits sit in one byte (the DS field, RFC 3168)
+
+
 def _locate(frame: bytes) -> tuple[int, int, int] | None:
     """(opcode, BTH offset, ECN bits) of a RoCE frame, or None."""
-    if (frame[_ETYPE:_ETYPE + 2] == _IPV4 and frame[_L3:_L3 + 1] == _VIHL
-            and frame[_PROTO] == 17 and frame[_DPORT:_DPORT + 2] == _ROCE_PORT
-            and len(frame) > _BTH + SIZE_OF["bth"]):
-        return frame[_BTH + _OPCODE], _BTH, _rd(frame, _L3, _IP_ECN)
+    if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
+            and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
+            and frame[_DPORT + 1] == _P1):
+        return frame[_OP_AT], _BTH, (frame[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
     w = fast.walk(frame)
     if w.status != locate.OK:
         return None
@@ -129,7 +138,6 @@ class CcDriver:
         self._cnp_builders: dict[int, CnpBuilder] = {}
         self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
         self._armed: dict[int, int] = {}  # QPN -> the deadline its pending event is for
-        self._counts_bytes: set[int] = set()
         self.cnps_received = 0
         self.rtt_samples = 0
         self.now = 0
@@ -146,8 +154,6 @@ class CcDriver:
         cc = self.algos[qpn] = cfg.create(self.line, now)
         if cfg.cls.uses_rtt:
             self._sent_at[qpn] = {}
-        if cfg.cls.on_sent is not CongestionControl.on_sent:
-            self._counts_bytes.add(qpn)  # the algorithm reacts to bytes sent
         p = self.pacers[qpn] = CcPacer(cc.rate)
         return p
 
@@ -195,7 +201,7 @@ class CcDriver:
             found = _locate(frame)
             if found is not None and found[0] in _REQUESTS:
                 sent.setdefault(_rd(frame, found[1], _PSN), now)
-        if qpn in self._counts_bytes:
+        if cc.counting:
             self._apply(now, qpn, cc.on_sent(now, len(frame)))
 
     def _rtt(self, now: int, qpn: int, sent: dict[int, int], acked: int) -> None:
