@@ -135,7 +135,7 @@ class CcDriver:
         self.algos: dict[int, CongestionControl] = {}
         self.pacers: dict[int, CcPacer] = {}
         self.np = NotificationPoint(config.np_interval_ns)
-        self._cnp_builders: dict[int, CnpBuilder] = {}
+        self._cnps: dict[int, tuple[Any, bytes]] = {}  # QPN -> ((path, peer QPN), its CNP)
         self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
         self._armed: dict[int, int] = {}  # QPN -> the deadline its pending event is for
         self.cnps_received = 0
@@ -183,11 +183,13 @@ class CcDriver:
             qp = self.qps.get(qpn)
             if (qp is not None and qp.builder is not None and self.config_for(qpn).uses_cnp
                     and self.np.on_ce(now, qpn)):
-                b = self._cnp_builders.get(qpn)
-                if b is None or b.fb.path.dip != qp.builder.path.dip:
-                    b = self._cnp_builders[qpn] = CnpBuilder(qp.builder.path, qpn,
-                                                             self.cnp_dscp)
-                self.send(now, b.build(qp.attr.dest_qp_num))
+                # a QP's CNPs are all alike (PSN 0, same headers): built once per peer
+                key = (qp.builder.path, qp.attr.dest_qp_num)
+                frame = self._cnps.get(qpn)
+                if frame is None or frame[0] != key:
+                    frame = self._cnps[qpn] = (key, CnpBuilder(key[0], qpn, self.cnp_dscp)
+                                               .build(key[1]))
+                self.send(now, frame[1])
         return False
 
     def transmitted(self, now: int, qpn: int, frame: bytes) -> None:
