@@ -33,7 +33,7 @@ from ..locate import OK, ROCE_PORT
 from ..pcapio import Batch, Frame, open_capture
 from . import colscan, summary
 
-ROW_GROUP = 65536  # rows per Parquet row group / Arrow record batch
+ROW_GROUP = 32768  # rows per Parquet row group / Arrow record batch
 BATCH = 4096  # frames per extraction
 FORMATS = ("parquet", "arrow")
 INSTALL_HINT = 'pip install "roce[parquet]"'
@@ -440,6 +440,9 @@ class TableSink:
 
     def __init__(self, target: str | IO[bytes], fmt: str, schema: Any) -> None:
         pa = need_pyarrow(f"-T {fmt}")
+        # The system allocator gives freed row groups back; pyarrow's default pools keep
+        # them (~30 MB more at the peak).
+        pa.set_memory_pool(pa.system_memory_pool())
         self.pa, self.schema, self.fmt = pa, schema, fmt
         self.rows = 0
         self._pending: list[Any] = []

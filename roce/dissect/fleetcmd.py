@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import glob
 import json
 import os
 import sys
@@ -79,8 +80,15 @@ def _name(path: str) -> str:
 # -- roce decode --------------------------------------------------------------------------------
 
 
+def _is_set(items: list[str] | None) -> bool:
+    """Several captures: more than one name, or a directory or glob."""
+    items = items or []
+    return len(items) > 1 or any(p != "-" and (os.path.isdir(p) or glob.has_magic(p))
+                                 for p in items)
+
+
 def wants_decode(args: argparse.Namespace) -> bool:
-    return len(args.file or ()) > 1 or args.format in COLUMNAR \
+    return _is_set(args.file) or args.format in COLUMNAR \
         or args.write is not None or args.scheduler is not None
 
 
@@ -199,7 +207,7 @@ def _warn(path: str, problems: list[str]) -> None:
 
 
 def wants_stats(args: argparse.Namespace) -> bool:
-    return len(args.file or ()) != 1 or args.merge or args.write is not None \
+    return len(args.file or ()) != 1 or _is_set(args.file) or args.merge or args.write is not None \
         or args.scheduler is not None or str(args.format).lower() == "parquet"
 
 

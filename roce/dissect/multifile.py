@@ -183,7 +183,7 @@ def _run_dask(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
             from None
     try:
         client = Client(scheduler, timeout=10)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})") \
             from None
     try:
