@@ -182,7 +182,7 @@ def _run_dask(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
         raise UsageError('--scheduler needs dask.distributed: pip install "roce[dask]"') \
             from None
     try:
-        client = Client(scheduler, timeout=10)
+        client = Client(scheduler, timeout=5)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})") \
             from None
