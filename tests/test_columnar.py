@@ -293,6 +293,42 @@ def test_stats_tables_answer_sql(capture: Path, tmp_path: Path):
     for e in report["expert"]["events"]:
         stored[e["kind"]] = stored.get(e["kind"], 0) + 1
     assert counts == stored
-    frames = duckdb.sql(f"SELECT frame, text FROM read_parquet('{expert}') "
-                        "ORDER BY frame, rowid").fetchall()
+    frames = duckdb.sql(f"SELECT frame, text FROM read_parquet('{expert}', "
+                        "file_row_number = true) ORDER BY file_row_number").fetchall()
     assert frames == [(e["frame"], e["text"]) for e in report["expert"]["events"]]
+
+
+def test_schema_doc_lists_every_column():
+    from fleet_helpers import REPO
+
+    doc = (REPO / "docs" / "columnar-schema.md").read_text()
+    packet = doc.split("## Flows")[0]
+    listed = [line.split("`")[1] for line in packet.splitlines() if line.startswith("| `")]
+    assert listed == list(columnar.all_columns())
+    flows = doc.split("## Flows")[1].split("## Expert")[0]
+    for name in columnar.flow_schema().names:
+        head = name.split(".")[0] + ("." if "." in name else "")
+        assert f"`{name}`" in flows or f"`{head}*`" in flows or f"`{name}`," in flows, name
+    for name in columnar.event_schema().names:
+        assert f"`{name}`" in doc.split("## Expert")[1], name
+
+
+def test_readme_sql_runs(capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The DuckDB queries README.md shows, over what the commands it shows write."""
+    from fleet_helpers import REPO
+
+    readme = (REPO / "README.md").read_text()
+    sql = readme.split("```sql\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    cnp = roce.craft("cnp", dqpn=0x22).to_bytes()
+    with PcapWriter(tmp_path / "cnps.pcap") as w:
+        for i in range(50):
+            w.write(cnp, ts_ns=i * 1000 + (i % 3) * 100)
+    assert roce_cli("decode", "-T", "parquet", "-w", "out/", str(capture), "cnps.pcap")[0] == 0
+    assert roce_cli("stats", "-T", "parquet", "-w", "tables/", str(capture))[0] == 0
+    results = [duckdb.sql(q).fetchall() for q in sql.split(";") if q.strip()]
+    naks, p99 = results
+    assert naks and all(n for *_, n in naks)
+    (host, value), = p99
+    assert host == "10.0.0.2" and 0.9 < value <= 1.2  # gaps of 0.9, 1.1 and 1.0 us

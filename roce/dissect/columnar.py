@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..errors import UsageError
@@ -284,7 +284,7 @@ class BulkBuilder:
         base = self.number
         self.number += n
         ok = pc.equal(pa.array(cols.status, pa.uint8()), OK)
-        ctx = _Ctx(pa, pc, batch, cols, n, base, ts, prev, ok, self)
+        ctx = _Ctx(pa, pc, batch, cols, n, base, ts, prev, ok)
         arrays = [self._column(c, f.type, ctx) for c, f in zip(self.columns, self.schema)]
         table = pa.Table.from_arrays(arrays, schema=self.schema)
         if cols.status.count(OK) == n:
@@ -403,6 +403,8 @@ class BulkBuilder:
 
 @dataclass
 class _Ctx:
+    """One batch being turned into columns (``raw``: extracted arrays, made on first use)."""
+
     pa: Any
     pc: Any
     batch: Batch
@@ -412,11 +414,7 @@ class _Ctx:
     ts: Any
     prev: Any
     ok: Any
-    owner: BulkBuilder
-    raw: dict[tuple[str, str], Any] | None = None
-
-    def __post_init__(self) -> None:
-        self.raw = {}
+    raw: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
 def _first_field(header: str) -> tuple[str, str]:
@@ -455,6 +453,11 @@ class TableSink:
             self._writer = pa.ipc.new_stream(target, schema)
         else:
             raise UsageError(f"unknown columnar format {fmt!r}")
+
+    @property
+    def taken(self) -> int:
+        """Rows handed in so far (written or pending)."""
+        return self.rows + self._count
 
     def write(self, table: Any) -> None:
         if not table.num_rows:
@@ -520,13 +523,13 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
             for batch in reader.batches(BATCH):
                 table = bulk.table(batch)
                 frames += len(batch.datas)
-                if 0 <= limit - sink.rows - sink._count < table.num_rows:
-                    table = table.slice(0, limit - sink.rows - sink._count)
+                if 0 <= limit - sink.taken < table.num_rows:
+                    table = table.slice(0, limit - sink.taken)
                 sink.write(table)
                 if tick is not None:
                     done += sum(batch.caplen) + 16 * len(batch.datas)
                     tick(done)
-                if 0 <= limit <= sink.rows + sink._count:
+                if 0 <= limit <= sink.taken:
                     break
         else:
             recs: list[Any] = []
