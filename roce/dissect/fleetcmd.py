@@ -57,6 +57,8 @@ def add_decode_arguments(parser: argparse.ArgumentParser) -> None:
         if action.dest == "format" and action.choices is not None:
             action.choices = (*action.choices, *COLUMNAR)
             action.help = (action.help or "") + "; parquet/arrow write -w PATH"
+        if action.dest == "fields":
+            action.help = "field for -T fields/csv, column for -T parquet/arrow (repeat)"
     add_many_arguments(parser, "with -T parquet|arrow: the file to write (a directory for "
                                "several captures)")
 
@@ -391,7 +393,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> 
     from .stats import render
 
     readers, failed = multifile.open_members(paths)
-    status = multifile.report_failures("roce stats", failed)
+    status = multifile.report_failures("roce stats", [*failed, *readers])
     bar = Progress("analysing", sum(multifile.size_of(r.name) for r in readers),
                    sys.stdout, files=len(paths))
     try:

@@ -37,14 +37,16 @@ class Failed:
 
 def expand(items: Sequence[str]) -> list[str]:
     """Files, directories (their regular files, sorted, hidden ones skipped) and globs, in
-    the order given; a name that matches nothing is kept, to be reported as unreadable."""
+    the order given; a name that matches nothing (or an empty directory) is kept, to be
+    reported as unreadable."""
     out: list[str] = []
     for item in items:
         if item == "-":
             out.append(item)
         elif os.path.isdir(item):
-            out += sorted(os.path.join(item, n) for n in os.listdir(item)
-                          if not n.startswith(".") and os.path.isfile(os.path.join(item, n)))
+            files = sorted(os.path.join(item, n) for n in os.listdir(item)
+                           if not n.startswith(".") and os.path.isfile(os.path.join(item, n)))
+            out += files or [item]  # an empty directory is reported as unreadable
         elif glob.has_magic(item):
             hits = sorted(p for p in glob.glob(item) if os.path.isfile(p))
             out += hits or [item]
@@ -229,9 +231,10 @@ def open_members(paths: list[str]) -> tuple[list[CaptureReader], list[Failed]]:
 def report_failures(prog: str, results: list[Any]) -> int:
     """Print one line per failed member; the exit status (2 when any failed, else 0)."""
     bad = [r for r in results if isinstance(r, Failed)]
+    skipped = " (skipped)" if len(results) > 1 else ""
     for r in bad:
-        print(f"{prog}: {r.message if r.path in r.message else f'{r.path}: {r.message}'}"
-              " (skipped)", file=sys.stderr)
+        text = r.message if r.path in r.message else f"{r.path}: {r.message}"
+        print(f"{prog}: {text}{skipped}", file=sys.stderr)
     return 2 if bad else 0
 
 
