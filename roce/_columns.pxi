@@ -11,7 +11,8 @@ DEF X_RAW = 1
 def extract(list frames, int linktype, int udp_port, list specs, list values, list valid,
             int vlan2_slot, uint8_t[::1] status, int32_t[::1] paylen, uint32_t[::1] icrc,
             uint8_t[::1] icrc_ok, bint check_icrc):
-    """Walk every frame and copy the fields ``specs`` name into columns.
+    """Walk every frame and copy the fields ``specs`` name into columns.  Twin:
+    ``roce.dissect.colscan.extract_reference``.
 
     ``specs[k]`` is (slot, byte offset in the header, bytes, shift, mask, kind): the slot is
     the header id of ``roce.locate.HEADER_IDS`` (``vlan2_slot`` for a second VLAN tag), kind

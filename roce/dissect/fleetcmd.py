@@ -26,26 +26,17 @@ from typing import IO, Any
 
 from ..errors import FilterError, InputError, UsageError
 from ..pcapio import Frame, open_capture
+from ..units import parse_non_negative
 from . import multifile
 
 COLUMNAR = ("parquet", "arrow")
 SUFFIX = {"parquet": ".parquet", "arrow": ".arrows"}
 
 
-def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 (all cores) or more")
-    return n
-
-
 def add_many_arguments(parser: Any, write_help: str) -> None:
     """-w, -j and --scheduler (decode and stats)."""
     parser.add_argument("-w", "--write", metavar="PATH", dest="write", help=write_help)
-    parser.add_argument("-j", "--jobs", type=_jobs, default=0, metavar="N",
+    parser.add_argument("-j", "--jobs", type=parse_non_negative, default=0, metavar="N",
                         help="worker processes for several captures (default 0: all cores)")
     parser.add_argument("--scheduler", metavar="tcp://HOST:8786",
                         help="run the per-capture tasks on this Dask scheduler "
@@ -150,7 +141,7 @@ def _decode(args: argparse.Namespace) -> int:
     for r in results:
         if not isinstance(r, multifile.Failed):
             _warn(r.path, r.problems)
-    return multifile.report_failures("roce decode", results)
+    return report_failures("roce decode", results)
 
 
 def _targets(paths: list[str], write: str, fmt: str) -> dict[str, str]:
@@ -197,6 +188,16 @@ def _decode_text(args: argparse.Namespace, paths: list[str]) -> int:
         one.file, one.read_file = [path], None
         status = max(status, decode.run(one))
     return status
+
+
+def report_failures(prog: str, results: list[Any]) -> int:
+    """One line per member that could not be read; the exit status (2 when any, else 0)."""
+    bad = [r for r in results if isinstance(r, multifile.Failed)]
+    skipped = " (skipped)" if len(results) > 1 else ""
+    for r in bad:
+        text = r.message if r.path in r.message else f"{r.path}: {r.message}"
+        print(f"{prog}: {text}{skipped}", file=sys.stderr)
+    return 2 if bad else 0
 
 
 def _warn(path: str, problems: list[str]) -> None:
@@ -246,7 +247,7 @@ def _stats(args: argparse.Namespace, fmt: str, port: int) -> int:
     results = multifile.run(stats_task, paths, (port, args.expert), jobs=_jobs_of(args),
                             scheduler=args.scheduler, label="analysing")
     good = [r for r in results if not isinstance(r, multifile.Failed)]
-    status = multifile.report_failures("roce stats", results)
+    status = report_failures("roce stats", results)
     for r in good:
         _warn_stats(r)
     out = sys.stdout
@@ -393,7 +394,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> 
     from .stats import render
 
     readers, failed = multifile.open_members(paths)
-    status = multifile.report_failures("roce stats", [*failed, *readers])
+    status = report_failures("roce stats", [*failed, *readers])
     bar = Progress("analysing", sum(multifile.size_of(r.name) for r in readers),
                    sys.stdout, files=len(paths))
     try:

@@ -14,7 +14,6 @@ import glob
 import heapq
 import os
 import stat
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -228,15 +227,5 @@ def open_members(paths: list[str]) -> tuple[list[CaptureReader], list[Failed]]:
     return readers, failed
 
 
-def report_failures(prog: str, results: list[Any]) -> int:
-    """Print one line per failed member; the exit status (2 when any failed, else 0)."""
-    bad = [r for r in results if isinstance(r, Failed)]
-    skipped = " (skipped)" if len(results) > 1 else ""
-    for r in bad:
-        text = r.message if r.path in r.message else f"{r.path}: {r.message}"
-        print(f"{prog}: {text}{skipped}", file=sys.stderr)
-    return 2 if bad else 0
-
-
 __all__ = ["Failed", "Ticker", "default_jobs", "expand", "merged_frames", "open_members",
-           "report_failures", "run", "size_of"]
+           "run", "size_of"]
