@@ -4,6 +4,7 @@ reported and skipped (exit 2); one progress bar for the set, on a terminal."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 from pathlib import Path
@@ -11,9 +12,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from fleet_helpers import make_capture, roce_cli, split_capture
+from hypothesis import given
+from hypothesis import strategies as st
 from test_progress import run_on_terminal
 
 from roce.dissect import fleetcmd, multifile
+from roce.pcapio import Batch
 
 PACKETS = 4000
 CUTS = [1, 397, 398, 1200, 1999, 2500, 2501, 3333, 3999]  # 10 pieces, some of one frame
@@ -154,3 +158,22 @@ def test_one_bar_for_the_set_on_a_terminal(pieces: list[Path]):
     assert "analysing" in term and "/10 files" in term
     assert "kB" in term or "MB" in term  # bytes of the whole set
     assert term.count("/10 files") >= 1 and b"files" not in out
+
+
+@given(st.lists(st.lists(st.lists(st.integers(0, 12), max_size=6), max_size=4), max_size=4))
+def test_merged_batches_merge_like_heapq(sources):
+    """Frames (tagged with their capture and place) come out in heapq.merge's order, whatever
+    the overlap, equal times and empty batches."""
+    batches, frames = [], []
+    for i, src in enumerate(sources):
+        mine, flat, k = [], [], 0
+        for tss in src:
+            datas = [f"{i}:{k + j}".encode() for j in range(len(tss))]
+            k += len(tss)
+            mine.append(Batch(datas, tss, [1] * len(tss), [1] * len(tss), 1))
+            flat += list(zip(tss, datas))
+        batches.append(mine)
+        frames.append(flat)
+    want = [d for _, d in heapq.merge(*frames, key=lambda f: f[0])]
+    got = [d for b in multifile.merged_batches(batches) for d in b.datas]
+    assert got == want

@@ -21,16 +21,16 @@ import glob
 import json
 import os
 import sys
-from collections.abc import Iterator
 from typing import IO, Any
 
 from ..errors import FilterError, InputError, UsageError
-from ..pcapio import Frame, open_capture
+from ..pcapio import open_capture
 from ..units import parse_non_negative
 from . import multifile
 
 COLUMNAR = ("parquet", "arrow")
 SUFFIX = {"parquet": ".parquet", "arrow": ".arrows"}
+BATCH = 4096  # frames per batch of a merged session
 
 
 def add_many_arguments(parser: Any, write_help: str) -> None:
@@ -397,8 +397,16 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> 
     status = report_failures("roce stats", [*failed, *readers])
     bar = Progress("analysing", sum(multifile.size_of(r.name) for r in readers),
                    sys.stdout, files=len(paths))
+    analyzer = fl.make_analyzer(port)
+    done = frames = 0
     try:
-        report = fl.analyse(_ticking(multifile.merged_frames(readers), bar), port)
+        for batch in multifile.merged_batches([r.batches(BATCH) for r in readers]):
+            analyzer.feed_batch(batch)
+            if bar.enabled:
+                frames += len(batch.datas)
+                done += sum(batch.caplen) + 16 * len(batch.datas)
+                bar.update(done, frames)
+        report = analyzer.finish()
     finally:
         bar.close()
         for r in readers:
@@ -424,17 +432,6 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> 
         render(report, name, out, expert_all=args.expert)
     out.flush()
     return status
-
-
-def _ticking(frames: Iterator[Frame], bar: Any) -> Iterator[Frame]:
-    done = n = 0
-    for f in frames:
-        yield f
-        if bar.enabled:
-            n += 1
-            done += f.caplen + 16
-            if not n % 4096:
-                bar.update(done, n)
 
 
 __all__ = ["add_decode_arguments", "add_stats_arguments", "decode", "decode_task", "stats",

@@ -11,16 +11,15 @@ same task runs in this process, in a forked worker or on a Dask worker that has 
 from __future__ import annotations
 
 import glob
-import heapq
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError, UsageError
-from ..pcapio import CaptureReader, Frame, open_capture
+from ..pcapio import Batch, CaptureReader, open_capture
 from .progress import Progress
 
 POLL = 0.2  # seconds between progress updates while workers run
@@ -206,14 +205,47 @@ def _run_dask(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
 # -- merging the files of one session -----------------------------------------------------------
 
 
-def merged_frames(readers: list[CaptureReader]) -> Iterator[Frame]:
-    """The frames of several captures in time order; ties (and files that do not overlap,
-    as rotating files of one interface) keep the files' order."""
-    return heapq.merge(*readers, key=_ts)
+def merged_batches(sources: Sequence[Iterable[Batch]]) -> Iterator[Batch]:
+    """Batches of several captures merged in time order, as ``heapq.merge`` would merge
+    their frames by timestamp (each capture's own order kept; equal times: the earlier
+    source first), but cut in runs: captures that do not overlap in time (rotating files of
+    one interface) pass through whole batches, which the flow engine takes in bulk."""
+    its = [iter(src) for src in sources]
+    heads: list[list[Any] | None] = [None] * len(its)  # [batch, position] per source
 
+    def refill(i: int) -> None:
+        for b in its[i]:
+            if b.datas:
+                heads[i] = [b, 0]
+                return
+        heads[i] = None
 
-def _ts(f: Frame) -> int:
-    return f.ts_ns
+    for i in range(len(its)):
+        refill(i)
+    while True:
+        live = [(h[0].ts_ns[h[1]], i) for i, h in enumerate(heads) if h is not None]
+        if not live:
+            return
+        _, i = min(live)
+        others = [(t, j) for t, j in live if j != i]
+        limit, first = min(others) if others else (None, -1)
+        batch, pos = heads[i]  # type: ignore[misc]
+        ts = batch.ts_ns
+        end = pos + 1
+        if limit is None:
+            end = len(ts)
+        else:
+            while end < len(ts) and (ts[end] < limit or (ts[end] == limit and i < first)):
+                end += 1
+        if pos == 0 and end == len(ts):
+            yield batch
+        else:
+            yield Batch(batch.datas[pos:end], ts[pos:end], batch.caplen[pos:end],
+                        batch.origlen[pos:end], batch.linktype)
+        if end == len(ts):
+            refill(i)
+        else:
+            heads[i][1] = end  # type: ignore[index]
 
 
 def open_members(paths: list[str]) -> tuple[list[CaptureReader], list[Failed]]:
@@ -227,5 +259,5 @@ def open_members(paths: list[str]) -> tuple[list[CaptureReader], list[Failed]]:
     return readers, failed
 
 
-__all__ = ["Failed", "Ticker", "default_jobs", "expand", "merged_frames", "open_members",
+__all__ = ["Failed", "Ticker", "default_jobs", "expand", "merged_batches", "open_members",
            "run", "size_of"]
