@@ -254,18 +254,19 @@ def test_without_pyarrow_names_the_extra(capture: Path, tmp_path: Path):
 
 
 def test_memory_stays_flat(tmp_path: Path):
-    """Peak RSS writing every column of a ~40 MB capture, against the same command on a
-    tenth of it: streaming means the bigger input costs (almost) no more memory."""
+    """Peak RSS writing every column of a 100 MB capture, against the same command on
+    40 MB of it (both past the first row group): streaming means more than twice the input
+    costs no more memory (bench/bench_parquet.py measures the 200 MB one)."""
     from bench_decode import make_big_capture, peak_rss_mb
 
     small, big = tmp_path / "s.pcap", tmp_path / "b.pcap"
-    make_big_capture(small, 4_000_000)
-    make_big_capture(big, 40_000_000)
+    make_big_capture(small, 40_000_000)
+    make_big_capture(big, 100_000_000)
     cmd = [sys.executable, "-m", "roce", "decode", "-T", "parquet", "-w"]
     rss_small = peak_rss_mb([*cmd, str(tmp_path / "s.parquet"), str(small)])
     rss_big = peak_rss_mb([*cmd, str(tmp_path / "b.parquet"), str(big)])
     assert rss_big < 150, rss_big
-    assert rss_big < rss_small + 25, (rss_small, rss_big)
+    assert rss_big < rss_small + 10, (rss_small, rss_big)
     assert pq.ParquetFile(tmp_path / "b.parquet").metadata.num_row_groups > 1
 
 

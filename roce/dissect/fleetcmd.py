@@ -23,7 +23,7 @@ import os
 import sys
 from typing import IO, Any
 
-from ..errors import FilterError, InputError, UsageError
+from ..errors import UsageError
 from ..pcapio import open_capture
 from ..units import parse_non_negative
 from . import multifile
@@ -86,21 +86,8 @@ def wants_decode(args: argparse.Namespace) -> bool:
 
 
 def decode(args: argparse.Namespace) -> int:
-    """``roce decode`` over several captures or into a columnar file."""
-    try:
-        return _decode(args)
-    except FilterError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    except UsageError as exc:
-        print(f"roce decode: {exc}", file=sys.stderr)
-        return 1
-    except InputError as exc:
-        print(f"roce decode: {exc}", file=sys.stderr)
-        return 2
-
-
-def _decode(args: argparse.Namespace) -> int:
+    """``roce decode`` over several captures or into a columnar file.  Errors propagate:
+    ``roce.cli`` words them and maps them to exit codes."""
     if args.file and args.read_file:
         raise UsageError("give the captures once: FILE... or -r FILE")
     items = list(args.file or []) + ([args.read_file] if args.read_file else [])
@@ -215,19 +202,8 @@ def wants_stats(args: argparse.Namespace) -> bool:
 
 
 def stats(args: argparse.Namespace, fmt: str, port: int) -> int:
-    """``roce stats`` over several captures, merged or not, or into Parquet tables."""
-    prog = "roce stats"
-    try:
-        return _stats(args, fmt, port)
-    except UsageError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 1
-    except InputError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-
-
-def _stats(args: argparse.Namespace, fmt: str, port: int) -> int:
+    """``roce stats`` over several captures, merged or not, or into Parquet tables (errors
+    propagate to ``roce.cli``, as ``decode``'s)."""
     if not args.file:
         raise UsageError("missing FILE (capture files, directories or globs; - for stdin)")
     paths = multifile.expand(args.file)
