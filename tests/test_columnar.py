@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from test_fastpath import LINKTYPES, any_frames
 
 import roce
-from roce import fast
+from roce import fast, macc
 from roce.dissect import colscan, columnar
 from roce.dissect.decode import known_fields
 from roce.headers import LAYOUTS
@@ -42,8 +42,8 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def odd_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Whole RoCE frames mixed with cut, malformed, non-RoCE, VLAN, IPv6, RoCEv1 and CNP
-    frames."""
+    """Whole RoCE frames mixed with cut, malformed, non-RoCE, VLAN, IPv6, RoCEv1, CNP, PFC
+    and PAUSE frames."""
     path = tmp_path_factory.mktemp("columnar") / "odd.pcap"
     good = roce.craft("RC_RDMA_WRITE_FIRST", bytes(64), dqpn=0x11, psn=5).to_bytes()
     frames = [
@@ -57,6 +57,8 @@ def odd_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (good[:-7], None),  # malformed: lengths disagree
         (bytes(14) + b"\x45" + bytes(40), None),  # not RoCE
         (roce.craft("RC_RDMA_READ_REQUEST", dqpn=8, psn=77).to_bytes(), None),
+        (macc.build_pfc(bytes.fromhex("020000000009"), {3: 0xFFFF, 5: 7}), None),
+        (macc.build_pause(bytes.fromhex("02000000000a"), 99), None),
     ]
     with PcapWriter(path) as w:
         for i, (data, orig) in enumerate(frames * 3):
@@ -194,11 +196,13 @@ def test_bulk_and_record_builders_agree(odd_capture: Path, tmp_path: Path):
     # a filter that keeps every row sends every frame through the record decoder
     assert _write(odd_capture, rec, "-Y", "frame.number")[0] == 0
     a, b = pq.read_table(bulk), pq.read_table(rec)
-    assert a.num_rows == b.num_rows == 30
+    assert a.num_rows == b.num_rows == 36
     assert a.equals(b) and _table_text(a) == _table_text(b)
     assert _table_text(a) == _fields_text(odd_capture, columnar.default_names())
     kinds = a.column("malformed").to_pylist(), a.column("truncated").to_pylist()
     assert any(kinds[0]) and any(kinds[1])
+    assert a.column("macc.cbfc.pause_time.c3").to_pylist()[10] == 0xFFFF
+    assert a.column("macc.pause_time").to_pylist()[11] == 99
     # --only-roce hides what the decoder hides
     only = tmp_path / "only.parquet"
     assert _write(odd_capture, only, "--only-roce")[0] == 0

@@ -11,23 +11,34 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from fleet_helpers import make_capture, roce_cli, split_capture
+from fleet_helpers import make_capture, roce_cli, split_capture, write_frames
 from hypothesis import given
 from hypothesis import strategies as st
 from test_progress import run_on_terminal
 
+from roce import macc
 from roce.dissect import fleetcmd, multifile
-from roce.pcapio import Batch
+from roce.pcapio import Batch, open_capture
 
-PACKETS = 4000
+EMU, PFC_EVERY = 3993, 500
+PACKETS = EMU + EMU // PFC_EVERY  # 4000 frames
 CUTS = [1, 397, 398, 1200, 1999, 2500, 2501, 3333, 3999]  # 10 pieces, some of one frame
 
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("multi") / "whole.pcap"
-    assert make_capture(path, PACKETS) == PACKETS
-    return path
+    """Emulator traffic with a PFC frame after every 500th packet (PAUSE accounting crosses
+    the file boundaries too)."""
+    d = tmp_path_factory.mktemp("multi")
+    assert make_capture(d / "emu.pcap", EMU) == EMU
+    frames = []
+    for i, f in enumerate(open_capture(d / "emu.pcap"), 1):
+        frames.append(f)
+        if not i % PFC_EVERY:
+            pfc = macc.build_pfc(bytes.fromhex("020000000009"), {3: 0xFFFF, 5: i})
+            frames.append(f._replace(data=pfc, caplen=len(pfc), origlen=len(pfc)))
+    assert len(frames) == PACKETS
+    return write_frames(d / "whole.pcap", frames)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +51,7 @@ def stats_json(*argv: str) -> tuple[int, dict, str]:
     return rc, json.loads(out) if out else {}, err
 
 
-REPORT_KEYS = ("totals", "connections", "flows", "expert")
+REPORT_KEYS = ("totals", "connections", "flows", "expert", "pfc")
 
 
 def _untitled(text: str) -> str:
@@ -59,6 +70,7 @@ def test_merge_of_ten_pieces_is_the_whole(capture: Path, pieces: list[Path]):
         for key in REPORT_KEYS:
             assert merged[key] == whole[key], key
     assert whole["totals"]["gaps"] or whole["totals"]["retransmissions"]  # a real test
+    assert whole["pfc"] and whole["totals"]["not_roce"] == EMU // PFC_EVERY
     # and the text report is the same one, bar its title
     rc, text_whole, _ = roce_cli("stats", str(capture))
     rc, text_merged, _ = roce_cli("stats", "--merge", str(pieces[0].parent))

@@ -73,6 +73,7 @@ class Column:
     header: str | None = None  # flat-field header (vlan2 included)
     field: str | None = None  # layout field name
     presence: bool = False  # the header's presence marker ("bth": true when carried)
+    record_only: bool = False  # never in a whole RoCE frame: the record decoder fills it
 
 
 def _int_kind(bits: int) -> str:
@@ -96,6 +97,21 @@ def _layout_columns() -> list[Column]:
     return cols
 
 
+def _macc_columns() -> list[Column]:
+    """PAUSE / PFC fields (``roce.macc`` layouts): frames that are not RoCE, so the record
+    decoder fills them and whole RoCE rows hold nulls."""
+    from .. import macc
+
+    cols = [Column(macc.PROTOCOL, "bool", presence=True, record_only=True)]
+    for header, lay in macc.LAYOUTS.items():
+        for f in lay.fields:
+            name = macc.flat_name(header, f.name)
+            if name in macc.FIELD_NAMES:
+                kind = "bool" if f.kind == "bool" else _int_kind(f.bits)
+                cols.append(Column(name, kind, record_only=True))
+    return cols
+
+
 # Fields the decoder adds to the layouts' (decode.known_fields lists them all); their
 # types are decided here, the layouts have none for them.
 _EXTRA_KINDS = {
@@ -116,7 +132,7 @@ def all_columns() -> dict[str, Column]:
 
     frame = [Column(n, _EXTRA_KINDS[n]) for n in _EXTRA_KINDS if n.startswith("frame.")]
     rest = [Column(n, k) for n, k in _EXTRA_KINDS.items() if not n.startswith("frame.")]
-    cols = {c.name: c for c in [*frame, *_layout_columns(), *rest]}
+    cols = {c.name: c for c in [*frame, *_layout_columns(), *rest, *_macc_columns()]}
     known = known_fields() - PAIR_FIELDS
     # One registry: the columns are exactly the decoder's fields (less the pairs).
     assert set(cols) == known, sorted(set(cols) ^ known)
@@ -253,6 +269,8 @@ class BulkBuilder:
         # columns and presence markers are computed from.
         wanted: list[tuple[str, str]] = []
         for c in columns:
+            if c.record_only:
+                continue
             if c.field is not None:
                 wanted.append((c.header, c.field))  # type: ignore[arg-type]
             elif c.presence:
@@ -311,6 +329,8 @@ class BulkBuilder:
 
     def _column(self, col: Column, typ: Any, ctx: _Ctx) -> Any:
         pa, pc, n, name = ctx.pa, ctx.pc, ctx.n, col.name
+        if col.record_only:
+            return pa.nulls(n, typ)
         if col.field is not None:
             arr = self.raw(ctx, (col.header, col.field))  # type: ignore[arg-type]
             if col.kind == "string":

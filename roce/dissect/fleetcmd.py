@@ -201,9 +201,11 @@ def wants_stats(args: argparse.Namespace) -> bool:
         or args.scheduler is not None or str(args.format).lower() == "parquet"
 
 
-def stats(args: argparse.Namespace, fmt: str, port: int) -> int:
+def stats(args: argparse.Namespace, fmt: str, port: int,
+          pause: tuple[float, int]) -> int:
     """``roce stats`` over several captures, merged or not, or into Parquet tables (errors
-    propagate to ``roce.cli``, as ``decode``'s)."""
+    propagate to ``roce.cli``, as ``decode``'s).  ``pause``: (link rate in bit/s, pause
+    storm in ns), for the PFC / PAUSE accounting (``pauses.PauseAccount``)."""
     if not args.file:
         raise UsageError("missing FILE (capture files, directories or globs; - for stdin)")
     paths = multifile.expand(args.file)
@@ -219,8 +221,8 @@ def stats(args: argparse.Namespace, fmt: str, port: int) -> int:
     if args.merge:
         if args.scheduler is not None:
             raise UsageError("--merge reads the captures as one stream, here: no --scheduler")
-        return _merged(args, paths, fmt, port)
-    results = multifile.run(stats_task, paths, (port, args.expert), jobs=_jobs_of(args),
+        return _merged(args, paths, fmt, port, pause)
+    results = multifile.run(stats_task, paths, (port, args.expert, pause), jobs=_jobs_of(args),
                             scheduler=args.scheduler, label="analysing")
     good = [r for r in results if not isinstance(r, multifile.Failed)]
     status = report_failures("roce stats", results)
@@ -256,27 +258,33 @@ def stats(args: argparse.Namespace, fmt: str, port: int) -> int:
     return status
 
 
-def stats_task(path: str, port: int, expert_all: bool, ticker: Any) -> dict[str, Any]:
-    """One capture's report as plain data (runs in a worker): its JSON form and its text."""
+def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
+               ticker: Any) -> dict[str, Any]:
+    """One capture's report as plain data (runs in a worker): its JSON form and its text,
+    as ``roce stats`` on that capture alone gives them."""
     import io
 
     from . import flows as fl
+    from . import pauses
     from .stats import render
 
     with open_input(path) as (reader, fh):
         analyzer = fl.make_analyzer(port)
+        account = pauses.PauseAccount(*pause)
 
         def tick(frames: int, offset: int | None) -> None:
             ticker(offset if offset is not None else fh.tell() if fh is not None else 0)
 
-        analyzer.feed_capture(reader, tick)
+        analyzer.feed_capture(pauses.Tap(reader, analyzer, account), tick)
         report = analyzer.finish()
+        pfc = account.finish()
+        pfc.merge_into(report)
         report.problems = [p.message for p in reader.problems]
         text = io.StringIO()
-        render(report, reader.name, text, expert_all=expert_all, rich=False)
+        render(report, reader.name, text, expert_all=expert_all, rich=False, pfc=pfc)
         return {"capture": {"file": reader.name, "format": reader.format,
                             "compressed": reader.compressed},
-                "report": report.to_dict(), "text": text.getvalue()}
+                "report": {**report.to_dict(), "pfc": pfc.to_dict()}, "text": text.getvalue()}
 
 
 class open_input:  # noqa: N801 - used as a context manager, reads as a function
@@ -364,8 +372,10 @@ def _render_total(out: IO[str], name: str, t: dict[str, Any], counts: dict[str, 
                                            for k, v in sorted(counts.items())) + "\n")
 
 
-def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> int:
+def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
+            pause: tuple[float, int]) -> int:
     from . import flows as fl
+    from . import pauses
     from .progress import Progress
     from .stats import render
 
@@ -374,15 +384,21 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> 
     bar = Progress("analysing", sum(multifile.size_of(r.name) for r in readers),
                    sys.stdout, files=len(paths))
     analyzer = fl.make_analyzer(port)
+    account = pauses.PauseAccount(*pause)
     done = frames = 0
     try:
         for batch in multifile.merged_batches([r.batches(BATCH) for r in readers]):
+            base, other = analyzer.frames, analyzer.not_roce
             analyzer.feed_batch(batch)
+            if analyzer.not_roce != other:  # PFC / PAUSE frames, as pauses.Tap shows them
+                account.scan_batch(batch, base)
             if bar.enabled:
                 frames += len(batch.datas)
                 done += sum(batch.caplen) + 16 * len(batch.datas)
                 bar.update(done, frames)
         report = analyzer.finish()
+        pfc = account.finish()
+        pfc.merge_into(report)
     finally:
         bar.close()
         for r in readers:
@@ -396,7 +412,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> 
     if fmt == "json":
         json.dump({"capture": {"files": [r.name for r in readers], "merged": True},
                    "failed": [{"file": f.path, "error": f.message} for f in failed],
-                   **report.to_dict()}, out, indent=1)
+                   **report.to_dict(), "pfc": pfc.to_dict()}, out, indent=1)
         out.write("\n")
     elif fmt == "parquet":
         from . import columnar
@@ -405,7 +421,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int) -> 
         columnar.write_stats(args.write, columnar.flow_rows(name, d["flows"]),
                              columnar.event_rows(name, d["expert"]["events"]))
     else:
-        render(report, name, out, expert_all=args.expert)
+        render(report, name, out, expert_all=args.expert, pfc=pfc)
     out.flush()
     return status
 
