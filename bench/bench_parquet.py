@@ -80,17 +80,15 @@ def round_trip(roce_cmd: str, cap: Path, out: Path) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--packets", type=int, default=200_000)
+    for flag, value in (("--rounds", 3), ("--packets", 200_000)):
+        ap.add_argument(flag, type=int, default=value)
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    roce_cmd = roce_entry_point()
-    tshark = shutil.which("tshark")
+    roce_cmd, tshark = roce_entry_point(), shutil.which("tshark")
     with tempfile.TemporaryDirectory() as d:
-        cap = Path(d) / "bench.pcap"
+        cap, out = Path(d) / "bench.pcap", Path(d) / "out.parquet"
         n = make_capture(cap, args.packets)
-        mb = os.path.getsize(cap) / 1e6
-        out = Path(d) / "out.parquet"
+        mb = cap.stat().st_size / 1e6
         ours = wall([roce_cmd, "decode", "-T", "parquet", "-w", str(out),
                      *[a for r, _ in FIELDS for a in ("-e", r)], str(cap)], args.rounds)
         theirs = wall([tshark, "-r", str(cap), "-T", "fields", "-E", "separator=,",
