@@ -79,3 +79,11 @@ def test_unreachable_scheduler_is_an_input_error(pieces: list[Path]):
     r = roce("stats", "--scheduler", "tcp://127.0.0.1:9", str(pieces[0]))
     assert r.returncode == 2 and "cannot reach the Dask scheduler" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_without_dask_names_the_extra(pieces: list[Path]):
+    code = ("import sys; sys.modules['distributed'] = None; from roce.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "stats", "--scheduler", "tcp://h:8786",
+                        str(pieces[0])], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and 'pip install "roce[dask]"' in r.stderr
