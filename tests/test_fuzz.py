@@ -305,7 +305,7 @@ class Dut:
         frame = roce.craft(ident, payload, dqpn=self.qp.qp_num, psn=psn, ackreq=True,
                            **kw).to_bytes()
         self.ctx.device.receive(0, frame)
-        return [fuzz._describe(f) for f in self.ctx.device.drain()]
+        return [fuzz.describe_answer(f) for f in self.ctx.device.drain()]
 
     def completions(self) -> list[tuple]:
         return [(wc.wr_id, wc.status.name) for wc in self.cq.poll(16)]

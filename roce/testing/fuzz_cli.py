@@ -15,18 +15,21 @@ under ``--corpus DIR`` as a pcap and a one-line reason file; ``--replay DIR`` ru
 and exits 1 while any still fails.
 
 Exit status: 0 no failure, 1 failures (or bad usage), 2 the environment stops the run (no
-such interface, no privilege).
+such interface, no privilege).  The harnesses, their help and default run lengths come from
+``roce.testing.fuzz.registry``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
 from collections.abc import Callable
 
 from . import fuzz
+from .fuzz.registry import HARNESSES
 
 
 def _count(text: str) -> int:
@@ -43,7 +46,8 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _common(p: argparse.ArgumentParser, default_count: int) -> None:
+def _common(p: argparse.ArgumentParser, harness: str) -> None:
+    default_count = HARNESSES[harness].default_count
     p.add_argument("--seed", type=_count, default=0, help="random seed (default 0)")
     p.add_argument("--count", type=_count, default=None,
                    help=f"inputs to try (default {default_count}, or unbounded with --time)")
@@ -57,27 +61,27 @@ def _common(p: argparse.ArgumentParser, default_count: int) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="harness", metavar="HARNESS")
     sub.required = True
-    dec = sub.add_parser("decoder", help="parser, fast path vs references, roce decode",
+    dec = sub.add_parser("decoder", help=HARNESSES["decoder"].help,
                          description="Fuzz the decoder: valid, mutated and random frames "
                          "through roce.parse, the fast path and its reference twins, and "
                          "roce decode.")
-    _common(dec, 100_000)
+    _common(dec, "decoder")
     dec.add_argument("--jobs", "-j", type=_count, default=None,
                      help="worker processes (default: the number of CPUs)")
     dec.add_argument("--decode-every", type=_count, default=fuzz.DECODE_EVERY, metavar="N",
                      help=f"run roce decode on every Nth chunk of {fuzz.CHUNK} frames "
                      "(0: never)")
-    resp = sub.add_parser("responder", help="mutated frames into emulated RC/UC/UD responders",
+    resp = sub.add_parser("responder", help=HARNESSES["responder"].help,
                           description=fuzz.ResponderFuzzer.__doc__.split("\n\n")[0])
-    _common(resp, 3000)
+    _common(resp, "responder")
     resp.add_argument("--skip-check", action="append", default=[], metavar="CHECK",
                       choices=fuzz.RESPONDER_CHECKS,
                       help="do not report this invariant (" + ", ".join(
                           fuzz.RESPONDER_CHECKS) + ")")
-    wire = sub.add_parser("wire", help="mutated frames to a device under test (raw socket)",
+    wire = sub.add_parser("wire", help=HARNESSES["wire"].help,
                           description="Send mutated RoCE frames to a target over a raw "
                           "AF_PACKET socket, probing that it still answers.")
-    _common(wire, 10_000)
+    _common(wire, "wire")
     wire.add_argument("-i", "--interface", required=True, metavar="IFACE")
     wire.add_argument("--target", required=True, metavar="IP", help="the target's IPv4 address")
     wire.add_argument("--qpn", required=True, type=lambda t: int(t, 0),
@@ -124,23 +128,17 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        if args.replay:
-            return _replay(args)
-        return _run(args)
-    except fuzz.EnvironmentProblem as exc:
-        print(f"roce fuzz: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"roce fuzz: {exc}", file=sys.stderr)
-        return 1
+    # errors roce raises on purpose (no interface: InputError; a corpus of wire failures:
+    # UsageError) go up to roce.cli, which maps them to their exit statuses
+    if args.replay:
+        return _replay(args)
+    return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
     progress = _Progress(not args.quiet)
-    defaults = {"decoder": 100_000, "responder": 3000, "wire": 10_000}
     count = args.count if args.count is not None else (
-        None if args.time is not None else defaults[args.harness])
+        None if args.time is not None else HARNESSES[args.harness].default_count)
     runner: Callable[[], fuzz.Summary]
     if args.harness == "decoder":
         jobs = args.jobs if args.jobs else (os.cpu_count() or 1)
@@ -151,8 +149,11 @@ def _run(args: argparse.Namespace) -> int:
         def runner() -> fuzz.Summary:
             return fuzz.fuzz_responder(args.seed, count, args.time, args.skip_check, progress)
     else:
+        config = fuzz.WireConfig(**{f.name: getattr(args, f.name)
+                                    for f in dataclasses.fields(fuzz.WireConfig)})
+
         def runner() -> fuzz.Summary:
-            return fuzz.fuzz_wire(args, count, progress)
+            return fuzz.fuzz_wire(config, count, args.time, progress)
     try:
         summary = runner()
     finally:
