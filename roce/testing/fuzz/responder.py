@@ -348,6 +348,7 @@ class ResponderFuzzer:
                     self.grants.append(g)
 
     def index(self, m: MRInfo) -> int:
+        """``m``'s index in the MR table (what grants and ``Outcome.writes`` name)."""
         return self.mrs.index(m)
 
     def _verbs_qp(self, qpn: int) -> Any:
@@ -609,7 +610,11 @@ class ResponderFuzzer:
     # -- building requests ----------------------------------------------------------------------
 
     def request(self, slot: Slot, ident: str, psn: int, payload: bytes = b"",
-                 ackreq: bool = True, **fields: Any) -> bytes:
+                ackreq: bool = True, **fields: Any) -> bytes:
+        """A request from the phantom peer to ``slot``'s QP: ``ident`` without its transport
+        (``SEND_ONLY``) in the slot's transport (UD: always a SEND Only with the harness's
+        Q_Key; UC has no READ or atomics, so those go out as RC rows); ``fields`` the
+        opcode's headers do not have are left out."""
         from ...emu.constants import QPType
 
         prefix = {QPType.IBV_QPT_RC: "RC", QPType.IBV_QPT_UC: "UC",
@@ -632,6 +637,7 @@ class ResponderFuzzer:
                      ackreq=ackreq, **fields).to_bytes()
 
     def bad_rkey(self, mr: Any) -> int:
+        """An rkey that must not open ``mr``."""
         rng = self.rng
         if rng.random() < 0.5:
             return mr.rkey ^ rng.randint(1, 255)  # the right MR, the wrong key byte
