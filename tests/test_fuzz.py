@@ -189,6 +189,18 @@ def test_wire_failures_are_not_replayed_in_process(capsys, tmp_path):
     assert rc == 1 and "not replayed here" in err and "roce replay" in err
 
 
+@pytest.mark.parametrize(("option", "value"), [("--target-mac", "ff:ff:ff:ff:ff"),
+                                               ("--target-mac", "02:00:00:00:00:zz"),
+                                               ("--target", "10.0.0")])
+def test_wire_bad_addresses_are_usage_errors(capsys, option, value):
+    argv = {"--target": "192.0.2.1", option: value}
+    with pytest.raises(SystemExit) as e:
+        cli.main(["fuzz", "wire", "-i", "lo", "--qpn", "1", "--count", "1",
+                  *[w for kv in argv.items() for w in kv]])
+    assert e.value.code == 1
+    assert f"argument {option}: {value!r}" in capsys.readouterr().err
+
+
 # -- responder -------------------------------------------------------------------------------------
 
 
