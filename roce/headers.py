@@ -421,7 +421,7 @@ def encode(name: str, values: dict) -> bytes:
     return ENCODERS[name](values)
 
 
-# -- AETH syndrome (IBA 9.7.5.1; DESIGN.md) ---------------------------------------------------
+# -- AETH syndrome (IBA 9.7.5.1; docs/protocol.md "AETH syndrome") ---------------------------
 
 AETH_ACK, AETH_RNR_NAK, AETH_RESERVED, AETH_NAK = 0, 1, 2, 3
 SYNDROME_TYPES = {AETH_ACK: "ACK", AETH_RNR_NAK: "RNR NAK", AETH_RESERVED: "Reserved",

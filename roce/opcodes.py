@@ -4,7 +4,7 @@ Every other part of roce (packet codec, decoder, fast path tables, Scapy layers,
 strategies, the emulator's packet builder) derives what it needs from ``OPCODES``.
 
 The table is built from the RC rows (IBA Vol 1 ch. 9, table 38; Linux rxe ``rxe_opcode.c``)
-by the per-transport rules of DESIGN.md:
+by the per-transport rules of docs/protocol.md:
 
 - UC takes the SEND and RDMA WRITE rows at 0x20 + code;
 - RD takes rows 0x00..0x14 at 0x40 + code; requests get RDETH then DETH in front of the RC

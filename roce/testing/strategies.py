@@ -195,9 +195,7 @@ def _packet(draw: st.DrawFn, opcode: int | str | Opcode | None, transport: Any,
         kw["vlan_priority"] = draw(st.integers(0, 7))
     fields: dict[str, Any] = {}
     fixed_bth = {"opcode": op.code}
-    if op.transport is Transport.CNP:
-        # a CNP has BECN set, the default P_Key and PSN 0 (IBA Annex A17, RoCEv2: the CNP
-        # format), as roce.craft builds it
+    if op.transport is Transport.CNP:  # docs/protocol.md "CNP and ECN"
         fixed_bth.update(becn=True, p_key=0xFFFF, psn=0)
     values = draw(bth(**fixed_bth))
     for name, value in values.items():
