@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import ipaddress
 import os
 import sys
 import time
 from collections.abc import Callable
 
+from ..units import parse_ipv4, parse_mac
 from . import fuzz
 from .fuzz.registry import HARNESSES
 
@@ -45,23 +45,6 @@ def _seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError("must be > 0")
     return value
-
-
-def _ipv4(text: str) -> str:
-    try:
-        return str(ipaddress.IPv4Address(text.strip()))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
-
-
-def _mac(text: str) -> str:
-    octets = text.replace("-", ":").split(":")
-    if len(octets) != 6 or not all(1 <= len(o) <= 2 for o in octets):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a MAC address (six octets)")
-    try:
-        return ":".join(f"{int(o, 16):02x}" for o in octets)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a MAC address") from None
 
 
 def _common(p: argparse.ArgumentParser, harness: str) -> None:
@@ -101,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "AF_PACKET socket, probing that it still answers.")
     _common(wire, "wire")
     wire.add_argument("-i", "--interface", required=True, metavar="IFACE")
-    wire.add_argument("--target", required=True, type=_ipv4, metavar="IP",
+    wire.add_argument("--target", required=True, type=parse_ipv4, metavar="IP",
                       help="the target's IPv4 address")
     wire.add_argument("--qpn", required=True, type=lambda t: int(t, 0),
                       help="the target's RC QP number")
@@ -109,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="an rkey of the target's memory (probes READ it)")
     wire.add_argument("--va", type=lambda t: int(t, 0), default=0, help="address of that MR")
     wire.add_argument("--size", type=lambda t: int(t, 0), default=4096, help="MR length")
-    wire.add_argument("--target-mac", type=_mac, default=None,
+    wire.add_argument("--target-mac", type=parse_mac, default=None,
                       help="skip ARP: the target's MAC")
     wire.add_argument("--src-qpn", type=lambda t: int(t, 0), default=0x11,
                       help="the QP number the target answers to (its destination QPN)")
