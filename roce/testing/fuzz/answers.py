@@ -1,6 +1,7 @@
 """A responder's answers as plain tuples, for the harnesses that check them (responder,
 wire): ``("ack", psn)``, ``("rnr", psn)``, ``("nak", code, psn)``, ``("read", psn, data)``,
-``("atomic_ack", psn, original)``; the AETH syndrome is split by ``roce.headers``."""
+``("atomic_ack", psn, original)``; the AETH syndrome is split by ``roce.headers``
+(docs/protocol.md "AETH syndrome")."""
 
 from __future__ import annotations
 

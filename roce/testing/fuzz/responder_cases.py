@@ -2,8 +2,9 @@
 
 A builder gets a ``CaseEnv`` (the harness, the target QP's slot and the facts of the moment)
 and returns an ``Outcome``: the frame, the answers a correct RC responder in a receiving
-state gives (the error classes of rxe's responder, rxe_resp.c: a PSN-sequence NAK, an
-invalid-request NAK, a remote-access NAK, an RNR NAK), how far the expected PSN moves,
+state gives (the error classes of rxe's responder, rxe_resp.c, as docs/protocol.md
+"Responder rules (RC)" tabulates them: a PSN-sequence NAK, an invalid-request NAK, a
+remote-access NAK, an RNR NAK), how far the expected PSN moves,
 whether the QP goes to ERR and the bytes that must land.  ``ResponderFuzzer._case`` picks a
 builder from ``CASES`` and adjusts the outcome for UC, UD and non-receiving QPs (they never
 answer).  A new case is one function and one line in ``CASES``; its name shows up in run
