@@ -374,9 +374,13 @@ def test_plugin_fixtures(roce_strategies, roce_fabric, roce_mutator):
 
 def test_plugin_loads_in_a_user_suite(tmp_path):
     (tmp_path / "test_user.py").write_text(
-        "from hypothesis import given\n"
+        "from hypothesis import HealthCheck, given, settings\n"
         "def test_it(roce_fabric, roce_strategies, roce_mutator):\n"
         "    assert roce_fabric.seed == 3 and roce_fabric.qa.qp_state.name == 'IBV_QPS_RTS'\n"
+        # a user suite outside this project's profiles: deterministic, and patient on a
+        # loaded machine
+        "    @settings(derandomize=True, deadline=None, max_examples=20,\n"
+        "              suppress_health_check=[HealthCheck.too_slow])\n"
         "    @given(roce_strategies.frames(max_payload=8))\n"
         "    def inner(frame):\n"
         "        assert roce_mutator.mutate(frame).frame != frame\n"
