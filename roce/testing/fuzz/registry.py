@@ -5,7 +5,7 @@ are replayed.  ``roce fuzz`` takes its subcommands' help and defaults from here 
 Adding a harness: a module of its own in this package with a ``NAME``, a run function
 returning a ``results.Summary`` and, when its failures can be re-run in-process, a
 ``replay(saved) -> [still failing checks per failure]``; one line in ``HARNESSES``; and its
-options and runner in ``roce.testing.fuzz_cli``.
+options and runner, one entry in ``roce.testing.fuzz_cli._COMMANDS``.
 """
 
 from __future__ import annotations
