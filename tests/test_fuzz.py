@@ -173,6 +173,20 @@ def test_a_new_seed_source_feeds_the_decoder(monkeypatch):
     assert d.pool.count(marker) == 3
 
 
+def test_decoder_pool_covers_every_family():
+    from roce import macc
+    from roce.opcodes import OPCODES
+
+    pool = fuzz.DecoderFuzzer(seed=0, decode_every=0).pool
+    parsed = [macc.parse_macc(f) for f in pool]
+    opcodes = {m.opcode for m in parsed if m is not None}
+    assert opcodes == set(macc.BODY)  # PAUSE and PFC
+    offsets = {macc.macc_offset(f) for f, m in zip(pool, parsed) if m is not None}
+    assert offsets == {14, 18}  # untagged and VLAN-tagged
+    roce_codes = {roce.parse(f).opcode.code for f, m in zip(pool, parsed) if m is None}
+    assert roce_codes == set(OPCODES)
+
+
 def test_every_registered_harness_is_a_subcommand(capsys):
     for name, h in registry.HARNESSES.items():
         with pytest.raises(SystemExit) as e:

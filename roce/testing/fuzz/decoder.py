@@ -1,7 +1,8 @@
 """The decoder harness: frames through the parser, the fast path and its reference twins,
 the flow analysis and ``roce decode``'s output modes.
 
-Frames are valid ones from a pool (``seeds.seed_pool``), structure-aware mutants of them
+Frames are valid ones from a pool (``seeds.seed_pool``: every RoCE opcode, MAC Control PAUSE
+and PFC, one source per family), structure-aware mutants of them
 (``roce.testing.mutate``) and random bytes, cut into chunks of ``CHUNK`` frames; chunk ``i``
 draws from ``random.Random(f"{seed}:{i}")``, so a run is the same whatever the number of
 worker processes (``runner.run_chunks``).  Every frame goes through ``roce.parse`` (only

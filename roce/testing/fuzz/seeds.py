@@ -65,9 +65,41 @@ def roce_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     return pool
 
 
+def macc_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
+    """Valid MAC Control frames (``roce.macc``): PAUSE with boundary and random quanta, PFC
+    with any set of enabled classes (XON included), a quarter of them VLAN-tagged."""
+    from ... import macc
+
+    def pause() -> bytes:
+        return macc.build_pause(src, rng.choice((0, 1, macc.MAX_QUANTA,
+                                                 rng.randrange(macc.MAX_QUANTA + 1))))
+
+    def pfc() -> bytes:
+        classes = rng.sample(macc.PRIORITIES, rng.randint(0, len(macc.PRIORITIES)))
+        return macc.build_pfc(src, {p: rng.choice((0, macc.MAX_QUANTA, rng.randrange(
+            macc.MAX_QUANTA + 1))) for p in classes})
+
+    build = {macc.OPCODE_PAUSE: pause, macc.OPCODE_PFC: pfc}
+    pool = []
+    for opcode in macc.BODY:
+        for _ in range(per_opcode):
+            src = bytes([rng.getrandbits(8) & 0xFE]) + rng.randbytes(5)  # a unicast source
+            frame = build[opcode]()
+            if rng.random() < 0.25:
+                at = _ETH_TYPE.byte_offset
+                tag = ENCODERS["vlan"]({"priority": rng.randrange(8), "dei": 0,
+                                        "id": rng.randrange(4096), "etype": get_field(
+                                            frame, 0, _ETH_TYPE)})
+                frame = frame[:at] + ETHERTYPE_VLAN[0].to_bytes(2, "big") + tag + \
+                    frame[at + 2:]
+            pool.append(frame)
+    return pool
+
+
 # family -> source of valid frames; a new family adds one line
 SEED_SOURCES: dict[str, SeedSource] = {
     "roce": roce_seeds,
+    "macc": macc_seeds,
 }
 
 
