@@ -4,6 +4,8 @@ profile (docs/congestion-control.md has the rules these numbers follow)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from roce import fast
 from roce.emu.cc import Dcqcn, NotificationPoint, cnp_frame, configure
@@ -290,3 +292,31 @@ def test_cnp_frame():
     assert w.icrc_off - w.bth_off == 12 + 16  # BTH + 16 reserved bytes
     assert int.from_bytes(frame[w.icrc_off:w.icrc_off + 4], "big") == icrc_of_frame(frame)
     assert frame[w.bth_off + 12:w.icrc_off] == bytes(16)
+
+
+# -- invariants over any sequence of events -------------------------------------------------------
+
+_EVENTS = st.lists(st.tuples(st.sampled_from(["cnp", "sent", "timer"]),
+                             st.integers(0, 400 * US), st.integers(64, 1 << 20)), max_size=60)
+
+
+@given(profile=st.sampled_from(sorted(PROFILES)), events=_EVENTS)
+def test_rate_stays_bounded_and_below_target(profile, events):
+    d = rp(profile)
+    now = 0
+    floor = PROFILES[profile]["rp_min_rate"] * 1e6
+    for kind, dt, nbytes in events:
+        now += dt
+        while d.deadline() is not None and d.deadline() < now:  # as a driver fires them
+            d.fire_due(d.deadline())
+        if kind == "cnp":
+            out = d.on_cnp(now)
+        elif kind == "sent":
+            out = d.on_sent(now, nbytes)
+        else:
+            now = max(now, d.deadline() or now)
+            out = d.fire_due(now)
+        assert min(floor, L) <= out.rate_bps <= d.target <= L
+        assert 0.0 <= d.alpha <= 1.0
+        assert out.deadline is None or out.deadline >= now
+        assert d.recovering == (out.rate_bps < L)
