@@ -58,3 +58,14 @@ def parse_probability(text: str) -> float:
     if not 0 <= p <= 1:
         raise argparse.ArgumentTypeError(f"probability {text!r} is not in [0, 1]")
     return p
+
+
+def parse_non_negative(text: str) -> int:
+    """``0``, ``4`` -> a whole number >= 0 (``-j``: 0 means every core)."""
+    try:
+        n = int(text.strip(), 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return n
