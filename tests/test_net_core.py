@@ -195,9 +195,11 @@ dst = "h3"
     (["--topology", "incast:2", "--pfc-storm", "nobody"], 1, "--pfc-storm nobody"),
     (["--topology-file", "/nonexistent/net.toml"], 2, "/nonexistent/net.toml"),
 ])
-def test_usage_errors(argv, code, message, capsys):
+def test_usage_errors(argv, code, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert main(["emulate", "--no-progress", "--count", "1", "--size", "4K", *argv]) == code
     assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing written before the check failed
 
 
 def test_dumbbell_pairs_share_one_bottleneck():

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from ...pcapio import PcapWriter
     from ..scenario import emit
     from .observe import Trace
-    from .runner import run_network
+    from .runner import NetRun, tap_port
 
     sc = scenario(args)
     with ExitStack() as stack:
@@ -85,10 +85,6 @@ def run(args: argparse.Namespace) -> int:
             return w
 
         writer = open_pcap(args.pcap) if args.pcap else None
-        taps = {}
-        for spec in args.tap:
-            where, _, path = spec.partition("=")
-            taps[where] = open_pcap(path or f"tap-{where.replace(':', '-')}.pcap")
         trace = None
         if args.trace:
             try:
@@ -97,5 +93,10 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.trace}: {e.strerror}") from None
             fmt = "json" if args.trace.endswith((".json", ".jsonl")) else "csv"
             trace = Trace(out, args.trace_interval, fmt)
-        summary = run_network(sc, writer, taps, trace)
+        run = NetRun(sc, writer, None, trace)
+        ports = [(tap_port(run.net, where), path) for where, _, path in
+                 (spec.partition("=") for spec in args.tap)]  # every name checked first
+        for (port, path), spec in zip(ports, args.tap):
+            port.tap = open_pcap(path or f"tap-{spec.replace(':', '-')}.pcap")
+        summary = run.run()
     return emit(summary, args.format, args.pcap)

@@ -25,6 +25,7 @@ from .pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
 from .stages import Classifier, Pacer, RatePacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
+_ETYPE0, _ETYPE1 = frames.ETYPE
 TX_LIMIT = 8  # frames a QP builds ahead of the scheduler
 
 
@@ -71,7 +72,7 @@ class Nic:
         if self.net.recorders:
             for w in self.net.recorders:
                 w.write(frame, ts_ns=now)
-        if frame[frames.ETYPE[0]:frames.ETYPE[1]] == _MACC:
+        if frame[_ETYPE0:_ETYPE1] == _MACC:
             self.pause.on_frame(now, frame)
             self.wire.kick(now)
             return

@@ -225,7 +225,8 @@ def run_network(sc: NetScenario, record: Any = None, taps: dict[str, Any] | None
     return NetRun(sc, record, taps, trace).run(progress)
 
 
-def attach_tap(net: Any, spec: str, writer: Any) -> None:
+def tap_port(net: Any, spec: str) -> Any:
+    """The switch port ``NODE:PORT`` names (for ``--tap``)."""
     from ...errors import UsageError
 
     node, _, port = spec.rpartition(":")
@@ -236,7 +237,11 @@ def attach_tap(net: Any, spec: str, writer: Any) -> None:
         p = None
     if p is None:
         raise UsageError(f"--tap {spec}: no such switch port (NODE:PORT, e.g. sw:0)")
-    p.tap = writer
+    return p
+
+
+def attach_tap(net: Any, spec: str, writer: Any) -> None:
+    tap_port(net, spec).tap = writer
 
 
 def _percentile(sorted_values: list[int], q: float) -> float:

@@ -38,21 +38,9 @@ class Network:
         """Frames that crossed a link so far."""
         return sum(w.hops for w in self.wires)
 
-    def run_until(self, predicate: Callable[[], bool], limit_ns: int) -> bool:
-        """Run events until ``predicate()`` holds; False when none is left or the next one
-        lies past ``limit_ns``."""
-        ev = self.events
-        pop = heapq.heappop
-        while not predicate():
-            if not ev or ev[0][0] > limit_ns:
-                return False
-            t, _, fn, arg = pop(ev)
-            self.now = t
-            fn(t, arg)
-        return True
-
     def run_until_any(self, items: list, limit_ns: int) -> bool:
-        """``run_until(lambda: bool(items), limit_ns)`` without a call per event."""
+        """Run events until ``items`` is not empty (something a callback appends to); False
+        when no event is left or the next one lies past ``limit_ns``."""
         ev = self.events
         pop = heapq.heappop
         while not items:
@@ -65,5 +53,5 @@ class Network:
 
     def run(self, until: int) -> None:
         """Run every event up to virtual time ``until``."""
-        self.run_until(lambda: False, until)
+        self.run_until_any([], until)
         self.now = max(self.now, until)
