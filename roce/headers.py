@@ -417,6 +417,11 @@ def encode(name: str, values: dict) -> bytes:
     return ENCODERS[name](values)
 
 
+# -- ECN codepoints of the IPv4 DS field / IPv6 traffic class (RFC 3168 section 5) ------------
+
+ECN_NOT_ECT, ECN_ECT1, ECN_ECT0, ECN_CE = 0, 1, 2, 3
+
+
 # -- AETH syndrome (IBA 9.7.5.1; DESIGN.md) ---------------------------------------------------
 
 AETH_ACK, AETH_RNR_NAK, AETH_RESERVED, AETH_NAK = 0, 1, 2, 3

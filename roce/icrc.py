@@ -16,6 +16,7 @@ from __future__ import annotations
 import zlib
 
 from .headers import LAYOUTS
+from .locate import L3_GRH, L3_IPV4, L3_IPV6  # the one numbering of L3 kinds
 
 # Variant fields per header: anything a router or switch may rewrite in flight.
 VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -28,7 +29,6 @@ VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
 
 LRH_STANDIN = b"\xff" * 8
 
-L3_IPV4, L3_IPV6, L3_GRH = 4, 6, 1
 L3_HEADER = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
 
 
