@@ -5,9 +5,10 @@
 # roce/dissect/flowrules.py is the one definition of the rules (its docstring has the
 # definitions and the steps to add an event kind); this file holds no rule table of its own.
 # Everything it numbers or words - opcode classes, event kinds with their severities, texts
-# and counters, the flow counters' layout, AETH syndrome rules, ECN and L3 kinds - arrives in
+# and counters, the flow counters' layout, AETH syndrome rules and ECN - arrives in
 # configure_flows() from roce.dissect.cflows.engine_config(), derived from flowrules,
-# roce.headers, roce.opcodes and roce.locate.  Events are raised by their flowrules name.
+# roce.headers, roce.opcodes and roce.locate (L3 kinds are the fast path's L3K_*, configured
+# from roce.locate).  Events are raised by their flowrules name.
 # It follows roce/dissect/flowref.py function by function (_packet, _feed, _advance, _late,
 # ...), every frame in capture order; a property test compares the two engines' reports.
 
@@ -70,7 +71,6 @@ cdef int A_SPAN_A[8]      # by L3 kind: the address pair's slice [a, b) from the
 cdef int A_SPAN_B[8]
 cdef int A_L3LEN_F[8]     # by L3 kind: the L3 length field (F_*) and what it leaves out
 cdef int A_L3LEN_X[8]
-cdef int A_L3_IPV4 = -1, A_L3_IPV6 = -1
 cdef int A_ECN_MASK = 0, A_ECN_CE = -1
 cdef uint32_t A_PSN_MASK = 0
 cdef bint A_CONFIGURED = False
@@ -109,7 +109,7 @@ cdef void _a_spec(ASpec *s, object spec):
 def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows.engine_config()."""
     global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE
-    global A_KIND_WRITE_IMM, A_KIND_READ, A_L3_IPV4, A_L3_IPV6, A_ECN_MASK, A_ECN_CE
+    global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
     global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT
     global CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
@@ -151,11 +151,12 @@ def configure_flows(dict cfg):
         A_SPAN_A[k] = A_SPAN_B[k] = 0
         A_L3LEN_F[k] = -1
         A_L3LEN_X[k] = 0
+    if any(not 0 <= k < 8 for k in cfg["spans"]):
+        raise ValueError("flow engine: an L3 kind outside 0..7")
     for k, (a, b) in cfg["spans"].items():
         A_SPAN_A[k], A_SPAN_B[k] = a, b
     for k, (f, extra) in cfg["l3_len"].items():
         A_L3LEN_F[k], A_L3LEN_X[k] = f, extra
-    A_L3_IPV4, A_L3_IPV6 = cfg["l3_ipv4"], cfg["l3_ipv6"]
     A_ECN_MASK, A_ECN_CE = cfg["ecn_mask"], cfg["ecn_ce"]
     A_PSN_MASK = cfg["psn_mask"]
     A_DEFAULT_MTU = cfg["default_mtu"]
@@ -434,9 +435,9 @@ cdef class FlowEngine:
             else:
                 bad = True
                 text = self._malformed(obj, p, n, linktype)
-        if w.l3_kind == A_L3_IPV4:
+        if w.l3_kind == L3K_IPV4:
             ecn = rd(p, w.l3_off, F_IP_ECN) & A_ECN_MASK
-        elif w.l3_kind == A_L3_IPV6:
+        elif w.l3_kind == L3K_IPV6:
             ecn = rd(p, w.l3_off, F_IP6_TCLASS) & A_ECN_MASK
         qp = rd(p, bth, F_BTH_DESTQP)
         psn = rd(p, bth, F_BTH_PSN)

@@ -77,7 +77,6 @@ def engine_config() -> dict[str, Any]:
         "syndromes": R.SYNDROMES,
         "spans": {k: (a, b) for k, (a, b, _) in R.ADDR_SPANS.items()},
         "l3_len": {k: (fields.index(hf), extra) for k, (hf, extra) in R.L3_LEN_FIELDS.items()},
-        "l3_ipv4": locate.L3_IPV4, "l3_ipv6": locate.L3_IPV6,
         "ecn_mask": R.ECN_MASK, "ecn_ce": R.ECN_CE_MARK,
         "psn_mask": R.PSN_MASK,
         "default_mtu": R.DEFAULT_MTU,
