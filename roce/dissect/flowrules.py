@@ -19,10 +19,15 @@ Adding an event kind
    ``_flowengine.pxi`` (rebuild with ``pip install -e .``).  The twin tests in
    tests/test_stats.py hold the two equal.
 
-Nothing else changes: severities, the numbering the compiled engine uses, expert counts by
-kind and severity, JSON and the text report follow from the row.  A new counter is one
-:class:`Counter` row in ``COUNTERS`` plus the line that bumps it in each engine (or just the
-row, when an event kind bumps it); it appears in the flow's and the capture's JSON by itself.
+Nothing else changes: severities, the numbering the compiled engine uses, the counter an
+event bumps, expert counts by kind and severity, the JSON and the text report follow from the
+row.
+
+A new counter is one :class:`Counter` row in ``COUNTERS``; when an event kind bumps it, that
+is all.  A counter an engine bumps by itself also needs that line in each engine (in the
+compiled one through a ``CT_*`` index that ``configure_flows`` looks up by the counter's
+name).  Either way it appears in the flow's JSON and, with a ``total`` key, in the capture's
+totals without further edits; the text tables of ``roce stats`` list what they choose to show.
 
 Definitions (what the rules mean)
 ---------------------------------
