@@ -1,4 +1,4 @@
-"""ICRC, the RoCE invariant CRC: the pure-Python reference (IBA Annex A17.3.3; DESIGN.md).
+"""ICRC, the RoCE invariant CRC: the pure-Python reference (IBA Annex A17.3.3; docs/protocol.md).
 
 The ICRC is CRC-32 (the zlib polynomial) over: eight 0xFF bytes standing in for the IB LRH,
 then the L3 header with its variant fields set to all ones, the UDP header with the checksum
@@ -16,7 +16,7 @@ from __future__ import annotations
 import zlib
 
 from .headers import LAYOUTS
-from .locate import L3_GRH, L3_IPV4, L3_IPV6  # the one numbering of L3 kinds
+from .locate import L3_GRH, L3_IPV4, L3_IPV6
 
 # Variant fields per header: anything a router or switch may rewrite in flight.
 VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
