@@ -72,6 +72,8 @@ cdef int A_SPAN_B[8]
 cdef int A_L3LEN_F[8]     # by L3 kind: the L3 length field (F_*) and what it leaves out
 cdef int A_L3LEN_X[8]
 cdef int A_ECN_MASK = 0, A_ECN_CE = -1
+cdef int A_FIRST_BAD = 0     # walk statuses below it (and above OK) are "not RoCE"
+cdef int64_t A_ATOMIC_BYTES = 0
 cdef uint32_t A_PSN_MASK = 0
 cdef bint A_CONFIGURED = False
 cdef int A_DEFAULT_MTU = 0
@@ -109,7 +111,7 @@ cdef void _a_spec(ASpec *s, object spec):
 def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows.engine_config()."""
     global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE
-    global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE
+    global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE, A_FIRST_BAD, A_ATOMIC_BYTES
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
     global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT
     global CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
@@ -158,6 +160,8 @@ def configure_flows(dict cfg):
     for k, (f, extra) in cfg["l3_len"].items():
         A_L3LEN_F[k], A_L3LEN_X[k] = f, extra
     A_ECN_MASK, A_ECN_CE = cfg["ecn_mask"], cfg["ecn_ce"]
+    A_FIRST_BAD = cfg["first_bad_status"]
+    A_ATOMIC_BYTES = cfg["atomic_bytes"]
     A_PSN_MASK = cfg["psn_mask"]
     A_DEFAULT_MTU = cfg["default_mtu"]
     for k, m in enumerate(cfg["ib_mtus"]):
@@ -392,7 +396,7 @@ cdef class FlowEngine:
                 k1 = (rd64(bp + K_OFF[op][1], K_N[op][1]) >> K_SHIFT[op][1]) & K_MASK[op][1]
             if K_COUNT[op] > 2:
                 k2 = (rd64(bp + K_OFF[op][2], K_N[op][2]) >> K_SHIFT[op][2]) & K_MASK[op][2]
-        elif st < 10:
+        elif st < A_FIRST_BAD:
             self.not_roce += 1
             return 0
         else:
@@ -590,7 +594,7 @@ cdef class FlowEngine:
             elif cls == AC_READ:  # a READ whose RETH was not captured
                 self._complete(f, kind, 0, -1, fn, ts)
             else:
-                self._complete(f, kind, 8 if cls == AC_ATOMIC else plen, -1, fn, ts)
+                self._complete(f, kind, A_ATOMIC_BYTES if cls == AC_ATOMIC else plen, -1, fn, ts)
         elif cls == AC_ACK:
             self._note_rsp_psn(f, psn)
             if k0 < 0:  # AETH not captured

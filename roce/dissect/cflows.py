@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import fast, locate
 from ..errors import UsageError
-from ..headers import LAYOUTS, SIZE_OF
+from ..headers import ECN_CE, LAYOUTS, SIZE_OF
 from ..opcodes import OPCODES
 from ..pcapio import MAX_RECORD, Batch, CaptureReader
 from ..psn import EV_DUPLICATE, EV_FIRST, EV_GAP, EV_IN_ORDER, EV_LATE
@@ -77,7 +77,9 @@ def engine_config() -> dict[str, Any]:
         "syndromes": R.SYNDROMES,
         "spans": {k: (a, b) for k, (a, b, _) in R.ADDR_SPANS.items()},
         "l3_len": {k: (fields.index(hf), extra) for k, (hf, extra) in R.L3_LEN_FIELDS.items()},
-        "ecn_mask": R.ECN_MASK, "ecn_ce": R.ECN_CE_MARK,
+        "ecn_mask": R.ECN_MASK, "ecn_ce": ECN_CE,
+        "first_bad_status": locate.FIRST_BAD_STATUS,
+        "atomic_bytes": R.ATOMIC_BYTES,
         "psn_mask": R.PSN_MASK,
         "default_mtu": R.DEFAULT_MTU,
         "ib_mtus": R.IB_MTUS,

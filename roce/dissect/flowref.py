@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .. import fast, locate
-from ..headers import DECODERS, LAYOUTS, SIZE_OF
+from ..headers import DECODERS, ECN_CE, LAYOUTS, SIZE_OF
 from ..opcodes import OPCODES
 from ..psn import EV_DUPLICATE, EV_GAP, EV_IN_ORDER, EV_LATE
 from .flowinput import frame_columns
@@ -25,6 +25,7 @@ from .flowpair import pair
 from .flowrules import (
     ADDR_SPANS,
     AETH_LATER,
+    ATOMIC_BYTES,
     BATCH,
     C_ACK,
     C_ATOMIC,
@@ -34,7 +35,6 @@ from .flowrules import (
     C_READ,
     C_READ_RESP,
     DEFAULT_MTU,
-    ECN_CE_MARK,
     ECN_MASK,
     EVENT_BY_NAME,
     IB_MTUS,
@@ -195,7 +195,7 @@ class Analyzer:
             if st == locate.OK:
                 row = (ops[i], qps[i], psns[i], plens[i], l3ks[i], l3os[i], ecns[i],
                        bool(icrcs[i]), k0s[i], k1s[i], k2s[i], bths[i])
-            elif st < 10:
+            elif locate.is_not_roce(st):
                 self.not_roce += 1
                 continue
             else:
@@ -291,7 +291,7 @@ class Analyzer:
         f.packets += 1
         f.bytes += origlen
         f.payload += plen
-        if ecn == ECN_CE_MARK:
+        if ecn == ECN_CE:
             self._event(fn, ts, "ecn_ce", f, ())
         if not icrc_ok:
             _, calc, stored = fast.icrc_check(data, linktype, self.udp_port)
@@ -324,7 +324,7 @@ class Analyzer:
             elif cls == C_READ:  # a READ whose RETH was not captured
                 self._complete(f, kind, 0, -1, fn, ts)
             else:
-                self._complete(f, kind, 8 if cls == C_ATOMIC else plen, -1, fn, ts)
+                self._complete(f, kind, ATOMIC_BYTES if cls == C_ATOMIC else plen, -1, fn, ts)
         elif cls == C_ACK:
             self._note_rsp_psn(f, psn)
             if k0 < 0:  # AETH not captured

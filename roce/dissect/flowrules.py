@@ -82,7 +82,6 @@ from ..headers import (
     AETH_ACK,
     AETH_NAK,
     AETH_RNR_NAK,
-    ECN_CE,
     LAYOUTS,
     NAK_PSN_SEQUENCE_ERROR,
     SIZE_OF,
@@ -200,6 +199,8 @@ KIND_NAMES = ("SEND", "SEND with immediate", "SEND with invalidate", "RDMA WRITE
 KIND_KEYS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "atomic", "flush",
              "atomic_write", "read_response", "resync")
 WRITE_KINDS = (K_WRITE, K_WRITE_IMM)
+# An atomic message moves one operand: the width of AtomicETH's swap/add data (docs/protocol.md).
+ATOMIC_BYTES = LAYOUTS["atomiceth"].field("swapdt").bits // 8
 
 
 class OpInfo(NamedTuple):
@@ -256,7 +257,6 @@ NAK_TEXTS = tuple(nak_name(c) for c in range(32))
 RNR_TEXTS = tuple(rnr_ms(c) for c in range(32))
 # ECN is the low bits of the IPv6 traffic class as of the IPv4 DS field (RFC 3168).
 ECN_MASK = LAYOUTS["ip"].field("dsfield.ecn").mask
-ECN_CE_MARK = ECN_CE
 
 
 def malformed_text(w: locate.Walk) -> str:
