@@ -129,6 +129,8 @@ def configure_flows(dict cfg):
     if len(cfg["kind_names"]) != A_NKINDS:
         raise ValueError("flow engine: %d message kinds, built for %d"
                          % (len(cfg["kind_names"]), A_NKINDS))
+    if len(cfg["nak_texts"]) != 32 or len(cfg["rnr_texts"]) != 32:
+        raise ValueError("flow engine: built for 5-bit NAK and RNR timer codes")
     if len(cfg["events"]) > A_NEVENTS or len(cfg["counters"]) > A_NCOUNTERS:
         raise ValueError("flow engine: more event kinds or counters than it was built for")
     for code in range(256):

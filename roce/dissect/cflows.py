@@ -92,7 +92,7 @@ def engine_config() -> dict[str, Any]:
         "side_words": R.SIDE_WORDS,
         "counters": counters,
         "kind_names": R.KIND_NAMES,
-        "nak_events": [R.nak_event(c) for c in range(32)],
+        "nak_events": [R.nak_event(c) for c in range(R.SYNDROME_VALUES)],
         "nak_texts": R.NAK_TEXTS,
         "rnr_texts": R.RNR_TEXTS,
         "event": Event,

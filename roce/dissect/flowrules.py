@@ -85,6 +85,7 @@ from ..headers import (
     LAYOUTS,
     NAK_PSN_SEQUENCE_ERROR,
     SIZE_OF,
+    SYNDROME_VALUE_MASK,
     nak_name,
     rnr_timer_us,
     syndrome_type,
@@ -253,8 +254,9 @@ def nak_event(code: int) -> str:
     return "nak_sequence" if code == NAK_PSN_SEQUENCE_ERROR else "nak_fatal"
 
 
-NAK_TEXTS = tuple(nak_name(c) for c in range(32))
-RNR_TEXTS = tuple(rnr_ms(c) for c in range(32))
+SYNDROME_VALUES = SYNDROME_VALUE_MASK + 1  # NAK codes, RNR timer codes, credit codes
+NAK_TEXTS = tuple(nak_name(c) for c in range(SYNDROME_VALUES))
+RNR_TEXTS = tuple(rnr_ms(c) for c in range(SYNDROME_VALUES))
 # ECN is the low bits of the IPv6 traffic class as of the IPv4 DS field (RFC 3168).
 ECN_MASK = LAYOUTS["ip"].field("dsfield.ecn").mask
 
