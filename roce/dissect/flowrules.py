@@ -17,7 +17,8 @@ Adding an event kind
 2. Raise it where its rule fires, by name, in both engines:
    ``self._event(fn, ts, "name", f, args)`` in ``flowref.py`` and the same call in
    ``_flowengine.pxi`` (rebuild with ``pip install -e .``).  The twin tests in
-   tests/test_stats.py hold the two equal.
+   tests/test_stats.py hold the two equal; tests/test_flowrules.py fails until both engines
+   raise exactly the kinds ``EVENTS`` has.
 
 Nothing else changes: severities, the numbering the compiled engine uses, the counter an
 event bumps, expert counts by kind and severity, the JSON and the text report follow from the
