@@ -214,6 +214,10 @@ class Report:
     event_lines: dict[str, int] = field(default_factory=dict)  # expert lines made per kind
     problems: list[str] = field(default_factory=list)  # reader problems, set by the caller
 
+    def lines(self) -> dict[str, int]:
+        """Expert lines made per kind (a kind that does not fold: one line per event)."""
+        return {k: self.event_lines.get(k, n) for k, n in sorted(self.event_counts.items())}
+
     def expert(self, limit: int | None = None) -> list[Event]:
         """Events by severity (errors first), then frame; ``limit`` of them."""
         ordered = sorted(self.events, key=lambda e: (e.severity, e.frame))
@@ -232,7 +236,7 @@ class Report:
                 "counts": dict(sorted(self.event_counts.items())),
                 "by_severity": {s: sum(n for k, n in self.event_counts.items()
                                        if SEVERITIES[EVENT_KINDS[k]] == s) for s in SEVERITIES},
-                "lines": dict(sorted(self.event_lines.items())),
+                "lines": self.lines(),
                 "stored": len(self.events),
                 "events": [e.to_dict() for e in self.events],
             },

@@ -13,7 +13,9 @@ Adding an event kind
 --------------------
 1. Add one :class:`EventKind` row to ``EVENTS``: its name, severity, expert text (a
    %-template), the flow counter it bumps (a ``COUNTERS`` name, or None) and, when
-   consecutive events of one flow fold into one expert line, the folded text.
+   consecutive events of one flow fold into one expert line, the folded text.  (A kind found
+   outside the flow engines, like ``pause_storm``, says ``engine=False`` and its module makes
+   ``flowmodel.Event`` rows from the same text.)
 2. Raise it where its rule fires, by name, in both engines:
    ``self._event(fn, ts, "name", f, args)`` in ``flowref.py`` and the same call in
    ``_flowengine.pxi`` (rebuild with ``pip install -e .``).  The twin tests in
@@ -118,6 +120,7 @@ class EventKind(NamedTuple):
     text: str  # the expert line after "#frame QP 0x..", a %-template
     counter: str | None = None  # the flow counter each event bumps
     burst: str | None = None  # the text of a folded run of events (see "retransmission bursts")
+    engine: bool = True  # raised by the flow engines (False: beside them, by another module)
 
 
 EVENTS: tuple[EventKind, ...] = (
@@ -139,6 +142,9 @@ EVENTS: tuple[EventKind, ...] = (
     EventKind("ecn_ce", SEV_NOTE, "ECN CE", "ecn_ce"),
     EventKind("incomplete_message", SEV_NOTE,
               "incomplete %s message: %s (%d packets, %d bytes seen)", "incomplete"),
+    # PFC / PAUSE, found by roce.dissect.pauses beside the engines.
+    EventKind("pause_storm", SEV_WARNING,
+              "%s from %s paused %s without a break (%d frames; threshold %s)", engine=False),
 )
 EVENT_BY_NAME: dict[str, EventKind] = {e.name: e for e in EVENTS}
 EVENT_KINDS: dict[str, int] = {e.name: e.severity for e in EVENTS}  # kind -> severity

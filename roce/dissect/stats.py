@@ -372,7 +372,7 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
     r.blank()
     r.lines([(rules.SEVERITIES[e.severity], e.line()) for e in shown])
     # Consecutive retransmissions fold into one line: count lines here, events above.
-    made = sum(report.event_lines.values()) or total
+    made = sum(report.lines().values())
     stored = len(report.events)
     kept = f"at most {rules.MAX_EVENTS_PER_KIND:,} lines of each kind are kept"
     if len(shown) < stored:
