@@ -258,3 +258,15 @@ def test_flow_modules_import_no_cycle_and_no_private_name() -> None:
     for name in FLOW_MODULES:
         assert name not in reach(name, set()), f"{name} imports itself through a cycle"
     assert "flows" not in graph["cflows"]  # the compiled engine does not lean on the facade
+
+
+def test_totals_of_several_captures_keep_goodput_and_throughput_apart() -> None:
+    from roce.dissect.fleetcmd import sum_totals
+
+    one = analyse([write_only(p) for p in [*range(10), *range(4, 10)]]).totals
+    two = dict(one, first_ns=one["last_ns"], last_ns=one["last_ns"] + 10_000)
+    both = sum_totals([one, two])
+    assert (both["unique_payload_bytes"], both["payload_bytes"]) == (2000, 3200)
+    span = both["last_ns"] - both["first_ns"]
+    assert both["goodput_Bps"] == pytest.approx(2000 * 1e9 / span)
+    assert both["throughput_Bps"] == pytest.approx(3200 * 1e9 / span)

@@ -27,7 +27,7 @@ from typing import Any
 from .. import locate
 from ..errors import UsageError
 from . import cflows
-from .flowmodel import Event, EventStore, Flow, Report
+from .flowmodel import Event, EventStore, Flow, Report, totals
 from .flowref import Analyzer
 from .flowrules import (
     BATCH,
@@ -41,7 +41,7 @@ from .flowrules import (
 
 __all__ = ["Analyzer", "Event", "EventStore", "Flow", "Report", "analyse", "make_analyzer",
            "BATCH", "EVENT_KINDS", "KIND_KEYS", "KIND_NAMES", "MAX_EVENTS_PER_KIND",
-           "SEVERITIES", "TEXTS"]
+           "SEVERITIES", "TEXTS", "totals"]
 
 ENGINES = ("auto", "compiled", "reference")
 
