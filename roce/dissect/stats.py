@@ -50,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pause-storm", default=pauses.DEFAULT_STORM, metavar="TIME",
                         help="expert warning when a priority stays paused longer than TIME "
                         f"without a break (default {pauses.DEFAULT_STORM})")
+    parser.add_argument("--cnp-interval", metavar="TIME",
+                        help="expert warning when two CNPs to one QP come closer than TIME "
+                        "(the notification point's np_min_time_between_cnps, e.g. 4us)")
+    parser.add_argument("--timeline", metavar="INTERVAL",
+                        help="per-QP throughput, CNPs, retransmissions and PAUSE frames per "
+                        "INTERVAL (e.g. 10us; one capture file, read a second time)")
     from .fleetcmd import add_stats_arguments  # --merge, -w, -j, --scheduler
 
     add_stats_arguments(parser)
@@ -82,10 +88,23 @@ def run(args: argparse.Namespace) -> int:
         return _usage(str(exc))
     if rate_bps <= 0 or storm_ns <= 0:
         return _usage("--link-rate and --pause-storm must be positive")
+    cc_opts: list[int | None] = []
+    for opt, name in ((args.cnp_interval, "--cnp-interval"), (args.timeline, "--timeline")):
+        try:
+            cc_opts.append(None if opt is None else units.parse_time(str(opt)))
+        except argparse.ArgumentTypeError as exc:
+            return _usage(f"{name}: {exc}")
+        if cc_opts[-1] is not None and cc_opts[-1] <= 0:
+            return _usage(f"{name} must be positive")
+    cnp_interval, timeline = cc_opts
     from . import fleetcmd
 
     if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
+        if timeline is not None:
+            return _usage("--timeline takes one capture file")
         return fleetcmd.stats(args, fmt, port, (rate_bps, storm_ns))
+    if timeline is not None and args.file[0] == "-":
+        return _usage("--timeline reads the capture twice: give a file, not stdin")
     args.file = args.file[0]
     account = pauses.PauseAccount(rate_bps, storm_ns)
 
@@ -106,6 +125,17 @@ def run(args: argparse.Namespace) -> int:
             fh.close()
     pfc = account.finish()
     pfc.merge_into(report)
+    from .ccstats import CcReport
+
+    cc = CcReport(report, cnp_interval)
+    cc.merge_into(report)
+    if timeline is not None:
+        try:
+            with open_capture(args.file) as again:
+                cc.add_timeline(again, timeline, port)
+        except CaptureError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 2
     report.problems = [p.message for p in reader.problems]
     if report.problems:
         more = len(report.problems) - 1
@@ -117,11 +147,11 @@ def run(args: argparse.Namespace) -> int:
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
                            "compressed": reader.compressed}, **report.to_dict(),
-               "pfc": pfc.to_dict()}
+               "pfc": pfc.to_dict(), "congestion": cc.to_dict()}
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
-        render(report, reader.name, out, expert_all=args.expert, pfc=pfc)
+        render(report, reader.name, out, expert_all=args.expert, pfc=pfc, cc=cc)
     out.flush()
     return 0
 
@@ -337,7 +367,8 @@ class _Rich:
 
 
 def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
-           rich: bool | None = None, pfc: pauses.PauseReport | None = None) -> None:
+           rich: bool | None = None, pfc: pauses.PauseReport | None = None,
+           cc: Any = None) -> None:
     """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``);
     ``pfc`` adds the PFC / PAUSE table when the capture had such frames."""
     if rich is None:
@@ -364,6 +395,15 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
         r.heading(f"PFC / PAUSE: {pfc.frames:,} frames, link rate "
                   f"{pfc.link_rate_bps / 1e9:g} Gb/s")
         r.table(*pfc.table())
+    if cc is not None and cc.rows:
+        r.heading("Congestion control: CNPs and ECN CE per QP")
+        r.table(*cc.table())
+    if cc is not None and cc.timeline is not None:
+        r.heading(f"Timeline: {cc.timeline['interval_ns'] / 1e3:g} us intervals "
+                  "(per QP: Gb/s, CNPs, retransmissions; PAUSE/PFC frames)")
+        for i, label in enumerate(cc.timeline["qps"], 1):
+            r.text(f"QP{i} = {label}")
+        r.table(*cc.timeline_table())
 
     counts = report.event_counts
     total = sum(counts.values())

@@ -108,7 +108,8 @@ class Timeline:
 class Collector:
     """Feed frames (``roce.pcapio.Frame`` or ``(bytes, ts_ns)``), then ``finish()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, udp_port: int = locate.ROCE_PORT) -> None:
+        self.udp_port = udp_port
         self.tl = Timeline()
         self._answers: dict[tuple[str, str, int], list[tuple[str, int, Any]]] = {}
 
@@ -117,7 +118,7 @@ class Collector:
         if tl.first_ts is None:
             tl.first_ts = ts
         tl.last_ts = ts
-        w = fast.walk(data, linktype)
+        w = fast.walk(data, linktype, self.udp_port)
         if w.status != locate.OK:
             if linktype == locate.LINKTYPE_ETHERNET:
                 self._macc(data, ts)
@@ -193,9 +194,9 @@ class Collector:
         return tl
 
 
-def collect(frames: Iterable[Any]) -> Timeline:
+def collect(frames: Iterable[Any], udp_port: int = locate.ROCE_PORT) -> Timeline:
     """A ``Timeline`` of frames: ``roce.pcapio.Frame`` objects or ``(bytes, ts_ns)`` pairs."""
-    c = Collector()
+    c = Collector(udp_port)
     for f in frames:
         if isinstance(f, tuple) and len(f) == 2:
             c.feed(f[0], f[1])
