@@ -18,8 +18,9 @@ from ... import fast
 from ...headers import ENCODERS, LAYOUTS
 from ...opcodes import CNP_OPCODE
 from .. import wire
+from ..net.stages import DSCP_CNP
 
-CNP_DSCP = 48  # NVIDIA's cnp_dscp default (mlxconfig CNP_DSCP; docs/congestion-control.md)
+CNP_DSCP = DSCP_CNP  # NVIDIA's cnp_dscp default, as the fabric's classifier maps it
 
 _BECN = LAYOUTS["bth"].field("becn")
 _BECN_BYTE, _BECN_BIT = _BECN.bit_offset // 8, 1 << (7 - _BECN.bit_offset % 8)
