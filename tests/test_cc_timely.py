@@ -4,6 +4,8 @@ RTT sequences, and two flows fed the same RTT signal converging to a fair share.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from roce.emu.cc import ALGORITHMS, Timely, configure
 from roce.emu.cc.base import CongestionControl
@@ -109,3 +111,13 @@ def test_two_flows_converge():
     jain = (a.rate + b.rate) ** 2 / (2 * (a.rate ** 2 + b.rate ** 2))
     assert jain > 0.99
     assert a.rate + b.rate > 0.9 * cap  # and they still fill the link
+
+
+@given(rtts=st.lists(st.integers(1, 2_000 * US), min_size=1, max_size=80),
+       start=st.floats(0.01, 100.0))
+def test_timely_rate_stays_within_bounds(rtts, start):
+    t = flow(start)
+    for k, rtt in enumerate(rtts):
+        out = t.on_ack(k * US, rtt)
+        assert 10e6 <= out.rate_bps <= L or (k == 0 and out.rate_bps == start * 1e9)
+        assert out.deadline is None and out.window is None
