@@ -108,8 +108,8 @@ class CcPacer:
         self._bits = nbytes * 8
         self._next = self._start + self._bits * 1_000_000_000 // self.rate_bps
 
-    def set_rate(self, rate_bps: int) -> bool:
-        """A new rate; True when the next frame may now go earlier than before."""
+    def set_rate(self, rate_bps: float, now: int) -> bool:
+        """A new rate; True when a frame held until later than ``now`` may now go earlier."""
         rate_bps = max(int(rate_bps), 1)
         if rate_bps == self.rate_bps:
             return False
@@ -117,7 +117,7 @@ class CcPacer:
         old = self._next
         if self._bits:
             self._next = self._start + self._bits * 1_000_000_000 // rate_bps
-        return self._next < old
+        return now < old and self._next < old
 
 
 class CcDriver:
@@ -218,7 +218,7 @@ class CcDriver:
     # -- rates and timers ----------------------------------------------------------------------
 
     def _apply(self, now: int, qpn: int, out: Output) -> None:
-        if self.pacers[qpn].set_rate(out.rate_bps) and self.on_faster is not None:
+        if self.pacers[qpn].set_rate(out.rate_bps, now) and self.on_faster is not None:
             self.on_faster(now)
         d = out.deadline
         if d is not None and self._armed.get(qpn) != d:
