@@ -30,8 +30,10 @@ class Output:
 class CongestionControl:
     """Base class: a QP sending at line rate that reacts to nothing (``--cc none``).
 
-    Subclasses set ``name``, ``PARAMS`` (``roce.emu.cc.params.Param`` rows) and ``PROFILES``,
-    and override the events they react to.  ``uses_cnp`` says whether the receiving NIC must
+    A subclass says what it is in its class line - ``class Timely(CongestionControl,
+    name="timely", params=PARAMS, profiles=PROFILES, uses_rtt=True)`` (``PARAMS`` are
+    ``roce.emu.cc.params.Param`` rows; the first profile is the default) - and overrides the
+    events it reacts to.  ``uses_cnp`` says whether the receiving NIC must
     run a notification point (ECN-driven algorithms) for this algorithm to get its signal;
     ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples.
     """
@@ -42,6 +44,19 @@ class CongestionControl:
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
     DEFAULT_PROFILE: ClassVar[str] = "default"
+
+    def __init_subclass__(cls, name: str = "", params: Mapping[str, Any] | None = None,
+                          profiles: Mapping[str, Mapping[str, Any]] | None = None,
+                          uses_cnp: bool = False, uses_rtt: bool = False,
+                          **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.name = name or cls.__name__.lower()
+        cls.uses_cnp, cls.uses_rtt = uses_cnp, uses_rtt
+        if params is not None:
+            cls.PARAMS = params
+        if profiles is not None:
+            cls.PROFILES = profiles
+            cls.DEFAULT_PROFILE = next(iter(profiles))
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         self.params = dict(params)
@@ -93,5 +108,5 @@ class CongestionControl:
             self.on_timer(now, name)
 
 
-class NoControl(CongestionControl):
+class NoControl(CongestionControl, name="none"):
     """``--cc none``: line rate whatever happens (PFC alone guards the fabric)."""

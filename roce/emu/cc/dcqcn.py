@@ -27,7 +27,7 @@ gain ``(1024 - rp_dce_tcp_g) / 1024``:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from .base import CongestionControl, Output
 from .params import Param, per_25g
@@ -90,14 +90,8 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Dcqcn(CongestionControl):
+class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, uses_cnp=True):
     """The DCQCN reaction point of one QP (rules in the module docstring)."""
-
-    name: ClassVar[str] = "dcqcn"
-    uses_cnp: ClassVar[bool] = True
-    PARAMS: ClassVar[Mapping[str, Param]] = PARAMS
-    PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = PROFILES
-    DEFAULT_PROFILE: ClassVar[str] = "nvidia"
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)

@@ -19,7 +19,7 @@ count of consecutive gradient <= 0 completions restarts whenever another rule ap
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from .base import CongestionControl, Output
 from .params import Param
@@ -49,12 +49,9 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Timely(CongestionControl):
-    name: ClassVar[str] = "timely"
-    uses_rtt: ClassVar[bool] = True
-    PARAMS: ClassVar[Mapping[str, Param]] = PARAMS
-    PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = PROFILES
-    DEFAULT_PROFILE: ClassVar[str] = "paper"
+class Timely(CongestionControl, name="timely", params=PARAMS, profiles=PROFILES,
+             uses_rtt=True):
+    """TIMELY's rate control of one QP (rules in the module docstring)."""
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)
