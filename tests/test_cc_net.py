@@ -105,19 +105,30 @@ def test_timely_rates_follow_the_rtt():
 
 
 def test_emulate_cli_cc_options(tmp_path, capsys):
-    out = tmp_path / "run.json"
+    out = tmp_path / "run.pcap"
     rc = main(["emulate", "--topology", "incast:2", "--cc", "dcqcn", "--cc-profile", "paper",
                "--cc-param", "rp_ai_rate=40", "--ecn-codepoint", "ect1", "--size", "256K",
-               "--count", "2", "-T", "json", "--no-progress"])
+               "--count", "2", "-T", "json", "--no-progress", "-w", str(out)])
     assert rc == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out.split("\npcap")[0])
+    # data leaves ECT(1) (a switch may have set CE); CNPs are not ECN-capable
+    from roce.emu.net import frames
+    from roce.headers import ECN_CE, ECN_ECT1, ECN_NOT_ECT, SIZE_OF
+    from roce.opcodes import CNP_OPCODE
+
+    bth = SIZE_OF["eth"] + SIZE_OF["ip"] + SIZE_OF["udp"]  # the opcode is BTH's first byte
+    seen = {}
+    for _, f in pcap(out):
+        if frames.is_ipv4(f) and len(f) > bth:
+            seen.setdefault(f[bth] == CNP_OPCODE, set()).add(frames.ecn(f))
+    assert seen[False] <= {ECN_ECT1, ECN_CE} and ECN_ECT1 in seen[False]
+    assert seen.get(True, {ECN_NOT_ECT}) == {ECN_NOT_ECT}
     cc = summary["scenario"]["cc"]
     assert cc["algorithm"] == "dcqcn" and cc["profile"] == "paper"
     assert cc["params"]["rp_ai_rate"] == 40 and cc["ecn"] == 1
     assert main(["emulate", "--topology", "incast:2", "--cc", "dcqcn", "--cc-param",
                  "rp_min_dec_fac=200"]) == 1
     assert "rp_min_dec_fac" in capsys.readouterr().err
-    del out
 
 
 def test_verbs_per_qp_setting_overrides_the_device():
