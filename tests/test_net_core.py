@@ -7,6 +7,8 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from net_helpers import pcap, run
 
 from roce.cli import main
@@ -219,3 +221,23 @@ def test_all_to_all_traffic():
     assert s.data_verified and len(s.flows) == 12
     assert {(f["src"], f["dst"]) for f in s.flows} == {
         (a, b) for a in r.net.hosts for b in r.net.hosts if a != b}
+
+
+@settings(max_examples=25, deadline=None)
+@given(topo=st.sampled_from(["incast:3", "dumbbell:2", "leafspine:2,2,2"]),
+       lb=st.sampled_from(["ecmp", "spray"]), pfc=st.booleans(),
+       op=st.sampled_from(["write", "send", "read", "mixed"]),
+       loss=st.sampled_from([0.0, 0.01]), dup=st.sampled_from([0.0, 0.01]),
+       reorder=st.sampled_from([0.0, 0.01]), buffer=st.sampled_from([1 << 20, 4 << 20]),
+       seed=st.integers(0, 1000))
+def test_every_network_delivers_every_message_exactly_once(topo, lb, pfc, op, loss, dup,
+                                                           reorder, buffer, seed):
+    _, s = run(topology=topo, lb=lb, pfc=pfc, op=op, loss=loss, dup=dup, reorder=reorder,
+               buffer=buffer, seed=seed, size=64 << 10, count=4, timeout=8)
+    assert s.finished and s.data_verified
+    assert s.completed == {"IBV_WC_SUCCESS": 4 * len(s.flows)}
+    if op == "send":
+        assert [f["recv_completions"] for f in s.flows] == [4] * len(s.flows)
+    if pfc and not (loss or dup or reorder):
+        assert s.fabric["ports"] and all(
+            p["lossless_drops"] == 0 for p in s.fabric["ports"].values())

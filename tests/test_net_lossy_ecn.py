@@ -66,14 +66,14 @@ def test_red_marks_follow_the_line_at_fixed_occupancy(held_port, occupancy):
     frame = _frame(1000, 0)
     n = len(frame)
     while out.qbytes[PRIO_ROCE] < occupancy + n:
-        sw.ingress(0, inport, frame)
+        inport.receive(0, frame)
     while out.qbytes[PRIO_ROCE] - n >= occupancy + n:
         sw.dequeue(0, out, PRIO_ROCE)
     q = out.qbytes[PRIO_ROCE] - n  # what stays queued after each dequeue below
     marked = 0
     before = out.stats.ecn_marked
     for _ in range(SAMPLES):
-        sw.ingress(0, inport, frame)
+        inport.receive(0, frame)
         got = sw.dequeue(0, out, PRIO_ROCE)
         marked += frames.ecn(got) == frames.CE
         assert out.qbytes[PRIO_ROCE] - n == q

@@ -49,10 +49,10 @@ class NetSummary(Summary):
         s = self.scenario
         fab = self.fabric
         lines = super().text().splitlines()
+        warning = [] if self.finished else [lines.pop()]  # the time-limit warning stays last
         lines[1] = (f"network       {s['topology_file'] or s['topology']}, "
                     f"{len(self.flows)} flows, {s['rate_gbps']:g} Gb/s, {s['delay_ns']} ns, "
                     f"lb={s['lb']} pfc={'on' if s['pfc'] else 'off'} ecn={s['ecn']}")
-        lines.insert(-1 if not self.finished else len(lines), "")
         extra = [
             f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
             f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "
@@ -62,7 +62,7 @@ class NetSummary(Summary):
             " us",
             f"hops          {self.hops} ({self.hops_per_cpu_s:,.0f} packet-hops per CPU-second)",
         ]
-        return "\n".join([x for x in lines if x] + extra)
+        return "\n".join(lines + extra + warning)
 
 
 class _TimedCQ(CQ):
@@ -211,6 +211,8 @@ class NetRun:
                 break
             if not net.run_until_any(ready, sc.time_limit_ns):
                 finished = False
+                if net.events:  # the limit ended the run, not a lack of events
+                    net.now = max(net.now, sc.time_limit_ns)
                 break
         cpu = time.process_time() - cpu0
         if self.trace is not None:
