@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for name in ("loss", "burst", "reorder", "dup", "corrupt"):
         p.add_argument(f"--{name}", type=parse_probability, default=0.0,
                        help=f"{name} probability per frame and direction")
+    p.add_argument("--recovery", choices=("gbn", "sr"), default="gbn",
+                   help="loss recovery: gbn (go-back-N, rxe; default) or sr (IRN selective "
+                        "repeat)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--psn", type=lambda s: int(s, 0), default=0, help="first PSN of each QP")
     p.add_argument("--timeout", type=int, default=None,
@@ -89,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
                   burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,
                   seed=args.seed, psn=args.psn & 0xFFFFFF,
                   timeout=12 if args.timeout is None else args.timeout,
-                  retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry)
+                  retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry,
+                  recovery=args.recovery)
     writer = None
     if args.pcap:
         from ..pcapio import PcapWriter

@@ -25,6 +25,7 @@ from .constants import (
     WCStatus,
     mtu_bytes,
 )
+from .recovery import GBN, RecoveryConfig, RecoveryError
 from .states import CAN_POST_RECV, CAN_POST_SEND, CAN_RECEIVE, QPStateError, check_transition
 from .wire import FrameBuilder, Incoming, Path
 from .work import WC, RecvWQE, RecvWR, SendWR
@@ -87,6 +88,12 @@ class Counters:
     out_of_sequence: int = 0
     wrong_transport: int = 0
     ce_received: int = 0  # packets that arrived with ECN Congestion Experienced
+    # selective repeat (roce.emu.selective); duplicate_requests counts in both modes
+    duplicate_requests: int = 0  # request PSNs the responder already had (executed or held)
+    ooo_accepted: int = 0  # request packets held ahead of ePSN
+    sacks_sent: int = 0  # selective NAKs (docs/protocol.md, "Selective repeat (IRN) encoding")
+    sacks_received: int = 0
+    selective_retransmitted: int = 0  # resent alone, not as part of a go-back
 
 
 class QueuePair:
@@ -113,6 +120,7 @@ class QueuePair:
         self.extra_timers: dict[str, int] = {}
         self.counters = Counters()
         self.rq: deque[RecvWQE] = deque()
+        self.recovery: RecoveryConfig = getattr(device, "recovery", None) or GBN
         self._make_parts()
 
     def _make_parts(self) -> None:
@@ -123,10 +131,16 @@ class QueuePair:
         from .responder import Responder
         from .unreliable import UCRequester, UCResponder, UDRequester, UDResponder
 
-        if self.qp_type == QPType.IBV_QPT_RC:
+        if self.qp_type == QPType.IBV_QPT_RC and self.recovery.selective:
+            from .selective import SRCompleter, SRRequester, SRResponder
+
+            self.transport = Transport.RC
+            self.requester, self.responder = SRRequester(self), SRResponder(self)
+            self.completer: Completer | None = SRCompleter(self)
+        elif self.qp_type == QPType.IBV_QPT_RC:
             self.transport = Transport.RC
             self.requester, self.responder = Requester(self), Responder(self)
-            self.completer: Completer | None = Completer(self)
+            self.completer = Completer(self)
         elif self.qp_type == QPType.IBV_QPT_UC:
             self.transport = Transport.UC
             self.requester, self.responder = UCRequester(self), UCResponder(self)
@@ -135,6 +149,15 @@ class QueuePair:
             self.transport = Transport.UD
             self.requester, self.responder = UDRequester(self), UDResponder(self)
             self.completer = None
+
+    def set_recovery(self, config: RecoveryConfig) -> None:
+        """Go-back-N or selective repeat (``roce.emu.recovery``); only in RESET, since the
+        two ends must agree before the first packet (as a NIC's per-QP setting)."""
+        if self.state != S.IBV_QPS_RESET:
+            raise RecoveryError(f"recovery mode set on QP 0x{self.qpn:x} in state "
+                                f"{self.state.name}; set it in RESET")
+        self.recovery = config
+        self._make_parts()
 
     # -- control ---------------------------------------------------------------------------
 

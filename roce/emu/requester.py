@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..opcodes import Operation, Position, Transport, lookup
+from ..opcodes import Opcode, Operation, Position, Transport, lookup
 from ..psn import PSN_MASK, psn_diff
 from .constants import (
     MAX_PKT_PER_ACK,
@@ -47,6 +47,8 @@ class Requester:
         self.rnr_left = 7
         self.high: int | None = None  # highest PSN sent so far: below it is a retransmission
         self.retrying: int | None = None  # PSN of the retry in progress
+        self.window = MAX_UNACKED_PSNS  # PSNs in flight at most (selective repeat: the BDP)
+        self.ack_every = MAX_PKT_PER_ACK  # AckReq at least every this many packets
 
     def reset(self, sq_psn: int) -> None:
         self.psn = self.una = sq_psn & PSN_MASK
@@ -107,21 +109,25 @@ class Requester:
                 if wqe.rd_atomic and self._rd_atomic_outstanding() >= max(
                         1, qp.attr.max_rd_atomic):
                     return
-                if psn_diff(self.psn, self.una) >= MAX_UNACKED_PSNS:
+                if psn_diff(self.psn, self.una) >= self.window:
                     return
                 if not self._start(wqe):
                     return
             psn = (wqe.first_psn + self.cur_pkt) & PSN_MASK
-            if psn_diff(psn, self.una) >= MAX_UNACKED_PSNS:
+            if psn_diff(psn, self.una) >= self.window:
                 return
             self._send_packet(wqe, self.cur_pkt, psn)
-            if self.timer is None and qp.timeout_ns:
-                self.timer = now + qp.timeout_ns
+            self._arm(now)
             if wqe.operation is Operation.RDMA_READ or self.cur_pkt + 1 >= wqe.npkts:
                 self.cur += 1
                 self.cur_pkt = 0
             else:
                 self.cur_pkt += 1
+
+    def _arm(self, now: int) -> None:
+        """Start the retransmission timer if it is not running."""
+        if self.timer is None and self.qp.timeout_ns:
+            self.timer = now + self.qp.timeout_ns
 
     def _rd_atomic_outstanding(self) -> int:
         return sum(1 for w in self.sq[:self.cur] if w.rd_atomic)
@@ -171,17 +177,16 @@ class Requester:
         else:
             pos = _position(index, wqe.npkts)
             last = pos in (Position.LAST, Position.ONLY)
-            row = select(Transport.RC, op, pos, wqe.immediate and last,
-                         wqe.invalidate and last)
             payload = wqe.data[index * mtu:(index + 1) * mtu]
-            if "reth" in row.headers:
-                ext["reth"] = {"va": wr.remote_addr, "r_key": wr.rkey, "dmalen": wqe.length}
+            row, reth = self._data_row(wqe, index, pos, last, len(payload))
+            if reth is not None:
+                ext["reth"] = reth
             if "immdt" in row.headers:
                 ext["immdt"] = {"immdt": wr.imm_data & 0xFFFFFFFF}
             if "ieth" in row.headers:
                 ext["ieth"] = {"ieth": wr.invalidate_rkey & 0xFFFFFFFF}
             self.noack += 1
-            ackreq = last or self.noack >= MAX_PKT_PER_ACK
+            ackreq = last or self.noack >= self.ack_every
         if ackreq:
             self.noack = 0
         frame = qp.builder.build(row, qp.attr.dest_qp_num, psn, ext, payload, ackreq=ackreq,
@@ -193,6 +198,16 @@ class Requester:
         if self.high is None or psn_diff(end, self.high) > 0:
             self.high = end
         qp.send_frame(frame)
+
+    def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
+                  nbytes: int) -> tuple[Opcode, dict | None]:
+        """The opcode row and RETH of one SEND/WRITE packet: RETH on the first (IBA 9.4)."""
+        row = select(Transport.RC, wqe.operation, pos, wqe.immediate and last,
+                     wqe.invalidate and last)
+        if "reth" not in row.headers:
+            return row, None
+        wr = wqe.wr
+        return row, {"va": wr.remote_addr, "r_key": wr.rkey, "dmalen": wqe.length}
 
     # -- go-back-N ---------------------------------------------------------------------------
 

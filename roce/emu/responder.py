@@ -108,6 +108,7 @@ class Responder:
             return
         if d < 0:
             qp.counters.duplicates += 1
+            qp.counters.duplicate_requests += 1
             self._duplicate(pkt)
             return
         self.nak_sent = False

@@ -54,6 +54,7 @@ class Scenario(Workload):
     dup: float = 0.0
     corrupt: float = 0.0
     time_limit_ns: int = 600_000_000_000
+    recovery: str = "gbn"  # gbn | sr (roce.emu.recovery)
 
 
 @dataclass
@@ -70,6 +71,12 @@ class Summary:
     rnr_naks: int = 0
     timeouts: int = 0
     icrc_drops: int = 0
+    # loss recovery: retransmitted = selective + go-back; spurious = resent PSNs the
+    # responder already had (docs/protocol.md, "Selective repeat (IRN) encoding")
+    selective_retransmitted: int = 0
+    spurious_retransmissions: int = 0
+    ooo_accepted: int = 0
+    selective_naks: int = 0
     link: dict[str, dict[str, int]] = field(default_factory=dict)
     data_verified: bool = False
     cpu_s: float = 0.0
@@ -96,6 +103,10 @@ class Summary:
             f"virtual time  {self.virtual_ns / 1e6:.3f} ms",
             f"goodput       {self.goodput_gbps:.3f} Gb/s",
             f"packets       {self.packets} ({self.retransmitted} retransmitted)",
+            f"recovery      {s.get('recovery', 'gbn')}: {self.selective_retransmitted} "
+            f"selective, {self.retransmitted - self.selective_retransmitted} go-back, "
+            f"{self.spurious_retransmissions} spurious; {self.ooo_accepted} out-of-order "
+            f"accepted, {self.selective_naks} selective NAKs",
             f"NAKs          {naks}; RNR NAKs {self.rnr_naks}; timeouts {self.timeouts}",
             f"ICRC drops    {self.icrc_drops}",
             f"data verified {'yes' if self.data_verified else 'NO'}",
@@ -153,6 +164,7 @@ def run_scenario(sc: Scenario, record: Any = None,
     fab.connect(a, b, config=link, reverse=LinkConfig(**asdict(link)))
     if record is not None:
         fab.record(record)
+    set_recovery((a, b), sc, 2 * sc.delay_ns)
     pd_a, pd_b = PD(a), PD(b)
     slot = max(sc.size, 8)
     flows = []
@@ -232,6 +244,29 @@ def _post(sc: Scenario, f: _Flow, i: int, slot: int) -> None:
         f.expected_remote[:8] = ((counter + 1) % (1 << 64)).to_bytes(8, "little")
 
 
+def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
+    """The scenario's recovery mode on every device; selective repeat's BDP cap from the
+    link rate and ``rtt_ns`` plus one MTU frame each way."""
+    if sc.recovery == "gbn":
+        return
+    from .recovery import bdp_packets
+
+    frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
+    bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)
+    for ctx in contexts:
+        ctx.set_recovery(sc.recovery, bdp_packets=bdp)
+
+
+def add_recovery_counts(s: Any, qps: list) -> None:
+    """Loss-recovery counters of ``qps`` into summary ``s``."""
+    for qp in qps:
+        c = qp.counters
+        s.selective_retransmitted += c.selective_retransmitted
+        s.spurious_retransmissions += c.duplicate_requests
+        s.ooo_accepted += c.ooo_accepted
+        s.selective_naks += c.sacks_sent
+
+
 def _summarise(sc: Scenario, fab: Fabric, flows: list[_Flow], cpu: float, finished: bool,
                slot: int) -> Summary:
     s = Summary(scenario=asdict(sc))
@@ -252,6 +287,7 @@ def _summarise(sc: Scenario, fab: Fabric, flows: list[_Flow], cpu: float, finish
             s.timeouts += qp.counters.timeouts
             s.rnr_naks += qp.counters.rnr_naks_received
             naks.update(qp.counters.naks_received)
+    add_recovery_counts(s, [q.core for f in flows for q in (f.qa, f.qb)])
     s.naks = dict(naks)
     for ctx in fab.hosts.values():
         s.icrc_drops += ctx.device.counters.icrc_drops

@@ -65,6 +65,15 @@ class Context:
         self.device.kick()  # the driver picks it up for QPs that have not sent yet
         return self.cc_config
 
+    def set_recovery(self, mode: Any = "sr", **knobs: int | None) -> Any:
+        """Loss recovery for the QPs this device creates from now on (``roce.emu.recovery``):
+        ``gbn`` (rxe's go-back-N, the default) or ``sr`` (IRN selective repeat) with knobs
+        ``rto_low_ns``, ``rto_high_ns``, ``rto_n``, ``bdp_packets``; or a ``RecoveryConfig``."""
+        from .recovery import configure
+
+        self.device.recovery = configure(mode, **knobs)
+        return self.device.recovery
+
 
 class PD:
     def __init__(self, ctx: Context) -> None:
@@ -216,6 +225,16 @@ class QP:
         self.core.cc_config = _cc_config(algorithm, profile, params, line_rate_gbps)
         self.ctx.device.kick()
         return self.core.cc_config
+
+
+    def set_recovery(self, mode: Any = "sr", **knobs: int | None) -> Any:
+        """This QP's loss recovery (see ``Context.set_recovery``); in RESET only: both ends
+        must agree before the first packet."""
+        from .recovery import configure
+
+        cfg = configure(mode, **knobs)
+        self.core.set_recovery(cfg)
+        return cfg
 
 
 def _cc_config(algorithm: Any, profile: str | None, params: Any,

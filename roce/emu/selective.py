@@ -1,0 +1,306 @@
+"""Selective repeat for RC (IRN): the requester's scoreboard, the responder's window, the
+completer's selective NAKs.
+
+Follows IRN (Mittal et al., "Revisiting Network Support for RDMA", SIGCOMM 2018); the frames
+are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN) encoding":
+
+- WRITE: every packet carries a RETH with its own remote address, so the responder can place
+  it alone.  RoCEv2 has RETH only on WRITE First and WRITE Only, so a message of n packets
+  goes as n-1 WRITE First (DMA length: the bytes from this packet to the message's end) and
+  one WRITE Only [with Immediate] whose DMA length equals its payload: that packet ends the
+  message.
+- Responder: a request PSN ahead of ePSN, inside the window, is held (not dropped) and answered
+  with a selective NAK: AETH NAK PSN sequence error, BTH PSN = ePSN (the cumulative
+  acknowledgement, as plain RoCE), AETH MSN = the PSN that arrived out of order.  When ePSN
+  arrives the held packets run in PSN order, so execution, MSN and completions stay in order.
+- Requester: a scoreboard of selectively acknowledged PSNs; a PSN is declared lost once
+  ``DUPTHRESH`` PSNs above it were acknowledged (IRN declares it at once, i.e. 1; 3 is TCP's
+  RFC 6675 rule and absorbs multipath reordering), and only lost PSNs are resent.  A timeout
+  (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
+  BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
+- READ responses, RNR NAKs and error NAKs keep the go-back-N rules of ``roce.emu.completer``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ..headers import (
+    AETH_NAK,
+    NAK_INVALID_REQUEST,
+    NAK_PSN_SEQUENCE_ERROR,
+    NAK_REMOTE_ACCESS_ERROR,
+    syndrome,
+    syndrome_type,
+    syndrome_value,
+)
+from ..opcodes import Opcode, Operation, Position, Transport
+from ..psn import PSN_MASK, psn_diff
+from .completer import Completer
+from .constants import MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, QPState, WCOpcode
+from .constants import WCStatus as St
+from .memory import AccessError
+from .requester import Requester
+from .responder import _ACK_ROW, _REMOTE_WRITE, RNR, Reject, Responder
+from .wire import Incoming, select
+from .work import SendWQE
+
+DUPTHRESH = 3
+
+
+def is_selective_nak(syn: int) -> bool:
+    """A NAK PSN sequence error: under selective repeat its MSN is the out-of-order PSN."""
+    return syndrome_type(syn) == AETH_NAK and syndrome_value(syn) == NAK_PSN_SEQUENCE_ERROR
+
+
+class SRRequester(Requester):
+    def __init__(self, qp: Any) -> None:
+        super().__init__(qp)
+        cfg = qp.recovery
+        self.cfg = cfg
+        if cfg.bdp_packets is not None:
+            self.window = min(MAX_UNACKED_PSNS, cfg.bdp_packets)
+        # ACK often enough that a BDP window never waits on AckReq
+        self.ack_every = max(1, min(MAX_PKT_PER_ACK, self.window // 4))
+        self.sacked: set[int] = set()
+        self.rtx: deque[int] = deque()  # PSNs to resend, in the order found lost
+        self.queued: set[int] = set()
+        self.mark: int | None = None  # PSNs below it were already judged in this round
+
+    # -- scoreboard ---------------------------------------------------------------------
+
+    def in_flight(self) -> int:
+        return psn_diff(self.psn, self.una) - len(self.sacked)
+
+    def _unit(self, psn: int) -> int | None:
+        """The PSN to resend for ``psn``: itself, or for a READ its first missing response."""
+        for wqe in self.sq:
+            if wqe.first_psn < 0:
+                return None
+            off = psn_diff(psn, wqe.first_psn)
+            if 0 <= off < wqe.npsn:
+                if wqe.operation is Operation.RDMA_READ:
+                    return (wqe.first_psn + wqe.read_next) & PSN_MASK
+                return psn
+        return None
+
+    def _queue(self, psn: int) -> None:
+        unit = self._unit(psn)
+        if unit is not None and unit not in self.queued and unit not in self.sacked:
+            self.queued.add(unit)
+            self.rtx.append(unit)
+
+    def on_sack(self, now: int, cum: int, ooo: int) -> None:
+        """A selective NAK: ``cum`` is the responder's ePSN (everything before it arrived,
+        already completed by the completer), ``ooo`` arrived out of order."""
+        if psn_diff(ooo, cum) <= 0 or self.high is None or psn_diff(ooo, self.high) > 0:
+            return
+        self.sacked.add(ooo)
+        above = sorted((psn_diff(p, cum) for p in self.sacked), reverse=True)
+        if len(above) < DUPTHRESH:
+            return
+        lost_below = above[DUPTHRESH - 1]  # PSNs under this have DUPTHRESH SACKs above them
+        start = 0 if self.mark is None else max(0, psn_diff(self.mark, cum))
+        for off in range(start, lost_below):
+            p = (cum + off) & PSN_MASK
+            if p not in self.sacked:
+                self._queue(p)
+        self.mark = (cum + max(start, lost_below)) & PSN_MASK
+
+    # -- transmission -------------------------------------------------------------------
+
+    def pump(self, now: int) -> None:
+        qp = self.qp
+        if qp.state != QPState.IBV_QPS_RTS or self.rnr_until is not None:
+            return
+        limit = qp.tx_limit
+        while self.rtx:
+            if limit is not None and len(qp.tx) >= limit:
+                return
+            psn = self.rtx.popleft()
+            self.queued.discard(psn)
+            if psn_diff(psn, self.una) < 0 or psn in self.sacked:
+                continue
+            self._resend(psn)
+            self._arm(now)
+        super().pump(now)
+
+    def _resend(self, psn: int) -> None:
+        for wqe in self.sq:
+            if wqe.first_psn < 0:
+                return
+            off = psn_diff(psn, wqe.first_psn)
+            if 0 <= off < wqe.npsn:
+                self.noack = self.ack_every  # AckReq: a filled hole is acknowledged at once
+                self.qp.counters.selective_retransmitted += 1
+                self._send_packet(wqe, 0 if wqe.rd_atomic else off, psn)
+                return
+
+    def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
+                  nbytes: int) -> tuple[Opcode, dict | None]:
+        if wqe.operation is not Operation.RDMA_WRITE or wqe.npkts <= 1:
+            return super()._data_row(wqe, index, pos, last, nbytes)
+        wr = wqe.wr
+        skip = index * self.qp.mtu
+        reth = {"va": wr.remote_addr + skip, "r_key": wr.rkey,
+                "dmalen": nbytes if last else wqe.length - skip}
+        if last:
+            return select(Transport.RC, Operation.RDMA_WRITE, Position.ONLY,
+                          wqe.immediate), reth
+        return _WRITE_FIRST, reth
+
+    # -- timers -------------------------------------------------------------------------
+
+    def _arm(self, now: int) -> None:
+        if self.timer is None:
+            self.timer = now + self.cfg.rto_ns(self.in_flight())
+
+    def retry(self, now: int, psn: int, timeout: bool = False) -> None:
+        """A timeout resends every PSN not acknowledged; an implied NAK (a READ or atomic
+        answer missing) resends that one request."""
+        if not timeout:
+            if self.retrying == psn:
+                return
+            self.retrying = psn
+            self._queue(psn)
+            return
+        if self.retry_left <= 0:
+            self.qp.completer.fail_head(St.IBV_WC_RETRY_EXC_ERR)
+            return
+        self.retry_left -= 1
+        self.retrying = None
+        if self.high is not None:
+            for off in range(psn_diff(self.high, self.una) + 1):
+                self._queue((self.una + off) & PSN_MASK)
+        self.mark = None
+        self.timer = now + self.cfg.rto_ns(self.in_flight())
+
+    def timers(self) -> dict[str, int]:
+        if self.rnr_until is not None:
+            return {"rnr": self.rnr_until}
+        return {} if self.timer is None else {"rto": self.timer}
+
+    def progress(self, now: int) -> None:
+        self.reset_retries()
+        self.retrying = None
+        una = self.una
+        if self.sacked:
+            self.sacked = {p for p in self.sacked if psn_diff(p, una) > 0}
+        if self.mark is not None and psn_diff(self.mark, una) < 0:
+            self.mark = None
+        if psn_diff(self.psn, una) <= 0:
+            self.timer = None
+        else:
+            self.timer = now + self.cfg.rto_ns(self.in_flight())
+
+    def rewind(self, psn: int) -> None:
+        """Go back (an RNR NAK): the scoreboard starts over."""
+        self.rtx.clear()
+        self.queued.clear()
+        self.sacked.clear()
+        self.mark = None
+        super().rewind(psn)
+
+    def flush(self) -> None:
+        self.rtx.clear()
+        self.queued.clear()
+        self.sacked.clear()
+        super().flush()
+
+
+class SRResponder(Responder):
+    def __init__(self, qp: Any) -> None:
+        super().__init__(qp)
+        self.held: dict[int, Incoming] = {}  # request packets ahead of ePSN, by PSN
+        self.msg_bytes = 0  # bytes of the WRITE message under way (for WRITE with Immediate)
+
+    def receive(self, now: int, pkt: Incoming) -> None:
+        qp = self.qp
+        d = psn_diff(pkt.psn, self.epsn)
+        if d > 0:
+            if d >= MAX_UNACKED_PSNS:  # beyond any requester's window: not ours to hold
+                qp.counters.out_of_sequence += 1
+                return
+            if pkt.psn in self.held:
+                qp.counters.duplicates += 1
+                qp.counters.duplicate_requests += 1
+            else:
+                self.held[pkt.psn] = pkt
+                qp.counters.ooo_accepted += 1
+            self._sack(pkt.psn)
+            return
+        super().receive(now, pkt)
+        if d < 0:
+            return
+        drained = False
+        acked = pkt.ackreq
+        while self.epsn in self.held and qp.state in _RUNNING:
+            nxt = self.held.pop(self.epsn)
+            super().receive(now, nxt)
+            drained = True
+            acked = nxt.ackreq
+        if qp.state not in _RUNNING:
+            self.held.clear()
+        elif drained and not acked:
+            self._ack((self.epsn - 1) & PSN_MASK)  # a filled hole is news to the requester
+
+    def _sack(self, ooo: int) -> None:
+        qp = self.qp
+        qp.counters.sacks_sent += 1
+        qp.send_frame(qp.builder.build(_ACK_ROW, qp.attr.dest_qp_num, self.epsn, {
+            "aeth": {"syndrome": syndrome(AETH_NAK, NAK_PSN_SEQUENCE_ERROR), "msn": ooo}}))
+
+    def _write(self, pkt: Incoming, first: bool, last: bool) -> None:
+        if "reth" not in pkt.ext or pkt.op.position is Position.ONLY and \
+                pkt.ext["reth"]["dmalen"] == len(pkt.payload) and not self.msg_bytes:
+            super()._write(pkt, first, last)  # a plain one-packet WRITE
+            return
+        qp = self.qp
+        reth = pkt.ext["reth"]
+        va, rkey, left = reth["va"], reth["r_key"], reth["dmalen"]
+        n = len(pkt.payload)
+        ends = left == n
+        if ends and "immdt" in pkt.ext and not qp.rq:
+            raise Reject(RNR, "no receive WQE for RDMA WRITE with immediate")
+        self._check_length(pkt)
+        if n > left:
+            raise Reject(NAK_INVALID_REQUEST, "WRITE data beyond its DMA length")
+        if not ends and pkt.op.position is Position.ONLY:
+            raise Reject(NAK_INVALID_REQUEST, "WRITE Only ends before its DMA length")
+        if n:
+            try:
+                mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, n, _REMOTE_WRITE)
+            except AccessError as e:
+                raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
+            mr.view(va, n)[:] = pkt.payload
+        self.msg_bytes += n
+        self.in_progress = None
+        if ends:
+            total, self.msg_bytes = self.msg_bytes, 0
+            self.msn = (self.msn + 1) & PSN_MASK
+            if "immdt" in pkt.ext:
+                wqe = qp.rq.popleft()
+                qp.complete_recv(wqe, St.IBV_WC_SUCCESS, WCOpcode.IBV_WC_RECV_RDMA_WITH_IMM,
+                                 total, pkt.ext["immdt"]["immdt"])
+
+
+class SRCompleter(Completer):
+    def receive(self, now: int, pkt: Incoming) -> None:
+        if pkt.op.operation is Operation.ACK and is_selective_nak(pkt.ext["aeth"]["syndrome"]):
+            req = self.qp.requester
+            if not req.sq or req.sq[0].first_psn < 0 or req.high is None:
+                return
+            cum = pkt.psn
+            if psn_diff(cum, req.una) < 0 or psn_diff(cum, req.high) > 0:
+                self.qp.counters.duplicates += 1
+                return
+            self.qp.counters.sacks_received += 1
+            if self._complete_before(now, cum):
+                req.on_sack(now, cum, pkt.ext["aeth"]["msn"])
+            return
+        super().receive(now, pkt)
+
+
+_RUNNING = (QPState.IBV_QPS_RTR, QPState.IBV_QPS_RTS, QPState.IBV_QPS_SQD)
+_WRITE_FIRST = select(Transport.RC, Operation.RDMA_WRITE, Position.FIRST)
