@@ -42,7 +42,7 @@ def pair(seed: int = 0, mtu: int = 1024, psn_a: int = 0, psn_b: int = 0, size: i
          timeout: int = 8, retry_cnt: int = 7, rnr_retry: int = 7, min_rnr_timer: int = 1,
          access: int | None = None, max_rd_atomic: int = 16, pcap: str | None = None,
          config: LinkConfig | None = None, reverse: LinkConfig | None = None,
-         mr_access: int = FULL, **faults) -> SimpleNamespace:
+         mr_access: int = FULL, recovery: str = "gbn", **faults) -> SimpleNamespace:
     """Two hosts ``a`` (10.0.0.1) and ``b`` (10.0.0.2) on one link, a PD each, connected RC
     QPs ``qa``/``qb`` and MRs of ``size`` bytes with full access:
 
@@ -54,7 +54,7 @@ def pair(seed: int = 0, mtu: int = 1024, psn_a: int = 0, psn_b: int = 0, size: i
     ``faults`` are LinkConfig fields applied to both directions; ``config``/``reverse`` give
     per-direction configs instead.  ``pcap`` records every delivered frame to that path.
     ``spare`` is an idle QP created on b before ``qb``, so the QP numbers differ (a: 0x11,
-    b: 0x12).
+    b: 0x12).  ``recovery`` is both devices' loss recovery (gbn or sr).
     """
     unknown = set(faults) - _LINK_FIELDS
     if unknown:
@@ -67,6 +67,9 @@ def pair(seed: int = 0, mtu: int = 1024, psn_a: int = 0, psn_b: int = 0, size: i
                              reverse=reverse or LinkConfig(**faults))
     else:
         ab, ba = fab.connect(a, b, **faults)
+    if recovery != "gbn":
+        a.set_recovery(recovery)
+        b.set_recovery(recovery)
     pda, pdb = PD(a), PD(b)
     rng = random.Random(seed ^ 0x5EED)
     src = MR(pda, size, mr_access)

@@ -111,10 +111,10 @@ def scenarios(targets: list[str], min_recv: int = 0, phases: bool = True):
 class Run:
     """Posts a scenario, runs it, and keeps what the checks need."""
 
-    def __init__(self, sc: Scenario):
+    def __init__(self, sc: Scenario, recovery: str = "gbn"):
         self.sc = sc
         p = self.p = pair(seed=sc.seed, mtu=sc.mtu, size=SIZE, retry_cnt=7, timeout=8,
-                          rnr_retry=3, min_rnr_timer=1, **sc.faults)
+                          rnr_retry=3, min_rnr_timer=1, recovery=recovery, **sc.faults)
         self.other = MR(PD(p.b), SLOT, FULL)  # an MR in another PD of the responder
         self.dst0 = bytes(p.dst.buf)
         self.rbuf0 = bytes(p.rbuf.buf)
