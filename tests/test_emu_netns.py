@@ -324,7 +324,7 @@ def test_bad_interface_fails_clearly(pair: netns.VethPair) -> None:
     res = pair.run(pair.ns_a, pair.roce("emulate", "--connect", pair.addr_b, "-i", "nosuch0",
                                         "--oob-timeout", "10"), timeout=30)
     assert res.returncode == 2
-    assert "no network interface 'nosuch0'" in res.stderr
+    assert "no such interface 'nosuch0'" in res.stderr
     _, err = lst.communicate(timeout=20)
     assert lst.returncode == 2
     assert "nosuch0" in err  # the connector told the listener why it gave up
