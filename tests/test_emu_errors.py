@@ -1,5 +1,5 @@
 """Error paths of the emulator: what goes on the wire (the NAK, decoded from the recorded pcap:
-AETH syndrome type and code per DESIGN.md), the completion statuses, the QP states and the
+AETH syndrome type and code per IBA 9.7.5.1 and rxe rxe_resp.c), the completion statuses, the QP states and the
 flushing of the work behind an error; the QP state table."""
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def test_deregistered_mr_is_remote_access_error(tmp_path):
 
 
 def test_zero_length_read_and_write_skip_the_rkey_check(tmp_path):
-    """DESIGN.md: zero-length READ/WRITE skip the rkey check."""
+    """Zero-length READ/WRITE skip the rkey check (rxe ``rxe_resp.c`` check_rkey)."""
     p = pair(pcap=tmp_path / "z.pcap")
     write(p, 1, 0, 0, 0, rkey=0xDEAD00)
     read(p, 2, 0, 0, 1 << 30, rkey=0xBEEF00)
@@ -233,6 +233,21 @@ def test_zero_length_read_and_write_skip_the_rkey_check(tmp_path):
     assert statuses(p.cqa) == [(1, IBV_WC_SUCCESS), (2, IBV_WC_SUCCESS)]
     assert naks(frames) == []
     assert p.qb.qp_state == IBV_QPS_RTS
+
+
+@pytest.mark.parametrize("opcode", [IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ])
+def test_zero_length_sge_outside_any_mr_is_not_looked_up(opcode):
+    """A zero-length READ or WRITE whose SGE names no MR succeeds, as in rxe (copy_data
+    returns before any lookup for an empty range); the next WR, with data, still checks."""
+    p = pair()
+    p.qa.post_send(SendWR(wr_id=1, opcode=opcode, sg_list=[SGE(0x1234, 0, 0x77700)],
+                          remote_addr=p.dst.addr, rkey=p.dst.rkey))
+    finish(p, LIMIT)
+    assert statuses(p.cqa) == [(1, IBV_WC_SUCCESS)]
+    p.qa.post_send(SendWR(wr_id=2, opcode=opcode, sg_list=[SGE(0x1234, 8, 0x77700)],
+                          remote_addr=p.dst.addr, rkey=p.dst.rkey))
+    finish(p, LIMIT)
+    assert statuses(p.cqa) == [(2, IBV_WC_LOC_PROT_ERR)]
 
 
 def test_out_of_bounds_multi_packet_write_writes_nothing(tmp_path):

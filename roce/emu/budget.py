@@ -53,7 +53,7 @@ def available() -> int:
 
 
 def human(n: int) -> str:
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
         if n >= 1 << shift:
             return f"{n / (1 << shift):.3g}{unit}"
     return str(n)
@@ -71,18 +71,19 @@ def check(need: int, option: str, value: object, bound: str, what: str) -> None:
 def workload(size: int, slots: int, qps: int, sides: int) -> None:
     """Check a workload of ``qps`` QPs with ``slots`` slots for ``size``-byte messages on
     ``sides`` devices in this process (2 on the simulated fabric, 1 at each end of a real
-    link)."""
+    link): ``--qps`` first (its bound counts the buffers too), then ``--size``."""
     from .payload import slot_bytes
 
-    if qps > MAX_QPNS:
-        raise UsageError(f"--qps {qps}: a device has {MAX_QPNS} QPNs (24 bits from 0x11): "
-                         f"--qps at most {MAX_QPNS}")
     per_qp = sides * (QP_OVERHEAD + slots * slot_bytes(size))
-    fixed = qps * sides * QP_OVERHEAD
     have = available()
-    if fixed > have:
-        check(fixed, "--qps", qps, str(have // (sides * QP_OVERHEAD)), f"{qps} QPs")
-    room = (have - fixed) // max(qps * sides, 1)  # buffer bytes per QP and side
-    check(qps * per_qp, "--size", human(size) if size >= 1024 else size,
+    most = min(MAX_QPNS, have // per_qp)
+    if qps > most:
+        why = ("a device numbers QPs with 24 bits from 0x11" if most == MAX_QPNS else
+               f"{qps} QPs would need {human(qps * per_qp)} of memory, {human(have)} is "
+               "available here")
+        raise UsageError(f"--qps {qps}: {why} (--qps at most {most}"
+                         f"{' with --size ' + human(size) if most < MAX_QPNS else ''})")
+    room = (have // qps - sides * QP_OVERHEAD) // (sides * slots)  # bytes per slot
+    check(qps * per_qp, "--size", human(size),
           human(max(room, 0)) + (f" with --qps {qps}" if qps > 1 else ""),
           f"{qps} QP(s) of {human(slot_bytes(size))} messages")

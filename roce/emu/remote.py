@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, RoceError, UsageError
 from . import oob
 from .constants import ALL_ACCESS, WCStatus, WROpcode
 from .payload import Expected, fill
@@ -41,7 +41,6 @@ from .transport import (
     EventLoop,
     RawEthernetTransport,
     Transport,
-    TransportError,
     UdpTransport,
     interface_ipv4,
     interface_mac,
@@ -424,7 +423,7 @@ def run_connector(host: str, sc: RemoteScenario, ep: Endpoint, record: Any = Non
     ch = oob.connect(host, ep.oob_port, timeout=ep.oob_timeout)
     try:
         return _connector(ch, sc, ep, record, log)
-    except (TransportError, RemoteError, OSError) as e:
+    except (RoceError, OSError) as e:
         ch.error(str(e))
         raise
     finally:
@@ -533,7 +532,7 @@ def run_listener(sc_hint: RemoteScenario | None, ep: Endpoint, record: Any = Non
         ch = lst.accept(accept_timeout if accept_timeout is not None else ep.oob_timeout * 4)
     try:
         return _listener(ch, sc_hint, ep, record, log)
-    except (TransportError, RemoteError, OSError) as e:
+    except (RoceError, OSError) as e:
         ch.error(str(e))
         raise
     finally:
