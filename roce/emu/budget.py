@@ -77,7 +77,7 @@ def workload(size: int, slots: int, qps: int, sides: int) -> None:
     per_qp = sides * (QP_OVERHEAD + slots * slot_bytes(size))
     have = available()
     most = min(MAX_QPNS, have // per_qp)
-    if qps > most:
+    if qps > most and (most >= 1 or qps > MAX_QPNS):  # not even one QP fits: --size
         why = ("a device numbers QPs with 24 bits from 0x11" if most == MAX_QPNS else
                f"{qps} QPs would need {human(qps * per_qp)} of memory, {human(have)} is "
                "available here")
