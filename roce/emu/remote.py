@@ -512,6 +512,14 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
             if log:
                 log(f"no result from the listener: {e}")
         s.data_verified = s.local_verified and s.peer_verified is True
+        if not s.local_verified:
+            s.unverified = (f"{s.posted - s.completed.get('IBV_WC_SUCCESS', 0)} of "
+                            f"{sc.count * sc.qps} message(s) did not complete here"
+                            if not ok or not finished else
+                            "this side's memory does not hold what the operations read")
+        elif s.peer_verified is not True:
+            s.unverified = ("the listener's memory or receives did not check out"
+                            if s.peer_verified is False else "no verdict from the listener")
         s.local = {"ip": ctx.ip, "mac": ctx.mac, "qpns": [f.qp.qp_num for f in flows]}
         s.peer = {"ip": peers[0].ip, "mac": peers[0].mac, "qpns": [p.qpn for p in peers]}
         return s
@@ -617,6 +625,11 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
         recv_ok = all(status.get(k, 0) == 0 for k in status if k != "IBV_WC_SUCCESS")
         counted = sc.qp_type != "rc" or s.messages == sc.count * sc.qps
         s.local_verified = s.data_verified = peer_ok and mem_ok and recv_ok and counted
+        s.unverified = ("" if s.data_verified else
+                        "the connector's messages did not all complete" if not peer_ok else
+                        f"{s.messages} of {sc.count * sc.qps} message(s) executed here"
+                        if not counted else "failed receives" if not recv_ok else
+                        "this side's memory or receives do not hold what was sent")
         _counters(s, ctx, flows, t)
         _rates(s)
         s.local = {"ip": ctx.ip, "mac": ctx.mac, "qpns": [f.qp.qp_num for f in flows]}
