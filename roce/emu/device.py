@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..locate import OK
+from ..locate import OK, is_malformed
 from .constants import QPType
 from .memory import AddressSpace
 from .qp import QPCap, QueuePair
@@ -82,7 +82,7 @@ class Device:
         if pkt is None:
             if status == -1:
                 self.counters.icrc_drops += 1
-            elif status >= 10:
+            elif is_malformed(status):
                 self.counters.malformed += 1
             else:
                 self.counters.not_roce += 1

@@ -59,7 +59,9 @@ from roce.locate import (
     LINKTYPE_RAW,
     OK,
     ROCE_PORT,
+    is_malformed,
 )
+from roce.opcodes import CNP_OPCODE
 from roce.pcapio import CaptureError, open_capture
 
 from . import iface
@@ -75,8 +77,6 @@ from .craft_cli import (
 
 NS = 1_000_000_000
 PSN_MASK = 0xFFFFFF
-CNP_OPCODE = 0x81
-FIRST_BAD_STATUS = 10  # locate: statuses from here on are malformed RoCE, below not RoCE
 
 
 def _bytes_of(header: str, field: str) -> tuple[int, int]:
@@ -273,7 +273,7 @@ def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: b
             continue
         w = walk(eth, LINKTYPE_ETHERNET, udp_port)
         if w.status != OK:
-            if only_roce and not (w.status >= FIRST_BAD_STATUS and w.bth_off >= 0
+            if only_roce and not (is_malformed(w.status) and w.bth_off >= 0
                                   or w.l3_kind == L3_GRH):
                 not_roce += 1
                 continue
