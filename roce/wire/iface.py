@@ -64,9 +64,9 @@ ETH_P_ARP = 0x0806
 ETH_P_IPV6 = 0x86DD
 
 SIOCGIFFLAGS = 0x8913
-SIOCGIFADDR = 0x8915
 SIOCGIFMTU = 0x8921
 SIOCGIFHWADDR = 0x8927
+SIOCGIFADDR = 0x8915
 ARPHRD_ETHER, ARPHRD_LOOPBACK = 1, 772  # link types whose frames start with Ethernet II
 IFF_UP = 0x1
 IFF_RUNNING = 0x40
@@ -114,18 +114,19 @@ def interface_hatype(name: str) -> int:
 
 
 def interface_mac(name: str) -> str:
-    """The interface's hardware address, ``aa:bb:cc:dd:ee:ff``."""
+    """The hardware address, ``aa:bb:cc:dd:ee:ff`` (SIOCGIFHWADDR: struct ifreq's sockaddr
+    at offset 16, its two-byte family, then the address)."""
     return _ifreq(name, SIOCGIFHWADDR)[18:24].hex(":")
 
 
 def interface_ipv4(name: str) -> str | None:
-    """The interface's first IPv4 address, or None when it has none."""
+    """The first IPv4 address (SIOCGIFADDR: a sockaddr_in at offset 16, the address 4 bytes
+    in), or None when it has none; an unknown interface is an InterfaceError."""
+    interface_flags(name)
     try:
-        res = _ifreq(name, SIOCGIFADDR)
-    except InterfaceError:
-        interface_flags(name)  # a missing interface is still an error
+        return socket.inet_ntoa(_ifreq(name, SIOCGIFADDR)[20:24])
+    except InterfaceError:  # EADDRNOTAVAIL: no address
         return None
-    return socket.inet_ntoa(res[20:24])
 
 
 def check_interface(name: str) -> None:
