@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..units import parse_probability, parse_rate, parse_size, parse_time
 from .cc import cli as cc_cli
 from .net import cli as net_cli
+from .record import pcap_writer
 from .scenario import OPS, Scenario, emit, run_scenario
 
 
@@ -80,11 +81,7 @@ def run(args: argparse.Namespace) -> int:
             args, "topology_file", None):
         raise UsageError(f"--cc {args.cc} needs a switched network (--topology ...)")
     if getattr(args, "interface", None) or getattr(args, "transport", None):
-        print("roce emulate: -i/--transport need --listen or --connect HOST", file=sys.stderr)
-        return 1
-    if args.count < 0 or args.qps < 1 or args.depth < 1:
-        print("roce emulate: --count must be >= 0, --qps and --depth >= 1", file=sys.stderr)
-        return 1
+        raise UsageError("-i/--transport need --listen or --connect HOST")
     if net_cli.wanted(args):
         return net_cli.run(args)
     sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
@@ -93,32 +90,23 @@ def run(args: argparse.Namespace) -> int:
                   seed=args.seed, psn=args.psn & 0xFFFFFF,
                   timeout=12 if args.timeout is None else args.timeout,
                   retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry,
-                  recovery=args.recovery)
-    writer = None
-    if args.pcap:
-        from ..pcapio import PcapWriter
+                  qp_type=getattr(args, "qp_type", "rc"), recovery=args.recovery)
+    sc.check(sides=2)  # before the pcap is created: a refused run leaves no file behind
+    with pcap_writer(args.pcap) as writer:
+        progress = None
+        bar = None
+        if not args.no_progress and sys.stderr.isatty():
+            from rich.progress import Progress
 
+            bar = Progress(transient=True)
+            task = bar.add_task("emulating", total=sc.count * sc.qps)
+            bar.start()
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done)
         try:
-            writer = PcapWriter(args.pcap)
-        except OSError as e:
-            print(f"roce emulate: {args.pcap}: {e.strerror}", file=sys.stderr)
-            return 2
-    progress = None
-    bar = None
-    if not args.no_progress and sys.stderr.isatty():
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task("emulating", total=sc.count * sc.qps)
-        bar.start()
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done)
-    try:
-        summary = run_scenario(sc, writer, progress)
-    finally:
-        if bar is not None:
-            bar.stop()
-        if writer is not None:
-            writer.close()
+            summary = run_scenario(sc, writer, progress)
+        finally:
+            if bar is not None:
+                bar.stop()
     return emit(summary, args.format, args.pcap)

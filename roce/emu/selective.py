@@ -41,8 +41,9 @@ from .completer import Completer
 from .constants import MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, QPState, WCOpcode
 from .constants import WCStatus as St
 from .memory import AccessError
+from .placement import _REMOTE_WRITE
 from .requester import Requester
-from .responder import _ACK_ROW, _REMOTE_WRITE, RNR, Reject, Responder
+from .responder import _ACK_ROW, RNR, Reject, Responder
 from .wire import Incoming, select
 from .work import SendWQE
 
@@ -278,7 +279,7 @@ class SRResponder(Responder):
         self.in_progress = None
         if ends:
             total, self.msg_bytes = self.msg_bytes, 0
-            self.msn = (self.msn + 1) & PSN_MASK
+            self._executed()
             if "immdt" in pkt.ext:
                 wqe = qp.rq.popleft()
                 qp.complete_recv(wqe, St.IBV_WC_SUCCESS, WCOpcode.IBV_WC_RECV_RDMA_WITH_IMM,
