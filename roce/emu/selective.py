@@ -68,6 +68,9 @@ class SRRequester(Requester):
         self.rtx: deque[int] = deque()  # PSNs to resend, in the order found lost
         self.queued: set[int] = set()
         self.mark: int | None = None  # PSNs below it were already judged in this round
+        self.dupthresh = DUPTHRESH
+        self.resent: set[int] = set()  # PSNs retransmitted and not yet acknowledged
+        self.holes: set[int] = set()  # PSNs a selective NAK named as the responder's ePSN
 
     # -- scoreboard ---------------------------------------------------------------------
 
@@ -97,17 +100,25 @@ class SRRequester(Requester):
         already completed by the completer), ``ooo`` arrived out of order."""
         if psn_diff(ooo, cum) <= 0 or self.high is None or psn_diff(ooo, self.high) > 0:
             return
+        self.holes.add(cum)  # the responder's ePSN: certainly missing there just now
         self.sacked.add(ooo)
         above = sorted((psn_diff(p, cum) for p in self.sacked), reverse=True)
-        if len(above) < DUPTHRESH:
+        if len(above) < self.dupthresh:
             return
-        lost_below = above[DUPTHRESH - 1]  # PSNs under this have DUPTHRESH SACKs above them
+        lost_below = above[self.dupthresh - 1]  # PSNs under it have dupthresh SACKs above
         start = 0 if self.mark is None else max(0, psn_diff(self.mark, cum))
         for off in range(start, lost_below):
             p = (cum + off) & PSN_MASK
             if p not in self.sacked:
                 self._queue(p)
         self.mark = (cum + max(start, lost_below)) & PSN_MASK
+
+    def _reordered(self, psn: int) -> None:
+        """``psn``'s first transmission arrived after later PSNs: the path reorders by that
+        many packets; tolerate it from now on (as Linux TCP's reordering metric)."""
+        later = sum(1 for p in self.sacked if psn_diff(p, psn) > 0)
+        if later >= self.dupthresh:  # never so high that a window cannot trigger recovery
+            self.dupthresh = max(DUPTHRESH, min(self.window // 2, later + 1))
 
     # -- transmission -------------------------------------------------------------------
 
@@ -135,6 +146,7 @@ class SRRequester(Requester):
             if 0 <= off < wqe.npsn:
                 self.noack = self.ack_every  # AckReq: a filled hole is acknowledged at once
                 self.qp.counters.selective_retransmitted += 1
+                self.resent.add(psn)
                 self._send_packet(wqe, 0 if wqe.rd_atomic else off, psn)
                 return
 
@@ -187,7 +199,14 @@ class SRRequester(Requester):
         self.retrying = None
         una = self.una
         if self.sacked:
+            for p in self.holes:
+                if psn_diff(p, una) < 0 and p not in self.resent:
+                    self._reordered(p)  # a known hole filled by its first transmission
             self.sacked = {p for p in self.sacked if psn_diff(p, una) > 0}
+        if self.holes:
+            self.holes = {p for p in self.holes if psn_diff(p, una) >= 0}
+        if self.resent:
+            self.resent = {p for p in self.resent if psn_diff(p, una) >= 0}
         if self.mark is not None and psn_diff(self.mark, una) < 0:
             self.mark = None
         if psn_diff(self.psn, una) <= 0:

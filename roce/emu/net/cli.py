@@ -65,7 +65,8 @@ def scenario(args: argparse.Namespace) -> Any:
         timeout=12 if args.timeout is None else args.timeout, retry_cnt=args.retry_cnt,
         rnr_retry=args.rnr_retry, topology=args.topology, topology_file=args.topology_file,
         traffic=args.traffic, buffer=args.buffer, ecn=args.ecn, pfc=args.pfc == "on",
-        lb=args.lb, storm=list(args.pfc_storm), cc=cc_cli.config(args, args.rate))
+        lb=args.lb, storm=list(args.pfc_storm), cc=cc_cli.config(args, args.rate),
+        recovery=getattr(args, "recovery", "gbn"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 from ..constants import ALL_ACCESS, QPType, WCStatus
 from ..payload import Expected, fill
 from ..qp import QPCap
-from ..scenario import Scenario, Summary, _Flow, _post, kind
+from ..scenario import Scenario, Summary, _Flow, _post, add_recovery_counts, kind, set_recovery
 from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
 from . import topology as topo
 from .stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
@@ -142,6 +142,9 @@ class NetRun:
             if sc.cc.enabled:
                 for nic in net.hosts.values():
                     nic.ctx.set_congestion_control(sc.cc)
+        # selective repeat's BDP cap: a path of up to 4 links (leaf-spine), store-and-forward
+        set_recovery([nic.ctx for nic in net.hosts.values()], sc,
+                     8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps)))
         self.ready: list[_TimedCQ] = []
         slot = sc.slot
         self.flows: list[NetFlow] = []
@@ -325,10 +328,12 @@ def summarise(sc: NetScenario, net: Any, flows: list[NetFlow], names: list[tuple
             s.timeouts += qp.counters.timeouts
             s.rnr_naks += qp.counters.rnr_naks_received
             naks.update(qp.counters.naks_received)
+        add_recovery_counts(s, [f.qa.core, f.qb.core])
         fct = [c - p for p, c in zip(post_times[id(f)], f.cq_a.times)]
         every += fct
         s.flows.append({"src": src, "dst": dst, "qpn": f.qa.qp_num, "bytes": f.bytes,
                         "retransmitted": f.qa.core.counters.retransmitted,
+                        "spurious_retransmissions": f.qb.core.counters.duplicate_requests,
                         "out_of_sequence": f.qb.core.counters.out_of_sequence,
                         "ce_received": f.qb.core.counters.ce_received,
                         "recv_completions": (recv_done or {}).get(id(f), 0),
