@@ -95,6 +95,8 @@ cdef int CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED
 cdef list A_KIND_NAMES = []
 cdef list A_NAK_EVENT = []  # by NAK code: its event kind
 cdef list A_NAK_TEXT = []   # by NAK code: its name
+cdef int A_SACK_CODE = -1   # flowrules.is_selective_nak: the NAK code and how far ahead
+cdef int64_t A_SACK_AHEAD = 0
 cdef list A_RNR_TEXT = []   # by timer code: "0.64"
 cdef object A_EVENT = tuple  # flowmodel.Event
 
@@ -113,7 +115,7 @@ def configure_flows(dict cfg):
     global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE
     global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE, A_FIRST_BAD, A_ATOMIC_BYTES
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
-    global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT
+    global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT, A_SACK_CODE, A_SACK_AHEAD
     global CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
     global CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED
     cdef int code, k
@@ -191,6 +193,7 @@ def configure_flows(dict cfg):
     A_KIND_NAMES = list(cfg["kind_names"])
     A_NAK_EVENT = list(cfg["nak_events"])
     A_NAK_TEXT = list(cfg["nak_texts"])
+    A_SACK_CODE, A_SACK_AHEAD = cfg["sack"]
     A_RNR_TEXT = list(cfg["rnr_texts"])
     A_EVENT = cfg["event"]
     A_CONFIGURED = True
@@ -238,9 +241,11 @@ cdef class AFlow:
     cdef bint has_stats[A_NKINDS]
     cdef int64_t naks[32]
     cdef int64_t rnr[32]
+    cdef int64_t ack_msn, nak_psn  # last ACK's MSN, last sequence NAK's PSN, -1 before one
 
     def __cinit__(self):
         self.first_ts = self.last_ts = -1
+        self.ack_msn = self.nak_psn = -1
         self.req_first = self.rsp_first = self.rsp_last = -1
         self.reqmsg = AMsgs()
         self.rspmsg = AMsgs()
@@ -605,10 +610,19 @@ cdef class FlowEngine:
             v = A_SYN_VALUE[k0]
             if rule == ASYN_ACK:
                 f.c[CT_ACKS] += 1
+                f.ack_msn = k1
             elif rule == ASYN_RNR:
                 f.rnr[v] += 1
                 self._event(fn, ts, "rnr_nak", f, (A_RNR_TEXT[v], psn))
             elif rule == ASYN_NAK:
+                selective = (v == A_SACK_CODE
+                             and (f.ack_msn >= 0 and k1 != f.ack_msn or psn == f.nak_psn)
+                             and 0 < ((k1 - psn) & A_PSN_MASK) <= A_SACK_AHEAD)
+                if v == A_SACK_CODE:
+                    f.nak_psn = psn
+                if selective:
+                    self._event(fn, ts, "selective_nak", f, (psn, k1))
+                    return 0
                 f.naks[v] += 1
                 self._event(fn, ts, A_NAK_EVENT[v], f, (A_NAK_TEXT[v], k1, psn))
             else:

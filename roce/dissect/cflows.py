@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import fast, locate
 from ..errors import UsageError
-from ..headers import ECN_CE, LAYOUTS, SIZE_OF
+from ..headers import ECN_CE, LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
 from ..opcodes import OPCODES
 from ..pcapio import MAX_RECORD, Batch, CaptureReader
 from ..psn import EV_DUPLICATE, EV_FIRST, EV_GAP, EV_IN_ORDER, EV_LATE
@@ -94,6 +94,7 @@ def engine_config() -> dict[str, Any]:
         "kind_names": R.KIND_NAMES,
         "nak_events": [R.nak_event(c) for c in range(R.SYNDROME_VALUES)],
         "nak_texts": R.NAK_TEXTS,
+        "sack": (NAK_PSN_SEQUENCE_ERROR, R.SACK_AHEAD),
         "rnr_texts": R.RNR_TEXTS,
         "event": Event,
     }

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .. import fast, locate
-from ..headers import DECODERS, ECN_CE, LAYOUTS, SIZE_OF
+from ..headers import DECODERS, ECN_CE, LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
 from ..opcodes import OPCODES
 from ..psn import EV_DUPLICATE, EV_GAP, EV_IN_ORDER, EV_LATE
 from .flowinput import frame_columns
@@ -60,6 +60,7 @@ from .flowrules import (
     SYNDROMES,
     WRITE_KINDS,
     event_text,
+    is_selective_nak,
     malformed_text,
     nak_event,
 )
@@ -332,10 +333,17 @@ class Analyzer:
             rule, v = SYNDROMES[k0]
             if rule == SYN_ACK:
                 f.acks += 1
+                f.ack_msn = k1
             elif rule == SYN_RNR:
                 f.rnr[v] = f.rnr.get(v, 0) + 1
                 self._event(fn, ts, "rnr_nak", f, (RNR_TEXTS[v], psn))
             elif rule == SYN_NAK:
+                selective = is_selective_nak(v, psn, k1, f.ack_msn, f.nak_psn)
+                if v == NAK_PSN_SEQUENCE_ERROR:
+                    f.nak_psn = psn
+                if selective:
+                    self._event(fn, ts, "selective_nak", f, (psn, k1))
+                    return
                 f.naks[v] = f.naks.get(v, 0) + 1
                 self._event(fn, ts, nak_event(v), f, (NAK_TEXTS[v], k1, psn))
             else:

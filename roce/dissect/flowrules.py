@@ -74,6 +74,15 @@ bad frames
     retransmission after it).
 UD
     not sequenced (one destination QP receives from many source QPs); SENDs are counted.
+selective NAK
+    selective repeat (IRN; docs/protocol.md, "Selective repeat (IRN) encoding"): a NAK PSN
+    sequence error whose AETH MSN lies 1..``SACK_AHEAD`` PSNs ahead of its BTH PSN names the
+    PSN that arrived out of order (BTH PSN: the cumulative ePSN) when either its MSN differs
+    from the MSN of the flow's last ACK, or the flow's previous sequence NAK had the same BTH
+    PSN.  A go-back-N NAK carries the responder's MSN, the one its ACKs carry, and is sent
+    once per ePSN (rxe); so the first selective NAK of a flow before any ACK is counted as a
+    sequence NAK.  Each selective NAK answers one out-of-order arrival the responder accepted;
+    they are not counted with the NAKs.
 """
 
 from __future__ import annotations
@@ -133,6 +142,8 @@ EVENTS: tuple[EventKind, ...] = (
     EventKind("out_of_order", SEV_WARNING,
               "%sPSN 0x%06x out of order (late: fills an earlier gap)"),
     EventKind("nak_sequence", SEV_WARNING, "NAK %s MSN=%d PSN=0x%06x"),
+    EventKind("selective_nak", SEV_NOTE,
+              "selective NAK: ePSN 0x%06x, PSN 0x%06x arrived out of order", "selective_naks"),
     EventKind("rnr_nak", SEV_WARNING, "RNR NAK %sms PSN=0x%06x"),  # timer as rnr_ms() gives it
     EventKind("length_mismatch", SEV_WARNING,
               "%s length: RETH DMA length %d, message carried %d bytes"),
@@ -186,6 +197,7 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("acks", "acks", "acks"),
     Counter("atomic_acks", "atomic_acks", None),
     Counter("reserved_syn", "reserved_syndromes", None),
+    Counter("selective_naks", "selective_naks", "selective_naks"),
     Counter("cnps", "cnps", "cnps"),
     Counter("ecn_ce", "ecn_ce", "ecn_ce"),
     Counter("bad_icrc", "bad_icrc", "bad_icrc"),
@@ -262,6 +274,20 @@ SYNDROMES: tuple[tuple[int, int], ...] = tuple(
 def nak_event(code: int) -> str:
     """A NAK's event kind: a PSN sequence error is recoverable, every other NAK is fatal."""
     return "nak_sequence" if code == NAK_PSN_SEQUENCE_ERROR else "nak_fatal"
+
+
+# A selective NAK's out-of-order PSN is at most this far ahead of its ePSN: far beyond any
+# window (16 MiB of 4 KiB packets), a 1-in-4096 chance for a go-back-N NAK's MSN.
+SACK_AHEAD = 1 << 12
+
+
+def is_selective_nak(code: int, psn: int, msn: int, ack_msn: int, nak_psn: int) -> bool:
+    """A NAK that names an out-of-order PSN in its MSN (see "selective NAK" above);
+    ``ack_msn``: the MSN of the flow's last ACK, ``nak_psn`` the PSN of its last sequence
+    NAK, -1 before one."""
+    return (code == NAK_PSN_SEQUENCE_ERROR and (ack_msn >= 0 and msn != ack_msn
+                                                or psn == nak_psn)
+            and 0 < (msn - psn) & PSN_MASK <= SACK_AHEAD)
 
 
 SYNDROME_VALUES = SYNDROME_VALUE_MASK + 1  # NAK codes, RNR timer codes, credit codes
