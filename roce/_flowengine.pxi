@@ -91,7 +91,7 @@ cdef list A_SIDE = []       # "" for the request tracker, "response " for the re
 # Flow counters by their row in flowrules.COUNTERS: those the engine bumps itself.
 cdef int A_NC = 0
 cdef int CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
-cdef int CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED
+cdef int CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED, CT_RETX_SELECTIVE, CT_RETX_GO_BACK
 cdef list A_KIND_NAMES = []
 cdef list A_NAK_EVENT = []  # by NAK code: its event kind
 cdef list A_NAK_TEXT = []   # by NAK code: its name
@@ -117,7 +117,7 @@ def configure_flows(dict cfg):
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
     global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT, A_SACK_CODE, A_SACK_AHEAD
     global CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
-    global CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED
+    global CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED, CT_RETX_SELECTIVE, CT_RETX_GO_BACK
     cdef int code, k
     # The enums above are written out for C: check they still are the rules' numbering.
     if (tuple(cfg["classes"]) != (AC_DATA, AC_READ, AC_ATOMIC, AC_ONLYREQ, AC_READ_RESP,
@@ -190,6 +190,7 @@ def configure_flows(dict cfg):
     CT_UNIQUE, CT_REQ_PAYLOAD = ct["unique_payload"], ct["req_payload"]
     CT_RSP_PAYLOAD, CT_ACKS = ct["rsp_payload"], ct["acks"]
     CT_ATOMIC_ACKS, CT_TRUNCATED = ct["atomic_acks"], ct["truncated"]
+    CT_RETX_SELECTIVE, CT_RETX_GO_BACK = ct["retx_selective"], ct["retx_go_back"]
     A_KIND_NAMES = list(cfg["kind_names"])
     A_NAK_EVENT = list(cfg["nak_events"])
     A_NAK_TEXT = list(cfg["nak_texts"])
@@ -705,6 +706,10 @@ cdef class FlowEngine:
         cdef ABurst *b = &f.burst[side]
         cdef object args = None
         b.open = False
+        if b.count == 1:  # flowrules, "retransmission bursts"
+            f.c[CT_RETX_SELECTIVE] += 1
+        else:
+            f.c[CT_RETX_GO_BACK] += b.count
         if self._stored("retransmission", b.first):
             args = ((A_SIDE[side], b.lo) if b.count == 1
                     else (A_SIDE[side], b.lo, b.hi, b.count))

@@ -251,6 +251,28 @@ def test_gap_across_wrap(run) -> None:
 # -- ACK / NAK ---------------------------------------------------------------------------------
 
 
+def test_selective_nak_names_the_out_of_order_psn_in_the_msn(run) -> None:
+    """Selective repeat (flowrules, "selective NAK"): after an ACK, a sequence NAK whose MSN
+    lies ahead of its PSN; or a repeat of the last sequence NAK's PSN."""
+    frames = [write_only(p) for p in (0, 1, 3, 4)]
+    r = run([frames[0], frames[1], ack(1, msn=2), frames[2],
+             ack(2, AETH_NAK, 0, msn=3), frames[3], ack(2, AETH_NAK, 0, msn=4)])
+    back = flow(r, QA)
+    assert back.selective_naks == 2 and back.naks == {}
+    assert lines(r)[-2:] == [
+        "#5 QP 0x000012 selective NAK: ePSN 0x000002, PSN 0x000003 arrived out of order",
+        "#7 QP 0x000012 selective NAK: ePSN 0x000002, PSN 0x000004 arrived out of order"]
+    assert r.totals["selective_naks"] == 2
+
+
+def test_retransmissions_are_selective_alone_go_back_in_runs(run) -> None:
+    sr = run([write_only(p) for p in (0, 1, 2, 3, 1, 4, 2)])  # two resent alone
+    assert (flow(sr).retx_selective, flow(sr).retx_go_back) == (2, 0)
+    gbn = run([write_only(p) for p in (0, 1, 2, 3, 1, 2, 3, 4)])  # one run of three
+    assert (flow(gbn).retx_selective, flow(gbn).retx_go_back) == (0, 3)
+    assert gbn.totals["go_back_retransmissions"] == 3
+
+
 @pytest.mark.parametrize(("code", "name", "severity"), [
     (0, "PSN sequence error", "warning"),
     (1, "invalid request", "error"),

@@ -415,6 +415,10 @@ class Analyzer:
         fn, ts, lo, last, hi, n = f.bursts[side]  # type: ignore[misc]
         f.bursts[side] = None
         if n == 1:
+            f.retx_selective += 1
+        else:
+            f.retx_go_back += n
+        if n == 1:
             self._event(fn, ts, "retransmission", f, (SIDE_WORDS[side], lo))
         else:
             self._event(fn, ts, "retransmission", f, (SIDE_WORDS[side], lo, hi, n), n, last)

@@ -55,7 +55,10 @@ response PSNs
 retransmission bursts
     consecutive retransmitted PSNs of one tracker (each the previous one plus one, no other
     packet of that tracker in between) make one expert line: frame range, PSN range and count.
-    The exact count of retransmitted packets stays in the expert counts and the totals.
+    The exact count of retransmitted packets stays in the expert counts and the totals.  A
+    burst of one packet counts as a selective retransmission, a longer one as a go-back
+    (go-back-N resends runs; selective repeat resends what is missing, alone unless
+    neighbours were lost too).
 goodput and throughput
     goodput counts each PSN's payload once (packets the tracker did not call a duplicate, and
     all of UD); throughput counts every payload byte, retransmissions included.  Both are
@@ -198,6 +201,8 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("atomic_acks", "atomic_acks", None),
     Counter("reserved_syn", "reserved_syndromes", None),
     Counter("selective_naks", "selective_naks", "selective_naks"),
+    Counter("retx_selective", "selective_retransmissions", "selective_retransmissions"),
+    Counter("retx_go_back", "go_back_retransmissions", "go_back_retransmissions"),
     Counter("cnps", "cnps", "cnps"),
     Counter("ecn_ce", "ecn_ce", "ecn_ce"),
     Counter("bad_icrc", "bad_icrc", "bad_icrc"),
