@@ -757,6 +757,11 @@ cdef class FlowEngine:
                       int64_t dmalen, int64_t fn, int64_t ts) except -1:
         """A packet that advanced the sequence (in order, first, or after a gap)."""
         cdef int64_t size
+        if ((pos == AP_FIRST or pos == AP_ONLY) and self._is_write(kind)
+                and st.kind >= 0 and self._is_write(st.kind) and st.has_first and st.mtu > 0
+                and dmalen == st.dmalen - c_psn_diff(psn, st.first) * st.mtu
+                and (pos == AP_FIRST or dmalen == plen)):
+            pos = AP_MIDDLE if pos == AP_FIRST else AP_LAST  # flowrules: selective repeat WRITE
         if pos == AP_FIRST or pos == AP_MIDDLE:
             if plen > self.mtus[f.path]:
                 self.mtus[f.path] = plen

@@ -13,6 +13,7 @@ from test_emu_property import EXAMPLES, SAFE_TARGETS, Run, scenarios
 from tshark_oracle import FIELDS, TSHARK, fields_command, our_key, tshark_value
 
 import roce
+from roce.dissect.flowrules import K_WRITE
 from roce.emu import SendWR, WROpcode
 from roce.emu.recovery import RecoveryConfig, RecoveryError, configure
 from roce.emu.scenario import Scenario, run_scenario
@@ -192,11 +193,11 @@ def test_reordering_below_the_threshold_causes_no_spurious_retransmission():
 
 
 def _sr_capture(path, seed: int = 3, loss: float = 0.02, reverse_loss: float = 0.0,
-                op: str = "write") -> object:
+                reorder: float = 0.05) -> object:
     from roce.emu import LinkConfig
 
     p = pair(recovery="sr", mtu=1024, size=1 << 18, seed=seed, pcap=str(path),
-             config=LinkConfig(loss=loss, reorder=0.05), reverse=LinkConfig(loss=reverse_loss))
+             config=LinkConfig(loss=loss, reorder=reorder), reverse=LinkConfig(loss=reverse_loss))
     for i in range(8):
         n = 1 << 14
         p.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_WRITE,
@@ -242,3 +243,19 @@ def test_both_engines_agree_on_sr_captures(tmp_path_factory, seed, loss, reverse
     got = analyse(frames, engine="compiled")
     assert got.to_dict() == ref.to_dict()
     assert got.event_counts == ref.event_counts
+
+
+@pytest.mark.parametrize("engine", ["reference", "compiled"])
+def test_stats_reassembles_sr_writes(tmp_path, engine):
+    """WRITE First ... WRITE Only with a RETH each: one message of the right size each."""
+    from roce.dissect.cflows import AVAILABLE
+    from roce.dissect.flows import analyse
+
+    if engine == "compiled" and not AVAILABLE:
+        pytest.skip("fast path not built")
+    path = tmp_path / "sr.pcap"
+    p = _sr_capture(path, loss=0.0, reorder=0.0)
+    [req] = [f for f in analyse(_frames_of(path), engine=engine).flows
+             if f.qp == p.qb.qp_num]
+    assert req.incomplete == 0
+    assert req.stats == {K_WRITE: [8, 8 << 14, 1 << 14, 1 << 14]}  # count, bytes, min, max

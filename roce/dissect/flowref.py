@@ -448,6 +448,11 @@ class Analyzer:
     def _advance(self, f: _RefFlow, st: _Msgs, pos: int, kind: int, psn: int, plen: int,
                  dmalen: int, fn: int, ts: int) -> None:
         """A packet that advanced the sequence (in order, first, or after a gap)."""
+        if (pos == P_FIRST or pos == P_ONLY) and kind in WRITE_KINDS and \
+                st.kind in WRITE_KINDS and st.first is not None and st.mtu > 0 and \
+                dmalen == st.dmalen - psn_diff(psn, st.first) * st.mtu and \
+                (pos == P_FIRST or dmalen == plen):
+            pos = P_MIDDLE if pos == P_FIRST else P_LAST  # flowrules, "selective repeat WRITE"
         if pos == P_FIRST or pos == P_MIDDLE:
             if plen > f.path.mtu:
                 f.path.mtu = plen

@@ -288,9 +288,10 @@ class SRResponder(Responder):
             raise Reject(NAK_INVALID_REQUEST, "WRITE data beyond its DMA length")
         if not ends and pkt.op.position is Position.ONLY:
             raise Reject(NAK_INVALID_REQUEST, "WRITE Only ends before its DMA length")
-        if n:
-            try:
-                mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, n, _REMOTE_WRITE)
+        if left:
+            try:  # all of [va, va + DMA length): the first packet checks the whole message,
+                # as rxe does, so a bad range writes nothing
+                mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, left, _REMOTE_WRITE)
             except AccessError as e:
                 raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
             mr.view(va, n)[:] = pkt.payload
