@@ -87,7 +87,8 @@ class Record:
     """
 
     __slots__ = ("number", "ts_ns", "rel_ns", "delta_ns", "frame", "walk", "layers", "fields",
-                 "error", "kind", "udp_port", "columns", "_headers", "_packet")
+                 "error", "kind", "udp_port", "columns", "_headers", "_packet",
+                 "family", "decoded", "outer")
 
     def __init__(self, number: int, ts_ns: int, rel_ns: int, delta_ns: int, frame: Frame,
                  walk: Walk, layers: tuple[str, ...], fields: dict[str, Any],
@@ -107,6 +108,11 @@ class Record:
         self.columns: dict[str, Any] | None = None  # summary columns, when an output wants them
         self._headers = headers
         self._packet: Packet | None = None
+        # set by roce.families.records: the family that decoded it, what it decoded, and
+        # the tunnel layers around it
+        self.family: Any = None
+        self.decoded: Any = None
+        self.outer: Any = None
 
     @property
     def headers(self) -> Headers:
@@ -366,6 +372,11 @@ def _unusual(number: int, ts: int, rel: int, delta: int, fr: Frame, w: Walk, udp
     data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
     st = w.status
     if not is_malformed(st):
+        from roce.families import records  # only for frames that are not RoCE
+
+        claimed = records.record(number, ts, rel, delta, fr, w, udp_port, only_roce)
+        if claimed is not None:
+            return None if claimed is records.HIDDEN else claimed
         kind = "other"
     elif summary.is_capture_cut(w, caplen, origlen):
         kind = "truncated"
@@ -407,7 +418,9 @@ _EXTRA_FIELDS = ("frame.number", "frame.len", "frame.cap_len", "frame.time_epoch
 
 def known_fields() -> frozenset[str]:
     """Every field name a record may carry (for ``-Y`` typo checks and ``-e``)."""
-    names = set(_EXTRA_FIELDS)
+    from roce.families import registry
+
+    names = set(_EXTRA_FIELDS) | registry().field_names()
     for header, keys in _KEYS.items():
         if header in _SINGLE:
             names.add(header)
@@ -723,13 +736,25 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
         def slow(i: int, time_text: str, batch: Batch = batch, base: int = base) -> str:
             data, caplen, origlen = batch.datas[i], batch.caplen[i], batch.origlen[i]
             w = walk(data, batch.linktype, udp_port)
+            if not is_malformed(w.status):
+                line = _family_line(base + i, time_text, batch, i, w, summ, udp_port,
+                                    only_roce)
+                if line is not None:
+                    return line
+                if only_roce:
+                    return ""  # hidden: fast_lines was asked to show every frame
             f: dict[str, Any] = {}
             header_fields(known(data, w, batch.linktype), f)
             cols = summ.columns(data, w, f, batch.linktype, caplen, origlen,
                                 str(explain_(w)))
             return summ.line(base + i, time_text, origlen, cols)
 
-        lines = summ.fast_lines(batch, base, only_roce, limit - shown, slow)
+        # With --only-roce the frames the scan calls "not RoCE" still go to ``slow``: a
+        # registered tunnel or family may claim them; hidden ones come back empty.
+        lines = summ.fast_lines(batch, base, False, len(batch.datas) if only_roce
+                                else limit - shown, slow)
+        if only_roce:
+            lines = [line for line in lines if line][:limit - shown]
         number += len(batch.datas)
         if lines:
             shown += len(lines)
@@ -739,6 +764,27 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             progress.update(done, number - 1)
         if shown >= limit:
             break
+
+
+def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
+                 summ: summary.Summarizer, udp_port: int, only_roce: bool) -> str | None:
+    """The line of a frame a registered family or tunnel claims (None: not claimed)."""
+    from roce.families import records
+
+    fr = Frame(batch.datas[i], batch.ts_ns[i], batch.caplen[i], batch.origlen[i],
+               batch.linktype, 0)
+    rec = records.record(number, fr.ts_ns, 0, 0, fr, w, udp_port, only_roce)
+    if rec is None:
+        return None
+    if rec is records.HIDDEN:
+        return ""
+    if rec.family is not None or rec.walk is w:
+        cols = records.columns(rec)
+    else:
+        inner = rec.frame
+        cols = summ.columns(inner.data, rec.walk, rec.fields, inner.linktype, inner.caplen,
+                            inner.origlen, rec.message)
+    return summ.line(number, time_text, fr.origlen, cols)
 
 
 def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,
@@ -774,8 +820,13 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
         if want_columns:
             fr = rec.frame
             time_text = times.record_text(rec.ts_ns, rec.rel_ns, rec.delta_ns)
-            cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen,
-                                fr.origlen, rec.message)
+            if rec.family is not None or (rec.outer and rec.walk is fr):
+                from roce.families import records
+
+                cols = records.columns(rec)
+            else:
+                cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen,
+                                    fr.origlen, rec.message)
             if want_summary:
                 parts.append(summ.line(rec.number, time_text, fr.origlen, cols) + "\n")
             else:
@@ -787,7 +838,12 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
             writer.add(rec)
         else:
             if args.verbose:
-                parts.append(tree.render(rec))
+                if rec.family is not None or rec.outer:
+                    from roce.families import records
+
+                    parts.append(records.render(rec))
+                else:
+                    parts.append(tree.render(rec))
             if args.hexdump:
                 parts.append(tree.hexdump(rec.frame.data) + "\n")
             if len(parts) >= 256:
