@@ -532,6 +532,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-r", "--read-file", metavar="FILE", dest="read_file",
                         help="capture to read (same as FILE)")
     add_output_arguments(parser)
+    parser.add_argument("-d", "--decode-as", action="append", default=[], dest="decode_as",
+                        metavar="TABLE==VALUE,FAMILY",
+                        help="decode as tshark's -d does: udp.port==4792,roce (tables: "
+                             "linktype ethertype ip.proto udp.port gre.proto erf.type)")
     parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
                         help="print the field names or the filter macros and exit")
 
@@ -671,6 +675,11 @@ def _run(args: argparse.Namespace) -> int:
     path = args.read_file or args.file
     if path is None:
         raise UsageError("no capture given (FILE, -r FILE, or - for standard input)")
+    if getattr(args, "decode_as", None):
+        from roce.families import registry
+
+        for spec in args.decode_as:
+            registry().decode_as(spec)
     fmt = args.format
     field_opts = check_output_options(args)
     flt = None
