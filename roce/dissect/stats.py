@@ -20,9 +20,10 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from .. import locate
+from .. import locate, units
 from ..pcapio import CaptureError, CaptureReader, open_capture
 from . import flows as fl
+from . import pauses
 from .progress import Progress
 
 PROG = "roce stats"
@@ -41,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "by severity)")
     parser.add_argument("--udp-port", default=str(locate.ROCE_PORT), metavar="N",
                         help=f"RoCEv2 UDP destination port (default {locate.ROCE_PORT})")
+    parser.add_argument("--link-rate", default=pauses.DEFAULT_LINK_RATE, metavar="RATE",
+                        help="link rate that turns pause quanta into time (Gb/s, default "
+                        f"{pauses.DEFAULT_LINK_RATE})")
+    parser.add_argument("--pause-storm", default=pauses.DEFAULT_STORM, metavar="TIME",
+                        help="expert warning when a priority stays paused longer than TIME "
+                        f"without a break (default {pauses.DEFAULT_STORM})")
 
 
 def _usage(message: str) -> int:
@@ -63,6 +70,14 @@ def run(args: argparse.Namespace) -> int:
             pass
     if not 0 < port < 65536:
         return _usage(f"--udp-port {args.udp_port!r} is not a port number (1..65535)")
+    try:
+        rate_bps = units.parse_rate(str(args.link_rate)) * 1e9
+        storm_ns = units.parse_time(str(args.pause_storm))
+    except argparse.ArgumentTypeError as exc:
+        return _usage(str(exc))
+    if rate_bps <= 0 or storm_ns <= 0:
+        return _usage("--link-rate and --pause-storm must be positive")
+    account = pauses.PauseAccount(rate_bps, storm_ns)
 
     try:
         reader, size, fh = _open(args.file)
@@ -70,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     try:
-        report = _analyse(reader, port, size, fh.tell if fh is not None and size else None)
+        report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
+                          account)
     except CaptureError as exc:  # a read error after the header
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -78,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         reader.close()
         if fh is not None:
             fh.close()
+    pfc = account.finish()
+    pfc.merge_into(report)
     report.problems = [p.message for p in reader.problems]
     if report.problems:
         more = len(report.problems) - 1
@@ -88,11 +106,12 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
-                           "compressed": reader.compressed}, **report.to_dict()}
+                           "compressed": reader.compressed}, **report.to_dict(),
+               "pfc": pfc.to_dict()}
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
-        render(report, reader.name, out, expert_all=args.expert)
+        render(report, reader.name, out, expert_all=args.expert, pfc=pfc)
     out.flush()
     return 0
 
@@ -117,8 +136,11 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
 
 
 def _analyse(reader: CaptureReader, port: int, size: int,
-             where: Callable[[], int] | None) -> fl.Report:
+             where: Callable[[], int] | None,
+             account: pauses.PauseAccount | None = None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
+    if account is not None:  # PFC / PAUSE frames: seen beside the engine (pauses.Tap)
+        reader = pauses.Tap(reader, analyzer, account)  # type: ignore[assignment]
     progress = Progress("analysing", size if where else 0)
 
     def tick(frames: int, offset: int | None) -> None:
@@ -303,8 +325,9 @@ class _Rich:
 
 
 def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
-           rich: bool | None = None) -> None:
-    """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``)."""
+           rich: bool | None = None, pfc: pauses.PauseReport | None = None) -> None:
+    """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``);
+    ``pfc`` adds the PFC / PAUSE table when the capture had such frames."""
     if rich is None:
         rich = out.isatty()
     r: Any = _Rich(out) if rich else _Plain(out)
@@ -325,6 +348,10 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
         r.table([], flow_rows([dicts[f.id]]))
     r.heading(f"Totals: {name}")
     r.table([], total_rows(t))
+    if pfc is not None and pfc.frames:
+        r.heading(f"PFC / PAUSE: {pfc.frames:,} frames, link rate "
+                  f"{pfc.link_rate_bps / 1e9:g} Gb/s")
+        r.table(*pfc.table())
 
     counts = report.event_counts
     total = sum(counts.values())

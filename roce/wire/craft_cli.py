@@ -6,6 +6,7 @@
         --payload-size 1024 --src 10.0.0.1 --dst 10.0.0.2 -w out.pcap
     roce craft rc-acknowledge --syndrome 0x60 --msn 5 --count 3
     roce craft ud-send-only --qkey 0x11111111 --sqpn 7 --ipv6 --vlan 100 -w - | tshark -r -
+    roce craft pfc --prio 3 --quanta 65535           (802.1Qbb PFC; also pause: craft_macc)
 
 Every opcode of ``roce.opcodes.OPCODES`` can be crafted (``roce opcodes`` lists the names;
 numbers such as ``0x0a`` work too).  Each frame built is printed in ``roce decode``'s
@@ -41,6 +42,7 @@ from roce.opcodes import OPCODES, Opcode, lookup
 from roce.pcapio import Frame, PcapNgWriter, PcapWriter
 
 from ..errors import InputError, UsageError
+from . import craft_macc
 
 NS = 1_000_000_000
 PSN_MASK = 0xFFFFFF
@@ -237,6 +239,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-V", "--verbose", action="store_true",
                         help="print the full header tree of each frame")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    craft_macc.add_arguments(parser)
 
 
 # -- building -------------------------------------------------------------------------------
@@ -453,9 +456,11 @@ def fail(command: str, exc: Exception) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        packets = build_packets(args, args.count)
-        stamps = frame_times(len(packets), args.interval)
-        frames = [(p.to_bytes(), ts) for p, ts in zip(packets, stamps)]
+        if craft_macc.wanted(args):  # pfc / pause: MAC Control frames
+            datas = craft_macc.build(args, frame_options_given(args))
+        else:
+            datas = [p.to_bytes() for p in build_packets(args, args.count)]
+        frames = list(zip(datas, frame_times(len(datas), args.interval)))
         if args.write is not None:
             write_frames(args.write, frames, args.pcapng)
         if not args.quiet:
