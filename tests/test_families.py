@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tshark_oracle import TSHARK, TSHARK_CODES, fields_command, our_key, tshark_value
 
 import roce
 from roce.cli import main
@@ -20,8 +21,6 @@ from roce.families.registry import Handler
 from roce.locate import walk
 from roce.opcodes import OPCODES
 from roce.pcapio import PcapWriter, open_capture
-
-from tshark_oracle import TSHARK, TSHARK_CODES, fields_command, our_key, tshark_value
 
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
 GRH = bytes([0x60, 0x12, 0x34, 0x56, 0, 0, 0x1B, 64]) + bytes(range(32))
@@ -403,3 +402,27 @@ def test_toy_family_registered_from_outside(tmp_path: Path,
     finally:
         reg.remove("toy")
     assert "Toy" not in _cli(capsys, "decode", str(p))
+
+
+@needs_tshark
+@pytest.mark.parametrize("encap", ["erspan2", "erspan3", "gre", "vxlan"])
+def test_craft_encap_decodes_in_tshark_and_ours(tmp_path: Path, encap: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "e.pcap"
+    assert main(["craft", "rc-send-only", "--dqpn", "0x33", "--psn", "77", "--encap", encap,
+                 "--span-id", "9", "-q", "-w", str(p)]) == 0
+    row = subprocess.run(fields_command(p, ["infiniband.bth.psn", "infiniband.bth.destqp"]),
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert row == ["77", "0x00000033"] or [int(x, 0) for x in row] == [77, 0x33]
+    assert "PSN=77" in _cli(capsys, "decode", str(p))
+
+
+def test_craft_link_ib(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "ib.pcap"
+    assert main(["craft", "rc-rdma-write-only", "--payload-size", "8", "--psn", "9",
+                 "--link", "ib", "--dlid", "7", "-q", "-w", str(p)]) == 0
+    fr = next(iter(open_capture(p)))
+    assert fr.linktype == 247
+    d = ib.decode(fr.data)
+    assert d.fields["lrh.dlid"] == 7 and d.fields["bth.psn"] == 9
+    assert d.fields["icrc.valid"] and d.fields["vcrc.valid"]

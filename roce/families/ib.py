@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from construct import BitStruct, BitsInteger
+from construct import BitsInteger, BitStruct
 
 from ..errors import DecodeError, NotRoCE
 from ..headers import DECODERS, SIZE_OF, define

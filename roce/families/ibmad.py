@@ -19,7 +19,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from construct import BitStruct, BitsInteger
+from construct import BitsInteger, BitStruct
 
 from ..headers import define
 from ..locate import Walk

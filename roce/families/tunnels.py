@@ -19,7 +19,7 @@ inner frame starts and its link type, or the next header's dispatch row.
 
 from __future__ import annotations
 
-from construct import BitStruct, BitsInteger
+from construct import BitsInteger, BitStruct
 
 from ..errors import DecodeError
 from ..headers import define
