@@ -426,3 +426,31 @@ def test_craft_link_ib(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     d = ib.decode(fr.data)
     assert d.fields["lrh.dlid"] == 7 and d.fields["bth.psn"] == 9
     assert d.fields["icrc.valid"] and d.fields["vcrc.valid"]
+
+
+@given(seed_frame=st.integers(0, 10), flips=st.lists(
+    st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=6),
+    cut=st.integers(0, 400), linktype=st.sampled_from([1, 197, 247]))
+def test_mutated_families_decode_with_typed_errors_only(seed_frame: int, flips: list,
+                                                        cut: int, linktype: int) -> None:
+    """Fuzz the new families and tunnels: mutated and cut frames become records whose
+    errors are DecodeError / NotRoCE, never an exception out of the decoder."""
+    from roce.dissect.decode import decode_frames
+    from roce.errors import NotRoCE
+    from roce.pcapio import Frame
+
+    if linktype == 1:
+        frames = _tunnel_frames()
+    else:
+        frames = _ib_frames()[:6]
+        if linktype == 197:
+            frames = [erf.record(f, extensions=(3,)) for f in frames]
+    data = bytearray(frames[seed_frame % len(frames)])
+    for pos, value in flips:
+        if pos < len(data):
+            data[pos] = value
+    data = bytes(data[:cut] if cut < len(data) else data)
+    fr = Frame(data, 0, len(data), len(data), linktype, 0)
+    for rec in decode_frames([fr]):
+        assert rec.error is None or isinstance(rec.error, (DecodeError, NotRoCE))
+        assert isinstance(rec.fields, dict)
