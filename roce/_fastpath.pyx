@@ -1103,3 +1103,7 @@ cdef class PSNTracker:
 # -- per-flow analysis -------------------------------------------------------------------------
 
 include "_flowengine.pxi"
+
+# -- native InfiniBand (roce.families) ---------------------------------------------------------
+
+include "_ibscan.pxi"

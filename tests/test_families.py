@@ -454,3 +454,53 @@ def test_mutated_families_decode_with_typed_errors_only(seed_frame: int, flips: 
     for rec in decode_frames([fr]):
         assert rec.error is None or isinstance(rec.error, (DecodeError, NotRoCE))
         assert isinstance(rec.fields, dict)
+
+
+# -- the compiled IB scan and the one-line path ---------------------------------------------
+
+
+def _mixed_ib_frames() -> list[bytes]:
+    frames = _ib_frames()
+    t = transport("RC_SEND_ONLY", b"abc")
+    frames.append(ib.build(t, bad_icrc=True))
+    frames.append(ib.build(t, bad_vcrc=True))
+    frames.append(ib.build(t)[:20])  # cut
+    frames.append(bytes(ib.build(t)[:1]) + bytes([0x00]) + ib.build(t)[2:])  # LNH 0: raw
+    frames.append(ib.build(transport("UD_SEND_ONLY", ibmad.build_mad(1, 1, 0x20), dqpn=0,
+                                     sqpn=0, qkey=0), vl=15))
+    return frames
+
+
+@given(picks=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 400),
+                                st.integers(0, 255)), min_size=1, max_size=12))
+def test_ib_scan_twins_agree(picks: list) -> None:
+    if ib._EXT is None:
+        pytest.skip("compiled fast path not built")
+    base = _mixed_ib_frames()
+    frames = []
+    for which, pos, value in picks:
+        f = bytearray(base[which % len(base)])
+        if pos < len(f):
+            f[pos] = value
+        frames.append(bytes(f))
+    a, b = ib.scan_columns(len(frames)), ib.scan_columns(len(frames))
+    ib._EXT.ib_scan(frames, a)
+    ib.scan_reference(frames, b)
+    for name in ib.SCAN_COLUMNS:
+        assert a[name][:len(frames)] == b[name][:len(frames)], name
+    for f in frames:
+        assert ib._EXT.ib_vcrc(f) == ibcrc.vcrc(f)
+
+
+@pytest.mark.parametrize("linktype", [247, 197])
+def test_ib_fast_lines_equal_record_lines(tmp_path: Path, linktype: int,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    frames = _mixed_ib_frames()
+    if linktype == 197:
+        frames = [erf.record(f) for f in frames]
+    p = _write(tmp_path / "m.pcap", frames, linktype)
+    fast_out = _cli(capsys, "decode", str(p))
+    slow_out = _cli(capsys, "decode", "-Y", "frame.number > 0", str(p))
+    assert fast_out == slow_out
+    assert "[BAD ICRC]" in fast_out and "[BAD VCRC]" in fast_out
+    assert "SubnGet(SMInfo)" in fast_out and "Malformed" in fast_out

@@ -749,6 +749,8 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     shown = done = 0
     udp_port, only_roce = args.udp_port, args.only_roce
     walk, known, explain_ = fast.walk, summary.known_headers, explain
+    from roce.families import lines as families
+    from roce.families.builtin import ROCE_LINKTYPES as roce_linktypes
     for batch in reader.batches(batch_size):
         base = number
 
@@ -770,8 +772,11 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
 
         # With --only-roce the frames the scan calls "not RoCE" still go to ``slow``: a
         # registered tunnel or family may claim them; hidden ones come back empty.
-        lines = summ.fast_lines(batch, base, False, len(batch.datas) if only_roce
-                                else limit - shown, slow)
+        room = len(batch.datas) if only_roce else limit - shown
+        if batch.linktype in roce_linktypes:
+            lines = summ.fast_lines(batch, base, False, room, slow)
+        else:  # a link type a registered family owns may format its own batches
+            lines = families.batch_lines(batch, base, summ, room, slow)
         if only_roce:
             lines = [line for line in lines if line][:limit - shown]
         number += len(batch.datas)
@@ -846,8 +851,10 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
             else:
                 cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen,
                                     fr.origlen, rec.message)
-            if want_summary:
-                parts.append(summ.line(rec.number, time_text, fr.origlen, cols) + "\n")
+            if want_summary:  # frame.len: the captured frame's, also for a tunnel's inner one
+                parts.append(summ.line(rec.number, time_text, rec.fields.get("frame.len",
+                                                                             fr.origlen),
+                                       cols) + "\n")
             else:
                 src, dst, proto, info, _colour = cols
                 rec.columns = {"No.": rec.number, "Time": time_text, "Source": src,

@@ -56,8 +56,10 @@ def register(reg: Registry) -> None:
     reg.add(Handler(ROCE), ("ethertype", ETHERTYPE_IPV4), ("ethertype", ETHERTYPE_IPV6),
             ("ethertype", ETHERTYPE_ROCEV1), ("udp.port", ROCE_PORT),
             *(("linktype", lt) for lt in sorted(ROCE_LINKTYPES)))
+    from .iblines import IbLines
+
     reg.add(Handler("infiniband", decode=ib.decode, columns=ib.columns, tree=ib.tree,
-                    fields=_ib_fields()), ("linktype", ib.LINKTYPE_INFINIBAND))
+                    fields=_ib_fields(), lines=IbLines), ("linktype", ib.LINKTYPE_INFINIBAND))
     reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
                     fields=erf.FIELDS), ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
     reg.add(Handler("erf", unwrap=erf.unwrap, fields=erf.FIELDS), ("linktype", erf.LINKTYPE_ERF))

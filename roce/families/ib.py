@@ -269,5 +269,88 @@ def build(transport: bytes, *, lnh: int = LNH_LOCAL, grh: bytes | None = None, v
     return pkt + v.to_bytes(2, "big")
 
 
-__all__ = ["LINKTYPE_INFINIBAND", "LRH", "Decoded", "build", "columns", "crc_lines", "decode",
+
+# -- bulk scan for the one-line path -----------------------------------------------------------
+# The compiled twin is roce._fastpath.ib_scan (roce/_ibscan.pxi); it is handed the LRH field
+# positions and the VCRC table from here.
+
+SCAN_COLUMNS: dict[str, str] = {
+    "status": "B", "lnh": "B", "opcode": "B", "destqp": "I", "psn": "I", "flags": "B",
+    "dlid": "H", "slid": "H", "bth_off": "i", "icrc_end": "i", "key0": "Q", "key1": "Q",
+    "key2": "Q", "icrc_ok": "B", "vcrc_ok": "B",
+}
+_SCAN_LRH = ("lnh", "pktlen", "dlid", "slid", "vl", "sl")
+
+
+def _lrh_spec(name: str) -> tuple[int, int, int, int]:
+    f = LRH_LAYOUT.field(name)
+    first, last = f.bit_offset // 8, (f.bit_offset + f.bits - 1) // 8
+    n = last - first + 1
+    return first, n, n * 8 - (f.bit_offset % 8) - f.bits, f.mask
+
+
+def scan_columns(n: int) -> dict[str, Any]:
+    from array import array
+
+    return {name: array(code, bytes(array(code).itemsize * n))
+            for name, code in SCAN_COLUMNS.items()}
+
+
+def scan_reference(frames: list[bytes], cols: dict[str, Any]) -> int:
+    """Pure-Python twin of ``roce._fastpath.ib_scan``: status 0 for a whole, well-formed
+    packet (VCRC present), else 1 (``decode`` says why)."""
+    from ..fast import _KEY_SPECS
+    from ..locate import FLAG_A, FLAG_BECN, FLAG_FECN, FLAG_M, FLAG_SE
+
+    flag_bits = (("se", FLAG_SE), ("m", FLAG_M), ("fecn", FLAG_FECN), ("becn", FLAG_BECN),
+                 ("a", FLAG_A))
+    for i, f in enumerate(frames):
+        w, err = walk(f)
+        keys = [0, 0, 0]
+        cols["lnh"][i] = f[1] & 3 if len(f) >= LRH_SIZE else 0
+        if err is not None or w.status != OK:
+            cols["status"][i] = 1
+            for c in ("opcode", "flags", "icrc_ok", "vcrc_ok", "destqp", "psn", "dlid", "slid"):
+                cols[c][i] = 0
+            cols["bth_off"][i] = cols["icrc_end"][i] = -1
+        else:
+            b = w.bth_off
+            cols["status"][i] = 0
+            cols["opcode"][i] = w.opcode
+            cols["flags"][i] = sum(bit for name, bit in flag_bits
+                                   if _rd(f, b, SPECS[("bth", name)]))
+            cols["destqp"][i] = _rd(f, b, SPECS[("bth", "destqp")])
+            cols["psn"][i] = _rd(f, b, SPECS[("bth", "psn")])
+            lrh = decode_lrh(f, 0)
+            cols["dlid"][i], cols["slid"][i] = lrh["dlid"], lrh["slid"]
+            cols["bth_off"][i], cols["icrc_end"][i] = b, w.l4_end
+            for j, (off, n, shift, mask) in enumerate(_KEY_SPECS.get(w.opcode, ())):
+                keys[j] = (int.from_bytes(f[b + off:b + off + n], "big") >> shift) & mask
+            cols["icrc_ok"][i] = int(ibcrc.icrc(f, w.l3_kind, b, w.icrc_off)
+                                     == int.from_bytes(f[w.icrc_off:w.l4_end], "big"))
+            cols["vcrc_ok"][i] = int(ibcrc.vcrc(memoryview(f)[:w.l4_end])
+                                     == int.from_bytes(f[w.l4_end:w.l4_end + 2], "big"))
+        cols["key0"][i], cols["key1"][i], cols["key2"][i] = keys
+    return len(frames)
+
+
+def _compiled() -> Any:
+    from .. import fast
+
+    ext = getattr(fast, "_ext", None)
+    if ext is None or not hasattr(ext, "ib_configure"):
+        return None
+    ext.ib_configure({"lrh": [_lrh_spec(n) for n in _SCAN_LRH],
+                      "vcrc_table": list(ibcrc.VCRC_TABLE), "vcrc_init": ibcrc.VCRC_INIT,
+                      "vl_mask": ibcrc.VL_MASK, "lrh_size": LRH_SIZE, "vcrc_size": VCRC_SIZE,
+                      "lnh_global": LNH_GLOBAL, "lnh_local": LNH_LOCAL})
+    return ext
+
+
+_EXT = _compiled()
+scan_batch: Any = _EXT.ib_scan if _EXT is not None else scan_reference
+
+
+__all__ = ["LINKTYPE_INFINIBAND", "LRH", "SCAN_COLUMNS", "Decoded", "build", "columns", "crc_lines",
+           "decode", "scan_batch", "scan_columns", "scan_reference",
            "tree", "walk"]

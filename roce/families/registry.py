@@ -47,7 +47,9 @@ class Handler:
     columns: Callable[[Any], tuple[str, str, str, str]] | None = None
     tree: Callable[[Any, bytes], list[str]] | None = None
     fields: tuple[str, ...] = ()
-    lines: Callable[..., Any] | None = None  # optional batch one-line formatter
+    # optional: a class made with the run's Summarizer whose ``lines(batch, first_number,
+    # limit, slow)`` formats a batch of this link type (``roce.families.iblines``)
+    lines: Callable[..., Any] | None = None
 
     @property
     def is_tunnel(self) -> bool:
