@@ -504,3 +504,17 @@ def test_ib_fast_lines_equal_record_lines(tmp_path: Path, linktype: int,
     assert fast_out == slow_out
     assert "[BAD ICRC]" in fast_out and "[BAD VCRC]" in fast_out
     assert "SubnGet(SMInfo)" in fast_out and "Malformed" in fast_out
+
+
+def test_tunnel_fast_lines_equal_record_lines(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    plain = roce.craft("RC_SEND_ONLY", b"plain", psn=3).to_bytes()
+    tun = _tunnel_frames()
+    cut = tun[0][:50]
+    frames = [*tun, plain, cut, *tun, plain]
+    p = _write(tmp_path / "t.pcap", frames, 1)
+    fast_out = _cli(capsys, "decode", str(p))
+    assert fast_out == _cli(capsys, "decode", "-Y", "frame.number > 0", str(p))
+    assert fast_out.count("PSN=7") == 10 and fast_out.count("PSN=3") == 2
+    only = _cli(capsys, "decode", "--only-roce", str(p))
+    assert only.count("PSN=7") == 10

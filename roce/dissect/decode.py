@@ -751,6 +751,7 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     walk, known, explain_ = fast.walk, summary.known_headers, explain
     from roce.families import lines as families
     from roce.families.builtin import ROCE_LINKTYPES as roce_linktypes
+    tunnels = False  # set when a tunnel's frame shows up: plain RoCE never pays for peeling
     for batch in reader.batches(batch_size):
         base = number
 
@@ -758,8 +759,10 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             data, caplen, origlen = batch.datas[i], batch.caplen[i], batch.origlen[i]
             w = walk(data, batch.linktype, udp_port)
             if not is_malformed(w.status):
-                line = _family_line(base + i, time_text, batch, i, w, summ, udp_port,
-                                    only_roce)
+                nonlocal tunnels
+                line, tunnel = _family_line(base + i, time_text, batch, i, w, summ, udp_port,
+                                            only_roce)
+                tunnels = tunnels or tunnel
                 if line is not None:
                     return line
                 if only_roce:
@@ -774,7 +777,10 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
         # registered tunnel or family may claim them; hidden ones come back empty.
         room = len(batch.datas) if only_roce else limit - shown
         if batch.linktype in roce_linktypes:
-            lines = summ.fast_lines(batch, base, False, room, slow)
+            # once a tunnel has been seen, peel tunnels before the compiled scan
+            tunnels = tunnels or families.starts_tunnel(batch, udp_port)
+            lines = summ.fast_lines(families.peel(batch, udp_port) if tunnels else batch,
+                                    base, False, room, slow)
         else:  # a link type a registered family owns may format its own batches
             lines = families.batch_lines(batch, base, summ, room, slow)
         if only_roce:
@@ -791,24 +797,27 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
 
 
 def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
-                 summ: summary.Summarizer, udp_port: int, only_roce: bool) -> str | None:
-    """The line of a frame a registered family or tunnel claims (None: not claimed)."""
+                 summ: summary.Summarizer, udp_port: int,
+                 only_roce: bool) -> tuple[str | None, bool]:
+    """The line of a frame a registered family or tunnel claims (None: not claimed), and
+    whether it came through a tunnel."""
     from roce.families import records
 
     fr = Frame(batch.datas[i], batch.ts_ns[i], batch.caplen[i], batch.origlen[i],
                batch.linktype, 0)
     rec = records.record(number, fr.ts_ns, 0, 0, fr, w, udp_port, only_roce)
     if rec is None:
-        return None
+        return None, False
     if rec is records.HIDDEN:
-        return ""
+        return "", False
+    tunnel = bool(rec.outer)
     if rec.family is not None or rec.walk is w:
         cols = records.columns(rec)
     else:
         inner = rec.frame
         cols = summ.columns(inner.data, rec.walk, rec.fields, inner.linktype, inner.caplen,
                             inner.origlen, rec.message)
-    return summ.line(number, time_text, fr.origlen, cols)
+    return summ.line(number, time_text, fr.origlen, cols), tunnel
 
 
 def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,

@@ -68,10 +68,10 @@ def register(reg: Registry) -> None:
     outer = [f"outer.{k}" for h in ("eth", "vlan", "vlan2", "ip", "ipv6", "udp")
              for k in (h, *FLAT_KEYS[h])]
     names = (*tunnels.field_names(), *outer, "outer.ip.options")
-    reg.add(Handler("gre", unwrap=tunnels.unwrap_gre, fields=names),
+    reg.add(Handler("gre", unwrap=tunnels.unwrap_gre, skip=tunnels.skip_gre, fields=names),
             ("ip.proto", tunnels.IPPROTO_GRE))
-    reg.add(Handler("erspan2", unwrap=tunnels.unwrap_erspan2),
+    reg.add(Handler("erspan2", unwrap=tunnels.unwrap_erspan2, skip=tunnels.skip_erspan2),
             ("gre.proto", tunnels.GRE_ERSPAN2))
-    reg.add(Handler("erspan3", unwrap=tunnels.unwrap_erspan3),
+    reg.add(Handler("erspan3", unwrap=tunnels.unwrap_erspan3, skip=tunnels.skip_erspan3),
             ("gre.proto", tunnels.GRE_ERSPAN3))
-    reg.add(Handler("vxlan", unwrap=tunnels.unwrap_vxlan), ("udp.port", tunnels.VXLAN_PORT))
+    reg.add(Handler("vxlan", unwrap=tunnels.unwrap_vxlan, skip=tunnels.skip_vxlan), ("udp.port", tunnels.VXLAN_PORT))

@@ -51,3 +51,58 @@ def batch_lines(batch: Any, first_number: int, summ: Any, limit: int,
         _FORMATTERS.clear()  # one run at a time: formatters hold per-run caches
         fmt = _FORMATTERS[key] = handler.lines(summ)
     return fmt.lines(batch, first_number, limit, slow)
+
+
+def peel(batch: Any, udp_port: int) -> Any:
+    """The batch with every tunnelled frame replaced by the frame inside (registry rows,
+    ``Handler.skip``), for the compiled RoCE scan; frames that are not tunnels, or whose
+    tunnel headers are cut or wrong, stay as they are (the per-frame path reports them)."""
+    from .. import fast
+    from ..locate import NR_PORT, NR_PROTO
+    from ..pcapio import Batch
+
+    tables = registry().tables
+    by_proto, by_port = tables["ip.proto"], tables["udp.port"]
+    walk = fast.walk
+    datas = list(batch.datas)
+    linktype = batch.linktype
+    for i, data in enumerate(datas):
+        w = walk(data, linktype, udp_port)
+        st = w.status
+        if st == NR_PROTO:
+            handler, off = by_proto.get(w.err_a), w.l3_off + w.l3_len
+        elif st == NR_PORT:
+            handler, off = by_port.get(w.err_a), w.udp_off + 8
+        else:
+            continue
+        inner_lt = None
+        while handler is not None and handler.skip is not None:
+            step = handler.skip(data, off)
+            if step is None:
+                break
+            off, inner_lt, row = step
+            if inner_lt is not None:
+                break
+            handler = tables[row[0]].get(row[1])
+        if inner_lt == linktype:  # one link type per batch: Ethernet in Ethernet
+            datas[i] = data[off:]
+    return Batch(datas, batch.ts_ns, batch.caplen, batch.origlen, linktype)
+
+
+def starts_tunnel(batch: Any, udp_port: int) -> bool:
+    """Whether the batch's first frame is a registered tunnel's: one walk per batch decides
+    to peel the batch before the compiled scan."""
+    from .. import fast
+    from ..locate import NR_PORT, NR_PROTO
+
+    if not batch.datas:
+        return False
+    w = fast.walk(batch.datas[0], batch.linktype, udp_port)
+    tables = registry().tables
+    if w.status == NR_PROTO:
+        handler = tables["ip.proto"].get(w.err_a)
+    elif w.status == NR_PORT:
+        handler = tables["udp.port"].get(w.err_a)
+    else:
+        return False
+    return handler is not None and handler.skip is not None

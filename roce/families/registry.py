@@ -50,6 +50,9 @@ class Handler:
     # optional: a class made with the run's Summarizer whose ``lines(batch, first_number,
     # limit, slow)`` formats a batch of this link type (``roce.families.iblines``)
     lines: Callable[..., Any] | None = None
+    # optional, tunnels: ``skip(data, offset) -> (inner offset, link type | None, next row |
+    # None)`` or None; ``unwrap`` without the field dict, for the one-line path
+    skip: Callable[[bytes, int], Any] | None = None
 
     @property
     def is_tunnel(self) -> bool:

@@ -129,6 +129,47 @@ def unwrap_vxlan(data: bytes, off: int) -> Unwrapped:
                      {"vxlan": True, **_flat("vxlan", h)})
 
 
+# -- offsets only: the one-line path peels tunnels without building field dicts -----------------
+# Each returns (inner offset, inner link type or None, next dispatch row or None), or None
+# when the header is cut or wrong (the frame then takes the per-frame path, which says why).
+
+def skip_gre(data: bytes, off: int) -> tuple[int, int | None, tuple[str, int] | None] | None:
+    if len(data) < off + 4:
+        return None
+    flags = data[off]
+    if data[off + 1] & 7:
+        return None
+    proto = (data[off + 2] << 8) | data[off + 3]
+    pos = off + 4 + (4 if flags & 0x80 else 0) + (4 if flags & 0x20 else 0) + (
+        4 if flags & 0x10 else 0)
+    if proto == GRE_ETHERNET or (proto == GRE_ERSPAN2 and not flags & 0x10):
+        return pos, LINKTYPE_ETHERNET, None
+    if proto in (GRE_IPV4, GRE_IPV6):
+        return pos, LINKTYPE_RAW, None
+    return pos, None, ("gre.proto", proto)
+
+
+def skip_erspan2(data: bytes, off: int) -> tuple[int, int | None, None] | None:
+    if len(data) < off + ERSPAN2_LAYOUT.size or data[off] >> 4 != 1:
+        return None
+    return off + ERSPAN2_LAYOUT.size, LINKTYPE_ETHERNET, None
+
+
+def skip_erspan3(data: bytes, off: int) -> tuple[int, int | None, None] | None:
+    size = ERSPAN3_LAYOUT.size
+    if len(data) < off + size or data[off] >> 4 != 2:
+        return None
+    if data[off + size - 1] & 1:  # O: the platform subheader follows
+        size += PLATFORM_LAYOUT.size
+    return off + size, LINKTYPE_ETHERNET, None
+
+
+def skip_vxlan(data: bytes, off: int) -> tuple[int, int | None, None] | None:
+    if len(data) < off + VXLAN_LAYOUT.size:
+        return None
+    return off + VXLAN_LAYOUT.size, LINKTYPE_ETHERNET, None
+
+
 def gre(proto: int, payload: bytes, key: int | None = None, seq: int | None = None) -> bytes:
     """A GRE header (version 0) with the optional key and sequence number, then payload."""
     flags = (GRE_K if key is not None else 0) | (GRE_S if seq is not None else 0)
