@@ -74,4 +74,5 @@ def register(reg: Registry) -> None:
             ("gre.proto", tunnels.GRE_ERSPAN2))
     reg.add(Handler("erspan3", unwrap=tunnels.unwrap_erspan3, skip=tunnels.skip_erspan3),
             ("gre.proto", tunnels.GRE_ERSPAN3))
-    reg.add(Handler("vxlan", unwrap=tunnels.unwrap_vxlan, skip=tunnels.skip_vxlan), ("udp.port", tunnels.VXLAN_PORT))
+    reg.add(Handler("vxlan", unwrap=tunnels.unwrap_vxlan, skip=tunnels.skip_vxlan),
+            ("udp.port", tunnels.VXLAN_PORT))
