@@ -518,3 +518,26 @@ def test_tunnel_fast_lines_equal_record_lines(tmp_path: Path,
     assert fast_out.count("PSN=7") == 10 and fast_out.count("PSN=3") == 2
     only = _cli(capsys, "decode", "--only-roce", str(p))
     assert only.count("PSN=7") == 10
+
+
+@pytest.mark.parametrize("kind", ["erspan2", "erspan3", "gre", "vxlan"])
+def test_stats_analyses_inner_flows_of_a_mirror_session(tmp_path: Path, kind: str,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    import json
+
+    from roce.families import craft
+
+    frames = []
+    for n in range(30):
+        qp = 0x100 + n % 3
+        psn = n // 3 if not (qp == 0x101 and n // 3 == 4) else 99  # one gap on QP 0x101
+        inner = roce.craft("RC_RDMA_WRITE_ONLY", bytes(32), dqpn=qp, psn=psn).to_bytes()
+        frames.append(craft.encap(inner, kind, n, 7))
+    p = _write(tmp_path / "mirror.pcap", frames, 1)
+    doc = json.loads(_cli(capsys, "stats", "-T", "json", str(p)))
+    assert doc["totals"]["roce_packets"] == 30 and doc["totals"]["not_roce"] == 0
+    flows = {f["qp"]: f for f in doc["flows"]}
+    assert sorted(flows) == [0x100, 0x101, 0x102]
+    assert all(f["packets"] == 10 and f["src"] == "10.0.0.1" for f in flows.values())
+    assert doc["totals"]["gaps"] >= 1

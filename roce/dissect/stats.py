@@ -84,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
     except CaptureError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    from ..families import stats as tunnelled  # ERSPAN / GRE / VXLAN / ERF: inner flows
+
+    if tunnelled.starts_with_tunnel(args.file, port):
+        reader = tunnelled.Peel(reader, port)  # type: ignore[assignment]
     try:
         report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
                           account)

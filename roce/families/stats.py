@@ -1,0 +1,66 @@
+"""``roce stats`` on mirrored and tunnelled captures: the analyser sees the inner frames.
+
+``Peel`` stands in for a ``CaptureReader`` and hands the analyser every batch with registered
+tunnels (GRE, ERSPAN II/III, VXLAN) peeled (``roce.families.lines.peel``) and ERF records
+unwrapped, so the flows of one mirror session are analysed as the RoCE flows they carry.
+It reads batch by batch (not the record scanner), so ``roce stats`` uses it only when the
+capture starts with a tunnel or ERF (``starts_with_tunnel`` peeks at a file's first frames);
+plain RoCE captures keep the compiled record scanner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+from ..pcapio import Batch, CaptureError, open_capture
+from .builtin import ROCE_LINKTYPES
+from .lines import _unwrap_batch, peel, starts_tunnel
+from .registry import registry
+
+PEEK = 16  # frames looked at before choosing the reader
+
+
+def starts_with_tunnel(path: str, udp_port: int) -> bool:
+    """Whether a capture file's first frames are ERF records or a registered tunnel's."""
+    if path == "-":
+        return False
+    try:
+        with open_capture(path) as reader:
+            frames = list(islice(iter(reader), PEEK))
+    except (CaptureError, OSError):
+        return False
+    for fr in frames:
+        handler = registry().lookup("linktype", fr.linktype)
+        if handler is not None and handler.unwrap is not None:
+            return True
+        if fr.linktype in ROCE_LINKTYPES and starts_tunnel(
+                Batch([fr.data], [fr.ts_ns], [fr.caplen], [fr.origlen], fr.linktype),
+                udp_port):
+            return True
+    return False
+
+
+class Peel:
+    """A ``CaptureReader`` stand-in yielding batches with tunnels peeled."""
+
+    def __init__(self, reader: Any, udp_port: int) -> None:
+        self._reader = reader
+        self._port = udp_port
+
+    def can_scan_records(self) -> bool:
+        return False
+
+    def batches(self, n: int) -> Iterator[Batch]:
+        for batch in self._reader.batches(n):
+            if batch.linktype not in ROCE_LINKTYPES:
+                handler = registry().lookup("linktype", batch.linktype)
+                if handler is not None and handler.unwrap is not None:
+                    batch = _unwrap_batch(batch, handler) or batch
+            if batch.linktype in ROCE_LINKTYPES:
+                batch = peel(batch, self._port)
+            yield batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
