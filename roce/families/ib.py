@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from construct import BitsInteger, BitStruct
 
 from ..errors import DecodeError, NotRoCE
-from ..headers import DECODERS, SIZE_OF, define
+from ..headers import DECODERS, LAYOUTS, SIZE_OF, define
 from ..locate import (
     BAD_TRUNCATED,
     GRH_NEXT_BTH,
@@ -61,6 +61,8 @@ LRH_LAYOUT, decode_lrh, encode_lrh = define("lrh", LRH)
 LRH_SIZE = LRH_LAYOUT.size
 LRH_KEYS = tuple(f"lrh.{f.name}" for f in LRH_LAYOUT.fields)
 _GRH = SIZE_OF["grh"]
+GRH_LAYOUT = LAYOUTS["grh"]
+TRANSPORT_HEADERS = frozenset(n for op in OPCODES.values() for n in ("bth", *op.headers))
 
 
 class Decoded(NamedTuple):
@@ -213,17 +215,34 @@ def columns(d: Decoded) -> tuple[str, str, str, str]:
 
 
 def tree(d: Decoded, frame: bytes) -> list[str]:
-    """The ``-V`` lines of the InfiniBand part (LRH, then what RoCE's tree shows)."""
-    f = d.fields
+    """The ``-V`` lines of the InfiniBand part: LRH and GRH, RoCE's blocks for BTH and the
+    extended headers, MAD / CM / IPoIB, payload and both CRCs checked."""
+    from ..dissect.tree import transport_text
+
+    f, w = d.fields, d.walk
     out = ["InfiniBand"]
     if "lrh" in f:
         out.append("    Local Route Header")
         for fld, key in zip(LRH_LAYOUT.fields, LRH_KEYS):
             value = f[key]
-            text = f"0x{value:04x}" if fld.name in ("dlid", "slid") else str(value)
-            if fld.name == "lnh":
-                text = f"{LNH_NAMES[value]} ({value})"
+            text = f"{LNH_NAMES[value]} ({value})" if fld.name == "lnh" else str(value)
             out.append(f"        {fld.title}: {text}")
+    if "grh" in f:
+        out.append("    Global Route Header")
+        out += [f"        {fld.title}: {f['grh.' + fld.name]}" for fld in GRH_LAYOUT.fields]
+    transport = tuple(h for h in d.layers if h in TRANSPORT_HEADERS)
+    if transport:
+        out += transport_text(transport, f).rstrip("\n").split("\n")
+    out += ibmad.tree(f)
+    if d.kind == "roce" and w.payload_off >= 0:
+        payload = frame[w.payload_off:w.pad_off]
+        out.append(f"    Payload: {len(payload)} bytes")
+        if payload:
+            more = "..." if len(payload) > 16 else ""
+            out.append(f"        Data: {payload[:16].hex(' ')}{more}")
+        if w.icrc_off > w.pad_off:
+            out.append(f"    Pad: {w.icrc_off - w.pad_off} bytes")
+        out += crc_lines(d, frame)
     return out
 
 

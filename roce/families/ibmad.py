@@ -271,3 +271,24 @@ def build_cm(attribute: int, values: dict[str, Any], tid: int = 1) -> bytes:
     ``CM_CODECS``; missing fields are 0)."""
     _key, _layout, _dec, enc = CM_CODECS[attribute]
     return build_mad(MGMT_CM, 0x03, attribute, tid, enc(values))
+
+
+def tree(f: dict[str, Any]) -> list[str]:
+    """``-V`` lines for a MAD (and its CM message) or an IPoIB header."""
+    out: list[str] = []
+    if "mad" in f:
+        name = mad_name(f["mad.mgmtclass"], f["mad.method"], f["mad.attributeid"])
+        out.append(f"    MAD Header - Common Management Datagram: {name}")
+        out += [f"        {fld.title}: {f['mad.' + fld.name]:#x}" if fld.name in (
+            "transactionid", "attributeid", "attributemodifier", "mgmtclass", "method")
+                else f"        {fld.title}: {f['mad.' + fld.name]}" for fld in MAD_LAYOUT.fields]
+        for _key, layout, _dec, _enc in CM_CODECS.values():
+            prefix = layout.name + "."
+            if layout.name in f:
+                out.append(f"    CM {CM_MESSAGES[f['mad.attributeid']][0]}")
+                out += [f"        {fld.title}: {f[prefix + fld.name]}" for fld in layout.fields
+                        if not fld.name.startswith("reserved")]
+    if "ipoib" in f:
+        out.append(f"    IP over InfiniBand: Type {IPOIB_TYPES[f['ipoib.type']]} "
+                   f"(0x{f['ipoib.type']:04x})")
+    return out

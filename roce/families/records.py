@@ -100,17 +100,7 @@ def render(rec: Any) -> str:
         return text[:cut] + "".join(line + "\n" for line in outer) + text[cut:]
     lines = [tree._frame_lines(rec), *outer]
     if rec.family is not None and rec.family.tree is not None:
-        from . import ib
-
         lines += rec.family.tree(rec.decoded, rec.frame[0])
-        f = rec.fields
-        for name in ("grh", "bth", *[h for h in rec.layers if h not in ("lrh", "grh", "bth")]):
-            keys = [k for k in f if k.startswith(name + ".")]
-            if name in f and keys:
-                lines.append(f"    {name.upper()}")
-                lines += [f"        {k.split('.', 1)[1]}: {f[k]}" for k in keys]
-        if rec.family.name == "infiniband":
-            lines += ib.crc_lines(rec.decoded, rec.frame[0])
     if rec.error is not None:
         lines.append(f"[{'Malformed Packet' if rec.kind == 'malformed' else 'Note'}: "
                      f"{rec.message}]")
