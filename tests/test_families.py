@@ -541,3 +541,24 @@ def test_stats_analyses_inner_flows_of_a_mirror_session(tmp_path: Path, kind: st
     assert sorted(flows) == [0x100, 0x101, 0x102]
     assert all(f["packets"] == 10 and f["src"] == "10.0.0.1" for f in flows.values())
     assert doc["totals"]["gaps"] >= 1
+
+
+def test_family_from_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``roce.families`` entry-point group: a plugin's callable gets the registry."""
+    import importlib.metadata as md
+    import sys
+
+    from roce.families.registry import Registry, _load_plugins
+
+    (tmp_path / "toy_plugin.py").write_text(
+        "from roce.families.registry import Handler\n"
+        "def register(reg):\n"
+        "    reg.add(Handler('toyplug', fields=('toyplug',)), ('udp.port', 6000))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = md.EntryPoint("toy", "toy_plugin:register", "roce.families")
+    monkeypatch.setattr(md, "entry_points",
+                        lambda group=None: [ep] if group == "roce.families" else [])
+    reg = Registry()
+    _load_plugins(reg)
+    assert reg.lookup("udp.port", 6000).name == "toyplug"
+    sys.modules.pop("toy_plugin", None)

@@ -750,7 +750,9 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     udp_port, only_roce = args.udp_port, args.only_roce
     walk, known, explain_ = fast.walk, summary.known_headers, explain
     from roce.families import lines as families
-    from roce.families.builtin import ROCE_LINKTYPES as roce_linktypes
+    from roce.families import registry
+
+    linktypes = registry().tables["linktype"]  # the registry decides, once per batch
     tunnels = False  # set when a tunnel's frame shows up: plain RoCE never pays for peeling
     for batch in reader.batches(batch_size):
         base = number
@@ -776,7 +778,8 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
         # With --only-roce the frames the scan calls "not RoCE" still go to ``slow``: a
         # registered tunnel or family may claim them; hidden ones come back empty.
         room = len(batch.datas) if only_roce else limit - shown
-        if batch.linktype in roce_linktypes:
+        handler = linktypes.get(batch.linktype)
+        if handler is not None and handler.name == "roce":  # compiled walk and scan
             # once a tunnel has been seen, peel tunnels before the compiled scan
             tunnels = tunnels or families.starts_tunnel(batch, udp_port)
             lines = summ.fast_lines(families.peel(batch, udp_port) if tunnels else batch,
