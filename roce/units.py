@@ -8,6 +8,7 @@ module that defines options) can use it without pulling in another command's mod
 from __future__ import annotations
 
 import argparse
+import ipaddress
 
 _SIZE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _TIME = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -58,3 +59,35 @@ def parse_probability(text: str) -> float:
     if not 0 <= p <= 1:
         raise argparse.ArgumentTypeError(f"probability {text!r} is not in [0, 1]")
     return p
+
+
+def parse_non_negative(text: str) -> int:
+    """``0``, ``4`` -> a whole number >= 0 (``-j``: 0 means every core)."""
+    try:
+        n = int(text.strip(), 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return n
+
+
+def parse_mac(text: str) -> str:
+    """``02:00:00:00:00:01``, ``2-0-0-0-0-1`` -> ``02:00:00:00:00:01``: six octets of one or
+    two hex digits each (``1:2:3:4:5:6`` is ``01:02:03:04:05:06``, as other tools read it)."""
+    octets = text.strip().replace("-", ":").split(":")
+    try:
+        if len(octets) != 6 or not all(1 <= len(o) <= 2 for o in octets):
+            raise ValueError
+        return ":".join(f"{int(o, 16):02x}" for o in octets)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"bad MAC address {text!r} (six octets, e.g. 02:00:00:00:00:01)") from None
+
+
+def parse_ipv4(text: str) -> str:
+    """A dotted-quad IPv4 address, normalised."""
+    try:
+        return str(ipaddress.IPv4Address(text.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad IPv4 address {text!r}") from None

@@ -33,10 +33,11 @@ EXPERT_DEFAULT = 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Values are checked in run() rather than by argparse so that bad usage exits 1, the
     # status this command documents (argparse itself exits 2).
-    parser.add_argument("file", nargs="?", metavar="FILE",
-                        help="pcap or pcapng capture (gzip allowed); - reads stdin")
+    parser.add_argument("file", nargs="*", metavar="FILE",
+                        help="pcap or pcapng captures (gzip allowed), directories or globs; "
+                        "- reads stdin")
     parser.add_argument("-T", dest="format", default="text", metavar="FORMAT",
-                        help="output format: text (default) or json")
+                        help="output format: text (default), json or parquet (-w DIR)")
     parser.add_argument("--expert", action="store_true",
                         help=f"list every expert event (default: the first {EXPERT_DEFAULT} "
                         "by severity)")
@@ -48,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pause-storm", default=pauses.DEFAULT_STORM, metavar="TIME",
                         help="expert warning when a priority stays paused longer than TIME "
                         f"without a break (default {pauses.DEFAULT_STORM})")
+    from .fleetcmd import add_stats_arguments  # --merge, -w, -j, --scheduler
+
+    add_stats_arguments(parser)
 
 
 def _usage(message: str) -> int:
@@ -59,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.file:
         return _usage("missing FILE (a capture file, or - for stdin)")
     fmt = str(args.format).lower()
-    if fmt not in ("text", "json"):
-        return _usage(f"unknown output format {args.format!r}: use text or json")
+    if fmt not in ("text", "json", "parquet"):
+        return _usage(f"unknown output format {args.format!r}: use text, json or parquet")
     port = -1
     for base in (10, 0):  # 4791, 04791 or 0x12b7
         try:
@@ -77,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
         return _usage(str(exc))
     if rate_bps <= 0 or storm_ns <= 0:
         return _usage("--link-rate and --pause-storm must be positive")
+    from . import fleetcmd
+
+    if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
+        return fleetcmd.stats(args, fmt, port, (rate_bps, storm_ns))
+    args.file = args.file[0]
     account = pauses.PauseAccount(rate_bps, storm_ns)
 
     try:
