@@ -119,7 +119,7 @@ def ib_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
         return frame[w.bth_off:w.icrc_off]
 
     pool = []
-    for i, frame in enumerate(roce_seeds(rng, per_opcode)):
+    for frame in roce_seeds(rng, per_opcode):
         w = walk(frame)
         if w.status:
             continue
