@@ -1109,3 +1109,4 @@ include "_flowengine.pxi"
 # -- native InfiniBand (roce.families) ---------------------------------------------------------
 
 include "_ibscan.pxi"
+include "_peel.pxi"

@@ -562,3 +562,36 @@ def test_family_from_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     _load_plugins(reg)
     assert reg.lookup("udp.port", 6000).name == "toyplug"
     sys.modules.pop("toy_plugin", None)
+
+
+@given(picks=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 120),
+                                st.integers(0, 255)), min_size=1, max_size=12),
+       port_vxlan=st.sampled_from([4789, 4790]))
+def test_peel_twins_agree(picks: list, port_vxlan: int) -> None:
+    """roce._fastpath.peel against lines.peel_reference on mutated tunnel frames, with the
+    registry's rows as they are and with VXLAN decoded on another port."""
+    from roce import fast
+    from roce.families import lines
+    from roce.pcapio import Batch
+
+    if not hasattr(fast._ext, "peel"):
+        pytest.skip("compiled fast path not built")
+    base = [*_tunnel_frames(), roce.craft("RC_SEND_ONLY", b"x").to_bytes()]
+    frames = []
+    for which, pos, value in picks:
+        f = bytearray(base[which % len(base)])
+        if pos < len(f):
+            f[pos] = value
+        frames.append(bytes(f))
+    reg = registry()
+    if port_vxlan != 4789:
+        reg.map("udp.port", port_vxlan, "vxlan")
+    try:
+        batch = Batch(frames, [0] * len(frames), [len(f) for f in frames],
+                      [len(f) for f in frames], 1)
+        got = lines.peel(batch, 4791).datas
+        want = lines.peel_reference(batch, 4791).datas
+        assert lines._compiled_peel() is not None
+        assert got == want
+    finally:
+        reg.tables["udp.port"].pop(4790, None)

@@ -27,11 +27,14 @@ from ..dissect.summary import (
     SYNDROME_PARTS,
     Summarizer,
 )
+from ..headers import LAYOUTS
 from . import ib, ibmad
 
 PROTOCOL = "InfiniBand"
 BAD_VCRC = " [BAD VCRC]"
 _GID_SRC = ib.LRH_SIZE + 8  # GRH source GID, then destination GID (16 bytes each)
+_DESTQP = LAYOUTS["bth"].field("destqp")
+_BTH_QP_END = (_DESTQP.bit_offset + _DESTQP.bits) // 8  # LRH .. BTH DestQP: the cache key
 
 
 class IbLines:
@@ -41,20 +44,22 @@ class IbLines:
         self.summ = summ
         self._cols: dict[str, Any] | None = None
         self._size = 0
-        self._mid: dict[tuple[Any, ...], str] = {}
+        self._mid: dict[bytes, tuple[str, int]] = {}
 
-    def _middle(self, key: tuple[Any, ...], data: bytes) -> str:
-        lnh, slid, dlid, op, qp, ln = key
+    def _middle(self, key: bytes, lnh: int, slid: int, dlid: int, op: int, qp: int,
+                ln: int) -> tuple[str, int]:
+        """The columns between time and PSN; they depend only on the bytes from LRH to BTH
+        DestQP (the cache key) and on the frame length."""
         if lnh == ib.LNH_GLOBAL:
-            src = socket.inet_ntop(socket.AF_INET6, data[_GID_SRC:_GID_SRC + 16])
-            dst = socket.inet_ntop(socket.AF_INET6, data[_GID_SRC + 16:_GID_SRC + 32])
+            src = socket.inet_ntop(socket.AF_INET6, key[_GID_SRC:_GID_SRC + 16])
+            dst = socket.inet_ntop(socket.AF_INET6, key[_GID_SRC + 16:_GID_SRC + 32])
         else:
             src, dst = f"LID: {slid}", f"LID: {dlid}"
         text = f"{src:>12} {self.summ.arrow} {dst:<12} {PROTOCOL} {ln} {NAMES[op]} QP=0x{qp:06x}"
         if len(self._mid) > 65536:
             self._mid.clear()
-        self._mid[key] = text
-        return text
+        value = self._mid[key] = (text, ln)
+        return value
 
     def lines(self, batch: Any, first_number: int, limit: int,
               slow: Callable[[int, str], str]) -> list[str]:
@@ -82,10 +87,11 @@ class IbLines:
             if st or op in ud:
                 add(slow(i, tt))
                 continue
-            key = (lnh, sl, dl, op, qp, ln)
-            m = mid.get(key)
-            if m is None:
-                m = self._middle(key, data)
+            key = data[:b + _BTH_QP_END]
+            mm = mid.get(key)
+            if mm is None or mm[1] != ln:
+                mm = self._middle(key, lnh, sl, dl, op, qp, ln)
+            m = mm[0]
             flags = FLAG_TEXT[(1 if fl & 4 else 0) | (0 if iok else 4)]
             if not vok:
                 flags += BAD_VCRC

@@ -12,6 +12,7 @@ from typing import Any
 from .registry import registry
 
 _FORMATTERS: dict[tuple[int, str], Any] = {}
+MAX_STEPS = 8  # tunnel headers peeled from one frame at most
 
 
 def _unwrap_batch(batch: Any, handler: Any) -> Any:
@@ -54,9 +55,56 @@ def batch_lines(batch: Any, first_number: int, summ: Any, limit: int,
 
 
 def peel(batch: Any, udp_port: int) -> Any:
-    """The batch with every tunnelled frame replaced by the frame inside (registry rows,
-    ``Handler.skip``), for the compiled RoCE scan; frames that are not tunnels, or whose
-    tunnel headers are cut or wrong, stay as they are (the per-frame path reports them)."""
+    """The batch with every tunnelled frame replaced by the frame inside (registry rows),
+    for the compiled RoCE scan; frames that are not tunnels, or whose tunnel headers are cut
+    or wrong, stay as they are (the per-frame path reports them).  Compiled
+    (``roce._fastpath.peel``) when every tunnel row is a built-in tunnel's."""
+    from ..pcapio import Batch
+
+    ext = _compiled_peel()
+    if ext is None:
+        return peel_reference(batch, udp_port)
+    return Batch(ext.peel(batch.datas, batch.linktype, udp_port), batch.ts_ns, batch.caplen,
+                 batch.origlen, batch.linktype)
+
+
+_PEEL_STATE: list[Any] = [None]  # the rows the compiled peel was last configured with
+
+
+def _compiled_peel() -> Any:
+    from .. import fast
+    from . import tunnels
+
+    ext = getattr(fast, "_ext", None)
+    if ext is None or not hasattr(ext, "peel"):
+        return None
+    tables = registry().tables
+    builtin = {tunnels.skip_gre: "gre", tunnels.skip_erspan2: "erspan2",
+               tunnels.skip_erspan3: "erspan3", tunnels.skip_vxlan: "vxlan"}
+    rows: dict[str, dict[int, str]] = {}
+    for table in ("ip.proto", "udp.port", "gre.proto"):
+        rows[table] = {}
+        for value, handler in tables[table].items():
+            if handler.skip is None:
+                continue
+            kind = builtin.get(handler.skip)
+            if kind is None:  # a plugin's tunnel: only the reference knows its skip
+                return None
+            rows[table][value] = kind
+    key = tuple((t, tuple(sorted(r.items()))) for t, r in rows.items())
+    if _PEEL_STATE[0] != key:
+        ext.peel_configure({**rows, "const": {
+            "erspan2": tunnels.ERSPAN2_LAYOUT.size, "erspan3": tunnels.ERSPAN3_LAYOUT.size,
+            "platform": tunnels.PLATFORM_LAYOUT.size, "vxlan": tunnels.VXLAN_LAYOUT.size,
+            "teb": tunnels.GRE_ETHERNET, "erspan2_proto": tunnels.GRE_ERSPAN2,
+            "ipv4": tunnels.GRE_IPV4, "ipv6": tunnels.GRE_IPV6,
+            "lt_eth": tunnels.LINKTYPE_ETHERNET, "lt_raw": tunnels.LINKTYPE_RAW}})
+        _PEEL_STATE[0] = key
+    return ext
+
+
+def peel_reference(batch: Any, udp_port: int) -> Any:
+    """Pure-Python twin of ``roce._fastpath.peel`` (through ``Handler.skip``)."""
     from .. import fast
     from ..locate import NR_PORT, NR_PROTO
     from ..pcapio import Batch
@@ -76,7 +124,9 @@ def peel(batch: Any, udp_port: int) -> Any:
         else:
             continue
         inner_lt = None
-        while handler is not None and handler.skip is not None:
+        for _step in range(MAX_STEPS):  # as many as the compiled twin takes
+            if handler is None or handler.skip is None:
+                break
             step = handler.skip(data, off)
             if step is None:
                 break
