@@ -62,7 +62,8 @@ def register(reg: Registry) -> None:
                     fields=_ib_fields(), lines=IbLines), ("linktype", ib.LINKTYPE_INFINIBAND))
     reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
                     fields=erf.FIELDS), ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
-    reg.add(Handler("erf", unwrap=erf.unwrap, fields=erf.FIELDS), ("linktype", erf.LINKTYPE_ERF))
+    reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, fields=erf.FIELDS),
+            ("linktype", erf.LINKTYPE_ERF))
     from ..dissect.summary import FLAT_KEYS
 
     outer = [f"outer.{k}" for h in ("eth", "vlan", "vlan2", "ip", "ipv6", "udp")

@@ -71,6 +71,28 @@ def unwrap(data: bytes, off: int = 0) -> Unwrapped:
     return Unwrapped(payload, pos, linktype, "erf", fields)
 
 
+def skip(data: bytes, off: int = 0) -> tuple[int, int | None, tuple[str, int] | None] | None:
+    """``unwrap`` without the field dict, for the one-line path: (payload offset, inner link
+    type or None, next row or None); None when the record is cut or wrong.  The payload runs
+    to the end of the record (padding included; the inner walk finds its own end)."""
+    n = len(data)
+    if n - off < ERF_HEADER or int.from_bytes(data[off + 10:off + 12], "big") < ERF_HEADER:
+        return None
+    tbyte = data[off + 8]
+    pos = off + ERF_HEADER
+    more = tbyte & ERF_EXT_PRESENT
+    while more:
+        if pos + EXT_HEADER > n:
+            return None
+        more = data[pos] & 0x80
+        pos += EXT_HEADER
+    rtype = tbyte & 0x7F
+    if rtype == ERF_TYPE_ETH:
+        pos += ETH_PAD
+    linktype = INNER_LINKTYPE.get(rtype)
+    return pos, linktype, None if linktype is not None else ("erf.type", rtype)
+
+
 def record(payload: bytes, rtype: int = ERF_TYPE_INFINIBAND, ts: int = 0,
            extensions: tuple[int, ...] = (), flags: int = 0, lctr: int = 0,
            wlen: int | None = None) -> bytes:

@@ -23,13 +23,22 @@ def _unwrap_batch(batch: Any, handler: Any) -> Any:
 
     datas = []
     linktype = None
+    skip = handler.skip
     try:
         for data in batch.datas:
-            u = handler.unwrap(data, 0)
-            if u.linktype is None or (linktype is not None and u.linktype != linktype):
+            if skip is not None:
+                step = skip(data, 0)
+                if step is None:
+                    return None
+                off, lt = step[0], step[1]
+                inner = data[off:]
+            else:
+                u = handler.unwrap(data, 0)
+                lt, inner = u.linktype, u.data[u.offset:]
+            if lt is None or (linktype is not None and lt != linktype):
                 return None
-            linktype = u.linktype
-            datas.append(u.data[u.offset:])
+            linktype = lt
+            datas.append(inner)
     except DecodeError:
         return None
     return Batch(datas, batch.ts_ns, batch.caplen, batch.origlen, linktype)
