@@ -6,15 +6,19 @@ that decode-as (``-d udp.port==4792,roce``) and the registry's listing know RoCE
 
 from __future__ import annotations
 
+from ..errors import DecodeError
 from ..locate import (
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
     ETHERTYPE_ROCEV1,
+    L3_NONE,
     LINKTYPE_ETHERNET,
     LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW,
+    OK,
     ROCE_PORT,
+    Walk,
 )
 from . import erf, ib, ibmad, tunnels
 from .registry import Handler, Registry
@@ -28,18 +32,13 @@ def _ib_fields() -> tuple[str, ...]:
     return ("lrh", *ib.LRH_KEYS, "infiniband", "vcrc", "vcrc.valid", *ibmad.field_names())
 
 
-def _link_decode(data: bytes, caplen: int | None = None, origlen: int | None = None):
-    from ..locate import L3_NONE, OK, Walk
-
+def _link_decode(data: bytes, caplen: int | None = None,
+                 origlen: int | None = None) -> ib.Decoded:
+    """An InfiniBand link packet (ERF type 25): flow control fields, or why not."""
     w = Walk(OK, 0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0)
     try:
-        fields = erf.decode_link(data, 0)
-        return ib.Decoded(w, ("infiniband_link",), fields, None, "roce")
-    except Exception as exc:  # noqa: BLE001 - DecodeError only, typed below
-        from ..errors import DecodeError
-
-        if not isinstance(exc, DecodeError):
-            raise
+        return ib.Decoded(w, ("infiniband_link",), erf.decode_link(data, 0), None, "roce")
+    except DecodeError as exc:
         return ib.Decoded(w, (), {"malformed": str(exc)}, exc, "malformed")
 
 

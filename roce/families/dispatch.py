@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import fast
-from ..errors import DecodeError, NotRoCE
+from ..errors import DecodeError
 from ..locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
 from .registry import Handler, Registry, registry
 
@@ -113,8 +113,4 @@ def outer_fields(res: Resolution) -> dict[str, Any]:
     return f
 
 
-def outer_names(res: Resolution) -> list[str]:
-    return [n for n, _v in res.outer if n != "outer"]
-
-
-__all__ = ["NotRoCE", "Resolution", "outer_fields", "outer_names", "resolve"]
+__all__ = ["Resolution", "outer_fields", "resolve"]

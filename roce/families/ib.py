@@ -23,6 +23,8 @@ from construct import BitsInteger, BitStruct
 from ..errors import DecodeError, NotRoCE
 from ..headers import DECODERS, LAYOUTS, SIZE_OF, define
 from ..locate import (
+    BAD_GRH_NEXT,
+    BAD_L3_LENGTH,
     BAD_TRUNCATED,
     GRH_NEXT_BTH,
     HID,
@@ -105,11 +107,11 @@ def walk(frame: bytes) -> tuple[Walk, DecodeError | NotRoCE | None]:
             return w, explain(w)
         nxt = _rd(frame, off, SPECS[("grh", "nxthdr")])
         if nxt != GRH_NEXT_BTH:
-            w = Walk(20, *p, HID["grh"], off, nxt, 0)  # BAD_GRH_NEXT
+            w = Walk(BAD_GRH_NEXT, *p, HID["grh"], off, nxt, 0)
             return w, explain(w)
         paylen = _rd(frame, off, SPECS[("grh", "paylen")])
         if paylen != end - off - _GRH:
-            return (Walk(13, *p, HID["grh"], off, paylen, end - off - _GRH),  # BAD_L3_LENGTH
+            return (Walk(BAD_L3_LENGTH, *p, HID["grh"], off, paylen, end - off - _GRH),
                     DecodeError(f"GRH payload length at byte {off} is {paylen}, the LRH says "
                                 f"{end - off - _GRH}", "grh", off))
         off += _GRH
