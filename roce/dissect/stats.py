@@ -117,14 +117,19 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
     out = sys.stdout
+    cm = tunnelled.cm_pairing(args.file)  # native InfiniBand: CM exchanges and connections
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
                            "compressed": reader.compressed}, **report.to_dict(),
                "pfc": pfc.to_dict()}
+        if cm is not None:
+            doc["cm_connections"] = [c.to_dict() for c in cm.connections]
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
         render(report, reader.name, out, expert_all=args.expert, pfc=pfc)
+        if cm is not None and cm.connections:
+            out.write("\n" + "\n".join(cm.report_lines()) + "\n")
     out.flush()
     return 0
 

@@ -64,3 +64,39 @@ class Peel:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._reader, name)
+
+
+def cm_pairing(path: str) -> Any:
+    """For a native InfiniBand capture (link type 247, or ERF records holding IB): the CM
+    exchanges paired with the connections they set up (``roce.families.cm``); None for
+    anything else.  A second pass over the file, frame by frame."""
+    from . import cm, ib
+    from .erf import LINKTYPE_ERF, unwrap
+
+    if path == "-":
+        return None
+    pairing = cm.CmPairing()
+    seen_ib = False
+    try:
+        with open_capture(path) as reader:
+            for number, fr in enumerate(reader, 1):
+                data = fr.data
+                if fr.linktype == LINKTYPE_ERF:
+                    try:
+                        u = unwrap(data)
+                    except Exception:  # noqa: BLE001 - a bad record is not IB; skip it
+                        continue
+                    if u.linktype != ib.LINKTYPE_INFINIBAND:
+                        continue
+                    data = u.data[u.offset:]
+                elif fr.linktype != ib.LINKTYPE_INFINIBAND:
+                    if number > PEEK and not seen_ib:
+                        return None
+                    continue
+                seen_ib = True
+                d = ib.decode(data)
+                if d.kind == "roce":
+                    pairing.feed(number, d.fields)
+    except (CaptureError, OSError):
+        return None
+    return pairing if seen_ib else None
