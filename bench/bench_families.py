@@ -8,6 +8,11 @@ link type 247, so it is timed on the same InfiniBand packets as ERF INFINIBAND r
 (link type 197, 16 more bytes a packet); roce is timed on both.
 
     python bench/bench_families.py [--rounds 5] [--packets 200000] [--markdown]
+                                   [--baseline /path/to/base/venv/bin/roce]
+
+``--baseline`` also times plain RoCE (`decode`, `decode -V`, `stats`) with the `roce` of
+another revision (e.g. main built in its own venv) in the same run, rounds interleaved:
+the registry must not cost RoCE speed (ratios within 5%).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--packets", type=int, default=200_000)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--baseline", metavar="ROCE", help="roce executable of the base revision")
     args = ap.parse_args()
     roce_cmd = roce_entry_point()
     tshark = shutil.which("tshark")
@@ -70,6 +76,19 @@ def main() -> None:
             theirs = wall([tshark, "-n", "-r", str(their_path)], args.rounds) if tshark \
                 else float("nan")
             rows.append((name, n / ours, n / theirs, theirs / ours))
+        base_rows = []
+        if args.baseline:
+            for name, extra in (("decode (one line)", []), ("decode -V", ["-V"]),
+                                ("stats", None)):
+                cmd = ["stats", str(base)] if extra is None else ["decode", *extra, str(base)]
+                ours_t, base_t = [], []
+                for _ in range(args.rounds):  # interleaved: load drifts hit both alike
+                    ours_t.append(wall([roce_cmd, *cmd], 1))
+                    base_t.append(wall([args.baseline, *cmd], 1))
+                ours_t.sort()
+                base_t.sort()
+                base_rows.append((name, n / ours_t[len(ours_t) // 2],
+                                  n / base_t[len(base_t) // 2]))
     print(f"{n} packets, {args.rounds} rounds, median wall time; "
           f"tshark {'found' if tshark else 'MISSING'}")
     if args.markdown:
@@ -80,6 +99,10 @@ def main() -> None:
     else:
         for name, ours, theirs, ratio in rows:
             print(f"{name:<46} {ours:>12,.0f} {theirs:>13,.0f} {ratio:>6.1f}x")
+    if base_rows:
+        print("\nplain RoCE, this revision against the baseline (packets/s, same run):")
+        for name, ours, basev in base_rows:
+            print(f"| {name} | {ours:,.0f} | {basev:,.0f} | {ours / basev:.3f} |")
 
 
 if __name__ == "__main__":
