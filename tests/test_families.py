@@ -595,3 +595,39 @@ def test_peel_twins_agree(picks: list, port_vxlan: int) -> None:
         assert got == want
     finally:
         reg.tables["udp.port"].pop(4790, None)
+
+
+def test_stats_pairs_cm_exchanges_with_connections(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    def cm(attr: int, values: dict, slid: int, dlid: int) -> bytes:
+        t = transport("UD_SEND_ONLY", ibmad.build_cm(attr, values), dqpn=1, sqpn=1,
+                      qkey=0x80010000)
+        return ib.build(t, slid=slid, dlid=dlid)
+
+    def data(qp: int, psn: int, slid: int, dlid: int) -> bytes:
+        return ib.build(transport("RC_SEND_ONLY", b"abcd", dqpn=qp, psn=psn), slid=slid,
+                        dlid=dlid)
+
+    frames = [
+        cm(0x10, {"localcommid": 0x77, "localqpn": 0x11, "startpsn": 100, "pppmtu": 5}, 2, 1),
+        cm(0x13, {"localcommid": 0x99, "remotecommid": 0x77, "localqpn": 0x22,
+                  "startpsn": 500}, 1, 2),
+        cm(0x14, {"localcommid": 0x77, "remotecommid": 0x99}, 2, 1),
+        data(0x22, 100, 2, 1), data(0x22, 101, 2, 1),
+        data(0x11, 501, 1, 2),  # the REP said 500
+    ]
+    p = _write(tmp_path / "cm.pcap", frames, 247)
+    out = _cli(capsys, "stats", str(p))
+    assert "CM connection 1: LID 2 QP 0x000011 <-> LID 1 QP 0x000022" in out
+    assert "RTU" in out and "100 (REQ) / 500 (REP); first seen: 100 / 501" in out
+    assert "warning: first PSN 501 to QP 0x000011 is not the REP's starting PSN 500" in out
+    doc = json.loads(_cli(capsys, "stats", "-T", "json", str(p)))
+    (conn,) = doc["cm_connections"]
+    assert conn["active_qpn"] == 0x11 and conn["passive_qpn"] == 0x22
+    assert conn["first_psn_to_passive"] == 100 and conn["path_mtu"] == 5
+    assert len(conn["problems"]) == 1 and conn["cm_frames"] == [1, 2, 3]
+    # the same packets as ERF records
+    p2 = _write(tmp_path / "cm_erf.pcap", [erf.record(f) for f in frames], 197)
+    assert "CM connection 1" in _cli(capsys, "stats", str(p2))
