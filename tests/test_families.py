@@ -343,7 +343,7 @@ def test_tunnels_one_line_filters_and_tree(tmp_path: Path,
                str(p)).splitlines()
     assert len(sel) == 1 and sel[0].split()[0] == "2"
     tree = _cli(capsys, "decode", "-V", "-c", "1", str(p))
-    assert "Generic Routing Encapsulation" in tree and "spanid: 5" in tree
+    assert "Generic Routing Encapsulation" in tree and "SpanID: 5" in tree
     assert tree.index("Generic Routing") < tree.index("Base Transport Header")
 
 

@@ -85,8 +85,23 @@ def _outer_lines(rec: Any) -> list[str]:
         out.append({"erf": "Extensible Record Format", "gre": "Generic Routing Encapsulation",
                     "erspan": "Encapsulated Remote Switch Packet ANalysis",
                     "vxlan": "Virtual eXtensible Local Area Network"}.get(name, name))
-        out += [f"    {k.split('.', 1)[1]}: {v}" for k, v in values.items() if "." in k]
+        out += [f"    {_TITLES.get(k, k.split('.', 1)[1])}: {v}" for k, v in values.items()
+                if "." in k]
     return out
+
+
+def _titles() -> dict[str, str]:
+    """Display names of the tunnel fields, from their layouts (``roce.families.tunnels``)."""
+    from . import tunnels
+
+    out = {}
+    for key, layout in tunnels.LAYOUTS.items():
+        prefix = key.split(".")[0].rstrip("23")
+        out.update((f"{prefix}.{f.name}", f.title) for f in layout.fields)
+    return out
+
+
+_TITLES = _titles()
 
 
 def render(rec: Any) -> str:
