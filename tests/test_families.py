@@ -136,7 +136,7 @@ def test_erf_padding_rlen_wlen_and_extensions() -> None:
     assert len(rec) % 8 == 0 and len(rec) >= 16 + 16 + len(pkt)
     u = erf.unwrap(rec)
     assert u.linktype == 247 and u.data[u.offset:] == pkt  # padding dropped by wlen
-    assert u.fields["erf.ehdr.types"] == (0x05, 0x0A)
+    assert u.fields["erf.ehdr.types"] == "0x05,0x0a"
     assert u.fields["erf.rlen"] == len(rec) and u.fields["erf.wlen"] == len(pkt)
     # wlen larger than what rlen holds: the record's bytes win
     short = erf.record(pkt, wlen=len(pkt) + 100)
@@ -631,3 +631,22 @@ def test_stats_pairs_cm_exchanges_with_connections(tmp_path: Path,
     # the same packets as ERF records
     p2 = _write(tmp_path / "cm_erf.pcap", [erf.record(f) for f in frames], 197)
     assert "CM connection 1" in _cli(capsys, "stats", str(p2))
+
+
+def test_columnar_output_carries_family_fields(tmp_path: Path) -> None:
+    """-T parquet: the families' fields are columns (roce.families.columns) with values."""
+    import pyarrow.parquet as pq
+
+    frames = [*_tunnel_frames()]
+    p = _write(tmp_path / "t.pcap", frames, 1)
+    out = tmp_path / "t.parquet"
+    assert main(["decode", "-T", "parquet", "-w", str(out), str(p)]) == 0
+    t = pq.read_table(out)
+    assert t.column("erspan.spanid").to_pylist() == [5, 6, 8, None, None]
+    assert t.column("vxlan.vni").to_pylist()[-1] == 1234
+    assert t.column("outer.ip.src").to_pylist() == ["192.168.0.1"] * 5
+    p2 = _write(tmp_path / "ib.pcap", _ib_frames()[:4], 247)
+    assert main(["decode", "-T", "parquet", "-w", str(out), str(p2)]) == 0
+    t = pq.read_table(out)
+    assert t.column("lrh.dlid").to_pylist() == [3, 5, 4, 5]
+    assert t.column("vcrc.valid").to_pylist() == [True] * 4

@@ -57,7 +57,7 @@ def unwrap(data: bytes, off: int = 0) -> Unwrapped:
         ext.append(data[pos] & 0x7F)
         more = data[pos] & 0x80
         pos += EXT_HEADER
-    fields["erf.ehdr.types"] = tuple(ext)
+    fields["erf.ehdr.types"] = ",".join(f"0x{t:02x}" for t in ext)  # one per extension
     if rtype == ERF_TYPE_ETH:
         pos += ETH_PAD
     end = min(off + rlen, len(data), pos + wlen)
