@@ -761,7 +761,8 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     from roce.families import lines as families
     from roce.families import registry
 
-    linktypes = registry().tables["linktype"]  # the registry decides, once per batch
+    # the registry decides, once per batch (plugins are loaded if a frame needs them)
+    linktypes = registry(plugins=False).tables["linktype"]
     tunnels = False  # set when a tunnel's frame shows up: plain RoCE never pays for peeling
     for batch in reader.batches(batch_size):
         base = number

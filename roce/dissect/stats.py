@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from ..families import stats as tunnelled  # ERSPAN / GRE / VXLAN / ERF: inner flows
 
-    if tunnelled.starts_with_tunnel(args.file, port):
+    kind = tunnelled.capture_kind(args.file, port)
+    if kind == "tunnel":
         reader = tunnelled.Peel(reader, port)  # type: ignore[assignment]
     try:
         report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
@@ -117,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
     out = sys.stdout
-    cm = tunnelled.cm_pairing(args.file)  # native InfiniBand: CM exchanges and connections
+    # native InfiniBand: CM exchanges and the connections they set up
+    cm = tunnelled.cm_pairing(args.file) if kind == "ib" else None
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
                            "compressed": reader.compressed}, **report.to_dict(),

@@ -19,15 +19,16 @@ Field names are Wireshark's ``erf.*``.
 from __future__ import annotations
 
 from ..errors import DecodeError
+from ..locate import LINKTYPE_ETHERNET
+from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
 from .registry import Unwrapped
 
-LINKTYPE_ERF = 197
 ERF_HEADER = 16
 EXT_HEADER = 8
 ERF_TYPE_ETH, ERF_TYPE_INFINIBAND, ERF_TYPE_INFINIBAND_LINK = 2, 21, 25
 ERF_EXT_PRESENT = 0x80
 ETH_PAD = 2
-INNER_LINKTYPE = {ERF_TYPE_INFINIBAND: 247, ERF_TYPE_ETH: 1}
+INNER_LINKTYPE = {ERF_TYPE_INFINIBAND: LINKTYPE_INFINIBAND, ERF_TYPE_ETH: LINKTYPE_ETHERNET}
 
 
 def unwrap(data: bytes, off: int = 0) -> Unwrapped:

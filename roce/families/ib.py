@@ -39,8 +39,8 @@ from ..locate import (
 )
 from ..opcodes import OPCODES
 from . import ibcrc, ibmad
+from .linktypes import LINKTYPE_INFINIBAND
 
-LINKTYPE_INFINIBAND = 247
 LNH_RAW, LNH_IP, LNH_LOCAL, LNH_GLOBAL = 0, 1, 2, 3
 LNH_NAMES = {LNH_RAW: "Raw", LNH_IP: "IP Non-IBA", LNH_LOCAL: "IBA Local",
              LNH_GLOBAL: "IBA Global"}

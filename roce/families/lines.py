@@ -157,7 +157,7 @@ def starts_tunnel(batch: Any, udp_port: int) -> bool:
     if not batch.datas:
         return False
     w = fast.walk(batch.datas[0], batch.linktype, udp_port)
-    tables = registry().tables
+    tables = registry(plugins=False).tables
     if w.status == NR_PROTO:
         handler = tables["ip.proto"].get(w.err_a)
     elif w.status == NR_PORT:

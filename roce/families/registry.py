@@ -46,7 +46,7 @@ class Handler:
     unwrap: Callable[[bytes, int], Any] | None = None
     columns: Callable[[Any], tuple[str, str, str, str]] | None = None
     tree: Callable[[Any, bytes], list[str]] | None = None
-    fields: tuple[str, ...] = ()
+    fields: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # a callable: made on use
     # optional: a class made with the run's Summarizer whose ``lines(batch, first_number,
     # limit, slow)`` formats a batch of this link type (``roce.families.iblines``)
     lines: Callable[..., Any] | None = None
@@ -118,21 +118,25 @@ class Registry:
         return table.strip(), number, name.strip()
 
     def field_names(self) -> frozenset[str]:
-        return frozenset(n for h in self.handlers.values() for n in h.fields)
+        return frozenset(n for h in self.handlers.values()
+                         for n in (h.fields() if callable(h.fields) else h.fields))
 
 
 REGISTRY = Registry()
-_LOADED = False
+_LOADED = [False, False]  # built-in rows registered, entry-point plugins loaded
 
 
-def registry() -> Registry:
-    """The process-wide registry with the built-in families and any entry-point plugins."""
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
+def registry(plugins: bool = True) -> Registry:
+    """The process-wide registry with the built-in families, and (``plugins``) those of the
+    ``roce.families`` entry points.  Scanning entry points costs ~15 ms: the plain-RoCE
+    paths ask without plugins (a plugin's rows are found on the per-frame path)."""
+    if not _LOADED[0]:
+        _LOADED[0] = True
         from . import builtin
 
         builtin.register(REGISTRY)
+    if plugins and not _LOADED[1]:
+        _LOADED[1] = True
         _load_plugins(REGISTRY)
     return REGISTRY
 

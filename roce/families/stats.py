@@ -14,32 +14,52 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
+from ..locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
 from ..pcapio import Batch, CaptureError, open_capture
-from .builtin import ROCE_LINKTYPES
-from .lines import _unwrap_batch, peel, starts_tunnel
 from .registry import registry
+
+# the link types the compiled walk reads: checked before the registry is loaded
+ROCE_LINKS = (LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
 
 PEEK = 16  # frames looked at before choosing the reader
 
 
-def starts_with_tunnel(path: str, udp_port: int) -> bool:
-    """Whether a capture file's first frames are ERF records or a registered tunnel's."""
+def capture_kind(path: str, udp_port: int) -> str | None:
+    """What a capture file starts with, from its first frames: ``"tunnel"`` (ERF records or
+    a registered tunnel), ``"ib"`` (native InfiniBand, also in ERF), or None (plain RoCE or
+    anything else: nothing to do; decided without loading the registry when the first
+    frames are RoCE)."""
+    from .. import fast
+    from ..locate import OK
+
     if path == "-":
-        return False
+        return None
     try:
         with open_capture(path) as reader:
             frames = list(islice(iter(reader), PEEK))
     except (CaptureError, OSError):
-        return False
+        return None
+    if all(fr.linktype in ROCE_LINKS and fast.walk(fr.data, fr.linktype, udp_port).status == OK
+           for fr in frames):
+        return None
+    from .lines import starts_tunnel
+    from .linktypes import LINKTYPE_INFINIBAND
+
+    kind = None
     for fr in frames:
-        handler = registry().lookup("linktype", fr.linktype)
-        if handler is not None and handler.unwrap is not None:
-            return True
-        if fr.linktype in ROCE_LINKTYPES and starts_tunnel(
+        if fr.linktype == LINKTYPE_INFINIBAND:
+            return "ib"
+        handler = registry(plugins=False).lookup("linktype", fr.linktype)
+        if handler is not None and handler.skip is not None:
+            step = handler.skip(fr.data, 0)
+            if step is not None and step[1] == LINKTYPE_INFINIBAND:
+                return "ib"
+            kind = "tunnel"
+        elif fr.linktype in ROCE_LINKS and starts_tunnel(
                 Batch([fr.data], [fr.ts_ns], [fr.caplen], [fr.origlen], fr.linktype),
                 udp_port):
-            return True
-    return False
+            kind = "tunnel"
+    return kind
 
 
 class Peel:
@@ -53,12 +73,14 @@ class Peel:
         return False
 
     def batches(self, n: int) -> Iterator[Batch]:
+        from .lines import _unwrap_batch, peel
+
         for batch in self._reader.batches(n):
-            if batch.linktype not in ROCE_LINKTYPES:
+            if batch.linktype not in ROCE_LINKS:
                 handler = registry().lookup("linktype", batch.linktype)
                 if handler is not None and handler.unwrap is not None:
                     batch = _unwrap_batch(batch, handler) or batch
-            if batch.linktype in ROCE_LINKTYPES:
+            if batch.linktype in ROCE_LINKS:
                 batch = peel(batch, self._port)
             yield batch
 
@@ -71,7 +93,8 @@ def cm_pairing(path: str) -> Any:
     exchanges paired with the connections they set up (``roce.families.cm``); None for
     anything else.  A second pass over the file, frame by frame."""
     from . import cm, ib
-    from .erf import LINKTYPE_ERF, unwrap
+    from .erf import unwrap
+    from .linktypes import LINKTYPE_ERF
 
     if path == "-":
         return None
