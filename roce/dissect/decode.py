@@ -375,7 +375,8 @@ def _unusual(number: int, ts: int, rel: int, delta: int, fr: Frame, w: Walk, udp
     if not is_malformed(st):
         from roce.families import records  # only for frames that are not RoCE
 
-        claimed = records.record(number, ts, rel, delta, fr, w, udp_port, only_roce)
+        claimed = records.record(number, ts, rel, delta, fr, w, udp_port, only_roce, Record,
+                                 decode_frames)
         if claimed is not None:
             return None if claimed is records.HIDDEN else claimed
         kind = "other"
@@ -818,7 +819,8 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
 
     fr = Frame(batch.datas[i], batch.ts_ns[i], batch.caplen[i], batch.origlen[i],
                batch.linktype, 0)
-    rec = records.record(number, fr.ts_ns, 0, 0, fr, w, udp_port, only_roce)
+    rec = records.record(number, fr.ts_ns, 0, 0, fr, w, udp_port, only_roce, Record,
+                         decode_frames)
     if rec is None:
         return None, False
     if rec is records.HIDDEN:

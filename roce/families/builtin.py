@@ -25,8 +25,8 @@ from ..locate import (
     Walk,
 )
 from . import erf, tunnels
+from .handler import Handler
 from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND
-from .registry import Handler, Registry
 
 ROCE = "roce"
 ROCE_LINKTYPES = frozenset((LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL,
@@ -71,7 +71,8 @@ def _link_columns(d: Any) -> tuple[str, str, str, str]:
             f"FCTBS={f['infiniband_link.fctbs']} FCCL={f['infiniband_link.fccl']}")
 
 
-def register(reg: Registry) -> None:
+def register(reg: Any) -> None:
+    """Add the built-in rows to ``reg`` (a ``roce.families.registry.Registry``)."""
     reg.add(Handler(ROCE), ("ethertype", ETHERTYPE_IPV4), ("ethertype", ETHERTYPE_IPV6),
             ("ethertype", ETHERTYPE_ROCEV1), ("udp.port", ROCE_PORT),
             *(("linktype", lt) for lt in sorted(ROCE_LINKTYPES)))

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from ..errors import DecodeError
 from ..locate import LINKTYPE_ETHERNET
+from .handler import Unwrapped
 from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
-from .registry import Unwrapped
 
 ERF_HEADER = 16
 EXT_HEADER = 8

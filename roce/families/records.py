@@ -26,10 +26,12 @@ def _frame_fields(number: int, ts: int, rel: int, delta: int, caplen: int,
 
 
 def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port: int,
-           only_roce: bool) -> Any:
+           only_roce: bool, record_type: Any, decode_frames: Any) -> Any:
     """The Record of a frame a registered family or tunnel claims; None if none does;
-    ``HIDDEN`` if it is to be hidden."""
-    from ..dissect.decode import Record, decode_frames
+    ``HIDDEN`` if it is to be hidden.  The decoder hands over its ``Record`` class and its
+    ``decode_frames`` (for a tunnel's inner RoCE): this module does not import the
+    decoder, the decoder imports it."""
+    Record = record_type  # noqa: N806 - the class, by its own name
 
     data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
     res = dispatch.resolve(data, linktype, w, udp_port)

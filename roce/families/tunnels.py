@@ -23,7 +23,7 @@ from construct import BitsInteger, BitStruct
 
 from ..errors import DecodeError
 from ..headers import define
-from .registry import Unwrapped
+from .handler import Unwrapped
 
 U = BitsInteger
 LINKTYPE_ETHERNET, LINKTYPE_RAW = 1, 101
