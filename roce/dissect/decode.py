@@ -620,6 +620,8 @@ def _field_options(opts: list[str]) -> dict[str, Any]:
 
 
 def _check_field_names(names: list[str]) -> None:
+    if not names:  # known_fields() loads every family's layouts: only when -e asks
+        return
     from . import output
 
     known = known_fields()
