@@ -345,6 +345,8 @@ def test_tunnels_one_line_filters_and_tree(tmp_path: Path,
     tree = _cli(capsys, "decode", "-V", "-c", "1", str(p))
     assert "Generic Routing Encapsulation" in tree and "SpanID: 5" in tree
     assert tree.index("Generic Routing") < tree.index("Base Transport Header")
+    assert "Outer Internet Protocol Version 4" in tree and "Source Address: 192.168.0.1" in tree
+    assert tree.index("Outer Ethernet II") < tree.index("Generic Routing")
 
 
 def test_truncated_tunnel_is_malformed_not_a_crash(tmp_path: Path,

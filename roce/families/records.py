@@ -82,13 +82,31 @@ def columns(rec: Any) -> tuple[str, str, str, str, str]:
 def _outer_lines(rec: Any) -> list[str]:
     out = []
     for name, values in rec.outer or ():
-        if name == "outer":
+        if name == "outer":  # the outermost Ethernet / IP / UDP headers, as the tree shows
+            out += _outermost_lines(values)
             continue
         out.append({"erf": "Extensible Record Format", "gre": "Generic Routing Encapsulation",
                     "erspan": "Encapsulated Remote Switch Packet ANalysis",
                     "vxlan": "Virtual eXtensible Local Area Network"}.get(name, name))
         out += [f"    {_TITLES.get(k, k.split('.', 1)[1])}: {v}" for k, v in values.items()
                 if "." in k]
+    return out
+
+
+def _outermost_lines(values: dict[str, Any]) -> list[str]:
+    """``outer.ip.src`` ... as blocks titled like the decoder's tree (``roce.headers``)."""
+    from ..dissect.summary import FLAT_KEYS
+    from ..headers import LAYOUTS, TITLES
+
+    out = []
+    for header in ("eth", "vlan", "vlan2", "ip", "ipv6", "udp"):
+        if f"outer.{header}" not in values:
+            continue
+        base = "vlan" if header == "vlan2" else header
+        out.append(f"Outer {TITLES[base]}")
+        out += [f"    {f.title}: {values[f'outer.{key}']}"
+                for f, key in zip(LAYOUTS[base].fields, FLAT_KEYS[header])
+                if f"outer.{key}" in values]
     return out
 
 
