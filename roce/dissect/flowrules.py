@@ -84,8 +84,8 @@ selective NAK
     from the MSN of the flow's last ACK, or the flow's previous sequence NAK had the same BTH
     PSN.  A go-back-N NAK carries the responder's MSN, the one its ACKs carry, and is sent
     once per ePSN (rxe); so the first selective NAK of a flow before any ACK is counted as a
-    sequence NAK.  Each selective NAK answers one out-of-order arrival the responder accepted;
-    they are not counted with the NAKs.
+    sequence NAK.  Each selective NAK answers one out-of-order arrival at the responder (a
+    packet it holds, or a copy of one); they are not counted with the NAKs.
 """
 
 from __future__ import annotations
