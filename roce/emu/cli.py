@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..units import parse_probability, parse_rate, parse_size, parse_time
 from .cc import cli as cc_cli
 from .net import cli as net_cli
@@ -72,18 +73,22 @@ def run(args: argparse.Namespace) -> int:
         from .remote import run_cli
 
         return run_cli(args)
+    return emit(simulate(args), args.format, args.pcap)
+
+
+def simulate(args: argparse.Namespace) -> Any:
+    """The summary of a run on the simulated fabric, from ``roce emulate``'s parsed options
+    (``roce sweep`` calls this once per grid point).  A bad combination is a UsageError."""
     cc = cc_cli.config(args, args.rate)  # a bad --cc-profile or --cc-param fails first
     if cc.enabled and getattr(args, "topology", "p2p") == "p2p" and not getattr(
             args, "topology_file", None):
         raise UsageError(f"--cc {args.cc} needs a switched network (--topology ...)")
     if getattr(args, "interface", None) or getattr(args, "transport", None):
-        print("roce emulate: -i/--transport need --listen or --connect HOST", file=sys.stderr)
-        return 1
+        raise UsageError("-i/--transport need --listen or --connect HOST")
     if args.count < 0 or args.qps < 1 or args.depth < 1:
-        print("roce emulate: --count must be >= 0, --qps and --depth >= 1", file=sys.stderr)
-        return 1
+        raise UsageError("--count must be >= 0, --qps and --depth >= 1")
     if net_cli.wanted(args):
-        return net_cli.run(args)
+        return net_cli.simulate(args)
     sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
                   depth=args.depth, rate_gbps=args.rate, delay_ns=args.delay, loss=args.loss,
                   burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,
@@ -97,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             writer = PcapWriter(args.pcap)
         except OSError as e:
-            print(f"roce emulate: {args.pcap}: {e.strerror}", file=sys.stderr)
-            return 2
+            raise InputError(f"{args.pcap}: {e.strerror}") from None
     progress = None
     bar = None
     if not args.no_progress and sys.stderr.isatty():
@@ -111,10 +115,9 @@ def run(args: argparse.Namespace) -> int:
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done)
     try:
-        summary = run_scenario(sc, writer, progress)
+        return run_scenario(sc, writer, progress)
     finally:
         if bar is not None:
             bar.stop()
         if writer is not None:
             writer.close()
-    return emit(summary, args.format, args.pcap)
