@@ -15,7 +15,7 @@ from ..errors import InputError, UsageError
 from . import cli as emu_cli
 from . import sweep, sweep_table
 
-SAVE_EVERY = 1.0  # seconds between saves of the table while runs finish
+SAVE_EVERY = "ROCE_SWEEP_SAVE_EVERY"  # seconds between saves while runs finish (default 1)
 STOP_AFTER = "ROCE_SWEEP_STOP_AFTER"  # test hook: stop as Ctrl-C would after N new rows
 
 
@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
           f"{len(todo)} to run", file=sys.stderr)
 
     stop_after = int(os.environ.get(STOP_AFTER, "0") or 0)
+    every = float(os.environ.get(SAVE_EVERY, "1") or 1)
     done = 0
     last_save = time.monotonic()
 
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         i = todo[j]
         slots[i] = {**pts[i], "seed": seeds[i], **metrics}
         done += 1
-        if time.monotonic() - last_save >= SAVE_EVERY:
+        if time.monotonic() - last_save >= every:
             save()
         if stop_after and done >= stop_after:
             raise KeyboardInterrupt
