@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import InputError, RoceError, UsageError
+from .errors import InputError, RoceError, UsageError, VerificationError
 
 # The exit statuses of every command, in one table (README shows it).  The commands return
 # 0 themselves; an error class maps to its status here, most specific class first.
@@ -19,9 +19,11 @@ EXIT_OK = 0
 EXIT_USAGE = 1       # bad option, bad filter, bad combination
 EXIT_INPUT = 2       # unreadable or unusable file, interface or peer
 INTERNAL_ERROR = 3   # a bug in roce: an exception that is not a RoceError
+EXIT_UNVERIFIED = 4  # roce emulate: the run ended but its data did not check out
 EXIT_CODES: tuple[tuple[type[RoceError], int], ...] = (
     (UsageError, EXIT_USAGE),
     (InputError, EXIT_INPUT),
+    (VerificationError, EXIT_UNVERIFIED),
     (RoceError, EXIT_USAGE),
 )
 

@@ -998,7 +998,7 @@ def test_cli_malformed_frames_exit_0(tmp_path: Path) -> None:
 def test_rich_rendering(tmp_path: Path) -> None:
     import io
 
-    from roce.dissect.stats import render
+    from roce.dissect.statsview import render
 
     with open_capture(sample(tmp_path)) as rd:
         r = analyse(rd)

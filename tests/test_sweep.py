@@ -20,6 +20,7 @@ from distributed import LocalCluster
 
 from roce.cli import build_parser
 from roce.emu import sweep
+from roce.emu.sweep_cli import emulate_parser
 from roce.plot.sweep import series
 
 # 12 tiny scenarios: 3 loss rates x 2 ops x 2 MTUs
@@ -242,7 +243,8 @@ def test_every_emulate_option_is_a_sweep_option():
     have = {s for a in swp._actions for s in a.option_strings}
     assert {s for a in emulate._actions for s in a.option_strings} <= have
     # and a grid name is any of emulate's options, converted by its own type
-    params = sweep.parse_grid(["retry-cnt=1,2", "delay=2us", "cc-param=rp_ai_rate=40"])
+    params = sweep.parse_grid(emulate_parser(), ["retry-cnt=1,2", "delay=2us",
+                                                 "cc-param=rp_ai_rate=40"])
     assert [(p.name, p.values) for p in params] == [
         ("retry-cnt", (1, 2)), ("delay", (2000,)), ("cc-param", ("rp_ai_rate=40",))]
 

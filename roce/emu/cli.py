@@ -11,10 +11,11 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import InputError, UsageError
+from ..errors import UsageError
 from ..units import parse_probability, parse_rate, parse_size, parse_time
 from .cc import cli as cc_cli
 from .net import cli as net_cli
+from .record import pcap_writer
 from .scenario import OPS, Scenario, emit, run_scenario
 
 
@@ -85,8 +86,6 @@ def simulate(args: argparse.Namespace) -> Any:
         raise UsageError(f"--cc {args.cc} needs a switched network (--topology ...)")
     if getattr(args, "interface", None) or getattr(args, "transport", None):
         raise UsageError("-i/--transport need --listen or --connect HOST")
-    if args.count < 0 or args.qps < 1 or args.depth < 1:
-        raise UsageError("--count must be >= 0, --qps and --depth >= 1")
     if net_cli.wanted(args):
         return net_cli.simulate(args)
     sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
@@ -94,30 +93,23 @@ def simulate(args: argparse.Namespace) -> Any:
                   burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,
                   seed=args.seed, psn=args.psn & 0xFFFFFF,
                   timeout=12 if args.timeout is None else args.timeout,
-                  retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry)
-    writer = None
-    if args.pcap:
-        from ..pcapio import PcapWriter
+                  retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry,
+                  qp_type=getattr(args, "qp_type", "rc"))
+    sc.check(sides=2)  # before the pcap is created: a refused run leaves no file behind
+    with pcap_writer(args.pcap) as writer:
+        progress = None
+        bar = None
+        if not args.no_progress and sys.stderr.isatty():
+            from rich.progress import Progress
 
+            bar = Progress(transient=True)
+            task = bar.add_task("emulating", total=sc.count * sc.qps)
+            bar.start()
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done)
         try:
-            writer = PcapWriter(args.pcap)
-        except OSError as e:
-            raise InputError(f"{args.pcap}: {e.strerror}") from None
-    progress = None
-    bar = None
-    if not args.no_progress and sys.stderr.isatty():
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task("emulating", total=sc.count * sc.qps)
-        bar.start()
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done)
-    try:
-        return run_scenario(sc, writer, progress)
-    finally:
-        if bar is not None:
-            bar.stop()
-        if writer is not None:
-            writer.close()
+            return run_scenario(sc, writer, progress)
+        finally:
+            if bar is not None:
+                bar.stop()

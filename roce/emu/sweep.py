@@ -3,8 +3,10 @@ seed of each run, and one run turned into one flat row.
 
 Nothing here lists emulate's options: the grid names and the fixed values are checked
 against emulate's own argument parser (``roce.emu.cli.add_arguments``, which brings in the
-switched-network and congestion-control options), with each option's own ``type`` and
-``choices``.  An option emulate gains (``--recovery``) is a grid parameter at once.
+switched-network and congestion-control options; ``roce.emu.sweep_cli`` hands it in, as it
+hands in the function that runs one scenario, since only command modules import command
+modules), with each option's own ``type`` and ``choices``.  An option emulate gains
+(``--recovery``) is a grid parameter at once.
 
 Seeds (docs/architecture.md, "roce sweep"): unless ``seed`` is itself a grid parameter, run
 *i* uses ``derive_seed(base, point)``: the first 4 bytes of SHA-256 over the base ``--seed``
@@ -19,7 +21,7 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,15 +36,6 @@ TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 ERROR = "error"  # the column naming why a run failed ("" when it did not)
 CPU = "run_cpu_s"  # CPU seconds of the run in its worker (setup and summary included)
-
-
-def emulate_parser() -> argparse.ArgumentParser:
-    """``roce emulate``'s own parser: the one source of the options a sweep can set."""
-    from . import cli
-
-    p = argparse.ArgumentParser(prog="roce emulate", add_help=False)
-    cli.add_arguments(p)
-    return p
 
 
 def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -101,11 +94,12 @@ def split_values(spec: str) -> list[str]:
     return spec.split("|") if "|" in spec else spec.split(",")
 
 
-def parse_grid(specs: Iterable[str], table: Mapping[str, Any] | None = None,
-               parser: argparse.ArgumentParser | None = None) -> list[Param]:
+def parse_grid(parser: argparse.ArgumentParser, specs: Iterable[str],
+               table: Mapping[str, Any] | None = None) -> list[Param]:
     """Grid parameters from ``NAME=V1,V2`` words and/or a TOML ``[grid]`` table, each value
-    converted by the option's own type (a bad one is a UsageError naming it)."""
-    opts = options(parser or emulate_parser())
+    converted by the option's own type in emulate's ``parser`` (a bad one is a UsageError
+    naming it)."""
+    opts = options(parser)
     raw: list[tuple[str, list[Any]]] = []
     for name, vals in (table or {}).items():
         raw.append((name, list(vals) if isinstance(vals, list) else [vals]))
@@ -188,16 +182,15 @@ def flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def run_one(opts: dict[str, Any], ticker: Any = None) -> dict[str, Any]:
-    """One scenario (a ``multifile.run`` task): its summary flattened, the CPU time and the
-    error, if any.  It never raises: a failed run is a row saying why."""
-    from . import cli
-
+def measure(simulate: Callable[[argparse.Namespace], Any], opts: dict[str, Any],
+            ticker: Any = None) -> dict[str, Any]:
+    """One scenario, ``simulate(options)`` returning its summary: the summary flattened, the
+    CPU time and the error, if any.  It never raises: a failed run is a row saying why."""
     start = time.process_time()
     metrics: dict[str, Any] = {}
     error = ""
     try:
-        metrics = flatten(cli.simulate(argparse.Namespace(**opts)).as_dict())
+        metrics = flatten(simulate(argparse.Namespace(**opts)).as_dict())
     except RoceError as exc:
         error = str(exc)
     except Exception as exc:  # a bug in a run is still one row, not a lost sweep
@@ -209,5 +202,5 @@ def run_one(opts: dict[str, Any], ticker: Any = None) -> dict[str, Any]:
     return metrics
 
 
-__all__ = ["CPU", "ERROR", "Param", "derive_seed", "emulate_parser", "flatten", "key",
-           "parse_grid", "points", "run_one", "run_options", "run_seed"]
+__all__ = ["CPU", "ERROR", "Param", "derive_seed", "flatten", "key", "measure", "parse_grid",
+           "points", "run_options", "run_seed"]

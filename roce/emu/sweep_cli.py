@@ -42,6 +42,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         a.default = argparse.SUPPRESS
 
 
+def emulate_parser() -> argparse.ArgumentParser:
+    """``roce emulate``'s own parser: the one source of the options a sweep can set."""
+    p = argparse.ArgumentParser(prog="roce emulate", add_help=False)
+    emu_cli.add_arguments(p)
+    return p
+
+
+def run_one(opts: dict[str, Any], ticker: Any = None) -> dict[str, Any]:
+    """One run's row (a ``multifile.run`` task: top level, so a Dask worker can load it)."""
+    return sweep.measure(emu_cli.simulate, opts, ticker)
+
+
 def _load_toml(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     import tomllib  # Python 3.11+, as for --topology-file
 
@@ -62,7 +74,7 @@ def _load_toml(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def plan(args: argparse.Namespace) -> tuple[list[sweep.Param], argparse.Namespace, int]:
     """The grid, the emulate options every run shares, the base seed; all checked."""
-    parser = sweep.emulate_parser()
+    parser = emulate_parser()
     opts = sweep.options(parser)
     files = [g for g in args.grid if "=" not in g and g.endswith(".toml")]
     words = [g for g in args.grid if g not in files]
@@ -78,7 +90,7 @@ def plan(args: argparse.Namespace) -> tuple[list[sweep.Param], argparse.Namespac
             v = [sweep.convert(action, x, f"{path}: {name}={x}") for x in value] if \
                 isinstance(value, list) else sweep.convert(action, value, f"{path}: {name}")
             fixed[action.dest] = v
-    params = sweep.parse_grid(words, table, parser)
+    params = sweep.parse_grid(parser, words, table)
     for a in parser._actions:
         if a.option_strings and hasattr(args, a.dest):
             if a.dest in sweep.NOT_SWEPT:
@@ -154,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs or multifile.default_jobs()
     try:
         if todo:
-            multifile.run(sweep.run_one,
+            multifile.run(run_one,
                           [sweep.run_options(base, params, pts[i], seeds[i]) for i in todo],
                           (), jobs=jobs, scheduler=args.scheduler, label="sweep",
                           sizes=[1] * len(todo), on_result=on_result)

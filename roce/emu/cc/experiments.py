@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..net.runner import NetRun, NetScenario
-from ..scenario import _post
 from .registry import configure
 
 US = 1_000
@@ -54,8 +53,7 @@ def backlogged(topology: str, cc: str | None, duration_ns: int,
 
     def top_up(f: Any) -> None:
         while f.posted - f.done < sc.depth:
-            _post(sc, f, f.posted, run.slot)
-            f.posted += 1
+            run.post(f)
 
     for f, t in zip(run.flows, starts):
         net.at(t, lambda now, flow: top_up(flow), f)

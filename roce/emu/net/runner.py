@@ -16,11 +16,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..constants import ALL_ACCESS, QPType, WCStatus
+from ..payload import Expected, fill
 from ..qp import QPCap
-from ..scenario import SLOTS, Scenario, Summary, _Flow, _post
+from ..scenario import Scenario, Summary, _Flow, _post, kind
 from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
 from . import topology as topo
 from .stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
+
+
+@dataclass(eq=False)
+class NetFlow(_Flow):
+    """A two-host scenario flow plus the completion queues the network runner times."""
+
+    cq_a: Any = None
+    cq_b: Any = None
 
 
 @dataclass
@@ -108,12 +117,12 @@ class NetRun:
 
     def __init__(self, sc: NetScenario, record: Any = None,
                  taps: dict[str, Any] | None = None, trace: Any = None) -> None:
-        import random
-
         from ...errors import UsageError
 
-        if sc.op not in ("send", "write", "read", "atomic", "mixed"):
-            raise UsageError("--op must be one of send, write, read, atomic, mixed")
+        if sc.qp_type != "rc":
+            raise UsageError(f"--qp-type {sc.qp_type}: a switched network (--topology) runs RC "
+                             "queue pairs")
+        sc.check(sides=2)  # the two-host scenario's limits (--op, --size, memory) hold here
         self.sc = sc
         self.trace = trace
         t = self.topology = topology_of(sc)
@@ -133,10 +142,9 @@ class NetRun:
             if sc.cc.enabled:
                 for nic in net.hosts.values():
                     nic.ctx.set_congestion_control(sc.cc)
-        rng = random.Random(sc.seed)
         self.ready: list[_TimedCQ] = []
-        self.slot = slot = max(sc.size, 8)
-        self.flows: list[_Flow] = []
+        slot = sc.slot
+        self.flows: list[NetFlow] = []
         self.names: list[tuple[str, str]] = []
         self.post_times: dict[int, list[int]] = {}
         self.recv_done: dict[int, int] = {}
@@ -156,19 +164,23 @@ class NetRun:
                 connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn,
                         timeout=sc.timeout, retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
                         traffic_class=tclass, resolve=True)
-                # message i uses slot i % SLOTS: fewer messages need fewer slots
-                length = slot * max(1, min(SLOTS, sc.count))
-                local = MR(pd_a, length, ALL_ACCESS)
-                remote = MR(pd_b, length, ALL_ACCESS)
-                local.write(rng.randbytes(length))
-                remote.write(rng.randbytes(length))
-                f = _Flow(qa, qb, cq_a, cq_b, local, remote,
-                          expected_remote=bytearray(remote.buf),
-                          expected_local=bytearray(local.buf))
+                # the two-host scenario's buffers and data model (roce.emu.payload)
+                index, slots = len(self.flows), sc.slots
+                local = MR(pd_a, slot * slots, ALL_ACCESS)
+                remote = MR(pd_b, slot * slots, ALL_ACCESS)
+                fill(local.buf, sc.seed, index, "local", sc.size, slots)
+                fill(remote.buf, sc.seed, index, "remote", sc.size, slots)
+                f = NetFlow(index, qa, qb, local, remote,
+                            Expected(sc.seed, index, sc.size, slots), cq_a=cq_a, cq_b=cq_b)
                 self.flows.append(f)
                 self.names.append((src, dst))
                 self.post_times[id(f)] = []
                 self.recv_done[id(f)] = 0
+
+    def post(self, f: NetFlow) -> None:
+        """Post ``f``'s next message, as the two-host scenario posts it."""
+        _post(self.sc, f, f.posted, None)
+        f.posted += 1
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> NetSummary:
         sc, net, flows, ready = self.sc, self.net, self.flows, self.ready
@@ -179,11 +191,10 @@ class NetRun:
             self.trace.start(net, flows, self.names)
         cpu0 = time.process_time()
 
-        def post_more(f: _Flow) -> None:
+        def post_more(f: NetFlow) -> None:
             while f.posted < sc.count and f.posted - f.done < sc.depth:
-                _post(sc, f, f.posted, self.slot)
+                self.post(f)
                 self.post_times[id(f)].append(net.now)
-                f.posted += 1
 
         for f in flows:
             post_more(f)
@@ -202,7 +213,9 @@ class NetRun:
                     done += 1
                     f.status[WCStatus(wc.status).name] += 1
                     f.bytes += wc.byte_len
-                    if wc.status != WCStatus.IBV_WC_SUCCESS:
+                    if wc.status == WCStatus.IBV_WC_SUCCESS:
+                        f.expected.apply(kind(sc.op, wc.wr_id), wc.wr_id)
+                    else:
                         f.posted = sc.count
                 post_more(f)
             if progress is not None:
@@ -297,7 +310,7 @@ def fabric_stats(net: Any) -> dict[str, Any]:
             "link_lost": link_lost, "ports": ports, "hosts": hosts}
 
 
-def summarise(sc: NetScenario, net: Any, flows: list[_Flow], names: list[tuple[str, str]],
+def summarise(sc: NetScenario, net: Any, flows: list[NetFlow], names: list[tuple[str, str]],
               post_times: dict[int, list[int]], cpu: float, finished: bool,
               recv_done: dict[int, int] | None = None) -> NetSummary:
     s = NetSummary(scenario=asdict(sc))
@@ -332,7 +345,8 @@ def summarise(sc: NetScenario, net: Any, flows: list[_Flow], names: list[tuple[s
         s.link[w.name] = asdict(w.stats)
     ok = status.get("IBV_WC_SUCCESS", 0)
     s.data_verified = finished and ok == s.posted and all(
-        f.remote.buf == f.expected_remote and f.local.buf == f.expected_local for f in flows)
+        f.expected.matches("remote", f.remote.buf) and f.expected.matches("local", f.local.buf)
+        for f in flows)
     s.cpu_s = cpu
     s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
     s.hops = net.hops
