@@ -256,3 +256,25 @@ def test_seed_is_stable_and_per_point():
     assert a != sweep.derive_seed(7, {"loss": 0.02, "lb": "spray"})
     assert 0 <= a < 2 ** 31
     assert sweep.run_seed(7, {"seed": 3, "loss": 0.0}) == 3
+
+
+@pytest.mark.parametrize("blocked,argv,code,message", [
+    ("pyarrow", ["-o", "x.parquet"], 1, 'pip install "roce[parquet]"'),
+    ("distributed", ["-o", "x.csv", "--scheduler", "tcp://h:8786"], 1,
+     'pip install "roce[dask]"'),
+])
+def test_without_an_extra_names_it(blocked: str, argv: list[str], code: int, message: str,
+                                   tmp_path: Path):
+    prog = (f"import sys; sys.modules[{blocked!r}] = None; from roce.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", prog, "sweep", "--grid", "loss=0", "--size",
+                        "4K", "--count", "1", *argv], capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path)
+    assert r.returncode == code and message in r.stderr, r.stderr
+
+
+def test_unreachable_scheduler_is_an_input_error(tmp_path: Path):
+    r = roce("sweep", "--grid", "loss=0", "-o", str(tmp_path / "x.csv"), "--scheduler",
+             "tcp://127.0.0.1:9")
+    assert r.returncode == 2 and "cannot reach the Dask scheduler" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "x.csv").exists()

@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                           (), jobs=jobs, scheduler=args.scheduler, label="sweep",
                           sizes=[1] * len(todo), on_result=on_result)
     finally:
-        if done or not os.path.exists(args.output):
+        if done:  # nothing new: the file stays as it was (or absent, if nothing ran)
             save()
     rows = [r for r in slots if r is not None]
     failed = sum(1 for r in rows if r.get(sweep.ERROR))
