@@ -196,6 +196,12 @@ def test_toml_grid_and_options(tmp_path: Path):
     bad.write_text('[grid]\nloss = [0, 2]\n')
     r = roce("sweep", "--grid", str(bad), "-o", str(tmp_path / "b.csv"))
     assert r.returncode == 1 and "--grid loss=2: probability" in r.stderr
+    bad.write_text('[grid\n')
+    r = roce("sweep", "--grid", str(bad), "-o", str(tmp_path / "b.csv"))
+    assert r.returncode == 2 and f"{bad}: not TOML" in r.stderr
+    bad.write_text('[other]\nloss = [0]\n')
+    r = roce("sweep", "--grid", str(bad), "-o", str(tmp_path / "b.csv"))
+    assert r.returncode == 1 and "expected a [grid] table" in r.stderr
 
 
 def test_parquet_and_csv_hold_the_same_rows(tmp_path: Path):

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from ..errors import InputError, UsageError
+from ..errors import UsageError
 from . import cli as emu_cli
 from . import sweep, sweep_table
 
@@ -55,15 +55,9 @@ def run_one(opts: dict[str, Any], ticker: Any = None) -> dict[str, Any]:
 
 
 def _load_toml(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    import tomllib  # Python 3.11+, as for --topology-file
+    from ..tomlfile import load
 
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: {e}") from None
+    doc = load(path)
     unknown = set(doc) - {"grid", "options"}
     if unknown or not isinstance(doc.get("grid", {}), dict) or not isinstance(
             doc.get("options", {}), dict):
