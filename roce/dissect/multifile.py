@@ -107,15 +107,16 @@ Done = Callable[[int, Any], None]  # called with (index, result) as each task fi
 
 def run(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...], *, jobs: int,
         scheduler: str | None, label: str, out: Any = None,
-        sizes: Sequence[int] | None = None, on_result: Done | None = None) -> list[Any]:
+        sizes: Sequence[int] | None = None, on_result: Done | None = None,
+        unit: str = "files") -> list[Any]:
     """``task(path, *args, ticker)`` for every path, results in the paths' order; a task
     raising ``InputError`` gives a :class:`Failed`.  ``jobs`` worker processes (1: in this
     process), or the Dask scheduler at ``scheduler``.  The items need not be paths (``roce
     sweep`` passes run options): ``sizes`` then gives each one's weight on the progress bar
     (the units its task ticks), and ``on_result`` sees each result as it arrives, so a caller
-    can save them before the set is done."""
+    can save them before the set is done; ``unit`` names the items on the bar."""
     weights = [size_of(p) for p in paths] if sizes is None else list(sizes)
-    bar = Progress(label, sum(weights), out, files=len(paths))
+    bar = Progress(label, sum(weights), out, files=len(paths), unit=unit)
     note = on_result or (lambda i, r: None)
     try:
         if scheduler:

@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             multifile.run(run_one,
                           [sweep.run_options(base, params, pts[i], seeds[i]) for i in todo],
                           (), jobs=jobs, scheduler=args.scheduler, label="sweep",
-                          sizes=[1] * len(todo), on_result=on_result)
+                          sizes=[1] * len(todo), on_result=on_result, unit="runs")
     finally:
         if done:  # nothing new: the file stays as it was (or absent, if nothing ran)
             save()
