@@ -284,3 +284,10 @@ def test_unreachable_scheduler_is_an_input_error(tmp_path: Path):
              "tcp://127.0.0.1:9")
     assert r.returncode == 2 and "cannot reach the Dask scheduler" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "x.csv").exists()
+
+
+def test_refused_options_are_emulate_options():
+    """The options a sweep refuses are named by dest: each must still be one of emulate's
+    (a renamed option would otherwise slip through, silently ignored by every run)."""
+    dests = {a.dest for a in emulate_parser()._actions}
+    assert set(sweep.NOT_SWEPT) <= dests
