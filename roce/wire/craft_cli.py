@@ -240,6 +240,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full header tree of each frame")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     craft_macc.add_arguments(parser)
+    from roce.families import craft as craft_families
+
+    craft_families.add_arguments(parser)
 
 
 # -- building -------------------------------------------------------------------------------
@@ -396,17 +399,24 @@ def frame_times(count: int, interval: float, start_ns: int | None = None) -> lis
 
 
 def describe(frames: Iterable[tuple[bytes, int]], verbose: bool = False,
-             udp_port: int = 4791) -> Iterator[str]:
+             udp_port: int = 4791, linktype: int = 1) -> Iterator[str]:
     """Lines (or trees) in ``roce decode``'s form for (frame, timestamp) pairs."""
     from roce.dissect import summary, tree
     from roce.dissect.decode import decode_frames
 
     summ = summary.Summarizer(summary.TimeColumn("r", 9), udp_port)
-    stream = (Frame(data, ts, len(data), len(data), 1, 0) for data, ts in frames)
+    from roce.families import records
+
+    stream = (Frame(data, ts, len(data), len(data), linktype, 0) for data, ts in frames)
     for rec in decode_frames(stream, udp_port):
         fr = rec.frame
         if verbose:
-            yield tree.render(rec).rstrip("\n")
+            text = records.render(rec) if rec.family or rec.outer else tree.render(rec)
+            yield text.rstrip("\n")
+            continue
+        if rec.family is not None:
+            text = summ.times.record_text(rec.ts_ns, rec.rel_ns, rec.delta_ns)
+            yield summ.line(rec.number, text, fr.origlen, records.columns(rec))
             continue
         cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen, fr.origlen,
                             rec.message)
@@ -414,7 +424,8 @@ def describe(frames: Iterable[tuple[bytes, int]], verbose: bool = False,
         yield summ.line(rec.number, text, fr.origlen, cols)
 
 
-def open_writer(path: str, pcapng: bool = False) -> PcapWriter | PcapNgWriter:
+def open_writer(path: str, pcapng: bool = False,
+                linktype: int = 1) -> PcapWriter | PcapNgWriter:
     """A capture writer for ``path`` (``-``: standard output); InputError if it cannot be
     created."""
     ng = pcapng or path.lower().endswith((".pcapng", ".ntar"))
@@ -423,13 +434,14 @@ def open_writer(path: str, pcapng: bool = False) -> PcapWriter | PcapNgWriter:
             dst: str | BinaryIO = sys.stdout.buffer
         else:
             dst = path
-        return PcapNgWriter(dst) if ng else PcapWriter(dst)
+        return PcapNgWriter(dst, linktype) if ng else PcapWriter(dst, linktype)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def write_frames(path: str, frames: Iterable[tuple[bytes, int]], pcapng: bool = False) -> int:
-    writer = open_writer(path, pcapng)
+def write_frames(path: str, frames: Iterable[tuple[bytes, int]], pcapng: bool = False,
+                 linktype: int = 1) -> int:
+    writer = open_writer(path, pcapng, linktype)
     try:
         with writer:
             for data, ts in frames:
@@ -460,12 +472,15 @@ def run(args: argparse.Namespace) -> int:
             datas = craft_macc.build(args, frame_options_given(args))
         else:
             datas = [p.to_bytes() for p in build_packets(args, args.count)]
+        from roce.families import craft as craft_families  # --link ib, --encap
+
+        datas, linktype = craft_families.apply(args, datas)
         frames = list(zip(datas, frame_times(len(datas), args.interval)))
         if args.write is not None:
-            write_frames(args.write, frames, args.pcapng)
+            write_frames(args.write, frames, args.pcapng, linktype)
         if not args.quiet:
             out = sys.stderr if args.write == "-" else sys.stdout
-            print_lines(describe(frames, args.verbose), out)
+            print_lines(describe(frames, args.verbose, linktype=linktype), out)
     except (UsageError, InputError) as exc:
         return fail("craft", exc)
     except BrokenPipeError:
