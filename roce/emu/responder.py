@@ -107,7 +107,8 @@ class Responder:
             return
         if d < 0:
             qp.counters.duplicates += 1
-            qp.counters.duplicate_requests += 1
+            if pkt.op.operation is not Operation.RDMA_READ:  # a READ asked again is no
+                qp.counters.duplicate_requests += 1  # spurious resend: its data is missing
             self._duplicate(pkt)
             return
         self.nak_sent = False

@@ -18,7 +18,8 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   RFC 6675 rule and absorbs multipath reordering), and only lost PSNs are resent.  A timeout
   (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
   BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
-- READ responses, RNR NAKs and error NAKs keep the go-back-N rules of ``roce.emu.completer``.
+- READ responses are placed as they arrive and the READ completes once all have; RNR NAKs and
+  error NAKs keep the go-back-N rules of ``roce.emu.completer``.
 """
 
 from __future__ import annotations
@@ -244,7 +245,8 @@ class SRResponder(Responder):
                 return
             if pkt.psn in self.held:
                 qp.counters.duplicates += 1
-                qp.counters.duplicate_requests += 1
+                if pkt.op.operation is not Operation.RDMA_READ:
+                    qp.counters.duplicate_requests += 1
             else:
                 self.held[pkt.psn] = pkt
                 qp.counters.ooo_accepted += 1
@@ -307,6 +309,10 @@ class SRResponder(Responder):
 
 
 class SRCompleter(Completer):
+    def __init__(self, qp: Any) -> None:
+        super().__init__(qp)
+        self.got: dict[int, set[int]] = {}  # READ first PSN -> responses placed past read_next
+
     def receive(self, now: int, pkt: Incoming) -> None:
         if pkt.op.operation is Operation.ACK and is_selective_nak(pkt.ext["aeth"]["syndrome"]):
             req = self.qp.requester
@@ -321,6 +327,49 @@ class SRCompleter(Completer):
                 req.on_sack(now, cum, pkt.ext["aeth"]["msn"])
             return
         super().receive(now, pkt)
+
+    def _read_response(self, now: int, pkt: Incoming) -> None:
+        """IRN: READ responses are placed as they come (by their offset in the READ); the
+        READ completes, in order, once every response arrived.  ``DUPTHRESH`` responses past
+        a missing one ask again from it (the READ request resent from its first missing
+        response, as a selective retransmission)."""
+        req = self.qp.requester
+        psn = pkt.psn
+        if not self._complete_before(now, self._head_start(psn)):
+            return
+        wqe = req.sq[0] if req.sq else None
+        if wqe is None or wqe.operation is not Operation.RDMA_READ or wqe.first_psn < 0:
+            return
+        idx = psn_diff(psn, wqe.first_psn)
+        got = self.got.setdefault(wqe.first_psn, set())
+        if idx < wqe.read_next or idx in got:
+            self.qp.counters.duplicates += 1
+            return
+        if idx >= wqe.npsn:
+            req.retry(now, (wqe.first_psn + wqe.read_next) & PSN_MASK)  # implied NAK
+            return
+        qp = self.qp
+        try:
+            qp.device.memory.scatter(qp.pd, wqe.wr.sg_list, idx * qp.mtu, pkt.payload)
+        except AccessError:
+            self.fail_head(St.IBV_WC_LOC_PROT_ERR)
+            return
+        got.add(idx)
+        start = wqe.read_next
+        while wqe.read_next in got:
+            got.discard(wqe.read_next)
+            wqe.read_next += 1
+        if wqe.read_next >= wqe.npsn:
+            del self.got[wqe.first_psn]
+            req.una = (wqe.first_psn + wqe.npsn) & PSN_MASK
+            self._done(wqe)
+            req.progress(now)
+            return
+        if wqe.read_next != start:
+            req.una = (wqe.first_psn + wqe.read_next) & PSN_MASK
+            req.progress(now)
+        if len(got) >= req.dupthresh:
+            req.retry(now, (wqe.first_psn + wqe.read_next) & PSN_MASK)
 
 
 _RUNNING = (QPState.IBV_QPS_RTR, QPState.IBV_QPS_RTS, QPState.IBV_QPS_SQD)
