@@ -124,13 +124,22 @@ class Completer:
             req.progress(now)
         return True
 
+    def _head_read(self, now: int, psn: int) -> SendWQE | None:
+        """The READ at the head of the send queue a response ``psn`` is for, once what came
+        before it completed; None if there is none (or an implied NAK took over)."""
+        req = self.qp.requester
+        if not self._complete_before(now, self._head_start(psn)):
+            return None
+        wqe = req.sq[0] if req.sq else None
+        if wqe is None or wqe.operation is not Operation.RDMA_READ or wqe.first_psn < 0:
+            return None
+        return wqe
+
     def _read_response(self, now: int, pkt: Incoming) -> None:
         req = self.qp.requester
         psn = pkt.psn
-        if not self._complete_before(now, self._head_start(psn)):
-            return
-        wqe = req.sq[0] if req.sq else None
-        if wqe is None or wqe.operation is not Operation.RDMA_READ or wqe.first_psn < 0:
+        wqe = self._head_read(now, psn)
+        if wqe is None:
             return
         expected = (wqe.first_psn + wqe.read_next) & PSN_MASK
         d = psn_diff(psn, expected)

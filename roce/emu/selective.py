@@ -335,10 +335,8 @@ class SRCompleter(Completer):
         response, as a selective retransmission)."""
         req = self.qp.requester
         psn = pkt.psn
-        if not self._complete_before(now, self._head_start(psn)):
-            return
-        wqe = req.sq[0] if req.sq else None
-        if wqe is None or wqe.operation is not Operation.RDMA_READ or wqe.first_psn < 0:
+        wqe = self._head_read(now, psn)
+        if wqe is None:
             return
         idx = psn_diff(psn, wqe.first_psn)
         got = self.got.setdefault(wqe.first_psn, set())
