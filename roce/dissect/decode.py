@@ -51,6 +51,7 @@ from roce.packet import Packet, parse
 from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
 
 from ..errors import UsageError
+from ..options import parse_port, parse_positive
 from . import summary
 from .progress import Progress
 
@@ -481,23 +482,6 @@ def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
 # -- command line -------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return n
-
-
-def _port(text: str) -> int:
-    n = _positive(text)
-    if n > 0xFFFF:
-        raise argparse.ArgumentTypeError(f"port {n} out of range")
-    return n
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = (
@@ -535,14 +519,14 @@ def add_output_arguments(parser: Any) -> None:
                              "aggregator=C")
     parser.add_argument("-Y", "--display-filter", metavar="EXPR", dest="filter",
                         help="show only packets matching this display filter")
-    parser.add_argument("-c", "--count", type=_positive, metavar="N",
+    parser.add_argument("-c", "--count", type=parse_positive, metavar="N",
                         help="stop after N displayed packets")
     parser.add_argument("-t", dest="time_format", choices=summary.TIME_MODES, default="r",
                         help="time column: r relative to first (default), d delta, dd delta "
                              "displayed, a absolute, ad absolute with date, e epoch, "
                              "u/ud UTC")
     parser.add_argument("--only-roce", action="store_true", help="hide frames that are not RoCE")
-    parser.add_argument("--udp-port", type=_port, default=ROCE_PORT, metavar="N",
+    parser.add_argument("--udp-port", type=parse_port, default=ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP port (default {ROCE_PORT})")
     parser.add_argument("--color", "--colour", choices=("auto", "always", "never"),
                         default="auto", dest="color",

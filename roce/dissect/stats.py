@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from .. import locate
+from ..options import parse_port
 from ..pcapio import CaptureError, CaptureReader, open_capture
 from . import flows as fl
 from .progress import Progress
@@ -30,16 +31,16 @@ EXPERT_DEFAULT = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # Values are checked in run() rather than by argparse so that bad usage exits 1, the
-    # status this command documents (argparse itself exits 2).
+    # Values are checked by their argparse types (roce.options); roce's parser exits 1.
     parser.add_argument("file", nargs="?", metavar="FILE",
                         help="pcap or pcapng capture (gzip allowed); - reads stdin")
-    parser.add_argument("-T", dest="format", default="text", metavar="FORMAT",
+    parser.add_argument("-T", dest="format", default="text", metavar="FORMAT", type=str.lower,
+                        choices=("text", "json"),
                         help="output format: text (default) or json")
     parser.add_argument("--expert", action="store_true",
                         help=f"list every expert event (default: the first {EXPERT_DEFAULT} "
                         "by severity)")
-    parser.add_argument("--udp-port", default=str(locate.ROCE_PORT), metavar="N",
+    parser.add_argument("--udp-port", type=parse_port, default=locate.ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP destination port (default {locate.ROCE_PORT})")
 
 
@@ -51,18 +52,7 @@ def _usage(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     if not args.file:
         return _usage("missing FILE (a capture file, or - for stdin)")
-    fmt = str(args.format).lower()
-    if fmt not in ("text", "json"):
-        return _usage(f"unknown output format {args.format!r}: use text or json")
-    port = -1
-    for base in (10, 0):  # 4791, 04791 or 0x12b7
-        try:
-            port = int(str(args.udp_port), base)
-            break
-        except ValueError:
-            pass
-    if not 0 < port < 65536:
-        return _usage(f"--udp-port {args.udp_port!r} is not a port number (1..65535)")
+    fmt, port = args.format, args.udp_port
 
     try:
         reader, size, fh = _open(args.file)

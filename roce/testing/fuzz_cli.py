@@ -26,28 +26,34 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..options import (
+    MAX_COUNT,
+    bounded_int,
+    field_int,
+    parse_address,
+    parse_ipv4_text,
+    parse_key,
+    parse_mac,
+    parse_positive_seconds,
+    parse_psn,
+    parse_qpn,
+    parse_rate,
+    parse_seed,
+)
 from . import fuzz
 
-
-def _count(text: str) -> int:
-    value = int(text, 0)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
+_count = bounded_int(0, MAX_COUNT, "a count")
 
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
+# Worker processes: more than this is a typo, not a machine.
+MAX_JOBS = 256
 
 
 def _common(p: argparse.ArgumentParser, default_count: int) -> None:
-    p.add_argument("--seed", type=_count, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=parse_seed, default=0, help="random seed (default 0)")
     p.add_argument("--count", type=_count, default=None,
                    help=f"inputs to try (default {default_count}, or unbounded with --time)")
-    p.add_argument("--time", type=_seconds, default=None, metavar="SEC",
+    p.add_argument("--time", type=parse_positive_seconds, default=None, metavar="SEC",
                    help="stop after SEC seconds")
     p.add_argument("--corpus", metavar="DIR", help="save every failing input here")
     p.add_argument("--replay", metavar="DIR", help="re-run the failures saved in DIR")
@@ -62,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "through roce.parse, the fast path and its reference twins, and "
                          "roce decode.")
     _common(dec, 100_000)
-    dec.add_argument("--jobs", "-j", type=_count, default=None,
+    dec.add_argument("--jobs", "-j", type=bounded_int(0, MAX_JOBS, "a number of jobs"),
+                     default=None,
                      help="worker processes (default: the number of CPUs)")
     dec.add_argument("--decode-every", type=_count, default=fuzz.DECODE_EVERY, metavar="N",
                      help=f"run roce decode on every Nth chunk of {fuzz.CHUNK} frames "
@@ -79,22 +86,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "AF_PACKET socket, probing that it still answers.")
     _common(wire, 10_000)
     wire.add_argument("-i", "--interface", required=True, metavar="IFACE")
-    wire.add_argument("--target", required=True, metavar="IP", help="the target's IPv4 address")
-    wire.add_argument("--qpn", required=True, type=lambda t: int(t, 0),
+    wire.add_argument("--target", required=True, type=parse_ipv4_text, metavar="IP",
+                      help="the target's IPv4 address")
+    wire.add_argument("--qpn", required=True, type=parse_qpn,
                       help="the target's RC QP number")
-    wire.add_argument("--rkey", type=lambda t: int(t, 0), default=None,
+    wire.add_argument("--rkey", type=parse_key, default=None,
                       help="an rkey of the target's memory (probes READ it)")
-    wire.add_argument("--va", type=lambda t: int(t, 0), default=0, help="address of that MR")
-    wire.add_argument("--size", type=lambda t: int(t, 0), default=4096, help="MR length")
-    wire.add_argument("--target-mac", default=None, help="skip ARP: the target's MAC")
-    wire.add_argument("--src-qpn", type=lambda t: int(t, 0), default=0x11,
+    wire.add_argument("--va", type=parse_address, default=0, help="address of that MR")
+    wire.add_argument("--size", type=field_int("reth.dmalen", "an MR length"), default=4096,
+                      help="MR length")
+    wire.add_argument("--target-mac", type=parse_mac, default=None,
+                      help="skip ARP: the target's MAC")
+    wire.add_argument("--src-qpn", type=parse_qpn, default=0x11,
                       help="the QP number the target answers to (its destination QPN)")
-    wire.add_argument("--psn", type=lambda t: int(t, 0), default=None,
+    wire.add_argument("--psn", type=parse_psn, default=None,
                       help="the target's expected PSN if known (else learnt from answers)")
-    wire.add_argument("--pps", type=_seconds, default=1000.0, help="frames per second")
+    wire.add_argument("--pps", type=parse_rate, default=1000.0, help="frames per second")
     wire.add_argument("--probe-every", type=_count, default=100, metavar="N",
                       help="a liveness probe every N frames (0: none)")
-    wire.add_argument("--probe-timeout", type=_seconds, default=0.5, metavar="SEC")
+    wire.add_argument("--probe-timeout", type=parse_positive_seconds, default=0.5, metavar="SEC")
     wire.add_argument("--pcap", metavar="FILE", help="record every frame sent and received")
 
 

@@ -26,6 +26,7 @@ import itertools
 import sys
 import time
 
+from roce.options import parse_positive, parse_rate, parse_seconds
 from roce.pcapio import CaptureError, open_capture
 
 from . import iface
@@ -38,9 +39,6 @@ from .craft_cli import (
     fail,
     frame_options_given,
     frame_times,
-    parse_positive,
-    parse_rate,
-    parse_seconds,
     print_lines,
     write_frames,
 )
@@ -111,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if not args.interface:
         raise UsageError("-i IFACE is required: nothing is sent without an explicit interface")
-    frames = _frames(args)  # usage errors first, before touching the interface
+    iface.check_interface(args.interface)  # a missing one fails before frames are built
+    frames = _frames(args)
     if not frames:
         print("roce send: nothing to send", file=sys.stderr)
         return 0
