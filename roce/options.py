@@ -254,17 +254,18 @@ def parse_ipv4_text(text: str) -> str:
 # -- header fields --------------------------------------------------------------------------
 
 
-def field_bits(name: str) -> int | None:
-    """The width in bits of the header field a craft key names (``psn``, ``bth.psn``,
-    ``reth_va``, an alias such as ``dqpn``; ``icrc``), from ``roce.headers``; the widest if
-    the name is shared (``va``); None when no header has it or it is not an integer."""
+def field_width(name: str) -> tuple[str, int] | None:
+    """(``header.field``, width in bits) of the header field a craft key names (``psn``,
+    ``bth.psn``, ``reth_va``, an alias such as ``dqpn``; ``icrc``), from ``roce.headers``;
+    for a name several headers share (``va``) the name itself and the widest; None when no
+    header has it or it is not an integer."""
     from roce.headers import LAYOUTS
     from roce.icrc import to_trailer
     from roce.packet import ALIASES
 
     key = ALIASES.get(name, name)
     if key == "icrc":
-        return len(to_trailer(0)) * 8
+        return key, len(to_trailer(0)) * 8
     header, dot, field = key.partition(".")
     if not dot:
         header, field = "", key
@@ -272,19 +273,23 @@ def field_bits(name: str) -> int | None:
             if key.startswith(h + "_"):
                 header, field = h, key[len(h) + 1:]
                 break
-    widths = [f.bits for h, lay in LAYOUTS.items() if not header or h == header
-              for f in lay.fields if f.name == field and f.kind != "addr"]
-    if not widths and not header and key in LAYOUTS and len(LAYOUTS[key].fields) == 1:
-        widths = [LAYOUTS[key].fields[0].bits]  # one-field headers: "immdt", "ieth"
-    return max(widths) if widths else None
+    found = {f"{h}.{f.name}": f.bits for h, lay in LAYOUTS.items()
+             if not header or h == header
+             for f in lay.fields if f.name == field and f.kind != "addr"}
+    if not found and not header and key in LAYOUTS and len(LAYOUTS[key].fields) == 1:
+        found = {key: LAYOUTS[key].fields[0].bits}  # one-field headers: "immdt", "ieth"
+    if not found:
+        return None
+    return (next(iter(found)) if len(found) == 1 else key), max(found.values())
 
 
 def field_int(name: str, what: str = "") -> Parser:
     """Integers that fit the header field ``name`` (a craft key)."""
     def parse(text: str) -> int:
-        bits = field_bits(name)
-        return (unsigned(bits, what or f"the {bits}-bit field {name}") if bits
-                else parse_int)(text)
+        width = field_width(name)
+        if width is None:
+            return parse_int(text)
+        return unsigned(width[1], what or f"{width[0]} ({width[1]} bits)")(text)
 
     parse.__name__ = name
     return parse
@@ -308,10 +313,11 @@ def parse_field(text: str) -> tuple[str, Any]:
         if _is_address(value):
             return name, value
         raise _bad(f"{name}={value}: not a number, true/false or an address") from None
-    bits = field_bits(name)
-    if number < 0 or (bits is not None and number >> bits):
-        span = f"0..{(1 << bits) - 1}" if bits is not None else ">= 0"
-        raise _bad(f"{name}={value} does not fit the field ({span})")
+    width = field_width(name)
+    if number < 0 or (width is not None and number >> width[1]):
+        where = f"{width[0]} ({width[1]} bits: 0..{(1 << width[1]) - 1})" if width else \
+            "the field (>= 0)"
+        raise _bad(f"{name}={value} does not fit {where}")
     return name, number
 
 
@@ -345,7 +351,7 @@ def parse_ecn(text: str) -> int:
     return value
 
 
-__all__ = ["MAX_NS", "MAX_SECONDS", "bounded_int", "field_bits", "field_int", "mac_bytes",
+__all__ = ["MAX_NS", "MAX_SECONDS", "bounded_int", "field_int", "field_width", "mac_bytes",
            "parse_address", "parse_ecn", "parse_field", "parse_int", "parse_ip",
            "parse_ip_text", "parse_ipv4_text", "parse_key", "parse_mac", "parse_mac_bytes",
            "parse_port", "parse_positive", "parse_positive_seconds", "parse_probability",
