@@ -41,7 +41,7 @@ class FilterError(UsageError, ValueError):
 
 def _render_error(message: str, expr: str, position: int) -> str:
     if not expr:
-        return message
+        return f"bad filter: {message}"
     position = max(0, min(position, len(expr)))
     start = expr.rfind("\n", 0, position) + 1
     end = expr.find("\n", position)

@@ -411,6 +411,36 @@ def known_fields() -> frozenset[str]:
     return frozenset(names)
 
 
+# Address widths in the layouts -> the filter's type for them.
+_ADDRESS_KINDS = {48: "mac", 32: "ipv4", 128: "ipv6"}
+
+
+def field_types() -> dict[str, Any]:
+    """The type of every field whose values a filter can check (``-Y``): the header fields
+    from ``roce.headers`` (integers with their width, flags, addresses) and the derived
+    ones whose type is fixed."""
+    from roce.icrc import to_trailer
+
+    from .filter import FieldType  # only with -Y, as make_filter
+
+    types: dict[str, FieldType] = {}
+    for header, keys in _KEYS.items():
+        base = "vlan" if header == "vlan2" else header
+        for f, key in zip(LAYOUTS[base].fields, keys):
+            key = header if header in _SINGLE else key
+            if f.kind == "bool":
+                types[key] = FieldType("bool")
+            elif f.kind == "addr":
+                types[key] = FieldType(_ADDRESS_KINDS[f.bits])
+            else:
+                types[key] = FieldType("uint", f.bits)
+    types.update({"icrc": FieldType("uint", len(to_trailer(0)) * 8),
+                  "icrc.valid": FieldType("bool"), "ip.addr": types["ip.src"],
+                  "ipv6.addr": types["ipv6.src"],
+                  "eth.addr": types["eth.src"], "udp.port": types["udp.srcport"]})
+    return types
+
+
 _SYNDROME_NAMES = {"ack": 0, "rnr": 1, "rnr_nak": 1, "rnr-nak": 1, "reserved": 2, "nak": 3}
 _NAK_NAMES = {name.lower().replace(" ", sep): code for code, name in NAK_CODES.items()
               for sep in ("-", "_")}
@@ -476,7 +506,7 @@ def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
     from .filter import compile_filter  # only with -Y: the filter compiler is big
 
     return compile_filter(expr, resolve=resolve_value, macros=filter_macros(),
-                          known_fields=known_fields())
+                          known_fields=known_fields(), field_types=field_types())
 
 
 # -- command line -------------------------------------------------------------------------------
