@@ -250,6 +250,8 @@ class CaptureReader:
     def __init__(self, src: PathOrFile):
         self.name = _display_name(src)
         self.problems: list[Problem] = []
+        # every link type declared so far (pcap header, pcapng interfaces), in order
+        self.linktypes: list[int] = []
         self._ts_clamped = False
         self._own = False
         self._file: BinaryIO
@@ -360,6 +362,7 @@ class CaptureReader:
         self.version = (major, minor)
         self._snaplen: int | None = snaplen
         self._linktype: int | None = network & 0xFFFF
+        self.linktypes.append(self._linktype)
         self._pos = 24
         self._gen: Iterator[Frame] = self._iter_pcap()
 
@@ -751,6 +754,8 @@ class CaptureReader:
                 else:
                     iface = self._parse_idb(buf, pos, end, e)
                     ifaces.append(iface)
+                    if iface.linktype not in self.linktypes:
+                        self.linktypes.append(iface.linktype)
                     if first_iface:
                         first_iface = False
                         self._linktype = iface.linktype

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         report = _analyse(reader, port, size, fh.tell if fh is not None and size else None)
+        _warn_linktypes(reader)
     except CaptureError as exc:  # a read error after the header
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -104,6 +105,17 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
         raise
     st = os.fstat(fh.fileno())
     return reader, st.st_size if stat.S_ISREG(st.st_mode) else 0, fh
+
+
+def _warn_linktypes(reader: CaptureReader) -> None:
+    """One line per link type of the capture that roce cannot read: otherwise its frames
+    would only show up as "not RoCE", with no word about why."""
+    known = locate.LINKTYPE_NAMES
+    for lt in reader.linktypes:
+        if lt not in known:
+            print(f"{PROG}: warning: {reader.name}: link type {lt} is not supported (only "
+                  f"{', '.join(f'{n} ({v})' for v, n in known.items())}); its frames are "
+                  "counted as not RoCE", file=sys.stderr)
 
 
 def _analyse(reader: CaptureReader, port: int, size: int,
