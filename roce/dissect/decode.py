@@ -518,7 +518,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "filter macros: ack nak rnr cnp read write send atomic bad_icrc ecn_ce, and one per\n"
         "opcode (rc.send.only, rc.rdma.write.first, rc.ack, ud.send.only, ...);\n"
         "bth.opcode takes names: -Y 'bth.opcode == rc-rdma-read-request'.\n"
-        "-T fields/csv print integers in decimal; booleans as 1/0; absent fields empty.\n"
+        "-T fields prints values as tshark does (bth.destqp 0x000048; -E raw=y: decimal);\n"
+        "-T csv prints integers in decimal; booleans as 1/0; absent fields empty.\n"
         "exit status: 0 read (even with malformed packets), 1 usage or filter error,\n"
         "2 unreadable capture.")
     parser.add_argument("file", nargs="?", metavar="FILE",
@@ -546,7 +547,7 @@ def add_output_arguments(parser: Any) -> None:
     parser.add_argument("-E", action="append", default=[], dest="field_options",
                         metavar="OPT=VALUE",
                         help="-T fields option: header=y|n, separator=/t|/s|C, quote=d|s|n, "
-                             "aggregator=C")
+                             "aggregator=C, raw=y|n (integers in decimal, not tshark's hex)")
     parser.add_argument("-Y", "--display-filter", metavar="EXPR", dest="filter",
                         help="show only packets matching this display filter")
     parser.add_argument("-c", "--count", type=parse_positive, metavar="N",
@@ -568,17 +569,18 @@ def add_output_arguments(parser: Any) -> None:
 
 def _field_options(opts: list[str]) -> dict[str, Any]:
     """Parse tshark's ``-E`` options."""
-    res: dict[str, Any] = {"header": False, "separator": "\t", "quote": "", "aggregator": ","}
+    res: dict[str, Any] = {"header": False, "separator": "\t", "quote": "", "aggregator": ",",
+                           "raw": False}
     special = {"/t": "\t", "/s": " ", "\\t": "\t"}
     for opt in opts:
         key, sep, value = opt.partition("=")
         key = key.strip().lower()
         if not sep:
             raise UsageError(f"-E {opt!r}: expected OPTION=VALUE")
-        if key == "header":
+        if key in ("header", "raw"):
             if value.lower() not in ("y", "n", "yes", "no"):
-                raise UsageError(f"-E header={value}: use y or n")
-            res["header"] = value.lower().startswith("y")
+                raise UsageError(f"-E {key}={value}: use y or n")
+            res[key] = value.lower().startswith("y")
         elif key in ("separator", "aggregator"):
             if not value:
                 raise UsageError(f"-E {key}= needs a character")
@@ -590,7 +592,7 @@ def _field_options(opts: list[str]) -> dict[str, Any]:
             res["quote"] = quotes[value.lower()]
         else:
             raise UsageError(f"-E {key}: unknown option (header, separator, quote, "
-                             "aggregator)")
+                             "aggregator, raw)")
     return res
 
 
