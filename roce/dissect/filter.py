@@ -37,6 +37,7 @@ from functools import lru_cache
 from typing import Final, NoReturn, TypeAlias
 
 from ..errors import FilterError
+from ..options import mac_bytes, read_int
 
 __all__ = ["FieldType", "FilterError", "compile_filter"]
 
@@ -279,24 +280,11 @@ _FLOAT_RE: Final = re.compile(r"-?[0-9]+\.[0-9]+")
 _IPV4_RE: Final = re.compile(r"[0-9]+(?:\.[0-9]+){3}")
 _IPV4_NET_RE: Final = re.compile(r"[0-9]+(?:\.[0-9]+){3}/[0-9]+")
 _BYTES_RE: Final = re.compile(r"[0-9A-Fa-f]{1,2}([:-])[0-9A-Fa-f]{1,2}(?:\1[0-9A-Fa-f]{1,2})*")
-_MAC_RE: Final = re.compile(r"[0-9A-Fa-f]{2}([:.-])[0-9A-Fa-f]{2}(?:\1[0-9A-Fa-f]{2}){4}")
 _IDENT_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
 def _is_identifier(text: str) -> bool:
     return _IDENT_RE.fullmatch(text) is not None and not text.endswith(".")
-
-
-def _parse_int(text: str) -> int:
-    sign = -1 if text.startswith("-") else 1
-    body = text.lstrip("-")
-    if body[:2] in ("0x", "0X"):
-        return sign * int(body[2:], 16)
-    if body[:2] in ("0b", "0B"):
-        return sign * int(body[2:], 2)
-    # Plain decimal even with leading zeros: Wireshark's octal reading of "010" surprises
-    # more people than it helps.
-    return sign * int(body, 10)
 
 
 def _split_bytes(text: str, sep: str) -> bytes:
@@ -323,12 +311,11 @@ def _addr_key(addr: _Address) -> tuple[int, int]:
     return addr.version, int(addr)
 
 
-@lru_cache(maxsize=4096)
 def _parse_mac(text: str) -> bytes | None:
-    match = _MAC_RE.fullmatch(text)
-    if match is None:
+    try:
+        return mac_bytes(text)  # cached: packets repeat the same few addresses
+    except (ValueError, TypeError, AttributeError):
         return None
-    return _split_bytes(text, match.group(1))
 
 
 def _word_literal(text: str, pos: int, expr: str) -> _Literal:
@@ -338,7 +325,7 @@ def _word_literal(text: str, pos: int, expr: str) -> _Literal:
         return _Literal(text, pos, boolean=low == "true", string=text)
     if _INT_RE.fullmatch(text):
         try:
-            return _Literal(text, pos, num=_parse_int(text))
+            return _Literal(text, pos, num=read_int(text))
         except ValueError:  # more decimal digits than int() accepts
             raise FilterError(f"bad number {_show(text)}", expr, pos) from None
     if _IPV4_RE.fullmatch(text):
