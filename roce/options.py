@@ -70,6 +70,7 @@ def bounded_int(lo: int | None = 0, hi: int | None = None, what: str = "") -> Pa
         return value
 
     parse.__name__ = what.replace(" ", "_") or "integer"  # argparse names the type so
+    parse.bounds = (lo, hi)  # type: ignore[attr-defined]  # for tests and help
     return parse
 
 
@@ -176,6 +177,7 @@ def size_at_most(hi: int, what: str = "size") -> Parser:
         return value
 
     parse.__name__ = what.replace(" ", "_")
+    parse.bounds = (0, hi)  # type: ignore[attr-defined]
     return parse
 
 
@@ -293,6 +295,7 @@ def field_int(name: str, what: str = "") -> Parser:
         return unsigned(width[1], what or f"{width[0]} ({width[1]} bits)")(text)
 
     parse.__name__ = name
+    parse.field = name  # type: ignore[attr-defined]  # the width: field_width(name)
     return parse
 
 

@@ -38,7 +38,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO, TextIO
 
 import roce
+from roce import fast
 from roce.headers import LAYOUTS
+from roce.icrc import to_trailer
+from roce.locate import OK
 from roce.opcodes import OPCODES, Opcode, lookup
 from roce.options import (
     bounded_int,
@@ -57,6 +60,7 @@ from ..errors import InputError, UsageError
 
 NS = 1_000_000_000
 PSN_MASK = LAYOUTS["bth"].field("psn").mask
+_PSN_BYTE = LAYOUTS["bth"].field("psn").byte_offset  # 24 bits, byte-aligned
 # The largest payload one frame carries: what the 16-bit IPv4 total length (and UDP length,
 # IPv6 payload length) can count.  Payload options are checked against it before anything
 # is read or allocated.
@@ -295,6 +299,45 @@ def build_packets(args: argparse.Namespace, count: int = 1) -> list[roce.Packet]
 def iter_packets(args: argparse.Namespace, count: int = 1) -> Iterator[roce.Packet]:
     """``build_packets`` one at a time, so that memory does not grow with ``count``.  The
     options are checked now (the first packet is built here), not on the first ``next``."""
+    first, explicit_icrc = _first_packet(args)
+    return _sequence(first, count, args.psn_step, args.bad_icrc, explicit_icrc)
+
+
+def iter_frames(args: argparse.Namespace, count: int = 1) -> Iterator[bytes]:
+    """The frames of ``iter_packets``, made faster: from one frame to the next only the PSN
+    and the ICRC change, so each frame after the first is the first with those patched.
+    Options are checked now, as by ``iter_packets``."""
+    first, explicit_icrc = _first_packet(args)
+    return _patched(_sequence(first, count, args.psn_step, args.bad_icrc, explicit_icrc),
+                    count, args.psn_step, args.bad_icrc, explicit_icrc)
+
+
+def _patched(packets: Iterator[roce.Packet], count: int, step: int, bad_icrc: bool,
+             explicit_icrc: bool) -> Iterator[bytes]:
+    p = next(packets, None)
+    if p is None:
+        return
+    psn = p.headers["bth"]["psn"] or 0
+    data = p.to_bytes()
+    yield data
+    w = fast.walk(data)
+    if w.status != OK or w.l4_end != len(data):  # not plain RoCE (a --field made it so)
+        yield from (p.to_bytes() for p in packets)
+        return
+    at = w.bth_off + _PSN_BYTE
+    head, mid, stored = data[:at], data[at + 3:w.icrc_off], data[w.icrc_off:]
+    flip = 0xFFFFFFFF if bad_icrc else 0
+    for i in range(1, count):
+        frame = head + ((psn + i * step) & PSN_MASK).to_bytes(3, "big") + mid
+        if explicit_icrc:
+            yield frame + stored
+        else:
+            yield frame + to_trailer(fast.icrc_of(frame + stored, w) ^ flip)
+
+
+def _first_packet(args: argparse.Namespace) -> tuple[roce.Packet, bool]:
+    """The first packet the options describe (options checked here), and whether its ICRC
+    was given (``--field icrc=``)."""
     op = resolve_opcode(args.opcode)
     payload = read_payload(args, op)
     kw, fields = craft_options(args, op)
@@ -307,7 +350,7 @@ def iter_packets(args: argparse.Namespace, count: int = 1) -> Iterator[roce.Pack
         first.to_bytes()  # encoders check ranges and addresses here
     except (TypeError, ValueError) as exc:
         raise UsageError(_which_field(op, payload, kw, fields, exc)) from None
-    return _sequence(first, count, args.psn_step, args.bad_icrc, "icrc" in values)
+    return first, "icrc" in values
 
 
 def _sequence(first: roce.Packet, count: int, step: int, bad_icrc: bool,
@@ -439,13 +482,12 @@ def run(args: argparse.Namespace) -> int:
     # One frame at a time from crafting to the writer and the printer: memory stays flat
     # whatever --count is.
     try:
-        packets = iter_packets(args, args.count)
+        packets = iter_frames(args, args.count)
         writer = open_writer(args.write, args.pcapng) if args.write is not None else None
         with writer if writer is not None else contextlib.nullcontext():
             stamps = frame_times(args.count, args.interval,
                                  limit_ns=writer.MAX_TS_NS if writer else MAX_TS_NS)
-            frames: Iterator[tuple[bytes, int]] = (
-                (p.to_bytes(), ts) for p, ts in zip(packets, stamps))
+            frames: Iterator[tuple[bytes, int]] = zip(packets, stamps)
             if writer is not None:
                 frames = written(writer, args.write, frames)
             if args.quiet:
@@ -463,5 +505,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = ["InputError", "UsageError", "add_arguments", "add_frame_arguments",
-           "build_packets", "describe", "iter_packets", "open_writer", "resolve_opcode", "run",
-           "write_frames", "written"]
+           "build_packets", "describe", "iter_frames", "iter_packets", "open_writer",
+           "resolve_opcode", "run", "write_frames", "written"]
