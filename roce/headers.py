@@ -117,6 +117,10 @@ SLL2 = BitStruct(
     "halen" / U(8) * "Link-layer address length",
     "src" / U(64) * "Source",
 )
+# ECN codepoints of the IP ECN field (RFC 3168): RoCE data goes ECT(0) or ECT(1); a switch
+# marks congestion by setting CE.
+ECN_NOT_ECT, ECN_ECT1, ECN_ECT0, ECN_CE = 0, 1, 2, 3
+
 IPV4 = BitStruct(
     "version" / U(4) * "Version",
     "ihl" / U(4) * "Header Length",
@@ -420,7 +424,7 @@ def encode(name: str, values: dict) -> bytes:
     return ENCODERS[name](values)
 
 
-# -- AETH syndrome (IBA 9.7.5.1; DESIGN.md) ---------------------------------------------------
+# -- AETH syndrome (IBA 9.7.5.1; docs/protocol.md "AETH syndrome") ---------------------------
 
 AETH_ACK, AETH_RNR_NAK, AETH_RESERVED, AETH_NAK = 0, 1, 2, 3
 SYNDROME_TYPES = {AETH_ACK: "ACK", AETH_RNR_NAK: "RNR NAK", AETH_RESERVED: "Reserved",
@@ -453,15 +457,22 @@ def syndrome(kind: int, value: int) -> int:
     """Pack an AETH syndrome byte from its type (bits 6:5) and value (bits 4:0)."""
     if not 0 <= kind <= 3 or not 0 <= value <= 31:
         raise ValueError(f"AETH syndrome type {kind} / value {value} out of range")
-    return (kind << 5) | value
+    return (kind << SYNDROME_TYPE_SHIFT) | value
+
+
+# The split of the AETH syndrome byte (IBA 9.7.5.1): bit 7 reserved, bits 6:5 type, 4:0 value.
+# Code generators (the decoder's line cache) use these two numbers; everything else calls the
+# functions below.
+SYNDROME_TYPE_SHIFT = 5
+SYNDROME_VALUE_MASK = 0x1F
 
 
 def syndrome_type(syn: int) -> int:
-    return (syn >> 5) & 3
+    return (syn >> SYNDROME_TYPE_SHIFT) & 3
 
 
 def syndrome_value(syn: int) -> int:
-    return syn & 0x1F
+    return syn & SYNDROME_VALUE_MASK
 
 
 def credit_count(code: int) -> int | None:

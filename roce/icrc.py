@@ -1,4 +1,4 @@
-"""ICRC, the RoCE invariant CRC: the pure-Python reference (IBA Annex A17.3.3; DESIGN.md).
+"""ICRC, the RoCE invariant CRC: the pure-Python reference (IBA Annex A17.3.3; docs/protocol.md).
 
 The ICRC is CRC-32 (the zlib polynomial) over: eight 0xFF bytes standing in for the IB LRH,
 then the L3 header with its variant fields set to all ones, the UDP header with the checksum
@@ -16,6 +16,7 @@ from __future__ import annotations
 import zlib
 
 from .headers import LAYOUTS
+from .locate import L3_GRH, L3_IPV4, L3_IPV6
 
 # Variant fields per header: anything a router or switch may rewrite in flight.
 VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -28,7 +29,6 @@ VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
 
 LRH_STANDIN = b"\xff" * 8
 
-L3_IPV4, L3_IPV6, L3_GRH = 4, 6, 1
 L3_HEADER = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
 
 

@@ -31,12 +31,24 @@ LINKTYPE_NAMES = {LINKTYPE_ETHERNET: "Ethernet", LINKTYPE_RAW: "raw IP",
 
 L3_NONE, L3_GRH, L3_IPV4, L3_IPV6 = 0, 1, 4, 6
 
-# Status codes.  0..9 not RoCE, 10.. malformed.
+# Status codes.  Below FIRST_BAD_STATUS: not RoCE (a well-formed frame of another protocol);
+# from it on: RoCE that is malformed.  Test with is_not_roce / is_malformed, not with numbers.
 OK = 0
 NR_ETHERTYPE, NR_PROTO, NR_PORT, NR_FRAGMENT, NR_LINKTYPE = 1, 2, 3, 4, 5
 BAD_TRUNCATED, BAD_IP_VERSION, BAD_IP_HDRLEN, BAD_L3_LENGTH, BAD_UDP_LENGTH = 10, 11, 12, 13, 14
 BAD_TVER, BAD_OPCODE, BAD_PADCNT, BAD_PAYLOAD, BAD_PAYLOAD_LEN, BAD_GRH_NEXT = (
     15, 16, 17, 18, 19, 20)
+FIRST_BAD_STATUS = BAD_TRUNCATED
+
+
+def is_not_roce(status: int) -> bool:
+    """A walk status for a well-formed frame that is not RoCE."""
+    return OK < status < FIRST_BAD_STATUS
+
+
+def is_malformed(status: int) -> bool:
+    """A walk status for RoCE (or a frame claiming to be) that is malformed."""
+    return status >= FIRST_BAD_STATUS
 
 # Header ids used in Walk.err_header; ETH ids follow in OPCODES header-name order.
 HEADER_IDS: tuple[str, ...] = ("frame", "eth", "vlan", "sll", "sll2", "ip", "ipv6", "udp",

@@ -4,7 +4,7 @@ Every other part of roce (packet codec, decoder, fast path tables, Scapy layers,
 strategies, the emulator's packet builder) derives what it needs from ``OPCODES``.
 
 The table is built from the RC rows (IBA Vol 1 ch. 9, table 38; Linux rxe ``rxe_opcode.c``)
-by the per-transport rules of DESIGN.md:
+by the per-transport rules of docs/protocol.md:
 
 - UC takes the SEND and RDMA WRITE rows at 0x20 + code;
 - RD takes rows 0x00..0x14 at 0x40 + code; requests get RDETH then DETH in front of the RC
@@ -233,6 +233,9 @@ def lookup(opcode: int | str | Opcode) -> Opcode:
 
 
 _SEEN: dict[object, Opcode] = {}  # spellings already looked up
+
+# The one CNP opcode (RoCEv2 Annex A17.9.2), taken from its row rather than written again.
+CNP_OPCODE: int = next(op.code for op in OPCODES.values() if op.transport is Transport.CNP)
 
 
 def transport_of(code: int) -> Transport | None:

@@ -1,5 +1,5 @@
 """Error paths of the emulator: what goes on the wire (the NAK, decoded from the recorded pcap:
-AETH syndrome type and code per DESIGN.md), the completion statuses, the QP states and the
+AETH syndrome type and code per docs/protocol.md), the completion statuses, the QP states and the
 flushing of the work behind an error; the QP state table."""
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def test_deregistered_mr_is_remote_access_error(tmp_path):
 
 
 def test_zero_length_read_and_write_skip_the_rkey_check(tmp_path):
-    """DESIGN.md: zero-length READ/WRITE skip the rkey check."""
+    """docs/protocol.md: zero-length READ/WRITE skip the rkey check."""
     p = pair(pcap=tmp_path / "z.pcap")
     write(p, 1, 0, 0, 0, rkey=0xDEAD00)
     read(p, 2, 0, 0, 1 << 30, rkey=0xBEEF00)

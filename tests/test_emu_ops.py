@@ -1,6 +1,6 @@
 """The emulator's operations on a clean link: every verb completes with byte-exact data and the
 right completion fields, and the wire (recorded to a pcap, decoded with ``roce.parse``) shows
-the segmentation, headers, PSNs, AckReq and MSN rules of DESIGN.md."""
+the segmentation, headers, PSNs, AckReq and MSN rules of docs/protocol.md."""
 
 from __future__ import annotations
 
@@ -478,7 +478,7 @@ def test_max_rd_atomic_bounds_outstanding_reads(tmp_path):
 
 
 def test_encapsulation(tmp_path):
-    """RoCEv2 per DESIGN.md: UDP dport 4791, sport 0xC000 + hash(QPN) (rxe), UDP checksum 0,
+    """RoCEv2 per docs/protocol.md: UDP dport 4791, sport 0xC000 + hash(QPN) (rxe), UDP checksum 0,
     IPv4 DF, BTH TVer 0, P_Key 0xFFFF, DestQP the peer's QP, valid ICRC."""
     p = pair(mtu=256, pcap=tmp_path / "e.pcap")
     post_recv(p, 1, 0, 4096)

@@ -276,7 +276,7 @@ class Run:
 
     def expected(self) -> list[tuple[int, int]]:
         """(wr_id, status) a correct emulator gives on a clean link, up to the first error
-        (DESIGN.md: the responder rules; rxe order of checks)."""
+        (docs/protocol.md: the responder rules; rxe order of checks)."""
         sc, mtu = self.sc, self.sc.mtu
         out = []
         recvs = list(self.sc.recvs)

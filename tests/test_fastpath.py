@@ -42,7 +42,7 @@ def valid_frames(draw):
             values[f"{h}.{f.name}"] = draw(st.booleans() if f.kind == "bool"
                                            else st.integers(0, f.mask))
     if op.code == 0x81:
-        values["cnp.reserved"] = 0  # zero on the wire (DESIGN)
+        values["cnp.reserved"] = 0  # zero on the wire (docs/protocol.md)
     if not kw.get("roce_version"):
         values["ecn"] = draw(st.integers(0, 3))
     if op.payload_len is not None:

@@ -13,7 +13,7 @@ from roce.headers import DECODERS, ENCODERS, HEADERS, LAYOUTS, SIZE_OF
 
 NAMES = sorted(HEADERS)
 
-DESIGN_SIZES = {"bth": 12, "reth": 16, "aeth": 4, "atomiceth": 28, "atomicacketh": 8,
+SPEC_SIZES = {"bth": 12, "reth": 16, "aeth": 4, "atomiceth": 28, "atomicacketh": 8,
                 "deth": 8, "rdeth": 4, "immdt": 4, "ieth": 4, "xrceth": 4, "feth": 4,
                 "cnp": 16, "grh": 40, "eth": 14, "vlan": 4, "ip": 20, "ipv6": 40, "udp": 8,
                 "sll": 16, "sll2": 20}
@@ -39,15 +39,15 @@ def public(container) -> dict:
 
 def test_every_header_has_a_layout_codec_and_size():
     assert set(HEADERS) == set(LAYOUTS) == set(DECODERS) == set(ENCODERS) == set(SIZE_OF)
-    assert set(DESIGN_SIZES) == set(HEADERS)
+    assert set(SPEC_SIZES) == set(HEADERS)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_sizes(name):
-    assert SIZE_OF[name] == DESIGN_SIZES[name]
-    assert HEADERS[name].sizeof() == DESIGN_SIZES[name]
-    assert LAYOUTS[name].size == DESIGN_SIZES[name]
-    assert sum(f.bits for f in LAYOUTS[name].fields) == 8 * DESIGN_SIZES[name]
+    assert SIZE_OF[name] == SPEC_SIZES[name]
+    assert HEADERS[name].sizeof() == SPEC_SIZES[name]
+    assert LAYOUTS[name].size == SPEC_SIZES[name]
+    assert sum(f.bits for f in LAYOUTS[name].fields) == 8 * SPEC_SIZES[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -174,28 +174,28 @@ def test_encoder_rejects_bad_addresses_naming_the_field(name, field, bad):
 
 # -- AETH helpers ----------------------------------------------------------------------------
 
-DESIGN_CREDITS = [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+SPEC_CREDITS = [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
                   768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768]
-DESIGN_RNR_MS = ["655.36", "0.01", "0.02", "0.03", "0.04", "0.06", "0.08", "0.12", "0.16",
+SPEC_RNR_MS = ["655.36", "0.01", "0.02", "0.03", "0.04", "0.06", "0.08", "0.12", "0.16",
                  "0.24", "0.32", "0.48", "0.64", "0.96", "1.28", "1.92", "2.56", "3.84",
                  "5.12", "7.68", "10.24", "15.36", "20.48", "30.72", "40.96", "61.44", "81.92",
                  "122.88", "163.84", "245.76", "327.68", "491.52"]
 
 
 def test_credit_count_table():
-    assert len(DESIGN_CREDITS) == 31
-    assert [H.credit_count(c) for c in range(31)] == DESIGN_CREDITS
+    assert len(SPEC_CREDITS) == 31
+    assert [H.credit_count(c) for c in range(31)] == SPEC_CREDITS
     assert H.credit_count(31) is None
     assert H.credit_count(H.CREDITS_UNLIMITED) is None
 
 
 @pytest.mark.parametrize("code", range(32))
 def test_rnr_timer_all_codes(code):
-    ms = Decimal(DESIGN_RNR_MS[code])
+    ms = Decimal(SPEC_RNR_MS[code])
     assert H.rnr_timer_ns(code) == int(ms * 1_000_000)
     assert H.rnr_timer_us(code) == pytest.approx(float(ms * 1000), rel=1e-12)
     text = H.describe_syndrome(H.syndrome(H.AETH_RNR_NAK, code))
-    assert text == f"RNR NAK {DESIGN_RNR_MS[code]}ms"
+    assert text == f"RNR NAK {SPEC_RNR_MS[code]}ms"
 
 
 def test_rnr_timer_order():

@@ -72,7 +72,7 @@ def offsets(frame: bytes) -> tuple[int, int, int, int, int]:
 
 
 def design_icrc(frame: bytes) -> int:
-    """An independent ICRC written from DESIGN.md's words with hard-coded byte masks."""
+    """An independent ICRC from the rule in docs/protocol.md (ICRC), with hard-coded masks."""
     w = locate.walk(frame)
     l3 = bytearray(frame[w.l3_off:w.l3_off + w.l3_len])
     if w.l3_kind == locate.L3_IPV4:
@@ -89,7 +89,7 @@ def design_icrc(frame: bytes) -> int:
     return int.from_bytes(zlib.crc32(covered).to_bytes(4, "little"), "big")
 
 
-# -- reference, compiled twin and the DESIGN formula agree ---------------------------------
+# -- reference, compiled twin and the documented formula agree ---------------------------------
 
 
 @given(frames())

@@ -1,4 +1,4 @@
-"""The opcode table (roce.opcodes) against the protocol facts of DESIGN.md."""
+"""The opcode table (roce.opcodes) against the protocol facts of docs/protocol.md."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 from roce.headers import SIZE_OF
 from roce.opcodes import OPCODES, Opcode, Operation, Position, Transport, lookup, transport_of
 
-# DESIGN.md "Opcodes and what follows BTH": RC opcode -> bytes before the payload (BTH included).
-DESIGN_HDR_BYTES = {
+# docs/protocol.md "Opcodes and extended headers": RC opcode -> bytes before the payload
+# (BTH included).
+SPEC_HDR_BYTES = {
     0x00: 12, 0x01: 12, 0x02: 12, 0x04: 12,  # SEND First/Middle/Last/Only
     0x03: 16, 0x05: 16,  # SEND Last/Only with Immediate
     0x06: 28, 0x0A: 28,  # RDMA WRITE First/Only
@@ -25,7 +26,7 @@ DESIGN_HDR_BYTES = {
     0x1C: 32,  # FLUSH
     0x1D: 28,  # ATOMIC WRITE
 }
-DESIGN_RC_HEADERS = {
+SPEC_RC_HEADERS = {
     0x03: ("immdt",), 0x05: ("immdt",), 0x06: ("reth",), 0x0A: ("reth",), 0x09: ("immdt",),
     0x0B: ("reth", "immdt"), 0x0C: ("reth",), 0x0D: ("aeth",), 0x0F: ("aeth",),
     0x10: ("aeth",), 0x11: ("aeth",), 0x12: ("aeth", "atomicacketh"), 0x13: ("atomiceth",),
@@ -43,14 +44,14 @@ def hdr_bytes(op: Opcode) -> int:
 
 def test_rc_rows_are_exactly_the_design_table():
     rc = {c for c, op in OPCODES.items() if op.transport is Transport.RC}
-    assert rc == set(DESIGN_HDR_BYTES)
+    assert rc == set(SPEC_HDR_BYTES)
 
 
-@pytest.mark.parametrize("code", sorted(DESIGN_HDR_BYTES), ids=lambda c: f"0x{c:02x}")
+@pytest.mark.parametrize("code", sorted(SPEC_HDR_BYTES), ids=lambda c: f"0x{c:02x}")
 def test_rc_header_bytes_match_design(code):
     op = OPCODES[code]
-    assert hdr_bytes(op) == DESIGN_HDR_BYTES[code]
-    assert op.headers == DESIGN_RC_HEADERS.get(code, ())
+    assert hdr_bytes(op) == SPEC_HDR_BYTES[code]
+    assert op.headers == SPEC_RC_HEADERS.get(code, ())
     assert op.payload is (code not in NO_PAYLOAD_RC)
     assert op.payload_len == (8 if code == 0x1D else None)
     assert op.is_response is (code in RC_RESPONSES)
@@ -114,7 +115,7 @@ def test_ud_rows():
 
 def test_xrc_rows():
     xrc = {c for c, op in OPCODES.items() if op.transport is Transport.XRC}
-    assert xrc == {0xA0 + c for c in DESIGN_HDR_BYTES if c <= 0x17}
+    assert xrc == {0xA0 + c for c in SPEC_HDR_BYTES if c <= 0x17}
     for c in xrc:
         op, rc = OPCODES[c], OPCODES[c - 0xA0]
         if op.is_request:
@@ -133,8 +134,8 @@ def test_cnp_row():
 
 
 def test_table_has_no_other_opcodes():
-    expected = (set(DESIGN_HDR_BYTES) | set(range(0x20, 0x2C)) | set(range(0x40, 0x56))
-                | {0x64, 0x65, 0x81} | {0xA0 + c for c in DESIGN_HDR_BYTES if c <= 0x17})
+    expected = (set(SPEC_HDR_BYTES) | set(range(0x20, 0x2C)) | set(range(0x40, 0x56))
+                | {0x64, 0x65, 0x81} | {0xA0 + c for c in SPEC_HDR_BYTES if c <= 0x17})
     assert set(OPCODES) == expected
     assert len(OPCODES) == 25 + 12 + 22 + 2 + 1 + 23
     assert list(OPCODES) == sorted(OPCODES)

@@ -52,7 +52,7 @@ def crafted(draw, codes=CODES, variants=VARIANTS):
     for h in op.headers:
         for f in LAYOUTS[h].fields:
             values[f"{h}.{f.name}"] = draw(value_strategy(f))
-    if op.code == 0x81:  # CNP reserved bytes are zero (DESIGN); see also the extreme values test
+    if op.code == 0x81:  # CNP reserved bytes are zero (docs/protocol.md, CNP)
         values["cnp.reserved"] = 0
     payload = draw(payloads(op))
     kw = variant_kwargs(variant, draw(st.integers(0, 4095)), draw(st.integers(0, 7)))
@@ -252,7 +252,7 @@ def test_partial_does_not_hide_other_errors():
 
 
 def test_design_defaults():
-    """DESIGN.md: IPv4 DF set, UDP checksum 0, UDP port 4791; a CNP is BECN=1, PSN 0,
+    """docs/protocol.md: IPv4 DF set, UDP checksum 0, UDP port 4791; a CNP is BECN=1, PSN 0,
     P_Key 0xFFFF, 16 zero bytes and the ICRC."""
     f = roce.parse(simple_frame(0x04)).fields()
     assert (f["ip.flags.df"], f["ip.proto"], f["udp.checksum"], f["udp.dstport"]) == (1, 17, 0,

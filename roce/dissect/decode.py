@@ -33,7 +33,13 @@ from typing import Any, NamedTuple, TextIO
 
 from roce import fast
 from roce.errors import DecodeError, NotRoCE
-from roce.headers import LAYOUTS, NAK_CODES, SIZE_OF
+from roce.headers import (
+    LAYOUTS,
+    NAK_CODES,
+    SIZE_OF,
+    SYNDROME_TYPE_SHIFT,
+    SYNDROME_VALUE_MASK,
+)
 from roce.locate import (
     L3_GRH,
     L3_IPV4,
@@ -45,8 +51,9 @@ from roce.locate import (
     ROCE_PORT,
     Walk,
     explain,
+    is_malformed,
 )
-from roce.opcodes import OPCODES, Operation, Transport, lookup
+from roce.opcodes import CNP_OPCODE, OPCODES, Operation, Transport, lookup
 from roce.packet import Packet, parse
 from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
 
@@ -58,7 +65,6 @@ from .progress import Progress
 NS = 1_000_000_000
 BATCH = 2048  # frames per fast-path batch: big enough to amortise, small enough to stream
 PIPE_BATCH = 64  # from a pipe, frames trickle in: do not wait for 2048 of them
-FIRST_BAD_STATUS = summary.FIRST_BAD_STATUS
 
 Headers = dict[str, dict[str, Any]]
 
@@ -282,9 +288,10 @@ def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan
         header(name, 1)
     if "aeth" in layers:
         syn = local["aeth.syndrome"]
+        kind = f"({syn} >> {SYNDROME_TYPE_SHIFT}) & 3"
         items += [f"'aeth.syndrome.reserved': {syn} >> 7",
-                  f"'aeth.syndrome.opcode': ({syn} >> 5) & 3",
-                  f"_SYN[({syn} >> 5) & 3]: {syn} & 0x1f"]
+                  f"'aeth.syndrome.opcode': {kind}",
+                  f"_SYN[{kind}]: {syn} & {SYNDROME_VALUE_MASK}"]
     v1 = l3 == "grh"
     items += ["'payload.len': w.pad_off - w.payload_off", f"'roce.version': {1 if v1 else 2}",
               "'roce': True", f"'roce.v{1 if v1 else 2}': True", "'icrc': stored",
@@ -359,7 +366,7 @@ def _unusual(number: int, ts: int, rel: int, delta: int, fr: Frame, w: Walk, udp
     """The record of a frame that is not a whole RoCE packet (None if it is hidden)."""
     data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
     st = w.status
-    if st < FIRST_BAD_STATUS:
+    if not is_malformed(st):
         kind = "other"
     elif summary.is_capture_cut(w, caplen, origlen):
         kind = "truncated"
@@ -483,7 +490,7 @@ def filter_macros() -> dict[str, str]:
                + " and aeth.syndrome.opcode == 0)",
         "nak": "aeth.syndrome.opcode == 3",
         "rnr": "aeth.syndrome.opcode == 1",
-        "cnp": "bth.opcode == 0x81",
+        "cnp": f"bth.opcode == {CNP_OPCODE:#x}",
         "read": _opcode_set(lambda o: o.operation in (op.RDMA_READ, op.READ_RESPONSE)),
         "write": _opcode_set(lambda o: o.operation is op.RDMA_WRITE),
         "send": _opcode_set(lambda o: o.operation is op.SEND),

@@ -28,7 +28,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from roce import fast
-from roce.headers import DECODERS, LAYOUTS, SIZE_OF, describe_syndrome, syndrome_type
+from roce.headers import (
+    DECODERS,
+    ECN_CE,
+    LAYOUTS,
+    SIZE_OF,
+    describe_syndrome,
+    syndrome_type,
+    syndrome_value,
+)
 from roce.locate import (
     BAD_L3_LENGTH,
     BAD_TRUNCATED,
@@ -47,16 +55,16 @@ from roce.locate import (
     NR_PROTO,
     OK,
     Walk,
+    is_malformed,
+    is_not_roce,
 )
-from roce.opcodes import OPCODES
+from roce.opcodes import CNP_OPCODE, OPCODES
 
 NS = 1_000_000_000
 # tshark prints "→"; plain ASCII keeps every line one byte per character, which makes the
 # text cheaper to build and to encode (a tenth of the one-line path's time) and safe on
 # any terminal encoding.
 ARROW = "->"
-CNP_OPCODE = 0x81
-FIRST_BAD_STATUS = 10  # locate: statuses below are "not RoCE", from here on "malformed"
 
 Headers = dict[str, dict[str, Any]]
 Fields = Mapping[str, Any]
@@ -150,10 +158,10 @@ def header_fields(h: Mapping[str, Mapping[str, Any]], out: dict[str, Any]) -> No
     aeth = h.get("aeth")
     if aeth is not None:
         syn = aeth["syndrome"]
-        kind = (syn >> 5) & 3
+        kind = syndrome_type(syn)
         out["aeth.syndrome.reserved"] = syn >> 7
         out["aeth.syndrome.opcode"] = kind
-        out["aeth.syndrome." + _SYNDROME_VALUE[kind]] = syn & 0x1F
+        out["aeth.syndrome." + _SYNDROME_VALUE[kind]] = syndrome_value(syn)
 
 
 def is_roce_like(w: Walk) -> bool:
@@ -271,7 +279,7 @@ def colour_of(opcode: int, syndrome: int | None, ecn: int, bad: bool) -> str:
             return RED
         if kind == 1:
             return YELLOW
-    if opcode == CNP_OPCODE or ecn == 3:
+    if opcode == CNP_OPCODE or ecn == ECN_CE:
         return MAGENTA
     if opcode in _ACK_OPS:
         return DIM
@@ -523,7 +531,7 @@ class Summarizer:
         fields (``roce.dissect.decode.Record.fields``)."""
         src, dst = source_destination(f)
         st = w.status
-        if 0 < st < FIRST_BAD_STATUS:
+        if is_not_roce(st):
             proto, info = other_columns(data, w, f, linktype, self.arrow)
             return src, dst, proto, info, ""
         icrc_ok = f.get("icrc.valid")
@@ -531,7 +539,7 @@ class Summarizer:
             proto = "RoCE" if "grh" in f else "RRoCE"
             info = info_text(f)
             ecn = ecn_of(f)
-            bits = ((1 if f["bth.a"] else 0) | (2 if ecn == 3 else 0)
+            bits = ((1 if f["bth.a"] else 0) | (2 if ecn == ECN_CE else 0)
                     | (4 if icrc_ok is False else 0))
             info += FLAG_TEXT[bits]
             syn = f.get("aeth.syndrome")
@@ -617,7 +625,7 @@ class Summarizer:
         index: Sequence[int]
         if only_roce or limit < n:
             index = [i for i in range(n) if not only_roce or status[i] == OK
-                     or status[i] >= FIRST_BAD_STATUS][:limit]
+                     or is_malformed(status[i])][:limit]
             columns = [[col[i] for i in index] for col in columns]
             numbers: Sequence[int] = [first_number + i for i in index]
         else:

@@ -1,7 +1,7 @@
 """The completer: ACKs, NAKs, READ responses and atomic ACKs complete send work (rxe
 ``rxe_comp.c``).
 
-Rules (DESIGN.md):
+Rules (docs/protocol.md):
 - an ACK with PSN p acknowledges every PSN up to p: SEND/WRITE messages ending at or before
   p complete, in order;
 - a response past a READ/ATOMIC whose answer has not arrived is an implied NAK: retry from

@@ -1,5 +1,5 @@
 """Verbs constants with the names pyverbs users know (``pyverbs.enums``), and the rxe limits
-the emulator applies (DESIGN.md)."""
+the emulator applies (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ for _enum in (QPType, QPState, Access, WROpcode, SendFlags, WCStatus, WCOpcode, 
 ALL_ACCESS = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
               | Access.IBV_ACCESS_REMOTE_READ | Access.IBV_ACCESS_REMOTE_ATOMIC)
 
-# rxe limits (DESIGN.md; drivers/infiniband/sw/rxe/rxe_param.h)
+# rxe limits (docs/protocol.md; drivers/infiniband/sw/rxe/rxe_param.h)
 MAX_UNACKED_PSNS = 128
 MAX_PKT_PER_ACK = 64
 ACK_TIMEOUT_UNIT_NS = 4096  # 4.096 us

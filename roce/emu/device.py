@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..locate import OK
+from ..locate import OK, is_malformed
 from .constants import QPType
 from .memory import AddressSpace
 from .qp import QPCap, QueuePair
@@ -66,7 +66,7 @@ class Device:
         if pkt is None:
             if status == -1:
                 self.counters.icrc_drops += 1
-            elif status >= 10:
+            elif is_malformed(status):
                 self.counters.malformed += 1
             else:
                 self.counters.not_roce += 1

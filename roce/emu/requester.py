@@ -1,6 +1,6 @@
 """The requester: turns send work requests into request packets (rxe ``rxe_req.c``).
 
-Rules (DESIGN.md):
+Rules (docs/protocol.md):
 - a message is cut into path-MTU packets First/Middle.../Last or Only; RETH on the first
   WRITE packet, ImmDt/IETH on the last;
 - each packet takes the next 24-bit PSN; a READ request takes max(1, ceil(len/MTU)) PSNs;

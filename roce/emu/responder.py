@@ -1,7 +1,7 @@
 """The responder: executes requests, answers with ACKs, NAKs, READ responses and atomic ACKs,
 and completes receive work (rxe ``rxe_resp.c``).
 
-Checks, in rxe's order, and what each failure puts on the wire (DESIGN.md):
+Checks, in rxe's order, and what each failure puts on the wire (docs/protocol.md):
 
 | check | failure | QP |
 |---|---|---|

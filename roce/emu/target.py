@@ -3,7 +3,7 @@
 It is the emulator's own responder behind a real transport: a device with one memory region
 (rkey, VA and size chosen on the command line) and ``qps`` RC queue pairs (QPNs from
 ``qpn``, first expected PSN ``psn``), with receive buffers posted for SENDs.  Whatever
-arrives is answered as the responder rules say (DESIGN.md): ACKs carrying PSN and MSN,
+arrives is answered as the responder rules say (docs/protocol.md): ACKs carrying PSN and MSN,
 PSN-sequence NAKs carrying the ePSN (once per gap), RNR NAKs, remote access NAKs, READ
 responses segmented by the path MTU, atomic ACKs with the original value.
 

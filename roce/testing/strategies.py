@@ -184,7 +184,7 @@ def _packet(draw: st.DrawFn, opcode: int | str | Opcode | None, transport: Any,
         kw["vlan_priority"] = draw(st.integers(0, 7))
     fields: dict[str, Any] = {}
     fixed_bth = {"opcode": op.code}
-    if op.transport is Transport.CNP:  # DESIGN: CNP has BECN set, P_Key 0xFFFF, PSN 0
+    if op.transport is Transport.CNP:  # docs/protocol.md "CNP and ECN"
         fixed_bth.update(becn=True, p_key=0xFFFF, psn=0)
     values = draw(bth(**fixed_bth))
     for name, value in values.items():

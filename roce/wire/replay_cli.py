@@ -58,7 +58,9 @@ from roce.locate import (
     LINKTYPE_RAW,
     OK,
     ROCE_PORT,
+    is_malformed,
 )
+from roce.opcodes import CNP_OPCODE
 from roce.options import (
     bounded_int,
     parse_ip,
@@ -76,8 +78,6 @@ from .craft_cli import InputError, UsageError, fail, write_frames
 NS = 1_000_000_000
 PSN_MASK = LAYOUTS["bth"].field("psn").mask
 MAX_LOOPS = (1 << 63) - 1
-CNP_OPCODE = 0x81
-FIRST_BAD_STATUS = 10  # locate: statuses from here on are malformed RoCE, below not RoCE
 
 
 def _bytes_of(header: str, field: str) -> tuple[int, int]:
@@ -274,7 +274,7 @@ def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: b
             continue
         w = walk(eth, LINKTYPE_ETHERNET, udp_port)
         if w.status != OK:
-            if only_roce and not (w.status >= FIRST_BAD_STATUS and w.bth_off >= 0
+            if only_roce and not (is_malformed(w.status) and w.bth_off >= 0
                                   or w.l3_kind == L3_GRH):
                 not_roce += 1
                 continue

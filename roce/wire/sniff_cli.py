@@ -41,7 +41,7 @@ from roce import fast
 from roce.dissect import decode, output, summary, tree
 from roce.dissect.filter import FilterError
 from roce.headers import LAYOUTS
-from roce.locate import L3_GRH, LINKTYPE_ETHERNET, NR_PORT, OK
+from roce.locate import L3_GRH, LINKTYPE_ETHERNET, NR_PORT, OK, is_malformed
 from roce.options import bounded_int, parse_seconds
 from roce.pcapio import Frame, PcapNgWriter, PcapWriter
 
@@ -50,7 +50,6 @@ from .craft_cli import InputError, UsageError, fail, open_writer
 
 SNAPLEN = 262144
 ETHERTYPE_ROCEV1 = 0x8915
-FIRST_BAD_STATUS = summary.FIRST_BAD_STATUS
 DisplayFilter = Callable[[Mapping[str, object]], bool]
 
 
@@ -70,7 +69,7 @@ def python_filter(udp_port: int) -> Callable[[bytes], bool]:
         if w.status == NR_PORT:  # "udp port N" also matches the source port
             off = w.udp_off + sport
             return int.from_bytes(data[off:off + 2], "big") == udp_port
-        return w.udp_off >= 0 and w.status >= FIRST_BAD_STATUS  # bad UDP length, RoCE port
+        return w.udp_off >= 0 and is_malformed(w.status)  # bad UDP length, RoCE port
 
     return accept
 
