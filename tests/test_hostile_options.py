@@ -27,6 +27,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -377,19 +378,34 @@ def test_smac_octets_are_octets(tmp_path: Path) -> None:
     assert p.headers["eth"]["dst"] == "0a:0b:0c:0d:0e:0f"
 
 
+def _peak_rss_mb(proc: subprocess.Popen[bytes]) -> float:
+    """The child's peak RSS, from /proc/PID/status VmHWM while it runs.  VmHWM belongs to the
+    memory the child has since its exec; ru_maxrss (getrusage, wait4) would also count the
+    pages it shared with this big test process between fork and exec."""
+    peak = 0
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    return peak / 1024
+
+
 def test_craft_million_frames_in_flat_memory(tmp_path: Path) -> None:
-    """``--count 1000000 -w FILE``: peak RSS under 100 MB (the child's own ru_maxrss)."""
+    """``--count 1000000 -w FILE``: peak RSS under 100 MB."""
     path = tmp_path / "m.pcap"
     proc = subprocess.Popen([sys.executable, "-m", "roce", "craft", "rc-send-only", "-q",
                              "--count", "1000000", "-w", str(path)],
                             stderr=subprocess.PIPE, preexec_fn=_limit)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    peak_mb = _peak_rss_mb(proc)
     assert proc.stderr is not None
     assert proc.returncode == 0, proc.stderr.read()
     proc.stderr.close()
-    peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
-    assert peak_mb < 100, peak_mb
+    assert 5 < peak_mb < 100, peak_mb  # (more than 5: the reading is real)
     frame = len(roce.craft("rc-send-only").to_bytes())
     assert path.stat().st_size == 24 + 1_000_000 * (16 + frame)
 
