@@ -30,7 +30,11 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
 from roce.headers import encode
-from roce.wire.layers import BTH, RETH
+from roce.wire.layers import BTH, RETH, unbind
+
+# Both sides build with every field given, so neither needs bindings: unbinding leaves contrib's
+# classes and module exactly as Scapy made them (bound, scapy.contrib.roce.BTH would be ours).
+unbind()
 
 SRC, DST = "02:00:00:00:00:01", "02:00:00:00:00:02"
 

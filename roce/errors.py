@@ -21,27 +21,26 @@ class FilterError(UsageError, ValueError):
     """A display or capture filter that cannot be compiled (exit 1).
 
     ``position`` is the 0-based offset into ``expr`` of the offending token, ``message``
-    the bare description; ``str(err)`` renders both with a caret line under the spot.
+    the bare description; ``str(err)`` renders both with a caret line under the spot.  Without
+    an ``expr`` (a capture filter that libpcap refused as a whole) it is the message alone.
     """
 
     message: str
-    expr: str
+    expr: str | None
     position: int
 
-    def __init__(self, message: str, expr: str = "", position: int = 0) -> None:
+    def __init__(self, message: str, expr: str | None = None, position: int = 0) -> None:
         self.message = message
         self.expr = expr
         self.position = position
-        super().__init__(_render_error(message, expr, position))
+        super().__init__(message if expr is None else _render_error(message, expr, position))
 
-    def __reduce__(self) -> tuple[type[FilterError], tuple[str, str, int]]:
+    def __reduce__(self) -> tuple[type[FilterError], tuple[str, str | None, int]]:
         # The default pickling would call __init__ with the rendered text only.
         return (type(self), (self.message, self.expr, self.position))
 
 
 def _render_error(message: str, expr: str, position: int) -> str:
-    if not expr:
-        return f"bad filter: {message}"
     position = max(0, min(position, len(expr)))
     start = expr.rfind("\n", 0, position) + 1
     end = expr.find("\n", position)

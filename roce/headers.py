@@ -414,6 +414,19 @@ ENCODERS: dict[str, Callable[[dict], bytes]] = {
     n: _compile_encoder(lay) for n, lay in LAYOUTS.items()}
 
 
+def derive(name: str, con: Construct) -> Layout:
+    """The layout of a header defined in another module, derived as this module derives its
+    own (``roce.macc`` defines the MAC Control headers)."""
+    return _layout(name, con)
+
+
+def compile_codec(layout: Layout) -> tuple[Callable[[bytes, int], dict],
+                                           Callable[[dict], bytes]]:
+    """The generated (decoder, encoder) pair of a derived layout, as ``DECODERS`` and
+    ``ENCODERS`` hold for this module's headers."""
+    return _compile_decoder(layout), _compile_encoder(layout)
+
+
 def decode(name: str, buf: bytes, offset: int = 0) -> dict:
     """Decode header ``name`` at ``offset`` of ``buf`` into a dict of field values."""
     return DECODERS[name](buf, offset)

@@ -21,6 +21,7 @@ from .opcodes import OPCODES
 ROCE_PORT = 4791
 ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1 = 0x0800, 0x86DD, 0x8915
 ETHERTYPE_VLAN = (0x8100, 0x88A8, 0x9100)
+ETHERTYPE_MACC = 0x8808  # MAC Control: 802.3x PAUSE, 802.1Qbb PFC (roce.macc)
 IPPROTO_UDP = 17
 GRH_NEXT_BTH = 0x1B  # IBA: GRH NxtHdr for an IBA transport header
 MAX_VLAN_TAGS = 2
@@ -264,6 +265,15 @@ def _transport(frame: bytes, off: int, end: int, p: list[int], l3: str) -> Walk:
     if fixed >= 0 and payload_len != fixed:
         return _fail(BAD_PAYLOAD_LEN, p, "payload", pos, payload_len, fixed)
     return Walk(OK, *p, 0, 0, 0, 0)
+
+
+def macc_offset(w: Walk) -> int:
+    """Where the MAC Control opcode starts in a frame the walk stopped at EtherType 0x8808
+    (``roce.macc``: PAUSE / PFC); -1 for any other frame.  The walk's error offset is the
+    last EtherType field, which ends where the MAC Control header begins."""
+    if w.status == NR_ETHERTYPE and w.err_a == ETHERTYPE_MACC:
+        return w.err_offset + 2
+    return -1
 
 
 _L3_NAMES = {"ip": "IPv4 total length", "ipv6": "IPv6 payload length",

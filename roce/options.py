@@ -198,6 +198,13 @@ def parse_time(text: str) -> int:
     return int(value * mult)
 
 
+def parse_positive_time(text: str) -> int:
+    value = parse_time(text)
+    if value <= 0:
+        raise _bad(f"time {text!r} must be > 0")
+    return value
+
+
 # -- addresses ------------------------------------------------------------------------------
 
 _MAC_GROUPS = re.compile(r"[0-9a-fA-F]{1,2}(?P<sep>[:.-])(?:[0-9a-fA-F]{1,2}(?P=sep)){4}"
@@ -356,9 +363,8 @@ def parse_ecn(text: str) -> int:
 
 
 __all__ = ["MAX_NS", "MAX_SECONDS", "bounded_int", "field_int", "field_width", "mac_bytes",
-           "parse_address", "parse_ecn", "parse_field", "parse_int", "parse_ip",
-           "parse_ip_text", "parse_ipv4_text", "parse_key", "parse_mac", "parse_mac_bytes",
-           "parse_port", "parse_positive", "parse_positive_seconds", "parse_probability",
-           "parse_psn", "parse_qpn", "parse_rate", "parse_retry", "parse_seconds",
-           "parse_seed", "parse_size", "parse_time", "parse_timeout", "read_int",
-           "size_at_most", "unsigned"]
+           "parse_address", "parse_ecn", "parse_field", "parse_int", "parse_ip", "parse_ip_text",
+           "parse_ipv4_text", "parse_key", "parse_mac", "parse_mac_bytes", "parse_port",
+           "parse_positive", "parse_positive_seconds", "parse_positive_time", "parse_probability",
+           "parse_psn", "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed",
+           "parse_size", "parse_time", "parse_timeout", "read_int", "size_at_most", "unsigned"]

@@ -40,19 +40,20 @@ from roce.headers import (
 )
 from roce.locate import LINKTYPE_RAW, OK
 from roce.wire import layers as L
+from roce.wire.contrib import FieldNameError, FieldValueError, LayoutMismatch
 from roce.wire.layers import AETH, BTH, GRH, LAYERS, RETH, CNPPadding, from_scapy, to_scapy
 
 # Importing roce.wire.layers takes UDP 4791 and Ethertype 0x8915 from scapy.contrib.roce.
 # Other test modules of this session dissect with contrib's layers, so the bindings are ours
 # only while this module's tests run.
-L.uninstall()
+L.unbind()
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _our_bindings():
-    L.install()
+    L.bind()
     yield
-    L.uninstall()
+    L.unbind()
 
 
 CODES = sorted(OPCODES)
@@ -561,21 +562,27 @@ def test_import_after_contrib_rebinds_without_warnings():
 def test_udp_4791_dissects_into_our_bth_in_this_process():
     frame = roce.craft("RC_SEND_ONLY", b"x").to_bytes()
     v1 = roce.craft("RC_SEND_ONLY", b"x", roce_version=1).to_bytes()
+    theirs = L.CONTRIB
     assert type(Ether(frame)[UDP].payload) is BTH
     assert type(Ether(v1).payload) is GRH
+    assert (contrib.BTH, contrib.GRH, contrib.AETH, contrib.CNPPadding) == (
+        BTH, GRH, AETH, CNPPadding)
     try:
-        L.uninstall()  # contrib gets its entry points back...
-        assert type(Ether(frame)[UDP].payload) is contrib.BTH
-        assert type(Ether(v1).payload) is contrib.GRH
+        L.unbind()  # contrib gets its entry points and its names back...
+        assert type(Ether(frame)[UDP].payload) is contrib.BTH is theirs["BTH"]
+        assert type(Ether(v1).payload) is contrib.GRH is theirs["GRH"]
+        assert contrib.AETH is theirs["AETH"] and contrib.CNPPadding is theirs["CNPPadding"]
         assert (UDP() / contrib.BTH()).dport == 4791
     finally:
-        L.install()  # ...and loses them again
+        L.bind()  # ...and loses them again
     assert type(Ether(frame)[UDP].payload) is BTH and type(Ether(v1).payload) is GRH
-    assert [c for _, c in UDP.payload_guess if c in (BTH, contrib.BTH)] == [BTH]
-    assert (UDP() / BTH()).chksum == 0 and (UDP() / contrib.BTH()).dport != 4791
+    assert [c for _, c in UDP.payload_guess if c in (BTH, theirs["BTH"])] == [BTH]
+    assert (UDP() / BTH()).chksum == 0
+    # contrib's own class, held from before, still builds as contrib does
+    assert (UDP() / theirs["BTH"]()).dport == 4791 and (UDP() / theirs["BTH"]()).chksum is None
 
 
-CONTRIB_CODES = sorted(set(contrib.BTH.fields_desc[0].i2s) & set(OPCODES))
+CONTRIB_CODES = sorted(set(L.CONTRIB["BTH"].fields_desc[0].i2s) & set(OPCODES))
 
 
 @given(cases(codes=CONTRIB_CODES, l3s=("ip", "ipv6")))
@@ -586,11 +593,121 @@ def test_icrc_equals_contribs(c):
     frame = raw(scapy_packet(c))
     w = fast.walk(frame)
     theirs = {}
-    for mine, field in zip(LAYOUTS["bth"].fields, contrib.BTH.fields_desc):
+    for mine, field in zip(LAYOUTS["bth"].fields, L.CONTRIB["BTH"].fields_desc):
         assert int(field.sz * 8) == mine.bits, (mine.name, field.name)
         theirs[field.name] = int(DECODERS["bth"](frame, w.bth_off)[mine.name])
     l3 = (IP(src=c["src4"], dst=c["dst4"], ttl=c["ttl"], id=c["ipid"], flags="DF")
           if c["l3"] == "ip" else IPv6(src=c["src6"], dst=c["dst6"], hlim=c["ttl"]))
     pkt = (Ether(dst=DST, src=SRC) / l3 / UDP(sport=c["sport"], dport=4791, chksum=0)
-           / contrib.BTH(**theirs) / Raw(frame[w.bth_off + SIZE_OF["bth"]:w.icrc_off]))
+           / L.CONTRIB["BTH"](**theirs) / Raw(frame[w.bth_off + SIZE_OF["bth"]:w.icrc_off]))
     assert raw(pkt) == frame
+
+
+# -- contrib's names on our layers (roce.wire.contrib); tests/test_scapy_compat.py runs
+# -- contrib's documented behaviours in both layer sets ------------------------------------------
+
+
+def test_contrib_aliases_are_derived_from_both_layouts():
+    from roce.wire import contrib as bridge
+
+    for name, theirs in L.CONTRIB.items():
+        ours = getattr(L, name)
+        assert issubclass(ours, theirs) and ours.contrib_class is theirs
+        positional = [f for f in theirs.fields_desc if f.name != "icrc"]
+        mine = {f.name for f in LAYOUTS[ours._roce_header].fields}
+        # every contrib field is ours under its own name, or an alias
+        assert {f.name for f in positional} <= mine | set(ours.contrib_aliases)
+        assert not set(ours.contrib_aliases) & mine
+    assert {k: a.field for k, a in BTH.contrib_aliases.items()} == {
+        "solicited": "se", "migreq": "m", "padcount": "padcnt", "version": "tver",
+        "pkey": "p_key", "resv6": "reserved", "dqpn": "destqp", "ackreq": "a",
+        "resv7": "reserved7"}
+    assert {k: a.field for k, a in GRH.contrib_aliases.items()} == {"nexthdr": "nxthdr"}
+    parts = CNPPadding.contrib_aliases
+    assert (parts["reserved1"].shift, parts["reserved2"].shift) == (64, 0)
+    assert not (parts["reserved1"].whole or parts["reserved2"].whole)
+
+    # a layout the two no longer agree on is refused at import, naming the field
+    class Straddles(contrib.AETH):
+        fields_desc = [contrib.BitField("syndrome_msn", 0, 16), contrib.BitField("rest", 0, 16)]
+
+    with pytest.raises(LayoutMismatch, match="syndrome_msn straddles"):
+        bridge.aliases(Straddles, LAYOUTS["aeth"])
+
+    class Short(contrib.AETH):
+        fields_desc = [contrib.XByteField("syndrome", 0)]
+
+    with pytest.raises(LayoutMismatch, match="8 bits, aeth 32"):
+        bridge.aliases(Short, LAYOUTS["aeth"])
+
+
+def test_contrib_names_and_ours_are_one_field():
+    b = BTH(dqpn=5, pkey=0x1234, solicited=1, padcount=1)
+    assert (b.destqp, b.p_key, b.se, b.padcnt) == (5, 0x1234, 1, 1)
+    b.destqp = 6
+    assert b.dqpn == 6 and b.getfieldval("dqpn") == 6
+    del b.dqpn
+    assert b.destqp == 0 == b.dqpn
+    assert b.get_field("dqpn") is b.get_field("destqp")
+    with pytest.raises(FieldNameError, match="dqpn and destqp"):
+        BTH(dqpn=1, destqp=2)
+    pad = CNPPadding(reserved2=7)
+    assert pad.reserved == 7 and pad.reserved1 == 0
+    pad.reserved1 = 1
+    assert pad.reserved == (1 << 64) | 7
+    del pad.reserved1
+    assert pad.reserved == 7
+    with pytest.raises(FieldValueError, match="reserved1 = 0x10000000000000000"):
+        pad.reserved1 = 1 << 64
+    # an upper layer reaches them as it reaches any field
+    pkt = Ether(roce.craft("RC_SEND_ONLY", b"ab", dqpn=9).to_bytes())
+    assert pkt.dqpn == 9 and pkt.getlayer(BTH, dqpn=9) is pkt[BTH]
+    pkt.dqpn = 10
+    assert pkt[BTH].destqp == 10
+
+
+def test_contrib_names_keep_contribs_meaning_ours_keep_ours():
+    head = Ether(dst=DST) / IP(dst="10.0.0.2") / UDP(sport=1)
+    # padcnt: the layer appends the pad; padcount (contrib): the payload holds it
+    ours = raw(head / BTH(opcode="RC_SEND_ONLY", padcnt=2) / Raw(b"ab"))
+    theirs = raw(head / BTH(opcode="RC_SEND_ONLY", padcount=2) / Raw(b"ab\0\0"))
+    assert ours[-8:] == theirs[-8:] == b"ab\0\0" + ours[-4:]
+    assert roce.parse(ours).payload == roce.parse(theirs).payload == b"ab"
+    # contrib's names: Scapy's UDP checksum, as with contrib; ours: RoCE's 0
+    assert Ether(ours)[UDP].chksum == 0
+    built = head / BTH(opcode="RC_SEND_ONLY", padcount=2) / Raw(b"ab\0\0")
+    assert Ether(raw(built))[UDP].chksum != 0
+    assert in4_chksum(17, Ether(theirs)[IP], raw(Ether(theirs)[UDP])) == 0
+    assert raw(built.copy()) == raw(built) == theirs  # copies keep it
+    # contrib's cnp() and ours make the same CNP, up to that checksum
+    mine = Ether(raw(head / L.cnp(0xD2)))
+    assert (mine[BTH].opcode, mine[BTH].becn, mine[BTH].destqp) == (0x81, 1, 0xD2)
+    assert mine[UDP].chksum == 0 and mine[BTH].icrc_valid
+    zero = Ether(dst=DST) / IP(dst="10.0.0.2") / UDP(sport=1, chksum=0)
+    assert raw(zero / contrib.cnp(0xD2)) == raw(zero / L.cnp(0xD2)) == raw(head / L.cnp(0xD2))
+
+
+def test_gids_are_taken_as_integers():
+    g = GRH(sgid=0xFE80 << 112 | 1, dgid=int(ipaddress.ip_address("::ffff:10.0.0.2")))
+    assert g.sgid == "fe80::1" and same_ip(g.dgid, "::ffff:10.0.0.2")
+
+
+def test_contribs_own_classes_and_ours_find_each_other():
+    theirs = L.CONTRIB
+    frame = roce.craft("RC_ACKNOWLEDGE", dqpn=3, syndrome=0x1F, msn=4).to_bytes()
+    pkt = Ether(frame)  # ours
+    assert pkt[theirs["BTH"]] is pkt[BTH] and theirs["AETH"] in pkt
+    assert isinstance(pkt[BTH], theirs["BTH"]) and pkt[theirs["AETH"]].msn == 4
+    # contrib's class, held from before: its own code builds (finding its layer by the name
+    # its module now gives ours), and ours finds its instance
+    built = Ether(dst=DST) / IP(dst="10.0.0.2") / UDP(sport=1) / theirs["BTH"](
+        opcode=0x11, dqpn=3) / theirs["AETH"](syndrome=0x1F, msn=4)
+    assert pkt[BTH].compute_icrc() == frame[-4:]
+    assert raw(built)[-4:] == roce.icrc_of_frame(raw(built)).to_bytes(4, "big")
+    assert built[BTH] is built[theirs["BTH"]] and isinstance(built[BTH], BTH)
+    try:
+        L.unbind()  # apart again: contrib's classes are no longer ours
+        assert not isinstance(built[theirs["BTH"]], BTH) and BTH not in built
+        assert theirs["BTH"].__dict__.get("match_subclass") is None
+    finally:
+        L.bind()

@@ -931,7 +931,8 @@ def test_cli_expert_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["stats", "-T", "json", str(sample(tmp_path))]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"capture", "totals", "connections", "flows", "expert", "problems"}
+    assert set(doc) == {"capture", "totals", "connections", "flows", "expert", "problems",
+                         "pfc"}
     assert doc["capture"]["format"] == "pcap"
     assert doc["totals"]["gaps"] == 1 and doc["totals"]["retransmissions"] == 2
     assert doc["connections"] == [{"flows": [0, 1], "endpoints": [

@@ -108,6 +108,10 @@ class CompiledAnalyzer:
     def frames(self) -> int:
         return self._e.frames
 
+    @property
+    def not_roce(self) -> int:
+        return self._e.not_roce
+
     def feed(self, frames: Iterable[Any]) -> None:
         """Analyse frames: ``pcapio.Frame`` objects or bytes (Ethernet, timestamp 0)."""
         for datas, tss, caps, lens, linktype in fl.frame_columns(frames, self.batch):

@@ -52,6 +52,7 @@ from roce.locate import (
     Walk,
     explain,
     is_malformed,
+    macc_offset,
 )
 from roce.opcodes import CNP_OPCODE, OPCODES, Operation, Transport, lookup
 from roce.packet import Packet, parse
@@ -59,7 +60,7 @@ from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
 
 from ..errors import UsageError
 from ..options import parse_port, parse_positive
-from . import summary
+from . import macctrl, summary
 from .progress import Progress
 
 NS = 1_000_000_000
@@ -380,6 +381,13 @@ def _unusual(number: int, ts: int, rel: int, delta: int, fr: Frame, w: Walk, udp
         "frame.number": number, "frame.time_epoch": ts / NS, "frame.time_relative": rel / NS,
         "frame.time_delta": delta / NS, "frame.len": origlen, "frame.cap_len": caplen}
     header_fields(h, f)
+    macc_at = macc_offset(w)
+    if macc_at >= 0:  # PAUSE / PFC: not RoCE, but decoded (macctrl)
+        macc_fields, macc_error = macctrl.fields(data, macc_at)
+        f.update(macc_fields)
+        h[macctrl.PROTOCOL] = {k.partition(".")[2]: v for k, v in macc_fields.items()}
+        if macc_error is not None:
+            f["malformed"] = str(macc_error)
     if "bth" in h:
         v1 = "grh" in h
         if w.payload_off >= 0 and kind == "truncated":
@@ -408,7 +416,7 @@ _EXTRA_FIELDS = ("frame.number", "frame.len", "frame.cap_len", "frame.time_epoch
 
 def known_fields() -> frozenset[str]:
     """Every field name a record may carry (for ``-Y`` typo checks and ``-e``)."""
-    names = set(_EXTRA_FIELDS)
+    names = set(_EXTRA_FIELDS) | {macctrl.PROTOCOL, *macctrl.FIELD_NAMES}
     for header, keys in _KEYS.items():
         if header in _SINGLE:
             names.add(header)
@@ -501,6 +509,7 @@ def filter_macros() -> dict[str, str]:
         "ecn_ce": "ip.dsfield.ecn == 3 or ipv6.tclass in {"
                   + " ".join(str(t) for t in range(3, 256, 4)) + "}",
     }
+    macros.update(macctrl.macros())
     for code, o in OPCODES.items():
         macros.setdefault(o.slug.replace("-", "."), f"bth.opcode == 0x{code:02x}")
         if o.operation is op.ACK and o.transport is not Transport.CNP:
@@ -522,8 +531,8 @@ def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = (
-        "filter macros: ack nak rnr cnp read write send atomic bad_icrc ecn_ce, and one per\n"
-        "opcode (rc.send.only, rc.rdma.write.first, rc.ack, ud.send.only, ...);\n"
+        "filter macros: ack nak rnr cnp read write send atomic bad_icrc ecn_ce pfc pause,\n"
+        "and one per opcode (rc.send.only, rc.rdma.write.first, rc.ack, ud.send.only, ...);\n"
         "bth.opcode takes names: -Y 'bth.opcode == rc-rdma-read-request'.\n"
         "-T fields prints values as tshark does (bth.destqp 0x000048; -E raw=y: decimal);\n"
         "-T csv prints integers in decimal; booleans as 1/0; absent fields empty.\n"

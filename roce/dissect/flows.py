@@ -138,6 +138,7 @@ EVENT_KINDS: dict[str, int] = {
     "cnp": SEV_NOTE,
     "ecn_ce": SEV_NOTE,
     "incomplete_message": SEV_NOTE,
+    "pause_storm": SEV_WARNING,  # PFC / PAUSE, found by pauses.py (not the flow engine)
 }
 
 # kind -> the text of its expert line, a %-template (the compiled engine uses the same ones).
@@ -153,6 +154,7 @@ TEXTS: dict[str, str] = {
     "retransmission": "retransmission of %sPSN 0x%06x",
     "length_mismatch": "%s length: RETH DMA length %d, message carried %d bytes",
     "incomplete_message": "incomplete %s message: %s (%d packets, %d bytes seen)",
+    "pause_storm": "%s from %s paused %s without a break (%d frames; threshold %s)",
 }
 
 

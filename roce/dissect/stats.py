@@ -21,9 +21,10 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from .. import locate
-from ..options import parse_port
+from ..options import parse_port, parse_positive_time, parse_rate
 from ..pcapio import CaptureError, CaptureReader, open_capture
 from . import flows as fl
+from . import pauses
 from .progress import Progress
 
 PROG = "roce stats"
@@ -42,6 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "by severity)")
     parser.add_argument("--udp-port", type=parse_port, default=locate.ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP destination port (default {locate.ROCE_PORT})")
+    parser.add_argument("--link-rate", type=parse_rate, default=pauses.DEFAULT_LINK_RATE,
+                        metavar="RATE",
+                        help="link rate that turns pause quanta into time (Gb/s, default "
+                        f"{pauses.DEFAULT_LINK_RATE})")
+    parser.add_argument("--pause-storm", type=parse_positive_time, default=pauses.DEFAULT_STORM,
+                        metavar="TIME",
+                        help="expert warning when a priority stays paused longer than TIME "
+                        f"without a break (default {pauses.DEFAULT_STORM})")
 
 
 def _usage(message: str) -> int:
@@ -53,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.file:
         return _usage("missing FILE (a capture file, or - for stdin)")
     fmt, port = args.format, args.udp_port
+    account = pauses.PauseAccount(args.link_rate * 1e9, args.pause_storm)
 
     try:
         reader, size, fh = _open(args.file)
@@ -60,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     try:
-        report = _analyse(reader, port, size, fh.tell if fh is not None and size else None)
+        report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
+                          account)
         _warn_linktypes(reader)
     except CaptureError as exc:  # a read error after the header
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -69,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         reader.close()
         if fh is not None:
             fh.close()
+    pfc = account.finish()
+    pfc.merge_into(report)
     report.problems = [p.message for p in reader.problems]
     if report.problems:
         more = len(report.problems) - 1
@@ -79,11 +92,12 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
-                           "compressed": reader.compressed}, **report.to_dict()}
+                           "compressed": reader.compressed}, **report.to_dict(),
+               "pfc": pfc.to_dict()}
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
-        render(report, reader.name, out, expert_all=args.expert)
+        render(report, reader.name, out, expert_all=args.expert, pfc=pfc)
     out.flush()
     return 0
 
@@ -119,8 +133,11 @@ def _warn_linktypes(reader: CaptureReader) -> None:
 
 
 def _analyse(reader: CaptureReader, port: int, size: int,
-             where: Callable[[], int] | None) -> fl.Report:
+             where: Callable[[], int] | None,
+             account: pauses.PauseAccount | None = None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
+    if account is not None:  # PFC / PAUSE frames: seen beside the engine (pauses.Tap)
+        reader = pauses.Tap(reader, analyzer, account)  # type: ignore[assignment]
     progress = Progress("analysing", size if where else 0)
 
     def tick(frames: int, offset: int | None) -> None:
@@ -305,8 +322,9 @@ class _Rich:
 
 
 def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
-           rich: bool | None = None) -> None:
-    """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``)."""
+           rich: bool | None = None, pfc: pauses.PauseReport | None = None) -> None:
+    """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``);
+    ``pfc`` adds the PFC / PAUSE table when the capture had such frames."""
     if rich is None:
         rich = out.isatty()
     r: Any = _Rich(out) if rich else _Plain(out)
@@ -327,6 +345,10 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
         r.table([], flow_rows([dicts[f.id]]))
     r.heading(f"Totals: {name}")
     r.table([], total_rows(t))
+    if pfc is not None and pfc.frames:
+        r.heading(f"PFC / PAUSE: {pfc.frames:,} frames, link rate "
+                  f"{pfc.link_rate_bps / 1e9:g} Gb/s")
+        r.table(*pfc.table())
 
     counts = report.event_counts
     total = sum(counts.values())

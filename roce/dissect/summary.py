@@ -58,7 +58,10 @@ from roce.locate import (
     is_malformed,
     is_not_roce,
 )
+from roce.macc import ETHERTYPE_MACC
 from roce.opcodes import CNP_OPCODE, OPCODES
+
+from . import macctrl
 
 NS = 1_000_000_000
 # tshark prints "→"; plain ASCII keeps every line one byte per character, which makes the
@@ -290,7 +293,7 @@ def colour_of(opcode: int, syndrome: int | None, ecn: int, bad: bool) -> str:
 
 _IP_PROTOCOLS = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 47: "GRE", 50: "ESP", 58: "ICMPv6",
                  89: "OSPF", 132: "SCTP"}
-_ETHERTYPES = {0x0806: "ARP", 0x88CC: "LLDP", 0x8808: "MAC-Ctrl", 0x88F7: "PTP",
+_ETHERTYPES = {0x0806: "ARP", 0x88CC: "LLDP", ETHERTYPE_MACC: "MAC-Ctrl", 0x88F7: "PTP",
                0x8100: "VLAN", 0x88A8: "VLAN", 0x8863: "PPPoED", 0x8864: "PPPoES",
                0x8847: "MPLS", 0x88E5: "MACsec", 0x0842: "WoL", 0x22F3: "TRILL"}
 
@@ -307,14 +310,8 @@ def _ether_info(data: bytes, etype: int, off: int) -> tuple[str, str]:
         if oper == 2:
             return "ARP", f"{spa} is at {sha}"
         return "ARP", f"ARP opcode {oper}"
-    if etype == 0x8808 and len(data) >= off + 2:  # MAC control: PAUSE or PFC (802.1Qbb)
-        opc = int.from_bytes(data[off:off + 2], "big")
-        if opc == 0x0101 and len(data) >= off + 4:
-            vector = int.from_bytes(data[off + 2:off + 4], "big")
-            return "PFC", f"Priority-based Flow Control, classes 0x{vector:02x}"
-        if opc == 0x0001:
-            return "PAUSE", "Pause"
-        return "MAC-Ctrl", f"MAC Control opcode 0x{opc:04x}"
+    if etype == ETHERTYPE_MACC:  # PAUSE or PFC (802.1Qbb)
+        return macctrl.columns(data, off)
     return _ETHERTYPES.get(etype, "Ethernet"), f"EtherType 0x{etype:04x}"
 
 

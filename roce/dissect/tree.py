@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from roce import fast
+from roce import fast, macc
 from roce.headers import (
     LAYOUTS,
     SYNDROME_TYPES,
@@ -35,6 +35,7 @@ from roce.locate import Walk
 from roce.opcodes import OPCODES
 from roce.pcapio import Frame
 
+from . import macctrl
 from .summary import FLAT_KEYS, SINGLE_FIELD
 
 NS = 1_000_000_000
@@ -43,7 +44,7 @@ IB_HEADERS = frozenset(("bth", "rdeth", "deth", "reth", "atomiceth", "aeth", "at
                         "immdt", "ieth", "xrceth", "feth", "cnp"))
 
 _ETHERTYPES = {0x0800: "IPv4", 0x86DD: "IPv6", 0x8100: "802.1Q Virtual LAN",
-               0x88A8: "802.1ad", 0x8915: "RoCE", 0x0806: "ARP", 0x8808: "MAC Control",
+               0x88A8: "802.1ad", 0x8915: "RoCE", 0x0806: "ARP", macc.ETHERTYPE_MACC: macc.TITLE,
                0x88CC: "LLDP"}
 _PROTOCOLS = {1: "ICMP", 2: "IGMP", 6: "TCP", 17: "UDP", 47: "GRE", 58: "ICMPv6",
               132: "SCTP", 0x1B: "IBA transport"}
@@ -236,7 +237,7 @@ def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
     over the record's flat fields (``bth.psn``...): ``render(fields) -> lines``."""
     env: dict[str, Any] = {"_etype": _etype, "_proto": _proto, "_ecn": _ecn,
                            "_tclass": _tclass, "_opcode": _opcode, "_syndrome": _syndrome,
-                           "_options": _options}
+                           "_options": _options, "_macc": macctrl.tree}
     parts: list[str] = []
 
     def text(value: str) -> str:
@@ -247,6 +248,9 @@ def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
 
     in_ib = False
     for header in layers:
+        if header == macctrl.PROTOCOL:  # PAUSE / PFC: a block of its own (macctrl.tree)
+            parts.append("{_macc(f)}")
+            continue
         ib = header in IB_HEADERS
         if ib and not in_ib:
             parts.append(text(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"))

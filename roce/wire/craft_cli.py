@@ -6,6 +6,7 @@
         --payload-size 1024 --src 10.0.0.1 --dst 10.0.0.2 -w out.pcap
     roce craft rc-acknowledge --syndrome 0x60 --msn 5 --count 3
     roce craft ud-send-only --qkey 0x11111111 --sqpn 7 --ipv6 --vlan 100 -w - | tshark -r -
+    roce craft pfc --prio 3 --quanta 65535           (802.1Qbb PFC; also pause: craft_macc)
 
 Every opcode of ``roce.opcodes.OPCODES`` can be crafted (``roce opcodes`` lists the names;
 numbers such as ``0x0a`` work too).  Each frame built is printed in ``roce decode``'s
@@ -57,6 +58,7 @@ from roce.options import (
 from roce.pcapio import MAX_TS_NS, Frame, PcapNgWriter, PcapWriter
 
 from ..errors import InputError, UsageError
+from . import craft_macc
 
 NS = 1_000_000_000
 PSN_MASK = LAYOUTS["bth"].field("psn").mask
@@ -183,6 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-V", "--verbose", action="store_true",
                         help="print the full header tree of each frame")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    craft_macc.add_arguments(parser)
 
 
 # -- building -------------------------------------------------------------------------------
@@ -482,7 +485,10 @@ def run(args: argparse.Namespace) -> int:
     # One frame at a time from crafting to the writer and the printer: memory stays flat
     # whatever --count is.
     try:
-        packets = iter_frames(args, args.count)
+        if craft_macc.wanted(args):  # pfc / pause: MAC Control frames
+            packets: Iterable[bytes] = craft_macc.build(args, frame_options_given(args))
+        else:
+            packets = iter_frames(args, args.count)
         writer = open_writer(args.write, args.pcapng) if args.write is not None else None
         with writer if writer is not None else contextlib.nullcontext():
             stamps = frame_times(args.count, args.interval,

@@ -21,17 +21,41 @@ keeps its ICRC there:
 An ICRC given explicitly (or found by dissection) is kept; ``del pkt[BTH].icrc`` makes Scapy
 compute it again after an edit, as ``del pkt[IP].chksum`` does for IP.
 
-Importing this module replaces the UDP/4791 and Ethertype 0x8915 bindings that
-``scapy.contrib.roce`` makes, if it was imported first; imported afterwards, contrib's
-bindings queue behind ours and dissection still picks these classes.  ``uninstall()`` gives
-those entry points back (to contrib's layers if they were displaced), ``install()`` takes
-them again.
+Scapy's own RoCE layer, ``scapy.contrib.roce``, and these are one layer set (the bridge is
+``roce.wire.contrib``): each of contrib's classes (``BTH``, ``AETH``, ``GRH``, ``CNPPadding``) is
+a base class of ours of the same name, its field names (``dqpn``, ``pkey``, ``padcount``,
+``nexthdr``, ``reserved1`` ...) are second names of our fields (Wireshark's stay the primary
+ones), and while bound ``scapy.contrib.roce`` names our classes, so scripts written for it
+dissect, build and look layers up as before.  Where contrib's meaning differs, its names keep
+it: a BTH given contrib's names gets Scapy's UDP checksum (ours: RoCE's 0), ``padcount``
+leaves the pad bytes in the payload (``padcnt`` appends them).  Not kept: GRH's GIDs read as
+addresses (contrib: integers; integers are taken when building), GRH's defaults are a valid
+RoCEv1 header (contrib: PayLen 0, NxtHdr 0, FlowLabel 6), pad bytes are ``pad``, not payload.
+
+Importing this module binds (``bind()``); ``unbind()`` restores exactly what was before.
+What ``bind()`` changes, all of it:
+
+* dissection: UDP destination port 4791 goes to our ``BTH``; Ethertype 0x8915 under Ether,
+  802.1Q and Linux cooked captures (v1, v2) to our ``GRH``.  Contrib's bottom-up bindings under
+  those layers (UDP 4791, Ether 0x8915) are taken out and put back by ``unbind()``; its
+  top-down ones stay, so ``UDP()/contrib_BTH()`` still gets port 4791;
+* building: ``UDP()/BTH()`` sets port 4791 and UDP checksum 0; ``Ether()/GRH()`` and the
+  others Ethertype 0x8915;
+* ``scapy.contrib.roce.BTH``, ``AETH``, ``GRH``, ``CNPPadding`` (and their copies in
+  ``builtins`` made by ``load_contrib("roce")``) name our classes; contrib's classes get
+  ``match_subclass`` so that, holding one of them from before, ``pkt[BTH]`` and contrib's own
+  ICRC code still find our layers and theirs.  Such a class object taken before binding stays
+  contrib's: ``pkt[BTH]``, ``BTH in pkt`` and ``isinstance`` find our layers with it, identity
+  tests (``type(layer) is BTH``, ``BTH in pkt.layers()``) do not; names taken after do.
+
+Bindings among our own classes (GRH to BTH, BTH to each opcode's first extended header) are
+made once and stay; they touch no class of Scapy's.  Importing ``roce`` without this module
+(the codec, the CLI) changes nothing in Scapy.
 """
 
 from __future__ import annotations
 
 import struct
-import sys
 from functools import cache
 from typing import Any
 
@@ -80,13 +104,14 @@ from ..locate import (
     ROCE_PORT,
     Walk,
 )
-from ..opcodes import OPCODES, Opcode, lookup
+from ..opcodes import CNP_OPCODE, OPCODES, Opcode, lookup
 from ..packet import Packet as RocePacket
 from ..packet import craft, parse
+from .contrib import ORIGINALS, Aliased, LayerMeta, aliases, join, part
 
 __all__ = ["BTH", "RDETH", "DETH", "RETH", "AtomicETH", "AETH", "AtomicAckETH", "ImmDt", "IETH",
-           "XRCETH", "FETH", "CNPPadding", "GRH", "LAYERS", "to_scapy", "from_scapy", "install",
-           "uninstall"]
+           "XRCETH", "FETH", "CNPPadding", "GRH", "LAYERS", "CONTRIB", "cnp",
+           "to_scapy", "from_scapy", "bind", "unbind"]
 
 # Public class names; which headers get a class is derived below from the opcode table.
 _CLASS_NAMES: dict[str, str] = {
@@ -143,6 +168,17 @@ class _Bool:
         return repr(bool(x)) if isinstance(x, int) else repr(x)
 
 
+class _Address:
+    """An address: shown and read as text; an integer (contrib's GIDs) is taken too."""
+
+    __slots__ = ()
+
+    def any2i(self, pkt: Packet | None, x: Any) -> Any:
+        if isinstance(x, int) and not isinstance(x, bool):
+            x = _ADDRESS_TEXT[_bits(self)](x)  # type: ignore[arg-type]
+        return super().any2i(pkt, x)  # type: ignore[misc]
+
+
 class _Opcode:
     """BTH opcode: shown by its table ident; set by number, ident or any ``lookup`` spelling."""
 
@@ -177,6 +213,8 @@ _FIXED: dict[int, type[Field]] = {
 _STRUCT_FMT: dict[int, str] = {struct.calcsize(c) * 8: c for c in "BHIQ"}
 _ADDRESS: dict[int, type[Field]] = {  # address width -> field; "addr" is IPv4, IPv6 or MAC
     int(cls("_", None).sz * 8): cls for cls in (IPField, IP6Field, MACField)}
+_ADDRESS_TEXT: dict[int, Any] = {  # address width -> int-to-text, from the layouts
+    f.bits: f.decode for lay in LAYOUTS.values() for f in lay.fields if f.kind == "addr"}
 
 
 @cache
@@ -197,7 +235,7 @@ def _scapy_field(header: str, f: LayoutField, default: Any) -> Field:
         default = int(default)
     if f.kind == "addr":
         assert f.bit_offset % 8 == 0, f"{header}.{f.name}: address not byte aligned"
-        return _ADDRESS[f.bits](f.name, default)
+        return _field_class(_Address, _ADDRESS[f.bits])(f.name, default)
     if header == "bth" and f.name == "opcode":
         idents = {code: op.ident for code, op in OPCODES.items()}
         if f.bit_offset % 8 == 0 and f.bits in _STRUCT_FMT:
@@ -376,6 +414,16 @@ class _BTHBase(Packet):
         end = len(frame) - len(self.build_padding())
         return frame, _locate(self, frame, end - len(self.do_build()), end)
 
+    def compute_icrc(self, p: bytes | None = None) -> bytes:
+        """The four ICRC bytes this packet's bytes call for (zeros without an IP or GRH
+        header): ``scapy.contrib.roce``'s method, by roce's fast path; ``p`` is not used."""
+        return to_trailer(self.icrc_expected or 0)
+
+    def _alias_set(self, name: str) -> None:
+        # contrib's PadCount is a header field only: its users put the pad in the payload
+        if self.contrib_aliases[name].field == "padcnt" and "pad" not in self.fields:
+            self.setfieldval("pad", b"")
+
     @property
     def icrc_expected(self) -> int | None:
         """The ICRC this packet's bytes call for (None without an IP or GRH header)."""
@@ -464,15 +512,25 @@ class _GRHBase(Packet):
 
 def _make(header: str, base: type[Packet], mixins: tuple[type, ...] = (),
           extra: tuple[Field, ...] = ()) -> type[Packet]:
-    """The Scapy class for ``header``: fields from its layout, name from TITLES."""
+    """The Scapy class for ``header``: fields from its layout, name from TITLES; a subclass
+    of ``scapy.contrib.roce``'s class of the same name, if it has one, taking its field
+    names (roce.wire.contrib)."""
     fields = _fields(header)
     for fld in fields + list(extra):
         # The metaclass would read a same-named class attribute as a field default.
         assert not hasattr(Packet, fld.name), f"{header}.{fld.name} shadows a Packet attribute"
+    name = _CLASS_NAMES[header]
+    theirs = ORIGINALS.get(name)
     ns = {"name": TITLES[header], "fields_desc": fields + list(extra), "_roce_header": header,
           "__module__": __name__,
-          "__doc__": f"{TITLES[header]} ({SIZE_OF[header]} bytes), from roce.headers."}
-    return type(_CLASS_NAMES[header], (*mixins, base), ns)
+          "__doc__": f"{TITLES[header]} ({SIZE_OF[header]} bytes), from roce.headers.",
+          # found by pkt[cls] for contrib's cls too; contrib's bindings are not inherited
+          "match_subclass": True, "payload_guess": [], "overload_fields": {}}
+    if theirs is None:
+        return LayerMeta(name, (*mixins, base), ns)
+    ns["contrib_class"] = theirs
+    ns["contrib_aliases"] = aliases(theirs, LAYOUTS[header], tuple(f.name for f in extra))
+    return LayerMeta(name, (*mixins, base, Aliased, theirs), ns)
 
 
 LAYERS: dict[str, type[Packet]] = {
@@ -579,49 +637,51 @@ def _with_udp_checksum(frame: bytes, w: Walk) -> bytes:
 _ENTRIES: tuple[tuple[type[Packet], str, int], ...] = (
     (Ether, "type", ETHERTYPE_ROCEV1), (Dot1Q, "type", ETHERTYPE_ROCEV1),
     (CookedLinux, "proto", ETHERTYPE_ROCEV1), (CookedLinuxV2, "proto", ETHERTYPE_ROCEV1))
-# Entry bindings of scapy.contrib.roce that install() took away, for uninstall() to restore.
-_displaced: list[tuple[type[Packet], type[Packet], dict[str, int]]] = []
-_installed = False
+# Contrib's bottom-up entries that bind() took out: (lower layer, index, entry) to put back.
+_displaced: list[tuple[type[Packet], int, tuple[dict[str, Any], type[Packet]]]] = []
+_bound = False
 
 
-def install() -> None:
-    """Make UDP port 4791 and Ethertype 0x8915 dissect into these classes, in place of
-    ``scapy.contrib.roce``'s if it is loaded (done on import; a no-op when installed)."""
-    global _installed
-    if _installed:
+def bind() -> None:
+    """Make Scapy dissect RoCE into these classes and ``scapy.contrib.roce`` name them (done on
+    import; a no-op when bound).  The module docstring lists every change."""
+    global _bound
+    if _bound:
         return
-    contrib = sys.modules.get("scapy.contrib.roce")
-    if contrib is not None:
-        for lower, upper, fval in ((UDP, contrib.BTH, {"dport": ROCE_PORT}),
-                                   (Ether, contrib.GRH, {"type": ETHERTYPE_ROCEV1})):
-            if any(cls is upper and guess == fval for guess, cls in lower.payload_guess):
-                split_layers(lower, upper, **fval)
-                _displaced.append((lower, upper, fval))
+    theirs = set(ORIGINALS.values())
+    for lower in dict.fromkeys([UDP] + [lower for lower, _, _ in _ENTRIES]):
+        kept = [entry for entry in lower.payload_guess if entry[1] not in theirs]
+        if len(kept) < len(lower.payload_guess):
+            _displaced.extend((lower, i, entry) for i, entry in enumerate(lower.payload_guess)
+                              if entry[1] in theirs)
+            lower.payload_guess = kept  # a list of its own, as bind_bottom_up makes
     bind_bottom_up(UDP, BTH, dport=ROCE_PORT)
-    # RoCE sends UDP checksum 0 (rxe, and what roce.craft builds): make it the default.
+    # RoCE sends UDP checksum 0 (docs/protocol.md, rxe_net.c; what roce.craft builds).
     bind_top_down(UDP, BTH, dport=ROCE_PORT, chksum=0)
     for lower, key, value in _ENTRIES:
         bind_layers(lower, GRH, {key: value})
-    _installed = True
+    join({cls.__name__: cls for cls in LAYERS.values()})
+    _bound = True
 
 
-def uninstall() -> None:
-    """Undo ``install``: UDP 4791 and Ethertype 0x8915 go back to what they were bound to
-    before (``scapy.contrib.roce``'s layers if install displaced them)."""
-    global _installed
-    if not _installed:
+def unbind() -> None:
+    """Undo ``bind``: UDP 4791 and Ethertype 0x8915 dissect as they did before (into
+    ``scapy.contrib.roce``'s classes, which it names again)."""
+    global _bound
+    if not _bound:
         return
+    part()
     split_layers(UDP, BTH, dport=ROCE_PORT)
     for lower, key, value in _ENTRIES:
         split_layers(lower, GRH, {key: value})
-    for lower, upper, fval in _displaced:
-        bind_layers(lower, upper, **fval)
+    for lower, i, entry in _displaced:  # in the order taken out: each index is right again
+        lower.payload_guess = lower.payload_guess[:i] + [entry] + lower.payload_guess[i:]
     _displaced.clear()
-    _installed = False
+    _bound = False
 
 
 def _bind_transport() -> None:
-    """Bindings among our own classes, which stay whether or not ``install`` is in effect:
+    """Bindings among our own classes, which stay whether or not ``bind`` is in effect:
     GRH to BTH, and BTH to the first extended header of each opcode."""
     bind_layers(GRH, BTH, nxthdr=GRH_NEXT_BTH)
     first_of: dict[str, list[int]] = {}
@@ -637,7 +697,16 @@ def _bind_transport() -> None:
 
 
 _bind_transport()
-install()
+bind()
+
+# Contrib's classes as contrib made them, whatever scapy.contrib.roce names now.
+CONTRIB: dict[str, type[Packet]] = dict(ORIGINALS)
+
+
+def cnp(dqpn: int, **fields: Any) -> Packet:
+    """A CNP for destination QP ``dqpn`` (BECN set), as ``scapy.contrib.roce.cnp`` makes it;
+    ``fields`` are more BTH fields."""
+    return BTH(opcode=CNP_OPCODE, becn=1, destqp=dqpn, **fields) / CNPPadding()
 
 # -- conversions ---------------------------------------------------------------------------------
 
