@@ -41,6 +41,7 @@ import roce
 from roce import options
 from roce.cli import COMMANDS, build_parser, main
 from roce.pcapio import PcapWriter
+from roce.wire import craft_macc
 
 MEMORY_LIMIT = 1 << 30
 TIME_LIMIT = 10.0
@@ -98,6 +99,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
         options.parse_size: ["-1", "x", "1e30", "nan", "inf", "-1K", "99999999T"],
         options.parse_time: ["-1", "x", "1e30s", "nan", "infms", "1e300"],
+        options.parse_positive_time: ["0", "0ms", "-1", "x", "1e30s", "nan"],
+        craft_macc.parse_prio: ["8", "-1", "x", "3=70000", "3=-1", "=5", "3=", "1.5"],
         options.parse_mac: MACS_BAD,
         options.parse_mac_bytes: MACS_BAD,
         options.parse_ip: IPS_BAD,

@@ -116,7 +116,10 @@ def write_pcap(path: Path, frames: list[tuple[bytes, int]], ng: bool = False) ->
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
+    try:
+        code = main(args)
+    except SystemExit as exc:  # an option value the parser refused (roce.options)
+        code = int(exc.code or 0)
     out = capsys.readouterr()
     return code, out.out, out.err
 
