@@ -1100,6 +1100,8 @@ cdef class PSNTracker:
                 "still_missing": self.still_missing, "next": self.next}
 
 
+include "_columns.pxi"
+
 # -- per-flow analysis -------------------------------------------------------------------------
 
 include "_flowengine.pxi"

@@ -85,6 +85,9 @@ MAX_COUNT = (1 << 63) - 1
 parse_int = bounded_int(0, None, "a non-negative integer")
 parse_positive = bounded_int(1, MAX_COUNT, "a positive integer")
 parse_seed = bounded_int(0, (1 << 64) - 1, "a seed")
+# Worker processes (-j): more than this is a typo, not a machine; 0 means one per core.
+MAX_JOBS = 256
+parse_jobs = bounded_int(0, MAX_JOBS, "a number of jobs")
 # IBA 9.7.6.1.3: QP attribute widths (ibv_modify_qp: timeout 5 bits, retry_cnt and
 # rnr_retry 3 bits); PSNs and QPNs are the BTH's 24-bit fields (IBA 9.2).
 parse_psn = unsigned(24, "a PSN (24 bits)")
@@ -362,9 +365,10 @@ def parse_ecn(text: str) -> int:
     return value
 
 
-__all__ = ["MAX_NS", "MAX_SECONDS", "bounded_int", "field_int", "field_width", "mac_bytes",
-           "parse_address", "parse_ecn", "parse_field", "parse_int", "parse_ip", "parse_ip_text",
-           "parse_ipv4_text", "parse_key", "parse_mac", "parse_mac_bytes", "parse_port",
-           "parse_positive", "parse_positive_seconds", "parse_positive_time", "parse_probability",
-           "parse_psn", "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed",
-           "parse_size", "parse_time", "parse_timeout", "read_int", "size_at_most", "unsigned"]
+__all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_NS", "MAX_SECONDS", "bounded_int", "field_int",
+           "field_width", "mac_bytes", "parse_address", "parse_ecn", "parse_field", "parse_int",
+           "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs", "parse_key", "parse_mac",
+           "parse_mac_bytes", "parse_port", "parse_positive", "parse_positive_seconds",
+           "parse_positive_time", "parse_probability", "parse_psn", "parse_qpn", "parse_rate",
+           "parse_retry", "parse_seconds", "parse_seed", "parse_size", "parse_time",
+           "parse_timeout", "read_int", "size_at_most", "unsigned"]

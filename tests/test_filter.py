@@ -624,11 +624,23 @@ KNOWN = frozenset({"bth.opcode", "bth.psn", "reth.va", "aeth.syndrome.opcode", "
 
 
 @pytest.mark.parametrize(
-    "expr",
-    ["bth.psn == 100", "reth", "bth", "aeth.syndrome", "aeth.syndrome.opcode > 1", "write"],
+    ("expr", "on_pkt", "on_other"),
+    [
+        ("bth.psn == 100", True, False),
+        ("reth", True, False),  # a protocol: a dotted prefix of a known field
+        ("bth", True, False),
+        ("aeth.syndrome", True, True),  # known as a prefix of aeth.syndrome.opcode
+        ("aeth.syndrome.opcode > 1", False, True),
+        ("write", True, False),  # a macro, its body checked against the known fields
+    ],
 )
-def test_known_fields_accepts(expr: str) -> None:
-    compile_filter(expr, known_fields=KNOWN, macros=MACROS)
+def test_known_fields_accepts(expr: str, on_pkt: bool, on_other: bool) -> None:
+    other = {"aeth.syndrome.opcode": 3}
+    f = compile_filter(expr, known_fields=KNOWN, macros=MACROS)
+    assert (f(PKT), f(other)) == (on_pkt, on_other)
+    # knowing the fields rejects names; it never changes what an accepted filter matches
+    g = compile_filter(expr, macros=MACROS)
+    assert [g(p) for p in (PKT, other, {})] == [f(p) for p in (PKT, other, {})]
 
 
 @pytest.mark.parametrize(

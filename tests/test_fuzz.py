@@ -35,6 +35,7 @@ from roce.emu import (
 from roce.emu.memory import AccessError, AddressSpace
 from roce.pcapio import open_capture
 from roce.testing import atheris_harness, fuzz
+from roce.testing.fuzz import registry, responder_cases, seeds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -162,12 +163,67 @@ def test_bad_usage(capsys):
     assert rc == 1 and "no saved decoder failures" in err
 
 
+def test_a_new_seed_source_feeds_the_decoder(monkeypatch):
+    """A protocol family joins the decoder harness with one entry in SEED_SOURCES."""
+    marker = bytes(range(60))
+    monkeypatch.setitem(seeds.SEED_SOURCES, "test-family", lambda rng, n: [marker] * n)
+    pool = fuzz.seed_pool(__import__("random").Random(0), per_opcode=2)
+    assert pool[-2:] == [marker, marker] and marker not in pool[:-2]
+    d = fuzz.DecoderFuzzer(seed=0, decode_every=0)
+    assert d.pool.count(marker) == 3
+
+
+def test_decoder_pool_covers_every_family():
+    from roce import macc
+    from roce.opcodes import OPCODES
+
+    pool = fuzz.DecoderFuzzer(seed=0, decode_every=0).pool
+    parsed = [macc.parse_macc(f) for f in pool]
+    opcodes = {m.opcode for m in parsed if m is not None}
+    assert opcodes == set(macc.BODY)  # PAUSE and PFC
+    offsets = {macc.macc_offset(f) for f, m in zip(pool, parsed) if m is not None}
+    assert offsets == {14, 18}  # untagged and VLAN-tagged
+    roce_codes = {roce.parse(f).opcode.code for f, m in zip(pool, parsed) if m is None}
+    assert roce_codes == set(OPCODES)
+
+
+def test_every_registered_harness_is_a_subcommand(capsys):
+    for name, h in registry.HARNESSES.items():
+        with pytest.raises(SystemExit) as e:
+            cli.main(["fuzz", name, "--help"])
+        assert e.value.code == 0
+        assert f"(default {h.default_count}" in capsys.readouterr().out
+
+
+def test_wire_failures_are_not_replayed_in_process(capsys, tmp_path):
+    fuzz.save_failure(tmp_path, fuzz.Failure("wire", "liveness", "stopped answering",
+                                             [bytes(60)], context={"seed": 1}))
+    rc, _, err = roce_fuzz(capsys, "wire", "--replay", str(tmp_path), "-i", "lo", "--target",
+                           "127.0.0.1", "--qpn", "1")
+    assert rc == 1 and "not replayed here" in err and "roce replay" in err
+
+
+@pytest.mark.parametrize(("option", "value"), [("--target-mac", "ff:ff:ff:ff:ff"),
+                                               ("--target-mac", "02:00:00:00:00:zz"),
+                                               ("--target", "10.0.0")])
+def test_wire_bad_addresses_are_usage_errors(capsys, option, value):
+    argv = {"--target": "192.0.2.1", option: value}
+    with pytest.raises(SystemExit) as e:
+        cli.main(["fuzz", "wire", "-i", "lo", "--qpn", "1", "--count", "1",
+                  *[w for kv in argv.items() for w in kv]])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert f"argument {option}: bad " in err and repr(value) in err
+
+
 # -- responder -------------------------------------------------------------------------------------
 
 
 def test_responder_small_run_exits_0(capsys):
     rc, out, _ = roce_fuzz(capsys, "responder", "--count", "2000", "--seed", "1", "-q")
     assert rc == 0, out
+    for name in responder_cases.CASES:  # every builder of the case table ran
+        assert f"  case {name}: " in out, name
 
 
 def test_responder_same_seed_same_summary(capsys):
@@ -305,7 +361,7 @@ class Dut:
         frame = roce.craft(ident, payload, dqpn=self.qp.qp_num, psn=psn, ackreq=True,
                            **kw).to_bytes()
         self.ctx.device.receive(0, frame)
-        return [fuzz._describe(f) for f in self.ctx.device.drain()]
+        return [fuzz.describe_answer(f) for f in self.ctx.device.drain()]
 
     def completions(self) -> list[tuple]:
         return [(wc.wr_id, wc.status.name) for wc in self.cq.poll(16)]

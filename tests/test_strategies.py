@@ -236,10 +236,46 @@ def test_programs_are_plain_data(program):
             assert op[3] in S.RKEY_KINDS
 
 
-@settings(max_examples=examples(300))
-@given(S.verbs_programs(max_ops=20))
-def test_programs_reach_invalid_operations(program):
-    pass  # the strategy must build; the next test checks the mix over many draws
+def _invalid_kinds(program: list[tuple]) -> set[str]:
+    """Which kinds of invalid operation a program holds."""
+    kinds = set()
+    for op in program:
+        name = op[0]
+        if name in ("write", "read", "cas", "faa") and op[-1] != "good":
+            kinds.add("bad rkey " + op[-1])
+        if name in ("write", "read") and op[1] + op[2] > S.PROGRAM_MR_SIZE:
+            kinds.add("past the MR end")
+        if name in ("write", "read") and op[2] == 0:
+            kinds.add("zero length")
+        if name in ("cas", "faa") and op[1] % 8:
+            kinds.add("misaligned atomic")
+        if name == "send" and op[1] > S.PROGRAM_RECV_SIZE:
+            kinds.add("send longer than any receive")
+        if name == "post_recv" and op[1] < S.PROGRAM_RECV_SIZE:
+            kinds.add("short receive")
+        if name == "modify":
+            kinds.add("modify")
+    return kinds
+
+
+ALL_INVALID = {"bad rkey bad_key", "bad rkey bad_index", "bad rkey other_pd",
+               "past the MR end", "zero length", "misaligned atomic",
+               "send longer than any receive", "short receive", "modify"}
+
+
+@pytest.mark.parametrize("invalid", [True, False])
+def test_programs_reach_invalid_operations(invalid):
+    seen: set[str] = set()
+
+    @settings(max_examples=examples(300))
+    @given(S.verbs_programs(max_ops=20, invalid=invalid))
+    def draw(program):
+        assert 1 <= len(program) <= 20
+        seen.update(_invalid_kinds(program))
+
+    draw()
+    # every kind of invalid operation over the draws; none at all in valid programs
+    assert seen == (ALL_INVALID if invalid else set())
 
 
 def test_program_vocabulary_covers_invalid_cases():
@@ -338,9 +374,13 @@ def test_plugin_fixtures(roce_strategies, roce_fabric, roce_mutator):
 
 def test_plugin_loads_in_a_user_suite(tmp_path):
     (tmp_path / "test_user.py").write_text(
-        "from hypothesis import given\n"
+        "from hypothesis import HealthCheck, given, settings\n"
         "def test_it(roce_fabric, roce_strategies, roce_mutator):\n"
         "    assert roce_fabric.seed == 3 and roce_fabric.qa.qp_state.name == 'IBV_QPS_RTS'\n"
+        # a user suite outside this project's profiles: deterministic, and patient on a
+        # loaded machine
+        "    @settings(derandomize=True, deadline=None, max_examples=20,\n"
+        "              suppress_health_check=[HealthCheck.too_slow])\n"
         "    @given(roce_strategies.frames(max_payload=8))\n"
         "    def inner(frame):\n"
         "        assert roce_mutator.mutate(frame).frame != frame\n"

@@ -538,13 +538,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-T csv prints integers in decimal; booleans as 1/0; absent fields empty.\n"
         "exit status: 0 read (even with malformed packets), 1 usage or filter error,\n"
         "2 unreadable capture.")
-    parser.add_argument("file", nargs="?", metavar="FILE",
-                        help="pcap/pcapng capture (gzip ok); - reads standard input")
+    parser.add_argument("file", nargs="*", metavar="FILE",
+                        help="pcap/pcapng captures (gzip ok), directories or globs; - reads "
+                             "standard input")
     parser.add_argument("-r", "--read-file", metavar="FILE", dest="read_file",
                         help="capture to read (same as FILE)")
     add_output_arguments(parser)
     parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
                         help="print the field names or the filter macros and exit")
+    from .fleetcmd import add_decode_arguments  # -T parquet|arrow, -w, -j, --scheduler
+
+    add_decode_arguments(parser)
 
 
 def add_output_arguments(parser: Any) -> None:
@@ -678,6 +682,11 @@ def _run(args: argparse.Namespace) -> int:
             f"{k}\t{v}" for k, v in sorted(filter_macros().items())]
         out.write("\n".join(names) + "\n")
         return 0
+    from . import fleetcmd
+
+    if fleetcmd.wants_decode(args):  # several captures, columnar output
+        return fleetcmd.decode(args)
+    args.file = args.file[0] if args.file else None
     if args.file and args.read_file and args.file != args.read_file:
         raise UsageError("give the capture once: FILE or -r FILE")
     path = args.read_file or args.file

@@ -33,11 +33,12 @@ EXPERT_DEFAULT = 20
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Values are checked by their argparse types (roce.options); roce's parser exits 1.
-    parser.add_argument("file", nargs="?", metavar="FILE",
-                        help="pcap or pcapng capture (gzip allowed); - reads stdin")
+    parser.add_argument("file", nargs="*", metavar="FILE",
+                        help="pcap or pcapng captures (gzip allowed), directories or globs; "
+                        "- reads stdin")
     parser.add_argument("-T", dest="format", default="text", metavar="FORMAT", type=str.lower,
-                        choices=("text", "json"),
-                        help="output format: text (default) or json")
+                        choices=("text", "json", "parquet"),
+                        help="output format: text (default), json or parquet (-w DIR)")
     parser.add_argument("--expert", action="store_true",
                         help=f"list every expert event (default: the first {EXPERT_DEFAULT} "
                         "by severity)")
@@ -51,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="TIME",
                         help="expert warning when a priority stays paused longer than TIME "
                         f"without a break (default {pauses.DEFAULT_STORM})")
+    from .fleetcmd import add_stats_arguments  # --merge, -w, -j, --scheduler
+
+    add_stats_arguments(parser)
 
 
 def _usage(message: str) -> int:
@@ -62,7 +66,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.file:
         return _usage("missing FILE (a capture file, or - for stdin)")
     fmt, port = args.format, args.udp_port
-    account = pauses.PauseAccount(args.link_rate * 1e9, args.pause_storm)
+    rate_bps, storm_ns = args.link_rate * 1e9, args.pause_storm
+    from . import fleetcmd
+
+    if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
+        return fleetcmd.stats(args, fmt, port, (rate_bps, storm_ns))
+    args.file = args.file[0]
+    account = pauses.PauseAccount(rate_bps, storm_ns)
 
     try:
         reader, size, fh = _open(args.file)

@@ -14,7 +14,8 @@ One input drives one of five entry points, chosen by its first byte:
 
 A disagreement raises ``AssertionError``; libFuzzer then saves the input as ``crash-*``.
 
-Run for a bounded time or number of inputs (``pip install atheris``)::
+Run for a bounded time or number of inputs (atheris comes with ``pip install "roce[fuzz]"``
+on CPython < 3.12, x86-64)::
 
     python -m roce.testing.atheris_harness -atheris_runs=100000
     python -m roce.testing.atheris_harness -max_total_time=60 [CORPUS_DIR]
@@ -36,12 +37,23 @@ import tempfile
 from array import array
 
 from .. import fast, icrc, locate
-from ..locate import OK
+from ..headers import SIZE_OF
+from ..locate import (
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_RAW,
+    OK,
+    ROCE_PORT,
+)
 from ..opcodes import OPCODES
 from ..packet import decode_headers_reference
 from ..pcapio import MAX_RECORD, pcap_split_reference
+from ._extras import FUZZ_EXTRA_HINT
 
-LINKTYPES = (1, 101, 113, 276, 105)
+LINKTYPE_IEEE802_11 = 105  # one link type the walk does not read: it must refuse it the same
+LINKTYPES = (LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,
+             LINKTYPE_IEEE802_11)
 TARGETS = ("walk", "scan", "icrc", "decode_headers", "pcap_split")
 
 
@@ -65,7 +77,7 @@ def check(data: bytes) -> str:
         data = data + bytes(3 - len(data))
     target = TARGETS[data[0] % len(TARGETS)]
     linktype = LINKTYPES[data[1] % len(LINKTYPES)]
-    port = 4791 if data[2] < 240 else data[2] * 17
+    port = ROCE_PORT if data[2] < 240 else data[2] * 17
     body = data[3:]
     if target == "walk":
         got, want = ext.walk(body, linktype, port), locate.walk(body, linktype, port)
@@ -87,7 +99,7 @@ def check(data: bytes) -> str:
             assert ext.icrc(body, linktype, port) == (OK, want, stored), "icrc()"
     elif target == "decode_headers":
         w = locate.walk(body, linktype, port)
-        if w.bth_off >= 0 and w.bth_off + 12 <= len(body) and w.opcode in OPCODES:
+        if w.bth_off >= 0 and w.bth_off + SIZE_OF["bth"] <= len(body) and w.opcode in OPCODES:
             got = ext.decode_headers(body, w, linktype)
             want = decode_headers_reference(body, w, linktype)
             assert got == want, f"decode_headers: fast {got} reference {want}"
@@ -128,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import atheris
     except ImportError:
-        sys.exit("atheris is not installed: pip install atheris")
+        sys.exit(f"atheris is not installed: {FUZZ_EXTRA_HINT} (CPython < 3.12, x86-64)")
     argv = list(sys.argv if argv is None else argv)
     if not any(not a.startswith("-") for a in argv[1:]):
         argv.append(_seed_corpus())

@@ -15,12 +15,14 @@ under ``--corpus DIR`` as a pcap and a one-line reason file; ``--replay DIR`` ru
 and exits 1 while any still fails.
 
 Exit status: 0 no failure, 1 failures (or bad usage), 2 the environment stops the run (no
-such interface, no privilege).
+such interface, no privilege).  The harnesses, their help and default run lengths come from
+``roce.testing.fuzz.registry``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -32,6 +34,7 @@ from ..options import (
     field_int,
     parse_address,
     parse_ipv4_text,
+    parse_jobs,
     parse_key,
     parse_mac,
     parse_positive_seconds,
@@ -41,15 +44,13 @@ from ..options import (
     parse_seed,
 )
 from . import fuzz
+from .fuzz.registry import HARNESSES
 
 _count = bounded_int(0, MAX_COUNT, "a count")
 
 
-# Worker processes: more than this is a typo, not a machine.
-MAX_JOBS = 256
-
-
-def _common(p: argparse.ArgumentParser, default_count: int) -> None:
+def _common(p: argparse.ArgumentParser, harness: str) -> None:
+    default_count = HARNESSES[harness].default_count
     p.add_argument("--seed", type=parse_seed, default=0, help="random seed (default 0)")
     p.add_argument("--count", type=_count, default=None,
                    help=f"inputs to try (default {default_count}, or unbounded with --time)")
@@ -60,52 +61,87 @@ def _common(p: argparse.ArgumentParser, default_count: int) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
 
 
+def _decoder_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", "-j", type=parse_jobs, default=None,
+                   help="worker processes (default: the number of CPUs)")
+    p.add_argument("--decode-every", type=_count, default=fuzz.DECODE_EVERY, metavar="N",
+                   help=f"run roce decode on every Nth chunk of {fuzz.CHUNK} frames "
+                   "(0: never)")
+
+
+def _responder_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--skip-check", action="append", default=[], metavar="CHECK",
+                   choices=fuzz.RESPONDER_CHECKS,
+                   help="do not report this invariant (" + ", ".join(
+                       fuzz.RESPONDER_CHECKS) + ")")
+
+
+def _wire_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--interface", required=True, metavar="IFACE")
+    p.add_argument("--target", required=True, type=parse_ipv4_text, metavar="IP",
+                   help="the target's IPv4 address")
+    p.add_argument("--qpn", required=True, type=parse_qpn,
+                   help="the target's RC QP number")
+    p.add_argument("--rkey", type=parse_key, default=None,
+                   help="an rkey of the target's memory (probes READ it)")
+    p.add_argument("--va", type=parse_address, default=0, help="address of that MR")
+    p.add_argument("--size", type=field_int("reth.dmalen", "an MR length"), default=4096,
+                   help="MR length")
+    p.add_argument("--target-mac", type=parse_mac, default=None,
+                   help="skip ARP: the target's MAC")
+    p.add_argument("--src-qpn", type=parse_qpn, default=0x11,
+                   help="the QP number the target answers to (its destination QPN)")
+    p.add_argument("--psn", type=parse_psn, default=None,
+                   help="the target's expected PSN if known (else learnt from answers)")
+    p.add_argument("--pps", type=parse_rate, default=1000.0, help="frames per second")
+    p.add_argument("--probe-every", type=_count, default=100, metavar="N",
+                   help="a liveness probe every N frames (0: none)")
+    p.add_argument("--probe-timeout", type=parse_positive_seconds, default=0.5, metavar="SEC")
+    p.add_argument("--pcap", metavar="FILE", help="record every frame sent and received")
+
+
+Progress = Callable[[fuzz.Summary], None]
+
+
+def _decoder_run(args: argparse.Namespace, count: int | None,
+                 progress: Progress) -> fuzz.Summary:
+    jobs = args.jobs if args.jobs else (os.cpu_count() or 1)
+    return fuzz.fuzz_decoder(args.seed, count, args.time, jobs, args.decode_every, progress)
+
+
+def _responder_run(args: argparse.Namespace, count: int | None,
+                   progress: Progress) -> fuzz.Summary:
+    return fuzz.fuzz_responder(args.seed, count, args.time, args.skip_check, progress)
+
+
+def _wire_run(args: argparse.Namespace, count: int | None, progress: Progress) -> fuzz.Summary:
+    config = fuzz.WireConfig(**{f.name: getattr(args, f.name)
+                                for f in dataclasses.fields(fuzz.WireConfig)})
+    return fuzz.fuzz_wire(config, count, args.time, progress)
+
+
+# harness (as in roce.testing.fuzz.registry) -> (description, its options, how to run it)
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
+                           Callable[[argparse.Namespace, int | None, Progress],
+                                    fuzz.Summary]]] = {
+    "decoder": ("Fuzz the decoder: valid, mutated and random frames through roce.parse, the "
+                "fast path and its reference twins, and roce decode.",
+                _decoder_options, _decoder_run),
+    "responder": (fuzz.ResponderFuzzer.__doc__.split("\n\n")[0], _responder_options,
+                  _responder_run),
+    "wire": ("Send mutated RoCE frames to a target over a raw AF_PACKET socket, probing that "
+             "it still answers.", _wire_options, _wire_run),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="harness", metavar="HARNESS")
     sub.required = True
-    dec = sub.add_parser("decoder", help="parser, fast path vs references, roce decode",
-                         description="Fuzz the decoder: valid, mutated and random frames "
-                         "through roce.parse, the fast path and its reference twins, and "
-                         "roce decode.")
-    _common(dec, 100_000)
-    dec.add_argument("--jobs", "-j", type=bounded_int(0, MAX_JOBS, "a number of jobs"),
-                     default=None,
-                     help="worker processes (default: the number of CPUs)")
-    dec.add_argument("--decode-every", type=_count, default=fuzz.DECODE_EVERY, metavar="N",
-                     help=f"run roce decode on every Nth chunk of {fuzz.CHUNK} frames "
-                     "(0: never)")
-    resp = sub.add_parser("responder", help="mutated frames into emulated RC/UC/UD responders",
-                          description=fuzz.ResponderFuzzer.__doc__.split("\n\n")[0])
-    _common(resp, 3000)
-    resp.add_argument("--skip-check", action="append", default=[], metavar="CHECK",
-                      choices=fuzz.RESPONDER_CHECKS,
-                      help="do not report this invariant (" + ", ".join(
-                          fuzz.RESPONDER_CHECKS) + ")")
-    wire = sub.add_parser("wire", help="mutated frames to a device under test (raw socket)",
-                          description="Send mutated RoCE frames to a target over a raw "
-                          "AF_PACKET socket, probing that it still answers.")
-    _common(wire, 10_000)
-    wire.add_argument("-i", "--interface", required=True, metavar="IFACE")
-    wire.add_argument("--target", required=True, type=parse_ipv4_text, metavar="IP",
-                      help="the target's IPv4 address")
-    wire.add_argument("--qpn", required=True, type=parse_qpn,
-                      help="the target's RC QP number")
-    wire.add_argument("--rkey", type=parse_key, default=None,
-                      help="an rkey of the target's memory (probes READ it)")
-    wire.add_argument("--va", type=parse_address, default=0, help="address of that MR")
-    wire.add_argument("--size", type=field_int("reth.dmalen", "an MR length"), default=4096,
-                      help="MR length")
-    wire.add_argument("--target-mac", type=parse_mac, default=None,
-                      help="skip ARP: the target's MAC")
-    wire.add_argument("--src-qpn", type=parse_qpn, default=0x11,
-                      help="the QP number the target answers to (its destination QPN)")
-    wire.add_argument("--psn", type=parse_psn, default=None,
-                      help="the target's expected PSN if known (else learnt from answers)")
-    wire.add_argument("--pps", type=parse_rate, default=1000.0, help="frames per second")
-    wire.add_argument("--probe-every", type=_count, default=100, metavar="N",
-                      help="a liveness probe every N frames (0: none)")
-    wire.add_argument("--probe-timeout", type=parse_positive_seconds, default=0.5, metavar="SEC")
-    wire.add_argument("--pcap", metavar="FILE", help="record every frame sent and received")
+    for name, harness in HARNESSES.items():
+        description, options, _ = _COMMANDS[name]
+        p = sub.add_parser(name, help=harness.help, description=description)
+        _common(p, name)
+        options(p)
 
 
 class _Progress:
@@ -134,37 +170,20 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        if args.replay:
-            return _replay(args)
-        return _run(args)
-    except fuzz.EnvironmentProblem as exc:
-        print(f"roce fuzz: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"roce fuzz: {exc}", file=sys.stderr)
-        return 1
+    # errors roce raises on purpose (no interface: InputError; a corpus of wire failures:
+    # UsageError) go up to roce.cli, which maps them to their exit statuses
+    if args.replay:
+        return _replay(args)
+    return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
     progress = _Progress(not args.quiet)
-    defaults = {"decoder": 100_000, "responder": 3000, "wire": 10_000}
     count = args.count if args.count is not None else (
-        None if args.time is not None else defaults[args.harness])
-    runner: Callable[[], fuzz.Summary]
-    if args.harness == "decoder":
-        jobs = args.jobs if args.jobs else (os.cpu_count() or 1)
-        def runner() -> fuzz.Summary:
-            return fuzz.fuzz_decoder(args.seed, count, args.time, jobs, args.decode_every,
-                                     progress)
-    elif args.harness == "responder":
-        def runner() -> fuzz.Summary:
-            return fuzz.fuzz_responder(args.seed, count, args.time, args.skip_check, progress)
-    else:
-        def runner() -> fuzz.Summary:
-            return fuzz.fuzz_wire(args, count, progress)
+        None if args.time is not None else HARNESSES[args.harness].default_count)
+    run_harness = _COMMANDS[args.harness][2]
     try:
-        summary = runner()
+        summary = run_harness(args, count, progress)
     finally:
         progress.close()
     for line in summary.lines():

@@ -5,7 +5,8 @@ Registered as a ``pytest11`` entry point (``roce = "roce.testing.pytest_plugin"`
 
 Fixtures:
 
-- ``roce_strategies``: the ``roce.testing.strategies`` module (hypothesis strategies);
+- ``roce_strategies``: the ``roce.testing.strategies`` module (hypothesis strategies; they
+  need the ``fuzz`` extra, ``pip install "roce[fuzz]"``, and say so when it is missing);
 - ``roce_mutator``: a ``roce.testing.mutate.Mutator`` seeded from the test's node id, so a
   test sees the same mutants on every run;
 - ``roce_fabric``: a ``RoceFabric``: a seeded simulated ``Fabric`` with two hosts ``a``

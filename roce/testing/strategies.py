@@ -49,11 +49,15 @@ then whole buffers, ``PROGRAM_RECV_SIZE`` bytes, so that every SEND fits).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable
 from typing import Any
 
-from hypothesis import strategies as st
+from ._extras import missing_extra
+
+try:
+    from hypothesis import strategies as st
+except ImportError as exc:  # the fuzz extra is not installed: say how to get it
+    raise missing_extra("hypothesis", __name__, exc) from exc
 
 from .. import craft
 from ..headers import LAYOUTS, Field
@@ -61,6 +65,13 @@ from ..opcodes import OPCODES, Opcode, Operation, Transport, lookup
 from ..packet import Packet
 from ..psn import PSN_MASK, psn_diff
 from . import mutate as _mutate
+from .fuzz.programs import (
+    PROGRAM_MR_SIZE,
+    PROGRAM_RECV_SIZE,
+    RKEY_KINDS,
+    STATES,
+    random_program,
+)
 
 # -- opcodes -----------------------------------------------------------------------------------
 
@@ -323,10 +334,8 @@ def psn_sequences(draw: st.DrawFn, wrap: bool | None = None, gaps: bool | None =
 
 # -- verbs programs -----------------------------------------------------------------------------
 
-RKEY_KINDS = ("good", "bad_key", "bad_index", "other_pd")
-PROGRAM_MR_SIZE = 4096  # the size of b's remote MR that programs address
-PROGRAM_RECV_SIZE = 1024  # the receive buffer a ("post_recv", n) may not exceed
-STATES = ("RESET", "INIT", "RTR", "RTS", "SQD", "ERR")
+# RKEY_KINDS, PROGRAM_MR_SIZE, PROGRAM_RECV_SIZE, STATES and random_program (plain random,
+# no hypothesis) live with run_program in roce.testing.fuzz.programs; re-exported here
 
 
 def _lengths(invalid: bool, limit: int) -> st.SearchStrategy[int]:
@@ -374,44 +383,6 @@ def verbs_programs(max_ops: int = 12, invalid: bool = True) -> st.SearchStrategy
     """Programs of verbs operations (see the module docstring) for
     ``roce.testing.fuzz.run_program``."""
     return st.lists(_operation(invalid), min_size=1, max_size=max_ops)
-
-
-def random_program(rng: random.Random, max_ops: int = 12, invalid: bool = True) -> list[tuple]:
-    """A verbs program drawn with a plain ``random.Random`` (for the fuzz CLI), with the
-    same vocabulary as ``verbs_programs``."""
-    size = PROGRAM_MR_SIZE
-    out: list[tuple] = []
-    for _ in range(rng.randint(1, max_ops)):
-        kind = rng.choice(("post_recv", "post_recv", "send", "write", "read", "cas", "faa",
-                           "run") + (("modify",) if invalid else ()))
-        rkey = rng.choice(RKEY_KINDS) if invalid and rng.random() < 0.3 else "good"
-        length = rng.randint(1, size // 2)
-        offset = rng.randint(0, size // 2)
-        if invalid and rng.random() < 0.2:
-            length = rng.choice((0, size, size + 1))
-            offset = rng.choice((0, size - 1, size))
-        aligned = rng.randrange(size // 8) * 8
-        if kind == "post_recv":
-            out.append(("post_recv", rng.randint(1, PROGRAM_RECV_SIZE) if invalid
-                        else PROGRAM_RECV_SIZE))
-        elif kind == "send":
-            n = rng.randint(0, PROGRAM_RECV_SIZE)
-            if invalid and rng.random() < 0.1:
-                n = PROGRAM_RECV_SIZE + rng.randint(1, 100)
-            out.append(("send", n, rng.choice((None, rng.getrandbits(32)))))
-        elif kind in ("write", "read"):
-            out.append((kind, offset, length, rkey))
-        elif kind == "cas":
-            off = aligned + (rng.randint(1, 7) if invalid and rng.random() < 0.2 else 0)
-            out.append(("cas", off, rng.getrandbits(64), rng.getrandbits(64), rkey))
-        elif kind == "faa":
-            off = aligned + (rng.randint(1, 7) if invalid and rng.random() < 0.2 else 0)
-            out.append(("faa", off, rng.getrandbits(64), rkey))
-        elif kind == "run":
-            out.append(("run", rng.choice((1_000, 100_000, 10_000_000))))
-        else:
-            out.append(("modify", rng.choice("ab"), rng.choice(STATES)))
-    return out
 
 
 __all__ = ["opcodes", "opcode_rows", "bth", "header", "field_values", "packets", "frames",

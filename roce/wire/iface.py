@@ -54,6 +54,7 @@ PACKET_OUTGOING = 4
 SIOCGIFFLAGS = 0x8913
 SIOCGIFMTU = 0x8921
 SIOCGIFHWADDR = 0x8927
+SIOCGIFADDR = 0x8915
 ARPHRD_ETHER, ARPHRD_LOOPBACK = 1, 772  # link types whose frames start with Ethernet II
 IFF_UP = 0x1
 IFF_RUNNING = 0x40
@@ -98,6 +99,22 @@ def interface_mtu(name: str) -> int:
 def interface_hatype(name: str) -> int:
     """The ARPHRD_* hardware type (1 Ethernet, 772 loopback, 65534 none/tun ...)."""
     return struct.unpack_from("H", _ifreq(name, SIOCGIFHWADDR), 16)[0]
+
+
+def interface_mac(name: str) -> str:
+    """The hardware address, ``aa:bb:cc:dd:ee:ff`` (SIOCGIFHWADDR: struct ifreq's sockaddr
+    at offset 16, its two-byte family, then the address)."""
+    return _ifreq(name, SIOCGIFHWADDR)[18:24].hex(":")
+
+
+def interface_ipv4(name: str) -> str | None:
+    """The first IPv4 address (SIOCGIFADDR: a sockaddr_in at offset 16, the address 4 bytes
+    in), or None when it has none; an unknown interface is an InterfaceError."""
+    interface_flags(name)
+    try:
+        return socket.inet_ntoa(_ifreq(name, SIOCGIFADDR)[20:24])
+    except InterfaceError:  # EADDRNOTAVAIL: no address
+        return None
 
 
 def check_interface(name: str) -> None:
