@@ -227,7 +227,7 @@ def mac_bytes(text: str) -> bytes:
         return bytes(int(g, 16) for g in re.split("[:.-]", t))
     if _MAC_DOTTED.fullmatch(t) or _MAC_PLAIN.fullmatch(t):
         return bytes.fromhex(t.replace(".", ""))
-    raise ValueError(f"{text!r} is not a MAC address (six octets, e.g. 02:00:00:00:00:01)")
+    raise ValueError(f"bad MAC address {text!r} (six octets, e.g. 02:00:00:00:00:01)")
 
 
 def parse_mac(text: str) -> str:
@@ -249,7 +249,7 @@ def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     try:
         return ipaddress.ip_address(text.strip())
     except ValueError:
-        raise _bad(f"{text!r} is not an IPv4 or IPv6 address") from None
+        raise _bad(f"bad IP address {text!r} (IPv4 or IPv6)") from None
 
 
 def parse_ip_text(text: str) -> str:
@@ -258,10 +258,10 @@ def parse_ip_text(text: str) -> str:
 
 
 def parse_ipv4_text(text: str) -> str:
-    addr = parse_ip(text)
-    if addr.version != 4:
-        raise _bad(f"{text!r} is not an IPv4 address")
-    return str(addr)
+    try:
+        return str(ipaddress.IPv4Address(text.strip()))
+    except ValueError:
+        raise _bad(f"bad IPv4 address {text!r}") from None
 
 
 # -- header fields --------------------------------------------------------------------------

@@ -370,7 +370,7 @@ def test_craft_pfc_and_pause(tmp_path, capsys):
     (["pause", "--prio", "3"], "--prio is for pfc"),
     (["pfc"], "give at least one --prio"),
     (["pfc", "--prio", "1", "--dqpn", "5"], "MAC Control frames take no --dqpn"),
-    (["pfc", "--prio", "1", "--smac", "zz"], "not a MAC address"),
+    (["pfc", "--prio", "1", "--smac", "zz"], "bad MAC address"),
 ])
 def test_craft_refuses(capsys, args, message):
     code, _, err = run_cli(["craft", *args], capsys)

@@ -283,7 +283,7 @@ def test_unknown_opcode():
     (["rc-send-only", "--field", "foo=1"], ["--field foo", "no field 'foo'"]),
     (["rc-send-only", "--va", "1"], ["--va", "RC Send Only"]),
     (["rc-send-only", "--dqpn", "0x1000000"], ["destqp", "24 bits"]),
-    (["rc-send-only", "--src", "1.2.3"], ["--src", "not an IPv4 or IPv6 address"]),
+    (["rc-send-only", "--src", "1.2.3"], ["--src", "bad IP address '1.2.3'"]),
     (["rc-read-request", "--payload-size", "4"], ["no payload"]),
     (["rc-atomic-write", "--payload-size", "4"], ["8 bytes"]),
     (["rc-send-only", "--roce-version", "1", "--sport", "5"], ["RoCEv1"]),

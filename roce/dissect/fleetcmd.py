@@ -172,7 +172,9 @@ def _decode_text(args: argparse.Namespace, paths: list[str]) -> int:
     status = 0
     for path in paths:
         one = copy.copy(args)
-        one.file, one.read_file = [path], None
+        # as -r: a path left unexpanded (an empty directory, a glob matching nothing) is
+        # then reported as unreadable rather than taken for a set again, without end
+        one.file, one.read_file = [], path
         status = max(status, decode.run(one))
     return status
 
