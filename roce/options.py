@@ -213,19 +213,18 @@ def parse_positive_time(text: str) -> int:
 _MAC_GROUPS = re.compile(r"[0-9a-fA-F]{1,2}(?P<sep>[:.-])(?:[0-9a-fA-F]{1,2}(?P=sep)){4}"
                          r"[0-9a-fA-F]{1,2}")
 _MAC_DOTTED = re.compile(r"[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}")
-_MAC_PLAIN = re.compile(r"[0-9a-fA-F]{12}")
 
 
 @lru_cache(maxsize=4096)
 def mac_bytes(text: str) -> bytes:
     """The six octets of a MAC written ``01:02:03:04:05:06``, ``1:2:3:4:5:6`` (each group is
     one octet, as ``ip link`` reads it), ``01-02-...``, ``01.02...``, ``0102.0304.0506`` or
-    ``010203040506``.
+    not ``010203040506``, which reads as a number.
     ValueError for anything else, such as five or seven octets."""
     t = text.strip()
     if _MAC_GROUPS.fullmatch(t):
         return bytes(int(g, 16) for g in re.split("[:.-]", t))
-    if _MAC_DOTTED.fullmatch(t) or _MAC_PLAIN.fullmatch(t):
+    if _MAC_DOTTED.fullmatch(t):
         return bytes.fromhex(t.replace(".", ""))
     raise ValueError(f"bad MAC address {text!r} (six octets, e.g. 02:00:00:00:00:01)")
 

@@ -529,7 +529,6 @@ def test_option_readers_agree_with_their_parsers() -> None:
     for text in ("", "0x", "1__0", "1_", "1.0", "1e3", "--1", "0x1g", "٣"):
         with pytest.raises(ValueError):
             options.read_int(text)
-    for text in ("1:2:3:4:5:6", "01-02-03-04-05-06", "0102.0304.0506", "010203040506",
-                 "01.02.03.04.05.06"):
+    for text in ("1:2:3:4:5:6", "01-02-03-04-05-06", "0102.0304.0506", "01.02.03.04.05.06"):
         assert options.mac_bytes(text) == bytes([1, 2, 3, 4, 5, 6])
     assert math.isclose(options.parse_rate("100Gbps"), 100.0)
