@@ -88,6 +88,7 @@ cdef int S_TRUNC, S_IP_VERSION, S_IP_HDRLEN, S_L3_LENGTH, S_UDP_LENGTH, S_TVER, 
 cdef int S_PADCNT, S_PAYLOAD, S_PAYLOAD_LEN, S_GRH_NEXT
 cdef int ET_IPV4, ET_IPV6, ET_ROCEV1, ET_VLAN0, ET_VLAN1, ET_VLAN2, MAX_VLANS
 cdef int GRH_NEXT, LT_ETH, LT_RAW, LT_SLL, LT_SLL2
+cdef int L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6  # roce.locate.L3_*: the one numbering
 
 cdef int OP_VALID[256]
 cdef int OP_NEXT[256]
@@ -112,7 +113,6 @@ cdef int M_IP_LEN = 0
 cdef object WalkType = tuple
 cdef bint configured = False
 
-L3_GRH, L3_IPV4, L3_IPV6 = 1, 4, 6
 
 
 def configure(dict cfg):
@@ -124,6 +124,7 @@ def configure(dict cfg):
     global S_PADCNT, S_PAYLOAD, S_PAYLOAD_LEN, S_GRH_NEXT
     global ET_IPV4, ET_IPV6, ET_ROCEV1, ET_VLAN0, ET_VLAN1, ET_VLAN2, MAX_VLANS
     global GRH_NEXT, LT_ETH, LT_RAW, LT_SLL, LT_SLL2, WalkType, configured, M_IP_LEN
+    global L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6
     global FL_SE, FL_M, FL_FECN, FL_BECN, FL_A
     cdef int i, j, code
     specs = cfg["fields"]
@@ -158,6 +159,8 @@ def configure(dict cfg):
                                            c["FLAG_BECN"], c["FLAG_A"])
     LT_ETH, LT_RAW, LT_SLL, LT_SLL2 = (c["LINKTYPE_ETHERNET"], c["LINKTYPE_RAW"],
                                        c["LINKTYPE_LINUX_SLL"], c["LINKTYPE_LINUX_SLL2"])
+    L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6 = (c["L3_NONE"], c["L3_GRH"], c["L3_IPV4"],
+                                             c["L3_IPV6"])
     for code in range(256):
         OP_VALID[code] = 0
         K_COUNT[code] = 0
@@ -260,15 +263,15 @@ def assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc, 
     if nt < SZ_BTH:
         raise ValueError("assemble: transport part shorter than BTH")
     if fix_l3_len:
-        if l3_kind == 4:
+        if l3_kind == L3K_IPV4:
             wr(p, l3_off, F_IP_LEN, n3 + nu + nt + 4)
-        elif l3_kind == 6:
+        elif l3_kind == L3K_IPV6:
             wr(p, l3_off, F_IP6_PLEN, nu + nt + 4)
         else:
             wr(p, l3_off, F_GRH_PAYLEN, nt + 4)
     if fix_udp_len and nu:
         wr(p, n2 + n3, F_UDP_LEN, nu + nt + 4)
-    if fix_checksum and l3_kind == 4:
+    if fix_checksum and l3_kind == L3K_IPV4:
         wr(p, l3_off, F_IP_CHECKSUM, 0)
         s = 0
         for i in range(0, n3 - 1, 2):
@@ -399,7 +402,7 @@ cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port, WalkResult
     cdef int off = 0, etype, version, ihl, hlen, total, start, end, length, l2hdr, sz
     w.status = 0
     w.vlans = 0
-    w.l3_kind = 0
+    w.l3_kind = L3K_NONE
     w.l3_off = -1
     w.l3_len = 0
     w.udp_off = -1
@@ -443,7 +446,7 @@ cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port, WalkResult
             w.vlans += 1
             off += SZ_VLAN
     if etype == ET_IPV4:
-        w.l3_kind = 4
+        w.l3_kind = L3K_IPV4
         w.l3_off = off
         if n - off < SZ_IP:
             return fail(w, S_TRUNC, H_IP, off, SZ_IP, n - off)
@@ -466,7 +469,7 @@ cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port, WalkResult
             return fail(w, S_L3_LENGTH, H_IP, off, total, hlen + SZ_UDP)
         return do_udp(p, n, off + hlen, off + total, udp_port, H_IP, w)
     if etype == ET_IPV6:
-        w.l3_kind = 6
+        w.l3_kind = L3K_IPV6
         w.l3_off = off
         w.l3_len = SZ_IP6
         if n - off < SZ_IP6:
@@ -482,7 +485,7 @@ cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port, WalkResult
         start = off + SZ_IP6
         return do_udp(p, n, start, start + length, udp_port, H_IP6, w)
     if etype == ET_ROCEV1:
-        w.l3_kind = 1
+        w.l3_kind = L3K_GRH
         w.l3_off = off
         w.l3_len = SZ_GRH
         if n - off < SZ_GRH:
@@ -676,9 +679,9 @@ def decode_headers(bytes frame, object w, int linktype):
         for i in range(vlans):
             out[H_NAMES[H_VLAN] if i == 0 else VLAN2_NAME] = decode_one(frame, p, H_VLAN, off)
             off += SZ_VLAN
-    l3 = H_IP if l3_kind == 4 else H_IP6 if l3_kind == 6 else H_GRH
+    l3 = H_IP if l3_kind == L3K_IPV4 else H_IP6 if l3_kind == L3K_IPV6 else H_GRH
     hdr = decode_one(frame, p, l3, l3_off)
-    if l3_kind == 4 and l3_len > SZ_IP:
+    if l3_kind == L3K_IPV4 and l3_len > SZ_IP:
         hdr[OPTIONS_NAME] = frame[l3_off + SZ_IP:l3_off + l3_len]
     out[H_NAMES[l3]] = hdr
     if udp_off >= 0:
@@ -705,9 +708,9 @@ cdef uint32_t icrc_raw(const uint8_t *p, int l3_off, int l3_kind, int l3_len, in
     cdef const uint8_t *mask
     cdef int mlen
     memset(buf, 0xFF, 8)
-    if l3_kind == 4:
+    if l3_kind == L3K_IPV4:
         mask, mlen = M_IP, M_IP_LEN
-    elif l3_kind == 6:
+    elif l3_kind == L3K_IPV6:
         mask, mlen = M_IP6, 40
     else:
         mask, mlen = M_GRH, 40
@@ -900,9 +903,9 @@ def scan(list frames, int linktype=1, int udp_port=4791, bint check_icrc=False, 
             c_pkey[i] = rd(p, w.bth_off, F_BTH_PKEY)
             c_destqp[i] = rd(p, w.bth_off, F_BTH_DESTQP)
             c_psn[i] = rd(p, w.bth_off, F_BTH_PSN)
-            if w.l3_kind == 4:
+            if w.l3_kind == L3K_IPV4:
                 ecn = rd(p, w.l3_off, F_IP_ECN)
-            elif w.l3_kind == 6:
+            elif w.l3_kind == L3K_IPV6:
                 ecn = rd(p, w.l3_off, F_IP6_TCLASS) & 3
             else:
                 ecn = 0

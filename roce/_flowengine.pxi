@@ -1,21 +1,25 @@
-# Per-flow capture analysis: the compiled twin of roce.dissect.flows.Analyzer.
+# Per-flow capture analysis: the compiled twin of roce.dissect.flowref.Analyzer.
 #
 # Included by _fastpath.pyx: it walks frames with do_walk, checks ICRCs with icrc_raw and
 # sequences PSNs with PSNTracker's C methods, all without leaving C for a clean packet.
-# roce/dissect/flows.py is the specification (its module docstring has the definitions);
-# this file follows it function by function (_slow_group -> _packet, _advance, _late, ...),
-# processing every frame in capture order, as the reference does with batch=1.  A property
-# test feeds both the same faulty traffic and compares the reports.
-#
-# Tables come from configure_flows(), derived in roce.dissect.cflows from the opcode table
-# and the header layouts; event texts are the reference's templates, passed in.
+# roce/dissect/flowrules.py is the one definition of the rules (its docstring has the
+# definitions and the steps to add an event kind); this file holds no rule table of its own.
+# Everything it numbers or words - opcode classes, event kinds with their severities, texts
+# and counters, the flow counters' layout, AETH syndrome rules and ECN - arrives in
+# configure_flows() from roce.dissect.cflows.engine_config(), derived from flowrules,
+# roce.headers, roce.opcodes and roce.locate (L3 kinds are the fast path's L3K_*, configured
+# from roce.locate).  Events are raised by their flowrules name.
+# It follows roce/dissect/flowref.py function by function (_packet, _feed, _advance, _late,
+# ...), every frame in capture order; a property test compares the two engines' reports.
 
 from libc.string cimport memcmp
 
-DEF A_NKINDS = 11      # message kinds, flows.K_*
-DEF A_NEVENTS = 16     # event kinds (at most), in flows.EVENT_KINDS order
+DEF A_NKINDS = 11      # message kinds, flowrules.K_* (checked at configuration)
+DEF A_NEVENTS = 32     # event kinds, at most
+DEF A_NCOUNTERS = 32   # flow counters, at most
 DEF A_MAX_ADDR = 32    # longest address pair (IPv6 / GRH)
 
+# Numberings the C code switches on; configure_flows() checks they are flowrules' / psn's.
 cdef enum:
     AC_DATA = 0
     AC_READ = 1
@@ -39,6 +43,12 @@ cdef enum:
     AEV_LATE = 3
     AEV_DUPLICATE = 4
 
+cdef enum:
+    ASYN_ACK = 0
+    ASYN_RNR = 1
+    ASYN_NAK = 2
+    ASYN_RESERVED = 3
+
 cdef struct ASpec:
     int off        # from the BTH start; -1: the opcode has no such field there
     int n
@@ -55,26 +65,38 @@ cdef int A_KEYNEED[256]   # bytes from the BTH start holding the first ETH (0: n
 cdef ASpec A_DMALEN[256]  # RETH DMA length when RETH is not the first ETH
 cdef ASpec A_SYN[256]     # AETH syndrome / MSN when AETH is not the first ETH
 cdef ASpec A_MSN[256]
+cdef int A_SYN_RULE[256]  # by syndrome byte: ASYN_*, and the value bits
+cdef int A_SYN_VALUE[256]
 cdef int A_SPAN_A[8]      # by L3 kind: the address pair's slice [a, b) from the L3 start
 cdef int A_SPAN_B[8]
 cdef int A_L3LEN_F[8]     # by L3 kind: the L3 length field (F_*) and what it leaves out
 cdef int A_L3LEN_X[8]
+cdef int A_ECN_MASK = 0, A_ECN_CE = -1
+cdef int A_FIRST_BAD = 0     # walk statuses below it (and above OK) are "not RoCE"
+cdef int64_t A_ATOMIC_BYTES = 0
+cdef uint32_t A_PSN_MASK = 0
 cdef bint A_CONFIGURED = False
 cdef int A_DEFAULT_MTU = 0
 cdef int A_IB_MTUS[5]
 cdef int A_MAX_OPEN = 0
 cdef int64_t A_MAX_READ_PSNS = 0
 cdef int A_KIND_WRITE = -1, A_KIND_WRITE_IMM = -1, A_KIND_READ = -1
+# Event kinds by their row in flowrules.EVENTS.
+cdef dict A_EV_INDEX = {}   # name -> row
 cdef int A_EV_SEV[A_NEVENTS]
-cdef int A_NEV = 0
-cdef int E_MALFORMED, E_BAD_ICRC, E_NAK_FATAL, E_GAP, E_RETRANS, E_OOO, E_NAK_SEQ
-cdef int E_RNR, E_LENGTH, E_RESERVED, E_CNP, E_ECN, E_INCOMPLETE
-cdef list A_EV_NAMES = []
-cdef dict A_TEXT = {}
+cdef int A_EV_CTR[A_NEVENTS]  # the flow counter the event bumps, -1: none
+cdef list A_EV_TEXT = []
+cdef list A_EV_BURST = []
+cdef list A_SIDE = []       # "" for the request tracker, "response " for the response one
+# Flow counters by their row in flowrules.COUNTERS: those the engine bumps itself.
+cdef int A_NC = 0
+cdef int CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
+cdef int CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED
 cdef list A_KIND_NAMES = []
+cdef list A_NAK_EVENT = []  # by NAK code: its event kind
 cdef list A_NAK_TEXT = []   # by NAK code: its name
 cdef list A_RNR_TEXT = []   # by timer code: "0.64"
-cdef object A_EVENT = tuple  # flows.Event
+cdef object A_EVENT = tuple  # flowmodel.Event
 
 
 cdef void _a_spec(ASpec *s, object spec):
@@ -87,24 +109,30 @@ cdef void _a_spec(ASpec *s, object spec):
 
 
 def configure_flows(dict cfg):
-    """Tables and texts for FlowEngine, from roce.dissect.cflows (derived from the opcode
-    table, the header layouts and roce.dissect.flows)."""
-    global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_KIND_WRITE_IMM, A_KIND_READ, A_NEV
-    global E_MALFORMED, E_BAD_ICRC, E_NAK_FATAL, E_GAP, E_RETRANS, E_OOO, E_NAK_SEQ
-    global E_RNR, E_LENGTH, E_RESERVED, E_CNP, E_ECN, E_INCOMPLETE
-    global A_EV_NAMES, A_TEXT, A_KIND_NAMES, A_NAK_TEXT, A_RNR_TEXT, A_EVENT
+    """Tables and texts for FlowEngine, from roce.dissect.cflows.engine_config()."""
+    global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE
+    global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE, A_FIRST_BAD, A_ATOMIC_BYTES
+    global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
+    global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT
+    global CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
+    global CT_ACKS, CT_ATOMIC_ACKS, CT_TRUNCATED
     cdef int code, k
-    # The enums above are the reference's numbering, written out for C: check they still are.
+    # The enums above are written out for C: check they still are the rules' numbering.
     if (tuple(cfg["classes"]) != (AC_DATA, AC_READ, AC_ATOMIC, AC_ONLYREQ, AC_READ_RESP,
                                   AC_ACK, AC_ATOMIC_ACK, AC_CNP)
             or tuple(cfg["positions"]) != (AP_FIRST, AP_MIDDLE, AP_LAST, AP_ONLY)
             or tuple(cfg["psn_events"]) != (AEV_FIRST, AEV_IN_ORDER, AEV_GAP, AEV_LATE,
-                                            AEV_DUPLICATE)):
-        raise ValueError("flow engine: class, position or PSN event numbering differs from "
-                         "roce.dissect.flows / roce.psn")
+                                            AEV_DUPLICATE)
+            or tuple(cfg["syndrome_rules"]) != (ASYN_ACK, ASYN_RNR, ASYN_NAK, ASYN_RESERVED)):
+        raise ValueError("flow engine: class, position, PSN event or syndrome rule numbering "
+                         "differs from roce.dissect.flowrules / roce.psn")
     if len(cfg["kind_names"]) != A_NKINDS:
         raise ValueError("flow engine: %d message kinds, built for %d"
                          % (len(cfg["kind_names"]), A_NKINDS))
+    if len(cfg["nak_texts"]) != 32 or len(cfg["rnr_texts"]) != 32:
+        raise ValueError("flow engine: built for 5-bit NAK and RNR timer codes")
+    if len(cfg["events"]) > A_NEVENTS or len(cfg["counters"]) > A_NCOUNTERS:
+        raise ValueError("flow engine: more event kinds or counters than it was built for")
     for code in range(256):
         A_VALID[code] = 0
         A_KEYNEED[code] = 0
@@ -121,37 +149,49 @@ def configure_flows(dict cfg):
     for code, (syn, msn) in cfg["aeth_later"].items():
         _a_spec(&A_SYN[code], syn)
         _a_spec(&A_MSN[code], msn)
+    for code, (rule, value) in enumerate(cfg["syndromes"]):
+        A_SYN_RULE[code], A_SYN_VALUE[code] = rule, value
     for k in range(8):
         A_SPAN_A[k] = A_SPAN_B[k] = 0
         A_L3LEN_F[k] = -1
         A_L3LEN_X[k] = 0
+    if any(not 0 <= k < 8 for k in cfg["spans"]):
+        raise ValueError("flow engine: an L3 kind outside 0..7")
     for k, (a, b) in cfg["spans"].items():
         A_SPAN_A[k], A_SPAN_B[k] = a, b
     for k, (f, extra) in cfg["l3_len"].items():
         A_L3LEN_F[k], A_L3LEN_X[k] = f, extra
+    A_ECN_MASK, A_ECN_CE = cfg["ecn_mask"], cfg["ecn_ce"]
+    A_FIRST_BAD = cfg["first_bad_status"]
+    A_ATOMIC_BYTES = cfg["atomic_bytes"]
+    A_PSN_MASK = cfg["psn_mask"]
     A_DEFAULT_MTU = cfg["default_mtu"]
     for k, m in enumerate(cfg["ib_mtus"]):
         A_IB_MTUS[k] = m
     A_MAX_OPEN = cfg["max_open"]
     A_MAX_READ_PSNS = cfg["max_read_psns"]
-    A_KIND_WRITE, A_KIND_WRITE_IMM, A_KIND_READ = cfg["write_kinds"] + (cfg["read_kind"],)
-    names = list(cfg["event_kinds"])
-    if len(names) > A_NEVENTS:
-        raise ValueError("too many event kinds")
-    A_NEV = len(names)
-    for k, (name, sev) in enumerate(names):
+    A_KIND_WRITE, A_KIND_WRITE_IMM = cfg["write_kinds"]
+    A_KIND_READ = cfg["read_kind"]
+    A_EV_INDEX = {}
+    A_EV_TEXT = []
+    A_EV_BURST = []
+    for k, (name, sev, text, burst, counter) in enumerate(cfg["events"]):
+        A_EV_INDEX[name] = k
         A_EV_SEV[k] = sev
-    A_EV_NAMES = [name for name, _ in names]
-    idx = {name: k for k, name in enumerate(A_EV_NAMES)}
-    E_MALFORMED, E_BAD_ICRC, E_NAK_FATAL = idx["malformed"], idx["bad_icrc"], idx["nak_fatal"]
-    E_GAP, E_RETRANS, E_OOO = idx["gap"], idx["retransmission"], idx["out_of_order"]
-    E_NAK_SEQ, E_RNR, E_LENGTH = idx["nak_sequence"], idx["rnr_nak"], idx["length_mismatch"]
-    E_RESERVED, E_CNP, E_ECN = idx["reserved_syndrome"], idx["cnp"], idx["ecn_ce"]
-    E_INCOMPLETE = idx["incomplete_message"]
-    A_TEXT = dict(cfg["texts"])
+        A_EV_CTR[k] = counter
+        A_EV_TEXT.append(text)
+        A_EV_BURST.append(burst)
+    A_SIDE = list(cfg["side_words"])
+    ct = {name: k for k, name in enumerate(cfg["counters"])}
+    A_NC = len(ct)
+    CT_PACKETS, CT_BYTES, CT_PAYLOAD = ct["packets"], ct["bytes"], ct["payload"]
+    CT_UNIQUE, CT_REQ_PAYLOAD = ct["unique_payload"], ct["req_payload"]
+    CT_RSP_PAYLOAD, CT_ACKS = ct["rsp_payload"], ct["acks"]
+    CT_ATOMIC_ACKS, CT_TRUNCATED = ct["atomic_acks"], ct["truncated"]
     A_KIND_NAMES = list(cfg["kind_names"])
-    A_NAK_TEXT = list(cfg["nak_names"])
-    A_RNR_TEXT = list(cfg["rnr_ms"])
+    A_NAK_EVENT = list(cfg["nak_events"])
+    A_NAK_TEXT = list(cfg["nak_texts"])
+    A_RNR_TEXT = list(cfg["rnr_texts"])
     A_EVENT = cfg["event"]
     A_CONFIGURED = True
 
@@ -161,7 +201,7 @@ cdef inline int64_t a_rd(const uint8_t *b, ASpec *s) noexcept nogil:
 
 
 cdef class AMsgs:
-    """Message reassembly state of one direction of one flow (flows._Msgs)."""
+    """Message reassembly state of one direction of one flow (flowref._Msgs)."""
 
     cdef int kind
     cdef bint has_first
@@ -175,19 +215,25 @@ cdef class AMsgs:
         self.open = []
 
 
+cdef struct ABurst:
+    # An open run of retransmissions on one tracker (flowref._RefFlow.bursts).
+    bint open
+    int64_t first, ts, last, count
+    uint32_t lo, hi
+
+
 cdef class AFlow:
-    """Counters of one flow (flows.Flow), read out by roce.dissect.cflows at the end."""
+    """Counters of one flow (flowmodel.Flow), read out by roce.dissect.cflows at the end."""
 
     cdef readonly int id, l3, path
     cdef readonly bytes addr
-    cdef readonly int64_t qp, packets, nbytes, payload, req_payload, rsp_payload
-    cdef readonly int64_t first_ts, last_ts, req_first, rsp_first, rsp_last
+    cdef readonly int64_t qp, first_ts, last_ts, req_first, rsp_first, rsp_last
     cdef readonly PSNTracker req, rsp
-    cdef readonly int64_t incomplete, acks, reserved_syn, atomic_acks, cnps, ecn_ce
-    cdef readonly int64_t bad_icrc, malformed, truncated
+    cdef int64_t c[A_NCOUNTERS]  # flowrules.COUNTERS, in its order
     cdef bint has_pending
     cdef int64_t pend_fn, pend_psn, pend_dmalen, pend_ts
     cdef AMsgs reqmsg, rspmsg
+    cdef ABurst burst[2]
     cdef int64_t stats[A_NKINDS][4]
     cdef bint has_stats[A_NKINDS]
     cdef int64_t naks[32]
@@ -198,6 +244,10 @@ cdef class AFlow:
         self.req_first = self.rsp_first = self.rsp_last = -1
         self.reqmsg = AMsgs()
         self.rspmsg = AMsgs()
+
+    def counters(self):
+        """The counters in flowrules.COUNTERS order."""
+        return [self.c[k] for k in range(A_NC)]
 
     def message_stats(self):
         """kind -> [count, bytes, min size, max size]"""
@@ -236,7 +286,7 @@ cdef class FlowEngine:
     cdef readonly int64_t frames, not_roce, malformed_unattributed, truncated_unattributed
     cdef readonly int64_t first_ts, last_ts
     cdef readonly list flows, events
-    cdef int64_t counts[A_NEVENTS]  # a shortcut: below the cap every event is kept
+    cdef int64_t lines[A_NEVENTS]  # lines made per kind: below the cap each one is kept
     cdef ASlot *slots
     cdef Py_ssize_t cap, used
     cdef dict paths
@@ -250,7 +300,7 @@ cdef class FlowEngine:
             raise RuntimeError("FlowEngine: configure_flows() has not run (import "
                                "roce.dissect.cflows)")
         self.udp_port = udp_port
-        self.store = store  # flows.EventStore: counts events, keeps the first ones
+        self.store = store  # flowmodel.EventStore: counts events, keeps the first lines
         self.ev_cap = store.cap
         self.explain = explain
         self.first_ts = self.last_ts = -1
@@ -272,6 +322,9 @@ cdef class FlowEngine:
 
     def event_counts(self):
         return dict(self.store.counts)
+
+    def event_lines(self):
+        return dict(self.store.lines)
 
     def path_mtu(self, int path):
         return self.mtus[path]
@@ -313,7 +366,7 @@ cdef class FlowEngine:
             pos += 16 + v[2]
         return pos, 0
 
-    # -- one frame (flows.Analyzer._feed_batch, _bad_frame and _slow_group) -----------------
+    # -- one frame (flowref.Analyzer._feed_batch and _bad_frame) ---------------------------
 
     cdef int _frame(self, object obj, const uint8_t *p, Py_ssize_t n, bint have_caps,
                     int64_t origlen, int64_t ts, int linktype) except -1:
@@ -345,7 +398,7 @@ cdef class FlowEngine:
                 k1 = (rd64(bp + K_OFF[op][1], K_N[op][1]) >> K_SHIFT[op][1]) & K_MASK[op][1]
             if K_COUNT[op] > 2:
                 k2 = (rd64(bp + K_OFF[op][2], K_N[op][2]) >> K_SHIFT[op][2]) & K_MASK[op][2]
-        elif st < 10:
+        elif st < A_FIRST_BAD:
             self.not_roce += 1
             return 0
         else:
@@ -359,7 +412,8 @@ cdef class FlowEngine:
                     self.truncated_unattributed += 1
                 else:
                     self.malformed_unattributed += 1
-                    self._event(fn, ts, E_MALFORMED, None, self._malformed(obj, p, n, linktype))
+                    self._event(fn, ts, "malformed", None,
+                                (self._malformed(obj, p, n, linktype),))
                 return 0
             op = p[bth + F_OFF[F_BTH_OPCODE]]
             bp = p + bth
@@ -387,10 +441,10 @@ cdef class FlowEngine:
             else:
                 bad = True
                 text = self._malformed(obj, p, n, linktype)
-        if w.l3_kind == 4:
-            ecn = rd(p, w.l3_off, F_IP_ECN)
-        elif w.l3_kind == 6:
-            ecn = rd(p, w.l3_off, F_IP6_TCLASS) & 3
+        if w.l3_kind == L3K_IPV4:
+            ecn = rd(p, w.l3_off, F_IP_ECN) & A_ECN_MASK
+        elif w.l3_kind == L3K_IPV6:
+            ecn = rd(p, w.l3_off, F_IP6_TCLASS) & A_ECN_MASK
         qp = rd(p, bth, F_BTH_DESTQP)
         psn = rd(p, bth, F_BTH_PSN)
         if A_DMALEN[op].off >= 0:
@@ -493,32 +547,30 @@ cdef class FlowEngine:
                      WalkResult *w, int64_t fn, int64_t ts, int op, uint32_t psn, int64_t plen,
                      int64_t origlen, int ecn, bint icrc_ok, int64_t k0, int64_t k1, int64_t k2,
                      bint bad, bint truncated, object text) except -1:
-        cdef int cls = A_CLS[op], pos = A_POS[op], kind = A_KIND[op], ev, t, v
+        cdef int cls = A_CLS[op], pos = A_POS[op], kind = A_KIND[op], ev, rule, v
         cdef PSNTracker tr
         cdef int32_t d
-        if bad:
-            f.malformed += 1
-            self._event(fn, ts, E_MALFORMED, f, text)
+        if bad:  # malformed: sequenced, but no part of message reassembly
+            self._event(fn, ts, "malformed", f, (text,))
         elif truncated:
-            f.truncated += 1
-        f.packets += 1
-        f.nbytes += origlen
-        f.payload += plen
-        if ecn == 3:
-            f.ecn_ce += 1
-            self._event(fn, ts, E_ECN, f, A_TEXT["ecn_ce"])
+            f.c[CT_TRUNCATED] += 1
+        f.c[CT_PACKETS] += 1
+        f.c[CT_BYTES] += origlen
+        f.c[CT_PAYLOAD] += plen
+        if ecn == A_ECN_CE:
+            self._event(fn, ts, "ecn_ce", f, ())
         if not icrc_ok:
-            f.bad_icrc += 1
-            if self._stored(E_BAD_ICRC, fn):
-                self._event(fn, ts, E_BAD_ICRC, f, A_TEXT["bad_icrc"] % (
+            if self._stored("bad_icrc", fn):
+                self._event(fn, ts, "bad_icrc", f, (
                     stored(p, w.icrc_off),
                     bswap32(icrc_raw(p, w.l3_off, w.l3_kind, w.l3_len, w.bth_off,
                                      w.icrc_off))))
             else:
-                self._event(fn, ts, E_BAD_ICRC, f, None)
+                self._event(fn, ts, "bad_icrc", f, None)
         if cls <= AC_ONLYREQ:  # a request
-            f.req_payload += plen
+            f.c[CT_REQ_PAYLOAD] += plen
             if not A_SEQ[op]:  # UD: counted, not sequenced
+                f.c[CT_UNIQUE] += plen
                 self._complete(f, kind, plen, -1, fn, ts)
                 return 0
             if f.req_first < 0:
@@ -531,7 +583,10 @@ cdef class FlowEngine:
                 f.pend_fn, f.pend_psn, f.pend_dmalen, f.pend_ts = fn, psn, k2, ts
                 return 0
             ev = self._feed_req(f, psn, 1, fn, ts)
-            if ev == AEV_DUPLICATE or bad:
+            if ev == AEV_DUPLICATE:
+                return 0
+            f.c[CT_UNIQUE] += plen
+            if bad:
                 return 0
             if cls == AC_DATA:
                 if ev == AEV_LATE:
@@ -541,36 +596,28 @@ cdef class FlowEngine:
             elif cls == AC_READ:  # a READ whose RETH was not captured
                 self._complete(f, kind, 0, -1, fn, ts)
             else:
-                self._complete(f, kind, 8 if cls == AC_ATOMIC else plen, -1, fn, ts)
+                self._complete(f, kind, A_ATOMIC_BYTES if cls == AC_ATOMIC else plen, -1, fn, ts)
         elif cls == AC_ACK:
             self._note_rsp_psn(f, psn)
             if k0 < 0:  # AETH not captured
                 return 0
-            t = (k0 >> 5) & 3
-            v = k0 & 0x1F
-            if t == 0:
-                f.acks += 1
-            elif t == 1:
+            rule = A_SYN_RULE[k0]
+            v = A_SYN_VALUE[k0]
+            if rule == ASYN_ACK:
+                f.c[CT_ACKS] += 1
+            elif rule == ASYN_RNR:
                 f.rnr[v] += 1
-                if self._stored(E_RNR, fn):
-                    self._event(fn, ts, E_RNR, f, A_TEXT["rnr_nak"] % (A_RNR_TEXT[v], psn))
-                else:
-                    self._event(fn, ts, E_RNR, f, None)
-            elif t == 3:
+                self._event(fn, ts, "rnr_nak", f, (A_RNR_TEXT[v], psn))
+            elif rule == ASYN_NAK:
                 f.naks[v] += 1
-                t = E_NAK_SEQ if v == 0 else E_NAK_FATAL
-                if self._stored(t, fn):
-                    self._event(fn, ts, t, f, A_TEXT["nak"] % (A_NAK_TEXT[v], k1, psn))
-                else:
-                    self._event(fn, ts, t, f, None)
+                self._event(fn, ts, A_NAK_EVENT[v], f, (A_NAK_TEXT[v], k1, psn))
             else:
-                f.reserved_syn += 1
-                self._event(fn, ts, E_RESERVED, f, A_TEXT["reserved_syndrome"] % k0)
+                self._event(fn, ts, "reserved_syndrome", f, (k0,))
         elif cls == AC_READ_RESP or cls == AC_ATOMIC_ACK:
             self._note_rsp_psn(f, psn)
-            f.rsp_payload += plen
+            f.c[CT_RSP_PAYLOAD] += plen
             if cls == AC_ATOMIC_ACK:
-                f.atomic_acks += 1
+                f.c[CT_ATOMIC_ACKS] += 1
             tr = f.rsp
             if tr is None:
                 tr = f.rsp = PSNTracker()
@@ -581,16 +628,18 @@ cdef class FlowEngine:
                     if psn < tr.next:
                         tr.wraps += 1
                     tr.next = psn
-            ev = self._feed(f, tr, psn, 1, fn, ts, True)
-            if cls == AC_ATOMIC_ACK or ev == AEV_DUPLICATE or bad:
+            ev = self._feed(f, tr, psn, 1, fn, ts, 1)
+            if ev == AEV_DUPLICATE:
+                return 0
+            f.c[CT_UNIQUE] += plen
+            if cls == AC_ATOMIC_ACK or bad:
                 return 0
             if ev == AEV_LATE:
                 self._late(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
             else:
                 self._advance(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
         else:  # CNP
-            f.cnps += 1
-            self._event(fn, ts, E_CNP, f, A_TEXT["cnp"])
+            self._event(fn, ts, "cnp", f, ())
         return 0
 
     # -- PSN sequencing --------------------------------------------------------------------
@@ -598,28 +647,56 @@ cdef class FlowEngine:
     cdef int _feed_req(self, AFlow f, uint32_t psn, int count, int64_t fn, int64_t ts) except -1:
         if f.req is None:
             f.req = PSNTracker()
-        return self._feed(f, f.req, psn, count, fn, ts, False)
+        return self._feed(f, f.req, psn, count, fn, ts, 0)
 
     cdef int _feed(self, AFlow f, PSNTracker t, uint32_t psn, int count, int64_t fn,
-                   int64_t ts, bint response) except -1:
+                   int64_t ts, int side) except -1:
+        """Sequence one packet on tracker ``t`` (``side`` 0 requests, 1 responses); a
+        retransmission opens or extends that tracker's burst, anything else ends it."""
         cdef uint32_t exp = t.next
         cdef bint started = t.started
         cdef int ev = t.feed(psn, count)
-        cdef int kind
+        cdef ABurst *b = &f.burst[side]
+        if ev == AEV_DUPLICATE:
+            if b.open:
+                if psn == ((b.hi + 1) & A_PSN_MASK):
+                    b.last = fn
+                    b.hi = psn
+                    b.count += 1
+                    return ev
+                self._close_burst(f, side)
+            b.open = True
+            b.first = b.last = fn
+            b.ts = ts
+            b.lo = b.hi = psn
+            b.count = 1
+            return ev
+        if b.open:
+            self._close_burst(f, side)
         if ev > AEV_IN_ORDER and started:
-            kind = E_GAP if ev == AEV_GAP else E_OOO if ev == AEV_LATE else E_RETRANS
-            if not self._stored(kind, fn):
-                self._event(fn, ts, kind, f, None)
-                return ev
-            what = "response " if response else ""
             if ev == AEV_GAP:
-                text = A_TEXT["gap"] % (what, exp, psn, c_psn_diff(psn, exp))
+                if self._stored("gap", fn):
+                    self._event(fn, ts, "gap", f, (A_SIDE[side], exp, psn,
+                                                   c_psn_diff(psn, exp)))
+                else:
+                    self._event(fn, ts, "gap", f, None)
             elif ev == AEV_LATE:
-                text = A_TEXT["out_of_order"] % (what, psn)
-            else:
-                text = A_TEXT["retransmission"] % (what, psn)
-            self._event(fn, ts, kind, f, text)
+                if self._stored("out_of_order", fn):
+                    self._event(fn, ts, "out_of_order", f, (A_SIDE[side], psn))
+                else:
+                    self._event(fn, ts, "out_of_order", f, None)
         return ev
+
+    cdef int _close_burst(self, AFlow f, int side) except -1:
+        cdef ABurst *b = &f.burst[side]
+        cdef object args = None
+        b.open = False
+        if self._stored("retransmission", b.first):
+            args = ((A_SIDE[side], b.lo) if b.count == 1
+                    else (A_SIDE[side], b.lo, b.hi, b.count))
+        self._event(b.first, b.ts, "retransmission", f, args, b.count,
+                    b.last if b.count > 1 else 0)
+        return 0
 
     cdef int _resolve_read(self, AFlow f, uint32_t next_psn, bint have_next) except -1:
         """Sequence the pending READ now that the next request's PSN (or the end) is known."""
@@ -805,49 +882,57 @@ cdef class FlowEngine:
             if size > s[3]:
                 s[3] = size
         if dmalen >= 0 and dmalen != size:
-            self._event(fn, ts, E_LENGTH, f,
-                        A_TEXT["length_mismatch"] % (A_KIND_NAMES[kind], dmalen, size))
+            self._event(fn, ts, "length_mismatch", f, (A_KIND_NAMES[kind], dmalen, size))
         return 0
 
     cdef int _incomplete(self, AFlow f, list e) except -1:
-        f.incomplete += 1
         first, last, kind = e[0], e[1], e[3]
         what = "First not captured" if first is None else "Last not captured"
         if first is None and last is None:
             what = "First and Last not captured"
-        self._event(e[8], e[9], E_INCOMPLETE, f,
-                    A_TEXT["incomplete_message"] % (A_KIND_NAMES[kind], what, e[5], e[4]))
+        self._event(e[8], e[9], "incomplete_message", f, (A_KIND_NAMES[kind], what, e[5], e[4]))
         return 0
 
     # -- events ----------------------------------------------------------------------------
 
-    cdef inline bint _stored(self, int kind, int64_t fn) except -1:
+    cdef inline bint _stored(self, str name, int64_t fn) except -1:
         """Will an event of this kind and frame be kept (so its text is worth making)?"""
-        return self.counts[kind] < self.ev_cap or self.store.wants(A_EV_NAMES[kind], fn)
+        return self.lines[<int>A_EV_INDEX[name]] < self.ev_cap or self.store.wants(name, fn)
 
-    cdef int _event(self, int64_t fn, int64_t ts, int kind, AFlow f, object text) except -1:
-        """One event; ``text`` None when _stored said it would not be kept."""
-        self.counts[kind] += 1
-        if text is None:
-            self.store.skip(A_EV_NAMES[kind])
+    cdef int _event(self, int64_t fn, int64_t ts, str name, AFlow f, object args,
+                    int64_t count=1, int64_t last=0) except -1:
+        """One event (or a folded run of ``count``) of the flowrules.EVENTS row ``name``;
+        ``args`` None when _stored said it would not be kept."""
+        cdef int k = A_EV_INDEX[name]
+        if f is not None and A_EV_CTR[k] >= 0:
+            f.c[A_EV_CTR[k]] += 1
+        self.lines[k] += 1
+        if args is None:
+            self.store.skip(name, count)
         else:
             self.store.add(tuple.__new__(A_EVENT, (
-                fn, A_EV_SEV[kind], A_EV_NAMES[kind], f.id if f is not None else -1,
-                f.qp if f is not None else -1, text, ts)))
+                fn, A_EV_SEV[k], name, f.id if f is not None else -1,
+                f.qp if f is not None else -1,
+                (A_EV_BURST[k] if count > 1 else A_EV_TEXT[k]) % args, ts, count, last)))
         return 0
 
     # -- the end ---------------------------------------------------------------------------
 
     def finish(self):
-        """Close open state (pending READs, unfinished messages) and sort the events."""
+        """Close open state (pending READs, bursts, unfinished messages) and sort the
+        events."""
         cdef AFlow f
         cdef AMsgs st
+        cdef int side
         if self.finished:
             return
         self.finished = True
         for f in self.flows:
             if f.has_pending:
                 self._resolve_read(f, 0, False)
+            for side in range(2):
+                if f.burst[side].open:
+                    self._close_burst(f, side)
             for st in (f.reqmsg, f.rspmsg):
                 if st.kind >= 0:
                     self._abandon(f, st, False, 0, -1)

@@ -81,7 +81,7 @@ def _config() -> dict[str, Any]:
             "ETHERTYPE_IPV4", "ETHERTYPE_IPV6", "ETHERTYPE_ROCEV1", "ETHERTYPE_VLAN",
             "MAX_VLAN_TAGS", "GRH_NEXT_BTH", "LINKTYPE_ETHERNET", "LINKTYPE_RAW",
             "LINKTYPE_LINUX_SLL", "LINKTYPE_LINUX_SLL2", "FLAG_SE", "FLAG_M", "FLAG_FECN",
-            "FLAG_BECN", "FLAG_A")},
+            "FLAG_BECN", "FLAG_A", "L3_NONE", "L3_GRH", "L3_IPV4", "L3_IPV6")},
         "opcodes": dict(L.OPCODE_PLAN),
         "keys": _KEY_SPECS,
         "masks": dict(_icrc.MASKS),

@@ -1,10 +1,11 @@
-"""The compiled per-flow analysis: ``_fastpath.FlowEngine`` fed and read out.
+"""The compiled flow engine (``_fastpath.FlowEngine``, ``roce/_flowengine.pxi``) configured,
+fed and read out.
 
-``roce.dissect.flows`` is the specification and the pure-Python twin; this module hands the
-engine its tables (derived from the opcode table, the header layouts and ``flows``' own
-constants and texts) and turns the engine's state into the same :class:`~flows.Report`.
-The engine walks every frame, checks its ICRC and accounts it in C, in capture order - the
-order in which the reference handles a batch of one frame - and reads classic pcap files
+``engine_config()`` hands the engine every table it runs on, derived from ``flowrules`` (the
+one definition of the rules), the opcode table and the header layouts; the engine holds no
+rule table of its own.  :class:`CompiledAnalyzer` turns its state into the same
+``flowmodel.Report`` the pure-Python reference (``flowref``) gives.  The engine walks every
+frame, checks its ICRC and accounts it in C, in capture order, and reads classic pcap files
 in place, record by record, without a Python object per frame.
 
     from roce.dissect.cflows import CompiledAnalyzer
@@ -19,13 +20,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import fast, locate
-from ..headers import LAYOUTS, SIZE_OF
+from ..errors import UsageError
+from ..headers import ECN_CE, LAYOUTS, SIZE_OF
 from ..opcodes import OPCODES
 from ..pcapio import MAX_RECORD, Batch, CaptureReader
 from ..psn import EV_DUPLICATE, EV_FIRST, EV_GAP, EV_IN_ORDER, EV_LATE
-from . import flows as fl
+from . import flowrules as R
+from .flowinput import frame_columns
+from .flowmodel import Event, EventStore, Flow, Path, Report, totals
+from .flowpair import pair
 
-__all__ = ["AVAILABLE", "CompiledAnalyzer"]
+__all__ = ["AVAILABLE", "CompiledAnalyzer", "engine_config"]
 
 _ext = fast._ext
 AVAILABLE = _ext is not None
@@ -47,62 +52,74 @@ def _field_spec(op: int, header: str, name: str) -> tuple[int, int, int, int, in
     return first, n, n * 8 - bit % 8 - f.bits, f.mask, start + SIZE_OF[header]
 
 
-def _config() -> dict[str, Any]:
+def engine_config() -> dict[str, Any]:
+    """Every table the compiled engine runs on, from flowrules, the opcode table and the
+    header layouts."""
     specs = fast._KEY_SPECS
     for code, names in fast.KEY_FIELDS.items():
         # The engine reads the key fields with the scan's tables, the reference decodes them
         # by name: they must be the same fields.
         assert len(names) == len(specs[code]), (code, names)
     fields = list(locate.FAST_FIELDS)
-    l3_len = {k: (fields.index(hf), extra) for k, (hf, extra) in fl.L3_LEN_FIELDS.items()}
+    counters = [c.name for c in R.COUNTERS]
     return {
-        "classes": (fl.C_DATA, fl.C_READ, fl.C_ATOMIC, fl.C_ONLYREQ, fl.C_READ_RESP, fl.C_ACK,
-                    fl.C_ATOMIC_ACK, fl.C_CNP),
-        "positions": (fl.P_FIRST, fl.P_MIDDLE, fl.P_LAST, fl.P_ONLY),
+        "classes": (R.C_DATA, R.C_READ, R.C_ATOMIC, R.C_ONLYREQ, R.C_READ_RESP, R.C_ACK,
+                    R.C_ATOMIC_ACK, R.C_CNP),
+        "positions": (R.P_FIRST, R.P_MIDDLE, R.P_LAST, R.P_ONLY),
         "psn_events": (EV_FIRST, EV_IN_ORDER, EV_GAP, EV_LATE, EV_DUPLICATE),
-        "opinfo": {c: (i.cls, i.pos, i.kind, i.seq) for c, i in enumerate(fl.OPINFO) if i},
+        "syndrome_rules": (R.SYN_ACK, R.SYN_RNR, R.SYN_NAK, R.SYN_RESERVED),
+        "opinfo": {c: (i.cls, i.pos, i.kind, i.seq) for c, i in enumerate(R.OPINFO) if i},
         "key_need": {c: SIZE_OF["bth"] + SIZE_OF[OPCODES[c].headers[0]]
                      for c, names in fast.KEY_FIELDS.items() if names},
-        "dmalen_later": {c: _field_spec(c, "reth", "dmalen") for c in fl._RETH_LATER},
+        "dmalen_later": {c: _field_spec(c, "reth", "dmalen") for c in R.RETH_LATER},
         "aeth_later": {c: (_field_spec(c, "aeth", "syndrome"), _field_spec(c, "aeth", "msn"))
-                       for c in fl._AETH_LATER},
-        "spans": {k: (a, b) for k, (a, b, _) in fl.ADDR_SPANS.items()},
-        "l3_len": l3_len,
-        "default_mtu": fl.DEFAULT_MTU,
-        "ib_mtus": fl.IB_MTUS,
-        "max_open": fl.MAX_OPEN_MESSAGES,
-        "max_read_psns": fl.MAX_READ_PSNS,
-        "write_kinds": (fl.K_WRITE, fl.K_WRITE_IMM),
-        "read_kind": fl.K_READ,
-        "event_kinds": list(fl.EVENT_KINDS.items()),
-        "texts": fl.TEXTS,
-        "kind_names": fl.KIND_NAMES,
-        "nak_names": [fl.nak_name(c) for c in range(32)],
-        "rnr_ms": [fl.rnr_ms(c) for c in range(32)],
-        "event": fl.Event,
+                       for c in R.AETH_LATER},
+        "syndromes": R.SYNDROMES,
+        "spans": {k: (a, b) for k, (a, b, _) in R.ADDR_SPANS.items()},
+        "l3_len": {k: (fields.index(hf), extra) for k, (hf, extra) in R.L3_LEN_FIELDS.items()},
+        "ecn_mask": R.ECN_MASK, "ecn_ce": ECN_CE,
+        "first_bad_status": locate.FIRST_BAD_STATUS,
+        "atomic_bytes": R.ATOMIC_BYTES,
+        "psn_mask": R.PSN_MASK,
+        "default_mtu": R.DEFAULT_MTU,
+        "ib_mtus": R.IB_MTUS,
+        "max_open": R.MAX_OPEN_MESSAGES,
+        "max_read_psns": R.MAX_READ_PSNS,
+        "write_kinds": R.WRITE_KINDS,
+        "read_kind": R.K_READ,
+        "events": [(e.name, e.severity, e.text, e.burst,
+                    counters.index(e.counter) if e.counter else -1) for e in R.EVENTS],
+        "side_words": R.SIDE_WORDS,
+        "counters": counters,
+        "kind_names": R.KIND_NAMES,
+        "nak_events": [R.nak_event(c) for c in range(R.SYNDROME_VALUES)],
+        "nak_texts": R.NAK_TEXTS,
+        "rnr_texts": R.RNR_TEXTS,
+        "event": Event,
     }
 
 
 def _explain(frame: bytes, linktype: int, udp_port: int) -> str:
-    return fl.malformed_text(fast.walk(frame, linktype, udp_port))
+    return R.malformed_text(fast.walk(frame, linktype, udp_port))
 
 
 if _ext is not None:
-    _ext.configure_flows(_config())
+    _ext.configure_flows(engine_config())
 
 
 class CompiledAnalyzer:
-    """Streaming analyser with the interface of :class:`flows.Analyzer` (``feed``,
+    """Streaming analyser with the interface of ``flowref.Analyzer`` (``feed``,
     ``feed_batch``, ``finish``) plus :meth:`feed_capture` for a whole capture."""
 
-    def __init__(self, udp_port: int = locate.ROCE_PORT, batch: int = fl.BATCH,
-                 max_events: int = fl.MAX_EVENTS_PER_KIND) -> None:
+    def __init__(self, udp_port: int = locate.ROCE_PORT, batch: int = R.BATCH,
+                 max_events: int = R.MAX_EVENTS_PER_KIND) -> None:
         if _ext is None:
-            raise RuntimeError("the compiled fast path is not available")
+            raise UsageError("the compiled fast path is not available (the extension is "
+                             "not built): use the reference engine")
         self.udp_port = udp_port
         self.batch = max(1, batch)
-        self._e = _ext.FlowEngine(udp_port, fl.EventStore(max_events), _explain)
-        self._report: fl.Report | None = None
+        self._e = _ext.FlowEngine(udp_port, EventStore(max_events), _explain)
+        self._report: Report | None = None
 
     @property
     def frames(self) -> int:
@@ -114,7 +131,7 @@ class CompiledAnalyzer:
 
     def feed(self, frames: Iterable[Any]) -> None:
         """Analyse frames: ``pcapio.Frame`` objects or bytes (Ethernet, timestamp 0)."""
-        for datas, tss, caps, lens, linktype in fl.frame_columns(frames, self.batch):
+        for datas, tss, caps, lens, linktype in frame_columns(frames, self.batch):
             self._e.feed_frames(datas, tss, caps, lens, linktype)
 
     def feed_batch(self, batch: Batch) -> None:
@@ -141,34 +158,33 @@ class CompiledAnalyzer:
                  linktype: int) -> tuple[int, int]:
         return self._e.feed_pcap(buf, pos, end, big_endian, frac_mul, linktype, MAX_RECORD)
 
-    def finish(self) -> fl.Report:
-        """Close open state, pair flows, total up (as ``flows.Analyzer.finish``)."""
+    def finish(self) -> Report:
+        """Close open state, pair flows, total up (as ``flowref.Analyzer.finish``)."""
         if self._report is not None:
             return self._report
         e = self._e
         e.finish()
-        paths: dict[int, fl._Path] = {}
+        paths: dict[int, Path] = {}
         flows = []
         for s in e.flows:
             path = paths.get(s.path)
             if path is None:
-                path = paths[s.path] = fl._Path()
+                path = paths[s.path] = Path()
                 path.mtu = e.path_mtu(s.path)
-            f = fl.Flow(s.id, s.l3, s.addr, s.qp, path)
-            for name in _COPIED:
+            f = Flow(s.id, s.l3, s.addr, s.qp, path)
+            for c, value in zip(R.COUNTERS, s.counters()):
+                setattr(f, c.name, value)
+            for name in _MARKS:
                 setattr(f, name, getattr(s, name))
-            f.bytes = s.nbytes
             f.stats = s.message_stats()
             f.naks = s.nak_counts()
             f.rnr = s.rnr_counts()
             flows.append(f)
-        connections = fl._pair(flows)
-        paired = {f.id for c in connections for f in c}
-        self._report = fl.Report(flows, connections, [f for f in flows if f.id not in paired],
-                                 fl.totals(e, flows, len(connections)), e.events, e.event_counts())
+        connections, lone = pair(flows)
+        self._report = Report(flows, connections, lone, totals(e, flows, len(connections)),
+                              e.events, e.event_counts(), e.event_lines())
         return self._report
 
 
-_COPIED = ("packets", "payload", "req_payload", "rsp_payload", "first_ts", "last_ts", "req",
-           "rsp", "req_first", "rsp_first", "rsp_last", "incomplete", "acks", "reserved_syn",
-           "atomic_acks", "cnps", "ecn_ce", "bad_icrc", "malformed", "truncated")
+# What a flow carries besides its counters: times, trackers and PSNs for pairing.
+_MARKS = ("first_ts", "last_ts", "req", "rsp", "req_first", "rsp_first", "rsp_last")

@@ -329,12 +329,13 @@ def _warn_stats(r: dict[str, Any]) -> None:
               file=sys.stderr)
 
 
-_FIRST_LAST = ("first_ns", "last_ns", "duration", "goodput_Bps")
+_FIRST_LAST = ("first_ns", "last_ns", "duration", "goodput_Bps", "throughput_Bps")
 
 
 def sum_totals(totals: list[dict[str, Any]]) -> dict[str, Any]:
     """The totals of several reports: counters added, the time span from the earliest
-    first frame to the latest last one, goodput over that span."""
+    first frame to the latest last one, goodput (unique payload) and throughput (all
+    payload) over that span."""
     out: dict[str, Any] = {}
     for t in totals:
         for k, v in t.items():
@@ -345,8 +346,9 @@ def sum_totals(totals: list[dict[str, Any]]) -> dict[str, Any]:
     first, last = (min(firsts), max(lasts)) if firsts else (None, None)
     dur = (last - first) if first is not None else 0  # type: ignore[operator]
     out.update({"first_ns": first, "last_ns": last, "duration": dur / 1e9,
-                "goodput_Bps": out.get("request_payload_bytes", 0) * 1e9 / dur
-                if dur else None})
+                "goodput_Bps": out.get("unique_payload_bytes", 0) * 1e9 / dur
+                if dur else None,
+                "throughput_Bps": out.get("payload_bytes", 0) * 1e9 / dur if dur else None})
     if not totals:
         from . import flows as fl
 

@@ -23,6 +23,7 @@ from typing import IO, Any
 from .. import locate
 from ..options import parse_port, parse_positive_time, parse_rate
 from ..pcapio import CaptureError, CaptureReader, open_capture
+from . import flowrules as rules
 from . import flows as fl
 from . import pauses
 from .progress import Progress
@@ -209,15 +210,16 @@ def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
         lambda v: "-" if v is None else f"{v:.6f}")
     add("duration (s)", [d["duration"] for d in dicts], True, lambda v: f"{v:.6f}")
     add("goodput", [d["goodput_Bps"] for d in dicts], True, _rate)
+    add("throughput", [d["throughput_Bps"] for d in dicts], True, _rate)
     add("MTU (inferred)", [d["mtu"] for d in dicts], False, lambda v: f"{v}" if v else "-")
-    kinds = [k for k in fl.KIND_KEYS if any(k in d["messages"] for d in dicts)]
+    kinds = [k for k in rules.KIND_KEYS if any(k in d["messages"] for d in dicts)]
     for k in kinds:
         cells = []
         for d in dicts:
             m = d["messages"].get(k)
             cells.append(f"{m['count']:,} ({_si(m['bytes'], 'B')}, {m['min']:,}..{m['max']:,})"
                          if m else "0")
-        rows.append((f"{fl.KIND_NAMES[fl.KIND_KEYS.index(k)]} msgs", cells))
+        rows.append((f"{rules.KIND_NAMES[rules.KIND_KEYS.index(k)]} msgs", cells))
     add("incomplete messages", [d["incomplete_messages"] for d in dicts])
     rows += _psn_rows("psn", "PSN", dicts)
     rows += _psn_rows("response_psn", "resp PSN", dicts)
@@ -242,8 +244,9 @@ def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
 _TOTALS = (("frames", "frames"), ("roce_packets", "RoCE packets"), ("not_roce", "not RoCE"),
            ("malformed", "malformed"), ("truncated", "truncated by capture"),
            ("flows", "flows"), ("connections", "connections"), ("bytes", "bytes"),
-           ("payload_bytes", "payload bytes"), ("duration", "duration (s)"),
-           ("goodput_Bps", "goodput"), ("messages", "messages"),
+           ("payload_bytes", "payload bytes"), ("unique_payload_bytes", "unique payload bytes"),
+           ("duration", "duration (s)"), ("goodput_Bps", "goodput"),
+           ("throughput_Bps", "throughput"), ("messages", "messages"),
            ("incomplete_messages", "incomplete messages"), ("gaps", "PSN gaps"),
            ("missing", "PSNs missing"), ("retransmissions", "retransmitted PSNs"),
            ("out_of_order", "out of order (late)"), ("wraps", "PSN wraps"), ("acks", "ACKs"),
@@ -255,7 +258,7 @@ def total_rows(t: dict[str, Any]) -> list[tuple[str, list[str]]]:
     def cell(key: str) -> str:
         if key == "duration":
             return f"{t[key]:.6f}"
-        if key == "goodput_Bps":
+        if key.endswith("_Bps"):
             return _rate(t[key])
         return f"{t[key]:,}"
 
@@ -362,23 +365,25 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
 
     counts = report.event_counts
     total = sum(counts.values())
-    by_sev = {s: sum(v for k, v in counts.items() if fl.SEVERITIES[fl.EVENT_KINDS[k]] == s)
-              for s in fl.SEVERITIES}
+    by_sev = {s: sum(v for k, v in counts.items() if rules.SEVERITIES[rules.EVENT_KINDS[k]] == s)
+              for s in rules.SEVERITIES}
     r.heading("Expert info: " + ", ".join(f"{n:,} {s}{'s' * (n != 1)}"
                                           for s, n in by_sev.items()))
     if not total:
         r.text("no findings")
         return
-    r.table([], [(k.replace("_", " "), [f"{v:,}", fl.SEVERITIES[fl.EVENT_KINDS[k]]])
+    r.table([], [(k.replace("_", " "), [f"{v:,}", rules.SEVERITIES[rules.EVENT_KINDS[k]]])
                  for k, v in sorted(counts.items(),
-                                    key=lambda kv: (fl.EVENT_KINDS[kv[0]], kv[0]))])
+                                    key=lambda kv: (rules.EVENT_KINDS[kv[0]], kv[0]))])
     shown = report.expert(None if expert_all else EXPERT_DEFAULT)
     r.blank()
-    r.lines([(fl.SEVERITIES[e.severity], e.line()) for e in shown])
+    r.lines([(rules.SEVERITIES[e.severity], e.line()) for e in shown])
+    # Consecutive retransmissions fold into one line: count lines here, events above.
+    made = sum(report.lines().values())
     stored = len(report.events)
-    kept = f"at most {fl.MAX_EVENTS_PER_KIND:,} of each kind are kept"
+    kept = f"at most {rules.MAX_EVENTS_PER_KIND:,} lines of each kind are kept"
     if len(shown) < stored:
-        r.text(f"... {len(shown)} of {total:,} shown; --expert lists "
-               + ("all" if stored == total else f"{stored:,} ({kept})"))
-    elif stored < total:
-        r.text(f"... {total - stored:,} more not listed ({kept})")
+        r.text(f"... {len(shown)} of {made:,} shown; --expert lists "
+               + ("all" if stored == made else f"{stored:,} ({kept})"))
+    elif stored < made:
+        r.text(f"... {made - stored:,} more not listed ({kept})")

@@ -27,6 +27,7 @@ from ..options import (
     parse_time,
     parse_timeout,
 )
+from .net import cli as net_cli
 from .scenario import OPS, Scenario, emit, run_scenario
 
 
@@ -81,6 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for the peer's out-of-band messages (30)")
     g.add_argument("--time-limit", type=parse_positive_seconds, default=120.0, metavar="S",
                    help="wall-clock seconds for the run (120)")
+    net_cli.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     if args.count < 0 or args.qps < 1 or args.depth < 1:
         print("roce emulate: --count must be >= 0, --qps and --depth >= 1", file=sys.stderr)
         return 1
+    if net_cli.wanted(args):
+        return net_cli.run(args)
     sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
                   depth=args.depth, rate_gbps=args.rate, delay_ns=args.delay, loss=args.loss,
                   burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,

@@ -39,6 +39,10 @@ class Device:
     tx: list[bytes] = field(default_factory=list)
     next_qpn: int = 0x11  # rxe numbers QPs from 17
     on_activity: Callable[[Device], None] | None = None  # set by the driver
+    # a NIC scheduler (roce.emu.net.nic) gives each QP its own transmit list and limit
+    shared_tx: bool = True
+    qp_tx_limit: int | None = None
+    last_qp: QueuePair | None = None  # the QP the last received frame went to
 
     def peer_mac(self, ip: str) -> str:
         try:
@@ -51,7 +55,9 @@ class Device:
         qpn = self.next_qpn
         self.next_qpn += 1
         qp = QueuePair(self, pd, qpn, qp_type, send_cq, recv_cq, cap, sq_sig_all)
-        qp.tx = self.tx
+        if self.shared_tx:
+            qp.tx = self.tx
+        qp.tx_limit = self.qp_tx_limit
         self.qps[qpn] = qp
         return qp
 
@@ -75,6 +81,7 @@ class Device:
         if qp is None:
             self.counters.unknown_qp += 1
             return
+        self.last_qp = qp  # a driver that tracks timers per QP re-reads this one's
         qp.receive(now, pkt)
 
     def on_timer(self, now: int) -> None:
@@ -90,6 +97,10 @@ class Device:
             if d is not None and (best is None or d < best):
                 best = d
         return best
+
+    def next_tx(self, now: int) -> int | None:
+        """The ``Endpoint`` interface: frames are waiting now, or nothing is."""
+        return now if self.tx else None
 
     def drain(self) -> list[bytes]:
         if not self.tx:

@@ -20,6 +20,7 @@ from .. import fast
 from ..headers import LAYOUTS
 from ..locate import OK
 from ..opcodes import OPCODES, Operation
+from .endpoint import Endpoint
 from .verbs import Context
 
 
@@ -55,13 +56,14 @@ class LinkStats:
 
 
 @dataclass(eq=False)
-class Link:
-    src: Context
-    dst: Context
+class Faults:
+    """The seeded fault decisions of one link direction: which copies of a frame arrive, with
+    how much extra delay.  Shared by every link model (this fabric's ``Link``, the switched
+    network's ``Wire``, the relay) so the fault rules exist once."""
+
     config: LinkConfig
     rng: random.Random
     stats: LinkStats = field(default_factory=LinkStats)
-    busy_until: int = 0
     bad_state: bool = False
     _filter: Callable[[dict], bool] | None = None
 
@@ -70,16 +72,18 @@ class Link:
             from ..dissect.filter import compile_filter
 
             self._filter = compile_filter(self.config.drop_filter)
-
-    def fate(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
-        """(arrival time, frame) for each copy that reaches the other end."""
         c = self.config
+        self.clean = not (c.loss or c.burst_p or c.corrupt or c.reorder or c.dup or c.drop_nth
+                          or c.drop_acks_between is not None or self._filter is not None)
+
+    def apply(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """(extra delay in ns, frame) for each copy that reaches the other end."""
         st = self.stats
         st.frames += 1
         st.bytes += len(frame)
-        start = max(now, self.busy_until)
-        self.busy_until = start + int(len(frame) * 8 / c.rate_gbps)  # bits / (Gbit/s) = ns
-        arrival = self.busy_until + c.delay_ns
+        if self.clean:
+            return [(0, frame)]
+        c = self.config
         rng = self.rng
         if st.frames in c.drop_nth or self._targeted(now, frame):
             st.lost += 1
@@ -96,13 +100,14 @@ class Link:
         if c.corrupt and rng.random() < c.corrupt:
             frame = self._flip(frame)
             st.corrupted += 1
+        extra = 0
         if c.reorder and rng.random() < c.reorder:
-            arrival += rng.randrange(1, max(2, c.reorder_jitter_ns))
+            extra = rng.randrange(1, max(2, c.reorder_jitter_ns))
             st.reordered += 1
-        out = [(arrival, frame)]
+        out = [(extra, frame)]
         if c.dup and rng.random() < c.dup:
             st.duplicated += 1
-            out.append((arrival + rng.randrange(1, 1000), frame))
+            out.append((extra + rng.randrange(1, 1000), frame))
         return out
 
     def _targeted(self, now: int, frame: bytes) -> bool:
@@ -141,6 +146,37 @@ class Link:
         return bytes(b)
 
 
+class Link:
+    """One direction of a point-to-point link between two endpoints (docs/architecture.md:
+    a link depends on the ``Endpoint`` interface, not on the verbs API)."""
+
+    def __init__(self, src: Endpoint, dst: Endpoint, config: LinkConfig,
+                 rng: random.Random) -> None:
+        self.src, self.dst, self.rng = src, dst, rng
+        self.busy_until = 0
+        self.faults = Faults(config, rng)
+
+    @property
+    def config(self) -> LinkConfig:
+        return self.faults.config
+
+    @config.setter
+    def config(self, config: LinkConfig) -> None:
+        """A new fault configuration; the counters and the random stream carry on."""
+        self.faults = Faults(config, self.rng, self.faults.stats, self.faults.bad_state)
+
+    @property
+    def stats(self) -> LinkStats:
+        return self.faults.stats
+
+    def fate(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """(arrival time, frame) for each copy that reaches the other end."""
+        start = max(now, self.busy_until)
+        self.busy_until = start + int(len(frame) * 8 / self.config.rate_gbps)  # bits/(Gb/s)=ns
+        arrival = self.busy_until + self.config.delay_ns
+        return [(arrival + extra, f) for extra, f in self.faults.apply(now, frame)]
+
+
 class Fabric:
     """Hosts and links on a virtual clock (integer nanoseconds)."""
 
@@ -171,8 +207,8 @@ class Fabric:
         for b->a (defaults to the same)."""
         fwd = config or LinkConfig(**kw)
         back = reverse or (LinkConfig(**kw) if config is None else config)
-        ab = Link(a, b, fwd, random.Random(self._rng.getrandbits(64)))
-        ba = Link(b, a, back, random.Random(self._rng.getrandbits(64)))
+        ab = Link(a.device, b.device, fwd, random.Random(self._rng.getrandbits(64)))
+        ba = Link(b.device, a.device, back, random.Random(self._rng.getrandbits(64)))
         self.links[(a.ip, b.mac)] = ab
         self.links[(b.ip, a.mac)] = ba
         a.device.neighbors[b.ip] = b.mac
@@ -227,7 +263,7 @@ class Fabric:
         if kind == _DELIVER:
             for w in self.recorders:
                 w.write(b, ts_ns=t)
-            dev = a.dst.device
+            dev = a.dst
             dev.receive(t, b)
             self._after(dev)
         elif kind == _TIMER:

@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..headers import ECN_CE
 from ..opcodes import Transport
 from .constants import (
     ACK_TIMEOUT_UNIT_NS,
@@ -48,6 +49,7 @@ class AHAttr:
     dip: str = ""
     ipv6: bool = False
     sport: int | None = None
+    traffic_class: int = 0  # IP DSCP << 2 | ECN, as the GRH's traffic class (IBA 8.3)
 
 
 @dataclass
@@ -84,6 +86,7 @@ class Counters:
     duplicates: int = 0
     out_of_sequence: int = 0
     wrong_transport: int = 0
+    ce_received: int = 0  # packets that arrived with ECN Congestion Experienced
 
 
 class QueuePair:
@@ -104,6 +107,10 @@ class QueuePair:
         self.mtu = 4096
         self.builder: FrameBuilder | None = None
         self.tx: list[bytes] = []
+        # None: the requester builds every packet its window allows at once; a number: it
+        # stops while this many frames wait in ``tx`` (a NIC scheduler pulls and pumps again)
+        self.tx_limit: int | None = None
+        self.extra_timers: dict[str, int] = {}
         self.counters = Counters()
         self.rq: deque[RecvWQE] = deque()
         self._make_parts()
@@ -146,7 +153,7 @@ class QueuePair:
             ah = a.ah_attr
             self.builder = FrameBuilder(
                 Path(self.device.mac, ah.dmac or self.device.peer_mac(ah.dip), self.device.ip,
-                     ah.dip, ah.ipv6 or ":" in ah.dip, ah.sport), self.qpn)
+                     ah.dip, ah.ipv6 or ":" in ah.dip, ah.sport, ah.traffic_class), self.qpn)
         if mask & QPAttrMask.IBV_QP_RQ_PSN:
             self.responder.reset(a.rq_psn)
         if mask & QPAttrMask.IBV_QP_SQ_PSN:
@@ -197,6 +204,8 @@ class QueuePair:
             self.counters.wrong_transport += 1  # e.g. a UC packet for an RC QP: drop
             return
         self.counters.packets_received += 1
+        if pkt.ecn == ECN_CE:
+            self.counters.ce_received += 1
         if pkt.op.is_request:
             self.responder.receive(now, pkt)
         elif self.completer is not None and self.state in (S.IBV_QPS_RTS, S.IBV_QPS_SQD):
@@ -207,7 +216,18 @@ class QueuePair:
         self.requester.on_timer(now)
         self.requester.pump(now)
 
+    def timers(self) -> dict[str, int]:
+        """Every armed timer of this QP by name (virtual ns): the requester's (``ack_timeout``,
+        ``rnr``) and any a driver added to ``extra_timers`` (congestion control's)."""
+        t = self.requester.timers()
+        if self.extra_timers:
+            t = {**t, **self.extra_timers}
+        return t
+
     def deadline(self) -> int | None:
+        """The earliest named timer, or None."""
+        if self.extra_timers:
+            return min(self.timers().values(), default=None)
         return self.requester.deadline()
 
     # -- shared by the three parts ---------------------------------------------------------

@@ -98,7 +98,10 @@ class Requester:
         qp = self.qp
         if qp.state != QPState.IBV_QPS_RTS or self.rnr_until is not None:
             return
+        limit = qp.tx_limit
         while self.cur < len(self.sq):
+            if limit is not None and len(qp.tx) >= limit:
+                return  # the NIC scheduler pumps again when it takes a frame
             wqe = self.sq[self.cur]
             if wqe.first_psn < 0:
                 if wqe.rd_atomic and self._rd_atomic_outstanding() >= max(
@@ -250,10 +253,15 @@ class Requester:
             self.qp.counters.timeouts += 1
             self.retry(now, self.una, timeout=True)
 
-    def deadline(self) -> int | None:
+    def timers(self) -> dict[str, int]:
+        """The armed timers by name.  While an RNR wait runs, the ACK timer is suspended."""
         if self.rnr_until is not None:
-            return self.rnr_until
-        return self.timer
+            return {"rnr": self.rnr_until}
+        return {} if self.timer is None else {"ack_timeout": self.timer}
+
+    def deadline(self) -> int | None:
+        """The earliest of ``timers()`` (spelled out: it runs on every event)."""
+        return self.rnr_until if self.rnr_until is not None else self.timer
 
     def progress(self, now: int) -> None:
         """Called by the completer when an ACK moved ``una`` forward."""

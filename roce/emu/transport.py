@@ -753,16 +753,15 @@ class Relay:
         import random
 
         from .fabric import Link
-        from .verbs import Context
 
         self.names = (if_a, if_b)
         self.socks = [_packet_socket(if_a, None, True), _packet_socket(if_b, None, True)]
-        ends = (Context("relay-a", "0.0.0.1"), Context("relay-b", "0.0.0.2"))
+        ends = (_RelaySide(self, 0), _RelaySide(self, 1))
         rng = random.Random(seed)
         self.links = [Link(ends[0], ends[1], config_ab, random.Random(rng.getrandbits(64))),
                       Link(ends[1], ends[0], config_ba or config_ab,
                            random.Random(rng.getrandbits(64)))]
-        self.queue: list[tuple[int, int, int, bytes]] = []  # (release ns, seq, out, frame)
+        self.queue: list[tuple[int, int, int, bytes]] = []  # (release ns, seq, link, frame)
         self.seq = 0
         self.passed = 0
         self.selector = selectors.DefaultSelector()
@@ -776,12 +775,13 @@ class Relay:
             self.passed += 1
             self._put(out, fix_tcp_checksum(frame))
             return
-        for t, f in self.links[side].fate(now, frame):
+        link = self.links[side]
+        for t, f in link.fate(now, frame):
             if t <= now:
-                self._put(out, f)
+                link.dst.receive(now, f)  # the other side's interface
             else:
                 self.seq += 1
-                heapq.heappush(self.queue, (t, self.seq, out, f))
+                heapq.heappush(self.queue, (t, self.seq, side, f))
 
     def _put(self, out: int, frame: bytes) -> None:
         try:
@@ -796,8 +796,8 @@ class Relay:
             if end is not None and now >= end:
                 return
             while self.queue and self.queue[0][0] <= now:
-                _, _, out, f = heapq.heappop(self.queue)
-                self._put(out, f)
+                _, _, side, f = heapq.heappop(self.queue)
+                self.links[side].dst.receive(now, f)
             wait = 0.05
             if self.queue:
                 wait = min(wait, max(0.0, (self.queue[0][0] - now) / 1e9))
@@ -821,6 +821,21 @@ class Relay:
         self.selector.close()
         for s in self.socks:
             s.close()
+
+
+class _RelaySide:
+    """One interface of the relay as a link ``Endpoint``: frames the link delivers go out of
+    this interface; it never asks to transmit (frames enter from its socket)."""
+
+    def __init__(self, relay: Relay, index: int) -> None:
+        self.relay = relay
+        self.index = index
+
+    def receive(self, now: int, frame: bytes) -> None:
+        self.relay._put(self.index, frame)
+
+    def next_tx(self, now: int) -> int | None:
+        return None
 
 
 def _relay_main(argv: list[str]) -> int:

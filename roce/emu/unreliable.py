@@ -50,6 +50,9 @@ class _Unacked:
     def clear(self) -> None:
         self.sq.clear()
 
+    def timers(self) -> dict[str, int]:
+        return {}
+
     def deadline(self) -> int | None:
         return None
 

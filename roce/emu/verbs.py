@@ -207,14 +207,18 @@ def _first(*items: object) -> Any:
 
 def connect(a: QP, b: QP, *, path_mtu: int = 5, access: int | None = None, psn_a: int = 0,
             psn_b: int = 0, timeout: int = 14, retry_cnt: int = 7, rnr_retry: int = 7,
-            min_rnr_timer: int = 12, max_rd_atomic: int = 16) -> None:
+            min_rnr_timer: int = 12, max_rd_atomic: int = 16, traffic_class: int = 0,
+            resolve: bool = False) -> None:
     """Bring two RC/UC QPs through INIT -> RTR -> RTS toward each other (the out-of-band
-    exchange, done in-process).  ``psn_a`` is the first PSN ``a`` sends."""
+    exchange, done in-process).  ``psn_a`` is the first PSN ``a`` sends; ``traffic_class``
+    (DSCP << 2 | ECN) marks both directions' IP headers; ``resolve`` leaves the next-hop MAC
+    to each device's neighbour table (a routed network: the gateway's MAC)."""
     if access is None:
         access = ALL_ACCESS
     for me, peer, my_psn, peer_psn in ((a, b, psn_a, psn_b), (b, a, psn_b, psn_a)):
         me.to_init(QPAttr(qp_access_flags=access))
-        ah = AHAttr(dmac=peer.ctx.mac, dip=peer.ctx.ip)
+        ah = AHAttr(dmac="" if resolve else peer.ctx.mac, dip=peer.ctx.ip,
+                    traffic_class=traffic_class)
         me.to_rtr(QPAttr(path_mtu=path_mtu, dest_qp_num=peer.qp_num, rq_psn=peer_psn,
                          max_dest_rd_atomic=max_rd_atomic, min_rnr_timer=min_rnr_timer,
                          ah_attr=ah))

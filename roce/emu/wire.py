@@ -46,6 +46,7 @@ class Path:
     dip: str
     ipv6: bool = False
     sport: int | None = None
+    tclass: int = 0  # DSCP << 2 | ECN
 
 
 class FrameBuilder:
@@ -58,12 +59,12 @@ class FrameBuilder:
         self.l2 = ENCODERS["eth"]({"dst": path.dmac, "src": path.smac,
                                    "type": ETHERTYPE_IPV6 if path.ipv6 else ETHERTYPE_IPV4})
         if path.ipv6:
-            self.l3 = ENCODERS[l3]({"version": 6, "tclass": 0, "flow": 0, "plen": 0,
+            self.l3 = ENCODERS[l3]({"version": 6, "tclass": path.tclass, "flow": 0, "plen": 0,
                                     "nxt": 17, "hlim": ttl, "src": path.sip, "dst": path.dip})
         else:
-            self.l3 = ENCODERS[l3]({"version": 4, "ihl": 5, "dsfield.dscp": 0,
-                                    "dsfield.ecn": 0, "len": 0, "id": 0, "flags.rb": 0,
-                                    "flags.df": 1, "flags.mf": 0, "frag_offset": 0,
+            self.l3 = ENCODERS[l3]({"version": 4, "ihl": 5, "dsfield.dscp": path.tclass >> 2,
+                                    "dsfield.ecn": path.tclass & 3, "len": 0, "id": 0,
+                                    "flags.rb": 0, "flags.df": 1, "flags.mf": 0, "frag_offset": 0,
                                     "ttl": ttl, "proto": 17, "checksum": 0, "src": path.sip,
                                     "dst": path.dip})
         sport = path.sport if path.sport is not None else udp_source_port(src_qpn)
@@ -90,6 +91,24 @@ def _where(header: str, field: str) -> tuple[int, int]:
     return f.byte_offset, f.bits // 8
 
 
+def small_field(header: str, field: str) -> tuple[int, int, int]:
+    """(byte offset in the header, right shift, mask) of a field that fits in one byte."""
+    f = LAYOUTS[header].field(field)
+    last = f.bit_offset + f.bits - 1
+    if f.bit_offset // 8 != last // 8:
+        raise ValueError(f"{header}.{field} spans bytes")
+    return f.bit_offset // 8, 7 - last % 8, (1 << f.bits) - 1
+
+
+def _ipv6_ecn() -> tuple[int, int, int]:
+    """The ECN bits are the low two bits of the IPv6 traffic class (RFC 3168 5)."""
+    f = LAYOUTS["ipv6"].field("tclass")
+    last = f.bit_offset + f.bits - 1
+    return last // 8, 7 - last % 8, 3
+
+
+_ECN = {L3_IPV4: small_field("ip", "dsfield.ecn"), L3_IPV6: _ipv6_ecn()}
+
 # Source addresses, read straight from the frame: (byte offset in the header, bytes).
 _SRC = {L3_IPV4: _where("ip", "src"), L3_IPV6: _where("ipv6", "src"), "eth": _where("eth", "src")}
 
@@ -98,7 +117,7 @@ class Incoming:
     """A received RoCE packet, decoded just enough for a QP."""
 
     __slots__ = ("frame", "walk", "op", "se", "p_key", "destqp", "ackreq", "psn", "ext",
-                 "payload", "src", "smac")
+                 "payload", "src", "smac", "ecn")
 
     def __init__(self, frame: bytes, walk: Walk) -> None:
         self.frame = frame
@@ -117,6 +136,8 @@ class Incoming:
         self.src = frame[walk.l3_off + off:walk.l3_off + off + n]
         off, n = _SRC["eth"]
         self.smac = frame[off:off + n]
+        off, shift, mask = _ECN[walk.l3_kind]
+        self.ecn = (frame[walk.l3_off + off] >> shift) & mask  # carried up to the QP
 
 
 def receive(frame: bytes) -> tuple[int, Incoming | None]:

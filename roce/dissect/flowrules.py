@@ -1,0 +1,295 @@
+"""The flow-analysis rules, written once: event kinds, their expert texts, flow counters and
+the per-opcode and per-syndrome facts both engines run on.
+
+Two engines apply these rules: the pure-Python reference (``roce.dissect.flowref``) and its
+compiled twin (``roce/_flowengine.pxi``, fed by ``roce.dissect.cflows``).  Neither restates a
+name, number, severity, text or counter written here: the reference reads this module, the
+compiled engine receives its tables from ``cflows.engine_config()`` (as the header codec is
+generated from ``roce.headers.LAYOUTS``) and numbers events and counters by their row here.
+Protocol facts come from ``roce.headers`` (AETH syndrome, ECN), ``roce.opcodes`` (opcode
+classes) and ``roce.locate`` (L3 kinds); see docs/architecture.md for the layering.
+
+Adding an event kind
+--------------------
+1. Add one :class:`EventKind` row to ``EVENTS``: its name, severity, expert text (a
+   %-template), the flow counter it bumps (a ``COUNTERS`` name, or None) and, when
+   consecutive events of one flow fold into one expert line, the folded text.  (A kind found
+   outside the flow engines, like ``pause_storm``, says ``engine=False`` and its module makes
+   ``flowmodel.Event`` rows from the same text.)
+2. Raise it where its rule fires, by name, in both engines:
+   ``self._event(fn, ts, "name", f, args)`` in ``flowref.py`` and the same call in
+   ``_flowengine.pxi`` (rebuild with ``pip install -e .``).  The twin tests in
+   tests/test_stats.py hold the two equal; tests/test_flowrules.py fails until both engines
+   raise exactly the kinds ``EVENTS`` has.
+
+Nothing else changes: severities, the numbering the compiled engine uses, the counter an
+event bumps, expert counts by kind and severity, the JSON and the text report follow from the
+row.
+
+A new counter is one :class:`Counter` row in ``COUNTERS``; when an event kind bumps it, that
+is all.  A counter an engine bumps by itself also needs that line in each engine (in the
+compiled one through a ``CT_*`` index that ``configure_flows`` looks up by the counter's
+name).  Either way it appears in the flow's JSON and, with a ``total`` key, in the capture's
+totals without further edits; the text tables of ``roce stats`` list what they choose to show.
+
+Definitions (what the rules mean)
+---------------------------------
+flow
+    one direction to one QP: (L3 source, L3 destination, BTH destination QP).  A flow may carry
+    requests (its source's send queue) and responses (ACKs / READ responses / atomic ACKs for
+    requests going the other way).  CNPs are attributed to the flow of their destination QP.
+connection
+    the two flows of one RC queue-pair connection; pairing is a heuristic done at the end of
+    the capture (``roce.dissect.flowpair``).
+request PSNs
+    one ``PSNTracker`` per flow.  A READ request consumes max(1, ceil(DMA length / MTU)) PSNs;
+    the MTU is the largest First/Middle payload seen between the two addresses (either
+    direction), ``DEFAULT_MTU`` until one is seen.  While no First/Middle has been seen the
+    READ's PSN count is decided when the next request arrives: a distance that one of the five
+    IB MTUs explains is taken as the READ's length (so a READ-only stream has no false gaps).
+response PSNs
+    a second tracker per flow, fed with READ responses and atomic ACKs (ACKs coalesce, so they
+    are not sequenced).  A response First/Only or an atomic ACK may jump forward (the PSNs in
+    between belong to requests without a data response); a Middle/Last must continue the
+    sequence.
+retransmission bursts
+    consecutive retransmitted PSNs of one tracker (each the previous one plus one, no other
+    packet of that tracker in between) make one expert line: frame range, PSN range and count.
+    The exact count of retransmitted packets stays in the expert counts and the totals.
+goodput and throughput
+    goodput counts each PSN's payload once (packets the tracker did not call a duplicate, and
+    all of UD); throughput counts every payload byte, retransmissions included.  Both are
+    divided by the flow's (or the capture's) duration.
+messages
+    counted from First/Only and completed at Last/Only, for packets that advance the sequence;
+    retransmitted copies are not counted twice.  PSNs lost inside a message are filled in at
+    the message's First payload, so sizes stay exact when a capture misses packets.  A message
+    whose First or Last never shows up is incomplete; a late retransmission of the missing
+    piece completes it.  A WRITE whose size differs from the RETH DMA length is reported.
+bad frames
+    a malformed frame (walk status >= 10) is counted globally and, when its addresses and BTH
+    are readable, in its flow; its PSN is still sequenced but it takes no part in message
+    reassembly.  A frame cut by the capture's snap length is "truncated", not malformed.  A
+    frame with a bad ICRC is analysed normally (a receiver would drop it: expect a
+    retransmission after it).
+UD
+    not sequenced (one destination QP receives from many source QPs); SENDs are counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .. import locate
+from ..headers import (
+    AETH_ACK,
+    AETH_NAK,
+    AETH_RNR_NAK,
+    LAYOUTS,
+    NAK_PSN_SEQUENCE_ERROR,
+    SIZE_OF,
+    SYNDROME_VALUE_MASK,
+    nak_name,
+    rnr_timer_us,
+    syndrome_type,
+    syndrome_value,
+)
+from ..opcodes import OPCODES, Operation, Position, Transport
+from ..psn import PSN_MASK
+
+BATCH = 1024  # frames per scan: 1024 keeps a batch's frames in the CPU caches
+DEFAULT_MTU = 4096
+IB_MTUS = (256, 512, 1024, 2048, 4096)
+# A READ never takes more PSNs than half the PSN space (the most a requester may have
+# outstanding); a bigger count only comes from an MTU inferred from a tiny First/Middle.
+MAX_READ_PSNS = 1 << 23
+MAX_EVENTS_PER_KIND = 10_000  # expert lines stored per event kind; the rest are only counted
+MAX_OPEN_MESSAGES = 64  # abandoned messages per flow that a late packet may still complete
+__all__ = ["BATCH", "COUNTERS", "EVENTS", "EVENT_KINDS", "KIND_KEYS", "KIND_NAMES",
+           "OPINFO", "PSN_MASK", "SEVERITIES", "TEXTS"]
+
+# -- event kinds -------------------------------------------------------------------------------
+
+SEV_ERROR, SEV_WARNING, SEV_NOTE = 0, 1, 2
+SEVERITIES = ("error", "warning", "note")
+
+
+class EventKind(NamedTuple):
+    name: str
+    severity: int  # SEV_*.  Errors: the frame or the QP is broken.  Warnings: the sequence is.
+    text: str  # the expert line after "#frame QP 0x..", a %-template
+    counter: str | None = None  # the flow counter each event bumps
+    burst: str | None = None  # the text of a folded run of events (see "retransmission bursts")
+    engine: bool = True  # raised by the flow engines (False: beside them, by another module)
+
+
+EVENTS: tuple[EventKind, ...] = (
+    EventKind("malformed", SEV_ERROR, "malformed: %s", "malformed"),
+    EventKind("bad_icrc", SEV_ERROR, "bad ICRC: 0x%08x, should be 0x%08x", "bad_icrc"),
+    EventKind("nak_fatal", SEV_ERROR, "NAK %s MSN=%d PSN=0x%06x"),
+    EventKind("gap", SEV_WARNING, "%sPSN gap: expected 0x%06x, got 0x%06x (%d missing)"),
+    EventKind("retransmission", SEV_WARNING, "retransmission of %sPSN 0x%06x",
+              burst="retransmission of %sPSN 0x%06x..0x%06x, %d packets"),
+    EventKind("out_of_order", SEV_WARNING,
+              "%sPSN 0x%06x out of order (late: fills an earlier gap)"),
+    EventKind("nak_sequence", SEV_WARNING, "NAK %s MSN=%d PSN=0x%06x"),
+    EventKind("rnr_nak", SEV_WARNING, "RNR NAK %sms PSN=0x%06x"),  # timer as rnr_ms() gives it
+    EventKind("length_mismatch", SEV_WARNING,
+              "%s length: RETH DMA length %d, message carried %d bytes"),
+    EventKind("reserved_syndrome", SEV_WARNING, "reserved AETH syndrome 0x%02x",
+              "reserved_syn"),
+    EventKind("cnp", SEV_NOTE, "CNP", "cnps"),
+    EventKind("ecn_ce", SEV_NOTE, "ECN CE", "ecn_ce"),
+    EventKind("incomplete_message", SEV_NOTE,
+              "incomplete %s message: %s (%d packets, %d bytes seen)", "incomplete"),
+    # PFC / PAUSE, found by roce.dissect.pauses beside the engines.
+    EventKind("pause_storm", SEV_WARNING,
+              "%s from %s paused %s without a break (%d frames; threshold %s)", engine=False),
+)
+EVENT_BY_NAME: dict[str, EventKind] = {e.name: e for e in EVENTS}
+EVENT_KINDS: dict[str, int] = {e.name: e.severity for e in EVENTS}  # kind -> severity
+TEXTS: dict[str, str] = {e.name: e.text for e in EVENTS}
+# Response trackers' events say so: "response PSN gap", "retransmission of response PSN".
+SIDE_WORDS = ("", "response ")
+
+
+def event_text(kind: EventKind, args: tuple[Any, ...], count: int = 1) -> str:
+    """The expert text of one event, or of a folded run of ``count`` events."""
+    return (kind.burst if count > 1 else kind.text) % args  # type: ignore[operator]
+
+
+def rnr_ms(code: int) -> str:
+    """An RNR timer code in milliseconds, as the expert line shows it (``0.64``)."""
+    return f"{rnr_timer_us(code) / 1000:g}"
+
+
+# -- flow counters -------------------------------------------------------------------------------
+
+
+class Counter(NamedTuple):
+    name: str  # the Flow attribute
+    key: str  # its key in the flow's JSON
+    total: str | None  # its key in the capture totals (the sum over flows), None: not totalled
+
+
+COUNTERS: tuple[Counter, ...] = (
+    Counter("packets", "packets", "roce_packets"),
+    Counter("bytes", "bytes", "bytes"),
+    Counter("payload", "payload_bytes", "payload_bytes"),
+    Counter("unique_payload", "unique_payload_bytes", "unique_payload_bytes"),
+    Counter("req_payload", "request_payload_bytes", "request_payload_bytes"),
+    Counter("rsp_payload", "response_payload_bytes", None),
+    Counter("incomplete", "incomplete_messages", "incomplete_messages"),
+    Counter("acks", "acks", "acks"),
+    Counter("atomic_acks", "atomic_acks", None),
+    Counter("reserved_syn", "reserved_syndromes", None),
+    Counter("cnps", "cnps", "cnps"),
+    Counter("ecn_ce", "ecn_ce", "ecn_ce"),
+    Counter("bad_icrc", "bad_icrc", "bad_icrc"),
+    Counter("malformed", "malformed", "malformed"),
+    Counter("truncated", "truncated", "truncated"),
+)
+COUNTER_INDEX: dict[str, int] = {c.name: i for i, c in enumerate(COUNTERS)}
+assert all(e.counter is None or e.counter in COUNTER_INDEX for e in EVENTS)
+
+# -- per-opcode facts, as small integers -----------------------------------------------------
+
+C_DATA, C_READ, C_ATOMIC, C_ONLYREQ, C_READ_RESP, C_ACK, C_ATOMIC_ACK, C_CNP = range(8)
+P_FIRST, P_MIDDLE, P_LAST, P_ONLY = range(4)
+_POS = {Position.FIRST: P_FIRST, Position.MIDDLE: P_MIDDLE, Position.LAST: P_LAST,
+        Position.ONLY: P_ONLY}
+
+K_SEND, K_SEND_IMM, K_SEND_INV, K_WRITE, K_WRITE_IMM, K_READ, K_ATOMIC, K_FLUSH, \
+    K_ATOMIC_WRITE, K_READ_RESP, K_RESYNC = range(11)
+KIND_NAMES = ("SEND", "SEND with immediate", "SEND with invalidate", "RDMA WRITE",
+              "RDMA WRITE with immediate", "RDMA READ", "ATOMIC", "FLUSH", "ATOMIC WRITE",
+              "RDMA READ response", "RESYNC")
+KIND_KEYS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "atomic", "flush",
+             "atomic_write", "read_response", "resync")
+WRITE_KINDS = (K_WRITE, K_WRITE_IMM)
+# An atomic message moves one operand: the width of AtomicETH's swap/add data (docs/protocol.md).
+ATOMIC_BYTES = LAYOUTS["atomiceth"].field("swapdt").bits // 8
+
+
+class OpInfo(NamedTuple):
+    cls: int  # C_* class
+    pos: int  # P_* position
+    kind: int  # K_* message kind (imm/inv only on the Last/Only that carries them)
+    seq: bool  # PSN-sequenced (not UD, not CNP)
+
+
+def _op_info(op: Any) -> OpInfo:
+    o = op.operation
+    if o in (Operation.SEND, Operation.RDMA_WRITE):
+        cls = C_DATA
+        if o is Operation.SEND:
+            kind = K_SEND_IMM if op.immediate else K_SEND_INV if op.invalidate else K_SEND
+        else:
+            kind = K_WRITE_IMM if op.immediate else K_WRITE
+    else:
+        cls, kind = {
+            Operation.RDMA_READ: (C_READ, K_READ), Operation.ATOMIC: (C_ATOMIC, K_ATOMIC),
+            Operation.FLUSH: (C_ONLYREQ, K_FLUSH),
+            Operation.ATOMIC_WRITE: (C_ONLYREQ, K_ATOMIC_WRITE),
+            Operation.RESYNC: (C_ONLYREQ, K_RESYNC),
+            Operation.READ_RESPONSE: (C_READ_RESP, K_READ_RESP),
+            Operation.ACK: (C_ACK, -1), Operation.ATOMIC_ACK: (C_ATOMIC_ACK, -1),
+            Operation.CNP: (C_CNP, -1)}[o]
+    seq = op.transport not in (Transport.UD, Transport.CNP)
+    return OpInfo(cls, _POS[op.position], kind, seq)
+
+
+OPINFO: list[OpInfo | None] = [None] * 256
+for _code, _op in OPCODES.items():
+    OPINFO[_code] = _op_info(_op)
+# The scan's key columns hold the first extended header's fields.  RD and XRC put RDETH /
+# XRCETH first, so for them a RETH or AETH further on is read from the frame.
+RETH_LATER = frozenset(c for c, op in OPCODES.items() if "reth" in op.headers[1:])
+AETH_LATER = frozenset(c for c, op in OPCODES.items() if "aeth" in op.headers[1:])
+
+# -- AETH syndromes and ECN: how a packet's marks become counters and events -------------------
+
+SYN_ACK, SYN_RNR, SYN_NAK, SYN_RESERVED = range(4)
+_SYN_RULE = {AETH_ACK: SYN_ACK, AETH_RNR_NAK: SYN_RNR, AETH_NAK: SYN_NAK}
+# Syndrome byte -> (rule, value), split by roce.headers' helpers (IBA 9.7.5.1).
+SYNDROMES: tuple[tuple[int, int], ...] = tuple(
+    (_SYN_RULE.get(syndrome_type(s), SYN_RESERVED), syndrome_value(s)) for s in range(256))
+
+
+def nak_event(code: int) -> str:
+    """A NAK's event kind: a PSN sequence error is recoverable, every other NAK is fatal."""
+    return "nak_sequence" if code == NAK_PSN_SEQUENCE_ERROR else "nak_fatal"
+
+
+SYNDROME_VALUES = SYNDROME_VALUE_MASK + 1  # NAK codes, RNR timer codes, credit codes
+NAK_TEXTS = tuple(nak_name(c) for c in range(SYNDROME_VALUES))
+RNR_TEXTS = tuple(rnr_ms(c) for c in range(SYNDROME_VALUES))
+# ECN is the low bits of the IPv6 traffic class as of the IPv4 DS field (RFC 3168).
+ECN_MASK = LAYOUTS["ip"].field("dsfield.ecn").mask
+
+
+def malformed_text(w: locate.Walk) -> str:
+    """The argument of a "malformed" event: why the walk failed, in words."""
+    return str(locate.explain(w))
+
+
+# -- where the addresses are: one slice [src, dst) per L3 kind, offsets from LAYOUTS ---------
+
+
+def _addr_span(header: str, src: str, dst: str) -> tuple[int, int, int]:
+    s, d = LAYOUTS[header].field(src), LAYOUTS[header].field(dst)
+    # src and dst are adjacent in IPv4, IPv6 and the GRH, so one slice makes the flow key.
+    assert d.bit_offset == s.bit_offset + s.bits and s.bits == d.bits and not s.bit_offset % 8
+    return s.byte_offset, d.byte_offset + d.bits // 8, s.bits // 8
+
+
+ADDR_SPANS: dict[int, tuple[int, int, int]] = {
+    locate.L3_IPV4: _addr_span("ip", "src", "dst"),
+    locate.L3_IPV6: _addr_span("ipv6", "src", "dst"),
+    locate.L3_GRH: _addr_span("grh", "sgid", "dgid"),
+}
+L3_NAMES = {locate.L3_IPV4: "IPv4", locate.L3_IPV6: "IPv6", locate.L3_GRH: "GRH"}
+# L3 kind -> its length field and the bytes that length leaves out (the fixed header).
+L3_LEN_FIELDS = {locate.L3_IPV4: (("ip", "len"), 0),
+                 locate.L3_IPV6: (("ipv6", "plen"), SIZE_OF["ipv6"]),
+                 locate.L3_GRH: (("grh", "paylen"), SIZE_OF["grh"])}

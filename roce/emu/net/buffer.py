@@ -1,0 +1,144 @@
+"""A switch's shared packet buffer (the MMU): reserves, a dynamic threshold, PFC headroom.
+
+The buffer of ``size`` bytes is carved into (ns-3 HPCC ``switch-mmu.cc`` practice, facts in
+the package docstring):
+
+- a reserve of ``reserve`` bytes for every (port, class) account in use: lossless classes
+  are accounted at their ingress port (that is what PFC pauses), lossy ones at their egress
+  queue;
+- PFC headroom per (ingress port, lossless class): rate x 2 x delay + 2 frames + the pause
+  frame, the most that can still arrive after the switch decides to pause;
+- the shared pool: the rest.  An account may hold shared bytes up to the dynamic threshold
+  ``alpha x free shared bytes``.
+
+A lossy frame that fits neither its reserve nor the threshold is tail-dropped.  A lossless
+frame above the threshold makes the ingress port send XOFF; while paused its frames land in
+headroom; a lossless frame that finds even the headroom full is dropped and counted (it
+never happens when headroom is sized right, which the tests check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+RESERVE, SHARED, HEADROOM = 0, 1, 2
+PFC_FRAME = 64  # a MAC Control frame on the wire (minimum Ethernet frame)
+
+
+class Account:
+    """Bytes one (port, class) holds, by pool, and its PFC state."""
+
+    __slots__ = ("held", "xoff", "headroom")
+
+    def __init__(self, headroom: int = 0) -> None:
+        self.held = [0, 0, 0]  # by pool: RESERVE, SHARED, HEADROOM
+        self.xoff = False
+        self.headroom = headroom
+
+    @property
+    def total(self) -> int:
+        return sum(self.held)
+
+
+def headroom_bytes(rate_gbps: float, delay_ns: int, max_frame: int) -> int:
+    """What reaches an ingress port after it decides to pause: a round trip of data at the
+    link rate plus a frame finishing at each end plus the pause frame itself."""
+    return -(-int(rate_gbps * 2 * delay_ns) // 8) + 2 * max_frame + PFC_FRAME
+
+
+@dataclass
+class BufferConfig:
+    size: int = 12 << 20
+    alpha: float = 1 / 8
+    reserve: int | None = None  # bytes per account; None: one maximum-size frame
+
+
+class BufferPolicy(Protocol):
+    """What a switch asks of its buffer: admission, release, and when to pause or resume a
+    lossless ingress account (the PFC accounting stage)."""
+
+    lossless_drops: int
+    max_used: int
+    size: int
+
+    def account(self, headroom: int = 0) -> Account: ...
+
+    def check(self, where: str) -> None: ...
+
+    def admit(self, acct: Account, n: int, lossless: bool) -> int: ...
+
+    def release(self, acct: Account, pool: int, n: int) -> None: ...
+
+    def should_pause(self, acct: Account) -> bool: ...
+
+    def should_resume(self, acct: Account) -> bool: ...
+
+
+class SharedBuffer:
+    def __init__(self, config: BufferConfig, max_frame: int) -> None:
+        self.config = config
+        self.size = config.size
+        self.alpha = config.alpha
+        self.reserve = config.reserve if config.reserve is not None else max_frame
+        self.max_frame = max_frame
+        self.carved = 0  # reserves + headroom
+        self.shared_size = self.size
+        self.shared_used = 0
+        self.used = 0
+        self.max_used = 0
+        self.lossless_drops = 0
+        self.resume_offset = 2 * max_frame
+
+    def account(self, headroom: int = 0) -> Account:
+        """A new account: carves its reserve (and headroom) out of the shared pool."""
+        self.carved += self.reserve + headroom
+        self.shared_size = self.size - self.carved
+        return Account(headroom)
+
+    def check(self, where: str) -> None:
+        from ...errors import UsageError
+
+        if self.shared_size < self.max_frame:
+            raise UsageError(f"{where}: a buffer of {self.size} bytes is too small: reserves "
+                             f"and PFC headroom take {self.carved} bytes (--buffer)")
+
+    def threshold(self) -> float:
+        return self.alpha * (self.shared_size - self.shared_used)
+
+    def admit(self, acct: Account, n: int, lossless: bool) -> int:
+        """The pool a frame of ``n`` bytes goes to, or -1: drop it."""
+        held = acct.held
+        if held[RESERVE] + n <= self.reserve:
+            pool = RESERVE
+        elif (not acct.xoff and held[SHARED] + n <= max(self.threshold(), 0)
+              and self.shared_used + n <= self.shared_size):
+            pool = SHARED
+            self.shared_used += n
+        elif lossless and acct.xoff and held[HEADROOM] + n <= acct.headroom:
+            pool = HEADROOM
+        elif lossless and not acct.xoff and self.shared_used + n <= self.shared_size:
+            pool = SHARED  # above the threshold: admitted, and the caller pauses the sender
+            self.shared_used += n
+        else:
+            if lossless:
+                self.lossless_drops += 1
+            return -1
+        held[pool] += n
+        self.used += n
+        if self.used > self.max_used:
+            self.max_used = self.used
+        return pool
+
+    def release(self, acct: Account, pool: int, n: int) -> None:
+        acct.held[pool] -= n
+        self.used -= n
+        if pool == SHARED:
+            self.shared_used -= n
+
+    def should_pause(self, acct: Account) -> bool:
+        return not acct.xoff and acct.held[SHARED] >= self.threshold()
+
+    def should_resume(self, acct: Account) -> bool:
+        return (acct.xoff and acct.held[HEADROOM] == 0
+                and acct.held[SHARED] <= max(self.threshold() - self.resume_offset, 0))

@@ -1,0 +1,90 @@
+"""One direction of a link in the switched network: the ``Wire``.
+
+A wire carries one frame at a time (store-and-forward): when idle it pulls the next frame
+from its source endpoint, holds it for the serialization time at its rate, then hands each
+copy the seeded fault rules (``roce.emu.fabric.Faults``) let through to the destination
+endpoint after the propagation delay.  The serialization clock is exact: within a busy
+period the end of frame k is ``start + ceil(bits so far / rate)``, so rounding never
+accumulates and a saturated wire runs at exactly its rate.
+"""
+
+from __future__ import annotations
+
+from heapq import heappush
+from typing import Any
+
+from ..endpoint import Endpoint, PullEndpoint
+from ..fabric import Faults, LinkStats
+
+
+class Wire:
+    __slots__ = ("net", "src", "dst", "rate_bps", "delay_ns", "faults", "name", "busy",
+                 "free_at", "_period_start", "_period_bits", "_wake_at")
+
+    def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
+                 delay_ns: int, faults: Faults, name: str) -> None:
+        self.net = net
+        self.src = src
+        self.dst = dst
+        self.rate_bps = round(rate_gbps * 1e9)
+        self.delay_ns = int(delay_ns)
+        self.faults = faults
+        self.name = name
+        self.busy = False
+        self.free_at = 0
+        self._period_start = 0
+        self._period_bits = 0
+        self._wake_at: int | None = None
+
+    @property
+    def stats(self) -> LinkStats:
+        return self.faults.stats
+
+    @property
+    def hops(self) -> int:
+        """Frames this wire carried (each one hop), lost ones included: they were sent."""
+        return self.faults.stats.frames
+
+    def kick(self, now: int) -> None:
+        """Start the next frame if the wire is idle and the source has one to send now;
+        otherwise come back when the source says it will."""
+        if self.busy:
+            return
+        frame = self.src.pull(now)
+        if frame is None:
+            t = self.src.next_tx(now)
+            if t is not None and t > now and self._wake_at != t:
+                self._wake_at = t
+                self.net.at(t, self._wake, t)
+            return
+        self.busy = True
+        # the end of serialization: exact within a busy period (module docstring)
+        if now > self.free_at:
+            self._period_start, bits = now, 0
+        else:
+            bits = self._period_bits
+        self._period_bits = bits = bits + len(frame) * 8
+        self.free_at = end = self._period_start - (-bits * 1_000_000_000 // self.rate_bps)
+        net = self.net
+        heappush(net.events, (end, next(net.seq), self._done, frame))
+
+    def _wake(self, now: int, t: int) -> None:
+        if self._wake_at == t:
+            self._wake_at = None
+            self.kick(now)
+
+    def _done(self, now: int, frame: bytes) -> None:
+        self.busy = False
+        arrive = now + self.delay_ns
+        net = self.net
+        faults = self.faults
+        if faults.clean:
+            st = faults.stats
+            st.frames += 1
+            st.bytes += len(frame)
+            heappush(net.events, (arrive, next(net.seq), self.dst.receive, frame))
+        else:
+            dst = self.dst.receive
+            for extra, f in faults.apply(now, frame):
+                heappush(net.events, (arrive + extra, next(net.seq), dst, f))
+        self.kick(now)

@@ -1,0 +1,245 @@
+"""A host in the switched network: an emulated RoCE device behind a NIC transmit scheduler.
+
+The device and its QPs stay sans-I/O; the NIC owns their clock and their wire.  Each QP keeps
+its own short transmit list (``QueuePair.tx_limit``): the link pulls one frame at a time and
+the NIC pumps the QP's requester again, so go-back-N restarts from fresh state instead of
+behind a long queue.  The scheduler holds frames per priority (a QP's priority follows its
+DSCP through the same map the switches use), skips priorities the switch paused with PFC,
+goes round robin among the QPs, and lets each QP send only when its pacer allows
+(``RatePacer`` at line rate here; congestion control will drive it).  PFC frames the NIC
+itself sends (a PFC storm fault) bypass all of that.  Received frames go to the device with
+their ECN bits intact; received PFC frames stop the named priorities.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ... import macc
+from ..verbs import Context
+from . import frames
+from .pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
+from .stages import Classifier, Pacer, RatePacer
+
+_MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
+_ETYPE0, _ETYPE1 = frames.ETYPE
+TX_LIMIT = 8  # frames a QP builds ahead of the scheduler
+
+
+class Nic:
+    def __init__(self, net: Any, ctx: Context, classifier: Classifier) -> None:
+        self.net = net
+        self.ctx = ctx
+        self.name = ctx.name
+        dev = self.device = ctx.device
+        dev.shared_tx = False
+        dev.qp_tx_limit = TX_LIMIT
+        dev.on_activity = self._activity
+        ctx.clock = lambda: net.now
+        self.mac = bytes.fromhex(dev.mac.replace(":", ""))
+        self.classifier = classifier
+        self.wire: Any = None
+        self.pause: PauseState | None = None
+        self.ctrl: deque[bytes] = deque()
+        self.pacers: dict[int, Pacer] = {}
+        # how a new QP gets its rate limiter (line rate -> Pacer): congestion control plugs
+        # in here, or sets ``rate_bps`` on the pacers it is given
+        self.pacer_factory: Callable[[int], Pacer] = RatePacer
+        self._prio: dict[int, int] = {}
+        self._rings: list[deque] = [deque() for _ in range(CLASSES)]  # QPs with frames
+        self._rr_prio = 0
+        self._busy: list[int] = []  # priorities whose ring is not empty, ascending
+        self._timer_at: int | None = None
+        self._theap: list[tuple[int, int]] = []  # (deadline, QPN), possibly stale
+        self._tcache: dict[int, int | None] = {}  # QPN -> its current deadline
+        self._kick_pending = False
+        self.rx_frames = 0
+        self.tx_frames = 0
+        self.pfc_sent = 0
+
+    def attach(self, wire: Any) -> None:
+        self.wire = wire
+        self.pause = PauseState(wire.rate_bps)
+
+    # -- Endpoint ----------------------------------------------------------------------
+
+    def receive(self, now: int, frame: bytes) -> None:
+        self.rx_frames += 1
+        if self.net.recorders:
+            for w in self.net.recorders:
+                w.write(frame, ts_ns=now)
+        if frame[_ETYPE0:_ETYPE1] == _MACC:
+            self.pause.on_frame(now, frame)
+            self.wire.kick(now)
+            return
+        dev = self.device
+        dev.last_qp = None
+        dev.receive(now, frame)
+        if self._busy:
+            self.wire.kick(now)  # an ACK or response to send
+        qp = dev.last_qp
+        if qp is not None and self._tcache.get(qp.qpn) != qp.deadline():
+            self._rearm(now, qp)  # its named timers changed
+
+    def pull(self, now: int) -> bytes | None:
+        if self.ctrl:
+            self.tx_frames += 1
+            return self.ctrl.popleft()
+        busy = self._busy
+        if not busy:
+            return None
+        until = self.pause.until
+        for prio in (busy if len(busy) == 1 else self._order()):
+            if until[prio] > now:
+                continue  # PFC holds this priority at this port
+            ring = self._rings[prio]
+            for _ in range(len(ring)):
+                qp = ring[0]
+                ring.rotate(-1)  # round robin among the QPs of a priority
+                pacer = qp.tx.pacer
+                if pacer.rate_bps < self.wire.rate_bps and pacer.next_allowed() > now:
+                    continue
+                return self._take(now, qp, ring, prio)
+        return None
+
+    def _order(self) -> list[int]:
+        """Priorities with frames waiting: strict ones first, then round robin."""
+        strict = [p for p in self._busy if p in self.classifier.strict]
+        rest = [p for p in self._busy if p not in self.classifier.strict]
+        k = next((i for i, p in enumerate(rest) if p >= self._rr_prio), 0)
+        rest = rest[k:] + rest[:k]
+        if rest:
+            self._rr_prio = rest[0] + 1
+        return strict + rest
+
+    def _take(self, now: int, qp: Any, ring: deque, prio: int) -> bytes:
+        tx = qp.tx
+        frame = tx.pop(0)
+        self.tx_frames += 1
+        tx.sent_bytes += len(frame)
+        pacer = tx.pacer
+        if pacer.rate_bps < self.wire.rate_bps:
+            pacer.sent(now, len(frame))  # below line rate: the pacer spaces the frames
+        if not tx:
+            ring.remove(qp)  # it rejoins on its next frame
+            if not ring:
+                self._busy.remove(prio)
+            qp.requester.pump(now)  # build the next frames now that the link took these
+            if self._tcache.get(qp.qpn) != qp.deadline():
+                self._rearm(now, qp)
+        return frame
+
+    def next_tx(self, now: int) -> int | None:
+        if self.ctrl:
+            return now
+        best = None
+        until = self.pause.until
+        for prio in self._busy:
+            for qp in self._rings[prio]:
+                t = max(now, until[prio], qp.tx.pacer.next_allowed())
+                if best is None or t < best:
+                    best = t
+        return best
+
+    def queued(self, qp: Any, frame: bytes) -> None:
+        """A QP's transmit list went from empty to not: it joins its priority's ring."""
+        prio = self._prio.get(qp.qpn)
+        if prio is None:  # every frame of a QP carries its traffic class: classify one
+            prio = self._prio[qp.qpn] = self.classifier.classify(frame)
+        ring = self._rings[prio]
+        if not ring:
+            self._busy.append(prio)
+            self._busy.sort()
+        ring.append(qp)
+
+    # -- the device's driver -----------------------------------------------------------
+
+    def _activity(self, device: Any) -> None:
+        for qp in device.qps.values():
+            if qp.qpn not in self.pacers:
+                self.pacers[qp.qpn] = self.pacer_factory(self.wire.rate_bps)
+                qp.tx = _TxList(self, qp, qp.tx)
+        self._prio.clear()  # a modify may have changed a QP's traffic class
+        if not self._kick_pending:
+            self._kick_pending = True
+            self.net.at(self.net.now, self._kick)
+
+    def _kick(self, now: int, _: Any) -> None:
+        self._kick_pending = False
+        self._after(now)
+
+    def _after(self, now: int) -> None:
+        self.wire.kick(now)
+        self._rearm(now)
+
+    def _rearm(self, now: int, qp: Any = None) -> None:
+        """Keep one timer event at the device's earliest QP deadline.  Deadlines are cached
+        per QP in a heap (stale entries dropped lazily), so an event that touched one QP
+        re-reads only that QP's named timers; ``qp=None`` re-reads them all."""
+        if qp is None:
+            for q in self.device.qps.values():
+                self._note(q)
+        else:
+            self._note(qp)
+        heap, cache = self._theap, self._tcache
+        while heap and cache.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        d = heap[0][0] if heap else None
+        if d is None:
+            self._timer_at = None
+        elif d != self._timer_at:
+            self._timer_at = d
+            self.net.at(max(d, now), self._timer, d)
+
+    def _note(self, qp: Any) -> None:
+        d = qp.deadline()
+        if self._tcache.get(qp.qpn) != d:
+            self._tcache[qp.qpn] = d
+            if d is not None:
+                heapq.heappush(self._theap, (d, qp.qpn))
+
+    def _timer(self, now: int, d: int) -> None:
+        if self._timer_at != d:
+            return  # superseded
+        self._timer_at = None
+        self.device.on_timer(now)
+        self._after(now)
+
+    # -- faults ------------------------------------------------------------------------
+
+    def storm(self, prio: int, start_ns: int = 0) -> None:
+        """Emit PFC XOFF for ``prio`` continuously from ``start_ns`` (a broken NIC)."""
+        period = max(pause_ns(MAX_QUANTA, self.wire.rate_bps) // 2, 1)
+        frame = macc.build_pfc(self.mac, {prio: MAX_QUANTA})
+
+        def tick(now: int, _: Any) -> None:
+            self.pfc_sent += 1
+            self.ctrl.append(frame)
+            self.wire.kick(now)
+            self.net.at(now + period, tick)
+
+        self.net.at(start_ns, tick)
+
+
+class _TxList(list):
+    """A QP's transmit list that tells the NIC when it stops being empty (the QP core only
+    appends: it stays unaware of the scheduler)."""
+
+    __slots__ = ("nic", "qp", "pacer", "sent_bytes")
+
+    def __init__(self, nic: Nic, qp: Any, frames: list[bytes]) -> None:
+        super().__init__(frames)
+        self.nic = nic
+        self.qp = qp
+        self.pacer = nic.pacers[qp.qpn]
+        self.sent_bytes = 0  # what the scheduler took from this QP
+        if frames:
+            nic.queued(qp, frames[0])
+
+    def append(self, frame: bytes) -> None:
+        if not self:
+            self.nic.queued(self.qp, frame)
+        super().append(frame)

@@ -1,0 +1,80 @@
+"""Watching a switched network run: the sampled ``Trace`` (``--trace FILE``).
+
+Every ``interval_ns`` of virtual time the trace writes, as CSV rows or JSON lines:
+
+- ``queue``: bytes in each egress queue (switch port, traffic class);
+- ``qp``: each sending QP's rate over the last interval (Gb/s, from the bytes its NIC
+  scheduler sent), its PSNs acknowledged and the bytes of its completed messages;
+- ``pause``: whether each port (switch ports and host NICs) is paused, per priority.
+
+Taps (``--tap NODE:PORT``) need no module of their own: a switch port writes what it receives
+and what it starts sending to its ``tap`` writer.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from typing import Any, TextIO
+
+from ...psn import psn_diff
+
+COLUMNS = ("time_ns", "kind", "node", "index", "bytes", "rate_gbps", "acked_psns", "paused")
+
+
+class Trace:
+    def __init__(self, out: TextIO, interval_ns: int, fmt: str = "csv") -> None:
+        if interval_ns <= 0:
+            raise ValueError("the trace interval must be positive")
+        self.out = out
+        self.interval = interval_ns
+        self.fmt = fmt
+        self._csv = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+        if self._csv is not None:
+            self._csv.writerow(COLUMNS)
+        self.samples = 0
+        self._last: dict[int, int] = {}
+
+    def start(self, net: Any, flows: list[Any], names: list[tuple[str, str]]) -> None:
+        self.net = net
+        self.flows = list(zip(flows, names))
+        classes = sorted({c for sw in net.switches.values() for c in sw.classifier.classes})
+        self.classes = classes
+        self.first_psn = {id(f): f.qa.core.requester.una for f, _ in self.flows}
+        net.at(0, self._sample)
+
+    def _row(self, t: int, kind: str, node: str, index: int, **values: Any) -> None:
+        """One row: ``index`` is the traffic class / priority, or the QPN for ``qp`` rows."""
+        if self._csv is not None:
+            self._csv.writerow((t, kind, node, index,
+                                *(values.get(c, "") for c in COLUMNS[4:])))
+        else:
+            self.out.write(json.dumps({"time_ns": t, "kind": kind, "node": node,
+                                       "index": index, **values}) + "\n")
+
+    def _sample(self, now: int, _: Any = None) -> None:
+        self.samples += 1
+        net = self.net
+        for sw in net.switches.values():
+            for p in sw.ports:
+                for c in self.classes:
+                    self._row(now, "queue", p.name, c, bytes=p.qbytes[c])
+        for f, (src, dst) in self.flows:
+            qp = f.qa.core
+            nic = net.hosts[src]
+            sent = getattr(qp.tx, "sent_bytes", 0)
+            rate = (sent - self._last.get(id(f), 0)) * 8 / self.interval  # bits/ns = Gb/s
+            self._last[id(f)] = sent
+            acked = psn_diff(qp.requester.una, self.first_psn[id(f)])
+            self._row(now, "qp", f"{src}->{dst}", qp.qpn, bytes=f.bytes,
+                      rate_gbps=round(rate, 3), acked_psns=acked)
+        for c in self.classes:
+            for sw in net.switches.values():
+                for p in sw.ports:
+                    self._row(now, "pause", p.name, c, paused=int(p.pause.until[c] > now))
+            for name, nic in net.hosts.items():
+                self._row(now, "pause", name, c, paused=int(nic.pause.until[c] > now))
+        net.at(now + self.interval, self._sample)
+
+    def finish(self, net: Any) -> None:
+        self.out.flush()

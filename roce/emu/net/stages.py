@@ -1,0 +1,160 @@
+"""The replaceable stages of the switched network, each one class behind an interface:
+
+- ``Classifier``: frame -> traffic class (= 802.1p priority here) by DSCP;
+- ``Forwarder``: frame + equal-cost egress ports -> one port (ECMP hash, or spraying);
+- ``Marker``: egress queue bytes at dequeue -> set CE or not (RED, or nothing);
+- ``Pacer``: per-QP rate limiter in the NIC; congestion control will drive ``rate_bps``.
+
+PFC accounting is the buffer's job (``roce.emu.net.buffer``); the facts behind the defaults
+are in this package's docstring.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from ...headers import ECN_ECT0
+from . import frames
+
+CLASSES = 8
+# NVIDIA's RoCE defaults (package docstring): data DSCP 26 on priority 3, CNP DSCP 48 on 6
+DSCP_ROCE, DSCP_CNP = 26, 48
+PRIO_ROCE, PRIO_CNP, PRIO_LOSSY = 3, 6, 0
+ROCE_TRAFFIC_CLASS = DSCP_ROCE << 2 | ECN_ECT0  # what emulated hosts put in their IP headers
+
+
+class Classifier(Protocol):
+    lossless: frozenset[int]  # classes PFC protects
+    strict: frozenset[int]  # classes served before the others
+    classes: frozenset[int]  # every class ``classify`` can return
+
+    def classify(self, frame: bytes) -> int: ...
+
+
+class DscpClassifier:
+    """DSCP -> class through a 64-entry map (NVIDIA "trust dscp")."""
+
+    def __init__(self, mapping: Mapping[int, int] | None = None,
+                 lossless: frozenset[int] = frozenset({PRIO_ROCE}),
+                 strict: frozenset[int] = frozenset({PRIO_CNP})) -> None:
+        table = [PRIO_LOSSY] * 64
+        for d, c in (mapping if mapping is not None
+                     else {DSCP_ROCE: PRIO_ROCE, DSCP_CNP: PRIO_CNP}).items():
+            table[d] = c
+        self.table = bytes(table)
+        self.lossless = frozenset(lossless)
+        self.strict = frozenset(strict)
+        self.classes = frozenset(self.table) | self.lossless | self.strict
+
+    def classify(self, frame: bytes) -> int:
+        return self.table[(frame[frames.TOS] >> frames.DSCP_SHIFT) & frames.DSCP_MASK]
+
+
+T = TypeVar("T")
+
+
+class Forwarder(Protocol):
+    def pick(self, frame: bytes, ports: Sequence[T]) -> T: ...
+
+
+class EcmpForwarder:
+    """One path per flow: a seeded hash (CRC-32) of the 5-tuple picks the port."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed & 0xFFFFFFFF
+
+    def pick(self, frame: bytes, ports: Sequence[T]) -> T:
+        return ports[zlib.crc32(frames.flow_key(frame), self.seed) % len(ports)]
+
+
+class SprayForwarder:
+    """Per-packet spraying: a seeded random port for every frame."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def pick(self, frame: bytes, ports: Sequence[T]) -> T:
+        return ports[self.rng.randrange(len(ports))]
+
+
+class Marker(Protocol):
+    def mark(self, queue_bytes: int) -> bool: ...
+
+
+@dataclass
+class EcnConfig:
+    """RED parameters in bytes; ``None`` means scaled to the port rate (package docstring)."""
+
+    kmin: int | None = None
+    kmax: int | None = None
+    pmax: float = 0.2
+    enabled: bool = True
+
+    def for_rate(self, rate_gbps: float) -> tuple[int, int, float]:
+        scale = rate_gbps / 25.0
+        kmin = self.kmin if self.kmin is not None else round(100_000 * scale)
+        kmax = self.kmax if self.kmax is not None else round(400_000 * scale)
+        return kmin, kmax, self.pmax
+
+
+class RedMarker:
+    """RED at dequeue: P(mark) = 0 below Kmin, Pmax (q-Kmin)/(Kmax-Kmin) up to Kmax, 1 above."""
+
+    def __init__(self, kmin: int, kmax: int, pmax: float, rng: random.Random) -> None:
+        if not 0 <= kmin <= kmax or not 0.0 <= pmax <= 1.0:
+            raise ValueError(f"ECN needs 0 <= Kmin <= Kmax and 0 <= Pmax <= 1, got {kmin}, "
+                             f"{kmax}, {pmax}")
+        self.kmin, self.kmax, self.pmax = kmin, kmax, pmax
+        self.rng = rng
+
+    def probability(self, q: int) -> float:
+        if q <= self.kmin:
+            return 0.0
+        if q > self.kmax:
+            return 1.0
+        return self.pmax * (q - self.kmin) / max(self.kmax - self.kmin, 1)
+
+    def mark(self, queue_bytes: int) -> bool:
+        if queue_bytes <= self.kmin:
+            return False
+        if queue_bytes > self.kmax:
+            return True
+        return self.rng.random() < self.probability(queue_bytes)
+
+
+class NoMarker:
+    def mark(self, queue_bytes: int) -> bool:
+        return False
+
+
+class Pacer(Protocol):
+    """A per-QP rate limiter: when the QP may send next, and what sending costs it."""
+
+    rate_bps: int
+
+    def next_allowed(self) -> int: ...
+
+    def sent(self, now: int, nbytes: int) -> None: ...
+
+
+class RatePacer:
+    """Spaces a QP's frames at ``rate_bps`` (line rate here: it never holds a frame back the
+    link would not have held anyway; congestion control lowers it)."""
+
+    __slots__ = ("rate_bps", "_next", "bytes_sent")
+
+    def __init__(self, rate_bps: int) -> None:
+        self.rate_bps = rate_bps
+        self._next = 0
+        self.bytes_sent = 0
+
+    def next_allowed(self) -> int:
+        return self._next
+
+    def sent(self, now: int, nbytes: int) -> None:
+        self.bytes_sent += nbytes
+        self._next = max(now, self._next) + nbytes * 8 * 1_000_000_000 // self.rate_bps

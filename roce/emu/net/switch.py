@@ -1,0 +1,251 @@
+"""An output-queued switch: 8 traffic classes per egress port, a shared buffer, L3 forwarding.
+
+A frame entering a port is classified (DSCP map), routed by destination IP over the routes the
+topology computed (several equal-cost ports: the forwarder picks one), admitted by the shared
+buffer (lossy: tail drop; lossless with PFC: pause the ingress port above the threshold) and
+queued at its egress port.  The egress port's wire pulls: PFC frames first, then the strict
+class (CNPs), then the other classes round robin, skipping classes the downstream peer paused.
+At dequeue RED may set CE (ECN-capable frames only), and the frame is routed on: new MACs,
+TTL - 1, header checksum.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from ... import macc
+from . import frames
+from .buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
+from .pfc import CLASSES, PauseState, PfcSender
+from .stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker
+
+_MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
+_ETYPE0, _ETYPE1 = frames.ETYPE
+_DST0, _DST1 = frames.DST_IP
+_TOS, _DSCP_SHIFT, _DSCP_MASK = frames.TOS, frames.DSCP_SHIFT, frames.DSCP_MASK
+_ECN_SHIFT, _ECN_MASK, _NOT_ECT, _CE = frames.ECN_SHIFT, frames.ECN_MASK, frames.NOT_ECT, frames.CE
+_IPV4 = frames.IPV4_TYPE
+
+
+@dataclass
+class PortStats:
+    drops: int = 0
+    lossless_drops: int = 0
+    ecn_marked: int = 0
+
+
+class SwitchPort:
+    """One port: its egress queues and the pause state its peer imposed (``PullEndpoint``)."""
+
+    def __init__(self, switch: Switch, index: int, mac: bytes) -> None:
+        self.switch = switch
+        self.index = index
+        self.mac = mac
+        self.name = f"{switch.name}:{index}"
+        self.peer_mac = b"\0" * 6
+        self.wire: Any = None  # outgoing Wire, set when linked
+        self.queues: list[deque] = [deque() for _ in range(CLASSES)]
+        self.qbytes = [0] * CLASSES
+        self.queued = 0  # frames in all queues
+        self.mask = 0  # bit c set: queue c holds frames
+        self.ctrl: deque[bytes] = deque()
+        self.rr = 0
+        self.stats = PortStats()
+        # the per-frame counters, kept as plain attributes (one attribute write per hop)
+        self.rx_frames = 0
+        self.tx_frames = 0
+        self.max_queue_bytes = 0
+        self.pause: PauseState | None = None
+        self.pfc: PfcSender | None = None
+        self.in_acct: list[Account | None] = [None] * CLASSES  # lossless, at ingress
+        self.eg_acct: list[Account | None] = [None] * CLASSES  # lossy, at egress
+        self.marker: Marker = NoMarker()
+        self.tap: Any = None
+
+    # -- Endpoint ----------------------------------------------------------------------------
+
+    def receive(self, now: int, frame: bytes) -> None:
+        """Replaced per instance by the switch's ingress bound to this port (a C-level
+        partial: one Python frame less per hop)."""
+        self.switch.ingress(self, now, frame)
+
+    def pull(self, now: int) -> bytes | None:
+        if self.ctrl:
+            frame = self.ctrl.popleft()
+        else:
+            tc = self._pick(now)
+            if tc < 0:
+                return None
+            frame = self.switch.dequeue(now, self, tc)
+        self.tx_frames += 1
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
+        return frame
+
+    def next_tx(self, now: int) -> int | None:
+        if self.ctrl:
+            return now
+        if not self.queued:
+            return None
+        best = None
+        until = self.pause.until
+        for tc in range(CLASSES):
+            if self.queues[tc]:
+                t = until[tc] if until[tc] > now else now
+                if best is None or t < best:
+                    best = t
+        return best
+
+    # -- scheduling ----------------------------------------------------------------------
+
+    def _pick(self, now: int) -> int:
+        """The class to send next: strict classes (highest first), then round robin from
+        ``rr``; classes the peer paused are skipped.  -1: nothing may go."""
+        m = self.mask
+        if not m:
+            return -1
+        until = self.pause.until
+        strict = self.switch.strict_mask
+        s = m & strict
+        while s:
+            tc = s.bit_length() - 1
+            if until[tc] <= now:
+                return tc
+            s &= ~(1 << tc)
+        m &= ~strict
+        for cand in (m >> self.rr << self.rr, m):  # at or after rr first, then wrap
+            while cand:
+                low = cand & -cand
+                tc = low.bit_length() - 1
+                if until[tc] <= now:
+                    self.rr = (tc + 1) % CLASSES
+                    return tc
+                cand ^= low
+        return -1
+
+    def send_control(self, frame: bytes) -> None:
+        self.ctrl.append(frame)
+        self.wire.kick(self.switch.net.now)
+
+
+class Switch:
+    def __init__(self, net: Any, name: str, index: int, *, buffer: BufferConfig | BufferPolicy,
+                 classifier: Classifier | None = None, forwarder: Forwarder,
+                 pfc: bool = True, max_frame: int = 4096 + 128) -> None:
+        self.net = net
+        self.name = name
+        self.index = index
+        self.ports: list[SwitchPort] = []
+        self.routes: dict[bytes, list[SwitchPort]] = {}
+        self.classifier = classifier or DscpClassifier()
+        # the DSCP map's table read inline (the per-hop path); any other Classifier is called
+        self._table = getattr(self.classifier, "table", None)
+        self.lossless = self.classifier.lossless if pfc else frozenset()
+        self.strict = self.classifier.strict
+        self.strict_mask = sum(1 << c for c in self.strict)
+        self.forwarder = forwarder
+        self.buffer: BufferPolicy = (SharedBuffer(buffer, max_frame)
+                                     if isinstance(buffer, BufferConfig) else buffer)
+        self.pfc_enabled = pfc
+        self.no_route = 0
+        self.not_ip = 0
+        self.max_frame = max_frame
+
+    def add_port(self) -> SwitchPort:
+        i = len(self.ports)
+        mac = bytes([0x02, 0x5E, self.index >> 8 & 0xFF, self.index & 0xFF, i >> 8 & 0xFF,
+                     i & 0xFF])
+        port = SwitchPort(self, i, mac)
+        port.receive = partial(self.ingress, port)  # type: ignore[method-assign]
+        self.ports.append(port)
+        return port
+
+    def finish(self, marker_for: Any) -> None:
+        """Carve reserves and headroom once every port is linked; set up PFC and ECN."""
+        used = self.classifier.classes
+        for port in self.ports:
+            rate_gbps = port.wire.rate_bps / 1e9
+            port.pause = PauseState(port.wire.rate_bps)
+            port.marker = marker_for(self, port, rate_gbps)
+            for tc in sorted(used):
+                if tc in self.lossless:
+                    # headroom covers the link that feeds this ingress port (the reverse
+                    # direction has the same delay in every topology we build)
+                    port.in_acct[tc] = self.buffer.account(
+                        headroom_bytes(rate_gbps, port.wire.delay_ns, self.max_frame))
+                else:
+                    port.eg_acct[tc] = self.buffer.account()
+            if self.lossless:
+                port.pfc = PfcSender(port.mac, port.wire.rate_bps, port.send_control,
+                                     self.net.at)
+        self.buffer.check(f"switch {self.name}")
+
+    # -- the data path -------------------------------------------------------------------
+
+    def ingress(self, port: SwitchPort, now: int, frame: bytes) -> None:
+        port.rx_frames += 1
+        if port.tap is not None:
+            port.tap.write(frame, ts_ns=now)
+        etype = frame[_ETYPE0:_ETYPE1]
+        if etype != _IPV4:
+            if etype == _MACC and port.pause.on_frame(now, frame):
+                port.wire.kick(now)  # an XON may let queued frames go now
+            else:
+                self.not_ip += 1
+            return
+        out_ports = self.routes.get(frame[_DST0:_DST1])
+        if not out_ports:
+            self.no_route += 1
+            return
+        out = out_ports[0] if len(out_ports) == 1 else self.forwarder.pick(frame, out_ports)
+        tc = (self._table[(frame[_TOS] >> _DSCP_SHIFT) & _DSCP_MASK] if self._table is not None
+              else self.classifier.classify(frame))
+        n = len(frame)
+        buf = self.buffer
+        if tc in self.lossless:
+            acct = port.in_acct[tc]
+            pool = buf.admit(acct, n, True)
+            if pool < 0:
+                out.stats.drops += 1
+                out.stats.lossless_drops += 1
+                return
+            if buf.should_pause(acct):
+                acct.xoff = True
+                port.pfc.xoff(now, tc, lambda a=acct: a.xoff)
+        else:
+            acct = out.eg_acct[tc]
+            pool = buf.admit(acct, n, False)
+            if pool < 0:
+                out.stats.drops += 1
+                return
+        out.queues[tc].append((frame, acct, pool, port))
+        out.queued += 1
+        out.mask |= 1 << tc
+        q = out.qbytes[tc] + n
+        out.qbytes[tc] = q
+        if q > out.max_queue_bytes:
+            out.max_queue_bytes = q
+        if not out.wire.busy:
+            out.wire.kick(now)
+
+    def dequeue(self, now: int, port: SwitchPort, tc: int) -> bytes:
+        queue = port.queues[tc]
+        frame, acct, pool, inport = queue.popleft()
+        port.queued -= 1
+        if not queue:
+            port.mask &= ~(1 << tc)
+        n = len(frame)
+        port.qbytes[tc] -= n
+        buf = self.buffer
+        buf.release(acct, pool, n)
+        if acct.xoff and buf.should_resume(acct):
+            acct.xoff = False
+            inport.pfc.xon(now, tc)
+        ecn = (frame[_TOS] >> _ECN_SHIFT) & _ECN_MASK
+        mark = ecn != _NOT_ECT and port.marker.mark(port.qbytes[tc])
+        if mark and ecn != _CE:
+            port.stats.ecn_marked += 1
+        return frames.routed(frame, port.mac, port.peer_mac, mark)
