@@ -11,8 +11,9 @@ The readers below the parsers (``read_int``, ``mac_bytes``) raise ``ValueError``
 code that is not an option: the header encoders (``roce.headers``) and the display filter
 (``roce.dissect.filter``) read MACs and numbers the same way the options do.
 
-This module imports nothing of roce at import time (start-up matters: ``roce decode`` over
-a pipe runs in a loop); field widths are looked up in ``roce.headers`` on first use.
+This module imports nothing of roce (start-up matters: ``roce decode`` over a pipe runs in
+a loop; and the codec, ``roce.headers``, reads MACs with it): header field widths are handed
+to ``field_int`` and ``field_assignment`` by their caller (``roce.packet.field_width``).
 """
 
 from __future__ import annotations
@@ -266,72 +267,49 @@ def parse_ipv4_text(text: str) -> str:
 # -- header fields --------------------------------------------------------------------------
 
 
-def field_width(name: str) -> tuple[str, int] | None:
-    """(``header.field``, width in bits) of the header field a craft key names (``psn``,
-    ``bth.psn``, ``reth_va``, an alias such as ``dqpn``; ``icrc``), from ``roce.headers``;
-    for a name several headers share (``va``) the name itself and the widest; None when no
-    header has it or it is not an integer."""
-    from roce.headers import LAYOUTS
-    from roce.icrc import to_trailer
-    from roce.packet import ALIASES
-
-    key = ALIASES.get(name, name)
-    if key == "icrc":
-        return key, len(to_trailer(0)) * 8
-    header, dot, field = key.partition(".")
-    if not dot:
-        header, field = "", key
-        for h in LAYOUTS:  # "reth_va" spelling
-            if key.startswith(h + "_"):
-                header, field = h, key[len(h) + 1:]
-                break
-    found = {f"{h}.{f.name}": f.bits for h, lay in LAYOUTS.items()
-             if not header or h == header
-             for f in lay.fields if f.name == field and f.kind != "addr"}
-    if not found and not header and key in LAYOUTS and len(LAYOUTS[key].fields) == 1:
-        found = {key: LAYOUTS[key].fields[0].bits}  # one-field headers: "immdt", "ieth"
-    if not found:
-        return None
-    return (next(iter(found)) if len(found) == 1 else key), max(found.values())
+# A header field's qualified name and width in bits for a craft key (``psn`` ->
+# ``("bth.psn", 24)``), None if there is no such integer field: ``roce.packet.field_width``.
+# It is handed in rather than imported: this module sits below the codec.
+WidthOf = Callable[[str], "tuple[str, int] | None"]
 
 
-def field_int(name: str, what: str = "") -> Parser:
+def field_int(name: str, width_of: WidthOf, what: str = "") -> Parser:
     """Integers that fit the header field ``name`` (a craft key)."""
-    def parse(text: str) -> int:
-        width = field_width(name)
-        if width is None:
-            return parse_int(text)
-        return unsigned(width[1], what or f"{width[0]} ({width[1]} bits)")(text)
-
-    parse.__name__ = name
-    parse.field = name  # type: ignore[attr-defined]  # the width: field_width(name)
+    width = width_of(name)
+    if width is None:
+        return parse_int
+    parse = unsigned(width[1], what or f"{width[0]} ({width[1]} bits)")
+    parse.field = name  # type: ignore[attr-defined]
     return parse
 
 
-def parse_field(text: str) -> tuple[str, Any]:
+def field_assignment(width_of: WidthOf) -> Parser:
     """``NAME=VALUE`` for ``roce craft --field``: VALUE is an integer that fits the field,
-    ``true``/``false``, or the text itself (an address, checked by the encoder)."""
-    name, sep, value = text.partition("=")
-    name, value = name.strip(), value.strip()
-    if not sep or not name or not value:
-        raise _bad(f"{text!r}: expected NAME=VALUE, e.g. aeth.msn=5")
-    low = value.lower()
-    if low in ("true", "yes", "on"):
-        return name, True
-    if low in ("false", "no", "off"):
-        return name, False
-    try:
-        number = read_int(value)
-    except ValueError:
-        if _is_address(value):
-            return name, value
-        raise _bad(f"{name}={value}: not a number, true/false or an address") from None
-    width = field_width(name)
-    if number < 0 or (width is not None and number >> width[1]):
-        where = f"{width[0]} ({width[1]} bits: 0..{(1 << width[1]) - 1})" if width else \
-            "the field (>= 0)"
-        raise _bad(f"{name}={value} does not fit {where}")
-    return name, number
+    ``true``/``false``, or an address (checked again by the encoder)."""
+    def parse_field(text: str) -> tuple[str, Any]:
+        name, sep, value = text.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise _bad(f"{text!r}: expected NAME=VALUE, e.g. aeth.msn=5")
+        low = value.lower()
+        if low in ("true", "yes", "on"):
+            return name, True
+        if low in ("false", "no", "off"):
+            return name, False
+        try:
+            number = read_int(value)
+        except ValueError:
+            if _is_address(value):
+                return name, value
+            raise _bad(f"{name}={value}: not a number, true/false or an address") from None
+        width = width_of(name)
+        if number < 0 or (width is not None and number >> width[1]):
+            where = f"{width[0]} ({width[1]} bits: 0..{(1 << width[1]) - 1})" if width else \
+                "the field (>= 0)"
+            raise _bad(f"{name}={value} does not fit {where}")
+        return name, number
+
+    return parse_field
 
 
 def _is_address(text: str) -> bool:
@@ -364,10 +342,10 @@ def parse_ecn(text: str) -> int:
     return value
 
 
-__all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_NS", "MAX_SECONDS", "bounded_int", "field_int",
-           "field_width", "mac_bytes", "parse_address", "parse_ecn", "parse_field", "parse_int",
-           "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs", "parse_key", "parse_mac",
-           "parse_mac_bytes", "parse_port", "parse_positive", "parse_positive_seconds",
-           "parse_positive_time", "parse_probability", "parse_psn", "parse_qpn", "parse_rate",
-           "parse_retry", "parse_seconds", "parse_seed", "parse_size", "parse_time",
-           "parse_timeout", "read_int", "size_at_most", "unsigned"]
+__all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_NS", "MAX_SECONDS", "WidthOf", "bounded_int",
+           "field_assignment", "field_int", "mac_bytes", "parse_address", "parse_ecn",
+           "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs", "parse_key",
+           "parse_mac", "parse_mac_bytes", "parse_port", "parse_positive",
+           "parse_positive_seconds", "parse_positive_time", "parse_probability", "parse_psn",
+           "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed", "parse_size",
+           "parse_time", "parse_timeout", "read_int", "size_at_most", "unsigned"]

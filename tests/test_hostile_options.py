@@ -71,11 +71,7 @@ def _walk(command: str) -> Iterator[tuple[list[str], argparse.Action]]:
 
 
 def _bounds(action: argparse.Action) -> tuple[int | None, int | None] | None:
-    t = action.type
-    if hasattr(t, "field"):
-        width = options.field_width(t.field)
-        return (0, (1 << width[1]) - 1) if width else (0, None)
-    return getattr(t, "bounds", None)
+    return getattr(action.type, "bounds", None)
 
 
 def _fixed_bad(action: argparse.Action) -> list[str]:
@@ -107,12 +103,13 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_ip_text: IPS_BAD,
         options.parse_ipv4_text: [*IPS_BAD, "fe80::1"],
         options.parse_ecn: ["4", "-1", "x", ""],
-        options.parse_field: ["icrc=0x100000000", "bth.psn=0x1000000", "novalue", "=5",
+        PARSE_FIELD: ["icrc=0x100000000", "bth.psn=0x1000000", "novalue", "=5",
                               "ip.id=zz", "eth.dst=ff:ff:ff:ff:ff", "reth.va=-1"],
     }
     return table[t]
 
 
+PARSE_FIELD = next(a.type for _p, a in _walk("craft") if a.dest == "fields")
 MACS_BAD = ["ff:ff:ff:ff:ff", "1:2:3:4:5:6:7", "gg:00:00:00:00:00", "", "0102030405",
             "01:02:03-04:05:06", "001:02:03:04:05:06", "ff:ff:ff:ff:ff:ff:"]
 IPS_BAD = ["1.2.3", "256.0.0.1", "fe80:::1", "x", "", "10.0.0.1/24", "1.2.3.4.5"]

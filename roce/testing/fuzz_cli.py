@@ -43,6 +43,7 @@ from ..options import (
     parse_rate,
     parse_seed,
 )
+from ..packet import field_width
 from . import fuzz
 from .fuzz.registry import HARNESSES
 
@@ -85,7 +86,8 @@ def _wire_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rkey", type=parse_key, default=None,
                    help="an rkey of the target's memory (probes READ it)")
     p.add_argument("--va", type=parse_address, default=0, help="address of that MR")
-    p.add_argument("--size", type=field_int("reth.dmalen", "an MR length"), default=4096,
+    p.add_argument("--size", type=field_int("reth.dmalen", field_width, "an MR length"),
+                   default=4096,
                    help="MR length")
     p.add_argument("--target-mac", type=parse_mac, default=None,
                    help="skip ARP: the target's MAC")

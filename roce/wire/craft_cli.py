@@ -46,15 +46,16 @@ from roce.locate import OK
 from roce.opcodes import OPCODES, Opcode, lookup
 from roce.options import (
     bounded_int,
+    field_assignment,
     field_int,
     parse_ecn,
-    parse_field,
     parse_ip_text,
     parse_mac,
     parse_positive,
     parse_psn,
     parse_seconds,
 )
+from roce.packet import field_width
 from roce.pcapio import MAX_TS_NS, Frame, PcapNgWriter, PcapWriter
 
 from ..errors import InputError, UsageError
@@ -67,6 +68,8 @@ _PSN_BYTE = LAYOUTS["bth"].field("psn").byte_offset  # 24 bits, byte-aligned
 # IPv6 payload length) can count.  Payload options are checked against it before anything
 # is read or allocated.
 MAX_PAYLOAD = LAYOUTS["ip"].field("len").mask
+# --field NAME=VALUE, VALUE checked against the field's width
+parse_field = field_assignment(field_width)
 
 
 # -- options --------------------------------------------------------------------------------
@@ -126,18 +129,19 @@ def add_frame_arguments(parser: argparse.ArgumentParser, opcode_optional: bool =
     g.add_argument("--ipv6", action="store_true", help="RoCEv2 over IPv6")
     g.add_argument("--roce-version", type=int, choices=(1, 2), default=2,
                    help="2 (UDP/IP, default) or 1 (EtherType 0x8915 + GRH)")
-    g.add_argument("--vlan", type=field_int("vlan.id", "a VLAN ID"), metavar="ID",
+    g.add_argument("--vlan", type=field_int("vlan.id", field_width, "a VLAN ID"), metavar="ID",
                    help="add an 802.1Q tag")
-    g.add_argument("--vlan-priority", type=field_int("vlan.priority", "a PCP"), default=0,
+    g.add_argument("--vlan-priority", type=field_int("vlan.priority", field_width, "a PCP"),
+                   default=0,
                    metavar="PCP", help="802.1Q priority (with --vlan)")
     g.add_argument("--ecn", type=parse_ecn, metavar="ECN", help="ce, ect0, ect1, not-ect or 0..3")
-    g.add_argument("--dscp", type=field_int("ip.dsfield.dscp", "a DSCP"), default=0,
+    g.add_argument("--dscp", type=field_int("ip.dsfield.dscp", field_width, "a DSCP"), default=0,
                    metavar="N", help="DSCP (0..63)")
-    g.add_argument("--ttl", type=field_int("ip.ttl", "a TTL"), metavar="N",
+    g.add_argument("--ttl", type=field_int("ip.ttl", field_width, "a TTL"), metavar="N",
                    help="IPv4 TTL / IPv6 hop limit / GRH hop limit")
     g = parser.add_argument_group("transport fields")
     for flag, key, help_text in INT_FIELDS:
-        g.add_argument(flag, dest=_dest(flag), type=field_int(key),
+        g.add_argument(flag, dest=_dest(flag), type=field_int(key, field_width),
                        metavar="N", help=help_text)
     for flag, _key, help_text in FLAG_FIELDS:
         g.add_argument(flag, dest=_dest(flag), action="store_true", default=None,
