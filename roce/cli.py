@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import InputError, RoceError, UsageError
+from .errors import InputError, RoceError, UsageError, VerificationError
 
 # The exit statuses of every command, in one table (README shows it).  The commands return
 # 0 themselves; an error class maps to its status here, most specific class first.
@@ -19,9 +19,11 @@ EXIT_OK = 0
 EXIT_USAGE = 1       # bad option, bad filter, bad combination
 EXIT_INPUT = 2       # unreadable or unusable file, interface or peer
 INTERNAL_ERROR = 3   # a bug in roce: an exception that is not a RoceError
+EXIT_UNVERIFIED = 4  # roce emulate: the run ended but its data did not check out
 EXIT_CODES: tuple[tuple[type[RoceError], int], ...] = (
     (UsageError, EXIT_USAGE),
     (InputError, EXIT_INPUT),
+    (VerificationError, EXIT_UNVERIFIED),
     (RoceError, EXIT_USAGE),
 )
 
@@ -44,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("roce.testing.fuzz_cli",
              "fuzz the decoder, the emulated responder or a device on a wire"),
     "opcodes": ("roce.opcodes_cli", "list the BTH opcode table"),
+    "plot": ("roce.plot.cli", "plot per-QP throughput, PSNs, queues, rates and pauses"),
 }
 
 

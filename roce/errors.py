@@ -56,6 +56,11 @@ class InputError(RoceError):
     """An input file, device or stream that cannot be read or used (exit 2)."""
 
 
+class VerificationError(RoceError):
+    """A run finished but its data did not check out: messages lost, corrupted or not
+    completed (``roce emulate``: exit 4, so a script can tell it from a usage error)."""
+
+
 class DecodeError(RoceError, ValueError):
     """A frame that claims to be RoCE but is malformed.
 

@@ -235,6 +235,21 @@ def test_zero_length_read_and_write_skip_the_rkey_check(tmp_path):
     assert p.qb.qp_state == IBV_QPS_RTS
 
 
+@pytest.mark.parametrize("opcode", [IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ])
+def test_zero_length_sge_outside_any_mr_is_not_looked_up(opcode):
+    """A zero-length READ or WRITE whose SGE names no MR succeeds, as in rxe (copy_data
+    returns before any lookup for an empty range); the next WR, with data, still checks."""
+    p = pair()
+    p.qa.post_send(SendWR(wr_id=1, opcode=opcode, sg_list=[SGE(0x1234, 0, 0x77700)],
+                          remote_addr=p.dst.addr, rkey=p.dst.rkey))
+    finish(p, LIMIT)
+    assert statuses(p.cqa) == [(1, IBV_WC_SUCCESS)]
+    p.qa.post_send(SendWR(wr_id=2, opcode=opcode, sg_list=[SGE(0x1234, 8, 0x77700)],
+                          remote_addr=p.dst.addr, rkey=p.dst.rkey))
+    finish(p, LIMIT)
+    assert statuses(p.cqa) == [(2, IBV_WC_LOC_PROT_ERR)]
+
+
 def test_out_of_bounds_multi_packet_write_writes_nothing(tmp_path):
     p = pair(mtu=256, size=4096, pcap=tmp_path / "e.pcap")
     # three packets, the third past the end of dst: nothing may be written

@@ -41,10 +41,11 @@ from roce.emu import (
     WCStatus,
     WROpcode,
     oob,
+    payload,
     remote,
 )
 from roce.emu.transport import (
-    ROCE_BPF,
+    ROCE_OR_ARP,
     EventLoop,
     TransportError,
     UdpTransport,
@@ -320,8 +321,9 @@ def test_bpf_filter_passes_roce_and_arp_only(tmp_path: Path) -> None:
         subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, timeout=30)
         script = (
             "import socket\n"
-            "from roce.emu.transport import _packet_socket, ROCE_BPF, arp_frame\n"
-            "s = _packet_socket('lo', ROCE_BPF, False)\n"
+            "from roce.emu.transport import ROCE_OR_ARP, arp_frame\n"
+            "from roce.wire.iface import packet_socket\n"
+            "s = packet_socket('lo', ROCE_OR_ARP, ignore_outgoing=True)\n"
             "s.settimeout(0.5)\n"
             "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
             "for port in (4790, 4791, 4792, 53):\n"
@@ -345,7 +347,7 @@ def test_bpf_filter_passes_roce_and_arp_only(tmp_path: Path) -> None:
         assert not {"4790", "4792", "53"} & set(seen)
     finally:
         subprocess.run(["ip", "netns", "del", ns], timeout=30)
-    assert len(ROCE_BPF) % 8 == 0
+    assert all(len(insn) == 4 for insn in ROCE_OR_ARP)
 
 
 # -- out-of-band exchange --------------------------------------------------------------------
@@ -478,11 +480,15 @@ def test_remote_roles_over_udp_loopback(op: str, qp_type: str) -> None:
 
 
 def test_expected_memory_follows_the_plan() -> None:
+    """The plan both ends replay, checked against the bytes it must produce."""
     sc = remote.RemoteScenario(op="mixed", size=16, count=8, seed=2)
-    local, rem = remote.expected_memory(sc, 0)
-    n = sc.slot * 4
-    loc0 = remote.initial(2, 0, "local", n)
-    rem0 = remote.initial(2, 0, "remote", n)
+    exp = remote.expected(sc, 0)
+    assert sc.slots == 4 and sc.slot == 16
+    loc0, rem0 = bytearray(64), bytearray(64)
+    payload.fill(loc0, 2, 0, "local", 16, 4)
+    payload.fill(rem0, 2, 0, "remote", 16, 4)
+    local = b"".join(b for j in range(4) for b in exp.chunks("local", j))
+    rem = b"".join(b for j in range(4) for b in exp.chunks("remote", j))
     # writes 0 and 4 copy local slot 0 over remote slot 0; fetch-and-add 3 bumps the
     # remote's first 8 bytes, write 4 resets them, fetch-and-add 7 bumps them again and
     # fetches the value write 4 left (into local slot 3)
@@ -491,6 +497,8 @@ def test_expected_memory_follows_the_plan() -> None:
     assert local[48:56] == loc0[:8]
     assert local[16:32] == rem0[16:32]  # reads (1, 5) copied remote slot 1
     assert rem[32:48] == loc0[32:48]  # sends (2, 6) landed in remote slot 2
+    assert exp.matches("local", bytearray(local)) and exp.matches("remote", bytearray(rem))
+    assert not exp.matches("remote", rem0)
 
 
 def test_ipv6_over_udp() -> None:

@@ -925,7 +925,7 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["stats", "-T", "json", str(sample(tmp_path))]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"capture", "totals", "connections", "flows", "expert", "problems",
-                         "pfc"}
+                         "pfc", "congestion"}
     assert doc["capture"]["format"] == "pcap"
     assert doc["totals"]["gaps"] == 1 and doc["totals"]["retransmissions"] == 2
     assert doc["connections"] == [{"flows": [0, 1], "endpoints": [
@@ -1002,7 +1002,7 @@ def test_cli_malformed_frames_exit_0(tmp_path: Path) -> None:
 def test_rich_rendering(tmp_path: Path) -> None:
     import io
 
-    from roce.dissect.stats import render
+    from roce.dissect.statsview import render
 
     with open_capture(sample(tmp_path)) as rd:
         r = analyse(rd)

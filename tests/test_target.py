@@ -392,4 +392,4 @@ def test_registered_as_roce_target(monkeypatch: pytest.MonkeyPatch,
     assert cli.main(["target"]) == 1
     assert "give -i IFACE" in capsys.readouterr().err
     assert cli.main(["target", "-i", "nosuch0"]) == 2
-    assert "no network interface 'nosuch0'" in capsys.readouterr().err
+    assert "no such interface 'nosuch0'" in capsys.readouterr().err

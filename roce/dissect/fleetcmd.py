@@ -268,7 +268,7 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
 
     from . import flows as fl
     from . import pauses
-    from .stats import render
+    from .statsview import render
 
     with open_input(path) as (reader, fh):
         analyzer = fl.make_analyzer(port)
@@ -362,7 +362,7 @@ class _Empty:
 
 
 def _render_total(out: IO[str], name: str, t: dict[str, Any], counts: dict[str, int]) -> None:
-    from .stats import total_rows
+    from .statsview import total_rows
 
     title = f"Totals: {name}"
     out.write(f"\n{title}\n{'=' * len(title)}\n")
@@ -381,7 +381,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     from . import flows as fl
     from . import pauses
     from .progress import Progress
-    from .stats import render
+    from .statsview import render
 
     readers, failed = multifile.open_members(paths)
     status = report_failures("roce stats", [*failed, *readers])

@@ -145,6 +145,9 @@ EVENTS: tuple[EventKind, ...] = (
     # PFC / PAUSE, found by roce.dissect.pauses beside the engines.
     EventKind("pause_storm", SEV_WARNING,
               "%s from %s paused %s without a break (%d frames; threshold %s)", engine=False),
+    # CNPs to one QP closer than --cnp-interval, found by roce.dissect.ccstats.
+    EventKind("cnp_interval", SEV_WARNING, "CNPs %s apart, below --cnp-interval %s",
+              engine=False),
 )
 EVENT_BY_NAME: dict[str, EventKind] = {e.name: e for e in EVENTS}
 EVENT_KINDS: dict[str, int] = {e.name: e.severity for e in EVENTS}  # kind -> severity

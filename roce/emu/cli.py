@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import UsageError
 from ..options import (
     MAX_COUNT,
     bounded_int,
@@ -27,7 +28,9 @@ from ..options import (
     parse_time,
     parse_timeout,
 )
+from .cc import cli as cc_cli
 from .net import cli as net_cli
+from .record import pcap_writer
 from .scenario import OPS, Scenario, emit, run_scenario
 
 
@@ -55,6 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="record every delivered frame to a pcap")
     p.add_argument("-T", dest="format", choices=("text", "json"), default="text")
     p.add_argument("--no-progress", action="store_true")
+    cc_cli.add_arguments(p)
     g = p.add_argument_group(
         "across a real network",
         "run the scenario between two processes: one --listen, the other --connect HOST "
@@ -90,12 +94,12 @@ def run(args: argparse.Namespace) -> int:
         from .remote import run_cli
 
         return run_cli(args)
+    cc = cc_cli.config(args, args.rate)  # a bad --cc-profile or --cc-param fails first
+    if cc.enabled and getattr(args, "topology", "p2p") == "p2p" and not getattr(
+            args, "topology_file", None):
+        raise UsageError(f"--cc {args.cc} needs a switched network (--topology ...)")
     if getattr(args, "interface", None) or getattr(args, "transport", None):
-        print("roce emulate: -i/--transport need --listen or --connect HOST", file=sys.stderr)
-        return 1
-    if args.count < 0 or args.qps < 1 or args.depth < 1:
-        print("roce emulate: --count must be >= 0, --qps and --depth >= 1", file=sys.stderr)
-        return 1
+        raise UsageError("-i/--transport need --listen or --connect HOST")
     if net_cli.wanted(args):
         return net_cli.run(args)
     sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
@@ -103,32 +107,24 @@ def run(args: argparse.Namespace) -> int:
                   burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,
                   seed=args.seed, psn=args.psn & 0xFFFFFF,
                   timeout=12 if args.timeout is None else args.timeout,
-                  retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry)
-    writer = None
-    if args.pcap:
-        from ..pcapio import PcapWriter
+                  retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry,
+                  qp_type=getattr(args, "qp_type", "rc"))
+    sc.check(sides=2)  # before the pcap is created: a refused run leaves no file behind
+    with pcap_writer(args.pcap) as writer:
+        progress = None
+        bar = None
+        if not args.no_progress and sys.stderr.isatty():
+            from rich.progress import Progress
 
+            bar = Progress(transient=True)
+            task = bar.add_task("emulating", total=sc.count * sc.qps)
+            bar.start()
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done)
         try:
-            writer = PcapWriter(args.pcap)
-        except OSError as e:
-            print(f"roce emulate: {args.pcap}: {e.strerror}", file=sys.stderr)
-            return 2
-    progress = None
-    bar = None
-    if not args.no_progress and sys.stderr.isatty():
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task("emulating", total=sc.count * sc.qps)
-        bar.start()
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done)
-    try:
-        summary = run_scenario(sc, writer, progress)
-    finally:
-        if bar is not None:
-            bar.stop()
-        if writer is not None:
-            writer.close()
+            summary = run_scenario(sc, writer, progress)
+        finally:
+            if bar is not None:
+                bar.stop()
     return emit(summary, args.format, args.pcap)

@@ -7,6 +7,7 @@ it (the simulated fabric, a socket transport) owns the clock and the wire.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,6 +44,13 @@ class Device:
     shared_tx: bool = True
     qp_tx_limit: int | None = None
     last_qp: QueuePair | None = None  # the QP the last received frame went to
+    # QP timers: a heap of (deadline, QPN), entries checked against ``_armed`` (the live
+    # deadline per QPN) when they surface.  Only QPs something happened to (``_touched``)
+    # are asked for their deadline again, so a device with 10,000 QPs pays for the QPs
+    # that moved, not for all of them, on every event.
+    _heap: list[tuple[int, int]] = field(default_factory=list)
+    _armed: dict[int, int] = field(default_factory=dict)
+    _touched: dict[int, QueuePair] = field(default_factory=dict)
 
     def peer_mac(self, ip: str) -> str:
         try:
@@ -62,7 +70,15 @@ class Device:
         return qp
 
     def destroy_qp(self, qp: QueuePair) -> None:
-        self.qps.pop(qp.qpn, None)
+        if self.qps.get(qp.qpn) is qp:
+            del self.qps[qp.qpn]
+            self._armed.pop(qp.qpn, None)
+            self._touched.pop(qp.qpn, None)
+
+    def touch(self, qp: QueuePair) -> None:
+        """``qp`` handled an event (a post, a modify, a packet, a timer): its deadline may
+        have moved."""
+        self._touched[qp.qpn] = qp
 
     # -- the sans-I/O surface --------------------------------------------------------------
 
@@ -83,20 +99,41 @@ class Device:
             return
         self.last_qp = qp  # a driver that tracks timers per QP re-reads this one's
         qp.receive(now, pkt)
+        self._touched[qp.qpn] = qp
+
+    def _rearm(self) -> None:
+        for qpn, qp in self._touched.items():
+            if self.qps.get(qpn) is not qp:
+                continue  # destroyed (or replaced) since
+            d = qp.deadline()
+            if d is None:
+                self._armed.pop(qpn, None)
+            elif self._armed.get(qpn) != d:
+                self._armed[qpn] = d
+                heapq.heappush(self._heap, (d, qpn))
+        self._touched.clear()
+        heap, armed = self._heap, self._armed
+        while heap and armed.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)  # superseded or cleared
 
     def on_timer(self, now: int) -> None:
-        for qp in list(self.qps.values()):
-            d = qp.deadline()
-            if d is not None and d <= now:
+        self._rearm()
+        heap, armed = self._heap, self._armed
+        due = []
+        while heap and heap[0][0] <= now:
+            d, qpn = heapq.heappop(heap)
+            if armed.get(qpn) == d:
+                del armed[qpn]
+                due.append(qpn)
+        for qpn in due:
+            qp = self.qps.get(qpn)
+            if qp is not None:
                 qp.on_timer(now)
+                self._touched[qpn] = qp
 
     def deadline(self) -> int | None:
-        best = None
-        for qp in self.qps.values():
-            d = qp.deadline()
-            if d is not None and (best is None or d < best):
-                best = d
-        return best
+        self._rearm()
+        return self._heap[0][0] if self._heap else None
 
     def next_tx(self, now: int) -> int | None:
         """The ``Endpoint`` interface: frames are waiting now, or nothing is."""

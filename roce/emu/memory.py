@@ -104,11 +104,18 @@ class AddressSpace:
             raise AccessError(f"0x{addr:x}+{length} is outside lkey 0x{lkey:08x}")
         return mr
 
+    def views(self, pd: object, sges: list) -> list[memoryview]:
+        """Views of the local memory a gather list names, checked now (raises AccessError).
+
+        Zero-length SGEs are skipped without a lookup, as rxe's ``copy_data`` does: an empty
+        message may name an SGE outside any MR.  Views, not copies: a message is read from
+        memory a packet at a time (and again when retransmitted), as an RNIC does."""
+        return [self.lookup_local(pd, s.lkey, s.addr, s.length).view(s.addr, s.length)
+                for s in sges if s.length]
+
     def gather(self, pd: object, sges: list, length: int | None = None) -> bytes:
         """Bytes named by a scatter/gather list (raises AccessError)."""
-        parts = [self.lookup_local(pd, s.lkey, s.addr, s.length).view(s.addr, s.length)
-                 for s in sges]
-        data = b"".join(parts)
+        data = b"".join(self.views(pd, sges))
         return data if length is None else data[:length]
 
     def scatter(self, pd: object, sges: list, offset: int, data: bytes | memoryview) -> None:
@@ -128,3 +135,22 @@ class AddressSpace:
             offset = 0
         if pos < len(data):
             raise AccessError(f"{len(data) - pos} bytes do not fit the receive buffer")
+
+
+def take(views: list[memoryview], offset: int, n: int) -> bytes | memoryview:
+    """Bytes [offset, offset + n) of the concatenation of ``views``, copying only when the
+    range spans two of them."""
+    parts = []
+    for v in views:
+        if offset >= len(v):
+            offset -= len(v)
+            continue
+        part = v[offset:offset + n]
+        if len(part) == n and not parts:
+            return part
+        parts.append(part)
+        n -= len(part)
+        offset = 0
+        if n <= 0:
+            break
+    return b"".join(parts)

@@ -21,15 +21,16 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..errors import RoceError
+from ..errors import InputError
 
 DEFAULT_PORT = 18515  # perftest's default port
 MAX_LINE = 1 << 20
 PROTOCOL = "roce-emulate/1"
 
 
-class OOBError(RoceError):
-    """The out-of-band exchange failed; the message says with whom and why."""
+class OOBError(InputError):
+    """The out-of-band exchange failed; the message says with whom and why (exit 2: the
+    peer, not the options, is at fault)."""
 
 
 @dataclass

@@ -85,6 +85,7 @@ class Counters:
     naks_sent: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
     out_of_sequence: int = 0
+    messages_executed: int = 0  # responder: messages done (RC: as MSN counts), received (UD)
     wrong_transport: int = 0
     ce_received: int = 0  # packets that arrived with ECN Congestion Experienced
 
@@ -141,24 +142,26 @@ class QueuePair:
     def modify(self, attr: QPAttr, mask: int) -> None:
         """ibv_modify_qp: check the transition against the state table, then apply."""
         mask = QPAttrMask(mask)
-        new = QPState(attr.qp_state) if mask & QPAttrMask.IBV_QP_STATE else self.state
+        m = int(mask)  # plain int tests: IntFlag operators cost a call each (setup of many QPs)
+        new = QPState(attr.qp_state) if m & _STATE else self.state
         check_transition(self.qp_type, self.state, new, mask)
+        self.device.touch(self)
         a = self.attr
         for bit, name in _ATTR_FIELDS:
-            if mask & bit:
+            if m & bit:
                 setattr(a, name, getattr(attr, name))
-        if mask & QPAttrMask.IBV_QP_PATH_MTU:
+        if m & _PATH_MTU:
             self.mtu = mtu_bytes(a.path_mtu)
-        if mask & QPAttrMask.IBV_QP_AV:
+        if m & _AV:
             ah = a.ah_attr
             self.builder = FrameBuilder(
                 Path(self.device.mac, ah.dmac or self.device.peer_mac(ah.dip), self.device.ip,
                      ah.dip, ah.ipv6 or ":" in ah.dip, ah.sport, ah.traffic_class), self.qpn)
-        if mask & QPAttrMask.IBV_QP_RQ_PSN:
+        if m & _RQ_PSN:
             self.responder.reset(a.rq_psn)
-        if mask & QPAttrMask.IBV_QP_SQ_PSN:
+        if m & _SQ_PSN:
             self.requester.reset(a.sq_psn)
-        if mask & QPAttrMask.IBV_QP_TIMEOUT or mask & QPAttrMask.IBV_QP_RETRY_CNT:
+        if m & _RETRIES:
             self.requester.reset_retries()
         if new == S.IBV_QPS_ERR and self.state != S.IBV_QPS_ERR:
             self.state = new
@@ -182,6 +185,7 @@ class QueuePair:
             raise QPStateError(f"post_send in state {self.state.name}")
         self.requester.post(now, wr)
         self.requester.pump(now)
+        self.device.touch(self)
 
     def post_recv(self, wr: RecvWR) -> None:
         if self.state not in CAN_POST_RECV:
@@ -191,6 +195,7 @@ class QueuePair:
                              f"{self.cap.max_recv_sge}")
         if len(self.rq) >= self.cap.max_recv_wr:
             raise ValueError("receive queue is full")
+        self.device.touch(self)
         wqe = RecvWQE(wr, sum(s.length for s in wr.sg_list))
         if self.state == S.IBV_QPS_ERR:
             self.complete_recv(wqe, WCStatus.IBV_WC_WR_FLUSH_ERR)
@@ -263,20 +268,26 @@ class QueuePair:
 
 
 _ATTR_FIELDS = (
-    (QPAttrMask.IBV_QP_ACCESS_FLAGS, "qp_access_flags"),
-    (QPAttrMask.IBV_QP_PKEY_INDEX, "pkey_index"),
-    (QPAttrMask.IBV_QP_PORT, "port_num"),
-    (QPAttrMask.IBV_QP_QKEY, "qkey"),
-    (QPAttrMask.IBV_QP_AV, "ah_attr"),
-    (QPAttrMask.IBV_QP_PATH_MTU, "path_mtu"),
-    (QPAttrMask.IBV_QP_TIMEOUT, "timeout"),
-    (QPAttrMask.IBV_QP_RETRY_CNT, "retry_cnt"),
-    (QPAttrMask.IBV_QP_RNR_RETRY, "rnr_retry"),
-    (QPAttrMask.IBV_QP_RQ_PSN, "rq_psn"),
-    (QPAttrMask.IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic"),
-    (QPAttrMask.IBV_QP_MIN_RNR_TIMER, "min_rnr_timer"),
-    (QPAttrMask.IBV_QP_SQ_PSN, "sq_psn"),
-    (QPAttrMask.IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic"),
-    (QPAttrMask.IBV_QP_DEST_QPN, "dest_qp_num"),
-    (QPAttrMask.IBV_QP_CAP, "cap"),
+    (int(QPAttrMask.IBV_QP_ACCESS_FLAGS), "qp_access_flags"),
+    (int(QPAttrMask.IBV_QP_PKEY_INDEX), "pkey_index"),
+    (int(QPAttrMask.IBV_QP_PORT), "port_num"),
+    (int(QPAttrMask.IBV_QP_QKEY), "qkey"),
+    (int(QPAttrMask.IBV_QP_AV), "ah_attr"),
+    (int(QPAttrMask.IBV_QP_PATH_MTU), "path_mtu"),
+    (int(QPAttrMask.IBV_QP_TIMEOUT), "timeout"),
+    (int(QPAttrMask.IBV_QP_RETRY_CNT), "retry_cnt"),
+    (int(QPAttrMask.IBV_QP_RNR_RETRY), "rnr_retry"),
+    (int(QPAttrMask.IBV_QP_RQ_PSN), "rq_psn"),
+    (int(QPAttrMask.IBV_QP_MAX_QP_RD_ATOMIC), "max_rd_atomic"),
+    (int(QPAttrMask.IBV_QP_MIN_RNR_TIMER), "min_rnr_timer"),
+    (int(QPAttrMask.IBV_QP_SQ_PSN), "sq_psn"),
+    (int(QPAttrMask.IBV_QP_MAX_DEST_RD_ATOMIC), "max_dest_rd_atomic"),
+    (int(QPAttrMask.IBV_QP_DEST_QPN), "dest_qp_num"),
+    (int(QPAttrMask.IBV_QP_CAP), "cap"),
 )
+_STATE = int(QPAttrMask.IBV_QP_STATE)
+_PATH_MTU = int(QPAttrMask.IBV_QP_PATH_MTU)
+_AV = int(QPAttrMask.IBV_QP_AV)
+_RQ_PSN = int(QPAttrMask.IBV_QP_RQ_PSN)
+_SQ_PSN = int(QPAttrMask.IBV_QP_SQ_PSN)
+_RETRIES = int(QPAttrMask.IBV_QP_TIMEOUT | QPAttrMask.IBV_QP_RETRY_CNT)

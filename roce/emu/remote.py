@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import random
+import socket
 import sys
 import time
 from collections import Counter
@@ -30,19 +30,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .. import fast
-from ..errors import RoceError
-from ..locate import OK
-from ..opcodes import OPCODES, Position
+from ..errors import InputError, RoceError, UsageError
 from . import oob
-from .constants import ALL_ACCESS, QPType, WCStatus, WROpcode
+from .constants import ALL_ACCESS, WCStatus, WROpcode
+from .payload import Expected, fill
 from .qp import AHAttr, QPAttr, QPCap
-from .scenario import OPS, SLOTS, Summary, Workload, emit
+from .record import pcap_writer
+from .scenario import QKEY, QP_TYPES, Summary, Workload, emit, kind, message_bytes
 from .transport import (
     EventLoop,
     RawEthernetTransport,
     Transport,
-    TransportError,
     UdpTransport,
     interface_ipv4,
     interface_mac,
@@ -53,15 +51,12 @@ from .unreliable import GRH_BYTES
 from .verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr
 from .work import SGE, RecvWR, SendWR
 
-QKEY = 0x11111111
-QP_TYPES = {"rc": QPType.IBV_QPT_RC, "uc": QPType.IBV_QPT_UC, "ud": QPType.IBV_QPT_UD}
-ALLOWED = {"rc": set(OPS), "uc": {"send", "write"}, "ud": {"send"}}
 UD_RING = 4096  # receive buffers a UD listener keeps posted (UD has no flow control)
 MIN_RNR_TIMER = 4  # 0.04 ms: the listener reposts receives within a poll
 
 
-class RemoteError(RoceError):
-    """A remote run could not be set up (bad options, transport, out-of-band)."""
+class RemoteError(UsageError):
+    """A remote run cannot be set up as asked: options missing or in conflict (exit 1)."""
 
 
 @dataclass
@@ -71,26 +66,6 @@ class RemoteScenario(Workload):
     timeout: int = 14  # wall-clock links: a longer ACK timeout than the simulated default
     qp_type: str = "rc"
     time_limit_s: float = 120.0
-
-    def check(self) -> None:
-        if self.op not in OPS:
-            raise RemoteError(f"--op must be one of {', '.join(OPS)}")
-        if self.qp_type not in ALLOWED:
-            raise RemoteError(f"--qp-type must be one of {', '.join(ALLOWED)}")
-        kinds = {kind(self.op, i) for i in range(min(self.count, 4))} or {self.op}
-        bad = kinds - ALLOWED[self.qp_type]
-        if bad:
-            raise RemoteError(f"{self.qp_type.upper()} QPs cannot do {', '.join(sorted(bad))}")
-        if self.qp_type == "ud" and self.size > self.mtu:
-            raise RemoteError(f"a UD message is one packet: --size {self.size} exceeds --mtu "
-                              f"{self.mtu}")
-        if self.count < 0 or self.qps < 1 or self.depth < 1 or self.size < 0:
-            raise RemoteError("--count and --size must be >= 0, --qps and --depth >= 1")
-
-    @property
-    def slot(self) -> int:
-        return max(self.size, 8)
-
 
 @dataclass
 class Endpoint:
@@ -178,42 +153,15 @@ class RemoteSummary(Summary):
 # -- the plan both sides replay ---------------------------------------------------------------
 
 
-def kind(op: str, i: int) -> str:
-    """The operation of message ``i``: ``mixed`` cycles write, read, send, atomic."""
-    return ("write", "read", "send", "atomic")[i % 4] if op == "mixed" else op
-
-
-def initial(seed: int, qp_index: int, role: str, n: int) -> bytes:
-    """The seeded starting contents of a buffer (``local`` on the connector, ``remote`` on
-    the listener); both sides compute both."""
-    return random.Random(f"roce-remote/{seed}/{qp_index}/{role}").randbytes(n)
-
-
-def message_bytes(what: str, size: int) -> int:
-    return 8 if what == "atomic" else size
-
-
-def expected_memory(sc: RemoteScenario, qp_index: int) -> tuple[bytes, bytes]:
-    """(connector's local buffer, listener's remote buffer) after every message of one QP,
-    applied in order -- what an RC responder's PSN order guarantees."""
-    n = sc.slot * SLOTS
-    local = bytearray(initial(sc.seed, qp_index, "local", n))
-    remote = bytearray(initial(sc.seed, qp_index, "remote", n))
-    size = sc.size
-    if sc.qp_type == "ud":
-        return bytes(local), bytes(remote)  # UD sends land in receive buffers, not the MR
-    for i in range(sc.count):
-        off = (i % SLOTS) * sc.slot
-        what = kind(sc.op, i)
-        if what in ("write", "send"):
-            remote[off:off + size] = local[off:off + size]
-        elif what == "read":
-            local[off:off + size] = remote[off:off + size]
-        else:  # fetch-and-add 1 on the first 8 bytes of the remote buffer
-            old = int.from_bytes(remote[:8], "little")
-            local[off:off + 8] = remote[:8]
-            remote[:8] = ((old + 1) % (1 << 64)).to_bytes(8, "little")
-    return bytes(local), bytes(remote)
+def expected(sc: RemoteScenario, qp_index: int) -> Expected:
+    """What both buffers of one QP hold after every message of the plan, applied in order
+    -- what an RC responder's PSN order guarantees.  UD sends land in receive buffers, not
+    the MR: the MR keeps its initial contents."""
+    exp = Expected(sc.seed, qp_index, sc.size, sc.slots)
+    if sc.qp_type != "ud":
+        for i in range(sc.count):
+            exp.apply(kind(sc.op, i), i)
+    return exp
 
 
 # -- endpoints ------------------------------------------------------------------------------
@@ -221,8 +169,6 @@ def expected_memory(sc: RemoteScenario, qp_index: int) -> tuple[bytes, bytes]:
 
 def interface_of(ip: str) -> str | None:
     """The interface that holds ``ip`` (loopback for 127/8), if any."""
-    import socket
-
     if ip.startswith("127."):
         return "lo"
     for _, name in socket.if_nameindex():
@@ -259,6 +205,20 @@ def open_endpoint(ep: Endpoint, name: str, default_ip: str | None, record: Any,
     return ctx, t, limit
 
 
+def check_endpoint(ep: Endpoint) -> None:
+    """Raise ``InputError`` unless the interface exists (raw) and the address to bind is
+    this host's (UDP, when given): what ``open_endpoint`` would find out later."""
+    if ep.transport == "raw" and ep.interface:
+        interface_mtu(ep.interface)  # InterfaceError (exit 2) for a missing one
+    if ep.transport == "udp" and ep.ip:
+        family = socket.AF_INET6 if ":" in ep.ip else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((ep.ip, 0))
+            except OSError:
+                raise InputError(f"{ep.ip} is not an address of this host (--ip)") from None
+
+
 @dataclass(eq=False)
 class _Flow:
     index: int
@@ -277,27 +237,28 @@ class _Flow:
     recv_done: int = 0
     recv_bad: int = 0
     failed: bool = False
-    sender_bytes: bytes = b""  # UD listener: the connector's buffer, to check receives
+    plan: Expected | None = None  # UD listener: what the connector's buffer holds
 
 
 def _make_flows(ctx: Context, sc: RemoteScenario, role: str) -> list[_Flow]:
     pd = PD(ctx)
     flows = []
-    n = sc.slot * SLOTS
+    n = sc.slot * sc.slots
     for q in range(sc.qps):
         cq = CQ(ctx, 1 << 16)
         recv_cap = UD_RING if sc.qp_type == "ud" else max(sc.depth * 2, 16)
         cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=recv_cap)
         qp = QP(pd, QPInitAttr(qp_type=QP_TYPES[sc.qp_type], send_cq=cq, recv_cq=cq, cap=cap))
         mr = MR(pd, n, ALL_ACCESS)
-        mr.write(initial(sc.seed, q, "local" if role == "connector" else "remote", n))
+        fill(mr.buf, sc.seed, q, "local" if role == "connector" else "remote", sc.size,
+             sc.slots)
         f = _Flow(q, qp, cq, mr)
         if role == "listener":
             f.sends = [i for i in range(sc.count) if kind(sc.op, i) == "send"]
             if sc.qp_type == "ud":
                 ring = min(len(f.sends), UD_RING) or 1
                 f.recv_mr = MR(pd, ring * (GRH_BYTES + sc.slot), ALL_ACCESS)
-                f.sender_bytes = initial(sc.seed, q, "local", n)
+                f.plan = Expected(sc.seed, q, sc.size, sc.slots)
         flows.append(f)
     return flows
 
@@ -372,18 +333,10 @@ def _recv_serving(ch: oob.Channel, t: Transport, expect: str, timeout: float) ->
     return got[0]
 
 
-def _count_ends(direction: str, frame: bytes, ends: Counter) -> None:
-    if direction != "rx":
-        return
-    w = fast.walk(frame)
-    if w.status == OK and OPCODES[w.opcode].position in (Position.LAST, Position.ONLY):
-        ends[int.from_bytes(frame[w.bth_off + 5:w.bth_off + 8], "big")] += 1
-
-
 def _post(sc: RemoteScenario, f: _Flow, i: int) -> None:
     """Post message ``i`` of the plan on the connector."""
     what = kind(sc.op, i)
-    off = (i % SLOTS) * sc.slot
+    off = (i % sc.slots) * sc.slot
     size = sc.size
     peer = f.peer
     assert peer is not None
@@ -419,7 +372,7 @@ def _post_receives(sc: RemoteScenario, f: _Flow) -> None:
             sge = f.recv_mr.sge((f.recv_posted % ring) * unit, GRH_BYTES + sc.size)
         else:
             i = f.sends[f.recv_posted]
-            sge = f.mr.sge((i % SLOTS) * sc.slot, sc.size)
+            sge = f.mr.sge((i % sc.slots) * sc.slot, sc.size)
         f.qp.post_recv(RecvWR(wr_id=f.recv_posted, sg_list=[sge]))
         f.recv_posted += 1
 
@@ -427,14 +380,13 @@ def _post_receives(sc: RemoteScenario, f: _Flow) -> None:
 def _ud_check(sc: RemoteScenario, f: _Flow, j: int, byte_len: int) -> bool:
     """Listener: UD receive ``j`` (its wr_id) holds message ``j``'s bytes after the GRH
     area -- UD keeps no order promise, but one link with nothing lost delivers in order."""
-    assert f.recv_mr is not None
+    assert f.recv_mr is not None and f.plan is not None
     unit = GRH_BYTES + sc.slot
     ring = f.recv_mr.length // unit
     if byte_len != GRH_BYTES + sc.size:
         return False
     got = f.recv_mr.read(sc.size, (j % ring) * unit + GRH_BYTES)
-    off = (j % SLOTS) * sc.slot
-    return got == f.sender_bytes[off:off + sc.size]
+    return got == f.plan.read("local", j % sc.slots, sc.size)
 
 
 def _counters(s: RemoteSummary, ctx: Context, flows: list[_Flow], t: Transport) -> None:
@@ -467,11 +419,11 @@ def _rates(s: RemoteSummary) -> None:
 
 def run_connector(host: str, sc: RemoteScenario, ep: Endpoint, record: Any = None,
                   log: Callable[[str], None] | None = None) -> RemoteSummary:
-    sc.check()
+    sc.check(sides=1)
     ch = oob.connect(host, ep.oob_port, timeout=ep.oob_timeout)
     try:
         return _connector(ch, sc, ep, record, log)
-    except (TransportError, RemoteError, OSError) as e:
+    except (RoceError, OSError) as e:
         ch.error(str(e))
         raise
     finally:
@@ -489,7 +441,7 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
         mtu = int(params["mtu"])
         peers = [oob.QPInfo.from_dict(d) for d in params["qps"]]
         if len(peers) != len(flows):
-            raise RemoteError(f"listener offered {len(peers)} QPs for {len(flows)}")
+            raise oob.OOBError(f"listener offered {len(peers)} QPs for {len(flows)}")
         sport = ep.udp_port if ep.transport == "udp" else None
         for f, p in zip(flows, peers):
             _bring_up(f, sc, p, mtu, sport, _peer_mac(t, ep, p))
@@ -541,7 +493,7 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
         s.bytes = sum(f.bytes for f in flows)
         ok = status.get("IBV_WC_SUCCESS", 0) == s.posted == sc.count * sc.qps
         s.local_verified = finished and ok and all(
-            bytes(f.mr.buf) == expected_memory(sc, f.index)[0] for f in flows)
+            expected(sc, f.index).matches("local", f.mr.buf) for f in flows)
         _counters(s, ctx, flows, t)
         _rates(s)
         if latencies:
@@ -560,6 +512,14 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
             if log:
                 log(f"no result from the listener: {e}")
         s.data_verified = s.local_verified and s.peer_verified is True
+        if not s.local_verified:
+            s.unverified = (f"{s.posted - s.completed.get('IBV_WC_SUCCESS', 0)} of "
+                            f"{sc.count * sc.qps} message(s) did not complete here"
+                            if not ok or not finished else
+                            "this side's memory does not hold what the operations read")
+        elif s.peer_verified is not True:
+            s.unverified = ("the listener's memory or receives did not check out"
+                            if s.peer_verified is False else "no verdict from the listener")
         s.local = {"ip": ctx.ip, "mac": ctx.mac, "qpns": [f.qp.qp_num for f in flows]}
         s.peer = {"ip": peers[0].ip, "mac": peers[0].mac, "qpns": [p.qpn for p in peers]}
         return s
@@ -571,14 +531,16 @@ def run_listener(sc_hint: RemoteScenario | None, ep: Endpoint, record: Any = Non
                  bind: str = "", log: Callable[[str], None] | None = None,
                  accept_timeout: float | None = None) -> RemoteSummary:
     """Serve one connector: its hello decides the scenario (``sc_hint`` is unused but for
-    the time limit when given)."""
+    the time limit when given).  The endpoint is checked first: a missing interface or
+    address is an error now, not after a connector came and went."""
+    check_endpoint(ep)
     with oob.Listener(bind, ep.oob_port) as lst:
         if log:
             log(f"listening on port {lst.port}")
         ch = lst.accept(accept_timeout if accept_timeout is not None else ep.oob_timeout * 4)
     try:
         return _listener(ch, sc_hint, ep, record, log)
-    except (TransportError, RemoteError, OSError) as e:
+    except (RoceError, OSError) as e:
         ch.error(str(e))
         raise
     finally:
@@ -592,14 +554,14 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
     names = set(RemoteScenario.__dataclass_fields__)
     try:
         sc = RemoteScenario(**{k: v for k, v in msg["scenario"].items() if k in names})
-        sc.check()
-    except (TypeError, RemoteError) as e:
-        raise RemoteError(f"connector's scenario: {e}") from None
+        sc.check(sides=1)
+    except (TypeError, UsageError) as e:
+        raise oob.OOBError(f"connector's scenario: {e}") from None
     if sc_hint is not None:
         sc.time_limit_s = max(sc.time_limit_s, sc_hint.time_limit_s)
     peers = [oob.QPInfo.from_dict(d) for d in msg["qps"]]
     if len(peers) != sc.qps:
-        raise RemoteError(f"connector described {len(peers)} QPs for --qps {sc.qps}")
+        raise oob.OOBError(f"connector described {len(peers)} QPs for --qps {sc.qps}")
     ctx, t, limit = open_endpoint(ep, "listener", ch.sock.getsockname()[0], record)
     try:
         mtu = min(sc.mtu, limit, int(msg.get("max_mtu", limit)))
@@ -618,16 +580,11 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
             m = ch.poll()
             while m is not None:
                 if m["type"] != "done":
-                    raise RemoteError(f"unexpected {m['type']!r} message from the connector")
+                    raise oob.OOBError(f"unexpected {m['type']!r} message from the connector")
                 done.append(m)
                 m = ch.poll() if ch.buffered() else None
 
         t.loop.add_reader(ch.sock, oob_readable)
-        # UC: count the last packets of messages per QPN -- nothing else tells how many
-        # WRITEs a UC responder took (it completes no work for them)
-        ends: Counter = Counter()
-        if sc.qp_type == "uc":
-            t.taps.append(lambda d, _ts, fr: _count_ends(d, fr, ends))
         _quiet_gc()
         cpu0, t0 = time.process_time(), time.monotonic_ns()
         limit_ns = t0 + int((sc.time_limit_s + ep.oob_timeout) * 1e9)
@@ -654,10 +611,9 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
         s.completed = dict(status)
         s.finished = finished and bool(done) and bool(done[0].get("finished"))
         for f in flows:
-            # RC: the responder's MSN counts messages executed, each once however often it
-            # was retransmitted; UC/UD: only receives are visible
-            n = (f.qp.core.responder.msn if sc.qp_type == "rc" else
-                 ends[f.qp.qp_num] if sc.qp_type == "uc" else f.recv_done)
+            # messages the responder executed (RC: as MSN counts them, each once however
+            # often it was retransmitted; UC: whole messages taken; UD: receives)
+            n = f.qp.core.counters.messages_executed
             s.messages += n
             s.bytes += sum(message_bytes(kind(sc.op, i), sc.size) for i in range(min(n, sc.count)))
         peer_ok = bool(done) and done[0].get("completed", {}).get("IBV_WC_SUCCESS", 0) == \
@@ -665,10 +621,15 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
         if sc.qp_type == "ud":
             mem_ok = all(f.recv_done == len(f.sends) and not f.recv_bad for f in flows)
         else:
-            mem_ok = all(bytes(f.mr.buf) == expected_memory(sc, f.index)[1] for f in flows)
+            mem_ok = all(expected(sc, f.index).matches("remote", f.mr.buf) for f in flows)
         recv_ok = all(status.get(k, 0) == 0 for k in status if k != "IBV_WC_SUCCESS")
         counted = sc.qp_type != "rc" or s.messages == sc.count * sc.qps
         s.local_verified = s.data_verified = peer_ok and mem_ok and recv_ok and counted
+        s.unverified = ("" if s.data_verified else
+                        "the connector's messages did not all complete" if not peer_ok else
+                        f"{s.messages} of {sc.count * sc.qps} message(s) executed here"
+                        if not counted else "failed receives" if not recv_ok else
+                        "this side's memory or receives do not hold what was sent")
         _counters(s, ctx, flows, t)
         _rates(s)
         s.local = {"ip": ctx.ip, "mac": ctx.mac, "qpns": [f.qp.qp_num for f in flows]}
@@ -705,44 +666,29 @@ def scenario_from_args(args: argparse.Namespace) -> RemoteScenario:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """``roce emulate --listen | --connect HOST``: 0 verified, 3 not, 2 setup failure."""
+    """``roce emulate --listen | --connect HOST``: 0 verified; errors propagate to the
+    CLI's exit-code table (1 options, 2 interface/peer, 4 data not verified)."""
     prog = "roce emulate"
     if args.listen and args.connect:
-        print(f"{prog}: --listen and --connect exclude each other", file=sys.stderr)
-        return 1
+        raise RemoteError("--listen and --connect exclude each other")
     for name in ("loss", "burst", "reorder", "dup", "corrupt"):
         if getattr(args, name):
-            print(f"{prog}: --{name} is for the simulated fabric; on a real link use tc "
-                  "netem or `python -m roce.emu.transport relay`", file=sys.stderr)
-            return 1
-    writer = None
+            raise RemoteError(f"--{name} is for the simulated fabric; on a real link use tc "
+                              "netem or `python -m roce.emu.relay`")
 
     def log(text: str) -> None:
         if args.format != "json":
             print(f"{prog}: {text}", file=sys.stderr, flush=True)
 
+    ep = endpoint_from_args(args)
+    sc = scenario_from_args(args)
+    sc.check(sides=1)
     try:
-        ep = endpoint_from_args(args)
-        sc = scenario_from_args(args)
-        if args.pcap:
-            from ..pcapio import PcapWriter
-
-            try:
-                writer = PcapWriter(args.pcap)
-            except OSError as e:
-                print(f"{prog}: {args.pcap}: {e.strerror}", file=sys.stderr)
-                return 2
-        if args.listen:
-            summary = run_listener(sc, ep, writer, bind=args.bind or "", log=log)
-        else:
-            summary = run_connector(args.connect, sc, ep, writer, log=log)
-    except (RemoteError, oob.OOBError, TransportError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 1 if isinstance(e, RemoteError) else 2
+        with pcap_writer(args.pcap) as writer:
+            if args.listen:
+                summary = run_listener(sc, ep, writer, bind=args.bind or "", log=log)
+            else:
+                summary = run_connector(args.connect, sc, ep, writer, log=log)
     except PermissionError as e:
-        print(f"{prog}: {e.strerror or e}: raw Ethernet needs root", file=sys.stderr)
-        return 2
-    finally:
-        if writer is not None:
-            writer.close()
+        raise InputError(f"{e.strerror or e}: raw Ethernet needs root (CAP_NET_RAW)") from None
     return emit(summary, args.format, args.pcap)

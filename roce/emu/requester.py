@@ -26,9 +26,9 @@ from .constants import (
 )
 from .constants import SendFlags as F
 from .constants import WCStatus as St
-from .memory import AccessError
+from .memory import AccessError, take
 from .wire import select
-from .work import WC, WR_KINDS, SendWQE, SendWR
+from .work import WR_KINDS, SendWQE, SendWR, complete_send
 
 
 class Requester:
@@ -129,19 +129,16 @@ class Requester:
     def _start(self, wqe: SendWQE) -> bool:
         """Assign PSNs and read the local data; False if the QP went to ERR."""
         qp = self.qp
-        if wqe.operation is not Operation.RDMA_READ and wqe.length:
-            try:
-                wqe.data = qp.device.memory.gather(qp.pd, wqe.wr.sg_list)
-            except AccessError:
-                self._local_error(wqe, St.IBV_WC_LOC_PROT_ERR)
-                return False
-        elif wqe.operation is Operation.RDMA_READ:
-            try:  # the READ's destination must be writable local memory
-                for s in wqe.wr.sg_list:
-                    qp.device.memory.lookup_local(qp.pd, s.lkey, s.addr, s.length)
-            except AccessError:
-                self._local_error(wqe, St.IBV_WC_LOC_PROT_ERR)
-                return False
+        try:
+            # the data to send, or a READ's destination: the SGEs must name local memory
+            # (zero-length ones are not looked up, as in rxe: an empty READ or WRITE may
+            # name an SGE outside any MR)
+            views = qp.device.memory.views(qp.pd, wqe.wr.sg_list)
+        except AccessError:
+            self._local_error(wqe, St.IBV_WC_LOC_PROT_ERR)
+            return False
+        if wqe.operation is not Operation.RDMA_READ:
+            wqe.views = views
         wqe.first_psn = self.psn
         self.psn = (self.psn + wqe.npsn) & PSN_MASK
         return True
@@ -152,7 +149,7 @@ class Requester:
         op = wqe.operation
         mtu = qp.mtu
         ext: dict[str, dict] = {}
-        payload = b""
+        payload: bytes | memoryview = b""
         if op is Operation.RDMA_READ:
             # A READ that restarts asks only for the responses still missing.
             skip = wqe.read_next * mtu
@@ -173,7 +170,7 @@ class Requester:
             last = pos in (Position.LAST, Position.ONLY)
             row = select(Transport.RC, op, pos, wqe.immediate and last,
                          wqe.invalidate and last)
-            payload = wqe.data[index * mtu:(index + 1) * mtu]
+            payload = take(wqe.views, index * mtu, mtu)
             if "reth" in row.headers:
                 ext["reth"] = {"va": wr.remote_addr, "r_key": wr.rkey, "dmalen": wqe.length}
             if "immdt" in row.headers:
@@ -283,10 +280,7 @@ class Requester:
         return wqe
 
     def _complete(self, wqe: SendWQE, status: St) -> None:
-        if status != St.IBV_WC_SUCCESS or wqe.signaled:
-            qp = self.qp
-            qp.send_cq.push(WC(wqe.wr.wr_id, status, wqe.wc_opcode,
-                               wqe.length if status == St.IBV_WC_SUCCESS else 0, 0, qp.qpn))
+        complete_send(self.qp, wqe, status)
 
     def _local_error(self, wqe: SendWQE, status: St) -> None:
         """A local error on ``wqe``: the QP goes to ERR; completions stay in posting order

@@ -41,6 +41,7 @@ from ..psn import PSN_MASK, psn_diff
 from .constants import Access, WCOpcode
 from .constants import WCStatus as St
 from .memory import AccessError
+from .placement import Refused, WriteCursor, check_length
 from .wire import Incoming, positions, select
 from .work import RecvWQE
 
@@ -85,9 +86,7 @@ class Responder:
         self.in_progress: Operation | None = None  # a multi-packet SEND or WRITE under way
         self.recv: RecvWQE | None = None  # the receive WQE the current SEND fills
         self.offset = 0  # bytes placed so far in the current message
-        self.write_va = 0
-        self.write_rkey = 0
-        self.write_left = 0
+        self.write = WriteCursor()
         self.resources: deque[ReadResource | AtomicResource] = deque()
         self.last_read_ack = 0
 
@@ -163,13 +162,15 @@ class Responder:
             self._ack(pkt.psn)
 
     def _check_length(self, pkt: Incoming) -> None:
-        mtu = self.qp.mtu
-        n = len(pkt.payload)
-        pos = pkt.op.position
-        if pos in (Position.FIRST, Position.MIDDLE) and n != mtu:
-            raise Reject(NAK_INVALID_REQUEST, f"{pkt.op} carries {n} bytes, MTU is {mtu}")
-        if n > mtu:
-            raise Reject(NAK_INVALID_REQUEST, f"{pkt.op} carries {n} bytes, MTU is {mtu}")
+        try:
+            check_length(pkt, self.qp.mtu)
+        except Refused as r:
+            raise Reject(NAK_INVALID_REQUEST, r.why) from None
+
+    def _executed(self) -> None:
+        """One more message done: MSN counts it (IBA 9.7.5.1.3)."""
+        self.msn = (self.msn + 1) & PSN_MASK
+        self.qp.counters.messages_executed += 1
 
     def _send(self, pkt: Incoming, first: bool, last: bool) -> None:
         qp = self.qp
@@ -200,49 +201,26 @@ class Responder:
             qp.complete_recv(wqe, St.IBV_WC_SUCCESS, WCOpcode.IBV_WC_RECV, self.offset, imm,
                              inv)
             self.recv = None
-            self.msn = (self.msn + 1) & PSN_MASK
+            self._executed()
 
     def _write(self, pkt: Incoming, first: bool, last: bool) -> None:
         qp = self.qp
         imm = "immdt" in pkt.ext
         if last and imm and not qp.rq:
             raise Reject(RNR, "no receive WQE for RDMA WRITE with immediate")
-        self._check_length(pkt)
-        if first:
-            reth = pkt.ext["reth"]
-            self.write_va, self.write_rkey, self.write_left = (reth["va"], reth["r_key"],
-                                                               reth["dmalen"])
-            self.offset = 0
-            if last and len(pkt.payload) != self.write_left:
-                raise Reject(NAK_INVALID_REQUEST, "WRITE Only length differs from DMA length")
-            if self.write_left:  # rxe checks the whole [va, va + DMA length) on the first packet
-                try:
-                    qp.device.memory.lookup_remote(qp.pd, self.write_rkey, self.write_va,
-                                                   self.write_left, _REMOTE_WRITE)
-                except AccessError as e:
-                    raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
-        n = len(pkt.payload)
-        if n > self.write_left:
-            raise Reject(NAK_INVALID_REQUEST, "WRITE data beyond its DMA length")
-        if n or (first and self.write_left):
-            try:
-                mr = qp.device.memory.lookup_remote(qp.pd, self.write_rkey,
-                                                    self.write_va + self.offset, n,
-                                                    _REMOTE_WRITE)
-            except AccessError as e:
-                raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
-            mr.view(self.write_va + self.offset, n)[:] = pkt.payload
-        self.offset += n
-        self.write_left -= n
-        if last and self.write_left:
-            raise Reject(NAK_INVALID_REQUEST, "WRITE ended before its DMA length")
+        try:
+            check_length(pkt, qp.mtu)
+            self.write.take(qp, pkt, first, last)
+        except Refused as r:
+            raise Reject(NAK_REMOTE_ACCESS_ERROR if r.access else NAK_INVALID_REQUEST,
+                         r.why) from None
         self.in_progress = None if last else Operation.RDMA_WRITE
         if last:
-            self.msn = (self.msn + 1) & PSN_MASK
+            self._executed()
             if imm:
                 wqe = qp.rq.popleft()
                 qp.complete_recv(wqe, St.IBV_WC_SUCCESS, WCOpcode.IBV_WC_RECV_RDMA_WITH_IMM,
-                                 self.offset, pkt.ext["immdt"]["immdt"])
+                                 self.write.offset, pkt.ext["immdt"]["immdt"])
 
     def _read(self, pkt: Incoming) -> None:
         qp = self.qp
@@ -255,17 +233,17 @@ class Responder:
                 raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
         npsn = max(1, -(-length // qp.mtu))
         self._remember(ReadResource(pkt.psn, npsn, va, rkey, length))
-        self.msn = (self.msn + 1) & PSN_MASK
+        self._executed()
         self.epsn = (pkt.psn + npsn) & PSN_MASK
         self._read_responses(pkt.psn, va, rkey, length)
 
     def _read_responses(self, psn: int, va: int, rkey: int, length: int) -> None:
         qp = self.qp
         mtu = qp.mtu
-        data = b""
-        if length:
+        data: bytes | memoryview = b""
+        if length:  # a view: each response copies only its own MTU of it
             mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, length, _REMOTE_READ)
-            data = bytes(mr.view(va, length))
+            data = mr.view(va, length)
         npkts = max(1, -(-length // mtu))
         aeth = {"syndrome": syndrome(AETH_ACK, CREDITS_UNLIMITED), "msn": self.msn}
         for i, pos in enumerate(positions(npkts)):
@@ -292,7 +270,7 @@ class Responder:
         else:
             cell[:] = ((orig + a["swapdt"]) & _U64).to_bytes(8, "little")
         self._remember(AtomicResource(pkt.psn, orig))
-        self.msn = (self.msn + 1) & PSN_MASK
+        self._executed()
         self.epsn = (pkt.psn + 1) & PSN_MASK
         self._atomic_ack(pkt.psn, orig)
 

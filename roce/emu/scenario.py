@@ -1,28 +1,48 @@
 """Scenarios between two emulated hosts on the simulated fabric, and their summary.
 
-``run_scenario(Scenario(...))`` builds hosts A and B, ``qps`` connected RC queue pairs, posts
-``count`` messages per QP (keeping ``depth`` outstanding), runs the fabric until everything
-completed, verifies the data and returns a ``Summary``.  This is what ``roce emulate`` prints.
+``run_scenario(Scenario(...))`` builds hosts A and B, ``qps`` connected queue pairs of one
+type (RC, UC or UD), posts ``count`` messages per QP (keeping ``depth`` outstanding), runs
+the fabric until everything completed, verifies the data and returns a ``Summary``.  This
+is what ``roce emulate`` prints.
+
+The runner's cost is linear in the work: each side has one CQ shared by all its QPs
+(completions name their QP), so a pass over the loop handles what completed, never every
+flow; the fabric stops as soon as a completion is there.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import UsageError, VerificationError
+from . import budget
 from .constants import ALL_ACCESS, QPType, WCStatus, WROpcode
 from .fabric import Fabric, LinkConfig
-from .qp import QPCap
-from .verbs import CQ, MR, PD, QP, QPInitAttr, connect
+from .payload import Expected, fill, slot_bytes, slots_for
+from .qp import AHAttr, QPAttr, QPCap
+from .unreliable import GRH_BYTES
+from .verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
 from .work import SGE, RecvWR, SendWR
 
 OPS = ("send", "write", "read", "atomic", "mixed")
-SLOTS = 4  # message buffers per QP: message i uses slot i % SLOTS
+QP_TYPES = {"rc": QPType.IBV_QPT_RC, "uc": QPType.IBV_QPT_UC, "ud": QPType.IBV_QPT_UD}
+ALLOWED = {"rc": set(OPS), "uc": {"send", "write"}, "ud": {"send"}}  # IBA 9.8.3, 9.8.4
+MAX_MESSAGE = 1 << 31  # IBA: a message is at most 2^31 bytes (DMA Length is 32 bits)
+QKEY = 0x11111111
+
+
+def kind(op: str, i: int) -> str:
+    """The operation of message ``i``: ``mixed`` cycles write, read, send, atomic."""
+    return ("write", "read", "send", "atomic")[i % 4] if op == "mixed" else op
+
+
+def message_bytes(what: str, size: int) -> int:
+    return 8 if what == "atomic" else size
 
 
 @dataclass
@@ -40,6 +60,37 @@ class Workload:
     timeout: int = 12
     retry_cnt: int = 7
     rnr_retry: int = 7
+    qp_type: str = "rc"
+
+    def check(self, sides: int = 2) -> None:
+        """Refuse what cannot run (``UsageError`` naming the option), before any memory is
+        taken: ``sides`` is how many of the two devices live in this process."""
+        if self.op not in OPS:
+            raise UsageError(f"--op must be one of {', '.join(OPS)}")
+        if self.qp_type not in ALLOWED:
+            raise UsageError(f"--qp-type must be one of {', '.join(ALLOWED)}")
+        if self.count < 0 or self.qps < 1 or self.depth < 1 or self.size < 0:
+            raise UsageError("--count and --size must be >= 0, --qps and --depth >= 1")
+        if self.size > MAX_MESSAGE:
+            raise UsageError(f"--size {self.size}: a message is at most 2^31 bytes (IBA; the "
+                             f"RETH DMA length is 32 bits): --size at most 2G")
+        kinds = {kind(self.op, i) for i in range(min(self.count, 4))} or {self.op}
+        bad = kinds - ALLOWED[self.qp_type]
+        if bad:
+            raise UsageError(f"--qp-type {self.qp_type}: {self.qp_type.upper()} QPs cannot do "
+                             f"{', '.join(sorted(bad))} (--op)")
+        if self.qp_type == "ud" and self.size > self.mtu:
+            raise UsageError(f"--size {self.size}: a UD message is one packet, at most --mtu "
+                             f"{self.mtu} bytes")
+        budget.workload(self.size, self.slots, self.qps, sides)
+
+    @property
+    def slot(self) -> int:
+        return slot_bytes(self.size)
+
+    @property
+    def slots(self) -> int:
+        return slots_for(self.size, self.count)
 
 
 @dataclass
@@ -75,76 +126,110 @@ class Summary:
     cpu_s: float = 0.0
     packets_per_cpu_s: float = 0.0
     finished: bool = True
+    outstanding: int = 0  # messages neither completed nor given up when the run ended
+    delivered: int = 0  # messages the responders executed (RC, UC) or received (UD)
+    stopped: str = ""  # why the run ended before every message completed
+    unverified: str = ""  # why the data did not check out
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def text(self) -> str:
-        ok = self.completed.get("IBV_WC_SUCCESS", 0)
+    def errors_text(self) -> str:
         errs = ", ".join(f"{k}={v}" for k, v in sorted(self.completed.items())
                          if k != "IBV_WC_SUCCESS") or "none"
+        if self.outstanding:
+            errs += f"; {self.outstanding} not completed"
+        return errs
+
+    def text(self) -> str:
+        ok = self.completed.get("IBV_WC_SUCCESS", 0)
         naks = ", ".join(f"{k}={v}" for k, v in sorted(self.naks.items())) or "none"
         s = self.scenario
         lines = [
             f"scenario      {s['op']} size={s['size']} count={s['count']} qps={s['qps']} "
-            f"mtu={s['mtu']} seed={s['seed']}",
+            f"mtu={s['mtu']} qp={s.get('qp_type', 'rc')} seed={s['seed']}",
             f"link          {s['rate_gbps']:g} Gb/s, {s['delay_ns']} ns, loss={s['loss']:g} "
             f"burst={s['burst']:g} reorder={s['reorder']:g} dup={s['dup']:g} "
             f"corrupt={s['corrupt']:g}",
-            f"messages      posted {self.posted}, completed OK {ok}, errors: {errs}",
+            f"messages      posted {self.posted}, completed OK {ok}, errors: "
+            f"{self.errors_text()}",
+            f"delivered     {self.delivered} of {s['count'] * s['qps']} messages reached "
+            "the responder",
             f"bytes         {self.bytes}",
             f"virtual time  {self.virtual_ns / 1e6:.3f} ms",
             f"goodput       {self.goodput_gbps:.3f} Gb/s",
             f"packets       {self.packets} ({self.retransmitted} retransmitted)",
             f"NAKs          {naks}; RNR NAKs {self.rnr_naks}; timeouts {self.timeouts}",
             f"ICRC drops    {self.icrc_drops}",
-            f"data verified {'yes' if self.data_verified else 'NO'}",
+            f"data verified {'yes' if self.data_verified else 'NO: ' + self.unverified}",
             f"CPU           {self.cpu_s:.3f} s ({self.packets_per_cpu_s:,.0f} emulated "
             "packets per CPU-second)",
         ]
         if not self.finished:
-            lines.append("WARNING       the time limit ran out before every message completed")
+            lines.append(f"WARNING       {self.stopped}")
         return "\n".join(lines)
 
 
-@dataclass
-class _Flow:
-    qa: QP
-    qb: QP
-    cq_a: CQ
-    cq_b: CQ
-    local: MR
-    remote: MR
-    posted: int = 0
-    done: int = 0
-    recv_posted: int = 0
-    expected_remote: bytearray = field(default_factory=bytearray)
-    expected_local: bytearray = field(default_factory=bytearray)
-    bytes: int = 0
-    status: Counter = field(default_factory=Counter)
-
-
 def emit(summary: Any, fmt: str, pcap: str | None) -> int:
-    """Print a summary as ``roce emulate`` does; exit status 3 when the data did not check
-    out (the run finished, but not every message arrived intact: scripts can tell)."""
+    """Print a summary as ``roce emulate`` does; raise ``VerificationError`` (exit 4) when
+    the data did not check out (the run ended, but not every message arrived intact:
+    scripts can tell)."""
     if fmt == "json":
         print(json.dumps(summary.as_dict(), indent=2))
     else:
         print(summary.text())
         if pcap:
             print(f"pcap          {pcap}")
-    return 0 if summary.data_verified else 3
+    if not summary.data_verified:
+        why = getattr(summary, "unverified", "") or "see the summary"
+        raise VerificationError(f"data not verified: {why}")
+    return 0
 
 
-def _kind(sc: Scenario, i: int) -> str:
-    return ("write", "read", "send", "atomic")[i % 4] if sc.op == "mixed" else sc.op
+@dataclass(eq=False)
+class _Flow:
+    index: int
+    qa: QP
+    qb: QP
+    local: MR
+    remote: MR
+    expected: Expected
+    ah: AH | None = None  # UD: where A's sends go
+    posted: int = 0
+    done: int = 0
+    bytes: int = 0
+    status: Counter = field(default_factory=Counter)
+
+
+def _make_flow(sc: Scenario, i: int, pd_a: PD, pd_b: PD, cq_a: CQ, cq_b: CQ) -> _Flow:
+    qtype = QP_TYPES[sc.qp_type]
+    unreliable = sc.qp_type != "rc"
+    # UC/UD receives lost on the wire stay posted: room for every message (the work)
+    recv_wr = max(sc.depth, 1) * 2 + (sc.count if unreliable else 0)
+    cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=recv_wr)
+    qa = QP(pd_a, QPInitAttr(qp_type=qtype, send_cq=cq_a, recv_cq=cq_a, cap=cap))
+    qb = QP(pd_b, QPInitAttr(qp_type=qtype, send_cq=cq_b, recv_cq=cq_b, cap=cap))
+    ah = None
+    if sc.qp_type == "ud":
+        for qp in (qa, qb):
+            qp.to_init(QPAttr(qkey=QKEY))
+            qp.to_rtr(QPAttr())
+            qp.to_rts(QPAttr(sq_psn=sc.psn))
+        b = pd_b.ctx
+        ah = AH(pd_a, AHAttr(dmac=b.mac, dip=b.ip))
+    else:
+        connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn, timeout=sc.timeout,
+                retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry)
+    n = sc.slot * sc.slots
+    local, remote = MR(pd_a, n, ALL_ACCESS), MR(pd_b, n, ALL_ACCESS)
+    fill(local.buf, sc.seed, i, "local", sc.size, sc.slots)
+    fill(remote.buf, sc.seed, i, "remote", sc.size, sc.slots)
+    return _Flow(i, qa, qb, local, remote, Expected(sc.seed, i, sc.size, sc.slots), ah)
 
 
 def run_scenario(sc: Scenario, record: Any = None,
                  progress: Callable[[int, int], None] | None = None) -> Summary:
-    if sc.op not in OPS:
-        raise ValueError(f"--op must be one of {', '.join(OPS)}")
-    rng = random.Random(sc.seed)
+    sc.check(sides=2)
     fab = Fabric(seed=sc.seed)
     a = fab.add_host("A", "10.0.0.1")
     b = fab.add_host("B", "10.0.0.2")
@@ -154,86 +239,99 @@ def run_scenario(sc: Scenario, record: Any = None,
     if record is not None:
         fab.record(record)
     pd_a, pd_b = PD(a), PD(b)
-    slot = max(sc.size, 8)
-    flows = []
-    for _ in range(sc.qps):
-        cq_a, cq_b = CQ(a, 1 << 16), CQ(b, 1 << 16)
-        cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=max(sc.depth, 1) * 2)
-        qa = QP(pd_a, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_a, recv_cq=cq_a,
-                                 cap=cap))
-        qb = QP(pd_b, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_b, recv_cq=cq_b,
-                                 cap=cap))
-        connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn, timeout=sc.timeout,
-                retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry)
-        local, remote = MR(pd_a, slot * SLOTS, ALL_ACCESS), MR(pd_b, slot * SLOTS, ALL_ACCESS)
-        local.write(rng.randbytes(slot * SLOTS))
-        remote.write(rng.randbytes(slot * SLOTS))
-        flows.append(_Flow(qa, qb, cq_a, cq_b, local, remote, expected_remote=bytearray(
-            remote.buf), expected_local=bytearray(local.buf)))
     total = sc.count * sc.qps
+    # one CQ per side for every QP; UC/UD sends complete as they go out, so a whole
+    # window of every QP can be waiting in A's CQ
+    cqe = max(1 << 16, 2 * sc.qps * sc.depth)
+    cq_a, cq_b = CQ(a, cqe), CQ(b, cqe)
+    grh = MR(pd_b, GRH_BYTES, ALL_ACCESS) if sc.qp_type == "ud" else None
+    flows = [_make_flow(sc, i, pd_a, pd_b, cq_a, cq_b) for i in range(sc.qps)]
+    by_qpn = {f.qa.qp_num: f for f in flows}
     cpu0 = time.process_time()
+    left = total  # messages not yet completed or given up
 
     def post_more(f: _Flow) -> None:
         while f.posted < sc.count and f.posted - f.done < sc.depth:
-            _post(sc, f, f.posted, slot)
+            _post(sc, f, f.posted, grh)
             f.posted += 1
 
     for f in flows:
         post_more(f)
     finished = True
     while True:
-        for f in flows:
-            for wc in f.cq_a.poll(1 << 16):
-                f.done += 1
-                f.status[WCStatus(wc.status).name] += 1
-                f.bytes += wc.byte_len
-                if wc.status != WCStatus.IBV_WC_SUCCESS:
-                    f.posted = sc.count  # a failed QP takes no more work
-            f.cq_b.poll(1 << 16)
+        touched = {}
+        for wc in cq_a.poll(len(cq_a)):
+            f = by_qpn[wc.qp_num]
+            f.done += 1
+            left -= 1
+            f.status[WCStatus(wc.status).name] += 1
+            f.bytes += wc.byte_len
+            if wc.status == WCStatus.IBV_WC_SUCCESS:
+                f.expected.apply(kind(sc.op, wc.wr_id), wc.wr_id)
+            elif f.posted < sc.count:  # a failed QP takes no more work
+                left -= sc.count - f.posted
+                f.posted = sc.count
+            touched[f.index] = f
+        cq_b.poll(len(cq_b))  # receive completions: counted by the responders
+        for f in touched.values():
             post_more(f)
-        done = sum(f.done for f in flows)
         if progress is not None:
-            progress(done, total)
-        if all(f.done >= f.posted for f in flows) and all(
-                f.posted >= sc.count for f in flows):
+            progress(total - left, total)
+        if left <= 0:
             break
-        if not fab.run_until(lambda: any(len(f.cq_a) for f in flows), sc.time_limit_ns):
+        if not fab.run_until(lambda: len(cq_a) > 0, sc.time_limit_ns):
             finished = False
             break
+    if sc.qp_type != "rc":
+        # UC and UD complete a send once it is on the wire: let the frames still in flight
+        # land before the memory is checked (no timers: the fabric runs dry)
+        fab.run_until(lambda: False, sc.time_limit_ns)
     cpu = time.process_time() - cpu0
-    return _summarise(sc, fab, flows, cpu, finished, slot)
+    return _summarise(sc, fab, flows, cpu, finished, left)
 
 
-def _post(sc: Scenario, f: _Flow, i: int, slot: int) -> None:
-    kind = _kind(sc, i)
-    off = (i % SLOTS) * slot
+def _post(sc: Scenario, f: _Flow, i: int, grh: MR | None) -> None:
+    what = kind(sc.op, i)
+    off = (i % sc.slots) * sc.slot
     size = sc.size
-    if kind == "write":
+    if what == "write":
         f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_WRITE,
                               sg_list=[f.local.sge(off, size)], remote_addr=f.remote.addr + off,
                               rkey=f.remote.rkey))
-        f.expected_remote[off:off + size] = f.local.buf[off:off + size]
-    elif kind == "read":
+    elif what == "read":
         f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_READ,
                               sg_list=[f.local.sge(off, size)], remote_addr=f.remote.addr + off,
                               rkey=f.remote.rkey))
-        f.expected_local[off:off + size] = f.expected_remote[off:off + size]
-    elif kind == "send":
-        f.qb.post_recv(RecvWR(wr_id=i, sg_list=[f.remote.sge(off, size)]))
+    elif what == "send":
+        # UD: the 40-byte GRH area goes to a scratch MR, the message to the slot
+        sges = ([grh.sge(0, GRH_BYTES)] if grh is not None else []) + [f.remote.sge(off, size)]
+        f.qb.post_recv(RecvWR(wr_id=i, sg_list=sges))
         f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_SEND,
-                              sg_list=[f.local.sge(off, size)]))
-        f.expected_remote[off:off + size] = f.local.buf[off:off + size]
+                              sg_list=[f.local.sge(off, size)], ah=f.ah,
+                              remote_qpn=f.qb.qp_num, remote_qkey=QKEY))
     else:  # atomic: fetch-and-add 1 on the first 8 bytes of the remote buffer
         f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_ATOMIC_FETCH_AND_ADD,
                               sg_list=[SGE(f.local.addr + off, 8, f.local.lkey)],
                               remote_addr=f.remote.addr, rkey=f.remote.rkey, compare_add=1))
-        counter = int.from_bytes(f.expected_remote[:8], "little")
-        f.expected_local[off:off + 8] = counter.to_bytes(8, "little")
-        f.expected_remote[:8] = ((counter + 1) % (1 << 64)).to_bytes(8, "little")
+
+
+def _stopped(sc: Scenario, fab: Fabric, left: int) -> str:
+    """Why the fabric stopped with ``left`` messages outstanding, in words."""
+    timers = [d for d in (ctx.device.deadline() for ctx in fab.hosts.values())
+              if d is not None]
+    limit = sc.time_limit_ns / 1e9
+    if timers and min(timers) > sc.time_limit_ns:
+        return (f"the virtual time limit ({limit:g} s) ran out with {left} message(s) "
+                f"outstanding: the next event, a timer at {min(timers) / 1e9:.3f} s "
+                "(--timeout), lies past it")
+    if not timers:
+        return (f"the run stalled with {left} message(s) outstanding: no frame in flight "
+                "and no timer armed (--timeout 0 disables retransmission)")
+    return f"the virtual time limit ({limit:g} s) ran out with {left} message(s) outstanding"
 
 
 def _summarise(sc: Scenario, fab: Fabric, flows: list[_Flow], cpu: float, finished: bool,
-               slot: int) -> Summary:
+               left: int) -> Summary:
     s = Summary(scenario=asdict(sc))
     status: Counter = Counter()
     for f in flows:
@@ -252,14 +350,26 @@ def _summarise(sc: Scenario, fab: Fabric, flows: list[_Flow], cpu: float, finish
             s.timeouts += qp.counters.timeouts
             s.rnr_naks += qp.counters.rnr_naks_received
             naks.update(qp.counters.naks_received)
+        s.delivered += f.qb.core.counters.messages_executed
     s.naks = dict(naks)
     for ctx in fab.hosts.values():
         s.icrc_drops += ctx.device.counters.icrc_drops
     for (src, _), link in fab.links.items():
         s.link[f"{src}->{link.dst.ip}"] = asdict(link.stats)
-    s.data_verified = finished and ok == s.posted and all(
-        f.remote.buf == f.expected_remote and f.local.buf == f.expected_local for f in flows)
+    total = sc.count * sc.qps
+    s.finished = finished
+    s.outstanding = max(left, 0) if not finished else 0
+    if not finished:
+        s.stopped = _stopped(sc, fab, left)
+        s.unverified = f"{left} of {total} message(s) did not complete"
+    elif ok != s.posted or s.posted != total:
+        s.unverified = f"{total - ok} of {total} message(s) did not complete successfully"
+    elif s.delivered != total:
+        s.unverified = f"{total - s.delivered} of {total} message(s) never reached the responder"
+    elif not all(f.expected.matches("remote", f.remote.buf)
+                 and f.expected.matches("local", f.local.buf) for f in flows):
+        s.unverified = "memory does not hold what the operations wrote"
+    s.data_verified = not s.unverified
     s.cpu_s = cpu
     s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
-    s.finished = finished
     return s

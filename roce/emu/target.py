@@ -84,13 +84,33 @@ class TargetStats:
 
 
 def fill_bytes(kind: str, n: int, seed: int = 0) -> bytes:
+    """``n`` bytes of a fill (small sizes; ``fill_into`` fills an MR in place)."""
+    buf = bytearray(n)
+    fill_into(buf, kind, seed)
+    return bytes(buf)
+
+
+def fill_into(buf: bytearray, kind: str, seed: int = 0) -> None:
+    """Fill ``buf`` in place, a chunk at a time: no second copy of a large MR."""
+    n = len(buf)
     if kind == "zero":
-        return bytes(n)
+        return  # a new MR is zeroed already
     if kind == "random":
-        return random.Random(seed).randbytes(n)
+        rng = random.Random(seed)
+        for pos in range(0, n, _CHUNK):  # chunks of 4k bytes draw what one draw would
+            m = min(_CHUNK, n - pos)
+            buf[pos:pos + m] = rng.randbytes(m)
+        return
     if kind == "pattern":
-        return bytes(range(256)) * (n // 256) + bytes(range(n % 256))
+        block = bytes(range(256)) * (_CHUNK // 256)
+        for pos in range(0, n, _CHUNK):
+            m = min(_CHUNK, n - pos)
+            buf[pos:pos + m] = block[:m]
+        return
     raise ValueError(f"unknown fill {kind!r} (pattern, zero, random)")
+
+
+_CHUNK = 1 << 20
 
 
 class FrameLog:
@@ -186,7 +206,7 @@ class Target:
         mem.next_va = cfg.va
         mr = MR(self.pd, cfg.size, ALL_ACCESS, key=cfg.rkey & 0xFF)
         assert mr.rkey == cfg.rkey and mr.addr == cfg.va
-        mr.write(fill_bytes(cfg.fill, cfg.size, cfg.seed))
+        fill_into(mr.buf, cfg.fill, cfg.seed)
         # the receive buffers come after it, aligned, in an index range of their own
         mem.next_va = (cfg.va + cfg.size + 2 * VA_ALIGN - 1) // VA_ALIGN * VA_ALIGN
         return mr
@@ -348,4 +368,4 @@ def sigterm_as_interrupt() -> None:
 
 
 __all__ = ["FrameLog", "Target", "TargetConfig", "TargetStats", "fill_bytes",
-           "sigterm_as_interrupt"]
+           "fill_into", "sigterm_as_interrupt"]

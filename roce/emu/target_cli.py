@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..errors import InputError, UsageError
 from ..options import (
     bounded_int,
     parse_address,
@@ -27,8 +28,10 @@ from ..options import (
     parse_seed,
     parse_size,
 )
+from . import budget
+from .budget import human
+from .record import pcap_writer
 from .target import Target, TargetConfig, sigterm_as_interrupt
-from .transport import TransportError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,46 +92,60 @@ def run(args: argparse.Namespace) -> int:
                        recv_depth=args.recv_depth, fill=args.fill, seed=args.seed,
                        recover=args.recover, min_rnr_timer=args.min_rnr_timer,
                        udp_port=args.udp_port)
-    writer = None
-    if args.pcap:
-        from ..pcapio import PcapWriter
-
+    _check_memory(args)
+    with pcap_writer(args.pcap) as writer:
+        target = None
         try:
-            writer = PcapWriter(args.pcap)
-        except OSError as e:
-            print(f"{prog}: {args.pcap}: {e.strerror}", file=sys.stderr)
-            return 2
-    target = None
-    try:
-        sigterm_as_interrupt()
-        try:
-            target = Target(cfg, record=writer, quiet=args.quiet)
-        except (ValueError, TransportError) as e:
-            print(f"{prog}: {e}", file=sys.stderr)
-            return 2
-        except PermissionError:
-            print(f"{prog}: raw Ethernet needs root (CAP_NET_RAW)", file=sys.stderr)
-            return 2
-        print(target.banner(), flush=True)
-        print("-- ready", flush=True)
-        stats = target.run(count=args.count, duration=args.duration)
-        print(f"-- done: {stats.received} requests received, {stats.sent} frames sent, "
-              f"{stats.messages_received} SENDs received, {stats.recovered} QP(s) re-created",
-              flush=True)
-    except KeyboardInterrupt:
-        pass  # Ctrl-C during set-up or the last print
-    finally:
-        if target is not None:
-            target.close()
-        if writer is not None:
-            writer.close()
+            sigterm_as_interrupt()
+            try:
+                target = Target(cfg, record=writer, quiet=args.quiet)
+            except ValueError as e:
+                raise InputError(str(e)) from None
+            except PermissionError:
+                raise InputError("raw Ethernet needs root (CAP_NET_RAW)") from None
+            print(target.banner(), flush=True)
+            print("-- ready", flush=True)
+            stats = target.run(count=args.count, duration=args.duration)
+            print(f"-- done: {stats.received} requests received, {stats.sent} frames sent, "
+                  f"{stats.messages_received} SENDs received, {stats.recovered} QP(s) "
+                  "re-created", flush=True)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C during set-up or the last print
+        finally:
+            if target is not None:
+                target.close()
     return 0
 
 
+def _check_memory(args: argparse.Namespace) -> None:
+    """The QPs, the MR and the receive buffers live in RAM: refuse what cannot fit, up
+    front, naming the option that asks for the most."""
+    if args.qps > budget.MAX_QPNS:
+        raise UsageError(f"--qps {args.qps}: at most {budget.MAX_QPNS} (24-bit QPNs)")
+    qps = args.qps * budget.QP_OVERHEAD
+    recv = args.qps * args.recv_depth * args.recv_size
+    need = qps + recv + args.size
+    have = budget.available()
+    if need <= have:
+        return
+    if qps >= max(recv, args.size):
+        budget.check(need, "--qps", args.qps, str(have // budget.QP_OVERHEAD),
+                     f"{args.qps} QPs")
+    if recv > args.size:
+        budget.check(need, "--recv-size", human(args.recv_size),
+                     human(max(have - qps - args.size, 0) // max(args.qps * args.recv_depth, 1))
+                     + f" with --recv-depth {args.recv_depth} and --qps {args.qps}",
+                     f"{args.qps} x {args.recv_depth} receive buffers")
+    budget.check(need, "--size", human(args.size), human(max(have - qps - recv, 0)),
+                 f"an MR of {human(args.size)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="roce target", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return run(p.parse_args(argv))
+    """``python -m roce.emu.target_cli ...``: the same as ``roce target ...``, exit codes
+    included."""
+    from ..cli import main as roce_main
+
+    return roce_main(["target", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -20,9 +20,10 @@ from ..opcodes import Operation, Position, Transport
 from ..psn import PSN_MASK
 from .constants import Access, WCFlags, WCOpcode, WROpcode
 from .constants import WCStatus as St
-from .memory import AccessError
+from .memory import AccessError, take
+from .placement import Refused, WriteCursor, check_length
 from .wire import FrameBuilder, Incoming, Path, select
-from .work import WC, WR_KINDS, SendWQE, SendWR
+from .work import WC, WR_KINDS, SendWQE, SendWR, complete_send
 
 GRH_BYTES = 40
 _UC_OPCODES = {WROpcode.IBV_WR_SEND, WROpcode.IBV_WR_SEND_WITH_IMM, WROpcode.IBV_WR_RDMA_WRITE,
@@ -85,23 +86,20 @@ class _Unacked:
         while self.sq:
             wqe = self.sq.pop(0)
             try:
-                data = qp.device.memory.gather(qp.pd, wqe.wr.sg_list) if wqe.length else b""
+                wqe.views = qp.device.memory.views(qp.pd, wqe.wr.sg_list)
             except AccessError:
                 self._complete(wqe, St.IBV_WC_LOC_PROT_ERR)
                 qp.to_error()
                 return
-            if not self._transmit(wqe, data):
+            if not self._transmit(wqe):
                 return
             self._complete(wqe, St.IBV_WC_SUCCESS)
 
-    def _transmit(self, wqe: SendWQE, data: bytes) -> bool:
+    def _transmit(self, wqe: SendWQE) -> bool:
         raise NotImplementedError
 
     def _complete(self, wqe: SendWQE, status: St) -> None:
-        if status != St.IBV_WC_SUCCESS or wqe.signaled:
-            qp = self.qp
-            qp.send_cq.push(WC(wqe.wr.wr_id, status, wqe.wc_opcode,
-                               wqe.length if status == St.IBV_WC_SUCCESS else 0, 0, qp.qpn))
+        complete_send(self.qp, wqe, status)
 
     def flush(self) -> None:
         while self.sq:
@@ -111,7 +109,7 @@ class _Unacked:
 class UCRequester(_Unacked):
     allowed = _UC_OPCODES
 
-    def _transmit(self, wqe: SendWQE, data: bytes) -> bool:
+    def _transmit(self, wqe: SendWQE) -> bool:
         qp = self.qp
         wr, mtu, n = wqe.wr, qp.mtu, wqe.npkts
         for i in range(n):
@@ -125,7 +123,7 @@ class UCRequester(_Unacked):
             if "immdt" in row.headers:
                 ext["immdt"] = {"immdt": wr.imm_data & 0xFFFFFFFF}
             qp.send_frame(qp.builder.build(row, qp.attr.dest_qp_num, self.psn, ext,
-                                           data[i * mtu:(i + 1) * mtu]))
+                                           take(wqe.views, i * mtu, mtu)))
             self.psn = (self.psn + 1) & PSN_MASK
         return True
 
@@ -137,7 +135,7 @@ class UDRequester(_Unacked):
         super().__init__(qp)
         self.builders: dict[tuple, FrameBuilder] = {}
 
-    def _transmit(self, wqe: SendWQE, data: bytes) -> bool:
+    def _transmit(self, wqe: SendWQE) -> bool:
         qp = self.qp
         wr = wqe.wr
         if wqe.length > qp.mtu:
@@ -158,7 +156,8 @@ class UDRequester(_Unacked):
                                          "srcqp": qp.qpn}}
         if "immdt" in row.headers:
             ext["immdt"] = {"immdt": wr.imm_data & 0xFFFFFFFF}
-        qp.send_frame(builder.build(row, wr.remote_qpn, self.psn, ext, data,
+        qp.send_frame(builder.build(row, wr.remote_qpn, self.psn, ext,
+                                    take(wqe.views, 0, wqe.length),
                                     se=bool(wr.send_flags & 4)))
         self.psn = (self.psn + 1) & PSN_MASK
         return True
@@ -171,7 +170,7 @@ class UCResponder:
         self.in_progress: Operation | None = None
         self.recv = None
         self.offset = 0
-        self.write_va = self.write_rkey = self.write_left = 0
+        self.write = WriteCursor()
         self.dropped = 0
 
     def reset(self, rq_psn: int) -> None:
@@ -195,13 +194,14 @@ class UCResponder:
                 return
         self.epsn = (pkt.psn + 1) & PSN_MASK
         try:
+            check_length(pkt, qp.mtu)  # the RC rules; UC drops instead of NAKing (rxe)
             if op.operation is Operation.SEND:
                 self._send(pkt, first, last)
             elif op.operation is Operation.RDMA_WRITE:
                 self._write(pkt, first, last)
             else:
                 self._drop()
-        except AccessError:
+        except (AccessError, Refused):
             self._drop()
 
     def _send(self, pkt: Incoming, first: bool, last: bool) -> None:
@@ -214,7 +214,7 @@ class UCResponder:
                 self.recv = qp.rq.popleft()
             self.offset = 0
         wqe = self.recv
-        if wqe is None or self.offset + len(pkt.payload) > wqe.length or len(pkt.payload) > qp.mtu:
+        if wqe is None or self.offset + len(pkt.payload) > wqe.length:
             self._drop()
             return
         qp.device.memory.scatter(qp.pd, wqe.wr.sg_list, self.offset, pkt.payload)
@@ -223,39 +223,26 @@ class UCResponder:
         if last:
             imm = pkt.ext["immdt"]["immdt"] if "immdt" in pkt.ext else None
             qp.complete_recv(wqe, St.IBV_WC_SUCCESS, WCOpcode.IBV_WC_RECV, self.offset, imm)
+            qp.counters.messages_executed += 1
             self.recv = None
 
     def _write(self, pkt: Incoming, first: bool, last: bool) -> None:
         qp = self.qp
-        if first:
-            reth = pkt.ext["reth"]
-            self.write_va, self.write_rkey, self.write_left = (reth["va"], reth["r_key"],
-                                                               reth["dmalen"])
-            self.offset = 0
-            if last and len(pkt.payload) != self.write_left:
-                self._drop()  # a WRITE Only must carry exactly its DMA length
-                return
-            if self.write_left:  # the whole [va, va + DMA length), as rxe checks it
-                qp.device.memory.lookup_remote(qp.pd, self.write_rkey, self.write_va,
-                                               self.write_left, _REMOTE_WRITE)
-        n = len(pkt.payload)
-        if n > self.write_left or not qp.remote_access_ok(_REMOTE_WRITE):
+        if not qp.remote_access_ok(_REMOTE_WRITE):
             self._drop()
             return
-        if n:
-            mr = qp.device.memory.lookup_remote(qp.pd, self.write_rkey,
-                                                self.write_va + self.offset, n, _REMOTE_WRITE)
-            mr.view(self.write_va + self.offset, n)[:] = pkt.payload
-        self.offset += n
-        self.write_left -= n
+        self.write.take(qp, pkt, first, last)
         self.in_progress = None if last else Operation.RDMA_WRITE
-        if last and "immdt" in pkt.ext:
+        if not last:
+            return
+        if "immdt" in pkt.ext:
             if not qp.rq:
                 self._drop()
                 return
             qp.complete_recv(qp.rq.popleft(), St.IBV_WC_SUCCESS,
-                             WCOpcode.IBV_WC_RECV_RDMA_WITH_IMM, self.offset,
+                             WCOpcode.IBV_WC_RECV_RDMA_WITH_IMM, self.write.offset,
                              pkt.ext["immdt"]["immdt"])
+        qp.counters.messages_executed += 1
 
 
 class UDResponder:
@@ -291,6 +278,7 @@ class UDResponder:
             qp.complete_recv(wqe, St.IBV_WC_LOC_PROT_ERR)
             return
         imm = pkt.ext["immdt"]["immdt"] if "immdt" in pkt.ext else None
+        qp.counters.messages_executed += 1
         qp.recv_cq.push(WC(wqe.wr.wr_id, St.IBV_WC_SUCCESS, WCOpcode.IBV_WC_RECV,
                            GRH_BYTES + len(pkt.payload), imm or 0, qp.qpn, deth["srcqp"],
                            int(WCFlags.IBV_WC_GRH) | (int(WCFlags.IBV_WC_WITH_IMM)

@@ -56,6 +56,15 @@ class Context:
     def __repr__(self) -> str:
         return f"<Context {self.name} {self.ip} {self.mac}>"
 
+    def set_congestion_control(self, algorithm: Any = "dcqcn", profile: str | None = None,
+                               params: Any = (), line_rate_gbps: float = 100.0) -> Any:
+        """Congestion control for every QP of this device (``roce.emu.cc``): an algorithm
+        name with a profile and ``NAME=VALUE`` overrides, or a ``CcConfig``; None turns it
+        off.  The NIC that drives the device reads it (docs/congestion-control.md)."""
+        self.cc_config = _cc_config(algorithm, profile, params, line_rate_gbps)
+        self.device.kick()  # the driver picks it up for QPs that have not sent yet
+        return self.cc_config
+
 
 class PD:
     def __init__(self, ctx: Context) -> None:
@@ -199,6 +208,23 @@ class QP:
 
     def close(self) -> None:
         self.ctx.device.destroy_qp(self.core)
+
+    def set_congestion_control(self, algorithm: Any = "dcqcn", profile: str | None = None,
+                               params: Any = (), line_rate_gbps: float = 100.0) -> Any:
+        """This QP's own congestion control, over the device's (``Context``'s): set it before
+        the QP first sends."""
+        self.core.cc_config = _cc_config(algorithm, profile, params, line_rate_gbps)
+        self.ctx.device.kick()
+        return self.core.cc_config
+
+
+def _cc_config(algorithm: Any, profile: str | None, params: Any,
+               line_rate_gbps: float) -> Any:
+    if algorithm is None or not isinstance(algorithm, str):
+        return algorithm  # None, or a ready CcConfig
+    from .cc import configure
+
+    return configure(algorithm, profile, params, line_rate_gbps)
 
 
 def _first(*items: object) -> Any:

@@ -4,6 +4,7 @@ emulator's internal work queue entries."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..opcodes import Operation
 from .constants import WCOpcode, WCStatus, WROpcode
@@ -92,7 +93,7 @@ class SendWQE:
     npkts: int = 0  # packets this message takes on the wire (READ: the request, 1)
     npsn: int = 0  # PSNs it consumes (READ: one per response packet)
     first_psn: int = -1  # assigned at first transmission
-    data: bytes = b""
+    views: list = field(default_factory=list)  # the local memory it sends (memoryviews)
     read_next: int = 0  # READ: next response packet index expected
     done: bool = False
     error: WCStatus | None = None  # a local error found for this WR (completed at flush)
@@ -106,3 +107,12 @@ class SendWQE:
 class RecvWQE:
     wr: RecvWR
     length: int
+
+
+def complete_send(qp: Any, wqe: SendWQE, status: WCStatus) -> None:
+    """Put a send WQE's completion on the send CQ: always for an error, for success only
+    when it was signaled (IBA 10.8.3; rxe ``do_complete``).  RC, UC and UD share it."""
+    if status != WCStatus.IBV_WC_SUCCESS or wqe.signaled:
+        ok = status == WCStatus.IBV_WC_SUCCESS
+        qp.send_cq.push(WC(wqe.wr.wr_id, status, wqe.wc_opcode,
+                           wqe.length if ok else 0, 0, qp.qpn))

@@ -1,5 +1,7 @@
-"""Raw-socket plumbing shared by ``roce send``, ``roce replay`` and ``roce sniff`` (Linux).
+"""Raw-socket plumbing shared by ``roce send``, ``roce replay``, ``roce sniff`` and the
+emulator's raw Ethernet transport and relay (Linux).
 
+* Interface facts: MTU, MAC, IPv4 address, hardware type, from SIOCGIF* ioctls.
 * Interface checks: :func:`check_interface` names what is wrong (unknown, administratively
   down, no carrier) before anything is opened; the CLIs turn :class:`InterfaceError` into
   one line and exit status 2.
@@ -8,6 +10,11 @@
   ``sendmmsg(2)`` (ctypes) when libc has it: one system call per batch instead of one per
   frame is what lets a Python sender keep up with ``tcpreplay``.  Scapy's L2 socket is the
   fallback where ``AF_PACKET`` does not exist.
+* Packet sockets: :func:`packet_socket` is the one way an ``AF_PACKET`` socket that
+  receives is opened (filter attached before it is bound, so no unfiltered frame slips
+  in); the capture socket and the emulator's transport are options of it.  The emulator's
+  filter ("udp dst port 4791 or arp") is assembled here (:data:`ROCE_OR_ARP`), so it needs
+  no libpcap or tcpdump at run time.
 * Capturing: :func:`open_capture_socket` attaches a classic BPF program compiled by libpcap
   (ctypes, ``pcap_compile`` on a dead handle) or by ``tcpdump -ddd``, asks for kernel
   timestamps and ``PACKET_AUXDATA``, and :func:`receive` puts VLAN tags the kernel took off
@@ -35,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from ..errors import FilterError, InputError
+from ..locate import ROCE_PORT
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -50,6 +58,10 @@ SCM_TIMESTAMPNS = 35  # also SO_TIMESTAMPNS
 TP_STATUS_VLAN_VALID = 0x10
 TP_STATUS_VLAN_TPID_VALID = 0x40
 PACKET_OUTGOING = 4
+PACKET_IGNORE_OUTGOING = 23  # Linux 4.20+
+ETH_P_IP = 0x0800
+ETH_P_ARP = 0x0806
+ETH_P_IPV6 = 0x86DD
 
 SIOCGIFFLAGS = 0x8913
 SIOCGIFMTU = 0x8921
@@ -538,28 +550,90 @@ def attach_filter(sock: socket.socket, prog: Bpf) -> None:
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, bytes(fprog))
 
 
-def open_capture_socket(name: str, prog: Bpf | None, promiscuous: bool = True,
-                        rcvbuf: int = 32 << 20) -> socket.socket:
-    """An AF_PACKET socket that receives the frames of ``name`` accepted by ``prog``."""
-    check_interface(name)
+# "udp dst port 4791 or arp" (IPv4 unfragmented or IPv6 without extension headers), as
+# labelled classic BPF: (label, code, k, jump-if-true label, jump-if-false label).
+_LD_H_ABS, _LD_B_ABS, _LD_H_IND, _LDX_B_MSH = 0x28, 0x30, 0x48, 0xB1
+_JEQ_K, _JSET_K, _RET_K = 0x15, 0x45, 0x06
+Labelled = list[tuple[str | None, int, int, str | None, str | None]]
+_ROCE_OR_ARP: Labelled = [
+    (None, _LD_H_ABS, 12, None, None),              # A = ethertype
+    (None, _JEQ_K, ETH_P_ARP, "accept", None),
+    (None, _JEQ_K, ETH_P_IP, None, "ipv6"),
+    (None, _LD_B_ABS, 23, None, None),              # IPv4 protocol
+    (None, _JEQ_K, socket.IPPROTO_UDP, None, "reject"),
+    (None, _LD_H_ABS, 20, None, None),              # flags + fragment offset
+    (None, _JSET_K, 0x1FFF, "reject", None),        # a later fragment has no UDP header
+    (None, _LDX_B_MSH, 14, None, None),             # X = IPv4 header length
+    (None, _LD_H_IND, 16, None, None),              # UDP destination port
+    (None, _JEQ_K, ROCE_PORT, "accept", "reject"),
+    ("ipv6", _JEQ_K, ETH_P_IPV6, None, "reject"),  # A still holds the ethertype
+    (None, _LD_B_ABS, 20, None, None),              # IPv6 next header
+    (None, _JEQ_K, socket.IPPROTO_UDP, None, "reject"),
+    (None, _LD_H_ABS, 56, None, None),
+    (None, _JEQ_K, ROCE_PORT, "accept", "reject"),
+    ("accept", _RET_K, 0x40000, None, None),
+    ("reject", _RET_K, 0, None, None),
+]
+
+
+def assemble(program: Labelled) -> Bpf:
+    """Classic BPF (code, jt, jf, k) for a labelled program; jumps go forward only."""
+    where = {label: i for i, (label, *_rest) in enumerate(program) if label}
+    out: Bpf = []
+    for i, (_label, code, k, jt, jf) in enumerate(program):
+        t = where[jt] - i - 1 if jt else 0
+        f = where[jf] - i - 1 if jf else 0
+        if not (0 <= t < 256 and 0 <= f < 256):
+            raise ValueError(f"BPF jump out of range at instruction {i}")
+        out.append((code, t, f, k))
+    return out
+
+
+ROCE_OR_ARP: Bpf = assemble(_ROCE_OR_ARP)
+
+
+def grow_buffers(sock: socket.socket, rcvbuf: int | None, sndbuf: int | None = None) -> None:
+    """Deep socket queues: a burst waits there while Python catches up.  Root can go past
+    net.core.rmem_max / wmem_max with the FORCE variants; others get what the cap allows."""
+    for force, plain, size in ((SO_RCVBUFFORCE, socket.SO_RCVBUF, rcvbuf),
+                               (SO_SNDBUFFORCE, socket.SO_SNDBUF, sndbuf)):
+        if size:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, force, size)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, plain, size)
+
+
+def packet_socket(name: str, prog: Bpf | None, *, promiscuous: bool = False,
+                  rcvbuf: int = 8 << 20, sndbuf: int | None = None, metadata: bool = False,
+                  ignore_outgoing: bool = False, require_up: bool = True) -> socket.socket:
+    """An AF_PACKET socket bound to ``name`` that receives the frames ``prog`` accepts.
+
+    Created with protocol 0 (it receives nothing) and bound to ETH_P_ALL only after the
+    filter is on, so no unfiltered frame slips in between.  ``metadata`` asks for kernel
+    timestamps and ``PACKET_AUXDATA`` (VLAN tags; see :func:`receive`); ``ignore_outgoing``
+    keeps this host's own frames out where the kernel can (4.20+); ``require_up`` checks
+    the interface is up with a carrier, otherwise only that it exists."""
+    if require_up:
+        check_interface(name)
+    else:
+        interface_flags(name)  # InterfaceError for a missing interface
     if not HAVE_AF_PACKET:
         raise InterfaceError("AF_PACKET sockets are not available on this system")
     try:
-        # Protocol 0 until the filter is on: a socket bound with ETH_P_ALL from the start
-        # would queue unfiltered frames in the gap.
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     except PermissionError:
         raise _privilege_error(name) from None
     try:
         if prog is not None:
             attach_filter(sock, prog)
-        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
-        sock.setsockopt(socket.SOL_SOCKET, SCM_TIMESTAMPNS, 1)
-        try:
-            # a deep queue: frames keep their kernel timestamps while Python catches up
-            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
-        except OSError:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if metadata:
+            sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            sock.setsockopt(socket.SOL_SOCKET, SCM_TIMESTAMPNS, 1)
+        if ignore_outgoing:
+            with contextlib.suppress(OSError):  # older kernels: callers check the type
+                sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        grow_buffers(sock, rcvbuf, sndbuf)
         sock.bind((name, ETH_P_ALL))
         if promiscuous:
             index = socket.if_nametoindex(name)
@@ -567,8 +641,18 @@ def open_capture_socket(name: str, prog: Bpf | None, promiscuous: bool = True,
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
     except OSError as exc:
         sock.close()
-        raise InterfaceError(f"cannot capture on {name}: {exc.strerror or exc}") from None
+        if exc.errno in (errno.ENODEV, errno.ENXIO):
+            raise InterfaceError(f"no such interface {name!r}") from None
+        raise InterfaceError(f"cannot open a packet socket on {name}: "
+                             f"{exc.strerror or exc}") from None
     return sock
+
+
+def open_capture_socket(name: str, prog: Bpf | None, promiscuous: bool = True,
+                        rcvbuf: int = 32 << 20) -> socket.socket:
+    """An AF_PACKET socket that receives the frames of ``name`` accepted by ``prog``, with
+    kernel timestamps and VLAN metadata (what :func:`receive` reads)."""
+    return packet_socket(name, prog, promiscuous=promiscuous, rcvbuf=rcvbuf, metadata=True)
 
 
 def capture_stats(sock: socket.socket) -> tuple[int, int]:
@@ -656,8 +740,9 @@ def stop_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-__all__ = ["Bpf", "Captured", "FilterError", "FrameBatch", "InterfaceError", "Pacer",
-           "PacketSender", "ScapySender", "SendResult", "Sender", "TimingStats",
-           "attach_filter", "capture_stats", "check_interface", "compile_filter",
-           "interface_flags", "interface_hatype", "interface_mtu", "open_capture_socket",
-           "open_sender", "receive", "stop_on_sigterm"]
+__all__ = ["ROCE_OR_ARP", "Bpf", "Captured", "FilterError", "FrameBatch", "InterfaceError",
+           "Pacer", "PacketSender", "ScapySender", "SendResult", "Sender", "TimingStats",
+           "assemble", "attach_filter", "capture_stats", "check_interface", "compile_filter",
+           "grow_buffers", "interface_flags", "interface_hatype", "interface_ipv4",
+           "interface_mac", "interface_mtu", "open_capture_socket", "open_sender",
+           "packet_socket", "receive", "stop_on_sigterm"]

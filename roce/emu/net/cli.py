@@ -12,6 +12,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...options import parse_positive_time, parse_size
+from ..cc import cli as cc_cli
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,7 +63,7 @@ def scenario(args: argparse.Namespace) -> Any:
         timeout=12 if args.timeout is None else args.timeout, retry_cnt=args.retry_cnt,
         rnr_retry=args.rnr_retry, topology=args.topology, topology_file=args.topology_file,
         traffic=args.traffic, buffer=args.buffer, ecn=args.ecn, pfc=args.pfc == "on",
-        lb=args.lb, storm=list(args.pfc_storm))
+        lb=args.lb, storm=list(args.pfc_storm), cc=cc_cli.config(args, args.rate))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -59,6 +59,7 @@ class Nic:
         self.rx_frames = 0
         self.tx_frames = 0
         self.pfc_sent = 0
+        self.cc: Any = None  # roce.emu.cc.driver.CcDriver once congestion control is on
 
     def attach(self, wire: Any) -> None:
         self.wire = wire
@@ -75,6 +76,8 @@ class Nic:
             self.pause.on_frame(now, frame)
             self.wire.kick(now)
             return
+        if self.cc is not None and self.cc.received(now, frame):
+            return  # a CNP: congestion control's, not the QP's
         dev = self.device
         dev.last_qp = None
         dev.receive(now, frame)
@@ -120,6 +123,8 @@ class Nic:
         frame = tx.pop(0)
         self.tx_frames += 1
         tx.sent_bytes += len(frame)
+        if self.cc is not None:
+            self.cc.transmitted(now, qp.qpn, frame)
         pacer = tx.pacer
         if pacer.rate_bps < self.wire.rate_bps:
             pacer.sent(now, len(frame))  # below line rate: the pacer spaces the frames
@@ -157,11 +162,43 @@ class Nic:
 
     # -- the device's driver -----------------------------------------------------------
 
+    def _congestion_control(self) -> Any:
+        """The NIC's congestion-control driver, made when the device or one of its QPs has a
+        configuration (``Context``/``QP.set_congestion_control``; roce.emu.cc.driver)."""
+        if self.cc is None:
+            cfg = getattr(self.ctx, "cc_config", None)
+            if cfg is None and not any(getattr(q, "cc_config", None)
+                                       for q in self.device.qps.values()):
+                return None
+            from ..cc import CcConfig
+            from ..cc.driver import CcDriver
+
+            net = self.net
+            self.cc = CcDriver(cfg or CcConfig(), self.wire.rate_bps, self.device.qps,
+                               lambda t, fn: net.at(t, lambda now, _: fn(now)),
+                               self._send_ctrl,
+                               on_faster=lambda now: net.at(now, self._kick_wire))
+        return self.cc
+
+    def _kick_wire(self, now: int, _: Any = None) -> None:
+        """A rate went up: the scheduler looks again (as an event: never inside a pull)."""
+        self.wire.kick(now)
+
+    def _send_ctrl(self, now: int, frame: bytes) -> None:
+        """A frame the NIC itself makes (a CNP): ahead of the QPs' data, like PFC frames."""
+        self.ctrl.append(frame)
+        self.wire.kick(now)
+
     def _activity(self, device: Any) -> None:
+        cc = self._congestion_control()
         for qp in device.qps.values():
             if qp.qpn not in self.pacers:
-                self.pacers[qp.qpn] = self.pacer_factory(self.wire.rate_bps)
+                self.pacers[qp.qpn] = (cc.pacer(qp.qpn, self.net.now) if cc is not None
+                                       else self.pacer_factory(self.wire.rate_bps))
                 qp.tx = _TxList(self, qp, qp.tx)
+            elif cc is not None and qp.qpn not in cc.algos and not qp.tx.sent_bytes:
+                # congestion control was set after the QP appeared, before it sent
+                self.pacers[qp.qpn] = qp.tx.pacer = cc.pacer(qp.qpn, self.net.now)
         self._prio.clear()  # a modify may have changed a QP's traffic class
         if not self._kick_pending:
             self._kick_pending = True

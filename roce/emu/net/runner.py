@@ -16,11 +16,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..constants import ALL_ACCESS, QPType, WCStatus
+from ..payload import Expected, fill
 from ..qp import QPCap
-from ..scenario import SLOTS, Scenario, Summary, _Flow, _post
+from ..scenario import Scenario, Summary, _Flow, _post, kind
 from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
 from . import topology as topo
-from .stages import PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
+from .stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
+
+
+@dataclass(eq=False)
+class NetFlow(_Flow):
+    """A two-host scenario flow plus the completion queues the network runner times."""
+
+    cq_a: Any = None
+    cq_b: Any = None
 
 
 @dataclass
@@ -33,6 +42,7 @@ class NetScenario(Scenario):
     pfc: bool = True
     lb: str = "ecmp"
     storm: list[str] = field(default_factory=list)  # hosts that emit PFC continuously
+    cc: Any = None  # roce.emu.cc.CcConfig for every host; None: no congestion control
     time_limit_ns: int = 10_000_000_000
 
 
@@ -54,7 +64,8 @@ class NetSummary(Summary):
                     f"lb={s['lb']} pfc={'on' if s['pfc'] else 'off'} ecn={s['ecn']}")
         extra = [
             f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
-            f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes",
+            f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "
+            f"{fab['cnps_sent']}",
             f"completion    mean {self.fct_ns.get('mean', 0) / 1e3:.1f} us, p50 "
             f"{self.fct_ns.get('p50', 0) / 1e3:.1f} us, p99 {self.fct_ns.get('p99', 0) / 1e3:.1f}"
             " us",
@@ -106,12 +117,12 @@ class NetRun:
 
     def __init__(self, sc: NetScenario, record: Any = None,
                  taps: dict[str, Any] | None = None, trace: Any = None) -> None:
-        import random
-
         from ...errors import UsageError
 
-        if sc.op not in ("send", "write", "read", "atomic", "mixed"):
-            raise UsageError("--op must be one of send, write, read, atomic, mixed")
+        if sc.qp_type != "rc":
+            raise UsageError(f"--qp-type {sc.qp_type}: a switched network (--topology) runs RC "
+                             "queue pairs")
+        sc.check(sides=2)  # the two-host scenario's limits (--op, --size, memory) hold here
         self.sc = sc
         self.trace = trace
         t = self.topology = topology_of(sc)
@@ -125,10 +136,15 @@ class NetRun:
             if name not in net.hosts:
                 raise UsageError(f"--pfc-storm {name}: no such host")
             net.hosts[name].storm(PRIO_ROCE)
-        rng = random.Random(sc.seed)
+        tclass = ROCE_TRAFFIC_CLASS
+        if sc.cc is not None:
+            tclass = DSCP_ROCE << 2 | sc.cc.ecn  # --ecn-codepoint
+            if sc.cc.enabled:
+                for nic in net.hosts.values():
+                    nic.ctx.set_congestion_control(sc.cc)
         self.ready: list[_TimedCQ] = []
-        self.slot = slot = max(sc.size, 8)
-        self.flows: list[_Flow] = []
+        slot = sc.slot
+        self.flows: list[NetFlow] = []
         self.names: list[tuple[str, str]] = []
         self.post_times: dict[int, list[int]] = {}
         self.recv_done: dict[int, int] = {}
@@ -147,20 +163,24 @@ class NetRun:
                                          recv_cq=cq_b, cap=cap))
                 connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn,
                         timeout=sc.timeout, retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
-                        traffic_class=ROCE_TRAFFIC_CLASS, resolve=True)
-                # message i uses slot i % SLOTS: fewer messages need fewer slots
-                length = slot * max(1, min(SLOTS, sc.count))
-                local = MR(pd_a, length, ALL_ACCESS)
-                remote = MR(pd_b, length, ALL_ACCESS)
-                local.write(rng.randbytes(length))
-                remote.write(rng.randbytes(length))
-                f = _Flow(qa, qb, cq_a, cq_b, local, remote,
-                          expected_remote=bytearray(remote.buf),
-                          expected_local=bytearray(local.buf))
+                        traffic_class=tclass, resolve=True)
+                # the two-host scenario's buffers and data model (roce.emu.payload)
+                index, slots = len(self.flows), sc.slots
+                local = MR(pd_a, slot * slots, ALL_ACCESS)
+                remote = MR(pd_b, slot * slots, ALL_ACCESS)
+                fill(local.buf, sc.seed, index, "local", sc.size, slots)
+                fill(remote.buf, sc.seed, index, "remote", sc.size, slots)
+                f = NetFlow(index, qa, qb, local, remote,
+                            Expected(sc.seed, index, sc.size, slots), cq_a=cq_a, cq_b=cq_b)
                 self.flows.append(f)
                 self.names.append((src, dst))
                 self.post_times[id(f)] = []
                 self.recv_done[id(f)] = 0
+
+    def post(self, f: NetFlow) -> None:
+        """Post ``f``'s next message, as the two-host scenario posts it."""
+        _post(self.sc, f, f.posted, None)
+        f.posted += 1
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> NetSummary:
         sc, net, flows, ready = self.sc, self.net, self.flows, self.ready
@@ -171,11 +191,10 @@ class NetRun:
             self.trace.start(net, flows, self.names)
         cpu0 = time.process_time()
 
-        def post_more(f: _Flow) -> None:
+        def post_more(f: NetFlow) -> None:
             while f.posted < sc.count and f.posted - f.done < sc.depth:
-                _post(sc, f, f.posted, self.slot)
+                self.post(f)
                 self.post_times[id(f)].append(net.now)
-                f.posted += 1
 
         for f in flows:
             post_more(f)
@@ -194,7 +213,9 @@ class NetRun:
                     done += 1
                     f.status[WCStatus(wc.status).name] += 1
                     f.bytes += wc.byte_len
-                    if wc.status != WCStatus.IBV_WC_SUCCESS:
+                    if wc.status == WCStatus.IBV_WC_SUCCESS:
+                        f.expected.apply(kind(sc.op, wc.wr_id), wc.wr_id)
+                    else:
                         f.posted = sc.count
                 post_more(f)
             if progress is not None:
@@ -277,13 +298,19 @@ def fabric_stats(net: Any) -> dict[str, Any]:
                        "paused_ns": nic.pause.paused_ns_at(net.now),
                        "pfc_sent": nic.pfc_sent, "tx_frames": nic.tx_frames,
                        "rx_frames": nic.rx_frames}
+        if nic.cc is not None:
+            cc = nic.cc.stats()
+            hosts[name]["cc"] = cc
+            tot["cnps_sent"] += cc["cnps_sent"]
+            tot["cnps_received"] += cc["cnps_received"]
     link_lost = sum(w.stats.lost for w in net.wires)
     return {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"],
             "pfc_frames": tot["pfc_frames"], "max_queue_bytes": tot["max_queue_bytes"],
+            "cnps_sent": tot["cnps_sent"], "cnps_received": tot["cnps_received"],
             "link_lost": link_lost, "ports": ports, "hosts": hosts}
 
 
-def summarise(sc: NetScenario, net: Any, flows: list[_Flow], names: list[tuple[str, str]],
+def summarise(sc: NetScenario, net: Any, flows: list[NetFlow], names: list[tuple[str, str]],
               post_times: dict[int, list[int]], cpu: float, finished: bool,
               recv_done: dict[int, int] | None = None) -> NetSummary:
     s = NetSummary(scenario=asdict(sc))
@@ -318,7 +345,8 @@ def summarise(sc: NetScenario, net: Any, flows: list[_Flow], names: list[tuple[s
         s.link[w.name] = asdict(w.stats)
     ok = status.get("IBV_WC_SUCCESS", 0)
     s.data_verified = finished and ok == s.posted and all(
-        f.remote.buf == f.expected_remote and f.local.buf == f.expected_local for f in flows)
+        f.expected.matches("remote", f.remote.buf) and f.expected.matches("local", f.local.buf)
+        for f in flows)
     s.cpu_s = cpu
     s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
     s.hops = net.hops

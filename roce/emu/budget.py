@@ -1,0 +1,89 @@
+"""How much memory an emulator run may take, checked before anything is allocated.
+
+An emulated device keeps its registered memory in RAM, so ``--size``, ``--qps`` and their
+product decide how much a run needs.  ``check`` compares that with what this process can
+get -- the smaller of the memory the kernel reports available and the address-space limit
+(``RLIMIT_AS``) left over -- and refuses with a ``UsageError`` naming the option and its
+bound, so a typo costs a millisecond rather than the machine's memory.
+"""
+
+from __future__ import annotations
+
+import resource
+
+from ..errors import UsageError
+
+QP_OVERHEAD = 16 << 10  # bytes one emulated QP costs beyond its buffers (objects, queues)
+MAX_QPNS = (1 << 24) - 0x11  # QPNs are 24 bits; rxe numbers QPs from 17
+
+
+def _meminfo(key: str) -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _vm_size() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def available() -> int:
+    """Bytes this process can still allocate, as far as the system says (3/4 of it: the
+    run needs some memory besides the emulated buffers)."""
+    limits = []
+    avail = _meminfo("MemAvailable")
+    if avail is not None:
+        limits.append(avail)
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        limits.append(max(0, soft - _vm_size()))
+    return min(limits) * 3 // 4 if limits else 1 << 40
+
+
+def human(n: int) -> str:
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g}{unit}"
+    return str(n)
+
+
+def check(need: int, option: str, value: object, bound: str, what: str) -> None:
+    """Refuse ``need`` bytes for ``what`` when they exceed ``available()``: the message
+    names ``option`` (with the ``value`` typed) and ``bound``, what it may be here."""
+    have = available()
+    if need > have:
+        raise UsageError(f"{option} {value}: {what} would need {human(need)} of memory, "
+                         f"{human(have)} is available here ({option} at most {bound})")
+
+
+def workload(size: int, slots: int, qps: int, sides: int) -> None:
+    """Check a workload of ``qps`` QPs with ``slots`` slots for ``size``-byte messages on
+    ``sides`` devices in this process (2 on the simulated fabric, 1 at each end of a real
+    link): ``--qps`` first (its bound counts the buffers too), then ``--size``."""
+    from .payload import slot_bytes
+
+    per_qp = sides * (QP_OVERHEAD + slots * slot_bytes(size))
+    have = available()
+    most = min(MAX_QPNS, have // per_qp)
+    if qps > most and (most >= 1 or qps > MAX_QPNS):  # not even one QP fits: --size
+        why = ("a device numbers QPs with 24 bits from 0x11" if most == MAX_QPNS else
+               f"{qps} QPs would need {human(qps * per_qp)} of memory, {human(have)} is "
+               "available here")
+        raise UsageError(f"--qps {qps}: {why} (--qps at most {most}"
+                         f"{' with --size ' + human(size) if most < MAX_QPNS else ''})")
+    room = (have // qps - sides * QP_OVERHEAD) // (sides * slots)  # bytes per slot
+    check(qps * per_qp, "--size", human(size),
+          human(max(room, 0)) + (f" with --qps {qps}" if qps > 1 else ""),
+          f"{qps} QP(s) of {human(slot_bytes(size))} messages")

@@ -1,0 +1,112 @@
+"""The interface every congestion-control algorithm implements (docs/congestion-control.md).
+
+An algorithm is one class, one instance per sending QP.  It is sans-I/O like the rest of the
+emulator core: the driver (the host NIC) passes ``now`` in integer nanoseconds to every event
+and reads back what the algorithm wants, it never reads a clock or a random source.
+
+Events: a CNP arrived (``on_cnp``), an ACK arrived with its measured RTT (``on_ack``), the
+NIC sent bytes of this QP (``on_sent``), one of the algorithm's named timers fired
+(``on_timer``).  Each returns an ``Output``: the sending rate in bit/s, a window in bytes (or
+None for a rate-only algorithm) and the earliest timer deadline (or None).  ``timers()`` names
+every armed timer, as the QP core's own timers are named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Output:
+    """What an algorithm asks of the NIC after an event."""
+
+    rate_bps: float
+    window: int | None
+    deadline: int | None
+
+
+class CongestionControl:
+    """Base class: a QP sending at line rate that reacts to nothing (``--cc none``).
+
+    A subclass says what it is in its class line - ``class Timely(CongestionControl,
+    name="timely", params=PARAMS, profiles=PROFILES, uses_rtt=True)`` (``PARAMS`` are
+    ``roce.emu.cc.params.Param`` rows; the first profile is the default) - and overrides the
+    events it reacts to.  ``uses_cnp`` says whether the receiving NIC must
+    run a notification point (ECN-driven algorithms) for this algorithm to get its signal;
+    ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples.
+    """
+
+    name: ClassVar[str] = "none"
+    uses_cnp: ClassVar[bool] = False
+    uses_rtt: ClassVar[bool] = False  # the NIC must time its packets for ``on_ack``
+    PARAMS: ClassVar[Mapping[str, Any]] = {}
+    PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
+    DEFAULT_PROFILE: ClassVar[str] = "default"
+
+    def __init_subclass__(cls, name: str = "", params: Mapping[str, Any] | None = None,
+                          profiles: Mapping[str, Mapping[str, Any]] | None = None,
+                          uses_cnp: bool = False, uses_rtt: bool = False,
+                          **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.name = name or cls.__name__.lower()
+        cls.uses_cnp, cls.uses_rtt = uses_cnp, uses_rtt
+        if params is not None:
+            cls.PARAMS = params
+        if profiles is not None:
+            cls.PROFILES = profiles
+            cls.DEFAULT_PROFILE = next(iter(profiles))
+
+    def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
+        self.params = dict(params)
+        self.line_rate = float(line_rate_bps)
+        self.rate = self.line_rate
+        self._timers: dict[str, int] = {}
+        # True while ``on_sent`` matters (a driver skips the call otherwise: it runs per frame)
+        self.counting = type(self).on_sent is not CongestionControl.on_sent
+
+    # -- events -------------------------------------------------------------------------
+
+    def on_cnp(self, now: int) -> Output:
+        return self.output()
+
+    def on_ack(self, now: int, rtt_ns: int, acked_bytes: int = 0) -> Output:
+        return self.output()
+
+    def on_sent(self, now: int, nbytes: int) -> Output:
+        return self.output()
+
+    def on_timer(self, now: int, name: str) -> Output:
+        return self.output()
+
+    # -- what the driver reads ------------------------------------------------------------
+
+    @property
+    def window(self) -> int | None:
+        return None
+
+    def timers(self) -> dict[str, int]:
+        """Every armed timer by name (virtual ns)."""
+        return dict(self._timers)
+
+    def deadline(self) -> int | None:
+        return min(self._timers.values(), default=None)
+
+    def output(self) -> Output:
+        return Output(self.rate, self.window, self.deadline())
+
+    def fire_due(self, now: int) -> Output:
+        """Fire every timer due at ``now``, earliest first (a driver with one timer event per
+        QP calls this)."""
+        while True:
+            due = [(t, n) for n, t in self._timers.items() if t <= now]
+            if not due:
+                return self.output()
+            _, name = min(due)
+            del self._timers[name]
+            self.on_timer(now, name)
+
+
+class NoControl(CongestionControl, name="none"):
+    """``--cc none``: line rate whatever happens (PFC alone guards the fabric)."""

@@ -1,0 +1,108 @@
+"""The NIC-side congestion-control driver on real frames: CNPs consumed and acted on, the
+notification point answering CE marks with spaced CNPs, RTT samples from ACKs, named timers
+through the scheduler it is given."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from roce.emu.cc import configure
+from roce.emu.cc.driver import CcDriver
+from roce.emu.cc.np import cnp_frame
+from roce.emu.wire import FrameBuilder, Path, select
+from roce.headers import ECN_CE, ECN_ECT0
+from roce.opcodes import CNP_OPCODE, Operation, Position, Transport
+from roce.packet import parse
+
+US = 1_000
+L = 100e9
+TO_B = Path("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.0.0.2",
+            tclass=26 << 2 | ECN_ECT0)
+TO_A = Path(TO_B.dmac, TO_B.smac, TO_B.dip, TO_B.sip, tclass=26 << 2 | ECN_ECT0)
+QP_A, QP_B = 0x11, 0x22
+WRITE = select(Transport.RC, Operation.RDMA_WRITE, Position.MIDDLE)
+ACK = select(Transport.RC, Operation.ACK, Position.ONLY)
+
+
+class Harness:
+    def __init__(self, algorithm: str, qps: dict, *overrides: str) -> None:
+        self.events: list[tuple[int, object]] = []
+        self.sent: list[tuple[int, bytes]] = []
+        self.d = CcDriver(configure(algorithm, None, overrides), L, qps,
+                          lambda t, fn: self.events.append((t, fn)),
+                          lambda t, f: self.sent.append((t, f)))
+
+    def run_until(self, t: int) -> None:
+        while True:
+            due = sorted((x for x in self.events if x[0] <= t), key=lambda x: x[0])
+            if not due:
+                return
+            self.events.remove(due[0])
+            due[0][1](due[0][0])
+
+
+def test_cnp_cuts_the_sending_qp_and_timer_recovers():
+    h = Harness("dcqcn", {QP_A: SimpleNamespace()})
+    pacer = h.d.pacer(QP_A)
+    assert pacer.rate_bps == int(L)
+    assert h.d.received(10 * US, cnp_frame(TO_A, QP_B, QP_A)) is True
+    cut = int(L * 1025 / 2048)
+    assert pacer.rate_bps == cut
+    assert [t for t, _ in h.events] == [10 * US + 300 * US]  # rate_increase
+    h.run_until(310 * US)
+    assert pacer.rate_bps == int((L + L * 1025 / 2048) / 2)  # fast recovery
+    assert h.d.cnps_received == 1
+    # a CNP for a QP without an algorithm is still consumed (never reaches the device)
+    assert h.d.received(0, cnp_frame(TO_A, QP_B, 0x99)) is True
+
+
+def test_byte_counter_through_transmitted():
+    h = Harness("dcqcn", {QP_A: SimpleNamespace()}, "rp_byte_reset=1000")
+    pacer = h.d.pacer(QP_A)
+    h.d.received(0, cnp_frame(TO_A, QP_B, QP_A))
+    frame = FrameBuilder(TO_B, QP_A).build(WRITE, QP_B, 0, payload=bytes(1000))
+    h.d.transmitted(1, QP_A, frame)  # > 1000 bytes: one byte-counter event
+    assert pacer.rate_bps == int((L + L * 1025 / 2048) / 2)
+
+
+def test_np_answers_ce_with_spaced_cnps():
+    receiver = SimpleNamespace(builder=FrameBuilder(TO_A, QP_B), attr=SimpleNamespace(
+        dest_qp_num=QP_A))
+    h = Harness("dcqcn", {QP_B: receiver})
+    ce = FrameBuilder(Path(TO_B.smac, TO_B.dmac, TO_B.sip, TO_B.dip,
+                           tclass=26 << 2 | ECN_CE), QP_A)
+    plain = FrameBuilder(TO_B, QP_A)
+    for t, fb in [(0, plain), (1 * US, ce), (2 * US, ce), (4 * US, ce), (5 * US, ce)]:
+        assert h.d.received(t, fb.build(WRITE, QP_B, t, payload=bytes(64))) is False
+    assert [t for t, _ in h.sent] == [1 * US, 5 * US]  # 4 us apart (NVIDIA's default)
+    f = parse(h.sent[0][1]).fields()
+    assert (f["bth.opcode"], f["bth.destqp"], f["bth.becn"]) == (CNP_OPCODE, QP_A, True)
+    assert (f["ip.src"], f["ip.dst"], f["ip.dsfield.dscp"]) == ("10.0.0.2", "10.0.0.1", 48)
+    assert (h.d.np.ce_packets, h.d.np.cnps_sent, h.d.np.suppressed) == (4, 2, 2)
+
+
+def test_no_np_without_an_ecn_algorithm():
+    receiver = SimpleNamespace(builder=FrameBuilder(TO_A, QP_B), attr=SimpleNamespace(
+        dest_qp_num=QP_A))
+    h = Harness("timely", {QP_B: receiver})
+    ce = FrameBuilder(Path(TO_B.smac, TO_B.dmac, TO_B.sip, TO_B.dip, tclass=ECN_CE), QP_A)
+    h.d.received(0, ce.build(WRITE, QP_B, 0, payload=bytes(64)))
+    assert h.sent == []
+
+
+def test_timely_rtt_from_ack():
+    h = Harness("timely", {QP_A: SimpleNamespace()})
+    pacer = h.d.pacer(QP_A)
+    fb, back = FrameBuilder(TO_B, QP_A), FrameBuilder(TO_A, QP_B)
+    aeth = {"aeth": {"syndrome": 0, "msn": 0}}
+    for psn in range(4):
+        h.d.transmitted(psn * US, QP_A, fb.build(WRITE, QP_B, psn, payload=bytes(64)))
+    h.d.received(100 * US, back.build(ACK, QP_A, 1, aeth))  # RTT 99 us: first sample
+    assert h.d.algos[QP_A].prev_rtt == 99 * US and pacer.rate_bps == int(L)
+    h.d.received(140 * US, back.build(ACK, QP_A, 3, aeth))  # RTT 137 us: rising
+    t = h.d.algos[QP_A]
+    assert t.gradient == pytest.approx(0.875 * 38 / 20)
+    assert pacer.rate_bps == int(max(L * (1 - 0.8 * t.gradient), 10e6))
+    assert h.d.rtt_samples == 2 and h.d._sent_at[QP_A] == {}

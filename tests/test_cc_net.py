@@ -1,0 +1,146 @@
+"""Congestion control on the switched network: DCQCN's fairness on a dumbbell, incast with
+and without PFC, CNP counts and spacing in captures, TIMELY on real RTTs (issue 14's checks;
+docs/congestion-control.md)."""
+
+from __future__ import annotations
+
+import json
+
+from net_helpers import pcap
+
+from roce.cli import main
+from roce.dissect.timeline import collect
+from roce.emu.cc import configure
+from roce.emu.cc.experiments import US, backlogged
+from roce.emu.net.runner import NetRun, NetScenario, fabric_stats, run_network
+from roce.pcapio import PcapWriter
+
+
+def test_dumbbell_two_flows_share_the_bottleneck_fairly():
+    # flow 2 joins 2 ms after flow 1 took the whole 100G bottleneck
+    run, s = backlogged("dumbbell:2", "dcqcn", 12_000 * US, starts_ns=[0, 2_000 * US],
+                        interval_ns=500 * US)
+    half = len(s.series[0]) // 2
+    means = [sum(x[half:]) / len(x[half:]) for x in s.series]
+    assert all(abs(m - 50) <= 0.15 * 50 for m in means), means
+    jain = sum(means) ** 2 / (2 * sum(m * m for m in means))
+    assert jain >= 0.95
+    stats = fabric_stats(run.net)
+    assert stats["cnps_sent"] > 0 and stats["drops"] == 0
+    # and DCQCN cut the first flow when the second arrived
+    assert run.net.hosts["a1"].cc.algos[run.flows[0].qa.qp_num].cuts > 0
+
+
+def _incast(cc: str, pfc: bool, **kw):
+    sc = NetScenario(topology="incast:16", op="write", size=1 << 20, count=1, depth=1,
+                     pfc=pfc, cc=configure(cc), **kw)
+    return run_network(sc)
+
+
+def test_incast_with_pfc_dcqcn_cuts_pauses_and_queue():
+    off, on = _incast("none", True), _incast("dcqcn", True)
+    assert off.data_verified and on.data_verified
+    assert off.fabric["pfc_frames"] > 0
+    assert on.fabric["pfc_frames"] <= 0.2 * off.fabric["pfc_frames"]
+    assert on.fabric["max_queue_bytes"] < off.fabric["max_queue_bytes"]
+    assert on.fabric["drops"] == 0 and off.fabric["drops"] == 0
+    assert on.fabric["cnps_sent"] == on.fabric["cnps_received"] > 0
+
+
+def test_lossy_fabric_dcqcn_cuts_drops_and_retransmissions():
+    # marking must start well below the drop point: the rate-scaled default Kmax (1.6 MB at
+    # 100 Gb/s) is above the ~1.4 MB one queue may hold without PFC
+    def go(cc):
+        sc = NetScenario(topology="incast:8", op="write", size=1 << 20, count=4, depth=1,
+                         pfc=False, ecn="100K,400K,0.2", cc=configure(cc))
+        return run_network(sc)
+
+    none, dcqcn = go("none"), go("dcqcn")
+    assert none.data_verified and dcqcn.data_verified
+    assert none.fabric["drops"] > 0
+    assert dcqcn.fabric["drops"] < none.fabric["drops"]
+    assert dcqcn.retransmitted < none.retransmitted
+
+
+def test_cnp_counts_and_spacing_in_the_capture(tmp_path, capsys):
+    path = tmp_path / "incast.pcap"
+    w = PcapWriter(str(path))
+    tap_path = tmp_path / "tap.pcap"
+    tap = PcapWriter(str(tap_path))
+    sc = NetScenario(topology="incast:4", op="write", size=1 << 20, count=2, depth=1,
+                     cc=configure("dcqcn"))
+    run = NetRun(sc, w, {"sw:4": tap})  # port 4 faces the receiver r
+    s = run.run()
+    w.close()
+    tap.close()
+    sent = s.fabric["cnps_sent"]
+    assert sent > 0
+    # roce stats counts what the notification points say they sent
+    capsys.readouterr()
+    assert main(["stats", str(path), "-T", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["cnps"] == sent
+    # the switch port facing r receives r's CNPs: per QP never closer than
+    # np_min_time_between_cnps, less one frame a CNP may wait behind on r's wire
+    interval = sc.cc.np_interval_ns
+    frame_ns = (4096 + 100) * 8 * 1_000_000_000 // int(100e9)
+    tl = collect((f, t) for t, f in pcap(tap_path))
+    gaps = [q.cnp_min_gap() for q in tl.series() if len(q.cnps) > 1]
+    assert gaps and min(gaps) >= interval - frame_ns
+    assert sum(len(q.cnps) for q in tl.series()) == sent
+    np_stats = [h["cc"] for h in s.fabric["hosts"].values() if "cc" in h]
+    assert sum(c["cnps_suppressed"] for c in np_stats) > 0  # the spacing was exercised
+
+
+def test_timely_rates_follow_the_rtt():
+    run, s = backlogged("incast:4", "timely", 3_000 * US, size=64 << 10, interval_ns=250 * US)
+    nics = [run.net.hosts[f"s{i}"] for i in range(1, 5)]
+    algos = [nic.cc.algos[f.qa.qp_num] for nic, f in zip(nics, run.flows)]
+    assert sum(nic.cc.rtt_samples for nic in nics) > 100
+    # four line-rate senders into one 100G port: the queue's RTT (> T_high) cut every rate
+    assert all(a.rate < 25e9 for a in algos)
+    # with the queue gone the RTT is below T_low: additive increase, the rates climb again
+    assert all(a.prev_rtt < a.t_low and a.rule == "t_low" for a in algos)
+    total = [sum(x[i] for x in s.series) for i in range(len(s.series[0]))]
+    assert total[0] > 60 and total[1] < 40 and total[-1] > total[2]
+
+
+def test_emulate_cli_cc_options(tmp_path, capsys):
+    out = tmp_path / "run.pcap"
+    rc = main(["emulate", "--topology", "incast:2", "--cc", "dcqcn", "--cc-profile", "paper",
+               "--cc-param", "rp_ai_rate=40", "--ecn-codepoint", "ect1", "--size", "256K",
+               "--count", "2", "-T", "json", "--no-progress", "-w", str(out)])
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out.split("\npcap")[0])
+    # data leaves ECT(1) (a switch may have set CE); CNPs are not ECN-capable
+    from roce.emu.net import frames
+    from roce.headers import ECN_CE, ECN_ECT1, ECN_NOT_ECT, SIZE_OF
+    from roce.opcodes import CNP_OPCODE
+
+    bth = SIZE_OF["eth"] + SIZE_OF["ip"] + SIZE_OF["udp"]  # the opcode is BTH's first byte
+    seen = {}
+    for _, f in pcap(out):
+        if frames.is_ipv4(f) and len(f) > bth:
+            seen.setdefault(f[bth] == CNP_OPCODE, set()).add(frames.ecn(f))
+    assert seen[False] <= {ECN_ECT1, ECN_CE} and ECN_ECT1 in seen[False]
+    assert seen.get(True, {ECN_NOT_ECT}) == {ECN_NOT_ECT}
+    cc = summary["scenario"]["cc"]
+    assert cc["algorithm"] == "dcqcn" and cc["profile"] == "paper"
+    assert cc["params"]["rp_ai_rate"] == 40 and cc["ecn"] == 1
+    assert main(["emulate", "--topology", "incast:2", "--cc", "dcqcn", "--cc-param",
+                 "rp_min_dec_fac=200"]) == 1
+    assert "rp_min_dec_fac" in capsys.readouterr().err
+
+
+def test_verbs_per_qp_setting_overrides_the_device():
+    sc = NetScenario(topology="incast:2", op="write", size=256 << 10, count=2, depth=1)
+    run = NetRun(sc)
+    f1, f2 = run.flows
+    f1.qa.set_congestion_control("timely")  # one QP of s1's; the devices have none
+    f2.qa.ctx.set_congestion_control("dcqcn", profile="paper")  # every QP of s2
+    s = run.run()
+    assert s.data_verified
+    d1, d2 = run.net.hosts["s1"].cc, run.net.hosts["s2"].cc
+    assert d1.algos[f1.qa.qp_num].name == "timely" and d1.rtt_samples > 0
+    assert d2.algos[f2.qa.qp_num].name == "dcqcn"
+    assert d2.algos[f2.qa.qp_num].params["np_min_time_between_cnps"] == 50
+    assert run.net.hosts["r"].cc is None  # the receiver has no configuration: no NP

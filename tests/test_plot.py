@@ -1,0 +1,132 @@
+"""The capture timeline and ``roce plot``: checked on the data the figures plot."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cc_helpers import ACKS, CNPS, DATA, PAYLOAD, frames, write_capture
+
+from roce.cli import main
+from roce.dissect.timeline import binned, collect
+from roce.plot.capture import capture_figure
+from roce.plot.trace import read_trace, trace_figure
+
+US = 1_000
+
+
+def lines(ax) -> dict[str, tuple[list, list]]:
+    return {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata()))
+            for ln in ax.get_lines()}
+
+
+def test_timeline_counts():
+    tl = collect(frames())
+    (q,) = tl.series()
+    assert (q.src, q.dst, q.qpn) == ("10.0.0.1", "10.0.0.2", 0x22)
+    assert [d[1] for d in q.data] == [p for _, p, _ in DATA]
+    assert [d[3] for d in q.data] == [False] * 5 + [True, False]
+    assert q.retransmissions == 1
+    assert q.ce_fraction == pytest.approx(2 / 7)
+    assert q.cnps == [t * US for t in CNPS] and q.cnp_min_gap() == 10 * US
+    assert [a[1] for a in q.acks] == [p for _, p in ACKS]
+    assert [(p[0], p[3]) for p in tl.pauses] == [(50 * US, False), (55 * US, True)]
+
+
+def test_binned():
+    rows = binned(collect(frames()), 20 * US)
+    by = {r["start_ns"]: r for r in rows}
+    label = "10.0.0.1 -> 10.0.0.2 QP 0x000022"
+    first = by[0]["qps"][label]
+    n = first["bytes"] // 2
+    assert n > len(PAYLOAD) and first["bytes"] == 2 * n  # PSN 0 and 1
+    assert first["gbps"] == pytest.approx(2 * n * 8 / (20 * US))
+    assert by[20 * US]["qps"][label]["cnps"] == 2
+    assert by[60 * US]["qps"][label]["retransmissions"] == 1
+    assert by[40 * US]["pauses"] == 1  # the XON at 55 us is not a pause
+
+
+def test_capture_figure_data():
+    fig = capture_figure(collect(frames()), 20 * US)
+    thr, psn = fig.axes
+    label = "10.0.0.1 -> 10.0.0.2 QP 0x000022"
+    got = lines(thr)
+    xs, ys = got[f"{label} throughput"]
+    assert xs == [10, 30, 50, 70]  # bin centres, us
+    n = len(frames()[0][0])  # every WRITE frame has the same length
+    assert ys == pytest.approx([k * n * 8 / (20 * US) for k in (2, 2, 1, 2)])
+    assert got[f"{label} CNP"][0] == CNPS
+    assert got[f"{label} retransmission"][0] == [60]
+    assert got["PAUSE/PFC (XOFF)"][0] == [50]
+    assert thr.get_ylabel() == "Throughput (Gb/s)"
+    assert thr.get_legend() is not None
+    p = lines(psn)
+    assert p[f"{label} first transmission"] == ([0, 10, 20, 30, 40, 70], [0, 1, 2, 3, 4, 5])
+    assert p[f"{label} retransmission"] == ([60], [3])
+    assert p[f"{label} ACK"] == ([t for t, _ in ACKS], [x for _, x in ACKS])
+    assert psn.get_xlabel() == "Time (us)" and psn.get_ylabel().startswith("PSN")
+
+
+TRACE_ROWS = [
+    {"time_ns": 0, "kind": "queue", "node": "sw0:p1", "index": 3, "bytes": 0},
+    {"time_ns": 10_000, "kind": "queue", "node": "sw0:p1", "index": 3, "bytes": 150_000},
+    {"time_ns": 0, "kind": "queue", "node": "sw0:p2", "index": 3, "bytes": 0},
+    {"time_ns": 10_000, "kind": "queue", "node": "sw0:p2", "index": 3, "bytes": 0},
+    {"time_ns": 0, "kind": "qp", "node": "h0->h2", "index": 17, "bytes": 0,
+     "rate_gbps": 100.0, "acked_psns": 0},
+    {"time_ns": 10_000, "kind": "qp", "node": "h0->h2", "index": 17, "bytes": 4096,
+     "rate_gbps": 50.5, "acked_psns": 3},
+    {"time_ns": 0, "kind": "pause", "node": "h0", "index": 3, "paused": 0},
+    {"time_ns": 10_000, "kind": "pause", "node": "h0", "index": 3, "paused": 1},
+]
+
+
+def _write_trace(path, fmt):
+    cols = ("time_ns", "kind", "node", "index", "bytes", "rate_gbps", "acked_psns", "paused")
+    with open(path, "w") as f:
+        if fmt == "csv":
+            f.write(",".join(cols) + "\n")
+            for r in TRACE_ROWS:
+                f.write(",".join(str(r.get(c, "")) for c in cols) + "\n")
+        else:
+            for r in TRACE_ROWS:
+                f.write(json.dumps(r) + "\n")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_trace_figure(tmp_path, fmt):
+    path = tmp_path / f"t.{fmt}"
+    _write_trace(path, fmt)
+    with open(path) as f:
+        fig = trace_figure(list(read_trace(f)))
+    q, r, p = fig.axes
+    assert lines(q) == {"sw0:p1 class 3": ([0, 10], [0, 150])}  # idle queues left out
+    assert lines(r) == {"h0->h2 QP 0x11": ([0, 10], [100.0, 50.5])}
+    assert lines(p) == {"h0 priority 3": ([0, 10], [0, 1])}
+    assert (q.get_ylabel(), r.get_ylabel(), p.get_xlabel()) == (
+        "Queue depth (KB)", "Rate (Gb/s)", "Time (us)")
+
+
+def test_trace_missing_column(tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    path.write_text("time_ns,kind,node,index\n0,queue,sw0:p1,3\n")
+    out = tmp_path / "x.png"
+    assert main(["plot", "--trace", str(path), "-o", str(out)]) == 2
+    assert "bad.csv:2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ext, magic", [("png", b"\x89PNG"), ("svg", b"<?xml"),
+                                        ("pdf", b"%PDF")])
+def test_cli_writes_each_format(tmp_path, ext, magic):
+    cap = write_capture(tmp_path / "c.pcap")
+    out = tmp_path / f"fig.{ext}"
+    assert main(["plot", cap, "-o", str(out), "--interval", "20us"]) == 0
+    assert out.read_bytes().startswith(magic)
+
+
+def test_cli_usage_errors(tmp_path, capsys):
+    cap = write_capture(tmp_path / "c.pcap")
+    assert main(["plot", cap, "-o", str(tmp_path / "fig.gif")]) == 1
+    assert ".png, .svg or .pdf" in capsys.readouterr().err
+    assert main(["plot", "-o", str(tmp_path / "fig.png")]) == 1
+    assert main(["plot", str(tmp_path / "missing.pcap"), "-o", str(tmp_path / "f.png")]) == 2
