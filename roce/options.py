@@ -96,6 +96,7 @@ parse_qpn = unsigned(24, "a QPN (24 bits)")
 parse_timeout = bounded_int(0, 31, "a timeout exponent")
 parse_retry = bounded_int(0, 7, "a retry count")
 parse_port = bounded_int(1, 0xFFFF, "a port")
+parse_listen_port = bounded_int(0, 0xFFFF, "a port (0: any free one)")
 parse_key = unsigned(32, "a 32-bit key")
 parse_address = unsigned(64, "a 64-bit address")
 
@@ -345,7 +346,7 @@ def parse_ecn(text: str) -> int:
 __all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_NS", "MAX_SECONDS", "WidthOf", "bounded_int",
            "field_assignment", "field_int", "mac_bytes", "parse_address", "parse_ecn",
            "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs", "parse_key",
-           "parse_mac", "parse_mac_bytes", "parse_port", "parse_positive",
+           "parse_listen_port", "parse_mac", "parse_mac_bytes", "parse_port", "parse_positive",
            "parse_positive_seconds", "parse_positive_time", "parse_probability", "parse_psn",
            "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed", "parse_size",
            "parse_time", "parse_timeout", "read_int", "size_at_most", "unsigned"]

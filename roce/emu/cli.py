@@ -15,6 +15,7 @@ from ..options import (
     MAX_COUNT,
     bounded_int,
     parse_ip_text,
+    parse_listen_port,
     parse_mac,
     parse_port,
     parse_positive,
@@ -78,7 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="raw Ethernet: answer ARP for --ip and resolve the peer by ARP")
     g.add_argument("--qp-type", choices=("rc", "uc", "ud"), default="rc",
                    help="queue pair type (rc; ud: --op send, one packet per message)")
-    g.add_argument("--port", type=parse_port, default=18515, help="out-of-band TCP port (18515)")
+    g.add_argument("--port", type=parse_listen_port, default=18515,
+                   help="out-of-band TCP port (18515; 0: any free one)")
     g.add_argument("--bind", type=parse_ip_text, metavar="ADDR",
                    help="--listen: out-of-band address (all)")
     g.add_argument("--udp-port", type=parse_port, default=4791, help=argparse.SUPPRESS)
