@@ -1108,3 +1108,8 @@ include "_columns.pxi"
 # -- per-flow analysis -------------------------------------------------------------------------
 
 include "_flowengine.pxi"
+
+# -- native InfiniBand (roce.families) ---------------------------------------------------------
+
+include "_ibscan.pxi"
+include "_peel.pxi"

@@ -518,3 +518,12 @@ def describe_syndrome(syn: int) -> str:
     if kind == AETH_NAK:
         return "NAK " + nak_name(value).replace(" ", "-")
     return f"Reserved syndrome 0x{syn:02x}"
+
+
+def define(name: str, con: Construct) -> tuple[Layout, Callable[[bytes, int], dict],
+                                               Callable[[dict], bytes]]:
+    """Layout, decoder and encoder of a header that a protocol family owns
+    (``roce.families``): the same derivation as the headers above, kept out of
+    ``LAYOUTS`` so that RoCE's tables stay RoCE's."""
+    layout = _layout(name, con)
+    return layout, _compile_decoder(layout), _compile_encoder(layout)

@@ -183,8 +183,45 @@ def test_decoder_pool_covers_every_family():
     assert opcodes == set(macc.BODY)  # PAUSE and PFC
     offsets = {macc.macc_offset(f) for f, m in zip(pool, parsed) if m is not None}
     assert offsets == {14, 18}  # untagged and VLAN-tagged
-    roce_codes = {roce.parse(f).opcode.code for f, m in zip(pool, parsed) if m is None}
+    tunnels = {f for f in pool if fast.walk(f).status in (locate.NR_PROTO, locate.NR_PORT)}
+    roce_codes = {roce.parse(f).opcode.code for f, m in zip(pool, parsed)
+                  if m is None and f not in tunnels}
     assert roce_codes == set(OPCODES)
+    # mirrored RoCE: every tunnel kind, every opcode inside
+    from roce.families import dispatch
+
+    inner = set()
+    kinds = set()
+    for f in tunnels:
+        res = dispatch.resolve(f, 1, fast.walk(f), 4791)
+        kinds.add(tuple(name for name, _ in res.outer if name != "outer"))
+        inner.add(res.walk.opcode)
+    assert kinds == {("gre", "erspan"), ("gre",), ("vxlan",)}
+    assert inner == set(OPCODES)
+
+
+def test_decoder_covers_native_infiniband_and_erf_chunks():
+    """Chunks of link type 247 and 197 draw from their own pools and pass every check."""
+    import random
+
+    from roce.families import ib
+
+    d = fuzz.DecoderFuzzer(seed=0, decode_every=1)
+    pools = d.linktype_pools
+    assert {ib.decode(f).kind for f in pools[247]} == {"roce"}
+    seen = {}
+    for index in range(200):
+        family = random.Random(f"0:{index}:family")
+        if family.random() < 0.15:
+            seen.setdefault(family.choice(sorted(pools)), index)
+        if len(seen) == 2:
+            break
+    assert set(seen) == {197, 247}
+    for lt, index in seen.items():
+        frames, _kinds, linktype, _port = d.chunk_frames(index, 300)
+        assert linktype == lt
+        s = d.run_chunk(index, 300)
+        assert not s.failures, [f.detail for f in s.failures][:3]
 
 
 def test_every_registered_harness_is_a_subcommand(capsys):

@@ -112,6 +112,16 @@ def _macc_columns() -> list[Column]:
     return cols
 
 
+def _family_columns() -> list[Column]:
+    """Fields of the registry's families and tunnels (``roce.families.columns``): frames
+    the compiled RoCE path does not decode, so the record decoder fills them."""
+    from ..families import columns
+
+    kinds = {"bool": "bool", "string": "string", "binary": "binary"}
+    return [Column(name, kinds.get(kind) or _int_kind(bits), presence=presence,
+                   record_only=True) for name, kind, bits, presence in columns.specs()]
+
+
 # Fields the decoder adds to the layouts' (decode.known_fields lists them all); their
 # types are decided here, the layouts have none for them.
 _EXTRA_KINDS = {
@@ -132,7 +142,8 @@ def all_columns() -> dict[str, Column]:
 
     frame = [Column(n, _EXTRA_KINDS[n]) for n in _EXTRA_KINDS if n.startswith("frame.")]
     rest = [Column(n, k) for n, k in _EXTRA_KINDS.items() if not n.startswith("frame.")]
-    cols = {c.name: c for c in [*frame, *_layout_columns(), *rest, *_macc_columns()]}
+    cols = {c.name: c for c in [*frame, *_layout_columns(), *rest, *_macc_columns(),
+                                *_family_columns()]}
     known = known_fields() - PAIR_FIELDS
     # One registry: the columns are exactly the decoder's fields (less the pairs).
     assert set(cols) == known, sorted(set(cols) ^ known)

@@ -89,7 +89,8 @@ class Record:
     """
 
     __slots__ = ("number", "ts_ns", "rel_ns", "delta_ns", "frame", "walk", "layers", "fields",
-                 "error", "kind", "udp_port", "columns", "_headers", "_packet")
+                 "error", "kind", "udp_port", "columns", "_headers", "_packet",
+                 "family", "decoded", "outer")
 
     def __init__(self, number: int, ts_ns: int, rel_ns: int, delta_ns: int, frame: Frame,
                  walk: Walk, layers: tuple[str, ...], fields: dict[str, Any],
@@ -109,6 +110,11 @@ class Record:
         self.columns: dict[str, Any] | None = None  # summary columns, when an output wants them
         self._headers = headers
         self._packet: Packet | None = None
+        # set by roce.families.records: the family that decoded it, what it decoded, and
+        # the tunnel layers around it
+        self.family: Any = None
+        self.decoded: Any = None
+        self.outer: Any = None
 
     @property
     def headers(self) -> Headers:
@@ -368,6 +374,12 @@ def _unusual(number: int, ts: int, rel: int, delta: int, fr: Frame, w: Walk, udp
     data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
     st = w.status
     if not is_malformed(st):
+        from roce.families import records  # only for frames that are not RoCE
+
+        claimed = records.record(number, ts, rel, delta, fr, w, udp_port, only_roce, Record,
+                                 decode_frames)
+        if claimed is not None:
+            return None if claimed is records.HIDDEN else claimed
         kind = "other"
     elif summary.is_capture_cut(w, caplen, origlen):
         kind = "truncated"
@@ -416,7 +428,10 @@ _EXTRA_FIELDS = ("frame.number", "frame.len", "frame.cap_len", "frame.time_epoch
 
 def known_fields() -> frozenset[str]:
     """Every field name a record may carry (for ``-Y`` typo checks and ``-e``)."""
-    names = set(_EXTRA_FIELDS) | {macctrl.PROTOCOL, *macctrl.FIELD_NAMES}
+    from roce.families import registry
+
+    names = (set(_EXTRA_FIELDS) | {macctrl.PROTOCOL, *macctrl.FIELD_NAMES}
+             | registry().field_names())
     for header, keys in _KEYS.items():
         if header in _SINGLE:
             names.add(header)
@@ -544,6 +559,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-r", "--read-file", metavar="FILE", dest="read_file",
                         help="capture to read (same as FILE)")
     add_output_arguments(parser)
+    parser.add_argument("-d", "--decode-as", action="append", default=[], dest="decode_as",
+                        metavar="TABLE==VALUE,FAMILY",
+                        help="decode as tshark's -d does: udp.port==4792,roce (tables: "
+                             "linktype ethertype ip.proto udp.port gre.proto erf.type)")
     parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
                         help="print the field names or the filter macros and exit")
     from .fleetcmd import add_decode_arguments  # -T parquet|arrow, -w, -j, --scheduler
@@ -617,6 +636,8 @@ def _field_options(opts: list[str]) -> dict[str, Any]:
 
 
 def _check_field_names(names: list[str]) -> None:
+    if not names:  # known_fields() loads every family's layouts: only when -e asks
+        return
     from . import output
 
     known = known_fields()
@@ -692,6 +713,11 @@ def _run(args: argparse.Namespace) -> int:
     path = args.read_file or args.file
     if path is None:
         raise UsageError("no capture given (FILE, -r FILE, or - for standard input)")
+    if getattr(args, "decode_as", None):
+        from roce.families import registry
+
+        for spec in args.decode_as:
+            registry().decode_as(spec)
     fmt = args.format
     field_opts = check_output_options(args)
     flt = None
@@ -751,19 +777,46 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     shown = done = 0
     udp_port, only_roce = args.udp_port, args.only_roce
     walk, known, explain_ = fast.walk, summary.known_headers, explain
+    from roce.families import lines as families
+    from roce.families import registry
+
+    # the registry decides, once per batch (plugins are loaded if a frame needs them)
+    linktypes = registry(plugins=False).tables["linktype"]
+    tunnels = False  # set when a tunnel's frame shows up: plain RoCE never pays for peeling
     for batch in reader.batches(batch_size):
         base = number
 
         def slow(i: int, time_text: str, batch: Batch = batch, base: int = base) -> str:
             data, caplen, origlen = batch.datas[i], batch.caplen[i], batch.origlen[i]
             w = walk(data, batch.linktype, udp_port)
+            if not is_malformed(w.status):
+                nonlocal tunnels
+                line, tunnel = _family_line(base + i, time_text, batch, i, w, summ, udp_port,
+                                            only_roce)
+                tunnels = tunnels or tunnel
+                if line is not None:
+                    return line
+                if only_roce:
+                    return ""  # hidden: fast_lines was asked to show every frame
             f: dict[str, Any] = {}
             header_fields(known(data, w, batch.linktype), f)
             cols = summ.columns(data, w, f, batch.linktype, caplen, origlen,
                                 str(explain_(w)))
             return summ.line(base + i, time_text, origlen, cols)
 
-        lines = summ.fast_lines(batch, base, only_roce, limit - shown, slow)
+        # With --only-roce the frames the scan calls "not RoCE" still go to ``slow``: a
+        # registered tunnel or family may claim them; hidden ones come back empty.
+        room = len(batch.datas) if only_roce else limit - shown
+        handler = linktypes.get(batch.linktype)
+        if handler is not None and handler.name == "roce":  # compiled walk and scan
+            # once a tunnel has been seen, peel tunnels before the compiled scan
+            tunnels = tunnels or families.starts_tunnel(batch, udp_port)
+            lines = summ.fast_lines(families.peel(batch, udp_port) if tunnels else batch,
+                                    base, False, room, slow)
+        else:  # a link type a registered family owns may format its own batches
+            lines = families.batch_lines(batch, base, summ, room, slow)
+        if only_roce:
+            lines = [line for line in lines if line][:limit - shown]
         number += len(batch.datas)
         if lines:
             shown += len(lines)
@@ -773,6 +826,31 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             progress.update(done, number - 1)
         if shown >= limit:
             break
+
+
+def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
+                 summ: summary.Summarizer, udp_port: int,
+                 only_roce: bool) -> tuple[str | None, bool]:
+    """The line of a frame a registered family or tunnel claims (None: not claimed), and
+    whether it came through a tunnel."""
+    from roce.families import records
+
+    fr = Frame(batch.datas[i], batch.ts_ns[i], batch.caplen[i], batch.origlen[i],
+               batch.linktype, 0)
+    rec = records.record(number, fr.ts_ns, 0, 0, fr, w, udp_port, only_roce, Record,
+                         decode_frames)
+    if rec is None:
+        return None, False
+    if rec is records.HIDDEN:
+        return "", False
+    tunnel = bool(rec.outer)
+    if rec.family is not None or rec.walk is w:
+        cols = records.columns(rec)
+    else:
+        inner = rec.frame
+        cols = summ.columns(inner.data, rec.walk, rec.fields, inner.linktype, inner.caplen,
+                            inner.origlen, rec.message)
+    return summ.line(number, time_text, fr.origlen, cols), tunnel
 
 
 def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,
@@ -808,10 +886,17 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
         if want_columns:
             fr = rec.frame
             time_text = times.record_text(rec.ts_ns, rec.rel_ns, rec.delta_ns)
-            cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen,
-                                fr.origlen, rec.message)
-            if want_summary:
-                parts.append(summ.line(rec.number, time_text, fr.origlen, cols) + "\n")
+            if rec.family is not None or (rec.outer and rec.walk is fr):
+                from roce.families import records
+
+                cols = records.columns(rec)
+            else:
+                cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen,
+                                    fr.origlen, rec.message)
+            if want_summary:  # frame.len: the captured frame's, also for a tunnel's inner one
+                parts.append(summ.line(rec.number, time_text, rec.fields.get("frame.len",
+                                                                             fr.origlen),
+                                       cols) + "\n")
             else:
                 src, dst, proto, info, _colour = cols
                 rec.columns = {"No.": rec.number, "Time": time_text, "Source": src,
@@ -821,7 +906,12 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
             writer.add(rec)
         else:
             if args.verbose:
-                parts.append(tree.render(rec))
+                if rec.family is not None or rec.outer:
+                    from roce.families import records
+
+                    parts.append(records.render(rec))
+                else:
+                    parts.append(tree.render(rec))
             if args.hexdump:
                 parts.append(tree.hexdump(rec.frame.data) + "\n")
             if len(parts) >= 256:

@@ -43,6 +43,7 @@ WIRESHARK_ALIASES: dict[str, tuple[str, ...]] = {
     "infiniband.reth.va": ("reth.va", "atomiceth.va"),
     "infiniband.reth.r_key": ("reth.r_key", "atomiceth.r_key"),
     "infiniband.invariant.crc": ("icrc",),
+    "infiniband.variant.crc": ("vcrc",),  # native InfiniBand (roce.families.ib)
 }
 
 

@@ -90,6 +90,11 @@ def run(args: argparse.Namespace) -> int:
     except CaptureError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    from ..families import stats as tunnelled  # ERSPAN / GRE / VXLAN / ERF: inner flows
+
+    kind = tunnelled.capture_kind(args.file, port)
+    if kind == "tunnel":
+        reader = tunnelled.Peel(reader, port)  # type: ignore[assignment]
     try:
         report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
                           account)
@@ -122,14 +127,20 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
     out = sys.stdout
+    # native InfiniBand: CM exchanges and the connections they set up
+    cm = tunnelled.cm_pairing(args.file) if kind == "ib" else None
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
                            "compressed": reader.compressed}, **report.to_dict(),
                "pfc": pfc.to_dict(), "congestion": cc.to_dict()}
+        if cm is not None:
+            doc["cm_connections"] = [c.to_dict() for c in cm.connections]
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
         render(report, reader.name, out, expert_all=args.expert, pfc=pfc, cc=cc)
+        if cm is not None and cm.connections:
+            out.write("\n" + "\n".join(cm.report_lines()) + "\n")
     out.flush()
     return 0
 

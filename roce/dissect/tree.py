@@ -232,7 +232,8 @@ def _options(f: Mapping[str, Any]) -> str:
     return f"    Options: ({len(opts)} bytes) {opts.hex()}\n" if opts else ""
 
 
-def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
+def _compile(layers: tuple[str, ...],
+             ib_title: str | None = None) -> Callable[[Mapping[str, Any]], str]:
     """The header part of the tree for one header chain, as a single generated f-string
     over the record's flat fields (``bth.psn``...): ``render(fields) -> lines``."""
     env: dict[str, Any] = {"_etype": _etype, "_proto": _proto, "_ecn": _ecn,
@@ -253,7 +254,8 @@ def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
             continue
         ib = header in IB_HEADERS
         if ib and not in_ib:
-            parts.append(text(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"))
+            parts.append(text(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"
+                              if ib_title is None else ib_title))
             in_ib = True
         pad = "        " if ib else "    "
         base = "vlan" if header == "vlan2" else header
@@ -276,6 +278,16 @@ def _compile(layers: tuple[str, ...]) -> Callable[[Mapping[str, Any]], str]:
 
 
 _RENDER: dict[tuple[str, ...], Callable[[Mapping[str, Any]], str]] = {}
+
+
+def transport_text(layers: tuple[str, ...], fields: Mapping[str, Any]) -> str:
+    """The BTH and extended-header blocks alone, nested as under an ``InfiniBand`` node
+    that the caller printed (native InfiniBand: ``roce.families.ib``)."""
+    key = ("native", *layers)
+    body = _RENDER.get(key)
+    if body is None:
+        body = _RENDER[key] = _compile(layers, ib_title="")
+    return body(fields)
 
 
 def _seconds(ns: int) -> str:

@@ -190,6 +190,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full header tree of each frame")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     craft_macc.add_arguments(parser)
+    from roce.families import craft as craft_families
+
+    craft_families.add_arguments(parser)
 
 
 # -- building -------------------------------------------------------------------------------
@@ -409,17 +412,24 @@ def frame_times(count: int, interval: float, start_ns: int | None = None,
 
 
 def describe(frames: Iterable[tuple[bytes, int]], verbose: bool = False,
-             udp_port: int = 4791) -> Iterator[str]:
+             udp_port: int = 4791, linktype: int = 1) -> Iterator[str]:
     """Lines (or trees) in ``roce decode``'s form for (frame, timestamp) pairs."""
     from roce.dissect import summary, tree
     from roce.dissect.decode import decode_frames
 
     summ = summary.Summarizer(summary.TimeColumn("r", 9), udp_port)
-    stream = (Frame(data, ts, len(data), len(data), 1, 0) for data, ts in frames)
+    from roce.families import records
+
+    stream = (Frame(data, ts, len(data), len(data), linktype, 0) for data, ts in frames)
     for rec in decode_frames(stream, udp_port):
         fr = rec.frame
         if verbose:
-            yield tree.render(rec).rstrip("\n")
+            text = records.render(rec) if rec.family or rec.outer else tree.render(rec)
+            yield text.rstrip("\n")
+            continue
+        if rec.family is not None:
+            text = summ.times.record_text(rec.ts_ns, rec.rel_ns, rec.delta_ns)
+            yield summ.line(rec.number, text, fr.origlen, records.columns(rec))
             continue
         cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen, fr.origlen,
                             rec.message)
@@ -427,7 +437,8 @@ def describe(frames: Iterable[tuple[bytes, int]], verbose: bool = False,
         yield summ.line(rec.number, text, fr.origlen, cols)
 
 
-def open_writer(path: str, pcapng: bool = False) -> PcapWriter | PcapNgWriter:
+def open_writer(path: str, pcapng: bool = False,
+                linktype: int = 1) -> PcapWriter | PcapNgWriter:
     """A capture writer for ``path`` (``-``: standard output); InputError if it cannot be
     created."""
     ng = pcapng or path.lower().endswith((".pcapng", ".ntar"))
@@ -436,13 +447,14 @@ def open_writer(path: str, pcapng: bool = False) -> PcapWriter | PcapNgWriter:
             dst: str | BinaryIO = sys.stdout.buffer
         else:
             dst = path
-        return PcapNgWriter(dst) if ng else PcapWriter(dst)
+        return PcapNgWriter(dst, linktype) if ng else PcapWriter(dst, linktype)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def write_frames(path: str, frames: Iterable[tuple[bytes, int]], pcapng: bool = False) -> int:
-    writer = open_writer(path, pcapng)
+def write_frames(path: str, frames: Iterable[tuple[bytes, int]], pcapng: bool = False,
+                 linktype: int = 1) -> int:
+    writer = open_writer(path, pcapng, linktype)
     with writer:
         for _ in written(writer, path, frames):
             pass
@@ -493,7 +505,11 @@ def run(args: argparse.Namespace) -> int:
             packets: Iterable[bytes] = craft_macc.build(args, frame_options_given(args))
         else:
             packets = iter_frames(args, args.count)
-        writer = open_writer(args.write, args.pcapng) if args.write is not None else None
+        from roce.families import craft as craft_families  # --link ib, --encap
+
+        packets, linktype = craft_families.apply(args, packets)
+        writer = (open_writer(args.write, args.pcapng, linktype) if args.write is not None
+                  else None)
         with writer if writer is not None else contextlib.nullcontext():
             stamps = frame_times(args.count, args.interval,
                                  limit_ns=writer.MAX_TS_NS if writer else MAX_TS_NS)
@@ -505,7 +521,7 @@ def run(args: argparse.Namespace) -> int:
                     pass
             else:
                 out = sys.stderr if args.write == "-" else sys.stdout
-                print_lines(describe(frames, args.verbose), out)
+                print_lines(describe(frames, args.verbose, linktype=linktype), out)
     except (UsageError, InputError) as exc:
         return fail("craft", exc)
     except BrokenPipeError:

@@ -42,7 +42,7 @@ from ..mutate import Mutator, random_frame
 from .corpus import Saved
 from .results import Failure, Summary, exc_line, short
 from .runner import CHUNK, run_chunks
-from .seeds import seed_pool, to_linktype
+from .seeds import LINKTYPE_SEEDS, seed_pool, to_linktype
 
 NAME = "decoder"
 DECODE_EVERY = 16  # every this many chunks, one goes through `roce decode`
@@ -67,6 +67,9 @@ class DecoderFuzzer:
         self.decode_every = decode_every
         self.ext = fast._ext if twins else None
         self.pool = seed_pool(random.Random(f"pool:{seed}"))
+        # native InfiniBand and ERF chunks draw from pools of their own (seeds.LINKTYPE_SEEDS)
+        self.linktype_pools = {lt: source(random.Random(f"pool:{seed}:{lt}"), 1)
+                               for lt, source in LINKTYPE_SEEDS.items()}
         self._tmp: str | None = None
 
     # -- frames ---------------------------------------------------------------------------
@@ -80,6 +83,10 @@ class DecoderFuzzer:
         port = ROCE_PORT if rng.random() < 0.95 else rng.choice((4792, 1, 65535))
         mut = Mutator(rng)
         pool = self.pool
+        family = random.Random(f"{self.seed}:{index}:family")  # apart: old draws unchanged
+        if self.linktype_pools and family.random() < 0.15:
+            linktype = family.choice(sorted(self.linktype_pools))
+            pool = self.linktype_pools[linktype]
         frames, kinds = [], []
         for _ in range(n):
             r = rng.random()
@@ -130,7 +137,36 @@ class DecoderFuzzer:
             bad.append(("parse-partial-raised", exc_line(exc)))
         if ext is not None:
             bad.extend(self._check_twins(frame, ref, linktype, port))
+        bad.extend(self._check_families(frame, ref, linktype, port))
         return ref.status, bad
+
+    def _check_families(self, frame: bytes, ref: locate.Walk, linktype: int,
+                        port: int) -> list[tuple[str, str]]:
+        """A frame the RoCE walk does not claim, through the registry's families and
+        tunnels (``roce.families.dispatch``) and the native InfiniBand scan twins: only
+        ``RoceError``s may come out."""
+        from ...errors import RoceError
+        from ...families import dispatch, ib
+
+        bad: list[tuple[str, str]] = []
+        if locate.is_malformed(ref.status) or ref.status == OK:
+            return bad
+        try:
+            res = dispatch.resolve(frame, linktype, ref, port)
+            if res is not None and res.family is not None:
+                res.family.decode(res.data, len(res.data), len(res.data))
+        except RoceError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - any other exception is the finding
+            bad.append(("family-raised", exc_line(exc)))
+        if linktype == ib.LINKTYPE_INFINIBAND and ib._EXT is not None:
+            got, want = ib.scan_columns(1), ib.scan_columns(1)
+            ib._EXT.ib_scan([frame], got)
+            ib.scan_reference([frame], want)
+            diff = [n for n in ib.SCAN_COLUMNS if got[n] != want[n]]
+            if diff:
+                bad.append(("ib-scan-twin", "fast/reference differ in " + " ".join(diff)))
+        return bad
 
     def _check_packet(self, pkt: Packet, frame: bytes) -> list[tuple[str, str]]:
         bad = []

@@ -96,10 +96,76 @@ def macc_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     return pool
 
 
+def tunnel_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
+    """RoCE frames of every opcode mirrored in ERSPAN II/III, in GRE (transparent Ethernet)
+    and in VXLAN (``roce.families.craft``), one tunnel kind per frame in turn."""
+    from ...families import craft as family_craft
+
+    pool = []
+    for i, frame in enumerate(roce_seeds(rng, max(per_opcode // 3, 1))):
+        kind = family_craft.ENCAPS[i % len(family_craft.ENCAPS)]
+        pool.append(family_craft.encap(frame, kind, rng.getrandbits(16), rng.getrandbits(10)))
+    return pool
+
+
+def ib_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
+    """Native InfiniBand packets (link type 247, ``roce.families.ib``): every opcode with and
+    without GRH, with random LRH fields; MADs (SMP, SA), CM REQ/REP/RTU/DREQ and IPoIB."""
+    from ...families import ib, ibmad
+    from ...locate import walk
+
+    def transport(frame: bytes) -> bytes:
+        w = walk(frame)
+        return frame[w.bth_off:w.icrc_off]
+
+    pool = []
+    for frame in roce_seeds(rng, per_opcode):
+        w = walk(frame)
+        if w.status:
+            continue
+        t = frame[w.bth_off:w.icrc_off]
+        grh = frame[w.l3_off:w.l3_off + 40] if w.l3_kind == 1 else None
+        pool.append(ib.build(t, lnh=ib.LNH_GLOBAL if grh else ib.LNH_LOCAL, grh=grh,
+                             vl=rng.randrange(16), sl=rng.randrange(16),
+                             dlid=rng.getrandbits(16), slid=rng.getrandbits(16)))
+    mads = [ibmad.build_mad(1, 1, 0x20), ibmad.build_mad(3, 0x81, 0x35),
+            *(ibmad.build_cm(a, {"localqpn": rng.getrandbits(24),
+                                 "startpsn": rng.getrandbits(24), "pppmtu": rng.randrange(6)})
+              for a in ibmad.CM_MESSAGES)]
+    for mad in mads:
+        qp = 0 if mad[1] == 1 else 1
+        t = transport(craft("UD_SEND_ONLY", mad, dqpn=qp, sqpn=qp).to_bytes())
+        pool.append(ib.build(t, vl=15 if qp == 0 else 0))
+    ip4 = bytes([0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2])
+    t = transport(craft("UD_SEND_ONLY", b"\x08\x00\x00\x00" + ip4, dqpn=0x48).to_bytes())
+    pool.append(ib.build(t))
+    return pool
+
+
+def erf_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
+    """ERF records (link type 197, ``roce.families.erf``): native InfiniBand packets and
+    RoCE Ethernet frames, some with chained extension headers."""
+    from ...families import erf
+
+    pool = []
+    for frame in ib_seeds(rng, max(per_opcode // 3, 1)):
+        ext = tuple(rng.randrange(1, 127) for _ in range(rng.choice((0, 0, 1, 2))))
+        pool.append(erf.record(frame, extensions=ext))
+    for frame in roce_seeds(rng, 1)[::7]:
+        pool.append(erf.record(frame, rtype=erf.ERF_TYPE_ETH))
+    return pool
+
+
 # family -> source of valid frames; a new family adds one line
 SEED_SOURCES: dict[str, SeedSource] = {
     "roce": roce_seeds,
     "macc": macc_seeds,
+    "tunnels": tunnel_seeds,
+}
+# link types whose frames are not Ethernet: their chunks draw from pools of their own
+LINKTYPE_SEEDS: dict[int, SeedSource] = {
+    247: ib_seeds,  # native InfiniBand
+    197: erf_seeds,  # ERF records
 }
 
 

@@ -1,0 +1,99 @@
+"""The built-in rows of the registry: RoCE, native InfiniBand, ERF, GRE, ERSPAN, VXLAN.
+
+RoCE's rows name what the compiled walk already decodes (``roce.locate``); they are here so
+that decode-as (``-d udp.port==4792,roce``) and the registry's listing know RoCE.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import DecodeError
+from ..locate import (
+    ETHERTYPE_IPV4,
+    ETHERTYPE_IPV6,
+    ETHERTYPE_ROCEV1,
+    L3_NONE,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_RAW,
+    OK,
+    ROCE_PORT,
+    Walk,
+)
+from . import erf, tunnels
+from .handler import Handler
+from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND
+
+ROCE = "roce"
+ROCE_LINKTYPES = frozenset((LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL,
+                            LINKTYPE_LINUX_SLL2))
+
+
+def _lazy(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported on first call: native InfiniBand's layouts cost ~8 ms to
+    build, which a plain RoCE run must not pay."""
+
+    def call(*args: Any, **kw: Any) -> Any:
+        return getattr(importlib.import_module(module, __package__), name)(*args, **kw)
+
+    call.__name__ = name
+    return call
+
+
+def _ib_fields() -> tuple[str, ...]:
+    from . import ib, ibmad
+
+    return ("lrh", *ib.LRH_KEYS, "infiniband", "vcrc", "vcrc.valid", *ibmad.field_names())
+
+
+def _link_decode(data: bytes, caplen: int | None = None,
+                 origlen: int | None = None) -> Any:
+    """An InfiniBand link packet (ERF type 25): flow control fields, or why not."""
+    from . import ib
+
+    w = Walk(OK, 0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0)
+    try:
+        return ib.Decoded(w, ("infiniband_link",), erf.decode_link(data, 0), None, "roce")
+    except DecodeError as exc:
+        return ib.Decoded(w, (), {"malformed": str(exc)}, exc, "malformed")
+
+
+def _link_columns(d: Any) -> tuple[str, str, str, str]:
+    f = d.fields
+    if d.error is not None:
+        return "", "", "InfiniBand Link", f"[Malformed: {d.error}]"
+    return ("", "", "InfiniBand Link",
+            f"Flow Control Op={f['infiniband_link.op']} VL={f['infiniband_link.vl']} "
+            f"FCTBS={f['infiniband_link.fctbs']} FCCL={f['infiniband_link.fccl']}")
+
+
+def register(reg: Any) -> None:
+    """Add the built-in rows to ``reg`` (a ``roce.families.registry.Registry``)."""
+    reg.add(Handler(ROCE), ("ethertype", ETHERTYPE_IPV4), ("ethertype", ETHERTYPE_IPV6),
+            ("ethertype", ETHERTYPE_ROCEV1), ("udp.port", ROCE_PORT),
+            *(("linktype", lt) for lt in sorted(ROCE_LINKTYPES)))
+    reg.add(Handler("infiniband", decode=_lazy(".ib", "decode"),
+                    columns=_lazy(".ib", "columns"), tree=_lazy(".ib", "tree"),
+                    fields=_ib_fields, lines=_lazy(".iblines", "IbLines")),
+            ("linktype", LINKTYPE_INFINIBAND))
+    reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
+                    fields=erf.FIELDS), ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
+    reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, fields=erf.FIELDS),
+            ("linktype", LINKTYPE_ERF))
+    from ..dissect.summary import FLAT_KEYS
+
+    outer = [f"outer.{k}" for h in ("eth", "vlan", "vlan2", "ip", "ipv6", "udp")
+             for k in (h, *FLAT_KEYS[h])]
+    names = (*tunnels.field_names(), *outer, "outer.ip.options")
+    reg.add(Handler("gre", unwrap=tunnels.unwrap_gre, skip=tunnels.skip_gre, fields=names),
+            ("ip.proto", tunnels.IPPROTO_GRE))
+    reg.add(Handler("erspan2", unwrap=tunnels.unwrap_erspan2, skip=tunnels.skip_erspan2),
+            ("gre.proto", tunnels.GRE_ERSPAN2))
+    reg.add(Handler("erspan3", unwrap=tunnels.unwrap_erspan3, skip=tunnels.skip_erspan3),
+            ("gre.proto", tunnels.GRE_ERSPAN3))
+    reg.add(Handler("vxlan", unwrap=tunnels.unwrap_vxlan, skip=tunnels.skip_vxlan),
+            ("udp.port", tunnels.VXLAN_PORT))

@@ -1,0 +1,77 @@
+"""``roce craft --link ib`` and ``--encap erspan2|erspan3|gre|vxlan``: the frames ``roce craft``
+built, re-framed as native InfiniBand (LRH [GRH] BTH ... ICRC VCRC, pcap link type 247) or
+wrapped in a mirror/overlay tunnel (outer Ethernet + IPv4 + GRE/ERSPAN or UDP/VXLAN).
+
+The transport (BTH through pad) is taken from the RoCE frame as built, so every opcode
+``roce craft`` knows crafts here too, from the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+from collections.abc import Iterable
+
+from ..fast import ip_checksum_reference
+from ..locate import L3_GRH, walk
+from . import ib, tunnels
+
+ENCAPS = ("erspan2", "erspan3", "gre", "vxlan")
+OUTER_MACS = bytes.fromhex("02000000000a02000000000b")
+OUTER_SRC, OUTER_DST = bytes([192, 0, 2, 1]), bytes([192, 0, 2, 2])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("native InfiniBand and tunnels")
+    g.add_argument("--link", choices=("eth", "ib"), default="eth",
+                   help="ib: native InfiniBand (LRH, GRH with --roce-version 1; pcap link "
+                        "type 247)")
+    g.add_argument("--dlid", type=lambda t: int(t, 0), default=1, metavar="LID")
+    g.add_argument("--slid", type=lambda t: int(t, 0), default=2, metavar="LID")
+    g.add_argument("--vl", type=lambda t: int(t, 0), default=0, metavar="N")
+    g.add_argument("--sl", type=lambda t: int(t, 0), default=0, metavar="N")
+    g.add_argument("--encap", choices=ENCAPS,
+                   help="wrap each frame in ERSPAN type II/III, GRE (0x6558) or VXLAN")
+    g.add_argument("--span-id", type=lambda t: int(t, 0), default=1, metavar="N",
+                   help="ERSPAN session ID / VXLAN VNI")
+
+
+def _ipv4(proto: int, payload: bytes) -> bytes:
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0x4000, 64,
+                               proto, 0, OUTER_SRC, OUTER_DST))
+    ip[10:12] = ip_checksum_reference(bytes(ip)).to_bytes(2, "big")
+    return OUTER_MACS + b"\x08\x00" + bytes(ip) + payload
+
+
+def to_ib(frame: bytes, args: argparse.Namespace) -> bytes:
+    w = walk(frame)
+    transport = frame[w.bth_off:w.icrc_off]
+    if w.l3_kind == L3_GRH:
+        return ib.build(transport, lnh=ib.LNH_GLOBAL, grh=frame[w.l3_off:w.l3_off + 40],
+                        vl=args.vl, sl=args.sl, dlid=args.dlid, slid=args.slid)
+    return ib.build(transport, vl=args.vl, sl=args.sl, dlid=args.dlid, slid=args.slid)
+
+
+def encap(frame: bytes, kind: str, n: int, span: int) -> bytes:
+    if kind == "erspan2":
+        return _ipv4(47, tunnels.gre(tunnels.GRE_ERSPAN2, tunnels.erspan2(frame, span, n),
+                                     seq=n))
+    if kind == "erspan3":
+        return _ipv4(47, tunnels.gre(tunnels.GRE_ERSPAN3,
+                                     tunnels.erspan3(frame, span, timestamp=n), seq=n))
+    if kind == "gre":
+        return _ipv4(47, tunnels.gre(tunnels.GRE_ETHERNET, frame))
+    body = tunnels.vxlan(frame, span)
+    return _ipv4(17, struct.pack("!HHHH", 49152 + n % 16384, tunnels.VXLAN_PORT,
+                                 8 + len(body), 0) + body)
+
+
+def apply(args: argparse.Namespace, datas: Iterable[bytes]) -> tuple[Iterable[bytes], int]:
+    """The frames to write and their pcap link type; one at a time, as ``datas`` comes
+    (``roce craft --count`` streams: memory does not grow with the count)."""
+    if getattr(args, "link", "eth") == "ib":
+        return (to_ib(d, args) for d in datas), ib.LINKTYPE_INFINIBAND
+    kind = getattr(args, "encap", None)
+    if kind:
+        return (encap(d, kind, i, args.span_id) for i, d in enumerate(datas)), 1
+    return datas, 1

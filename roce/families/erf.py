@@ -1,0 +1,132 @@
+"""ERF records (Endace Extensible Record Format), as pcap link type 197 carries them.
+
+A record is a 16-byte header::
+
+    timestamp (8, little-endian) | type (1) | flags (1) | rlen (2) | lctr (2) | wlen (2)
+
+(``rlen``, ``lctr``, ``wlen`` big-endian), then extension headers when bit 7 of the type
+byte is set (8 bytes each; the top bit of each one's first byte says another follows),
+then the payload.  ``rlen`` is the record length including header and padding to 8
+bytes; ``wlen`` the length on the wire.  The payload is the smaller of ``wlen`` and what
+``rlen`` (and the capture) hold.  Ethernet records (type 2) have 2 bytes of offset/pad
+before the frame.
+
+Record types decoded: 21 INFINIBAND (a native InfiniBand packet, handed on as link type
+247), 25 INFINIBAND_LINK (an InfiniBand link packet), 2 ETH (Ethernet, link type 1).
+Field names are Wireshark's ``erf.*``.
+"""
+
+from __future__ import annotations
+
+from ..errors import DecodeError
+from ..locate import LINKTYPE_ETHERNET
+from .handler import Unwrapped
+from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
+
+ERF_HEADER = 16
+EXT_HEADER = 8
+ERF_TYPE_ETH, ERF_TYPE_INFINIBAND, ERF_TYPE_INFINIBAND_LINK = 2, 21, 25
+ERF_EXT_PRESENT = 0x80
+ETH_PAD = 2
+INNER_LINKTYPE = {ERF_TYPE_INFINIBAND: LINKTYPE_INFINIBAND, ERF_TYPE_ETH: LINKTYPE_ETHERNET}
+
+
+def unwrap(data: bytes, off: int = 0) -> Unwrapped:
+    """Split one ERF record (``data[off:]``) into header fields and payload."""
+    n = len(data) - off
+    if n < ERF_HEADER:
+        raise DecodeError(f"ERF header truncated at byte {off}: needs {ERF_HEADER} bytes, "
+                          f"{n} left", "erf", off)
+    tbyte, flags = data[off + 8], data[off + 9]
+    rlen = int.from_bytes(data[off + 10:off + 12], "big")
+    lctr = int.from_bytes(data[off + 12:off + 14], "big")
+    wlen = int.from_bytes(data[off + 14:off + 16], "big")
+    rtype = tbyte & 0x7F
+    fields = {"erf": True, "erf.ts": int.from_bytes(data[off:off + 8], "little"),
+              "erf.types": tbyte, "erf.types.type": rtype,
+              "erf.types.ext_header": tbyte >> 7, "erf.flags": flags, "erf.rlen": rlen,
+              "erf.lctr": lctr, "erf.wlen": wlen}
+    if rlen < ERF_HEADER:
+        raise DecodeError(f"ERF record length {rlen} at byte {off + 10} is below the "
+                          f"{ERF_HEADER}-byte header", "erf", off + 10)
+    pos = off + ERF_HEADER
+    ext = []
+    more = tbyte & ERF_EXT_PRESENT
+    while more:
+        if pos + EXT_HEADER > off + min(rlen, n):
+            raise DecodeError(f"ERF extension header truncated at byte {pos}", "erf", pos)
+        ext.append(data[pos] & 0x7F)
+        more = data[pos] & 0x80
+        pos += EXT_HEADER
+    fields["erf.ehdr.types"] = ",".join(f"0x{t:02x}" for t in ext)  # one per extension
+    if rtype == ERF_TYPE_ETH:
+        pos += ETH_PAD
+    end = min(off + rlen, len(data), pos + wlen)
+    if end < pos:
+        raise DecodeError(f"ERF record length {rlen} at byte {off + 10} leaves no room for "
+                          "the payload", "erf", off + 10)
+    linktype = INNER_LINKTYPE.get(rtype)
+    payload = data[:end]
+    if linktype is None:
+        return Unwrapped(payload, pos, None, "erf", fields, ("erf.type", rtype))
+    return Unwrapped(payload, pos, linktype, "erf", fields)
+
+
+def skip(data: bytes, off: int = 0) -> tuple[int, int | None, tuple[str, int] | None] | None:
+    """``unwrap`` without the field dict, for the one-line path: (payload offset, inner link
+    type or None, next row or None); None when the record is cut or wrong.  The payload runs
+    to the end of the record (padding included; the inner walk finds its own end)."""
+    n = len(data)
+    if n - off < ERF_HEADER or int.from_bytes(data[off + 10:off + 12], "big") < ERF_HEADER:
+        return None
+    tbyte = data[off + 8]
+    pos = off + ERF_HEADER
+    more = tbyte & ERF_EXT_PRESENT
+    while more:
+        if pos + EXT_HEADER > n:
+            return None
+        more = data[pos] & 0x80
+        pos += EXT_HEADER
+    rtype = tbyte & 0x7F
+    if rtype == ERF_TYPE_ETH:
+        pos += ETH_PAD
+    linktype = INNER_LINKTYPE.get(rtype)
+    return pos, linktype, None if linktype is not None else ("erf.type", rtype)
+
+
+def record(payload: bytes, rtype: int = ERF_TYPE_INFINIBAND, ts: int = 0,
+           extensions: tuple[int, ...] = (), flags: int = 0, lctr: int = 0,
+           wlen: int | None = None) -> bytes:
+    """One ERF record around ``payload`` (padded to 8 bytes, as DAG cards write them);
+    ``extensions`` are extension-header type numbers (8 bytes each, zero body)."""
+    body = b"".join(bytes((t | (0x80 if i + 1 < len(extensions) else 0),)) + bytes(7)
+                    for i, t in enumerate(extensions))
+    if rtype == ERF_TYPE_ETH:
+        body += bytes(ETH_PAD)
+    body += payload
+    rlen = ERF_HEADER + len(body)
+    rlen += -rlen % 8
+    tbyte = rtype | (ERF_EXT_PRESENT if extensions else 0)
+    head = (ts.to_bytes(8, "little") + bytes((tbyte, flags)) + rlen.to_bytes(2, "big")
+            + lctr.to_bytes(2, "big") + (len(payload) if wlen is None else wlen)
+            .to_bytes(2, "big"))
+    return (head + body).ljust(rlen, b"\0")
+
+
+# Link packets (ERF type 25; IBA 7.9.4 flow control): Op 4 | FCTBS 12 | VL 4 | FCCL 12 |
+# LPCRC 16.
+def decode_link(data: bytes, off: int) -> dict:
+    if len(data) - off < 6:
+        raise DecodeError(f"InfiniBand link packet truncated at byte {off}: needs 6 bytes, "
+                          f"{len(data) - off} left", "infiniband_link", off)
+    a = int.from_bytes(data[off:off + 4], "big")
+    return {"infiniband_link": True, "infiniband_link.op": a >> 28,
+            "infiniband_link.fctbs": (a >> 16) & 0xFFF, "infiniband_link.vl": (a >> 12) & 0xF,
+            "infiniband_link.fccl": a & 0xFFF,
+            "infiniband_link.lpcrc": int.from_bytes(data[off + 4:off + 6], "big")}
+
+
+FIELDS = ("erf", "erf.ts", "erf.types", "erf.types.type", "erf.types.ext_header", "erf.flags",
+          "erf.rlen", "erf.lctr", "erf.wlen", "erf.ehdr.types", "infiniband_link",
+          "infiniband_link.op", "infiniband_link.fctbs", "infiniband_link.vl",
+          "infiniband_link.fccl", "infiniband_link.lpcrc")

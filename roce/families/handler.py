@@ -1,0 +1,52 @@
+"""What a registry row points at: a ``Handler`` (a family or a tunnel) and what a tunnel's
+``unwrap`` returns (``Unwrapped``).  Kept apart from ``roce.families.registry`` so that the
+family modules the registry loads can name these without importing it back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Handler:
+    """One family or tunnel.  ``decode(data, caplen, origlen)`` returns an object with
+    ``walk``, ``layers``, ``fields``, ``error`` and ``kind`` (``roce.families.ib.Decoded``);
+    ``unwrap(data, offset)`` returns ``Unwrapped``; ``columns(decoded)`` returns
+    (source, destination, protocol, Info); ``tree(decoded, data)`` the ``-V`` lines;
+    ``fields`` every flat field name it may set."""
+
+    name: str
+    decode: Callable[..., Any] | None = None
+    unwrap: Callable[[bytes, int], Any] | None = None
+    columns: Callable[[Any], tuple[str, str, str, str]] | None = None
+    tree: Callable[[Any, bytes], list[str]] | None = None
+    fields: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # a callable: made on use
+    # optional: a class made with the run's Summarizer whose ``lines(batch, first_number,
+    # limit, slow)`` formats a batch of this link type (``roce.families.iblines``)
+    lines: Callable[..., Any] | None = None
+    # optional, tunnels: ``skip(data, offset) -> (inner offset, link type | None, next row |
+    # None)`` or None; ``unwrap`` without the field dict, for the one-line path
+    skip: Callable[[bytes, int], Any] | None = None
+
+    @property
+    def is_tunnel(self) -> bool:
+        return self.unwrap is not None
+
+
+@dataclass
+class Unwrapped:
+    """What a tunnel found at ``offset`` of ``data``: an inner frame of ``linktype``, or
+    (``linktype`` None) a header that the ``next`` row (table, value) names; plus the
+    tunnel layer's name and flat fields."""
+
+    data: bytes
+    offset: int
+    linktype: int | None
+    layer: str
+    fields: dict[str, Any]
+    next: tuple[str, int] | None = None
+
+
+__all__ = ["Handler", "Unwrapped"]

@@ -1,0 +1,125 @@
+"""``roce stats`` on mirrored and tunnelled captures: the analyser sees the inner frames.
+
+``Peel`` stands in for a ``CaptureReader`` and hands the analyser every batch with registered
+tunnels (GRE, ERSPAN II/III, VXLAN) peeled (``roce.families.lines.peel``) and ERF records
+unwrapped, so the flows of one mirror session are analysed as the RoCE flows they carry.
+It reads batch by batch (not the record scanner), so ``roce stats`` uses it only when the
+capture starts with a tunnel or ERF (``starts_with_tunnel`` peeks at a file's first frames);
+plain RoCE captures keep the compiled record scanner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+from ..locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
+from ..pcapio import Batch, CaptureError, open_capture
+from .registry import registry
+
+# the link types the compiled walk reads: checked before the registry is loaded
+ROCE_LINKS = (LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
+
+PEEK = 16  # frames looked at before choosing the reader
+
+
+def capture_kind(path: str, udp_port: int) -> str | None:
+    """What a capture file starts with, from its first frames: ``"tunnel"`` (ERF records or
+    a registered tunnel), ``"ib"`` (native InfiniBand, also in ERF), or None (plain RoCE or
+    anything else: nothing to do; decided without loading the registry when the first
+    frames are RoCE)."""
+    from .. import fast
+    from ..locate import OK
+
+    if path == "-":
+        return None
+    try:
+        with open_capture(path) as reader:
+            frames = list(islice(iter(reader), PEEK))
+    except (CaptureError, OSError):
+        return None
+    if all(fr.linktype in ROCE_LINKS and fast.walk(fr.data, fr.linktype, udp_port).status == OK
+           for fr in frames):
+        return None
+    from .lines import starts_tunnel
+    from .linktypes import LINKTYPE_INFINIBAND
+
+    kind = None
+    for fr in frames:
+        if fr.linktype == LINKTYPE_INFINIBAND:
+            return "ib"
+        handler = registry(plugins=False).lookup("linktype", fr.linktype)
+        if handler is not None and handler.skip is not None:
+            step = handler.skip(fr.data, 0)
+            if step is not None and step[1] == LINKTYPE_INFINIBAND:
+                return "ib"
+            kind = "tunnel"
+        elif fr.linktype in ROCE_LINKS and starts_tunnel(
+                Batch([fr.data], [fr.ts_ns], [fr.caplen], [fr.origlen], fr.linktype),
+                udp_port):
+            kind = "tunnel"
+    return kind
+
+
+class Peel:
+    """A ``CaptureReader`` stand-in yielding batches with tunnels peeled."""
+
+    def __init__(self, reader: Any, udp_port: int) -> None:
+        self._reader = reader
+        self._port = udp_port
+
+    def can_scan_records(self) -> bool:
+        return False
+
+    def batches(self, n: int) -> Iterator[Batch]:
+        from .lines import _unwrap_batch, peel
+
+        for batch in self._reader.batches(n):
+            if batch.linktype not in ROCE_LINKS:
+                handler = registry().lookup("linktype", batch.linktype)
+                if handler is not None and handler.unwrap is not None:
+                    batch = _unwrap_batch(batch, handler) or batch
+            if batch.linktype in ROCE_LINKS:
+                batch = peel(batch, self._port)
+            yield batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
+
+
+def cm_pairing(path: str) -> Any:
+    """For a native InfiniBand capture (link type 247, or ERF records holding IB): the CM
+    exchanges paired with the connections they set up (``roce.families.cm``); None for
+    anything else.  A second pass over the file, frame by frame."""
+    from . import cm, ib
+    from .erf import unwrap
+    from .linktypes import LINKTYPE_ERF
+
+    if path == "-":
+        return None
+    pairing = cm.CmPairing()
+    seen_ib = False
+    try:
+        with open_capture(path) as reader:
+            for number, fr in enumerate(reader, 1):
+                data = fr.data
+                if fr.linktype == LINKTYPE_ERF:
+                    try:
+                        u = unwrap(data)
+                    except Exception:  # noqa: BLE001 - a bad record is not IB; skip it
+                        continue
+                    if u.linktype != ib.LINKTYPE_INFINIBAND:
+                        continue
+                    data = u.data[u.offset:]
+                elif fr.linktype != ib.LINKTYPE_INFINIBAND:
+                    if number > PEEK and not seen_ib:
+                        return None
+                    continue
+                seen_ib = True
+                d = ib.decode(data)
+                if d.kind == "roce":
+                    pairing.feed(number, d.fields)
+    except (CaptureError, OSError):
+        return None
+    return pairing if seen_ib else None

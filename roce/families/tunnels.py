@@ -1,0 +1,208 @@
+"""Tunnels that carry mirrored or overlaid frames: GRE, ERSPAN type I/II/III, VXLAN.
+
+* GRE (RFC 2784/2890, IP protocol 47): 4 bytes (flags and version, protocol), then a
+  4-byte checksum word when C is set, a key when K is set, a sequence number when S is
+  set.  Protocol 0x6558 is transparent Ethernet; 0x0800 / 0x86DD carry IP;
+  0x88BE is ERSPAN type II (type I when S is clear: no ERSPAN header), 0x22EB type III.
+* ERSPAN type II: 8 bytes (Ver 4 | VLAN 12 | COS 3 | En 2 | T 1 | Session ID 10 |
+  Reserved 12 | Index 20), then the mirrored Ethernet frame.
+* ERSPAN type III: 12 bytes (Ver | VLAN | COS | BSO | T | Session ID | Timestamp 32 |
+  SGT 16 | P 1 | FT 5 | HW ID 6 | D 1 | Gra 2 | O 1), plus an 8-byte platform subheader
+  when O is set, then the frame.
+* VXLAN (RFC 7348, UDP 4789): 8 bytes (flags 16 | group policy 16 | VNI 24 | reserved 8),
+  then Ethernet.
+
+Layouts are Construct definitions (``roce.headers.define``); field names are Wireshark's
+(``erspan.spanid``, ``gre.proto``, ``vxlan.vni``).  Each ``unwrap`` returns where the
+inner frame starts and its link type, or the next header's dispatch row.
+"""
+
+from __future__ import annotations
+
+from construct import BitsInteger, BitStruct
+
+from ..errors import DecodeError
+from ..headers import define
+from .handler import Unwrapped
+
+U = BitsInteger
+LINKTYPE_ETHERNET, LINKTYPE_RAW = 1, 101
+GRE_ETHERNET, GRE_ERSPAN2, GRE_ERSPAN3 = 0x6558, 0x88BE, 0x22EB
+GRE_IPV4, GRE_IPV6 = 0x0800, 0x86DD
+IPPROTO_GRE = 47
+VXLAN_PORT = 4789
+GRE_C, GRE_K, GRE_S = 0x8000, 0x2000, 0x1000
+
+GRE = BitStruct("flags_and_version" / U(16) * "Flags and Version",
+                "proto" / U(16) * "Protocol Type")
+ERSPAN2 = BitStruct(
+    "version" / U(4) * "Version", "vlan" / U(12) * "Vlan", "cos" / U(3) * "COS",
+    "encap" / U(2) * "Encap", "truncated" / U(1) * "Truncated",
+    "spanid" / U(10) * "SpanID", "reserved" / U(12) * "Reserved",
+    "index" / U(20) * "Index",
+)
+ERSPAN3 = BitStruct(
+    "version" / U(4) * "Version", "vlan" / U(12) * "Vlan", "cos" / U(3) * "COS",
+    "bso" / U(2) * "Bad/Short/Oversized", "truncated" / U(1) * "Truncated",
+    "spanid" / U(10) * "SpanID", "timestamp" / U(32) * "Timestamp",
+    "sgt" / U(16) * "Security Group Tag", "p" / U(1) * "Has Ethernet PDU",
+    "ft" / U(5) * "Frame Type", "hw" / U(6) * "Hardware ID",
+    "direction" / U(1) * "Direction", "gra" / U(2) * "Timestamp granularity",
+    "o" / U(1) * "Optional Sub headers",
+)
+ERSPAN3_PLATFORM = BitStruct("platid" / U(6) * "Platform ID",
+                             "platinfo" / U(58) * "Platform Specific Info")
+VXLAN = BitStruct("flags" / U(16) * "Flags", "gbp" / U(16) * "Group Policy ID",
+                  "vni" / U(24) * "VXLAN Network Identifier (VNI)",
+                  "reserved8" / U(8) * "Reserved")
+
+GRE_LAYOUT, decode_gre, encode_gre = define("gre", GRE)
+ERSPAN2_LAYOUT, decode_erspan2, encode_erspan2 = define("erspan", ERSPAN2)
+ERSPAN3_LAYOUT, decode_erspan3, encode_erspan3 = define("erspan", ERSPAN3)
+PLATFORM_LAYOUT, decode_platform, encode_platform = define("erspan", ERSPAN3_PLATFORM)
+VXLAN_LAYOUT, decode_vxlan, encode_vxlan = define("vxlan", VXLAN)
+LAYOUTS = {"gre": GRE_LAYOUT, "erspan2": ERSPAN2_LAYOUT, "erspan3": ERSPAN3_LAYOUT,
+           "erspan3.platform": PLATFORM_LAYOUT, "vxlan": VXLAN_LAYOUT}
+VXLAN_FLAG_I = 0x0800  # the VNI-valid bit of the 16-bit flags word
+
+
+def _need(data: bytes, off: int, size: int, what: str) -> None:
+    if len(data) - off < size:
+        raise DecodeError(f"{what} truncated at byte {off}: needs {size} bytes, "
+                          f"{max(len(data) - off, 0)} left", what.split()[0].lower(), off)
+
+
+def _flat(prefix: str, values: dict) -> dict:
+    return {f"{prefix}.{k}": v for k, v in values.items()}
+
+
+def unwrap_gre(data: bytes, off: int) -> Unwrapped:
+    _need(data, off, 4, "GRE header")
+    g = decode_gre(data, off)
+    flags, proto = g["flags_and_version"], g["proto"]
+    if flags & 7:
+        raise DecodeError(f"GRE version {flags & 7} at byte {off} is not 0", "gre", off)
+    fields = {"gre": True, **_flat("gre", g)}
+    pos = off + 4
+    for bit, name in ((GRE_C, "checksum"), (GRE_K, "key"), (GRE_S, "sequence_number")):
+        if flags & bit:
+            _need(data, pos, 4, "GRE header")
+            word = int.from_bytes(data[pos:pos + 4], "big")
+            fields[f"gre.{name}"] = word >> 16 if name == "checksum" else word
+            pos += 4
+    if proto == GRE_ETHERNET or (proto == GRE_ERSPAN2 and not flags & GRE_S):
+        return Unwrapped(data, pos, LINKTYPE_ETHERNET, "gre", fields)  # ERSPAN type I
+    if proto in (GRE_IPV4, GRE_IPV6):
+        return Unwrapped(data, pos, LINKTYPE_RAW, "gre", fields)
+    return Unwrapped(data, pos, None, "gre", fields, ("gre.proto", proto))
+
+
+def unwrap_erspan2(data: bytes, off: int) -> Unwrapped:
+    _need(data, off, ERSPAN2_LAYOUT.size, "ERSPAN header")
+    h = decode_erspan2(data, off)
+    if h["version"] != 1:
+        raise DecodeError(f"ERSPAN version {h['version']} at byte {off} is not 1 (type II)",
+                          "erspan", off)
+    return Unwrapped(data, off + ERSPAN2_LAYOUT.size, LINKTYPE_ETHERNET, "erspan",
+                     {"erspan": True, **_flat("erspan", h)})
+
+
+def unwrap_erspan3(data: bytes, off: int) -> Unwrapped:
+    _need(data, off, ERSPAN3_LAYOUT.size, "ERSPAN header")
+    h = decode_erspan3(data, off)
+    if h["version"] != 2:
+        raise DecodeError(f"ERSPAN version {h['version']} at byte {off} is not 2 (type III)",
+                          "erspan", off)
+    fields = {"erspan": True, **_flat("erspan", h)}
+    pos = off + ERSPAN3_LAYOUT.size
+    if h["o"]:
+        _need(data, pos, PLATFORM_LAYOUT.size, "ERSPAN platform subheader")
+        fields.update(_flat("erspan", decode_platform(data, pos)))
+        pos += PLATFORM_LAYOUT.size
+    return Unwrapped(data, pos, LINKTYPE_ETHERNET, "erspan", fields)
+
+
+def unwrap_vxlan(data: bytes, off: int) -> Unwrapped:
+    _need(data, off, VXLAN_LAYOUT.size, "VXLAN header")
+    h = decode_vxlan(data, off)
+    return Unwrapped(data, off + VXLAN_LAYOUT.size, LINKTYPE_ETHERNET, "vxlan",
+                     {"vxlan": True, **_flat("vxlan", h)})
+
+
+# -- offsets only: the one-line path peels tunnels without building field dicts -----------------
+# Each returns (inner offset, inner link type or None, next dispatch row or None), or None
+# when the header is cut or wrong (the frame then takes the per-frame path, which says why).
+
+def skip_gre(data: bytes, off: int) -> tuple[int, int | None, tuple[str, int] | None] | None:
+    if len(data) < off + 4:
+        return None
+    flags = data[off]
+    if data[off + 1] & 7:
+        return None
+    proto = (data[off + 2] << 8) | data[off + 3]
+    pos = off + 4 + (4 if flags & 0x80 else 0) + (4 if flags & 0x20 else 0) + (
+        4 if flags & 0x10 else 0)
+    if proto == GRE_ETHERNET or (proto == GRE_ERSPAN2 and not flags & 0x10):
+        return pos, LINKTYPE_ETHERNET, None
+    if proto in (GRE_IPV4, GRE_IPV6):
+        return pos, LINKTYPE_RAW, None
+    return pos, None, ("gre.proto", proto)
+
+
+def skip_erspan2(data: bytes, off: int) -> tuple[int, int | None, None] | None:
+    if len(data) < off + ERSPAN2_LAYOUT.size or data[off] >> 4 != 1:
+        return None
+    return off + ERSPAN2_LAYOUT.size, LINKTYPE_ETHERNET, None
+
+
+def skip_erspan3(data: bytes, off: int) -> tuple[int, int | None, None] | None:
+    size = ERSPAN3_LAYOUT.size
+    if len(data) < off + size or data[off] >> 4 != 2:
+        return None
+    if data[off + size - 1] & 1:  # O: the platform subheader follows
+        size += PLATFORM_LAYOUT.size
+    return off + size, LINKTYPE_ETHERNET, None
+
+
+def skip_vxlan(data: bytes, off: int) -> tuple[int, int | None, None] | None:
+    if len(data) < off + VXLAN_LAYOUT.size:
+        return None
+    return off + VXLAN_LAYOUT.size, LINKTYPE_ETHERNET, None
+
+
+def gre(proto: int, payload: bytes, key: int | None = None, seq: int | None = None) -> bytes:
+    """A GRE header (version 0) with the optional key and sequence number, then payload."""
+    flags = (GRE_K if key is not None else 0) | (GRE_S if seq is not None else 0)
+    out = encode_gre({"flags_and_version": flags, "proto": proto})
+    if key is not None:
+        out += key.to_bytes(4, "big")
+    if seq is not None:
+        out += seq.to_bytes(4, "big")
+    return out + payload
+
+
+def erspan2(frame: bytes, spanid: int = 1, index: int = 0, vlan: int = 0, cos: int = 0) -> bytes:
+    return encode_erspan2({"version": 1, "vlan": vlan, "cos": cos, "encap": 0, "truncated": 0,
+                           "spanid": spanid, "reserved": 0, "index": index}) + frame
+
+
+def erspan3(frame: bytes, spanid: int = 1, timestamp: int = 0, platform: int | None = None,
+            hw: int = 0, direction: int = 0) -> bytes:
+    out = encode_erspan3({"version": 2, "spanid": spanid, "timestamp": timestamp, "hw": hw,
+                          "direction": direction, "o": 1 if platform is not None else 0,
+                          "gra": 3})
+    if platform is not None:
+        out += encode_platform({"platid": platform, "platinfo": 0})
+    return out + frame
+
+
+def vxlan(frame: bytes, vni: int) -> bytes:
+    return encode_vxlan({"flags": VXLAN_FLAG_I, "vni": vni}) + frame
+
+
+def field_names() -> list[str]:
+    names = ["gre", "erspan", "vxlan", "gre.checksum", "gre.key", "gre.sequence_number"]
+    for key, layout in LAYOUTS.items():
+        prefix = key.split(".")[0].rstrip("23")
+        names += [f"{prefix}.{f.name}" for f in layout.fields]
+    return names
