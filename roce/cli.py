@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("roce.wire.replay_cli", "replay a capture on an interface, with rewrites"),
     "sniff": ("roce.wire.sniff_cli", "capture and decode RoCE live on an interface"),
     "emulate": ("roce.emu.cli", "run RC queue pairs over a simulated fabric, print a summary"),
+    "sweep": ("roce.emu.sweep_cli",
+              "run emulate over a grid of options, one table row per run (CSV, Parquet)"),
     "target": ("roce.emu.target_cli",
                "an emulated RoCE responder for outside peers (raw Ethernet or UDP)"),
     "fuzz": ("roce.testing.fuzz_cli",

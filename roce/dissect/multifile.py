@@ -102,19 +102,28 @@ class Ticker:
 # -- running the tasks --------------------------------------------------------------------------
 
 
-def run(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...], *, jobs: int,
-        scheduler: str | None, label: str, out: Any = None) -> list[Any]:
+Done = Callable[[int, Any], None]  # called with (index, result) as each task finishes
+
+
+def run(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...], *, jobs: int,
+        scheduler: str | None, label: str, out: Any = None,
+        sizes: Sequence[int] | None = None, on_result: Done | None = None,
+        unit: str = "files") -> list[Any]:
     """``task(path, *args, ticker)`` for every path, results in the paths' order; a task
     raising ``InputError`` gives a :class:`Failed`.  ``jobs`` worker processes (1: in this
-    process), or the Dask scheduler at ``scheduler``."""
-    total = sum(size_of(p) for p in paths)
-    bar = Progress(label, total, out, files=len(paths))
+    process), or the Dask scheduler at ``scheduler``.  The items need not be paths (``roce
+    sweep`` passes run options): ``sizes`` then gives each one's weight on the progress bar
+    (the units its task ticks), and ``on_result`` sees each result as it arrives, so a caller
+    can save them before the set is done; ``unit`` names the items on the bar."""
+    weights = [size_of(p) for p in paths] if sizes is None else list(sizes)
+    bar = Progress(label, sum(weights), out, files=len(paths), unit=unit)
+    note = on_result or (lambda i, r: None)
     try:
         if scheduler:
-            return _run_dask(task, paths, args, scheduler, bar)
+            return _run_dask(task, paths, args, scheduler, bar, weights, note)
         if jobs <= 1 or len(paths) <= 1:
-            return _run_here(task, paths, args, bar)
-        return _run_pool(task, paths, args, jobs, bar)
+            return _run_here(task, paths, args, bar, weights, note)
+        return _run_pool(task, paths, args, jobs, bar, note)
     finally:
         bar.close()
 
@@ -132,8 +141,8 @@ def guarded_remote(task: Callable[..., Any], path: str, args: tuple[Any, ...]) -
     return _guarded(task, path, args, Ticker())
 
 
-def _run_here(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
-              bar: Progress) -> list[Any]:
+def _run_here(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...],
+              bar: Progress, weights: list[int], note: Done) -> list[Any]:
     done, finished = 0, 0
 
     def local(step: int) -> None:
@@ -144,14 +153,15 @@ def _run_here(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
     results = []
     for path in paths:
         results.append(_guarded(task, path, args, Ticker(local)))
+        note(finished, results[-1])
         finished += 1
-        done = sum(size_of(p) for p in paths[:finished])
+        done = sum(weights[:finished])
         bar.update(done, None, files_done=finished)
     return results
 
 
-def _run_pool(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...], jobs: int,
-              bar: Progress) -> list[Any]:
+def _run_pool(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...],
+              jobs: int, bar: Progress, note: Done) -> list[Any]:
     import multiprocessing as mp
 
     # fork: workers start in milliseconds and inherit the imported package (the fast path
@@ -165,17 +175,23 @@ def _run_pool(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
         results: list[Any] = [None] * len(paths)
         pending = set(futures)
         finished = 0
-        while pending:
-            ready, pending = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
-            for fut in ready:
-                results[futures[fut]] = fut.result()
-                finished += 1
-            bar.update(shared.value, None, files_done=finished)
+        try:
+            while pending:
+                ready, pending = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
+                for fut in ready:
+                    results[futures[fut]] = fut.result()
+                    note(futures[fut], results[futures[fut]])
+                    finished += 1
+                bar.update(shared.value, None, files_done=finished)
+        except BaseException:
+            # interrupted: tasks not started yet are dropped, not run before exiting
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return results
 
 
-def _run_dask(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
-              scheduler: str, bar: Progress) -> list[Any]:
+def _run_dask(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...],
+              scheduler: str, bar: Progress, weights: list[int], note: Done) -> list[Any]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -194,8 +210,9 @@ def _run_dask(task: Callable[..., Any], paths: list[str], args: tuple[Any, ...],
         for fut in as_completed(futures):
             i = index[fut.key]
             results[i] = fut.result()
+            note(i, results[i])
             finished += 1
-            done_bytes += size_of(paths[i])
+            done_bytes += weights[i]
             bar.update(done_bytes, None, files_done=finished)
         return results
     finally:

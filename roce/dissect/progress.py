@@ -28,10 +28,11 @@ class Progress:
     """``update(bytes done or None, frames)`` as the run goes; ``close()`` at the end."""
 
     def __init__(self, label: str, total: int, out: TextIO | None = None,
-                 files: int | None = None) -> None:
+                 files: int | None = None, unit: str = "files") -> None:
         self.label = label
         self.total = max(total, 0)
         self.files = files  # a set of files: their count, shown as "k/N files"
+        self.unit = unit  # what the set holds: "files" (sized in bytes), or "runs" (counted)
         self._frames = 0
         self._files_done = 0
         self.after = _after()
@@ -70,13 +71,15 @@ class Progress:
         from rich.progress import Progress as Bar
 
         columns: list[Any] = [TextColumn(self.label), BarColumn()]
-        if self.total:
+        if self.total and self.unit == "files":
             columns.append(DownloadColumn())
             if self.files is not None:
                 columns.append(TransferSpeedColumn())
             columns.append(TimeRemainingColumn())
         if self.files is not None:
-            columns.append(TextColumn(f"{{task.fields[files]}}/{self.files} files"))
+            if self.unit != "files":
+                columns.append(TimeRemainingColumn())
+            columns.append(TextColumn(f"{{task.fields[files]}}/{self.files} {self.unit}"))
         else:
             columns.append(TextColumn("{task.fields[frames]:,} frames"))
         self._bar = Bar(*columns, console=Console(file=sys.stderr), transient=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..errors import UsageError
 from ..options import (
@@ -96,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
         from .remote import run_cli
 
         return run_cli(args)
+    return emit(simulate(args), args.format, args.pcap)
+
+
+def simulate(args: argparse.Namespace) -> Any:
+    """The summary of a run on the simulated fabric, from ``roce emulate``'s parsed options
+    (``roce sweep`` calls this once per grid point).  A bad combination is a UsageError."""
     cc = cc_cli.config(args, args.rate)  # a bad --cc-profile or --cc-param fails first
     if cc.enabled and getattr(args, "topology", "p2p") == "p2p" and not getattr(
             args, "topology_file", None):
@@ -103,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "interface", None) or getattr(args, "transport", None):
         raise UsageError("-i/--transport need --listen or --connect HOST")
     if net_cli.wanted(args):
-        return net_cli.run(args)
+        return net_cli.simulate(args)
     sc = Scenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
                   depth=args.depth, rate_gbps=args.rate, delay_ns=args.delay, loss=args.loss,
                   burst=args.burst, reorder=args.reorder, dup=args.dup, corrupt=args.corrupt,
@@ -125,8 +132,7 @@ def run(args: argparse.Namespace) -> int:
             def progress(done: int, total: int) -> None:
                 bar.update(task, completed=done)
         try:
-            summary = run_scenario(sc, writer, progress)
+            return run_scenario(sc, writer, progress)
         finally:
             if bar is not None:
                 bar.stop()
-    return emit(summary, args.format, args.pcap)

@@ -66,9 +66,9 @@ def scenario(args: argparse.Namespace) -> Any:
         lb=args.lb, storm=list(args.pfc_storm), cc=cc_cli.config(args, args.rate))
 
 
-def run(args: argparse.Namespace) -> int:
+def simulate(args: argparse.Namespace) -> Any:
+    """The run's summary (pcap, taps and trace written as it goes)."""
     from ...pcapio import PcapWriter
-    from ..scenario import emit
     from .observe import Trace
     from .runner import NetRun, tap_port
 
@@ -96,5 +96,4 @@ def run(args: argparse.Namespace) -> int:
                  (spec.partition("=") for spec in args.tap)]  # every name checked first
         for (port, path), spec in zip(ports, args.tap):
             port.tap = open_pcap(path or f"tap-{spec.replace(':', '-')}.pcap")
-        summary = run.run()
-    return emit(summary, args.format, args.pcap)
+        return run.run()

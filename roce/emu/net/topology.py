@@ -158,17 +158,10 @@ def load(path: str) -> Topology:
         [[traffic]]
         src = "h1"; dst = "h2"
     """
-    import tomllib
-
+    from ...tomlfile import load as load_toml
     from ...units import parse_rate, parse_size, parse_time
 
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not TOML: {e}") from None
+    doc = load_toml(path)
     t = Topology()
     try:
         for name, h in doc.get("hosts", {}).items():
