@@ -105,9 +105,9 @@ def _float(text: str, what: str) -> float:
     try:
         value = float(text.strip().replace("_", ""))
     except ValueError:
-        raise _bad(f"{text!r} is not {what}") from None
+        raise _bad(f"bad {what} {text!r}") from None
     if not math.isfinite(value):
-        raise _bad(f"{text!r} is not a finite number")
+        raise _bad(f"bad {what} {text!r} (not a finite number)")
     return value
 
 
@@ -115,7 +115,7 @@ def parse_rate(text: str) -> float:
     """A positive, finite rate: ``100``, ``100G``, ``100Gbps`` (the unit is the option's:
     Gb/s, frames per second, a speed factor)."""
     t = text.strip().lower().removesuffix("bps").removesuffix("b/s").removesuffix("g")
-    value = _float(t, "a rate")
+    value = _float(t, "rate")
     if value <= 0:
         raise _bad(f"rate {text!r} must be > 0")
     return value
@@ -123,7 +123,7 @@ def parse_rate(text: str) -> float:
 
 def parse_seconds(text: str) -> float:
     """A duration in seconds, >= 0, whose nanoseconds fit in 64 bits."""
-    value = _float(text, "a number of seconds")
+    value = _float(text, "number of seconds")
     if value < 0:
         raise _bad(f"{text!r} must not be negative")
     if value > MAX_SECONDS:
@@ -139,7 +139,7 @@ def parse_positive_seconds(text: str) -> float:
 
 
 def parse_probability(text: str) -> float:
-    value = _float(text, "a probability")
+    value = _float(text, "probability")
     if not 0 <= value <= 1:
         raise _bad(f"probability {text!r} is not in [0, 1]")
     return value
