@@ -53,11 +53,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad usage exits 1 (2 is kept for unreadable files), with argparse's message."""
+    """Bad usage exits 1 (2 is kept for unreadable files) with one line: argparse's message,
+    which names the option, and where to read the usage (scripts parse that one line)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        self.exit(1, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

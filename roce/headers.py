@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag, Renamed
 
+from .options import mac_bytes
+
 # -- address adapters: addresses are strings in Python, integers on the wire -----------------
 
 
@@ -50,7 +52,8 @@ def _memo(parse: Callable[[str], int]) -> Callable:
 
 @_memo
 def _mac_enc(obj: str) -> int:
-    return int(obj.replace(":", "").replace("-", ""), 16)
+    # six octets, each group one octet: "1:2:3:4:5:6" is 01:02:03:04:05:06 (roce.options)
+    return int.from_bytes(mac_bytes(obj), "big")
 
 
 def _ip4_dec(obj: int, ctx: object = None) -> str:

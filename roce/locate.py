@@ -26,6 +26,9 @@ IPPROTO_UDP = 17
 GRH_NEXT_BTH = 0x1B  # IBA: GRH NxtHdr for an IBA transport header
 MAX_VLAN_TAGS = 2
 LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2 = 1, 101, 113, 276
+# The link types walk() reads, by name; frames of any other are not RoCE (NR_LINKTYPE).
+LINKTYPE_NAMES = {LINKTYPE_ETHERNET: "Ethernet", LINKTYPE_RAW: "raw IP",
+                  LINKTYPE_LINUX_SLL: "Linux cooked v1", LINKTYPE_LINUX_SLL2: "Linux cooked v2"}
 
 L3_NONE, L3_GRH, L3_IPV4, L3_IPV6 = 0, 1, 4, 6
 

@@ -16,7 +16,7 @@ from typing import Any
 from . import fast
 from .errors import DecodeError
 from .headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF, syndrome_type, syndrome_value
-from .icrc import L3_GRH, L3_IPV4, L3_IPV6
+from .icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
 from .locate import (
     BAD_L3_LENGTH,
     ETHERTYPE_IPV4,
@@ -386,6 +386,31 @@ ALIASES: dict[str, str] = {
     "swap": "atomiceth.swapdt", "add": "atomiceth.swapdt", "compare": "atomiceth.cmpdt",
     "orig": "atomicacketh.origremdt", "ttl": "ip.ttl", "hlim": "ipv6.hlim",
 }
+
+
+def field_width(name: str) -> tuple[str, int] | None:
+    """(``header.field``, width in bits) of the integer header field a ``craft`` key names
+    (``psn``, ``bth.psn``, ``reth_va``, an alias such as ``dqpn``; ``icrc``); for a name
+    several headers share (``va``) the name itself and the widest; None when no header has
+    such an integer field.  Option parsers check values against it (``roce.options``)."""
+    key = ALIASES.get(name, name)
+    if key == "icrc":
+        return key, len(to_trailer(0)) * 8
+    header, dot, field = key.partition(".")
+    if not dot:
+        header, field = "", key
+        for h in LAYOUTS:  # "reth_va" spelling
+            if key.startswith(h + "_"):
+                header, field = h, key[len(h) + 1:]
+                break
+    found = {f"{h}.{f.name}": f.bits for h, lay in LAYOUTS.items()
+             if not header or h == header
+             for f in lay.fields if f.name == field and f.kind != "addr"}
+    if not found and not header and key in _SINGLE:
+        found = {key: LAYOUTS[key].fields[0].bits}  # one-field headers: "immdt", "ieth"
+    if not found:
+        return None
+    return (next(iter(found)) if len(found) == 1 else key), max(found.values())
 
 
 def craft(opcode: int | str | Opcode, payload: bytes | None = None, *, payload_size: int = 0,

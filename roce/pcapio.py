@@ -61,6 +61,7 @@ LINKTYPE_LINUX_SLL2 = 276
 CHUNK = 1 << 20                 # read size
 MAX_RECORD = 256 << 20          # largest caplen / block length accepted
 MAX_PROBLEMS = 1000             # problems recorded per reader
+MAX_TS_NS = (1 << 63) - 1       # timestamps are signed 64-bit nanoseconds (to year 2262)
 SCAN_STEP = 8 << 20             # bytes handed to a record consumer per call (scan_records)
 _NS = 1_000_000_000
 
@@ -249,6 +250,9 @@ class CaptureReader:
     def __init__(self, src: PathOrFile):
         self.name = _display_name(src)
         self.problems: list[Problem] = []
+        # every link type declared so far (pcap header, pcapng interfaces), in order
+        self.linktypes: list[int] = []
+        self._ts_clamped = False
         self._own = False
         self._file: BinaryIO
         if isinstance(src, str) and src == "-":
@@ -358,6 +362,7 @@ class CaptureReader:
         self.version = (major, minor)
         self._snaplen: int | None = snaplen
         self._linktype: int | None = network & 0xFFFF
+        self.linktypes.append(self._linktype)
         self._pos = 24
         self._gen: Iterator[Frame] = self._iter_pcap()
 
@@ -724,6 +729,8 @@ class CaptureReader:
                     ts_ns = ts * iface.mul + iface.offset
                 else:
                     ts_ns = _slow_ns(ts, iface) + iface.offset
+                if not 0 <= ts_ns <= MAX_TS_NS:
+                    ts_ns = self._clamp_ts(ts_ns, pos)
                 start = pos + 28
                 yield new(frame_cls, (buf[start:start + caplen], ts_ns, caplen, origlen,
                                       iface.linktype, iid))
@@ -747,6 +754,8 @@ class CaptureReader:
                 else:
                     iface = self._parse_idb(buf, pos, end, e)
                     ifaces.append(iface)
+                    if iface.linktype not in self.linktypes:
+                        self.linktypes.append(iface.linktype)
                     if first_iface:
                         first_iface = False
                         self._linktype = iface.linktype
@@ -780,9 +789,23 @@ class CaptureReader:
                     ts_ns = ts * iface.mul + iface.offset
                 else:
                     ts_ns = _slow_ns(ts, iface) + iface.offset
+                if not 0 <= ts_ns <= MAX_TS_NS:
+                    ts_ns = self._clamp_ts(ts_ns, pos)
                 yield new(frame_cls, (buf[pos + 28:pos + 28 + caplen], ts_ns, caplen, origlen,
                                       iface.linktype, iid))
             pos = end
+
+    def _clamp_ts(self, ts_ns: int, pos: int) -> int:
+        """A timestamp outside 0..2^63-1 ns (an if_tsresol of seconds or milliseconds lets a
+        64-bit count reach far past it) is the record's problem, not the reader's: it is
+        clamped into range, and reported once per capture."""
+        if not self._ts_clamped:
+            self._ts_clamped = True
+            offset = self._base + pos
+            self._problem(offset, f"timestamp out of range at byte {offset} "
+                                  f"({ts_ns // _NS} s since 1970); clamped to "
+                                  f"{'0' if ts_ns < 0 else '2^63-1 ns'} (reported once)")
+        return 0 if ts_ns < 0 else MAX_TS_NS
 
     def _bad_block(self, pos: int, message: str) -> None:
         offset = self._base + pos
@@ -892,6 +915,8 @@ class PcapWriter(_Writer):
     With ``nanosecond=False`` timestamps are truncated to microseconds.
     """
 
+    MAX_TS_NS = (0xFFFFFFFF + 1) * _NS - 1  # 32-bit seconds: until 2106-02-07
+
     def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
                  snaplen: int = 262144, nanosecond: bool = True):
         if not 0 <= linktype <= 0xFFFF:
@@ -913,7 +938,7 @@ class PcapWriter(_Writer):
         if ts_ns is None:
             ts_ns = 0
         sec, frac = divmod(ts_ns, _NS)
-        if not 0 <= sec <= 0xFFFFFFFF:
+        if not 0 <= ts_ns <= self.MAX_TS_NS:
             raise ValueError(f"timestamp {ts_ns} ns out of range for pcap")
         caplen, origlen = _check_lengths(data, origlen, self.snaplen)
         out = self._out
@@ -938,6 +963,8 @@ class PcapNgWriter(_Writer):
     If :meth:`write` is called before any :meth:`add_interface`, interface 0 is created
     from the constructor's ``linktype`` and ``snaplen``.
     """
+
+    MAX_TS_NS = 0xFFFFFFFFFFFFFFFF  # 64-bit count of 1 ns ticks
 
     def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
                  snaplen: int = 262144):
@@ -984,7 +1011,7 @@ class PcapNgWriter(_Writer):
             raise ValueError(f"interface {interface} has not been added")
         if ts_ns is None:
             ts_ns = 0
-        if not 0 <= ts_ns <= 0xFFFFFFFFFFFFFFFF:
+        if not 0 <= ts_ns <= self.MAX_TS_NS:
             raise ValueError(f"timestamp {ts_ns} ns out of range for pcapng")
         caplen, origlen = _check_lengths(data, origlen, self._snaplens[interface])
         pad = _pad4(caplen)

@@ -133,7 +133,8 @@ def _text(v, typ) -> str:
 
 
 def _fields_text(path: Path, names: list[str], *extra: str) -> list[list[str]]:
-    argv = ["decode", "-T", "fields", *extra]
+    # -E raw=y: integers in decimal, as the columns hold them (not tshark's hex display)
+    argv = ["decode", "-T", "fields", "-E", "raw=y", *extra]
     for n in names:
         argv += ["-e", n]
     rc, out, err = roce_cli(*argv, str(path))

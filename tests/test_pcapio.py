@@ -23,6 +23,7 @@ from roce.pcapio import (
     LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW,
+    MAX_TS_NS,
     CaptureError,
     Frame,
     PcapNgWriter,
@@ -201,9 +202,10 @@ def test_pcapng_writer_interfaces(tmp_path: Path) -> None:
         Frame(b"a" * 61, T0 + 1, 61, 61, LINKTYPE_ETHERNET, 0),
         Frame(b"b" * 100, T0 + 2, 100, 150, LINKTYPE_RAW, 1),
         Frame(b"c" * 7, T0 + 3, 7, 9, LINKTYPE_LINUX_SLL2, 2),
-        Frame(b"d", 2**64 - 1, 1, 1, LINKTYPE_ETHERNET, 0),
+        Frame(b"d", MAX_TS_NS, 1, 1, LINKTYPE_ETHERNET, 0),  # past 2^63-1 ns: clamped
     ]
-    assert r.problems == []
+    assert [p.message for p in r.problems if "clamped" in p.message] == [r.problems[0].message]
+    assert len(r.problems) == 1
 
 
 def test_pcapng_writer_default_interface() -> None:
@@ -692,8 +694,10 @@ def test_pcapng_big_endian_hand_built(packets: list[tuple[bytes, int, int]]) -> 
     raw += b"".join(epb(i, ts, d, e=">") for d, ts, i in packets)
     frames, problems = read_bytes(raw)
     lts = (1, 101, 113, 276)
-    assert frames == [Frame(d, ts, len(d), len(d), lts[i], i) for d, ts, i in packets]
-    assert problems == []
+    assert frames == [Frame(d, min(ts, MAX_TS_NS), len(d), len(d), lts[i], i)
+                      for d, ts, i in packets]
+    # a timestamp past 2^63-1 ns is clamped and reported, once
+    assert len(problems) == any(ts > MAX_TS_NS for _d, ts, _i in packets)
 
 
 # -- write_capture ---------------------------------------------------------------------------

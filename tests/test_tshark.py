@@ -116,3 +116,48 @@ def test_info_column_starts_with_our_name(decoded):
         if op.transport is Transport.RC:
             qp = f"QP=0x{p.headers['bth']['destqp']:06x}"
             assert info.startswith(f"{op.short_name} {qp}"), (hex(op.code), info)
+
+
+# -- roce decode -T fields prints what tshark prints -------------------------------------------
+
+# Fields named alike in both tools, outside the InfiniBand ones (tshark_oracle.FIELDS).
+SAME_NAMES = ["eth.type", "ip.id", "ip.checksum", "ip.ttl", "udp.srcport", "udp.checksum",
+              "ipv6.flow", "ipv6.plen", "vlan.id", "vlan.etype"]
+
+
+def test_fields_text_equals_tshark(decoded, tmp_path, capsys):
+    """``-T fields`` follows tshark's display per field, text for text: hex fields in hex
+    with their width (``bth.destqp`` ``0x000101``), decimal ones in decimal; ``-E raw=y``
+    gives every integer in decimal."""
+    from roce.cli import main
+
+    frames, _rows = decoded
+    path = tmp_path / "roce.pcap"
+    with PcapWriter(path, linktype=1) as w:
+        for i, (p, _) in enumerate(frames):
+            w.write(p.to_bytes(), ts_ns=1_700_000_000_000_000_000 + i * 1000)
+    names = [*FIELDS, *SAME_NAMES]
+    res = subprocess.run(fields_command(path, names), capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    # tshark shows a one-field header (ImmDt, IETH) and its field under one name: twice
+    theirs = [[",".join(dict.fromkeys(v.split(","))) for v in line.split("\t")]
+              for line in res.stdout.splitlines()]
+    argv = ["decode", str(path), "-T", "fields"]
+    for n in names:
+        argv += ["-e", n]
+    assert main(argv) == 0
+    ours = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(ours) == len(theirs) == len(frames)
+    for row, want in zip(ours, theirs):
+        assert row == want
+    hexed = {n for n, v in zip(names, theirs[0]) if v.startswith("0x")}
+    assert {"infiniband.bth.destqp", "infiniband.invariant.crc", "eth.type"} <= hexed
+    assert main([*argv, "-E", "raw=y"]) == 0
+    raw = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    for row, want in zip(raw, theirs):
+        for name, mine, text in zip(names, row, want):
+            if text.startswith("0x"):
+                assert mine == str(int(text, 16)), name
+            else:
+                assert mine == text or name in ("infiniband.immdt", "infiniband.ieth"), name

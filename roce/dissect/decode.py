@@ -59,6 +59,7 @@ from roce.packet import Packet, parse
 from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
 
 from ..errors import UsageError
+from ..options import parse_port, parse_positive
 from . import macctrl, summary
 from .progress import Progress
 
@@ -440,6 +441,36 @@ def known_fields() -> frozenset[str]:
     return frozenset(names)
 
 
+# Address widths in the layouts -> the filter's type for them.
+_ADDRESS_KINDS = {48: "mac", 32: "ipv4", 128: "ipv6"}
+
+
+def field_types() -> dict[str, Any]:
+    """The type of every field whose values a filter can check (``-Y``): the header fields
+    from ``roce.headers`` (integers with their width, flags, addresses) and the derived
+    ones whose type is fixed."""
+    from roce.icrc import to_trailer
+
+    from .filter import FieldType  # only with -Y, as make_filter
+
+    types: dict[str, FieldType] = {}
+    for header, keys in _KEYS.items():
+        base = "vlan" if header == "vlan2" else header
+        for f, key in zip(LAYOUTS[base].fields, keys):
+            key = header if header in _SINGLE else key
+            if f.kind == "bool":
+                types[key] = FieldType("bool")
+            elif f.kind == "addr":
+                types[key] = FieldType(_ADDRESS_KINDS[f.bits])
+            else:
+                types[key] = FieldType("uint", f.bits)
+    types.update({"icrc": FieldType("uint", len(to_trailer(0)) * 8),
+                  "icrc.valid": FieldType("bool"), "ip.addr": types["ip.src"],
+                  "ipv6.addr": types["ipv6.src"],
+                  "eth.addr": types["eth.src"], "udp.port": types["udp.srcport"]})
+    return types
+
+
 _SYNDROME_NAMES = {"ack": 0, "rnr": 1, "rnr_nak": 1, "rnr-nak": 1, "reserved": 2, "nak": 3}
 _NAK_NAMES = {name.lower().replace(" ", sep): code for code, name in NAK_CODES.items()
               for sep in ("-", "_")}
@@ -506,27 +537,10 @@ def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
     from .filter import compile_filter  # only with -Y: the filter compiler is big
 
     return compile_filter(expr, resolve=resolve_value, macros=filter_macros(),
-                          known_fields=known_fields())
+                          known_fields=known_fields(), field_types=field_types())
 
 
 # -- command line -------------------------------------------------------------------------------
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return n
-
-
-def _port(text: str) -> int:
-    n = _positive(text)
-    if n > 0xFFFF:
-        raise argparse.ArgumentTypeError(f"port {n} out of range")
-    return n
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -535,7 +549,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "filter macros: ack nak rnr cnp read write send atomic bad_icrc ecn_ce pfc pause,\n"
         "and one per opcode (rc.send.only, rc.rdma.write.first, rc.ack, ud.send.only, ...);\n"
         "bth.opcode takes names: -Y 'bth.opcode == rc-rdma-read-request'.\n"
-        "-T fields/csv print integers in decimal; booleans as 1/0; absent fields empty.\n"
+        "-T fields prints values as tshark does (bth.destqp 0x000048; -E raw=y: decimal);\n"
+        "-T csv prints integers in decimal; booleans as 1/0; absent fields empty.\n"
         "exit status: 0 read (even with malformed packets), 1 usage or filter error,\n"
         "2 unreadable capture.")
     parser.add_argument("file", nargs="*", metavar="FILE",
@@ -571,17 +586,17 @@ def add_output_arguments(parser: Any) -> None:
     parser.add_argument("-E", action="append", default=[], dest="field_options",
                         metavar="OPT=VALUE",
                         help="-T fields option: header=y|n, separator=/t|/s|C, quote=d|s|n, "
-                             "aggregator=C")
+                             "aggregator=C, raw=y|n (integers in decimal, not tshark's hex)")
     parser.add_argument("-Y", "--display-filter", metavar="EXPR", dest="filter",
                         help="show only packets matching this display filter")
-    parser.add_argument("-c", "--count", type=_positive, metavar="N",
+    parser.add_argument("-c", "--count", type=parse_positive, metavar="N",
                         help="stop after N displayed packets")
     parser.add_argument("-t", dest="time_format", choices=summary.TIME_MODES, default="r",
                         help="time column: r relative to first (default), d delta, dd delta "
                              "displayed, a absolute, ad absolute with date, e epoch, "
                              "u/ud UTC")
     parser.add_argument("--only-roce", action="store_true", help="hide frames that are not RoCE")
-    parser.add_argument("--udp-port", type=_port, default=ROCE_PORT, metavar="N",
+    parser.add_argument("--udp-port", type=parse_port, default=ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP port (default {ROCE_PORT})")
     parser.add_argument("--color", "--colour", choices=("auto", "always", "never"),
                         default="auto", dest="color",
@@ -593,17 +608,18 @@ def add_output_arguments(parser: Any) -> None:
 
 def _field_options(opts: list[str]) -> dict[str, Any]:
     """Parse tshark's ``-E`` options."""
-    res: dict[str, Any] = {"header": False, "separator": "\t", "quote": "", "aggregator": ","}
+    res: dict[str, Any] = {"header": False, "separator": "\t", "quote": "", "aggregator": ",",
+                           "raw": False}
     special = {"/t": "\t", "/s": " ", "\\t": "\t"}
     for opt in opts:
         key, sep, value = opt.partition("=")
         key = key.strip().lower()
         if not sep:
             raise UsageError(f"-E {opt!r}: expected OPTION=VALUE")
-        if key == "header":
+        if key in ("header", "raw"):
             if value.lower() not in ("y", "n", "yes", "no"):
-                raise UsageError(f"-E header={value}: use y or n")
-            res["header"] = value.lower().startswith("y")
+                raise UsageError(f"-E {key}={value}: use y or n")
+            res[key] = value.lower().startswith("y")
         elif key in ("separator", "aggregator"):
             if not value:
                 raise UsageError(f"-E {key}= needs a character")
@@ -615,7 +631,7 @@ def _field_options(opts: list[str]) -> dict[str, Any]:
             res["quote"] = quotes[value.lower()]
         else:
             raise UsageError(f"-E {key}: unknown option (header, separator, quote, "
-                             "aggregator)")
+                             "aggregator, raw)")
     return res
 
 

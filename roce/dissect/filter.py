@@ -37,8 +37,9 @@ from functools import lru_cache
 from typing import Final, NoReturn, TypeAlias
 
 from ..errors import FilterError
+from ..options import mac_bytes, read_int
 
-__all__ = ["FilterError", "compile_filter"]
+__all__ = ["FieldType", "FilterError", "compile_filter"]
 
 Predicate: TypeAlias = Callable[[Mapping[str, object]], bool]
 _Handler: TypeAlias = Callable[[object], bool]
@@ -48,6 +49,27 @@ _Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 # Deep nesting would otherwise surface as RecursionError (in the parser or in the closure
 # tree); no real filter comes anywhere near this.
 _MAX_DEPTH: Final = 100
+
+
+# ----------------------------------------------------------------------- field types
+
+
+@dataclass(frozen=True, slots=True)
+class FieldType:
+    """What a field holds, so that a comparison that cannot mean anything is refused when
+    the filter is compiled, as Wireshark refuses it (``ip.src == 5``, ``bth.psn contains
+    1``), instead of silently matching nothing.
+
+    ``kind`` is ``"uint"`` (``bits`` wide), ``"bool"``, ``"ipv4"``, ``"ipv6"`` or ``"mac"``.
+    """
+
+    kind: str
+    bits: int = 0
+
+
+_KIND_NAMES: Final = {"uint": "an unsigned integer", "bool": "a boolean",
+                      "ipv4": "an IPv4 address", "ipv6": "an IPv6 address",
+                      "mac": "an Ethernet address"}
 
 
 # --------------------------------------------------------------------------- errors
@@ -258,24 +280,11 @@ _FLOAT_RE: Final = re.compile(r"-?[0-9]+\.[0-9]+")
 _IPV4_RE: Final = re.compile(r"[0-9]+(?:\.[0-9]+){3}")
 _IPV4_NET_RE: Final = re.compile(r"[0-9]+(?:\.[0-9]+){3}/[0-9]+")
 _BYTES_RE: Final = re.compile(r"[0-9A-Fa-f]{1,2}([:-])[0-9A-Fa-f]{1,2}(?:\1[0-9A-Fa-f]{1,2})*")
-_MAC_RE: Final = re.compile(r"[0-9A-Fa-f]{2}([:.-])[0-9A-Fa-f]{2}(?:\1[0-9A-Fa-f]{2}){4}")
 _IDENT_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
 def _is_identifier(text: str) -> bool:
     return _IDENT_RE.fullmatch(text) is not None and not text.endswith(".")
-
-
-def _parse_int(text: str) -> int:
-    sign = -1 if text.startswith("-") else 1
-    body = text.lstrip("-")
-    if body[:2] in ("0x", "0X"):
-        return sign * int(body[2:], 16)
-    if body[:2] in ("0b", "0B"):
-        return sign * int(body[2:], 2)
-    # Plain decimal even with leading zeros: Wireshark's octal reading of "010" surprises
-    # more people than it helps.
-    return sign * int(body, 10)
 
 
 def _split_bytes(text: str, sep: str) -> bytes:
@@ -302,12 +311,11 @@ def _addr_key(addr: _Address) -> tuple[int, int]:
     return addr.version, int(addr)
 
 
-@lru_cache(maxsize=4096)
 def _parse_mac(text: str) -> bytes | None:
-    match = _MAC_RE.fullmatch(text)
-    if match is None:
+    try:
+        return mac_bytes(text)  # cached: packets repeat the same few addresses
+    except (ValueError, TypeError, AttributeError):
         return None
-    return _split_bytes(text, match.group(1))
 
 
 def _word_literal(text: str, pos: int, expr: str) -> _Literal:
@@ -317,7 +325,7 @@ def _word_literal(text: str, pos: int, expr: str) -> _Literal:
         return _Literal(text, pos, boolean=low == "true", string=text)
     if _INT_RE.fullmatch(text):
         try:
-            return _Literal(text, pos, num=_parse_int(text))
+            return _Literal(text, pos, num=read_int(text))
         except ValueError:  # more decimal digits than int() accepts
             raise FilterError(f"bad number {_show(text)}", expr, pos) from None
     if _IPV4_RE.fullmatch(text):
@@ -784,6 +792,7 @@ class _Context:
     resolve: Callable[[str, str], object] | None
     macros: Mapping[str, str]
     known_fields: Container[str] | None
+    field_types: Mapping[str, FieldType] | None = None
     expanding: list[str] = field(default_factory=list)
     macro_cache: dict[str, Predicate] = field(default_factory=dict)
     _prefixes: frozenset[str] | None = None
@@ -925,6 +934,7 @@ class _Parser:
         self.check_field(tok)
         op_tok = self.advance()
         if op_tok.kind == _CONTAINS:
+            self.check_contains(tok)
             lit = self.parse_value(op_tok)
             return _leaf(name, _value_test(_contains_handlers(lit), every=False))
         if op_tok.kind == _OP:
@@ -936,6 +946,7 @@ class _Parser:
     def comparison(self, name: str, op_tok: _Token) -> Predicate:
         op = str(op_tok.value)
         lit = self.resolve(name, self.parse_value(op_tok))
+        self.check_value(name, lit)
         if lit.net is not None and op not in _EQUALITY_OPS:
             self.fail(
                 f'a network can only be compared with "==" or "!=", not "{op_tok.text}"', lit.pos
@@ -968,11 +979,13 @@ class _Parser:
             elif tok.kind not in (_WORD, _STRING):
                 self.fail(f"expected a value in set, got {self.describe(tok)}", tok.pos)
             lo = self.resolve(name, self.parse_value(after))
+            self.check_value(name, lo)
             if self.peek().kind != _RANGE:
                 elements.append(lo)
                 continue
             rng = self.advance()
             hi = self.resolve(name, self.parse_value(rng))
+            self.check_value(name, hi)
             for bound in (lo, hi):
                 if bound.net is not None:
                     self.fail("a network cannot be a range bound", bound.pos)
@@ -1004,6 +1017,51 @@ class _Parser:
     def check_field(self, tok: _Token) -> None:
         if not self.ctx.is_known(tok.text):
             self.fail(f"unknown field '{tok.text}'", tok.pos)
+
+    def field_type(self, name: str) -> FieldType | None:
+        types = self.ctx.field_types
+        if types is None:
+            return None
+        try:
+            found = types.get(name)
+        except Exception:  # an odd Mapping must not turn into a non-FilterError
+            return None
+        return found if isinstance(found, FieldType) else None
+
+    def check_contains(self, tok: _Token) -> None:
+        """Only byte-like fields (text, bytes, MACs) can contain something."""
+        ftype = self.field_type(tok.text)
+        if ftype is not None and ftype.kind != "mac":
+            self.fail(f"'{tok.text}' is {_KIND_NAMES.get(ftype.kind, ftype.kind)} and cannot "
+                      'be used with "contains"', tok.pos)
+
+    def check_value(self, name: str, lit: _Literal) -> None:
+        """Refuse a value that the field's type cannot hold (Wireshark refuses it too)."""
+        ftype = self.field_type(name)
+        if ftype is None:
+            return
+        kind, shown = ftype.kind, _show(lit.text)
+        what = f"'{name}' ({_KIND_NAMES.get(kind, kind)})"
+        if kind == "uint":
+            if lit.num.__class__ is int:
+                top = (1 << ftype.bits) - 1
+                if ftype.bits and lit.num > top:  # type: ignore[operator]
+                    self.fail(f"{shown} is too big for {what}, maximum {top}", lit.pos)
+                return
+            if lit.quoted:
+                self.fail(f"{what} cannot be compared with the string {shown}", lit.pos)
+            self.fail(f"{shown} is not a valid number for {what}", lit.pos)
+        elif kind == "bool":
+            if lit.quoted or _bool_key(lit) is None:
+                self.fail(f"{shown} is not a valid value for {what}: use true, false, 1 or 0",
+                          lit.pos)
+        elif kind in ("ipv4", "ipv6"):
+            version = 4 if kind == "ipv4" else 6
+            found = lit.addr if lit.addr is not None else lit.net
+            if found is None or found.version != version:
+                self.fail(f"{shown} is not a valid address for {what}", lit.pos)
+        elif kind == "mac" and lit.mac is None and (lit.raw is None or len(lit.raw) != 6):
+            self.fail(f"{shown} is not six octets, as {what} needs", lit.pos)
 
     def resolve(self, name: str, lit: _Literal) -> _Literal:
         """Turn a symbolic value into a number now, so typos fail at compile time."""
@@ -1058,6 +1116,7 @@ def compile_filter(
     resolve: Callable[[str, str], object] | None = None,
     macros: Mapping[str, str] | None = None,
     known_fields: Container[str] | None = None,
+    field_types: Mapping[str, FieldType] | None = None,
 ) -> Predicate:
     """Compile a display filter into a predicate over a packet's field mapping.
 
@@ -1083,13 +1142,17 @@ def compile_filter(
       name stands alone as a test; macros may use macros, recursion is an error.
     * ``known_fields``, when given, rejects names that are neither a known field, the
       protocol prefix of one, nor (for a bare test) a macro.
+    * ``field_types``, when given, rejects what Wireshark rejects for a typed field: a value
+      the type cannot hold (``ip.src == 5``, ``bth.psn == 10.0.0.1``, ``bth.psn == "x"``,
+      a number wider than the field, ``icrc.valid == 7``) and ``contains`` on a number,
+      boolean or IP address.  Fields without an entry are compared as described above.
 
     Raises :class:`FilterError` for every problem with ``expr``; the returned predicate
     never raises and answers False for anything it cannot make sense of.
     """
     if not isinstance(expr, str):
         raise FilterError(f"filter must be a string, not {type(expr).__name__}", "", 0)
-    ctx = _Context(resolve, macros if macros is not None else {}, known_fields)
+    ctx = _Context(resolve, macros if macros is not None else {}, known_fields, field_types)
     try:
         root = _Parser(expr, ctx, 0).parse()
     except FilterError:

@@ -24,8 +24,8 @@ import sys
 from typing import IO, Any
 
 from ..errors import UsageError
+from ..options import parse_jobs
 from ..pcapio import open_capture
-from ..units import parse_non_negative
 from . import multifile
 
 COLUMNAR = ("parquet", "arrow")
@@ -36,7 +36,7 @@ BATCH = 4096  # frames per batch of a merged session
 def add_many_arguments(parser: Any, write_help: str) -> None:
     """-w, -j and --scheduler (decode and stats)."""
     parser.add_argument("-w", "--write", metavar="PATH", dest="write", help=write_help)
-    parser.add_argument("-j", "--jobs", type=parse_non_negative, default=0, metavar="N",
+    parser.add_argument("-j", "--jobs", type=parse_jobs, default=0, metavar="N",
                         help="worker processes for several captures (default 0: all cores)")
     parser.add_argument("--scheduler", metavar="tcp://HOST:8786",
                         help="run the per-capture tasks on this Dask scheduler "
@@ -172,7 +172,9 @@ def _decode_text(args: argparse.Namespace, paths: list[str]) -> int:
     status = 0
     for path in paths:
         one = copy.copy(args)
-        one.file, one.read_file = [path], None
+        # as -r: a path left unexpanded (an empty directory, a glob matching nothing) is
+        # then reported as unreadable rather than taken for a set again, without end
+        one.file, one.read_file = [], path
         status = max(status, decode.run(one))
     return status
 

@@ -6,9 +6,12 @@ small next to decoding.  Values are rendered by type, the same way in every form
 
 * JSON keeps numbers and booleans, writes ``bytes`` as hex strings and repeated fields
   (``ip.addr``) as lists.  A malformed packet carries ``"_malformed": "why"``.
-* ``fields`` and ``csv`` print integers in **decimal** (also those Wireshark shows in hex,
-  such as ``bth.destqp`` or ``reth.va``: decimal is what scripts parse without surprises),
-  booleans as ``1``/``0`` like tshark, bytes as hex, absent fields as the empty string.
+* ``fields`` prints each value as tshark does: the fields Wireshark shows in hex in hex
+  with their width (``bth.destqp`` ``0x000048``, ``reth.va`` ``0x0000000000001000``;
+  ``roce.dissect.tree.fields_display`` says which), other integers in decimal, booleans as
+  ``1``/``0``, bytes as hex, absent fields as the empty string.  ``-E raw=y`` (a roce
+  option; tshark has none) prints every integer in decimal instead.
+* ``csv`` prints integers in decimal, what spreadsheets and scripts read without help.
 
 Field names are roce's (``bth.psn``, ``reth.va``); Wireshark's ``infiniband.`` names are
 accepted too and mean what Wireshark means by them (``infiniband.reth.va`` is also the
@@ -199,10 +202,17 @@ class FieldsWriter(_Chunked):
     """``-T fields``: the ``-e`` fields separated by a tab (``-E separator=``)."""
 
     def __init__(self, out: TextIO, names: Iterable[str], header: bool = False,
-                 separator: str = "\t", quote: str = "", aggregator: str = ",") -> None:
+                 separator: str = "\t", quote: str = "", aggregator: str = ",",
+                 raw: bool = False) -> None:
         super().__init__(out)
         self.names = list(names)
         self.getters = [field_getter(n) for n in self.names]
+        if not raw:
+            from .tree import fields_display  # the one table of display bases
+
+            shown = fields_display()
+            self.getters = [_displayed(g, shown[key]) if (key := wireshark_name(n)) in shown
+                            else g for g, n in zip(self.getters, self.names)]
         self.separator = separator
         self.quote = quote
         self.aggregator = aggregator
@@ -220,6 +230,18 @@ class FieldsWriter(_Chunked):
         if q:
             values = [f"{q}{v}{q}" for v in values]
         self._emit(self.separator.join(values) + "\n")
+
+
+def _displayed(get: Callable[[RecordLike], Any] | None,
+               spec: str) -> Callable[[RecordLike], Any]:
+    """``get`` with its integer values written with ``spec`` (``0x{:06x}``)."""
+    fmt = spec.format
+
+    def shown(r: RecordLike) -> Any:
+        v = get(r)  # type: ignore[misc]
+        return fmt(v) if type(v) is int else v
+
+    return shown
 
 
 class CsvWriter(_Chunked):

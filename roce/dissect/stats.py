@@ -20,7 +20,8 @@ import sys
 from collections.abc import Callable
 from typing import IO
 
-from .. import locate, units
+from .. import locate
+from ..options import parse_port, parse_positive_time, parse_rate
 from ..pcapio import CaptureError, CaptureReader, open_capture
 from . import flows as fl
 from . import pauses
@@ -31,28 +32,30 @@ PROG = "roce stats"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # Values are checked in run() rather than by argparse so that bad usage exits 1, the
-    # status this command documents (argparse itself exits 2).
+    # Values are checked by their argparse types (roce.options); roce's parser exits 1.
     parser.add_argument("file", nargs="*", metavar="FILE",
                         help="pcap or pcapng captures (gzip allowed), directories or globs; "
                         "- reads stdin")
-    parser.add_argument("-T", dest="format", default="text", metavar="FORMAT",
+    parser.add_argument("-T", dest="format", default="text", metavar="FORMAT", type=str.lower,
+                        choices=("text", "json", "parquet"),
                         help="output format: text (default), json or parquet (-w DIR)")
     parser.add_argument("--expert", action="store_true",
                         help=f"list every expert event (default: the first {EXPERT_DEFAULT} "
                         "by severity)")
-    parser.add_argument("--udp-port", default=str(locate.ROCE_PORT), metavar="N",
+    parser.add_argument("--udp-port", type=parse_port, default=locate.ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP destination port (default {locate.ROCE_PORT})")
-    parser.add_argument("--link-rate", default=pauses.DEFAULT_LINK_RATE, metavar="RATE",
+    parser.add_argument("--link-rate", type=parse_rate, default=pauses.DEFAULT_LINK_RATE,
+                        metavar="RATE",
                         help="link rate that turns pause quanta into time (Gb/s, default "
                         f"{pauses.DEFAULT_LINK_RATE})")
-    parser.add_argument("--pause-storm", default=pauses.DEFAULT_STORM, metavar="TIME",
+    parser.add_argument("--pause-storm", type=parse_positive_time, default=pauses.DEFAULT_STORM,
+                        metavar="TIME",
                         help="expert warning when a priority stays paused longer than TIME "
                         f"without a break (default {pauses.DEFAULT_STORM})")
-    parser.add_argument("--cnp-interval", metavar="TIME",
+    parser.add_argument("--cnp-interval", type=parse_positive_time, metavar="TIME",
                         help="expert warning when two CNPs to one QP come closer than TIME "
                         "(the notification point's np_min_time_between_cnps, e.g. 4us)")
-    parser.add_argument("--timeline", metavar="INTERVAL",
+    parser.add_argument("--timeline", type=parse_positive_time, metavar="INTERVAL",
                         help="per-QP throughput, CNPs, retransmissions and PAUSE frames per "
                         "INTERVAL (e.g. 10us; one capture file, read a second time)")
     from .fleetcmd import add_stats_arguments  # --merge, -w, -j, --scheduler
@@ -68,34 +71,9 @@ def _usage(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     if not args.file:
         return _usage("missing FILE (a capture file, or - for stdin)")
-    fmt = str(args.format).lower()
-    if fmt not in ("text", "json", "parquet"):
-        return _usage(f"unknown output format {args.format!r}: use text, json or parquet")
-    port = -1
-    for base in (10, 0):  # 4791, 04791 or 0x12b7
-        try:
-            port = int(str(args.udp_port), base)
-            break
-        except ValueError:
-            pass
-    if not 0 < port < 65536:
-        return _usage(f"--udp-port {args.udp_port!r} is not a port number (1..65535)")
-    try:
-        rate_bps = units.parse_rate(str(args.link_rate)) * 1e9
-        storm_ns = units.parse_time(str(args.pause_storm))
-    except argparse.ArgumentTypeError as exc:
-        return _usage(str(exc))
-    if rate_bps <= 0 or storm_ns <= 0:
-        return _usage("--link-rate and --pause-storm must be positive")
-    cc_opts: list[int | None] = []
-    for opt, name in ((args.cnp_interval, "--cnp-interval"), (args.timeline, "--timeline")):
-        try:
-            cc_opts.append(None if opt is None else units.parse_time(str(opt)))
-        except argparse.ArgumentTypeError as exc:
-            return _usage(f"{name}: {exc}")
-        if cc_opts[-1] is not None and cc_opts[-1] <= 0:
-            return _usage(f"{name} must be positive")
-    cnp_interval, timeline = cc_opts
+    fmt, port = args.format, args.udp_port
+    rate_bps, storm_ns = args.link_rate * 1e9, args.pause_storm
+    cnp_interval, timeline = args.cnp_interval, args.timeline
     from . import fleetcmd
 
     if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
@@ -120,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
                           account)
+        _warn_linktypes(reader)
     except CaptureError as exc:  # a read error after the header
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -183,6 +162,17 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
         raise
     st = os.fstat(fh.fileno())
     return reader, st.st_size if stat.S_ISREG(st.st_mode) else 0, fh
+
+
+def _warn_linktypes(reader: CaptureReader) -> None:
+    """One line per link type of the capture that roce cannot read: otherwise its frames
+    would only show up as "not RoCE", with no word about why."""
+    known = locate.LINKTYPE_NAMES
+    for lt in reader.linktypes:
+        if lt not in known:
+            print(f"{PROG}: warning: {reader.name}: link type {lt} is not supported (only "
+                  f"{', '.join(f'{n} ({v})' for v, n in known.items())}); its frames are "
+                  "counted as not RoCE", file=sys.stderr)
 
 
 def _analyse(reader: CaptureReader, port: int, size: int,

@@ -30,6 +30,7 @@ from roce.headers import (
     syndrome_type,
     syndrome_value,
 )
+from roce.icrc import to_trailer
 from roce.locate import Walk
 from roce.opcodes import OPCODES
 from roce.pcapio import Frame
@@ -72,6 +73,10 @@ class RecordLike(Protocol):
 # header are pasted into one generated f-string (``_compile``), so rendering a header is
 # a single f-string instead of a call per field: the tree costs a third as much.
 
+# Hex formats by the digits they show: -T fields prints these fields in hex too
+# (``fields_display``), as tshark does for a BASE_HEX field.
+_HEX_WIDTH: dict[str, int] = {}
+
 DEC = "{@}"
 BOOL = "{'True' if @ else 'False'}"
 SET = "{'Set' if @ else 'Not set'}"
@@ -85,11 +90,18 @@ SYNDROME = "SYNDROME"  # a sub-tree, not a value: see _syndrome
 
 
 def HEX(digits: int) -> str:  # noqa: N802 - reads like the other format constants
-    return "0x{@:0%dx}" % digits  # noqa: UP031 - the braces belong to the template
+    template = "0x{@:0%dx}" % digits  # noqa: UP031 - the braces belong to the template
+    _HEX_WIDTH[template] = digits
+    return template
 
 
 def HEXDEC(digits: int) -> str:  # noqa: N802
-    return "0x{@:0%dx} ({@})" % digits  # noqa: UP031
+    template = "0x{@:0%dx} ({@})" % digits  # noqa: UP031
+    _HEX_WIDTH[template] = digits
+    return template
+
+
+_HEX_WIDTH.update({ETYPE: 4, TCLASS: 2})  # "IPv4 (0x0800)", "0x00 (DSCP ...)"
 
 
 def _etype(v: int) -> str:
@@ -134,8 +146,6 @@ FIELD_FORMAT: dict[tuple[str, str], str] = {
     ("ipv6", "flow"): HEX(5),
     ("ipv6", "nxt"): PROTO,
     ("udp", "checksum"): HEX(4),
-    ("grh", "tclass"): TCLASS,
-    ("grh", "flowlabel"): HEX(5),
     ("grh", "nxthdr"): PROTO,
     ("bth", "opcode"): OPCODE,
     ("bth", "se"): BOOL,
@@ -151,10 +161,7 @@ FIELD_FORMAT: dict[tuple[str, str], str] = {
     ("reth", "r_key"): HEX(8),
     ("atomiceth", "va"): HEX(16),
     ("atomiceth", "r_key"): HEX(8),
-    ("atomiceth", "swapdt"): HEXDEC(16),
-    ("atomiceth", "cmpdt"): HEXDEC(16),
     ("aeth", "syndrome"): SYNDROME,
-    ("atomicacketh", "origremdt"): HEXDEC(16),
     ("immdt", "immdt"): HEX(8),
     ("ieth", "ieth"): HEX(8),
     ("xrceth", "xrcsrq"): HEX(6),
@@ -162,6 +169,31 @@ FIELD_FORMAT: dict[tuple[str, str], str] = {
 }
 for _h, _f in FIELD_FORMAT:  # a renamed field fails here, at import, rather than silently
     LAYOUTS[_h].field(_f)
+
+# Where tshark's -T fields writes a value otherwise than the tree's hex width suggests
+# (Wireshark 4.0, checked by tests/test_tshark.py): ImmDt and IETH are byte strings
+# there (digits without "0x"); ipv6.tclass is a 32-bit field (8 digits).
+_FIELDS_BYTES = frozenset({("immdt", "immdt"), ("ieth", "ieth")})
+_FIELDS_DIGITS = {("ipv6", "tclass"): 8}
+
+
+def fields_display() -> dict[str, str]:
+    """Flat field key -> ``str.format`` spec of its value in ``-T fields``, for the fields
+    tshark prints in hex (``bth.destqp`` -> ``0x{:06x}``): the tree's hex formats above,
+    with as many digits as whole bytes need (Wireshark pads hex to an even count), and the
+    ICRC.  Fields not listed print in decimal."""
+    out = {"icrc": "0x{:0%dx}" % (2 * len(to_trailer(0)))}  # noqa: UP031
+    for header, keys in FLAT_KEYS.items():
+        base = "vlan" if header == "vlan2" else header
+        for fld, key in zip(LAYOUTS[base].fields, keys):
+            key = header if header in SINGLE_FIELD else key
+            digits = _HEX_WIDTH.get(FIELD_FORMAT.get((base, fld.name), DEC))
+            if digits is None:
+                continue
+            digits = _FIELDS_DIGITS.get((base, fld.name), digits + digits % 2)
+            prefix = "" if (base, fld.name) in _FIELDS_BYTES else "0x"
+            out[key] = prefix + "{:0%dx}" % digits  # noqa: UP031
+    return out
 
 
 
@@ -360,4 +392,4 @@ def hexdump(data: bytes) -> str:
     return "\n".join(rows) + "\n"
 
 
-__all__ = ["FIELD_FORMAT", "hexdump", "render"]
+__all__ = ["FIELD_FORMAT", "fields_display", "hexdump", "render"]

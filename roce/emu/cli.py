@@ -12,7 +12,24 @@ import sys
 from typing import Any
 
 from ..errors import UsageError
-from ..units import parse_probability, parse_rate, parse_size, parse_time
+from ..options import (
+    MAX_COUNT,
+    bounded_int,
+    parse_ip_text,
+    parse_listen_port,
+    parse_mac,
+    parse_port,
+    parse_positive,
+    parse_positive_seconds,
+    parse_probability,
+    parse_psn,
+    parse_rate,
+    parse_retry,
+    parse_seed,
+    parse_size,
+    parse_time,
+    parse_timeout,
+)
 from .cc import cli as cc_cli
 from .net import cli as net_cli
 from .record import pcap_writer
@@ -22,10 +39,12 @@ from .scenario import OPS, Scenario, emit, run_scenario
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--op", choices=OPS, default="write", help="operation (default write)")
     p.add_argument("--size", type=parse_size, default=1 << 20, help="message size (1M)")
-    p.add_argument("--count", type=int, default=10, help="messages per QP (10)")
+    p.add_argument("--count", type=bounded_int(0, MAX_COUNT, "a message count"), default=10,
+                   help="messages per QP (10)")
     p.add_argument("--mtu", type=int, choices=(256, 512, 1024, 2048, 4096), default=4096)
-    p.add_argument("--qps", type=int, default=1, help="concurrent queue pairs (1)")
-    p.add_argument("--depth", type=int, default=16, help="outstanding messages per QP (16)")
+    p.add_argument("--qps", type=parse_positive, default=1, help="concurrent queue pairs (1)")
+    p.add_argument("--depth", type=parse_positive, default=16,
+                   help="outstanding messages per QP (16)")
     p.add_argument("--rate", type=parse_rate, default=100.0, help="link rate in Gb/s (100)")
     p.add_argument("--delay", type=parse_time, default=1000, help="propagation delay (1us)")
     for name in ("loss", "burst", "reorder", "dup", "corrupt"):
@@ -34,12 +53,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recovery", choices=("gbn", "sr"), default="gbn",
                    help="loss recovery: gbn (go-back-N, rxe; default) or sr (IRN selective "
                         "repeat)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--psn", type=lambda s: int(s, 0), default=0, help="first PSN of each QP")
-    p.add_argument("--timeout", type=int, default=None,
+    p.add_argument("--seed", type=parse_seed, default=0)
+    p.add_argument("--psn", type=parse_psn, default=0, help="first PSN of each QP")
+    p.add_argument("--timeout", type=parse_timeout, default=None,
                    help="local ACK timeout exponent (12 simulated, 14 across a real link)")
-    p.add_argument("--retry-cnt", type=int, default=7)
-    p.add_argument("--rnr-retry", type=int, default=7)
+    p.add_argument("--retry-cnt", type=parse_retry, default=7)
+    p.add_argument("--rnr-retry", type=parse_retry, default=7)
     p.add_argument("-w", "--write", dest="pcap", metavar="FILE",
                    help="record every delivered frame to a pcap")
     p.add_argument("-T", dest="format", choices=("text", "json"), default="text")
@@ -55,19 +74,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="raw Ethernet on this interface (AF_PACKET; root)")
     g.add_argument("--transport", choices=("raw", "udp"),
                    help="raw Ethernet (with -i) or a kernel UDP socket on port 4791")
-    g.add_argument("--ip", metavar="ADDR", help="the emulated device's IP (default: the "
+    g.add_argument("--ip", type=parse_ip_text, metavar="ADDR",
+                   help="the emulated device's IP (default: the "
                    "interface's, or for UDP the out-of-band connection's local address)")
-    g.add_argument("--mac", metavar="MAC", help="the device's MAC (default: the interface's)")
+    g.add_argument("--mac", type=parse_mac, metavar="MAC",
+                   help="the device's MAC (default: the interface's)")
     g.add_argument("--arp", action="store_true",
                    help="raw Ethernet: answer ARP for --ip and resolve the peer by ARP")
     g.add_argument("--qp-type", choices=("rc", "uc", "ud"), default="rc",
                    help="queue pair type (rc; ud: --op send, one packet per message)")
-    g.add_argument("--port", type=int, default=18515, help="out-of-band TCP port (18515)")
-    g.add_argument("--bind", metavar="ADDR", help="--listen: out-of-band address (all)")
-    g.add_argument("--udp-port", type=int, default=4791, help=argparse.SUPPRESS)
-    g.add_argument("--oob-timeout", type=float, default=30.0, metavar="S",
+    g.add_argument("--port", type=parse_listen_port, default=18515,
+                   help="out-of-band TCP port (18515; 0: any free one)")
+    g.add_argument("--bind", type=parse_ip_text, metavar="ADDR",
+                   help="--listen: out-of-band address (all)")
+    g.add_argument("--udp-port", type=parse_port, default=4791, help=argparse.SUPPRESS)
+    g.add_argument("--oob-timeout", type=parse_positive_seconds, default=30.0, metavar="S",
                    help="seconds to wait for the peer's out-of-band messages (30)")
-    g.add_argument("--time-limit", type=float, default=120.0, metavar="S",
+    g.add_argument("--time-limit", type=parse_positive_seconds, default=120.0, metavar="S",
                    help="wall-clock seconds for the run (120)")
     net_cli.add_arguments(p)
 

@@ -153,7 +153,7 @@ class _RelaySide:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..units import parse_time
+    from ..options import parse_positive_seconds, parse_probability, parse_seed, parse_time
     from .fabric import LinkConfig
 
     p = argparse.ArgumentParser(prog="python -m roce.emu.relay",
@@ -161,12 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("if_a")
     p.add_argument("if_b")
     for name in ("loss", "burst", "reorder", "dup", "corrupt"):
-        p.add_argument(f"--{name}", type=float, default=0.0)
+        p.add_argument(f"--{name}", type=parse_probability, default=0.0)
     p.add_argument("--delay", type=parse_time, default=0, help="base delay (0)")
     p.add_argument("--jitter", type=parse_time, default=1_000_000,
                    help="extra delay of a reordered frame, at most (1ms)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--duration", type=float, default=None, help="seconds (forever)")
+    p.add_argument("--seed", type=parse_seed, default=0)
+    p.add_argument("--duration", type=parse_positive_seconds, default=None,
+                   help="seconds (forever)")
     args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     cfg = LinkConfig(rate_gbps=1e6, delay_ns=args.delay, loss=args.loss, burst_p=args.burst,
                      reorder=args.reorder, reorder_jitter_ns=args.jitter, dup=args.dup,

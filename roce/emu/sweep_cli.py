@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ..errors import UsageError
+from ..options import parse_jobs
 from . import cli as emu_cli
 from . import sweep, sweep_table
 
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the table: FILE.csv or FILE.parquet; rows already there are kept "
                         "and their runs skipped")
-    p.add_argument("-j", "--jobs", type=int, metavar="N",
+    p.add_argument("-j", "--jobs", type=parse_jobs, metavar="N",
                    help="worker processes (default: all cores)")
     p.add_argument("--scheduler", metavar="tcp://HOST:8786",
                    help="run on this Dask cluster instead (pip install 'roce[dask]')")

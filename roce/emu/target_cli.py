@@ -14,56 +14,65 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import InputError, UsageError
-from ..units import parse_size
+from ..options import (
+    bounded_int,
+    parse_address,
+    parse_ip_text,
+    parse_key,
+    parse_mac,
+    parse_port,
+    parse_positive,
+    parse_positive_seconds,
+    parse_psn,
+    parse_qpn,
+    parse_seed,
+    parse_size,
+)
 from . import budget
 from .budget import human
 from .record import pcap_writer
 from .target import Target, TargetConfig, sigterm_as_interrupt
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad number {text!r} (e.g. 17, 0x11)") from None
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--interface", metavar="IFACE", help="raw Ethernet on IFACE (root)")
     p.add_argument("--transport", choices=("raw", "udp"),
                    help="raw Ethernet (default with -i) or a UDP socket on --ip:4791")
-    p.add_argument("--ip", metavar="ADDR",
+    p.add_argument("--ip", type=parse_ip_text, metavar="ADDR",
                    help="the target's IP (default: the interface's address)")
-    p.add_argument("--mac", help="the target's MAC (default: the interface's)")
-    p.add_argument("--qpn", type=_int, default=0x11, help="QPN of the first QP (0x11)")
-    p.add_argument("--qps", type=int, default=1, help="RC QPs, numbered from --qpn (1)")
-    p.add_argument("--peer-qpn", type=_int, default=0x11,
+    p.add_argument("--mac", type=parse_mac, help="the target's MAC (default: the interface's)")
+    p.add_argument("--qpn", type=parse_qpn, default=0x11, help="QPN of the first QP (0x11)")
+    p.add_argument("--qps", type=parse_positive, default=1, help="RC QPs, numbered from --qpn (1)")
+    p.add_argument("--peer-qpn", type=parse_qpn, default=0x11,
                    help="QPN the answers go to (+ i for QP i): RC packets do not carry the "
                    "sender's (0x11)")
-    p.add_argument("--rkey", type=_int, default=0x1000, help="R_Key of the MR (0x1000)")
-    p.add_argument("--va", type=_int, default=0x7F00_0000_0000, help="VA of the MR")
+    p.add_argument("--rkey", type=parse_key, default=0x1000, help="R_Key of the MR (0x1000)")
+    p.add_argument("--va", type=parse_address, default=0x7F00_0000_0000, help="VA of the MR")
     p.add_argument("--size", type=parse_size, default=1 << 16, help="MR size (64K)")
     p.add_argument("--fill", choices=("pattern", "zero", "random"), default="pattern",
                    help="MR contents: byte i = i & 0xff, zeros, or seeded random (pattern)")
-    p.add_argument("--seed", type=int, default=0, help="for --fill random")
-    p.add_argument("--psn", type=_int, default=0, help="first PSN expected (0)")
+    p.add_argument("--seed", type=parse_seed, default=0, help="for --fill random")
+    p.add_argument("--psn", type=parse_psn, default=0, help="first PSN expected (0)")
     p.add_argument("--mtu", type=int, choices=(256, 512, 1024, 2048, 4096), default=1024,
                    help="path MTU (1024; lowered to what the interface carries)")
     p.add_argument("--no-arp", dest="arp", action="store_false",
                    help="do not answer ARP requests for --ip")
     p.add_argument("--recv-size", type=parse_size, default=1 << 16,
                    help="bytes per receive buffer for SENDs (64K)")
-    p.add_argument("--recv-depth", type=int, default=16, help="receive buffers per QP (16)")
-    p.add_argument("--min-rnr-timer", type=int, default=1, help="RNR NAK timer code (1)")
+    p.add_argument("--recv-depth", type=bounded_int(0, 1 << 20, "a receive depth"), default=16,
+                   help="receive buffers per QP (16)")
+    # IBA 9.7.5.2.8: the RNR NAK timer is a 5-bit code
+    p.add_argument("--min-rnr-timer", type=bounded_int(0, 31, "an RNR timer code"), default=1,
+                   help="RNR NAK timer code (1)")
     p.add_argument("--no-recover", dest="recover", action="store_false",
                    help="leave a QP in ERR after a fatal NAK (default: re-create it)")
-    p.add_argument("--count", type=int, default=None, help="stop after N requests")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
+    p.add_argument("--count", type=parse_positive, default=None, help="stop after N requests")
+    p.add_argument("--duration", type=parse_positive_seconds, default=None, metavar="S",
                    help="stop after S seconds")
     p.add_argument("-w", "--write", dest="pcap", metavar="FILE",
                    help="save every frame received and sent to a pcap")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines")
-    p.add_argument("--udp-port", type=int, default=4791, help=argparse.SUPPRESS)
+    p.add_argument("--udp-port", type=parse_port, default=4791, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import struct
+from collections.abc import Iterable
 
+from ..errors import UsageError
 from ..fast import ip_checksum_reference
 from ..locate import L3_GRH, walk
+from ..options import unsigned
 from . import ib, tunnels
 
 ENCAPS = ("erspan2", "erspan3", "gre", "vxlan")
@@ -25,13 +28,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--link", choices=("eth", "ib"), default="eth",
                    help="ib: native InfiniBand (LRH, GRH with --roce-version 1; pcap link "
                         "type 247)")
-    g.add_argument("--dlid", type=lambda t: int(t, 0), default=1, metavar="LID")
-    g.add_argument("--slid", type=lambda t: int(t, 0), default=2, metavar="LID")
-    g.add_argument("--vl", type=lambda t: int(t, 0), default=0, metavar="N")
-    g.add_argument("--sl", type=lambda t: int(t, 0), default=0, metavar="N")
+    lrh = ib.LRH_LAYOUT.field  # values bounded by their LRH field widths (roce.options)
+    g.add_argument("--dlid", type=unsigned(lrh("dlid").bits, "a LID"), default=1, metavar="LID")
+    g.add_argument("--slid", type=unsigned(lrh("slid").bits, "a LID"), default=2, metavar="LID")
+    g.add_argument("--vl", type=unsigned(lrh("vl").bits, "a VL"), default=0, metavar="N")
+    g.add_argument("--sl", type=unsigned(lrh("sl").bits, "an SL"), default=0, metavar="N")
     g.add_argument("--encap", choices=ENCAPS,
                    help="wrap each frame in ERSPAN type II/III, GRE (0x6558) or VXLAN")
-    g.add_argument("--span-id", type=lambda t: int(t, 0), default=1, metavar="N",
+    g.add_argument("--span-id", type=unsigned(max(
+        tunnels.ERSPAN2_LAYOUT.field("spanid").bits, tunnels.VXLAN_LAYOUT.field("vni").bits),
+        "a span ID / VNI"), default=1, metavar="N",
                    help="ERSPAN session ID / VXLAN VNI")
 
 
@@ -65,11 +71,17 @@ def encap(frame: bytes, kind: str, n: int, span: int) -> bytes:
                                  8 + len(body), 0) + body)
 
 
-def apply(args: argparse.Namespace, datas: list[bytes]) -> tuple[list[bytes], int]:
-    """The frames to write and their pcap link type."""
+def apply(args: argparse.Namespace, datas: Iterable[bytes]) -> tuple[Iterable[bytes], int]:
+    """The frames to write and their pcap link type; one at a time, as ``datas`` comes
+    (``roce craft --count`` streams: memory does not grow with the count)."""
     if getattr(args, "link", "eth") == "ib":
-        return [to_ib(d, args) for d in datas], ib.LINKTYPE_INFINIBAND
+        return (to_ib(d, args) for d in datas), ib.LINKTYPE_INFINIBAND
     kind = getattr(args, "encap", None)
     if kind:
-        return [encap(d, kind, i, args.span_id) for i, d in enumerate(datas)], 1
+        if kind.startswith("erspan"):  # --span-id was bounded by the wider VNI when parsed
+            bits = tunnels.ERSPAN2_LAYOUT.field("spanid").bits
+            if args.span_id >> bits:
+                raise UsageError(f"--span-id {args.span_id} does not fit ERSPAN's {bits}-bit "
+                                 "session ID")
+        return (encap(d, kind, i, args.span_id) for i, d in enumerate(datas)), 1
     return datas, 1

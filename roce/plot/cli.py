@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InputError, UsageError
-from ..units import parse_time
+from ..options import parse_positive_time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="an emulator trace (roce emulate --trace): CSV or JSON lines")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the figure: FILE.png, FILE.svg or FILE.pdf")
-    p.add_argument("--interval", type=parse_time, metavar="TIME",
+    p.add_argument("--interval", type=parse_positive_time, metavar="TIME",
                    help="throughput bin width (default: 1/100 of the capture, >= 1us)")
 
 

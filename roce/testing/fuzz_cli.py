@@ -28,31 +28,34 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..units import parse_ipv4, parse_mac
+from ..options import (
+    MAX_COUNT,
+    bounded_int,
+    field_int,
+    parse_address,
+    parse_ipv4_text,
+    parse_jobs,
+    parse_key,
+    parse_mac,
+    parse_positive_seconds,
+    parse_psn,
+    parse_qpn,
+    parse_rate,
+    parse_seed,
+)
+from ..packet import field_width
 from . import fuzz
 from .fuzz.registry import HARNESSES
 
-
-def _count(text: str) -> int:
-    value = int(text, 0)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
+_count = bounded_int(0, MAX_COUNT, "a count")
 
 
 def _common(p: argparse.ArgumentParser, harness: str) -> None:
     default_count = HARNESSES[harness].default_count
-    p.add_argument("--seed", type=_count, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=parse_seed, default=0, help="random seed (default 0)")
     p.add_argument("--count", type=_count, default=None,
                    help=f"inputs to try (default {default_count}, or unbounded with --time)")
-    p.add_argument("--time", type=_seconds, default=None, metavar="SEC",
+    p.add_argument("--time", type=parse_positive_seconds, default=None, metavar="SEC",
                    help="stop after SEC seconds")
     p.add_argument("--corpus", metavar="DIR", help="save every failing input here")
     p.add_argument("--replay", metavar="DIR", help="re-run the failures saved in DIR")
@@ -60,7 +63,7 @@ def _common(p: argparse.ArgumentParser, harness: str) -> None:
 
 
 def _decoder_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jobs", "-j", type=_count, default=None,
+    p.add_argument("--jobs", "-j", type=parse_jobs, default=None,
                    help="worker processes (default: the number of CPUs)")
     p.add_argument("--decode-every", type=_count, default=fuzz.DECODE_EVERY, metavar="N",
                    help=f"run roce decode on every Nth chunk of {fuzz.CHUNK} frames "
@@ -76,24 +79,26 @@ def _responder_options(p: argparse.ArgumentParser) -> None:
 
 def _wire_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--interface", required=True, metavar="IFACE")
-    p.add_argument("--target", required=True, type=parse_ipv4, metavar="IP",
+    p.add_argument("--target", required=True, type=parse_ipv4_text, metavar="IP",
                    help="the target's IPv4 address")
-    p.add_argument("--qpn", required=True, type=lambda t: int(t, 0),
+    p.add_argument("--qpn", required=True, type=parse_qpn,
                    help="the target's RC QP number")
-    p.add_argument("--rkey", type=lambda t: int(t, 0), default=None,
+    p.add_argument("--rkey", type=parse_key, default=None,
                    help="an rkey of the target's memory (probes READ it)")
-    p.add_argument("--va", type=lambda t: int(t, 0), default=0, help="address of that MR")
-    p.add_argument("--size", type=lambda t: int(t, 0), default=4096, help="MR length")
+    p.add_argument("--va", type=parse_address, default=0, help="address of that MR")
+    p.add_argument("--size", type=field_int("reth.dmalen", field_width, "an MR length"),
+                   default=4096,
+                   help="MR length")
     p.add_argument("--target-mac", type=parse_mac, default=None,
                    help="skip ARP: the target's MAC")
-    p.add_argument("--src-qpn", type=lambda t: int(t, 0), default=0x11,
+    p.add_argument("--src-qpn", type=parse_qpn, default=0x11,
                    help="the QP number the target answers to (its destination QPN)")
-    p.add_argument("--psn", type=lambda t: int(t, 0), default=None,
+    p.add_argument("--psn", type=parse_psn, default=None,
                    help="the target's expected PSN if known (else learnt from answers)")
-    p.add_argument("--pps", type=_seconds, default=1000.0, help="frames per second")
+    p.add_argument("--pps", type=parse_rate, default=1000.0, help="frames per second")
     p.add_argument("--probe-every", type=_count, default=100, metavar="N",
                    help="a liveness probe every N frames (0: none)")
-    p.add_argument("--probe-timeout", type=_seconds, default=0.5, metavar="SEC")
+    p.add_argument("--probe-timeout", type=parse_positive_seconds, default=0.5, metavar="SEC")
     p.add_argument("--pcap", metavar="FILE", help="record every frame sent and received")
 
 

@@ -30,6 +30,7 @@ that cannot be read (``--payload-file``) or written (``-w``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
 import sys
@@ -38,93 +39,37 @@ from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO, TextIO
 
 import roce
+from roce import fast
+from roce.headers import LAYOUTS
+from roce.icrc import to_trailer
+from roce.locate import OK
 from roce.opcodes import OPCODES, Opcode, lookup
-from roce.pcapio import Frame, PcapNgWriter, PcapWriter
+from roce.options import (
+    bounded_int,
+    field_assignment,
+    field_int,
+    parse_ecn,
+    parse_ip_text,
+    parse_mac,
+    parse_positive,
+    parse_psn,
+    parse_seconds,
+)
+from roce.packet import field_width
+from roce.pcapio import MAX_TS_NS, Frame, PcapNgWriter, PcapWriter
 
 from ..errors import InputError, UsageError
 from . import craft_macc
 
 NS = 1_000_000_000
-PSN_MASK = 0xFFFFFF
-
-
-# -- argument types -------------------------------------------------------------------------
-
-
-def parse_int(text: str) -> int:
-    """A non-negative integer in decimal or with a 0x/0o/0b prefix (argparse type)."""
-    try:
-        value = int(text.replace("_", ""), 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def parse_positive(text: str) -> int:
-    value = parse_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def parse_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return value
-
-
-def parse_rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
-    return value
-
-
-_ECN_NAMES = {"ce": 3, "ect0": 2, "ect(0)": 2, "ect1": 1, "ect(1)": 1, "not-ect": 0,
-              "notect": 0, "non-ect": 0}
-
-
-def parse_ecn(text: str) -> int:
-    key = text.strip().lower()
-    if key in _ECN_NAMES:
-        return _ECN_NAMES[key]
-    try:
-        value = int(key, 0)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 3:
-        raise argparse.ArgumentTypeError(f"{text!r}: use ce, ect0, ect1, not-ect or 0..3")
-    return value
-
-
-def parse_value(text: str) -> Any:
-    """A ``--field`` value: integer, boolean, or the text itself (addresses)."""
-    low = text.strip().lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    try:
-        return int(low.replace("_", ""), 0)
-    except ValueError:
-        return text
-
-
-def parse_field(text: str) -> tuple[str, Any]:
-    name, sep, value = text.partition("=")
-    name = name.strip()
-    if not sep or not name or not value.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE, e.g. aeth.msn=5")
-    return name, parse_value(value)
+PSN_MASK = LAYOUTS["bth"].field("psn").mask
+_PSN_BYTE = LAYOUTS["bth"].field("psn").byte_offset  # 24 bits, byte-aligned
+# The largest payload one frame carries: what the 16-bit IPv4 total length (and UDP length,
+# IPv6 payload length) can count.  Payload options are checked against it before anything
+# is read or allocated.
+MAX_PAYLOAD = LAYOUTS["ip"].field("len").mask
+# --field NAME=VALUE, VALUE checked against the field's width
+parse_field = field_assignment(field_width)
 
 
 # -- options --------------------------------------------------------------------------------
@@ -172,27 +117,32 @@ def add_frame_arguments(parser: argparse.ArgumentParser, opcode_optional: bool =
     g = parser.add_argument_group("payload")
     g.add_argument("--payload-hex", metavar="HEX", help="payload bytes in hex")
     g.add_argument("--payload-file", metavar="FILE", help="payload read from a file")
-    g.add_argument("--payload-size", type=parse_int, metavar="N",
+    g.add_argument("--payload-size", type=bounded_int(0, MAX_PAYLOAD, "a payload length"),
+                   metavar="N",
                    help="payload length: zeros, or the hex/file payload repeated to N bytes")
     g = parser.add_argument_group("addressing and encapsulation")
-    g.add_argument("--src", metavar="ADDR", help="source IP (IPv6 / GID with --ipv6, "
-                                                  "--roce-version 1)")
-    g.add_argument("--dst", metavar="ADDR", help="destination IP")
-    g.add_argument("--smac", metavar="MAC", help="source MAC")
-    g.add_argument("--dmac", metavar="MAC", help="destination MAC")
+    g.add_argument("--src", type=parse_ip_text, metavar="ADDR",
+                   help="source IP (IPv6 / GID with --ipv6, --roce-version 1)")
+    g.add_argument("--dst", type=parse_ip_text, metavar="ADDR", help="destination IP")
+    g.add_argument("--smac", type=parse_mac, metavar="MAC", help="source MAC")
+    g.add_argument("--dmac", type=parse_mac, metavar="MAC", help="destination MAC")
     g.add_argument("--ipv6", action="store_true", help="RoCEv2 over IPv6")
     g.add_argument("--roce-version", type=int, choices=(1, 2), default=2,
                    help="2 (UDP/IP, default) or 1 (EtherType 0x8915 + GRH)")
-    g.add_argument("--vlan", type=parse_int, metavar="ID", help="add an 802.1Q tag")
-    g.add_argument("--vlan-priority", type=parse_int, default=0, metavar="PCP",
-                   help="802.1Q priority (with --vlan)")
+    g.add_argument("--vlan", type=field_int("vlan.id", field_width, "a VLAN ID"), metavar="ID",
+                   help="add an 802.1Q tag")
+    g.add_argument("--vlan-priority", type=field_int("vlan.priority", field_width, "a PCP"),
+                   default=0,
+                   metavar="PCP", help="802.1Q priority (with --vlan)")
     g.add_argument("--ecn", type=parse_ecn, metavar="ECN", help="ce, ect0, ect1, not-ect or 0..3")
-    g.add_argument("--dscp", type=parse_int, default=0, metavar="N", help="DSCP (0..63)")
-    g.add_argument("--ttl", type=parse_int, metavar="N",
+    g.add_argument("--dscp", type=field_int("ip.dsfield.dscp", field_width, "a DSCP"), default=0,
+                   metavar="N", help="DSCP (0..63)")
+    g.add_argument("--ttl", type=field_int("ip.ttl", field_width, "a TTL"), metavar="N",
                    help="IPv4 TTL / IPv6 hop limit / GRH hop limit")
     g = parser.add_argument_group("transport fields")
-    for flag, _key, help_text in INT_FIELDS:
-        g.add_argument(flag, dest=_dest(flag), type=parse_int, metavar="N", help=help_text)
+    for flag, key, help_text in INT_FIELDS:
+        g.add_argument(flag, dest=_dest(flag), type=field_int(key, field_width),
+                       metavar="N", help=help_text)
     for flag, _key, help_text in FLAG_FIELDS:
         g.add_argument(flag, dest=_dest(flag), action="store_true", default=None,
                        help=help_text)
@@ -203,7 +153,7 @@ def add_frame_arguments(parser: argparse.ArgumentParser, opcode_optional: bool =
     g.add_argument("--bad-icrc", action="store_true",
                    help="store the ICRC with every bit flipped (negative tests)")
     g = parser.add_argument_group("sequence")
-    g.add_argument("--psn-step", type=parse_int, default=1, metavar="N",
+    g.add_argument("--psn-step", type=parse_psn, default=1, metavar="N",
                    help="PSN increment from frame to frame with --count (default 1)")
 
 
@@ -274,13 +224,12 @@ def read_payload(args: argparse.Namespace, op: Opcode) -> bytes | None:
         except ValueError:
             raise UsageError(f"--payload-hex: {args.payload_hex!r} is not hex") from None
     elif args.payload_file is not None:
-        try:
-            with open(args.payload_file, "rb") as f:
-                content = f.read()
-        except OSError as exc:
-            raise InputError(f"cannot read {args.payload_file}: "
-                             f"{exc.strerror or exc}") from None
-    size = args.payload_size
+        content = _read_bounded(args.payload_file, MAX_PAYLOAD)
+    if content is not None and len(content) > MAX_PAYLOAD:
+        flag = "--payload-hex" if args.payload_hex is not None else "--payload-file"
+        raise UsageError(f"{flag}: the payload does not fit in one frame "
+                         f"(at most {MAX_PAYLOAD} bytes)")
+    size = args.payload_size  # bounded by MAX_PAYLOAD when parsed
     if size is not None:
         if content is None:
             content = bytes(size)
@@ -295,9 +244,24 @@ def read_payload(args: argparse.Namespace, op: Opcode) -> bytes | None:
     if op.payload_len is not None and len(content) != op.payload_len:
         raise UsageError(f"{op.short_name} payload must be {op.payload_len} bytes, "
                          f"{len(content)} given")
-    if len(content) > 0xFFFF:
-        raise UsageError(f"payload of {len(content)} bytes does not fit in one frame")
     return content
+
+
+def _read_bounded(path: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` (one more than fits tells it does not): a
+    device such as /dev/zero or a pipe never runs memory up."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            parts, left = [], limit + 1
+            while left:
+                chunk = f.read(min(left, 1 << 16))
+                if not chunk:
+                    break
+                parts.append(chunk)
+                left -= len(chunk)
+    except OSError as exc:
+        raise InputError(f"--payload-file: cannot read {path}: {exc.strerror or exc}") from None
+    return b"".join(parts)
 
 
 def craft_options(args: argparse.Namespace, op: Opcode) -> tuple[dict[str, Any],
@@ -307,14 +271,13 @@ def craft_options(args: argparse.Namespace, op: Opcode) -> tuple[dict[str, Any],
         raise UsageError("--ipv6 and --roce-version 1 do not combine (RoCEv1 has a GRH)")
     kw: dict[str, Any] = {"ipv6": args.ipv6, "roce_version": args.roce_version,
                           "dscp": args.dscp}
-    if args.dscp > 63:
-        raise UsageError(f"--dscp {args.dscp} out of range (0..63)")
-    if args.vlan is not None:
-        if args.vlan > 4095:
-            raise UsageError(f"--vlan {args.vlan} out of range (0..4095)")
-        if args.vlan_priority > 7:
-            raise UsageError(f"--vlan-priority {args.vlan_priority} out of range (0..7)")
+    if args.vlan is not None:  # ranges: checked when parsed (roce.options)
         kw["vlan"], kw["vlan_priority"] = args.vlan, args.vlan_priority
+    v6 = args.ipv6 or args.roce_version == 1
+    for flag, addr in (("--src", args.src), ("--dst", args.dst)):
+        if addr is not None and (":" in addr) != v6:
+            raise UsageError(f"{flag} {addr}: an {'IPv6' if v6 else 'IPv4'} address is needed"
+                             f"{' (--ipv6 / --roce-version 1)' if v6 else ' (or --ipv6)'}")
     for name in ("src", "dst", "ecn"):
         value = getattr(args, name)
         if value is not None:
@@ -340,6 +303,51 @@ _DMALEN_KEYS = frozenset({"dmalen", "reth.dmalen", "reth_dmalen", "dma_len", "le
 
 def build_packets(args: argparse.Namespace, count: int = 1) -> list[roce.Packet]:
     """The packets the frame options describe (``count`` of them, PSN stepping)."""
+    return list(iter_packets(args, count))
+
+
+def iter_packets(args: argparse.Namespace, count: int = 1) -> Iterator[roce.Packet]:
+    """``build_packets`` one at a time, so that memory does not grow with ``count``.  The
+    options are checked now (the first packet is built here), not on the first ``next``."""
+    first, explicit_icrc = _first_packet(args)
+    return _sequence(first, count, args.psn_step, args.bad_icrc, explicit_icrc)
+
+
+def iter_frames(args: argparse.Namespace, count: int = 1) -> Iterator[bytes]:
+    """The frames of ``iter_packets``, made faster: from one frame to the next only the PSN
+    and the ICRC change, so each frame after the first is the first with those patched.
+    Options are checked now, as by ``iter_packets``."""
+    first, explicit_icrc = _first_packet(args)
+    return _patched(_sequence(first, count, args.psn_step, args.bad_icrc, explicit_icrc),
+                    count, args.psn_step, args.bad_icrc, explicit_icrc)
+
+
+def _patched(packets: Iterator[roce.Packet], count: int, step: int, bad_icrc: bool,
+             explicit_icrc: bool) -> Iterator[bytes]:
+    p = next(packets, None)
+    if p is None:
+        return
+    psn = p.headers["bth"]["psn"] or 0
+    data = p.to_bytes()
+    yield data
+    w = fast.walk(data)
+    if w.status != OK or w.l4_end != len(data):  # not plain RoCE (a --field made it so)
+        yield from (p.to_bytes() for p in packets)
+        return
+    at = w.bth_off + _PSN_BYTE
+    head, mid, stored = data[:at], data[at + 3:w.icrc_off], data[w.icrc_off:]
+    flip = 0xFFFFFFFF if bad_icrc else 0
+    for i in range(1, count):
+        frame = head + ((psn + i * step) & PSN_MASK).to_bytes(3, "big") + mid
+        if explicit_icrc:
+            yield frame + stored
+        else:
+            yield frame + to_trailer(fast.icrc_of(frame + stored, w) ^ flip)
+
+
+def _first_packet(args: argparse.Namespace) -> tuple[roce.Packet, bool]:
+    """The first packet the options describe (options checked here), and whether its ICRC
+    was given (``--field icrc=``)."""
     op = resolve_opcode(args.opcode)
     payload = read_payload(args, op)
     kw, fields = craft_options(args, op)
@@ -350,49 +358,54 @@ def build_packets(args: argparse.Namespace, count: int = 1) -> list[roce.Packet]
     try:
         first = roce.craft(op, payload, **kw, **values)
         first.to_bytes()  # encoders check ranges and addresses here
-    except TypeError:
-        raise UsageError(_which_field(op, payload, kw, fields)) from None
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    explicit_icrc = "icrc" in values
-    step = args.psn_step
+    except (TypeError, ValueError) as exc:
+        raise UsageError(_which_field(op, payload, kw, fields, exc)) from None
+    return first, "icrc" in values
+
+
+def _sequence(first: roce.Packet, count: int, step: int, bad_icrc: bool,
+              explicit_icrc: bool) -> Iterator[roce.Packet]:
     base = first.headers["bth"]["psn"] or 0
-    packets = []
     for i in range(count):
         p = first if i == 0 else first.copy()
         if i:
             p.headers["bth"]["psn"] = (base + i * step) & PSN_MASK
-        if args.bad_icrc:
+        if bad_icrc:
             p.icrc = None
             p.icrc = p.expected_icrc ^ 0xFFFFFFFF
         elif not explicit_icrc:
             p.icrc = None
-        packets.append(p)
-    return packets
+        yield p
 
 
 def _which_field(op: Opcode, payload: bytes | None, kw: dict[str, Any],
-                 fields: dict[str, tuple[str, Any]]) -> str:
-    """The message for the first option naming a field this opcode does not have."""
+                 fields: dict[str, tuple[str, Any]], error: Exception) -> str:
+    """The message for the first option that does not apply to this opcode or whose value
+    the encoder refuses (``error`` is what crafting with all of them raised)."""
     for key, (flag, value) in fields.items():
         try:
-            p = roce.craft(op, payload, **kw, **{key: value})
+            roce.craft(op, payload, **kw, **{key: value}).to_bytes()
         except TypeError:
             headers = ", ".join(roce.craft(op, payload, **kw).headers)
             what = "RoCEv1" if kw.get("roce_version") == 1 and key in (
                 "sport", "ip.ttl") else op.short_name
             name = f"field {key!r}" if flag.startswith("--field") else "such field"
             return f"{flag}: {what} has no {name} (its headers: {headers})"
-        except ValueError:
-            continue
-        del p
-    return "a field option does not apply to this opcode"  # pragma: no cover
+        except ValueError as exc:
+            return f"{flag}: {exc}"
+    return str(error) or "the field options do not apply to this opcode"
 
 
-def frame_times(count: int, interval: float, start_ns: int | None = None) -> list[int]:
+def frame_times(count: int, interval: float, start_ns: int | None = None,
+                limit_ns: int = MAX_TS_NS) -> Iterator[int]:
+    """``count`` timestamps ``interval`` seconds apart from ``start_ns`` (default: now);
+    UsageError if the last would pass ``limit_ns`` (what the capture format holds)."""
     start = time.time_ns() if start_ns is None else start_ns
     step = round(interval * NS)
-    return [start + i * step for i in range(count)]
+    if start + (count - 1) * step > limit_ns:
+        raise UsageError(f"--interval: {count} frames {interval:g} s apart end past the "
+                         f"last timestamp the capture can hold ({limit_ns // NS} s since 1970)")
+    return (start + i * step for i in range(count))
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -442,13 +455,31 @@ def open_writer(path: str, pcapng: bool = False,
 def write_frames(path: str, frames: Iterable[tuple[bytes, int]], pcapng: bool = False,
                  linktype: int = 1) -> int:
     writer = open_writer(path, pcapng, linktype)
+    with writer:
+        for _ in written(writer, path, frames):
+            pass
+    return writer.count
+
+
+def written(writer: PcapWriter | PcapNgWriter, path: str,
+            frames: Iterable[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
+    """``frames``, each written to ``writer`` as it passes.  A timestamp the format cannot
+    hold (classic pcap ends in 2106) is clamped, with one warning."""
+    limit = writer.MAX_TS_NS
+    warned = False
     try:
-        with writer:
-            for data, ts in frames:
-                writer.write(data, ts)
+        for data, ts in frames:
+            if not 0 <= ts <= limit:
+                if not warned:
+                    warned = True
+                    print(f"roce: warning: {path}: timestamps outside 0..{limit // NS} s since "
+                          "1970 do not fit this format; clamped (pcapng holds more)",
+                          file=sys.stderr)
+                ts = min(max(ts, 0), limit)
+            writer.write(data, ts)
+            yield data, ts
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return writer.count
 
 
 def print_lines(lines: Iterable[str], out: TextIO) -> None:
@@ -467,20 +498,30 @@ def fail(command: str, exc: Exception) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # One frame at a time from crafting to the writer and the printer: memory stays flat
+    # whatever --count is.
     try:
         if craft_macc.wanted(args):  # pfc / pause: MAC Control frames
-            datas = craft_macc.build(args, frame_options_given(args))
+            packets: Iterable[bytes] = craft_macc.build(args, frame_options_given(args))
         else:
-            datas = [p.to_bytes() for p in build_packets(args, args.count)]
+            packets = iter_frames(args, args.count)
         from roce.families import craft as craft_families  # --link ib, --encap
 
-        datas, linktype = craft_families.apply(args, datas)
-        frames = list(zip(datas, frame_times(len(datas), args.interval)))
-        if args.write is not None:
-            write_frames(args.write, frames, args.pcapng, linktype)
-        if not args.quiet:
-            out = sys.stderr if args.write == "-" else sys.stdout
-            print_lines(describe(frames, args.verbose, linktype=linktype), out)
+        packets, linktype = craft_families.apply(args, packets)
+        writer = (open_writer(args.write, args.pcapng, linktype) if args.write is not None
+                  else None)
+        with writer if writer is not None else contextlib.nullcontext():
+            stamps = frame_times(args.count, args.interval,
+                                 limit_ns=writer.MAX_TS_NS if writer else MAX_TS_NS)
+            frames: Iterator[tuple[bytes, int]] = zip(packets, stamps)
+            if writer is not None:
+                frames = written(writer, args.write, frames)
+            if args.quiet:
+                for _ in frames:
+                    pass
+            else:
+                out = sys.stderr if args.write == "-" else sys.stdout
+                print_lines(describe(frames, args.verbose, linktype=linktype), out)
     except (UsageError, InputError) as exc:
         return fail("craft", exc)
     except BrokenPipeError:
@@ -490,5 +531,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = ["InputError", "UsageError", "add_arguments", "add_frame_arguments",
-           "build_packets", "describe", "open_writer", "parse_int", "resolve_opcode", "run",
-           "write_frames"]
+           "build_packets", "describe", "iter_frames", "iter_packets", "open_writer",
+           "resolve_opcode", "run", "write_frames", "written"]

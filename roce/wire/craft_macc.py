@@ -15,9 +15,12 @@ not apply and are refused.
 from __future__ import annotations
 
 import argparse
+import itertools
+from collections.abc import Iterator
 
 import roce
 from roce import macc
+from roce.options import bounded_int, mac_bytes
 
 from ..errors import UsageError
 
@@ -27,26 +30,12 @@ KINDS = ("pfc", "pause")
 def parse_prio(text: str) -> tuple[int, int | None]:
     """``3`` or ``3=65535`` (argparse type): a priority and, optionally, its quanta."""
     prio_text, sep, quanta_text = text.partition("=")
-    try:
-        prio = int(prio_text, 0)
-        quanta = int(quanta_text, 0) if sep else None
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not PRIO or PRIO=QUANTA") from None
-    if prio not in macc.PRIORITIES:
-        raise argparse.ArgumentTypeError(f"priority {prio} is not 0..7")
-    if quanta is not None and not 0 <= quanta <= macc.MAX_QUANTA:
-        raise argparse.ArgumentTypeError(f"quanta {quanta} is not 0..{macc.MAX_QUANTA}")
-    return prio, quanta
+    prio = _priority(prio_text)
+    return prio, parse_quanta(quanta_text) if sep else None
 
 
-def parse_quanta(text: str) -> int:
-    try:
-        quanta = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of quanta") from None
-    if not 0 <= quanta <= macc.MAX_QUANTA:
-        raise argparse.ArgumentTypeError(f"quanta {quanta} is not 0..{macc.MAX_QUANTA}")
-    return quanta
+_priority = bounded_int(min(macc.PRIORITIES), max(macc.PRIORITIES), "a priority")
+parse_quanta = bounded_int(0, macc.MAX_QUANTA, "a number of quanta")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,9 +53,10 @@ def wanted(args: argparse.Namespace) -> bool:
     return str(args.opcode).strip().lower() in KINDS
 
 
-def build(args: argparse.Namespace, refused: list[str]) -> list[bytes]:
-    """The ``--count`` frames the options describe; ``refused`` lists the frame options
-    given that do not apply (UsageError when there are any)."""
+def build(args: argparse.Namespace, refused: list[str]) -> Iterator[bytes]:
+    """The ``--count`` frames the options describe, one at a time (memory does not grow
+    with ``--count``); ``refused`` lists the frame options given that do not apply
+    (UsageError when there are any)."""
     kind = str(args.opcode).strip().lower()
     refused = [flag for flag in refused if flag != "--smac"]
     if refused:
@@ -74,10 +64,7 @@ def build(args: argparse.Namespace, refused: list[str]) -> list[bytes]:
     quanta = macc.MAX_QUANTA if args.quanta is None else args.quanta
     # the source MAC roce.craft gives any frame by default
     src = args.smac or roce.craft("RC_SEND_ONLY").headers["eth"]["src"]
-    try:
-        src_mac = bytes.fromhex(src.replace(":", "").replace("-", ""))
-    except ValueError:
-        raise UsageError(f"--smac {src!r} is not a MAC address") from None
+    src_mac = mac_bytes(src)  # --smac was checked when parsed (roce.options)
     if kind == "pause":
         if args.prio:
             raise UsageError("pause: --prio is for pfc (an 802.3x PAUSE stops every priority)")
@@ -86,7 +73,7 @@ def build(args: argparse.Namespace, refused: list[str]) -> list[bytes]:
         if not args.prio:
             raise UsageError("pfc: give at least one --prio P[=QUANTA]")
         frame = macc.build_pfc(src_mac, {p: quanta if q is None else q for p, q in args.prio})
-    return [frame] * args.count
+    return itertools.repeat(frame, args.count)
 
 
 __all__ = ["KINDS", "add_arguments", "build", "wanted"]

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import ipaddress
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -62,21 +61,23 @@ from roce.locate import (
     is_malformed,
 )
 from roce.opcodes import CNP_OPCODE
+from roce.options import (
+    bounded_int,
+    parse_ip,
+    parse_mac_bytes,
+    parse_port,
+    parse_qpn,
+    parse_rate,
+    parse_seconds,
+)
 from roce.pcapio import CaptureError, open_capture
 
 from . import iface
-from .craft_cli import (
-    InputError,
-    UsageError,
-    fail,
-    parse_int,
-    parse_rate,
-    parse_seconds,
-    write_frames,
-)
+from .craft_cli import InputError, UsageError, fail, write_frames
 
 NS = 1_000_000_000
-PSN_MASK = 0xFFFFFF
+PSN_MASK = LAYOUTS["bth"].field("psn").mask
+MAX_LOOPS = (1 << 63) - 1
 
 
 def _bytes_of(header: str, field: str) -> tuple[int, int]:
@@ -439,45 +440,6 @@ def send_topspeed(sender: iface.Sender, batch: iface.FrameBatch, loops: int | No
 # -- command line ---------------------------------------------------------------------------
 
 
-def parse_mac(text: str) -> bytes:
-    raw = text.replace(":", "").replace("-", "").replace(".", "")
-    try:
-        value = bytes.fromhex(raw)
-    except ValueError:
-        value = b""
-    if len(value) != 6:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a MAC address")
-    return value
-
-
-def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    try:
-        return ipaddress.ip_address(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 or IPv6 address") from None
-
-
-def parse_port(text: str) -> int:
-    value = parse_int(text)
-    if value > 0xFFFF:
-        raise argparse.ArgumentTypeError(f"port {value} out of range")
-    return value
-
-
-def parse_qpn(text: str) -> int:
-    value = parse_int(text)
-    if value > PSN_MASK:
-        raise argparse.ArgumentTypeError(f"QP number {text} does not fit in 24 bits")
-    return value
-
-
-def parse_offset(text: str) -> int:
-    try:
-        return int(text.replace("_", ""), 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = ("exit status: 0 replayed, 1 bad usage, 2 unreadable capture or "
@@ -494,21 +456,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing.add_argument("--topspeed", action="store_true", help="send as fast as possible")
     parser.add_argument("--max-gap", type=parse_seconds, metavar="SEC",
                         help="cap each pause of the original timing at SEC seconds")
-    parser.add_argument("--loop", type=parse_int, default=1, metavar="N",
+    parser.add_argument("--loop", type=bounded_int(0, MAX_LOOPS, "a loop count"), default=1,
+                        metavar="N",
                         help="replay N times (0: until interrupted)")
     parser.add_argument("--only-roce", action="store_true",
                         help="drop frames that are not RoCE (malformed RoCE is kept)")
     parser.add_argument("--udp-port", type=parse_port, default=ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP port (default {ROCE_PORT})")
     g = parser.add_argument_group("rewrites (RoCE frames; ICRC and checksums recomputed)")
-    g.add_argument("--rewrite-smac", type=parse_mac, metavar="MAC")
-    g.add_argument("--rewrite-dmac", type=parse_mac, metavar="MAC")
+    g.add_argument("--rewrite-smac", type=parse_mac_bytes, metavar="MAC")
+    g.add_argument("--rewrite-dmac", type=parse_mac_bytes, metavar="MAC")
     g.add_argument("--rewrite-src", type=parse_ip, action="append", default=[], metavar="IP",
                    help="source IPv4 or IPv6 (GID for RoCEv1); once per family")
     g.add_argument("--rewrite-dst", type=parse_ip, action="append", default=[], metavar="IP")
     g.add_argument("--rewrite-sport", type=parse_port, metavar="PORT", help="UDP source port")
     g.add_argument("--rewrite-dqpn", type=parse_qpn, metavar="QPN", help="BTH destination QP")
-    g.add_argument("--psn-offset", type=parse_offset, default=0, metavar="N",
+    g.add_argument("--psn-offset", type=bounded_int(-PSN_MASK, PSN_MASK, "a PSN offset"),
+                   default=0, metavar="N",
                    help="add N to every PSN, modulo 2^24 (negative allowed)")
     parser.add_argument("--backend", choices=("auto", "packet", "scapy"), default="auto",
                         help="how frames are sent: AF_PACKET socket (auto) or Scapy")

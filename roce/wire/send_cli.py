@@ -25,7 +25,9 @@ import argparse
 import itertools
 import sys
 import time
+from collections.abc import Iterable
 
+from roce.options import parse_positive, parse_rate, parse_seconds
 from roce.pcapio import CaptureError, open_capture
 
 from . import iface
@@ -33,14 +35,11 @@ from .craft_cli import (
     InputError,
     UsageError,
     add_frame_arguments,
-    build_packets,
     describe,
     fail,
     frame_options_given,
     frame_times,
-    parse_positive,
-    parse_rate,
-    parse_seconds,
+    iter_packets,
     print_lines,
     write_frames,
 )
@@ -73,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="AF_PACKET socket (auto) or Scapy's L2 socket")
 
 
-def _frames(args: argparse.Namespace) -> list[bytes]:
+def _frames(args: argparse.Namespace) -> Iterable[bytes]:
     if args.read_file is not None:
         if args.opcode is not None:
             raise UsageError("give an OPCODE to craft or -r FILE, not both")
@@ -96,7 +95,7 @@ def _frames(args: argparse.Namespace) -> list[bytes]:
         return out
     if args.opcode is None:
         raise UsageError("give an OPCODE to craft, or -r FILE")
-    return [p.to_bytes() for p in build_packets(args, args.count or 1)]
+    return (p.to_bytes() for p in iter_packets(args, args.count or 1))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if not args.interface:
         raise UsageError("-i IFACE is required: nothing is sent without an explicit interface")
-    frames = _frames(args)  # usage errors first, before touching the interface
+    crafted = _frames(args)  # usage errors first, before touching the interface
+    iface.check_interface(args.interface)  # and a missing one before --count frames are built
+    frames = list(crafted)
     if not frames:
         print("roce send: nothing to send", file=sys.stderr)
         return 0

@@ -42,10 +42,11 @@ from roce.dissect import decode, output, summary, tree
 from roce.dissect.filter import FilterError
 from roce.headers import LAYOUTS
 from roce.locate import L3_GRH, LINKTYPE_ETHERNET, NR_PORT, OK, is_malformed
+from roce.options import bounded_int, parse_seconds
 from roce.pcapio import Frame, PcapNgWriter, PcapWriter
 
 from . import iface
-from .craft_cli import InputError, UsageError, fail, open_writer, parse_positive, parse_seconds
+from .craft_cli import InputError, UsageError, fail, open_writer
 
 SNAPLEN = 262144
 ETHERTYPE_ROCEV1 = 0x8915
@@ -83,7 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="tcpdump-syntax filter (default: udp port 4791 or ether proto 0x8915)")
     g.add_argument("-p", "--no-promiscuous-mode", action="store_false", dest="promiscuous",
                    help="do not put the interface in promiscuous mode")
-    g.add_argument("-s", "--snapshot-length", type=parse_positive, default=SNAPLEN,
+    # libpcap's largest snapshot length (MAXIMUM_SNAPLEN) is also ours: a frame buffer
+    g.add_argument("-s", "--snapshot-length", type=bounded_int(1, SNAPLEN, "a snapshot length"),
+                   default=SNAPLEN,
                    metavar="N", dest="snaplen", help=f"bytes kept per frame (default {SNAPLEN})")
     g.add_argument("-Q", "--direction", choices=("in", "out", "inout"), default="inout",
                    help="frames received, sent, or both (default)")

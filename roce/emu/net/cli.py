@@ -10,8 +10,8 @@ import argparse
 from contextlib import ExitStack
 from typing import Any
 
-from ...errors import InputError, UsageError
-from ...units import parse_size, parse_time
+from ...errors import InputError
+from ...options import parse_positive_time, parse_size
 from ..cc import cli as cc_cli
 
 
@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "tap-NODE-PORT.pcap); repeatable")
     g.add_argument("--trace", metavar="FILE", help="sampled queues, QP rates, pause states "
                    "(CSV; JSON lines if FILE ends in .json or .jsonl)")
-    g.add_argument("--trace-interval", type=parse_time, default=10_000, metavar="TIME",
+    g.add_argument("--trace-interval", type=parse_positive_time, default=10_000, metavar="TIME",
                    help="virtual time between trace samples (10us)")
     g.add_argument("--pfc-storm", action="append", default=[], metavar="HOST",
                    help="fault: HOST sends PFC pause frames continuously; repeatable")
@@ -55,8 +55,6 @@ def wanted(args: argparse.Namespace) -> bool:
 def scenario(args: argparse.Namespace) -> Any:
     from .runner import NetScenario
 
-    if args.trace_interval <= 0:
-        raise UsageError("--trace-interval must be positive")
     return NetScenario(
         op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
         depth=args.depth, rate_gbps=args.rate, delay_ns=args.delay, loss=args.loss,
