@@ -34,7 +34,7 @@ def exit_code(exc: RoceError) -> int:
 
 # subcommand -> (module, one-line help).  Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "decode": ("roce.dissect.decode", "decode a capture, one line or a full tree per packet"),
+    "decode": ("roce.dissect.decode_cli", "decode a capture, one line or a full tree per packet"),
     "stats": ("roce.dissect.stats", "per-flow analysis: PSN gaps, retransmissions, NAKs, CNPs"),
     "craft": ("roce.wire.craft_cli", "build RoCE frames from the command line"),
     "send": ("roce.wire.send_cli", "put crafted frames on a network interface"),

@@ -21,6 +21,7 @@ import glob
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import IO, Any
 
 from ..errors import UsageError
@@ -85,7 +86,8 @@ def wants_decode(args: argparse.Namespace) -> bool:
         or args.write is not None or args.scheduler is not None
 
 
-def decode(args: argparse.Namespace) -> int:
+def decode(args: argparse.Namespace,
+           run_one: Callable[[argparse.Namespace], int]) -> int:
     """``roce decode`` over several captures or into a columnar file.  Errors propagate:
     ``roce.cli`` words them and maps them to exit codes."""
     if args.file and args.read_file:
@@ -98,7 +100,7 @@ def decode(args: argparse.Namespace) -> int:
     if fmt not in COLUMNAR:
         if args.write is not None or args.scheduler is not None:
             raise UsageError("-w and --scheduler need -T parquet or -T arrow")
-        return _decode_text(args, paths)
+        return _decode_text(args, paths, run_one)
     from . import columnar
 
     if args.write is None:
@@ -166,16 +168,16 @@ def decode_task(path: str, targets: dict[str, str], fmt: str, names: list[str] |
                               only_roce, count, ticker)
 
 
-def _decode_text(args: argparse.Namespace, paths: list[str]) -> int:
-    from . import decode
-
+def _decode_text(args: argparse.Namespace, paths: list[str],
+                 run_one: Callable[[argparse.Namespace], int]) -> int:
+    """Text formats over several captures: ``run_one`` (the single-capture command) on each."""
     status = 0
     for path in paths:
         one = copy.copy(args)
         # as -r: a path left unexpanded (an empty directory, a glob matching nothing) is
         # then reported as unreadable rather than taken for a set again, without end
         one.file, one.read_file = [], path
-        status = max(status, decode.run(one))
+        status = max(status, run_one(one))
     return status
 
 

@@ -118,10 +118,10 @@ class _Output:
             elif fmt == "fields":
                 # decode's parser for -E: reused so both commands read the options alike
                 self.writer = output.FieldsWriter(out, args.fields,
-                                                  **decode._field_options(args.field_options))
+                                                  **decode.field_options(args.field_options))
             elif fmt == "csv":
                 self.writer = output.CsvWriter(out, args.fields)
-        colour = fmt == "text" and decode._want_colour(args.color, out)
+        colour = fmt == "text" and decode.want_colour(args.color, out)
         self.summ = summary.Summarizer(summary.TimeColumn(args.time_format, 9), args.udp_port,
                                        colour)
         w = self.writer

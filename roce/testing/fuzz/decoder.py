@@ -353,7 +353,7 @@ class DecoderFuzzer:
 def _decode(argv: list[str]) -> tuple[int, str]:
     """Run the decode command's module (``add_arguments`` and ``run``, what ``roce decode``
     dispatches to) on ``argv``: (exit status, what it wrote on stderr)."""
-    from ...dissect import decode
+    from ...dissect import decode_cli as decode
 
     parser = argparse.ArgumentParser(prog="roce decode")
     decode.add_arguments(parser)
