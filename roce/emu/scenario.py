@@ -355,10 +355,16 @@ def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
         ctx.set_recovery(sc.recovery, bdp_packets=bdp)
 
 
-def add_recovery_counts(s: Any, qps: list) -> None:
-    """Loss-recovery counters of ``qps`` into summary ``s``."""
+def add_qp_counts(s: Any, naks: Counter, qps: list) -> None:
+    """The wire counters of ``qps`` (QP cores) into summary ``s``, NAKs by kind into ``naks``;
+    the loss-recovery counters too."""
     for qp in qps:
         c = qp.counters
+        s.packets += c.packets_sent
+        s.retransmitted += c.retransmitted
+        s.timeouts += c.timeouts
+        s.rnr_naks += c.rnr_naks_received
+        naks.update(c.naks_received)
         s.selective_retransmitted += c.selective_retransmitted
         s.spurious_retransmissions += c.duplicate_requests
         s.ooo_accepted += c.ooo_accepted
@@ -379,14 +385,8 @@ def _summarise(sc: Scenario, fab: Fabric, flows: list[_Flow], cpu: float, finish
     s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
     naks: Counter = Counter()
     for f in flows:
-        for qp in (f.qa.core, f.qb.core):
-            s.packets += qp.counters.packets_sent
-            s.retransmitted += qp.counters.retransmitted
-            s.timeouts += qp.counters.timeouts
-            s.rnr_naks += qp.counters.rnr_naks_received
-            naks.update(qp.counters.naks_received)
         s.delivered += f.qb.core.counters.messages_executed
-    add_recovery_counts(s, [q.core for f in flows for q in (f.qa, f.qb)])
+    add_qp_counts(s, naks, [q.core for f in flows for q in (f.qa, f.qb)])
     s.naks = dict(naks)
     for ctx in fab.hosts.values():
         s.icrc_drops += ctx.device.counters.icrc_drops

@@ -18,7 +18,7 @@ from typing import Any
 from ..constants import ALL_ACCESS, QPType, WCStatus
 from ..payload import Expected, fill
 from ..qp import QPCap
-from ..scenario import Scenario, Summary, _Flow, _post, add_recovery_counts, kind, set_recovery
+from ..scenario import Scenario, Summary, _Flow, _post, add_qp_counts, kind, set_recovery
 from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
 from . import topology as topo
 from .stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
@@ -322,13 +322,7 @@ def summarise(sc: NetScenario, net: Any, flows: list[NetFlow], names: list[tuple
     every: list[int] = []
     for f, (src, dst) in zip(flows, names):
         status.update(f.status)
-        for qp in (f.qa.core, f.qb.core):
-            s.packets += qp.counters.packets_sent
-            s.retransmitted += qp.counters.retransmitted
-            s.timeouts += qp.counters.timeouts
-            s.rnr_naks += qp.counters.rnr_naks_received
-            naks.update(qp.counters.naks_received)
-        add_recovery_counts(s, [f.qa.core, f.qb.core])
+        add_qp_counts(s, naks, [f.qa.core, f.qb.core])
         fct = [c - p for p, c in zip(post_times[id(f)], f.cq_a.times)]
         every += fct
         s.flows.append({"src": src, "dst": dst, "qpn": f.qa.qp_num, "bytes": f.bytes,
