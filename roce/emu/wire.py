@@ -111,6 +111,10 @@ _ECN = {L3_IPV4: small_field("ip", "dsfield.ecn"), L3_IPV6: _ipv6_ecn()}
 
 # Source addresses, read straight from the frame: (byte offset in the header, bytes).
 _SRC = {L3_IPV4: _where("ip", "src"), L3_IPV6: _where("ipv6", "src"), "eth": _where("eth", "src")}
+# the per-packet constants of ``Incoming``, looked up once here rather than per packet
+_BTH_SIZE = SIZE_OF["bth"]
+_SMAC0 = _SRC["eth"][0]
+_SMAC1 = _SMAC0 + _SRC["eth"][1]
 
 
 class Incoming:
@@ -124,20 +128,21 @@ class Incoming:
         self.walk = walk
         code, self.se, _, self.p_key, self.destqp, self.ackreq, self.psn = fast.bth_unpack(
             frame, walk.bth_off)
-        self.op = OPCODES[code]
+        self.op = op = OPCODES[code]
         ext = {}
-        pos = walk.bth_off + SIZE_OF["bth"]
-        for h in self.op.headers:
-            ext[h] = DECODERS[h](frame, pos)
-            pos += SIZE_OF[h]
+        if op.headers:
+            pos = walk.bth_off + _BTH_SIZE
+            for h in op.headers:
+                ext[h] = DECODERS[h](frame, pos)
+                pos += SIZE_OF[h]
         self.ext = ext
         self.payload = frame[walk.payload_off:walk.pad_off]
-        off, n = _SRC[walk.l3_kind]
-        self.src = frame[walk.l3_off + off:walk.l3_off + off + n]
-        off, n = _SRC["eth"]
-        self.smac = frame[off:off + n]
-        off, shift, mask = _ECN[walk.l3_kind]
-        self.ecn = (frame[walk.l3_off + off] >> shift) & mask  # carried up to the QP
+        l3_off, l3_kind = walk.l3_off, walk.l3_kind
+        off, n = _SRC[l3_kind]
+        self.src = frame[l3_off + off:l3_off + off + n]
+        self.smac = frame[_SMAC0:_SMAC1]
+        off, shift, mask = _ECN[l3_kind]
+        self.ecn = (frame[l3_off + off] >> shift) & mask  # carried up to the QP
 
 
 def receive(frame: bytes) -> tuple[int, Incoming | None]:
