@@ -117,7 +117,8 @@ class Requester:
             if psn_diff(psn, self.una) >= self.window:
                 return
             self._send_packet(wqe, self.cur_pkt, psn)
-            self._arm(now)
+            if self.timer is None and qp.timeout_ns:  # ``_arm``, inline: once per packet
+                self.timer = now + qp.timeout_ns
             if wqe.operation is Operation.RDMA_READ or self.cur_pkt + 1 >= wqe.npkts:
                 self.cur += 1
                 self.cur_pkt = 0
@@ -190,10 +191,16 @@ class Requester:
                                  se=bool(last and wr.send_flags & F.IBV_SEND_SOLICITED))
         end = (psn + (wqe.npsn - 1 - wqe.read_next if op is Operation.RDMA_READ else 0)) \
             & PSN_MASK
-        if self.high is not None and psn_diff(psn, self.high) <= 0:
-            qp.counters.retransmitted += 1
-        if self.high is None or psn_diff(end, self.high) > 0:
+        high = self.high
+        if high is None:
             self.high = end
+        else:
+            d = psn_diff(psn, high)
+            if d <= 0:
+                qp.counters.retransmitted += 1
+            # end is psn but for a READ: reuse the distance already taken (once per packet)
+            if (d if end == psn else psn_diff(end, high)) > 0:
+                self.high = end
         qp.send_frame(frame)
 
     def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
