@@ -76,9 +76,17 @@ class SwitchPort:
         if self.ctrl:
             frame = self.ctrl.popleft()
         else:
-            tc = self._pick(now)
-            if tc < 0:
-                return None
+            m = self.mask
+            if m and not m & (m - 1):  # one class waiting (the common case): ``_pick`` inline
+                tc = m.bit_length() - 1
+                if self.pause.until[tc] > now:
+                    return None
+                if not self.switch.strict_mask >> tc & 1:
+                    self.rr = (tc + 1) % CLASSES
+            else:
+                tc = self._pick(now)
+                if tc < 0:
+                    return None
             frame = self.switch.dequeue(now, self, tc)
         self.tx_frames += 1
         if self.tap is not None:
