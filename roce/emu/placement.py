@@ -16,6 +16,9 @@ from .constants import Access
 from .memory import AccessError
 
 _REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
+# positions whose packets carry exactly one MTU (a module name: Enum attribute reads are slow
+# and this runs per packet)
+_FULL = (Position.FIRST, Position.MIDDLE)
 
 
 class Refused(RoceError):
@@ -32,7 +35,7 @@ def check_length(pkt: Any, mtu: int) -> None:
     """rxe ``check_length``: First and Middle packets carry exactly one path MTU, Last and
     Only at most one."""
     n = len(pkt.payload)
-    if pkt.op.position in (Position.FIRST, Position.MIDDLE) and n != mtu or n > mtu:
+    if pkt.op.position in _FULL and n != mtu or n > mtu:
         raise Refused(f"{pkt.op} carries {n} bytes, MTU is {mtu}")
 
 

@@ -98,7 +98,7 @@ class Requester:
     def pump(self, now: int) -> None:
         """Send what the window allows."""
         qp = self.qp
-        if qp.state != QPState.IBV_QPS_RTS or self.rnr_until is not None:
+        if qp.state != _RTS or self.rnr_until is not None:
             return
         limit = qp.tx_limit
         while self.cur < len(self.sq):
@@ -119,7 +119,7 @@ class Requester:
             self._send_packet(wqe, self.cur_pkt, psn)
             if self.timer is None and qp.timeout_ns:  # ``_arm``, inline: once per packet
                 self.timer = now + qp.timeout_ns
-            if wqe.operation is Operation.RDMA_READ or self.cur_pkt + 1 >= wqe.npkts:
+            if wqe.operation is _READ or self.cur_pkt + 1 >= wqe.npkts:
                 self.cur += 1
                 self.cur_pkt = 0
             else:
@@ -157,7 +157,7 @@ class Requester:
         mtu = qp.mtu
         ext: dict[str, dict] = {}
         payload: bytes | memoryview = b""
-        if op is Operation.RDMA_READ:
+        if op is _READ:
             # A READ that restarts asks only for the responses still missing.
             skip = wqe.read_next * mtu
             psn = (wqe.first_psn + wqe.read_next) & PSN_MASK
@@ -165,7 +165,7 @@ class Requester:
             ext["reth"] = {"va": wr.remote_addr + skip, "r_key": wr.rkey,
                            "dmalen": max(wqe.length - skip, 0)}
             ackreq, last = True, True
-        elif op is Operation.ATOMIC:
+        elif op is _ATOMIC:
             row = _ATOMIC_ROWS[wr.opcode]
             cas = wr.opcode == WROpcode.IBV_WR_ATOMIC_CMP_AND_SWP
             ext["atomiceth"] = {"va": wr.remote_addr, "r_key": wr.rkey,
@@ -174,7 +174,7 @@ class Requester:
             ackreq, last = True, True
         else:
             pos = _position(index, wqe.npkts)
-            last = pos in (Position.LAST, Position.ONLY)
+            last = pos in _ENDS
             payload = take(wqe.views, index * mtu, mtu)
             row, reth = self._data_row(wqe, index, pos, last, len(payload))
             if reth is not None:
@@ -189,7 +189,7 @@ class Requester:
             self.noack = 0
         frame = qp.builder.build(row, qp.attr.dest_qp_num, psn, ext, payload, ackreq=ackreq,
                                  se=bool(last and wr.send_flags & F.IBV_SEND_SOLICITED))
-        end = (psn + (wqe.npsn - 1 - wqe.read_next if op is Operation.RDMA_READ else 0)) \
+        end = (psn + (wqe.npsn - 1 - wqe.read_next if op is _READ else 0)) \
             & PSN_MASK
         high = self.high
         if high is None:
@@ -206,7 +206,7 @@ class Requester:
     def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
                   nbytes: int) -> tuple[Opcode, dict | None]:
         """The opcode row and RETH of one SEND/WRITE packet: RETH on the first (IBA 9.4)."""
-        row = select(Transport.RC, wqe.operation, pos, wqe.immediate and last,
+        row = select(_RC, wqe.operation, pos, wqe.immediate and last,
                      wqe.invalidate and last)
         if "reth" not in row.headers:
             return row, None
@@ -322,10 +322,19 @@ class Requester:
 
 def _position(index: int, npkts: int) -> Position:
     if npkts <= 1:
-        return Position.ONLY
+        return _ONLY
     if index == 0:
-        return Position.FIRST
-    return Position.LAST if index == npkts - 1 else Position.MIDDLE
+        return _FIRST
+    return _LAST if index == npkts - 1 else _MIDDLE
+
+
+# Enum members the per-packet path compares against, as module names: reading one off its
+# Enum class goes through the metaclass each time (about 50 ns), and these run per packet.
+_READ, _ATOMIC = Operation.RDMA_READ, Operation.ATOMIC
+_RC = Transport.RC
+_RTS = QPState.IBV_QPS_RTS
+_FIRST, _MIDDLE, _LAST, _ONLY = Position.FIRST, Position.MIDDLE, Position.LAST, Position.ONLY
+_ENDS = (_LAST, _ONLY)  # positions that end a message
 
 
 _U64 = (1 << 64) - 1
