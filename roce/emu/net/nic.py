@@ -279,4 +279,4 @@ class _TxList(list):
     def append(self, frame: bytes) -> None:
         if not self:
             self.nic.queued(self.qp, frame)
-        super().append(frame)
+        list.append(self, frame)  # not super(): this runs per frame and super() is a call
