@@ -14,13 +14,12 @@ every armed timer, as the QP core's own timers are named.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 
-@dataclass(frozen=True)
-class Output:
-    """What an algorithm asks of the NIC after an event."""
+class Output(NamedTuple):
+    """What an algorithm asks of the NIC after an event (a named tuple: one is made per
+    event, and a tuple is built at a third of a frozen dataclass's cost)."""
 
     rate_bps: float
     window: int | None
@@ -65,6 +64,11 @@ class CongestionControl:
         self._timers: dict[str, int] = {}
         # True while ``on_sent`` matters (a driver skips the call otherwise: it runs per frame)
         self.counting = type(self).on_sent is not CongestionControl.on_sent
+        # while counting, the bytes the QP may still send before ``on_sent`` can change
+        # anything: a driver subtracts each frame's length here itself and calls ``on_sent``
+        # (with that frame's length) only for the frame that reaches it, so a byte counter
+        # costs one subtraction per frame.  0: call ``on_sent`` for every frame.
+        self.byte_room = 0
 
     # -- events -------------------------------------------------------------------------
 
