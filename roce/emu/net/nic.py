@@ -95,6 +95,17 @@ class Nic:
         if not busy:
             return None
         until = self.pause.until
+        if len(busy) == 1:
+            prio = busy[0]
+            ring = self._rings[prio]
+            if len(ring) == 1:  # one QP sending (an incast sender): no round robin to do
+                if until[prio] > now:
+                    return None
+                qp = ring[0]
+                pacer = qp.tx.pacer
+                if pacer.rate_bps < self.wire.rate_bps and pacer.next_allowed() > now:
+                    return None
+                return self._take(now, qp, ring, prio)
         for prio in (busy if len(busy) == 1 else self._order()):
             if until[prio] > now:
                 continue  # PFC holds this priority at this port
@@ -140,9 +151,15 @@ class Nic:
     def next_tx(self, now: int) -> int | None:
         if self.ctrl:
             return now
+        busy = self._busy
+        if len(busy) == 1 and len(self._rings[busy[0]]) == 1:  # one QP (``pull``'s case)
+            prio = busy[0]
+            t = self._rings[prio][0].tx.pacer.next_allowed()
+            u = self.pause.until[prio]
+            return max(now, u, t)
         best = None
         until = self.pause.until
-        for prio in self._busy:
+        for prio in busy:
             for qp in self._rings[prio]:
                 t = max(now, until[prio], qp.tx.pacer.next_allowed())
                 if best is None or t < best:
