@@ -25,7 +25,7 @@ from ...opcodes import OPCODES, Operation, Transport
 from ...psn import psn_diff
 from .base import CongestionControl, Output
 from .np import CNP_DSCP, CnpBuilder, NotificationPoint
-from .registry import CcConfig
+from .registry import ALGORITHMS, CcConfig
 
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]
@@ -36,6 +36,8 @@ _ACKS = frozenset(c for c, op in OPCODES.items()
 _CNP = frozenset(c for c, op in OPCODES.items() if op.transport is Transport.CNP)
 _REQUESTS = frozenset(c for c, op in OPCODES.items()
                       if op.is_request and op.transport is not Transport.CNP)
+# algorithm name -> whether its receiving NIC runs a notification point (read per CE mark)
+_USES_CNP = {name: cls.uses_cnp for name, cls in ALGORITHMS.items()}
 _DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
                               if op.operation is Operation.READ_RESPONSE)
 
@@ -194,7 +196,10 @@ class CcDriver:
     def _congestion_experienced(self, now: int, qpn: int) -> None:
         """A CE-marked packet for receiving QP ``qpn``: the notification point may answer."""
         qp = self.qps.get(qpn)
-        if qp is None or qp.builder is None or not self.config_for(qpn).uses_cnp:
+        if qp is None or qp.builder is None:
+            return
+        cfg = getattr(qp, "cc_config", None) or self.config  # ``config_for``, inline
+        if not _USES_CNP[cfg.algorithm]:
             return
         if not self.np.on_ce(now, qpn):
             return
