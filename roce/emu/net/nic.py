@@ -140,13 +140,24 @@ class Nic:
         if pacer.rate_bps < self.wire.rate_bps:
             pacer.sent(now, len(frame))  # below line rate: the pacer spaces the frames
         if not tx:
-            ring.remove(qp)  # it rejoins on its next frame
-            if not ring:
-                self._busy.remove(prio)
+            self._leave(qp, ring, prio)  # it rejoins on its next frame
             qp.requester.pump(now)  # build the next frames now that the link took these
             if self._tcache.get(qp.qpn) != qp.deadline():
                 self._rearm(now, qp)
         return frame
+
+    def _leave(self, qp: Any, ring: deque, prio: int) -> None:
+        ring.remove(qp)
+        if not ring:
+            self._busy.remove(prio)
+
+    def drained(self, qp: Any) -> None:
+        """A QP's transmit list was emptied outside ``pull`` (frames taken back)."""
+        prio = self._prio.get(qp.qpn)
+        for p in ([prio] if prio is not None else range(CLASSES)):
+            if qp in self._rings[p]:
+                self._leave(qp, self._rings[p], p)
+                return
 
     def next_tx(self, now: int) -> int | None:
         if self.ctrl:
@@ -297,3 +308,10 @@ class _TxList(list):
         if not self:
             self.nic.queued(self.qp, frame)
         list.append(self, frame)  # not super(): this runs per frame and super() is a call
+
+    def replace(self, frames: list[bytes]) -> None:
+        """The QP took back frames (a go-back-N rewind): an emptied list leaves the ring."""
+        was = bool(self)
+        self[:] = frames
+        if was and not self:
+            self.nic.drained(self.qp)
