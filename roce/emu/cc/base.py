@@ -95,21 +95,24 @@ class CongestionControl:
         return dict(self._timers)
 
     def deadline(self) -> int | None:
-        return min(self._timers.values(), default=None)
+        timers = self._timers
+        return min(timers.values()) if timers else None
 
     def output(self) -> Output:
-        return Output(self.rate, self.window, self.deadline())
+        timers = self._timers
+        return Output(self.rate, self.window, min(timers.values()) if timers else None)
 
     def fire_due(self, now: int) -> Output:
-        """Fire every timer due at ``now``, earliest first (a driver with one timer event per
-        QP calls this)."""
-        while True:
-            due = [(t, n) for n, t in self._timers.items() if t <= now]
-            if not due:
-                return self.output()
-            _, name = min(due)
-            del self._timers[name]
+        """Fire every timer due at ``now``, earliest first (ties by name; a driver with one
+        timer event per QP calls this)."""
+        timers = self._timers
+        while timers:
+            t, name = min((t, n) for n, t in timers.items())
+            if t > now:
+                break
+            del timers[name]
             self.on_timer(now, name)
+        return self.output()
 
 
 class NoControl(CongestionControl, name="none"):

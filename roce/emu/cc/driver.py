@@ -17,6 +17,7 @@ receiving QP whose configuration uses CNPs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from ... import fast, locate
@@ -264,9 +265,9 @@ class CcDriver:
     def _arm(self, now: int, qpn: int, d: int) -> None:
         at = max(d, now)
         self._armed[qpn] = at
-        self.schedule(at, lambda t, q=qpn, a=at: self._fire(t, q, a))
+        self.schedule(at, partial(self._fire, qpn, at))
 
-    def _fire(self, now: int, qpn: int, at: int) -> None:
+    def _fire(self, qpn: int, at: int, now: int) -> None:
         if self._armed.get(qpn) != at:
             return  # superseded by an earlier deadline
         del self._armed[qpn]

@@ -56,6 +56,9 @@ class Nic:
         self._theap: list[tuple[int, int]] = []  # (deadline, QPN), possibly stale
         self._tcache: dict[int, int | None] = {}  # QPN -> its current deadline
         self._kick_pending = False
+        # set by ``pull`` when it returns None because the one sending QP's pacer holds it
+        # until then; the wire's ``next_tx`` right after takes it (Wire.kick)
+        self._held_until: int | None = None
         self.rx_frames = 0
         self.tx_frames = 0
         self.pfc_sent = 0
@@ -103,8 +106,11 @@ class Nic:
                     return None
                 qp = ring[0]
                 pacer = qp.tx.pacer
-                if pacer.rate_bps < self.wire.rate_bps and pacer.next_allowed() > now:
-                    return None
+                if pacer.rate_bps < self.wire.rate_bps:
+                    t = pacer.next_allowed()
+                    if t > now:
+                        self._held_until = t  # the wire asks ``next_tx`` at once: the answer
+                        return None
                 return self._take(now, qp, ring, prio)
         for prio in (busy if len(busy) == 1 else self._order()):
             if until[prio] > now:
@@ -160,6 +166,10 @@ class Nic:
                 return
 
     def next_tx(self, now: int) -> int | None:
+        t = self._held_until
+        if t is not None:  # ``pull`` just found the one sending QP held by its pacer
+            self._held_until = None
+            return t
         if self.ctrl:
             return now
         busy = self._busy
@@ -203,7 +213,7 @@ class Nic:
 
             net = self.net
             self.cc = CcDriver(cfg or CcConfig(), self.wire.rate_bps, self.device.qps,
-                               lambda t, fn: net.at(t, lambda now, _: fn(now)),
+                               lambda t, fn: net.at(t, _call, fn),
                                self._send_ctrl,
                                on_faster=lambda now: net.at(now, self._kick_wire))
         return self.cc
@@ -287,6 +297,11 @@ class Nic:
             self.net.at(now + period, tick)
 
         self.net.at(start_ns, tick)
+
+
+def _call(now: int, fn: Callable[[int], None]) -> None:
+    """A network event that calls ``fn(now)`` (congestion control's timers)."""
+    fn(now)
 
 
 class _TxList(list):
