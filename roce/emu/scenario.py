@@ -106,6 +106,7 @@ class Scenario(Workload):
     corrupt: float = 0.0
     time_limit_ns: int = 600_000_000_000
     recovery: str = "gbn"  # gbn | sr (roce.emu.recovery)
+    loss_rule: str = "rack"  # sr's loss rule: rack | dupthresh (roce.emu.recovery)
 
 
 @dataclass
@@ -352,7 +353,7 @@ def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
     frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
     bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)
     for ctx in contexts:
-        ctx.set_recovery(sc.recovery, bdp_packets=bdp)
+        ctx.set_recovery(sc.recovery, bdp_packets=bdp, loss_rule=sc.loss_rule)
 
 
 def add_qp_counts(s: Any, naks: Counter, qps: list) -> None:
