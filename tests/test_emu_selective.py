@@ -178,7 +178,8 @@ def test_reordering_below_the_threshold_causes_no_spurious_retransmission(rule):
     from roce.emu.selective import DUPTHRESH
 
     link = LinkConfig(reorder=0.2, reorder_jitter_ns=330 * (DUPTHRESH - 1))
-    p = pair(recovery=RecoveryConfig("sr", loss_rule=rule), mtu=4096, size=1 << 20, config=link, reverse=LinkConfig(), seed=5)
+    p = pair(recovery=RecoveryConfig("sr", loss_rule=rule), mtu=4096, size=1 << 20,
+             config=link, reverse=LinkConfig(), seed=5)
     for i in range(4):
         p.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_WRITE,
                               sg_list=[p.src.sge(i << 18, 1 << 18)],

@@ -167,7 +167,7 @@ class Summary:
             f"virtual time  {self.virtual_ns / 1e6:.3f} ms",
             f"goodput       {self.goodput_gbps:.3f} Gb/s",
             f"packets       {self.packets} ({self.retransmitted} retransmitted)",
-            f"recovery      {s.get('recovery', 'gbn')}: {self.selective_retransmitted} "
+            f"recovery      {recovery_name(s)}: {self.selective_retransmitted} "
             f"selective, {self.retransmitted - self.selective_retransmitted} go-back, "
             f"{self.spurious_retransmissions} spurious; {self.ooo_accepted} out-of-order "
             f"accepted, {self.selective_naks} selective NAKs",
@@ -180,6 +180,12 @@ class Summary:
         if not self.finished:
             lines.append(f"WARNING       {self.stopped}")
         return "\n".join(lines)
+
+
+def recovery_name(scenario: dict[str, Any]) -> str:
+    """The recovery mode as the summary shows it: ``gbn``, or ``sr`` with its loss rule."""
+    mode = scenario.get("recovery", "gbn")
+    return f"{mode} ({scenario.get('loss_rule', 'rack')})" if mode == "sr" else mode
 
 
 def emit(summary: Any, fmt: str, pcap: str | None) -> int:
