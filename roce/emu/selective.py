@@ -13,9 +13,11 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   with a selective NAK: AETH NAK PSN sequence error, BTH PSN = ePSN (the cumulative
   acknowledgement, as plain RoCE), AETH MSN = the PSN that arrived out of order.  When ePSN
   arrives the held packets run in PSN order, so execution, MSN and completions stay in order.
-- Requester: a scoreboard of selectively acknowledged PSNs; a PSN is declared lost once
-  ``DUPTHRESH`` PSNs above it were acknowledged (IRN declares it at once, i.e. 1; 3 is TCP's
-  RFC 6675 rule and absorbs multipath reordering), and only lost PSNs are resent.  A timeout
+- Requester: a scoreboard of selectively acknowledged PSNs; only PSNs found lost are resent.
+  The loss rule is the config's ``loss_rule``: ``rack`` (default), time-based (RFC 8985,
+  ``roce.emu.rack``; the ``reorder`` timer fires it when no acknowledgement follows), or
+  ``dupthresh``: lost once ``DUPTHRESH`` PSNs above it were acknowledged (IRN declares it at
+  once, i.e. 1; 3 is TCP's RFC 6675 rule and absorbs some multipath reordering).  A timeout
   (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
   BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
 - READ responses are placed as they arrive and the READ completes once all have; RNR NAKs and
