@@ -78,6 +78,19 @@ def test_the_window_grows_after_a_spurious_retransmission():
     assert r.spurious == 2 and r.mult == 2
 
 
+def test_a_spurious_retransmission_from_a_lost_selective_nak_does_not_grow_the_window():
+    """PSN 1 was lost; PSN 2 arrived but its selective NAK was lost; PSN 3's came.  Both are
+    resent; the cumulative ACK the resent PSN 1 brings covers PSN 2 sooner than a round trip
+    after its resend: spurious, but the path did not reorder."""
+    r = _sent([0, 10, 20, 30])
+    r.on_ack([0], RTT, ())
+    r.on_ack([3], 30 + RTT, ())
+    r.on_send(1, 2000)
+    r.on_send(2, 2000 + RTT - 50)
+    r.on_ack([1, 2], 2000 + RTT, {1, 2})
+    assert r.spurious == 1 and (r.mult, r.seen) == (1, 0)
+
+
 def test_a_retransmission_answered_after_a_round_trip_is_not_spurious():
     r = _sent([0, 10, 20])
     r.on_ack([0], RTT, ())

@@ -15,7 +15,8 @@ on PSNs instead of sequence numbers; docs/protocol.md, "Selective repeat (IRN) e
   step 4); ``mult`` grows by one, at most once per round trip, whenever a retransmission
   proves spurious: its PSN is acknowledged sooner than a min RTT after it was resent (the
   original got there; RFC 8985 section 6.2, step 2), or the responder reports it twice (a
-  D-SACK, RFC 2883).
+  D-SACK, RFC 2883); not when it rode on a cumulative acknowledgement behind another PSN (its
+  own selective NAK was lost: one names one PSN, where TCP repeats its SACK blocks).
 - Ours, not RFC 8985's: the window also takes the reordering it measured (``seen``): how much
   longer than the min RTT a first transmission took that came back after a PSN sent later
   (a spurious retransmission's original included), at most the smoothed RTT.  Multipath
@@ -78,7 +79,8 @@ class Rack:
             if psn in resent:
                 if self.min_rtt is not None and rtt < self.min_rtt:
                     # the original answered: not a sample, but a measure of the reordering
-                    self.on_spurious(now)
+                    # when it is the first PSN; a later one's own selective NAK was lost
+                    self.on_spurious(now, grow=measure)
                     if measure and sent_first is not None:
                         self._late(now - sent_first)
                     measure = False
@@ -106,10 +108,11 @@ class Rack:
         if late > self.seen:
             self.seen = late
 
-    def on_spurious(self, now: int) -> None:
-        """A retransmission was not needed: the path reorders more than ``reo_wnd``."""
+    def on_spurious(self, now: int, grow: bool = True) -> None:
+        """A retransmission was not needed: the path reorders more than ``reo_wnd`` (unless
+        not ``grow``: an acknowledgement was lost, the path did not reorder)."""
         self.spurious += 1
-        if now >= self.grow_after:
+        if grow and now >= self.grow_after:
             self.mult += 1
             self.grow_after = now + (self.srtt or self.min_rtt or 0)
 
