@@ -184,3 +184,17 @@ def test_spraying_without_loss_causes_almost_no_spurious_retransmission():
     assert rack.spurious_retransmissions <= packets // 100
     assert count.spurious_retransmissions > 10 * rack.spurious_retransmissions
     assert rack.goodput_gbps > count.goodput_gbps
+
+
+def test_emulate_takes_the_loss_rule_and_refuses_an_unknown_one(capsys):
+    from roce import cli
+
+    args = ["emulate", "--op", "write", "--size", "64K", "--count", "4", "--loss", "0.02",
+            "--seed", "3", "--recovery", "sr", "--no-progress"]
+    for rule in LOSS_RULES:
+        assert cli.main([*args, "--loss-rule", rule]) == 0
+        out = capsys.readouterr().out
+        assert f"recovery      sr ({rule}):" in out and "data verified yes" in out
+    with pytest.raises(SystemExit) as e:
+        cli.main([*args, "--loss-rule", "fast"])
+    assert e.value.code == 1 and "--loss-rule" in capsys.readouterr().err
