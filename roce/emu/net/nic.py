@@ -4,8 +4,9 @@ The device and its QPs stay sans-I/O; the NIC owns their clock and their wire.  
 its own short transmit list (``QueuePair.tx_limit``): the link pulls one frame at a time and
 the NIC pumps the QP's requester again, so go-back-N restarts from fresh state instead of
 behind a long queue; a rewind takes back the request frames still in the list
-(``QueuePair.discard_unsent_requests``), as a NIC that builds each packet when it sends it.  The scheduler holds frames per priority (a QP's priority follows its
-DSCP through the same map the switches use), skips priorities the switch paused with PFC,
+(``QueuePair.discard_unsent_requests``), as a NIC that builds each packet when it sends it.
+The scheduler holds frames per priority (a QP's priority follows its DSCP through the same
+map the switches use), skips priorities the switch paused with PFC,
 goes round robin among the QPs, and lets each QP send only when its pacer allows
 (``RatePacer`` at line rate here; congestion control will drive it).  PFC frames the NIC
 itself sends (a PFC storm fault) bypass all of that.  Received frames go to the device with
