@@ -30,6 +30,8 @@ from .registry import ALGORITHMS, CcConfig
 
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]
+_DQ_OFF, _DQ_END, _DQ_SHIFT, _DQ_MASK = (_DESTQP[0], _DESTQP[0] + _DESTQP[1], _DESTQP[2],
+                                         _DESTQP[3])
 _IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
 _IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
 _ACKS = frozenset(c for c, op in OPCODES.items()
@@ -113,7 +115,7 @@ class CcPacer:
 
     def set_rate(self, rate_bps: float, now: int) -> bool:
         """A new rate; True when a frame held until later than ``now`` may now go earlier."""
-        rate_bps = max(int(rate_bps), 1)
+        rate_bps = int(rate_bps) or 1  # a rate is never negative: at least 1 b/s
         if rate_bps == self.rate_bps:
             return False
         self.rate_bps = rate_bps
@@ -179,7 +181,8 @@ class CcDriver:
             code, bth, ecn = found
         if code in _CNP:
             self.cnps_received += 1
-            qpn = _rd(frame, bth, _DESTQP)
+            qpn = (int.from_bytes(frame[bth + _DQ_OFF:bth + _DQ_END], "big")  # ``_rd``
+                   >> _DQ_SHIFT) & _DQ_MASK
             cc = self.algos.get(qpn)
             if cc is not None:
                 self._apply(now, qpn, cc.on_cnp(now))
@@ -246,14 +249,14 @@ class CcDriver:
     # -- rates and timers ----------------------------------------------------------------------
 
     def _apply(self, now: int, qpn: int, out: Output) -> None:
-        if self.pacers[qpn].set_rate(out.rate_bps, now) and self.on_faster is not None:
+        rate, _, d = out
+        if self.pacers[qpn].set_rate(rate, now) and self.on_faster is not None:
             self.on_faster(now)
         # Lazy timers: one pending event per QP.  A deadline later than the pending event
         # only updates ``_want`` (a DCQCN cut pushes the rate-increase timer back at every
         # CNP: re-arming would leave a stale heap entry per CNP); the pending event, when it
         # fires early, re-arms itself at the wanted deadline.  An earlier deadline arms a
         # new event and the old one is ignored when it comes.
-        d = out.deadline
         if d is None:
             self._want.pop(qpn, None)
             return
