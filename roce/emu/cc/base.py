@@ -43,6 +43,9 @@ class CongestionControl:
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
     DEFAULT_PROFILE: ClassVar[str] = "default"
+    # bytes in flight allowed, None for a rate-only algorithm (a class attribute read per
+    # event; an algorithm with a window overrides it, e.g. with a property)
+    window: int | None = None
 
     def __init_subclass__(cls, name: str = "", params: Mapping[str, Any] | None = None,
                           profiles: Mapping[str, Mapping[str, Any]] | None = None,
@@ -85,10 +88,6 @@ class CongestionControl:
         return self.output()
 
     # -- what the driver reads ------------------------------------------------------------
-
-    @property
-    def window(self) -> int | None:
-        return None
 
     def timers(self) -> dict[str, int]:
         """Every armed timer by name (virtual ns)."""

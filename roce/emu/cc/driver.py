@@ -194,7 +194,8 @@ class CcDriver:
                 if sent:
                     self._rtt(now, qpn, sent, _rd(frame, bth, _PSN))
         elif ecn == ECN_CE and code in _DATA:
-            self._congestion_experienced(now, _rd(frame, bth, _DESTQP))
+            self._congestion_experienced(now, (int.from_bytes(
+                frame[bth + _DQ_OFF:bth + _DQ_END], "big") >> _DQ_SHIFT) & _DQ_MASK)
         return False
 
     def _congestion_experienced(self, now: int, qpn: int) -> None:
@@ -203,9 +204,7 @@ class CcDriver:
         if qp is None or qp.builder is None:
             return
         cfg = getattr(qp, "cc_config", None) or self.config  # ``config_for``, inline
-        if not _USES_CNP[cfg.algorithm]:
-            return
-        if not self.np.on_ce(now, qpn):
+        if not _USES_CNP[cfg.algorithm] or not self.np.on_ce(now, qpn):
             return
         # a QP's CNPs are all alike (PSN 0, same headers): one frame per (builder, peer QP),
         # the builder compared by identity (a QP gets a new one when its path changes)
