@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from construct import BitsInteger, BitStruct
-
 from ..errors import DecodeError, NotRoCE
-from ..headers import DECODERS, LAYOUTS, SIZE_OF, define
+from ..headers import DECODERS, LAYOUTS, LNH_GLOBAL, LNH_IP, LNH_LOCAL, LNH_RAW, LRH, SIZE_OF, define
 from ..locate import (
     BAD_GRH_NEXT,
     BAD_L3_LENGTH,
@@ -41,24 +39,11 @@ from ..opcodes import OPCODES
 from . import ibcrc, ibmad
 from .linktypes import LINKTYPE_INFINIBAND
 
-LNH_RAW, LNH_IP, LNH_LOCAL, LNH_GLOBAL = 0, 1, 2, 3
 LNH_NAMES = {LNH_RAW: "Raw", LNH_IP: "IP Non-IBA", LNH_LOCAL: "IBA Local",
              LNH_GLOBAL: "IBA Global"}
-VCRC_SIZE = 2
+VCRC_SIZE = ibcrc.VCRC_SIZE
 VL_MANAGEMENT = 15  # SMPs travel on VL15 (IBA 7.6.3)
 
-U = BitsInteger
-LRH = BitStruct(
-    "vl" / U(4) * "Virtual Lane",
-    "lver" / U(4) * "Link Version",
-    "sl" / U(4) * "Service Level",
-    "reserved2" / U(2) * "Reserved (2 bits)",
-    "lnh" / U(2) * "Link Next Header",
-    "dlid" / U(16) * "Destination Local ID",
-    "reserved5" / U(5) * "Reserved (5 bits)",
-    "pktlen" / U(11) * "Packet Length",
-    "slid" / U(16) * "Source Local ID",
-)
 LRH_LAYOUT, decode_lrh, encode_lrh = define("lrh", LRH)
 LRH_SIZE = LRH_LAYOUT.size
 LRH_KEYS = tuple(f"lrh.{f.name}" for f in LRH_LAYOUT.fields)
@@ -290,24 +275,15 @@ def build(transport: bytes, *, lnh: int = LNH_LOCAL, grh: bytes | None = None, v
     return pkt + v.to_bytes(2, "big")
 
 
-
 # -- bulk scan for the one-line path -----------------------------------------------------------
-# The compiled twin is roce._fastpath.ib_scan (roce/_ibscan.pxi); it is handed the LRH field
-# positions and the VCRC table from here.
+# The compiled twin is roce._fastpath.ib_scan (roce/_ibscan.pxi); roce.fast hands it the LRH
+# field positions (roce.locate.LRH_SPECS), roce.families.ibcrc the VCRC table.
 
 SCAN_COLUMNS: dict[str, str] = {
     "status": "B", "lnh": "B", "opcode": "B", "destqp": "I", "psn": "I", "flags": "B",
     "dlid": "H", "slid": "H", "bth_off": "i", "icrc_end": "i", "key0": "Q", "key1": "Q",
     "key2": "Q", "icrc_ok": "B", "vcrc_ok": "B",
 }
-_SCAN_LRH = ("lnh", "pktlen", "dlid", "slid", "vl", "sl")
-
-
-def _lrh_spec(name: str) -> tuple[int, int, int, int]:
-    f = LRH_LAYOUT.field(name)
-    first, last = f.bit_offset // 8, (f.bit_offset + f.bits - 1) // 8
-    n = last - first + 1
-    return first, n, n * 8 - (f.bit_offset % 8) - f.bits, f.mask
 
 
 def scan_columns(n: int) -> dict[str, Any]:
@@ -361,11 +337,7 @@ def _compiled() -> Any:
     ext = getattr(fast, "_ext", None)
     if ext is None or not hasattr(ext, "ib_configure"):
         return None
-    ext.ib_configure({"lrh": [_lrh_spec(n) for n in _SCAN_LRH],
-                      "vcrc_table": list(ibcrc.VCRC_TABLE), "vcrc_init": ibcrc.VCRC_INIT,
-                      "vl_mask": ibcrc.VL_MASK, "lrh_size": LRH_SIZE, "vcrc_size": VCRC_SIZE,
-                      "lnh_global": LNH_GLOBAL, "lnh_local": LNH_LOCAL})
-    return ext
+    return ext  # configured: the LRH by roce.fast, the VCRC by roce.families.ibcrc
 
 
 _EXT = _compiled()

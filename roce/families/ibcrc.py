@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import zlib
 
-from ..icrc import LRH_STANDIN, MASKS
+from ..icrc import LRH_STANDIN, LRH_VL_MASK, MASKS
 from ..locate import L3_GRH
 
 VCRC_POLY_REFLECTED = 0xD008  # 0x100B, bit-reversed
 VCRC_INIT = 0xFFFF
-VL_MASK = 0xF0  # LRH byte 0: VL in the high nibble
+VCRC_SIZE = 2  # after the ICRC (IBA 7.8.2)
+VL_MASK = LRH_VL_MASK[0]  # LRH byte 0: VL in the high nibble
 
 
 def _vcrc_table() -> tuple[int, ...]:
@@ -80,4 +81,16 @@ def trailer(icrc_value: int, vcrc_value: int | None = None) -> bytes:
     return out if vcrc_value is None else out + vcrc_value.to_bytes(2, "big")
 
 
-__all__ = ["VCRC_TABLE", "icrc", "trailer", "vcrc"]
+def _configure() -> None:
+    """Hand the fast path the VCRC table (its ``ib_vcrc``, the IB scan and the flow engine
+    check VCRCs with it)."""
+    from .. import fast
+
+    if fast._ext is not None:
+        fast._ext.ib_configure({"vcrc_table": list(VCRC_TABLE), "vcrc_init": VCRC_INIT,
+                                "vcrc_size": VCRC_SIZE})
+
+
+_configure()
+
+__all__ = ["VCRC_SIZE", "VCRC_TABLE", "icrc", "trailer", "vcrc"]
