@@ -28,6 +28,7 @@ EXT_HEADER = 8
 ERF_TYPE_ETH, ERF_TYPE_INFINIBAND, ERF_TYPE_INFINIBAND_LINK = 2, 21, 25
 ERF_EXT_PRESENT = 0x80
 ETH_PAD = 2
+WLEN_AT = 14  # the header's wlen field (2 bytes, big-endian)
 INNER_LINKTYPE = {ERF_TYPE_INFINIBAND: LINKTYPE_INFINIBAND, ERF_TYPE_ETH: LINKTYPE_ETHERNET}
 
 
@@ -40,7 +41,7 @@ def unwrap(data: bytes, off: int = 0) -> Unwrapped:
     tbyte, flags = data[off + 8], data[off + 9]
     rlen = int.from_bytes(data[off + 10:off + 12], "big")
     lctr = int.from_bytes(data[off + 12:off + 14], "big")
-    wlen = int.from_bytes(data[off + 14:off + 16], "big")
+    wlen = wire_length(data, off)
     rtype = tbyte & 0x7F
     fields = {"erf": True, "erf.ts": int.from_bytes(data[off:off + 8], "little"),
               "erf.types": tbyte, "erf.types.type": rtype,
@@ -70,6 +71,11 @@ def unwrap(data: bytes, off: int = 0) -> Unwrapped:
     if linktype is None:
         return Unwrapped(payload, pos, None, "erf", fields, ("erf.type", rtype))
     return Unwrapped(payload, pos, linktype, "erf", fields)
+
+
+def wire_length(data: bytes, off: int = 0) -> int:
+    """The record's ``wlen``: the length of the packet on the wire (0 if cut before it)."""
+    return int.from_bytes(data[off + WLEN_AT:off + WLEN_AT + 2], "big")
 
 
 def skip(data: bytes, off: int = 0) -> tuple[int, int | None, tuple[str, int] | None] | None:
