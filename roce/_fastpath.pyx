@@ -172,7 +172,7 @@ def configure(dict cfg):
                                        c["LINKTYPE_LINUX_SLL"], c["LINKTYPE_LINUX_SLL2"])
     L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6 = (c["L3_NONE"], c["L3_GRH"], c["L3_IPV4"],
                                              c["L3_IPV6"])
-    L3K_LRH, L3K_LRH_GRH, LT_IB = c["L3_LRH"], c["L3_LRH_GRH"], c["LINKTYPE_INFINIBAND"]
+    L3K_LRH, L3K_LRH_GRH, LT_IB = c["L3_LRH"], c["L3_LRH_GRH"], c["WALK_INFINIBAND"]
     IB_LRH, IB_VL_MASK = c["LRH_SIZE"], cfg["lrh_vl_mask"]
     S_NR_LNH, H_LRH = st["NR_LNH"], hid["lrh"]
     if len(cfg["lrh"]) != NLRH:

@@ -82,7 +82,7 @@ def _config() -> dict[str, Any]:
             "MAX_VLAN_TAGS", "GRH_NEXT_BTH", "LINKTYPE_ETHERNET", "LINKTYPE_RAW",
             "LINKTYPE_LINUX_SLL", "LINKTYPE_LINUX_SLL2", "FLAG_SE", "FLAG_M", "FLAG_FECN",
             "FLAG_BECN", "FLAG_A", "L3_NONE", "L3_GRH", "L3_IPV4", "L3_IPV6",
-            "LINKTYPE_INFINIBAND", "L3_LRH", "L3_LRH_GRH", "LRH_SIZE")},
+            "WALK_INFINIBAND", "L3_LRH", "L3_LRH_GRH", "LRH_SIZE")},
         "lrh": [L.LRH_SPECS[name] for name in L.LRH_FIELDS],
         "lrh_vl_mask": _icrc.LRH_VL_MASK[0],
         "opcodes": dict(L.OPCODE_PLAN),

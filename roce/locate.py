@@ -27,10 +27,19 @@ GRH_NEXT_BTH = 0x1B  # IBA: GRH NxtHdr for an IBA transport header
 MAX_VLAN_TAGS = 2
 LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2 = 1, 101, 113, 276
 LINKTYPE_INFINIBAND = 247  # native InfiniBand packets, LRH first (tcpdump.org LINKTYPE_*)
-# The link types walk() reads, by name; frames of any other are not RoCE (NR_LINKTYPE).
+# The walk reads native InfiniBand when asked for WALK_INFINIBAND, a code outside the 16 bits
+# of pcap link types: link type 247 itself stays roce.families.ib's in the decoder (the walk
+# calls it NR_LINKTYPE), and the flow engines ask for this code for its frames.
+WALK_INFINIBAND = 0x10000 | LINKTYPE_INFINIBAND
+# The link types `roce stats` reads, by name; frames of any other are not RoCE (NR_LINKTYPE).
 LINKTYPE_NAMES = {LINKTYPE_ETHERNET: "Ethernet", LINKTYPE_RAW: "raw IP",
                   LINKTYPE_LINUX_SLL: "Linux cooked v1", LINKTYPE_LINUX_SLL2: "Linux cooked v2",
                   LINKTYPE_INFINIBAND: "InfiniBand"}
+
+
+def flow_linktype(linktype: int) -> int:
+    """The walk code the flow engines use for frames of ``linktype``."""
+    return WALK_INFINIBAND if linktype == LINKTYPE_INFINIBAND else linktype
 
 # What carries BTH.  Native InfiniBand's kinds are numbered as the LRH's LNH that makes them:
 # L3_LRH (LNH 2, IBA local) is the LRH alone, L3_LRH_GRH (LNH 3, IBA global) LRH and GRH;
@@ -147,7 +156,7 @@ def walk(frame: bytes, linktype: int = LINKTYPE_ETHERNET, udp_port: int = ROCE_P
     # vlans, l3_kind, l3_off, l3_len, udp_off, bth_off, opcode, payload, pad, icrc, end
     p = [0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1]
     off = 0
-    if linktype == LINKTYPE_INFINIBAND:
+    if linktype == WALK_INFINIBAND:
         return _lrh(frame, p)
     if linktype == LINKTYPE_RAW:
         if n < 1:

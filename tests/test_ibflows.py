@@ -24,6 +24,7 @@ from roce.icrc import icrc_at
 from roce.pcapio import Frame, PcapWriter, open_capture
 
 IB = locate.LINKTYPE_INFINIBAND
+WALK = locate.WALK_INFINIBAND
 compiled = pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
 
 
@@ -122,7 +123,7 @@ def test_bad_icrc_and_bad_vcrc_are_flagged(tmp_path: Path, grh: bool,
     lids: dict[bytes, int] = {}
     frames = [to_ib(f, lids, grh) for f in traffic(3, n=40, faults=0.0)]
     bad = bytearray(frames[5])
-    w = locate.walk(bytes(bad), IB)
+    w = locate.walk(bytes(bad), WALK)
     bad[w.icrc_off] ^= 1  # ICRC wrong, VCRC over it recomputed: only the ICRC is bad
     from roce.families import ibcrc
 
@@ -172,13 +173,13 @@ def ib_stream(draw: st.DrawFn) -> list[Frame]:
 @given(stream=ib_stream())
 def test_walk_and_icrc_twins_agree_on_ib(stream: list[Frame]) -> None:
     for fr in stream:
-        got = fast.walk(fr.data, IB)
-        ref = locate.walk(fr.data, IB)
+        got = fast.walk(fr.data, WALK)
+        ref = locate.walk(fr.data, WALK)
         assert got == ref
         if ref.status == locate.OK:
             assert fast.icrc_of(fr.data, got) == icrc_at(
                 fr.data, ref.l3_off, ref.l3_kind, ref.l3_len, ref.bth_off, ref.icrc_off)
-            assert fast.icrc_check(fr.data, IB)[1] == fast.icrc_of(fr.data, got)
+            assert fast.icrc_check(fr.data, WALK)[1] == fast.icrc_of(fr.data, got)
 
 
 @compiled
@@ -196,16 +197,16 @@ def test_engines_agree_on_ib(stream: list[Frame], batch: int, max_events: int) -
 def test_walk_reads_lnh_and_says_why_not() -> None:
     lids: dict[bytes, int] = {}
     pkt = to_ib(traffic(1, n=1, faults=0.0)[0], lids)
-    w = locate.walk(pkt, IB)
+    w = locate.walk(pkt, WALK)
     assert (w.status, w.l3_kind, w.bth_off) == (locate.OK, locate.L3_LRH, ib.LRH_SIZE)
     assert w.l4_end == len(pkt) - ib.VCRC_SIZE
     raw = bytes([pkt[0], pkt[1] & ~3]) + pkt[2:]  # LNH 0: raw
-    w = locate.walk(raw, IB)
+    w = locate.walk(raw, WALK)
     assert locate.is_not_roce(w.status) and "LNH 0" in str(locate.explain(w))
-    cut = locate.walk(pkt[:30], IB)
+    cut = locate.walk(pkt[:30], WALK)
     assert cut.status == locate.BAD_L3_LENGTH and "LRH packet length" in str(
         locate.explain(cut))
     rnd = random.Random(5)
     for _ in range(50):  # no crash on noise, twins equal
         noise = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 70)))
-        assert fast.walk(noise, IB) == locate.walk(noise, IB)
+        assert fast.walk(noise, WALK) == locate.walk(noise, WALK)

@@ -109,11 +109,12 @@ if _ext is not None:
 
 
 def _link(linktype: int) -> int:
-    """``linktype``, once the engine can read it: native InfiniBand's VCRC table is handed
-    over by ``roce.families.ibcrc`` on import (a plain RoCE run never imports it)."""
+    """The walk code for ``linktype`` (``locate.flow_linktype``), once the engine can read
+    it: native InfiniBand's VCRC table is handed over by ``roce.families.ibcrc`` on import
+    (a plain RoCE run never imports it)."""
     if linktype == locate.LINKTYPE_INFINIBAND:
         from ..families import ibcrc  # noqa: F401
-    return linktype
+    return locate.flow_linktype(linktype)
 
 
 class CompiledAnalyzer:

@@ -182,6 +182,7 @@ class Analyzer:
                     caps: Sequence[int] | None, linktype: int) -> None:
         n = len(datas)
         base = self.frames
+        linktype = locate.flow_linktype(linktype)  # native InfiniBand: the walk's code
         if self.first_ts < 0:
             self.first_ts = tss[0]
         cols = self._cols
