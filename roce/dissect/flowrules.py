@@ -94,11 +94,11 @@ from typing import Any, NamedTuple
 
 from .. import locate
 from ..headers import (
-    LRH_LAYOUT,
     AETH_ACK,
     AETH_NAK,
     AETH_RNR_NAK,
     LAYOUTS,
+    LRH_LAYOUT,
     NAK_PSN_SEQUENCE_ERROR,
     SIZE_OF,
     SYNDROME_VALUE_MASK,

@@ -19,7 +19,17 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..errors import DecodeError, NotRoCE
-from ..headers import DECODERS, LAYOUTS, LNH_GLOBAL, LNH_IP, LNH_LOCAL, LNH_RAW, LRH, SIZE_OF, define
+from ..headers import (
+    DECODERS,
+    LAYOUTS,
+    LNH_GLOBAL,
+    LNH_IP,
+    LNH_LOCAL,
+    LNH_RAW,
+    LRH,
+    SIZE_OF,
+    define,
+)
 from ..locate import (
     BAD_GRH_NEXT,
     BAD_L3_LENGTH,

@@ -23,10 +23,8 @@ trailer bytes read big-endian (``infiniband.invariant.crc``, ``infiniband.varian
 
 from __future__ import annotations
 
-import zlib
-
-from ..icrc import LRH_STANDIN, LRH_VL_MASK, MASKS
-from ..locate import L3_GRH
+from ..icrc import LRH_VL_MASK, icrc_at
+from ..locate import L3_GRH, L3_LRH, L3_LRH_GRH
 
 VCRC_POLY_REFLECTED = 0xD008  # 0x100B, bit-reversed
 VCRC_INIT = 0xFFFF
@@ -57,22 +55,12 @@ def vcrc(data: bytes | memoryview) -> int:
     return ((c & 0xFF) << 8) | (c >> 8)  # stored little-endian, read big-endian
 
 
-def _masked(data: bytes | memoryview, header: str) -> bytes:
-    mask = MASKS[header]
-    return bytes(b | m for b, m in zip(data[:len(mask)], mask))
-
-
 def icrc(frame: bytes, l3_kind: int, bth_off: int, icrc_off: int) -> int:
     """ICRC of a native InfiniBand packet starting at byte 0 of ``frame`` (the value
-    Wireshark displays).  ``l3_kind`` is ``L3_GRH`` when LNH is 3."""
-    mv = memoryview(frame)
-    if l3_kind == L3_GRH:
-        head = LRH_STANDIN + _masked(mv[8:bth_off], "grh")
-    else:
-        head = bytes((frame[0] | VL_MASK,)) + bytes(mv[1:bth_off])
-    crc = zlib.crc32(head + _masked(mv[bth_off:bth_off + len(MASKS["bth"])], "bth"))
-    crc = zlib.crc32(mv[bth_off + len(MASKS["bth"]):icrc_off], crc)
-    return int.from_bytes(crc.to_bytes(4, "little"), "big")
+    Wireshark displays).  ``l3_kind`` is ``L3_GRH`` when LNH is 3.  The rule is
+    ``roce.icrc``'s for the walk's kinds L3_LRH / L3_LRH_GRH (the LRH and GRH up to BTH)."""
+    kind = L3_LRH_GRH if l3_kind == L3_GRH else L3_LRH
+    return icrc_at(frame, 0, kind, bth_off, bth_off, icrc_off)
 
 
 def trailer(icrc_value: int, vcrc_value: int | None = None) -> bytes:
