@@ -210,3 +210,22 @@ def test_walk_reads_lnh_and_says_why_not() -> None:
     for _ in range(50):  # no crash on noise, twins equal
         noise = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 70)))
         assert fast.walk(noise, WALK) == locate.walk(noise, WALK)
+
+
+def test_timeline_names_ib_qps_by_lid(lossy: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--timeline's second pass walks native InfiniBand as the engines do."""
+    def timeline(path: Path) -> dict:
+        capsys.readouterr()
+        assert main(["stats", "--timeline", "20us", "-T", "json", str(path)]) == 0
+        return json.loads(capsys.readouterr().out)["congestion"]["timeline"]
+
+    got = timeline(_converted(lossy, tmp_path / "tl.pcap"))
+    want = timeline(lossy)
+    def lid(q: str) -> str:
+        return q.replace("10.0.0.1", "LID 0x0001").replace("10.0.0.2", "LID 0x0002")
+
+    assert got["qps"] == [lid(q) for q in want["qps"]] and got["qps"]
+    assert len(got["rows"]) == len(want["rows"]) > 1
+    for g, w in zip(got["rows"], want["rows"]):
+        assert sorted(g["qps"]) == sorted(lid(q) for q in w["qps"])
