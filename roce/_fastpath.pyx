@@ -1172,4 +1172,5 @@ include "_flowengine.pxi"
 # -- native InfiniBand (roce.families) ---------------------------------------------------------
 
 include "_ibscan.pxi"
+include "_iblines.pxi"
 include "_peel.pxi"

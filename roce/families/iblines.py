@@ -1,16 +1,18 @@
 """One line per native InfiniBand packet, a batch at a time, from the compiled IB scan.
 
 The same text as ``roce.families.ib.columns`` through ``Summarizer.line`` (tests hold the two
-paths to identical output), built the way ``Summarizer.fast_lines`` builds RoCE's: a flat
-loop over scan columns, the part of the line that depends only on addresses, opcode, QP and
-length cached.  Packets the scan does not pass (malformed, cut, raw, not IBA) and UD packets
-(MADs, CM, IPoIB get their own Info) go to ``slow``.
+paths to identical output).  The compiled formatter (``roce._fastpath.ib_lines``, twin
+``format_reference``) writes the line of every frame the scan passed straight from the scan
+columns, with no Python object per header or field: that is what makes the InfiniBand lines
+cheaper than RoCE's (tshark, the yardstick, reads LRH frames faster than Ethernet/IP/UDP ones).
+Packets the scan does not pass (malformed, cut, raw, not IBA) and UD packets (MADs, CM, IPoIB
+get their own Info) go to ``slow``; opcodes with several extended headers to ``_line``.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..dissect.summary import (
@@ -22,12 +24,14 @@ from ..dissect.summary import (
     K_IMM,
     K_NONE,
     K_RETH,
+    K_SLOW,
     KIND,
     NAMES,
     SYNDROME_PARTS,
     Summarizer,
 )
 from ..headers import LAYOUTS
+from ..locate import FLAG_A
 from . import ib, ibmad
 
 PROTOCOL = "InfiniBand"
@@ -63,57 +67,130 @@ class IbLines:
 
     def lines(self, batch: Any, first_number: int, limit: int,
               slow: Callable[[int, str], str]) -> list[str]:
-        datas, origlens = batch.datas, batch.origlen
+        datas = batch.datas
         n = len(datas)
         if self._cols is None or self._size < n:
             self._size = max(n, 2048)
             self._cols = ib.scan_columns(self._size)
         c = self._cols
         ib.scan_batch(datas, c)
-        cols: list[Sequence[Any]] = [
-            (c[k] if len(c[k]) == n else c[k][:n]).tolist()
-            for k in ("status", "lnh", "opcode", "destqp", "psn", "flags", "dlid", "slid",
-                      "bth_off", "icrc_ok", "vcrc_ok", "key0", "key1", "key2")]
-        index: Sequence[int] = range(min(n, limit))
-        numbers = range(first_number, first_number + len(index))
-        labels = (list(map(str, numbers)) if numbers and numbers[0] >= 10000
-                  else [f"{x:5d}" for x in numbers])
-        texts = self.summ.times.batch(batch.ts_ns, index)
-        mid, kinds, syn_parts, ud = self._mid, KIND, SYNDROME_PARTS, _UD_OPCODES
-        out: list[str] = []
-        add = out.append
-        for i, num, tt, st, lnh, op, qp, psn, fl, dl, sl, b, iok, vok, k0, k1, k2, data, ln in \
-                zip(index, labels, texts, *cols, datas, origlens):
-            if st or op in ud:
-                add(slow(i, tt))
-                continue
-            key = data[:b + _BTH_QP_END]
-            mm = mid.get(key)
-            if mm is None or mm[1] != ln:
-                mm = self._middle(key, lnh, sl, dl, op, qp, ln)
-            m = mm[0]
-            flags = FLAG_TEXT[(1 if fl & 4 else 0) | (0 if iok else 4)]
-            if not vok:
-                flags += BAD_VCRC
-            kind = kinds[op]
-            if kind == K_NONE:
-                add(f"{num} {tt} {m} PSN={psn}{flags}")
-            elif kind == K_RETH:
-                add(f"{num} {tt} {m} PSN={psn} VA=0x{k0:x} RKey=0x{k1:08x} Len={k2}{flags}")
-            elif kind == K_AETH:
-                pre, post = syn_parts[k0]
-                add(f"{num} {tt} {m} PSN={psn} {pre} MSN={k1}{post}{flags}")
-            elif kind == K_CNP:
-                add(f"{num} {tt} {m}{flags}")
-            elif kind == K_DETH:
-                add(f"{num} {tt} {m} PSN={psn} QKey=0x{k0:08x} SrcQP=0x{k1:06x}{flags}")
-            elif kind == K_IMM:
-                add(f"{num} {tt} {m} PSN={psn} ImmDt=0x{k0:08x}{flags}")
-            elif kind == K_IETH:
-                add(f"{num} {tt} {m} PSN={psn} InvRKey=0x{k0:08x}{flags}")
+        m = min(n, limit)
+        texts = self.summ.times.batch(batch.ts_ns, range(m))
+        out, missing = format_batch(datas, c, m, first_number, texts, list(batch.origlen[:m]),
+                           self.summ.arrow.encode())
+        # what the formatter leaves: frames the scan did not pass, UD, several ext. headers
+        for i in missing:
+            if c["status"][i] or c["opcode"][i] in _UD_OPCODES:
+                out[i] = slow(i, texts[i])
             else:
-                add(f"{num} {tt} {m} PSN={psn}{Summarizer._eth_text(data, b, op)}{flags}")
+                out[i] = self._line(datas[i], c, i, first_number + i, texts[i],
+                                    batch.origlen[i])
         return out
+
+    def _line(self, data: bytes, c: dict[str, Any], i: int, number: int, tt: str,
+              ln: int) -> str:
+        """The line of one frame the scan passed (any opcode but UD's)."""
+        op, b = c["opcode"][i], c["bth_off"][i]
+        key = data[:b + _BTH_QP_END]
+        mm = self._mid.get(key)
+        if mm is None or mm[1] != ln:
+            mm = self._middle(key, c["lnh"][i], c["slid"][i], c["dlid"][i], op,
+                              c["destqp"][i], ln)
+        flags = _flags(c["flags"][i], c["icrc_ok"][i], c["vcrc_ok"][i])
+        kind = KIND[op]
+        if kind == K_SLOW:
+            info = f" PSN={c['psn'][i]}{Summarizer._eth_text(data, b, op)}"
+        else:
+            info = _info(kind, c["psn"][i], c["key0"][i], c["key1"][i], c["key2"][i])
+        return f"{number:5d} {tt} {mm[0]}{info}{flags}"
+
+
+def _flags(fl: int, iok: int, vok: int) -> str:
+    flags = FLAG_TEXT[(1 if fl & FLAG_A else 0) | (0 if iok else 4)]
+    return flags if vok else flags + BAD_VCRC
+
+
+def _info(kind: int, psn: int, k0: int, k1: int, k2: int) -> str:
+    """The Info text after ``QP=...`` for the opcodes the compiled formatter takes."""
+    if kind == K_NONE:
+        return f" PSN={psn}"
+    if kind == K_RETH:
+        return f" PSN={psn} VA=0x{k0:x} RKey=0x{k1:08x} Len={k2}"
+    if kind == K_AETH:
+        pre, post = SYNDROME_PARTS[k0]
+        return f" PSN={psn} {pre} MSN={k1}{post}"
+    if kind == K_CNP:
+        return ""
+    if kind == K_DETH:
+        return f" PSN={psn} QKey=0x{k0:08x} SrcQP=0x{k1:06x}"
+    if kind == K_IMM:
+        return f" PSN={psn} ImmDt=0x{k0:08x}"
+    return f" PSN={psn} InvRKey=0x{k0:08x}"  # K_IETH
+
+
+_FORMATTED = frozenset((K_NONE, K_RETH, K_AETH, K_CNP, K_DETH, K_IMM, K_IETH))
+_MAX_TIME = 200  # the compiled twin's limits (roce/_iblines.pxi)
+_MAX_PIECE = 64
+
+
+def _address(data: bytes, grh: bool, at: int, lid: int) -> str:
+    if grh:
+        return socket.inet_ntop(socket.AF_INET6, data[at:at + 16])
+    return f"LID: {lid}"
+
+
+def format_reference(datas: list[bytes], cols: dict[str, Any], n: int, first_number: int,
+                     texts: list[str], origlens: list[int],
+                     arrow: bytes) -> tuple[list[str | None], list[int]]:
+    """Pure-Python twin of ``roce._fastpath.ib_lines``: (the line of each of the first ``n``
+    scanned frames, None where ``IbLines.lines`` makes it (not passed by the scan, UD,
+    several extended headers); the indexes of those)."""
+    if len(arrow) > _MAX_PIECE:
+        return [None] * n, list(range(n))
+    arrow_text = arrow.decode()
+    out: list[str | None] = []
+    for i in range(n):
+        op = cols["opcode"][i]
+        kind = KIND[op]
+        tt = texts[i]
+        if (cols["status"][i] or op in _UD_OPCODES or kind not in _FORMATTED
+                or len(tt.encode()) > _MAX_TIME):
+            out.append(None)
+            continue
+        data, grh = datas[i], cols["lnh"][i] == ib.LNH_GLOBAL
+        src = _address(data, grh, _GID_SRC, cols["slid"][i])
+        dst = _address(data, grh, _GID_SRC + 16, cols["dlid"][i])
+        info = _info(kind, cols["psn"][i], cols["key0"][i], cols["key1"][i], cols["key2"][i])
+        out.append(f"{first_number + i:5d} {tt} {src:>12} {arrow_text} {dst:<12} {PROTOCOL} "
+                   f"{origlens[i]} {NAMES[op]} QP=0x{cols['destqp'][i]:06x}{info}"
+                   + _flags(cols["flags"][i], cols["icrc_ok"][i], cols["vcrc_ok"][i]))
+    return out, [i for i, line in enumerate(out) if line is None]
+
+
+def configure(ext: Any) -> None:
+    """Hand the compiled formatter its text tables, all from roce.dissect.summary."""
+    ext.ib_lines_configure({
+        "names": [t.encode() for t in NAMES],
+        "syn_pre": [SYNDROME_PARTS[s][0].encode() for s in range(256)],
+        "syn_post": [SYNDROME_PARTS[s][1].encode() for s in range(256)],
+        "flags": [t.encode() for t in FLAG_TEXT], "bad_vcrc": BAD_VCRC.encode(),
+        "protocol": PROTOCOL.encode(), "kinds": list(KIND), "ud": set(_UD_OPCODES),
+        "k": {"none": K_NONE, "reth": K_RETH, "aeth": K_AETH, "deth": K_DETH, "imm": K_IMM,
+              "ieth": K_IETH, "cnp": K_CNP},
+        "flag_a": FLAG_A, "lnh_global": ib.LNH_GLOBAL, "gid_src": _GID_SRC})
+
+
+def _compiled() -> Any:
+    from .. import fast
+
+    ext = getattr(fast, "_ext", None)
+    if ext is None or not hasattr(ext, "ib_lines"):
+        return None
+    configure(ext)
+    return ext
 
 
 _UD_OPCODES = ibmad._UD
+_EXT = _compiled()
+format_batch: Callable[..., tuple[list[str | None], list[int]]] = (
+    _EXT.ib_lines if _EXT is not None else format_reference)
