@@ -661,7 +661,8 @@ def test_stats_pairs_cm_exchanges_with_connections(tmp_path: Path,
     ]
     p = _write(tmp_path / "cm.pcap", frames, 247)
     out = _cli(capsys, "stats", str(p))
-    assert "CM connection 1: LID 2 QP 0x000011 <-> LID 1 QP 0x000022" in out
+    assert "CM connection 1: LID 0x0002 QP 0x000011 <-> LID 0x0001 QP 0x000022" in out
+    assert "LID 0x0002 -> LID 0x0001 QP 0x000022" in out  # the flow: the LIDs spelt alike
     assert "RTU" in out and "100 (REQ) / 500 (REP); first seen: 100 / 501" in out
     assert "warning: first PSN 501 to QP 0x000011 is not the REP's starting PSN 500" in out
     doc = json.loads(_cli(capsys, "stats", "-T", "json", str(p)))
