@@ -96,6 +96,18 @@ cdef inline char *ibl_dec(char *o, uint64_t v, int width) noexcept nogil:
     return o + n
 
 
+cdef inline char *ibl_dec0(char *o, uint64_t v, int width) noexcept nogil:
+    """v in decimal, zero-padded to ``width`` (Python's "%0{width}d")."""
+    cdef char tmp[20]
+    cdef int n = ibl_dec_into(tmp, v)
+    while width > n:
+        o[0] = 48
+        o += 1
+        width -= 1
+    memcpy(o, tmp + 20 - n, n)
+    return o + n
+
+
 cdef inline char *ibl_hex(char *o, uint64_t v, int width) noexcept nogil:
     """v in lower-case hex, zero-padded to ``width`` (Python's f"{v:0{width}x}")."""
     cdef char tmp[16]
@@ -146,14 +158,29 @@ cdef inline int ibl_address(char *out, const uint8_t *p, bint grh, int gid_off,
 
 
 def ib_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, list texts,
-             list origlens, bytes arrow):
+             list origlens, bytes arrow, tuple times=None):
     """(lines, missing): lines for frames 0..n-1 of a batch scanned by ib_scan, numbered
-    from first_number; None where Python makes the line, those indexes in ``missing``."""
+    from first_number; None where Python makes the line, those indexes in ``missing``.
+    The time column is ``texts``, or, when ``texts`` is None, ``times``: (the seconds and
+    the point as bytes, base ns, digits, the frames' int64 time stamps), each text the
+    seconds then the nanoseconds since base, 9 digits (or microseconds, 6 digits), as
+    roce.dissect.summary.TimeColumn._relative writes them."""
+    cdef const int64_t[::1] stamps
+    cdef bytes prefix = b""
+    cdef int64_t base = 0, x
+    cdef bint nine = True
+    cdef char tbuf[IBL_MAX_TIME + 32]
     if not IBL_READY:
         raise RuntimeError("ib_lines: ib_lines_configure was not called")
-    if n > PyList_GET_SIZE(datas) or n > PyList_GET_SIZE(texts) \
-            or n > PyList_GET_SIZE(origlens):
-        raise ValueError("ib_lines: fewer frames, time texts or lengths than n")
+    if texts is None:
+        prefix, base, digits, stamps = times
+        nine = digits == 9
+        if len(prefix) > IBL_MAX_TIME or stamps.shape[0] < n:
+            raise ValueError("ib_lines: bad time plan")
+    elif n > PyList_GET_SIZE(texts):
+        raise ValueError("ib_lines: fewer time texts than n")
+    if n > PyList_GET_SIZE(datas) or n > PyList_GET_SIZE(origlens):
+        raise ValueError("ib_lines: fewer frames or lengths than n")
     cdef uint8_t[::1] c_status = cols["status"]
     cdef uint8_t[::1] c_lnh = cols["lnh"]
     cdef uint8_t[::1] c_opcode = cols["opcode"]
@@ -191,7 +218,17 @@ def ib_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, list 
                 kind == IBL_K_NONE or kind == IBL_K_RETH or kind == IBL_K_AETH
                 or kind == IBL_K_CNP or kind == IBL_K_DETH or kind == IBL_K_IMM
                 or kind == IBL_K_IETH):
-            tt = PyUnicode_AsUTF8AndSize(<object>PyList_GET_ITEM(texts, i), &tlen)
+            if texts is None:
+                x = stamps[i] - base
+                o = ibl_bytes(tbuf, prefix)
+                if x < 0 or x >= 1000000000:  # outside the plan's second: Python's text
+                    tlen = IBL_MAX_TIME + 1
+                else:
+                    o = ibl_dec0(o, x, 9) if nine else ibl_dec0(o, x // 1000, 6)
+                    tlen = o - tbuf
+                    tt = tbuf
+            else:
+                tt = PyUnicode_AsUTF8AndSize(<object>PyList_GET_ITEM(texts, i), &tlen)
             if tlen <= IBL_MAX_TIME:
                 f = <object>PyList_GET_ITEM(datas, i)
                 p = <const uint8_t *>PyBytes_AS_STRING(f)

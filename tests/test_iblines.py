@@ -4,15 +4,17 @@ pure-Python twin (roce.families.iblines.format_reference), and the one-line outp
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_families import _cli, _mixed_ib_frames, _write
+from test_families import _cli, _mixed_ib_frames
 
 from roce.families import erf, ib, iblines
 from roce.opcodes import OPCODES
+from roce.pcapio import PcapWriter
 
 needs_ext = pytest.mark.skipif(iblines._EXT is None, reason="compiled fast path not built")
 
@@ -51,6 +53,44 @@ def test_ib_lines_twins_agree(picks: list, first: int, times: list[str], arrow: 
 
 
 @needs_ext
+@given(picks=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 400), st.integers(0, 255)),
+                      min_size=1, max_size=16),
+       base=st.integers(0, 2**62), offsets=st.lists(st.integers(-10, 2 * 10**9), min_size=16,
+                                                     max_size=16),
+       sec=st.integers(0, 10**6), digits=st.sampled_from([9, 6]))
+def test_ib_lines_time_plan_twins_agree(picks: list, base: int, offsets: list[int], sec: int,
+                                        digits: int) -> None:
+    """The time column written from a TimeColumn.relative_plan: stamps inside the plan's
+    second, and (never made by the plan, but guarded) outside it."""
+    frames = _frames_with_flips(picks)
+    cols = ib.scan_columns(len(frames))
+    ib.scan_batch(frames, cols)
+    stamps = array("q", [base + o for o in offsets[:len(frames)]])
+    times = (f"{sec}.".encode(), base, digits, stamps)
+    args = (frames, cols, len(frames), 1, None, [len(f) for f in frames], b"->", times)
+    assert iblines._EXT.ib_lines(*args) == iblines.format_reference(*args)
+
+
+def test_time_plan_is_the_relative_column() -> None:
+    """relative_plan's texts are batch()'s, and it leaves the column where batch() does."""
+    from roce.dissect.summary import TimeColumn
+
+    stamps = array("q", [5 * 10**9 + 7, 5 * 10**9 + 900_000_123, 5 * 10**9 + 999_999_999])
+    for digits in (9, 6):
+        a, b = TimeColumn("r", digits), TimeColumn("r", digits)
+        a.first = b.first = 10**9 + 3  # the capture started earlier
+        plan = a.relative_plan(stamps, 2)
+        assert plan is not None
+        want = b.batch(stamps, range(2))
+        assert [iblines._planned_time((plan[0].encode(), plan[1], plan[2], stamps), i)
+                for i in range(2)] == want
+        assert (a.prev, a.prev_shown) == (b.prev, b.prev_shown)
+    across = array("q", [10**9, 2 * 10**9 + 1])  # two seconds: no plan
+    assert TimeColumn("r", 9).relative_plan(across, 2) is None
+    assert TimeColumn("d", 9).relative_plan(stamps, 3) is None
+
+
+@needs_ext
 def test_ib_lines_cover_the_common_opcodes() -> None:
     """The compiled formatter makes the lines of whole, non-UD packets with at most one
     extended header itself (the point of it); the rest are left to Python."""
@@ -71,17 +111,25 @@ def test_ib_lines_cover_the_common_opcodes() -> None:
     assert any(cols["status"][i] for i in missing)  # the cut and raw frames
 
 
-@pytest.mark.parametrize("linktype", [247, 197])
-def test_decode_lines_same_with_either_twin(tmp_path: Path, linktype: int,
+@pytest.mark.parametrize("linktype,nano", [(247, True), (197, True), (247, False)])
+@pytest.mark.parametrize("gap", [1234, 300_000_000])
+def test_decode_lines_same_with_either_twin(tmp_path: Path, linktype: int, nano: bool, gap: int,
                                             capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch within one second (the time plan) and across seconds (time texts), in
+    nanosecond and microsecond files: the same lines as the per-record path."""
     frames = _mixed_ib_frames() * 3
     if linktype == 197:
         frames = [erf.record(f) for f in frames]
-    p = _write(tmp_path / "m.pcap", frames, linktype)
+    p = tmp_path / "m.pcap"
+    with PcapWriter(p, linktype=linktype, nanosecond=nano) as w:
+        for k, f in enumerate(frames):
+            w.write(f, ts_ns=10**18 + k * gap)
     records = _cli(capsys, "decode", "-Y", "frame.number > 0", str(p))
     assert _cli(capsys, "decode", str(p)) == records
     monkeypatch.setattr(iblines, "format_batch", iblines.format_reference)
     assert _cli(capsys, "decode", str(p)) == records
+    assert _cli(capsys, "decode", "-t", "d", str(p)) == _cli(
+        capsys, "decode", "-t", "d", "-Y", "frame.number > 0", str(p))
     assert _cli(capsys, "decode", "-c", "5", str(p)) == "".join(
         records.splitlines(keepends=True)[:5])

@@ -12,6 +12,7 @@ get their own Info) go to ``slow``; opcodes with several extended headers to ``_
 from __future__ import annotations
 
 import socket
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -27,18 +28,16 @@ from ..dissect.summary import (
     K_SLOW,
     KIND,
     NAMES,
+    NS,
     SYNDROME_PARTS,
     Summarizer,
 )
-from ..headers import LAYOUTS
 from ..locate import FLAG_A
 from . import ib, ibmad
 
 PROTOCOL = "InfiniBand"
 BAD_VCRC = " [BAD VCRC]"
 _GID_SRC = ib.LRH_SIZE + 8  # GRH source GID, then destination GID (16 bytes each)
-_DESTQP = LAYOUTS["bth"].field("destqp")
-_BTH_QP_END = (_DESTQP.bit_offset + _DESTQP.bits) // 8  # LRH .. BTH DestQP: the cache key
 
 
 class IbLines:
@@ -48,22 +47,6 @@ class IbLines:
         self.summ = summ
         self._cols: dict[str, Any] | None = None
         self._size = 0
-        self._mid: dict[bytes, tuple[str, int]] = {}
-
-    def _middle(self, key: bytes, lnh: int, slid: int, dlid: int, op: int, qp: int,
-                ln: int) -> tuple[str, int]:
-        """The columns between time and PSN; they depend only on the bytes from LRH to BTH
-        DestQP (the cache key) and on the frame length."""
-        if lnh == ib.LNH_GLOBAL:
-            src = socket.inet_ntop(socket.AF_INET6, key[_GID_SRC:_GID_SRC + 16])
-            dst = socket.inet_ntop(socket.AF_INET6, key[_GID_SRC + 16:_GID_SRC + 32])
-        else:
-            src, dst = f"LID: {slid}", f"LID: {dlid}"
-        text = f"{src:>12} {self.summ.arrow} {dst:<12} {PROTOCOL} {ln} {NAMES[op]} QP=0x{qp:06x}"
-        if len(self._mid) > 65536:
-            self._mid.clear()
-        value = self._mid[key] = (text, ln)
-        return value
 
     def lines(self, batch: Any, first_number: int, limit: int,
               slow: Callable[[int, str], str]) -> list[str]:
@@ -75,34 +58,55 @@ class IbLines:
         c = self._cols
         ib.scan_batch(datas, c)
         m = min(n, limit)
-        texts = self.summ.times.batch(batch.ts_ns, range(m))
-        out, missing = format_batch(datas, c, m, first_number, texts, list(batch.origlen[:m]),
-                           self.summ.arrow.encode())
+        # the time column: written by the formatter when the batch lies in one second of
+        # `-t r` (the usual case), else texts from the TimeColumn
+        texts: list[str] | None = None
+        times = None
+        plan = self.summ.times.relative_plan(batch.ts_ns, m)
+        if plan is None:
+            texts = self.summ.times.batch(batch.ts_ns, range(m))
+        else:
+            stamps = batch.ts_ns
+            if not (isinstance(stamps, array) and stamps.typecode == "q"):
+                stamps = array("q", stamps)
+            times = (plan[0].encode(), plan[1], plan[2], stamps)
+        arrow = self.summ.arrow
+        out, missing = format_batch(datas, c, m, first_number, texts,
+                                    list(batch.origlen[:m]), arrow.encode(), times)
         # what the formatter leaves: frames the scan did not pass, UD, several ext. headers
         for i in missing:
+            tt = texts[i] if texts is not None else _planned_time(times, i)
             if c["status"][i] or c["opcode"][i] in _UD_OPCODES:
-                out[i] = slow(i, texts[i])
-            else:
-                out[i] = self._line(datas[i], c, i, first_number + i, texts[i],
-                                    batch.origlen[i])
+                out[i] = slow(i, tt)
+            else:  # several extended headers, or a time text too long for the buffer
+                op = c["opcode"][i]
+                info = (f" PSN={c['psn'][i]}{Summarizer._eth_text(datas[i], c['bth_off'][i], op)}"
+                        if KIND[op] == K_SLOW else None)
+                out[i] = _line(datas, c, i, first_number + i, tt, batch.origlen[i], arrow, info)
         return out
 
-    def _line(self, data: bytes, c: dict[str, Any], i: int, number: int, tt: str,
-              ln: int) -> str:
-        """The line of one frame the scan passed (any opcode but UD's)."""
-        op, b = c["opcode"][i], c["bth_off"][i]
-        key = data[:b + _BTH_QP_END]
-        mm = self._mid.get(key)
-        if mm is None or mm[1] != ln:
-            mm = self._middle(key, c["lnh"][i], c["slid"][i], c["dlid"][i], op,
-                              c["destqp"][i], ln)
-        flags = _flags(c["flags"][i], c["icrc_ok"][i], c["vcrc_ok"][i])
-        kind = KIND[op]
-        if kind == K_SLOW:
-            info = f" PSN={c['psn'][i]}{Summarizer._eth_text(data, b, op)}"
-        else:
-            info = _info(kind, c["psn"][i], c["key0"][i], c["key1"][i], c["key2"][i])
-        return f"{number:5d} {tt} {mm[0]}{info}{flags}"
+
+def _planned_time(times: Any, i: int) -> str:
+    """Frame ``i``'s time text from a ``TimeColumn.relative_plan`` (as ``_relative``)."""
+    prefix, base, digits, stamps = times
+    x = stamps[i] - base
+    return prefix.decode() + (f"{x:09d}" if digits == 9 else f"{x // 1000:06d}")
+
+
+def _line(datas: list[bytes], cols: dict[str, Any], i: int, number: int, tt: str, ln: int,
+          arrow: str, info: str | None = None) -> str:
+    """The line of frame ``i``, which the scan passed; ``info``: the Info text after ``QP=``
+    (None: from the first extended header's key columns)."""
+    op = cols["opcode"][i]
+    if info is None:
+        info = _info(KIND[op], cols["psn"][i], cols["key0"][i], cols["key1"][i],
+                     cols["key2"][i])
+    data, grh = datas[i], cols["lnh"][i] == ib.LNH_GLOBAL
+    src = _address(data, grh, _GID_SRC, cols["slid"][i])
+    dst = _address(data, grh, _GID_SRC + 16, cols["dlid"][i])
+    return (f"{number:5d} {tt} {src:>12} {arrow} {dst:<12} {PROTOCOL} {ln} {NAMES[op]} "
+            f"QP=0x{cols['destqp'][i]:06x}{info}"
+            + _flags(cols["flags"][i], cols["icrc_ok"][i], cols["vcrc_ok"][i]))
 
 
 def _flags(fl: int, iok: int, vok: int) -> str:
@@ -140,11 +144,12 @@ def _address(data: bytes, grh: bool, at: int, lid: int) -> str:
 
 
 def format_reference(datas: list[bytes], cols: dict[str, Any], n: int, first_number: int,
-                     texts: list[str], origlens: list[int],
-                     arrow: bytes) -> tuple[list[str | None], list[int]]:
+                     texts: list[str] | None, origlens: list[int], arrow: bytes,
+                     times: Any = None) -> tuple[list[str | None], list[int]]:
     """Pure-Python twin of ``roce._fastpath.ib_lines``: (the line of each of the first ``n``
     scanned frames, None where ``IbLines.lines`` makes it (not passed by the scan, UD,
-    several extended headers); the indexes of those)."""
+    several extended headers); the indexes of those).  The time texts are ``texts``, or
+    (``texts`` None) made from ``times``, a ``TimeColumn.relative_plan`` and the stamps."""
     if len(arrow) > _MAX_PIECE:
         return [None] * n, list(range(n))
     arrow_text = arrow.decode()
@@ -152,18 +157,17 @@ def format_reference(datas: list[bytes], cols: dict[str, Any], n: int, first_num
     for i in range(n):
         op = cols["opcode"][i]
         kind = KIND[op]
-        tt = texts[i]
+        if texts is not None:
+            tt = texts[i]
+        elif 0 <= times[3][i] - times[1] < NS:
+            tt = _planned_time(times, i)
+        else:
+            tt = "x" * (_MAX_TIME + 1)  # outside the plan's second: left to Python
         if (cols["status"][i] or op in _UD_OPCODES or kind not in _FORMATTED
                 or len(tt.encode()) > _MAX_TIME):
             out.append(None)
             continue
-        data, grh = datas[i], cols["lnh"][i] == ib.LNH_GLOBAL
-        src = _address(data, grh, _GID_SRC, cols["slid"][i])
-        dst = _address(data, grh, _GID_SRC + 16, cols["dlid"][i])
-        info = _info(kind, cols["psn"][i], cols["key0"][i], cols["key1"][i], cols["key2"][i])
-        out.append(f"{first_number + i:5d} {tt} {src:>12} {arrow_text} {dst:<12} {PROTOCOL} "
-                   f"{origlens[i]} {NAMES[op]} QP=0x{cols['destqp'][i]:06x}{info}"
-                   + _flags(cols["flags"][i], cols["icrc_ok"][i], cols["vcrc_ok"][i]))
+        out.append(_line(datas, cols, i, first_number + i, tt, origlens[i], arrow_text))
     return out, [i for i, line in enumerate(out) if line is None]
 
 
