@@ -1,6 +1,7 @@
 """The compiled native InfiniBand line formatter (roce._fastpath.ib_lines) against its
 pure-Python twin (roce.families.iblines.format_reference), and the one-line output of
-``roce decode`` with either of them against the per-record path."""
+``roce decode`` with either of them against the per-record path; the start-up look for
+plugins (registry.may_have_plugins) those runs take."""
 
 from __future__ import annotations
 
@@ -133,3 +134,28 @@ def test_decode_lines_same_with_either_twin(tmp_path: Path, linktype: int, nano:
         capsys, "decode", "-t", "d", "-Y", "frame.number > 0", str(p))
     assert _cli(capsys, "decode", "-c", "5", str(p)) == "".join(
         records.splitlines(keepends=True)[:5])
+
+
+def test_plugin_look_agrees_with_importlib_metadata(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """registry.may_have_plugins (which spares a run the import of importlib.metadata) says
+    yes whenever importlib.metadata finds a roce.families entry point."""
+    import importlib.metadata as md
+
+    from roce.families.registry import may_have_plugins
+
+    def found() -> bool:
+        return bool(list(md.entry_points(group="roce.families")))
+
+    assert may_have_plugins() or not found()
+    dist = tmp_path / "toyplug-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[roce.families]\ntoy = toy_plugin:register\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert found() and may_have_plugins()
+    (dist / "entry_points.txt").write_text("[console_scripts]\ntoy = toy_plugin:main\n")
+    assert may_have_plugins() or not found()
+    (tmp_path / "pkgs.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # unsure: a zip
+    monkeypatch.syspath_prepend(str(tmp_path / "pkgs.zip"))
+    assert may_have_plugins()
