@@ -79,6 +79,39 @@ def _one_write_lossy(recovery: str, drop: int, size: int = 16 * 1024, pcap=None)
     return p
 
 
+@pytest.mark.parametrize("recovery", ["gbn", "sr"])
+@pytest.mark.parametrize("op", ["atomic", "read", "write"])
+def test_a_resend_for_a_lost_answer_is_not_spurious(recovery, op):
+    """The responder's first answer (atomic ACK, READ response, ACK) is lost: the requester
+    times out and resends.  A WRITE resent is spurious (the responder had it and its ACK
+    carries nothing else); a READ or atomic resent is not: its answer was lost, and only
+    the resend brings it back (docs/protocol.md, Counting)."""
+    from roce.emu import LinkConfig
+
+    p = pair(recovery=recovery, mtu=1024, config=LinkConfig(),
+             reverse=LinkConfig(drop_nth=(1,)))
+    if op == "atomic":
+        wr = SendWR(wr_id=1, opcode=WROpcode.IBV_WR_ATOMIC_FETCH_AND_ADD,
+                    sg_list=[p.lbuf.sge(0, 8)], remote_addr=p.dst.addr, rkey=p.dst.rkey,
+                    compare_add=5)
+    else:
+        wr = SendWR(wr_id=1, opcode=WROpcode.IBV_WR_RDMA_READ if op == "read" else
+                    WROpcode.IBV_WR_RDMA_WRITE, sg_list=[p.lbuf.sge(0, 512)],
+                    remote_addr=p.dst.addr, rkey=p.dst.rkey)
+    before = p.dst.read(8)
+    p.qa.post_send(wr)
+    p.fab.run_until_idle(p.fab.now + 10**9)
+    [wc] = poll_all(p.cqa)
+    assert wc.status == 0
+    a, b = p.qa.core.counters, p.qb.core.counters
+    assert a.timeouts == 1 and a.retransmitted == 1  # the answer was lost: resent once
+    assert b.duplicates == 1  # the responder saw it twice ...
+    assert b.duplicate_requests == (op == "write")  # ... but only a WRITE was spurious
+    if op == "atomic":  # executed once: the saved result answered the resend
+        assert int.from_bytes(p.dst.read(8), "little") == int.from_bytes(before, "little") + 5
+        assert p.lbuf.read(8) == before
+
+
 def test_one_loss_costs_one_selective_retransmission():
     sr = _one_write_lossy("sr", drop=3)
     [wc] = poll_all(sr.cqa)

@@ -47,7 +47,7 @@ from .memory import AccessError
 from .placement import _REMOTE_WRITE
 from .rack import Rack
 from .requester import Requester
-from .responder import _ACK_ROW, RNR, Reject, Responder
+from .responder import _ACK_ROW, ANSWERED, RNR, Reject, Responder
 from .wire import Incoming, select
 from .work import SendWQE
 
@@ -327,7 +327,7 @@ class SRResponder(Responder):
                 return
             if pkt.psn in self.held:
                 qp.counters.duplicates += 1
-                if pkt.op.operation is not Operation.RDMA_READ:
+                if pkt.op.operation not in ANSWERED:
                     qp.counters.duplicate_requests += 1
             else:
                 self.held[pkt.psn] = pkt
