@@ -9,7 +9,7 @@ from emu_helpers import pair, poll_all
 
 from roce.emu import LinkConfig, SendWR, WROpcode
 from roce.emu.net.runner import NetRun, NetScenario
-from roce.emu.rack import Rack
+from roce.emu.rack import REO_WND_PERSIST, Rack
 from roce.emu.recovery import LOSS_RULES, RecoveryConfig, RecoveryError, configure
 
 RTT = 1000  # ns, the round trip of the hand-built sequences
@@ -76,6 +76,87 @@ def test_the_window_grows_after_a_spurious_retransmission():
     r.on_send(3, due + 70)
     r.on_ack([3], due + 80, {3})
     assert r.spurious == 2 and r.mult == 2
+
+
+def _grown() -> Rack:
+    """A Rack whose window grew once: PSN 1 resent, and its original came back."""
+    r = _sent([0, 10, 20, 30])
+    r.on_ack([0], RTT, ())
+    r.on_ack([2], 20 + RTT, ())
+    due = 10 + RTT + RTT // 4
+    assert r.lost(due, ()) == [1]
+    r.on_send(1, due)
+    r.on_ack([1], due + 50, {1})
+    assert r.mult == 2 and r.seen > 0 and r.persist == REO_WND_PERSIST
+    return r
+
+
+def test_the_window_shrinks_after_16_loss_recoveries_without_reordering():
+    """RFC 8985 section 6.2 step 4 (reo_wnd_persist): the growth outlives 15 recoveries,
+    the 16th undoes it, measured reordering included."""
+    r = _grown()
+    grown = r.reo_wnd()
+    for _ in range(REO_WND_PERSIST - 1):
+        r.on_recovered()
+    assert r.reo_wnd() == grown and r.mult == 2
+    r.on_recovered()
+    assert (r.mult, r.seen, r.recoveries) == (1, 0, REO_WND_PERSIST)
+    assert r.reo_wnd() == RTT // 4 < grown  # RFC 8985's starting window again
+    r.on_recovered()  # recoveries with nothing grown leave the start alone
+    assert r.reo_wnd() == RTT // 4
+
+
+def test_a_spurious_retransmission_during_the_countdown_starts_it_again():
+    r = _grown()
+    for _ in range(10):
+        r.on_recovered()
+    # a later round trip: PSN 5 resent, its original answers before a min RTT passed
+    t = 10 * RTT
+    r.on_send(4, t)
+    r.on_send(5, t + 10)
+    r.on_ack([4], t + RTT, ())
+    r.on_send(5, t + RTT + 300)
+    r.on_ack([5], t + RTT + 400, {5})  # sooner than a min RTT after the resend
+    assert r.mult == 3 and r.persist == REO_WND_PERSIST
+    for _ in range(REO_WND_PERSIST - 1):
+        r.on_recovered()
+    assert r.mult == 3
+    r.on_recovered()
+    assert r.mult == 1 and r.seen == 0
+
+
+def test_reordering_measured_without_a_resend_keeps_the_window():
+    """A first transmission that came back after a PSN sent later (no retransmission)
+    shows the path still reorders: the countdown starts again, the window stays."""
+    r = _grown()
+    for _ in range(REO_WND_PERSIST - 1):
+        r.on_recovered()
+    t = 10 * RTT
+    r.on_send(4, t)
+    r.on_send(5, t + 10)
+    r.on_ack([5], t + 10 + RTT, ())
+    r.on_ack([4], t + RTT + 200, ())  # PSN 4 overtaken by 5, late by 200 ns
+    assert r.persist == REO_WND_PERSIST
+    r.on_recovered()
+    assert r.mult == 2 and r.seen > 0
+
+
+def test_the_requester_ends_a_recovery_when_una_passes_the_recovery_point():
+    """One loss in a WRITE: one recovery, ended once the cumulative ACK covered every PSN
+    that was sent when the loss was found."""
+    from test_emu_selective import _one_write_lossy
+
+    p = _one_write_lossy("sr", drop=3)
+    [wc] = poll_all(p.cqa)
+    assert wc.status == 0
+    req = p.qa.core.requester
+    assert req.rack.recoveries == 1 and req.recover_to is None
+    clean = pair(recovery="sr")
+    clean.qa.post_send(SendWR(wr_id=1, opcode=WROpcode.IBV_WR_RDMA_WRITE,
+                              sg_list=[clean.src.sge(0, 8192)], remote_addr=clean.dst.addr,
+                              rkey=clean.dst.rkey))
+    clean.fab.run_until_idle(clean.fab.now + 10**9)
+    assert clean.qa.core.requester.rack.recoveries == 0  # nothing lost: no recovery
 
 
 def test_a_spurious_retransmission_from_a_lost_selective_nak_does_not_grow_the_window():

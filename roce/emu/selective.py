@@ -80,6 +80,9 @@ class SRRequester(Requester):
         self.reo_at: int | None = None  # the ``reorder`` timer: a candidate's window ends
         self.acked_to = self.una  # una when the send record was last brought up to date
         self.now = 0  # the time of the current pump (when ``_send_packet`` sends)
+        # a loss recovery in progress ends when una reaches this PSN: the next new one when
+        # the first loss of the episode was found (TCP's recovery point; RFC 8985 step 4)
+        self.recover_to: int | None = None
 
     def reset(self, sq_psn: int) -> None:
         super().reset(sq_psn)
@@ -119,6 +122,8 @@ class SRRequester(Requester):
         if unit not in self.queued and unit not in self.sacked:
             self.queued.add(unit)
             self.rtx.append(unit)
+            if self.recover_to is None:
+                self.recover_to = self.psn
 
     def on_sack(self, now: int, cum: int, ooo: int) -> None:
         """A selective NAK: ``cum`` is the responder's ePSN (everything before it arrived,
@@ -287,6 +292,10 @@ class SRRequester(Requester):
             self.timer = None
         else:
             self.timer = now + self.cfg.rto_ns(self.in_flight())
+        if self.recover_to is not None and psn_diff(una, self.recover_to) >= 0:
+            self.recover_to = None
+            if rack is not None:
+                rack.on_recovered()
         if rack is not None:
             self._detect(now)
 
@@ -303,6 +312,7 @@ class SRRequester(Requester):
         if self.rack is not None:
             self.rack.forget()
         self.reo_at = None
+        self.recover_to = None  # the scoreboard starts over; no recovery ended
 
     def flush(self) -> None:
         self.rtx.clear()
