@@ -113,7 +113,11 @@ class Rack:
     def _late(self, rtt: int) -> None:
         """A first transmission took ``rtt`` although a later one already came back: a
         window that wide would have waited for it."""
-        late = rtt - (self.min_rtt or 0)
+        self.on_reordered(rtt - (self.min_rtt or 0))
+
+    def on_reordered(self, late: int) -> None:
+        """Something arrived ``late`` ns after what was sent after it (a request's
+        acknowledgement, or a READ response, ``SRCompleter``): widen ``seen`` to it."""
         if self.srtt is not None and late > self.srtt:
             late = self.srtt  # an acknowledgement lost, not reordering, can look later
         if late > 0:

@@ -20,8 +20,10 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   once, i.e. 1; 3 is TCP's RFC 6675 rule and absorbs some multipath reordering).  A timeout
   (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
   BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
-- READ responses are placed as they arrive and the READ completes once all have; RNR NAKs and
-  error NAKs keep the go-back-N rules of ``roce.emu.completer``.
+- READ responses are placed as they arrive and the READ completes once all have; a missing
+  one is asked for again by the loss rule (``rack``: a later response arrived more than the
+  reordering window ago, the ``read_gap`` timer; ``dupthresh``: that many later responses).
+  RNR NAKs and error NAKs keep the go-back-N rules of ``roce.emu.completer``.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class SRRequester(Requester):
         # a loss recovery in progress ends when una reaches this PSN: the next new one when
         # the first loss of the episode was found (TCP's recovery point; RFC 8985 step 4)
         self.recover_to: int | None = None
+        self.gap_at: int | None = None  # the ``read_gap`` timer (SRCompleter.read_gap)
 
     def reset(self, sq_psn: int) -> None:
         super().reset(sq_psn)
@@ -91,6 +94,7 @@ class SRRequester(Requester):
     def clear(self) -> None:
         super().clear()
         self.reo_at = None
+        self.gap_at = None
 
     # -- scoreboard ---------------------------------------------------------------------
 
@@ -249,12 +253,16 @@ class SRRequester(Requester):
         t = {} if self.timer is None else {"rto": self.timer}
         if self.reo_at is not None:
             t["reorder"] = self.reo_at
+        if self.gap_at is not None:
+            t["read_gap"] = self.gap_at
         return t
 
     def deadline(self) -> int | None:
         if self.rnr_until is not None:
             return self.rnr_until
         reo, rto = self.reo_at, self.timer
+        if self.gap_at is not None and (reo is None or self.gap_at < reo):
+            reo = self.gap_at
         if reo is None or rto is not None and rto < reo:
             return rto
         return reo
@@ -264,6 +272,10 @@ class SRRequester(Requester):
         if reo is not None and now >= reo and self.rnr_until is None:
             self.reo_at = None
             self._detect(now)
+        gap = self.gap_at
+        if gap is not None and now >= gap and self.rnr_until is None:
+            self.gap_at = None
+            self.qp.completer.read_gap(now)
         super().on_timer(now)
 
     def progress(self, now: int) -> None:
@@ -312,6 +324,7 @@ class SRRequester(Requester):
         if self.rack is not None:
             self.rack.forget()
         self.reo_at = None
+        self.gap_at = None
         self.recover_to = None  # the scoreboard starts over; no recovery ended
 
     def flush(self) -> None:
@@ -403,7 +416,9 @@ class SRResponder(Responder):
 class SRCompleter(Completer):
     def __init__(self, qp: Any) -> None:
         super().__init__(qp)
-        self.got: dict[int, set[int]] = {}  # READ first PSN -> responses placed past read_next
+        # READ first PSN -> {response index placed past read_next: its arrival time}, in
+        # arrival order (the first entry is the earliest response past the gap)
+        self.got: dict[int, dict[int, int]] = {}
 
     def receive(self, now: int, pkt: Incoming) -> None:
         if pkt.op.operation is Operation.ACK and is_selective_nak(pkt.ext["aeth"]["syndrome"]):
@@ -422,16 +437,18 @@ class SRCompleter(Completer):
 
     def _read_response(self, now: int, pkt: Incoming) -> None:
         """IRN: READ responses are placed as they come (by their offset in the READ); the
-        READ completes, in order, once every response arrived.  ``DUPTHRESH`` responses past
-        a missing one ask again from it (the READ request resent from its first missing
-        response, as a selective retransmission)."""
+        READ completes, in order, once every response arrived.  A missing response is asked
+        for again (the READ request resent from it, a selective retransmission) by the loss
+        rule: ``rack``, once a later response arrived more than the reordering window ago
+        (``read_gap``); ``dupthresh``, or ``rack`` before any round trip was measured,
+        once ``dupthresh`` later responses arrived."""
         req = self.qp.requester
         psn = pkt.psn
         wqe = self._head_read(now, psn)
         if wqe is None:
             return
         idx = psn_diff(psn, wqe.first_psn)
-        got = self.got.setdefault(wqe.first_psn, set())
+        got = self.got.setdefault(wqe.first_psn, {})
         if idx < wqe.read_next or idx in got:
             self.qp.counters.duplicates += 1
             return
@@ -444,13 +461,16 @@ class SRCompleter(Completer):
         except AccessError:
             self.fail_head(St.IBV_WC_LOC_PROT_ERR)
             return
-        got.add(idx)
+        if idx == wqe.read_next and got and req.rack is not None:
+            self._filled(now, wqe, next(iter(got.values())))
+        got[idx] = now
         start = wqe.read_next
         while wqe.read_next in got:
-            got.discard(wqe.read_next)
+            del got[wqe.read_next]
             wqe.read_next += 1
         if wqe.read_next >= wqe.npsn:
             del self.got[wqe.first_psn]
+            req.gap_at = None
             req.una = (wqe.first_psn + wqe.npsn) & PSN_MASK
             self._done(wqe)
             req.progress(now)
@@ -458,8 +478,46 @@ class SRCompleter(Completer):
         if wqe.read_next != start:
             req.una = (wqe.first_psn + wqe.read_next) & PSN_MASK
             req.progress(now)
-        if len(got) >= req.dupthresh:
-            req.retry(now, (wqe.first_psn + wqe.read_next) & PSN_MASK)
+        self._judge(now, wqe, got)
+
+    def _filled(self, now: int, wqe: SendWQE, since: int) -> None:
+        """The missing response at ``read_next`` came, ``now - since`` after a later one:
+        unless it was asked for again, the path reordered that much; the window takes it
+        (``Rack.on_reordered``) as it does for requests."""
+        req = self.qp.requester
+        if req.retrying != (wqe.first_psn + wqe.read_next) & PSN_MASK:
+            req.rack.on_reordered(now - since)
+
+    def _judge(self, now: int, wqe: SendWQE, got: dict[int, int]) -> None:
+        """Ask again for the head READ's first missing response if the loss rule says it is
+        lost; else arm ``read_gap`` for when the time-based rule would."""
+        req = self.qp.requester
+        req.gap_at = None
+        if not got:
+            return
+        missing = (wqe.first_psn + wqe.read_next) & PSN_MASK
+        if req.retrying == missing:
+            return  # asked for already: the RTO covers a lost re-request
+        rack = req.rack
+        if rack is None or rack.min_rtt is None:
+            if len(got) >= req.dupthresh:
+                req.retry(now, missing)
+            return
+        due = next(iter(got.values())) + rack.reo_wnd()  # the earliest later arrival
+        if now >= due:
+            req.retry(now, missing)
+        else:
+            req.gap_at = due
+
+    def read_gap(self, now: int) -> None:
+        """The ``read_gap`` timer: judge the head READ's gap again."""
+        req = self.qp.requester
+        wqe = req.sq[0] if req.sq else None
+        if wqe is None or wqe.operation is not Operation.RDMA_READ or wqe.first_psn < 0:
+            return
+        got = self.got.get(wqe.first_psn)
+        if got:
+            self._judge(now, wqe, got)
 
 
 _RUNNING = (QPState.IBV_QPS_RTR, QPState.IBV_QPS_RTS, QPState.IBV_QPS_SQD)
