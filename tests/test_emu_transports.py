@@ -450,38 +450,6 @@ def test_connect_retries_until_the_listener_is_up() -> None:
 # -- the remote runner, both roles in one process ---------------------------------------------
 
 
-@pytest.mark.parametrize("op,qp_type", [("mixed", "rc"), ("send", "ud"), ("write", "uc")])
-def test_remote_roles_over_udp_loopback(op: str, qp_type: str) -> None:
-    ip_l, ip_c = _free_pair()
-    with oob.Listener(ip_l, 0) as probe:
-        port = probe.port  # a free TCP port on that address
-    ep_l = remote.Endpoint(transport="udp", ip=ip_l, oob_port=port, oob_timeout=10)
-    ep_c = remote.Endpoint(transport="udp", ip=ip_c, oob_port=port, oob_timeout=10)
-    size = 700 if qp_type == "ud" else 3000
-    sc = remote.RemoteScenario(op=op, size=size, count=16, mtu=1024, qps=2, depth=4, seed=4,
-                               qp_type=qp_type, time_limit_s=20)
-    box: dict = {}
-
-    def serve() -> None:
-        try:
-            box["listener"] = remote.run_listener(None, ep_l, bind=ip_l)
-        except Exception as e:  # noqa: BLE001 - reported by the assertion below
-            box["error"] = e
-
-    th = threading.Thread(target=serve)
-    th.start()
-    con = remote.run_connector(ip_l, sc, ep_c)
-    th.join(20)
-    assert "error" not in box, box.get("error")
-    lst = box["listener"]
-    assert con.data_verified and con.peer_verified and lst.data_verified
-    assert con.completed == {"IBV_WC_SUCCESS": 32} and lst.messages == 32
-    assert lst.scenario["mtu"] == con.scenario["mtu"] == 1024
-    text = con.text()
-    assert "data verified yes" in text and "connector over UDP" in text
-    assert "executed 32 of 32" in lst.text()
-
-
 def _roles(sc: remote.RemoteScenario,
            hint: remote.RemoteScenario | None = None) -> tuple[dict, Any]:
     """Run a listener (told ``hint``) in a thread and a connector in this one over UDP on
@@ -507,6 +475,22 @@ def _roles(sc: remote.RemoteScenario,
         con = e
     th.join(20)
     return box, con
+
+
+@pytest.mark.parametrize("op,qp_type", [("mixed", "rc"), ("send", "ud"), ("write", "uc")])
+def test_remote_roles_over_udp_loopback(op: str, qp_type: str) -> None:
+    size = 700 if qp_type == "ud" else 3000
+    sc = remote.RemoteScenario(op=op, size=size, count=16, mtu=1024, qps=2, depth=4, seed=4,
+                               qp_type=qp_type, time_limit_s=20)
+    box, con = _roles(sc)
+    assert "error" not in box, box.get("error")
+    lst = box["listener"]
+    assert con.data_verified and con.peer_verified and lst.data_verified
+    assert con.completed == {"IBV_WC_SUCCESS": 32} and lst.messages == 32
+    assert lst.scenario["mtu"] == con.scenario["mtu"] == 1024
+    text = con.text()
+    assert "data verified yes" in text and "connector over UDP" in text
+    assert "executed 32 of 32" in lst.text()
 
 
 @pytest.mark.parametrize("loss_rule", ["rack", "dupthresh"])
