@@ -14,7 +14,7 @@ from tshark_oracle import FIELDS, TSHARK, fields_command, our_key, tshark_value
 
 import roce
 from roce.dissect.flowrules import K_WRITE
-from roce.emu import SendWR, WROpcode
+from roce.emu import LinkConfig, SendWR, WROpcode
 from roce.emu.recovery import RecoveryConfig, RecoveryError, configure
 from roce.emu.scenario import Scenario, run_scenario
 from roce.headers import AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome_type, syndrome_value
@@ -110,6 +110,34 @@ def test_a_resend_for_a_lost_answer_is_not_spurious(recovery, op):
     if op == "atomic":  # executed once: the saved result answered the resend
         assert int.from_bytes(p.dst.read(8), "little") == int.from_bytes(before, "little") + 5
         assert p.lbuf.read(8) == before
+
+
+@pytest.mark.parametrize("rule", ["rack", "dupthresh"])
+def test_acknowledgements_behind_a_lost_read_response_are_kept(rule):
+    """A READ's only response is lost; the WRITEs posted after it are acknowledged while
+    the READ still misses its answer.  Selective repeat asks for the READ alone: what the
+    acknowledgements said of the WRITEs is kept (no loss rule resends them) and applied
+    once the READ completed.  Go-back-N resends them all."""
+    results = {}
+    for recovery in ("gbn", "sr"):
+        p = pair(recovery=RecoveryConfig(recovery, loss_rule=rule), mtu=1024,
+                 config=LinkConfig(), reverse=LinkConfig(drop_nth=(1,)))
+        p.qa.post_send(SendWR(wr_id=1, opcode=WROpcode.IBV_WR_RDMA_READ,
+                              sg_list=[p.lbuf.sge(0, 1024)], remote_addr=p.dst.addr,
+                              rkey=p.dst.rkey))
+        p.qa.post_send(SendWR(wr_id=2, opcode=WROpcode.IBV_WR_RDMA_WRITE,
+                              sg_list=[p.src.sge(0, 8192)], remote_addr=p.dst.addr + 4096,
+                              rkey=p.dst.rkey))
+        want = p.dst.read(1024)
+        p.fab.run_until_idle(p.fab.now + 10**9)
+        assert [(w.wr_id, w.status) for w in poll_all(p.cqa)] == [(1, 0), (2, 0)]
+        assert p.lbuf.read(1024) == want
+        assert p.dst.read(8192, 4096) == p.src.read(8192)
+        results[recovery] = (p.qa.core.counters, p.qb.core.counters)
+    a, b = results["sr"]
+    assert (a.retransmitted, a.selective_retransmitted) == (1, 1)  # the READ alone
+    assert b.duplicate_requests == 0
+    assert results["gbn"][0].retransmitted == 1 + 8  # the READ and every WRITE packet
 
 
 def test_one_loss_costs_one_selective_retransmission():

@@ -157,6 +157,26 @@ class SRRequester(Requester):
                 self._queue(p)
         self.mark = (cum + max(start, lost_below)) & PSN_MASK
 
+    def arrived(self, now: int, start: int, end: int) -> None:
+        """The responder's ePSN passed ``end`` while a READ or atomic before it still misses
+        its answer (``SRCompleter`` holds that acknowledgement until the answer comes): the
+        other PSNs in ``[start, end)`` arrived, so no loss rule may resend them; the send
+        record takes them as acknowledged now."""
+        got = []
+        for wqe in self.sq:
+            first = wqe.first_psn
+            if first < 0 or psn_diff(first, end) >= 0:
+                break
+            if wqe.rd_atomic:
+                continue
+            for off in range(wqe.npsn):
+                p = (first + off) & PSN_MASK
+                if psn_diff(p, start) >= 0 and psn_diff(p, end) < 0 and p not in self.sacked:
+                    self.sacked.add(p)
+                    got.append(p)
+        if got and self.rack is not None:
+            self.rack.on_ack(got, now, self.resent)
+
     def _detect(self, now: int) -> None:
         """The time-based rule (``roce.emu.rack``): queue what it finds lost, arm the
         ``reorder`` timer for the next candidate."""
@@ -326,6 +346,7 @@ class SRRequester(Requester):
         self.reo_at = None
         self.gap_at = None
         self.recover_to = None  # the scoreboard starts over; no recovery ended
+        self.qp.completer.behind = None
 
     def flush(self) -> None:
         self.rtx.clear()
@@ -419,6 +440,10 @@ class SRCompleter(Completer):
         # READ first PSN -> {response index placed past read_next: its arrival time}, in
         # arrival order (the first entry is the earliest response past the gap)
         self.got: dict[int, dict[int, int]] = {}
+        # the first PSN the responder had not yet received, by an acknowledgement that came
+        # while a READ or atomic before it still missed its answer: applied once it came
+        self.behind: int | None = None
+        self.held_by = -1  # the first PSN of the READ or atomic that holds it
 
     def receive(self, now: int, pkt: Incoming) -> None:
         if pkt.op.operation is Operation.ACK and is_selective_nak(pkt.ext["aeth"]["syndrome"]):
@@ -430,10 +455,55 @@ class SRCompleter(Completer):
                 self.qp.counters.duplicates += 1
                 return
             self.qp.counters.sacks_received += 1
-            if self._complete_before(now, cum):
-                req.on_sack(now, cum, pkt.ext["aeth"]["msn"])
+            # what it says holds even when a READ's or atomic's answer is missing before
+            # cum (an implied NAK asks for that one): ooo arrived too
+            self._complete_before(now, cum)
+            req.on_sack(now, cum, pkt.ext["aeth"]["msn"])
             return
         super().receive(now, pkt)
+        if self.behind is not None:
+            self._release(now)
+
+    # -- acknowledgements behind a missing READ or atomic answer --------------------------
+    # Go-back-N drops them: it resends everything after the READ anyway.  Selective repeat
+    # resends only the READ (or atomic), so what the acknowledgement said of the PSNs after
+    # it must not be lost: they are marked arrived (``SRRequester.arrived``) and the
+    # acknowledgement is applied once the answer came (docs/protocol.md).
+
+    def _ack(self, now: int, psn: int) -> None:
+        super()._ack(now, psn)
+        self._hold(now, (psn + 1) & PSN_MASK)
+
+    def _complete_before(self, now: int, psn: int) -> bool:
+        if super()._complete_before(now, psn):
+            return True
+        self._hold(now, psn)
+        return False
+
+    def _hold(self, now: int, end: int) -> None:
+        req = self.qp.requester
+        if psn_diff(end, req.una) <= 0:
+            return  # not held up: everything before ``end`` completed
+        behind = self.behind
+        start = behind if behind is not None and psn_diff(behind, req.una) > 0 else req.una
+        if psn_diff(end, start) > 0:
+            req.arrived(now, start, end)
+            self.behind = end
+        self.held_by = req.sq[0].first_psn if req.sq else -1
+
+    def _release(self, now: int) -> None:
+        """Apply the held acknowledgement once the READ or atomic that held it completed."""
+        req = self.qp.requester
+        end = self.behind
+        head = req.sq[0] if req.sq else None
+        if end is None or head is None or head.first_psn < 0 or \
+                psn_diff(end, head.first_psn) <= 0:
+            self.behind = None  # nothing left that it covers
+            return
+        if head.first_psn == self.held_by:
+            return  # still waiting for this one's answer (asked for already)
+        self.behind = None
+        self._ack(now, (end - 1) & PSN_MASK)  # may hold again, at the next READ or atomic
 
     def _read_response(self, now: int, pkt: Incoming) -> None:
         """IRN: READ responses are placed as they come (by their offset in the READ); the
