@@ -122,12 +122,11 @@ def test_acknowledgements_behind_a_lost_read_response_are_kept(rule):
     for recovery in ("gbn", "sr"):
         p = pair(recovery=RecoveryConfig(recovery, loss_rule=rule), mtu=1024,
                  config=LinkConfig(), reverse=LinkConfig(drop_nth=(1,)))
-        p.qa.post_send(SendWR(wr_id=1, opcode=WROpcode.IBV_WR_RDMA_READ,
-                              sg_list=[p.lbuf.sge(0, 1024)], remote_addr=p.dst.addr,
-                              rkey=p.dst.rkey))
-        p.qa.post_send(SendWR(wr_id=2, opcode=WROpcode.IBV_WR_RDMA_WRITE,
-                              sg_list=[p.src.sge(0, 8192)], remote_addr=p.dst.addr + 4096,
-                              rkey=p.dst.rkey))
+        read, write = (p.lbuf.sge(0, 1024), 0), (p.src.sge(0, 8192), 4096)
+        for wr_id, op, (sge, at) in ((1, WROpcode.IBV_WR_RDMA_READ, read),
+                                     (2, WROpcode.IBV_WR_RDMA_WRITE, write)):
+            p.qa.post_send(SendWR(wr_id=wr_id, opcode=op, sg_list=[sge],
+                                  remote_addr=p.dst.addr + at, rkey=p.dst.rkey))
         want = p.dst.read(1024)
         p.fab.run_until_idle(p.fab.now + 10**9)
         assert [(w.wr_id, w.status) for w in poll_all(p.cqa)] == [(1, 0), (2, 0)]
