@@ -237,19 +237,27 @@ cdef class AFlow:
     cdef bint has_pending
     cdef int64_t pend_fn, pend_psn, pend_dmalen, pend_ts
     cdef AMsgs reqmsg, rspmsg
-    cdef ABurst burst[2]
+    cdef ABurst burst[3]  # requests, responses, spurious request retransmissions
     cdef int64_t stats[A_NKINDS][4]
     cdef bint has_stats[A_NKINDS]
     cdef int64_t naks[32]
     cdef int64_t rnr[32]
     cdef int64_t ack_msn, nak_psn  # last ACK's MSN, last sequence NAK's PSN, -1 before one
+    # flowrules, "acknowledged PSNs": the cumulative acknowledgement (-1: none) and the
+    # selective marks, A_SACK_AHEAD bits by PSN % A_SACK_AHEAD, made at the first one
+    cdef int64_t acked
+    cdef uint8_t *sacks
 
     def __cinit__(self):
         self.first_ts = self.last_ts = -1
         self.ack_msn = self.nak_psn = -1
+        self.acked = -1
         self.req_first = self.rsp_first = self.rsp_last = -1
         self.reqmsg = AMsgs()
         self.rspmsg = AMsgs()
+
+    def __dealloc__(self):
+        free(self.sacks)
 
     def counters(self):
         """The counters in flowrules.COUNTERS order."""
@@ -296,6 +304,7 @@ cdef class FlowEngine:
     cdef ASlot *slots
     cdef Py_ssize_t cap, used
     cdef dict paths
+    cdef dict by_addr  # (l3, src+dst) -> its flows: where a request flow's answers are
     cdef int64_t *mtus
     cdef Py_ssize_t npaths, mtu_cap
     cdef object explain
@@ -313,6 +322,7 @@ cdef class FlowEngine:
         self.flows = []
         self.events = []
         self.paths = {}
+        self.by_addr = {}
         self.cap = 64
         self.slots = <ASlot *>malloc(self.cap * sizeof(ASlot))
         if self.slots == NULL:
@@ -514,6 +524,7 @@ cdef class FlowEngine:
         f.qp = qp
         f.path = path
         self.flows.append(f)
+        self.by_addr.setdefault((l3, key), []).append(f)
         self._insert(f.id, l3, addr, alen, qp)
         return f
 
@@ -588,7 +599,7 @@ cdef class FlowEngine:
                 f.has_pending = True
                 f.pend_fn, f.pend_psn, f.pend_dmalen, f.pend_ts = fn, psn, k2, ts
                 return 0
-            ev = self._feed_req(f, psn, 1, fn, ts)
+            ev = self._feed_req(f, psn, 1, fn, ts, cls == AC_READ)
             if ev == AEV_DUPLICATE:
                 return 0
             f.c[CT_UNIQUE] += plen
@@ -612,6 +623,7 @@ cdef class FlowEngine:
             if rule == ASYN_ACK:
                 f.c[CT_ACKS] += 1
                 f.ack_msn = k1
+                self._ack_to(f, (psn + 1) & A_PSN_MASK)
             elif rule == ASYN_RNR:
                 f.rnr[v] += 1
                 self._event(fn, ts, "rnr_nak", f, (A_RNR_TEXT[v], psn))
@@ -621,7 +633,9 @@ cdef class FlowEngine:
                              and 0 < ((k1 - psn) & A_PSN_MASK) <= A_SACK_AHEAD)
                 if v == A_SACK_CODE:
                     f.nak_psn = psn
+                    self._ack_to(f, psn)
                 if selective:
+                    self._sack(f, <uint32_t>k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
                     return 0
                 f.naks[v] += 1
@@ -659,10 +673,91 @@ cdef class FlowEngine:
 
     # -- PSN sequencing --------------------------------------------------------------------
 
-    cdef int _feed_req(self, AFlow f, uint32_t psn, int count, int64_t fn, int64_t ts) except -1:
+    cdef int _feed_req(self, AFlow f, uint32_t psn, int count, int64_t fn, int64_t ts,
+                       bint read) except -1:
         if f.req is None:
             f.req = PSNTracker()
-        return self._feed(f, f.req, psn, count, fn, ts, 0)
+        cdef int ev = self._feed(f, f.req, psn, count, fn, ts, 0)
+        cdef ABurst *b = &f.burst[2]
+        if ev == AEV_DUPLICATE and not read and self._acknowledged(f, psn):
+            if b.open:  # flowrules, "spurious retransmissions": runs fold
+                if psn == ((b.hi + 1) & A_PSN_MASK):
+                    b.last = fn
+                    b.hi = psn
+                    b.count += 1
+                    return ev
+                self._close_spurious(f)
+            b.open = True
+            b.first = b.last = fn
+            b.ts = ts
+            b.lo = b.hi = psn
+            b.count = 1
+        elif b.open:
+            self._close_spurious(f)
+        return ev
+
+    cdef int _close_spurious(self, AFlow f) except -1:
+        cdef ABurst *b = &f.burst[2]
+        cdef object args = None
+        b.open = False
+        if self._stored("spurious_retransmission", b.first):
+            args = (b.lo,)
+            if b.count > 1:
+                args = (b.lo, b.hi, b.count)
+        self._event(b.first, b.ts, "spurious_retransmission", f, args, b.count,
+                    b.last if b.count > 1 else 0)
+        return 0
+
+    # -- acknowledged PSNs (flowref._ack_to, _sack, _acknowledged) ------------------------
+
+    cdef void _ack_to(self, AFlow f, uint32_t psn) noexcept:
+        cdef int32_t d
+        cdef uint32_t q, i
+        if f.acked >= 0:
+            d = c_psn_diff(psn, <uint32_t>f.acked)
+            if d <= 0:
+                return
+            if f.sacks != NULL:
+                if d >= A_SACK_AHEAD:
+                    memset(f.sacks, 0, A_SACK_AHEAD // 8)
+                else:
+                    for i in range(<uint32_t>d):
+                        q = (<uint32_t>f.acked + i) & (A_SACK_AHEAD - 1)
+                        f.sacks[q >> 3] &= ~(1 << (q & 7))
+        f.acked = psn
+
+    cdef int _sack(self, AFlow f, uint32_t psn) except -1:
+        cdef int32_t d = c_psn_diff(psn, <uint32_t>f.acked)
+        cdef uint32_t q
+        if 0 < d < A_SACK_AHEAD:
+            if f.sacks == NULL:
+                f.sacks = <uint8_t *>malloc(A_SACK_AHEAD // 8)
+                if f.sacks == NULL:
+                    raise MemoryError()
+                memset(f.sacks, 0, A_SACK_AHEAD // 8)
+            q = psn & (A_SACK_AHEAD - 1)
+            f.sacks[q >> 3] |= 1 << (q & 7)
+        return 0
+
+    cdef bint _acknowledged(self, AFlow x, uint32_t psn) except -1:
+        """Had the flow answering x's requests acknowledged psn?"""
+        cdef int half = len(x.addr) // 2
+        cdef AFlow c, y = None
+        cdef int32_t d
+        cdef uint32_t q
+        for c in self.by_addr.get((x.l3, x.addr[half:] + x.addr[:half]), ()):
+            if c.acked >= 0 and c_psn_diff(<uint32_t>c.acked, <uint32_t>x.req_first) >= 0 \
+                    and c_psn_diff(x.req.next, <uint32_t>c.acked) >= 0:
+                if y is not None:
+                    return False  # two candidates: ambiguous
+                y = c
+        if y is None:
+            return False
+        d = c_psn_diff(psn, <uint32_t>y.acked)
+        if d < 0:
+            return True
+        q = psn & (A_SACK_AHEAD - 1)
+        return d < A_SACK_AHEAD and y.sacks != NULL and (y.sacks[q >> 3] >> (q & 7)) & 1
 
     cdef int _feed(self, AFlow f, PSNTracker t, uint32_t psn, int count, int64_t fn,
                    int64_t ts, int side) except -1:
@@ -739,7 +834,7 @@ cdef class FlowEngine:
                         break
         if count > A_MAX_READ_PSNS:
             count = A_MAX_READ_PSNS
-        if self._feed_req(f, psn, <int>count, fn, ts) != AEV_DUPLICATE:
+        if self._feed_req(f, psn, <int>count, fn, ts, True) != AEV_DUPLICATE:
             self._complete(f, A_KIND_READ, dmalen, -1, fn, ts)
         return 0
 
@@ -929,7 +1024,7 @@ cdef class FlowEngine:
         ``args`` None when _stored said it would not be kept."""
         cdef int k = A_EV_INDEX[name]
         if f is not None and A_EV_CTR[k] >= 0:
-            f.c[A_EV_CTR[k]] += 1
+            f.c[A_EV_CTR[k]] += count
         self.lines[k] += 1
         if args is None:
             self.store.skip(name, count)
@@ -957,6 +1052,8 @@ cdef class FlowEngine:
             for side in range(2):
                 if f.burst[side].open:
                     self._close_burst(f, side)
+            if f.burst[2].open:
+                self._close_spurious(f)
             for st in (f.reqmsg, f.rspmsg):
                 if st.kind >= 0:
                     self._abandon(f, st, False, 0, -1)

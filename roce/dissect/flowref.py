@@ -53,6 +53,7 @@ from .flowrules import (
     PSN_MASK,
     RETH_LATER,
     RNR_TEXTS,
+    SACK_AHEAD,
     SIDE_WORDS,
     SYN_ACK,
     SYN_NAK,
@@ -121,15 +122,21 @@ class _Msgs:
 class _RefFlow(Flow):
     """A flow and the reference engine's working state for it."""
 
-    __slots__ = ("pending", "reqmsg", "rspmsg", "bursts")
+    __slots__ = ("pending", "reqmsg", "rspmsg", "bursts", "acked", "sacks")
 
     def __init__(self, fid: int, l3: int, addr: bytes, qp: int, path: Path) -> None:
         super().__init__(fid, l3, addr, qp, path)
         self.pending: list[int] | None = None  # READ not yet sequenced: [frame, psn, dmalen, ts]
         self.reqmsg, self.rspmsg = _Msgs(), _Msgs()
         # Open retransmission burst per tracker (requests, responses):
-        # [first frame, its ts, first PSN, last frame, last PSN, packets] or None.
-        self.bursts: list[list[int] | None] = [None, None]
+        # [first frame, its ts, first PSN, last frame, last PSN, packets] or None; the third
+        # is the open run of spurious request retransmissions.
+        self.bursts: list[list[int] | None] = [None, None, None]
+        # What this flow's ACKs / NAKs acknowledged (flowrules, "acknowledged PSNs"): the
+        # cumulative acknowledgement (-1: none yet) and the selectively acknowledged PSNs,
+        # a bitmap by PSN % SACK_AHEAD made at the first selective NAK.
+        self.acked = -1
+        self.sacks: bytearray | None = None
 
 
 class Analyzer:
@@ -144,6 +151,7 @@ class Analyzer:
         self.first_ts = self.last_ts = -1
         self.flows: list[_RefFlow] = []
         self._map: dict[tuple[int, bytes, int], _RefFlow] = {}
+        self._by_addr: dict[tuple[int, bytes], list[_RefFlow]] = {}  # (l3, src+dst) -> flows
         self._paths: dict[tuple[int, bytes], Path] = {}
         self.store = EventStore(max_events)
         self.events: list[Event] = []  # filled by finish()
@@ -233,6 +241,7 @@ class Analyzer:
         f = _RefFlow(len(self.flows), l3, addr, qp, path)
         self.flows.append(f)
         self._map[(l3, addr, qp)] = f
+        self._by_addr.setdefault((l3, addr), []).append(f)
         return f
 
     def _bad_frame(self, data: bytes, st: int, linktype: int, cut: bool, fn: int,
@@ -311,7 +320,7 @@ class Analyzer:
                 # Its PSN count depends on the MTU: decide when the next request comes.
                 f.pending = [fn, psn, k2, ts]
                 return
-            ev = self._feed_req(f, psn, 1, fn, ts)
+            ev = self._feed_req(f, psn, 1, fn, ts, cls == C_READ)
             if ev == EV_DUPLICATE:
                 return
             f.unique_payload += plen
@@ -334,6 +343,7 @@ class Analyzer:
             if rule == SYN_ACK:
                 f.acks += 1
                 f.ack_msn = k1
+                self._ack_to(f, (psn + 1) & PSN_MASK)
             elif rule == SYN_RNR:
                 f.rnr[v] = f.rnr.get(v, 0) + 1
                 self._event(fn, ts, "rnr_nak", f, (RNR_TEXTS[v], psn))
@@ -341,7 +351,9 @@ class Analyzer:
                 selective = is_selective_nak(v, psn, k1, f.ack_msn, f.nak_psn)
                 if v == NAK_PSN_SEQUENCE_ERROR:
                     f.nak_psn = psn
+                    self._ack_to(f, psn)
                 if selective:
+                    self._sack(f, k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
                     return
                 f.naks[v] = f.naks.get(v, 0) + 1
@@ -378,11 +390,78 @@ class Analyzer:
 
     # -- PSN sequencing -----------------------------------------------------------------------
 
-    def _feed_req(self, f: _RefFlow, psn: int, count: int, fn: int, ts: int) -> int:
+    def _feed_req(self, f: _RefFlow, psn: int, count: int, fn: int, ts: int,
+                  read: bool) -> int:
         t = f.req
         if t is None:
             t = f.req = fast.PSNTracker()
-        return self._feed(f, t, psn, count, fn, ts, 0)
+        ev = self._feed(f, t, psn, count, fn, ts, 0)
+        b = f.bursts[2]
+        if ev == EV_DUPLICATE and not read and self._acknowledged(f, psn):
+            if b is not None:  # flowrules, "spurious retransmissions": runs fold
+                if psn == (b[4] + 1) & PSN_MASK:
+                    b[3], b[4] = fn, psn
+                    b[5] += 1
+                    return ev
+                self._close_spurious(f)
+            f.bursts[2] = [fn, ts, psn, fn, psn, 1]
+        elif b is not None:
+            self._close_spurious(f)
+        return ev
+
+    def _close_spurious(self, f: _RefFlow) -> None:
+        fn, ts, lo, last, hi, n = f.bursts[2]  # type: ignore[misc]
+        f.bursts[2] = None
+        self._event(fn, ts, "spurious_retransmission", f, (lo,) if n == 1 else (lo, hi, n),
+                    n, last if n > 1 else 0)
+
+    # -- acknowledged PSNs (flowrules, "acknowledged PSNs", "spurious retransmissions") -----
+
+    @staticmethod
+    def _ack_to(f: _RefFlow, psn: int) -> None:
+        """The cumulative acknowledgement moves forward to ``psn`` (never back); selective
+        marks it passes are cleared, so the bitmap only holds PSNs ahead of it."""
+        old = f.acked
+        if old >= 0:
+            d = psn_diff(psn, old)
+            if d <= 0:
+                return
+            sacks = f.sacks
+            if sacks is not None:
+                if d >= SACK_AHEAD:
+                    sacks[:] = bytes(len(sacks))
+                else:
+                    for i in range(d):
+                        p = (old + i) & (SACK_AHEAD - 1)
+                        sacks[p >> 3] &= ~(1 << (p & 7))
+        f.acked = psn
+
+    @staticmethod
+    def _sack(f: _RefFlow, psn: int) -> None:
+        """A selective NAK named ``psn`` (after its ePSN moved the cumulative one)."""
+        if 0 < psn_diff(psn, f.acked) < SACK_AHEAD:
+            if f.sacks is None:
+                f.sacks = bytearray(SACK_AHEAD // 8)
+            p = psn & (SACK_AHEAD - 1)
+            f.sacks[p >> 3] |= 1 << (p & 7)
+
+    def _acknowledged(self, x: _RefFlow, psn: int) -> bool:
+        """Had the flow answering ``x``'s requests acknowledged ``psn``?"""
+        half = len(x.addr) // 2
+        y = None
+        for c in self._by_addr.get((x.l3, x.addr[half:] + x.addr[:half]), ()):
+            if c.acked >= 0 and psn_diff(c.acked, x.req_first) >= 0 and \
+                    psn_diff(x.req.next, c.acked) >= 0:
+                if y is not None:
+                    return False  # two candidates: ambiguous
+                y = c
+        if y is None:
+            return False
+        d = psn_diff(psn, y.acked)
+        if d < 0:
+            return True
+        p = psn & (SACK_AHEAD - 1)
+        return d < SACK_AHEAD and y.sacks is not None and bool(y.sacks[p >> 3] >> (p & 7) & 1)
 
     def _feed(self, f: _RefFlow, t: Any, psn: int, count: int, fn: int, ts: int,
               side: int) -> int:
@@ -433,7 +512,7 @@ class Analyzer:
             d = psn_diff(next_psn, psn)
             if d > 0 and any(d == max(1, -(-dmalen // m)) for m in IB_MTUS):
                 count = d
-        ev = self._feed_req(f, psn, count, fn, ts)
+        ev = self._feed_req(f, psn, count, fn, ts, True)
         if ev != EV_DUPLICATE:
             self._complete(f, K_READ, dmalen, -1, fn, ts)
 
@@ -594,7 +673,7 @@ class Analyzer:
         its severity, text and the flow counter it bumps."""
         kind = EVENT_BY_NAME[name]
         if f is not None and kind.counter is not None:
-            setattr(f, kind.counter, getattr(f, kind.counter) + 1)
+            setattr(f, kind.counter, getattr(f, kind.counter) + count)
         self.store.add(Event(fn, kind.severity, name, f.id if f else -1, f.qp if f else -1,
                              event_text(kind, args, count), ts, count, last))
 
@@ -611,6 +690,8 @@ class Analyzer:
                 for side in (0, 1):
                     if f.bursts[side] is not None:
                         self._close_burst(f, side)
+                if f.bursts[2] is not None:
+                    self._close_spurious(f)
                 for st in (f.reqmsg, f.rspmsg):
                     if st.kind >= 0:
                         self._abandon(f, st)
