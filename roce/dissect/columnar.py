@@ -33,6 +33,7 @@ from ..headers import LAYOUTS
 from ..locate import OK, ROCE_PORT
 from ..pcapio import Batch, Frame, open_capture
 from . import colscan, summary
+from .flowrules import COUNTERS
 
 ROW_GROUP = 32768  # rows per Parquet row group / Arrow record batch
 BATCH = 4096  # frames per extraction
@@ -601,10 +602,8 @@ def _psn_keys() -> list[str]:
     return [k for k in fast.PSNTracker(0).counts() if k != "next"]
 
 
-_FLOW_INTS = ("packets", "bytes", "payload_bytes", "request_payload_bytes",
-              "response_payload_bytes", "incomplete_messages", "acks", "atomic_acks",
-              "rnr_naks", "reserved_syndromes", "cnps", "ecn_ce", "bad_icrc", "malformed",
-              "truncated")
+# Every flow counter (flowrules.COUNTERS, by its JSON key), and the RNR NAKs' sum.
+_FLOW_INTS = (*(c.key for c in COUNTERS), "rnr_naks")
 
 
 def flow_schema() -> Any:
