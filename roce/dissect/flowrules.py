@@ -318,6 +318,16 @@ def looks_selective_nak(code: int, psn: int, msn: int) -> bool:
     return code == NAK_PSN_SEQUENCE_ERROR and 0 < (msn - psn) & PSN_MASK <= SACK_AHEAD
 
 
+# By AETH syndrome byte: its NAK code, -1 when it is no NAK (what looks_selective_nak takes).
+NAK_CODE_OF: tuple[int, ...] = tuple(v if rule == SYN_NAK else -1 for rule, v in SYNDROMES)
+
+
+def selective_aeth(syndrome: int, psn: int, msn: int) -> bool:
+    """``looks_selective_nak`` of an AETH (syndrome byte, MSN) under a BTH PSN: the
+    ``aeth.selective`` field of ``roce decode``."""
+    return looks_selective_nak(NAK_CODE_OF[syndrome], psn, msn)
+
+
 def is_selective_nak(code: int, psn: int, msn: int, ack_msn: int, nak_psn: int) -> bool:
     """A NAK that names an out-of-order PSN in its MSN (see "selective NAK" above);
     ``ack_msn``: the MSN of the flow's last ACK, ``nak_psn`` the PSN of its last sequence
