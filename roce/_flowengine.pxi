@@ -13,6 +13,7 @@
 # ...), every frame in capture order; a property test compares the two engines' reports.
 
 from libc.string cimport memcmp
+import heapq
 
 DEF A_NKINDS = 11      # message kinds, flowrules.K_* (checked at configuration)
 DEF A_NEVENTS = 32     # event kinds, at most
@@ -79,6 +80,7 @@ cdef bint A_CONFIGURED = False
 cdef int A_DEFAULT_MTU = 0
 cdef int A_IB_MTUS[5]
 cdef int A_MAX_OPEN = 0
+cdef int A_REORDER_HOLD = 0
 cdef int64_t A_MAX_READ_PSNS = 0
 cdef int A_KIND_WRITE = -1, A_KIND_WRITE_IMM = -1, A_KIND_READ = -1
 # Event kinds by their row in flowrules.EVENTS.
@@ -112,7 +114,7 @@ cdef void _a_spec(ASpec *s, object spec):
 
 def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows.engine_config()."""
-    global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE
+    global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_REORDER_HOLD
     global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE, A_FIRST_BAD, A_ATOMIC_BYTES
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
     global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT, A_SACK_CODE, A_SACK_AHEAD
@@ -171,6 +173,7 @@ def configure_flows(dict cfg):
     for k, m in enumerate(cfg["ib_mtus"]):
         A_IB_MTUS[k] = m
     A_MAX_OPEN = cfg["max_open"]
+    A_REORDER_HOLD = cfg["reorder_hold"]
     A_MAX_READ_PSNS = cfg["max_read_psns"]
     A_KIND_WRITE, A_KIND_WRITE_IMM = cfg["write_kinds"]
     A_KIND_READ = cfg["read_kind"]
@@ -212,11 +215,20 @@ cdef class AMsgs:
     cdef uint32_t first, lo
     cdef int64_t nbytes, pkts, mtu, dmalen, frame, ts
     cdef list open
+    # reassembly in PSN order (flowref._Msgs): waiting packets, their heap, its origin, the
+    # highest PSN reassembled and the floor of the holes waited for (-1: none)
+    cdef dict held
+    cdef list heap
+    cdef uint32_t base
+    cdef int64_t hi, floor
 
     def __cinit__(self):
         self.kind = -1
         self.dmalen = -1
         self.open = []
+        self.held = {}
+        self.heap = []
+        self.hi = self.floor = -1
 
 
 cdef struct ABurst:
@@ -606,10 +618,7 @@ cdef class FlowEngine:
             if bad:
                 return 0
             if cls == AC_DATA:
-                if ev == AEV_LATE:
-                    self._late(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
-                else:
-                    self._advance(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
+                self._reassemble(f, f.reqmsg, f.req, pos, kind, psn, plen, k2, fn, ts)
             elif cls == AC_READ:  # a READ whose RETH was not captured
                 self._complete(f, kind, 0, -1, fn, ts)
             else:
@@ -663,10 +672,7 @@ cdef class FlowEngine:
             f.c[CT_UNIQUE] += plen
             if cls == AC_ATOMIC_ACK or bad:
                 return 0
-            if ev == AEV_LATE:
-                self._late(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
-            else:
-                self._advance(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
+            self._reassemble(f, f.rspmsg, tr, pos, kind, psn, plen, -1, fn, ts)
         else:  # CNP
             self._event(fn, ts, "cnp", f, ())
         return 0
@@ -847,6 +853,49 @@ cdef class FlowEngine:
 
     cdef inline bint _is_write(self, int kind) noexcept:
         return kind == A_KIND_WRITE or kind == A_KIND_WRITE_IMM
+
+    cdef int _reassemble(self, AFlow f, AMsgs st, PSNTracker t, int pos, int kind,
+                         uint32_t psn, int64_t plen, int64_t dmalen, int64_t fn,
+                         int64_t ts) except -1:
+        """flowref._reassemble: in PSN order, a packet with a PSN missing below it waits."""
+        cdef uint32_t p
+        if t.missing_below(psn, st.floor):
+            if not st.held:
+                st.base = psn
+            st.held[psn] = (pos, kind, plen, dmalen, fn, ts)
+            heapq.heappush(st.heap, (c_psn_diff(psn, st.base), psn))
+            if len(st.held) <= A_REORDER_HOLD:
+                return 0
+            p = heapq.heappop(st.heap)[1]
+            st.floor = p  # give up on what is missing below the oldest waiting packet
+            self._place(f, st, p, st.held.pop(p))
+        else:
+            self._place_one(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+        while st.heap:
+            p = st.heap[0][1]
+            if t.missing_below(p, st.floor):
+                return 0
+            heapq.heappop(st.heap)
+            self._place(f, st, p, st.held.pop(p))
+        return 0
+
+    cdef int _place(self, AFlow f, AMsgs st, uint32_t psn, tuple h) except -1:
+        return self._place_one(f, st, h[0], h[1], psn, h[2], h[3], h[4], h[5])
+
+    cdef int _place_one(self, AFlow f, AMsgs st, int pos, int kind, uint32_t psn,
+                        int64_t plen, int64_t dmalen, int64_t fn, int64_t ts) except -1:
+        """flowref._place: past every PSN reassembled it advances, else it fills a hole."""
+        if st.hi < 0 or c_psn_diff(psn, <uint32_t>st.hi) > 0:
+            st.hi = psn
+            return self._advance(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+        return self._late(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+
+    cdef int _release(self, AFlow f, AMsgs st) except -1:
+        cdef uint32_t p
+        while st.heap:
+            p = heapq.heappop(st.heap)[1]
+            self._place(f, st, p, st.held.pop(p))
+        return 0
 
     cdef int _advance(self, AFlow f, AMsgs st, int pos, int kind, uint32_t psn, int64_t plen,
                       int64_t dmalen, int64_t fn, int64_t ts) except -1:
@@ -1055,6 +1104,7 @@ cdef class FlowEngine:
             if f.burst[2].open:
                 self._close_spurious(f)
             for st in (f.reqmsg, f.rspmsg):
+                self._release(f, st)
                 if st.kind >= 0:
                     self._abandon(f, st, False, 0, -1)
                 for e in st.open:

@@ -30,7 +30,7 @@ from test_stats import (
 
 import roce
 from roce.dissect.cflows import AVAILABLE
-from roce.dissect.flowrules import SACK_AHEAD
+from roce.dissect.flowrules import K_WRITE, REORDER_HOLD, SACK_AHEAD
 from roce.dissect.flows import analyse
 from roce.emu import LinkConfig, SendWR, WROpcode
 from roce.headers import AETH_ACK, AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome
@@ -285,11 +285,13 @@ def test_sr_timeouts_before_the_acks_return_are_all_spurious(tmp_path: Path, eng
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sr_under_spray_matches_the_responders_count(tmp_path: Path, seed: int) -> None:
     """Selective repeat over a sprayed leaf-spine: at each receiver's leaf port, the
-    spurious resends of the flow to it are the responder's ``duplicate_requests``."""
+    spurious resends of the flow to it are the responder's ``duplicate_requests``, and its
+    reordered WRITEs reassemble into the messages posted (when the capture's first packet
+    of the flow is its first PSN: one before it is taken for a retransmission)."""
     from roce.emu.net.runner import NetRun, NetScenario, attach_tap
 
     sc = NetScenario(topology="leafspine:2,4,4", traffic="permutation", op="write",
-                     size=256 << 10, count=2, lb="spray", recovery="sr", seed=seed,
+                     size=256 << 10, count=2, lb="spray", recovery="sr", seed=seed, psn=0,
                      buffer=4 << 20)
     run_ = NetRun(sc)
     writers = {}
@@ -304,6 +306,7 @@ def test_sr_under_spray_matches_the_responders_count(tmp_path: Path, seed: int) 
     run_.net.run(run_.net.now + 1_000_000)
     for w in writers.values():
         w.close()
+    exact = 0
     for nf, (_, dst) in zip(run_.flows, run_.names):
         frames = _capture(tmp_path / f"{dst}.pcap")
         ref = analyse(frames, engine="reference")
@@ -312,3 +315,102 @@ def test_sr_under_spray_matches_the_responders_count(tmp_path: Path, seed: int) 
         [f] = [f for f in ref.flows if f.qp == nf.qb.qp_num and f.req is not None
                and f.dst == run_.topology.hosts[dst]]
         assert f.spurious == nf.qb.core.counters.duplicate_requests, dst
+        if f.req.counts()["late"] and f.req_first == sc.psn:
+            exact += 1
+            assert f.stats == {K_WRITE: [2, 2 * sc.size, sc.size, sc.size]}, dst
+            assert f.incomplete == 0
+    assert exact >= 4  # flows that were reordered and whose capture starts with PSN 0
+
+
+# -- message reassembly in PSN order (flowrules, "messages", "selective repeat WRITE") -------
+
+
+def sr_write(psn: int, size: int, va: int = 0x10000, mtu: int = 1024) -> list[bytes]:
+    """One WRITE as selective repeat sends it (docs/protocol.md): WRITE First with a RETH
+    per packet (DMA length: the bytes left), then a WRITE Only with RETH."""
+    out = []
+    for i, off in enumerate(range(0, size, mtu)):
+        n = min(mtu, size - off)
+        op = "RC_RDMA_WRITE_ONLY" if off + n == size else "RC_RDMA_WRITE_FIRST"
+        out.append(roce.craft(op, bytes(n), dqpn=QB, psn=(psn + i) & PSN_MASK, src=A, dst=B,
+                              va=va + off, rkey=7, dmalen=size - off).to_bytes())
+    return out
+
+
+def test_reordered_sr_writes_make_one_message_each(run) -> None:
+    a, b = sr_write(0, 4096), sr_write(4, 2500, va=0x20000)
+    # b's head before a's end and a's second packet, a Middle of b last
+    r = run([a[0], b[0], a[2], a[3], a[1], b[2], b[1]])
+    f = flow(r)
+    assert f.stats == {K_WRITE: [2, 4096 + 2500, 2500, 4096]}
+    assert f.incomplete == 0 and "length_mismatch" not in r.event_counts
+
+
+def test_a_hole_never_filled_is_waited_for_at_most_reorder_hold_packets(run) -> None:
+    """PSN 1 never comes: the messages after it wait until REORDER_HOLD packets do, then go
+    on (message 0 is sized with the lost packet filled in)."""
+    frames = sr_write(0, 3 * 1024)
+    del frames[1]
+    n = REORDER_HOLD + 10
+    frames += [write_only(p) for p in range(3, 3 + n)]
+    r = run(frames)
+    f = flow(r)
+    assert f.stats[K_WRITE] == [1 + n, 3 * 1024 + 100 * n, 100, 3 * 1024]
+    assert f.incomplete == 0
+
+
+def reordered_sr(seed: int, n: int) -> list[bytes]:
+    """sr WRITEs and SENDs with a window's reordering, drops, copies and resends."""
+    rnd = random.Random(seed)
+    psn, out = rnd.randrange(1 << 24), []
+    while len(out) < n:
+        size = rnd.choice([100, 1024, 3000, 8192])
+        pkts = sr_write(psn, size) if rnd.random() < 0.7 else message_at(psn, size)
+        psn = (psn + len(pkts)) & PSN_MASK
+        out += pkts
+    for _ in range(len(out) // 4):  # local reordering
+        i = rnd.randrange(len(out))
+        j = min(len(out) - 1, i + rnd.randrange(1, 12))
+        out[i], out[j] = out[j], out[i]
+    keep = [x for x in out if rnd.random() > 0.05]
+    keep += [rnd.choice(out) for _ in range(len(out) // 10)]  # resends
+    return keep
+
+
+def message_at(psn: int, size: int) -> list[bytes]:
+    from test_stats import message
+
+    return [x[:42 + 9] + ((int.from_bytes(x[42 + 9:42 + 12], "big") + psn) & PSN_MASK)
+            .to_bytes(3, "big") + x[42 + 12:] for x in message("SEND", 0, size)]
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+@settings(max_examples=examples(60), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([20, 100, 600]),
+       batch=st.sampled_from([1, 3, 16, 1024]))
+def test_engines_agree_on_reordered_sr_writes(seed: int, n: int, batch: int) -> None:
+    frames = reordered_sr(seed, n)
+    ref = analyse(frames, batch=batch, engine="reference")
+    got = analyse(frames, engine="compiled")
+    assert got.to_dict() == ref.to_dict()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_reordering_alone_changes_no_message(engine: str) -> None:
+    """Reordered (not lost) sr WRITEs: the same messages as in order."""
+    for seed in range(6):
+        rnd = random.Random(seed)
+        frames, psn = [], 5
+        sizes = [rnd.choice([100, 1024, 3000, 8192]) for _ in range(20)]
+        for size in sizes:
+            frames += sr_write(psn, size)
+            psn += -(-size // 1024)
+        first = frames[0]
+        rest = frames[1:]
+        for _ in range(len(rest)):
+            i = rnd.randrange(len(rest))
+            j = min(len(rest) - 1, i + rnd.randrange(1, 30))
+            rest[i], rest[j] = rest[j], rest[i]
+        f = flow(analyse([first, *rest], engine=engine))
+        assert f.stats == {K_WRITE: [20, sum(sizes), min(sizes), max(sizes)]}, seed
+        assert f.incomplete == 0 and f.req.counts()["late"] > 0

@@ -12,6 +12,7 @@ batch, so memory stays flat whatever the capture size.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -51,6 +52,7 @@ from .flowrules import (
     P_MIDDLE,
     P_ONLY,
     PSN_MASK,
+    REORDER_HOLD,
     RETH_LATER,
     RNR_TEXTS,
     SACK_AHEAD,
@@ -105,7 +107,7 @@ class _Msgs:
     """Message reassembly state of one direction of one flow (requests or READ responses)."""
 
     __slots__ = ("kind", "first", "lo", "bytes", "pkts", "mtu", "dmalen", "frame", "ts",
-                 "open")
+                 "open", "held", "heap", "base", "hi", "floor")
 
     def __init__(self) -> None:
         self.kind = -1  # -1 idle, else the message's base kind
@@ -117,6 +119,14 @@ class _Msgs:
         # Abandoned messages a late retransmission may still complete:
         # [first PSN or None, last PSN or None, lo, kind, bytes, pkts, mtu, dmalen, frame, ts]
         self.open: list[list[Any]] = []
+        # Reassembly in PSN order (flowrules, "messages"): packets waiting behind a hole, by
+        # PSN ([pos, kind, plen, dmalen, frame, ts]), a heap of (distance from ``base``,
+        # PSN), the highest PSN reassembled (-1: none) and the PSN below which holes are no
+        # longer waited for (-1: none).
+        self.held: dict[int, tuple[int, int, int, int, int, int]] = {}
+        self.heap: list[tuple[int, int]] = []
+        self.base = 0
+        self.hi = self.floor = -1
 
 
 class _RefFlow(Flow):
@@ -327,10 +337,7 @@ class Analyzer:
             if bad is not None:
                 return
             if cls == C_DATA:
-                if ev == EV_LATE:
-                    self._late(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
-                else:
-                    self._advance(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
+                self._reassemble(f, f.reqmsg, f.req, pos, kind, psn, plen, k2, fn, ts)
             elif cls == C_READ:  # a READ whose RETH was not captured
                 self._complete(f, kind, 0, -1, fn, ts)
             else:
@@ -381,10 +388,7 @@ class Analyzer:
             f.unique_payload += plen
             if cls == C_ATOMIC_ACK or bad is not None:
                 return
-            if ev == EV_LATE:
-                self._late(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
-            else:
-                self._advance(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
+            self._reassemble(f, f.rspmsg, t, pos, kind, psn, plen, -1, fn, ts)
         else:  # CNP
             self._event(fn, ts, "cnp", f, ())
 
@@ -523,6 +527,45 @@ class Analyzer:
         f.rsp_last = psn
 
     # -- message reassembly ----------------------------------------------------------------------
+
+    def _reassemble(self, f: _RefFlow, st: _Msgs, t: Any, pos: int, kind: int, psn: int,
+                    plen: int, dmalen: int, fn: int, ts: int) -> None:
+        """Reassemble in PSN order (flowrules, "messages"): a packet with a PSN missing below
+        it waits (at most REORDER_HOLD per direction); what no longer waits goes on."""
+        if t.missing_below(psn, st.floor):
+            if not st.held:
+                st.base = psn
+            st.held[psn] = (pos, kind, plen, dmalen, fn, ts)
+            heapq.heappush(st.heap, (psn_diff(psn, st.base), psn))
+            if len(st.held) <= REORDER_HOLD:
+                return
+            _, p = heapq.heappop(st.heap)
+            st.floor = p  # give up on what is missing below the oldest waiting packet
+            self._place(f, st, p, *st.held.pop(p))
+        else:
+            self._place(f, st, psn, pos, kind, plen, dmalen, fn, ts)
+        while st.heap:
+            p = st.heap[0][1]
+            if t.missing_below(p, st.floor):
+                return
+            heapq.heappop(st.heap)
+            self._place(f, st, p, *st.held.pop(p))
+
+    def _place(self, f: _RefFlow, st: _Msgs, psn: int, pos: int, kind: int, plen: int,
+               dmalen: int, fn: int, ts: int) -> None:
+        """One packet into its message: past every PSN reassembled so far it advances the
+        message, else it fills a hole of one (``_late``)."""
+        if st.hi < 0 or psn_diff(psn, st.hi) > 0:
+            st.hi = psn
+            self._advance(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+        else:
+            self._late(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+
+    def _release(self, f: _RefFlow, st: _Msgs) -> None:
+        """The end: every waiting packet goes on, in PSN order."""
+        while st.heap:
+            _, p = heapq.heappop(st.heap)
+            self._place(f, st, p, *st.held.pop(p))
 
     def _advance(self, f: _RefFlow, st: _Msgs, pos: int, kind: int, psn: int, plen: int,
                  dmalen: int, fn: int, ts: int) -> None:
@@ -693,6 +736,7 @@ class Analyzer:
                 if f.bursts[2] is not None:
                     self._close_spurious(f)
                 for st in (f.reqmsg, f.rspmsg):
+                    self._release(f, st)
                     if st.kind >= 0:
                         self._abandon(f, st)
                     for e in st.open:

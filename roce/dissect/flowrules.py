@@ -64,11 +64,21 @@ goodput and throughput
     all of UD); throughput counts every payload byte, retransmissions included.  Both are
     divided by the flow's (or the capture's) duration.
 messages
-    counted from First/Only and completed at Last/Only, for packets that advance the sequence;
-    retransmitted copies are not counted twice.  PSNs lost inside a message are filled in at
-    the message's First payload, so sizes stay exact when a capture misses packets.  A message
-    whose First or Last never shows up is incomplete; a late retransmission of the missing
-    piece completes it.  A WRITE whose size differs from the RETH DMA length is reported.
+    counted from First/Only and completed at Last/Only; retransmitted copies are not counted
+    twice.  Packets are reassembled in PSN order: a packet with a PSN missing below it waits
+    (at most ``REORDER_HOLD`` per flow and direction; past that, the oldest waiting one goes
+    on and the PSNs missing below it are no longer waited for) until the hole is filled, so
+    reordered packets (a sprayed path, selective repeat) make the same messages as in-order
+    ones.  PSNs lost inside a message are filled in at the message's First payload, so sizes
+    stay exact when a capture misses packets.  A message whose First or Last never shows up
+    is incomplete; a late retransmission of the missing piece completes it.  A WRITE whose
+    size differs from the RETH DMA length is reported.
+selective repeat WRITE
+    IRN sends a WRITE as WRITE First packets, each with a RETH (DMA length: the bytes from
+    that packet to the message's end), and a WRITE Only with RETH (docs/protocol.md).  A
+    First whose DMA length is the message's less the full-MTU packets since its First is a
+    Middle of that message; such an Only whose DMA length is its payload is its Last.  In PSN
+    order this makes one message per WRITE, exact in count and size.
 bad frames
     a malformed frame (walk status >= 10) is counted globally and, when its addresses and BTH
     are readable, in its flow; its PSN is still sequenced but it takes no part in message
@@ -138,6 +148,9 @@ IB_MTUS = (256, 512, 1024, 2048, 4096)
 MAX_READ_PSNS = 1 << 23
 MAX_EVENTS_PER_KIND = 10_000  # expert lines stored per event kind; the rest are only counted
 MAX_OPEN_MESSAGES = 64  # abandoned messages per flow that a late packet may still complete
+# Packets per flow and direction that wait behind a missing PSN for message reassembly
+# (see "messages"): twice the selective-repeat window of 128 PSNs.
+REORDER_HOLD = 256
 __all__ = ["BATCH", "COUNTERS", "EVENTS", "EVENT_KINDS", "KIND_KEYS", "KIND_NAMES",
            "OPINFO", "PSN_MASK", "SEVERITIES", "TEXTS"]
 
