@@ -82,7 +82,7 @@ cdef int A_IB_MTUS[5]
 cdef int A_MAX_OPEN = 0
 cdef int A_REORDER_HOLD = 0
 cdef int64_t A_MAX_READ_PSNS = 0
-cdef int A_KIND_WRITE = -1, A_KIND_WRITE_IMM = -1, A_KIND_READ = -1
+cdef int A_KIND_WRITE = -1, A_KIND_WRITE_IMM = -1, A_KIND_READ = -1, A_KIND_READ_RESP = -1
 # Event kinds by their row in flowrules.EVENTS.
 cdef dict A_EV_INDEX = {}   # name -> row
 cdef int A_EV_SEV[A_NEVENTS]
@@ -115,6 +115,7 @@ cdef void _a_spec(ASpec *s, object spec):
 def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows.engine_config()."""
     global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_REORDER_HOLD
+    global A_KIND_READ_RESP
     global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE, A_FIRST_BAD, A_ATOMIC_BYTES
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
     global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT, A_SACK_CODE, A_SACK_AHEAD
@@ -177,6 +178,7 @@ def configure_flows(dict cfg):
     A_MAX_READ_PSNS = cfg["max_read_psns"]
     A_KIND_WRITE, A_KIND_WRITE_IMM = cfg["write_kinds"]
     A_KIND_READ = cfg["read_kind"]
+    A_KIND_READ_RESP = cfg["read_response_kind"]
     A_EV_INDEX = {}
     A_EV_TEXT = []
     A_EV_BURST = []
@@ -259,6 +261,7 @@ cdef class AFlow:
     # selective marks, A_SACK_AHEAD bits by PSN % A_SACK_AHEAD, made at the first one
     cdef int64_t acked
     cdef uint8_t *sacks
+    cdef list back  # the flows going the other way between the same addresses
 
     def __cinit__(self):
         self.first_ts = self.last_ts = -1
@@ -537,6 +540,7 @@ cdef class FlowEngine:
         f.path = path
         self.flows.append(f)
         self.by_addr.setdefault((l3, key), []).append(f)
+        f.back = self.by_addr.setdefault((l3, rev), [])
         self._insert(f.id, l3, addr, alen, qp)
         return f
 
@@ -747,11 +751,10 @@ cdef class FlowEngine:
 
     cdef bint _acknowledged(self, AFlow x, uint32_t psn) except -1:
         """Had the flow answering x's requests acknowledged psn?"""
-        cdef int half = len(x.addr) // 2
         cdef AFlow c, y = None
         cdef int32_t d
         cdef uint32_t q
-        for c in self.by_addr.get((x.l3, x.addr[half:] + x.addr[:half]), ()):
+        for c in x.back:
             if c.acked >= 0 and c_psn_diff(<uint32_t>c.acked, <uint32_t>x.req_first) >= 0 \
                     and c_psn_diff(x.req.next, <uint32_t>c.acked) >= 0:
                 if y is not None:
@@ -886,6 +889,9 @@ cdef class FlowEngine:
                         int64_t plen, int64_t dmalen, int64_t fn, int64_t ts) except -1:
         """flowref._place: past every PSN reassembled it advances, else it fills a hole."""
         if st.hi < 0 or c_psn_diff(psn, <uint32_t>st.hi) > 0:
+            if pos == AP_FIRST and kind == A_KIND_READ_RESP and st.kind == A_KIND_READ_RESP \
+                    and st.has_first and psn == ((<uint32_t>st.hi + 1) & A_PSN_MASK):
+                pos = AP_MIDDLE  # a READ resumed (flowref._place)
             st.hi = psn
             return self._advance(f, st, pos, kind, psn, plen, dmalen, fn, ts)
         return self._late(f, st, pos, kind, psn, plen, dmalen, fn, ts)

@@ -40,6 +40,7 @@ from .flowrules import (
     EVENT_BY_NAME,
     IB_MTUS,
     K_READ,
+    K_READ_RESP,
     KIND_NAMES,
     L3_LEN_FIELDS,
     MAX_EVENTS_PER_KIND,
@@ -132,7 +133,7 @@ class _Msgs:
 class _RefFlow(Flow):
     """A flow and the reference engine's working state for it."""
 
-    __slots__ = ("pending", "reqmsg", "rspmsg", "bursts", "acked", "sacks")
+    __slots__ = ("pending", "reqmsg", "rspmsg", "bursts", "acked", "sacks", "back")
 
     def __init__(self, fid: int, l3: int, addr: bytes, qp: int, path: Path) -> None:
         super().__init__(fid, l3, addr, qp, path)
@@ -147,6 +148,7 @@ class _RefFlow(Flow):
         # a bitmap by PSN % SACK_AHEAD made at the first selective NAK.
         self.acked = -1
         self.sacks: bytearray | None = None
+        self.back: list[_RefFlow] = []  # the flows the other way between the same addresses
 
 
 class Analyzer:
@@ -252,6 +254,7 @@ class Analyzer:
         self.flows.append(f)
         self._map[(l3, addr, qp)] = f
         self._by_addr.setdefault((l3, addr), []).append(f)
+        f.back = self._by_addr.setdefault((l3, rev), [])
         return f
 
     def _bad_frame(self, data: bytes, st: int, linktype: int, cut: bool, fn: int,
@@ -451,9 +454,8 @@ class Analyzer:
 
     def _acknowledged(self, x: _RefFlow, psn: int) -> bool:
         """Had the flow answering ``x``'s requests acknowledged ``psn``?"""
-        half = len(x.addr) // 2
         y = None
-        for c in self._by_addr.get((x.l3, x.addr[half:] + x.addr[:half]), ()):
+        for c in x.back:
             if c.acked >= 0 and psn_diff(c.acked, x.req_first) >= 0 and \
                     psn_diff(x.req.next, c.acked) >= 0:
                 if y is not None:
@@ -556,6 +558,9 @@ class Analyzer:
         """One packet into its message: past every PSN reassembled so far it advances the
         message, else it fills a hole of one (``_late``)."""
         if st.hi < 0 or psn_diff(psn, st.hi) > 0:
+            if pos == P_FIRST and kind == K_READ_RESP and st.kind == K_READ_RESP and \
+                    st.first is not None and psn == (st.hi + 1) & PSN_MASK:
+                pos = P_MIDDLE  # a READ resumed (flowrules, "messages")
             st.hi = psn
             self._advance(f, st, pos, kind, psn, plen, dmalen, fn, ts)
         else:

@@ -70,8 +70,10 @@ messages
     on and the PSNs missing below it are no longer waited for) until the hole is filled, so
     reordered packets (a sprayed path, selective repeat) make the same messages as in-order
     ones.  PSNs lost inside a message are filled in at the message's First payload, so sizes
-    stay exact when a capture misses packets.  A message whose First or Last never shows up
-    is incomplete; a late retransmission of the missing piece completes it.  A WRITE whose
+    stay exact when a capture misses packets.  In PSN order, a READ response First at the PSN
+    after a response message that has no Last yet is that READ resumed from a lost response
+    (the requester asks again from its first missing response, as rxe does), so a Middle
+    of it.  A message whose First or Last never shows up is incomplete; a late retransmission of the missing piece completes it.  A WRITE whose
     size differs from the RETH DMA length is reported.
 selective repeat WRITE
     IRN sends a WRITE as WRITE First packets, each with a RETH (DMA length: the bytes from
