@@ -13,7 +13,6 @@
 # ...), every frame in capture order; a property test compares the two engines' reports.
 
 from libc.string cimport memcmp
-import heapq
 
 DEF A_NKINDS = 11      # message kinds, flowrules.K_* (checked at configuration)
 DEF A_NEVENTS = 32     # event kinds, at most
@@ -209,6 +208,15 @@ cdef inline int64_t a_rd(const uint8_t *b, ASpec *s) noexcept nogil:
     return <int64_t>((rd64(b + s.off, s.n) >> s.shift) & s.mask)
 
 
+cdef struct AHeld:
+    # A packet waiting behind a hole (flowref._Msgs.held), ordered by key: its PSN's distance
+    # from the first one held (flowref's heap key).
+    int32_t key
+    uint32_t psn
+    int pos, kind
+    int64_t plen, dmalen, fn, ts
+
+
 cdef class AMsgs:
     """Message reassembly state of one direction of one flow (flowref._Msgs)."""
 
@@ -217,10 +225,11 @@ cdef class AMsgs:
     cdef uint32_t first, lo
     cdef int64_t nbytes, pkts, mtu, dmalen, frame, ts
     cdef list open
-    # reassembly in PSN order (flowref._Msgs): waiting packets, their heap, its origin, the
-    # highest PSN reassembled and the floor of the holes waited for (-1: none)
-    cdef dict held
-    cdef list heap
+    # reassembly in PSN order (flowref._Msgs): waiting packets in key order (a ring of
+    # A_REORDER_HOLD + 1, made at the first), the key origin, the highest PSN reassembled
+    # and the floor of the holes waited for (-1: none)
+    cdef AHeld *held
+    cdef int nheld, h0
     cdef uint32_t base
     cdef int64_t hi, floor
 
@@ -228,9 +237,39 @@ cdef class AMsgs:
         self.kind = -1
         self.dmalen = -1
         self.open = []
-        self.held = {}
-        self.heap = []
         self.hi = self.floor = -1
+
+    def __dealloc__(self):
+        free(self.held)
+
+    cdef int hold(self, uint32_t psn, int pos, int kind, int64_t plen, int64_t dmalen,
+                  int64_t fn, int64_t ts) except -1:
+        cdef int cap = A_REORDER_HOLD + 1, i
+        cdef int32_t key
+        cdef AHeld *e
+        if self.held == NULL:
+            self.held = <AHeld *>malloc(cap * sizeof(AHeld))
+            if self.held == NULL:
+                raise MemoryError()
+        if self.nheld == 0:
+            self.base = psn
+            self.h0 = 0
+        key = c_psn_diff(psn, self.base)
+        i = self.nheld
+        while i > 0 and self.held[(self.h0 + i - 1) % cap].key > key:
+            self.held[(self.h0 + i) % cap] = self.held[(self.h0 + i - 1) % cap]
+            i -= 1
+        e = &self.held[(self.h0 + i) % cap]
+        e.key, e.psn, e.pos, e.kind = key, psn, pos, kind
+        e.plen, e.dmalen, e.fn, e.ts = plen, dmalen, fn, ts
+        self.nheld += 1
+        return 0
+
+    cdef AHeld pop(self) noexcept:
+        cdef AHeld e = self.held[self.h0]
+        self.h0 = (self.h0 + 1) % (A_REORDER_HOLD + 1)
+        self.nheld -= 1
+        return e
 
 
 cdef struct ABurst:
@@ -861,29 +900,22 @@ cdef class FlowEngine:
                          uint32_t psn, int64_t plen, int64_t dmalen, int64_t fn,
                          int64_t ts) except -1:
         """flowref._reassemble: in PSN order, a packet with a PSN missing below it waits."""
-        cdef uint32_t p
-        if t.missing_below(psn, st.floor):
-            if not st.held:
-                st.base = psn
-            st.held[psn] = (pos, kind, plen, dmalen, fn, ts)
-            heapq.heappush(st.heap, (c_psn_diff(psn, st.base), psn))
-            if len(st.held) <= A_REORDER_HOLD:
+        cdef AHeld e
+        if t.nholes and t.missing_below(psn, st.floor):
+            st.hold(psn, pos, kind, plen, dmalen, fn, ts)
+            if st.nheld <= A_REORDER_HOLD:
                 return 0
-            p = heapq.heappop(st.heap)[1]
-            st.floor = p  # give up on what is missing below the oldest waiting packet
-            self._place(f, st, p, st.held.pop(p))
+            e = st.pop()
+            st.floor = e.psn  # give up on what is missing below the oldest waiting packet
+            self._place_one(f, st, e.pos, e.kind, e.psn, e.plen, e.dmalen, e.fn, e.ts)
         else:
             self._place_one(f, st, pos, kind, psn, plen, dmalen, fn, ts)
-        while st.heap:
-            p = st.heap[0][1]
-            if t.missing_below(p, st.floor):
+        while st.nheld:
+            if t.missing_below(st.held[st.h0].psn, st.floor):
                 return 0
-            heapq.heappop(st.heap)
-            self._place(f, st, p, st.held.pop(p))
+            e = st.pop()
+            self._place_one(f, st, e.pos, e.kind, e.psn, e.plen, e.dmalen, e.fn, e.ts)
         return 0
-
-    cdef int _place(self, AFlow f, AMsgs st, uint32_t psn, tuple h) except -1:
-        return self._place_one(f, st, h[0], h[1], psn, h[2], h[3], h[4], h[5])
 
     cdef int _place_one(self, AFlow f, AMsgs st, int pos, int kind, uint32_t psn,
                         int64_t plen, int64_t dmalen, int64_t fn, int64_t ts) except -1:
@@ -897,10 +929,10 @@ cdef class FlowEngine:
         return self._late(f, st, pos, kind, psn, plen, dmalen, fn, ts)
 
     cdef int _release(self, AFlow f, AMsgs st) except -1:
-        cdef uint32_t p
-        while st.heap:
-            p = heapq.heappop(st.heap)[1]
-            self._place(f, st, p, st.held.pop(p))
+        cdef AHeld e
+        while st.nheld:
+            e = st.pop()
+            self._place_one(f, st, e.pos, e.kind, e.psn, e.plen, e.dmalen, e.fn, e.ts)
         return 0
 
     cdef int _advance(self, AFlow f, AMsgs st, int pos, int kind, uint32_t psn, int64_t plen,

@@ -73,8 +73,9 @@ messages
     stay exact when a capture misses packets.  In PSN order, a READ response First at the PSN
     after a response message that has no Last yet is that READ resumed from a lost response
     (the requester asks again from its first missing response, as rxe does), so a Middle
-    of it.  A message whose First or Last never shows up is incomplete; a late retransmission of the missing piece completes it.  A WRITE whose
-    size differs from the RETH DMA length is reported.
+    of it.  A message whose First or Last never shows up is incomplete; a late
+    retransmission of the missing piece completes it.  A WRITE whose size differs from the
+    RETH DMA length is reported.
 selective repeat WRITE
     IRN sends a WRITE as WRITE First packets, each with a RETH (DMA length: the bytes from
     that packet to the message's end), and a WRITE Only with RETH (docs/protocol.md).  A
