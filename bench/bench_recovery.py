@@ -4,8 +4,12 @@
    seed 7), loss 0 to 5 %: a table, and a plot in docs/recovery-goodput.png.
 2. Spraying: leaf-spine 4,2,4, permutation, 1 MiB WRITEs, PFC off: ``--lb ecmp --recovery
    gbn`` against ``--lb spray --recovery sr`` (aggregate goodput, completion-time tail).
-3. IRN's headline comparison: the same traffic with PFC on + gbn against PFC off + sr, each
-   without and with DCQCN; tail completion times (IRN: without PFC 6-83 % better).
+   ``--recovery sr`` counts its spurious retransmissions under both loss rules (``rack``, the
+   default, time-based; ``dupthresh``, IRN's packet count).
+3. IRN's headline comparison: PFC on + gbn against PFC off + sr, each without and with DCQCN;
+   tail and mean completion times (IRN: without PFC 6-83 % better), on the permutation and on
+   an incast-heavy mix where PFC pauses: the same leaf-spine, the permutation plus 12 hosts of
+   leaves 2-4 writing to l1h1, 2 x 1 MiB WRITEs per flow.
 
     python bench/bench_recovery.py [--markdown] [--plot docs/recovery-goodput.png]
 """
@@ -13,8 +17,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import random
+import tempfile
 
 from roce.emu.cc import configure
+from roce.emu.net import topology as topo
 from roce.emu.net.runner import NetRun, NetScenario
 from roce.emu.scenario import Scenario, run_scenario
 
@@ -36,16 +44,71 @@ def goodput_curve() -> list[dict]:
     return rows
 
 
-def net(lb: str, recovery: str, pfc: bool, cc: str = "none", count: int = 4) -> dict:
-    sc = NetScenario(topology="leafspine:4,2,4", op="write", size=1 << 20, count=count,
-                     pfc=pfc, lb=lb, recovery=recovery, cc=configure(cc), seed=1)
+def net(lb: str, recovery: str, pfc: bool, cc: str = "none", count: int = 4,
+        loss_rule: str = "rack", topology_file: str | None = None,
+        victims_of: str | None = None) -> dict:
+    sc = NetScenario(topology="leafspine:4,2,4", topology_file=topology_file, op="write",
+                     size=1 << 20, count=count, pfc=pfc, lb=lb, recovery=recovery,
+                     loss_rule=loss_rule, cc=configure(cc), seed=1)
     s = NetRun(sc).run()
     assert s.data_verified, (lb, recovery, pfc, cc)
-    return {"lb": lb, "recovery": recovery, "pfc": "on" if pfc else "off", "cc": cc,
-            "goodput": s.goodput_gbps, "p50_us": s.fct_ns["p50"] / 1e3,
-            "p99_us": s.fct_ns["p99"] / 1e3, "mean_us": s.fct_ns["mean"] / 1e3,
-            "retx": s.retransmitted, "spurious": s.spurious_retransmissions,
-            "cpu": s.cpu_s}
+    row = {"lb": lb, "recovery": recovery, "pfc": "on" if pfc else "off", "cc": cc,
+           "rule": loss_rule if recovery == "sr" else "",
+           "goodput": s.goodput_gbps, "p50_us": s.fct_ns["p50"] / 1e3,
+           "p99_us": s.fct_ns["p99"] / 1e3, "mean_us": s.fct_ns["mean"] / 1e3,
+           "retx": s.retransmitted, "spurious": s.spurious_retransmissions,
+           "drops": s.fabric["drops"], "pfc_frames": s.fabric["pfc_frames"], "cpu": s.cpu_s}
+    if victims_of is not None:  # the flows not into the incast's receiver
+        v = [f["fct_ns"] for f in s.flows if f["dst"] != victims_of]
+        row["victim_mean_us"] = sum(f["mean"] for f in v) / len(v) / 1e3
+        row["victim_p99_us"] = max(f["p99"] for f in v) / 1e3
+    return row
+
+
+INCAST_TARGET = "l1h1"
+
+
+def incast_mix(path: str, fan_in: int = 12) -> None:
+    """A TOML topology (roce.emu.net.topology.load): leaf-spine 4,2,4, the seeded
+    permutation, plus ``fan_in`` hosts of the other leaves writing to ``INCAST_TARGET``."""
+    t = topo.leafspine(4, 2, 4)
+    flows = topo.permutation(t, random.Random(1))
+    far = [h for h in t.hosts if t.leaf_of[h] != t.leaf_of[INCAST_TARGET]]
+    flows += [(h, INCAST_TARGET) for h in far[:fan_in]]
+    out = [f'[hosts.{h}]\nip = "{ip}"' for h, ip in t.hosts.items()]
+    out += [f"[switches.{sw}]" for sw in t.switches]
+    out += [f'[[links]]\na = "{ln.a}"\nb = "{ln.b}"' for ln in t.links]
+    out += [f'[[traffic]]\nsrc = "{a}"\ndst = "{b}"' for a, b in flows]
+    with open(path, "w") as fh:
+        fh.write("\n".join(out) + "\n")
+
+
+def headline(rows: list[dict], title: str) -> None:
+    victims = "victim_mean_us" in rows[0]
+    print(f"\n{title}\n")
+    print("| cc | PFC + recovery | goodput Gb/s | FCT mean us | FCT p99 us | "
+          + ("victims mean us | victims worst p99 us | " if victims else "")
+          + "drops | PFC frames | retx |")
+    print("|---|---|---:|---:|---:|" + ("---:|---:|" if victims else "") + "---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['cc']} | {r['pfc']} + {r['recovery']} | {r['goodput']:.1f} | "
+              f"{r['mean_us']:.0f} | {r['p99_us']:.0f} | "
+              + (f"{r['victim_mean_us']:.0f} | {r['victim_p99_us']:.0f} | " if victims else "")
+              + f"{r['drops']} | {r['pfc_frames']} | {r['retx']} |")
+    print()
+    for cc in ("none", "dcqcn"):
+        pfc = next(r for r in rows if r["pfc"] == "on" and r["cc"] == cc)
+        irn = next(r for r in rows if r["pfc"] == "off" and r["cc"] == cc)
+
+        def better(key: str, pfc: dict = pfc, irn: dict = irn) -> str:
+            return f"{(1 - irn[key] / pfc[key]) * 100:+.0f} %"
+
+        line = (f"- cc={cc}: PFC off + sr against PFC on + gbn: {better('p99_us')} at p99, "
+                f"{better('mean_us')} on the mean")
+        if victims:
+            line += (f"; victims {better('victim_mean_us')} on the mean, "
+                     f"{better('victim_p99_us')} on the worst p99")
+        print(line + " (positive: sr without PFC better)")
 
 
 def main() -> None:
@@ -74,33 +137,35 @@ def main() -> None:
         ax.legend()
         save(fig, args.plot)
     print()
-    runs = [net("ecmp", "gbn", False), net("spray", "sr", False), net("ecmp", "sr", False),
+    runs = [net("ecmp", "gbn", False), net("spray", "sr", False),
+            net("spray", "sr", False, loss_rule="dupthresh"), net("ecmp", "sr", False),
             net("spray", "gbn", False)]
-    for cc in ("none", "dcqcn"):
-        runs += [net("ecmp", "gbn", True, cc), net("ecmp", "sr", False, cc)]
     print("| lb | recovery | PFC | cc | goodput Gb/s | FCT p50 us | FCT p99 us | retx | "
           "spurious | CPU s |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|---:|")
-    seen = set()
     for r in runs:
-        key = (r["lb"], r["recovery"], r["pfc"], r["cc"])
-        if key in seen:
-            continue
-        seen.add(key)
-        print(f"| {r['lb']} | {r['recovery']} | {r['pfc']} | {r['cc']} | {r['goodput']:.1f} | "
+        rec = f"{r['recovery']} ({r['rule']})" if r["rule"] else r["recovery"]
+        print(f"| {r['lb']} | {rec} | {r['pfc']} | {r['cc']} | {r['goodput']:.1f} | "
               f"{r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['retx']} | {r['spurious']} | "
               f"{r['cpu']:.2f} |")
-    base, spray = runs[0], runs[1]
+    base, spray, irn = runs[0], runs[1], runs[2]
     print(f"\nspray+sr / ecmp+gbn aggregate goodput: {spray['goodput'] / base['goodput']:.2f}x; "
-          f"p99 {spray['p99_us']:.0f} us vs {base['p99_us']:.0f} us")
+          f"p99 {spray['p99_us']:.0f} us vs {base['p99_us']:.0f} us; spurious "
+          f"retransmissions {spray['spurious']} (rack) against {irn['spurious']} (dupthresh)")
+    perm = []
     for cc in ("none", "dcqcn"):
-        pfc = next(r for r in runs if r["pfc"] == "on" and r["cc"] == cc)
-        irn = next(r for r in runs if r["pfc"] == "off" and r["cc"] == cc
-                   and r["recovery"] == "sr" and r["lb"] == "ecmp")
-        print(f"cc={cc}: PFC on + gbn p99 {pfc['p99_us']:.0f} us, PFC off + sr p99 "
-              f"{irn['p99_us']:.0f} us: sr without PFC "
-              f"{(1 - irn['p99_us'] / pfc['p99_us']) * 100:+.0f} % better at p99, "
-              f"{(1 - irn['mean_us'] / pfc['mean_us']) * 100:+.0f} % on the mean")
+        perm += [net("ecmp", "gbn", True, cc), net("ecmp", "sr", False, cc)]
+    headline(perm, "Permutation (ECMP), 4 x 1 MiB per flow")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "incast_mix.toml")
+        incast_mix(path)
+        mix = []
+        for cc in ("none", "dcqcn"):
+            mix += [net("ecmp", "gbn", True, cc, count=2, topology_file=path,
+                        victims_of=INCAST_TARGET),
+                    net("ecmp", "sr", False, cc, count=2, topology_file=path,
+                        victims_of=INCAST_TARGET)]
+    headline(mix, "Permutation + 12-to-1 incast into l1h1 (ECMP), 2 x 1 MiB per flow")
 
 
 if __name__ == "__main__":

@@ -169,14 +169,17 @@ def test_sr_on_a_clean_link_is_as_fast_as_gbn():
     assert _goodput("sr", 0.0) >= 0.97 * _goodput("gbn", 0.0)
 
 
-def test_reordering_below_the_threshold_causes_no_spurious_retransmission():
+@pytest.mark.parametrize("rule", ["dupthresh", "rack"])
+def test_reordering_below_the_threshold_causes_no_spurious_retransmission(rule):
     """Frames delayed by less than DUPTHRESH packet times (4 KiB at 100 Gb/s: 330 ns) arrive
-    at most DUPTHRESH - 1 places late: none may be declared lost."""
+    at most DUPTHRESH - 1 places late: none may be declared lost (by either loss rule: the
+    time-based one's first window, a quarter of the min RTT, is wider)."""
     from roce.emu import LinkConfig
     from roce.emu.selective import DUPTHRESH
 
     link = LinkConfig(reorder=0.2, reorder_jitter_ns=330 * (DUPTHRESH - 1))
-    p = pair(recovery="sr", mtu=4096, size=1 << 20, config=link, reverse=LinkConfig(), seed=5)
+    p = pair(recovery=RecoveryConfig("sr", loss_rule=rule), mtu=4096, size=1 << 20,
+             config=link, reverse=LinkConfig(), seed=5)
     for i in range(4):
         p.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_WRITE,
                               sg_list=[p.src.sge(i << 18, 1 << 18)],

@@ -291,3 +291,23 @@ def test_refused_options_are_emulate_options():
     (a renamed option would otherwise slip through, silently ignored by every run)."""
     dests = {a.dest for a in emulate_parser()._actions}
     assert set(sweep.NOT_SWEPT) <= dests
+
+
+def test_resume_reuses_rows_only_under_the_same_fixed_options(tmp_path: Path):
+    out = tmp_path / "fixed.csv"
+    grid = ["--grid", "loss=0,0.02"]
+    r = roce("sweep", *grid, "--size", "16K", "--count", "2", "-o", str(out), "-j", "1")
+    assert r.returncode == 0, r.stderr
+    first = rows_of(out)
+    assert [row["fixed"] for row in first] == ["--count=2 --size=16384"] * 2
+    # the same grid with another fixed size is another pair of runs, not a resume
+    r = roce("sweep", *grid, "--size", "32K", "--count", "2", "-o", str(out), "-j", "1")
+    assert r.returncode == 0, r.stderr
+    assert "2 runs, 0 already in" in r.stderr and "2 rows of other" in r.stderr
+    rows = rows_of(out)
+    assert len(rows) == 4
+    assert rows[:2] == first  # the earlier rows kept, in front
+    assert {row["scenario.size"] for row in rows[2:]} == {str(32 << 10)}
+    # and the first fixed options again find their rows
+    r = roce("sweep", *grid, "--count", "2", "--size", "16K", "-o", str(out), "-j", "1")
+    assert "2 already in" in r.stderr and "0 to run" in r.stderr

@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from roce import OPCODES
 from roce.cli import main
 from roce.pcapio import PcapWriter, open_capture
 from roce.wire.replay_cli import Rewrite
+from roce.wire.send_cli import CHUNK
 
 TCPDUMP = shutil.which("tcpdump")
 ROCE_FILTER = "udp port 4791 or ether proto 0x8915"
@@ -195,6 +197,46 @@ def test_send_command_count_and_pacing(wire, tmp_path):
     # here; the replay tests hold rates to 10% over thousands of frames
     rate = _rate([ts for _, ts in by_tcpdump])
     assert 1500 < rate < 2500, rate
+
+
+def test_send_streams_its_frames_in_chunks(wire, tmp_path):
+    """More frames than one chunk (``send_cli.CHUNK``): every frame arrives once, in order,
+    with its PSN; -w saves all of them on one schedule; -v numbers them straight through."""
+    n = 2 * CHUNK + 17
+    argv = ["rc-send-only", "--dqpn", "0x43", "--psn", "0xfffff0", "--payload-size", "32",
+            "--count", str(n)]
+    saved = tmp_path / "sent.pcap"
+    with captures(wire, tmp_path, n, sniff=False) as cap:
+        res = wire.run(wire.ns_a, wire.roce("send", *argv, "--pps", "100000", "-v", "-w",
+                                            str(saved), "-i", wire.if_a))
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.splitlines()[-1].startswith(f"sent {n} frames")
+        (got,) = cap.frames()
+    psns = [roce.parse(f).fields()["bth.psn"] for f, _ in got]
+    assert psns == [(0xFFFFF0 + i) & 0xFFFFFF for i in range(n)]
+    with open_capture(saved) as reader:
+        kept = [(f.data, f.ts_ns) for f in reader]
+    assert [f for f, _ in kept] == [f for f, _ in got]
+    assert {b[1] - a[1] for a, b in zip(kept, kept[1:])} == {10_000}  # 100,000 pps
+    numbers = [int(line.split()[0]) for line in res.stdout.splitlines()[:-1]]
+    assert numbers == list(range(1, n + 1))
+
+
+def test_send_memory_does_not_follow_count(wire):
+    """Peak memory of ``roce send --count N`` is the same for 10,000 and 200,000 frames
+    (frames are built, sent and saved a chunk at a time)."""
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
+             "stdout=subprocess.DEVNULL); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    peaks = []
+    for count in (10_000, 200_000):
+        res = wire.run(wire.ns_a, [sys.executable, "-c", probe, *wire.roce(
+            "send", "rc-send-only", "--payload-size", "64", "--count", str(count), "-i",
+            wire.if_a)], timeout=120)
+        assert res.returncode == 0, res.stderr
+        peaks.append(int(res.stdout) / 1024)  # MiB
+    # all 200,000 frames at once would take ~60 MiB more (bytes, one buffer, iovecs, headers)
+    assert peaks[1] - peaks[0] < 8, peaks
 
 
 @pytest.mark.parametrize("backend", ["packet", "scapy"])

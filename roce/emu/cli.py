@@ -33,6 +33,7 @@ from ..options import (
 from .cc import cli as cc_cli
 from .net import cli as net_cli
 from .record import pcap_writer
+from .recovery import LOSS_RULES
 from .scenario import OPS, Scenario, emit, run_scenario
 
 
@@ -53,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recovery", choices=("gbn", "sr"), default="gbn",
                    help="loss recovery: gbn (go-back-N, rxe; default) or sr (IRN selective "
                         "repeat)")
+    p.add_argument("--loss-rule", choices=LOSS_RULES, default=LOSS_RULES[0],
+                   help="--recovery sr: how a PSN is found lost: rack (time-based, RFC 8985; "
+                        "default) or dupthresh (IRN's count of PSNs acknowledged above it)")
     p.add_argument("--seed", type=parse_seed, default=0)
     p.add_argument("--psn", type=parse_psn, default=0, help="first PSN of each QP")
     p.add_argument("--timeout", type=parse_timeout, default=None,
@@ -120,7 +124,8 @@ def simulate(args: argparse.Namespace) -> Any:
                   seed=args.seed, psn=args.psn & 0xFFFFFF,
                   timeout=12 if args.timeout is None else args.timeout,
                   retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry,
-                  qp_type=getattr(args, "qp_type", "rc"), recovery=args.recovery)
+                  qp_type=getattr(args, "qp_type", "rc"), recovery=args.recovery,
+                  loss_rule=getattr(args, "loss_rule", LOSS_RULES[0]))
     sc.check(sides=2)  # before the pcap is created: a refused run leaves no file behind
     with pcap_writer(args.pcap) as writer:
         progress = None

@@ -9,7 +9,9 @@ Selective repeat follows IRN (Mittal et al., "Revisiting Network Support for RDM
 - two retransmission timeouts: ``rto_low_ns`` while at most ``rto_n`` packets are in flight,
   ``rto_high_ns`` otherwise (IRN's defaults: 100 us, 320 us, N = 3);
 - BDP flow control: at most ``bdp_packets`` PSNs between the oldest unacknowledged one and the
-  next new one.
+  next new one;
+- the loss rule (``loss_rule``): ``rack``, time-based (RFC 8985; ``roce.emu.rack``), robust to
+  multipath reordering; or ``dupthresh``, IRN's / TCP's count of PSNs acknowledged above a hole.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from dataclasses import dataclass
 from ..errors import UsageError
 
 MODES = ("gbn", "sr")
+# selective repeat's loss rule: time-based (RFC 8985 RACK, ``roce.emu.rack``; the default) or
+# IRN's / TCP's packet count (a PSN is lost once ``DUPTHRESH`` PSNs above it were acknowledged)
+LOSS_RULES = ("rack", "dupthresh")
 
 RTO_LOW_NS = 100_000  # IRN section 4.1 defaults
 RTO_HIGH_NS = 320_000
@@ -36,11 +41,15 @@ class RecoveryConfig:
     rto_high_ns: int = RTO_HIGH_NS
     rto_n: int = RTO_N
     bdp_packets: int | None = None  # None: the rxe window (MAX_UNACKED_PSNS) only
+    loss_rule: str = "rack"  # sr only: one of LOSS_RULES
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise RecoveryError(f"recovery mode {self.mode!r}: choose one of "
                                 f"{', '.join(MODES)}")
+        if self.loss_rule not in LOSS_RULES:
+            raise RecoveryError(f"loss rule {self.loss_rule!r}: choose one of "
+                                f"{', '.join(LOSS_RULES)}")
         if self.rto_low_ns <= 0 or self.rto_high_ns < self.rto_low_ns or self.rto_n < 0:
             raise RecoveryError("recovery timeouts need 0 < rto_low_ns <= rto_high_ns and "
                                 "rto_n >= 0")
@@ -66,9 +75,10 @@ def bdp_packets(rate_gbps: float, rtt_ns: int, mtu: int) -> int:
     return max(2, -(-int(rate_gbps * rtt_ns) // (8 * mtu)))
 
 
-def configure(mode: str | RecoveryConfig | None = "gbn", **knobs: int | None) -> RecoveryConfig:
+def configure(mode: str | RecoveryConfig | None = "gbn",
+              **knobs: int | str | None) -> RecoveryConfig:
     """A config from a mode name and knobs (``rto_low_ns``, ``rto_high_ns``, ``rto_n``,
-    ``bdp_packets``), or a ready config."""
+    ``bdp_packets``, ``loss_rule``), or a ready config."""
     if isinstance(mode, RecoveryConfig):
         return mode
     try:

@@ -106,6 +106,7 @@ class Scenario(Workload):
     corrupt: float = 0.0
     time_limit_ns: int = 600_000_000_000
     recovery: str = "gbn"  # gbn | sr (roce.emu.recovery)
+    loss_rule: str = "rack"  # sr's loss rule: rack | dupthresh (roce.emu.recovery)
 
 
 @dataclass
@@ -166,7 +167,7 @@ class Summary:
             f"virtual time  {self.virtual_ns / 1e6:.3f} ms",
             f"goodput       {self.goodput_gbps:.3f} Gb/s",
             f"packets       {self.packets} ({self.retransmitted} retransmitted)",
-            f"recovery      {s.get('recovery', 'gbn')}: {self.selective_retransmitted} "
+            f"recovery      {recovery_name(s)}: {self.selective_retransmitted} "
             f"selective, {self.retransmitted - self.selective_retransmitted} go-back, "
             f"{self.spurious_retransmissions} spurious; {self.ooo_accepted} out-of-order "
             f"accepted, {self.selective_naks} selective NAKs",
@@ -179,6 +180,12 @@ class Summary:
         if not self.finished:
             lines.append(f"WARNING       {self.stopped}")
         return "\n".join(lines)
+
+
+def recovery_name(scenario: dict[str, Any]) -> str:
+    """The recovery mode as the summary shows it: ``gbn``, or ``sr`` with its loss rule."""
+    mode = scenario.get("recovery", "gbn")
+    return f"{mode} ({scenario.get('loss_rule', 'rack')})" if mode == "sr" else mode
 
 
 def emit(summary: Any, fmt: str, pcap: str | None) -> int:
@@ -352,7 +359,7 @@ def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
     frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
     bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)
     for ctx in contexts:
-        ctx.set_recovery(sc.recovery, bdp_packets=bdp)
+        ctx.set_recovery(sc.recovery, bdp_packets=bdp, loss_rule=sc.loss_rule)
 
 
 def add_qp_counts(s: Any, naks: Counter, qps: list) -> None:

@@ -13,9 +13,11 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   with a selective NAK: AETH NAK PSN sequence error, BTH PSN = ePSN (the cumulative
   acknowledgement, as plain RoCE), AETH MSN = the PSN that arrived out of order.  When ePSN
   arrives the held packets run in PSN order, so execution, MSN and completions stay in order.
-- Requester: a scoreboard of selectively acknowledged PSNs; a PSN is declared lost once
-  ``DUPTHRESH`` PSNs above it were acknowledged (IRN declares it at once, i.e. 1; 3 is TCP's
-  RFC 6675 rule and absorbs multipath reordering), and only lost PSNs are resent.  A timeout
+- Requester: a scoreboard of selectively acknowledged PSNs; only PSNs found lost are resent.
+  The loss rule is the config's ``loss_rule``: ``rack`` (default), time-based (RFC 8985,
+  ``roce.emu.rack``; the ``reorder`` timer fires it when no acknowledgement follows), or
+  ``dupthresh``: lost once ``DUPTHRESH`` PSNs above it were acknowledged (IRN declares it at
+  once, i.e. 1; 3 is TCP's RFC 6675 rule and absorbs some multipath reordering).  A timeout
   (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
   BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
 - READ responses are placed as they arrive and the READ completes once all have; RNR NAKs and
@@ -43,6 +45,7 @@ from .constants import MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, QPState, WCOpcode
 from .constants import WCStatus as St
 from .memory import AccessError
 from .placement import _REMOTE_WRITE
+from .rack import Rack
 from .requester import Requester
 from .responder import _ACK_ROW, RNR, Reject, Responder
 from .wire import Incoming, select
@@ -72,27 +75,48 @@ class SRRequester(Requester):
         self.dupthresh = DUPTHRESH
         self.resent: set[int] = set()  # PSNs retransmitted and not yet acknowledged
         self.holes: set[int] = set()  # PSNs a selective NAK named as the responder's ePSN
+        # the time-based loss rule (RFC 8985), or None for the packet-count rule (IRN, TCP)
+        self.rack: Rack | None = Rack() if cfg.loss_rule == "rack" else None
+        self.reo_at: int | None = None  # the ``reorder`` timer: a candidate's window ends
+        self.acked_to = self.una  # una when the send record was last brought up to date
+        self.now = 0  # the time of the current pump (when ``_send_packet`` sends)
+
+    def reset(self, sq_psn: int) -> None:
+        super().reset(sq_psn)
+        self.acked_to = self.una
+
+    def clear(self) -> None:
+        super().clear()
+        self.reo_at = None
 
     # -- scoreboard ---------------------------------------------------------------------
 
     def in_flight(self) -> int:
         return psn_diff(self.psn, self.una) - len(self.sacked)
 
-    def _unit(self, psn: int) -> int | None:
-        """The PSN to resend for ``psn``: itself, or for a READ its first missing response."""
+    def _unit(self, psn: int) -> tuple[int, bool] | None:
+        """The PSN to resend for ``psn``: itself, or for a READ its first missing response;
+        and whether it asks for an answer (a READ or atomic)."""
         for wqe in self.sq:
             if wqe.first_psn < 0:
                 return None
             off = psn_diff(psn, wqe.first_psn)
             if 0 <= off < wqe.npsn:
                 if wqe.operation is Operation.RDMA_READ:
-                    return (wqe.first_psn + wqe.read_next) & PSN_MASK
-                return psn
+                    return (wqe.first_psn + wqe.read_next) & PSN_MASK, True
+                return psn, wqe.rd_atomic
         return None
 
     def _queue(self, psn: int) -> None:
-        unit = self._unit(psn)
-        if unit is not None and unit not in self.queued and unit not in self.sacked:
+        found = self._unit(psn)
+        if found is None:
+            return
+        unit, asks = found
+        if asks:
+            # a selective NAK says the request arrived, not that its answer came back (it
+            # may be lost): a READ or atomic is resent whenever found missing
+            self.sacked.discard(unit)
+        if unit not in self.queued and unit not in self.sacked:
             self.queued.add(unit)
             self.rtx.append(unit)
 
@@ -102,6 +126,16 @@ class SRRequester(Requester):
         if psn_diff(ooo, cum) <= 0 or self.high is None or psn_diff(ooo, self.high) > 0:
             return
         self.holes.add(cum)  # the responder's ePSN: certainly missing there just now
+        rack = self.rack
+        if rack is not None:
+            if ooo in self.sacked:  # it arrived twice (a D-SACK): resent for nothing?
+                if ooo in self.resent:
+                    rack.on_spurious(now)
+                return
+            self.sacked.add(ooo)
+            rack.on_ack((ooo,), now, self.resent)
+            self._detect(now)
+            return
         self.sacked.add(ooo)
         above = sorted((psn_diff(p, cum) for p in self.sacked), reverse=True)
         if len(above) < self.dupthresh:
@@ -114,6 +148,14 @@ class SRRequester(Requester):
                 self._queue(p)
         self.mark = (cum + max(start, lost_below)) & PSN_MASK
 
+    def _detect(self, now: int) -> None:
+        """The time-based rule (``roce.emu.rack``): queue what it finds lost, arm the
+        ``reorder`` timer for the next candidate."""
+        rack = self.rack
+        for psn in rack.lost(now, self.queued):
+            self._queue(psn)
+        self.reo_at = rack.deadline
+
     def _reordered(self, psn: int) -> None:
         """``psn``'s first transmission arrived after later PSNs: the path reorders by that
         many packets; tolerate it from now on (as Linux TCP's reordering metric)."""
@@ -124,6 +166,7 @@ class SRRequester(Requester):
     # -- transmission -------------------------------------------------------------------
 
     def pump(self, now: int) -> None:
+        self.now = now
         qp = self.qp
         if qp.state != QPState.IBV_QPS_RTS or self.rnr_until is not None:
             return
@@ -150,6 +193,11 @@ class SRRequester(Requester):
                 self.resent.add(psn)
                 self._send_packet(wqe, 0 if wqe.rd_atomic else off, psn)
                 return
+
+    def _send_packet(self, wqe: SendWQE, index: int, psn: int) -> None:
+        super()._send_packet(wqe, index, psn)
+        if self.rack is not None:
+            self.rack.on_send(psn, self.now)
 
     def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
                   nbytes: int) -> tuple[Opcode, dict | None]:
@@ -193,12 +241,37 @@ class SRRequester(Requester):
     def timers(self) -> dict[str, int]:
         if self.rnr_until is not None:
             return {"rnr": self.rnr_until}
-        return {} if self.timer is None else {"rto": self.timer}
+        t = {} if self.timer is None else {"rto": self.timer}
+        if self.reo_at is not None:
+            t["reorder"] = self.reo_at
+        return t
+
+    def deadline(self) -> int | None:
+        if self.rnr_until is not None:
+            return self.rnr_until
+        reo, rto = self.reo_at, self.timer
+        if reo is None or rto is not None and rto < reo:
+            return rto
+        return reo
+
+    def on_timer(self, now: int) -> None:
+        reo = self.reo_at
+        if reo is not None and now >= reo and self.rnr_until is None:
+            self.reo_at = None
+            self._detect(now)
+        super().on_timer(now)
 
     def progress(self, now: int) -> None:
         self.reset_retries()
         self.retrying = None
         una = self.una
+        rack = self.rack
+        if rack is not None:
+            n = psn_diff(una, self.acked_to)
+            if n > 0:
+                start = self.acked_to
+                rack.on_ack(((start + i) & PSN_MASK for i in range(n)), now, self.resent)
+            self.acked_to = una
         if self.sacked:
             for p in self.holes:
                 if psn_diff(p, una) < 0 and p not in self.resent:
@@ -214,6 +287,8 @@ class SRRequester(Requester):
             self.timer = None
         else:
             self.timer = now + self.cfg.rto_ns(self.in_flight())
+        if rack is not None:
+            self._detect(now)
 
     def rewind(self, psn: int) -> None:
         """Go back (an RNR NAK): the scoreboard starts over."""
@@ -221,12 +296,19 @@ class SRRequester(Requester):
         self.queued.clear()
         self.sacked.clear()
         self.mark = None
+        self._forget()
         super().rewind(psn)
+
+    def _forget(self) -> None:
+        if self.rack is not None:
+            self.rack.forget()
+        self.reo_at = None
 
     def flush(self) -> None:
         self.rtx.clear()
         self.queued.clear()
         self.sacked.clear()
+        self._forget()
         super().flush()
 
 

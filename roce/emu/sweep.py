@@ -35,6 +35,7 @@ NOT_SWEPT = ("format", "pcap", "trace", "tap", "no_progress", "listen", "connect
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 ERROR = "error"  # the column naming why a run failed ("" when it did not)
+FIXED = "fixed"  # the column holding the options every run of the sweep shared (fixed_text)
 CPU = "run_cpu_s"  # CPU seconds of the run in its worker (setup and summary included)
 
 
@@ -144,10 +145,27 @@ def run_seed(base: int, point: Mapping[str, Any]) -> int:
     return int(point["seed"]) if "seed" in point else derive_seed(base, point)
 
 
-def key(point: Mapping[str, Any], seed: Any) -> tuple[str, ...]:
-    """What identifies a row for resuming: the grid point and the seed, as text (a CSV
-    gives text back, Parquet typed values: both compare equal this way)."""
-    return (*(f"{k}={v}" for k, v in sorted(point.items())), f"seed={seed}")
+def fixed_text(parser: argparse.ArgumentParser, fixed: Mapping[str, Any]) -> str:
+    """The options every run shares, as one canonical text (``--count=4 --size=262144``):
+    long names sorted, values as converted; the base ``--seed`` is left out (each row's
+    seed column already depends on it).  A row computed under other fixed options is not
+    the same run, so this text is part of the resume key."""
+    names = {a.dest: long_name(a) for a in parser._actions if a.option_strings}
+    words = []
+    for dest, value in fixed.items():
+        if dest == "seed":
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            words.append(f"--{names.get(dest, dest)}={v}")
+    return " ".join(sorted(words))
+
+
+def key(point: Mapping[str, Any], seed: Any, fixed: Any = "") -> tuple[str, ...]:
+    """What identifies a row for resuming: the grid point, the seed and the fixed options,
+    as text (a CSV gives text back, Parquet typed values: both compare equal this way; an
+    empty cell reads back as None from Parquet)."""
+    return (*(f"{k}={v}" for k, v in sorted(point.items())), f"seed={seed}",
+            f"fixed={fixed or ''}")
 
 
 def run_options(base: argparse.Namespace, params: Sequence[Param], point: Mapping[str, Any],
@@ -202,5 +220,5 @@ def measure(simulate: Callable[[argparse.Namespace], Any], opts: dict[str, Any],
     return metrics
 
 
-__all__ = ["CPU", "ERROR", "Param", "derive_seed", "flatten", "key", "measure", "parse_grid",
-           "points", "run_options", "run_seed"]
+__all__ = ["CPU", "ERROR", "FIXED", "Param", "derive_seed", "fixed_text", "flatten", "key",
+           "measure", "parse_grid", "points", "run_options", "run_seed"]

@@ -67,8 +67,9 @@ def _load_toml(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return doc.get("grid", {}), doc.get("options", {})
 
 
-def plan(args: argparse.Namespace) -> tuple[list[sweep.Param], argparse.Namespace, int]:
-    """The grid, the emulate options every run shares, the base seed; all checked."""
+def plan(args: argparse.Namespace) -> tuple[list[sweep.Param], argparse.Namespace, int, str]:
+    """The grid, the emulate options every run shares (as a namespace, and as the text of
+    the ones given: ``sweep.fixed_text``), the base seed; all checked."""
     parser = emulate_parser()
     opts = sweep.options(parser)
     files = [g for g in args.grid if "=" not in g and g.endswith(".toml")]
@@ -98,7 +99,7 @@ def plan(args: argparse.Namespace) -> tuple[list[sweep.Param], argparse.Namespac
     base = parser.parse_args([])
     for dest, v in fixed.items():
         setattr(base, dest, v)
-    return params, base, int(base.seed)
+    return params, base, int(base.seed), sweep.fixed_text(parser, fixed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("-j must be 1 or more")
-    params, base, base_seed = plan(args)
+    params, base, base_seed, fixed = plan(args)
     sweep_table.table_format(args.output)
     if args.plot:
         from ..plot.figure import output_format
@@ -123,20 +124,24 @@ def run(args: argparse.Namespace) -> int:
 
     pts = sweep.points(params)
     seeds = [sweep.run_seed(base_seed, pt) for pt in pts]
-    keys = [sweep.key(pt, s) for pt, s in zip(pts, seeds)]
+    keys = [sweep.key(pt, s, fixed) for pt, s in zip(pts, seeds)]
     index = {k: i for i, k in enumerate(keys)}
     old = sweep_table.read(args.output)
     slots: list[dict[str, Any] | None] = [None] * len(pts)
-    stale: list[dict[str, Any]] = []  # rows of points not in this grid: kept, in front
+    # rows of points not in this grid, or run under other fixed options: kept, in front
+    stale: list[dict[str, Any]] = []
     for r in old:
-        i = index.get(sweep.key({n: r.get(n) for n in names}, r.get("seed")))
+        i = index.get(sweep.key({n: r.get(n) for n in names}, r.get("seed"),
+                                r.get(sweep.FIXED)))
         if i is None or slots[i] is not None:
             stale.append(r)
         else:
             slots[i] = r
     todo = [i for i, r in enumerate(slots) if r is None]
     print(f"roce sweep: {len(pts)} runs, {len(pts) - len(todo)} already in {args.output}, "
-          f"{len(todo)} to run", file=sys.stderr)
+          f"{len(todo)} to run"
+          + (f"; {len(stale)} rows of other grid points or fixed options kept as they are"
+             if stale else ""), file=sys.stderr)
 
     stop_after = int(os.environ.get(STOP_AFTER, "0") or 0)
     every = float(os.environ.get(SAVE_EVERY, "1") or 1)
@@ -151,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     def on_result(j: int, metrics: dict[str, Any]) -> None:
         nonlocal done
         i = todo[j]
-        slots[i] = {**pts[i], "seed": seeds[i], **metrics}
+        slots[i] = {**pts[i], "seed": seeds[i], sweep.FIXED: fixed, **metrics}
         done += 1
         if time.monotonic() - last_save >= every:
             save()

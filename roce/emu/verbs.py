@@ -65,10 +65,11 @@ class Context:
         self.device.kick()  # the driver picks it up for QPs that have not sent yet
         return self.cc_config
 
-    def set_recovery(self, mode: Any = "sr", **knobs: int | None) -> Any:
+    def set_recovery(self, mode: Any = "sr", **knobs: int | str | None) -> Any:
         """Loss recovery for the QPs this device creates from now on (``roce.emu.recovery``):
         ``gbn`` (rxe's go-back-N, the default) or ``sr`` (IRN selective repeat) with knobs
-        ``rto_low_ns``, ``rto_high_ns``, ``rto_n``, ``bdp_packets``; or a ``RecoveryConfig``."""
+        ``rto_low_ns``, ``rto_high_ns``, ``rto_n``, ``bdp_packets``, ``loss_rule`` (``rack``
+        or ``dupthresh``); or a ``RecoveryConfig``."""
         from .recovery import configure
 
         self.device.recovery = configure(mode, **knobs)
@@ -227,7 +228,7 @@ class QP:
         return self.core.cc_config
 
 
-    def set_recovery(self, mode: Any = "sr", **knobs: int | None) -> Any:
+    def set_recovery(self, mode: Any = "sr", **knobs: int | str | None) -> Any:
         """This QP's loss recovery (see ``Context.set_recovery``); in RESET only: both ends
         must agree before the first packet."""
         from .recovery import configure

@@ -341,8 +341,12 @@ class Report(NamedTuple):
 
 
 def send_paced(sender: iface.Sender, batch: iface.FrameBatch, offsets: Sequence[int],
-               period: int, loops: int | None, lead_ns: int = 2_000_000) -> Report:
+               period: int, loops: int | None, lead_ns: int = 2_000_000,
+               start_ns: int | None = None) -> Report:
     """Send ``batch`` on schedule ``offsets`` (ns), ``loops`` times (None: until Ctrl-C).
+
+    The schedule starts ``lead_ns`` from now, or at ``start_ns`` (monotonic ns) when given:
+    a run sent in several batches keeps one schedule.
 
     One frame due: one ``send``.  Several due (a slow wake-up, a high rate): they go in one
     ``send_many`` and each counts its own lateness.  The loop body is kept flat because at
@@ -358,7 +362,7 @@ def send_paced(sender: iface.Sender, batch: iface.FrameBatch, offsets: Sequence[
     send, send_many = sender.send, sender.send_many
     sent = nbytes = failed = 0
     total_err = worst = count = 0
-    start = clock() + lead_ns
+    start = clock() + lead_ns if start_ns is None else start_ns
     first = last = 0
     loop = 0
     interrupted = False

@@ -22,10 +22,13 @@ refused (longer than its MTU allows); 130 interrupted (the report is still print
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import sys
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
 
 from roce.options import parse_positive, parse_rate, parse_seconds
 from roce.pcapio import CaptureError, open_capture
@@ -40,12 +43,15 @@ from .craft_cli import (
     frame_options_given,
     frame_times,
     iter_packets,
+    open_writer,
     print_lines,
-    write_frames,
+    written,
 )
-from .replay_cli import send_paced, send_topspeed, to_ethernet
+from .replay_cli import Report, send_paced, send_topspeed, to_ethernet
 
 NS = 1_000_000_000
+CHUNK = 4096  # frames built, sent and saved at a time: memory follows this, not --count
+LEAD_NS = 2_000_000  # a paced run's first frame is due this long after the start
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +78,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="AF_PACKET socket (auto) or Scapy's L2 socket")
 
 
-def _frames(args: argparse.Namespace) -> Iterable[bytes]:
+class _Skipped:
+    """Frames of a capture left out because their link type cannot be sent as Ethernet."""
+
+    count = 0
+
+
+def _frames(args: argparse.Namespace, skipped: _Skipped) -> Iterator[bytes]:
+    """The frames to send, built or read lazily (checked for usage errors first)."""
     if args.read_file is not None:
         if args.opcode is not None:
             raise UsageError("give an OPCODE to craft or -r FILE, not both")
@@ -80,22 +93,21 @@ def _frames(args: argparse.Namespace) -> Iterable[bytes]:
         if given:
             raise UsageError(f"{given[0]} describes crafted frames; with -r the capture's "
                              "frames are sent as they are (roce replay rewrites)")
-        out = []
-        skipped = 0
-        with open_capture(args.read_file) as reader:
-            for f in itertools.islice(reader, args.count):
-                eth = to_ethernet(f.data, f.linktype)
-                if eth is None:
-                    skipped += 1
-                else:
-                    out.append(eth)
-        if skipped:
-            print(f"roce send: warning: {skipped} frames of a link type that cannot be sent "
-                  "as Ethernet were left out", file=sys.stderr)
-        return out
+        reader = open_capture(args.read_file)  # an unreadable file fails here, before sending
+        return _capture_frames(reader, args.count, skipped)
     if args.opcode is None:
         raise UsageError("give an OPCODE to craft, or -r FILE")
     return (p.to_bytes() for p in iter_packets(args, args.count or 1))
+
+
+def _capture_frames(reader: Any, count: int | None, skipped: _Skipped) -> Iterator[bytes]:
+    with reader:
+        for f in itertools.islice(reader, count):
+            eth = to_ethernet(f.data, f.linktype)
+            if eth is None:
+                skipped.count += 1
+            else:
+                yield eth
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,41 +119,85 @@ def run(args: argparse.Namespace) -> int:
         return fail("send", InputError(str(exc)))
 
 
+def _one_after_another(frames: deque[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
+    """The -v lines' input: the describer asks for one frame per line and is asked for
+    exactly as many lines as frames were queued, so the queue is never empty here."""
+    while True:
+        yield frames.popleft()
+
+
 def _run(args: argparse.Namespace) -> int:
     if not args.interface:
         raise UsageError("-i IFACE is required: nothing is sent without an explicit interface")
-    crafted = _frames(args)  # usage errors first, before touching the interface
-    iface.check_interface(args.interface)  # and a missing one before --count frames are built
-    frames = list(crafted)
-    if not frames:
-        print("roce send: nothing to send", file=sys.stderr)
-        return 0
+    skipped = _Skipped()
+    frames = _frames(args, skipped)  # usage errors first, before touching the interface
+    iface.check_interface(args.interface)  # and a missing one before any frame is built
     gap = args.interval if args.interval is not None else (
         1 / args.pps if args.pps is not None else None)
-    sender = iface.open_sender(args.interface, args.backend)
     wall = time.time_ns()
-    with sender, iface.stop_on_sigterm():
-        batch = iface.FrameBatch(frames)
-        t0 = time.monotonic()
-        if gap is None:
-            rep = send_topspeed(sender, batch, 1)
-        else:
-            offsets = [round(i * gap * NS) for i in range(len(frames))]
-            rep = send_paced(sender, batch, offsets, 0, 1)
+    if args.read_file is None:  # a crafted run's last timestamp is known: check it now
+        frame_times(args.count or 1, gap or 0, wall)
+    step = round((gap or 0) * NS)
+    chunks = iter(lambda: list(itertools.islice(frames, CHUNK)), [])
+    first = next(chunks, [])
+    if not first:
+        print("roce send: nothing to send", file=sys.stderr)
+        return 0
+    queued: deque[tuple[bytes, int]] = deque()
+    lines = describe(_one_after_another(queued)) if args.verbose else None
+    writer = open_writer(args.write, args.pcapng) if args.write is not None else None
+    reports: list[Report] = []
+    longest = 0
+    broken: CaptureError | None = None
+    sender = iface.open_sender(args.interface, args.backend)
+    start = time.monotonic_ns() + LEAD_NS  # one schedule for every chunk
+    t0 = time.monotonic()
+    index = 0
+    with sender, iface.stop_on_sigterm(), writer or contextlib.nullcontext():
+        try:
+            for chunk in itertools.chain([first], chunks):
+                batch = iface.FrameBatch(chunk)
+                if gap is None:
+                    rep = send_topspeed(sender, batch, 1)
+                else:
+                    offsets = [round((index + i) * gap * NS) for i in range(len(chunk))]
+                    rep = send_paced(sender, batch, offsets, 0, 1, start_ns=start)
+                reports.append(rep)
+                longest = max(longest, max(map(len, chunk)))
+                stamped = [(f, wall + (index + i) * step) for i, f in enumerate(chunk)]
+                index += len(chunk)
+                if writer is not None:
+                    for _ in written(writer, args.write, stamped):
+                        pass
+                if lines is not None:
+                    queued.extend(stamped)
+                    print_lines(itertools.islice(lines, len(stamped)), sys.stdout)
+                if rep.interrupted:
+                    break
+        except KeyboardInterrupt:  # between two chunks: what was sent is reported
+            reports.append(Report(0, 0, 0, 0, 0, None, True))
+        except CaptureError as exc:  # a capture broken part way: report what went, then fail
+            broken = exc
         elapsed = time.monotonic() - t0
-    stamped = list(zip(frames, frame_times(len(frames), gap or 0, wall)))
-    if args.write is not None:
-        write_frames(args.write, stamped, args.pcapng)
-    if args.verbose:
-        print_lines(describe(stamped), sys.stdout)
+    if skipped.count:
+        print(f"roce send: warning: {skipped.count} frames of a link type that cannot be sent "
+              "as Ethernet were left out", file=sys.stderr)
+    sent = sum(r.sent for r in reports)
+    failed = sum(r.failed for r in reports)
+    timed = [r for r in reports if r.sent or r.failed]
+    rep = Report(sent, sum(r.nbytes for r in reports), failed, timed[0].first_ns if timed else 0,
+                 timed[-1].last_ns if timed else 0, None, any(r.interrupted for r in reports))
     text = (f"sent {rep.sent} frames ({rep.nbytes} bytes) on {args.interface} in "
             f"{elapsed:.3f} s")
     if rep.sent > 1:
         text += f"; {rep.pps:.0f} pps, {rep.mbps:.2f} Mb/s"
     print(text)
+    if broken is not None:
+        print(f"roce send: {broken} (after {index} frames)", file=sys.stderr)
     if rep.failed:
-        print(f"roce send: {args.interface} refused {rep.failed} of {len(frames)} frames "
-              f"({max(map(len, frames))} bytes; MTU {sender.mtu})", file=sys.stderr)
+        print(f"roce send: {args.interface} refused {rep.failed} of {index} frames "
+              f"({longest} bytes; MTU {sender.mtu})", file=sys.stderr)
+    if broken is not None or rep.failed:
         return 2
     return 130 if rep.interrupted else 0
 

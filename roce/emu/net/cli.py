@@ -64,7 +64,8 @@ def scenario(args: argparse.Namespace) -> Any:
         rnr_retry=args.rnr_retry, topology=args.topology, topology_file=args.topology_file,
         traffic=args.traffic, buffer=args.buffer, ecn=args.ecn, pfc=args.pfc == "on",
         lb=args.lb, storm=list(args.pfc_storm), cc=cc_cli.config(args, args.rate),
-        recovery=getattr(args, "recovery", "gbn"))
+        recovery=getattr(args, "recovery", "gbn"),
+        loss_rule=getattr(args, "loss_rule", "rack"))
 
 
 def simulate(args: argparse.Namespace) -> Any:

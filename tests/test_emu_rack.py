@@ -1,0 +1,200 @@
+"""Selective repeat's time-based loss rule (RACK, RFC 8985; roce.emu.rack): the rule on
+hand-built acknowledgement sequences, the window growing after a spurious retransmission, the
+``reorder`` timer of the scoreboard, and multipath spraying without spurious resends."""
+
+from __future__ import annotations
+
+import pytest
+from emu_helpers import pair, poll_all
+
+from roce.emu import LinkConfig, SendWR, WROpcode
+from roce.emu.net.runner import NetRun, NetScenario
+from roce.emu.rack import Rack
+from roce.emu.recovery import LOSS_RULES, RecoveryConfig, RecoveryError, configure
+
+RTT = 1000  # ns, the round trip of the hand-built sequences
+
+
+def _sent(times: list[int]) -> Rack:
+    """A Rack that sent PSN i at ``times[i]``."""
+    r = Rack()
+    for psn, t in enumerate(times):
+        r.on_send(psn, t)
+    return r
+
+
+def test_a_psn_is_lost_only_after_the_reordering_window():
+    r = _sent([0, 10, 20, 30, 40])
+    r.on_ack([0], RTT, ())  # in order: the first sample
+    assert (r.min_rtt, r.reo_wnd()) == (RTT, RTT // 4)
+    r.on_ack([2], 20 + RTT, ())  # a selective acknowledgement past PSN 1
+    due = 10 + RTT + RTT // 4  # PSN 1's send time + the reference's RTT + reo_wnd
+    assert r.lost(due - 1, ()) == [] and r.deadline == due
+    assert r.lost(due, ()) == [1]
+    assert r.lost(due, {1}) == [] and r.deadline is None  # queued already: skipped
+
+
+def test_reordering_inside_the_window_is_not_declared_lost():
+    r = _sent([0, 10, 20, 30, 40])
+    r.on_ack([0], RTT, ())
+    r.on_ack([3], 30 + RTT, ())  # PSNs 1 and 2 overtaken
+    assert r.lost(30 + RTT, ()) == []
+    r.on_ack([1], 10 + RTT + RTT // 8, ())  # late, but inside the window
+    r.on_ack([2], 20 + RTT + RTT // 8, ())
+    assert r.lost(10**6, ()) == [] and r.deadline is None  # nothing left to judge
+    assert r.spurious == 0 and r.mult == 1
+
+
+def test_a_psn_sent_after_the_newest_acknowledged_one_is_never_lost_by_time():
+    r = _sent([0, 10, 20])
+    r.on_ack([0], RTT, ())
+    assert r.lost(10**9, ()) == []  # PSNs 1 and 2: nothing sent after them came back
+
+
+def test_a_burst_sent_in_one_instant_is_ordered_by_its_send_counter():
+    r = _sent([0, 0, 0, 0])  # one pump: four frames at the same virtual time
+    r.on_ack([0], RTT, ())
+    r.on_ack([2], RTT, ())
+    assert r.lost(RTT + RTT // 4, ()) == [1]  # 1 went before 2; 3 after
+
+
+def test_the_window_grows_after_a_spurious_retransmission():
+    r = _sent([0, 10, 20, 30])
+    r.on_ack([0], RTT, ())
+    r.on_ack([2], 20 + RTT, ())
+    due = 10 + RTT + RTT // 4
+    assert r.lost(due, ()) == [1]
+    before = r.reo_wnd()
+    r.on_send(1, due)  # the retransmission
+    r.on_ack([1], due + 50, {1})  # answered 50 ns after the resend: the original arrived
+    assert r.spurious == 1 and r.mult == 2
+    # the original took due + 50 - 10; the window now covers that beyond the min RTT
+    assert r.seen == due + 50 - 10 - RTT
+    assert r.reo_wnd() == 2 * RTT // 4 + r.seen > before
+    # a second spurious resend in the same round trip counts, but grows mult no further
+    r.on_send(3, due + 60)
+    r.on_send(3, due + 70)
+    r.on_ack([3], due + 80, {3})
+    assert r.spurious == 2 and r.mult == 2
+
+
+def test_a_spurious_retransmission_from_a_lost_selective_nak_does_not_grow_the_window():
+    """PSN 1 was lost; PSN 2 arrived but its selective NAK was lost; PSN 3's came.  Both are
+    resent; the cumulative ACK the resent PSN 1 brings covers PSN 2 sooner than a round trip
+    after its resend: spurious, but the path did not reorder."""
+    r = _sent([0, 10, 20, 30])
+    r.on_ack([0], RTT, ())
+    r.on_ack([3], 30 + RTT, ())
+    r.on_send(1, 2000)
+    r.on_send(2, 2000 + RTT - 50)
+    r.on_ack([1, 2], 2000 + RTT, {1, 2})
+    assert r.spurious == 1 and (r.mult, r.seen) == (1, 0)
+
+
+def test_a_retransmission_answered_after_a_round_trip_is_not_spurious():
+    r = _sent([0, 10, 20])
+    r.on_ack([0], RTT, ())
+    r.on_send(1, 2000)
+    r.on_ack([1], 2000 + RTT, {1})
+    assert r.spurious == 0 and r.mult == 1
+
+
+def test_late_acknowledgements_of_a_cumulative_ack_are_not_taken_for_reordering():
+    """PSN 2's own selective acknowledgement was lost; the cumulative one that covers it
+    later (with PSN 1, selectively acknowledged already) says nothing about the path."""
+    r = _sent([0, 10, 20, 30])
+    r.on_ack([0], RTT, ())
+    r.on_ack([1], 10 + RTT, ())
+    r.on_ack([3], 30 + RTT, ())
+    r.on_ack([1, 2], 20 + RTT + 500, ())
+    assert r.seen == 0
+    r = _sent([0, 10, 20, 30])
+    r.on_ack([0], RTT, ())
+    r.on_ack([3], 30 + RTT, ())
+    r.on_ack([1, 2], 10 + RTT + 100, ())  # PSN 1 filled the hole: it measures
+    assert r.seen == 100
+
+
+# -- the scoreboard: the named timer, the rule chosen per QP ------------------------------
+
+
+def _write(p, size: int) -> None:
+    p.qa.post_send(SendWR(wr_id=1, opcode=WROpcode.IBV_WR_RDMA_WRITE,
+                          sg_list=[p.src.sge(0, size)], remote_addr=p.dst.addr, rkey=p.dst.rkey))
+
+
+@pytest.mark.parametrize("rule", LOSS_RULES)
+def test_one_loss_is_resent_once_without_a_timeout(rule):
+    p = pair(recovery=RecoveryConfig("sr", loss_rule=rule), mtu=1024, size=64 * 1024,
+             config=LinkConfig(drop_nth=(3,)), reverse=LinkConfig())
+    _write(p, 16 * 1024)
+    p.fab.run_until_idle(p.fab.now + 10**9)
+    assert [w.status for w in poll_all(p.cqa)] == [0]
+    assert p.dst.read(16 * 1024) == p.src.read(16 * 1024)
+    c = p.qa.core.counters
+    assert (c.retransmitted, c.selective_retransmitted, c.timeouts) == (1, 1, 0)
+    assert p.qb.core.counters.duplicate_requests == 0
+    assert (p.qa.core.requester.rack is not None) == (rule == "rack")
+
+
+def test_the_reorder_timer_is_named_and_fires_when_no_ack_follows():
+    """The last packets of a WRITE: one lost, the one after it selectively acknowledged, then
+    silence.  The ``reorder`` timer, not the retransmission timeout, resends it."""
+    p = pair(recovery="sr", mtu=1024, size=64 * 1024, config=LinkConfig(drop_nth=(15,)),
+             reverse=LinkConfig())
+    _write(p, 16 * 1024)
+    req = p.qa.core.requester
+    seen: set[str] = set()
+    done = []
+    while not done and p.fab.now < 10**9 and p.fab.step():
+        seen |= set(p.qa.core.timers())
+        done = poll_all(p.cqa)
+    assert [w.status for w in done] == [0]
+    assert "reorder" in seen
+    assert req.reo_at is None or req.reo_at >= p.fab.now
+    c = p.qa.core.counters
+    assert (c.selective_retransmitted, c.timeouts) == (1, 0)
+    assert p.dst.read(16 * 1024) == p.src.read(16 * 1024)
+
+
+def test_loss_rule_is_checked_and_reaches_the_qp():
+    with pytest.raises(RecoveryError, match="rack, dupthresh"):
+        configure("sr", loss_rule="fast")
+    assert configure("sr").loss_rule == "rack"
+    p = pair(recovery=configure("sr", loss_rule="dupthresh"))
+    assert p.qa.core.requester.rack is None
+
+
+# -- multipath spraying: reordering without loss resends (almost) nothing ------------------
+
+
+def _spray(rule: str):
+    sc = NetScenario(topology="leafspine:4,2,4", op="write", size=1 << 20, count=1, pfc=False,
+                     lb="spray", recovery="sr", loss_rule=rule, seed=1)
+    s = NetRun(sc).run()
+    assert s.data_verified
+    assert s.fabric["drops"] == 0  # nothing lost: every retransmission is spurious
+    return s
+
+
+def test_spraying_without_loss_causes_almost_no_spurious_retransmission():
+    rack, count = _spray("rack"), _spray("dupthresh")
+    packets = 16 * (1 << 20) // 4096
+    assert rack.retransmitted == rack.spurious_retransmissions  # no frame was lost
+    assert rack.spurious_retransmissions <= packets // 100
+    assert count.spurious_retransmissions > 10 * rack.spurious_retransmissions
+    assert rack.goodput_gbps > count.goodput_gbps
+
+
+def test_emulate_takes_the_loss_rule_and_refuses_an_unknown_one(capsys):
+    from roce import cli
+
+    args = ["emulate", "--op", "write", "--size", "64K", "--count", "4", "--loss", "0.02",
+            "--seed", "3", "--recovery", "sr", "--no-progress"]
+    for rule in LOSS_RULES:
+        assert cli.main([*args, "--loss-rule", rule]) == 0
+        out = capsys.readouterr().out
+        assert f"recovery      sr ({rule}):" in out and "data verified yes" in out
+    with pytest.raises(SystemExit) as e:
+        cli.main([*args, "--loss-rule", "fast"])
+    assert e.value.code == 1 and "--loss-rule" in capsys.readouterr().err
