@@ -700,7 +700,7 @@ class Summarizer:
         return lines
 
     @staticmethod
-    def _eth_text(data: bytes, bth_off: int, code: int, psn: int) -> str:
+    def _eth_text(data: bytes, bth_off: int, code: int, psn: int = -1) -> str:
         pos = bth_off + SIZE_OF["bth"]
         h = {}
         for name in OPCODES[code].headers:
