@@ -244,6 +244,7 @@ cdef class AMsgs:
 
     cdef int hold(self, uint32_t psn, int pos, int kind, int64_t plen, int64_t dmalen,
                   int64_t fn, int64_t ts) except -1:
+        """Insert in key order; 1 when that PSN is held already (nothing changes)."""
         cdef int cap = A_REORDER_HOLD + 1, i
         cdef int32_t key
         cdef AHeld *e
@@ -256,7 +257,12 @@ cdef class AMsgs:
             self.h0 = 0
         key = c_psn_diff(psn, self.base)
         i = self.nheld
-        while i > 0 and self.held[(self.h0 + i - 1) % cap].key > key:
+        while i > 0 and self.held[(self.h0 + i - 1) % cap].key >= key:
+            if self.held[(self.h0 + i - 1) % cap].key == key:  # held already (flowref)
+                while i < self.nheld:  # put back what moved up
+                    self.held[(self.h0 + i) % cap] = self.held[(self.h0 + i + 1) % cap]
+                    i += 1
+                return 1
             self.held[(self.h0 + i) % cap] = self.held[(self.h0 + i - 1) % cap]
             i -= 1
         e = &self.held[(self.h0 + i) % cap]
@@ -902,7 +908,8 @@ cdef class FlowEngine:
         """flowref._reassemble: in PSN order, a packet with a PSN missing below it waits."""
         cdef AHeld e
         if t.nholes and t.missing_below(psn, st.floor):
-            st.hold(psn, pos, kind, plen, dmalen, fn, ts)
+            if st.hold(psn, pos, kind, plen, dmalen, fn, ts):
+                return 0  # held already
             if st.nheld <= A_REORDER_HOLD:
                 return 0
             e = st.pop()

@@ -535,6 +535,8 @@ class Analyzer:
         """Reassemble in PSN order (flowrules, "messages"): a packet with a PSN missing below
         it waits (at most REORDER_HOLD per direction); what no longer waits goes on."""
         if t.missing_below(psn, st.floor):
+            if psn in st.held:  # twice "new" only after PSN jumps the tracker cannot order
+                return
             if not st.held:
                 st.base = psn
             st.held[psn] = (pos, kind, plen, dmalen, fn, ts)
