@@ -7,6 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from roce.emu.cc import configure
 from roce.emu.cc.driver import CcDriver
@@ -106,3 +108,45 @@ def test_timely_rtt_from_ack():
     assert t.gradient == pytest.approx(0.875 * 38 / 20)
     assert pacer.rate_bps == int(max(L * (1 - 0.8 * t.gradient), 10e6))
     assert h.d.rtt_samples == 2 and h.d._sent_at[QP_A] == {}
+
+
+def test_cnps_push_the_timer_back_without_an_event_each():
+    h = Harness("dcqcn", {QP_A: SimpleNamespace()})
+    pacer = h.d.pacer(QP_A)
+    cnp = cnp_frame(TO_A, QP_B, QP_A)
+    for k in range(10):  # a cut every 10 us: rate_increase moves to the last cut + 300 us
+        h.d.received(10 * US * (k + 1), cnp)
+    last = 100 * US
+    assert [t for t, _ in h.events] == [10 * US + 300 * US]  # one pending event, not ten
+    cut = pacer.rate_bps
+    h.run_until(last + 300 * US - 1)  # the early event re-arms itself: nothing fires yet
+    assert pacer.rate_bps == cut and [t for t, _ in h.events] == [last + 300 * US]
+    h.run_until(last + 300 * US)
+    assert pacer.rate_bps > cut  # the increase came exactly at the deadline
+    assert h.d.algos[QP_A].t_stage == 1
+
+
+@given(frames=st.lists(st.sampled_from([1000]) | st.integers(64, 9000), max_size=80),
+       cnp_every=st.integers(3, 40), reset=st.sampled_from([5 * 1058, 20000]))
+def test_byte_room_agrees_with_on_sent_per_frame(frames, cnp_every, reset):
+    # the driver's per-frame subtraction (CongestionControl.byte_room) against a reference
+    # instance that gets on_sent for every frame: same stages, rates and byte count (a
+    # WRITE middle packet of 1000 bytes is a 1058-byte frame: five reach the reset exactly)
+    h = Harness("dcqcn", {QP_A: SimpleNamespace()}, f"rp_byte_reset={reset}")
+    h.d.pacer(QP_A)
+    ref = configure("dcqcn", None, [f"rp_byte_reset={reset}"]).create(L)
+    fast = h.d.algos[QP_A]
+    fb = FrameBuilder(TO_B, QP_A)
+    cnp = cnp_frame(TO_A, QP_B, QP_A)
+    now = 0
+    for i, size in enumerate(frames):
+        now += 1_000
+        if i % cnp_every == 0:
+            h.d.received(now, cnp)
+            ref.on_cnp(now)
+        frame = fb.build(WRITE, QP_B, i, payload=bytes(size))
+        assert size != 1000 or len(frame) == 1058
+        h.d.transmitted(now, QP_A, frame)
+        ref.on_sent(now, len(frame))
+        assert (fast.rate, fast.target, fast.b_stage, fast.byte_count, fast.recovering) == \
+            (ref.rate, ref.target, ref.b_stage, ref.byte_count, ref.recovering)

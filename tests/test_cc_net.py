@@ -48,11 +48,11 @@ def test_incast_with_pfc_dcqcn_cuts_pauses_and_queue():
 
 
 def test_lossy_fabric_dcqcn_cuts_drops_and_retransmissions():
-    # marking must start well below the drop point: the rate-scaled default Kmax (1.6 MB at
-    # 100 Gb/s) is above the ~1.4 MB one queue may hold without PFC
+    # at the default ECN thresholds: they sit below the ~1.4 MB one queue may hold without
+    # PFC (the rate-scaled Kmax of 1.6 MB at 100 Gb/s would not, see the next test)
     def go(cc):
         sc = NetScenario(topology="incast:8", op="write", size=1 << 20, count=4, depth=1,
-                         pfc=False, ecn="100K,400K,0.2", cc=configure(cc))
+                         pfc=False, cc=configure(cc))
         return run_network(sc)
 
     none, dcqcn = go("none"), go("dcqcn")
@@ -60,6 +60,28 @@ def test_lossy_fabric_dcqcn_cuts_drops_and_retransmissions():
     assert none.fabric["drops"] > 0
     assert dcqcn.fabric["drops"] < none.fabric["drops"]
     assert dcqcn.retransmitted < none.retransmitted
+
+
+def test_default_ecn_thresholds_sit_below_the_drop_point():
+    from roce.emu.net.stages import KMAX_PER_25G, KMIN_PER_25G
+
+    def markers(**kw):
+        sw = NetRun(NetScenario(topology="incast:16", rate_gbps=100.0, **kw)).net \
+            .switches["sw"]
+        return sw.buffer.queue_limit(), [(p.marker.kmin, p.marker.kmax) for p in sw.ports]
+
+    # without PFC: 12 MiB, alpha 1/8, one queue alone is dropped near 1.4 MB, below the
+    # rate-scaled Kmax of 1.6 MB; both defaults shrink so that Kmax is half that
+    limit, ks = markers(pfc=False)
+    assert 1_000_000 < limit < 4 * KMAX_PER_25G
+    for kmin, kmax in ks:
+        assert kmax == round(limit / 2) or kmax == round(limit / 2) - 1
+        assert abs(4 * kmin - kmax) <= 4 and kmin < 4 * KMIN_PER_25G
+    # with PFC the lossless class is paused, not dropped: the published defaults stay
+    assert set(markers(pfc=True)[1]) == {(4 * KMIN_PER_25G, 4 * KMAX_PER_25G)}
+    # a deep buffer keeps them too, and thresholds given explicitly are kept as given
+    assert set(markers(pfc=False, buffer=64 << 20)[1]) == {(400_000, 1_600_000)}
+    assert set(markers(pfc=False, ecn="100K,2M,0.2")[1]) == {(100 << 10, 2 << 20)}
 
 
 def test_cnp_counts_and_spacing_in_the_capture(tmp_path, capsys):

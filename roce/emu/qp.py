@@ -14,8 +14,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import fast
 from ..headers import ECN_CE
-from ..opcodes import Transport
+from ..locate import OK
+from ..opcodes import OPCODES, Transport
 from .constants import (
     ACK_TIMEOUT_UNIT_NS,
     QPAttrMask,
@@ -263,6 +265,35 @@ class QueuePair:
     def send_frame(self, frame: bytes) -> None:
         self.counters.packets_sent += 1
         self.tx.append(frame)
+
+    def discard_unsent_requests(self) -> list[int]:
+        """Take back the request packets built ahead into this QP's own transmit list that no
+        NIC has taken yet; return their PSNs, in build order.
+
+        A go-back-N rewind calls this: a hardware NIC builds a packet when its scheduler
+        picks the QP, so after a rewind the next packet on the wire is the resent PSN.  The
+        frames an emulated NIC holds ahead (``tx_limit``; paced or paused QPs hold them for
+        long) would otherwise leave after the rewind, out of sequence at the responder, and
+        take their place in a congested queue.  A device-wide list (``tx_limit`` None) is
+        drained at once and is left alone; responses and ACKs in the list stay."""
+        tx = self.tx
+        if self.tx_limit is None or not tx:
+            return []
+        keep, psns = [], []
+        for f in tx:
+            w = fast.walk(f)
+            if w.status == OK and OPCODES[w.opcode].is_request:
+                psns.append(fast.bth_unpack(f, w.bth_off)[6])
+            else:
+                keep.append(f)
+        if psns:
+            self.counters.packets_sent -= len(psns)
+            replace = getattr(tx, "replace", None)  # a NIC's list (roce.emu.net.nic)
+            if replace is not None:
+                replace(keep)
+            else:
+                tx[:] = keep
+        return psns
 
     def complete_recv(self, wqe: RecvWQE, status: WCStatus, opcode: WCOpcode =
                       WCOpcode.IBV_WC_RECV, byte_len: int = 0, imm: int | None = None,

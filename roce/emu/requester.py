@@ -246,7 +246,17 @@ class Requester:
             return
         self.retry_left -= 1
         self.rewind(psn)
+        self._discard_unsent()
         self.timer = now + self.qp.timeout_ns if self.qp.timeout_ns else None
+
+    def _discard_unsent(self) -> None:
+        """After a rewind: frames built ahead and not yet on the wire are taken back
+        (``QueuePair.discard_unsent_requests``).  When they ran up to the highest PSN, that
+        part was never sent: ``high`` comes down to just below them, so resending those PSNs
+        is not counted as a retransmission."""
+        psns = self.qp.discard_unsent_requests()
+        if psns and self.high is not None and psns[-1] == self.high:
+            self.high = (psns[0] - 1) & PSN_MASK
 
     def rnr_wait(self, now: int, psn: int, wait_ns: int) -> None:
         if self.qp.attr.rnr_retry != RNR_RETRY_INFINITE:

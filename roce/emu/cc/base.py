@@ -14,13 +14,12 @@ every armed timer, as the QP core's own timers are named.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 
-@dataclass(frozen=True)
-class Output:
-    """What an algorithm asks of the NIC after an event."""
+class Output(NamedTuple):
+    """What an algorithm asks of the NIC after an event (a named tuple: one is made per
+    event, and a tuple is built at a third of a frozen dataclass's cost)."""
 
     rate_bps: float
     window: int | None
@@ -44,6 +43,9 @@ class CongestionControl:
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
     DEFAULT_PROFILE: ClassVar[str] = "default"
+    # bytes in flight allowed, None for a rate-only algorithm (a class attribute read per
+    # event; an algorithm with a window overrides it, e.g. with a property)
+    window: int | None = None
 
     def __init_subclass__(cls, name: str = "", params: Mapping[str, Any] | None = None,
                           profiles: Mapping[str, Mapping[str, Any]] | None = None,
@@ -65,6 +67,11 @@ class CongestionControl:
         self._timers: dict[str, int] = {}
         # True while ``on_sent`` matters (a driver skips the call otherwise: it runs per frame)
         self.counting = type(self).on_sent is not CongestionControl.on_sent
+        # while counting, the bytes the QP may still send before ``on_sent`` can change
+        # anything: a driver subtracts each frame's length here itself and calls ``on_sent``
+        # (with that frame's length) only for the frame that reaches it, so a byte counter
+        # costs one subtraction per frame.  0: call ``on_sent`` for every frame.
+        self.byte_room = 0
 
     # -- events -------------------------------------------------------------------------
 
@@ -82,30 +89,29 @@ class CongestionControl:
 
     # -- what the driver reads ------------------------------------------------------------
 
-    @property
-    def window(self) -> int | None:
-        return None
-
     def timers(self) -> dict[str, int]:
         """Every armed timer by name (virtual ns)."""
         return dict(self._timers)
 
     def deadline(self) -> int | None:
-        return min(self._timers.values(), default=None)
+        timers = self._timers
+        return min(timers.values()) if timers else None
 
     def output(self) -> Output:
-        return Output(self.rate, self.window, self.deadline())
+        timers = self._timers
+        return Output(self.rate, self.window, min(timers.values()) if timers else None)
 
     def fire_due(self, now: int) -> Output:
-        """Fire every timer due at ``now``, earliest first (a driver with one timer event per
-        QP calls this)."""
-        while True:
-            due = [(t, n) for n, t in self._timers.items() if t <= now]
-            if not due:
-                return self.output()
-            _, name = min(due)
-            del self._timers[name]
+        """Fire every timer due at ``now``, earliest first (ties by name; a driver with one
+        timer event per QP calls this)."""
+        timers = self._timers
+        while timers:
+            t, name = min((t, n) for n, t in timers.items())
+            if t > now:
+                break
+            del timers[name]
             self.on_timer(now, name)
+        return self.output()
 
 
 class NoControl(CongestionControl, name="none"):

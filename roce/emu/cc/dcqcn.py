@@ -106,13 +106,14 @@ class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, u
         self.min_rate = min(p["rp_min_rate"] * _MBPS, self.line_rate)
         self.min_dec = p["rp_min_dec_fac"] / 100
         self.monitor = p["rp_rate_reduce_monitor_period"] * _US
+        self.clamp = bool(p["rp_clamp_tgt_rate"])
         self.target = self.line_rate
         self.alpha = 1.0
         self._alpha_t = now
         self.seen_cnp = False
         self.t_stage = 0
         self.b_stage = 0
-        self.byte_count = 0
+        self.byte_room = self.byte_reset  # bytes to the next byte-counter event (base.py)
         self.recovering = False
         self.counting = False  # the byte counter runs while recovering (when it is on)
         self.rose = False  # an increase event since the last cut
@@ -155,13 +156,20 @@ class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, u
             self._timers["rate_reduce"] = self.last_cut + self.monitor
         return self.output()
 
+    @property
+    def byte_count(self) -> int:
+        """Bytes counted toward the next byte-counter event (kept as the room left to it, which
+        the driver lowers per frame without a call)."""
+        return self.byte_reset - self.byte_room
+
     def on_sent(self, now: int, nbytes: int) -> Output:
         if self.recovering and self.byte_reset:
-            self.byte_count += nbytes
-            while self.recovering and self.byte_count >= self.byte_reset:
-                self.byte_count -= self.byte_reset
+            count = self.byte_reset - self.byte_room + nbytes
+            while self.recovering and count >= self.byte_reset:
+                count -= self.byte_reset
                 self.b_stage += 1
                 self._increase(now)
+            self.byte_room = self.byte_reset - count
         return self.output()
 
     def on_timer(self, now: int, name: str) -> Output:
@@ -179,7 +187,7 @@ class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, u
 
     def _cut(self, now: int) -> None:
         alpha = self.alpha_at(now)
-        if self.params["rp_clamp_tgt_rate"] or self.rose or not self.recovering:
+        if self.clamp or self.rose or not self.recovering:
             self.target = self.rate
         floor = max(self.rate * self.min_dec, self.min_rate)
         self.rate = max(self.rate * (1 - alpha / 2), floor)
@@ -190,7 +198,8 @@ class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, u
         self.cut_pending = False
         self._timers.pop("rate_reduce", None)
         self.last_cut = now
-        self.t_stage = self.b_stage = self.byte_count = 0
+        self.t_stage = self.b_stage = 0
+        self.byte_room = self.byte_reset
         self.rose = False
         self.recovering = True
         self.counting = bool(self.byte_reset)

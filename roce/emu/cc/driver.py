@@ -17,6 +17,7 @@ receiving QP whose configuration uses CNPs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from ... import fast, locate
@@ -25,10 +26,12 @@ from ...opcodes import OPCODES, Operation, Transport
 from ...psn import psn_diff
 from .base import CongestionControl, Output
 from .np import CNP_DSCP, CnpBuilder, NotificationPoint
-from .registry import CcConfig
+from .registry import ALGORITHMS, CcConfig
 
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]
+_DQ_OFF, _DQ_END, _DQ_SHIFT, _DQ_MASK = (_DESTQP[0], _DESTQP[0] + _DESTQP[1], _DESTQP[2],
+                                         _DESTQP[3])
 _IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
 _IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
 _ACKS = frozenset(c for c, op in OPCODES.items()
@@ -36,6 +39,8 @@ _ACKS = frozenset(c for c, op in OPCODES.items()
 _CNP = frozenset(c for c, op in OPCODES.items() if op.transport is Transport.CNP)
 _REQUESTS = frozenset(c for c, op in OPCODES.items()
                       if op.is_request and op.transport is not Transport.CNP)
+# algorithm name -> whether its receiving NIC runs a notification point (read per CE mark)
+_USES_CNP = {name: cls.uses_cnp for name, cls in ALGORITHMS.items()}
 _DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
                               if op.operation is Operation.READ_RESPONSE)
 
@@ -110,7 +115,7 @@ class CcPacer:
 
     def set_rate(self, rate_bps: float, now: int) -> bool:
         """A new rate; True when a frame held until later than ``now`` may now go earlier."""
-        rate_bps = max(int(rate_bps), 1)
+        rate_bps = int(rate_bps) or 1  # a rate is never negative: at least 1 b/s
         if rate_bps == self.rate_bps:
             return False
         self.rate_bps = rate_bps
@@ -135,9 +140,10 @@ class CcDriver:
         self.algos: dict[int, CongestionControl] = {}
         self.pacers: dict[int, CcPacer] = {}
         self.np = NotificationPoint(config.np_interval_ns)
-        self._cnps: dict[int, tuple[Any, bytes]] = {}  # QPN -> ((path, peer QPN), its CNP)
+        self._cnps: dict[int, tuple[Any, int, bytes]] = {}  # QPN -> (builder, peer, CNP)
         self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
-        self._armed: dict[int, int] = {}  # QPN -> the deadline its pending event is for
+        self._armed: dict[int, int] = {}  # QPN -> when its one pending timer event fires
+        self._want: dict[int, int] = {}  # QPN -> its algorithm's earliest timer deadline
         self.cnps_received = 0
         self.rtt_samples = 0
         self.now = 0
@@ -162,35 +168,52 @@ class CcDriver:
     def received(self, now: int, frame: bytes) -> bool:
         """Look at a frame the NIC received; True when it was a CNP (consumed here)."""
         self.now = now
-        found = _locate(frame)
-        if found is None:
-            return False
-        code, bth, ecn = found
+        # the fixed shape of the frames emulated hosts build, read inline (once per frame);
+        # anything else goes through roce.locate's walk
+        if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
+                and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
+                and frame[_DPORT + 1] == _P1):
+            code, bth, ecn = frame[_OP_AT], _BTH, (frame[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
+        else:
+            found = _locate(frame)
+            if found is None:
+                return False
+            code, bth, ecn = found
         if code in _CNP:
             self.cnps_received += 1
-            qpn = _rd(frame, bth, _DESTQP)
+            qpn = (int.from_bytes(frame[bth + _DQ_OFF:bth + _DQ_END], "big")  # ``_rd``
+                   >> _DQ_SHIFT) & _DQ_MASK
             cc = self.algos.get(qpn)
             if cc is not None:
                 self._apply(now, qpn, cc.on_cnp(now))
             return True
         if code in _ACKS:
-            qpn = _rd(frame, bth, _DESTQP)
-            sent = self._sent_at.get(qpn)
-            if sent:
-                self._rtt(now, qpn, sent, _rd(frame, bth, _PSN))
+            if self._sent_at:
+                qpn = _rd(frame, bth, _DESTQP)
+                sent = self._sent_at.get(qpn)
+                if sent:
+                    self._rtt(now, qpn, sent, _rd(frame, bth, _PSN))
         elif ecn == ECN_CE and code in _DATA:
-            qpn = _rd(frame, bth, _DESTQP)
-            qp = self.qps.get(qpn)
-            if (qp is not None and qp.builder is not None and self.config_for(qpn).uses_cnp
-                    and self.np.on_ce(now, qpn)):
-                # a QP's CNPs are all alike (PSN 0, same headers): built once per peer
-                key = (qp.builder.path, qp.attr.dest_qp_num)
-                frame = self._cnps.get(qpn)
-                if frame is None or frame[0] != key:
-                    frame = self._cnps[qpn] = (key, CnpBuilder(key[0], qpn, self.cnp_dscp)
-                                               .build(key[1]))
-                self.send(now, frame[1])
+            self._congestion_experienced(now, (int.from_bytes(
+                frame[bth + _DQ_OFF:bth + _DQ_END], "big") >> _DQ_SHIFT) & _DQ_MASK)
         return False
+
+    def _congestion_experienced(self, now: int, qpn: int) -> None:
+        """A CE-marked packet for receiving QP ``qpn``: the notification point may answer."""
+        qp = self.qps.get(qpn)
+        if qp is None or qp.builder is None:
+            return
+        cfg = getattr(qp, "cc_config", None) or self.config  # ``config_for``, inline
+        if not _USES_CNP[cfg.algorithm] or not self.np.on_ce(now, qpn):
+            return
+        # a QP's CNPs are all alike (PSN 0, same headers): one frame per (builder, peer QP),
+        # the builder compared by identity (a QP gets a new one when its path changes)
+        builder, peer = qp.builder, qp.attr.dest_qp_num
+        cached = self._cnps.get(qpn)
+        if cached is None or cached[0] is not builder or cached[1] != peer:
+            cached = self._cnps[qpn] = (builder, peer, CnpBuilder(builder.path, qpn,
+                                                                   self.cnp_dscp).build(peer))
+        self.send(now, cached[2])
 
     def transmitted(self, now: int, qpn: int, frame: bytes) -> None:
         """The NIC put a frame of QP ``qpn`` on the wire: the algorithm's byte count, and the
@@ -198,13 +221,20 @@ class CcDriver:
         cc = self.algos.get(qpn)
         if cc is None:
             return
-        sent = self._sent_at.get(qpn)
-        if sent is not None:
-            found = _locate(frame)
-            if found is not None and found[0] in _REQUESTS:
-                sent.setdefault(_rd(frame, found[1], _PSN), now)
+        if self._sent_at:
+            sent = self._sent_at.get(qpn)
+            if sent is not None:
+                found = _locate(frame)
+                if found is not None and found[0] in _REQUESTS:
+                    sent.setdefault(_rd(frame, found[1], _PSN), now)
         if cc.counting:
-            self._apply(now, qpn, cc.on_sent(now, len(frame)))
+            # the byte counter: one subtraction per frame, a call only for the frame that
+            # reaches the next event (CongestionControl.byte_room)
+            room = cc.byte_room - len(frame)
+            if room > 0:
+                cc.byte_room = room
+            else:
+                self._apply(now, qpn, cc.on_sent(now, len(frame)))
 
     def _rtt(self, now: int, qpn: int, sent: dict[int, int], acked: int) -> None:
         """An ACK up to ``acked``: the RTT of that PSN; forget the PSNs it covers."""
@@ -218,19 +248,37 @@ class CcDriver:
     # -- rates and timers ----------------------------------------------------------------------
 
     def _apply(self, now: int, qpn: int, out: Output) -> None:
-        if self.pacers[qpn].set_rate(out.rate_bps, now) and self.on_faster is not None:
+        rate, _, d = out
+        if self.pacers[qpn].set_rate(rate, now) and self.on_faster is not None:
             self.on_faster(now)
-        d = out.deadline
-        if d is not None and self._armed.get(qpn) != d:
-            self._armed[qpn] = d
-            self.schedule(max(d, now), lambda t, q=qpn, dd=d: self._fire(t, q, dd))
-        elif d is None:
-            self._armed.pop(qpn, None)
+        # Lazy timers: one pending event per QP.  A deadline later than the pending event
+        # only updates ``_want`` (a DCQCN cut pushes the rate-increase timer back at every
+        # CNP: re-arming would leave a stale heap entry per CNP); the pending event, when it
+        # fires early, re-arms itself at the wanted deadline.  An earlier deadline arms a
+        # new event and the old one is ignored when it comes.
+        if d is None:
+            self._want.pop(qpn, None)
+            return
+        self._want[qpn] = d
+        armed = self._armed.get(qpn)
+        if armed is None or d < armed:
+            self._arm(now, qpn, d)
 
-    def _fire(self, now: int, qpn: int, d: int) -> None:
-        if self._armed.get(qpn) != d:
-            return  # superseded
+    def _arm(self, now: int, qpn: int, d: int) -> None:
+        at = max(d, now)
+        self._armed[qpn] = at
+        self.schedule(at, partial(self._fire, qpn, at))
+
+    def _fire(self, qpn: int, at: int, now: int) -> None:
+        if self._armed.get(qpn) != at:
+            return  # superseded by an earlier deadline
         del self._armed[qpn]
+        d = self._want.get(qpn)
+        if d is None:
+            return  # the timers were stopped
+        if d > now:
+            self._arm(now, qpn, d)  # pushed back since it was armed
+            return
         self.now = now
         self._apply(now, qpn, self.algos[qpn].fire_due(now))
 

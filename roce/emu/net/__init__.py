@@ -35,7 +35,9 @@ Protocol facts and published parameters this package uses (docs/protocol.md coll
 - ECN: RED on the egress queue at dequeue (as DCQCN switches and the ns-3 HPCC model mark),
   probability 0 below Kmin, Pmax x (q - Kmin)/(Kmax - Kmin) up to Kmax, 1 above.  Defaults
   follow the HPCC ns-3 configuration: Kmin 100 KB, Kmax 400 KB per 25 Gb/s of port rate,
-  Pmax 0.2 (so 400 KB / 1600 KB at 100 Gb/s).
+  Pmax 0.2 (so 400 KB / 1600 KB at 100 Gb/s).  Without PFC both shrink by one factor until
+  Kmax is half the bytes one queue may hold before tail drop (the buffer's dynamic
+  threshold; docs/congestion-control.md, "Marking thresholds").
 - ECMP: a hash of the 5-tuple with a per-switch seed; RoCEv2's UDP source port is the
   flow entropy (IBA Annex A17.2.4), so QPs spread and one QP keeps one path.
 """

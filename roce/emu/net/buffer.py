@@ -74,6 +74,11 @@ class BufferPolicy(Protocol):
 
     def should_resume(self, acct: Account) -> bool: ...
 
+    def queue_limit(self) -> int:
+        """The bytes one account can hold before the buffer stops it (tail drop, or PFC for
+        a lossless class) when it is the only one using the shared pool."""
+        ...
+
 
 class SharedBuffer:
     def __init__(self, config: BufferConfig, max_frame: int) -> None:
@@ -142,3 +147,8 @@ class SharedBuffer:
     def should_resume(self, acct: Account) -> bool:
         return (acct.xoff and acct.held[HEADROOM] == 0
                 and acct.held[SHARED] <= max(self.threshold() - self.resume_offset, 0))
+
+    def queue_limit(self) -> int:
+        # alone in the pool, an account holding x shared bytes is stopped at
+        # x = alpha (shared - x), i.e. x = alpha shared / (1 + alpha); plus its reserve
+        return self.reserve + int(self.alpha * self.shared_size / (1 + self.alpha))

@@ -31,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shared buffer per switch (12M)")
     g.add_argument("--ecn", default="on", metavar="KMIN,KMAX,PMAX",
                    help="RED marking per egress queue, e.g. 100K,400K,0.2; off; default: "
-                        "100K,400K,0.2 per 25 Gb/s of port rate")
+                        "100K,400K,0.2 per 25 Gb/s of port rate, with PFC off shrunk until "
+                        "KMAX is half the queue's drop point")
     g.add_argument("--pfc", choices=("on", "off"), default="on",
                    help="PFC for the lossless class (DSCP 26, priority 3; default on)")
     g.add_argument("--lb", choices=("ecmp", "spray"), default="ecmp",

@@ -55,7 +55,8 @@ class Wire:
             t = self.src.next_tx(now)
             if t is not None and t > now and self._wake_at != t:
                 self._wake_at = t
-                self.net.at(t, self._wake, t)
+                net = self.net
+                heappush(net.events, (t, next(net.seq), self._wake, t))  # ``net.at`` inline
             return
         self.busy = True
         # the end of serialization: exact within a busy period (module docstring)

@@ -3,8 +3,10 @@
 The device and its QPs stay sans-I/O; the NIC owns their clock and their wire.  Each QP keeps
 its own short transmit list (``QueuePair.tx_limit``): the link pulls one frame at a time and
 the NIC pumps the QP's requester again, so go-back-N restarts from fresh state instead of
-behind a long queue.  The scheduler holds frames per priority (a QP's priority follows its
-DSCP through the same map the switches use), skips priorities the switch paused with PFC,
+behind a long queue; a rewind takes back the request frames still in the list
+(``QueuePair.discard_unsent_requests``), as a NIC that builds each packet when it sends it.
+The scheduler holds frames per priority (a QP's priority follows its DSCP through the same
+map the switches use), skips priorities the switch paused with PFC,
 goes round robin among the QPs, and lets each QP send only when its pacer allows
 (``RatePacer`` at line rate here; congestion control will drive it).  PFC frames the NIC
 itself sends (a PFC storm fault) bypass all of that.  Received frames go to the device with
@@ -56,6 +58,9 @@ class Nic:
         self._theap: list[tuple[int, int]] = []  # (deadline, QPN), possibly stale
         self._tcache: dict[int, int | None] = {}  # QPN -> its current deadline
         self._kick_pending = False
+        # set by ``pull`` when it returns None because the one sending QP's pacer holds it
+        # until then; the wire's ``next_tx`` right after takes it (Wire.kick)
+        self._held_until: int | None = None
         self.rx_frames = 0
         self.tx_frames = 0
         self.pfc_sent = 0
@@ -95,6 +100,20 @@ class Nic:
         if not busy:
             return None
         until = self.pause.until
+        if len(busy) == 1:
+            prio = busy[0]
+            ring = self._rings[prio]
+            if len(ring) == 1:  # one QP sending (an incast sender): no round robin to do
+                if until[prio] > now:
+                    return None
+                qp = ring[0]
+                pacer = qp.tx.pacer
+                if pacer.rate_bps < self.wire.rate_bps:
+                    t = pacer.next_allowed()
+                    if t > now:
+                        self._held_until = t  # the wire asks ``next_tx`` at once: the answer
+                        return None
+                return self._take(now, qp, ring, prio)
         for prio in (busy if len(busy) == 1 else self._order()):
             if until[prio] > now:
                 continue  # PFC holds this priority at this port
@@ -129,20 +148,41 @@ class Nic:
         if pacer.rate_bps < self.wire.rate_bps:
             pacer.sent(now, len(frame))  # below line rate: the pacer spaces the frames
         if not tx:
-            ring.remove(qp)  # it rejoins on its next frame
-            if not ring:
-                self._busy.remove(prio)
+            self._leave(qp, ring, prio)  # it rejoins on its next frame
             qp.requester.pump(now)  # build the next frames now that the link took these
             if self._tcache.get(qp.qpn) != qp.deadline():
                 self._rearm(now, qp)
         return frame
 
+    def _leave(self, qp: Any, ring: deque, prio: int) -> None:
+        ring.remove(qp)
+        if not ring:
+            self._busy.remove(prio)
+
+    def drained(self, qp: Any) -> None:
+        """A QP's transmit list was emptied outside ``pull`` (frames taken back)."""
+        prio = self._prio.get(qp.qpn)
+        for p in ([prio] if prio is not None else range(CLASSES)):
+            if qp in self._rings[p]:
+                self._leave(qp, self._rings[p], p)
+                return
+
     def next_tx(self, now: int) -> int | None:
+        t = self._held_until
+        if t is not None:  # ``pull`` just found the one sending QP held by its pacer
+            self._held_until = None
+            return t
         if self.ctrl:
             return now
+        busy = self._busy
+        if len(busy) == 1 and len(self._rings[busy[0]]) == 1:  # one QP (``pull``'s case)
+            prio = busy[0]
+            t = self._rings[prio][0].tx.pacer.next_allowed()
+            u = self.pause.until[prio]
+            return max(now, u, t)
         best = None
         until = self.pause.until
-        for prio in self._busy:
+        for prio in busy:
             for qp in self._rings[prio]:
                 t = max(now, until[prio], qp.tx.pacer.next_allowed())
                 if best is None or t < best:
@@ -175,7 +215,7 @@ class Nic:
 
             net = self.net
             self.cc = CcDriver(cfg or CcConfig(), self.wire.rate_bps, self.device.qps,
-                               lambda t, fn: net.at(t, lambda now, _: fn(now)),
+                               lambda t, fn: net.at(t, _call, fn),
                                self._send_ctrl,
                                on_faster=lambda now: net.at(now, self._kick_wire))
         return self.cc
@@ -261,6 +301,11 @@ class Nic:
         self.net.at(start_ns, tick)
 
 
+def _call(now: int, fn: Callable[[int], None]) -> None:
+    """A network event that calls ``fn(now)`` (congestion control's timers)."""
+    fn(now)
+
+
 class _TxList(list):
     """A QP's transmit list that tells the NIC when it stops being empty (the QP core only
     appends: it stays unaware of the scheduler)."""
@@ -280,3 +325,10 @@ class _TxList(list):
         if not self:
             self.nic.queued(self.qp, frame)
         list.append(self, frame)  # not super(): this runs per frame and super() is a call
+
+    def replace(self, frames: list[bytes]) -> None:
+        """The QP took back frames (a go-back-N rewind): an emptied list leaves the ring."""
+        was = bool(self)
+        self[:] = frames
+        if was and not self:
+            self.nic.drained(self.qp)

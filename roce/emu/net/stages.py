@@ -85,20 +85,34 @@ class Marker(Protocol):
     def mark(self, queue_bytes: int) -> bool: ...
 
 
+# the HPCC ns-3 rule for the default thresholds: per 25 Gb/s of port rate (package docstring)
+KMIN_PER_25G, KMAX_PER_25G = 100_000, 400_000
+
+
 @dataclass
 class EcnConfig:
-    """RED parameters in bytes; ``None`` means scaled to the port rate (package docstring)."""
+    """RED parameters in bytes; ``None`` means the defaults: scaled to the port rate, and
+    kept below the buffer's drop point (package docstring)."""
 
     kmin: int | None = None
     kmax: int | None = None
     pmax: float = 0.2
     enabled: bool = True
 
-    def for_rate(self, rate_gbps: float) -> tuple[int, int, float]:
+    def for_rate(self, rate_gbps: float, queue_limit: int | None = None
+                 ) -> tuple[int, int, float]:
+        """(Kmin, Kmax, Pmax) for a port of ``rate_gbps``.  A default threshold is scaled to
+        the rate, then - when ``queue_limit`` (the bytes one queue may hold before the buffer
+        stops it) is given - both defaults shrink by the same factor until Kmax is at most
+        half that limit: marking must reach Pmax well before the tail drop (or the PFC
+        pause) it is there to avoid.  Thresholds given explicitly are kept as they are."""
         scale = rate_gbps / 25.0
-        kmin = self.kmin if self.kmin is not None else round(100_000 * scale)
-        kmax = self.kmax if self.kmax is not None else round(400_000 * scale)
-        return kmin, kmax, self.pmax
+        kmin, kmax = KMIN_PER_25G * scale, KMAX_PER_25G * scale
+        if queue_limit is not None and kmax > queue_limit / 2:
+            shrink = queue_limit / 2 / kmax
+            kmin, kmax = kmin * shrink, kmax * shrink
+        return (self.kmin if self.kmin is not None else round(kmin),
+                self.kmax if self.kmax is not None else round(kmax), self.pmax)
 
 
 class RedMarker:

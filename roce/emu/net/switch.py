@@ -177,7 +177,6 @@ class Switch:
         for port in self.ports:
             rate_gbps = port.wire.rate_bps / 1e9
             port.pause = PauseState(port.wire.rate_bps)
-            port.marker = marker_for(self, port, rate_gbps)
             for tc in sorted(used):
                 if tc in self.lossless:
                     # headroom covers the link that feeds this ingress port (the reverse
@@ -190,6 +189,10 @@ class Switch:
                 port.pfc = PfcSender(port.mac, port.wire.rate_bps, port.send_control,
                                      self.net.at)
         self.buffer.check(f"switch {self.name}")
+        # the markers once the buffer is carved: default ECN thresholds stay below the
+        # buffer's drop point (``EcnConfig.for_rate``)
+        for port in self.ports:
+            port.marker = marker_for(self, port, port.wire.rate_bps / 1e9)
 
     # -- the data path -------------------------------------------------------------------
 

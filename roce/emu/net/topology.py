@@ -281,7 +281,10 @@ def build(t: Topology, o: NetOptions) -> Network:
         ecn = spec.ecn or o.ecn
         if not ecn.enabled:
             return NoMarker()
-        return RedMarker(*ecn.for_rate(rate_gbps), net.child_rng())
+        # without PFC the buffer tail-drops RoCE: default thresholds stay below that point
+        # (with PFC it pauses instead, and the published defaults are kept)
+        limit = None if sw.lossless else sw.buffer.queue_limit()
+        return RedMarker(*ecn.for_rate(rate_gbps, limit), net.child_rng())
 
     for sw in net.switches.values():
         sw.finish(marker_for)
