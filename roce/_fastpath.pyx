@@ -89,6 +89,16 @@ cdef int S_PADCNT, S_PAYLOAD, S_PAYLOAD_LEN, S_GRH_NEXT
 cdef int ET_IPV4, ET_IPV6, ET_ROCEV1, ET_VLAN0, ET_VLAN1, ET_VLAN2, MAX_VLANS
 cdef int GRH_NEXT, LT_ETH, LT_RAW, LT_SLL, LT_SLL2
 cdef int L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6  # roce.locate.L3_*: the one numbering
+cdef int L3K_LRH, L3K_LRH_GRH, LT_IB, S_NR_LNH, H_LRH
+# Native InfiniBand's LRH fields (roce.locate.LRH_FIELDS order: lnh, pktlen, dlid, slid, vl,
+# sl), read with lrd(); the LRH size and the VL bits the ICRC masks (roce.icrc).
+DEF NLRH = 6
+cdef int L_OFF[NLRH]
+cdef int L_N[NLRH]
+cdef int L_SHIFT[NLRH]
+cdef uint32_t L_MASK[NLRH]
+cdef int IB_LRH = 8
+cdef uint8_t IB_VL_MASK = 0
 
 cdef int OP_VALID[256]
 cdef int OP_NEXT[256]
@@ -124,7 +134,8 @@ def configure(dict cfg):
     global S_PADCNT, S_PAYLOAD, S_PAYLOAD_LEN, S_GRH_NEXT
     global ET_IPV4, ET_IPV6, ET_ROCEV1, ET_VLAN0, ET_VLAN1, ET_VLAN2, MAX_VLANS
     global GRH_NEXT, LT_ETH, LT_RAW, LT_SLL, LT_SLL2, WalkType, configured, M_IP_LEN
-    global L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6
+    global L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6, L3K_LRH, L3K_LRH_GRH, LT_IB, S_NR_LNH, H_LRH
+    global IB_LRH, IB_VL_MASK
     global FL_SE, FL_M, FL_FECN, FL_BECN, FL_A
     cdef int i, j, code
     specs = cfg["fields"]
@@ -161,6 +172,14 @@ def configure(dict cfg):
                                        c["LINKTYPE_LINUX_SLL"], c["LINKTYPE_LINUX_SLL2"])
     L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6 = (c["L3_NONE"], c["L3_GRH"], c["L3_IPV4"],
                                              c["L3_IPV6"])
+    L3K_LRH, L3K_LRH_GRH, LT_IB = c["L3_LRH"], c["L3_LRH_GRH"], c["WALK_INFINIBAND"]
+    IB_LRH, IB_VL_MASK = c["LRH_SIZE"], cfg["lrh_vl_mask"]
+    S_NR_LNH, H_LRH = st["NR_LNH"], hid["lrh"]
+    if len(cfg["lrh"]) != NLRH:
+        raise ValueError("fast path: LRH field table has %d entries, expected %d"
+                         % (len(cfg["lrh"]), NLRH))
+    for i, (off, n, shift, mask) in enumerate(cfg["lrh"]):
+        L_OFF[i], L_N[i], L_SHIFT[i], L_MASK[i] = off, n, shift, mask
     for code in range(256):
         OP_VALID[code] = 0
         K_COUNT[code] = 0
@@ -433,6 +452,8 @@ cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port, WalkResult
             l2hdr, sz, etype = H_SLL, SZ_SLL, F_SLL_ETYPE
         elif linktype == LT_SLL2:
             l2hdr, sz, etype = H_SLL2, SZ_SLL2, F_SLL2_ETYPE
+        elif linktype == LT_IB:  # last: plain RoCE never gets this far
+            return do_lrh(p, n, w)
         else:
             return fail(w, S_NR_LINKTYPE, H_FRAME, 0, linktype, 0)
         if n < sz:
@@ -495,6 +516,42 @@ cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port, WalkResult
         start = off + SZ_GRH
         return do_transport(p, n, start, start + <int>rd(p, off, F_GRH_PAYLEN), H_GRH, w)
     return fail(w, S_NR_ETHERTYPE, H_ETH, off - 2 if off >= 2 else 0, etype, 0)
+
+
+cdef inline uint32_t lrd(const uint8_t *p, int f) noexcept nogil:
+    """One LRH field (index into L_*) of the packet at p."""
+    cdef uint32_t v = 0
+    cdef int i
+    for i in range(L_N[f]):
+        v = (v << 8) | p[L_OFF[f] + i]
+    return (v >> L_SHIFT[f]) & L_MASK[f]
+
+
+cdef int do_lrh(const uint8_t *p, int n, WalkResult *w) noexcept nogil:
+    """Twin of roce.locate._lrh: a native InfiniBand packet (link type 247)."""
+    cdef int lnh, end, off = IB_LRH, paylen
+    w.l3_off = 0
+    w.l3_len = IB_LRH
+    if n < IB_LRH:
+        return fail(w, S_TRUNC, H_LRH, 0, IB_LRH, n)
+    lnh = lrd(p, 0)
+    if lnh != L3K_LRH and lnh != L3K_LRH_GRH:
+        return fail(w, S_NR_LNH, H_LRH, 0, lnh, 0)
+    w.l3_kind = lnh
+    end = <int>lrd(p, 1) * 4
+    if lnh == L3K_LRH_GRH:
+        w.l3_len = IB_LRH + SZ_GRH
+        if n - off < SZ_GRH:
+            return fail(w, S_TRUNC, H_GRH, off, SZ_GRH, n - off)
+        if rd(p, off, F_GRH_NXTHDR) != GRH_NEXT:
+            return fail(w, S_GRH_NEXT, H_GRH, off, rd(p, off, F_GRH_NXTHDR), 0)
+        paylen = rd(p, off, F_GRH_PAYLEN)
+        if paylen != end - off - SZ_GRH:
+            return fail(w, S_L3_LENGTH, H_GRH, off, paylen, end - off - SZ_GRH)
+        off += SZ_GRH
+    if end < off + 4:
+        return fail(w, S_L3_LENGTH, H_LRH, 0, end, off + 4)
+    return do_transport(p, n, off, end, H_LRH, w)
 
 
 cdef int do_udp(const uint8_t *p, int n, int off, int end, int udp_port, int l3hdr,
@@ -707,6 +764,9 @@ cdef uint32_t icrc_raw(const uint8_t *p, int l3_off, int l3_kind, int l3_len, in
     cdef int i, k = 8, udp_len
     cdef const uint8_t *mask
     cdef int mlen
+    if l3_kind == L3K_LRH or l3_kind == L3K_LRH_GRH:  # native InfiniBand (roce.icrc)
+        return ib_icrc_raw(p + l3_off, l3_kind == L3K_LRH_GRH, bth_off - l3_off,
+                           end - l3_off)
     memset(buf, 0xFF, 8)
     if l3_kind == L3K_IPV4:
         mask, mlen = M_IP, M_IP_LEN

@@ -17,7 +17,7 @@ from libc.string cimport memcmp
 DEF A_NKINDS = 11      # message kinds, flowrules.K_* (checked at configuration)
 DEF A_NEVENTS = 32     # event kinds, at most
 DEF A_NCOUNTERS = 32   # flow counters, at most
-DEF A_MAX_ADDR = 32    # longest address pair (IPv6 / GRH)
+DEF A_MAX_ADDR = 36    # longest address pair (LIDs and GIDs of native InfiniBand with a GRH)
 
 # Numberings the C code switches on; configure_flows() checks they are flowrules' / psn's.
 cdef enum:
@@ -67,8 +67,11 @@ cdef ASpec A_SYN[256]     # AETH syndrome / MSN when AETH is not the first ETH
 cdef ASpec A_MSN[256]
 cdef int A_SYN_RULE[256]  # by syndrome byte: ASYN_*, and the value bits
 cdef int A_SYN_VALUE[256]
-cdef int A_SPAN_A[8]      # by L3 kind: the address pair's slice [a, b) from the L3 start
-cdef int A_SPAN_B[8]
+DEF A_MAX_PIECES = 4
+cdef int A_NPIECE[8]      # by L3 kind: the flow key's address pieces (flowrules.ADDR_PIECES)
+cdef int A_POFF[8][A_MAX_PIECES]
+cdef int A_PLEN[8][A_MAX_PIECES]
+cdef int A_SPAN_B[8]      # by L3 kind: bytes from the L3 start the key needs (0: no key)
 cdef int A_L3LEN_F[8]     # by L3 kind: the L3 length field (F_*) and what it leaves out
 cdef int A_L3LEN_X[8]
 cdef int A_ECN_MASK = 0, A_ECN_CE = -1
@@ -156,13 +159,18 @@ def configure_flows(dict cfg):
     for code, (rule, value) in enumerate(cfg["syndromes"]):
         A_SYN_RULE[code], A_SYN_VALUE[code] = rule, value
     for k in range(8):
-        A_SPAN_A[k] = A_SPAN_B[k] = 0
+        A_NPIECE[k] = A_SPAN_B[k] = 0
         A_L3LEN_F[k] = -1
         A_L3LEN_X[k] = 0
-    if any(not 0 <= k < 8 for k in cfg["spans"]):
+    if any(not 0 <= k < 8 for k in cfg["pieces"]):
         raise ValueError("flow engine: an L3 kind outside 0..7")
-    for k, (a, b) in cfg["spans"].items():
-        A_SPAN_A[k], A_SPAN_B[k] = a, b
+    for k, pieces in cfg["pieces"].items():
+        if len(pieces) > A_MAX_PIECES or sum(n for _, n in pieces) > A_MAX_ADDR:
+            raise ValueError("flow engine: L3 kind %d's address is too long" % k)
+        A_NPIECE[k] = len(pieces)
+        for j, (off, n) in enumerate(pieces):
+            A_POFF[k][j], A_PLEN[k][j] = off, n
+            A_SPAN_B[k] = max(A_SPAN_B[k], off + n)
     for k, (f, extra) in cfg["l3_len"].items():
         A_L3LEN_F[k], A_L3LEN_X[k] = f, extra
     A_ECN_MASK, A_ECN_CE = cfg["ecn_mask"], cfg["ecn_ce"]
@@ -454,6 +462,7 @@ cdef class FlowEngine:
         cdef bint icrc_ok, snapped = False, bad = False, truncated = False
         cdef object text = None
         cdef const uint8_t *bp
+        cdef uint8_t key[A_MAX_ADDR]
         cdef AFlow f
         self.frames += 1
         fn = self.frames
@@ -505,9 +514,9 @@ cdef class FlowEngine:
                 else:
                     k0 = k1 = k2 = -1  # unknown: a READ's length, an ACK's syndrome
             plen = 0
-            if snapped and w.payload_off >= 0 and st == S_L3_LENGTH:
+            k = A_L3LEN_F[w.l3_kind]
+            if snapped and w.payload_off >= 0 and st == S_L3_LENGTH and k >= 0:
                 # All headers were captured: the L3 length says how much payload there was.
-                k = A_L3LEN_F[w.l3_kind]
                 plen = (<int64_t>w.l3_off + A_L3LEN_X[w.l3_kind] + <int64_t>rd(p, w.l3_off, k)
                         - 4 - <int64_t>rd(p, bth, F_BTH_PADCNT) - w.payload_off)
                 if plen < 0:
@@ -531,9 +540,15 @@ cdef class FlowEngine:
                 k1 = a_rd(bp, &A_MSN[op])
             else:
                 k0 = k1 = -1
-        a = A_SPAN_A[w.l3_kind]
-        b = A_SPAN_B[w.l3_kind]
-        f = self._flow(w.l3_kind, p + w.l3_off + a, b - a, qp)
+        if A_NPIECE[w.l3_kind] == 1:  # the addresses are one slice (IP, GRH)
+            f = self._flow(w.l3_kind, p + w.l3_off + A_POFF[w.l3_kind][0], A_PLEN[w.l3_kind][0],
+                           qp)
+        else:  # native InfiniBand: LIDs (and GIDs) gathered
+            a = 0
+            for k in range(A_NPIECE[w.l3_kind]):
+                memcpy(key + a, p + w.l3_off + A_POFF[w.l3_kind][k], A_PLEN[w.l3_kind][k])
+                a += A_PLEN[w.l3_kind][k]
+            f = self._flow(w.l3_kind, key, a, qp)
         if f.first_ts < 0:
             f.first_ts = ts
         f.last_ts = ts
@@ -645,6 +660,8 @@ cdef class FlowEngine:
                                      w.icrc_off))))
             else:
                 self._event(fn, ts, "bad_icrc", f, None)
+        if (w.l3_kind == L3K_LRH or w.l3_kind == L3K_LRH_GRH) and w.status == S_OK:
+            self._vcrc(f, p, n, w, fn, ts)
         if cls <= AC_ONLYREQ:  # a request
             f.c[CT_REQ_PAYLOAD] += plen
             if not A_SEQ[op]:  # UD: counted, not sequenced
@@ -724,6 +741,21 @@ cdef class FlowEngine:
             self._reassemble(f, f.rspmsg, tr, pos, kind, psn, plen, -1, fn, ts)
         else:  # CNP
             self._event(fn, ts, "cnp", f, ())
+        return 0
+
+    cdef int _vcrc(self, AFlow f, const uint8_t *p, Py_ssize_t n, WalkResult *w, int64_t fn,
+                   int64_t ts) except -1:
+        """Native InfiniBand: the VCRC after the ICRC, when captured (flowref._vcrc)."""
+        cdef uint16_t calc, got
+        if n < w.l4_end + IB_VCRC:
+            return 0
+        if not IB_VCRC_READY:
+            raise RuntimeError("FlowEngine: the VCRC table is not configured (import "
+                               "roce.families.ibcrc)")
+        calc = vcrc_raw(p, w.l4_end)
+        got = (<uint16_t>p[w.l4_end] << 8) | p[w.l4_end + 1]
+        if calc != got:
+            self._event(fn, ts, "bad_vcrc", f, (got, calc))
         return 0
 
     # -- PSN sequencing --------------------------------------------------------------------

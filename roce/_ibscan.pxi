@@ -4,45 +4,24 @@
 # the VCRC polynomial and the VL mask come from roce.families (ib_configure); the BTH, GRH,
 # ETH plans and ICRC masks are the RoCE tables configure() loaded.
 
-DEF NLRH = 6  # lnh, pktlen, dlid, slid, vl, sl
-
-cdef int L_OFF[NLRH]
-cdef int L_N[NLRH]
-cdef int L_SHIFT[NLRH]
-cdef uint32_t L_MASK[NLRH]
 cdef uint16_t VCRC_T[8][256]  # slicing-by-8: VCRC_T[k] advances a byte k places further
 cdef uint16_t VCRC_INIT_V = 0xFFFF
-cdef uint8_t IB_VL_MASK = 0
-cdef int IB_LRH = 8
 cdef int IB_VCRC = 2
-cdef int IB_LNH_GLOBAL = 3
-cdef int IB_LNH_LOCAL = 2
+cdef bint IB_VCRC_READY = False
 
 
 def ib_configure(dict cfg):
-    """Receive the LRH field specs (roce.families.ib) and the VCRC table (ibcrc)."""
-    global VCRC_INIT_V, IB_VL_MASK, IB_LRH, IB_VCRC, IB_LNH_GLOBAL, IB_LNH_LOCAL
-    cdef int i
-    for i, (off, n, shift, mask) in enumerate(cfg["lrh"]):
-        L_OFF[i], L_N[i], L_SHIFT[i], L_MASK[i] = off, n, shift, mask
-    cdef int k
+    """Receive the VCRC table (roce.families.ibcrc) and the VCRC size."""
+    global VCRC_INIT_V, IB_VCRC, IB_VCRC_READY
+    cdef int i, k
     for i, v in enumerate(cfg["vcrc_table"]):
         VCRC_T[0][i] = v
     for k in range(1, 8):
         for i in range(256):
             VCRC_T[k][i] = (VCRC_T[k - 1][i] >> 8) ^ VCRC_T[0][VCRC_T[k - 1][i] & 0xFF]
     VCRC_INIT_V = cfg["vcrc_init"]
-    IB_VL_MASK = cfg["vl_mask"]
-    IB_LRH, IB_VCRC = cfg["lrh_size"], cfg["vcrc_size"]
-    IB_LNH_GLOBAL, IB_LNH_LOCAL = cfg["lnh_global"], cfg["lnh_local"]
-
-
-cdef inline uint32_t lrd(const uint8_t *p, int f) noexcept nogil:
-    cdef uint32_t v = 0
-    cdef int i
-    for i in range(L_N[f]):
-        v = (v << 8) | p[L_OFF[f] + i]
-    return (v >> L_SHIFT[f]) & L_MASK[f]
+    IB_VCRC = cfg["vcrc_size"]
+    IB_VCRC_READY = True
 
 
 cdef inline uint16_t vcrc_raw(const uint8_t *p, Py_ssize_t n) noexcept nogil:
@@ -68,10 +47,10 @@ def ib_vcrc(const uint8_t[::1] data):
     return vcrc_raw(&data[0], data.shape[0])
 
 
-cdef uint32_t ib_icrc_raw(const uint8_t *p, int lnh, int bth_off, int icrc_off) noexcept nogil:
+cdef uint32_t ib_icrc_raw(const uint8_t *p, bint grh, int bth_off, int icrc_off) noexcept nogil:
     cdef uint8_t buf[8 + 40 + 12]
     cdef int i, k
-    if lnh == IB_LNH_GLOBAL:
+    if grh:
         memset(buf, 0xFF, 8)
         memcpy(buf + 8, p + IB_LRH, SZ_GRH)
         for i in range(SZ_GRH):
@@ -92,35 +71,9 @@ cdef uint32_t ib_icrc_raw(const uint8_t *p, int lnh, int bth_off, int icrc_off) 
 
 cdef int ib_walk(const uint8_t *p, int n, WalkResult *w, int *lnh) noexcept nogil:
     """0 when the packet is whole and well formed (VCRC included); 1 otherwise (the
-    Python decoder then says why)."""
-    cdef int end, off
-    w.status = 0
-    w.vlans = 0
-    w.l3_kind = 0
-    w.l3_off = -1
-    w.l3_len = 0
-    w.udp_off = -1
-    w.bth_off = -1
-    w.opcode = -1
-    w.payload_off = w.pad_off = w.icrc_off = w.l4_end = -1
-    lnh[0] = -1
-    if n < IB_LRH:
-        return 1
-    lnh[0] = lrd(p, 0)
-    end = <int>lrd(p, 1) * 4
-    if lnh[0] != IB_LNH_LOCAL and lnh[0] != IB_LNH_GLOBAL:
-        return 1
-    off = IB_LRH
-    if lnh[0] == IB_LNH_GLOBAL:
-        w.l3_kind, w.l3_off, w.l3_len = 1, off, SZ_GRH
-        if n - off < SZ_GRH or rd(p, off, F_GRH_NXTHDR) != GRH_NEXT:
-            return 1
-        if <int>rd(p, off, F_GRH_PAYLEN) != end - off - SZ_GRH:
-            return 1
-        off += SZ_GRH
-    if end < off + 4 or do_transport(p, n, off, end, H_FRAME, w) != S_OK:
-        return 1
-    if n < end + IB_VCRC:
+    Python decoder then says why).  The walk is the fast path's (do_lrh)."""
+    lnh[0] = lrd(p, 0) if n >= IB_LRH else -1
+    if do_walk(p, n, LT_IB, 0, w) != S_OK or n < w.l4_end + IB_VCRC:
         return 1
     return 0
 
@@ -180,7 +133,7 @@ def ib_scan(list frames, dict cols):
             c_end[i] = w.l4_end
             for j in range(K_COUNT[op]):
                 kv[j] = (rd64(b + K_OFF[op][j], K_N[op][j]) >> K_SHIFT[op][j]) & K_MASK[op][j]
-            c_icrc[i] = bswap32(ib_icrc_raw(p, lnh, w.bth_off, w.icrc_off)) == stored(p, w.icrc_off)
+            c_icrc[i] = bswap32(ib_icrc_raw(p, lnh == L3K_LRH_GRH, w.bth_off, w.icrc_off)) == stored(p, w.icrc_off)
             c_vcrc[i] = vcrc_raw(p, w.l4_end) == ((<uint16_t>p[w.l4_end] << 8) | p[w.l4_end + 1])
         c_k0[i] = kv[0]
         c_k1[i] = kv[1]

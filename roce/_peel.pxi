@@ -126,3 +126,57 @@ def peel(list frames, int linktype, int udp_port):
         if off >= 0 and lt == linktype:
             out[i] = PyBytes_FromStringAndSize(<const char *>p + off, n - off)
     return out
+
+
+# -- ERF records (roce.families.erf): the payload of every record of a batch -----------------
+
+cdef int ERF_HDR = 16, ERF_EXTSZ = 8, ERF_EXT_BIT = 0x80, ERF_TYPE_AT = 8, ERF_RLEN_AT = 10
+cdef int ERF_T_ETH = 2, ERF_PAD_ETH = 2
+cdef int ERF_INNER[128]  # by record type: the link type of what it holds, -1 none
+
+
+def erf_configure(dict cfg):
+    """The ERF header's sizes and offsets and the record types' inner link types
+    (roce.families.erf)."""
+    global ERF_HDR, ERF_EXTSZ, ERF_EXT_BIT, ERF_TYPE_AT, ERF_RLEN_AT, ERF_T_ETH, ERF_PAD_ETH
+    cdef int t
+    ERF_HDR, ERF_EXTSZ, ERF_EXT_BIT = cfg["header"], cfg["ext"], cfg["ext_present"]
+    ERF_TYPE_AT, ERF_RLEN_AT = cfg["type_at"], cfg["rlen_at"]
+    ERF_T_ETH, ERF_PAD_ETH = cfg["eth"], cfg["eth_pad"]
+    for t in range(128):
+        ERF_INNER[t] = -1
+    for t, lt in cfg["inner"].items():
+        ERF_INNER[t] = lt
+
+
+def erf_skip(list frames):
+    """Twin of roce.families.erf.skip_batch_reference: (payloads, link type), or None."""
+    cdef Py_ssize_t i, count = PyList_GET_SIZE(frames)
+    cdef const uint8_t *p
+    cdef int n, pos, more, tbyte, inner, lt = -1
+    cdef object f
+    cdef list out = []
+    for i in range(count):
+        f = <object>PyList_GET_ITEM(frames, i)
+        if not PyBytes_Check(f):
+            raise TypeError("erf_skip: frame %d is not bytes" % i)
+        p = <const uint8_t *>PyBytes_AS_STRING(f)
+        n = PyBytes_GET_SIZE(f)
+        if n < ERF_HDR or ((p[ERF_RLEN_AT] << 8) | p[ERF_RLEN_AT + 1]) < ERF_HDR:
+            return None
+        tbyte = p[ERF_TYPE_AT]
+        pos = ERF_HDR
+        more = tbyte & ERF_EXT_BIT
+        while more:
+            if pos + ERF_EXTSZ > n:
+                return None
+            more = p[pos] & 0x80
+            pos += ERF_EXTSZ
+        if (tbyte & 0x7F) == ERF_T_ETH:
+            pos += ERF_PAD_ETH
+        inner = ERF_INNER[tbyte & 0x7F]
+        if inner < 0 or (lt >= 0 and inner != lt):
+            return None
+        lt = inner
+        out.append(PyBytes_FromStringAndSize(<const char *>p + pos, n - pos if n > pos else 0))
+    return out, (lt if lt >= 0 else None)

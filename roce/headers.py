@@ -166,6 +166,24 @@ GRH = BitStruct(
     "dgid" / IPv6Address * "Destination GID",
 )
 
+# Native InfiniBand Local Route Header (IBA 7.7).  Not one of RoCE's headers (it stays out of
+# HEADERS and LAYOUTS): roce.families.ib decodes it; the structural walk (roce.locate, the fast
+# path) reads LNH and PktLen from LRH_LAYOUT to find BTH in a link type 247 packet.
+LRH = BitStruct(
+    "vl" / U(4) * "Virtual Lane",
+    "lver" / U(4) * "Link Version",
+    "sl" / U(4) * "Service Level",
+    "reserved2" / U(2) * "Reserved (2 bits)",
+    "lnh" / U(2) * "Link Next Header",
+    "dlid" / U(16) * "Destination Local ID",
+    "reserved5" / U(5) * "Reserved (5 bits)",
+    "pktlen" / U(11) * "Packet Length",
+    "slid" / U(16) * "Source Local ID",
+)
+# LRH LNH (IBA 7.7.5): what follows the LRH.  PktLen counts 4-byte words (IBA 7.7.8).
+LNH_RAW, LNH_IP, LNH_LOCAL, LNH_GLOBAL = 0, 1, 2, 3
+LRH_WORD = 4
+
 # -- InfiniBand transport headers (IBA 9.2, 9.3) ------------------------------------------------
 
 BTH = BitStruct(
@@ -319,6 +337,7 @@ LAYOUTS: dict[str, Layout] = {name: _layout(name, con) for name, con in HEADERS.
 
 
 SIZE_OF: dict[str, int] = {name: lay.size for name, lay in LAYOUTS.items()}
+LRH_LAYOUT = _layout("lrh", LRH)
 
 
 # -- a compiled codec: one int.from_bytes per header, shifts and masks per field -----------

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import zlib
 
-from .headers import LAYOUTS
-from .locate import L3_GRH, L3_IPV4, L3_IPV6
+from .headers import LAYOUTS, LRH_LAYOUT
+from .locate import L3_GRH, L3_IPV4, L3_IPV6, L3_LRH, L3_LRH_GRH, LRH_SIZE
 
 # Variant fields per header: anything a router or switch may rewrite in flight.
 VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -28,6 +28,9 @@ VARIANT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 LRH_STANDIN = b"\xff" * 8
+# Native InfiniBand with LNH 2 (IBA 7.8.1): the LRH itself is covered, its VL set to ones.
+_VL = LRH_LAYOUT.field("vl")
+LRH_VL_MASK = (_VL.mask << _VL.shift).to_bytes(LRH_SIZE, "big")
 
 L3_HEADER = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
 
@@ -59,8 +62,13 @@ def icrc_at(frame: bytes, l3_offset: int, l3_kind: int, l3_len: int, bth_offset:
     ``end`` is where the ICRC starts (the end of the covered bytes).
     """
     mv = memoryview(frame)
-    parts = [LRH_STANDIN, _masked(mv[l3_offset:l3_offset + l3_len], L3_HEADER[l3_kind])]
-    if l3_kind != L3_GRH:
+    if l3_kind == L3_LRH:  # native InfiniBand, IBA local: LRH, BTH
+        parts = [bytes(b | m for b, m in zip(mv[l3_offset:l3_offset + LRH_SIZE], LRH_VL_MASK))]
+    elif l3_kind == L3_LRH_GRH:  # IBA global: the LRH replaced by ones, as RoCEv1's
+        parts = [LRH_STANDIN, _masked(mv[l3_offset + LRH_SIZE:l3_offset + l3_len], "grh")]
+    else:
+        parts = [LRH_STANDIN, _masked(mv[l3_offset:l3_offset + l3_len], L3_HEADER[l3_kind])]
+    if l3_kind in L3_HEADER and l3_kind != L3_GRH:
         parts.append(_masked(mv[l3_offset + l3_len:bth_offset], "udp"))
     parts.append(_masked(mv[bth_offset:bth_offset + _BTH], "bth"))
     crc = zlib.crc32(b"".join(parts))

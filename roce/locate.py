@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .errors import DecodeError, NotRoCE
-from .headers import LAYOUTS, SIZE_OF
+from .headers import LAYOUTS, LNH_GLOBAL, LNH_LOCAL, LRH_LAYOUT, LRH_WORD, SIZE_OF
 from .opcodes import OPCODES
 
 ROCE_PORT = 4791
@@ -26,16 +26,32 @@ IPPROTO_UDP = 17
 GRH_NEXT_BTH = 0x1B  # IBA: GRH NxtHdr for an IBA transport header
 MAX_VLAN_TAGS = 2
 LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2 = 1, 101, 113, 276
-# The link types walk() reads, by name; frames of any other are not RoCE (NR_LINKTYPE).
+LINKTYPE_INFINIBAND = 247  # native InfiniBand packets, LRH first (tcpdump.org LINKTYPE_*)
+# The walk reads native InfiniBand when asked for WALK_INFINIBAND, a code outside the 16 bits
+# of pcap link types: link type 247 itself stays roce.families.ib's in the decoder (the walk
+# calls it NR_LINKTYPE), and the flow engines ask for this code for its frames.
+WALK_INFINIBAND = 0x10000 | LINKTYPE_INFINIBAND
+# The link types `roce stats` reads, by name; frames of any other are not RoCE (NR_LINKTYPE).
 LINKTYPE_NAMES = {LINKTYPE_ETHERNET: "Ethernet", LINKTYPE_RAW: "raw IP",
-                  LINKTYPE_LINUX_SLL: "Linux cooked v1", LINKTYPE_LINUX_SLL2: "Linux cooked v2"}
+                  LINKTYPE_LINUX_SLL: "Linux cooked v1", LINKTYPE_LINUX_SLL2: "Linux cooked v2",
+                  LINKTYPE_INFINIBAND: "InfiniBand"}
 
+
+def flow_linktype(linktype: int) -> int:
+    """The walk code the flow engines use for frames of ``linktype``."""
+    return WALK_INFINIBAND if linktype == LINKTYPE_INFINIBAND else linktype
+
+# What carries BTH.  Native InfiniBand's kinds are numbered as the LRH's LNH that makes them:
+# L3_LRH (LNH 2, IBA local) is the LRH alone, L3_LRH_GRH (LNH 3, IBA global) LRH and GRH;
+# for both the "L3" header starts at the LRH (byte 0) and the ICRC is the LRH rule of IBA
+# 7.8.1 (roce.icrc).  The walk's l4_end is the end of the ICRC; the VCRC follows.
 L3_NONE, L3_GRH, L3_IPV4, L3_IPV6 = 0, 1, 4, 6
+L3_LRH, L3_LRH_GRH = LNH_LOCAL, LNH_GLOBAL
 
 # Status codes.  Below FIRST_BAD_STATUS: not RoCE (a well-formed frame of another protocol);
 # from it on: RoCE that is malformed.  Test with is_not_roce / is_malformed, not with numbers.
 OK = 0
-NR_ETHERTYPE, NR_PROTO, NR_PORT, NR_FRAGMENT, NR_LINKTYPE = 1, 2, 3, 4, 5
+NR_ETHERTYPE, NR_PROTO, NR_PORT, NR_FRAGMENT, NR_LINKTYPE, NR_LNH = 1, 2, 3, 4, 5, 6
 BAD_TRUNCATED, BAD_IP_VERSION, BAD_IP_HDRLEN, BAD_L3_LENGTH, BAD_UDP_LENGTH = 10, 11, 12, 13, 14
 BAD_TVER, BAD_OPCODE, BAD_PADCNT, BAD_PAYLOAD, BAD_PAYLOAD_LEN, BAD_GRH_NEXT = (
     15, 16, 17, 18, 19, 20)
@@ -55,7 +71,7 @@ def is_malformed(status: int) -> bool:
 HEADER_IDS: tuple[str, ...] = ("frame", "eth", "vlan", "sll", "sll2", "ip", "ipv6", "udp",
                                "grh", "bth", "rdeth", "deth", "reth", "atomiceth", "aeth",
                                "atomicacketh", "immdt", "ieth", "xrceth", "feth", "cnp",
-                               "payload", "icrc")
+                               "payload", "icrc", "lrh")
 HID = {name: i for i, name in enumerate(HEADER_IDS)}
 
 
@@ -105,6 +121,20 @@ FAST_FIELDS: tuple[tuple[str, str], ...] = (
 # Bits of the scan's "flags" column.
 FLAG_SE, FLAG_M, FLAG_FECN, FLAG_BECN, FLAG_A = 0x80, 0x40, 0x10, 0x08, 0x04
 SPECS = {hf: _spec(*hf) for hf in FAST_FIELDS}
+
+
+def _lrh_spec(name: str) -> tuple[int, int, int, int]:
+    f = LRH_LAYOUT.field(name)
+    first, last = f.bit_offset // 8, (f.bit_offset + f.bits - 1) // 8
+    n = last - first + 1
+    return first, n, n * 8 - (f.bit_offset % 8) - f.bits, f.mask
+
+
+# The LRH fields the fast path reads, in the order it is handed them (walk: lnh, pktlen;
+# the IB scan: dlid, slid, vl, sl).
+LRH_FIELDS = ("lnh", "pktlen", "dlid", "slid", "vl", "sl")
+LRH_SPECS = {name: _lrh_spec(name) for name in LRH_FIELDS}
+LRH_SIZE = LRH_LAYOUT.size
 SIZE = SIZE_OF
 
 # Per opcode: ext header ids and sizes in order, payload allowed, fixed payload length (-1).
@@ -126,6 +156,8 @@ def walk(frame: bytes, linktype: int = LINKTYPE_ETHERNET, udp_port: int = ROCE_P
     # vlans, l3_kind, l3_off, l3_len, udp_off, bth_off, opcode, payload, pad, icrc, end
     p = [0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1]
     off = 0
+    if linktype == WALK_INFINIBAND:
+        return _lrh(frame, p)
     if linktype == LINKTYPE_RAW:
         if n < 1:
             return _fail(BAD_TRUNCATED, p, "ip", 0, 1, 0)
@@ -228,6 +260,35 @@ def _grh(frame: bytes, off: int, p: list[int]) -> Walk:
     return _transport(frame, start, start + _rd(frame, off, SPECS[("grh", "paylen")]), p, "grh")
 
 
+def _lrh(frame: bytes, p: list[int]) -> Walk:
+    """A native InfiniBand packet: LRH, the GRH when LNH is 3, then the transport up to the
+    end PktLen gives (IBA 7.7)."""
+    n = len(frame)
+    p[2], p[3] = 0, LRH_SIZE
+    if n < LRH_SIZE:
+        return _fail(BAD_TRUNCATED, p, "lrh", 0, LRH_SIZE, n)
+    lnh = _rd(frame, 0, LRH_SPECS["lnh"])
+    if lnh != LNH_LOCAL and lnh != LNH_GLOBAL:
+        return _fail(NR_LNH, p, "lrh", 0, lnh)
+    p[1] = lnh  # L3_LRH or L3_LRH_GRH
+    end = _rd(frame, 0, LRH_SPECS["pktlen"]) * LRH_WORD
+    off = LRH_SIZE
+    if lnh == LNH_GLOBAL:
+        p[3] = LRH_SIZE + SIZE["grh"]
+        if n - off < SIZE["grh"]:
+            return _fail(BAD_TRUNCATED, p, "grh", off, SIZE["grh"], n - off)
+        nxt = _rd(frame, off, SPECS[("grh", "nxthdr")])
+        if nxt != GRH_NEXT_BTH:
+            return _fail(BAD_GRH_NEXT, p, "grh", off, nxt)
+        paylen = _rd(frame, off, SPECS[("grh", "paylen")])
+        if paylen != end - off - SIZE["grh"]:
+            return _fail(BAD_L3_LENGTH, p, "grh", off, paylen, end - off - SIZE["grh"])
+        off += SIZE["grh"]
+    if end < off + 4:  # not even room for the ICRC
+        return _fail(BAD_L3_LENGTH, p, "lrh", 0, end, off + 4)
+    return _transport(frame, off, end, p, "lrh")
+
+
 def _transport(frame: bytes, off: int, end: int, p: list[int], l3: str) -> Walk:
     """BTH, extended headers, payload, pad and ICRC between ``off`` and ``end``."""
     n = len(frame)
@@ -277,7 +338,7 @@ def macc_offset(w: Walk) -> int:
 
 
 _L3_NAMES = {"ip": "IPv4 total length", "ipv6": "IPv6 payload length",
-             "grh": "GRH payload length"}
+             "grh": "GRH payload length", "lrh": "LRH packet length"}
 
 
 def explain(w: Walk) -> ValueError:
@@ -294,6 +355,8 @@ def explain(w: Walk) -> ValueError:
         return NotRoCE("IPv4 fragment", off)
     if s == NR_LINKTYPE:
         return NotRoCE(f"link type {a} is not supported", off)
+    if s == NR_LNH:
+        return NotRoCE(f"LRH LNH {a} carries no IBA transport (raw or IP packet)", off)
     if s == BAD_TRUNCATED:
         return DecodeError(f"{up} truncated at byte {off}: needs {a} bytes, {b} left", hdr, off)
     if s == BAD_IP_VERSION:

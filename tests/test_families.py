@@ -165,6 +165,45 @@ def test_erf_truncated_records() -> None:
         erf.unwrap(bytes(bad))
 
 
+@st.composite
+def _erf_batches(draw: st.DrawFn) -> list[bytes]:
+    """ERF records of IB, Ethernet and other types, extension headers, padding, some cut,
+    some with a byte changed (rlen, type, extension chain)."""
+    out = []
+    for _ in range(draw(st.integers(0, 6))):
+        rtype = draw(st.sampled_from([erf.ERF_TYPE_INFINIBAND, erf.ERF_TYPE_ETH,
+                                      erf.ERF_TYPE_INFINIBAND_LINK]))
+        rec = bytearray(erf.record(draw(st.binary(max_size=40)), rtype=rtype,
+                                   extensions=tuple(draw(st.lists(st.integers(0, 127),
+                                                                  max_size=3)))))
+        if draw(st.booleans()):
+            rec[draw(st.integers(0, len(rec) - 1))] = draw(st.integers(0, 255))
+        out.append(bytes(rec[:draw(st.integers(0, len(rec)))]) if draw(st.booleans())
+                   else bytes(rec))
+    return out
+
+
+@given(batch=_erf_batches())
+def test_erf_skip_batch_twins_agree(batch: list[bytes]) -> None:
+    """The compiled ERF unwrap of a batch (roce._fastpath.erf_skip) is skip's twin."""
+    if erf.skip_batch is erf.skip_batch_reference:
+        pytest.skip("compiled fast path not built")
+    assert erf.skip_batch(batch) == erf.skip_batch_reference(batch)
+
+
+def test_erf_skip_batch_says_none_for_cut_or_mixed_records() -> None:
+    pkt = ib.build(transport(0x04, b"abcdefgh"))
+    rec = erf.record(pkt, extensions=(1, 2))
+    eth = erf.record(roce.craft("RC_SEND_ONLY", b"xy").to_bytes(), rtype=erf.ERF_TYPE_ETH)
+    for fn in (erf.skip_batch, erf.skip_batch_reference):
+        inner, lt = fn([rec, rec])
+        assert lt == 247 and inner[0][:len(pkt)] == pkt  # padding kept: the walk ends it
+        assert fn([rec, eth]) is None  # two link types
+        assert fn([rec[:20]]) is None  # extension header cut
+        assert fn([rec[:10]]) is None  # ERF header cut
+        assert fn([erf.record(b"12345678", rtype=erf.ERF_TYPE_INFINIBAND_LINK)]) is None
+
+
 # -- decoding through the CLI --------------------------------------------------------------------
 
 

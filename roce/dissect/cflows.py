@@ -75,7 +75,7 @@ def engine_config() -> dict[str, Any]:
         "aeth_later": {c: (_field_spec(c, "aeth", "syndrome"), _field_spec(c, "aeth", "msn"))
                        for c in R.AETH_LATER},
         "syndromes": R.SYNDROMES,
-        "spans": {k: (a, b) for k, (a, b, _) in R.ADDR_SPANS.items()},
+        "pieces": R.ADDR_PIECES,
         "l3_len": {k: (fields.index(hf), extra) for k, (hf, extra) in R.L3_LEN_FIELDS.items()},
         "ecn_mask": R.ECN_MASK, "ecn_ce": ECN_CE,
         "first_bad_status": locate.FIRST_BAD_STATUS,
@@ -110,6 +110,15 @@ if _ext is not None:
     _ext.configure_flows(engine_config())
 
 
+def _link(linktype: int) -> int:
+    """The walk code for ``linktype`` (``locate.flow_linktype``), once the engine can read
+    it: native InfiniBand's VCRC table is handed over by ``roce.families.ibcrc`` on import
+    (a plain RoCE run never imports it)."""
+    if linktype == locate.LINKTYPE_INFINIBAND:
+        from ..families import ibcrc  # noqa: F401
+    return locate.flow_linktype(linktype)
+
+
 class CompiledAnalyzer:
     """Streaming analyser with the interface of ``flowref.Analyzer`` (``feed``,
     ``feed_batch``, ``finish``) plus :meth:`feed_capture` for a whole capture."""
@@ -135,12 +144,12 @@ class CompiledAnalyzer:
     def feed(self, frames: Iterable[Any]) -> None:
         """Analyse frames: ``pcapio.Frame`` objects or bytes (Ethernet, timestamp 0)."""
         for datas, tss, caps, lens, linktype in frame_columns(frames, self.batch):
-            self._e.feed_frames(datas, tss, caps, lens, linktype)
+            self._e.feed_frames(datas, tss, caps, lens, _link(linktype))
 
     def feed_batch(self, batch: Batch) -> None:
         """Analyse one ``pcapio.Batch``."""
         self._e.feed_frames(batch.datas, batch.ts_ns, batch.caplen, batch.origlen,
-                            batch.linktype)
+                            _link(batch.linktype))
 
     def feed_capture(self, reader: CaptureReader,
                      progress: Callable[[int, int | None], None] | None = None) -> None:
@@ -159,7 +168,8 @@ class CompiledAnalyzer:
 
     def _consume(self, buf: Any, pos: int, end: int, big_endian: bool, frac_mul: int,
                  linktype: int) -> tuple[int, int]:
-        return self._e.feed_pcap(buf, pos, end, big_endian, frac_mul, linktype, MAX_RECORD)
+        return self._e.feed_pcap(buf, pos, end, big_endian, frac_mul, _link(linktype),
+                                 MAX_RECORD)
 
     def finish(self) -> Report:
         """Close open state, pair flows, total up (as ``flowref.Analyzer.finish``)."""

@@ -15,9 +15,11 @@ from typing import Any, NamedTuple
 from .. import locate
 from ..headers import NAK_CODES
 from .flowrules import (
+    ADDR_PIECES,
     COUNTERS,
     EVENT_BY_NAME,
     EVENT_KINDS,
+    IB_KINDS,
     KIND_KEYS,
     L3_NAMES,
     SEVERITIES,
@@ -124,6 +126,14 @@ class Path:
 
 
 def addr_text(kind: int, raw: bytes) -> str:
+    """One end of a flow: an IP address or GID; native InfiniBand ``LID 0x0001`` (and the
+    GID when there is a GRH: ``LID 0x0001 GID fe80::1``), the LID as Wireshark's
+    ``infiniband.lrh.slid`` / ``dlid``."""
+    if kind in IB_KINDS:
+        n = ADDR_PIECES[kind][0][1]  # the SLID's bytes
+        lid, gid = raw[:n], raw[n:]
+        text = f"LID 0x{int.from_bytes(lid, 'big'):04x}"
+        return f"{text} GID {socket.inet_ntop(socket.AF_INET6, gid)}" if gid else text
     return socket.inet_ntop(socket.AF_INET if kind == locate.L3_IPV4 else socket.AF_INET6, raw)
 
 

@@ -24,7 +24,8 @@ from .flowinput import frame_columns
 from .flowmodel import Event, EventStore, Flow, Path, Report, totals
 from .flowpair import pair
 from .flowrules import (
-    ADDR_SPANS,
+    ADDR_NEED,
+    ADDR_PIECES,
     AETH_LATER,
     ATOMIC_BYTES,
     BATCH,
@@ -38,6 +39,7 @@ from .flowrules import (
     DEFAULT_MTU,
     ECN_MASK,
     EVENT_BY_NAME,
+    IB_KINDS,
     IB_MTUS,
     K_READ,
     K_READ_RESP,
@@ -63,6 +65,7 @@ from .flowrules import (
     SYN_RNR,
     SYNDROMES,
     WRITE_KINDS,
+    addr_key,
     event_text,
     is_selective_nak,
     malformed_text,
@@ -199,6 +202,7 @@ class Analyzer:
                     caps: Sequence[int] | None, linktype: int) -> None:
         n = len(datas)
         base = self.frames
+        linktype = locate.flow_linktype(linktype)  # native InfiniBand: the walk's code
         if self.first_ts < 0:
             self.first_ts = tss[0]
         cols = self._cols
@@ -227,8 +231,7 @@ class Analyzer:
                 row, bad = got
                 truncated = bad == ""
             op, qp, psn, plen, l3k, l3o, ecn, icrc_ok, k0, k1, k2, bth = row
-            a, b, _ = ADDR_SPANS[l3k]
-            key = (l3k, data[l3o + a:l3o + b], qp)
+            key = (l3k, addr_key(data, l3o, ADDR_PIECES[l3k]), qp)
             f = self._map.get(key)
             if f is None:
                 f = self._new_flow(*key)
@@ -265,9 +268,9 @@ class Analyzer:
         w = fast.walk(data, linktype, self.udp_port)
         snapped = cut and st in (locate.BAD_TRUNCATED, locate.BAD_L3_LENGTH)
         bth = w.bth_off
-        span = ADDR_SPANS.get(w.l3_kind)
-        usable = (span is not None and w.l3_off >= 0 and bth >= 0
-                  and len(data) >= bth + SIZE_OF["bth"] and len(data) >= w.l3_off + span[1]
+        need = ADDR_NEED.get(w.l3_kind)
+        usable = (need is not None and w.l3_off >= 0 and bth >= 0
+                  and len(data) >= bth + SIZE_OF["bth"] and len(data) >= w.l3_off + need
                   and _rd(data, bth, _BTH_TVER) == 0
                   and OPINFO[data[bth + _BTH_OPCODE]] is not None)
         if not usable:
@@ -290,7 +293,8 @@ class Analyzer:
         elif names:
             keys = [-1, -1, -1]  # unknown: a READ's length, an ACK's syndrome
         plen = 0
-        if snapped and w.payload_off >= 0 and st == locate.BAD_L3_LENGTH:
+        if (snapped and w.payload_off >= 0 and st == locate.BAD_L3_LENGTH
+                and w.l3_kind in _L3_LEN):
             # All headers were captured: the L3 length says how much payload there was.
             lspec, extra = _L3_LEN[w.l3_kind]
             end = w.l3_off + extra + _rd(data, w.l3_off, lspec)
@@ -300,6 +304,18 @@ class Analyzer:
                w.l3_off, ecn, True,  # ICRC not checked: it cannot be over a partial frame
                *keys, bth)
         return row, "" if snapped else malformed_text(w)
+
+    def _vcrc(self, f: _RefFlow, data: bytes, linktype: int, fn: int, ts: int) -> None:
+        """Native InfiniBand: the VCRC after the ICRC, when captured (IBA 7.8.2)."""
+        from ..families import ibcrc
+
+        end = fast.walk(data, linktype, self.udp_port).l4_end
+        if len(data) < end + ibcrc.VCRC_SIZE:
+            return
+        stored = int.from_bytes(data[end:end + ibcrc.VCRC_SIZE], "big")
+        calc = ibcrc.vcrc(memoryview(data)[:end])
+        if calc != stored:
+            self._event(fn, ts, "bad_vcrc", f, (stored, calc))
 
     # -- one packet ----------------------------------------------------------------------------
 
@@ -319,6 +335,8 @@ class Analyzer:
         if not icrc_ok:
             _, calc, stored = fast.icrc_check(data, linktype, self.udp_port)
             self._event(fn, ts, "bad_icrc", f, (stored, calc))
+        if f.l3 in IB_KINDS and bad is None and not truncated:
+            self._vcrc(f, data, linktype, fn, ts)
         if cls <= C_ONLYREQ:  # a request
             f.req_payload += plen
             if not seq:  # UD: counted, not sequenced

@@ -132,6 +132,7 @@ from ..headers import (
     AETH_NAK,
     AETH_RNR_NAK,
     LAYOUTS,
+    LRH_LAYOUT,
     NAK_PSN_SEQUENCE_ERROR,
     SIZE_OF,
     SYNDROME_VALUE_MASK,
@@ -175,6 +176,8 @@ class EventKind(NamedTuple):
 EVENTS: tuple[EventKind, ...] = (
     EventKind("malformed", SEV_ERROR, "malformed: %s", "malformed"),
     EventKind("bad_icrc", SEV_ERROR, "bad ICRC: 0x%08x, should be 0x%08x", "bad_icrc"),
+    # native InfiniBand only: the link-level CRC after the ICRC (IBA 7.8.2)
+    EventKind("bad_vcrc", SEV_ERROR, "bad VCRC: 0x%04x, should be 0x%04x", "bad_vcrc"),
     EventKind("nak_fatal", SEV_ERROR, "NAK %s MSN=%d PSN=0x%06x"),
     EventKind("gap", SEV_WARNING, "%sPSN gap: expected 0x%06x, got 0x%06x (%d missing)"),
     EventKind("retransmission", SEV_WARNING, "retransmission of %sPSN 0x%06x",
@@ -248,6 +251,7 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("cnps", "cnps", "cnps"),
     Counter("ecn_ce", "ecn_ce", "ecn_ce"),
     Counter("bad_icrc", "bad_icrc", "bad_icrc"),
+    Counter("bad_vcrc", "bad_vcrc", "bad_vcrc"),
     Counter("malformed", "malformed", "malformed"),
     Counter("truncated", "truncated", "truncated"),
 )
@@ -364,22 +368,55 @@ def malformed_text(w: locate.Walk) -> str:
     return str(locate.explain(w))
 
 
-# -- where the addresses are: one slice [src, dst) per L3 kind, offsets from LAYOUTS ---------
+# -- where the addresses are: per L3 kind, pieces (offset from the L3 start, bytes) -----------
+# The flow key is the source pieces then as many destination pieces, so its two halves are the
+# two ends and swapping them gives the reverse flow.  IP and the GRH: one slice (the source
+# and destination addresses are adjacent); native InfiniBand: the LIDs (Wireshark
+# infiniband.lrh.slid / dlid), and the GIDs with a GRH (LNH 3).
 
 
-def _addr_span(header: str, src: str, dst: str) -> tuple[int, int, int]:
+def _addr_span(header: str, src: str, dst: str) -> tuple[tuple[int, int], ...]:
     s, d = LAYOUTS[header].field(src), LAYOUTS[header].field(dst)
     # src and dst are adjacent in IPv4, IPv6 and the GRH, so one slice makes the flow key.
     assert d.bit_offset == s.bit_offset + s.bits and s.bits == d.bits and not s.bit_offset % 8
-    return s.byte_offset, d.byte_offset + d.bits // 8, s.bits // 8
+    return ((s.byte_offset, (s.bits + d.bits) // 8),)
 
 
-ADDR_SPANS: dict[int, tuple[int, int, int]] = {
+def _lrh_pieces(grh: bool) -> tuple[tuple[int, int], ...]:
+    def piece(layout: Any, name: str, base: int) -> tuple[int, int]:
+        f = layout.field(name)
+        assert not f.bit_offset % 8 and not f.bits % 8
+        return base + f.byte_offset, f.bits // 8
+
+    lrh, g = LRH_LAYOUT, LAYOUTS["grh"]
+    if not grh:
+        return piece(lrh, "slid", 0), piece(lrh, "dlid", 0)
+    return (piece(lrh, "slid", 0), piece(g, "sgid", lrh.size), piece(lrh, "dlid", 0),
+            piece(g, "dgid", lrh.size))
+
+
+ADDR_PIECES: dict[int, tuple[tuple[int, int], ...]] = {
     locate.L3_IPV4: _addr_span("ip", "src", "dst"),
     locate.L3_IPV6: _addr_span("ipv6", "src", "dst"),
     locate.L3_GRH: _addr_span("grh", "sgid", "dgid"),
+    locate.L3_LRH: _lrh_pieces(False),
+    locate.L3_LRH_GRH: _lrh_pieces(True),
 }
-L3_NAMES = {locate.L3_IPV4: "IPv4", locate.L3_IPV6: "IPv6", locate.L3_GRH: "GRH"}
+# Bytes from the L3 start the key needs.
+ADDR_NEED = {k: max(o + n for o, n in p) for k, p in ADDR_PIECES.items()}
+L3_NAMES = {locate.L3_IPV4: "IPv4", locate.L3_IPV6: "IPv6", locate.L3_GRH: "GRH",
+            locate.L3_LRH: "LRH", locate.L3_LRH_GRH: "LRH+GRH"}
+IB_KINDS = frozenset((locate.L3_LRH, locate.L3_LRH_GRH))  # they carry a VCRC
+
+
+def addr_key(data: bytes, l3_off: int, pieces: tuple[tuple[int, int], ...]) -> bytes:
+    """The flow key's address bytes of a frame (source half, destination half)."""
+    if len(pieces) == 1:
+        o, n = pieces[0]
+        return data[l3_off + o:l3_off + o + n]
+    return b"".join(data[l3_off + o:l3_off + o + n] for o, n in pieces)
+
+
 # L3 kind -> its length field and the bytes that length leaves out (the fixed header).
 L3_LEN_FIELDS = {locate.L3_IPV4: (("ip", "len"), 0),
                  locate.L3_IPV6: (("ipv6", "plen"), SIZE_OF["ipv6"]),

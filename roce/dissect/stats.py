@@ -93,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     from ..families import stats as tunnelled  # ERSPAN / GRE / VXLAN / ERF: inner flows
 
     kind = tunnelled.capture_kind(args.file, port)
-    if kind == "tunnel":
+    if kind == "tunnel" or (kind == "ib" and reader.linktype != locate.LINKTYPE_INFINIBAND):
+        # tunnels peeled; ERF records unwrapped (native InfiniBand in ERF included): the
+        # engine analyses the frames inside.  Link type 247 is read in place, as RoCE is.
         reader = tunnelled.Peel(reader, port)  # type: ignore[assignment]
     try:
         report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
@@ -168,8 +170,9 @@ def _warn_linktypes(reader: CaptureReader) -> None:
     """One line per link type of the capture that roce cannot read: otherwise its frames
     would only show up as "not RoCE", with no word about why."""
     known = locate.LINKTYPE_NAMES
+    reads = getattr(reader, "reads", None)  # a Peel reads what a tunnel unwraps (ERF)
     for lt in reader.linktypes:
-        if lt not in known:
+        if lt not in known and not (reads is not None and reads(lt)):
             print(f"{PROG}: warning: {reader.name}: link type {lt} is not supported (only "
                   f"{', '.join(f'{n} ({v})' for v, n in known.items())}); its frames are "
                   "counted as not RoCE", file=sys.stderr)

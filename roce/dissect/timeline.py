@@ -30,6 +30,8 @@ from ..errors import DecodeError
 from ..headers import ECN_CE, LAYOUTS
 from ..opcodes import OPCODES, Operation, Transport
 from ..psn import psn_diff
+from .flowmodel import addr_text
+from .flowrules import ADDR_PIECES, IB_KINDS, addr_key
 
 _IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
 _IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
@@ -118,17 +120,22 @@ class Collector:
         if tl.first_ts is None:
             tl.first_ts = ts
         tl.last_ts = ts
-        w = fast.walk(data, linktype, self.udp_port)
+        w = fast.walk(data, locate.flow_linktype(linktype), self.udp_port)
         if w.status != locate.OK:
             if linktype == locate.LINKTYPE_ETHERNET:
                 self._macc(data, ts)
             return
         spans = _ADDR.get(w.l3_kind)
-        if spans is None:
+        if w.l3_kind in IB_KINDS:  # native InfiniBand: LIDs (and GIDs), as roce stats names
+            raw = addr_key(data, w.l3_off, ADDR_PIECES[w.l3_kind])
+            half = len(raw) // 2
+            src, dst = addr_text(w.l3_kind, raw[:half]), addr_text(w.l3_kind, raw[half:])
+        elif spans is None:
             return
-        s, d = spans
-        src = _addr(data[w.l3_off + s.byte_offset:w.l3_off + s.byte_offset + s.bits // 8])
-        dst = _addr(data[w.l3_off + d.byte_offset:w.l3_off + d.byte_offset + d.bits // 8])
+        else:
+            s, d = spans
+            src = _addr(data[w.l3_off + s.byte_offset:w.l3_off + s.byte_offset + s.bits // 8])
+            dst = _addr(data[w.l3_off + d.byte_offset:w.l3_off + d.byte_offset + d.bits // 8])
         op = OPCODES.get(w.opcode)
         if op is None:
             return

@@ -82,7 +82,8 @@ def register(reg: Any) -> None:
             ("linktype", LINKTYPE_INFINIBAND))
     reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
                     fields=erf.FIELDS), ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
-    reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, fields=erf.FIELDS),
+    reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, skip_batch=erf.skip_batch,
+                    fields=erf.FIELDS),
             ("linktype", LINKTYPE_ERF))
     from ..dissect.summary import FLAT_KEYS
 

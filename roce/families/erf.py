@@ -18,6 +18,8 @@ Field names are Wireshark's ``erf.*``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import DecodeError
 from ..locate import LINKTYPE_ETHERNET
 from .handler import Unwrapped
@@ -28,6 +30,7 @@ EXT_HEADER = 8
 ERF_TYPE_ETH, ERF_TYPE_INFINIBAND, ERF_TYPE_INFINIBAND_LINK = 2, 21, 25
 ERF_EXT_PRESENT = 0x80
 ETH_PAD = 2
+TYPE_AT, RLEN_AT, WLEN_AT = 8, 10, 14  # header bytes: type; rlen, wlen (2, big-endian)
 INNER_LINKTYPE = {ERF_TYPE_INFINIBAND: LINKTYPE_INFINIBAND, ERF_TYPE_ETH: LINKTYPE_ETHERNET}
 
 
@@ -37,10 +40,10 @@ def unwrap(data: bytes, off: int = 0) -> Unwrapped:
     if n < ERF_HEADER:
         raise DecodeError(f"ERF header truncated at byte {off}: needs {ERF_HEADER} bytes, "
                           f"{n} left", "erf", off)
-    tbyte, flags = data[off + 8], data[off + 9]
-    rlen = int.from_bytes(data[off + 10:off + 12], "big")
+    tbyte, flags = data[off + TYPE_AT], data[off + TYPE_AT + 1]
+    rlen = int.from_bytes(data[off + RLEN_AT:off + RLEN_AT + 2], "big")
     lctr = int.from_bytes(data[off + 12:off + 14], "big")
-    wlen = int.from_bytes(data[off + 14:off + 16], "big")
+    wlen = wire_length(data, off)
     rtype = tbyte & 0x7F
     fields = {"erf": True, "erf.ts": int.from_bytes(data[off:off + 8], "little"),
               "erf.types": tbyte, "erf.types.type": rtype,
@@ -72,14 +75,20 @@ def unwrap(data: bytes, off: int = 0) -> Unwrapped:
     return Unwrapped(payload, pos, linktype, "erf", fields)
 
 
+def wire_length(data: bytes, off: int = 0) -> int:
+    """The record's ``wlen``: the length of the packet on the wire (0 if cut before it)."""
+    return int.from_bytes(data[off + WLEN_AT:off + WLEN_AT + 2], "big")
+
+
 def skip(data: bytes, off: int = 0) -> tuple[int, int | None, tuple[str, int] | None] | None:
     """``unwrap`` without the field dict, for the one-line path: (payload offset, inner link
     type or None, next row or None); None when the record is cut or wrong.  The payload runs
     to the end of the record (padding included; the inner walk finds its own end)."""
     n = len(data)
-    if n - off < ERF_HEADER or int.from_bytes(data[off + 10:off + 12], "big") < ERF_HEADER:
+    if n - off < ERF_HEADER or int.from_bytes(data[off + RLEN_AT:off + RLEN_AT + 2],
+                                              "big") < ERF_HEADER:
         return None
-    tbyte = data[off + 8]
+    tbyte = data[off + TYPE_AT]
     pos = off + ERF_HEADER
     more = tbyte & ERF_EXT_PRESENT
     while more:
@@ -92,6 +101,36 @@ def skip(data: bytes, off: int = 0) -> tuple[int, int | None, tuple[str, int] | 
         pos += ETH_PAD
     linktype = INNER_LINKTYPE.get(rtype)
     return pos, linktype, None if linktype is not None else ("erf.type", rtype)
+
+
+def skip_batch_reference(datas: list[bytes]) -> tuple[list[bytes], int | None] | None:
+    """Every record's payload (``skip``: to the record's end) and the one link type they all
+    hold; None when a record is cut or wrong, holds no frame, or the link types differ.
+    Pure-Python twin of ``roce._fastpath.erf_skip`` (``skip_batch``)."""
+    out: list[bytes] = []
+    linktype = None
+    for data in datas:
+        step = skip(data, 0)
+        if step is None or step[1] is None or (linktype is not None and step[1] != linktype):
+            return None
+        linktype = step[1]
+        out.append(data[step[0]:])
+    return out, linktype
+
+
+def _compiled_skip_batch() -> Any:
+    from .. import fast
+
+    ext = fast._ext
+    if ext is None:
+        return skip_batch_reference
+    ext.erf_configure({"header": ERF_HEADER, "ext": EXT_HEADER, "ext_present": ERF_EXT_PRESENT,
+                       "type_at": TYPE_AT, "rlen_at": RLEN_AT, "eth": ERF_TYPE_ETH,
+                       "eth_pad": ETH_PAD, "inner": INNER_LINKTYPE})
+    return ext.erf_skip
+
+
+skip_batch: Any = _compiled_skip_batch()  # the one-line path and `roce stats` unwrap with it
 
 
 def record(payload: bytes, rtype: int = ERF_TYPE_INFINIBAND, ts: int = 0,

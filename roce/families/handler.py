@@ -29,6 +29,9 @@ class Handler:
     # optional, tunnels: ``skip(data, offset) -> (inner offset, link type | None, next row |
     # None)`` or None; ``unwrap`` without the field dict, for the one-line path
     skip: Callable[[bytes, int], Any] | None = None
+    # optional, link-type tunnels: ``skip_batch(datas) -> (inner frames, link type) | None``,
+    # ``skip`` over a whole batch in one call (ERF's is compiled)
+    skip_batch: Callable[[list[bytes]], Any] | None = None
 
     @property
     def is_tunnel(self) -> bool:

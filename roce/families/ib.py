@@ -18,47 +18,43 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from construct import BitsInteger, BitStruct
-
 from ..errors import DecodeError, NotRoCE
-from ..headers import DECODERS, LAYOUTS, SIZE_OF, define
+from ..headers import (
+    DECODERS,
+    LAYOUTS,
+    LNH_GLOBAL,
+    LNH_IP,
+    LNH_LOCAL,
+    LNH_RAW,
+    LRH,
+    SIZE_OF,
+    define,
+)
 from ..locate import (
-    BAD_GRH_NEXT,
     BAD_L3_LENGTH,
     BAD_TRUNCATED,
-    GRH_NEXT_BTH,
     HID,
     L3_GRH,
+    L3_LRH_GRH,
     L3_NONE,
+    NR_LNH,
     OK,
     SPECS,
+    WALK_INFINIBAND,
     Walk,
     _rd,
-    _transport,
     explain,
 )
+from ..locate import walk as _walk
 from ..opcodes import OPCODES
 from . import ibcrc, ibmad
 from .linktypes import LINKTYPE_INFINIBAND
 
-LNH_RAW, LNH_IP, LNH_LOCAL, LNH_GLOBAL = 0, 1, 2, 3
 LNH_NAMES = {LNH_RAW: "Raw", LNH_IP: "IP Non-IBA", LNH_LOCAL: "IBA Local",
              LNH_GLOBAL: "IBA Global"}
-VCRC_SIZE = 2
+VCRC_SIZE = ibcrc.VCRC_SIZE
 VL_MANAGEMENT = 15  # SMPs travel on VL15 (IBA 7.6.3)
 
-U = BitsInteger
-LRH = BitStruct(
-    "vl" / U(4) * "Virtual Lane",
-    "lver" / U(4) * "Link Version",
-    "sl" / U(4) * "Service Level",
-    "reserved2" / U(2) * "Reserved (2 bits)",
-    "lnh" / U(2) * "Link Next Header",
-    "dlid" / U(16) * "Destination Local ID",
-    "reserved5" / U(5) * "Reserved (5 bits)",
-    "pktlen" / U(11) * "Packet Length",
-    "slid" / U(16) * "Source Local ID",
-)
 LRH_LAYOUT, decode_lrh, encode_lrh = define("lrh", LRH)
 LRH_SIZE = LRH_LAYOUT.size
 LRH_KEYS = tuple(f"lrh.{f.name}" for f in LRH_LAYOUT.fields)
@@ -77,53 +73,29 @@ class Decoded(NamedTuple):
     kind: str
 
 
-def _empty(status: int, header: str, off: int, a: int = 0, b: int = 0) -> Walk:
-    return Walk(status, 0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1, HID[header], off, a, b)
-
-
 def walk(frame: bytes) -> tuple[Walk, DecodeError | NotRoCE | None]:
-    """Locate the headers of a native InfiniBand packet.  The ``Walk``'s ``l4_end`` is the
-    end of the ICRC (where the VCRC starts); l3 is the GRH when LNH is 3."""
-    n = len(frame)
-    if n < LRH_SIZE:
-        return (_empty(BAD_TRUNCATED, "frame", 0, LRH_SIZE, n),
-                DecodeError(f"LRH truncated at byte 0: needs {LRH_SIZE} bytes, {n} left",
-                            "lrh", 0))
-    lnh = frame[1] & 3
-    end = (int.from_bytes(frame[4:6], "big") & 0x7FF) * 4
-    if lnh < LNH_LOCAL:
-        return (_empty(OK, "frame", 0, lnh),
+    """Locate the headers of a native InfiniBand packet: the structural walk
+    (``roce.locate``, link type 247 as ``WALK_INFINIBAND``) in the decoder's terms: l3 is
+    the GRH when LNH is 3 (none with LNH 2), ``l4_end`` the end of the ICRC (where the VCRC
+    starts); the error a user reads, or None."""
+    w = _walk(frame, WALK_INFINIBAND)
+    if w.l3_kind == L3_LRH_GRH:
+        w = w._replace(l3_kind=L3_GRH, l3_off=LRH_SIZE, l3_len=_GRH)
+    else:
+        w = w._replace(l3_kind=L3_NONE, l3_off=-1, l3_len=0)
+    if w.status == NR_LNH:  # a raw or IP packet: well formed, not for the IBA transport
+        lnh = w.err_a
+        return (w._replace(status=OK),
                 NotRoCE(f"LRH LNH {lnh} ({LNH_NAMES[lnh]}) carries no IBA transport", 1))
-    if end < LRH_SIZE + 4:
-        return (_empty(BAD_TRUNCATED, "frame", 4, end),
-                DecodeError(f"LRH packet length at byte 4 is {end} bytes: less than LRH and "
-                            "ICRC", "lrh", 4))
-    p = [0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1]
-    off = LRH_SIZE
-    if lnh == LNH_GLOBAL:
-        p[1], p[2], p[3] = L3_GRH, off, _GRH
-        if n - off < _GRH:
-            w = Walk(BAD_TRUNCATED, *p, HID["grh"], off, _GRH, n - off)
-            return w, explain(w)
-        nxt = _rd(frame, off, SPECS[("grh", "nxthdr")])
-        if nxt != GRH_NEXT_BTH:
-            w = Walk(BAD_GRH_NEXT, *p, HID["grh"], off, nxt, 0)
-            return w, explain(w)
-        paylen = _rd(frame, off, SPECS[("grh", "paylen")])
-        if paylen != end - off - _GRH:
-            return (Walk(BAD_L3_LENGTH, *p, HID["grh"], off, paylen, end - off - _GRH),
-                    DecodeError(f"GRH payload length at byte {off} is {paylen}, the LRH says "
-                                f"{end - off - _GRH}", "grh", off))
-        off += _GRH
-    w = _transport(frame, off, end, p, "grh" if lnh == LNH_GLOBAL else "frame")
+    if w.status == BAD_L3_LENGTH and w.err_header == HID["grh"]:
+        return w, DecodeError(f"GRH payload length at byte {w.err_offset} is {w.err_a}, the "
+                              f"LRH says {w.err_b}", "grh", w.err_offset)
     if w.status != OK:
-        if w.err_header == HID["frame"]:  # the LRH packet length, not an L3 length
-            return w, DecodeError(f"LRH packet length says {end} bytes, only {n} captured",
-                                  "lrh", 4)
         return w, explain(w)
-    if n < end + VCRC_SIZE:
-        return w, DecodeError(f"VCRC missing at byte {end}: {n - end} bytes left", "vcrc",
-                              end)
+    n = len(frame)
+    if n < w.l4_end + VCRC_SIZE:
+        return w, DecodeError(f"VCRC missing at byte {w.l4_end}: {n - w.l4_end} bytes left",
+                              "vcrc", w.l4_end)
     return w, None
 
 
@@ -290,24 +262,15 @@ def build(transport: bytes, *, lnh: int = LNH_LOCAL, grh: bytes | None = None, v
     return pkt + v.to_bytes(2, "big")
 
 
-
 # -- bulk scan for the one-line path -----------------------------------------------------------
-# The compiled twin is roce._fastpath.ib_scan (roce/_ibscan.pxi); it is handed the LRH field
-# positions and the VCRC table from here.
+# The compiled twin is roce._fastpath.ib_scan (roce/_ibscan.pxi); roce.fast hands it the LRH
+# field positions (roce.locate.LRH_SPECS), roce.families.ibcrc the VCRC table.
 
 SCAN_COLUMNS: dict[str, str] = {
     "status": "B", "lnh": "B", "opcode": "B", "destqp": "I", "psn": "I", "flags": "B",
     "dlid": "H", "slid": "H", "bth_off": "i", "icrc_end": "i", "key0": "Q", "key1": "Q",
     "key2": "Q", "icrc_ok": "B", "vcrc_ok": "B",
 }
-_SCAN_LRH = ("lnh", "pktlen", "dlid", "slid", "vl", "sl")
-
-
-def _lrh_spec(name: str) -> tuple[int, int, int, int]:
-    f = LRH_LAYOUT.field(name)
-    first, last = f.bit_offset // 8, (f.bit_offset + f.bits - 1) // 8
-    n = last - first + 1
-    return first, n, n * 8 - (f.bit_offset % 8) - f.bits, f.mask
 
 
 def scan_columns(n: int) -> dict[str, Any]:
@@ -361,11 +324,7 @@ def _compiled() -> Any:
     ext = getattr(fast, "_ext", None)
     if ext is None or not hasattr(ext, "ib_configure"):
         return None
-    ext.ib_configure({"lrh": [_lrh_spec(n) for n in _SCAN_LRH],
-                      "vcrc_table": list(ibcrc.VCRC_TABLE), "vcrc_init": ibcrc.VCRC_INIT,
-                      "vl_mask": ibcrc.VL_MASK, "lrh_size": LRH_SIZE, "vcrc_size": VCRC_SIZE,
-                      "lnh_global": LNH_GLOBAL, "lnh_local": LNH_LOCAL})
-    return ext
+    return ext  # configured: the LRH by roce.fast, the VCRC by roce.families.ibcrc
 
 
 _EXT = _compiled()

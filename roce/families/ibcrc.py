@@ -23,14 +23,13 @@ trailer bytes read big-endian (``infiniband.invariant.crc``, ``infiniband.varian
 
 from __future__ import annotations
 
-import zlib
-
-from ..icrc import LRH_STANDIN, MASKS
-from ..locate import L3_GRH
+from ..icrc import LRH_VL_MASK, icrc_at
+from ..locate import L3_GRH, L3_LRH, L3_LRH_GRH
 
 VCRC_POLY_REFLECTED = 0xD008  # 0x100B, bit-reversed
 VCRC_INIT = 0xFFFF
-VL_MASK = 0xF0  # LRH byte 0: VL in the high nibble
+VCRC_SIZE = 2  # after the ICRC (IBA 7.8.2)
+VL_MASK = LRH_VL_MASK[0]  # LRH byte 0: VL in the high nibble
 
 
 def _vcrc_table() -> tuple[int, ...]:
@@ -56,22 +55,12 @@ def vcrc(data: bytes | memoryview) -> int:
     return ((c & 0xFF) << 8) | (c >> 8)  # stored little-endian, read big-endian
 
 
-def _masked(data: bytes | memoryview, header: str) -> bytes:
-    mask = MASKS[header]
-    return bytes(b | m for b, m in zip(data[:len(mask)], mask))
-
-
 def icrc(frame: bytes, l3_kind: int, bth_off: int, icrc_off: int) -> int:
     """ICRC of a native InfiniBand packet starting at byte 0 of ``frame`` (the value
-    Wireshark displays).  ``l3_kind`` is ``L3_GRH`` when LNH is 3."""
-    mv = memoryview(frame)
-    if l3_kind == L3_GRH:
-        head = LRH_STANDIN + _masked(mv[8:bth_off], "grh")
-    else:
-        head = bytes((frame[0] | VL_MASK,)) + bytes(mv[1:bth_off])
-    crc = zlib.crc32(head + _masked(mv[bth_off:bth_off + len(MASKS["bth"])], "bth"))
-    crc = zlib.crc32(mv[bth_off + len(MASKS["bth"]):icrc_off], crc)
-    return int.from_bytes(crc.to_bytes(4, "little"), "big")
+    Wireshark displays).  ``l3_kind`` is ``L3_GRH`` when LNH is 3.  The rule is
+    ``roce.icrc``'s for the walk's kinds L3_LRH / L3_LRH_GRH (the LRH and GRH up to BTH)."""
+    kind = L3_LRH_GRH if l3_kind == L3_GRH else L3_LRH
+    return icrc_at(frame, 0, kind, bth_off, bth_off, icrc_off)
 
 
 def trailer(icrc_value: int, vcrc_value: int | None = None) -> bytes:
@@ -80,4 +69,16 @@ def trailer(icrc_value: int, vcrc_value: int | None = None) -> bytes:
     return out if vcrc_value is None else out + vcrc_value.to_bytes(2, "big")
 
 
-__all__ = ["VCRC_TABLE", "icrc", "trailer", "vcrc"]
+def _configure() -> None:
+    """Hand the fast path the VCRC table (its ``ib_vcrc``, the IB scan and the flow engine
+    check VCRCs with it)."""
+    from .. import fast
+
+    if fast._ext is not None:
+        fast._ext.ib_configure({"vcrc_table": list(VCRC_TABLE), "vcrc_init": VCRC_INIT,
+                                "vcrc_size": VCRC_SIZE})
+
+
+_configure()
+
+__all__ = ["VCRC_SIZE", "VCRC_TABLE", "icrc", "trailer", "vcrc"]

@@ -21,6 +21,11 @@ def _unwrap_batch(batch: Any, handler: Any) -> Any:
     from ..errors import DecodeError
     from ..pcapio import Batch
 
+    if handler.skip_batch is not None:  # the whole batch in one call (ERF: compiled)
+        got = handler.skip_batch(batch.datas)
+        if got is None or got[1] is None:
+            return None
+        return Batch(got[0], batch.ts_ns, batch.caplen, batch.origlen, got[1])
     datas = []
     linktype = None
     skip = handler.skip

@@ -16,6 +16,8 @@ from typing import Any
 
 from ..locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
 from ..pcapio import Batch, CaptureError, open_capture
+from .erf import wire_length
+from .linktypes import LINKTYPE_ERF
 from .registry import registry
 
 # the link types the compiled walk reads: checked before the registry is loaded
@@ -72,6 +74,12 @@ class Peel:
     def can_scan_records(self) -> bool:
         return False
 
+    def reads(self, linktype: int) -> bool:
+        """Whether frames of ``linktype`` reach the analyser as frames it reads (RoCE,
+        native InfiniBand, or unwrapped by a registered tunnel such as ERF)."""
+        handler = registry(plugins=False).lookup("linktype", linktype)
+        return linktype in ROCE_LINKS or (handler is not None and handler.unwrap is not None)
+
     def batches(self, n: int) -> Iterator[Batch]:
         from .lines import _unwrap_batch, peel
 
@@ -79,7 +87,12 @@ class Peel:
             if batch.linktype not in ROCE_LINKS:
                 handler = registry().lookup("linktype", batch.linktype)
                 if handler is not None and handler.unwrap is not None:
-                    batch = _unwrap_batch(batch, handler) or batch
+                    inner = _unwrap_batch(batch, handler)
+                    if inner is not None and batch.linktype == LINKTYPE_ERF:
+                        # a record's wire length is its packet's, not the record's
+                        inner = Batch(inner.datas, inner.ts_ns, list(map(len, inner.datas)),
+                                      [wire_length(d) for d in batch.datas], inner.linktype)
+                    batch = inner or batch
             if batch.linktype in ROCE_LINKS:
                 batch = peel(batch, self._port)
             yield batch

@@ -1,0 +1,231 @@
+"""`roce stats` on native InfiniBand (link type 247, ERF 197): the walk's LRH / LRH+GRH kinds
+in both twins, flows keyed by LIDs (and GIDs), ICRC and VCRC checked, and the same flow
+counters as the RoCE capture the IB one was converted from (roce.families.craft.to_ib)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from profiles import examples
+from test_stats import traffic
+
+from roce import fast, locate
+from roce.cli import main
+from roce.dissect.cflows import AVAILABLE
+from roce.dissect.flows import analyse
+from roce.families import craft, erf, ib
+from roce.icrc import icrc_at
+from roce.pcapio import Frame, PcapWriter, open_capture
+
+IB = locate.LINKTYPE_INFINIBAND
+WALK = locate.WALK_INFINIBAND
+compiled = pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
+
+
+def _gid(lid: int) -> bytes:
+    return bytes.fromhex("fe80000000000000") + lid.to_bytes(8, "big")
+
+
+def to_ib(frame: bytes, lids: dict[bytes, int], grh: bool = False) -> bytes:
+    """A RoCEv2 frame as native InfiniBand: the same BTH, headers and payload; the LIDs
+    numbered per IP address in order of appearance (and GIDs from them with ``grh``)."""
+    w = locate.walk(frame)
+    spec = locate.SPECS
+    src, dst = (frame[w.l3_off + o:w.l3_off + o + 4] for o in (12, 16))
+    slid, dlid = (lids.setdefault(a, len(lids) + 1) for a in (src, dst))
+    if not grh:
+        return craft.to_ib(frame, argparse.Namespace(vl=0, sl=0, slid=slid, dlid=dlid))
+    head = bytearray(8)
+    nxt = spec[("grh", "nxthdr")]
+    head[nxt[0]] = locate.GRH_NEXT_BTH
+    head[0] = 0x60
+    g = bytes(head) + _gid(slid) + _gid(dlid)
+    return ib.build(frame[w.bth_off:w.icrc_off], lnh=ib.LNH_GLOBAL, grh=g, slid=slid,
+                    dlid=dlid)
+
+
+def _write(path: Path, frames: list[tuple[bytes, int]], linktype: int) -> Path:
+    with PcapWriter(path, linktype) as w:
+        for data, ts in frames:
+            w.write(data, ts)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lossy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's emulator run with loss (WRITE 256K x4, 1% loss, seed 7)."""
+    p = tmp_path_factory.mktemp("ib") / "x.pcap"
+    assert main(["emulate", "--op", "write", "--size", "256K", "--count", "4", "--loss",
+                 "0.01", "--seed", "7", "-w", str(p)]) == 0
+    return p
+
+
+def _converted(src: Path, dst: Path, grh: bool = False, linktype: int = IB) -> Path:
+    lids: dict[bytes, int] = {}
+    with open_capture(src) as r:
+        frames = [(to_ib(fr.data, lids, grh), fr.ts_ns) for fr in r]
+    if linktype == locate.LINKTYPE_INFINIBAND:
+        return _write(dst, frames, IB)
+    return _write(dst, [(erf.record(d, ts=t), t) for d, t in frames], linktype)
+
+
+def _stats(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    assert main(["stats", "-T", "json", str(path)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+COUNTED = ("packets", "payload_bytes", "unique_payload_bytes", "acks",
+           "selective_retransmissions", "go_back_retransmissions", "incomplete_messages")
+
+
+@pytest.mark.parametrize("variant", ["lrh", "grh", "erf"])
+def test_ib_capture_counts_as_the_roce_one(lossy: Path, tmp_path: Path, variant: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    roce_doc = _stats(lossy, capsys)
+    dst = _converted(lossy, tmp_path / f"{variant}.pcap", grh=variant == "grh",
+                     linktype=197 if variant == "erf" else IB)
+    ib_doc = _stats(dst, capsys)
+    rf, jf = roce_doc["flows"], ib_doc["flows"]
+    assert len(rf) == len(jf) == 2 and ib_doc["totals"]["connections"] == 1
+    assert roce_doc["totals"]["retransmissions"] > 0 and roce_doc["totals"]["gaps"] > 0
+    assert roce_doc["totals"]["naks"] > 0
+    for a, b in zip(rf, jf):
+        for key in COUNTED:
+            assert a[key] == b[key], key
+        assert a["psn"] == b["psn"] and a["response_psn"] == b["response_psn"]
+        assert a["messages"] == b["messages"] and a["naks"] == b["naks"]
+        assert b["l3"] == ("LRH+GRH" if variant == "grh" else "LRH")
+        assert b["bad_icrc"] == b["bad_vcrc"] == 0
+    for key in ("gaps", "missing", "retransmissions", "naks", "messages", "acks"):
+        assert roce_doc["totals"][key] == ib_doc["totals"][key], key
+    # bytes: the frames' own lengths (LRH .. VCRC), not the Ethernet ones
+    with open_capture(_converted(lossy, tmp_path / "own.pcap", grh=variant == "grh")) as r:
+        assert ib_doc["totals"]["bytes"] == sum(len(fr.data) for fr in r)
+    src = "LID 0x0001 GID fe80::1" if variant == "grh" else "LID 0x0001"
+    assert (jf[0]["src"], jf[0]["qp"]) == (src, rf[0]["qp"])
+    capsys.readouterr()
+    assert main(["stats", str(dst)]) == 0
+    out, err = capsys.readouterr()
+    assert "LID 0x0001 -> LID 0x0002" in out or "LID 0x0001 GID fe80::1 -> LID 0x0002" in out
+    assert "not supported" not in err
+
+
+@pytest.mark.parametrize("grh", [False, True])
+def test_bad_icrc_and_bad_vcrc_are_flagged(tmp_path: Path, grh: bool,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    lids: dict[bytes, int] = {}
+    frames = [to_ib(f, lids, grh) for f in traffic(3, n=40, faults=0.0)]
+    bad = bytearray(frames[5])
+    w = locate.walk(bytes(bad), WALK)
+    bad[w.icrc_off] ^= 1  # ICRC wrong, VCRC over it recomputed: only the ICRC is bad
+    from roce.families import ibcrc
+
+    bad[w.l4_end:w.l4_end + 2] = ibcrc.vcrc(bytes(bad[:w.l4_end])).to_bytes(2, "big")
+    frames[5] = bytes(bad)
+    vbad = bytearray(frames[9])
+    vbad[-1] ^= 0x10  # the VCRC
+    frames[9] = bytes(vbad)
+    p = _write(tmp_path / "crc.pcap", [(f, i * 1000) for i, f in enumerate(frames)], IB)
+    doc = _stats(p, capsys)
+    t = doc["totals"]
+    assert (t["bad_icrc"], t["bad_vcrc"]) == (1, 1)
+    crc = [(e["frame"], e["kind"]) for e in doc["expert"]["events"]
+           if e["kind"] in ("bad_icrc", "bad_vcrc")]
+    assert crc == [(6, "bad_icrc"), (10, "bad_vcrc")]
+    assert sum(f["packets"] for f in doc["flows"]) == len(frames)
+
+
+# -- the twins: compiled and reference walk / engine on native InfiniBand frames -------------
+
+
+@st.composite
+def ib_stream(draw: st.DrawFn) -> list[Frame]:
+    """Faulty RC traffic (tests/test_stats.traffic) as native InfiniBand, LNH 2 or 3, some
+    frames mutated, cut by a snap length, or noise."""
+    grh = draw(st.booleans())
+    lids: dict[bytes, int] = {}
+    rc = traffic(draw(st.integers(0, 2**32 - 1)), n=draw(st.sampled_from([10, 40])),
+                 faults=draw(st.sampled_from([0.0, 1.0])))
+    out = []
+    for i, f in enumerate(rc):
+        data = to_ib(f, lids, grh) if locate.walk(f).status == locate.OK else f[14:]
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            buf = bytearray(data)
+            buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
+            data = bytes(buf)
+        origlen = len(data)
+        if kind == 1:
+            data = data[:draw(st.integers(0, len(data)))]
+        out.append(Frame(data, i * 1000, len(data), origlen, IB, 0))
+    return out
+
+
+@compiled
+@settings(max_examples=examples(60), deadline=None)
+@given(stream=ib_stream())
+def test_walk_and_icrc_twins_agree_on_ib(stream: list[Frame]) -> None:
+    for fr in stream:
+        got = fast.walk(fr.data, WALK)
+        ref = locate.walk(fr.data, WALK)
+        assert got == ref
+        if ref.status == locate.OK:
+            assert fast.icrc_of(fr.data, got) == icrc_at(
+                fr.data, ref.l3_off, ref.l3_kind, ref.l3_len, ref.bth_off, ref.icrc_off)
+            assert fast.icrc_check(fr.data, WALK)[1] == fast.icrc_of(fr.data, got)
+
+
+@compiled
+@settings(max_examples=examples(60), deadline=None)
+@given(stream=ib_stream(), batch=st.sampled_from([1, 7, 1024]),
+       max_events=st.sampled_from([2, 10_000]))
+def test_engines_agree_on_ib(stream: list[Frame], batch: int, max_events: int) -> None:
+    ref = analyse(stream, batch=batch, max_events=max_events, engine="reference")
+    got = analyse(stream, max_events=max_events, engine="compiled")
+    assert got.to_dict() == ref.to_dict()
+    assert [e.line() for e in got.events] == [e.line() for e in ref.events]
+    assert got.totals["frames"] == len(stream)
+
+
+def test_walk_reads_lnh_and_says_why_not() -> None:
+    lids: dict[bytes, int] = {}
+    pkt = to_ib(traffic(1, n=1, faults=0.0)[0], lids)
+    w = locate.walk(pkt, WALK)
+    assert (w.status, w.l3_kind, w.bth_off) == (locate.OK, locate.L3_LRH, ib.LRH_SIZE)
+    assert w.l4_end == len(pkt) - ib.VCRC_SIZE
+    raw = bytes([pkt[0], pkt[1] & ~3]) + pkt[2:]  # LNH 0: raw
+    w = locate.walk(raw, WALK)
+    assert locate.is_not_roce(w.status) and "LNH 0" in str(locate.explain(w))
+    cut = locate.walk(pkt[:30], WALK)
+    assert cut.status == locate.BAD_L3_LENGTH and "LRH packet length" in str(
+        locate.explain(cut))
+    rnd = random.Random(5)
+    for _ in range(50):  # no crash on noise, twins equal
+        noise = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 70)))
+        assert fast.walk(noise, WALK) == locate.walk(noise, WALK)
+
+
+def test_timeline_names_ib_qps_by_lid(lossy: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--timeline's second pass walks native InfiniBand as the engines do."""
+    def timeline(path: Path) -> dict:
+        capsys.readouterr()
+        assert main(["stats", "--timeline", "20us", "-T", "json", str(path)]) == 0
+        return json.loads(capsys.readouterr().out)["congestion"]["timeline"]
+
+    got = timeline(_converted(lossy, tmp_path / "tl.pcap"))
+    want = timeline(lossy)
+    def lid(q: str) -> str:
+        return q.replace("10.0.0.1", "LID 0x0001").replace("10.0.0.2", "LID 0x0002")
+
+    assert got["qps"] == [lid(q) for q in want["qps"]] and got["qps"]
+    assert len(got["rows"]) == len(want["rows"]) > 1
+    for g, w in zip(got["rows"], want["rows"]):
+        assert sorted(g["qps"]) == sorted(lid(q) for q in w["qps"])
