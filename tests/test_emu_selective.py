@@ -14,7 +14,7 @@ from tshark_oracle import FIELDS, TSHARK, fields_command, our_key, tshark_value
 
 import roce
 from roce.dissect.flowrules import K_WRITE
-from roce.emu import SendWR, WROpcode
+from roce.emu import LinkConfig, SendWR, WROpcode
 from roce.emu.recovery import RecoveryConfig, RecoveryError, configure
 from roce.emu.scenario import Scenario, run_scenario
 from roce.headers import AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome_type, syndrome_value
@@ -77,6 +77,66 @@ def _one_write_lossy(recovery: str, drop: int, size: int = 16 * 1024, pcap=None)
     if p.writer is not None:
         p.writer.close()
     return p
+
+
+@pytest.mark.parametrize("recovery", ["gbn", "sr"])
+@pytest.mark.parametrize("op", ["atomic", "read", "write"])
+def test_a_resend_for_a_lost_answer_is_not_spurious(recovery, op):
+    """The responder's first answer (atomic ACK, READ response, ACK) is lost: the requester
+    times out and resends.  A WRITE resent is spurious (the responder had it and its ACK
+    carries nothing else); a READ or atomic resent is not: its answer was lost, and only
+    the resend brings it back (docs/protocol.md, Counting)."""
+    from roce.emu import LinkConfig
+
+    p = pair(recovery=recovery, mtu=1024, config=LinkConfig(),
+             reverse=LinkConfig(drop_nth=(1,)))
+    if op == "atomic":
+        wr = SendWR(wr_id=1, opcode=WROpcode.IBV_WR_ATOMIC_FETCH_AND_ADD,
+                    sg_list=[p.lbuf.sge(0, 8)], remote_addr=p.dst.addr, rkey=p.dst.rkey,
+                    compare_add=5)
+    else:
+        wr = SendWR(wr_id=1, opcode=WROpcode.IBV_WR_RDMA_READ if op == "read" else
+                    WROpcode.IBV_WR_RDMA_WRITE, sg_list=[p.lbuf.sge(0, 512)],
+                    remote_addr=p.dst.addr, rkey=p.dst.rkey)
+    before = p.dst.read(8)
+    p.qa.post_send(wr)
+    p.fab.run_until_idle(p.fab.now + 10**9)
+    [wc] = poll_all(p.cqa)
+    assert wc.status == 0
+    a, b = p.qa.core.counters, p.qb.core.counters
+    assert a.timeouts == 1 and a.retransmitted == 1  # the answer was lost: resent once
+    assert b.duplicates == 1  # the responder saw it twice ...
+    assert b.duplicate_requests == (op == "write")  # ... but only a WRITE was spurious
+    if op == "atomic":  # executed once: the saved result answered the resend
+        assert int.from_bytes(p.dst.read(8), "little") == int.from_bytes(before, "little") + 5
+        assert p.lbuf.read(8) == before
+
+
+@pytest.mark.parametrize("rule", ["rack", "dupthresh"])
+def test_acknowledgements_behind_a_lost_read_response_are_kept(rule):
+    """A READ's only response is lost; the WRITEs posted after it are acknowledged while
+    the READ still misses its answer.  Selective repeat asks for the READ alone: what the
+    acknowledgements said of the WRITEs is kept (no loss rule resends them) and applied
+    once the READ completed.  Go-back-N resends them all."""
+    results = {}
+    for recovery in ("gbn", "sr"):
+        p = pair(recovery=RecoveryConfig(recovery, loss_rule=rule), mtu=1024,
+                 config=LinkConfig(), reverse=LinkConfig(drop_nth=(1,)))
+        read, write = (p.lbuf.sge(0, 1024), 0), (p.src.sge(0, 8192), 4096)
+        for wr_id, op, (sge, at) in ((1, WROpcode.IBV_WR_RDMA_READ, read),
+                                     (2, WROpcode.IBV_WR_RDMA_WRITE, write)):
+            p.qa.post_send(SendWR(wr_id=wr_id, opcode=op, sg_list=[sge],
+                                  remote_addr=p.dst.addr + at, rkey=p.dst.rkey))
+        want = p.dst.read(1024)
+        p.fab.run_until_idle(p.fab.now + 10**9)
+        assert [(w.wr_id, w.status) for w in poll_all(p.cqa)] == [(1, 0), (2, 0)]
+        assert p.lbuf.read(1024) == want
+        assert p.dst.read(8192, 4096) == p.src.read(8192)
+        results[recovery] = (p.qa.core.counters, p.qb.core.counters)
+    a, b = results["sr"]
+    assert (a.retransmitted, a.selective_retransmitted) == (1, 1)  # the READ alone
+    assert b.duplicate_requests == 0
+    assert results["gbn"][0].retransmitted == 1 + 8  # the READ and every WRITE packet
 
 
 def test_one_loss_costs_one_selective_retransmission():

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,7 @@ from roce.emu import (
     payload,
     remote,
 )
+from roce.emu.recovery import RTO_HIGH_NS, RTO_LOW_NS
 from roce.emu.transport import (
     ROCE_OR_ARP,
     EventLoop,
@@ -55,6 +57,7 @@ from roce.emu.transport import (
     parse_arp,
 )
 from roce.emu.work import SGE
+from roce.errors import RoceError, UsageError
 from roce.pcapio import PcapWriter, open_capture
 
 FULL = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
@@ -447,28 +450,39 @@ def test_connect_retries_until_the_listener_is_up() -> None:
 # -- the remote runner, both roles in one process ---------------------------------------------
 
 
-@pytest.mark.parametrize("op,qp_type", [("mixed", "rc"), ("send", "ud"), ("write", "uc")])
-def test_remote_roles_over_udp_loopback(op: str, qp_type: str) -> None:
+def _roles(sc: remote.RemoteScenario,
+           hint: remote.RemoteScenario | None = None) -> tuple[dict, Any]:
+    """Run a listener (told ``hint``) in a thread and a connector in this one over UDP on
+    loopback: ({"listener": summary} or {"error": exception}, connector summary or error)."""
     ip_l, ip_c = _free_pair()
     with oob.Listener(ip_l, 0) as probe:
-        port = probe.port  # a free TCP port on that address
+        port = probe.port
     ep_l = remote.Endpoint(transport="udp", ip=ip_l, oob_port=port, oob_timeout=10)
     ep_c = remote.Endpoint(transport="udp", ip=ip_c, oob_port=port, oob_timeout=10)
-    size = 700 if qp_type == "ud" else 3000
-    sc = remote.RemoteScenario(op=op, size=size, count=16, mtu=1024, qps=2, depth=4, seed=4,
-                               qp_type=qp_type, time_limit_s=20)
     box: dict = {}
 
     def serve() -> None:
         try:
-            box["listener"] = remote.run_listener(None, ep_l, bind=ip_l)
-        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            box["listener"] = remote.run_listener(hint, ep_l, bind=ip_l)
+        except Exception as e:  # noqa: BLE001 - the test looks at it
             box["error"] = e
 
     th = threading.Thread(target=serve)
     th.start()
-    con = remote.run_connector(ip_l, sc, ep_c)
+    try:
+        con: Any = remote.run_connector(ip_l, sc, ep_c)
+    except RoceError as e:
+        con = e
     th.join(20)
+    return box, con
+
+
+@pytest.mark.parametrize("op,qp_type", [("mixed", "rc"), ("send", "ud"), ("write", "uc")])
+def test_remote_roles_over_udp_loopback(op: str, qp_type: str) -> None:
+    size = 700 if qp_type == "ud" else 3000
+    sc = remote.RemoteScenario(op=op, size=size, count=16, mtu=1024, qps=2, depth=4, seed=4,
+                               qp_type=qp_type, time_limit_s=20)
+    box, con = _roles(sc)
     assert "error" not in box, box.get("error")
     lst = box["listener"]
     assert con.data_verified and con.peer_verified and lst.data_verified
@@ -477,6 +491,54 @@ def test_remote_roles_over_udp_loopback(op: str, qp_type: str) -> None:
     text = con.text()
     assert "data verified yes" in text and "connector over UDP" in text
     assert "executed 32 of 32" in lst.text()
+
+
+@pytest.mark.parametrize("loss_rule", ["rack", "dupthresh"])
+def test_remote_listener_follows_the_connectors_recovery(loss_rule: str) -> None:
+    """The connector's --recovery sr / --loss-rule travel in its hello: both ends run
+    selective repeat (its WRITE encoding would not execute at a go-back-N responder's
+    checks otherwise: every WRITE packet but the last is a WRITE First) and both
+    summaries say so."""
+    sc = remote.RemoteScenario(op="mixed", size=5000, count=12, mtu=1024, qps=2, depth=4,
+                               seed=3, time_limit_s=20, recovery="sr", loss_rule=loss_rule)
+    box, con = _roles(sc)
+    assert "error" not in box, box.get("error")
+    lst = box["listener"]
+    assert con.data_verified and lst.data_verified and lst.messages == 24
+    for s in (con, lst):
+        assert s.scenario["recovery"] == "sr" and s.scenario["loss_rule"] == loss_rule
+        assert f"recovery      sr ({loss_rule})" in s.text()
+
+
+def test_remote_recovery_mismatch_names_both_values() -> None:
+    sc = remote.RemoteScenario(op="write", size=3000, count=2, mtu=1024, seed=1,
+                               time_limit_s=10)  # gbn
+    hint = remote.RemoteScenario(recovery="sr")
+    box, con = _roles(sc, hint)
+    err = box.get("error")
+    assert isinstance(err, remote.RecoveryMismatch) and isinstance(err, UsageError)
+    assert "--recovery sr on the listener, --recovery gbn on the connector" in str(err)
+    assert isinstance(con, oob.OOBError)  # the connector fails with the listener's reason
+    assert "--recovery sr on the listener, --recovery gbn on the connector" in str(con)
+
+
+def test_remote_loss_rule_mismatch_and_a_default_listener_follows() -> None:
+    sr = remote.RemoteScenario(recovery="sr")  # rack
+    with pytest.raises(remote.RecoveryMismatch, match="--loss-rule dupthresh on the listener, "
+                       "--loss-rule rack on the connector"):
+        remote.agree(sr, remote.RemoteScenario(recovery="sr", loss_rule="dupthresh"))
+    # the listener's defaults (gbn, rack) mean "follow the connector"
+    remote.agree(sr, remote.RemoteScenario())
+    remote.agree(sr, None)
+    # a loss rule does not matter under go-back-N
+    remote.agree(remote.RemoteScenario(), remote.RemoteScenario(loss_rule="dupthresh"))
+
+
+def test_sr_timeouts_scale_with_the_ack_timeout() -> None:
+    cfg = remote.sr_config(remote.RemoteScenario(recovery="sr", timeout=14))
+    assert cfg is not None and cfg.rto_high_ns == 4096 << 14
+    assert cfg.rto_low_ns * RTO_HIGH_NS == cfg.rto_high_ns * RTO_LOW_NS
+    assert remote.sr_config(remote.RemoteScenario(timeout=14)) is None
 
 
 def test_expected_memory_follows_the_plan() -> None:

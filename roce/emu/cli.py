@@ -33,7 +33,7 @@ from ..options import (
 from .cc import cli as cc_cli
 from .net import cli as net_cli
 from .record import pcap_writer
-from .recovery import LOSS_RULES
+from .recovery import LOSS_RULES, MODES
 from .scenario import OPS, Scenario, emit, run_scenario
 
 
@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for name in ("loss", "burst", "reorder", "dup", "corrupt"):
         p.add_argument(f"--{name}", type=parse_probability, default=0.0,
                        help=f"{name} probability per frame and direction")
-    p.add_argument("--recovery", choices=("gbn", "sr"), default="gbn",
+    p.add_argument("--recovery", choices=MODES, default=MODES[0],
                    help="loss recovery: gbn (go-back-N, rxe; default) or sr (IRN selective "
                         "repeat)")
     p.add_argument("--loss-rule", choices=LOSS_RULES, default=LOSS_RULES[0],
@@ -99,10 +99,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     net_cli.add_arguments(p)
 
 
+FAULTS = ("loss", "burst", "reorder", "dup", "corrupt")
+
+
+def _simulated_only() -> dict[str, tuple[str, Any, str]]:
+    """dest -> (option, default, why) of every option that only the simulated fabric
+    honours: the link's faults, rate and delay, the switched network's and congestion
+    control's whole groups (taken from their parsers, so a new option is covered)."""
+    out: dict[str, tuple[str, Any, str]] = {}
+    link = argparse.ArgumentParser(add_help=False)
+    add_arguments(link)
+    for a in link._actions:
+        if a.dest in FAULTS:
+            out[a.dest] = (a.option_strings[0], a.default, "on a real link impair it with tc "
+                           "netem or `python -m roce.emu.relay`")
+        elif a.dest in ("rate", "delay"):
+            out[a.dest] = (a.option_strings[0], a.default, "a real link has its own")
+    for module, why in ((cc_cli, "congestion control runs in the simulated NICs of a "
+                         "switched network (--topology)"),
+                        (net_cli, "a real link is no simulated network")):
+        g = argparse.ArgumentParser(add_help=False)
+        module.add_arguments(g)
+        for a in g._actions:
+            out[a.dest] = (a.option_strings[0], a.default, why)
+    return out
+
+
+def refuse_simulated(args: argparse.Namespace) -> None:
+    """A UsageError naming the first simulated-fabric option given to a real-link run (one
+    whose value is not its default): silently ignoring it would mislead."""
+    for dest, (opt, default, why) in _simulated_only().items():
+        if getattr(args, dest, default) != default:
+            raise UsageError(f"{opt} is for the simulated fabric, not --listen/--connect: "
+                             f"{why}")
+
+
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "listen", False) or getattr(args, "connect", None):
         from .remote import run_cli
 
+        refuse_simulated(args)
         return run_cli(args)
     return emit(simulate(args), args.format, args.pcap)
 

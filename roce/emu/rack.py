@@ -17,11 +17,19 @@ on PSNs instead of sequence numbers; docs/protocol.md, "Selective repeat (IRN) e
   original got there; RFC 8985 section 6.2, step 2), or the responder reports it twice (a
   D-SACK, RFC 2883); not when it rode on a cumulative acknowledgement behind another PSN (its
   own selective NAK was lost: one names one PSN, where TCP repeats its SACK blocks).
+- the growth does not last for ever: it is undone (``mult`` back to 1) after
+  ``REO_WND_PERSIST`` = 16 loss recoveries in a row that saw none (RFC 8985 section 6.2,
+  step 4, ``RACK.reo_wnd_persist``: set to 16 when the window grows, one less each time a
+  recovery ends).  A loss recovery (``on_recovered``, called by the requester) starts when a
+  PSN is found lost and ends once the cumulative acknowledgement reaches the PSN that was
+  next to send then (TCP's recovery point).
 - Ours, not RFC 8985's: the window also takes the reordering it measured (``seen``): how much
   longer than the min RTT a first transmission took that came back after a PSN sent later
   (a spurious retransmission's original included), at most the smoothed RTT.  Multipath
   spraying delays one path by a spine's queue: growing by a quarter min RTT per round trip
   would cost one spurious retransmission per step (bench/RESULTS.md, "Loss recovery").
+  Every such measure counts as growth for ``reo_wnd_persist`` (the path still reorders),
+  and ``seen`` is undone with ``mult``, so a window shrinks once the reordering is gone.
 
 The object is sans-I/O: the requester hands it every time it knows (``now``).
 """
@@ -31,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 
 SRTT_SHIFT = 3  # srtt += (sample - srtt) / 8 (RFC 6298's alpha)
+REO_WND_PERSIST = 16  # loss recoveries a grown window outlives (RFC 8985 section 6.2, step 4)
 
 
 class Rack:
@@ -51,6 +60,8 @@ class Rack:
         self.deadline: int | None = None  # when the oldest candidate's window runs out
         self.seen = 0  # the most a late first transmission took beyond the min RTT
         self.first: dict[int, int] = {}  # PSN -> first send time, for PSNs sent again
+        self.persist = 0  # loss recoveries left before the window's growth is undone
+        self.recoveries = 0  # loss recoveries ended
 
     def on_send(self, psn: int, now: int) -> None:
         sent = self.sent
@@ -102,9 +113,15 @@ class Rack:
     def _late(self, rtt: int) -> None:
         """A first transmission took ``rtt`` although a later one already came back: a
         window that wide would have waited for it."""
-        late = rtt - (self.min_rtt or 0)
+        self.on_reordered(rtt - (self.min_rtt or 0))
+
+    def on_reordered(self, late: int) -> None:
+        """Something arrived ``late`` ns after what was sent after it (a request's
+        acknowledgement, or a READ response, ``SRCompleter``): widen ``seen`` to it."""
         if self.srtt is not None and late > self.srtt:
             late = self.srtt  # an acknowledgement lost, not reordering, can look later
+        if late > 0:
+            self.persist = REO_WND_PERSIST  # the path still reorders: keep the window
         if late > self.seen:
             self.seen = late
 
@@ -114,7 +131,17 @@ class Rack:
         self.spurious += 1
         if grow and now >= self.grow_after:
             self.mult += 1
+            self.persist = REO_WND_PERSIST
             self.grow_after = now + (self.srtt or self.min_rtt or 0)
+
+    def on_recovered(self) -> None:
+        """A loss recovery ended (RFC 8985 section 6.2, step 4: exiting recovery): after
+        ``REO_WND_PERSIST`` of them with no growth in between the window starts over."""
+        self.recoveries += 1
+        self.persist -= 1
+        if self.persist <= 0:
+            self.mult = 1
+            self.seen = 0
 
     def reo_wnd(self) -> int:
         w = self.mult * (self.min_rtt or 0) // 4

@@ -12,6 +12,15 @@ udp``).  As with perftest, a TCP connection sets things up (``roce.emu.oob``):
 4. when every work request completed it sends ``done``; the listener checks its memory and
    answers ``result``; both print a summary (``Summary`` with wall time instead of virtual).
 
+The loss recovery (``--recovery gbn|sr``, ``--loss-rule``) is part of the scenario: both ends
+must run the same one before the first packet (docs/protocol.md, "Selective repeat (IRN)
+encoding"), so the listener follows the connector's hello; a listener given a ``--recovery``
+or ``--loss-rule`` of its own that differs refuses the run (``RecoveryMismatch``, naming both
+values), and the connector fails with that reason.  Selective repeat's timeouts scale with
+the wall-clock link's ACK timeout (``--timeout``; ``sr_config``).  The simulated fabric's
+options (link faults, rate and delay, switched networks, congestion control) have no meaning
+on a real link and are refused by name (``refuse_simulated``).
+
 Data is checked end to end without shipping it: both sides derive the initial contents of
 every buffer from the seed and replay the operation sequence (an RC responder executes in
 PSN order, so the outcome is determined), the listener checks what was written to it, the
@@ -32,11 +41,22 @@ from typing import Any
 
 from ..errors import InputError, RoceError, UsageError
 from . import oob
-from .constants import ALL_ACCESS, WCStatus, WROpcode
+from .constants import ACK_TIMEOUT_UNIT_NS, ALL_ACCESS, WCStatus, WROpcode
 from .payload import Expected, fill
 from .qp import AHAttr, QPAttr, QPCap
 from .record import pcap_writer
-from .scenario import QKEY, QP_TYPES, Summary, Workload, emit, kind, message_bytes
+from .recovery import LOSS_RULES, MODES, RTO_HIGH_NS, RTO_LOW_NS, RecoveryConfig
+from .scenario import (
+    QKEY,
+    QP_TYPES,
+    Summary,
+    Workload,
+    add_qp_counts,
+    emit,
+    kind,
+    message_bytes,
+    recovery_name,
+)
 from .transport import (
     EventLoop,
     RawEthernetTransport,
@@ -57,6 +77,10 @@ MIN_RNR_TIMER = 4  # 0.04 ms: the listener reposts receives within a poll
 
 class RemoteError(UsageError):
     """A remote run cannot be set up as asked: options missing or in conflict (exit 1)."""
+
+
+class RecoveryMismatch(RemoteError):
+    """The listener was told a loss recovery other than the connector's (exit 1)."""
 
 
 @dataclass
@@ -130,6 +154,10 @@ class RemoteSummary(Summary):
             f"goodput       {self.goodput_gbps:.3f} Gb/s ({self.goodput_mbps:.1f} MB/s)",
             f"packets       sent {self.packets} ({self.retransmitted} retransmitted), "
             f"received {self.frames_received} ({self.duplicates} duplicates)",
+            f"recovery      {recovery_name(s)}: {self.selective_retransmitted} selective, "
+            f"{self.retransmitted - self.selective_retransmitted} go-back, "
+            f"{self.spurious_retransmissions} spurious; {self.ooo_accepted} out-of-order "
+            f"accepted, {self.selective_naks} selective NAKs",
             f"NAKs          received {naks_in}; sent {naks_out}; RNR NAKs received "
             f"{self.rnr_naks}, sent {self.rnr_naks_sent}; timeouts {self.timeouts}",
             f"ICRC drops    {self.icrc_drops}",
@@ -392,20 +420,51 @@ def _ud_check(sc: RemoteScenario, f: _Flow, j: int, byte_len: int) -> bool:
 def _counters(s: RemoteSummary, ctx: Context, flows: list[_Flow], t: Transport) -> None:
     naks_in: Counter = Counter()
     naks_out: Counter = Counter()
+    add_qp_counts(s, naks_in, [f.qp.core for f in flows])
     for f in flows:
         c = f.qp.core.counters
-        s.packets += c.packets_sent
-        s.retransmitted += c.retransmitted
-        s.timeouts += c.timeouts
-        s.rnr_naks += c.rnr_naks_received
         s.rnr_naks_sent += c.rnr_naks_sent
         s.duplicates += c.duplicates
-        naks_in.update(c.naks_received)
         naks_out.update(c.naks_sent)
     s.naks, s.naks_sent = dict(naks_in), dict(naks_out)
     s.icrc_drops = ctx.device.counters.icrc_drops
     s.frames_received = t.stats.frames_received
     s.transport_stats = asdict(t.stats)
+
+
+# the loss-recovery counters the responder keeps: the connector's summary takes the
+# listener's, so that one summary tells the whole run (its requester counts the rest)
+RESPONDER_COUNTS = ("spurious_retransmissions", "ooo_accepted", "selective_naks")
+
+
+def sr_config(sc: Workload) -> RecoveryConfig | None:
+    """Selective repeat for a wall-clock link, or None for go-back-N.  IRN's 100/320 us
+    timeouts suit a hardware NIC; two processes on a real link answer in tens of us to
+    ms, so both timeouts scale to the local ACK timeout (``--timeout``; RTO_high is it, RTO_low
+    keeps IRN's ratio).  No BDP cap: the link's rate is unknown here (the rxe window)."""
+    if sc.recovery != "sr":
+        return None
+    high = ACK_TIMEOUT_UNIT_NS << min(sc.timeout, 31) if sc.timeout else RTO_HIGH_NS
+    return RecoveryConfig("sr", rto_low_ns=max(1, high * RTO_LOW_NS // RTO_HIGH_NS),
+                          rto_high_ns=high, loss_rule=sc.loss_rule)
+
+
+def agree(sc: Workload, mine: Workload | None) -> None:
+    """The listener runs the connector's loss recovery (``sc``, from its hello); a choice of
+    its own (``mine``: not the default) that differs is a ``RecoveryMismatch``."""
+    if mine is None:
+        return
+    wanted = [("recovery", MODES[0])]
+    if sc.recovery == "sr":
+        wanted.append(("loss_rule", LOSS_RULES[0]))
+    for name, default in wanted:
+        here, there = getattr(mine, name), getattr(sc, name)
+        if here != default and here != there:
+            opt = "--" + name.replace("_", "-")
+            raise RecoveryMismatch(
+                f"{opt} {here} on the listener, {opt} {there} on the connector: both ends of "
+                f"a connection recover alike; give both the same {opt} (or none to the "
+                "listener, which follows the connector)")
 
 
 def _rates(s: RemoteSummary) -> None:
@@ -434,6 +493,7 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
                log: Callable[[str], None] | None) -> RemoteSummary:
     ctx, t, limit = open_endpoint(ep, "connector", ch.sock.getsockname()[0], record)
     try:
+        ctx.set_recovery(sr_config(sc))
         flows = _make_flows(ctx, sc, "connector")
         mine = [_info(ctx, f, sc, limit) for f in flows]
         ch.send(oob.hello(asdict(sc), mine, max_mtu=limit))
@@ -462,14 +522,19 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
                 _post(sc, f, f.posted)
                 f.posted += 1
 
+        def unfinished(f: _Flow) -> bool:
+            return f.done < f.posted or not (f.failed or f.posted >= sc.count)
+
         for f in flows:
             post_more(f)
+        # the flows with work left, in QP order: a wake-up visits only these (with
+        # thousands of QPs most are done long before the last)
+        pending = {f.index: f for f in flows if unfinished(f)}
         finished = True
-        while not all(f.done >= f.posted and (f.failed or f.posted >= sc.count)
-                      for f in flows):
+        while pending:
             t.poll(0.05)
             now = time.monotonic_ns()
-            for f in flows:
+            for f in list(pending.values()):
                 for wc in f.cq.poll(1 << 16):
                     f.done += 1
                     f.status[WCStatus(wc.status).name] += 1
@@ -479,6 +544,8 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
                     else:
                         f.failed = True  # the QP is in ERR: the rest comes back flushed
                 post_more(f)
+                if not unfinished(f):
+                    del pending[f.index]
             if time.monotonic_ns() > limit_ns:
                 finished = False
                 break
@@ -508,6 +575,8 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
             result = _recv_serving(ch, t, "result", ep.oob_timeout)
             s.peer_summary = result.get("summary")
             s.peer_verified = bool(result.get("verified"))
+            for name in RESPONDER_COUNTS:
+                setattr(s, name, getattr(s, name) + int((s.peer_summary or {}).get(name, 0)))
         except oob.OOBError as e:
             if log:
                 log(f"no result from the listener: {e}")
@@ -557,6 +626,7 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
         sc.check(sides=1)
     except (TypeError, UsageError) as e:
         raise oob.OOBError(f"connector's scenario: {e}") from None
+    agree(sc, sc_hint)
     if sc_hint is not None:
         sc.time_limit_s = max(sc.time_limit_s, sc_hint.time_limit_s)
     peers = [oob.QPInfo.from_dict(d) for d in msg["qps"]]
@@ -565,6 +635,7 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
     ctx, t, limit = open_endpoint(ep, "listener", ch.sock.getsockname()[0], record)
     try:
         mtu = min(sc.mtu, limit, int(msg.get("max_mtu", limit)))
+        ctx.set_recovery(sr_config(sc))
         flows = _make_flows(ctx, sc, "listener")
         sport = ep.udp_port if ep.transport == "udp" else None
         for f, p in zip(flows, peers):
@@ -662,7 +733,8 @@ def scenario_from_args(args: argparse.Namespace) -> RemoteScenario:
                           psn=args.psn & 0xFFFFFF,
                           timeout=14 if args.timeout is None else args.timeout,
                           retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry,
-                          qp_type=args.qp_type, time_limit_s=args.time_limit)
+                          qp_type=args.qp_type, time_limit_s=args.time_limit,
+                          recovery=args.recovery, loss_rule=args.loss_rule)
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -671,10 +743,6 @@ def run_cli(args: argparse.Namespace) -> int:
     prog = "roce emulate"
     if args.listen and args.connect:
         raise RemoteError("--listen and --connect exclude each other")
-    for name in ("loss", "burst", "reorder", "dup", "corrupt"):
-        if getattr(args, name):
-            raise RemoteError(f"--{name} is for the simulated fabric; on a real link use tc "
-                              "netem or `python -m roce.emu.relay`")
 
     def log(text: str) -> None:
         if args.format != "json":

@@ -107,8 +107,8 @@ class Responder:
             return
         if d < 0:
             qp.counters.duplicates += 1
-            if pkt.op.operation is not Operation.RDMA_READ:  # a READ asked again is no
-                qp.counters.duplicate_requests += 1  # spurious resend: its data is missing
+            if pkt.op.operation not in ANSWERED:
+                qp.counters.duplicate_requests += 1
             self._duplicate(pkt)
             return
         self.nak_sent = False
@@ -337,6 +337,10 @@ _REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
 # Enum class goes through the metaclass each time (about 50 ns), and these run per packet.
 _SEND, _WRITE = Operation.SEND, Operation.RDMA_WRITE
 _READ, _ATOMIC = Operation.RDMA_READ, Operation.ATOMIC
+# Requests whose answer is what the requester is missing: a READ's responses, an atomic's
+# ACK.  One asked again is no spurious retransmission (docs/protocol.md, "Selective repeat
+# (IRN) encoding", Counting): its answer may have been lost, and the responder cannot tell.
+ANSWERED = frozenset((_READ, _ATOMIC))
 _NEEDS_RESOURCES = (_READ, _ATOMIC)  # take max_dest_rd_atomic
 _STARTS = (Position.FIRST, Position.ONLY)  # positions that start a message
 _ENDS = (Position.LAST, Position.ONLY)  # positions that end a message

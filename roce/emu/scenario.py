@@ -25,6 +25,7 @@ from .constants import ALL_ACCESS, QPType, WCStatus, WROpcode
 from .fabric import Fabric, LinkConfig
 from .payload import Expected, fill, slot_bytes, slots_for
 from .qp import AHAttr, QPAttr, QPCap
+from .recovery import LOSS_RULES, MODES
 from .unreliable import GRH_BYTES
 from .verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
 from .work import SGE, RecvWR, SendWR
@@ -61,6 +62,8 @@ class Workload:
     retry_cnt: int = 7
     rnr_retry: int = 7
     qp_type: str = "rc"
+    recovery: str = "gbn"  # gbn | sr (roce.emu.recovery)
+    loss_rule: str = "rack"  # sr's loss rule: rack | dupthresh (roce.emu.recovery)
 
     def check(self, sides: int = 2) -> None:
         """Refuse what cannot run (``UsageError`` naming the option), before any memory is
@@ -69,6 +72,10 @@ class Workload:
             raise UsageError(f"--op must be one of {', '.join(OPS)}")
         if self.qp_type not in ALLOWED:
             raise UsageError(f"--qp-type must be one of {', '.join(ALLOWED)}")
+        if self.recovery not in MODES:
+            raise UsageError(f"--recovery must be one of {', '.join(MODES)}")
+        if self.loss_rule not in LOSS_RULES:
+            raise UsageError(f"--loss-rule must be one of {', '.join(LOSS_RULES)}")
         if self.count < 0 or self.qps < 1 or self.depth < 1 or self.size < 0:
             raise UsageError("--count and --size must be >= 0, --qps and --depth >= 1")
         if self.size > MAX_MESSAGE:
@@ -105,8 +112,6 @@ class Scenario(Workload):
     dup: float = 0.0
     corrupt: float = 0.0
     time_limit_ns: int = 600_000_000_000
-    recovery: str = "gbn"  # gbn | sr (roce.emu.recovery)
-    loss_rule: str = "rack"  # sr's loss rule: rack | dupthresh (roce.emu.recovery)
 
 
 @dataclass

@@ -20,8 +20,10 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   once, i.e. 1; 3 is TCP's RFC 6675 rule and absorbs some multipath reordering).  A timeout
   (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
   BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
-- READ responses are placed as they arrive and the READ completes once all have; RNR NAKs and
-  error NAKs keep the go-back-N rules of ``roce.emu.completer``.
+- READ responses are placed as they arrive and the READ completes once all have; a missing
+  one is asked for again by the loss rule (``rack``: a later response arrived more than the
+  reordering window ago, the ``read_gap`` timer; ``dupthresh``: that many later responses).
+  RNR NAKs and error NAKs keep the go-back-N rules of ``roce.emu.completer``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from .memory import AccessError
 from .placement import _REMOTE_WRITE
 from .rack import Rack
 from .requester import Requester
-from .responder import _ACK_ROW, RNR, Reject, Responder
+from .responder import _ACK_ROW, ANSWERED, RNR, Reject, Responder
 from .wire import Incoming, select
 from .work import SendWQE
 
@@ -80,6 +82,10 @@ class SRRequester(Requester):
         self.reo_at: int | None = None  # the ``reorder`` timer: a candidate's window ends
         self.acked_to = self.una  # una when the send record was last brought up to date
         self.now = 0  # the time of the current pump (when ``_send_packet`` sends)
+        # a loss recovery in progress ends when una reaches this PSN: the next new one when
+        # the first loss of the episode was found (TCP's recovery point; RFC 8985 step 4)
+        self.recover_to: int | None = None
+        self.gap_at: int | None = None  # the ``read_gap`` timer (SRCompleter.read_gap)
 
     def reset(self, sq_psn: int) -> None:
         super().reset(sq_psn)
@@ -88,6 +94,7 @@ class SRRequester(Requester):
     def clear(self) -> None:
         super().clear()
         self.reo_at = None
+        self.gap_at = None
 
     # -- scoreboard ---------------------------------------------------------------------
 
@@ -119,6 +126,8 @@ class SRRequester(Requester):
         if unit not in self.queued and unit not in self.sacked:
             self.queued.add(unit)
             self.rtx.append(unit)
+            if self.recover_to is None:
+                self.recover_to = self.psn
 
     def on_sack(self, now: int, cum: int, ooo: int) -> None:
         """A selective NAK: ``cum`` is the responder's ePSN (everything before it arrived,
@@ -147,6 +156,26 @@ class SRRequester(Requester):
             if p not in self.sacked:
                 self._queue(p)
         self.mark = (cum + max(start, lost_below)) & PSN_MASK
+
+    def arrived(self, now: int, start: int, end: int) -> None:
+        """The responder's ePSN passed ``end`` while a READ or atomic before it still misses
+        its answer (``SRCompleter`` holds that acknowledgement until the answer comes): the
+        other PSNs in ``[start, end)`` arrived, so no loss rule may resend them; the send
+        record takes them as acknowledged now."""
+        got = []
+        for wqe in self.sq:
+            first = wqe.first_psn
+            if first < 0 or psn_diff(first, end) >= 0:
+                break
+            if wqe.rd_atomic:
+                continue
+            for off in range(wqe.npsn):
+                p = (first + off) & PSN_MASK
+                if psn_diff(p, start) >= 0 and psn_diff(p, end) < 0 and p not in self.sacked:
+                    self.sacked.add(p)
+                    got.append(p)
+        if got and self.rack is not None:
+            self.rack.on_ack(got, now, self.resent)
 
     def _detect(self, now: int) -> None:
         """The time-based rule (``roce.emu.rack``): queue what it finds lost, arm the
@@ -244,12 +273,16 @@ class SRRequester(Requester):
         t = {} if self.timer is None else {"rto": self.timer}
         if self.reo_at is not None:
             t["reorder"] = self.reo_at
+        if self.gap_at is not None:
+            t["read_gap"] = self.gap_at
         return t
 
     def deadline(self) -> int | None:
         if self.rnr_until is not None:
             return self.rnr_until
         reo, rto = self.reo_at, self.timer
+        if self.gap_at is not None and (reo is None or self.gap_at < reo):
+            reo = self.gap_at
         if reo is None or rto is not None and rto < reo:
             return rto
         return reo
@@ -259,6 +292,10 @@ class SRRequester(Requester):
         if reo is not None and now >= reo and self.rnr_until is None:
             self.reo_at = None
             self._detect(now)
+        gap = self.gap_at
+        if gap is not None and now >= gap and self.rnr_until is None:
+            self.gap_at = None
+            self.qp.completer.read_gap(now)
         super().on_timer(now)
 
     def progress(self, now: int) -> None:
@@ -287,6 +324,10 @@ class SRRequester(Requester):
             self.timer = None
         else:
             self.timer = now + self.cfg.rto_ns(self.in_flight())
+        if self.recover_to is not None and psn_diff(una, self.recover_to) >= 0:
+            self.recover_to = None
+            if rack is not None:
+                rack.on_recovered()
         if rack is not None:
             self._detect(now)
 
@@ -303,6 +344,9 @@ class SRRequester(Requester):
         if self.rack is not None:
             self.rack.forget()
         self.reo_at = None
+        self.gap_at = None
+        self.recover_to = None  # the scoreboard starts over; no recovery ended
+        self.qp.completer.behind = None
 
     def flush(self) -> None:
         self.rtx.clear()
@@ -327,7 +371,7 @@ class SRResponder(Responder):
                 return
             if pkt.psn in self.held:
                 qp.counters.duplicates += 1
-                if pkt.op.operation is not Operation.RDMA_READ:
+                if pkt.op.operation not in ANSWERED:
                     qp.counters.duplicate_requests += 1
             else:
                 self.held[pkt.psn] = pkt
@@ -393,7 +437,13 @@ class SRResponder(Responder):
 class SRCompleter(Completer):
     def __init__(self, qp: Any) -> None:
         super().__init__(qp)
-        self.got: dict[int, set[int]] = {}  # READ first PSN -> responses placed past read_next
+        # READ first PSN -> {response index placed past read_next: its arrival time}, in
+        # arrival order (the first entry is the earliest response past the gap)
+        self.got: dict[int, dict[int, int]] = {}
+        # the first PSN the responder had not yet received, by an acknowledgement that came
+        # while a READ or atomic before it still missed its answer: applied once it came
+        self.behind: int | None = None
+        self.held_by = -1  # the first PSN of the READ or atomic that holds it
 
     def receive(self, now: int, pkt: Incoming) -> None:
         if pkt.op.operation is Operation.ACK and is_selective_nak(pkt.ext["aeth"]["syndrome"]):
@@ -405,23 +455,70 @@ class SRCompleter(Completer):
                 self.qp.counters.duplicates += 1
                 return
             self.qp.counters.sacks_received += 1
-            if self._complete_before(now, cum):
-                req.on_sack(now, cum, pkt.ext["aeth"]["msn"])
+            # what it says holds even when a READ's or atomic's answer is missing before
+            # cum (an implied NAK asks for that one): ooo arrived too
+            self._complete_before(now, cum)
+            req.on_sack(now, cum, pkt.ext["aeth"]["msn"])
             return
         super().receive(now, pkt)
+        if self.behind is not None:
+            self._release(now)
+
+    # -- acknowledgements behind a missing READ or atomic answer --------------------------
+    # Go-back-N drops them: it resends everything after the READ anyway.  Selective repeat
+    # resends only the READ (or atomic), so what the acknowledgement said of the PSNs after
+    # it must not be lost: they are marked arrived (``SRRequester.arrived``) and the
+    # acknowledgement is applied once the answer came (docs/protocol.md).
+
+    def _ack(self, now: int, psn: int) -> None:
+        super()._ack(now, psn)
+        self._hold(now, (psn + 1) & PSN_MASK)
+
+    def _complete_before(self, now: int, psn: int) -> bool:
+        if super()._complete_before(now, psn):
+            return True
+        self._hold(now, psn)
+        return False
+
+    def _hold(self, now: int, end: int) -> None:
+        req = self.qp.requester
+        if psn_diff(end, req.una) <= 0:
+            return  # not held up: everything before ``end`` completed
+        behind = self.behind
+        start = behind if behind is not None and psn_diff(behind, req.una) > 0 else req.una
+        if psn_diff(end, start) > 0:
+            req.arrived(now, start, end)
+            self.behind = end
+        self.held_by = req.sq[0].first_psn if req.sq else -1
+
+    def _release(self, now: int) -> None:
+        """Apply the held acknowledgement once the READ or atomic that held it completed."""
+        req = self.qp.requester
+        end = self.behind
+        head = req.sq[0] if req.sq else None
+        if end is None or head is None or head.first_psn < 0 or \
+                psn_diff(end, head.first_psn) <= 0:
+            self.behind = None  # nothing left that it covers
+            return
+        if head.first_psn == self.held_by:
+            return  # still waiting for this one's answer (asked for already)
+        self.behind = None
+        self._ack(now, (end - 1) & PSN_MASK)  # may hold again, at the next READ or atomic
 
     def _read_response(self, now: int, pkt: Incoming) -> None:
         """IRN: READ responses are placed as they come (by their offset in the READ); the
-        READ completes, in order, once every response arrived.  ``DUPTHRESH`` responses past
-        a missing one ask again from it (the READ request resent from its first missing
-        response, as a selective retransmission)."""
+        READ completes, in order, once every response arrived.  A missing response is asked
+        for again (the READ request resent from it, a selective retransmission) by the loss
+        rule: ``rack``, once a later response arrived more than the reordering window ago
+        (``read_gap``); ``dupthresh``, or ``rack`` before any round trip was measured,
+        once ``dupthresh`` later responses arrived."""
         req = self.qp.requester
         psn = pkt.psn
         wqe = self._head_read(now, psn)
         if wqe is None:
             return
         idx = psn_diff(psn, wqe.first_psn)
-        got = self.got.setdefault(wqe.first_psn, set())
+        got = self.got.setdefault(wqe.first_psn, {})
         if idx < wqe.read_next or idx in got:
             self.qp.counters.duplicates += 1
             return
@@ -434,13 +531,16 @@ class SRCompleter(Completer):
         except AccessError:
             self.fail_head(St.IBV_WC_LOC_PROT_ERR)
             return
-        got.add(idx)
+        if idx == wqe.read_next and got and req.rack is not None:
+            self._filled(now, wqe, next(iter(got.values())))
+        got[idx] = now
         start = wqe.read_next
         while wqe.read_next in got:
-            got.discard(wqe.read_next)
+            del got[wqe.read_next]
             wqe.read_next += 1
         if wqe.read_next >= wqe.npsn:
             del self.got[wqe.first_psn]
+            req.gap_at = None
             req.una = (wqe.first_psn + wqe.npsn) & PSN_MASK
             self._done(wqe)
             req.progress(now)
@@ -448,8 +548,46 @@ class SRCompleter(Completer):
         if wqe.read_next != start:
             req.una = (wqe.first_psn + wqe.read_next) & PSN_MASK
             req.progress(now)
-        if len(got) >= req.dupthresh:
-            req.retry(now, (wqe.first_psn + wqe.read_next) & PSN_MASK)
+        self._judge(now, wqe, got)
+
+    def _filled(self, now: int, wqe: SendWQE, since: int) -> None:
+        """The missing response at ``read_next`` came, ``now - since`` after a later one:
+        unless it was asked for again, the path reordered that much; the window takes it
+        (``Rack.on_reordered``) as it does for requests."""
+        req = self.qp.requester
+        if req.retrying != (wqe.first_psn + wqe.read_next) & PSN_MASK:
+            req.rack.on_reordered(now - since)
+
+    def _judge(self, now: int, wqe: SendWQE, got: dict[int, int]) -> None:
+        """Ask again for the head READ's first missing response if the loss rule says it is
+        lost; else arm ``read_gap`` for when the time-based rule would."""
+        req = self.qp.requester
+        req.gap_at = None
+        if not got:
+            return
+        missing = (wqe.first_psn + wqe.read_next) & PSN_MASK
+        if req.retrying == missing:
+            return  # asked for already: the RTO covers a lost re-request
+        rack = req.rack
+        if rack is None or rack.min_rtt is None:
+            if len(got) >= req.dupthresh:
+                req.retry(now, missing)
+            return
+        due = next(iter(got.values())) + rack.reo_wnd()  # the earliest later arrival
+        if now >= due:
+            req.retry(now, missing)
+        else:
+            req.gap_at = due
+
+    def read_gap(self, now: int) -> None:
+        """The ``read_gap`` timer: judge the head READ's gap again."""
+        req = self.qp.requester
+        wqe = req.sq[0] if req.sq else None
+        if wqe is None or wqe.operation is not Operation.RDMA_READ or wqe.first_psn < 0:
+            return
+        got = self.got.get(wqe.first_psn)
+        if got:
+            self._judge(now, wqe, got)
 
 
 _RUNNING = (QPState.IBV_QPS_RTR, QPState.IBV_QPS_RTS, QPState.IBV_QPS_SQD)
