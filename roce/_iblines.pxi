@@ -4,7 +4,8 @@
 # piece of text (opcode names, AETH syndrome words, flag suffixes, the protocol name) comes
 # from roce.families.iblines (ib_lines_configure), which takes it from roce.dissect.summary.
 # Frames the formatter leaves to Python come back as None: not passed by the scan, UD
-# (MADs, CM, IPoIB have their own Info), several extended headers (K_SLOW), odd time texts.
+# (MADs, CM, IPoIB have their own Info), several extended headers (K_SLOW), AETHs that may be
+# a selective NAK (summary.aeth_text), odd time texts.
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.list cimport PyList_New, PyList_SET_ITEM
@@ -20,6 +21,7 @@ cdef object IBL_BAD_VCRC = None
 cdef object IBL_PROTOCOL = None
 cdef uint8_t IBL_KIND[256]
 cdef uint8_t IBL_UD[256]
+cdef uint8_t IBL_SACK[256]  # AETH syndromes that may be a selective NAK: left to Python
 cdef int IBL_K_NONE, IBL_K_RETH, IBL_K_AETH, IBL_K_DETH, IBL_K_IMM, IBL_K_IETH, IBL_K_CNP
 cdef int IBL_FLAG_A, IBL_LNH_GLOBAL, IBL_GID_SRC
 cdef bint IBL_READY = False
@@ -49,6 +51,7 @@ def ib_lines_configure(dict cfg):
     for i in range(256):
         IBL_KIND[i] = cfg["kinds"][i]
         IBL_UD[i] = 1 if i in cfg["ud"] else 0
+        IBL_SACK[i] = 1 if cfg["maybe_sack"][i] else 0
     k = cfg["k"]
     IBL_K_NONE, IBL_K_RETH, IBL_K_AETH = k["none"], k["reth"], k["aeth"]
     IBL_K_DETH, IBL_K_IMM, IBL_K_IETH, IBL_K_CNP = k["deth"], k["imm"], k["ieth"], k["cnp"]
@@ -215,7 +218,8 @@ def ib_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, list 
         kind = IBL_KIND[op]
         line = None
         if not c_status[i] and not IBL_UD[op] and (
-                kind == IBL_K_NONE or kind == IBL_K_RETH or kind == IBL_K_AETH
+                kind == IBL_K_NONE or kind == IBL_K_RETH
+                or (kind == IBL_K_AETH and not IBL_SACK[c_k0[i] & 255])
                 or kind == IBL_K_CNP or kind == IBL_K_DETH or kind == IBL_K_IMM
                 or kind == IBL_K_IETH):
             if texts is None:

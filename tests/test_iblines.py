@@ -159,3 +159,27 @@ def test_plugin_look_agrees_with_importlib_metadata(tmp_path: Path,
     (tmp_path / "pkgs.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # unsure: a zip
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs.zip"))
     assert may_have_plugins()
+
+
+def test_selective_naks_on_native_ib(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """AETHs that may be a selective NAK are left to Python (summary.aeth_text): the fast
+    lines name the ePSN and the out-of-order PSN as the record path does."""
+    from types import SimpleNamespace
+
+    from test_stats import ack, write_only
+    from test_stats_spurious import sack
+
+    from roce.families import craft
+    from roce.headers import AETH_NAK, NAK_PSN_SEQUENCE_ERROR
+
+    eth = [write_only(0), ack(0, msn=1), sack(1, 3),
+           ack(1, AETH_NAK, NAK_PSN_SEQUENCE_ERROR, msn=1), ack(1, AETH_NAK, 2, msn=3)]
+    args = SimpleNamespace(vl=0, sl=0, dlid=1, slid=2)
+    p = tmp_path / "sr.pcap"
+    with PcapWriter(p, linktype=247) as w:
+        for k, f in enumerate(eth):
+            w.write(craft.to_ib(f, args), ts_ns=k * 1000)
+    fast = _cli(capsys, "decode", str(p))
+    assert fast == _cli(capsys, "decode", "-Y", "frame.number > 0", str(p))
+    assert "NAK PSN-sequence-error, selective: ePSN=1, PSN=3 out of order" in fast
+    assert fast.count("selective") == 1

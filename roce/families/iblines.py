@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..dissect.summary import (
+    _MAYBE_SACK,  # AETHs that may be a selective NAK: their text is aeth_text's, in Python
     FLAG_TEXT,
     K_AETH,
     K_CNP,
@@ -31,6 +32,7 @@ from ..dissect.summary import (
     NS,
     SYNDROME_PARTS,
     Summarizer,
+    aeth_text,
 )
 from ..locate import FLAG_A
 from . import ib, ibmad
@@ -121,8 +123,7 @@ def _info(kind: int, psn: int, k0: int, k1: int, k2: int) -> str:
     if kind == K_RETH:
         return f" PSN={psn} VA=0x{k0:x} RKey=0x{k1:08x} Len={k2}"
     if kind == K_AETH:
-        pre, post = SYNDROME_PARTS[k0]
-        return f" PSN={psn} {pre} MSN={k1}{post}"
+        return f" PSN={psn} {aeth_text(k0, psn, k1)}"
     if kind == K_CNP:
         return ""
     if kind == K_DETH:
@@ -164,6 +165,7 @@ def format_reference(datas: list[bytes], cols: dict[str, Any], n: int, first_num
         else:
             tt = "x" * (_MAX_TIME + 1)  # outside the plan's second: left to Python
         if (cols["status"][i] or op in _UD_OPCODES or kind not in _FORMATTED
+                or (kind == K_AETH and _MAYBE_SACK[cols["key0"][i]])
                 or len(tt.encode()) > _MAX_TIME):
             out.append(None)
             continue
@@ -181,7 +183,8 @@ def configure(ext: Any) -> None:
         "protocol": PROTOCOL.encode(), "kinds": list(KIND), "ud": set(_UD_OPCODES),
         "k": {"none": K_NONE, "reth": K_RETH, "aeth": K_AETH, "deth": K_DETH, "imm": K_IMM,
               "ieth": K_IETH, "cnp": K_CNP},
-        "flag_a": FLAG_A, "lnh_global": ib.LNH_GLOBAL, "gid_src": _GID_SRC})
+        "maybe_sack": list(_MAYBE_SACK), "flag_a": FLAG_A, "lnh_global": ib.LNH_GLOBAL,
+        "gid_src": _GID_SRC})
 
 
 def _compiled() -> Any:
