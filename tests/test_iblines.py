@@ -11,24 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_families import _cli, _mixed_ib_frames
+from test_families import _cli, _mixed_ib_frames, ib_frames_with_flips
 
 from roce.families import erf, ib, iblines
 from roce.opcodes import OPCODES
 from roce.pcapio import PcapWriter
 
 needs_ext = pytest.mark.skipif(iblines._EXT is None, reason="compiled fast path not built")
-
-
-def _frames_with_flips(picks: list[tuple[int, int, int]]) -> list[bytes]:
-    base = _mixed_ib_frames()
-    frames = []
-    for which, pos, value in picks:
-        f = bytearray(base[which % len(base)])
-        if pos < len(f):
-            f[pos] = value
-        frames.append(bytes(f))
-    return frames
 
 
 TIMES = st.one_of(st.just("0.000001000"), st.text(st.characters(codec="utf-8",
@@ -44,7 +33,7 @@ TIMES = st.one_of(st.just("0.000001000"), st.text(st.characters(codec="utf-8",
        short=st.integers(0, 3))
 def test_ib_lines_twins_agree(picks: list, first: int, times: list[str], arrow: bytes,
                               short: int) -> None:
-    frames = _frames_with_flips(picks)
+    frames = ib_frames_with_flips(picks)
     cols = ib.scan_columns(len(frames))
     ib.scan_batch(frames, cols)
     n = max(0, len(frames) - short)  # -c stops inside a batch: only n lines are made
@@ -63,7 +52,7 @@ def test_ib_lines_time_plan_twins_agree(picks: list, base: int, offsets: list[in
                                         digits: int) -> None:
     """The time column written from a TimeColumn.relative_plan: stamps inside the plan's
     second, and (never made by the plan, but guarded) outside it."""
-    frames = _frames_with_flips(picks)
+    frames = ib_frames_with_flips(picks)
     cols = ib.scan_columns(len(frames))
     ib.scan_batch(frames, cols)
     stamps = array("q", [base + o for o in offsets[:len(frames)]])
