@@ -21,9 +21,9 @@ from roce import fast, locate
 from roce.cli import main
 from roce.dissect.ccstats import CcReport
 from roce.dissect.cflows import AVAILABLE
+from roce.dissect.flowrules import C_ACK, C_CNP, OPINFO
 from roce.dissect.flows import analyse
 from roce.families import craft, erf, ib
-from roce.dissect.flowrules import C_ACK, C_CNP, OPINFO
 from roce.headers import ECN_CE
 from roce.icrc import icrc_at
 from roce.pcapio import Frame, PcapWriter, open_capture

@@ -88,7 +88,8 @@ _L3_LEN = {k: (locate.LRH_SPECS[hf[1]] if hf[0] == "lrh" else locate.SPECS[hf], 
            for k, (hf, extra, unit) in L3_LEN_FIELDS.items()}
 _KEY_NAMES = {code: [n.split(".", 1)[1] for n in names]
               for code, names in fast.KEY_FIELDS.items()}
-_COLUMNS = ("status", "opcode", "destqp", "psn", "payload_len", "l3_kind", "l3_off", "icrc_ok", "key0", "key1", "key2", "bth_off")
+_COLUMNS = ("status", "opcode", "destqp", "psn", "payload_len", "l3_kind", "l3_off", "icrc_ok",
+            "key0", "key1", "key2", "bth_off")
 psn_diff = fast.psn_diff
 
 
