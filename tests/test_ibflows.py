@@ -371,3 +371,41 @@ def test_snapped_ib_capture_counts_the_uncut_payload(lossy: Path, tmp_path: Path
         assert got["totals"][key] == want["totals"][key] > 0, key
     for a, b in zip(want["flows"], got["flows"]):
         assert a["payload_bytes"] == b["payload_bytes"]
+
+
+def _crafted(tmp_path: Path, name: str, runs: list[list[str]], linktype: int) -> Path:
+    """The frames of several ``roce craft`` runs, one after another 1 us apart."""
+    frames = []
+    for i, argv in enumerate(runs):
+        part = tmp_path / f"{name}{i}.pcap"
+        assert main(["craft", "-q", *argv, "-w", str(part)]) == 0
+        with open_capture(part) as r:
+            frames += [fr.data for fr in r]
+    return _write(tmp_path / f"{name}.pcap", [(d, i * 1000) for i, d in enumerate(frames)],
+                  linktype)
+
+
+def test_crafted_fecn_and_becn_read_as_crafted_ce_and_cnps(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`roce craft --link ib --fecn / --becn` against `roce craft --ecn ce` and CNPs."""
+    write = ["rc-write-only", "--payload-size", "64"]
+    ib_a, ib_b = ["--link", "ib", "--slid", "1", "--dlid", "2"], [
+        "--link", "ib", "--slid", "2", "--dlid", "1"]
+    ip_a, ip_b = ["--src", "10.0.0.1", "--dst", "10.0.0.2"], [
+        "--src", "10.0.0.2", "--dst", "10.0.0.1"]
+    ib = _crafted(tmp_path, "ib", [
+        [*ib_a, *write, "--dqpn", "0x22", "--psn", "0", "--count", "5"],
+        [*ib_a, *write, "--dqpn", "0x22", "--psn", "5", "--count", "3", "--fecn"],
+        [*ib_b, "rc-acknowledge", "--dqpn", "0x11", "--psn", "7", "--count", "2", "--becn"]],
+        IB)
+    eth = _crafted(tmp_path, "eth", [
+        [*ip_a, *write, "--dqpn", "0x22", "--psn", "0", "--count", "5"],
+        [*ip_a, *write, "--dqpn", "0x22", "--psn", "5", "--count", "3", "--ecn", "ce"],
+        [*ip_b, "cnp", "--dqpn", "0x11", "--count", "2"]], locate.LINKTYPE_ETHERNET)
+    got, want = _cc_rows(_stats(ib, capsys)), _cc_rows(_stats(eth, capsys))
+    assert got[0x22]["ce_fraction"] == want[0x22]["ce_fraction"] == pytest.approx(3 / 8)
+    assert got[0x22]["ecn_ce"] == want[0x22]["ecn_ce"] == 3
+    assert (got[0x11]["becns"], got[0x11]["cnps"]) == (2, 0)
+    assert (want[0x11]["becns"], want[0x11]["cnps"]) == (0, 2)
+    for key in ("cnp_rate_per_s", "cnp_min_gap_ns"):
+        assert got[0x11][key] == want[0x11][key], key
