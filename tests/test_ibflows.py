@@ -68,8 +68,8 @@ def to_ib(frame: bytes, lids: dict[bytes, int], grh: bool = False,
     head[nxt[0]] = locate.GRH_NEXT_BTH
     head[0] = 0x60
     g = bytes(head) + _gid(slid) + _gid(dlid)
-    return ib.build(frame[w.bth_off:w.icrc_off], lnh=ib.LNH_GLOBAL, grh=g, slid=slid,
-                    dlid=dlid)
+    return ib.build(craft.ib_transport(frame, w.bth_off, w.icrc_off), lnh=ib.LNH_GLOBAL,
+                    grh=g, slid=slid, dlid=dlid)
 
 
 def _write(path: Path, frames: list[tuple[bytes, int]], linktype: int) -> Path:
@@ -311,6 +311,48 @@ def _stats_with(path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> 
     return {"congestion": {"flows": CcReport(rep).rows}, "totals": rep.totals,
             "flows": [f.to_dict(0) for f in rep.flows],
             "expert": {"events": [{"kind": e.kind} for e in rep.events]}}
+
+
+def _timeline(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    assert main(["stats", "--timeline", "20us", "-T", "json", str(path)]) == 0
+    return json.loads(capsys.readouterr().out)["congestion"]["timeline"]
+
+
+def _lid_label(q: str) -> str:
+    return q.replace("10.0.0.1", "LID 0x0001").replace("10.0.0.2", "LID 0x0002")
+
+
+def test_timeline_reads_fecn_cnps_and_becns(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """--timeline counts what the flow engines count (flowrules' mark tables): the IB
+    capture's FECNs as the RoCE one's CE (the plotted CE share), its CNPs (0x80) as the
+    RoCE CNPs (0x81), and BECNs on ACKs as notifications of their own."""
+    from cc_helpers import ACKS, CNPS, US, frames, write_capture
+    from roce.dissect.timeline import collect
+
+    roce_tl = collect(frames())
+    with open_capture(_cc_ib(tmp_path, "ib.pcap")) as r:
+        ib_tl = collect(list(r))
+    (want,), (got,) = roce_tl.series(), ib_tl.series()
+    assert got.ce_fraction == want.ce_fraction == pytest.approx(2 / 7)
+    assert [d[4] for d in got.data] == [d[4] for d in want.data]
+    assert got.cnps == want.cnps == [t * US for t in CNPS] and not got.becns
+    with open_capture(_cc_ib(tmp_path, "becn.pcap", becn_acks=True)) as r:
+        (back,) = collect(list(r)).series()
+    assert back.cnps == [] and back.becns == [t * US for t, _ in ACKS]
+    assert len(back.acks) == len(ACKS)  # a BECN-carrying ACK is still an ACK
+
+    want_doc = _timeline(Path(write_capture(tmp_path / "roce.pcap")), capsys)
+    got_doc = _timeline(tmp_path / "ib.pcap", capsys)
+    assert got_doc["qps"] == [_lid_label(q) for q in want_doc["qps"]]
+    for g, w in zip(got_doc["rows"], want_doc["rows"], strict=True):
+        assert {k: v["cnps"] for k, v in g["qps"].items()} == {
+            _lid_label(k): v["cnps"] for k, v in w["qps"].items()}
+    becn_doc = _timeline(tmp_path / "becn.pcap", capsys)
+    assert sum(v["becns"] for r in becn_doc["rows"] for v in r["qps"].values()) == len(ACKS)
+    assert main(["stats", "--timeline", "20us", str(tmp_path / "becn.pcap")]) == 0
+    assert "Gb/s cnp+becn retx" in capsys.readouterr().out
 
 
 def test_becn_on_acks_is_the_returned_notification(tmp_path: Path,
