@@ -161,7 +161,7 @@ _EXTRA_ROWS: tuple[tuple, ...] = (
     (0x64, Transport.UD, "SEND_ONLY", "SEND Only", "Send Only", _SEND, _O, ("deth",), True),
     (0x65, Transport.UD, "SEND_ONLY_WITH_IMMEDIATE", "SEND Only with Immediate",
      "Send Only Immediate", _SEND, _O, ("deth", "immdt"), True, "imm"),
-    (0x80, Transport.CNP, "IB_CNP", "Congestion Notification Packet (InfiniBand)", "CNP",
+    (0x80, Transport.CNP, "CNP_IB", "Congestion Notification Packet (InfiniBand)", "CNP",
      Operation.CNP, _O, (), False, Link.IB),
     (0x81, Transport.CNP, "CNP", "Congestion Notification Packet", "CNP", Operation.CNP, _O,
      ("cnp",), False, Link.ROCE),
