@@ -329,6 +329,7 @@ def test_timeline_reads_fecn_cnps_and_becns(tmp_path: Path,
     capture's FECNs as the RoCE one's CE (the plotted CE share), its CNPs (0x80) as the
     RoCE CNPs (0x81), and BECNs on ACKs as notifications of their own."""
     from cc_helpers import ACKS, CNPS, US, frames, write_capture
+
     from roce.dissect.timeline import collect
 
     roce_tl = collect(frames())

@@ -52,7 +52,7 @@ from roce.locate import (
     is_malformed,
     macc_offset,
 )
-from roce.opcodes import CNP_OPCODE, OPCODES, Operation, Transport, lookup
+from roce.opcodes import OPCODES, Operation, Transport, lookup
 from roce.packet import Packet, parse
 from roce.pcapio import Frame
 
@@ -519,7 +519,7 @@ def filter_macros() -> dict[str, str]:
                + " and aeth.syndrome.opcode == 0)",
         "nak": "aeth.syndrome.opcode == 3",
         "rnr": "aeth.syndrome.opcode == 1",
-        "cnp": f"bth.opcode == {CNP_OPCODE:#x}",
+        "cnp": _opcode_set(lambda o: o.transport is Transport.CNP),  # RoCE's and IB's
         "read": _opcode_set(lambda o: o.operation in (op.RDMA_READ, op.READ_RESPONSE)),
         "write": _opcode_set(lambda o: o.operation is op.RDMA_WRITE),
         "send": _opcode_set(lambda o: o.operation is op.SEND),

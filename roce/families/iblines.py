@@ -34,11 +34,26 @@ from ..dissect.summary import (
     Summarizer,
     aeth_text,
 )
-from ..locate import FLAG_A
+from ..locate import FLAG_A, FLAG_BECN, FLAG_FECN
 from . import ib, ibmad
 
 PROTOCOL = "InfiniBand"
 BAD_VCRC = " [BAD VCRC]"
+FECN_TEXT, BECN_TEXT = " [FECN]", " [BECN]"
+# Flag suffix by ``flag_index``: RoCE's (summary.FLAG_TEXT: [AckReq], then the forward
+# congestion mark, then [BAD ICRC]) with the BTH FECN in the place of IP's ECN CE and the
+# BECN beside it (docs/protocol.md "Native InfiniBand": the two marks), then [BAD VCRC].
+_FLAG_PIECES = ((1, FLAG_TEXT[1]), (2, FECN_TEXT), (4, BECN_TEXT), (8, FLAG_TEXT[4]),
+                (16, BAD_VCRC))
+IB_FLAG_TEXT: tuple[str, ...] = tuple("".join(t for bit, t in _FLAG_PIECES if i & bit)
+                                      for i in range(32))
+
+
+def flag_index(ackreq: bool, fecn: bool, becn: bool, icrc_ok: bool, vcrc_ok: bool) -> int:
+    """The ``IB_FLAG_TEXT`` index of a packet's flags."""
+    return ((1 if ackreq else 0) | (2 if fecn else 0) | (4 if becn else 0)
+            | (0 if icrc_ok else 8) | (0 if vcrc_ok else 16))
+
 _GID_SRC = ib.LRH_SIZE + 8  # GRH source GID, then destination GID (16 bytes each)
 
 
@@ -112,8 +127,8 @@ def _line(datas: list[bytes], cols: dict[str, Any], i: int, number: int, tt: str
 
 
 def _flags(fl: int, iok: int, vok: int) -> str:
-    flags = FLAG_TEXT[(1 if fl & FLAG_A else 0) | (0 if iok else 4)]
-    return flags if vok else flags + BAD_VCRC
+    """The flag suffix from the scan columns (BTH flags as ``locate.FLAG_*``, CRCs ok)."""
+    return IB_FLAG_TEXT[flag_index(fl & FLAG_A, fl & FLAG_FECN, fl & FLAG_BECN, iok, vok)]
 
 
 def _info(kind: int, psn: int, k0: int, k1: int, k2: int) -> str:
@@ -179,11 +194,12 @@ def configure(ext: Any) -> None:
         "names": [t.encode() for t in NAMES],
         "syn_pre": [SYNDROME_PARTS[s][0].encode() for s in range(256)],
         "syn_post": [SYNDROME_PARTS[s][1].encode() for s in range(256)],
-        "flags": [t.encode() for t in FLAG_TEXT], "bad_vcrc": BAD_VCRC.encode(),
+        "flags": [t.encode() for t in IB_FLAG_TEXT],
         "protocol": PROTOCOL.encode(), "kinds": list(KIND), "ud": set(_UD_OPCODES),
         "k": {"none": K_NONE, "reth": K_RETH, "aeth": K_AETH, "deth": K_DETH, "imm": K_IMM,
               "ieth": K_IETH, "cnp": K_CNP},
-        "maybe_sack": list(_MAYBE_SACK), "flag_a": FLAG_A, "lnh_global": ib.LNH_GLOBAL,
+        "maybe_sack": list(_MAYBE_SACK), "flag_a": FLAG_A, "flag_fecn": FLAG_FECN,
+        "flag_becn": FLAG_BECN, "lnh_global": ib.LNH_GLOBAL,
         "gid_src": _GID_SRC})
 
 
