@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from tshark_oracle import TSHARK, TSHARK_CODES, fields_command, our_key, tshark_value
 
 import roce
+from roce import locate
 from roce.cli import main
 from roce.errors import DecodeError
 from roce.families import craft, erf, ib, ibcrc, ibmad, registry, tunnels
 from roce.families.registry import Handler
-from roce import locate
 from roce.locate import walk
 from roce.opcodes import IB_OPCODES, OPCODES
 from roce.pcapio import PcapWriter, open_capture
