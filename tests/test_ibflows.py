@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from profiles import examples
 from test_stats import traffic
 
+import roce
 from roce import fast, locate
 from roce.cli import main
 from roce.dissect.ccstats import CcReport
@@ -233,6 +234,34 @@ def test_walk_reads_lnh_and_says_why_not() -> None:
     for _ in range(50):  # no crash on noise, twins equal
         noise = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 70)))
         assert fast.walk(noise, WALK) == locate.walk(noise, WALK)
+
+
+def test_each_link_walks_its_own_cnp() -> None:
+    """0x80 is native InfiniBand's CNP and 0x81 RoCE's (docs/protocol.md): each link's walk,
+    in both twins, takes its own and calls the other's an unknown opcode, as RoCE always
+    did with 0x80; stats counts the IB one as a CNP of its QP."""
+    from roce.opcodes import CNP_OPCODE, IB_CNP_OPCODE
+
+    roce_cnp = bytearray(roce.craft("cnp", dqpn=0x33).to_bytes())
+    w = locate.walk(bytes(roce_cnp))
+    assert w.status == locate.OK and w.opcode == CNP_OPCODE
+    roce_cnp[w.bth_off] = IB_CNP_OPCODE  # 0x80 on RoCE: reserved there, as before
+    for fn in (locate.walk, fast.walk):
+        assert fn(bytes(roce_cnp)).status == locate.BAD_OPCODE
+    ib_cnp = craft.to_ib(roce.craft("cnp", dqpn=0x33).to_bytes(),
+                         argparse.Namespace(vl=0, sl=0, slid=1, dlid=2))
+    ib_roce_cnp = ib.build(bytes([CNP_OPCODE]) + ib_cnp[ib.LRH_SIZE + 1:-6])
+    for fn in (locate.walk, fast.walk):
+        w = fn(ib_cnp, WALK)
+        assert (w.status, w.opcode, w.payload_off - w.bth_off) == (locate.OK, 0x80, 12)
+        assert fn(ib_roce_cnp, WALK).status == locate.BAD_OPCODE
+    n = len(ib_cnp)
+    for engine in ("reference", "compiled") if AVAILABLE else ("reference",):
+        rep = analyse([Frame(ib_cnp, t, n, n, IB, 0) for t in (0, 5000)], engine=engine)
+        (flow,) = rep.flows
+        assert flow.qp == 0x33 and flow.to_dict(0)["cnps"] == 2
+        assert rep.totals["cnps"] == 2 and rep.totals["malformed"] == 0
+        assert CcReport(rep).rows[0]["cnp_min_gap_ns"] == 5000
 
 
 def test_timeline_names_ib_qps_by_lid(lossy: Path, tmp_path: Path,
