@@ -20,9 +20,12 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   once, i.e. 1; 3 is TCP's RFC 6675 rule and absorbs some multipath reordering).  A timeout
   (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
   BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
-- READ responses are placed as they arrive and the READ completes once all have; a missing
-  one is asked for again by the loss rule (``rack``: a later response arrived more than the
-  reordering window ago, the ``read_gap`` timer; ``dupthresh``: that many later responses).
+- READ responses of any outstanding READ are placed as they arrive (a response names its
+  READ by PSN), whatever the READs before it miss; a READ completes, in order, once all its
+  responses came.  A missing one is asked for again by the loss rule (``rack``: a later
+  response, of this READ or a later one, arrived more than the reordering window ago, the
+  ``read_gap`` timer; ``dupthresh``: that many later responses), with a READ request for
+  the missing run alone (PSN, RETH VA and length of that run).
   RNR NAKs and error NAKs keep the go-back-N rules of ``roce.emu.completer``.
 """
 
