@@ -1139,6 +1139,16 @@ cdef class PSNTracker:
                 return True
         return False
 
+    cpdef bint missing_below(self, uint32_t psn, int64_t floor=-1):
+        """roce.psn.PSNTracker.missing_below."""
+        cdef int i
+        for i in range(self.nholes - 1, -1, -1):
+            if c_psn_diff(self.hole_start[i], psn) < 0:
+                return floor < 0 or c_psn_diff(
+                    (self.hole_start[i] + self.hole_len[i] - 1) & PSN_MASK,
+                    <uint32_t>floor) >= 0
+        return False
+
     def feed_many(self, const uint32_t[::1] psns, const uint32_t[::1] counts=None):
         """Feed a column of PSNs; returns nothing (read the counters)."""
         cdef Py_ssize_t i

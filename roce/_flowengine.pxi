@@ -82,8 +82,9 @@ cdef bint A_CONFIGURED = False
 cdef int A_DEFAULT_MTU = 0
 cdef int A_IB_MTUS[5]
 cdef int A_MAX_OPEN = 0
+cdef int A_REORDER_HOLD = 0
 cdef int64_t A_MAX_READ_PSNS = 0
-cdef int A_KIND_WRITE = -1, A_KIND_WRITE_IMM = -1, A_KIND_READ = -1
+cdef int A_KIND_WRITE = -1, A_KIND_WRITE_IMM = -1, A_KIND_READ = -1, A_KIND_READ_RESP = -1
 # Event kinds by their row in flowrules.EVENTS.
 cdef dict A_EV_INDEX = {}   # name -> row
 cdef int A_EV_SEV[A_NEVENTS]
@@ -115,7 +116,8 @@ cdef void _a_spec(ASpec *s, object spec):
 
 def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows.engine_config()."""
-    global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE
+    global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_REORDER_HOLD
+    global A_KIND_READ_RESP
     global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE, A_FIRST_BAD, A_ATOMIC_BYTES
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
     global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT, A_SACK_CODE, A_SACK_AHEAD
@@ -179,9 +181,11 @@ def configure_flows(dict cfg):
     for k, m in enumerate(cfg["ib_mtus"]):
         A_IB_MTUS[k] = m
     A_MAX_OPEN = cfg["max_open"]
+    A_REORDER_HOLD = cfg["reorder_hold"]
     A_MAX_READ_PSNS = cfg["max_read_psns"]
     A_KIND_WRITE, A_KIND_WRITE_IMM = cfg["write_kinds"]
     A_KIND_READ = cfg["read_kind"]
+    A_KIND_READ_RESP = cfg["read_response_kind"]
     A_EV_INDEX = {}
     A_EV_TEXT = []
     A_EV_BURST = []
@@ -212,6 +216,15 @@ cdef inline int64_t a_rd(const uint8_t *b, ASpec *s) noexcept nogil:
     return <int64_t>((rd64(b + s.off, s.n) >> s.shift) & s.mask)
 
 
+cdef struct AHeld:
+    # A packet waiting behind a hole (flowref._Msgs.held), ordered by key: its PSN's distance
+    # from the first one held (flowref's heap key).
+    int32_t key
+    uint32_t psn
+    int pos, kind
+    int64_t plen, dmalen, fn, ts
+
+
 cdef class AMsgs:
     """Message reassembly state of one direction of one flow (flowref._Msgs)."""
 
@@ -220,11 +233,57 @@ cdef class AMsgs:
     cdef uint32_t first, lo
     cdef int64_t nbytes, pkts, mtu, dmalen, frame, ts
     cdef list open
+    # reassembly in PSN order (flowref._Msgs): waiting packets in key order (a ring of
+    # A_REORDER_HOLD + 1, made at the first), the key origin, the highest PSN reassembled
+    # and the floor of the holes waited for (-1: none)
+    cdef AHeld *held
+    cdef int nheld, h0
+    cdef uint32_t base
+    cdef int64_t hi, floor
 
     def __cinit__(self):
         self.kind = -1
         self.dmalen = -1
         self.open = []
+        self.hi = self.floor = -1
+
+    def __dealloc__(self):
+        free(self.held)
+
+    cdef int hold(self, uint32_t psn, int pos, int kind, int64_t plen, int64_t dmalen,
+                  int64_t fn, int64_t ts) except -1:
+        """Insert in key order; 1 when that PSN is held already (nothing changes)."""
+        cdef int cap = A_REORDER_HOLD + 1, i
+        cdef int32_t key
+        cdef AHeld *e
+        if self.held == NULL:
+            self.held = <AHeld *>malloc(cap * sizeof(AHeld))
+            if self.held == NULL:
+                raise MemoryError()
+        if self.nheld == 0:
+            self.base = psn
+            self.h0 = 0
+        key = c_psn_diff(psn, self.base)
+        i = self.nheld
+        while i > 0 and self.held[(self.h0 + i - 1) % cap].key >= key:
+            if self.held[(self.h0 + i - 1) % cap].key == key:  # held already (flowref)
+                while i < self.nheld:  # put back what moved up
+                    self.held[(self.h0 + i) % cap] = self.held[(self.h0 + i + 1) % cap]
+                    i += 1
+                return 1
+            self.held[(self.h0 + i) % cap] = self.held[(self.h0 + i - 1) % cap]
+            i -= 1
+        e = &self.held[(self.h0 + i) % cap]
+        e.key, e.psn, e.pos, e.kind = key, psn, pos, kind
+        e.plen, e.dmalen, e.fn, e.ts = plen, dmalen, fn, ts
+        self.nheld += 1
+        return 0
+
+    cdef AHeld pop(self) noexcept:
+        cdef AHeld e = self.held[self.h0]
+        self.h0 = (self.h0 + 1) % (A_REORDER_HOLD + 1)
+        self.nheld -= 1
+        return e
 
 
 cdef struct ABurst:
@@ -245,19 +304,28 @@ cdef class AFlow:
     cdef bint has_pending
     cdef int64_t pend_fn, pend_psn, pend_dmalen, pend_ts
     cdef AMsgs reqmsg, rspmsg
-    cdef ABurst burst[2]
+    cdef ABurst burst[3]  # requests, responses, spurious request retransmissions
     cdef int64_t stats[A_NKINDS][4]
     cdef bint has_stats[A_NKINDS]
     cdef int64_t naks[32]
     cdef int64_t rnr[32]
     cdef int64_t ack_msn, nak_psn  # last ACK's MSN, last sequence NAK's PSN, -1 before one
+    # flowrules, "acknowledged PSNs": the cumulative acknowledgement (-1: none) and the
+    # selective marks, A_SACK_AHEAD bits by PSN % A_SACK_AHEAD, made at the first one
+    cdef int64_t acked
+    cdef uint8_t *sacks
+    cdef list back  # the flows going the other way between the same addresses
 
     def __cinit__(self):
         self.first_ts = self.last_ts = -1
         self.ack_msn = self.nak_psn = -1
+        self.acked = -1
         self.req_first = self.rsp_first = self.rsp_last = -1
         self.reqmsg = AMsgs()
         self.rspmsg = AMsgs()
+
+    def __dealloc__(self):
+        free(self.sacks)
 
     def counters(self):
         """The counters in flowrules.COUNTERS order."""
@@ -304,6 +372,7 @@ cdef class FlowEngine:
     cdef ASlot *slots
     cdef Py_ssize_t cap, used
     cdef dict paths
+    cdef dict by_addr  # (l3, src+dst) -> its flows: where a request flow's answers are
     cdef int64_t *mtus
     cdef Py_ssize_t npaths, mtu_cap
     cdef object explain
@@ -321,6 +390,7 @@ cdef class FlowEngine:
         self.flows = []
         self.events = []
         self.paths = {}
+        self.by_addr = {}
         self.cap = 64
         self.slots = <ASlot *>malloc(self.cap * sizeof(ASlot))
         if self.slots == NULL:
@@ -529,6 +599,8 @@ cdef class FlowEngine:
         f.qp = qp
         f.path = path
         self.flows.append(f)
+        self.by_addr.setdefault((l3, key), []).append(f)
+        f.back = self.by_addr.setdefault((l3, rev), [])
         self._insert(f.id, l3, addr, alen, qp)
         return f
 
@@ -605,17 +677,14 @@ cdef class FlowEngine:
                 f.has_pending = True
                 f.pend_fn, f.pend_psn, f.pend_dmalen, f.pend_ts = fn, psn, k2, ts
                 return 0
-            ev = self._feed_req(f, psn, 1, fn, ts)
+            ev = self._feed_req(f, psn, 1, fn, ts, cls == AC_READ)
             if ev == AEV_DUPLICATE:
                 return 0
             f.c[CT_UNIQUE] += plen
             if bad:
                 return 0
             if cls == AC_DATA:
-                if ev == AEV_LATE:
-                    self._late(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
-                else:
-                    self._advance(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
+                self._reassemble(f, f.reqmsg, f.req, pos, kind, psn, plen, k2, fn, ts)
             elif cls == AC_READ:  # a READ whose RETH was not captured
                 self._complete(f, kind, 0, -1, fn, ts)
             else:
@@ -629,6 +698,7 @@ cdef class FlowEngine:
             if rule == ASYN_ACK:
                 f.c[CT_ACKS] += 1
                 f.ack_msn = k1
+                self._ack_to(f, (psn + 1) & A_PSN_MASK)
             elif rule == ASYN_RNR:
                 f.rnr[v] += 1
                 self._event(fn, ts, "rnr_nak", f, (A_RNR_TEXT[v], psn))
@@ -638,7 +708,9 @@ cdef class FlowEngine:
                              and 0 < ((k1 - psn) & A_PSN_MASK) <= A_SACK_AHEAD)
                 if v == A_SACK_CODE:
                     f.nak_psn = psn
+                    self._ack_to(f, psn)
                 if selective:
+                    self._sack(f, <uint32_t>k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
                     return 0
                 f.naks[v] += 1
@@ -666,10 +738,7 @@ cdef class FlowEngine:
             f.c[CT_UNIQUE] += plen
             if cls == AC_ATOMIC_ACK or bad:
                 return 0
-            if ev == AEV_LATE:
-                self._late(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
-            else:
-                self._advance(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
+            self._reassemble(f, f.rspmsg, tr, pos, kind, psn, plen, -1, fn, ts)
         else:  # CNP
             self._event(fn, ts, "cnp", f, ())
         return 0
@@ -691,10 +760,90 @@ cdef class FlowEngine:
 
     # -- PSN sequencing --------------------------------------------------------------------
 
-    cdef int _feed_req(self, AFlow f, uint32_t psn, int count, int64_t fn, int64_t ts) except -1:
+    cdef int _feed_req(self, AFlow f, uint32_t psn, int count, int64_t fn, int64_t ts,
+                       bint read) except -1:
         if f.req is None:
             f.req = PSNTracker()
-        return self._feed(f, f.req, psn, count, fn, ts, 0)
+        cdef int ev = self._feed(f, f.req, psn, count, fn, ts, 0)
+        cdef ABurst *b = &f.burst[2]
+        if ev == AEV_DUPLICATE and not read and self._acknowledged(f, psn):
+            if b.open:  # flowrules, "spurious retransmissions": runs fold
+                if psn == ((b.hi + 1) & A_PSN_MASK):
+                    b.last = fn
+                    b.hi = psn
+                    b.count += 1
+                    return ev
+                self._close_spurious(f)
+            b.open = True
+            b.first = b.last = fn
+            b.ts = ts
+            b.lo = b.hi = psn
+            b.count = 1
+        elif b.open:
+            self._close_spurious(f)
+        return ev
+
+    cdef int _close_spurious(self, AFlow f) except -1:
+        cdef ABurst *b = &f.burst[2]
+        cdef object args = None
+        b.open = False
+        if self._stored("spurious_retransmission", b.first):
+            args = (b.lo,)
+            if b.count > 1:
+                args = (b.lo, b.hi, b.count)
+        self._event(b.first, b.ts, "spurious_retransmission", f, args, b.count,
+                    b.last if b.count > 1 else 0)
+        return 0
+
+    # -- acknowledged PSNs (flowref._ack_to, _sack, _acknowledged) ------------------------
+
+    cdef void _ack_to(self, AFlow f, uint32_t psn) noexcept:
+        cdef int32_t d
+        cdef uint32_t q, i
+        if f.acked >= 0:
+            d = c_psn_diff(psn, <uint32_t>f.acked)
+            if d <= 0:
+                return
+            if f.sacks != NULL:
+                if d >= A_SACK_AHEAD:
+                    memset(f.sacks, 0, A_SACK_AHEAD // 8)
+                else:
+                    for i in range(<uint32_t>d):
+                        q = (<uint32_t>f.acked + i) & (A_SACK_AHEAD - 1)
+                        f.sacks[q >> 3] &= ~(1 << (q & 7))
+        f.acked = psn
+
+    cdef int _sack(self, AFlow f, uint32_t psn) except -1:
+        cdef int32_t d = c_psn_diff(psn, <uint32_t>f.acked)
+        cdef uint32_t q
+        if 0 < d < A_SACK_AHEAD:
+            if f.sacks == NULL:
+                f.sacks = <uint8_t *>malloc(A_SACK_AHEAD // 8)
+                if f.sacks == NULL:
+                    raise MemoryError()
+                memset(f.sacks, 0, A_SACK_AHEAD // 8)
+            q = psn & (A_SACK_AHEAD - 1)
+            f.sacks[q >> 3] |= 1 << (q & 7)
+        return 0
+
+    cdef bint _acknowledged(self, AFlow x, uint32_t psn) except -1:
+        """Had the flow answering x's requests acknowledged psn?"""
+        cdef AFlow c, y = None
+        cdef int32_t d
+        cdef uint32_t q
+        for c in x.back:
+            if c.acked >= 0 and c_psn_diff(<uint32_t>c.acked, <uint32_t>x.req_first) >= 0 \
+                    and c_psn_diff(x.req.next, <uint32_t>c.acked) >= 0:
+                if y is not None:
+                    return False  # two candidates: ambiguous
+                y = c
+        if y is None:
+            return False
+        d = c_psn_diff(psn, <uint32_t>y.acked)
+        if d < 0:
+            return True
+        q = psn & (A_SACK_AHEAD - 1)
+        return d < A_SACK_AHEAD and y.sacks != NULL and (y.sacks[q >> 3] >> (q & 7)) & 1
 
     cdef int _feed(self, AFlow f, PSNTracker t, uint32_t psn, int count, int64_t fn,
                    int64_t ts, int side) except -1:
@@ -771,7 +920,7 @@ cdef class FlowEngine:
                         break
         if count > A_MAX_READ_PSNS:
             count = A_MAX_READ_PSNS
-        if self._feed_req(f, psn, <int>count, fn, ts) != AEV_DUPLICATE:
+        if self._feed_req(f, psn, <int>count, fn, ts, True) != AEV_DUPLICATE:
             self._complete(f, A_KIND_READ, dmalen, -1, fn, ts)
         return 0
 
@@ -784,6 +933,46 @@ cdef class FlowEngine:
 
     cdef inline bint _is_write(self, int kind) noexcept:
         return kind == A_KIND_WRITE or kind == A_KIND_WRITE_IMM
+
+    cdef int _reassemble(self, AFlow f, AMsgs st, PSNTracker t, int pos, int kind,
+                         uint32_t psn, int64_t plen, int64_t dmalen, int64_t fn,
+                         int64_t ts) except -1:
+        """flowref._reassemble: in PSN order, a packet with a PSN missing below it waits."""
+        cdef AHeld e
+        if t.nholes and t.missing_below(psn, st.floor):
+            if st.hold(psn, pos, kind, plen, dmalen, fn, ts):
+                return 0  # held already
+            if st.nheld <= A_REORDER_HOLD:
+                return 0
+            e = st.pop()
+            st.floor = e.psn  # give up on what is missing below the oldest waiting packet
+            self._place_one(f, st, e.pos, e.kind, e.psn, e.plen, e.dmalen, e.fn, e.ts)
+        else:
+            self._place_one(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+        while st.nheld:
+            if t.missing_below(st.held[st.h0].psn, st.floor):
+                return 0
+            e = st.pop()
+            self._place_one(f, st, e.pos, e.kind, e.psn, e.plen, e.dmalen, e.fn, e.ts)
+        return 0
+
+    cdef int _place_one(self, AFlow f, AMsgs st, int pos, int kind, uint32_t psn,
+                        int64_t plen, int64_t dmalen, int64_t fn, int64_t ts) except -1:
+        """flowref._place: past every PSN reassembled it advances, else it fills a hole."""
+        if st.hi < 0 or c_psn_diff(psn, <uint32_t>st.hi) > 0:
+            if pos == AP_FIRST and kind == A_KIND_READ_RESP and st.kind == A_KIND_READ_RESP \
+                    and st.has_first and psn == ((<uint32_t>st.hi + 1) & A_PSN_MASK):
+                pos = AP_MIDDLE  # a READ resumed (flowref._place)
+            st.hi = psn
+            return self._advance(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+        return self._late(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+
+    cdef int _release(self, AFlow f, AMsgs st) except -1:
+        cdef AHeld e
+        while st.nheld:
+            e = st.pop()
+            self._place_one(f, st, e.pos, e.kind, e.psn, e.plen, e.dmalen, e.fn, e.ts)
+        return 0
 
     cdef int _advance(self, AFlow f, AMsgs st, int pos, int kind, uint32_t psn, int64_t plen,
                       int64_t dmalen, int64_t fn, int64_t ts) except -1:
@@ -961,7 +1150,7 @@ cdef class FlowEngine:
         ``args`` None when _stored said it would not be kept."""
         cdef int k = A_EV_INDEX[name]
         if f is not None and A_EV_CTR[k] >= 0:
-            f.c[A_EV_CTR[k]] += 1
+            f.c[A_EV_CTR[k]] += count
         self.lines[k] += 1
         if args is None:
             self.store.skip(name, count)
@@ -989,7 +1178,10 @@ cdef class FlowEngine:
             for side in range(2):
                 if f.burst[side].open:
                     self._close_burst(f, side)
+            if f.burst[2].open:
+                self._close_spurious(f)
             for st in (f.reqmsg, f.rspmsg):
+                self._release(f, st)
                 if st.kind >= 0:
                     self._abandon(f, st, False, 0, -1)
                 for e in st.open:

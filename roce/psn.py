@@ -138,6 +138,15 @@ class PSNTracker:
                 return True
         return False
 
+    def missing_below(self, psn: int, floor: int = -1) -> bool:
+        """Is a PSN before ``psn`` still missing (one at or after ``floor``, when it is not
+        -1)?  Holes are kept in PSN order, so the newest one that starts before ``psn``
+        decides (holes half the PSN space apart are not in order: then only that one)."""
+        for start, length in reversed(self.holes):
+            if psn_diff(start, psn) < 0:
+                return floor < 0 or psn_diff(psn_add(start, length - 1), floor) >= 0
+        return False
+
     @property
     def still_missing(self) -> int:
         return sum(h[1] for h in self.holes)

@@ -252,6 +252,15 @@ def test_trackers_agree_step_by_step(seq):
         assert fast.counts() == ref.counts()
         assert fast.holes == ref.holes
         assert fast.still_missing == ref.still_missing
+        for floor in (-1, P.psn_add(psn, -3), psn):  # the engines' reassembly hold asks this
+            assert fast.missing_below(psn, floor) == ref.missing_below(psn, floor)
+            if all(abs(P.psn_diff(h, psn)) < 1 << 20 for h, _ in ref.holes):
+                # holes near the PSN (a window's worth) are in PSN order: the nearest one
+                # below decides for all of them
+                assert ref.missing_below(psn, floor) == any(
+                    P.psn_diff(h, psn) < 0
+                    and (floor < 0 or P.psn_diff(P.psn_add(h, n - 1), floor) >= 0)
+                    for h, n in ref.holes)
     c = ref.counts()
     assert c["in_order"] + c["gaps"] + c["late"] + c["duplicates"] == len(seq)
     assert c["still_missing"] <= c["missing"]

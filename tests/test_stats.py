@@ -662,9 +662,12 @@ def traffic(seed: int, n: int = 60, faults: float = 1.0) -> list[bytes]:
         elif kind < 0.65:
             pkts = [read_req(p, rnd.choice([1, 1024, 3000]))]
             psn[qp] = (p + 3) & 0xFFFFFF
-        elif kind < 0.85:
+        elif kind < 0.8:
             pkts = [ack((p - 1) & 0xFFFFFF, rnd.choice([AETH_ACK] * 4 + [AETH_NAK, 1]),
                         rnd.randrange(32), msn=rnd.randrange(100))]
+        elif kind < 0.85:  # a selective NAK (ePSN a little behind, the MSN naming a PSN)
+            e = (p - rnd.randrange(1, 6)) & 0xFFFFFF
+            pkts = [ack(e, AETH_NAK, 0, msn=(e + rnd.randrange(1, 5)) & 0xFFFFFF)]
         else:
             pkts = read_resp((p - 3) & 0xFFFFFF, rnd.choice([100, 3000]))
         for x in pkts:

@@ -84,6 +84,8 @@ def engine_config() -> dict[str, Any]:
         "default_mtu": R.DEFAULT_MTU,
         "ib_mtus": R.IB_MTUS,
         "max_open": R.MAX_OPEN_MESSAGES,
+        "reorder_hold": R.REORDER_HOLD,
+        "read_response_kind": R.K_READ_RESP,
         "max_read_psns": R.MAX_READ_PSNS,
         "write_kinds": R.WRITE_KINDS,
         "read_kind": R.K_READ,

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..errors import UsageError
-from ..headers import LAYOUTS
+from ..headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR
 from ..locate import OK, ROCE_PORT
 from ..pcapio import Batch, Frame, open_capture
 from . import colscan, summary
+from .flowrules import COUNTERS, NAK_CODE_OF, selective_aeth
 
 ROW_GROUP = 32768  # rows per Parquet row group / Arrow record batch
 BATCH = 4096  # frames per extraction
@@ -132,7 +133,14 @@ _EXTRA_KINDS = {
     "icrc": "uint32", "icrc.valid": "bool", "malformed": "string", "truncated": "string",
     "ip.options": "binary", "aeth.syndrome.reserved": "uint8",
     "aeth.syndrome.opcode": "uint8", **{k: "uint8" for k in _SYNDROME_VALUE},
+    "aeth.selective": "bool",
 }
+
+
+def _seq_nak_syndromes() -> Any:
+    pa = need_pyarrow()
+    return pa.array([s for s in range(256) if NAK_CODE_OF[s] == NAK_PSN_SEQUENCE_ERROR],
+                    pa.uint64())
 
 
 def all_columns() -> dict[str, Column]:
@@ -286,8 +294,11 @@ class BulkBuilder:
                 wanted.append((c.header, c.field))  # type: ignore[arg-type]
             elif c.presence:
                 wanted.append(_first_field(c.header))  # type: ignore[arg-type]
-        if names & {"aeth.syndrome.reserved", "aeth.syndrome.opcode", *_SYNDROME_VALUE}:
+        if names & {"aeth.syndrome.reserved", "aeth.syndrome.opcode", *_SYNDROME_VALUE,
+                    "aeth.selective"}:
             wanted.append(("aeth", "syndrome"))
+        if "aeth.selective" in names:
+            wanted += [("aeth", "msn"), ("bth", "psn")]
         if names & {"roce", "roce.version", "roce.v1", "roce.v2"}:
             wanted.append(("grh", "ipver"))
         if "ip.options" in names:
@@ -390,11 +401,30 @@ class BulkBuilder:
             which = _SYNDROME_VALUE.index(name)
             return pc.if_else(pc.equal(kind, which), pc.bit_wise_and(syn, 0x1F),
                               None).cast(typ)
+        if name == "aeth.selective":
+            return self._selective(ctx, typ)
         if name == "ip.options":
             return self._options(ctx)
         if name in ("malformed", "truncated"):  # whole RoCE rows; others are patched
             return pa.nulls(n, typ)
         raise AssertionError(name)  # pragma: no cover - all_columns() lists them all
+
+    def _selective(self, ctx: _Ctx, typ: Any) -> Any:
+        """True where flowrules.selective_aeth says so, else null (as the decoder, which sets
+        the field only when true); the rule is asked only for NAK PSN sequence errors, the
+        one syndrome it can be true for."""
+        pa, pc = ctx.pa, ctx.pc
+        syn = self.raw(ctx, ("aeth", "syndrome"))
+        maybe = pc.fill_null(pc.is_in(syn, value_set=_seq_nak_syndromes()), False)
+        rows = pc.indices_nonzero(maybe).to_pylist()
+        if not rows:
+            return pa.nulls(ctx.n, typ)
+        psn, msn = self.raw(ctx, ("bth", "psn")), self.raw(ctx, ("aeth", "msn"))
+        flags: list[bool | None] = [None] * ctx.n
+        for i in rows:
+            if selective_aeth(syn[i].as_py(), psn[i].as_py(), msn[i].as_py()):
+                flags[i] = True
+        return pa.array(flags, typ)
 
     def _options(self, ctx: _Ctx) -> Any:
         """IP options are rare and of any length: the record decoder reads the rows that
@@ -601,10 +631,8 @@ def _psn_keys() -> list[str]:
     return [k for k in fast.PSNTracker(0).counts() if k != "next"]
 
 
-_FLOW_INTS = ("packets", "bytes", "payload_bytes", "request_payload_bytes",
-              "response_payload_bytes", "incomplete_messages", "acks", "atomic_acks",
-              "rnr_naks", "reserved_syndromes", "cnps", "ecn_ce", "bad_icrc", "malformed",
-              "truncated")
+# Every flow counter (flowrules.COUNTERS, by its JSON key), and the RNR NAKs' sum.
+_FLOW_INTS = (*(c.key for c in COUNTERS), "rnr_naks")
 
 
 def flow_schema() -> Any:

@@ -59,6 +59,7 @@ from roce.pcapio import Frame
 from ..errors import UsageError
 from ..options import parse_port, parse_positive
 from . import macctrl, summary
+from .flowrules import selective_aeth
 
 NS = 1_000_000_000
 BATCH = 2048  # frames per fast-path batch: big enough to amortise, small enough to stream
@@ -175,6 +176,8 @@ _PAIRS = {"ip": ("src", "dst", "ip.addr"), "ipv6": ("src", "dst", "ipv6.addr"),
 _SYNDROME_KEYS = ("aeth.syndrome.credit_count", "aeth.syndrome.timer",
                   "aeth.syndrome.reserved_value", "aeth.syndrome.error_code")
 _WORD = {1: "B", 2: "H", 4: "I", 8: "Q"}
+# What aeth.selective is decided from (flowrules.selective_aeth): kept in locals.
+_SELECTIVE_FROM = ("aeth.syndrome", "aeth.msn", "bth.psn")
 
 
 class _Plan(NamedTuple):
@@ -232,7 +235,8 @@ _MEMOS: dict[Callable[..., str], tuple[dict[bytes, str], Callable[[bytes], str]]
 
 def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
     env: dict[str, Any] = {"_B": (False, True), "NS": NS, "from_bytes": int.from_bytes,
-                           "icrc_of": fast.icrc_of, "_SYN": _SYNDROME_KEYS}
+                           "icrc_of": fast.icrc_of, "_SYN": _SYNDROME_KEYS,
+                           "_SEL": selective_aeth}
     items = ["'frame.number': number", "'frame.time_epoch': ts / NS",
              "'frame.time_relative': rel / NS", "'frame.time_delta': delta / NS",
              "'frame.len': origlen", "'frame.cap_len': caplen"]
@@ -272,7 +276,7 @@ def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan
                         f"({word} & {fld.mask:#x})")
                     if fld.kind == "bool":
                         expr = f"_B[{expr}]"
-                if fld.name in pair or key == "aeth.syndrome":
+                if fld.name in pair or key in _SELECTIVE_FROM:
                     loc = local[key] = f"x{len(local)}"
                     pre.append(f"{loc} = {expr}")
                     expr = loc
@@ -311,6 +315,10 @@ def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan
     lines += [*(f"    {stmt}" for stmt in pre),
               "    stored = from_bytes(data[w.icrc_off:w.l4_end], 'big')",
               "    f = {" + ", ".join(items) + "}"]
+    if "aeth" in layers:  # present only when true, as Wireshark's analysis flags
+        lines += [f"    if _SEL({local['aeth.syndrome']}, {local['bth.psn']}, "
+                  f"{local['aeth.msn']}):",
+                  "        f['aeth.selective'] = True"]
     if l3 == "ip":
         lines += [f"    if w.l3_len > {SIZE_OF['ip']}:",
                   f"        f['ip.options'] = data[w.l3_off + {SIZE_OF['ip']}:"
@@ -420,7 +428,7 @@ _EXTRA_FIELDS = ("frame.number", "frame.len", "frame.cap_len", "frame.time_epoch
                  "truncated", "ip.options", "ip.addr", "ipv6.addr", "udp.port", "eth.addr",
                  "aeth.syndrome.reserved", "aeth.syndrome.opcode",
                  "aeth.syndrome.credit_count", "aeth.syndrome.timer",
-                 "aeth.syndrome.reserved_value", "aeth.syndrome.error_code")
+                 "aeth.syndrome.reserved_value", "aeth.syndrome.error_code", "aeth.selective")
 
 
 def known_fields() -> frozenset[str]:
@@ -462,7 +470,8 @@ def field_types() -> dict[str, Any]:
             else:
                 types[key] = FieldType("uint", f.bits)
     types.update({"icrc": FieldType("uint", len(to_trailer(0)) * 8),
-                  "icrc.valid": FieldType("bool"), "ip.addr": types["ip.src"],
+                  "icrc.valid": FieldType("bool"), "aeth.selective": FieldType("bool"),
+                  "ip.addr": types["ip.src"],
                   "ipv6.addr": types["ipv6.src"],
                   "eth.addr": types["eth.src"], "udp.port": types["udp.srcport"]})
     return types

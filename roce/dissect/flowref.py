@@ -12,6 +12,7 @@ batch, so memory stays flat whatever the capture size.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ from .flowrules import (
     IB_KINDS,
     IB_MTUS,
     K_READ,
+    K_READ_RESP,
     KIND_NAMES,
     L3_LEN_FIELDS,
     MAX_EVENTS_PER_KIND,
@@ -53,8 +55,10 @@ from .flowrules import (
     P_MIDDLE,
     P_ONLY,
     PSN_MASK,
+    REORDER_HOLD,
     RETH_LATER,
     RNR_TEXTS,
+    SACK_AHEAD,
     SIDE_WORDS,
     SYN_ACK,
     SYN_NAK,
@@ -107,7 +111,7 @@ class _Msgs:
     """Message reassembly state of one direction of one flow (requests or READ responses)."""
 
     __slots__ = ("kind", "first", "lo", "bytes", "pkts", "mtu", "dmalen", "frame", "ts",
-                 "open")
+                 "open", "held", "heap", "base", "hi", "floor")
 
     def __init__(self) -> None:
         self.kind = -1  # -1 idle, else the message's base kind
@@ -119,20 +123,35 @@ class _Msgs:
         # Abandoned messages a late retransmission may still complete:
         # [first PSN or None, last PSN or None, lo, kind, bytes, pkts, mtu, dmalen, frame, ts]
         self.open: list[list[Any]] = []
+        # Reassembly in PSN order (flowrules, "messages"): packets waiting behind a hole, by
+        # PSN ([pos, kind, plen, dmalen, frame, ts]), a heap of (distance from ``base``,
+        # PSN), the highest PSN reassembled (-1: none) and the PSN below which holes are no
+        # longer waited for (-1: none).
+        self.held: dict[int, tuple[int, int, int, int, int, int]] = {}
+        self.heap: list[tuple[int, int]] = []
+        self.base = 0
+        self.hi = self.floor = -1
 
 
 class _RefFlow(Flow):
     """A flow and the reference engine's working state for it."""
 
-    __slots__ = ("pending", "reqmsg", "rspmsg", "bursts")
+    __slots__ = ("pending", "reqmsg", "rspmsg", "bursts", "acked", "sacks", "back")
 
     def __init__(self, fid: int, l3: int, addr: bytes, qp: int, path: Path) -> None:
         super().__init__(fid, l3, addr, qp, path)
         self.pending: list[int] | None = None  # READ not yet sequenced: [frame, psn, dmalen, ts]
         self.reqmsg, self.rspmsg = _Msgs(), _Msgs()
         # Open retransmission burst per tracker (requests, responses):
-        # [first frame, its ts, first PSN, last frame, last PSN, packets] or None.
-        self.bursts: list[list[int] | None] = [None, None]
+        # [first frame, its ts, first PSN, last frame, last PSN, packets] or None; the third
+        # is the open run of spurious request retransmissions.
+        self.bursts: list[list[int] | None] = [None, None, None]
+        # What this flow's ACKs / NAKs acknowledged (flowrules, "acknowledged PSNs"): the
+        # cumulative acknowledgement (-1: none yet) and the selectively acknowledged PSNs,
+        # a bitmap by PSN % SACK_AHEAD made at the first selective NAK.
+        self.acked = -1
+        self.sacks: bytearray | None = None
+        self.back: list[_RefFlow] = []  # the flows the other way between the same addresses
 
 
 class Analyzer:
@@ -147,6 +166,7 @@ class Analyzer:
         self.first_ts = self.last_ts = -1
         self.flows: list[_RefFlow] = []
         self._map: dict[tuple[int, bytes, int], _RefFlow] = {}
+        self._by_addr: dict[tuple[int, bytes], list[_RefFlow]] = {}  # (l3, src+dst) -> flows
         self._paths: dict[tuple[int, bytes], Path] = {}
         self.store = EventStore(max_events)
         self.events: list[Event] = []  # filled by finish()
@@ -236,6 +256,8 @@ class Analyzer:
         f = _RefFlow(len(self.flows), l3, addr, qp, path)
         self.flows.append(f)
         self._map[(l3, addr, qp)] = f
+        self._by_addr.setdefault((l3, addr), []).append(f)
+        f.back = self._by_addr.setdefault((l3, rev), [])
         return f
 
     def _bad_frame(self, data: bytes, st: int, linktype: int, cut: bool, fn: int,
@@ -329,17 +351,14 @@ class Analyzer:
                 # Its PSN count depends on the MTU: decide when the next request comes.
                 f.pending = [fn, psn, k2, ts]
                 return
-            ev = self._feed_req(f, psn, 1, fn, ts)
+            ev = self._feed_req(f, psn, 1, fn, ts, cls == C_READ)
             if ev == EV_DUPLICATE:
                 return
             f.unique_payload += plen
             if bad is not None:
                 return
             if cls == C_DATA:
-                if ev == EV_LATE:
-                    self._late(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
-                else:
-                    self._advance(f, f.reqmsg, pos, kind, psn, plen, k2, fn, ts)
+                self._reassemble(f, f.reqmsg, f.req, pos, kind, psn, plen, k2, fn, ts)
             elif cls == C_READ:  # a READ whose RETH was not captured
                 self._complete(f, kind, 0, -1, fn, ts)
             else:
@@ -352,6 +371,7 @@ class Analyzer:
             if rule == SYN_ACK:
                 f.acks += 1
                 f.ack_msn = k1
+                self._ack_to(f, (psn + 1) & PSN_MASK)
             elif rule == SYN_RNR:
                 f.rnr[v] = f.rnr.get(v, 0) + 1
                 self._event(fn, ts, "rnr_nak", f, (RNR_TEXTS[v], psn))
@@ -359,7 +379,9 @@ class Analyzer:
                 selective = is_selective_nak(v, psn, k1, f.ack_msn, f.nak_psn)
                 if v == NAK_PSN_SEQUENCE_ERROR:
                     f.nak_psn = psn
+                    self._ack_to(f, psn)
                 if selective:
+                    self._sack(f, k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
                     return
                 f.naks[v] = f.naks.get(v, 0) + 1
@@ -387,20 +409,83 @@ class Analyzer:
             f.unique_payload += plen
             if cls == C_ATOMIC_ACK or bad is not None:
                 return
-            if ev == EV_LATE:
-                self._late(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
-            else:
-                self._advance(f, f.rspmsg, pos, kind, psn, plen, -1, fn, ts)
+            self._reassemble(f, f.rspmsg, t, pos, kind, psn, plen, -1, fn, ts)
         else:  # CNP
             self._event(fn, ts, "cnp", f, ())
 
     # -- PSN sequencing -----------------------------------------------------------------------
 
-    def _feed_req(self, f: _RefFlow, psn: int, count: int, fn: int, ts: int) -> int:
+    def _feed_req(self, f: _RefFlow, psn: int, count: int, fn: int, ts: int,
+                  read: bool) -> int:
         t = f.req
         if t is None:
             t = f.req = fast.PSNTracker()
-        return self._feed(f, t, psn, count, fn, ts, 0)
+        ev = self._feed(f, t, psn, count, fn, ts, 0)
+        b = f.bursts[2]
+        if ev == EV_DUPLICATE and not read and self._acknowledged(f, psn):
+            if b is not None:  # flowrules, "spurious retransmissions": runs fold
+                if psn == (b[4] + 1) & PSN_MASK:
+                    b[3], b[4] = fn, psn
+                    b[5] += 1
+                    return ev
+                self._close_spurious(f)
+            f.bursts[2] = [fn, ts, psn, fn, psn, 1]
+        elif b is not None:
+            self._close_spurious(f)
+        return ev
+
+    def _close_spurious(self, f: _RefFlow) -> None:
+        fn, ts, lo, last, hi, n = f.bursts[2]  # type: ignore[misc]
+        f.bursts[2] = None
+        self._event(fn, ts, "spurious_retransmission", f, (lo,) if n == 1 else (lo, hi, n),
+                    n, last if n > 1 else 0)
+
+    # -- acknowledged PSNs (flowrules, "acknowledged PSNs", "spurious retransmissions") -----
+
+    @staticmethod
+    def _ack_to(f: _RefFlow, psn: int) -> None:
+        """The cumulative acknowledgement moves forward to ``psn`` (never back); selective
+        marks it passes are cleared, so the bitmap only holds PSNs ahead of it."""
+        old = f.acked
+        if old >= 0:
+            d = psn_diff(psn, old)
+            if d <= 0:
+                return
+            sacks = f.sacks
+            if sacks is not None:
+                if d >= SACK_AHEAD:
+                    sacks[:] = bytes(len(sacks))
+                else:
+                    for i in range(d):
+                        p = (old + i) & (SACK_AHEAD - 1)
+                        sacks[p >> 3] &= ~(1 << (p & 7))
+        f.acked = psn
+
+    @staticmethod
+    def _sack(f: _RefFlow, psn: int) -> None:
+        """A selective NAK named ``psn`` (after its ePSN moved the cumulative one)."""
+        if 0 < psn_diff(psn, f.acked) < SACK_AHEAD:
+            if f.sacks is None:
+                f.sacks = bytearray(SACK_AHEAD // 8)
+            p = psn & (SACK_AHEAD - 1)
+            f.sacks[p >> 3] |= 1 << (p & 7)
+
+    def _acknowledged(self, x: _RefFlow, psn: int) -> bool:
+        """Had the flow answering ``x``'s requests acknowledged ``psn``?"""
+        y = None
+        for c in x.back:
+            if c.acked >= 0 and psn_diff(c.acked, x.req_first) >= 0 and \
+                    psn_diff(x.req.next, c.acked) >= 0:
+                if y is not None:
+                    return False  # two candidates: ambiguous
+                y = c
+        if y is None:
+            return False
+        d = psn_diff(psn, y.acked)
+        if d < 0:
+            return True
+        p = psn & (SACK_AHEAD - 1)
+        return d < SACK_AHEAD and y.sacks is not None and bool(y.sacks[p >> 3] >> (p & 7) & 1)
 
     def _feed(self, f: _RefFlow, t: Any, psn: int, count: int, fn: int, ts: int,
               side: int) -> int:
@@ -451,7 +536,7 @@ class Analyzer:
             d = psn_diff(next_psn, psn)
             if d > 0 and any(d == max(1, -(-dmalen // m)) for m in IB_MTUS):
                 count = d
-        ev = self._feed_req(f, psn, count, fn, ts)
+        ev = self._feed_req(f, psn, count, fn, ts, True)
         if ev != EV_DUPLICATE:
             self._complete(f, K_READ, dmalen, -1, fn, ts)
 
@@ -462,6 +547,50 @@ class Analyzer:
         f.rsp_last = psn
 
     # -- message reassembly ----------------------------------------------------------------------
+
+    def _reassemble(self, f: _RefFlow, st: _Msgs, t: Any, pos: int, kind: int, psn: int,
+                    plen: int, dmalen: int, fn: int, ts: int) -> None:
+        """Reassemble in PSN order (flowrules, "messages"): a packet with a PSN missing below
+        it waits (at most REORDER_HOLD per direction); what no longer waits goes on."""
+        if t.missing_below(psn, st.floor):
+            if psn in st.held:  # twice "new" only after PSN jumps the tracker cannot order
+                return
+            if not st.held:
+                st.base = psn
+            st.held[psn] = (pos, kind, plen, dmalen, fn, ts)
+            heapq.heappush(st.heap, (psn_diff(psn, st.base), psn))
+            if len(st.held) <= REORDER_HOLD:
+                return
+            _, p = heapq.heappop(st.heap)
+            st.floor = p  # give up on what is missing below the oldest waiting packet
+            self._place(f, st, p, *st.held.pop(p))
+        else:
+            self._place(f, st, psn, pos, kind, plen, dmalen, fn, ts)
+        while st.heap:
+            p = st.heap[0][1]
+            if t.missing_below(p, st.floor):
+                return
+            heapq.heappop(st.heap)
+            self._place(f, st, p, *st.held.pop(p))
+
+    def _place(self, f: _RefFlow, st: _Msgs, psn: int, pos: int, kind: int, plen: int,
+               dmalen: int, fn: int, ts: int) -> None:
+        """One packet into its message: past every PSN reassembled so far it advances the
+        message, else it fills a hole of one (``_late``)."""
+        if st.hi < 0 or psn_diff(psn, st.hi) > 0:
+            if pos == P_FIRST and kind == K_READ_RESP and st.kind == K_READ_RESP and \
+                    st.first is not None and psn == (st.hi + 1) & PSN_MASK:
+                pos = P_MIDDLE  # a READ resumed (flowrules, "messages")
+            st.hi = psn
+            self._advance(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+        else:
+            self._late(f, st, pos, kind, psn, plen, dmalen, fn, ts)
+
+    def _release(self, f: _RefFlow, st: _Msgs) -> None:
+        """The end: every waiting packet goes on, in PSN order."""
+        while st.heap:
+            _, p = heapq.heappop(st.heap)
+            self._place(f, st, p, *st.held.pop(p))
 
     def _advance(self, f: _RefFlow, st: _Msgs, pos: int, kind: int, psn: int, plen: int,
                  dmalen: int, fn: int, ts: int) -> None:
@@ -612,7 +741,7 @@ class Analyzer:
         its severity, text and the flow counter it bumps."""
         kind = EVENT_BY_NAME[name]
         if f is not None and kind.counter is not None:
-            setattr(f, kind.counter, getattr(f, kind.counter) + 1)
+            setattr(f, kind.counter, getattr(f, kind.counter) + count)
         self.store.add(Event(fn, kind.severity, name, f.id if f else -1, f.qp if f else -1,
                              event_text(kind, args, count), ts, count, last))
 
@@ -629,7 +758,10 @@ class Analyzer:
                 for side in (0, 1):
                     if f.bursts[side] is not None:
                         self._close_burst(f, side)
+                if f.bursts[2] is not None:
+                    self._close_spurious(f)
                 for st in (f.reqmsg, f.rspmsg):
+                    self._release(f, st)
                     if st.kind >= 0:
                         self._abandon(f, st)
                     for e in st.open:

@@ -64,11 +64,24 @@ goodput and throughput
     all of UD); throughput counts every payload byte, retransmissions included.  Both are
     divided by the flow's (or the capture's) duration.
 messages
-    counted from First/Only and completed at Last/Only, for packets that advance the sequence;
-    retransmitted copies are not counted twice.  PSNs lost inside a message are filled in at
-    the message's First payload, so sizes stay exact when a capture misses packets.  A message
-    whose First or Last never shows up is incomplete; a late retransmission of the missing
-    piece completes it.  A WRITE whose size differs from the RETH DMA length is reported.
+    counted from First/Only and completed at Last/Only; retransmitted copies are not counted
+    twice.  Packets are reassembled in PSN order: a packet with a PSN missing below it waits
+    (at most ``REORDER_HOLD`` per flow and direction; past that, the oldest waiting one goes
+    on and the PSNs missing below it are no longer waited for) until the hole is filled, so
+    reordered packets (a sprayed path, selective repeat) make the same messages as in-order
+    ones.  PSNs lost inside a message are filled in at the message's First payload, so sizes
+    stay exact when a capture misses packets.  In PSN order, a READ response First at the PSN
+    after a response message that has no Last yet is that READ resumed from a lost response
+    (the requester asks again from its first missing response, as rxe does), so a Middle
+    of it.  A message whose First or Last never shows up is incomplete; a late
+    retransmission of the missing piece completes it.  A WRITE whose size differs from the
+    RETH DMA length is reported.
+selective repeat WRITE
+    IRN sends a WRITE as WRITE First packets, each with a RETH (DMA length: the bytes from
+    that packet to the message's end), and a WRITE Only with RETH (docs/protocol.md).  A
+    First whose DMA length is the message's less the full-MTU packets since its First is a
+    Middle of that message; such an Only whose DMA length is its payload is its Last.  In PSN
+    order this makes one message per WRITE, exact in count and size.
 bad frames
     a malformed frame (walk status >= 10) is counted globally and, when its addresses and BTH
     are readable, in its flow; its PSN is still sequenced but it takes no part in message
@@ -86,6 +99,27 @@ selective NAK
     once per ePSN (rxe); so the first selective NAK of a flow before any ACK is counted as a
     sequence NAK.  Each selective NAK answers one out-of-order arrival at the responder (a
     packet it holds, or a copy of one); they are not counted with the NAKs.
+    ``roce decode`` sees one packet, not the flow: it calls a NAK selective by
+    ``looks_selective_nak`` (the PSN-sequence-error code and the MSN 1..``SACK_AHEAD`` ahead of
+    the BTH PSN), the part of this rule a packet shows by itself.
+acknowledged PSNs
+    each flow keeps what its ACKs and sequence NAKs acknowledged of the requests going the
+    other way: the cumulative acknowledgement (the PSN after the highest ACK's BTH PSN, or a
+    sequence NAK's BTH PSN, the ePSN: every PSN before it arrived), never moving back; and the
+    PSNs its selective NAKs named out of order, less than ``SACK_AHEAD`` ahead of the
+    cumulative acknowledgement (a bitmap of ``SACK_AHEAD`` bits, 512 bytes, made at a flow's first
+    selective NAK and cleared as the cumulative acknowledgement passes: bounded per flow).
+    RNR and fatal NAKs, atomic ACKs and READ responses acknowledge nothing here.
+spurious retransmissions
+    a retransmitted request PSN (not a READ request: a READ asked again wants its responses)
+    is spurious when, before the retransmission was seen, the receiver had acknowledged it:
+    the acknowledgements of the flow answering it (above) cover it, cumulatively or
+    selectively.  The answering flow of requests X (A to B) is the one flow from B to A whose
+    cumulative acknowledgement lies in X's request PSN range (from X's first PSN to its next
+    expected one); none or several (QPs between the same two addresses in overlapping PSN
+    ranges): nothing is counted.  A PSN seen twice with no acknowledgement between is an
+    ordinary retransmission (or a copy the network made).  Consecutive spurious PSNs fold as
+    retransmission bursts do; the counter counts packets.
 """
 
 from __future__ import annotations
@@ -118,6 +152,9 @@ IB_MTUS = (256, 512, 1024, 2048, 4096)
 MAX_READ_PSNS = 1 << 23
 MAX_EVENTS_PER_KIND = 10_000  # expert lines stored per event kind; the rest are only counted
 MAX_OPEN_MESSAGES = 64  # abandoned messages per flow that a late packet may still complete
+# Packets per flow and direction that wait behind a missing PSN for message reassembly
+# (see "messages"): twice the selective-repeat window of 128 PSNs.
+REORDER_HOLD = 256
 __all__ = ["BATCH", "COUNTERS", "EVENTS", "EVENT_KINDS", "KIND_KEYS", "KIND_NAMES",
            "OPINFO", "PSN_MASK", "SEVERITIES", "TEXTS"]
 
@@ -148,6 +185,10 @@ EVENTS: tuple[EventKind, ...] = (
     EventKind("out_of_order", SEV_WARNING,
               "%sPSN 0x%06x out of order (late: fills an earlier gap)"),
     EventKind("nak_sequence", SEV_WARNING, "NAK %s MSN=%d PSN=0x%06x"),
+    EventKind("spurious_retransmission", SEV_NOTE,
+              "spurious retransmission of PSN 0x%06x: already acknowledged", "spurious",
+              burst="spurious retransmission of PSN 0x%06x..0x%06x, %d packets: already "
+                    "acknowledged"),
     EventKind("selective_nak", SEV_NOTE,
               "selective NAK: ePSN 0x%06x, PSN 0x%06x arrived out of order", "selective_naks"),
     EventKind("rnr_nak", SEV_WARNING, "RNR NAK %sms PSN=0x%06x"),  # timer as rnr_ms() gives it
@@ -206,6 +247,7 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("selective_naks", "selective_naks", "selective_naks"),
     Counter("retx_selective", "selective_retransmissions", "selective_retransmissions"),
     Counter("retx_go_back", "go_back_retransmissions", "go_back_retransmissions"),
+    Counter("spurious", "spurious_retransmissions", "spurious_retransmissions"),
     Counter("cnps", "cnps", "cnps"),
     Counter("ecn_ce", "ecn_ce", "ecn_ce"),
     Counter("bad_icrc", "bad_icrc", "bad_icrc"),
@@ -290,13 +332,28 @@ def nak_event(code: int) -> str:
 SACK_AHEAD = 1 << 12
 
 
+def looks_selective_nak(code: int, psn: int, msn: int) -> bool:
+    """What one packet shows of a selective NAK (``roce decode``): a NAK PSN sequence error
+    whose MSN lies 1..SACK_AHEAD PSNs ahead of its BTH PSN."""
+    return code == NAK_PSN_SEQUENCE_ERROR and 0 < (msn - psn) & PSN_MASK <= SACK_AHEAD
+
+
+# By AETH syndrome byte: its NAK code, -1 when it is no NAK (what looks_selective_nak takes).
+NAK_CODE_OF: tuple[int, ...] = tuple(v if rule == SYN_NAK else -1 for rule, v in SYNDROMES)
+
+
+def selective_aeth(syndrome: int, psn: int, msn: int) -> bool:
+    """``looks_selective_nak`` of an AETH (syndrome byte, MSN) under a BTH PSN: the
+    ``aeth.selective`` field of ``roce decode``."""
+    return looks_selective_nak(NAK_CODE_OF[syndrome], psn, msn)
+
+
 def is_selective_nak(code: int, psn: int, msn: int, ack_msn: int, nak_psn: int) -> bool:
     """A NAK that names an out-of-order PSN in its MSN (see "selective NAK" above);
     ``ack_msn``: the MSN of the flow's last ACK, ``nak_psn`` the PSN of its last sequence
     NAK, -1 before one."""
-    return (code == NAK_PSN_SEQUENCE_ERROR and (ack_msn >= 0 and msn != ack_msn
-                                                or psn == nak_psn)
-            and 0 < (msn - psn) & PSN_MASK <= SACK_AHEAD)
+    return (looks_selective_nak(code, psn, msn)
+            and (ack_msn >= 0 and msn != ack_msn or psn == nak_psn))
 
 
 SYNDROME_VALUES = SYNDROME_VALUE_MASK + 1  # NAK codes, RNR timer codes, credit codes

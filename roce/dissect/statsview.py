@@ -76,6 +76,8 @@ def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     add("incomplete messages", [d["incomplete_messages"] for d in dicts])
     rows += _psn_rows("psn", "PSN", dicts)
     rows += _psn_rows("response_psn", "resp PSN", dicts)
+    for key, label in _RECOVERY:
+        add(label, [d[key] for d in dicts])
     add("ACKs", [d["acks"] for d in dicts])
     add("atomic ACKs", [d["atomic_acks"] for d in dicts])
     for name in sorted({n for d in dicts for n in d["naks"]}):
@@ -107,6 +109,14 @@ _TOTALS = (("frames", "frames"), ("roce_packets", "RoCE packets"), ("not_roce", 
            ("bad_icrc", "bad ICRC"))
 
 
+# Loss-recovery counters (flowrules, "retransmission bursts", "spurious retransmissions",
+# "selective NAK"): shown when not zero.
+_RECOVERY = (("selective_retransmissions", "retransmitted alone (selective)"),
+             ("go_back_retransmissions", "retransmitted in runs (go-back)"),
+             ("spurious_retransmissions", "retransmitted spuriously (acked)"),
+             ("selective_naks", "selective NAKs"))
+
+
 def total_rows(t: dict[str, Any]) -> list[tuple[str, list[str]]]:
     def cell(key: str) -> str:
         if key == "duration":
@@ -115,7 +125,10 @@ def total_rows(t: dict[str, Any]) -> list[tuple[str, list[str]]]:
             return _rate(t[key])
         return f"{t[key]:,}"
 
-    return [(label, [cell(key)]) for key, label in _TOTALS]
+    rows = [(label, [cell(key)]) for key, label in _TOTALS]
+    at = next(i for i, (key, _) in enumerate(_TOTALS) if key == "retransmissions") + 1
+    rows[at:at] = [(label, [cell(key)]) for key, label in _RECOVERY if t.get(key)]
+    return rows
 
 
 class _Plain:

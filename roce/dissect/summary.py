@@ -32,6 +32,7 @@ from roce.headers import (
     DECODERS,
     ECN_CE,
     LAYOUTS,
+    NAK_PSN_SEQUENCE_ERROR,
     SIZE_OF,
     describe_syndrome,
     syndrome_type,
@@ -62,6 +63,7 @@ from roce.macc import ETHERTYPE_MACC
 from roce.opcodes import CNP_OPCODE, OPCODES
 
 from . import macctrl
+from .flowrules import NAK_CODE_OF, selective_aeth
 
 NS = 1_000_000_000
 # tshark prints "→"; plain ASCII keeps every line one byte per character, which makes the
@@ -165,6 +167,8 @@ def header_fields(h: Mapping[str, Mapping[str, Any]], out: dict[str, Any]) -> No
         out["aeth.syndrome.reserved"] = syn >> 7
         out["aeth.syndrome.opcode"] = kind
         out["aeth.syndrome." + _SYNDROME_VALUE[kind]] = syndrome_value(syn)
+        if "bth" in h and selective_aeth(syn, h["bth"]["psn"], aeth["msn"]):
+            out["aeth.selective"] = True  # only when true, as Wireshark's analysis flags
 
 
 def is_roce_like(w: Walk) -> bool:
@@ -193,6 +197,18 @@ def _syndrome_parts(syn: int) -> tuple[str, str]:
 
 
 SYNDROME_PARTS: tuple[tuple[str, str], ...] = tuple(_syndrome_parts(s) for s in range(256))
+# Syndromes that may be a selective NAK (flowrules.selective_aeth decides): the fast path
+# formats every other AETH inline.
+_MAYBE_SACK = tuple(NAK_CODE_OF[s] == NAK_PSN_SEQUENCE_ERROR for s in range(256))
+
+
+def aeth_text(syn: int, psn: int, msn: int) -> str:
+    """``ACK MSN=5 credits=31``; a selective NAK names its ePSN (BTH PSN) and the PSN that
+    arrived out of order (its MSN; docs/protocol.md, "Selective repeat (IRN) encoding")."""
+    pre, post = SYNDROME_PARTS[syn]
+    if psn >= 0 and selective_aeth(syn, psn, msn):
+        return f"{pre}, selective: ePSN={psn}, PSN={msn} out of order"
+    return f"{pre} MSN={msn}{post}"
 
 
 def eth_facts(name: str, f: Fields, opcode: int) -> str:
@@ -200,8 +216,7 @@ def eth_facts(name: str, f: Fields, opcode: int) -> str:
     if name == "reth":
         return f"VA=0x{f['reth.va']:x} RKey=0x{f['reth.r_key']:08x} Len={f['reth.dmalen']}"
     if name == "aeth":
-        pre, post = SYNDROME_PARTS[f["aeth.syndrome"]]
-        return f"{pre} MSN={f['aeth.msn']}{post}"
+        return aeth_text(f["aeth.syndrome"], f.get("bth.psn", -1), f["aeth.msn"])
     if name == "deth":
         return f"QKey=0x{f['deth.q_key']:08x} SrcQP=0x{f['deth.srcqp']:06x}"
     if name == "atomiceth":
@@ -635,6 +650,7 @@ class Summarizer:
             labels = [f"{x:5d}" for x in numbers]
         texts = self.times.batch(stamps, index)
         mid_cache, kinds, ft, syn_parts = self._mid, KIND, FLAGS_BY_BITS, SYNDROME_PARTS
+        maybe_sack = _MAYBE_SACK
         colour = self.colour
         lines: list[str] = []
         add = lines.append
@@ -655,9 +671,13 @@ class Summarizer:
                 line = (f"{num} {tt} {m} PSN={psn} VA=0x{k0:x} RKey=0x{k1:08x} Len={k2}"
                         f"{ft[(fl & 4) | (e << 3) | (ok << 5)]}")
             elif kind == K_AETH:
-                pre, post = syn_parts[k0]
-                line = (f"{num} {tt} {m} PSN={psn} {pre} MSN={k1}{post}"
-                        f"{ft[(fl & 4) | (e << 3) | (ok << 5)]}")
+                if maybe_sack[k0]:
+                    line = (f"{num} {tt} {m} PSN={psn} {aeth_text(k0, psn, k1)}"
+                            f"{ft[(fl & 4) | (e << 3) | (ok << 5)]}")
+                else:
+                    pre, post = syn_parts[k0]
+                    line = (f"{num} {tt} {m} PSN={psn} {pre} MSN={k1}{post}"
+                            f"{ft[(fl & 4) | (e << 3) | (ok << 5)]}")
             elif kind == K_CNP:
                 line = f"{num} {tt} {m}{ft[(fl & 4) | (e << 3) | (ok << 5)]}"
             elif kind == K_DETH:
@@ -670,7 +690,7 @@ class Summarizer:
                 line = (f"{num} {tt} {m} PSN={psn} InvRKey=0x{k0:08x}"
                         f"{ft[(fl & 4) | (e << 3) | (ok << 5)]}")
             else:  # several extended headers: decode them (rare opcodes)
-                line = (f"{num} {tt} {m} PSN={psn}{self._eth_text(data, b, op)}"
+                line = (f"{num} {tt} {m} PSN={psn}{self._eth_text(data, b, op, psn)}"
                         f"{ft[(fl & 4) | (e << 3) | (ok << 5)]}")
             if colour:
                 paint = colour_of(op, self._syndrome_at(data, b, op), e, not ok)
@@ -680,13 +700,13 @@ class Summarizer:
         return lines
 
     @staticmethod
-    def _eth_text(data: bytes, bth_off: int, code: int) -> str:
+    def _eth_text(data: bytes, bth_off: int, code: int, psn: int = -1) -> str:
         pos = bth_off + SIZE_OF["bth"]
         h = {}
         for name in OPCODES[code].headers:
             h[name] = DECODERS[name](data, pos)
             pos += SIZE_OF[name]
-        f: dict[str, Any] = {}
+        f: dict[str, Any] = {"bth.psn": psn}
         header_fields(h, f)
         return "".join(" " + t for t in (eth_facts(n, f, code) for n in h) if t)
 

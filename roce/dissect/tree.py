@@ -87,6 +87,7 @@ TCLASS = "{_tclass(@)}"
 OPCODE = "{_opcode(@)}"
 IHL = "{@ * 4} bytes ({@})"
 SYNDROME = "SYNDROME"  # a sub-tree, not a value: see _syndrome
+MSN = "MSN"  # a value that a selective NAK annotates: see _msn
 
 
 def HEX(digits: int) -> str:  # noqa: N802 - reads like the other format constants
@@ -162,6 +163,7 @@ FIELD_FORMAT: dict[tuple[str, str], str] = {
     ("atomiceth", "va"): HEX(16),
     ("atomiceth", "r_key"): HEX(8),
     ("aeth", "syndrome"): SYNDROME,
+    ("aeth", "msn"): MSN,
     ("immdt", "immdt"): HEX(8),
     ("ieth", "ieth"): HEX(8),
     ("xrceth", "xrcsrq"): HEX(6),
@@ -215,6 +217,16 @@ def _syndrome(syn: int, pad: str) -> str:
             f"{pad}    {detail}\n")
 
 
+def _msn(f: Mapping[str, Any], line: str) -> str:
+    """The AETH MSN line; a selective NAK's MSN is the PSN that arrived out of order
+    (``aeth.selective``; docs/protocol.md, "Selective repeat (IRN) encoding")."""
+    msn = f["aeth.msn"]
+    if f.get("aeth.selective"):
+        return (f"{line}{msn} [selective NAK: PSN {msn} arrived out of order, "
+                f"ePSN {f['bth.psn']}]\n")
+    return f"{line}{msn}\n"
+
+
 # Title lines: the header's title and, like Wireshark, the facts that identify it.
 _TITLE_FACTS = {
     "eth": ", Src: {f['eth.src']}, Dst: {f['eth.dst']}",
@@ -238,7 +250,7 @@ def _compile(layers: tuple[str, ...],
     over the record's flat fields (``bth.psn``...): ``render(fields) -> lines``."""
     env: dict[str, Any] = {"_etype": _etype, "_proto": _proto, "_ecn": _ecn,
                            "_tclass": _tclass, "_opcode": _opcode, "_syndrome": _syndrome,
-                           "_options": _options, "_macc": macctrl.tree}
+                           "_msn": _msn, "_options": _options, "_macc": macctrl.tree}
     parts: list[str] = []
 
     def text(value: str) -> str:
@@ -268,6 +280,9 @@ def _compile(layers: tuple[str, ...],
             value = f"f[{(header if single else key)!r}]"
             if template == SYNDROME:
                 parts.append(f"{{_syndrome({value}, {pad!r})}}")
+                continue
+            if template == MSN:
+                parts.append(f"{{_msn(f, {pad + label + ': '!r})}}")
                 continue
             parts.append(text(f"{pad}{label}: ") + template.replace("@", value) + "\\n")
         if header == "ip":

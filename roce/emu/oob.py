@@ -25,7 +25,9 @@ from ..errors import InputError
 
 DEFAULT_PORT = 18515  # perftest's default port
 MAX_LINE = 1 << 20
-PROTOCOL = "roce-emulate/1"
+# 2: the hello carries the recovery mode and loss rule (a version-1 listener would drop them
+# and run go-back-N against a selective-repeat connector: refused instead)
+PROTOCOL = "roce-emulate/2"
 
 
 class OOBError(InputError):
