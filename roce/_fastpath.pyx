@@ -1182,4 +1182,5 @@ include "_flowengine.pxi"
 # -- native InfiniBand (roce.families) ---------------------------------------------------------
 
 include "_ibscan.pxi"
+include "_iblines.pxi"
 include "_peel.pxi"

@@ -5,7 +5,7 @@
 # roce/dissect/flowrules.py is the one definition of the rules (its docstring has the
 # definitions and the steps to add an event kind); this file holds no rule table of its own.
 # Everything it numbers or words - opcode classes, event kinds with their severities, texts
-# and counters, the flow counters' layout, AETH syndrome rules and ECN - arrives in
+# and counters, the flow counters' layout, AETH syndrome rules and the congestion marks - arrives in
 # configure_flows() from roce.dissect.cflows.engine_config(), derived from flowrules,
 # roce.headers, roce.opcodes and roce.locate (L3 kinds are the fast path's L3K_*, configured
 # from roce.locate).  Events are raised by their flowrules name.
@@ -72,9 +72,19 @@ cdef int A_NPIECE[8]      # by L3 kind: the flow key's address pieces (flowrules
 cdef int A_POFF[8][A_MAX_PIECES]
 cdef int A_PLEN[8][A_MAX_PIECES]
 cdef int A_SPAN_B[8]      # by L3 kind: bytes from the L3 start the key needs (0: no key)
-cdef int A_L3LEN_F[8]     # by L3 kind: the L3 length field (F_*) and what it leaves out
-cdef int A_L3LEN_X[8]
-cdef int A_ECN_MASK = 0, A_ECN_CE = -1
+cdef int A_L3LEN_F[8]     # by L3 kind: the L3 length field (F_*, or L_* with A_L3LEN_LRH),
+cdef int A_L3LEN_X[8]     # what it leaves out and its unit in bytes
+cdef int A_L3LEN_U[8]
+cdef bint A_L3LEN_LRH[8]
+# By L3 kind, flowrules.CE_MARKS and BECN_FIELDS: the field (F_*, -1: none), read at the BTH
+# or the L3 start, its mask and the marked value.
+cdef struct AMark:
+    int f
+    bint at_bth
+    int mask
+    int value
+cdef AMark A_CE[8]
+cdef AMark A_BECN[8]
 cdef int A_FIRST_BAD = 0     # walk statuses below it (and above OK) are "not RoCE"
 cdef int64_t A_ATOMIC_BYTES = 0
 cdef uint32_t A_PSN_MASK = 0
@@ -105,6 +115,14 @@ cdef list A_RNR_TEXT = []   # by timer code: "0.64"
 cdef object A_EVENT = tuple  # flowmodel.Event
 
 
+cdef inline bint a_marked(const uint8_t *p, AMark *m, int l3_off, int bth) noexcept nogil:
+    """flowref._marked: whether the frame carries the mark ``m`` (a CE_MARKS / BECN_FIELDS
+    row)."""
+    if m.f < 0:
+        return False
+    return (<int>rd(p, bth if m.at_bth else l3_off, m.f) & m.mask) == m.value
+
+
 cdef void _a_spec(ASpec *s, object spec):
     if spec is None:
         s.off = -1
@@ -118,7 +136,7 @@ def configure_flows(dict cfg):
     """Tables and texts for FlowEngine, from roce.dissect.cflows.engine_config()."""
     global A_CONFIGURED, A_DEFAULT_MTU, A_MAX_OPEN, A_MAX_READ_PSNS, A_KIND_WRITE, A_REORDER_HOLD
     global A_KIND_READ_RESP
-    global A_KIND_WRITE_IMM, A_KIND_READ, A_ECN_MASK, A_ECN_CE, A_FIRST_BAD, A_ATOMIC_BYTES
+    global A_KIND_WRITE_IMM, A_KIND_READ, A_FIRST_BAD, A_ATOMIC_BYTES
     global A_PSN_MASK, A_NC, A_EV_INDEX, A_EV_TEXT, A_EV_BURST, A_SIDE, A_KIND_NAMES
     global A_NAK_EVENT, A_NAK_TEXT, A_RNR_TEXT, A_EVENT, A_SACK_CODE, A_SACK_AHEAD
     global CT_PACKETS, CT_BYTES, CT_PAYLOAD, CT_UNIQUE, CT_REQ_PAYLOAD, CT_RSP_PAYLOAD
@@ -160,8 +178,10 @@ def configure_flows(dict cfg):
         A_SYN_RULE[code], A_SYN_VALUE[code] = rule, value
     for k in range(8):
         A_NPIECE[k] = A_SPAN_B[k] = 0
-        A_L3LEN_F[k] = -1
+        A_L3LEN_F[k] = A_CE[k].f = A_BECN[k].f = -1
         A_L3LEN_X[k] = 0
+        A_L3LEN_U[k] = 1
+        A_L3LEN_LRH[k] = False
     if any(not 0 <= k < 8 for k in cfg["pieces"]):
         raise ValueError("flow engine: an L3 kind outside 0..7")
     for k, pieces in cfg["pieces"].items():
@@ -171,9 +191,14 @@ def configure_flows(dict cfg):
         for j, (off, n) in enumerate(pieces):
             A_POFF[k][j], A_PLEN[k][j] = off, n
             A_SPAN_B[k] = max(A_SPAN_B[k], off + n)
-    for k, (f, extra) in cfg["l3_len"].items():
-        A_L3LEN_F[k], A_L3LEN_X[k] = f, extra
-    A_ECN_MASK, A_ECN_CE = cfg["ecn_mask"], cfg["ecn_ce"]
+    if any(not 0 <= k < 8 for k in (*cfg["l3_len"], *cfg["ce_marks"], *cfg["becn_fields"])):
+        raise ValueError("flow engine: an L3 kind outside 0..7")
+    for k, (f, extra, unit, lrh) in cfg["l3_len"].items():
+        A_L3LEN_F[k], A_L3LEN_X[k], A_L3LEN_U[k], A_L3LEN_LRH[k] = f, extra, unit, lrh
+    for k, (f, at_bth, mask, value) in cfg["ce_marks"].items():
+        A_CE[k].f, A_CE[k].at_bth, A_CE[k].mask, A_CE[k].value = f, at_bth, mask, value
+    for k, (f, at_bth, mask, value) in cfg["becn_fields"].items():
+        A_BECN[k].f, A_BECN[k].at_bth, A_BECN[k].mask, A_BECN[k].value = f, at_bth, mask, value
     A_FIRST_BAD = cfg["first_bad_status"]
     A_ATOMIC_BYTES = cfg["atomic_bytes"]
     A_PSN_MASK = cfg["psn_mask"]
@@ -456,7 +481,8 @@ cdef class FlowEngine:
                     int64_t origlen, int64_t ts, int linktype) except -1:
         cdef WalkResult w
         cdef int64_t fn
-        cdef int op, st, bth, ecn = 0, a, b, k
+        cdef int op, st, bth, a, b, k
+        cdef bint ce, becn
         cdef int64_t plen, k0 = 0, k1 = 0, k2 = 0
         cdef uint32_t psn, qp
         cdef bint icrc_ok, snapped = False, bad = False, truncated = False
@@ -517,7 +543,9 @@ cdef class FlowEngine:
             k = A_L3LEN_F[w.l3_kind]
             if snapped and w.payload_off >= 0 and st == S_L3_LENGTH and k >= 0:
                 # All headers were captured: the L3 length says how much payload there was.
-                plen = (<int64_t>w.l3_off + A_L3LEN_X[w.l3_kind] + <int64_t>rd(p, w.l3_off, k)
+                plen = (<int64_t>w.l3_off + A_L3LEN_X[w.l3_kind]
+                        + <int64_t>(lrd(p + w.l3_off, k) if A_L3LEN_LRH[w.l3_kind]
+                                    else rd(p, w.l3_off, k)) * A_L3LEN_U[w.l3_kind]
                         - 4 - <int64_t>rd(p, bth, F_BTH_PADCNT) - w.payload_off)
                 if plen < 0:
                     plen = 0
@@ -526,10 +554,8 @@ cdef class FlowEngine:
             else:
                 bad = True
                 text = self._malformed(obj, p, n, linktype)
-        if w.l3_kind == L3K_IPV4:
-            ecn = rd(p, w.l3_off, F_IP_ECN) & A_ECN_MASK
-        elif w.l3_kind == L3K_IPV6:
-            ecn = rd(p, w.l3_off, F_IP6_TCLASS) & A_ECN_MASK
+        ce = a_marked(p, &A_CE[w.l3_kind], w.l3_off, bth)
+        becn = a_marked(p, &A_BECN[w.l3_kind], w.l3_off, bth)
         qp = rd(p, bth, F_BTH_DESTQP)
         psn = rd(p, bth, F_BTH_PSN)
         if A_DMALEN[op].off >= 0:
@@ -552,7 +578,8 @@ cdef class FlowEngine:
         if f.first_ts < 0:
             f.first_ts = ts
         f.last_ts = ts
-        self._packet(f, obj, p, n, linktype, &w, fn, ts, op, psn, plen, origlen, ecn, icrc_ok,
+        self._packet(f, obj, p, n, linktype, &w, fn, ts, op, psn, plen, origlen, ce, becn,
+                     icrc_ok,
                      k0, k1, k2, bad, truncated, text)
         return 0
 
@@ -638,8 +665,8 @@ cdef class FlowEngine:
 
     cdef int _packet(self, AFlow f, object obj, const uint8_t *p, Py_ssize_t n, int linktype,
                      WalkResult *w, int64_t fn, int64_t ts, int op, uint32_t psn, int64_t plen,
-                     int64_t origlen, int ecn, bint icrc_ok, int64_t k0, int64_t k1, int64_t k2,
-                     bint bad, bint truncated, object text) except -1:
+                     int64_t origlen, bint ce, bint becn, bint icrc_ok, int64_t k0, int64_t k1,
+                     int64_t k2, bint bad, bint truncated, object text) except -1:
         cdef int cls = A_CLS[op], pos = A_POS[op], kind = A_KIND[op], ev, rule, v
         cdef PSNTracker tr
         cdef int32_t d
@@ -650,8 +677,10 @@ cdef class FlowEngine:
         f.c[CT_PACKETS] += 1
         f.c[CT_BYTES] += origlen
         f.c[CT_PAYLOAD] += plen
-        if ecn == A_ECN_CE:
+        if ce:  # flowrules "congestion marks": IP ECN CE, native InfiniBand's FECN
             self._event(fn, ts, "ecn_ce", f, ())
+        if becn and cls != AC_CNP:  # a CNP is counted as one below
+            self._event(fn, ts, "becn", f, ())
         if not icrc_ok:
             if self._stored("bad_icrc", fn):
                 self._event(fn, ts, "bad_icrc", f, (

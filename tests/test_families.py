@@ -500,6 +500,22 @@ def test_mutated_families_decode_with_typed_errors_only(seed_frame: int, flips: 
 # -- the compiled IB scan and the one-line path ---------------------------------------------
 
 
+def ib_frames_with_flips(picks: list[tuple[int, int, int]]) -> list[bytes]:
+    """Frames of ``_mixed_ib_frames`` picked by (which, byte position, new value)."""
+    return frames_with_flips(_mixed_ib_frames(), picks)
+
+
+def frames_with_flips(base: list[bytes], picks: list[tuple[int, int, int]]) -> list[bytes]:
+    """Frames of ``base`` picked by (which, byte position, new value)."""
+    frames = []
+    for which, pos, value in picks:
+        f = bytearray(base[which % len(base)])
+        if pos < len(f):
+            f[pos] = value
+        frames.append(bytes(f))
+    return frames
+
+
 def _mixed_ib_frames() -> list[bytes]:
     frames = _ib_frames()
     t = transport("RC_SEND_ONLY", b"abc")
@@ -517,13 +533,7 @@ def _mixed_ib_frames() -> list[bytes]:
 def test_ib_scan_twins_agree(picks: list) -> None:
     if ib._EXT is None:
         pytest.skip("compiled fast path not built")
-    base = _mixed_ib_frames()
-    frames = []
-    for which, pos, value in picks:
-        f = bytearray(base[which % len(base)])
-        if pos < len(f):
-            f[pos] = value
-        frames.append(bytes(f))
+    frames = ib_frames_with_flips(picks)
     a, b = ib.scan_columns(len(frames)), ib.scan_columns(len(frames))
     ib._EXT.ib_scan(frames, a)
     ib.scan_reference(frames, b)
@@ -617,13 +627,8 @@ def test_peel_twins_agree(picks: list, port_vxlan: int) -> None:
 
     if not hasattr(fast._ext, "peel"):
         pytest.skip("compiled fast path not built")
-    base = [*_tunnel_frames(), roce.craft("RC_SEND_ONLY", b"x").to_bytes()]
-    frames = []
-    for which, pos, value in picks:
-        f = bytearray(base[which % len(base)])
-        if pos < len(f):
-            f[pos] = value
-        frames.append(bytes(f))
+    frames = frames_with_flips(
+        [*_tunnel_frames(), roce.craft("RC_SEND_ONLY", b"x").to_bytes()], picks)
     reg = registry()
     if port_vxlan != 4789:
         reg.map("udp.port", port_vxlan, "vxlan")
@@ -661,7 +666,8 @@ def test_stats_pairs_cm_exchanges_with_connections(tmp_path: Path,
     ]
     p = _write(tmp_path / "cm.pcap", frames, 247)
     out = _cli(capsys, "stats", str(p))
-    assert "CM connection 1: LID 2 QP 0x000011 <-> LID 1 QP 0x000022" in out
+    assert "CM connection 1: LID 0x0002 QP 0x000011 <-> LID 0x0001 QP 0x000022" in out
+    assert "LID 0x0002 -> LID 0x0001 QP 0x000022" in out  # the flow: the LIDs spelt alike
     assert "RTU" in out and "100 (REQ) / 500 (REP); first seen: 100 / 501" in out
     assert "warning: first PSN 501 to QP 0x000011 is not the REP's starting PSN 500" in out
     doc = json.loads(_cli(capsys, "stats", "-T", "json", str(p)))

@@ -1,6 +1,8 @@
 """`roce stats` on native InfiniBand (link type 247, ERF 197): the walk's LRH / LRH+GRH kinds
 in both twins, flows keyed by LIDs (and GIDs), ICRC and VCRC checked, and the same flow
-counters as the RoCE capture the IB one was converted from (roce.families.craft.to_ib)."""
+counters as the RoCE capture the IB one was converted from (roce.families.craft.to_ib): IP
+ECN CE becomes the BTH FECN, and congestion figures, snapped frames' payload included, come
+out as the RoCE capture's."""
 
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ from test_stats import traffic
 
 from roce import fast, locate
 from roce.cli import main
+from roce.dissect.ccstats import CcReport
 from roce.dissect.cflows import AVAILABLE
+from roce.dissect.flowrules import C_ACK, C_CNP, OPINFO
 from roce.dissect.flows import analyse
 from roce.families import craft, erf, ib
+from roce.headers import ECN_CE
 from roce.icrc import icrc_at
 from roce.pcapio import Frame, PcapWriter, open_capture
 
@@ -32,11 +37,28 @@ def _gid(lid: int) -> bytes:
     return bytes.fromhex("fe80000000000000") + lid.to_bytes(8, "big")
 
 
-def to_ib(frame: bytes, lids: dict[bytes, int], grh: bool = False) -> bytes:
+def _set_bth_flag(frame: bytes, bth_off: int, name: str) -> bytes:
+    """``frame`` with BTH flag ``name`` (fecn, becn) set: the ICRC masks both (IBA 7.8.1)."""
+    off, n, shift, mask = locate.SPECS[("bth", name)]
+    assert n == 1
+    buf = bytearray(frame)
+    buf[bth_off + off] |= mask << shift
+    return bytes(buf)
+
+
+def to_ib(frame: bytes, lids: dict[bytes, int], grh: bool = False,
+          becn: bool = False) -> bytes:
     """A RoCEv2 frame as native InfiniBand: the same BTH, headers and payload; the LIDs
-    numbered per IP address in order of appearance (and GIDs from them with ``grh``)."""
+    numbered per IP address in order of appearance (and GIDs from them with ``grh``).  An IP
+    ECN CE mark becomes the BTH FECN (the IB switch's mark); ``becn`` sets BECN."""
     w = locate.walk(frame)
     spec = locate.SPECS
+    off, n, shift, mask = spec[("ip", "dsfield.ecn")]
+    if (int.from_bytes(frame[w.l3_off + off:w.l3_off + off + n], "big") >> shift) & mask \
+            == ECN_CE:
+        frame = _set_bth_flag(frame, w.bth_off, "fecn")
+    if becn:
+        frame = _set_bth_flag(frame, w.bth_off, "becn")
     src, dst = (frame[w.l3_off + o:w.l3_off + o + 4] for o in (12, 16))
     slid, dlid = (lids.setdefault(a, len(lids) + 1) for a in (src, dst))
     if not grh:
@@ -155,8 +177,9 @@ def ib_stream(draw: st.DrawFn) -> list[Frame]:
                  faults=draw(st.sampled_from([0.0, 1.0])))
     out = []
     for i, f in enumerate(rc):
-        data = to_ib(f, lids, grh) if locate.walk(f).status == locate.OK else f[14:]
         kind = draw(st.integers(0, 9))
+        data = to_ib(f, lids, grh, becn=kind == 2) if locate.walk(f).status == locate.OK \
+            else f[14:]
         if kind == 0:
             buf = bytearray(data)
             buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
@@ -229,3 +252,160 @@ def test_timeline_names_ib_qps_by_lid(lossy: Path, tmp_path: Path,
     assert len(got["rows"]) == len(want["rows"]) > 1
     for g, w in zip(got["rows"], want["rows"]):
         assert sorted(g["qps"]) == sorted(lid(q) for q in w["qps"])
+
+
+# -- congestion marks: FECN as CE, BECN as a returned notification ---------------------------
+
+CC_KEYS = ("cnps", "cnp_rate_per_s", "cnp_min_gap_ns", "ecn_ce", "data_packets", "ce_fraction")
+
+
+def _cc_rows(doc: dict) -> dict[int, dict]:
+    return {r["qp"]: r for r in doc["congestion"]["flows"]}
+
+
+def _cc_ib(tmp_path: Path, name: str, becn_acks: bool = False) -> Path:
+    """tests/cc_helpers' capture (CE-marked WRITEs, ACKs, CNPs) as native InfiniBand; with
+    ``becn_acks`` the CNPs are left out and the ACKs carry BECN instead."""
+    from cc_helpers import frames
+
+    lids: dict[bytes, int] = {}
+    out = []
+    for data, ts in frames():
+        w = locate.walk(data)
+        if w.status != locate.OK:
+            continue  # PFC: no InfiniBand frame
+        op = data[w.bth_off]
+        cls = OPINFO[op].cls
+        if becn_acks and cls == C_CNP:
+            continue
+        out.append((to_ib(data, lids, becn=becn_acks and cls == C_ACK), ts))
+    return _write(tmp_path / name, out, IB)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_fecn_and_cnps_count_as_ce_and_cnps(tmp_path: Path, engine: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from cc_helpers import write_capture
+
+    if engine == "compiled" and not AVAILABLE:
+        pytest.skip("fast path not built")
+    roce_doc = _stats_with(Path(write_capture(tmp_path / "roce.pcap")), capsys, engine)
+    ib_doc = _stats_with(_cc_ib(tmp_path, "ib.pcap"), capsys, engine)
+    want, got = _cc_rows(roce_doc), _cc_rows(ib_doc)
+    assert sorted(want) == sorted(got) == [0x11, 0x22]
+    assert want[0x22]["ecn_ce"] == 2 and want[0x11]["cnps"] == 3  # cc_helpers' numbers
+    for qp in want:
+        for key in CC_KEYS:
+            assert got[qp][key] == want[qp][key], (qp, key)
+        assert got[qp]["becns"] == 0
+    assert ib_doc["totals"]["ecn_ce"] == roce_doc["totals"]["ecn_ce"] == 2
+    kinds = [e["kind"] for e in ib_doc["expert"]["events"]]
+    assert kinds.count("ecn_ce") == 2 and kinds.count("cnp") == 3
+
+
+def _stats_with(path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> dict:
+    """What ``roce stats -T json`` reports of the congestion and the totals, by ``engine``
+    (the CLI takes the compiled one when it is built)."""
+    with open_capture(path) as r:
+        rep = analyse(list(r), engine=engine)
+    return {"congestion": {"flows": CcReport(rep).rows}, "totals": rep.totals,
+            "flows": [f.to_dict(0) for f in rep.flows],
+            "expert": {"events": [{"kind": e.kind} for e in rep.events]}}
+
+
+def test_becn_on_acks_is_the_returned_notification(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from cc_helpers import ACKS, US
+
+    doc = _stats(_cc_ib(tmp_path, "becn.pcap", becn_acks=True), capsys)
+    back = _cc_rows(doc)[0x11]  # the ACKs go to the sender's QP 0x11
+    times = [t for t, _ in ACKS]
+    assert (back["cnps"], back["becns"]) == (0, len(ACKS))
+    assert back["cnp_min_gap_ns"] == min(b - a for a, b in zip(times, times[1:])) * US
+    assert back["cnp_rate_per_s"] == pytest.approx(len(ACKS) / ((times[-1] - times[0]) * 1e-6))
+    assert doc["totals"]["becns"] == len(ACKS) and doc["totals"]["acks"] == len(ACKS)
+    assert _cc_rows(doc)[0x22]["ce_fraction"] == pytest.approx(2 / 7)
+    capsys.readouterr()
+    assert main(["stats", str(tmp_path / "becn.pcap")]) == 0
+    assert "BECNs received" in capsys.readouterr().out
+
+
+def test_roce_bth_fecn_and_becn_stay_ignored(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """RoCEv2 marks in IP ECN; a BTH FECN / BECN on RoCE counts as nothing."""
+    from cc_helpers import frames
+
+    out = []
+    for data, ts in frames():
+        w = locate.walk(data)
+        if w.status == locate.OK:
+            data = _set_bth_flag(_set_bth_flag(data, w.bth_off, "fecn"), w.bth_off, "becn")
+        out.append((data, ts))
+    doc = _stats(_write(tmp_path / "r.pcap", out, locate.LINKTYPE_ETHERNET), capsys)
+    assert doc["totals"]["ecn_ce"] == 2 and doc["totals"]["becns"] == 0
+    assert doc["totals"]["cnps"] == 3
+
+
+# -- snapped frames: the LRH PktLen gives the payload length ----------------------------------
+
+
+@pytest.mark.parametrize("grh", [False, True])
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_snapped_ib_capture_counts_the_uncut_payload(lossy: Path, tmp_path: Path, grh: bool,
+                                                     engine: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    if engine == "compiled" and not AVAILABLE:
+        pytest.skip("fast path not built")
+    full = _converted(lossy, tmp_path / "full.pcap", grh=grh)
+    snap = 96  # every header of the WRITEs and ACKs, little payload
+    with open_capture(full) as r, PcapWriter(tmp_path / "snap.pcap", IB) as w:
+        cut = 0
+        for fr in r:
+            cut += len(fr.data) > snap
+            w.write(fr.data[:snap], fr.ts_ns, origlen=len(fr.data))
+    assert cut > 10
+    want = _stats_with(full, capsys, engine)
+    got = _stats_with(tmp_path / "snap.pcap", capsys, engine)
+    assert got["totals"]["truncated"] == cut and want["totals"]["truncated"] == 0
+    for key in ("payload_bytes", "request_payload_bytes", "roce_packets", "bytes"):
+        assert got["totals"][key] == want["totals"][key] > 0, key
+    for a, b in zip(want["flows"], got["flows"]):
+        assert a["payload_bytes"] == b["payload_bytes"]
+
+
+def _crafted(tmp_path: Path, name: str, runs: list[list[str]], linktype: int) -> Path:
+    """The frames of several ``roce craft`` runs, one after another 1 us apart."""
+    frames = []
+    for i, argv in enumerate(runs):
+        part = tmp_path / f"{name}{i}.pcap"
+        assert main(["craft", "-q", *argv, "-w", str(part)]) == 0
+        with open_capture(part) as r:
+            frames += [fr.data for fr in r]
+    return _write(tmp_path / f"{name}.pcap", [(d, i * 1000) for i, d in enumerate(frames)],
+                  linktype)
+
+
+def test_crafted_fecn_and_becn_read_as_crafted_ce_and_cnps(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`roce craft --link ib --fecn / --becn` against `roce craft --ecn ce` and CNPs."""
+    write = ["rc-write-only", "--payload-size", "64"]
+    ib_a, ib_b = ["--link", "ib", "--slid", "1", "--dlid", "2"], [
+        "--link", "ib", "--slid", "2", "--dlid", "1"]
+    ip_a, ip_b = ["--src", "10.0.0.1", "--dst", "10.0.0.2"], [
+        "--src", "10.0.0.2", "--dst", "10.0.0.1"]
+    ib = _crafted(tmp_path, "ib", [
+        [*ib_a, *write, "--dqpn", "0x22", "--psn", "0", "--count", "5"],
+        [*ib_a, *write, "--dqpn", "0x22", "--psn", "5", "--count", "3", "--fecn"],
+        [*ib_b, "rc-acknowledge", "--dqpn", "0x11", "--psn", "7", "--count", "2", "--becn"]],
+        IB)
+    eth = _crafted(tmp_path, "eth", [
+        [*ip_a, *write, "--dqpn", "0x22", "--psn", "0", "--count", "5"],
+        [*ip_a, *write, "--dqpn", "0x22", "--psn", "5", "--count", "3", "--ecn", "ce"],
+        [*ip_b, "cnp", "--dqpn", "0x11", "--count", "2"]], locate.LINKTYPE_ETHERNET)
+    got, want = _cc_rows(_stats(ib, capsys)), _cc_rows(_stats(eth, capsys))
+    assert got[0x22]["ce_fraction"] == want[0x22]["ce_fraction"] == pytest.approx(3 / 8)
+    assert got[0x22]["ecn_ce"] == want[0x22]["ecn_ce"] == 3
+    assert (got[0x11]["becns"], got[0x11]["cnps"]) == (2, 0)
+    assert (want[0x11]["becns"], want[0x11]["cnps"]) == (0, 2)
+    for key in ("cnp_rate_per_s", "cnp_min_gap_ns"):
+        assert got[0x11][key] == want[0x11][key], key

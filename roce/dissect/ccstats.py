@@ -1,18 +1,22 @@
 """Congestion-control figures for ``roce stats``, worked out beside the flow engines from what
 they report (docs/congestion-control.md):
 
-- per flow that received CNPs or carried CE marks: its CNPs, their rate over the flow's
-  duration, the smallest gap between two of them, and the fraction of its data packets marked
-  CE (CE-marked packets over the flow's packets that are not ACKs or CNPs);
+- per flow that received CNPs or BECNs or carried CE marks: its CNPs, its BECNs (native
+  InfiniBand returns congestion on any packet of the QP, an ACK most often, instead of a CNP),
+  the rate of both over the flow's duration, the smallest gap between two of them, and the
+  fraction of its data packets marked CE (CE-marked packets over the flow's packets that are
+  not ACKs or CNPs; on native InfiniBand the mark is the BTH FECN: flowrules "congestion
+  marks");
 - an expert warning (``cnp_interval``, a ``flowrules`` row raised here) for each flow whose
   smallest CNP gap is below ``--cnp-interval``: a notification point sending faster than the
   spacing the user configured (``np_min_time_between_cnps``);
 - with ``--timeline INTERVAL``: per interval, each QP's throughput, CNPs and retransmissions,
   and the PAUSE/PFC frames (``roce.dissect.timeline``, a second pass over the capture).
 
-The gaps come from the engines' stored ``cnp`` events (each CNP is one, with its time).  The
-engines keep the first ``MAX_EVENTS_PER_KIND`` of a kind: past that many CNPs in a capture the
-smallest gap is the smallest among the stored ones, and the report says so (``gap_exact``).
+The gaps come from the engines' stored ``cnp`` and ``becn`` events (each notification is one,
+with its time).  The engines keep the first ``MAX_EVENTS_PER_KIND`` of a kind: past that many
+in a capture the smallest gap is the smallest among the stored ones, and the report says so
+(``gap_exact``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from . import flowrules as rules
 from .flowmodel import Event
 
 KIND = "cnp_interval"  # the expert event kind (flowrules.EVENTS)
+NOTIFICATIONS = ("cnp", "becn")  # the event kinds that tell a sender to slow down
 
 
 def _us(ns: float) -> str:
@@ -36,8 +41,9 @@ class CcReport:
     def __init__(self, report: Any, cnp_interval_ns: int | None = None) -> None:
         self.cnp_interval_ns = cnp_interval_ns
         t0 = report.totals.get("first_ns") or 0
-        stored = [e for e in report.events if e.kind == "cnp"]
-        self.gap_exact = len(stored) == report.event_counts.get("cnp", 0)
+        stored = [e for e in report.events if e.kind in NOTIFICATIONS]
+        self.gap_exact = len(stored) == sum(report.event_counts.get(k, 0)
+                                            for k in NOTIFICATIONS)
         times: dict[int, list[tuple[int, int]]] = {}
         for e in stored:
             times.setdefault(e.flow, []).append((e.ts_ns, e.frame))
@@ -45,8 +51,9 @@ class CcReport:
         self.events: list[Any] = []
         for f in report.flows:
             d = f.to_dict(t0)
-            if not d["cnps"] and not d["ecn_ce"]:
+            if not d["cnps"] and not d["becns"] and not d["ecn_ce"]:
                 continue
+            told = d["cnps"] + d["becns"]
             data = d["packets"] - d["acks"] - d["atomic_acks"] - d["cnps"]
             seen = sorted(times.get(f.id, []))
             gap, at = None, None
@@ -56,7 +63,7 @@ class CcReport:
             dur = d["duration"]
             self.rows.append({
                 "flow": f.id, "src": f.src, "dst": f.dst, "qp": f.qp, "cnps": d["cnps"],
-                "cnp_rate_per_s": d["cnps"] / dur if dur > 0 else None,
+                "becns": d["becns"], "cnp_rate_per_s": told / dur if dur > 0 else None,
                 "cnp_min_gap_ns": gap, "ecn_ce": d["ecn_ce"], "data_packets": data,
                 "ce_fraction": d["ecn_ce"] / data if data > 0 else None})
             if cnp_interval_ns is not None and gap is not None and gap < cnp_interval_ns:
@@ -93,8 +100,10 @@ class CcReport:
 
         def fmt(v: Any, f: str) -> str:
             return "-" if v is None else format(v, f)
-        rows = [
-            ("CNPs received", [f"{r['cnps']:,}" for r in self.rows]),
+        rows = [("CNPs received", [f"{r['cnps']:,}" for r in self.rows])]
+        if any(r["becns"] for r in self.rows):  # native InfiniBand
+            rows.append(("BECNs received", [f"{r['becns']:,}" for r in self.rows]))
+        rows += [
             ("CNP rate (/s)", [fmt(r["cnp_rate_per_s"], ",.0f") for r in self.rows]),
             ("smallest CNP gap", ["-" if r["cnp_min_gap_ns"] is None
                                   else _us(r["cnp_min_gap_ns"]) for r in self.rows]),

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import fast, locate
 from ..errors import UsageError
-from ..headers import ECN_CE, LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
+from ..headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
 from ..opcodes import OPCODES
 from ..pcapio import MAX_RECORD, Batch, CaptureReader
 from ..psn import EV_DUPLICATE, EV_FIRST, EV_GAP, EV_IN_ORDER, EV_LATE
@@ -76,8 +76,14 @@ def engine_config() -> dict[str, Any]:
                        for c in R.AETH_LATER},
         "syndromes": R.SYNDROMES,
         "pieces": R.ADDR_PIECES,
-        "l3_len": {k: (fields.index(hf), extra) for k, (hf, extra) in R.L3_LEN_FIELDS.items()},
-        "ecn_mask": R.ECN_MASK, "ecn_ce": ECN_CE,
+        # (field index, bytes left out, unit, an LRH field: locate.LRH_FIELDS index)
+        "l3_len": {k: (locate.LRH_FIELDS.index(hf[1]) if hf[0] == "lrh" else fields.index(hf),
+                       extra, unit, hf[0] == "lrh")
+                   for k, (hf, extra, unit) in R.L3_LEN_FIELDS.items()},
+        "ce_marks": {k: (fields.index(m.field), m.at_bth, m.mask, m.value)
+                     for k, m in R.CE_MARKS.items()},
+        "becn_fields": {k: (fields.index(m.field), m.at_bth, m.mask, m.value)
+                        for k, m in R.BECN_FIELDS.items()},
         "first_bad_status": locate.FIRST_BAD_STATUS,
         "atomic_bytes": R.ATOMIC_BYTES,
         "psn_mask": R.PSN_MASK,

@@ -268,11 +268,14 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
     as ``roce stats`` on that capture alone gives them."""
     import io
 
+    from ..families import stats as tunnelled
     from . import flows as fl
     from . import pauses
     from .statsview import render
 
-    with open_input(path) as (reader, fh):
+    with open_input(path) as (opened, fh):
+        # tunnels peeled, ERF unwrapped, as `roce stats` on this capture alone does
+        reader = tunnelled.analysed(opened, tunnelled.capture_kind(path, port), port)
         analyzer = fl.make_analyzer(port)
         account = pauses.PauseAccount(*pause)
 
@@ -393,7 +396,12 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     account = pauses.PauseAccount(*pause)
     done = frames = 0
     try:
-        for batch in multifile.merged_batches([r.batches(BATCH) for r in readers]):
+        from ..families import stats as tunnelled
+
+        # each capture as `roce stats` reads it alone: tunnels peeled, ERF unwrapped
+        streams = [tunnelled.analysed(r, tunnelled.capture_kind(r.name, port), port)
+                   for r in readers]
+        for batch in multifile.merged_batches([s.batches(BATCH) for s in streams]):
             base, other = analyzer.frames, analyzer.not_roce
             analyzer.feed_batch(batch)
             if analyzer.not_roce != other:  # PFC / PAUSE frames, as pauses.Tap shows them

@@ -125,6 +125,12 @@ class Path:
         self.mtu = 0  # largest First/Middle payload; 0 = none seen yet
 
 
+def lid_text(lid: int) -> str:
+    """A native InfiniBand LID as flows and the CM pairing show it: ``LID 0x0001``, in hex
+    as Wireshark shows ``infiniband.lrh.slid`` / ``dlid``."""
+    return f"LID 0x{lid:04x}"
+
+
 def addr_text(kind: int, raw: bytes) -> str:
     """One end of a flow: an IP address or GID; native InfiniBand ``LID 0x0001`` (and the
     GID when there is a GRH: ``LID 0x0001 GID fe80::1``), the LID as Wireshark's
@@ -132,7 +138,7 @@ def addr_text(kind: int, raw: bytes) -> str:
     if kind in IB_KINDS:
         n = ADDR_PIECES[kind][0][1]  # the SLID's bytes
         lid, gid = raw[:n], raw[n:]
-        text = f"LID 0x{int.from_bytes(lid, 'big'):04x}"
+        text = lid_text(int.from_bytes(lid, "big"))
         return f"{text} GID {socket.inet_ntop(socket.AF_INET6, gid)}" if gid else text
     return socket.inet_ntop(socket.AF_INET if kind == locate.L3_IPV4 else socket.AF_INET6, raw)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .. import fast, locate
-from ..headers import DECODERS, ECN_CE, LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
+from ..headers import DECODERS, LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
 from ..opcodes import OPCODES
 from ..psn import EV_DUPLICATE, EV_GAP, EV_IN_ORDER, EV_LATE
 from .flowinput import frame_columns
@@ -29,15 +29,17 @@ from .flowrules import (
     AETH_LATER,
     ATOMIC_BYTES,
     BATCH,
+    BECN_FIELDS,
     C_ACK,
     C_ATOMIC,
     C_ATOMIC_ACK,
+    C_CNP,
     C_DATA,
     C_ONLYREQ,
     C_READ,
     C_READ_RESP,
+    CE_MARKS,
     DEFAULT_MTU,
-    ECN_MASK,
     EVENT_BY_NAME,
     IB_KINDS,
     IB_MTUS,
@@ -79,13 +81,15 @@ _BTH_TVER = locate.SPECS[("bth", "tver")]
 _BTH_DESTQP = locate.SPECS[("bth", "destqp")]
 _BTH_PSN = locate.SPECS[("bth", "psn")]
 _BTH_PADCNT = locate.SPECS[("bth", "padcnt")]
-_ECN_SPECS = {locate.L3_IPV4: locate.SPECS[("ip", "dsfield.ecn")],
-              locate.L3_IPV6: locate.SPECS[("ipv6", "tclass")]}
-_L3_LEN = {k: (locate.SPECS[hf], extra) for k, (hf, extra) in L3_LEN_FIELDS.items()}
+# flowrules' congestion marks and L3 lengths, as field specs.
+_CE = {k: (locate.SPECS[m.field], m.at_bth, m.mask, m.value) for k, m in CE_MARKS.items()}
+_BECN = {k: (locate.SPECS[m.field], m.at_bth, m.mask, m.value) for k, m in BECN_FIELDS.items()}
+_L3_LEN = {k: (locate.LRH_SPECS[hf[1]] if hf[0] == "lrh" else locate.SPECS[hf], extra, unit)
+           for k, (hf, extra, unit) in L3_LEN_FIELDS.items()}
 _KEY_NAMES = {code: [n.split(".", 1)[1] for n in names]
               for code, names in fast.KEY_FIELDS.items()}
-_COLUMNS = ("status", "opcode", "destqp", "psn", "payload_len", "l3_kind", "l3_off", "ecn",
-            "icrc_ok", "key0", "key1", "key2", "bth_off")
+_COLUMNS = ("status", "opcode", "destqp", "psn", "payload_len", "l3_kind", "l3_off", "icrc_ok",
+            "key0", "key1", "key2", "bth_off")
 psn_diff = fast.psn_diff
 
 
@@ -93,6 +97,15 @@ def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
     """One field by its ``locate.SPECS`` entry (byte offset, byte count, shift, mask)."""
     off, n, shift, mask = spec
     return (int.from_bytes(buf[base + off:base + off + n], "big") >> shift) & mask
+
+
+def _marked(data: bytes, table: dict[int, Any], l3k: int, l3o: int, bth: int) -> bool:
+    """Whether a frame carries the mark ``table`` (``_CE`` or ``_BECN``) has for its L3."""
+    m = table.get(l3k)
+    if m is None:
+        return False
+    spec, at_bth, mask, value = m
+    return _rd(data, bth if at_bth else l3o, spec) & mask == value
 
 
 def _eth_field(data: bytes, bth_off: int, op: int, header: str, name: str) -> int:
@@ -207,7 +220,7 @@ class Analyzer:
             self.first_ts = tss[0]
         cols = self._cols
         fast.scan(datas, linktype, self.udp_port, True, cols)
-        (status, ops, qps, psns, plens, l3ks, l3os, ecns, icrcs, k0s, k1s, k2s,
+        (status, ops, qps, psns, plens, l3ks, l3os, icrcs, k0s, k1s, k2s,
          bths) = (cols[c][:n].tolist() for c in _COLUMNS)
         for i in range(n):
             self.frames += 1
@@ -218,7 +231,7 @@ class Analyzer:
             bad: str | None = None
             truncated = False
             if st == locate.OK:
-                row = (ops[i], qps[i], psns[i], plens[i], l3ks[i], l3os[i], ecns[i],
+                row = (ops[i], qps[i], psns[i], plens[i], l3ks[i], l3os[i],
                        bool(icrcs[i]), k0s[i], k1s[i], k2s[i], bths[i])
             elif locate.is_not_roce(st):
                 self.not_roce += 1
@@ -230,7 +243,7 @@ class Analyzer:
                     continue
                 row, bad = got
                 truncated = bad == ""
-            op, qp, psn, plen, l3k, l3o, ecn, icrc_ok, k0, k1, k2, bth = row
+            op, qp, psn, plen, l3k, l3o, icrc_ok, k0, k1, k2, bth = row
             key = (l3k, addr_key(data, l3o, ADDR_PIECES[l3k]), qp)
             f = self._map.get(key)
             if f is None:
@@ -243,8 +256,9 @@ class Analyzer:
             elif op in AETH_LATER:
                 k0 = _eth_field(data, bth, op, "aeth", "syndrome")
                 k1 = _eth_field(data, bth, op, "aeth", "msn")
-            self._packet(f, data, linktype, fn, ts, op, psn, plen, lens[i], ecn, icrc_ok,
-                         k0, k1, k2, bad or None, truncated)
+            self._packet(f, data, linktype, fn, ts, op, psn, plen, lens[i],
+                         _marked(data, _CE, l3k, l3o, bth), _marked(data, _BECN, l3k, l3o, bth),
+                         icrc_ok, k0, k1, k2, bad or None, truncated)
 
     def _new_flow(self, l3: int, addr: bytes, qp: int) -> _RefFlow:
         half = len(addr) // 2
@@ -281,8 +295,6 @@ class Analyzer:
                 self._event(fn, ts, "malformed", None, (malformed_text(w),))
             return None
         op = data[bth + _BTH_OPCODE]
-        spec = _ECN_SPECS.get(w.l3_kind)
-        ecn = _rd(data, w.l3_off, spec) & ECN_MASK if spec else 0
         # Key fields when the first extended header was captured whole.
         names = _KEY_NAMES.get(op)
         hdr = OPCODES[op].headers[0] if OPCODES[op].headers else None
@@ -296,12 +308,12 @@ class Analyzer:
         if (snapped and w.payload_off >= 0 and st == locate.BAD_L3_LENGTH
                 and w.l3_kind in _L3_LEN):
             # All headers were captured: the L3 length says how much payload there was.
-            lspec, extra = _L3_LEN[w.l3_kind]
-            end = w.l3_off + extra + _rd(data, w.l3_off, lspec)
+            lspec, extra, unit = _L3_LEN[w.l3_kind]
+            end = w.l3_off + extra + _rd(data, w.l3_off, lspec) * unit
             pad = _rd(data, bth, _BTH_PADCNT)
             plen = max(end - 4 - pad - w.payload_off, 0)
         row = (op, _rd(data, bth, _BTH_DESTQP), _rd(data, bth, _BTH_PSN), plen, w.l3_kind,
-               w.l3_off, ecn, True,  # ICRC not checked: it cannot be over a partial frame
+               w.l3_off, True,  # ICRC not checked: it cannot be over a partial frame
                *keys, bth)
         return row, "" if snapped else malformed_text(w)
 
@@ -320,8 +332,8 @@ class Analyzer:
     # -- one packet ----------------------------------------------------------------------------
 
     def _packet(self, f: _RefFlow, data: bytes, linktype: int, fn: int, ts: int, op: int,
-                psn: int, plen: int, origlen: int, ecn: int, icrc_ok: bool, k0: int, k1: int,
-                k2: int, bad: str | None, truncated: bool) -> None:
+                psn: int, plen: int, origlen: int, ce: bool, becn: bool, icrc_ok: bool,
+                k0: int, k1: int, k2: int, bad: str | None, truncated: bool) -> None:
         cls, pos, kind, seq = OPINFO[op]  # type: ignore[misc]
         if bad is not None:  # malformed: sequenced, but no part of message reassembly
             self._event(fn, ts, "malformed", f, (bad,))
@@ -330,8 +342,10 @@ class Analyzer:
         f.packets += 1
         f.bytes += origlen
         f.payload += plen
-        if ecn == ECN_CE:
+        if ce:  # flowrules "congestion marks": IP ECN CE, native InfiniBand's FECN
             self._event(fn, ts, "ecn_ce", f, ())
+        if becn and cls != C_CNP:  # a CNP is counted as one below
+            self._event(fn, ts, "becn", f, ())
         if not icrc_ok:
             _, calc, stored = fast.icrc_check(data, linktype, self.udp_port)
             self._event(fn, ts, "bad_icrc", f, (stored, calc))

@@ -120,6 +120,16 @@ spurious retransmissions
     ranges): nothing is counted.  A PSN seen twice with no acknowledgement between is an
     ordinary retransmission (or a copy the network made).  Consecutive spurious PSNs fold as
     retransmission bursts do; the counter counts packets.
+congestion marks
+    ``CE_MARKS`` says per L3 kind which field marks a packet as having met congestion: the IP
+    ECN field at CE on RoCEv2 (RFC 3168; a RoCE BTH FECN stays ignored: RoCEv2 carries the
+    mark in IP), the BTH FECN bit on native InfiniBand (IBA Annex A10, Wireshark
+    infiniband.bth.fecn).  A marked packet is an ``ecn_ce`` event whatever its L3.  The
+    receiver's answer is a CNP (counted on the flow of its destination QP) or, on native
+    InfiniBand, the BECN bit on a packet it sends back on the QP, an ACK most often
+    (``BECN_FIELDS``; Wireshark infiniband.bth.becn): a non-CNP packet carrying it is a
+    ``becn`` event on its flow, the flow of the QP told to slow down, as a CNP would be.
+    docs/protocol.md, "Congestion marks on native InfiniBand".
 """
 
 from __future__ import annotations
@@ -131,8 +141,10 @@ from ..headers import (
     AETH_ACK,
     AETH_NAK,
     AETH_RNR_NAK,
+    ECN_CE,
     LAYOUTS,
     LRH_LAYOUT,
+    LRH_WORD,
     NAK_PSN_SEQUENCE_ERROR,
     SIZE_OF,
     SYNDROME_VALUE_MASK,
@@ -197,7 +209,11 @@ EVENTS: tuple[EventKind, ...] = (
     EventKind("reserved_syndrome", SEV_WARNING, "reserved AETH syndrome 0x%02x",
               "reserved_syn"),
     EventKind("cnp", SEV_NOTE, "CNP", "cnps"),
+    # A congestion-marked packet: IP ECN CE on RoCE, BTH FECN on native InfiniBand (see
+    # "congestion marks").
     EventKind("ecn_ce", SEV_NOTE, "ECN CE", "ecn_ce"),
+    # Native InfiniBand: a BECN returned on an ACK or other non-CNP packet (IBA Annex A10).
+    EventKind("becn", SEV_NOTE, "BECN", "becns"),
     EventKind("incomplete_message", SEV_NOTE,
               "incomplete %s message: %s (%d packets, %d bytes seen)", "incomplete"),
     # PFC / PAUSE, found by roce.dissect.pauses beside the engines.
@@ -250,6 +266,7 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("spurious", "spurious_retransmissions", "spurious_retransmissions"),
     Counter("cnps", "cnps", "cnps"),
     Counter("ecn_ce", "ecn_ce", "ecn_ce"),
+    Counter("becns", "becns", "becns"),
     Counter("bad_icrc", "bad_icrc", "bad_icrc"),
     Counter("bad_vcrc", "bad_vcrc", "bad_vcrc"),
     Counter("malformed", "malformed", "malformed"),
@@ -363,6 +380,30 @@ RNR_TEXTS = tuple(rnr_ms(c) for c in range(SYNDROME_VALUES))
 ECN_MASK = LAYOUTS["ip"].field("dsfield.ecn").mask
 
 
+class Mark(NamedTuple):
+    """Where a congestion mark is (see "congestion marks"): a ``locate.FAST_FIELDS`` field,
+    read from the BTH start (``at_bth``) or the L3 start, masked, equal to ``value``."""
+    field: tuple[str, str]
+    at_bth: bool
+    mask: int
+    value: int
+
+
+_FECN = Mark(("bth", "fecn"), True, LAYOUTS["bth"].field("fecn").mask,
+             LAYOUTS["bth"].field("fecn").mask)
+_BECN = Mark(("bth", "becn"), True, LAYOUTS["bth"].field("becn").mask,
+             LAYOUTS["bth"].field("becn").mask)
+# L3 kind -> its forward congestion mark (an ``ecn_ce`` event).  RoCEv1 (GRH) has none.
+CE_MARKS: dict[int, Mark] = {
+    locate.L3_IPV4: Mark(("ip", "dsfield.ecn"), False, ECN_MASK, ECN_CE),
+    locate.L3_IPV6: Mark(("ipv6", "tclass"), False, ECN_MASK, ECN_CE),
+    locate.L3_LRH: _FECN,
+    locate.L3_LRH_GRH: _FECN,
+}
+# L3 kind -> the backward notification a non-CNP packet may carry (a ``becn`` event).
+BECN_FIELDS: dict[int, Mark] = {locate.L3_LRH: _BECN, locate.L3_LRH_GRH: _BECN}
+
+
 def malformed_text(w: locate.Walk) -> str:
     """The argument of a "malformed" event: why the walk failed, in words."""
     return str(locate.explain(w))
@@ -417,7 +458,12 @@ def addr_key(data: bytes, l3_off: int, pieces: tuple[tuple[int, int], ...]) -> b
     return b"".join(data[l3_off + o:l3_off + o + n] for o, n in pieces)
 
 
-# L3 kind -> its length field and the bytes that length leaves out (the fixed header).
-L3_LEN_FIELDS = {locate.L3_IPV4: (("ip", "len"), 0),
-                 locate.L3_IPV6: (("ipv6", "plen"), SIZE_OF["ipv6"]),
-                 locate.L3_GRH: (("grh", "paylen"), SIZE_OF["grh"])}
+# L3 kind -> its length field, the bytes that length leaves out (the fixed header) and its
+# unit in bytes: where a snapped frame's payload length comes from.  Native InfiniBand: the
+# LRH PktLen, 4-byte words from the LRH through the ICRC (VCRC excluded; IBA 7.7.8), an
+# ``("lrh", name)`` field of ``locate.LRH_FIELDS``.
+L3_LEN_FIELDS = {locate.L3_IPV4: (("ip", "len"), 0, 1),
+                 locate.L3_IPV6: (("ipv6", "plen"), SIZE_OF["ipv6"], 1),
+                 locate.L3_GRH: (("grh", "paylen"), SIZE_OF["grh"], 1),
+                 locate.L3_LRH: (("lrh", "pktlen"), 0, LRH_WORD),
+                 locate.L3_LRH_GRH: (("lrh", "pktlen"), 0, LRH_WORD)}

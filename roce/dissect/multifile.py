@@ -14,7 +14,6 @@ import glob
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,7 +161,10 @@ def _run_here(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, .
 
 def _run_pool(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...],
               jobs: int, bar: Progress, note: Done) -> list[Any]:
+    # imported here, not at the top: `roce decode` / `roce stats` on one file import this
+    # module for their options, and the pool machinery costs them ~15 ms of start-up
     import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     # fork: workers start in milliseconds and inherit the imported package (the fast path
     # turns its OpenMP loops off in a forked child: roce.fast registers that at fork).

@@ -93,10 +93,9 @@ def run(args: argparse.Namespace) -> int:
     from ..families import stats as tunnelled  # ERSPAN / GRE / VXLAN / ERF: inner flows
 
     kind = tunnelled.capture_kind(args.file, port)
-    if kind == "tunnel" or (kind == "ib" and reader.linktype != locate.LINKTYPE_INFINIBAND):
-        # tunnels peeled; ERF records unwrapped (native InfiniBand in ERF included): the
-        # engine analyses the frames inside.  Link type 247 is read in place, as RoCE is.
-        reader = tunnelled.Peel(reader, port)  # type: ignore[assignment]
+    # tunnels peeled; ERF records unwrapped (native InfiniBand in ERF included): the engine
+    # analyses the frames inside.
+    reader = tunnelled.analysed(reader, kind, port)
     try:
         report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
                           account)
@@ -116,8 +115,10 @@ def run(args: argparse.Namespace) -> int:
     cc.merge_into(report)
     if timeline is not None:
         try:
-            with open_capture(args.file) as again:
-                cc.add_timeline(again, timeline, port)
+            with open_capture(args.file) as again:  # the frames the first pass analysed
+                peeled = tunnelled.analysed(again, kind, port)
+                cc.add_timeline(again if peeled is again else tunnelled.frames(peeled, port),
+                                timeline, port)
         except CaptureError as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 2

@@ -463,6 +463,26 @@ class TimeColumn:
             self.prev_shown = stamps[shown[-1]]
         return out
 
+    def relative_plan(self, stamps: Sequence[int], n: int) -> tuple[str, int, int] | None:
+        """For the default ``-t r`` column, when the first ``n`` frames of a batch (all of
+        them shown) lie in one second since the first frame: (the seconds and the point,
+        the nanosecond they count from, digits), from which a compiled formatter writes
+        each text as ``_relative`` would; the column then moves on as ``batch`` moves it.
+        None when the plan does not apply (call ``batch``)."""
+        if self.mode != "r" or not n:
+            return None
+        if self.first is None:
+            self.first = stamps[0]
+        t0 = self.first
+        picked = stamps[:n]
+        lo, hi = min(picked) - t0, max(picked) - t0
+        if lo < 0 or lo // NS != hi // NS:
+            return None
+        self.prev = stamps[-1]
+        self.prev_shown = stamps[n - 1]
+        sec = lo // NS
+        return f"{sec}.", t0 + sec * NS, self.digits
+
     @staticmethod
     def _relative(picked: Sequence[int], t0: int, digits: int) -> list[str]:
         """Seconds since ``t0`` for the default ``-t r`` column: the hot spot of the time

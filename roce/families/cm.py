@@ -124,11 +124,14 @@ class CmPairing:
 
     def report_lines(self) -> list[str]:
         """Text for ``roce stats``: one block per connection."""
+        from ..dissect.flowmodel import lid_text  # the LIDs as the flows show them
+
         out = []
         for i, c in enumerate(self.connections, 1):
             passive = "?" if c.passive_qpn is None else f"0x{c.passive_qpn:06x}"
-            out.append(f"CM connection {i}: LID {c.active_lid} QP 0x{c.active_qpn:06x} <-> "
-                       f"LID {c.passive_lid} QP {passive} (comm ID 0x{c.comm_id:08x}, "
+            out.append(f"CM connection {i}: {lid_text(c.active_lid)} QP 0x{c.active_qpn:06x} "
+                       f"<-> {lid_text(c.passive_lid)} QP {passive} "
+                       f"(comm ID 0x{c.comm_id:08x}, "
                        f"{c.state}, frames {', '.join(map(str, c.frames))})")
             out.append(f"  starting PSN announced: {c.active_start_psn} (REQ) / "
                        f"{'-' if c.passive_start_psn is None else c.passive_start_psn} (REP); "

@@ -1,19 +1,23 @@
 """One line per native InfiniBand packet, a batch at a time, from the compiled IB scan.
 
 The same text as ``roce.families.ib.columns`` through ``Summarizer.line`` (tests hold the two
-paths to identical output), built the way ``Summarizer.fast_lines`` builds RoCE's: a flat
-loop over scan columns, the part of the line that depends only on addresses, opcode, QP and
-length cached.  Packets the scan does not pass (malformed, cut, raw, not IBA) and UD packets
-(MADs, CM, IPoIB get their own Info) go to ``slow``.
+paths to identical output).  The compiled formatter (``roce._fastpath.ib_lines``, twin
+``format_reference``) writes the line of every frame the scan passed straight from the scan
+columns, with no Python object per header or field: that is what makes the InfiniBand lines
+cheaper than RoCE's (tshark, the yardstick, reads LRH frames faster than Ethernet/IP/UDP ones).
+Packets the scan does not pass (malformed, cut, raw, not IBA) and UD packets (MADs, CM, IPoIB
+get their own Info) go to ``slow``; opcodes with several extended headers to ``_line``.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable
 from typing import Any
 
 from ..dissect.summary import (
+    _MAYBE_SACK,  # AETHs that may be a selective NAK: their text is aeth_text's, in Python
     FLAG_TEXT,
     K_AETH,
     K_CNP,
@@ -22,19 +26,20 @@ from ..dissect.summary import (
     K_IMM,
     K_NONE,
     K_RETH,
+    K_SLOW,
     KIND,
     NAMES,
+    NS,
     SYNDROME_PARTS,
     Summarizer,
+    aeth_text,
 )
-from ..headers import LAYOUTS
+from ..locate import FLAG_A
 from . import ib, ibmad
 
 PROTOCOL = "InfiniBand"
 BAD_VCRC = " [BAD VCRC]"
 _GID_SRC = ib.LRH_SIZE + 8  # GRH source GID, then destination GID (16 bytes each)
-_DESTQP = LAYOUTS["bth"].field("destqp")
-_BTH_QP_END = (_DESTQP.bit_offset + _DESTQP.bits) // 8  # LRH .. BTH DestQP: the cache key
 
 
 class IbLines:
@@ -44,76 +49,155 @@ class IbLines:
         self.summ = summ
         self._cols: dict[str, Any] | None = None
         self._size = 0
-        self._mid: dict[bytes, tuple[str, int]] = {}
-
-    def _middle(self, key: bytes, lnh: int, slid: int, dlid: int, op: int, qp: int,
-                ln: int) -> tuple[str, int]:
-        """The columns between time and PSN; they depend only on the bytes from LRH to BTH
-        DestQP (the cache key) and on the frame length."""
-        if lnh == ib.LNH_GLOBAL:
-            src = socket.inet_ntop(socket.AF_INET6, key[_GID_SRC:_GID_SRC + 16])
-            dst = socket.inet_ntop(socket.AF_INET6, key[_GID_SRC + 16:_GID_SRC + 32])
-        else:
-            src, dst = f"LID: {slid}", f"LID: {dlid}"
-        text = f"{src:>12} {self.summ.arrow} {dst:<12} {PROTOCOL} {ln} {NAMES[op]} QP=0x{qp:06x}"
-        if len(self._mid) > 65536:
-            self._mid.clear()
-        value = self._mid[key] = (text, ln)
-        return value
 
     def lines(self, batch: Any, first_number: int, limit: int,
               slow: Callable[[int, str], str]) -> list[str]:
-        datas, origlens = batch.datas, batch.origlen
+        datas = batch.datas
         n = len(datas)
         if self._cols is None or self._size < n:
             self._size = max(n, 2048)
             self._cols = ib.scan_columns(self._size)
         c = self._cols
         ib.scan_batch(datas, c)
-        cols: list[Sequence[Any]] = [
-            (c[k] if len(c[k]) == n else c[k][:n]).tolist()
-            for k in ("status", "lnh", "opcode", "destqp", "psn", "flags", "dlid", "slid",
-                      "bth_off", "icrc_ok", "vcrc_ok", "key0", "key1", "key2")]
-        index: Sequence[int] = range(min(n, limit))
-        numbers = range(first_number, first_number + len(index))
-        labels = (list(map(str, numbers)) if numbers and numbers[0] >= 10000
-                  else [f"{x:5d}" for x in numbers])
-        texts = self.summ.times.batch(batch.ts_ns, index)
-        mid, kinds, syn_parts, ud = self._mid, KIND, SYNDROME_PARTS, _UD_OPCODES
-        out: list[str] = []
-        add = out.append
-        for i, num, tt, st, lnh, op, qp, psn, fl, dl, sl, b, iok, vok, k0, k1, k2, data, ln in \
-                zip(index, labels, texts, *cols, datas, origlens):
-            if st or op in ud:
-                add(slow(i, tt))
-                continue
-            key = data[:b + _BTH_QP_END]
-            mm = mid.get(key)
-            if mm is None or mm[1] != ln:
-                mm = self._middle(key, lnh, sl, dl, op, qp, ln)
-            m = mm[0]
-            flags = FLAG_TEXT[(1 if fl & 4 else 0) | (0 if iok else 4)]
-            if not vok:
-                flags += BAD_VCRC
-            kind = kinds[op]
-            if kind == K_NONE:
-                add(f"{num} {tt} {m} PSN={psn}{flags}")
-            elif kind == K_RETH:
-                add(f"{num} {tt} {m} PSN={psn} VA=0x{k0:x} RKey=0x{k1:08x} Len={k2}{flags}")
-            elif kind == K_AETH:
-                pre, post = syn_parts[k0]
-                add(f"{num} {tt} {m} PSN={psn} {pre} MSN={k1}{post}{flags}")
-            elif kind == K_CNP:
-                add(f"{num} {tt} {m}{flags}")
-            elif kind == K_DETH:
-                add(f"{num} {tt} {m} PSN={psn} QKey=0x{k0:08x} SrcQP=0x{k1:06x}{flags}")
-            elif kind == K_IMM:
-                add(f"{num} {tt} {m} PSN={psn} ImmDt=0x{k0:08x}{flags}")
-            elif kind == K_IETH:
-                add(f"{num} {tt} {m} PSN={psn} InvRKey=0x{k0:08x}{flags}")
-            else:
-                add(f"{num} {tt} {m} PSN={psn}{Summarizer._eth_text(data, b, op)}{flags}")
+        m = min(n, limit)
+        # the time column: written by the formatter when the batch lies in one second of
+        # `-t r` (the usual case), else texts from the TimeColumn
+        texts: list[str] | None = None
+        times = None
+        plan = self.summ.times.relative_plan(batch.ts_ns, m)
+        if plan is None:
+            texts = self.summ.times.batch(batch.ts_ns, range(m))
+        else:
+            stamps = batch.ts_ns
+            if not (isinstance(stamps, array) and stamps.typecode == "q"):
+                stamps = array("q", stamps)
+            times = (plan[0].encode(), plan[1], plan[2], stamps)
+        arrow = self.summ.arrow
+        out, missing = format_batch(datas, c, m, first_number, texts,
+                                    list(batch.origlen[:m]), arrow.encode(), times)
+        # what the formatter leaves: frames the scan did not pass, UD, several ext. headers
+        for i in missing:
+            tt = texts[i] if texts is not None else _planned_time(times, i)
+            if c["status"][i] or c["opcode"][i] in _UD_OPCODES:
+                out[i] = slow(i, tt)
+            else:  # several extended headers, or a time text too long for the buffer
+                op = c["opcode"][i]
+                info = (f" PSN={c['psn'][i]}{Summarizer._eth_text(datas[i], c['bth_off'][i], op)}"
+                        if KIND[op] == K_SLOW else None)
+                out[i] = _line(datas, c, i, first_number + i, tt, batch.origlen[i], arrow, info)
         return out
 
 
+def _planned_time(times: Any, i: int) -> str:
+    """Frame ``i``'s time text from a ``TimeColumn.relative_plan`` (as ``_relative``)."""
+    prefix, base, digits, stamps = times
+    x = stamps[i] - base
+    return prefix.decode() + (f"{x:09d}" if digits == 9 else f"{x // 1000:06d}")
+
+
+def _line(datas: list[bytes], cols: dict[str, Any], i: int, number: int, tt: str, ln: int,
+          arrow: str, info: str | None = None) -> str:
+    """The line of frame ``i``, which the scan passed; ``info``: the Info text after ``QP=``
+    (None: from the first extended header's key columns)."""
+    op = cols["opcode"][i]
+    if info is None:
+        info = _info(KIND[op], cols["psn"][i], cols["key0"][i], cols["key1"][i],
+                     cols["key2"][i])
+    data, grh = datas[i], cols["lnh"][i] == ib.LNH_GLOBAL
+    src = _address(data, grh, _GID_SRC, cols["slid"][i])
+    dst = _address(data, grh, _GID_SRC + 16, cols["dlid"][i])
+    return (f"{number:5d} {tt} {src:>12} {arrow} {dst:<12} {PROTOCOL} {ln} {NAMES[op]} "
+            f"QP=0x{cols['destqp'][i]:06x}{info}"
+            + _flags(cols["flags"][i], cols["icrc_ok"][i], cols["vcrc_ok"][i]))
+
+
+def _flags(fl: int, iok: int, vok: int) -> str:
+    flags = FLAG_TEXT[(1 if fl & FLAG_A else 0) | (0 if iok else 4)]
+    return flags if vok else flags + BAD_VCRC
+
+
+def _info(kind: int, psn: int, k0: int, k1: int, k2: int) -> str:
+    """The Info text after ``QP=...`` for the opcodes the compiled formatter takes."""
+    if kind == K_NONE:
+        return f" PSN={psn}"
+    if kind == K_RETH:
+        return f" PSN={psn} VA=0x{k0:x} RKey=0x{k1:08x} Len={k2}"
+    if kind == K_AETH:
+        return f" PSN={psn} {aeth_text(k0, psn, k1)}"
+    if kind == K_CNP:
+        return ""
+    if kind == K_DETH:
+        return f" PSN={psn} QKey=0x{k0:08x} SrcQP=0x{k1:06x}"
+    if kind == K_IMM:
+        return f" PSN={psn} ImmDt=0x{k0:08x}"
+    return f" PSN={psn} InvRKey=0x{k0:08x}"  # K_IETH
+
+
+_FORMATTED = frozenset((K_NONE, K_RETH, K_AETH, K_CNP, K_DETH, K_IMM, K_IETH))
+_MAX_TIME = 200  # the compiled twin's limits (roce/_iblines.pxi)
+_MAX_PIECE = 64
+
+
+def _address(data: bytes, grh: bool, at: int, lid: int) -> str:
+    if grh:
+        return socket.inet_ntop(socket.AF_INET6, data[at:at + 16])
+    return f"LID: {lid}"
+
+
+def format_reference(datas: list[bytes], cols: dict[str, Any], n: int, first_number: int,
+                     texts: list[str] | None, origlens: list[int], arrow: bytes,
+                     times: Any = None) -> tuple[list[str | None], list[int]]:
+    """Pure-Python twin of ``roce._fastpath.ib_lines``: (the line of each of the first ``n``
+    scanned frames, None where ``IbLines.lines`` makes it (not passed by the scan, UD,
+    several extended headers); the indexes of those).  The time texts are ``texts``, or
+    (``texts`` None) made from ``times``, a ``TimeColumn.relative_plan`` and the stamps."""
+    if len(arrow) > _MAX_PIECE:
+        return [None] * n, list(range(n))
+    arrow_text = arrow.decode()
+    out: list[str | None] = []
+    for i in range(n):
+        op = cols["opcode"][i]
+        kind = KIND[op]
+        if texts is not None:
+            tt = texts[i]
+        elif 0 <= times[3][i] - times[1] < NS:
+            tt = _planned_time(times, i)
+        else:
+            tt = "x" * (_MAX_TIME + 1)  # outside the plan's second: left to Python
+        if (cols["status"][i] or op in _UD_OPCODES or kind not in _FORMATTED
+                or (kind == K_AETH and _MAYBE_SACK[cols["key0"][i]])
+                or len(tt.encode()) > _MAX_TIME):
+            out.append(None)
+            continue
+        out.append(_line(datas, cols, i, first_number + i, tt, origlens[i], arrow_text))
+    return out, [i for i, line in enumerate(out) if line is None]
+
+
+def configure(ext: Any) -> None:
+    """Hand the compiled formatter its text tables, all from roce.dissect.summary."""
+    ext.ib_lines_configure({
+        "names": [t.encode() for t in NAMES],
+        "syn_pre": [SYNDROME_PARTS[s][0].encode() for s in range(256)],
+        "syn_post": [SYNDROME_PARTS[s][1].encode() for s in range(256)],
+        "flags": [t.encode() for t in FLAG_TEXT], "bad_vcrc": BAD_VCRC.encode(),
+        "protocol": PROTOCOL.encode(), "kinds": list(KIND), "ud": set(_UD_OPCODES),
+        "k": {"none": K_NONE, "reth": K_RETH, "aeth": K_AETH, "deth": K_DETH, "imm": K_IMM,
+              "ieth": K_IETH, "cnp": K_CNP},
+        "maybe_sack": list(_MAYBE_SACK), "flag_a": FLAG_A, "lnh_global": ib.LNH_GLOBAL,
+        "gid_src": _GID_SRC})
+
+
+def _compiled() -> Any:
+    from .. import fast
+
+    ext = getattr(fast, "_ext", None)
+    if ext is None or not hasattr(ext, "ib_lines"):
+        return None
+    configure(ext)
+    return ext
+
+
 _UD_OPCODES = ibmad._UD
+_EXT = _compiled()
+format_batch: Callable[..., tuple[list[str | None], list[int]]] = (
+    _EXT.ib_lines if _EXT is not None else format_reference)

@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 from ..locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
-from ..pcapio import Batch, CaptureError, open_capture
+from ..pcapio import Batch, CaptureError, Frame, open_capture
 from .erf import wire_length
 from .linktypes import LINKTYPE_ERF
 from .registry import registry
@@ -24,6 +24,7 @@ from .registry import registry
 ROCE_LINKS = (LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
 
 PEEK = 16  # frames looked at before choosing the reader
+PEEL_BATCH = 2048  # frames a batch when peeled frames are handed out one at a time
 
 
 def capture_kind(path: str, udp_port: int) -> str | None:
@@ -62,6 +63,28 @@ def capture_kind(path: str, udp_port: int) -> str | None:
                 udp_port):
             kind = "tunnel"
     return kind
+
+
+def analysed(reader: Any, kind: str | None, udp_port: int) -> Any:
+    """What ``roce stats`` analyses for a capture that ``capture_kind`` calls ``kind``: a
+    ``Peel`` of ``reader`` when it starts with a tunnel or ERF records (native InfiniBand in
+    ERF included), else ``reader`` itself (link type 247 is read in place, as RoCE is)."""
+    from .linktypes import LINKTYPE_INFINIBAND
+
+    if kind == "tunnel" or (kind == "ib" and reader.linktype != LINKTYPE_INFINIBAND):
+        return Peel(reader, udp_port)
+    return reader
+
+
+def frames(reader: Any, udp_port: int) -> Iterator[Frame]:
+    """The frames of a ``Peel`` (or any reader with batches), one at a time: the frames the
+    analyser saw, for the second pass of ``roce stats --timeline``."""
+    for b in reader.batches(PEEL_BATCH):
+        lt = b.linktype
+        for data, ts, cap, orig in zip(b.datas, b.ts_ns, b.caplen, b.origlen):
+            if cap > orig:  # an ERF record's padding after the packet: not on the wire
+                data, cap = data[:orig], orig
+            yield Frame(data, ts, cap, orig, lt, 0)
 
 
 class Peel:

@@ -1,0 +1,78 @@
+"""``roce stats`` on ERF-wrapped captures beyond the one-file report: ``--timeline`` (the
+second pass) and several captures (one report each, ``--merge``) unwrap ERF records as the
+one-file report does, for RoCE in ERF Ethernet records and native InfiniBand in ERF
+INFINIBAND records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from cc_helpers import frames as cc_frames
+
+from roce.cli import main
+from roce.families import craft, erf
+from roce.locate import OK, walk
+from roce.pcapio import PcapWriter
+
+T0 = 1_700_000_000_000_000_000
+IB_ARGS = SimpleNamespace(vl=0, sl=0, dlid=1, slid=2)
+
+
+def _write(path: Path, items: list[tuple[bytes, int]], linktype: int) -> str:
+    with PcapWriter(str(path), linktype=linktype) as w:
+        for data, ts in items:
+            w.write(data, ts_ns=T0 + ts)
+    return str(path)
+
+
+def _captures(tmp_path: Path) -> dict[str, str]:
+    """The congestion-control capture (tests/cc_helpers.py) as Ethernet, in ERF Ethernet
+    records, as native InfiniBand (its RoCE frames) and in ERF INFINIBAND records."""
+    eth = cc_frames()
+    ib = [(craft.to_ib(d, IB_ARGS), ts) for d, ts in eth if walk(d).status == OK]
+    return {
+        "eth": _write(tmp_path / "eth.pcap", eth, 1),
+        "erf_eth": _write(tmp_path / "erf_eth.pcap",
+                          [(erf.record(d, rtype=erf.ERF_TYPE_ETH), ts) for d, ts in eth], 197),
+        "ib": _write(tmp_path / "ib.pcap", ib, 247),
+        "erf_ib": _write(tmp_path / "erf_ib.pcap", [(erf.record(d), ts) for d, ts in ib], 197),
+    }
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    capsys.readouterr()
+    assert main(["stats", *argv, "-T", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("plain,wrapped", [("eth", "erf_eth"), ("ib", "erf_ib")])
+def test_timeline_unwraps_erf(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                              plain: str, wrapped: str) -> None:
+    caps = _captures(tmp_path)
+    want = _json(capsys, caps[plain], "--timeline", "20us")["congestion"]["timeline"]
+    assert want["qps"] and any(r["qps"] for r in want["rows"])  # a timeline worth comparing
+    got = _json(capsys, caps[wrapped], "--timeline", "20us")["congestion"]["timeline"]
+    assert got == want
+
+
+def _flows(report: dict) -> list:
+    return sorted(json.dumps(f, sort_keys=True) for f in report["flows"])
+
+
+@pytest.mark.parametrize("plain,wrapped", [("eth", "erf_eth"), ("ib", "erf_ib")])
+def test_several_captures_unwrap_erf(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     plain: str, wrapped: str) -> None:
+    caps = _captures(tmp_path)
+    alone = _json(capsys, caps[wrapped])
+    assert alone["flows"]  # the one-file report reads ERF (the reference here)
+    doc = _json(capsys, caps[plain], caps[wrapped], "-j", "1")
+    files = {Path(f["capture"]["file"]).name: f for f in doc["files"]}
+    assert _flows(files[f"{wrapped}.pcap"]) == _flows(alone) == _flows(files[f"{plain}.pcap"])
+    assert doc["total"]["totals"]["roce_packets"] == 2 * alone["totals"]["roce_packets"]
+    merged = _json(capsys, "--merge", caps[plain], caps[wrapped])
+    twice = _json(capsys, "--merge", caps[plain], caps[plain])
+    assert merged["totals"]["roce_packets"] == twice["totals"]["roce_packets"] > 0
+    assert _flows(merged) == _flows(twice)
