@@ -263,3 +263,12 @@ def test_lookup_unknown_raises_keyerror(bad):
         assert f"0x{bad:02x}" in text
     elif isinstance(bad, str):
         assert repr(bad.strip()) in text
+
+
+def test_opcodes_command_names_one_link_rows(capsys):
+    from roce.cli import main
+
+    assert main(["opcodes", "--transport", "cnp"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["0x80", "0x81"]
+    assert rows[0].endswith("(native InfiniBand only)") and rows[1].endswith("(RoCE only)")
