@@ -16,7 +16,7 @@ cdef extern from "Python.h":
 cdef object IBL_NAMES = None       # 256 bytes: opcode names (summary.NAMES)
 cdef object IBL_SYN_PRE = None     # 256 bytes: AETH text before " MSN=" (SYNDROME_PARTS)
 cdef object IBL_SYN_POST = None    # 256 bytes: AETH text after the MSN
-cdef object IBL_FLAGS = None       # 32 bytes: flag suffix by iblines.flag_index (IB_FLAG_TEXT)
+cdef object IBL_FLAGS = None       # 32 bytes: flag suffix by ibflags.flag_index (IB_FLAG_TEXT)
 cdef object IBL_PROTOCOL = None
 cdef uint8_t IBL_KIND[256]
 cdef uint8_t IBL_UD[256]

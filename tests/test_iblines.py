@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_families import _cli, _mixed_ib_frames, ib_frames_with_flips
 
-from roce.families import erf, ib, iblines
+from roce.families import erf, ib, ibflags, iblines
 from roce.opcodes import OPCODES
 from roce.pcapio import PcapWriter
 
@@ -143,7 +143,7 @@ def test_fecn_becn_and_ib_cnp_lines(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert tails == [" [AckReq] [FECN]", " [AckReq] [BECN]", " [AckReq] [FECN] [BECN]"]
     assert fast[-1].endswith("InfiniBand 26 CNP QP=0x000077 [BECN]")
     assert not any("FECN" in ln or "BECN" in ln for ln in fast[:-4])
-    assert iblines.IB_FLAG_TEXT[iblines.flag_index(True, True, True, False, False)] == (
+    assert ibflags.IB_FLAG_TEXT[ibflags.flag_index(True, True, True, False, False)] == (
         " [AckReq] [FECN] [BECN] [BAD ICRC] [BAD VCRC]")
 
 

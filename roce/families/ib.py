@@ -160,7 +160,7 @@ def columns(d: Decoded) -> tuple[str, str, str, str]:
     """(source, destination, protocol, Info) of a decoded packet, tshark style: LIDs as
     addresses, the opcode line of RoCE, then MAD / CM / IPoIB facts."""
     from ..dissect.summary import info_text
-    from .iblines import IB_FLAG_TEXT, flag_index
+    from .ibflags import IB_FLAG_TEXT, flag_index
 
     f = d.fields
     if "lrh.slid" not in f:

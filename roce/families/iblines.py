@@ -18,7 +18,6 @@ from typing import Any
 
 from ..dissect.summary import (
     _MAYBE_SACK,  # AETHs that may be a selective NAK: their text is aeth_text's, in Python
-    FLAG_TEXT,
     K_AETH,
     K_CNP,
     K_DETH,
@@ -36,24 +35,9 @@ from ..dissect.summary import (
 )
 from ..locate import FLAG_A, FLAG_BECN, FLAG_FECN
 from . import ib, ibmad
+from .ibflags import IB_FLAG_TEXT, flag_index
 
 PROTOCOL = "InfiniBand"
-BAD_VCRC = " [BAD VCRC]"
-FECN_TEXT, BECN_TEXT = " [FECN]", " [BECN]"
-# Flag suffix by ``flag_index``: RoCE's (summary.FLAG_TEXT: [AckReq], then the forward
-# congestion mark, then [BAD ICRC]) with the BTH FECN in the place of IP's ECN CE and the
-# BECN beside it (docs/protocol.md "Native InfiniBand": the two marks), then [BAD VCRC].
-_FLAG_PIECES = ((1, FLAG_TEXT[1]), (2, FECN_TEXT), (4, BECN_TEXT), (8, FLAG_TEXT[4]),
-                (16, BAD_VCRC))
-IB_FLAG_TEXT: tuple[str, ...] = tuple("".join(t for bit, t in _FLAG_PIECES if i & bit)
-                                      for i in range(32))
-
-
-def flag_index(ackreq: bool, fecn: bool, becn: bool, icrc_ok: bool, vcrc_ok: bool) -> int:
-    """The ``IB_FLAG_TEXT`` index of a packet's flags."""
-    return ((1 if ackreq else 0) | (2 if fecn else 0) | (4 if becn else 0)
-            | (0 if icrc_ok else 8) | (0 if vcrc_ok else 16))
-
 _GID_SRC = ib.LRH_SIZE + 8  # GRH source GID, then destination GID (16 bytes each)
 
 
