@@ -120,6 +120,10 @@ class QueuePair:
         # None: the requester builds every packet its window allows at once; a number: it
         # stops while this many frames wait in ``tx`` (a NIC scheduler pulls and pumps again)
         self.tx_limit: int | None = None
+        # True once a NIC scheduler owns ``tx`` (roce.emu.net.nic): the requester starts its
+        # timers when a request frame leaves on the wire (``Requester.on_wire``), not when it
+        # is built; False: every frame leaves as it is built (docs/architecture.md)
+        self.timers_at_wire = False
         self.extra_timers: dict[str, int] = {}
         self.counters = Counters()
         self.rq: deque[RecvWQE] = deque()
@@ -265,6 +269,15 @@ class QueuePair:
     def send_frame(self, frame: bytes) -> None:
         self.counters.packets_sent += 1
         self.tx.append(frame)
+
+    def send_request(self, frame: bytes, tag: tuple[int, int]) -> None:
+        """A request frame: ``tag`` (its PSN and the last PSN it covers) goes back to the
+        requester when a NIC puts it on the wire."""
+        if not self.timers_at_wire:
+            self.send_frame(frame)
+            return
+        self.counters.packets_sent += 1
+        self.tx.append_request(frame, tag)
 
     def discard_unsent_requests(self) -> list[int]:
         """Take back the request packets built ahead into this QP's own transmit list that no

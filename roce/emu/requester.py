@@ -46,6 +46,8 @@ class Requester:
         self.retry_left = 7
         self.rnr_left = 7
         self.high: int | None = None  # highest PSN sent so far: below it is a retransmission
+        # highest PSN a request frame that left the NIC covers (``on_wire``; None: none yet)
+        self.wire_high: int | None = None
         self.retrying: int | None = None  # PSN of the retry in progress
         self.window = MAX_UNACKED_PSNS  # PSNs in flight at most (selective repeat: the BDP)
         self.ack_every = MAX_PKT_PER_ACK  # AckReq at least every this many packets
@@ -101,6 +103,7 @@ class Requester:
         if qp.state != _RTS or self.rnr_until is not None:
             return
         limit = qp.tx_limit
+        at_wire = qp.timers_at_wire  # the timer starts in ``on_wire`` instead
         while self.cur < len(self.sq):
             if limit is not None and len(qp.tx) >= limit:
                 return  # the NIC scheduler pumps again when it takes a frame
@@ -117,7 +120,7 @@ class Requester:
             if psn_diff(psn, self.una) >= self.window:
                 return
             self._send_packet(wqe, self.cur_pkt, psn)
-            if self.timer is None and qp.timeout_ns:  # ``_arm``, inline: once per packet
+            if self.timer is None and not at_wire and qp.timeout_ns:  # ``_arm``, inline
                 self.timer = now + qp.timeout_ns
             if wqe.operation is _READ or self.cur_pkt + 1 >= wqe.npkts:
                 self.cur += 1
@@ -152,6 +155,7 @@ class Requester:
 
     def _send_packet(self, wqe: SendWQE, index: int, psn: int) -> None:
         qp = self.qp
+        key = psn  # the PSN the scoreboard knows this frame by (a READ's may differ)
         wr = wqe.wr
         op = wqe.operation
         mtu = qp.mtu
@@ -202,7 +206,36 @@ class Requester:
             # end is psn but for a READ: reuse the distance already taken (once per packet)
             if (d if end == psn else psn_diff(end, high)) > 0:
                 self.high = end
-        qp.send_frame(frame)
+        if qp.timers_at_wire:
+            qp.send_request(frame, (key, end))
+        else:
+            qp.send_frame(frame)
+
+    # -- the wire (a NIC that builds frames ahead: roce.emu.net.nic) ---------------------
+
+    def on_wire(self, now: int, psn: int, end: int) -> None:
+        """A request frame for ``psn`` (covering up to ``end``) left the NIC at ``now``.
+
+        A NIC that builds frames ahead holds them while its pacer or PFC holds the QP; the
+        local ACK timeout counts from transmission (rxe arms it when it sends, rxe_req.c),
+        so it starts here: when nothing sent before is still unacknowledged, or when this
+        frame resends the oldest unacknowledged PSN (a retry restarts it)."""
+        high = self.wire_high
+        first = high is None or psn_diff(high, self.una) < 0 or psn == self.una
+        if high is None or psn_diff(end, high) > 0:
+            self.wire_high = end
+        if self.sq and self.rnr_until is None and (first or self.timer is None):
+            self._start_timer(now)
+
+    def _start_timer(self, now: int) -> None:
+        if self.qp.timeout_ns:
+            self.timer = now + self.qp.timeout_ns
+
+    def _nothing_on_wire(self) -> bool:
+        """Every request frame that left the NIC is acknowledged (frames built ahead may
+        still wait in it): no timer runs until the next one leaves (``on_wire``)."""
+        high = self.wire_high
+        return high is None or psn_diff(high, self.una) < 0
 
     def _read_end(self, wqe: SendWQE) -> int:
         """The response index a READ (re)request asks up to, exclusive: go-back-N asks for
@@ -303,6 +336,8 @@ class Requester:
         self.reset_retries()
         self.retrying = None
         if self.cur == 0 and self.cur_pkt == 0 and (not self.sq or self.sq[0].first_psn < 0):
+            self.timer = None
+        elif self.qp.timers_at_wire and self._nothing_on_wire():
             self.timer = None
         elif self.qp.timeout_ns:
             self.timer = now + self.qp.timeout_ns

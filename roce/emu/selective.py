@@ -109,9 +109,10 @@ class SRRequester(Requester):
         choosing RTO_low (section 4.1).  ``psn`` would not do: a message's PSNs are all
         assigned when its first packet goes, so a 1 MiB WRITE held back by BDP flow control
         would count its unsent packets and always wait RTO_high."""
-        if self.high is None:
+        high = self.wire_high if self.qp.timers_at_wire else self.high  # sent: on the wire
+        if high is None:
             return 0
-        return max(0, psn_diff(self.high, self.una) + 1 - len(self.sacked))
+        return max(0, psn_diff(high, self.una) + 1 - len(self.sacked))
 
     def _unit(self, psn: int) -> tuple[int, bool] | None:
         """The PSN to resend for ``psn``: itself, or for a READ its first missing response;
@@ -224,7 +225,8 @@ class SRRequester(Requester):
             if psn_diff(psn, self.una) < 0 or psn in self.sacked:
                 continue
             self._resend(psn)
-            self._arm(now)
+            if not qp.timers_at_wire:  # else ``on_wire`` starts it
+                self._arm(now)
         idle = self.timer is None
         super().pump(now)
         if idle and self.timer is not None:  # the base arms go-back-N's local ACK timeout
@@ -250,8 +252,18 @@ class SRRequester(Requester):
 
     def _send_packet(self, wqe: SendWQE, index: int, psn: int) -> None:
         super()._send_packet(wqe, index, psn)
-        if self.rack is not None:
+        if self.rack is not None and not self.qp.timers_at_wire:
             self.rack.on_send(psn, self.now)
+
+    def on_wire(self, now: int, psn: int, end: int) -> None:
+        """RACK's send time is when the frame left the NIC (RFC 8985 section 6.1: the
+        transmission time), so a frame held by the pacer is not found lost before it went."""
+        if self.rack is not None and self.sq:
+            self.rack.on_send(psn, now)
+        super().on_wire(now, psn, end)
+
+    def _start_timer(self, now: int) -> None:
+        self.timer = now + self.cfg.rto_ns(self.in_flight())
 
     def _read_end(self, wqe: SendWQE) -> int:
         """Selective repeat asks only for the missing run: up to the first response that
@@ -367,7 +379,7 @@ class SRRequester(Requester):
             self.asked = {p for p in self.asked if psn_diff(p, una) >= 0}
         if self.mark is not None and psn_diff(self.mark, una) < 0:
             self.mark = None
-        if psn_diff(self.psn, una) <= 0:
+        if psn_diff(self.psn, una) <= 0 or self.qp.timers_at_wire and self._nothing_on_wire():
             self.timer = None
         else:
             self.timer = now + self.cfg.rto_ns(self.in_flight())

@@ -140,6 +140,7 @@ class Nic:
     def _take(self, now: int, qp: Any, ring: deque, prio: int) -> bytes:
         tx = qp.tx
         frame = tx.pop(0)
+        tag = tx.tags.popleft()
         self.tx_frames += 1
         tx.sent_bytes += len(frame)
         if self.cc is not None:
@@ -147,6 +148,10 @@ class Nic:
         pacer = tx.pacer
         if pacer.rate_bps < self.wire.rate_bps:
             pacer.sent(now, len(frame))  # below line rate: the pacer spaces the frames
+        if tag is not None:  # a request frame: its timers start now that it is on the wire
+            qp.requester.on_wire(now, *tag)
+            if tx and self._tcache.get(qp.qpn) != qp.deadline():
+                self._rearm(now, qp)
         if not tx:
             self._leave(qp, ring, prio)  # it rejoins on its next frame
             qp.requester.pump(now)  # build the next frames now that the link took these
@@ -308,9 +313,11 @@ def _call(now: int, fn: Callable[[int], None]) -> None:
 
 class _TxList(list):
     """A QP's transmit list that tells the NIC when it stops being empty (the QP core only
-    appends: it stays unaware of the scheduler)."""
+    appends: it stays unaware of the scheduler).  ``tags`` runs beside it: for a request
+    frame the requester's ``(psn, end)`` (``QueuePair.send_request``), handed back to it
+    when the frame leaves (``Requester.on_wire``), else None."""
 
-    __slots__ = ("nic", "qp", "pacer", "sent_bytes")
+    __slots__ = ("nic", "qp", "pacer", "sent_bytes", "tags")
 
     def __init__(self, nic: Nic, qp: Any, frames: list[bytes]) -> None:
         super().__init__(frames)
@@ -318,6 +325,9 @@ class _TxList(list):
         self.qp = qp
         self.pacer = nic.pacers[qp.qpn]
         self.sent_bytes = 0  # what the scheduler took from this QP
+        # frames built before the NIC took the list had their timers started when built
+        self.tags: deque[tuple[int, int] | None] = deque([None] * len(frames))
+        qp.timers_at_wire = True
         if frames:
             nic.queued(qp, frames[0])
 
@@ -325,10 +335,19 @@ class _TxList(list):
         if not self:
             self.nic.queued(self.qp, frame)
         list.append(self, frame)  # not super(): this runs per frame and super() is a call
+        self.tags.append(None)
+
+    def append_request(self, frame: bytes, tag: tuple[int, int]) -> None:
+        if not self:
+            self.nic.queued(self.qp, frame)
+        list.append(self, frame)
+        self.tags.append(tag)
 
     def replace(self, frames: list[bytes]) -> None:
         """The QP took back frames (a go-back-N rewind): an emptied list leaves the ring."""
         was = bool(self)
+        keep = {id(f) for f in frames}
+        self.tags = deque(t for f, t in zip(self, self.tags) if id(f) in keep)
         self[:] = frames
         if was and not self:
             self.nic.drained(self.qp)
