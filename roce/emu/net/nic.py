@@ -5,6 +5,10 @@ its own short transmit list (``QueuePair.tx_limit``): the link pulls one frame a
 the NIC pumps the QP's requester again, so go-back-N restarts from fresh state instead of
 behind a long queue; a rewind takes back the request frames still in the list
 (``QueuePair.discard_unsent_requests``), as a NIC that builds each packet when it sends it.
+For the same reason a request frame's timers start when it leaves here, not when it was built:
+the link's pull hands the requester its PSN and the virtual time (``Requester.on_wire``: the
+local ACK timeout or selective repeat's RTO, and RACK's send time), so a frame the pacer held
+for longer than the timeout is not taken for lost.
 The scheduler holds frames per priority (a QP's priority follows its DSCP through the same
 map the switches use), skips priorities the switch paused with PFC,
 goes round robin among the QPs, and lets each QP send only when its pacer allows
