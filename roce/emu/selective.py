@@ -108,11 +108,12 @@ class SRRequester(Requester):
         """PSNs sent and neither acknowledged nor selectively acknowledged: IRN's count for
         choosing RTO_low (section 4.1).  ``psn`` would not do: a message's PSNs are all
         assigned when its first packet goes, so a 1 MiB WRITE held back by BDP flow control
-        would count its unsent packets and always wait RTO_high."""
-        high = self.wire_high if self.qp.timers_at_wire else self.high  # sent: on the wire
-        if high is None:
+        would count its unsent packets and always wait RTO_high.  Frames a NIC still holds
+        (roce.emu.net.nic) do count: they will leave and draw the acknowledgements that find
+        a loss, which is what RTO_low is for (bench/RESULTS.md, "Loss recovery")."""
+        if self.high is None:
             return 0
-        return max(0, psn_diff(high, self.una) + 1 - len(self.sacked))
+        return max(0, psn_diff(self.high, self.una) + 1 - len(self.sacked))
 
     def _unit(self, psn: int) -> tuple[int, bool] | None:
         """The PSN to resend for ``psn``: itself, or for a READ its first missing response;
