@@ -18,7 +18,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from typing import IO
+from typing import IO, Any
 
 from .. import locate
 from ..options import parse_port, parse_positive_time, parse_rate
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
         if timeline is not None:
             return _usage("--timeline takes one capture file")
-        return fleetcmd.stats(args, fmt, port, (rate_bps, storm_ns))
+        return fleetcmd.stats(args, fmt, port, (rate_bps, storm_ns), cnp_interval)
     if timeline is not None and args.file[0] == "-":
         return _usage("--timeline reads the capture twice: give a file, not stdin")
     args.file = args.file[0]
@@ -134,18 +134,31 @@ def run(args: argparse.Namespace) -> int:
     cm = tunnelled.cm_pairing(args.file) if kind == "ib" else None
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
-                           "compressed": reader.compressed}, **report.to_dict(),
-               "pfc": pfc.to_dict(), "congestion": cc.to_dict()}
-        if cm is not None:
-            doc["cm_connections"] = [c.to_dict() for c in cm.connections]
+                           "compressed": reader.compressed},
+               **sections(report, pfc, cc, cm)}
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
-        render(report, reader.name, out, expert_all=args.expert, pfc=pfc, cc=cc)
-        if cm is not None and cm.connections:
-            out.write("\n" + "\n".join(cm.report_lines()) + "\n")
+        write_text(report, reader.name, out, args.expert, pfc, cc, cm)
     out.flush()
     return 0
+
+
+def sections(report: fl.Report, pfc: pauses.PauseReport, cc: Any, cm: Any) -> dict[str, Any]:
+    """The JSON report of one capture (or of a merged session) bar its ``capture`` key: the
+    flow report, PFC, congestion control, and the CM connections of native InfiniBand."""
+    doc = {**report.to_dict(), "pfc": pfc.to_dict(), "congestion": cc.to_dict()}
+    if cm is not None:
+        doc["cm_connections"] = [c.to_dict() for c in cm.connections]
+    return doc
+
+
+def write_text(report: fl.Report, name: str, out: IO[str], expert_all: bool,
+               pfc: pauses.PauseReport, cc: Any, cm: Any, rich: bool | None = None) -> None:
+    """The text report: ``statsview.render``, then the CM connections when there are any."""
+    render(report, name, out, expert_all=expert_all, rich=rich, pfc=pfc, cc=cc)
+    if cm is not None and cm.connections:
+        out.write("\n" + "\n".join(cm.report_lines()) + "\n")
 
 
 def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
