@@ -791,10 +791,15 @@ cdef class FlowEngine:
 
     cdef int _feed_req(self, AFlow f, uint32_t psn, int count, int64_t fn, int64_t ts,
                        bint read) except -1:
-        if f.req is None:
-            f.req = PSNTracker()
-        cdef int ev = self._feed(f, f.req, psn, count, fn, ts, 0)
+        cdef PSNTracker t = f.req
+        if t is None:
+            t = f.req = PSNTracker()
+        elif t.early and c_psn_diff(psn, t.first) < 0 and self._acknowledged(f, psn):
+            t.early = 0  # flowrules, "request PSNs": acknowledged, no late first arrival
+        cdef int ev = self._feed(f, t, psn, count, fn, ts, 0)
         cdef ABurst *b = &f.burst[2]
+        if ev == AEV_LATE:
+            f.req_first = t.first  # a late first arrival moves the start back
         if ev == AEV_DUPLICATE and not read and self._acknowledged(f, psn):
             if b.open:  # flowrules, "spurious retransmissions": runs fold
                 if psn == ((b.hi + 1) & A_PSN_MASK):
@@ -1099,6 +1104,17 @@ cdef class FlowEngine:
             st.ts = ts
             if self._is_write(kind):
                 st.dmalen = dmalen
+            return 0
+        if self._is_write(st.kind) and self._is_write(kind) and st.has_first \
+                and pos == AP_FIRST and st.mtu > 0 and c_psn_diff(st.first, psn) > 0 \
+                and dmalen == st.dmalen + <int64_t>c_psn_diff(st.first, psn) * st.mtu:
+            # A selective-repeat WRITE's true First, late (flowref._late)
+            st.first = st.lo = psn
+            st.dmalen = dmalen
+            st.nbytes += plen
+            st.pkts += 1
+            st.frame = fn
+            st.ts = ts
             return 0
         if st.kind >= 0 and pos == AP_MIDDLE and (
                 not st.has_first or c_psn_diff(psn, st.first) > 0):

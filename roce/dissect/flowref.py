@@ -434,7 +434,11 @@ class Analyzer:
         t = f.req
         if t is None:
             t = f.req = fast.PSNTracker()
+        elif t.early and psn_diff(psn, t.first) < 0 and self._acknowledged(f, psn):
+            t.early = 0  # flowrules, "request PSNs": acknowledged, no late first arrival
         ev = self._feed(f, t, psn, count, fn, ts, 0)
+        if ev == EV_LATE:
+            f.req_first = t.first  # a late first arrival moves the start back
         b = f.bursts[2]
         if ev == EV_DUPLICATE and not read and self._acknowledged(f, psn):
             if b is not None:  # flowrules, "spurious retransmissions": runs fold
@@ -682,6 +686,16 @@ class Analyzer:
             st.frame, st.ts = fn, ts
             if kind in WRITE_KINDS:
                 st.dmalen = dmalen
+            return
+        if st.kind in WRITE_KINDS and kind in WRITE_KINDS and st.first is not None and \
+                pos == P_FIRST and st.mtu > 0 and psn_diff(st.first, psn) > 0 and \
+                dmalen == st.dmalen + psn_diff(st.first, psn) * st.mtu:
+            # A selective-repeat WRITE's true First, late: its DMA length covers the
+            # message's from there (flowrules, "selective repeat WRITE").
+            st.first, st.lo, st.dmalen = psn, psn, dmalen
+            st.bytes += plen
+            st.pkts += 1
+            st.frame, st.ts = fn, ts
             return
         if st.kind >= 0 and pos == P_MIDDLE and (
                 psn_diff(psn, st.first if st.first is not None else st.lo) > 0
