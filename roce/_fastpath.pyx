@@ -1111,25 +1111,37 @@ cdef class PSNTracker:
     cdef bint _early(self, uint32_t psn, int count) except -1:
         """roce.psn.PSNTracker._early: a late first arrival moves the start back."""
         cdef int32_t below = c_psn_diff(self.first, psn)
-        cdef uint32_t hole
-        cdef int k
         if below < count or <uint32_t>below > self.early \
                 or c_psn_diff(self.next, self.first) < 0:
             return False
-        hole = <uint32_t>(below - count)
+        self._back(psn, (psn + count) & PSN_MASK, <uint32_t>(below - count))
+        return True
+
+    cpdef bint start_at(self, uint32_t psn) except -1:
+        """roce.psn.PSNTracker.start_at."""
+        psn &= PSN_MASK
+        cdef int32_t below = c_psn_diff(self.first, psn)
+        if not self.started or below <= 0 or <uint32_t>below > self.early \
+                or c_psn_diff(self.next, self.first) < 0:
+            return False
+        self._back(psn, psn, <uint32_t>below)
+        return True
+
+    cdef int _back(self, uint32_t psn, uint32_t start, uint32_t hole) except -1:
+        cdef int k
         if hole:
             self._reserve()
             for k in range(self.nholes, 0, -1):
                 self.hole_start[k] = self.hole_start[k - 1]
                 self.hole_len[k] = self.hole_len[k - 1]
-            self.hole_start[0] = (psn + count) & PSN_MASK
+            self.hole_start[0] = start
             self.hole_len[0] = hole
             self.nholes += 1
             self.missing += hole
             if self.nholes > MAX_HOLES:
                 self._drop(0)
         self.first = psn
-        return True
+        return 0
 
     cdef void _advance(self, uint32_t psn, int count) noexcept:
         cdef uint64_t nxt = <uint64_t>psn + count

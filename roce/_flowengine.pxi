@@ -738,6 +738,7 @@ cdef class FlowEngine:
                 if v == A_SACK_CODE:
                     f.nak_psn = psn
                     self._ack_to(f, psn)
+                    self._nak_below_start(f, psn)
                 if selective:
                     self._sack(f, <uint32_t>k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
@@ -846,6 +847,24 @@ cdef class FlowEngine:
                         q = (<uint32_t>f.acked + i) & (A_SACK_AHEAD - 1)
                         f.sacks[q >> 3] &= ~(1 << (q & 7))
         f.acked = psn
+
+    cdef int _nak_below_start(self, AFlow f, uint32_t psn) except -1:
+        """flowref._nak_below_start: a sequence NAK's ePSN below the start of the flow it
+        answers moves that start back."""
+        cdef AFlow c, x = None
+        cdef PSNTracker t
+        cdef int32_t d
+        for c in f.back:
+            t = c.req
+            if t is not None and t.early:
+                d = c_psn_diff(t.first, psn)
+                if 0 < d and <uint32_t>d <= t.early:
+                    if x is not None:
+                        return 0  # two candidates: ambiguous
+                    x = c
+        if x is not None and x.req.start_at(psn):
+            x.req_first = psn
+        return 0
 
     cdef int _sack(self, AFlow f, uint32_t psn) except -1:
         cdef int32_t d = c_psn_diff(psn, <uint32_t>f.acked)

@@ -125,14 +125,29 @@ class PSNTracker:
         below = psn_diff(self.first, psn)
         if not count <= below <= self.early or psn_diff(self.next, self.first) < 0:
             return False
-        hole = below - count
+        self._back(psn, psn_add(psn, count), below - count)
+        return True
+
+    def start_at(self, psn: int) -> bool:
+        """The flow started at ``psn``, 1..``early`` below its first PSN, not yet seen (a
+        sequence NAK's ePSN there): the start moves back, ``psn`` onwards become missing.
+        Whether it moved (the rule of ``_early``)."""
+        psn &= PSN_MASK
+        below = psn_diff(self.first, psn)
+        if not self.started or not 0 < below <= self.early \
+                or psn_diff(self.next, self.first) < 0:
+            return False
+        self._back(psn, psn, below)
+        return True
+
+    def _back(self, psn: int, start: int, hole: int) -> None:
+        """The start moves back to ``psn``; ``hole`` PSNs from ``start`` are missing."""
         if hole:
-            self.holes.insert(0, [psn_add(psn, count), hole])  # the lowest PSNs: PSN order
+            self.holes.insert(0, [start, hole])  # the lowest PSNs: PSN order kept
             self.missing += hole
             if len(self.holes) > MAX_HOLES:
                 del self.holes[0]
         self.first = psn
-        return True
 
     def _advance(self, psn: int, count: int) -> None:
         # The sequence wrapped if it jumped forward past 2^24 - 1 (psn below the expected

@@ -394,6 +394,7 @@ class Analyzer:
                 if v == NAK_PSN_SEQUENCE_ERROR:
                     f.nak_psn = psn
                     self._ack_to(f, psn)
+                    self._nak_below_start(f, psn)
                 if selective:
                     self._sack(f, k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
@@ -478,6 +479,20 @@ class Analyzer:
                         p = (old + i) & (SACK_AHEAD - 1)
                         sacks[p >> 3] &= ~(1 << (p & 7))
         f.acked = psn
+
+    @staticmethod
+    def _nak_below_start(f: _RefFlow, psn: int) -> None:
+        """A sequence NAK's ePSN a little below the first PSN of the one flow it answers
+        (flowrules, "request PSNs"): that flow started there, the PSN is missing."""
+        x = None
+        for c in f.back:
+            t = c.req
+            if t is not None and t.early and 0 < psn_diff(t.first, psn) <= t.early:
+                if x is not None:
+                    return  # two candidates: ambiguous
+                x = c
+        if x is not None and x.req.start_at(psn):
+            x.req_first = psn
 
     @staticmethod
     def _sack(f: _RefFlow, psn: int) -> None:
