@@ -1112,6 +1112,10 @@ cdef class FlowEngine:
         cdef list e
         cdef bint hit
         cdef int64_t size
+        if pos == AP_FIRST and self._is_write(kind) and self._is_write(st.kind) \
+                and st.has_first and st.mtu > 0 and c_psn_diff(psn, st.first) > 0 \
+                and dmalen == st.dmalen - <int64_t>c_psn_diff(psn, st.first) * st.mtu:
+            pos = AP_MIDDLE  # a late Middle (flowref._late)
         if st.kind >= 0 and not st.has_first and pos == AP_FIRST and c_psn_diff(st.lo, psn) > 0:
             # The head of the message in progress, resent.
             st.has_first = True

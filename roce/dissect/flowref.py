@@ -693,6 +693,10 @@ class Analyzer:
     def _late(self, f: _RefFlow, st: _Msgs, pos: int, kind: int, psn: int, plen: int,
               dmalen: int, fn: int, ts: int) -> None:
         """A packet that filled a hole: it may belong to the current or an abandoned message."""
+        if pos == P_FIRST and kind in WRITE_KINDS and st.kind in WRITE_KINDS and \
+                st.first is not None and st.mtu > 0 and psn_diff(psn, st.first) > 0 and \
+                dmalen == st.dmalen - psn_diff(psn, st.first) * st.mtu:
+            pos = P_MIDDLE  # a late Middle (flowrules, "selective repeat WRITE")
         if st.kind >= 0 and st.first is None and pos == P_FIRST and psn_diff(st.lo, psn) > 0:
             # The head of the message in progress, resent.
             st.first, st.lo, st.mtu = psn, psn, plen

@@ -91,7 +91,8 @@ selective repeat WRITE
     order this makes one message per WRITE, exact in count and size.  A late First (out of
     order, before the message's First in PSN) whose DMA length is the message's plus the
     full-MTU packets from it to that First is the message's true First (a late first
-    arrival, "request PSNs"): the message starts there.
+    arrival, "request PSNs"): the message starts there; a late First after the message's
+    First whose DMA length fits as above is a Middle of it.
 bad frames
     a malformed frame (walk status >= 10) is counted globally and, when its addresses and BTH
     are readable, in its flow; its PSN is still sequenced but it takes no part in message
