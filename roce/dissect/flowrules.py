@@ -53,7 +53,10 @@ request PSNs
     "acknowledged PSNs": once the flow answering it has acknowledged past the first PSN,
     the old rule holds for good) and the sequence has not gone half the PSN space on; the
     flow's start moves back to it and the PSNs between become missing (a hole, not a gap).
-    Response PSNs follow the same rule, without the acknowledgement condition.
+    A sequence NAK whose ePSN lies so below the first PSN of the one flow it answers (the
+    flows between the same addresses the other way; two such flows: nothing) moves that
+    start back to the ePSN, which is missing from then on (``PSNTracker.start_at``).
+    Response PSNs follow the first rule, without the acknowledgement condition.
 response PSNs
     a second tracker per flow, fed with READ responses and atomic ACKs (ACKs coalesce, so they
     are not sequenced).  A response First/Only or an atomic ACK may jump forward (the PSNs in
