@@ -33,6 +33,7 @@ from roce.dissect.cflows import AVAILABLE
 from roce.dissect.flowrules import K_WRITE, REORDER_HOLD, SACK_AHEAD
 from roce.dissect.flows import analyse
 from roce.emu import LinkConfig, SendWR, WROpcode
+from roce.emu.recovery import RecoveryConfig
 from roce.headers import AETH_ACK, AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome
 from roce.pcapio import PcapWriter, open_capture
 from roce.psn import PSN_MASK
@@ -269,8 +270,10 @@ def test_go_back_n_resends_are_spurious_only_when_acknowledged(
 def test_sr_timeouts_before_the_acks_return_are_all_spurious(tmp_path: Path, engine: str,
                                                              size: int) -> None:
     """A short timeout and a slow way back: the requester resends what the responder had
-    already acknowledged; the capture at the responder's port shows each ACK first."""
-    p = pair(recovery="sr", timeout=1, mtu=1024, config=LinkConfig(),
+    already acknowledged; the capture at the responder's port shows each ACK first.  (Under
+    selective repeat the timeout is the recovery's RTO, not the QP's local ACK timeout.)"""
+    short = RecoveryConfig("sr", rto_low_ns=8_192, rto_high_ns=8_192)
+    p = pair(recovery=short, mtu=1024, config=LinkConfig(),
              reverse=LinkConfig(delay_ns=20_000))
     w = receiver_port(p, tmp_path / "b.pcap")
     _writes(p, 4, size)

@@ -661,9 +661,13 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
         limit_ns = t0 + int((sc.time_limit_s + ep.oob_timeout) * 1e9)
         status: Counter = Counter()
         finished = True
+        # the flows still waiting for receive completions, in QP order: a listener's QPs
+        # post no sends, so once every SEND's receive completed (any status, flushes
+        # included) its CQ stays empty and nothing is left to post; a wake-up skips it
+        pending = {f.index: f for f in flows if f.recv_done < len(f.sends)}
         while not done:
             t.poll(0.05)
-            for f in flows:
+            for f in list(pending.values()):
                 for wc in f.cq.poll(1 << 16):
                     status[WCStatus(wc.status).name] += 1
                     if sc.qp_type == "ud" and wc.status == WCStatus.IBV_WC_SUCCESS and \
@@ -671,6 +675,8 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
                         f.recv_bad += 1
                     f.recv_done += 1
                 _post_receives(sc, f)
+                if f.recv_done >= len(f.sends):
+                    del pending[f.index]
             if time.monotonic_ns() > limit_ns:
                 finished = False
                 break

@@ -163,7 +163,8 @@ class Requester:
             psn = (wqe.first_psn + wqe.read_next) & PSN_MASK
             row = select(Transport.RC, op, Position.ONLY)
             ext["reth"] = {"va": wr.remote_addr + skip, "r_key": wr.rkey,
-                           "dmalen": max(wqe.length - skip, 0)}
+                           "dmalen": max(min(wqe.length, self._read_end(wqe) * mtu) - skip,
+                                         0)}
             ackreq, last = True, True
         elif op is _ATOMIC:
             row = _ATOMIC_ROWS[wr.opcode]
@@ -202,6 +203,11 @@ class Requester:
             if (d if end == psn else psn_diff(end, high)) > 0:
                 self.high = end
         qp.send_frame(frame)
+
+    def _read_end(self, wqe: SendWQE) -> int:
+        """The response index a READ (re)request asks up to, exclusive: go-back-N asks for
+        every response from ``read_next`` on."""
+        return wqe.npsn
 
     def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
                   nbytes: int) -> tuple[Opcode, dict | None]:

@@ -20,9 +20,12 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   once, i.e. 1; 3 is TCP's RFC 6675 rule and absorbs some multipath reordering).  A timeout
   (IRN's RTO_low / RTO_high, ``roce.emu.recovery``) resends every PSN not acknowledged.
   BDP flow control caps PSNs in flight (``RecoveryConfig.bdp_packets``).
-- READ responses are placed as they arrive and the READ completes once all have; a missing
-  one is asked for again by the loss rule (``rack``: a later response arrived more than the
-  reordering window ago, the ``read_gap`` timer; ``dupthresh``: that many later responses).
+- READ responses of any outstanding READ are placed as they arrive (a response names its
+  READ by PSN), whatever the READs before it miss; a READ completes, in order, once all its
+  responses came.  A missing one is asked for again by the loss rule (``rack``: a later
+  response, of this READ or a later one, arrived more than the reordering window ago, the
+  ``read_gap`` timer; ``dupthresh``: that many later responses), with a READ request for
+  the missing run alone (PSN, RETH VA and length of that run).
   RNR NAKs and error NAKs keep the go-back-N rules of ``roce.emu.completer``.
 """
 
@@ -86,6 +89,9 @@ class SRRequester(Requester):
         # the first loss of the episode was found (TCP's recovery point; RFC 8985 step 4)
         self.recover_to: int | None = None
         self.gap_at: int | None = None  # the ``read_gap`` timer (SRCompleter.read_gap)
+        # READ response PSNs (and atomic PSNs) asked for again and not yet come: the loss
+        # rules do not ask twice; the RTO covers a lost re-request
+        self.asked: set[int] = set()
 
     def reset(self, sq_psn: int) -> None:
         super().reset(sq_psn)
@@ -110,6 +116,8 @@ class SRRequester(Requester):
             off = psn_diff(psn, wqe.first_psn)
             if 0 <= off < wqe.npsn:
                 if wqe.operation is Operation.RDMA_READ:
+                    if wqe.read_next >= wqe.npsn:
+                        return None  # every response came; it completes in order
                     return (wqe.first_psn + wqe.read_next) & PSN_MASK, True
                 return psn, wqe.rd_atomic
         return None
@@ -120,6 +128,8 @@ class SRRequester(Requester):
             return
         unit, asks = found
         if asks:
+            if unit in self.asked:
+                return  # asked for again already
             # a selective NAK says the request arrived, not that its answer came back (it
             # may be lost): a READ or atomic is resent whenever found missing
             self.sacked.discard(unit)
@@ -209,7 +219,10 @@ class SRRequester(Requester):
                 continue
             self._resend(psn)
             self._arm(now)
+        idle = self.timer is None
         super().pump(now)
+        if idle and self.timer is not None:  # the base arms go-back-N's local ACK timeout
+            self.timer = now + self.cfg.rto_ns(self.in_flight())
 
     def _resend(self, psn: int) -> None:
         for wqe in self.sq:
@@ -220,6 +233,12 @@ class SRRequester(Requester):
                 self.noack = self.ack_every  # AckReq: a filled hole is acknowledged at once
                 self.qp.counters.selective_retransmitted += 1
                 self.resent.add(psn)
+                if wqe.operation is Operation.RDMA_READ:  # the responses it asks for
+                    first = wqe.first_psn
+                    self.asked.update((first + i) & PSN_MASK
+                                      for i in range(wqe.read_next, self._read_end(wqe)))
+                elif wqe.rd_atomic:
+                    self.asked.add(psn)
                 self._send_packet(wqe, 0 if wqe.rd_atomic else off, psn)
                 return
 
@@ -227,6 +246,25 @@ class SRRequester(Requester):
         super()._send_packet(wqe, index, psn)
         if self.rack is not None:
             self.rack.on_send(psn, self.now)
+
+    def _read_end(self, wqe: SendWQE) -> int:
+        """Selective repeat asks only for the missing run: up to the first response that
+        arrived past ``read_next`` (the loss rule asks for the next run once this one is
+        placed)."""
+        got = self.qp.completer.got.get(wqe.first_psn)
+        return min(got) if got else wqe.npsn
+
+    def answered(self, now: int, wqe: SendWQE, psn: int) -> None:
+        """A response ``psn`` of READ ``wqe`` came: its request arrived, and the re-request
+        starting at ``psn`` (if any) too.  The send record takes them as acknowledged, so
+        the request rule does not resend a READ that is being answered."""
+        self.asked.discard(psn)
+        rack = self.rack
+        if rack is not None:
+            sent = rack.sent
+            keys = [k for k in dict.fromkeys((wqe.first_psn, psn)) if k in sent]
+            if keys:
+                rack.on_ack(keys, now, self.resent)
 
     def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
                   nbytes: int) -> tuple[Opcode, dict | None]:
@@ -261,6 +299,7 @@ class SRRequester(Requester):
             return
         self.retry_left -= 1
         self.retrying = None
+        self.asked.clear()  # ask again for everything missing
         if self.high is not None:
             for off in range(psn_diff(self.high, self.una) + 1):
                 self._queue((self.una + off) & PSN_MASK)
@@ -318,6 +357,8 @@ class SRRequester(Requester):
             self.holes = {p for p in self.holes if psn_diff(p, una) >= 0}
         if self.resent:
             self.resent = {p for p in self.resent if psn_diff(p, una) >= 0}
+        if self.asked:
+            self.asked = {p for p in self.asked if psn_diff(p, una) >= 0}
         if self.mark is not None and psn_diff(self.mark, una) < 0:
             self.mark = None
         if psn_diff(self.psn, una) <= 0:
@@ -345,6 +386,7 @@ class SRRequester(Requester):
             self.rack.forget()
         self.reo_at = None
         self.gap_at = None
+        self.asked.clear()
         self.recover_to = None  # the scoreboard starts over; no recovery ended
         self.qp.completer.behind = None
 
@@ -444,8 +486,12 @@ class SRCompleter(Completer):
         # while a READ or atomic before it still missed its answer: applied once it came
         self.behind: int | None = None
         self.held_by = -1  # the first PSN of the READ or atomic that holds it
+        # READ first PSN -> when its first response arrived (until it completes)
+        self.seen_at: dict[int, int] = {}
+        self.now = 0  # the time of the response being handled (for ``_done``)
 
     def receive(self, now: int, pkt: Incoming) -> None:
+        self.now = now
         if pkt.op.operation is Operation.ACK and is_selective_nak(pkt.ext["aeth"]["syndrome"]):
             req = self.qp.requester
             if not req.sq or req.sq[0].first_psn < 0 or req.high is None:
@@ -506,88 +552,173 @@ class SRCompleter(Completer):
         self._ack(now, (end - 1) & PSN_MASK)  # may hold again, at the next READ or atomic
 
     def _read_response(self, now: int, pkt: Incoming) -> None:
-        """IRN: READ responses are placed as they come (by their offset in the READ); the
-        READ completes, in order, once every response arrived.  A missing response is asked
-        for again (the READ request resent from it, a selective retransmission) by the loss
-        rule: ``rack``, once a later response arrived more than the reordering window ago
-        (``read_gap``); ``dupthresh``, or ``rack`` before any round trip was measured,
-        once ``dupthresh`` later responses arrived."""
+        """IRN: READ responses are placed as they come, for any outstanding READ (by their
+        PSN: a READ's responses carry the PSNs its request took), whatever the state of the
+        READs before it; a READ completes, in order, once every response arrived and
+        everything before it completed.  A missing response is asked for again (the READ
+        request resent for the missing run, a selective retransmission) by the loss rule:
+        ``rack``, once a later response (of this READ or a later one) arrived more than
+        the reordering window ago (``read_gap``); ``dupthresh``, or ``rack`` before any
+        round trip was measured, once ``dupthresh`` later responses arrived."""
         req = self.qp.requester
         psn = pkt.psn
-        wqe = self._head_read(now, psn)
+        wqe = self._read_of(psn)
         if wqe is None:
+            self.qp.counters.duplicates += 1  # no outstanding READ took this PSN
             return
         idx = psn_diff(psn, wqe.first_psn)
         got = self.got.setdefault(wqe.first_psn, {})
         if idx < wqe.read_next or idx in got:
             self.qp.counters.duplicates += 1
             return
-        if idx >= wqe.npsn:
-            req.retry(now, (wqe.first_psn + wqe.read_next) & PSN_MASK)  # implied NAK
+        # the responder answers in PSN order: everything before this READ arrived there
+        if not self._before(now, wqe.first_psn):
             return
         qp = self.qp
         try:
             qp.device.memory.scatter(qp.pd, wqe.wr.sg_list, idx * qp.mtu, pkt.payload)
         except AccessError:
-            self.fail_head(St.IBV_WC_LOC_PROT_ERR)
+            if req.sq[0] is wqe:
+                self.fail_head(St.IBV_WC_LOC_PROT_ERR)
+            else:
+                req._local_error(wqe, St.IBV_WC_LOC_PROT_ERR)
             return
-        if idx == wqe.read_next and got and req.rack is not None:
-            self._filled(now, wqe, next(iter(got.values())))
+        if idx == wqe.read_next and req.rack is not None and psn not in req.asked and \
+                req.retrying != psn:
+            since = self._later(wqe)[0]
+            if since is not None:  # it came after later ones, unasked: the path reorders
+                req.rack.on_reordered(now - since)
+        req.answered(now, wqe, psn)
+        self.seen_at.setdefault(wqe.first_psn, now)
         got[idx] = now
         start = wqe.read_next
         while wqe.read_next in got:
             del got[wqe.read_next]
             wqe.read_next += 1
-        if wqe.read_next >= wqe.npsn:
-            del self.got[wqe.first_psn]
-            req.gap_at = None
-            req.una = (wqe.first_psn + wqe.npsn) & PSN_MASK
-            self._done(wqe)
-            req.progress(now)
-            return
-        if wqe.read_next != start:
-            req.una = (wqe.first_psn + wqe.read_next) & PSN_MASK
-            req.progress(now)
-        self._judge(now, wqe, got)
+        if req.sq[0] is wqe:
+            if wqe.read_next >= wqe.npsn:
+                req.una = (wqe.first_psn + wqe.npsn) & PSN_MASK
+                self._done(wqe)
+                req.progress(now)
+            elif wqe.read_next != start:
+                req.una = (wqe.first_psn + wqe.read_next) & PSN_MASK
+                req.progress(now)
+        self._judge(now)
 
-    def _filled(self, now: int, wqe: SendWQE, since: int) -> None:
-        """The missing response at ``read_next`` came, ``now - since`` after a later one:
-        unless it was asked for again, the path reordered that much; the window takes it
-        (``Rack.on_reordered``) as it does for requests."""
+    def _read_of(self, psn: int) -> SendWQE | None:
+        """The outstanding READ whose PSNs hold ``psn``."""
+        for wqe in self.qp.requester.sq:
+            if wqe.first_psn < 0:
+                break
+            if 0 <= psn_diff(psn, wqe.first_psn) < wqe.npsn:
+                return wqe if wqe.operation is Operation.RDMA_READ else None
+        return None
+
+    def _before(self, now: int, first: int) -> bool:
+        """A response of the READ at ``first`` came: complete what ends before it, in
+        order; a READ before it still missing responses is left to the loss rule (not an
+        implied NAK: those may be late), an atomic missing its answer is asked for again
+        (the implied NAK); the other PSNs before ``first`` count as arrived
+        (``_hold``).  False if the QP failed."""
         req = self.qp.requester
-        if req.retrying != (wqe.first_psn + wqe.read_next) & PSN_MASK:
-            req.rack.on_reordered(now - since)
+        sq = req.sq
+        while sq and sq[0].first_psn >= 0 and sq[0].first_psn != first:
+            head = sq[0]
+            if head.rd_atomic:
+                if head.operation is Operation.ATOMIC:
+                    req.retry(now, head.first_psn)
+                self._hold(now, first)
+                return bool(sq)
+            self._done(head)
+        if psn_diff(first, req.una) > 0:
+            req.una = first
+            req.progress(now)
+        return bool(sq)
 
-    def _judge(self, now: int, wqe: SendWQE, got: dict[int, int]) -> None:
-        """Ask again for the head READ's first missing response if the loss rule says it is
-        lost; else arm ``read_gap`` for when the time-based rule would."""
+    def _done(self, wqe: SendWQE) -> None:
+        """Complete ``wqe``, then every READ after it all of whose responses arrived."""
+        super()._done(wqe)
+        self.got.pop(wqe.first_psn, None)
+        self.seen_at.pop(wqe.first_psn, None)
+        req = self.qp.requester
+        moved = False
+        while req.sq:
+            head = req.sq[0]
+            if head.operation is not Operation.RDMA_READ or head.first_psn < 0:
+                break
+            end = (head.first_psn + head.read_next) & PSN_MASK
+            if psn_diff(end, req.una) > 0:
+                req.una = end
+                moved = True
+            if head.read_next < head.npsn:
+                break
+            super()._done(head)
+            self.got.pop(head.first_psn, None)
+            self.seen_at.pop(head.first_psn, None)
+        if moved:
+            req.progress(self.now)
+
+    def _later(self, wqe: SendWQE) -> tuple[int | None, int]:
+        """The earliest arrival time of a response past ``wqe``'s first missing one (of
+        ``wqe`` or a later READ), and how many such responses arrived."""
+        got = self.got.get(wqe.first_psn)
+        t = next(iter(got.values())) if got else None
+        n = len(got) if got else 0
+        after = False
+        for w in self.qp.requester.sq:
+            if w.first_psn < 0:
+                break
+            if not after:
+                after = w is wqe
+                continue
+            seen = self.seen_at.get(w.first_psn)
+            if seen is not None:
+                t = seen if t is None or seen < t else t
+                n += w.read_next + len(self.got.get(w.first_psn) or ())
+        return t, n
+
+    def _judge(self, now: int) -> None:
+        """Ask again for the first missing response of every READ the loss rule finds it
+        lost for; arm ``read_gap`` for the earliest moment the time-based rule would."""
         req = self.qp.requester
         req.gap_at = None
-        if not got:
-            return
-        missing = (wqe.first_psn + wqe.read_next) & PSN_MASK
-        if req.retrying == missing:
-            return  # asked for already: the RTO covers a lost re-request
+        seen_at = self.seen_at
+        if len(seen_at) < 2 and not any(self.got.get(first) for first in seen_at):
+            return  # at most one READ answered so far, in order: no gap
         rack = req.rack
-        if rack is None or rack.min_rtt is None:
-            if len(got) >= req.dupthresh:
-                req.retry(now, missing)
-            return
-        due = next(iter(got.values())) + rack.reo_wnd()  # the earliest later arrival
-        if now >= due:
-            req.retry(now, missing)
-        else:
-            req.gap_at = due
+        count = rack is None or rack.min_rtt is None
+        wnd = 0 if count else rack.reo_wnd()
+        gap = None
+        t, n = None, 0  # arrivals past the READ being judged (walking back from the last)
+        for wqe in reversed(req.sq):
+            first = wqe.first_psn
+            if first < 0 or wqe.operation is not Operation.RDMA_READ:
+                continue
+            got = self.got.get(first)
+            if got:
+                g = next(iter(got.values()))
+                t = g if t is None or g < t else t
+                n += len(got)
+            missing = (first + wqe.read_next) & PSN_MASK
+            if wqe.read_next < wqe.npsn and n and missing not in req.asked and \
+                    req.retrying != missing:
+                if count:
+                    if n >= req.dupthresh:
+                        req.retry(now, missing)
+                elif now >= t + wnd:
+                    req.retry(now, missing)
+                elif gap is None or t + wnd < gap:
+                    gap = t + wnd
+            seen = self.seen_at.get(first)
+            if seen is not None:
+                t = seen if t is None or seen < t else t
+                n += wqe.read_next
+        req.gap_at = gap
 
     def read_gap(self, now: int) -> None:
-        """The ``read_gap`` timer: judge the head READ's gap again."""
-        req = self.qp.requester
-        wqe = req.sq[0] if req.sq else None
-        if wqe is None or wqe.operation is not Operation.RDMA_READ or wqe.first_psn < 0:
-            return
-        got = self.got.get(wqe.first_psn)
-        if got:
-            self._judge(now, wqe, got)
+        """The ``read_gap`` timer: judge every READ's gap again."""
+        self.now = now
+        self._judge(now)
 
 
 _RUNNING = (QPState.IBV_QPS_RTR, QPState.IBV_QPS_RTS, QPState.IBV_QPS_SQD)
