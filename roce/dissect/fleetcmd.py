@@ -276,7 +276,7 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
     from . import flows as fl
     from . import pauses
     from .ccstats import CcReport
-    from .stats import sections, write_text
+    from .statsview import sections, write_text
 
     with open_input(path) as (opened, fh):
         # tunnels peeled, ERF unwrapped, as `roce stats` on this capture alone does
@@ -400,7 +400,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     from . import pauses
     from .ccstats import CcReport
     from .progress import Progress
-    from .stats import sections, write_text
+    from .statsview import sections, write_text
 
     readers, failed = multifile.open_members(paths)
     status = report_failures("roce stats", [*failed, *readers])

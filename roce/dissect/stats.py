@@ -18,7 +18,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO
 
 from .. import locate
 from ..options import parse_port, parse_positive_time, parse_rate
@@ -26,7 +26,7 @@ from ..pcapio import CaptureError, CaptureReader, open_capture
 from . import flows as fl
 from . import pauses
 from .progress import Progress
-from .statsview import EXPERT_DEFAULT, render
+from .statsview import EXPERT_DEFAULT, sections, write_text
 
 PROG = "roce stats"
 
@@ -142,23 +142,6 @@ def run(args: argparse.Namespace) -> int:
         write_text(report, reader.name, out, args.expert, pfc, cc, cm)
     out.flush()
     return 0
-
-
-def sections(report: fl.Report, pfc: pauses.PauseReport, cc: Any, cm: Any) -> dict[str, Any]:
-    """The JSON report of one capture (or of a merged session) bar its ``capture`` key: the
-    flow report, PFC, congestion control, and the CM connections of native InfiniBand."""
-    doc = {**report.to_dict(), "pfc": pfc.to_dict(), "congestion": cc.to_dict()}
-    if cm is not None:
-        doc["cm_connections"] = [c.to_dict() for c in cm.connections]
-    return doc
-
-
-def write_text(report: fl.Report, name: str, out: IO[str], expert_all: bool,
-               pfc: pauses.PauseReport, cc: Any, cm: Any, rich: bool | None = None) -> None:
-    """The text report: ``statsview.render``, then the CM connections when there are any."""
-    render(report, name, out, expert_all=expert_all, rich=rich, pfc=pfc, cc=cc)
-    if cm is not None and cm.connections:
-        out.write("\n" + "\n".join(cm.report_lines()) + "\n")
 
 
 def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
