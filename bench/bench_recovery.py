@@ -9,7 +9,10 @@
 3. IRN's headline comparison: PFC on + gbn against PFC off + sr, each without and with DCQCN;
    tail and mean completion times (IRN: without PFC 6-83 % better), on the permutation and on
    an incast-heavy mix where PFC pauses: the same leaf-spine, the permutation plus 12 hosts of
-   leaves 2-4 writing to l1h1, 2 x 1 MiB WRITEs per flow.
+   leaves 2-4 writing to l1h1, 2 x 1 MiB WRITEs per flow. The default ECN thresholds differ
+   with PFC on and off (docs/congestion-control.md, "Marking thresholds"); IRN runs both arms
+   with the same ECN/DCQCN settings, so the DCQCN arms are run twice, both at the lossy-safe
+   thresholds (the PFC-off defaults) and both at the rate-scaled PFC-on defaults.
 
     python bench/bench_recovery.py [--markdown] [--plot docs/recovery-goodput.png]
 """
@@ -44,12 +47,29 @@ def goodput_curve() -> list[dict]:
     return rows
 
 
+def scenario(lb: str, recovery: str, pfc: bool, cc: str = "none", count: int = 4,
+             loss_rule: str = "rack", topology_file: str | None = None,
+             ecn: str = "on") -> NetScenario:
+    return NetScenario(topology="leafspine:4,2,4", topology_file=topology_file, op="write",
+                       size=1 << 20, count=count, pfc=pfc, lb=lb, recovery=recovery,
+                       loss_rule=loss_rule, cc=configure(cc), seed=1, ecn=ecn)
+
+
+def default_ecn(pfc: bool, topology_file: str | None = None) -> str:
+    """The default (``--ecn on``) thresholds the switches get with ``pfc`` on or off, as an
+    explicit ``KMIN,KMAX,PMAX``: the lowest over the fabric's ports (without PFC they follow
+    each switch's drop point, so leaves and spines differ by a fraction of a percent)."""
+    run = NetRun(scenario("ecmp", "gbn" if pfc else "sr", pfc, "dcqcn",
+                          topology_file=topology_file))
+    marks = [p.marker for sw in run.net.switches.values() for p in sw.ports]
+    return (f"{min(m.kmin for m in marks)},{min(m.kmax for m in marks)},"
+            f"{min(m.pmax for m in marks):g}")
+
+
 def net(lb: str, recovery: str, pfc: bool, cc: str = "none", count: int = 4,
         loss_rule: str = "rack", topology_file: str | None = None,
-        victims_of: str | None = None) -> dict:
-    sc = NetScenario(topology="leafspine:4,2,4", topology_file=topology_file, op="write",
-                     size=1 << 20, count=count, pfc=pfc, lb=lb, recovery=recovery,
-                     loss_rule=loss_rule, cc=configure(cc), seed=1)
+        victims_of: str | None = None, ecn: str = "on", label: str = "") -> dict:
+    sc = scenario(lb, recovery, pfc, cc, count, loss_rule, topology_file, ecn)
     s = NetRun(sc).run()
     assert s.data_verified, (lb, recovery, pfc, cc)
     row = {"lb": lb, "recovery": recovery, "pfc": "on" if pfc else "off", "cc": cc,
@@ -57,9 +77,14 @@ def net(lb: str, recovery: str, pfc: bool, cc: str = "none", count: int = 4,
            "goodput": s.goodput_gbps, "p50_us": s.fct_ns["p50"] / 1e3,
            "p99_us": s.fct_ns["p99"] / 1e3, "mean_us": s.fct_ns["mean"] / 1e3,
            "retx": s.retransmitted, "spurious": s.spurious_retransmissions,
-           "drops": s.fabric["drops"], "pfc_frames": s.fabric["pfc_frames"], "cpu": s.cpu_s}
+           "drops": s.fabric["drops"], "pfc_frames": s.fabric["pfc_frames"], "cpu": s.cpu_s,
+           "ecn": ecn, "label": label or cc, "timeouts": s.timeouts,
+           "selective": s.selective_retransmitted, "cnps": s.fabric["cnps_sent"],
+           "marked": s.fabric["ecn_marked"], "virtual_us": s.virtual_ns / 1e3}
     if victims_of is not None:  # the flows not into the incast's receiver
         v = [f["fct_ns"] for f in s.flows if f["dst"] != victims_of]
+        into = [f["fct_ns"] for f in s.flows if f["dst"] == victims_of]
+        row["incast_p99_us"] = max(f["p99"] for f in into) / 1e3
         row["victim_mean_us"] = sum(f["mean"] for f in v) / len(v) / 1e3
         row["victim_p99_us"] = max(f["p99"] for f in v) / 1e3
     return row
@@ -84,31 +109,68 @@ def incast_mix(path: str, fan_in: int = 12) -> None:
 
 
 def headline(rows: list[dict], title: str) -> None:
+    """The table, then PFC off + sr against PFC on + gbn at each setting (equal thresholds),
+    and the DCQCN pair at each arm's own default (what this table showed before)."""
     victims = "victim_mean_us" in rows[0]
     print(f"\n{title}\n")
-    print("| cc | PFC + recovery | goodput Gb/s | FCT mean us | FCT p99 us | "
+    print("| cc, ECN thresholds | PFC + recovery | goodput Gb/s | FCT mean us | FCT p99 us | "
           + ("victims mean us | victims worst p99 us | " if victims else "")
-          + "drops | PFC frames | retx |")
-    print("|---|---|---:|---:|---:|" + ("---:|---:|" if victims else "") + "---:|---:|---:|")
+          + "drops | PFC frames | retx | timeouts | CNPs |")
+    print("|---|---|---:|---:|---:|" + ("---:|---:|" if victims else "")
+          + "---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['cc']} | {r['pfc']} + {r['recovery']} | {r['goodput']:.1f} | "
+        print(f"| {r['label']} | {r['pfc']} + {r['recovery']} | {r['goodput']:.1f} | "
               f"{r['mean_us']:.0f} | {r['p99_us']:.0f} | "
               + (f"{r['victim_mean_us']:.0f} | {r['victim_p99_us']:.0f} | " if victims else "")
-              + f"{r['drops']} | {r['pfc_frames']} | {r['retx']} |")
+              + f"{r['drops']} | {r['pfc_frames']} | {r['retx']} | {r['timeouts']} | "
+              f"{r['cnps']} |")
     print()
-    for cc in ("none", "dcqcn"):
-        pfc = next(r for r in rows if r["pfc"] == "on" and r["cc"] == cc)
-        irn = next(r for r in rows if r["pfc"] == "off" and r["cc"] == cc)
 
-        def better(key: str, pfc: dict = pfc, irn: dict = irn) -> str:
+    def compare(name: str, pfc: dict, irn: dict) -> None:
+        def better(key: str) -> str:
             return f"{(1 - irn[key] / pfc[key]) * 100:+.0f} %"
 
-        line = (f"- cc={cc}: PFC off + sr against PFC on + gbn: {better('p99_us')} at p99, "
+        line = (f"- {name}: PFC off + sr against PFC on + gbn: {better('p99_us')} at p99, "
                 f"{better('mean_us')} on the mean")
         if victims:
             line += (f"; victims {better('victim_mean_us')} on the mean, "
                      f"{better('victim_p99_us')} on the worst p99")
         print(line + " (positive: sr without PFC better)")
+
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    for label in labels:
+        pair = [r for r in rows if r["label"] == label]
+        compare(label, next(r for r in pair if r["pfc"] == "on"),
+                next(r for r in pair if r["pfc"] == "off"))
+    dc = [r for r in rows if r["cc"] == "dcqcn"]
+    own = [r for r in dc if r["ecn"] == r["own_ecn"]]
+    if len(own) == 2:
+        compare("dcqcn, each arm at its own default (unequal thresholds)",
+                next(r for r in own if r["pfc"] == "on"),
+                next(r for r in own if r["pfc"] == "off"))
+
+
+def headline_rows(count: int, topology_file: str | None = None,
+                  victims_of: str | None = None) -> list[dict]:
+    """PFC on + gbn and PFC off + sr (ECMP): without CC, then with DCQCN at the same explicit
+    thresholds in both arms - the PFC-off defaults, then the PFC-on defaults."""
+    ecn = {pfc: default_ecn(pfc, topology_file) for pfc in (False, True)}
+    settings = [("none", "on", "none")]
+    settings += [("dcqcn", ecn[False], f"dcqcn, {kb(ecn[False])} (PFC-off defaults)"),
+                 ("dcqcn", ecn[True], f"dcqcn, {kb(ecn[True])} (PFC-on defaults)")]
+    rows = []
+    for cc, thresholds, label in settings:
+        for pfc, recovery in ((True, "gbn"), (False, "sr")):
+            r = net("ecmp", recovery, pfc, cc, count=count, topology_file=topology_file,
+                    victims_of=victims_of, ecn=thresholds, label=label)
+            r["own_ecn"] = ecn[pfc]
+            rows.append(r)
+    return rows
+
+
+def kb(ecn: str) -> str:
+    kmin, kmax, pmax = ecn.split(",")
+    return f"{int(kmin) / 1e3:.0f} KB / {int(kmax) / 1e3:.0f} KB / {pmax}"
 
 
 def main() -> None:
@@ -152,19 +214,11 @@ def main() -> None:
     print(f"\nspray+sr / ecmp+gbn aggregate goodput: {spray['goodput'] / base['goodput']:.2f}x; "
           f"p99 {spray['p99_us']:.0f} us vs {base['p99_us']:.0f} us; spurious "
           f"retransmissions {spray['spurious']} (rack) against {irn['spurious']} (dupthresh)")
-    perm = []
-    for cc in ("none", "dcqcn"):
-        perm += [net("ecmp", "gbn", True, cc), net("ecmp", "sr", False, cc)]
-    headline(perm, "Permutation (ECMP), 4 x 1 MiB per flow")
+    headline(headline_rows(4), "Permutation (ECMP), 4 x 1 MiB per flow")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "incast_mix.toml")
         incast_mix(path)
-        mix = []
-        for cc in ("none", "dcqcn"):
-            mix += [net("ecmp", "gbn", True, cc, count=2, topology_file=path,
-                        victims_of=INCAST_TARGET),
-                    net("ecmp", "sr", False, cc, count=2, topology_file=path,
-                        victims_of=INCAST_TARGET)]
+        mix = headline_rows(2, path, INCAST_TARGET)
     headline(mix, "Permutation + 12-to-1 incast into l1h1 (ECMP), 2 x 1 MiB per flow")
 
 

@@ -13,10 +13,21 @@ from __future__ import annotations
 
 from .errors import DecodeError, NotRoCE
 from .fast import COMPILED
-from .opcodes import OPCODES, Opcode, Operation, Position, Transport, lookup
+from .opcodes import (
+           IB_OPCODES,
+           OPCODES,
+           ROCE_OPCODES,
+           Link,
+           Opcode,
+           Operation,
+           Position,
+           Transport,
+           lookup,
+)
 from .packet import Packet, craft, icrc_of_frame, parse
 
 __version__ = "0.1.0"
 
-__all__ = ["DecodeError", "NotRoCE", "OPCODES", "Opcode", "Operation", "Position", "Transport",
-           "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED", "__version__"]
+__all__ = ["DecodeError", "NotRoCE", "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode",
+           "Operation", "Position", "Transport", "lookup", "Packet", "craft", "parse",
+           "icrc_of_frame", "COMPILED", "__version__"]

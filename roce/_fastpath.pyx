@@ -100,7 +100,9 @@ cdef uint32_t L_MASK[NLRH]
 cdef int IB_LRH = 8
 cdef uint8_t IB_VL_MASK = 0
 
-cdef int OP_VALID[256]
+cdef int OP_VALID[256]  # bit LK_ROCE / LK_IB: the links whose walk accepts the opcode
+cdef int LK_ROCE = 1
+cdef int LK_IB = 2
 cdef int OP_NEXT[256]
 cdef int OP_HID[256][MAXEXT]
 cdef int OP_HSZ[256][MAXEXT]
@@ -135,7 +137,7 @@ def configure(dict cfg):
     global ET_IPV4, ET_IPV6, ET_ROCEV1, ET_VLAN0, ET_VLAN1, ET_VLAN2, MAX_VLANS
     global GRH_NEXT, LT_ETH, LT_RAW, LT_SLL, LT_SLL2, WalkType, configured, M_IP_LEN
     global L3K_NONE, L3K_GRH, L3K_IPV4, L3K_IPV6, L3K_LRH, L3K_LRH_GRH, LT_IB, S_NR_LNH, H_LRH
-    global IB_LRH, IB_VL_MASK
+    global IB_LRH, IB_VL_MASK, LK_ROCE, LK_IB
     global FL_SE, FL_M, FL_FECN, FL_BECN, FL_A
     cdef int i, j, code
     specs = cfg["fields"]
@@ -174,6 +176,7 @@ def configure(dict cfg):
                                              c["L3_IPV6"])
     L3K_LRH, L3K_LRH_GRH, LT_IB = c["L3_LRH"], c["L3_LRH_GRH"], c["WALK_INFINIBAND"]
     IB_LRH, IB_VL_MASK = c["LRH_SIZE"], cfg["lrh_vl_mask"]
+    LK_ROCE, LK_IB = c["LINK_ROCE"], c["LINK_IB"]
     S_NR_LNH, H_LRH = st["NR_LNH"], hid["lrh"]
     if len(cfg["lrh"]) != NLRH:
         raise ValueError("fast path: LRH field table has %d entries, expected %d"
@@ -186,7 +189,7 @@ def configure(dict cfg):
     for code, (ext, payload_ok, fixed) in cfg["opcodes"].items():
         if len(ext) > MAXEXT:
             raise ValueError("opcode 0x%02x has more than %d extended headers" % (code, MAXEXT))
-        OP_VALID[code] = 1
+        OP_VALID[code] = cfg["opcode_links"][code]
         OP_NEXT[code] = len(ext)
         for j, (h, sz) in enumerate(ext):
             OP_HID[code][j] = h
@@ -582,7 +585,7 @@ cdef int do_transport(const uint8_t *p, int n, int off, int end, int l3hdr,
     tver = rd(p, off, F_BTH_TVER)
     if tver != 0:
         return fail(w, S_TVER, H_BTH, off + F_OFF[F_BTH_TVER], tver, 0)
-    if not OP_VALID[opcode]:
+    if not OP_VALID[opcode] & (LK_IB if l3hdr == H_LRH else LK_ROCE):
         return fail(w, S_OPCODE, H_BTH, off, opcode, 0)
     padcnt = rd(p, off, F_BTH_PADCNT)
     pos = off + SZ_BTH

@@ -16,14 +16,13 @@ cdef extern from "Python.h":
 cdef object IBL_NAMES = None       # 256 bytes: opcode names (summary.NAMES)
 cdef object IBL_SYN_PRE = None     # 256 bytes: AETH text before " MSN=" (SYNDROME_PARTS)
 cdef object IBL_SYN_POST = None    # 256 bytes: AETH text after the MSN
-cdef object IBL_FLAGS = None       # 8 bytes: flag suffix by AckReq | bad ICRC << 2 (FLAG_TEXT)
-cdef object IBL_BAD_VCRC = None
+cdef object IBL_FLAGS = None       # 32 bytes: flag suffix by ibflags.flag_index (IB_FLAG_TEXT)
 cdef object IBL_PROTOCOL = None
 cdef uint8_t IBL_KIND[256]
 cdef uint8_t IBL_UD[256]
 cdef uint8_t IBL_SACK[256]  # AETH syndromes that may be a selective NAK: left to Python
 cdef int IBL_K_NONE, IBL_K_RETH, IBL_K_AETH, IBL_K_DETH, IBL_K_IMM, IBL_K_IETH, IBL_K_CNP
-cdef int IBL_FLAG_A, IBL_LNH_GLOBAL, IBL_GID_SRC
+cdef int IBL_FLAG_A, IBL_FLAG_FECN, IBL_FLAG_BECN, IBL_LNH_GLOBAL, IBL_GID_SRC
 cdef bint IBL_READY = False
 DEF IBL_MAX_TIME = 200  # longer time texts (none the time column makes) go to Python
 DEF IBL_MAX_PIECE = 64  # longest table text or arrow: the 1024-byte line buffer holds a line
@@ -31,21 +30,20 @@ DEF IBL_MAX_PIECE = 64  # longest table text or arrow: the 1024-byte line buffer
 
 def ib_lines_configure(dict cfg):
     """Receive the text tables (roce.families.iblines.configure)."""
-    global IBL_NAMES, IBL_SYN_PRE, IBL_SYN_POST, IBL_FLAGS, IBL_BAD_VCRC, IBL_PROTOCOL
+    global IBL_NAMES, IBL_SYN_PRE, IBL_SYN_POST, IBL_FLAGS, IBL_PROTOCOL
     global IBL_K_NONE, IBL_K_RETH, IBL_K_AETH, IBL_K_DETH, IBL_K_IMM, IBL_K_IETH, IBL_K_CNP
-    global IBL_FLAG_A, IBL_LNH_GLOBAL, IBL_GID_SRC, IBL_READY
+    global IBL_FLAG_A, IBL_FLAG_FECN, IBL_FLAG_BECN, IBL_LNH_GLOBAL, IBL_GID_SRC, IBL_READY
     cdef int i
     IBL_NAMES = tuple(cfg["names"])
     IBL_SYN_PRE = tuple(cfg["syn_pre"])
     IBL_SYN_POST = tuple(cfg["syn_post"])
     IBL_FLAGS = tuple(cfg["flags"])
     if len(IBL_NAMES) != 256 or len(IBL_SYN_PRE) != 256 or len(IBL_SYN_POST) != 256 \
-            or len(IBL_FLAGS) != 8:
+            or len(IBL_FLAGS) != 32:
         raise ValueError("ib_lines_configure: tables of the wrong size")
-    IBL_BAD_VCRC = cfg["bad_vcrc"]
     IBL_PROTOCOL = cfg["protocol"]
     # every piece fits the line buffer (ib_lines): none of summary's texts comes near
-    for t in (*IBL_NAMES, *IBL_SYN_PRE, *IBL_SYN_POST, *IBL_FLAGS, IBL_BAD_VCRC, IBL_PROTOCOL):
+    for t in (*IBL_NAMES, *IBL_SYN_PRE, *IBL_SYN_POST, *IBL_FLAGS, IBL_PROTOCOL):
         if not isinstance(t, bytes) or len(t) > IBL_MAX_PIECE:
             raise ValueError("ib_lines_configure: each text must be bytes of at most 64")
     for i in range(256):
@@ -55,7 +53,7 @@ def ib_lines_configure(dict cfg):
     k = cfg["k"]
     IBL_K_NONE, IBL_K_RETH, IBL_K_AETH = k["none"], k["reth"], k["aeth"]
     IBL_K_DETH, IBL_K_IMM, IBL_K_IETH, IBL_K_CNP = k["deth"], k["imm"], k["ieth"], k["cnp"]
-    IBL_FLAG_A = cfg["flag_a"]
+    IBL_FLAG_A, IBL_FLAG_FECN, IBL_FLAG_BECN = cfg["flag_a"], cfg["flag_fecn"], cfg["flag_becn"]
     IBL_LNH_GLOBAL = cfg["lnh_global"]
     IBL_GID_SRC = cfg["gid_src"]
     IBL_READY = True
@@ -285,9 +283,10 @@ def ib_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, list 
                     o = ibl_cstr(o, b" InvRKey=0x")
                     o = ibl_hex(o, c_k0[i], 8)
                 o = ibl_bytes(o, <object>PyTuple_GET_ITEM(
-                    IBL_FLAGS, (1 if c_flags[i] & IBL_FLAG_A else 0) | (0 if c_icrc[i] else 4)))
-                if not c_vcrc[i]:
-                    o = ibl_bytes(o, IBL_BAD_VCRC)
+                    IBL_FLAGS, (1 if c_flags[i] & IBL_FLAG_A else 0)
+                    | (2 if c_flags[i] & IBL_FLAG_FECN else 0)
+                    | (4 if c_flags[i] & IBL_FLAG_BECN else 0)
+                    | (0 if c_icrc[i] else 8) | (0 if c_vcrc[i] else 16)))
                 line = PyUnicode_DecodeUTF8(buf, o - buf, NULL)
         if line is None:
             missing.append(i)

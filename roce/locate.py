@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from .errors import DecodeError, NotRoCE
 from .headers import LAYOUTS, LNH_GLOBAL, LNH_LOCAL, LRH_LAYOUT, LRH_WORD, SIZE_OF
-from .opcodes import OPCODES
+from .opcodes import IB_OPCODES, OPCODES, ROCE_OPCODES
 
 ROCE_PORT = 4791
 ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1 = 0x0800, 0x86DD, 0x8915
@@ -142,6 +142,13 @@ OPCODE_PLAN: dict[int, tuple[tuple[tuple[int, int], ...], bool, int]] = {
     code: (tuple((HID[h], SIZE[h]) for h in op.headers), op.payload,
            -1 if op.payload_len is None else op.payload_len)
     for code, op in OPCODES.items()
+}
+# Which opcodes each link's walk accepts (``roce.opcodes`` ``Opcode.links``): bit 0 RoCE, bit 1
+# native InfiniBand.  The CNPs differ: 0x81 on RoCE, 0x80 on InfiniBand (docs/protocol.md).
+LINK_ROCE, LINK_IB = 1, 2
+OPCODE_LINKS: dict[int, int] = {
+    code: (LINK_ROCE if code in ROCE_OPCODES else 0) | (LINK_IB if code in IB_OPCODES else 0)
+    for code in OPCODES
 }
 
 
@@ -303,7 +310,7 @@ def _transport(frame: bytes, off: int, end: int, p: list[int], l3: str) -> Walk:
     if tver != 0:
         return _fail(BAD_TVER, p, "bth", off + SPECS[("bth", "tver")][0], tver)
     plan = OPCODE_PLAN.get(opcode)
-    if plan is None:
+    if plan is None or not OPCODE_LINKS[opcode] & (LINK_IB if l3 == "lrh" else LINK_ROCE):
         return _fail(BAD_OPCODE, p, "bth", off, opcode)
     padcnt = _rd(frame, off, SPECS[("bth", "padcnt")])
     pos = off + SIZE["bth"]

@@ -11,7 +11,12 @@ by the per-transport rules of docs/protocol.md:
   headers, responses RDETH only; RD adds RESYNC (0x55);
 - UD has SEND Only (0x64) and SEND Only with Immediate (0x65), with DETH;
 - XRC takes rows 0x00..0x17 at 0xA0 + code; requests get XRCETH in front;
-- CNP (0x81) carries 16 reserved bytes and no payload.
+- CNP is 0x81 on RoCE, with 16 reserved bytes and no payload (RoCEv2 Annex A17.9.2), and
+  0x80 on native InfiniBand, BTH alone (IBA table 38, Annex A10.3.2; Linux hfi1 ``return_cnp``).
+
+Each row says on which links it is valid (``Opcode.links``): every row on both, except the two
+CNPs, each on its own link.  ``OPCODES`` holds every row; ``ROCE_OPCODES`` and ``IB_OPCODES``
+are the rows one link's walk accepts (docs/protocol.md "Native InfiniBand").
 
 Adding an opcode is adding one row to ``_RC_ROWS`` or ``_EXTRA_ROWS``.
 """
@@ -29,6 +34,16 @@ class Transport(str, Enum):
     UD = "UD"
     CNP = "CNP"
     XRC = "XRC"
+
+
+class Link(str, Enum):
+    """The link families a BTH travels on: RoCE (Ethernet, IP/UDP or GRH) and native IB."""
+
+    ROCE = "roce"
+    IB = "ib"
+
+
+_BOTH = frozenset(Link)
 
 
 class Operation(str, Enum):
@@ -68,6 +83,7 @@ class Opcode:
     payload_len: int | None = None  # fixed payload length when the opcode dictates one
     immediate: bool = False
     invalidate: bool = False
+    links: frozenset[Link] = _BOTH  # the links whose walk accepts this opcode
 
     @property
     def is_request(self) -> bool:
@@ -137,15 +153,18 @@ _RC_ROWS: tuple[tuple, ...] = (
 )
 
 # Rows that are not derived from an RC row: code, transport, IDENT suffix, IBA name,
-# Wireshark-style name, operation, position, headers, payload.
+# Wireshark-style name, operation, position, headers, payload, flags (as above, or the
+# one link the row is valid on).
 _EXTRA_ROWS: tuple[tuple, ...] = (
     (0x55, Transport.RD, "RESYNC", "RESYNC", "Resync", Operation.RESYNC, _O, ("rdeth", "deth"),
      False),
     (0x64, Transport.UD, "SEND_ONLY", "SEND Only", "Send Only", _SEND, _O, ("deth",), True),
     (0x65, Transport.UD, "SEND_ONLY_WITH_IMMEDIATE", "SEND Only with Immediate",
      "Send Only Immediate", _SEND, _O, ("deth", "immdt"), True, "imm"),
+    (0x80, Transport.CNP, "CNP_IB", "Congestion Notification Packet (InfiniBand)", "CNP",
+     Operation.CNP, _O, (), False, Link.IB),
     (0x81, Transport.CNP, "CNP", "Congestion Notification Packet", "CNP", Operation.CNP, _O,
-     ("cnp",), False),
+     ("cnp",), False, Link.ROCE),
 )
 
 _TRANSPORT_BASE = {Transport.UC: 0x20, Transport.RD: 0x40, Transport.XRC: 0xA0}
@@ -170,13 +189,15 @@ def _transport_headers(transport: Transport, is_request: bool) -> tuple[str, ...
 def _make(code: int, transport: Transport, ident: str, iba: str, short: str,
           operation: Operation, position: Position, headers: tuple[str, ...], payload: bool,
           *flags: object) -> Opcode:
-    fixed = next((f for f in flags if isinstance(f, int)), None)
+    fixed = next((f for f in flags if type(f) is int), None)
+    links = frozenset(f for f in flags if isinstance(f, Link)) or _BOTH
     prefix = "" if transport is Transport.CNP else f"{transport.value} "
     full_ident = ident if transport is Transport.CNP else f"{transport.value}_{ident}"
     return Opcode(code=code, ident=full_ident,
                   iba_name=prefix + iba, short_name=prefix + short, transport=transport,
                   operation=operation, position=position, headers=headers, payload=payload,
-                  payload_len=fixed, immediate="imm" in flags, invalidate="inv" in flags)
+                  payload_len=fixed, immediate="imm" in flags, invalidate="inv" in flags,
+                  links=links)
 
 
 def _build() -> dict[int, Opcode]:
@@ -194,11 +215,14 @@ def _build() -> dict[int, Opcode]:
 
 
 OPCODES: dict[int, Opcode] = _build()
+ROCE_OPCODES: dict[int, Opcode] = {c: op for c, op in OPCODES.items() if Link.ROCE in op.links}
+IB_OPCODES: dict[int, Opcode] = {c: op for c, op in OPCODES.items() if Link.IB in op.links}
 
 # Every spelling a user may type for an opcode: number, ident, slug, names, with or without
 # "rdma" ("rc-write-only"), case-insensitive.
+# RoCE's rows first, so that a name two rows share ("CNP") means RoCE's.
 _BY_NAME: dict[str, Opcode] = {}
-for _op in OPCODES.values():
+for _op in sorted(OPCODES.values(), key=lambda o: Link.ROCE not in o.links):
     for _name in (_op.ident, _op.slug, _op.iba_name, _op.short_name):
         _key = _name.lower().replace("_", " ").replace("-", " ")
         _BY_NAME.setdefault(_key, _op)
@@ -234,8 +258,18 @@ def lookup(opcode: int | str | Opcode) -> Opcode:
 
 _SEEN: dict[object, Opcode] = {}  # spellings already looked up
 
-# The one CNP opcode (RoCEv2 Annex A17.9.2), taken from its row rather than written again.
-CNP_OPCODE: int = next(op.code for op in OPCODES.values() if op.transport is Transport.CNP)
+
+
+def _cnp_of(link: Link) -> int:
+    (code,) = (c for c, op in OPCODES.items() if op.transport is Transport.CNP and link in op.links)
+    return code
+
+
+# Each link's one CNP opcode, taken from its row rather than written again: RoCE's (RoCEv2
+# Annex A17.9.2) and native InfiniBand's (IBA table 38, Annex A10.3.2).
+CNP_OPCODE: int = _cnp_of(Link.ROCE)
+IB_CNP_OPCODE: int = _cnp_of(Link.IB)
+CNP_OPCODES: frozenset[int] = frozenset((CNP_OPCODE, IB_CNP_OPCODE))
 
 
 def transport_of(code: int) -> Transport | None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from .opcodes import OPCODES, Transport
+from .opcodes import OPCODES, Link, Transport
+
+_LINK_NAMES = {Link.ROCE: "RoCE", Link.IB: "native InfiniBand"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,5 +21,6 @@ def run(args: argparse.Namespace) -> int:
             continue
         hdrs = " ".join(op.headers) or "-"
         payload = "" if op.payload else "  (no payload)"
-        print(f"0x{code:02x}  {op.ident:<36} {op.short_name:<34} {hdrs}{payload}")
+        only = "" if len(op.links) > 1 else f"  ({_LINK_NAMES[next(iter(op.links))]} only)"
+        print(f"0x{code:02x}  {op.ident:<36} {op.short_name:<34} {hdrs}{payload}{only}")
     return 0

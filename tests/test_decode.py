@@ -21,7 +21,7 @@ import pytest
 import roce
 from roce.cli import main
 from roce.dissect import decode, summary, tree
-from roce.opcodes import OPCODES
+from roce.opcodes import OPCODES, ROCE_OPCODES
 from roce.pcapio import PcapNgWriter, PcapWriter, open_capture
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14 22:13:20 UTC, in ns
@@ -196,7 +196,7 @@ def test_fast_path_equals_record_path(capsys: pytest.CaptureFixture[str], mixed:
 def test_every_opcode_fast_equals_generic(capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path) -> None:
     frames = []
-    for code, op in OPCODES.items():
+    for code, op in ROCE_OPCODES.items():
         payload = None if op.payload_len is not None or not op.payload else b"data"
         for kw in ({}, {"ipv6": True}, {"vlan": 3}, {"roce_version": 1}):
             frames.append(roce.craft(code, payload, dqpn=code, psn=code * 3, **kw).to_bytes())
@@ -567,7 +567,7 @@ def test_header_fields_match_packet_fields() -> None:
     every opcode, encapsulation and link type."""
     cases: list[tuple[bytes, int]] = []
     sll = (b"\x00\x00\x00\x01\x00\x06" + bytes(range(8)) + b"\x08\x00")
-    for code, op in OPCODES.items():
+    for code, op in ROCE_OPCODES.items():
         payload = None if op.payload_len is not None or not op.payload else b"12345"
         for kw in ({}, {"ipv6": True}, {"vlan": 3}, {"roce_version": 1}):
             cases.append((roce.craft(code, payload, dqpn=code, psn=code, **kw).to_bytes(), 1))

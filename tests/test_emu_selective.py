@@ -357,3 +357,24 @@ def test_sr_reads_at_depth_4_under_loss_ask_again_only_for_the_missing_responses
     npsn = -(-sc.size // sc.mtu)
     again = s.packets - sc.count * (1 + npsn) - s.retransmitted - s.selective_naks
     assert again <= s.retransmitted
+
+
+def test_rto_low_counts_the_packets_sent_not_the_psns_assigned():
+    """A 16-packet WRITE under a BDP cap of 2 packets: both go and are lost.  Two packets are
+    in flight, so the timeout is IRN's RTO_low, although the message's 16 PSNs were all
+    assigned when it started (it used to count them and wait RTO_high)."""
+    cfg = RecoveryConfig("sr", bdp_packets=2)
+    assert cfg.rto_n >= 2
+    p = pair(recovery=cfg, mtu=1024, size=64 * 1024,
+             config=LinkConfig(drop_nth=(1, 2)), reverse=LinkConfig())
+    p.qa.post_send(SendWR(wr_id=1, opcode=WROpcode.IBV_WR_RDMA_WRITE,
+                          sg_list=[p.src.sge(0, 16 * 1024)], remote_addr=p.dst.addr,
+                          rkey=p.dst.rkey))
+    rq = p.qa.core.requester
+    assert (rq.una, rq.high, rq.psn) == (0, 1, 16)  # 2 sent of 16 assigned
+    assert rq.in_flight() == 2
+    assert rq.timer - p.fab.now == cfg.rto_low_ns
+    p.fab.run_until_idle(p.fab.now + 10**9)
+    [wc] = poll_all(p.cqa)
+    assert wc.status == 0 and p.dst.read(16 * 1024) == p.src.read(16 * 1024)
+    assert p.qa.core.counters.timeouts == 1

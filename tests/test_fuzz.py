@@ -175,7 +175,7 @@ def test_a_new_seed_source_feeds_the_decoder(monkeypatch):
 
 def test_decoder_pool_covers_every_family():
     from roce import macc
-    from roce.opcodes import OPCODES
+    from roce.opcodes import ROCE_OPCODES
 
     pool = fuzz.DecoderFuzzer(seed=0, decode_every=0).pool
     parsed = [macc.parse_macc(f) for f in pool]
@@ -186,7 +186,7 @@ def test_decoder_pool_covers_every_family():
     tunnels = {f for f in pool if fast.walk(f).status in (locate.NR_PROTO, locate.NR_PORT)}
     roce_codes = {roce.parse(f).opcode.code for f, m in zip(pool, parsed)
                   if m is None and f not in tunnels}
-    assert roce_codes == set(OPCODES)
+    assert roce_codes == set(ROCE_OPCODES)
     # mirrored RoCE: every tunnel kind, every opcode inside
     from roce.families import dispatch
 
@@ -197,7 +197,7 @@ def test_decoder_pool_covers_every_family():
         kinds.add(tuple(name for name, _ in res.outer if name != "outer"))
         inner.add(res.walk.opcode)
     assert kinds == {("gre", "erspan"), ("gre",), ("vxlan",)}
-    assert inner == set(OPCODES)
+    assert inner == set(ROCE_OPCODES)
 
 
 def test_decoder_covers_native_infiniband_and_erf_chunks():

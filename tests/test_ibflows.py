@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from profiles import examples
 from test_stats import traffic
 
+import roce
 from roce import fast, locate
 from roce.cli import main
 from roce.dissect.ccstats import CcReport
@@ -68,8 +69,8 @@ def to_ib(frame: bytes, lids: dict[bytes, int], grh: bool = False,
     head[nxt[0]] = locate.GRH_NEXT_BTH
     head[0] = 0x60
     g = bytes(head) + _gid(slid) + _gid(dlid)
-    return ib.build(frame[w.bth_off:w.icrc_off], lnh=ib.LNH_GLOBAL, grh=g, slid=slid,
-                    dlid=dlid)
+    return ib.build(craft.ib_transport(frame, w.bth_off, w.icrc_off), lnh=ib.LNH_GLOBAL,
+                    grh=g, slid=slid, dlid=dlid)
 
 
 def _write(path: Path, frames: list[tuple[bytes, int]], linktype: int) -> Path:
@@ -235,6 +236,34 @@ def test_walk_reads_lnh_and_says_why_not() -> None:
         assert fast.walk(noise, WALK) == locate.walk(noise, WALK)
 
 
+def test_each_link_walks_its_own_cnp() -> None:
+    """0x80 is native InfiniBand's CNP and 0x81 RoCE's (docs/protocol.md): each link's walk,
+    in both twins, takes its own and calls the other's an unknown opcode, as RoCE always
+    did with 0x80; stats counts the IB one as a CNP of its QP."""
+    from roce.opcodes import CNP_OPCODE, IB_CNP_OPCODE
+
+    roce_cnp = bytearray(roce.craft("cnp", dqpn=0x33).to_bytes())
+    w = locate.walk(bytes(roce_cnp))
+    assert w.status == locate.OK and w.opcode == CNP_OPCODE
+    roce_cnp[w.bth_off] = IB_CNP_OPCODE  # 0x80 on RoCE: reserved there, as before
+    for fn in (locate.walk, fast.walk):
+        assert fn(bytes(roce_cnp)).status == locate.BAD_OPCODE
+    ib_cnp = craft.to_ib(roce.craft("cnp", dqpn=0x33).to_bytes(),
+                         argparse.Namespace(vl=0, sl=0, slid=1, dlid=2))
+    ib_roce_cnp = ib.build(bytes([CNP_OPCODE]) + ib_cnp[ib.LRH_SIZE + 1:-6])
+    for fn in (locate.walk, fast.walk):
+        w = fn(ib_cnp, WALK)
+        assert (w.status, w.opcode, w.payload_off - w.bth_off) == (locate.OK, 0x80, 12)
+        assert fn(ib_roce_cnp, WALK).status == locate.BAD_OPCODE
+    n = len(ib_cnp)
+    for engine in ("reference", "compiled") if AVAILABLE else ("reference",):
+        rep = analyse([Frame(ib_cnp, t, n, n, IB, 0) for t in (0, 5000)], engine=engine)
+        (flow,) = rep.flows
+        assert flow.qp == 0x33 and flow.to_dict(0)["cnps"] == 2
+        assert rep.totals["cnps"] == 2 and rep.totals["malformed"] == 0
+        assert CcReport(rep).rows[0]["cnp_min_gap_ns"] == 5000
+
+
 def test_timeline_names_ib_qps_by_lid(lossy: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     """--timeline's second pass walks native InfiniBand as the engines do."""
@@ -303,6 +332,25 @@ def test_fecn_and_cnps_count_as_ce_and_cnps(tmp_path: Path, engine: str,
     assert kinds.count("ecn_ce") == 2 and kinds.count("cnp") == 3
 
 
+def test_ecn_ce_filter_macro_takes_the_fecn(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``-Y ecn_ce`` picks the same frames in a RoCE capture (IP ECN CE) and in its native
+    InfiniBand conversion (BTH FECN)."""
+    from cc_helpers import write_capture
+
+    def marked(path: Path) -> list[int]:
+        capsys.readouterr()
+        assert main(["decode", "-Y", "ecn_ce", str(path)]) == 0
+        return [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()]
+
+    roce_path = Path(write_capture(tmp_path / "roce.pcap"))
+    with open_capture(roce_path) as r:
+        ib_numbers = [i for i, f in enumerate(r, 1) if locate.walk(f.data).status == locate.OK]
+    want = [ib_numbers.index(n) + 1 for n in marked(roce_path)]  # PFC frames are left out
+    assert len(want) == 2
+    assert marked(_cc_ib(tmp_path, "ib.pcap")) == want
+
+
 def _stats_with(path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> dict:
     """What ``roce stats -T json`` reports of the congestion and the totals, by ``engine``
     (the CLI takes the compiled one when it is built)."""
@@ -311,6 +359,49 @@ def _stats_with(path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> 
     return {"congestion": {"flows": CcReport(rep).rows}, "totals": rep.totals,
             "flows": [f.to_dict(0) for f in rep.flows],
             "expert": {"events": [{"kind": e.kind} for e in rep.events]}}
+
+
+def _timeline(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    assert main(["stats", "--timeline", "20us", "-T", "json", str(path)]) == 0
+    return json.loads(capsys.readouterr().out)["congestion"]["timeline"]
+
+
+def _lid_label(q: str) -> str:
+    return q.replace("10.0.0.1", "LID 0x0001").replace("10.0.0.2", "LID 0x0002")
+
+
+def test_timeline_reads_fecn_cnps_and_becns(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """--timeline counts what the flow engines count (flowrules' mark tables): the IB
+    capture's FECNs as the RoCE one's CE (the plotted CE share), its CNPs (0x80) as the
+    RoCE CNPs (0x81), and BECNs on ACKs as notifications of their own."""
+    from cc_helpers import ACKS, CNPS, US, frames, write_capture
+
+    from roce.dissect.timeline import collect
+
+    roce_tl = collect(frames())
+    with open_capture(_cc_ib(tmp_path, "ib.pcap")) as r:
+        ib_tl = collect(list(r))
+    (want,), (got,) = roce_tl.series(), ib_tl.series()
+    assert got.ce_fraction == want.ce_fraction == pytest.approx(2 / 7)
+    assert [d[4] for d in got.data] == [d[4] for d in want.data]
+    assert got.cnps == want.cnps == [t * US for t in CNPS] and not got.becns
+    with open_capture(_cc_ib(tmp_path, "becn.pcap", becn_acks=True)) as r:
+        (back,) = collect(list(r)).series()
+    assert back.cnps == [] and back.becns == [t * US for t, _ in ACKS]
+    assert len(back.acks) == len(ACKS)  # a BECN-carrying ACK is still an ACK
+
+    want_doc = _timeline(Path(write_capture(tmp_path / "roce.pcap")), capsys)
+    got_doc = _timeline(tmp_path / "ib.pcap", capsys)
+    assert got_doc["qps"] == [_lid_label(q) for q in want_doc["qps"]]
+    for g, w in zip(got_doc["rows"], want_doc["rows"], strict=True):
+        assert {k: v["cnps"] for k, v in g["qps"].items()} == {
+            _lid_label(k): v["cnps"] for k, v in w["qps"].items()}
+    becn_doc = _timeline(tmp_path / "becn.pcap", capsys)
+    assert sum(v["becns"] for r in becn_doc["rows"] for v in r["qps"].values()) == len(ACKS)
+    assert main(["stats", "--timeline", "20us", str(tmp_path / "becn.pcap")]) == 0
+    assert "Gb/s cnp+becn retx" in capsys.readouterr().out
 
 
 def test_becn_on_acks_is_the_returned_notification(tmp_path: Path,

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_families import _cli, _mixed_ib_frames, ib_frames_with_flips
 
-from roce.families import erf, ib, iblines
+from roce.families import erf, ib, ibflags, iblines
 from roce.opcodes import OPCODES
 from roce.pcapio import PcapWriter
 
@@ -123,6 +123,28 @@ def test_decode_lines_same_with_either_twin(tmp_path: Path, linktype: int, nano:
         capsys, "decode", "-t", "d", "-Y", "frame.number > 0", str(p))
     assert _cli(capsys, "decode", "-c", "5", str(p)) == "".join(
         records.splitlines(keepends=True)[:5])
+
+
+def test_fecn_becn_and_ib_cnp_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """BTH FECN / BECN show as [FECN] / [BECN], where RoCE's line shows IP's [ECN CE], in
+    the compiled lines, their twin and the per-record path alike; the IB CNP's line is
+    RoCE's CNP line (no PSN), with the BECN it carries."""
+    frames = _mixed_ib_frames()
+    p = tmp_path / "f.pcap"
+    with PcapWriter(p, linktype=247) as w:
+        for k, f in enumerate(frames):
+            w.write(f, ts_ns=k)
+    fast = _cli(capsys, "decode", str(p)).splitlines()
+    assert _cli(capsys, "decode", "-Y", "frame.number > 0", str(p)).splitlines() == fast
+    monkeypatch.setattr(iblines, "format_batch", iblines.format_reference)
+    assert _cli(capsys, "decode", str(p)).splitlines() == fast
+    tails = [ln.split("PSN=0", 1)[1] for ln in fast[-4:-1]]
+    assert tails == [" [AckReq] [FECN]", " [AckReq] [BECN]", " [AckReq] [FECN] [BECN]"]
+    assert fast[-1].endswith("InfiniBand 26 CNP QP=0x000077 [BECN]")
+    assert not any("FECN" in ln or "BECN" in ln for ln in fast[:-4])
+    assert ibflags.IB_FLAG_TEXT[ibflags.flag_index(True, True, True, False, False)] == (
+        " [AckReq] [FECN] [BECN] [BAD ICRC] [BAD VCRC]")
 
 
 def test_plugin_look_agrees_with_importlib_metadata(tmp_path: Path,

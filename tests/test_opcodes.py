@@ -5,7 +5,20 @@ from __future__ import annotations
 import pytest
 
 from roce.headers import SIZE_OF
-from roce.opcodes import OPCODES, Opcode, Operation, Position, Transport, lookup, transport_of
+from roce.opcodes import (
+    CNP_OPCODE,
+    IB_CNP_OPCODE,
+    IB_OPCODES,
+    OPCODES,
+    ROCE_OPCODES,
+    Link,
+    Opcode,
+    Operation,
+    Position,
+    Transport,
+    lookup,
+    transport_of,
+)
 
 # docs/protocol.md "Opcodes and extended headers": RC opcode -> bytes before the payload
 # (BTH included).
@@ -130,14 +143,29 @@ def test_cnp_row():
     assert cnp.transport is Transport.CNP and cnp.operation is Operation.CNP
     assert cnp.headers == ("cnp",) and not cnp.payload
     assert hdr_bytes(cnp) == 28  # BTH + 16 reserved bytes
-    assert 0x80 not in OPCODES  # Wireshark 4.x calls 0x80 CNP: wrong
+    assert cnp.links == {Link.ROCE}  # RoCEv2 Annex A17.9.2
+
+
+def test_ib_cnp_row():
+    """IBA table 38 / Annex A10.3.2 (Linux ib_pack.h IB_OPCODE_CNP): 0x80, BTH alone (hfi1
+    return_cnp: PktLen 6 words, LRH + BTH + ICRC), valid on native InfiniBand only."""
+    cnp = OPCODES[0x80]
+    assert cnp.transport is Transport.CNP and cnp.operation is Operation.CNP
+    assert cnp.headers == () and not cnp.payload and hdr_bytes(cnp) == 12
+    assert cnp.links == {Link.IB}
+    assert (CNP_OPCODE, IB_CNP_OPCODE) == (0x81, 0x80)
+    assert 0x80 in IB_OPCODES and 0x80 not in ROCE_OPCODES
+    assert 0x81 in ROCE_OPCODES and 0x81 not in IB_OPCODES
+    others = set(OPCODES) - {0x80, 0x81}
+    assert others <= set(IB_OPCODES) and others <= set(ROCE_OPCODES)
+    assert lookup("cnp-ib") is cnp and lookup("cnp") is OPCODES[0x81]
 
 
 def test_table_has_no_other_opcodes():
     expected = (set(SPEC_HDR_BYTES) | set(range(0x20, 0x2C)) | set(range(0x40, 0x56))
-                | {0x64, 0x65, 0x81} | {0xA0 + c for c in SPEC_HDR_BYTES if c <= 0x17})
+                | {0x64, 0x65, 0x80, 0x81} | {0xA0 + c for c in SPEC_HDR_BYTES if c <= 0x17})
     assert set(OPCODES) == expected
-    assert len(OPCODES) == 25 + 12 + 22 + 2 + 1 + 23
+    assert len(OPCODES) == 25 + 12 + 22 + 2 + 2 + 23
     assert list(OPCODES) == sorted(OPCODES)
     assert all(op.code == c for c, op in OPCODES.items())
 
@@ -177,9 +205,12 @@ def test_positions():
 
 
 def test_names_unique():
-    for attr in ("ident", "iba_name", "short_name", "slug"):
+    for attr in ("ident", "iba_name", "slug"):
         values = [getattr(op, attr).lower() for op in OPCODES.values()]
         assert len(set(values)) == len(values), attr
+    for table in (ROCE_OPCODES, IB_OPCODES):  # Wireshark names both CNPs "CNP"
+        values = [op.short_name.lower() for op in table.values()]
+        assert len(set(values)) == len(values)
 
 
 # -- lookup -----------------------------------------------------------------------------
@@ -214,12 +245,15 @@ def test_every_spelling_finds_its_row(code):
                  op.iba_name.replace(" ", "_")}
     if "RDMA" in op.ident:
         spellings.add(op.slug.replace("rdma-", ""))
+    if Link.ROCE not in op.links:  # a name RoCE's row shares ("CNP") means RoCE's row
+        spellings -= {s for s in spellings if isinstance(s, str) and any(
+            s.lower() == r.short_name.lower() for r in ROCE_OPCODES.values())}
     for s in spellings:
         assert lookup(s) is op, s
         assert lookup(s) is op, s  # again: served from the cache of seen spellings
 
 
-@pytest.mark.parametrize("bad", [0x15, 0x30, 0x80, 0xC0, 0xFF, 256, -1, "0x15", "0x30",
+@pytest.mark.parametrize("bad", [0x15, 0x30, 0x82, 0xC0, 0xFF, 256, -1, "0x15", "0x30",
                                  "rc-bogus", "", "RC", "send only"])
 def test_lookup_unknown_raises_keyerror(bad):
     with pytest.raises(KeyError) as exc:
@@ -229,3 +263,12 @@ def test_lookup_unknown_raises_keyerror(bad):
         assert f"0x{bad:02x}" in text
     elif isinstance(bad, str):
         assert repr(bad.strip()) in text
+
+
+def test_opcodes_command_names_one_link_rows(capsys):
+    from roce.cli import main
+
+    assert main(["opcodes", "--transport", "cnp"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["0x80", "0x81"]
+    assert rows[0].endswith("(native InfiniBand only)") and rows[1].endswith("(RoCE only)")

@@ -7,13 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import roce
-from roce import OPCODES, DecodeError, NotRoCE
+from roce import OPCODES, ROCE_OPCODES, DecodeError, NotRoCE
 from roce.fast import ip_checksum_reference
 from roce.headers import ENCODERS, LAYOUTS, SIZE_OF
 from roce.locate import HEADER_IDS
 from roce.packet import udp_source_port as packet_udp_source_port
 
-CODES = sorted(OPCODES)
+CODES = sorted(ROCE_OPCODES)  # what a RoCE frame may carry
 VARIANTS = ("ipv4", "ipv6", "vlan", "rocev1")
 SINGLE = ("immdt", "ieth")  # fields() flattens these one-field headers to their own name
 BTH_FIELDS = ("psn", "destqp", "p_key", "se", "m", "a", "fecn", "becn")

@@ -28,7 +28,7 @@ from scapy.utils import rdpcap, wrpcap
 from scapy.volatile import RandNum
 
 import roce
-from roce import OPCODES, fast, icrc
+from roce import OPCODES, ROCE_OPCODES, fast, icrc
 from roce.headers import (
     DECODERS,
     ENCODERS,
@@ -56,7 +56,7 @@ def _our_bindings():
     L.unbind()
 
 
-CODES = sorted(OPCODES)
+CODES = sorted(ROCE_OPCODES)  # what a RoCE frame may carry
 L3S = ("ip", "ipv6", "grh")
 DST, SRC = "02:00:00:00:00:02", "02:00:00:00:00:01"
 # BTH fields the packet's structure rests on: set from the opcode and payload, not drawn.

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from profiles import examples
 
 import roce
-from roce import OPCODES, fast
+from roce import OPCODES, ROCE_OPCODES, fast
 from roce.cli import main
 from roce.locate import LINKTYPE_LINUX_SLL, LINKTYPE_RAW, OK
 from roce.pcapio import PcapWriter, open_capture
@@ -113,7 +113,7 @@ def one_line_error(res: subprocess.CompletedProcess, code: int, *words: str) -> 
 # -- craft: every opcode ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", sorted(OPCODES), ids=lambda c: OPCODES[c].slug)
+@pytest.mark.parametrize("code", sorted(ROCE_OPCODES), ids=lambda c: OPCODES[c].slug)
 def test_craft_every_opcode(tmp_path, capsys, code):
     argv, want, payload = opcode_args(code)
     p = craft_one(tmp_path, *argv)
@@ -143,7 +143,7 @@ def test_craft_line_is_decode_line(tmp_path, capsys):
 
 
 def test_every_opcode_slug_and_number_resolve(tmp_path):
-    for code, op in OPCODES.items():
+    for code, op in ROCE_OPCODES.items():
         by_number = craft_frames(tmp_path, hex(code))
         by_ident = craft_frames(tmp_path, op.ident)
         assert roce.parse(by_number[0]).opcode is op

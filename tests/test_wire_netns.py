@@ -25,7 +25,7 @@ from test_wire_cli import _reference, opcode_args
 from tshark_oracle import FIELDS, TSHARK, TSHARK_CODES, fields_command, our_key, tshark_value
 
 import roce
-from roce import OPCODES
+from roce import OPCODES, ROCE_OPCODES
 from roce.cli import main
 from roce.pcapio import PcapWriter, open_capture
 from roce.wire.replay_cli import Rewrite
@@ -124,7 +124,7 @@ def every_opcode_commands() -> list[list[str]]:
     """Each opcode once over IPv4, once more over a rotating other encapsulation; one frame
     with a deliberately bad ICRC."""
     out = []
-    for i, code in enumerate(sorted(OPCODES)):
+    for i, code in enumerate(sorted(ROCE_OPCODES)):
         argv = opcode_args(code)[0]
         out.append(argv)
         out.append(argv + VARIANTS[i % len(VARIANTS)] + ["--psn", str(5000 + code)])

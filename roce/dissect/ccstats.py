@@ -114,10 +114,14 @@ class CcReport:
         return header, rows
 
     def timeline_table(self) -> tuple[list[str], list[tuple[str, list[str]]]]:
-        """A compact table: one line per interval; per QP ``Gb/s CNPs retx``; PAUSE frames."""
+        """A compact table: one line per interval; per QP ``Gb/s CNPs retx`` (CNPs and BECNs,
+        ``cnp+becn``, when native InfiniBand returned BECNs: both tell the sender to slow
+        down); PAUSE frames."""
         assert self.timeline is not None
         qps = self.timeline["qps"]
-        header = ["start (us)"] + [f"QP{i + 1} Gb/s cnp retx" for i in range(len(qps))] + [
+        becns = any(s["becns"] for r in self.timeline["rows"] for s in r["qps"].values())
+        told = "cnp+becn" if becns else "cnp"
+        header = ["start (us)"] + [f"QP{i + 1} Gb/s {told} retx" for i in range(len(qps))] + [
             "pauses"]
         rows = []
         for r in self.timeline["rows"]:
@@ -125,6 +129,6 @@ class CcReport:
             for label in qps:
                 s = r["qps"].get(label)
                 cells.append("-" if s is None else
-                             f"{s['gbps']:.2f} {s['cnps']} {s['retransmissions']}")
+                             f"{s['gbps']:.2f} {s['cnps'] + s['becns']} {s['retransmissions']}")
             rows.append((f"{r['start_ns'] / 1e3:.1f}", cells + [str(r["pauses"])]))
         return header, rows

@@ -52,7 +52,7 @@ from roce.locate import (
     is_malformed,
     macc_offset,
 )
-from roce.opcodes import CNP_OPCODE, OPCODES, Operation, Transport, lookup
+from roce.opcodes import OPCODES, Operation, Transport, lookup
 from roce.packet import Packet, parse
 from roce.pcapio import Frame
 
@@ -519,16 +519,17 @@ def filter_macros() -> dict[str, str]:
                + " and aeth.syndrome.opcode == 0)",
         "nak": "aeth.syndrome.opcode == 3",
         "rnr": "aeth.syndrome.opcode == 1",
-        "cnp": f"bth.opcode == {CNP_OPCODE:#x}",
+        "cnp": _opcode_set(lambda o: o.transport is Transport.CNP),  # RoCE's and IB's
         "read": _opcode_set(lambda o: o.operation in (op.RDMA_READ, op.READ_RESPONSE)),
         "write": _opcode_set(lambda o: o.operation is op.RDMA_WRITE),
         "send": _opcode_set(lambda o: o.operation is op.SEND),
         "atomic": _opcode_set(lambda o: o.operation in (op.ATOMIC, op.ATOMIC_ACK,
                                                        op.ATOMIC_WRITE)),
         "bad_icrc": "icrc.valid == false",
-        # IPv6 carries ECN in the low two bits of the traffic class
+        # IPv6 carries ECN in the low two bits of the traffic class; native InfiniBand's
+        # mark is the BTH FECN (on RoCE that bit is not a mark: docs/protocol.md)
         "ecn_ce": "ip.dsfield.ecn == 3 or ipv6.tclass in {"
-                  + " ".join(str(t) for t in range(3, 256, 4)) + "}",
+                  + " ".join(str(t) for t in range(3, 256, 4)) + "} or (lrh and bth.fecn == 1)",
     }
     macros.update(macctrl.macros())
     for code, o in OPCODES.items():

@@ -29,7 +29,7 @@ from .flowrules import (
     AETH_LATER,
     ATOMIC_BYTES,
     BATCH,
-    BECN_FIELDS,
+    BECN_SPECS,
     C_ACK,
     C_ATOMIC,
     C_ATOMIC_ACK,
@@ -38,7 +38,7 @@ from .flowrules import (
     C_ONLYREQ,
     C_READ,
     C_READ_RESP,
-    CE_MARKS,
+    CE_SPECS,
     DEFAULT_MTU,
     EVENT_BY_NAME,
     IB_KINDS,
@@ -71,6 +71,7 @@ from .flowrules import (
     event_text,
     is_selective_nak,
     malformed_text,
+    marked,
     nak_event,
 )
 
@@ -81,9 +82,7 @@ _BTH_TVER = locate.SPECS[("bth", "tver")]
 _BTH_DESTQP = locate.SPECS[("bth", "destqp")]
 _BTH_PSN = locate.SPECS[("bth", "psn")]
 _BTH_PADCNT = locate.SPECS[("bth", "padcnt")]
-# flowrules' congestion marks and L3 lengths, as field specs.
-_CE = {k: (locate.SPECS[m.field], m.at_bth, m.mask, m.value) for k, m in CE_MARKS.items()}
-_BECN = {k: (locate.SPECS[m.field], m.at_bth, m.mask, m.value) for k, m in BECN_FIELDS.items()}
+# flowrules' L3 lengths, as field specs.
 _L3_LEN = {k: (locate.LRH_SPECS[hf[1]] if hf[0] == "lrh" else locate.SPECS[hf], extra, unit)
            for k, (hf, extra, unit) in L3_LEN_FIELDS.items()}
 _KEY_NAMES = {code: [n.split(".", 1)[1] for n in names]
@@ -97,15 +96,6 @@ def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
     """One field by its ``locate.SPECS`` entry (byte offset, byte count, shift, mask)."""
     off, n, shift, mask = spec
     return (int.from_bytes(buf[base + off:base + off + n], "big") >> shift) & mask
-
-
-def _marked(data: bytes, table: dict[int, Any], l3k: int, l3o: int, bth: int) -> bool:
-    """Whether a frame carries the mark ``table`` (``_CE`` or ``_BECN``) has for its L3."""
-    m = table.get(l3k)
-    if m is None:
-        return False
-    spec, at_bth, mask, value = m
-    return _rd(data, bth if at_bth else l3o, spec) & mask == value
 
 
 def _eth_field(data: bytes, bth_off: int, op: int, header: str, name: str) -> int:
@@ -257,7 +247,8 @@ class Analyzer:
                 k0 = _eth_field(data, bth, op, "aeth", "syndrome")
                 k1 = _eth_field(data, bth, op, "aeth", "msn")
             self._packet(f, data, linktype, fn, ts, op, psn, plen, lens[i],
-                         _marked(data, _CE, l3k, l3o, bth), _marked(data, _BECN, l3k, l3o, bth),
+                         marked(data, CE_SPECS, l3k, l3o, bth),
+                         marked(data, BECN_SPECS, l3k, l3o, bth),
                          icrc_ok, k0, k1, k2, bad or None, truncated)
 
     def _new_flow(self, l3: int, addr: bytes, qp: int) -> _RefFlow:

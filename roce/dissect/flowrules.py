@@ -418,6 +418,28 @@ CE_MARKS: dict[int, Mark] = {
 BECN_FIELDS: dict[int, Mark] = {locate.L3_LRH: _BECN, locate.L3_LRH_GRH: _BECN}
 
 
+def mark_specs(marks: dict[int, Mark]) -> dict[int, tuple[tuple[int, int, int, int], bool, int,
+                                                         int]]:
+    """``CE_MARKS`` or ``BECN_FIELDS`` with each field as its ``locate.SPECS`` entry: what
+    ``marked`` reads."""
+    return {k: (locate.SPECS[m.field], m.at_bth, m.mask, m.value) for k, m in marks.items()}
+
+
+CE_SPECS = mark_specs(CE_MARKS)
+BECN_SPECS = mark_specs(BECN_FIELDS)
+
+
+def marked(data: bytes, table: dict[int, Any], l3_kind: int, l3_off: int, bth_off: int) -> bool:
+    """Whether a walked frame carries the mark ``table`` (``CE_SPECS`` or ``BECN_SPECS``) has
+    for its L3 kind (none: False)."""
+    m = table.get(l3_kind)
+    if m is None:
+        return False
+    (off, n, shift, fmask), at_bth, mask, value = m
+    base = (bth_off if at_bth else l3_off) + off
+    return (int.from_bytes(data[base:base + n], "big") >> shift) & fmask & mask == value
+
+
 def malformed_text(w: locate.Walk) -> str:
     """The argument of a "malformed" event: why the walk failed, in words."""
     return str(locate.explain(w))

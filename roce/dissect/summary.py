@@ -60,7 +60,7 @@ from roce.locate import (
     is_not_roce,
 )
 from roce.macc import ETHERTYPE_MACC
-from roce.opcodes import CNP_OPCODE, OPCODES
+from roce.opcodes import CNP_OPCODES, OPCODES, Transport
 
 from . import macctrl
 from .flowrules import NAK_CODE_OF, selective_aeth
@@ -248,8 +248,8 @@ def opcode_name(code: int) -> str:
 def info_text(f: Fields) -> str:
     """Info column for a frame whose BTH was decoded, without flags."""
     code = f["bth.opcode"]
-    if code == CNP_OPCODE:
-        return f"CNP QP=0x{f['bth.destqp']:06x}"
+    if code in CNP_OPCODES:  # RoCE's or native InfiniBand's: no PSN to show (PSN 0)
+        return f"{opcode_name(code)} QP=0x{f['bth.destqp']:06x}"
     parts = [f"{opcode_name(code)} QP=0x{f['bth.destqp']:06x} PSN={f['bth.psn']}"]
     op = OPCODES.get(code)
     for name in op.headers if op is not None else ():
@@ -297,7 +297,7 @@ def colour_of(opcode: int, syndrome: int | None, ecn: int, bad: bool) -> str:
             return RED
         if kind == 1:
             return YELLOW
-    if opcode == CNP_OPCODE or ecn == ECN_CE:
+    if opcode in CNP_OPCODES or ecn == ECN_CE:
         return MAGENTA
     if opcode in _ACK_OPS:
         return DIM
@@ -528,8 +528,8 @@ K_NONE, K_RETH, K_AETH, K_DETH, K_IMM, K_IETH, K_CNP, K_SLOW = range(8)
 _SIMPLE_KINDS = {(): K_NONE, ("reth",): K_RETH, ("aeth",): K_AETH, ("deth",): K_DETH,
                  ("immdt",): K_IMM, ("ieth",): K_IETH, ("cnp",): K_CNP}
 KIND: tuple[int, ...] = tuple(
-    _SIMPLE_KINDS.get(OPCODES[c].headers, K_SLOW) if c in OPCODES else K_SLOW
-    for c in range(256))
+    K_SLOW if c not in OPCODES else K_CNP if OPCODES[c].transport is Transport.CNP
+    else _SIMPLE_KINDS.get(OPCODES[c].headers, K_SLOW) for c in range(256))
 NAMES: tuple[str, ...] = tuple(opcode_name(c) for c in range(256))
 _L3_PROTO = {L3_IPV4: "RRoCE", L3_IPV6: "RRoCE", L3_GRH: "RoCE"}
 

@@ -3,8 +3,8 @@ about congestion control (CNPs, CE marks, the per-interval timeline).
 
 One pass over the frames, no I/O of its own.  A *QP* here is a data flow: (L3 source, L3
 destination, BTH destination QP) of packets that carry requests (or READ responses).  For each
-it keeps every data packet (time, PSN, bytes, retransmission?, CE?), the ACKs and the CNPs
-that answer it, and the capture's PFC/PAUSE frames.  Memory grows with the capture: a plot
+it keeps every data packet (time, PSN, bytes, retransmission?, CE?), the ACKs, the CNPs and
+the BECNs that answer it, and the capture's PFC/PAUSE frames.  Memory grows with the capture: a plot
 draws every packet.
 
 Rules:
@@ -14,8 +14,12 @@ Rules:
 - ACKs and CNPs travel B->A to QP a, the data A->B to QP b: a (B, A, a) flow is attached to
   the A->B data flow whose PSN range holds its first ACK's PSN, or else to the only A->B data
   flow (the pairing roce/dissect/flows.py documents); CNPs use the attachment of their key,
-  else the only A->B data flow, else stay unattached (``cnp_only``);
-- CE: the IP ECN field is 3 (RFC 3168), read through roce.locate's field specs.
+  else the only A->B data flow, else stay unattached (``cnp_only``); a BECN (native
+  InfiniBand's notification on a packet other than a CNP) is attached as a CNP is, and the
+  packet counts as what it is too;
+- CE and BECN: the marks ``roce stats`` counts, by the same tables (flowrules "congestion
+  marks", ``CE_SPECS`` / ``BECN_SPECS``): IP ECN CE on RoCEv2, the BTH FECN / BECN on native
+  InfiniBand.
 """
 
 from __future__ import annotations
@@ -27,14 +31,12 @@ from typing import Any
 
 from .. import fast, locate, macc
 from ..errors import DecodeError
-from ..headers import ECN_CE, LAYOUTS
+from ..headers import LAYOUTS
 from ..opcodes import OPCODES, Operation, Transport
 from ..psn import psn_diff
 from .flowmodel import addr_text
-from .flowrules import ADDR_PIECES, IB_KINDS, addr_key
+from .flowrules import ADDR_PIECES, BECN_SPECS, CE_SPECS, IB_KINDS, addr_key, marked
 
-_IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
-_IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]
 _ADDR = {k: (LAYOUTS[h].field(s), LAYOUTS[h].field(d)) for k, h, s, d in (
@@ -64,6 +66,7 @@ class QpSeries:
     # (ts, psn, bytes on the wire, retransmission, CE)
     acks: list[tuple[int, int]] = field(default_factory=list)  # (ts, psn)
     cnps: list[int] = field(default_factory=list)  # ts
+    becns: list[int] = field(default_factory=list)  # ts: BECNs on packets other than CNPs
     max_psn: int | None = None
     min_psn: int | None = None
 
@@ -145,14 +148,12 @@ class Collector:
         if op.transport is Transport.CNP:
             self._answers.setdefault(key, []).append(("cnp", ts, None))
             return
+        if marked(data, BECN_SPECS, w.l3_kind, w.l3_off, w.bth_off):
+            self._answers.setdefault(key, []).append(("becn", ts, None))
         if op.operation in _ACKS:
             self._answers.setdefault(key, []).append(("ack", ts, psn))
             return
-        ce = False
-        if w.l3_kind == locate.L3_IPV4:
-            ce = _rd(data, w.l3_off, _IP_ECN) == ECN_CE
-        elif w.l3_kind == locate.L3_IPV6:
-            ce = (_rd(data, w.l3_off, _IP6_TCLASS) & 3) == ECN_CE
+        ce = marked(data, CE_SPECS, w.l3_kind, w.l3_off, w.bth_off)
         q = tl.qps.get(key)
         if q is None:
             q = tl.qps[key] = QpSeries(src, dst, qpn)
@@ -195,6 +196,8 @@ class Collector:
                         tl.cnp_only.append((ts, src, dst, qpn))
                 elif kind == "cnp":
                     target.cnps.append(ts)
+                elif kind == "becn":
+                    target.becns.append(ts)
                 else:
                     target.acks.append((ts, p))
         self._answers = {}
@@ -213,8 +216,8 @@ def collect(frames: Iterable[Any], udp_port: int = locate.ROCE_PORT) -> Timeline
 
 
 def binned(tl: Timeline, interval_ns: int) -> list[dict[str, Any]]:
-    """Per interval (from the first frame): per-QP bytes, Gb/s, CNPs, retransmissions, and
-    PAUSE/PFC frames (XOFF) on the link.  Only intervals that saw something are listed."""
+    """Per interval (from the first frame): per-QP bytes, Gb/s, CNPs, BECNs, retransmissions,
+    and PAUSE/PFC frames (XOFF) on the link.  Only intervals that saw something are listed."""
     if interval_ns <= 0:
         raise ValueError("interval must be positive")
     t0 = tl.first_ts or 0
@@ -229,7 +232,7 @@ def binned(tl: Timeline, interval_ns: int) -> list[dict[str, Any]]:
 
     def slot(ts: int, q: QpSeries) -> dict[str, Any]:
         return row(ts)["qps"].setdefault(q.label, {"bytes": 0, "gbps": 0.0, "cnps": 0,
-                                                  "retransmissions": 0})
+                                                  "becns": 0, "retransmissions": 0})
 
     for q in tl.series():
         for ts, _, n, retx, _ in q.data:
@@ -238,6 +241,8 @@ def binned(tl: Timeline, interval_ns: int) -> list[dict[str, Any]]:
             s["retransmissions"] += retx
         for ts in q.cnps:
             slot(ts, q)["cnps"] += 1
+        for ts in q.becns:
+            slot(ts, q)["becns"] += 1
     for ts, _, _, xon in tl.pauses:
         if not xon:
             row(ts)["pauses"] += 1

@@ -105,7 +105,13 @@ class SRRequester(Requester):
     # -- scoreboard ---------------------------------------------------------------------
 
     def in_flight(self) -> int:
-        return psn_diff(self.psn, self.una) - len(self.sacked)
+        """PSNs sent and neither acknowledged nor selectively acknowledged: IRN's count for
+        choosing RTO_low (section 4.1).  ``psn`` would not do: a message's PSNs are all
+        assigned when its first packet goes, so a 1 MiB WRITE held back by BDP flow control
+        would count its unsent packets and always wait RTO_high."""
+        if self.high is None:
+            return 0
+        return max(0, psn_diff(self.high, self.una) + 1 - len(self.sacked))
 
     def _unit(self, psn: int) -> tuple[int, bool] | None:
         """The PSN to resend for ``psn``: itself, or for a READ its first missing response;

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 
 from ..errors import UsageError
 from ..fast import ip_checksum_reference
+from ..headers import DECODERS, ENCODERS, SIZE_OF
 from ..locate import L3_GRH, walk
+from ..opcodes import IB_CNP_OPCODE, OPCODES, Transport
 from ..options import unsigned
 from . import ib, tunnels
 
@@ -48,9 +50,22 @@ def _ipv4(proto: int, payload: bytes) -> bytes:
     return OUTER_MACS + b"\x08\x00" + bytes(ip) + payload
 
 
+def ib_transport(frame: bytes, bth_off: int, icrc_off: int) -> bytes:
+    """BTH through pad for native InfiniBand: the frame's, but a CNP (RoCE's 0x81, or the IB
+    one the RoCE walk refuses) becomes native InfiniBand's: opcode 0x80, the BTH and the
+    extended headers of its row (docs/protocol.md "Native InfiniBand")."""
+    bth = DECODERS["bth"](frame, bth_off)
+    op = OPCODES.get(bth["opcode"])
+    if op is None or op.transport is not Transport.CNP:
+        return frame[bth_off:icrc_off]
+    ib_cnp = OPCODES[IB_CNP_OPCODE]
+    bth["opcode"] = ib_cnp.code
+    return ENCODERS["bth"](bth) + bytes(sum(SIZE_OF[h] for h in ib_cnp.headers))
+
+
 def to_ib(frame: bytes, args: argparse.Namespace) -> bytes:
     w = walk(frame)
-    transport = frame[w.bth_off:w.icrc_off]
+    transport = ib_transport(frame, w.bth_off, w.icrc_off)
     if w.l3_kind == L3_GRH:
         return ib.build(transport, lnh=ib.LNH_GLOBAL, grh=frame[w.l3_off:w.l3_off + 40],
                         vl=args.vl, sl=args.sl, dlid=args.dlid, slid=args.slid)

@@ -159,7 +159,8 @@ def decode(frame: bytes, caplen: int | None = None, origlen: int | None = None) 
 def columns(d: Decoded) -> tuple[str, str, str, str]:
     """(source, destination, protocol, Info) of a decoded packet, tshark style: LIDs as
     addresses, the opcode line of RoCE, then MAD / CM / IPoIB facts."""
-    from ..dissect.summary import FLAG_TEXT, info_text
+    from ..dissect.summary import info_text
+    from .ibflags import IB_FLAG_TEXT, flag_index
 
     f = d.fields
     if "lrh.slid" not in f:
@@ -176,10 +177,9 @@ def columns(d: Decoded) -> tuple[str, str, str, str]:
         if extra:
             proto, text = extra
             info = f"{text} ({info})" if proto != "IPoIB" else f"{text}"
-        bits = (1 if f["bth.a"] else 0) | (4 if f.get("icrc.valid") is False else 0)
-        info += FLAG_TEXT[bits]
-        if f.get("vcrc.valid") is False:
-            info += " [BAD VCRC]"
+        info += IB_FLAG_TEXT[flag_index(f["bth.a"], f["bth.fecn"], f["bth.becn"],
+                                        f.get("icrc.valid") is not False,
+                                        f.get("vcrc.valid") is not False)]
     if d.kind == "truncated":
         info = f"{info} [Truncated]" if d.walk.payload_off >= 0 else (
             f"{info} [Truncated: {d.error}]")

@@ -18,7 +18,6 @@ from typing import Any
 
 from ..dissect.summary import (
     _MAYBE_SACK,  # AETHs that may be a selective NAK: their text is aeth_text's, in Python
-    FLAG_TEXT,
     K_AETH,
     K_CNP,
     K_DETH,
@@ -34,11 +33,11 @@ from ..dissect.summary import (
     Summarizer,
     aeth_text,
 )
-from ..locate import FLAG_A
+from ..locate import FLAG_A, FLAG_BECN, FLAG_FECN
 from . import ib, ibmad
+from .ibflags import IB_FLAG_TEXT, flag_index
 
 PROTOCOL = "InfiniBand"
-BAD_VCRC = " [BAD VCRC]"
 _GID_SRC = ib.LRH_SIZE + 8  # GRH source GID, then destination GID (16 bytes each)
 
 
@@ -112,8 +111,8 @@ def _line(datas: list[bytes], cols: dict[str, Any], i: int, number: int, tt: str
 
 
 def _flags(fl: int, iok: int, vok: int) -> str:
-    flags = FLAG_TEXT[(1 if fl & FLAG_A else 0) | (0 if iok else 4)]
-    return flags if vok else flags + BAD_VCRC
+    """The flag suffix from the scan columns (BTH flags as ``locate.FLAG_*``, CRCs ok)."""
+    return IB_FLAG_TEXT[flag_index(fl & FLAG_A, fl & FLAG_FECN, fl & FLAG_BECN, iok, vok)]
 
 
 def _info(kind: int, psn: int, k0: int, k1: int, k2: int) -> str:
@@ -179,11 +178,12 @@ def configure(ext: Any) -> None:
         "names": [t.encode() for t in NAMES],
         "syn_pre": [SYNDROME_PARTS[s][0].encode() for s in range(256)],
         "syn_post": [SYNDROME_PARTS[s][1].encode() for s in range(256)],
-        "flags": [t.encode() for t in FLAG_TEXT], "bad_vcrc": BAD_VCRC.encode(),
+        "flags": [t.encode() for t in IB_FLAG_TEXT],
         "protocol": PROTOCOL.encode(), "kinds": list(KIND), "ud": set(_UD_OPCODES),
         "k": {"none": K_NONE, "reth": K_RETH, "aeth": K_AETH, "deth": K_DETH, "imm": K_IMM,
               "ieth": K_IETH, "cnp": K_CNP},
-        "maybe_sack": list(_MAYBE_SACK), "flag_a": FLAG_A, "lnh_global": ib.LNH_GLOBAL,
+        "maybe_sack": list(_MAYBE_SACK), "flag_a": FLAG_A, "flag_fecn": FLAG_FECN,
+        "flag_becn": FLAG_BECN, "lnh_global": ib.LNH_GLOBAL,
         "gid_src": _GID_SRC})
 
 

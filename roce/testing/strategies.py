@@ -61,7 +61,7 @@ except ImportError as exc:  # the fuzz extra is not installed: say how to get it
 
 from .. import craft
 from ..headers import LAYOUTS, Field
-from ..opcodes import OPCODES, Opcode, Operation, Transport, lookup
+from ..opcodes import OPCODES, ROCE_OPCODES, Opcode, Operation, Transport, lookup
 from ..packet import Packet
 from ..psn import PSN_MASK, psn_diff
 from . import mutate as _mutate
@@ -94,9 +94,10 @@ def _as_operation(value: Operation | str | None) -> Operation | None:
 
 def opcode_rows(transport: Transport | str | None = None,
                 operation: Operation | str | None = None) -> list[Opcode]:
-    """The table rows matching a transport and/or operation (in code order)."""
+    """The RoCE table rows (``ROCE_OPCODES``: what these strategies' frames carry) matching
+    a transport and/or operation (in code order)."""
     t, o = _as_transport(transport), _as_operation(operation)
-    rows = [op for op in OPCODES.values()
+    rows = [op for op in ROCE_OPCODES.values()
             if (t is None or op.transport is t) and (o is None or op.operation is o)]
     if not rows:
         raise ValueError(f"no opcode is {t} {o}")

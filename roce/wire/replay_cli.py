@@ -60,7 +60,7 @@ from roce.locate import (
     ROCE_PORT,
     is_malformed,
 )
-from roce.opcodes import CNP_OPCODE
+from roce.opcodes import CNP_OPCODES
 from roce.options import (
     bounded_int,
     parse_ip,
@@ -191,7 +191,7 @@ def rewrite_frame(frame: bytes, rw: Rewrite, udp_port: int = ROCE_PORT) -> bytes
         buf[w.udp_off + UDP_SPORT[0]:w.udp_off + UDP_SPORT[1]] = rw.sport.to_bytes(2, "big")
     if rw.dqpn is not None:
         _put(buf, b, BTH_DESTQP, rw.dqpn)
-    if rw.psn_offset and w.opcode != CNP_OPCODE:
+    if rw.psn_offset and w.opcode not in CNP_OPCODES:
         _put(buf, b, BTH_PSN, _get(buf, b, BTH_PSN) + rw.psn_offset)
     if w.l3_kind == L3_IPV4 and (src is not None or dst is not None):
         _fix_ip_checksum(frame, buf, l3, w.l3_len)

@@ -21,7 +21,7 @@ from ...locate import (
     LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW,
 )
-from ...opcodes import OPCODES
+from ...opcodes import ROCE_OPCODES
 from ...packet import craft
 from ..mutate import get_field
 
@@ -34,7 +34,7 @@ def roce_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     """Valid frames of every opcode in IPv4, IPv6 and RoCEv1, some with a VLAN tag, IPv4
     options or an Ethernet trailer; field values from their layouts."""
     pool = []
-    for code, op in OPCODES.items():
+    for code, op in ROCE_OPCODES.items():
         for i in range(per_opcode):
             kw: dict[str, Any] = [{}, {"ipv6": True}, {"roce_version": 1}][i % 3]
             if rng.random() < 0.25:
@@ -110,8 +110,10 @@ def tunnel_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
 
 def ib_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     """Native InfiniBand packets (link type 247, ``roce.families.ib``): every opcode with and
-    without GRH, with random LRH fields; MADs (SMP, SA), CM REQ/REP/RTU/DREQ and IPoIB."""
+    without GRH, with random LRH fields (RoCE's CNP made native InfiniBand's); MADs (SMP,
+    SA), CM REQ/REP/RTU/DREQ and IPoIB."""
     from ...families import ib, ibmad
+    from ...families.craft import ib_transport
     from ...locate import walk
 
     def transport(frame: bytes) -> bytes:
@@ -123,7 +125,7 @@ def ib_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
         w = walk(frame)
         if w.status:
             continue
-        t = frame[w.bth_off:w.icrc_off]
+        t = ib_transport(frame, w.bth_off, w.icrc_off)
         grh = frame[w.l3_off:w.l3_off + 40] if w.l3_kind == 1 else None
         pool.append(ib.build(t, lnh=ib.LNH_GLOBAL if grh else ib.LNH_LOCAL, grh=grh,
                              vl=rng.randrange(16), sl=rng.randrange(16),
