@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 from cc_helpers import write_capture
+from cm_helpers import cm_frames
 from fleet_helpers import roce_cli
 
-import roce
-from roce.families import ib, ibmad
-from roce.locate import walk
+from roce.families import ib
 from roce.pcapio import PcapWriter, open_capture
 
 SECTIONS = ("congestion", "expert")
@@ -26,33 +25,9 @@ def stats_json(*argv: str) -> dict:
     return json.loads(out)
 
 
-def _transport(code: int | str, payload: bytes, **kw: object) -> bytes:
-    raw = roce.craft(code, payload, **kw).to_bytes()
-    w = walk(raw)
-    return raw[w.bth_off:w.icrc_off]
-
-
 def write_cm_capture(path: Path) -> str:
-    """A CM REQ / REP / RTU exchange and the connection's first packets (native IB, 247);
-    the first packet to the active side starts at PSN 501, not the REP's 500."""
-    def cm(attr: int, values: dict, slid: int, dlid: int) -> bytes:
-        t = _transport("UD_SEND_ONLY", ibmad.build_cm(attr, values), dqpn=1, sqpn=1,
-                       qkey=0x80010000)
-        return ib.build(t, slid=slid, dlid=dlid)
-
-    def data(qp: int, psn: int, slid: int, dlid: int) -> bytes:
-        return ib.build(_transport("RC_SEND_ONLY", b"abcd", dqpn=qp, psn=psn), slid=slid,
-                        dlid=dlid)
-
-    frames = [
-        cm(0x10, {"localcommid": 0x77, "localqpn": 0x11, "startpsn": 100, "pppmtu": 5}, 2, 1),
-        cm(0x13, {"localcommid": 0x99, "remotecommid": 0x77, "localqpn": 0x22,
-                  "startpsn": 500}, 1, 2),
-        cm(0x14, {"localcommid": 0x77, "remotecommid": 0x99}, 2, 1),
-        data(0x22, 100, 2, 1), data(0x22, 101, 2, 1), data(0x11, 501, 1, 2),
-    ]
     with PcapWriter(path, linktype=ib.LINKTYPE_INFINIBAND) as w:
-        for n, f in enumerate(frames):
+        for n, f in enumerate(cm_frames()):
             w.write(f, ts_ns=n * 1000)
     return str(path)
 
