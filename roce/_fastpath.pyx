@@ -1018,11 +1018,20 @@ def classify(uint32_t psn, uint32_t epsn):
 
 DEF MAX_HOLES = 1024
 
+# roce.psn.EARLY_WINDOW, set by configure_psn (roce.fast, at import): 0 until then
+cdef uint32_t T_EARLY_WINDOW = 0
+
+
+def configure_psn(uint32_t early_window):
+    """The PSN tracker's constants from roce.psn (one source of truth)."""
+    global T_EARLY_WINDOW
+    T_EARLY_WINDOW = early_window
+
 
 cdef class PSNTracker:
     """Twin of roce.psn.PSNTracker."""
 
-    cdef public uint32_t next
+    cdef public uint32_t next, first, early
     cdef public bint started
     cdef public long in_order, gaps, missing, late, duplicates, wraps
     cdef uint32_t *hole_start
@@ -1030,7 +1039,8 @@ cdef class PSNTracker:
     cdef int nholes, cap
 
     def __cinit__(self):
-        self.next = 0
+        self.next = self.first = 0
+        self.early = T_EARLY_WINDOW
         self.started = False
         self.in_order = self.gaps = self.missing = self.late = self.duplicates = self.wraps = 0
         self.nholes = 0
@@ -1067,6 +1077,7 @@ cdef class PSNTracker:
         """Continue from ``psn`` without counting a gap."""
         self.started = True
         self.next = psn & PSN_MASK
+        self.early = 0
 
     cpdef int feed(self, uint32_t psn, int count=1):
         psn &= PSN_MASK
@@ -1074,6 +1085,7 @@ cdef class PSNTracker:
             count = 1
         if not self.started:
             self.started = True
+            self.first = psn
             self.in_order += 1
             self._advance(psn, count)
             return 0
@@ -1093,11 +1105,46 @@ cdef class PSNTracker:
                 self._drop(0)
             self._advance(psn, count)
             return 2
-        if self._fill(psn):
+        if self._fill(psn) or (self.early and self._early(psn, count)):
             self.late += 1
             return 3
         self.duplicates += 1
         return 4
+
+    cdef bint _early(self, uint32_t psn, int count) except -1:
+        """roce.psn.PSNTracker._early: a late first arrival moves the start back."""
+        cdef int32_t below = c_psn_diff(self.first, psn)
+        if below < count or <uint32_t>below > self.early \
+                or c_psn_diff(self.next, self.first) < 0:
+            return False
+        self._back(psn, (psn + count) & PSN_MASK, <uint32_t>(below - count))
+        return True
+
+    cpdef bint start_at(self, uint32_t psn) except -1:
+        """roce.psn.PSNTracker.start_at."""
+        psn &= PSN_MASK
+        cdef int32_t below = c_psn_diff(self.first, psn)
+        if not self.started or below <= 0 or <uint32_t>below > self.early \
+                or c_psn_diff(self.next, self.first) < 0:
+            return False
+        self._back(psn, psn, <uint32_t>below)
+        return True
+
+    cdef int _back(self, uint32_t psn, uint32_t start, uint32_t hole) except -1:
+        cdef int k
+        if hole:
+            self._reserve()
+            for k in range(self.nholes, 0, -1):
+                self.hole_start[k] = self.hole_start[k - 1]
+                self.hole_len[k] = self.hole_len[k - 1]
+            self.hole_start[0] = start
+            self.hole_len[0] = hole
+            self.nholes += 1
+            self.missing += hole
+            if self.nholes > MAX_HOLES:
+                self._drop(0)
+        self.first = psn
+        return 0
 
     cdef void _advance(self, uint32_t psn, int count) noexcept:
         cdef uint64_t nxt = <uint64_t>psn + count

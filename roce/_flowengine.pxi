@@ -738,6 +738,7 @@ cdef class FlowEngine:
                 if v == A_SACK_CODE:
                     f.nak_psn = psn
                     self._ack_to(f, psn)
+                    self._nak_below_start(f, psn)
                 if selective:
                     self._sack(f, <uint32_t>k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
@@ -791,10 +792,15 @@ cdef class FlowEngine:
 
     cdef int _feed_req(self, AFlow f, uint32_t psn, int count, int64_t fn, int64_t ts,
                        bint read) except -1:
-        if f.req is None:
-            f.req = PSNTracker()
-        cdef int ev = self._feed(f, f.req, psn, count, fn, ts, 0)
+        cdef PSNTracker t = f.req
+        if t is None:
+            t = f.req = PSNTracker()
+        elif t.early and c_psn_diff(psn, t.first) < 0 and self._acknowledged(f, psn):
+            t.early = 0  # flowrules, "request PSNs": acknowledged, no late first arrival
+        cdef int ev = self._feed(f, t, psn, count, fn, ts, 0)
         cdef ABurst *b = &f.burst[2]
+        if ev == AEV_LATE:
+            f.req_first = t.first  # a late first arrival moves the start back
         if ev == AEV_DUPLICATE and not read and self._acknowledged(f, psn):
             if b.open:  # flowrules, "spurious retransmissions": runs fold
                 if psn == ((b.hi + 1) & A_PSN_MASK):
@@ -841,6 +847,24 @@ cdef class FlowEngine:
                         q = (<uint32_t>f.acked + i) & (A_SACK_AHEAD - 1)
                         f.sacks[q >> 3] &= ~(1 << (q & 7))
         f.acked = psn
+
+    cdef int _nak_below_start(self, AFlow f, uint32_t psn) except -1:
+        """flowref._nak_below_start: a sequence NAK's ePSN below the start of the flow it
+        answers moves that start back."""
+        cdef AFlow c, x = None
+        cdef PSNTracker t
+        cdef int32_t d
+        for c in f.back:
+            t = c.req
+            if t is not None and t.early:
+                d = c_psn_diff(t.first, psn)
+                if 0 < d and <uint32_t>d <= t.early:
+                    if x is not None:
+                        return 0  # two candidates: ambiguous
+                    x = c
+        if x is not None and x.req.start_at(psn):
+            x.req_first = psn
+        return 0
 
     cdef int _sack(self, AFlow f, uint32_t psn) except -1:
         cdef int32_t d = c_psn_diff(psn, <uint32_t>f.acked)
@@ -1088,6 +1112,10 @@ cdef class FlowEngine:
         cdef list e
         cdef bint hit
         cdef int64_t size
+        if pos == AP_FIRST and self._is_write(kind) and self._is_write(st.kind) \
+                and st.has_first and st.mtu > 0 and c_psn_diff(psn, st.first) > 0 \
+                and dmalen == st.dmalen - <int64_t>c_psn_diff(psn, st.first) * st.mtu:
+            pos = AP_MIDDLE  # a late Middle (flowref._late)
         if st.kind >= 0 and not st.has_first and pos == AP_FIRST and c_psn_diff(st.lo, psn) > 0:
             # The head of the message in progress, resent.
             st.has_first = True
@@ -1099,6 +1127,17 @@ cdef class FlowEngine:
             st.ts = ts
             if self._is_write(kind):
                 st.dmalen = dmalen
+            return 0
+        if self._is_write(st.kind) and self._is_write(kind) and st.has_first \
+                and pos == AP_FIRST and st.mtu > 0 and c_psn_diff(st.first, psn) > 0 \
+                and dmalen == st.dmalen + <int64_t>c_psn_diff(st.first, psn) * st.mtu:
+            # A selective-repeat WRITE's true First, late (flowref._late)
+            st.first = st.lo = psn
+            st.dmalen = dmalen
+            st.nbytes += plen
+            st.pkts += 1
+            st.frame = fn
+            st.ts = ts
             return 0
         if st.kind >= 0 and pos == AP_MIDDLE and (
                 not st.has_first or c_psn_diff(psn, st.first) > 0):

@@ -306,6 +306,7 @@ if _ext is not None:
     psn_add, psn_diff, psn_cmp, classify = (_ext.psn_add, _ext.psn_diff, _ext.psn_cmp,
                                             _ext.classify)
     PSNTracker = _ext.PSNTracker
+    _ext.configure_psn(_psn.EARLY_WINDOW)
     crc32 = _ext.crc32
     ip_checksum = _ext.ip_checksum
     assemble = _ext.assemble

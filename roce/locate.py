@@ -255,14 +255,22 @@ def _udp(frame: bytes, off: int, end: int, p: list[int], udp_port: int) -> Walk:
     return _transport(frame, off + SIZE["udp"], end, p, "ip" if p[1] == L3_IPV4 else "ipv6")
 
 
-def _grh(frame: bytes, off: int, p: list[int]) -> Walk:
+def _grh_fault(frame: bytes, off: int, p: list[int]) -> Walk | None:
+    """The GRH at ``off`` cut short or not followed by a BTH (RoCEv1 and native IB alike)."""
     n = len(frame)
-    p[1], p[2], p[3] = L3_GRH, off, SIZE["grh"]
     if n - off < SIZE["grh"]:
         return _fail(BAD_TRUNCATED, p, "grh", off, SIZE["grh"], n - off)
     nxt = _rd(frame, off, SPECS[("grh", "nxthdr")])
     if nxt != GRH_NEXT_BTH:
         return _fail(BAD_GRH_NEXT, p, "grh", off, nxt)
+    return None
+
+
+def _grh(frame: bytes, off: int, p: list[int]) -> Walk:
+    p[1], p[2], p[3] = L3_GRH, off, SIZE["grh"]
+    fault = _grh_fault(frame, off, p)
+    if fault is not None:
+        return fault
     start = off + SIZE["grh"]
     return _transport(frame, start, start + _rd(frame, off, SPECS[("grh", "paylen")]), p, "grh")
 
@@ -282,11 +290,9 @@ def _lrh(frame: bytes, p: list[int]) -> Walk:
     off = LRH_SIZE
     if lnh == LNH_GLOBAL:
         p[3] = LRH_SIZE + SIZE["grh"]
-        if n - off < SIZE["grh"]:
-            return _fail(BAD_TRUNCATED, p, "grh", off, SIZE["grh"], n - off)
-        nxt = _rd(frame, off, SPECS[("grh", "nxthdr")])
-        if nxt != GRH_NEXT_BTH:
-            return _fail(BAD_GRH_NEXT, p, "grh", off, nxt)
+        fault = _grh_fault(frame, off, p)
+        if fault is not None:
+            return fault
         paylen = _rd(frame, off, SPECS[("grh", "paylen")])
         if paylen != end - off - SIZE["grh"]:
             return _fail(BAD_L3_LENGTH, p, "grh", off, paylen, end - off - SIZE["grh"])

@@ -55,6 +55,13 @@ EVENT_NAMES = ("first", "in-order", "gap", "late", "duplicate")
 # duplicates) so that a pathological capture cannot grow memory without bound.
 MAX_HOLES = 1024
 
+# How far below a flow's first PSN a packet may arrive and still be taken for a late first
+# arrival (reordered to the start of the capture: PSN 1 captured before PSN 0) rather than a
+# retransmission, while ``PSNTracker.early`` is open (docs/protocol.md, "What a capture shows
+# of it"; flowrules, "request PSNs").  A spraying fabric reorders by a few packets; 64 PSNs
+# is half the selective-repeat window, well beyond that and small next to a lost burst.
+EARLY_WINDOW = 64
+
 
 class PSNTracker:
     """Follows one flow's PSNs as a capture analyser sees them.
@@ -65,13 +72,20 @@ class PSNTracker:
       retransmission of a lost packet);
     - duplicates: a PSN behind the highest that was already seen (retransmission);
     - wraps: times the sequence crossed 2^24 -> 0.
+
+    A PSN 1..``early`` below the first PSN (``first``), not overlapping it, is a late first
+    arrival while the sequence has not gone half the PSN space past ``first``: the start
+    moves back to it, it counts as late, and the PSNs between it and the old start become a
+    hole (counted missing; no gap, no packet jumped).  ``early`` is ``EARLY_WINDOW`` until
+    the analyser closes it (0: an acknowledgement covering the start was seen).
     """
 
     __slots__ = ("next", "started", "in_order", "gaps", "missing", "late", "duplicates",
-                 "wraps", "holes")
+                 "wraps", "holes", "first", "early")
 
     def __init__(self) -> None:
-        self.next = 0
+        self.next = self.first = 0
+        self.early = EARLY_WINDOW
         self.started = False
         self.in_order = self.gaps = self.missing = self.late = self.duplicates = self.wraps = 0
         self.holes: list[list[int]] = []  # [start, length] runs of missing PSNs, oldest first
@@ -83,6 +97,7 @@ class PSNTracker:
             count = 1
         if not self.started:
             self.started = True
+            self.first = psn
             self.in_order += 1
             self._advance(psn, count)
             return EV_FIRST
@@ -99,11 +114,40 @@ class PSNTracker:
                 del self.holes[0]
             self._advance(psn, count)
             return EV_GAP
-        if self._fill(psn):
+        if self._fill(psn) or self._early(psn, count):
             self.late += 1
             return EV_LATE
         self.duplicates += 1
         return EV_DUPLICATE
+
+    def _early(self, psn: int, count: int) -> bool:
+        """A late first arrival (see the class): move the start back to ``psn``."""
+        below = psn_diff(self.first, psn)
+        if not count <= below <= self.early or psn_diff(self.next, self.first) < 0:
+            return False
+        self._back(psn, psn_add(psn, count), below - count)
+        return True
+
+    def start_at(self, psn: int) -> bool:
+        """The flow started at ``psn``, 1..``early`` below its first PSN, not yet seen (a
+        sequence NAK's ePSN there): the start moves back, ``psn`` onwards become missing.
+        Whether it moved (the rule of ``_early``)."""
+        psn &= PSN_MASK
+        below = psn_diff(self.first, psn)
+        if not self.started or not 0 < below <= self.early \
+                or psn_diff(self.next, self.first) < 0:
+            return False
+        self._back(psn, psn, below)
+        return True
+
+    def _back(self, psn: int, start: int, hole: int) -> None:
+        """The start moves back to ``psn``; ``hole`` PSNs from ``start`` are missing."""
+        if hole:
+            self.holes.insert(0, [start, hole])  # the lowest PSNs: PSN order kept
+            self.missing += hole
+            if len(self.holes) > MAX_HOLES:
+                del self.holes[0]
+        self.first = psn
 
     def _advance(self, psn: int, count: int) -> None:
         # The sequence wrapped if it jumped forward past 2^24 - 1 (psn below the expected
@@ -117,6 +161,7 @@ class PSNTracker:
         """Continue from ``psn`` without counting a gap (a response stream that may jump)."""
         self.started = True
         self.next = psn & PSN_MASK
+        self.early = 0  # a response stream that jumps: no start to move back
 
     def _fill(self, psn: int) -> bool:
         for i, hole in enumerate(self.holes):

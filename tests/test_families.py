@@ -700,23 +700,9 @@ def test_stats_pairs_cm_exchanges_with_connections(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    def cm(attr: int, values: dict, slid: int, dlid: int) -> bytes:
-        t = transport("UD_SEND_ONLY", ibmad.build_cm(attr, values), dqpn=1, sqpn=1,
-                      qkey=0x80010000)
-        return ib.build(t, slid=slid, dlid=dlid)
+    from cm_helpers import cm_frames
 
-    def data(qp: int, psn: int, slid: int, dlid: int) -> bytes:
-        return ib.build(transport("RC_SEND_ONLY", b"abcd", dqpn=qp, psn=psn), slid=slid,
-                        dlid=dlid)
-
-    frames = [
-        cm(0x10, {"localcommid": 0x77, "localqpn": 0x11, "startpsn": 100, "pppmtu": 5}, 2, 1),
-        cm(0x13, {"localcommid": 0x99, "remotecommid": 0x77, "localqpn": 0x22,
-                  "startpsn": 500}, 1, 2),
-        cm(0x14, {"localcommid": 0x77, "remotecommid": 0x99}, 2, 1),
-        data(0x22, 100, 2, 1), data(0x22, 101, 2, 1),
-        data(0x11, 501, 1, 2),  # the REP said 500
-    ]
+    frames = cm_frames()
     p = _write(tmp_path / "cm.pcap", frames, 247)
     out = _cli(capsys, "stats", str(p))
     assert "CM connection 1: LID 0x0002 QP 0x000011 <-> LID 0x0001 QP 0x000022" in out

@@ -332,6 +332,25 @@ def test_fecn_and_cnps_count_as_ce_and_cnps(tmp_path: Path, engine: str,
     assert kinds.count("ecn_ce") == 2 and kinds.count("cnp") == 3
 
 
+def test_ecn_ce_filter_macro_takes_the_fecn(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``-Y ecn_ce`` picks the same frames in a RoCE capture (IP ECN CE) and in its native
+    InfiniBand conversion (BTH FECN)."""
+    from cc_helpers import write_capture
+
+    def marked(path: Path) -> list[int]:
+        capsys.readouterr()
+        assert main(["decode", "-Y", "ecn_ce", str(path)]) == 0
+        return [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()]
+
+    roce_path = Path(write_capture(tmp_path / "roce.pcap"))
+    with open_capture(roce_path) as r:
+        ib_numbers = [i for i, f in enumerate(r, 1) if locate.walk(f.data).status == locate.OK]
+    want = [ib_numbers.index(n) + 1 for n in marked(roce_path)]  # PFC frames are left out
+    assert len(want) == 2
+    assert marked(_cc_ib(tmp_path, "ib.pcap")) == want
+
+
 def _stats_with(path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> dict:
     """What ``roce stats -T json`` reports of the congestion and the totals, by ``engine``
     (the CLI takes the compiled one when it is built)."""

@@ -278,3 +278,74 @@ def test_feed_many_equals_repeated_feed(seq):
         ref.feed(psn, count)
     many_counts.feed_many(array("I", [p for p, _ in seq]), array("I", [c for _, c in seq]))
     assert many_counts.counts() == ref.counts() and many_counts.holes == ref.holes
+
+
+# -- a late first arrival (flowrules, "request PSNs") ------------------------------------------
+
+
+@pytest.mark.parametrize("Tracker", TRACKERS)
+def test_late_first_arrival_moves_the_start_back(Tracker):
+    t = Tracker()
+    assert t.early == P.EARLY_WINDOW
+    assert feed_all(t, [5, 3, 6, 4]) == [P.EV_FIRST, P.EV_LATE, P.EV_IN_ORDER, P.EV_LATE]
+    assert t.first == 3 and t.holes == []
+    c = t.counts()
+    assert (c["late"], c["duplicates"], c["gaps"], c["missing"]) == (2, 0, 0, 1)
+    # a READ's PSNs may not overlap the old start; they may stop short of it (a hole)
+    t = Tracker()
+    t.feed(10)
+    assert t.feed(8, 3) == P.EV_DUPLICATE and t.first == 10
+    assert t.feed(6, 2) == P.EV_LATE and t.first == 6 and t.holes == [[8, 2]]
+
+
+@pytest.mark.parametrize("Tracker", TRACKERS)
+def test_late_first_arrival_window_closing_and_wrap(Tracker):
+    t = Tracker()
+    t.feed(3)
+    assert t.feed(P.psn_add(3, -P.EARLY_WINDOW - 1)) == P.EV_DUPLICATE  # beyond the window
+    assert t.feed(P.psn_add(3, -P.EARLY_WINDOW)) == P.EV_LATE  # across 0: in PSN order
+    assert t.first == P.psn_add(3, -P.EARLY_WINDOW)
+    t = Tracker()
+    t.feed(3)
+    t.early = 0  # the analyser saw an acknowledgement covering the start
+    assert t.feed(2) == P.EV_DUPLICATE and t.start_at(1) is False
+    # the sequence went more than half the PSN space on: the old rule holds
+    t = Tracker()
+    t.feed(100, HALF - 1)  # two huge READs, in order, bring the sequence to 98
+    t.feed(P.psn_add(100, HALF - 1), HALF - 1)
+    assert t.next == 98 and t.holes == []
+    assert t.feed(80) == P.EV_DUPLICATE and t.start_at(80) is False
+
+
+@pytest.mark.parametrize("Tracker", TRACKERS)
+def test_start_at_makes_the_psns_before_the_old_start_missing(Tracker):
+    t = Tracker()
+    assert t.start_at(0) is False  # nothing seen yet
+    feed_all(t, [4, 6])
+    assert t.start_at(2) is True and t.first == 2
+    assert t.holes == [[2, 2], [5, 1]] and t.counts()["missing"] == 3
+    assert t.missing_below(4) and t.feed(3) == P.EV_LATE and t.feed(1) == P.EV_LATE
+    assert t.start_at(4) is False  # not below the start
+
+
+ops = st.lists(st.tuples(steps, st.sampled_from([1, 1, 1, 2, 5, 0, "start", "close"])),
+               min_size=1, max_size=80)
+
+
+@given(st.integers(0, MASK), ops)
+def test_trackers_agree_with_late_first_arrivals(start, moves):
+    """Sequences that go below their start, interleaved with start_at (a sequence NAK's
+    ePSN) and the window closing (an acknowledgement covering the start)."""
+    ref, fast = P.PSNTracker(), _ext.PSNTracker()
+    x = start
+    for delta, what in moves:
+        x = P.psn_add(x, delta)
+        if what == "start":
+            assert fast.start_at(x) == ref.start_at(x)
+        elif what == "close":
+            ref.early = fast.early = 0
+        else:
+            assert fast.feed(x, what) == ref.feed(x, what)
+        assert fast.counts() == ref.counts() and fast.holes == ref.holes
+        assert (fast.first, fast.early) == (ref.first, ref.early)
+        assert fast.missing_below(x) == ref.missing_below(x)

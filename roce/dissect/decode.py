@@ -526,9 +526,10 @@ def filter_macros() -> dict[str, str]:
         "atomic": _opcode_set(lambda o: o.operation in (op.ATOMIC, op.ATOMIC_ACK,
                                                        op.ATOMIC_WRITE)),
         "bad_icrc": "icrc.valid == false",
-        # IPv6 carries ECN in the low two bits of the traffic class
+        # IPv6 carries ECN in the low two bits of the traffic class; native InfiniBand's
+        # mark is the BTH FECN (on RoCE that bit is not a mark: docs/protocol.md)
         "ecn_ce": "ip.dsfield.ecn == 3 or ipv6.tclass in {"
-                  + " ".join(str(t) for t in range(3, 256, 4)) + "}",
+                  + " ".join(str(t) for t in range(3, 256, 4)) + "} or (lrh and bth.fecn == 1)",
     }
     macros.update(macctrl.macros())
     for code, o in OPCODES.items():

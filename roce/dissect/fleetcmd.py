@@ -206,10 +206,12 @@ def wants_stats(args: argparse.Namespace) -> bool:
 
 
 def stats(args: argparse.Namespace, fmt: str, port: int,
-          pause: tuple[float, int]) -> int:
+          pause: tuple[float, int], cnp_interval: int | None = None) -> int:
     """``roce stats`` over several captures, merged or not, or into Parquet tables (errors
     propagate to ``roce.cli``, as ``decode``'s).  ``pause``: (link rate in bit/s, pause
-    storm in ns), for the PFC / PAUSE accounting (``pauses.PauseAccount``)."""
+    storm in ns), for the PFC / PAUSE accounting (``pauses.PauseAccount``);
+    ``cnp_interval``: ``--cnp-interval`` in ns (``ccstats.CcReport``).  Every report, of
+    one file or of a merged session, has the sections ``roce stats`` gives one capture."""
     if not args.file:
         raise UsageError("missing FILE (capture files, directories or globs; - for stdin)")
     paths = multifile.expand(args.file)
@@ -225,8 +227,9 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
     if args.merge:
         if args.scheduler is not None:
             raise UsageError("--merge reads the captures as one stream, here: no --scheduler")
-        return _merged(args, paths, fmt, port, pause)
-    results = multifile.run(stats_task, paths, (port, args.expert, pause), jobs=_jobs_of(args),
+        return _merged(args, paths, fmt, port, pause, cnp_interval)
+    results = multifile.run(stats_task, paths, (port, args.expert, pause, cnp_interval),
+                            jobs=_jobs_of(args),
                             scheduler=args.scheduler, label="analysing")
     good = [r for r in results if not isinstance(r, multifile.Failed)]
     status = report_failures("roce stats", results)
@@ -263,19 +266,22 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
 
 
 def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
-               ticker: Any) -> dict[str, Any]:
+               cnp_interval: int | None, ticker: Any) -> dict[str, Any]:
     """One capture's report as plain data (runs in a worker): its JSON form and its text,
-    as ``roce stats`` on that capture alone gives them."""
+    as ``roce stats`` on that capture alone gives them (congestion control and CM pairing
+    included: small, a row per flow with CNPs or CE marks and one per CM connection)."""
     import io
 
     from ..families import stats as tunnelled
     from . import flows as fl
     from . import pauses
-    from .statsview import render
+    from .ccstats import CcReport
+    from .statsview import sections, write_text
 
     with open_input(path) as (opened, fh):
         # tunnels peeled, ERF unwrapped, as `roce stats` on this capture alone does
-        reader = tunnelled.analysed(opened, tunnelled.capture_kind(path, port), port)
+        kind = tunnelled.capture_kind(path, port)
+        reader = tunnelled.analysed(opened, kind, port)
         analyzer = fl.make_analyzer(port)
         account = pauses.PauseAccount(*pause)
 
@@ -286,12 +292,15 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
         report = analyzer.finish()
         pfc = account.finish()
         pfc.merge_into(report)
+        cc = CcReport(report, cnp_interval)
+        cc.merge_into(report)
         report.problems = [p.message for p in reader.problems]
+        cm = tunnelled.cm_pairing(path) if kind == "ib" else None
         text = io.StringIO()
-        render(report, reader.name, text, expert_all=expert_all, rich=False, pfc=pfc)
+        write_text(report, reader.name, text, expert_all, pfc, cc, cm, rich=False)
         return {"capture": {"file": reader.name, "format": reader.format,
                             "compressed": reader.compressed},
-                "report": {**report.to_dict(), "pfc": pfc.to_dict()}, "text": text.getvalue()}
+                "report": sections(report, pfc, cc, cm), "text": text.getvalue()}
 
 
 class open_input:  # noqa: N801 - used as a context manager, reads as a function
@@ -382,11 +391,16 @@ def _render_total(out: IO[str], name: str, t: dict[str, Any], counts: dict[str, 
 
 
 def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
-            pause: tuple[float, int]) -> int:
+            pause: tuple[float, int], cnp_interval: int | None) -> int:
+    """One report of the captures as one time-ordered stream.  Congestion control is worked
+    out on the merged report: a QP's CNPs from all files are one series, so its smallest
+    gap may span two files (the files are one session: rotating captures of one port)."""
+    from ..families import stats as tunnelled
     from . import flows as fl
     from . import pauses
+    from .ccstats import CcReport
     from .progress import Progress
-    from .statsview import render
+    from .statsview import sections, write_text
 
     readers, failed = multifile.open_members(paths)
     status = report_failures("roce stats", [*failed, *readers])
@@ -395,12 +409,10 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     analyzer = fl.make_analyzer(port)
     account = pauses.PauseAccount(*pause)
     done = frames = 0
+    kinds = [tunnelled.capture_kind(r.name, port) for r in readers]
     try:
-        from ..families import stats as tunnelled
-
         # each capture as `roce stats` reads it alone: tunnels peeled, ERF unwrapped
-        streams = [tunnelled.analysed(r, tunnelled.capture_kind(r.name, port), port)
-                   for r in readers]
+        streams = [tunnelled.analysed(r, k, port) for r, k in zip(readers, kinds)]
         for batch in multifile.merged_batches([s.batches(BATCH) for s in streams]):
             base, other = analyzer.frames, analyzer.not_roce
             analyzer.feed_batch(batch)
@@ -413,6 +425,8 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
         report = analyzer.finish()
         pfc = account.finish()
         pfc.merge_into(report)
+        cc = CcReport(report, cnp_interval)
+        cc.merge_into(report)
     finally:
         bar.close()
         for r in readers:
@@ -422,11 +436,13 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     for p in problems:
         print(f"roce stats: warning: {p}", file=sys.stderr)
     name = f"{len(readers)} captures merged"
+    # CM pairing over the same stream (frames numbered as in the merged flow report)
+    cm = tunnelled.cm_pairing_merged([r.name for r in readers]) if "ib" in kinds else None
     out = sys.stdout
     if fmt == "json":
         json.dump({"capture": {"files": [r.name for r in readers], "merged": True},
                    "failed": [{"file": f.path, "error": f.message} for f in failed],
-                   **report.to_dict(), "pfc": pfc.to_dict()}, out, indent=1)
+                   **sections(report, pfc, cc, cm)}, out, indent=1)
         out.write("\n")
     elif fmt == "parquet":
         from . import columnar
@@ -435,7 +451,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
         columnar.write_stats(args.write, columnar.flow_rows(name, d["flows"]),
                              columnar.event_rows(name, d["expert"]["events"]))
     else:
-        render(report, name, out, expert_all=args.expert, pfc=pfc)
+        write_text(report, name, out, args.expert, pfc, cc, cm)
     out.flush()
     return status
 

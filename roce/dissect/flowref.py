@@ -385,6 +385,7 @@ class Analyzer:
                 if v == NAK_PSN_SEQUENCE_ERROR:
                     f.nak_psn = psn
                     self._ack_to(f, psn)
+                    self._nak_below_start(f, psn)
                 if selective:
                     self._sack(f, k1)
                     self._event(fn, ts, "selective_nak", f, (psn, k1))
@@ -425,7 +426,11 @@ class Analyzer:
         t = f.req
         if t is None:
             t = f.req = fast.PSNTracker()
+        elif t.early and psn_diff(psn, t.first) < 0 and self._acknowledged(f, psn):
+            t.early = 0  # flowrules, "request PSNs": acknowledged, no late first arrival
         ev = self._feed(f, t, psn, count, fn, ts, 0)
+        if ev == EV_LATE:
+            f.req_first = t.first  # a late first arrival moves the start back
         b = f.bursts[2]
         if ev == EV_DUPLICATE and not read and self._acknowledged(f, psn):
             if b is not None:  # flowrules, "spurious retransmissions": runs fold
@@ -465,6 +470,20 @@ class Analyzer:
                         p = (old + i) & (SACK_AHEAD - 1)
                         sacks[p >> 3] &= ~(1 << (p & 7))
         f.acked = psn
+
+    @staticmethod
+    def _nak_below_start(f: _RefFlow, psn: int) -> None:
+        """A sequence NAK's ePSN a little below the first PSN of the one flow it answers
+        (flowrules, "request PSNs"): that flow started there, the PSN is missing."""
+        x = None
+        for c in f.back:
+            t = c.req
+            if t is not None and t.early and 0 < psn_diff(t.first, psn) <= t.early:
+                if x is not None:
+                    return  # two candidates: ambiguous
+                x = c
+        if x is not None and x.req.start_at(psn):
+            x.req_first = psn
 
     @staticmethod
     def _sack(f: _RefFlow, psn: int) -> None:
@@ -665,6 +684,10 @@ class Analyzer:
     def _late(self, f: _RefFlow, st: _Msgs, pos: int, kind: int, psn: int, plen: int,
               dmalen: int, fn: int, ts: int) -> None:
         """A packet that filled a hole: it may belong to the current or an abandoned message."""
+        if pos == P_FIRST and kind in WRITE_KINDS and st.kind in WRITE_KINDS and \
+                st.first is not None and st.mtu > 0 and psn_diff(psn, st.first) > 0 and \
+                dmalen == st.dmalen - psn_diff(psn, st.first) * st.mtu:
+            pos = P_MIDDLE  # a late Middle (flowrules, "selective repeat WRITE")
         if st.kind >= 0 and st.first is None and pos == P_FIRST and psn_diff(st.lo, psn) > 0:
             # The head of the message in progress, resent.
             st.first, st.lo, st.mtu = psn, psn, plen
@@ -673,6 +696,16 @@ class Analyzer:
             st.frame, st.ts = fn, ts
             if kind in WRITE_KINDS:
                 st.dmalen = dmalen
+            return
+        if st.kind in WRITE_KINDS and kind in WRITE_KINDS and st.first is not None and \
+                pos == P_FIRST and st.mtu > 0 and psn_diff(st.first, psn) > 0 and \
+                dmalen == st.dmalen + psn_diff(st.first, psn) * st.mtu:
+            # A selective-repeat WRITE's true First, late: its DMA length covers the
+            # message's from there (flowrules, "selective repeat WRITE").
+            st.first, st.lo, st.dmalen = psn, psn, dmalen
+            st.bytes += plen
+            st.pkts += 1
+            st.frame, st.ts = fn, ts
             return
         if st.kind >= 0 and pos == P_MIDDLE and (
                 psn_diff(psn, st.first if st.first is not None else st.lo) > 0

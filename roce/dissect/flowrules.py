@@ -47,6 +47,16 @@ request PSNs
     direction), ``DEFAULT_MTU`` until one is seen.  While no First/Middle has been seen the
     READ's PSN count is decided when the next request arrives: a distance that one of the five
     IB MTUs explains is taken as the READ's length (so a READ-only stream has no false gaps).
+    A late first arrival (reordered to the capture's start: PSN 1 captured before PSN 0): a
+    PSN 1..``EARLY_WINDOW`` (roce.psn) below the flow's first PSN, not overlapping it, is
+    out of order (late), not a retransmission, while no acknowledgement covers it (see
+    "acknowledged PSNs": once the flow answering it has acknowledged past the first PSN,
+    the old rule holds for good) and the sequence has not gone half the PSN space on; the
+    flow's start moves back to it and the PSNs between become missing (a hole, not a gap).
+    A sequence NAK whose ePSN lies so below the first PSN of the one flow it answers (the
+    flows between the same addresses the other way; two such flows: nothing) moves that
+    start back to the ePSN, which is missing from then on (``PSNTracker.start_at``).
+    Response PSNs follow the first rule, without the acknowledgement condition.
 response PSNs
     a second tracker per flow, fed with READ responses and atomic ACKs (ACKs coalesce, so they
     are not sequenced).  A response First/Only or an atomic ACK may jump forward (the PSNs in
@@ -81,7 +91,11 @@ selective repeat WRITE
     that packet to the message's end), and a WRITE Only with RETH (docs/protocol.md).  A
     First whose DMA length is the message's less the full-MTU packets since its First is a
     Middle of that message; such an Only whose DMA length is its payload is its Last.  In PSN
-    order this makes one message per WRITE, exact in count and size.
+    order this makes one message per WRITE, exact in count and size.  A late First (out of
+    order, before the message's First in PSN) whose DMA length is the message's plus the
+    full-MTU packets from it to that First is the message's true First (a late first
+    arrival, "request PSNs"): the message starts there; a late First after the message's
+    First whose DMA length fits as above is a Middle of it.
 bad frames
     a malformed frame (walk status >= 10) is counted globally and, when its addresses and BTH
     are readable, in its flow; its PSN is still sequenced but it takes no part in message

@@ -26,7 +26,7 @@ from ..pcapio import CaptureError, CaptureReader, open_capture
 from . import flows as fl
 from . import pauses
 from .progress import Progress
-from .statsview import EXPERT_DEFAULT, render
+from .statsview import EXPERT_DEFAULT, sections, write_text
 
 PROG = "roce stats"
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
         if timeline is not None:
             return _usage("--timeline takes one capture file")
-        return fleetcmd.stats(args, fmt, port, (rate_bps, storm_ns))
+        return fleetcmd.stats(args, fmt, port, (rate_bps, storm_ns), cnp_interval)
     if timeline is not None and args.file[0] == "-":
         return _usage("--timeline reads the capture twice: give a file, not stdin")
     args.file = args.file[0]
@@ -134,16 +134,12 @@ def run(args: argparse.Namespace) -> int:
     cm = tunnelled.cm_pairing(args.file) if kind == "ib" else None
     if fmt == "json":
         doc = {"capture": {"file": reader.name, "format": reader.format,
-                           "compressed": reader.compressed}, **report.to_dict(),
-               "pfc": pfc.to_dict(), "congestion": cc.to_dict()}
-        if cm is not None:
-            doc["cm_connections"] = [c.to_dict() for c in cm.connections]
+                           "compressed": reader.compressed},
+               **sections(report, pfc, cc, cm)}
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
-        render(report, reader.name, out, expert_all=args.expert, pfc=pfc, cc=cc)
-        if cm is not None and cm.connections:
-            out.write("\n" + "\n".join(cm.report_lines()) + "\n")
+        write_text(report, reader.name, out, args.expert, pfc, cc, cm)
     out.flush()
     return 0
 

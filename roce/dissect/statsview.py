@@ -1,8 +1,10 @@
 """The text report of ``roce stats``: one table per connection (both directions side by side)
 or lone flow, the capture totals, PFC and congestion tables, then the expert list.
 
-It renders a :class:`~roce.dissect.flowmodel.Report` and owns nothing else; the command
-(``roce.dissect.stats``) and the many-capture driver (``roce.dissect.fleetcmd``) both call it.
+It renders a :class:`~roce.dissect.flowmodel.Report` with its sections (PFC, congestion
+control, CM connections), as text (``write_text``) or as the JSON document (``sections``),
+and owns nothing else; the command (``roce.dissect.stats``) and the many-capture driver
+(``roce.dissect.fleetcmd``) both call it, so every report has the same sections.
 Tables use rich when the output is a terminal and plain aligned text otherwise.
 """
 
@@ -263,3 +265,20 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
                + ("all" if stored == made else f"{stored:,} ({kept})"))
     elif stored < made:
         r.text(f"... {made - stored:,} more not listed ({kept})")
+
+
+def sections(report: fl.Report, pfc: pauses.PauseReport, cc: Any, cm: Any) -> dict[str, Any]:
+    """The JSON report of one capture (or of a merged session) bar its ``capture`` key: the
+    flow report, PFC, congestion control, and the CM connections of native InfiniBand."""
+    doc = {**report.to_dict(), "pfc": pfc.to_dict(), "congestion": cc.to_dict()}
+    if cm is not None:
+        doc["cm_connections"] = [c.to_dict() for c in cm.connections]
+    return doc
+
+
+def write_text(report: fl.Report, name: str, out: IO[str], expert_all: bool,
+               pfc: pauses.PauseReport, cc: Any, cm: Any, rich: bool | None = None) -> None:
+    """The text report: ``render``, then the CM connections when there are any."""
+    render(report, name, out, expert_all=expert_all, rich=rich, pfc=pfc, cc=cc)
+    if cm is not None and cm.connections:
+        out.write("\n" + "\n".join(cm.report_lines()) + "\n")

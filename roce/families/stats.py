@@ -128,34 +128,59 @@ def cm_pairing(path: str) -> Any:
     """For a native InfiniBand capture (link type 247, or ERF records holding IB): the CM
     exchanges paired with the connections they set up (``roce.families.cm``); None for
     anything else.  A second pass over the file, frame by frame."""
-    from . import cm, ib
+    return cm_pairing_merged([path])
+
+
+def cm_pairing_merged(paths: list[str]) -> Any:
+    """``cm_pairing`` of several captures read as one time-ordered stream (``roce stats
+    --merge``; frames numbered in that order, as the merged flow report numbers them); None
+    when none of them holds native InfiniBand."""
+    import heapq
+
+    from . import cm
+
+    if "-" in paths:
+        return None
+    pairing = cm.CmPairing()
+    readers = []
+    try:
+        for path in paths:
+            readers.append(open_capture(path))
+        merged = heapq.merge(*readers, key=lambda fr: fr.ts_ns) if len(readers) > 1 \
+            else iter(readers[0])
+        seen_ib = _pair(merged, pairing, stop_early=len(readers) == 1)
+    except (CaptureError, OSError):
+        return None
+    finally:
+        for r in readers:
+            r.close()
+    return pairing if seen_ib else None
+
+
+def _pair(frames: Iterator[Frame], pairing: Any, stop_early: bool) -> bool:
+    """Feed the native InfiniBand frames to ``pairing``; whether there were any (one
+    capture: given up after ``PEEK`` frames without one)."""
+    from . import ib
     from .erf import unwrap
     from .linktypes import LINKTYPE_ERF
 
-    if path == "-":
-        return None
-    pairing = cm.CmPairing()
     seen_ib = False
-    try:
-        with open_capture(path) as reader:
-            for number, fr in enumerate(reader, 1):
-                data = fr.data
-                if fr.linktype == LINKTYPE_ERF:
-                    try:
-                        u = unwrap(data)
-                    except Exception:  # noqa: BLE001 - a bad record is not IB; skip it
-                        continue
-                    if u.linktype != ib.LINKTYPE_INFINIBAND:
-                        continue
-                    data = u.data[u.offset:]
-                elif fr.linktype != ib.LINKTYPE_INFINIBAND:
-                    if number > PEEK and not seen_ib:
-                        return None
-                    continue
-                seen_ib = True
-                d = ib.decode(data)
-                if d.kind == "roce":
-                    pairing.feed(number, d.fields)
-    except (CaptureError, OSError):
-        return None
-    return pairing if seen_ib else None
+    for number, fr in enumerate(frames, 1):
+        data = fr.data
+        if fr.linktype == LINKTYPE_ERF:
+            try:
+                u = unwrap(data)
+            except Exception:  # noqa: BLE001 - a bad record is not IB; skip it
+                continue
+            if u.linktype != ib.LINKTYPE_INFINIBAND:
+                continue
+            data = u.data[u.offset:]
+        elif fr.linktype != ib.LINKTYPE_INFINIBAND:
+            if stop_early and number > PEEK and not seen_ib:
+                return False
+            continue
+        seen_ib = True
+        d = ib.decode(data)
+        if d.kind == "roce":
+            pairing.feed(number, d.fields)
+    return seen_ib
