@@ -116,7 +116,8 @@ class SharedBuffer:
         held = acct.held
         if held[RESERVE] + n <= self.reserve:
             pool = RESERVE
-        elif (not acct.xoff and held[SHARED] + n <= max(self.threshold(), 0)
+        elif (not acct.xoff  # ``threshold()`` inline: this runs once per switch hop
+              and held[SHARED] + n <= max(self.alpha * (self.shared_size - self.shared_used), 0)
               and self.shared_used + n <= self.shared_size):
             pool = SHARED
             self.shared_used += n
@@ -142,7 +143,9 @@ class SharedBuffer:
             self.shared_used -= n
 
     def should_pause(self, acct: Account) -> bool:
-        return not acct.xoff and acct.held[SHARED] >= self.threshold()
+        # ``threshold()`` inline (once per lossless switch hop)
+        return (not acct.xoff
+                and acct.held[SHARED] >= self.alpha * (self.shared_size - self.shared_used))
 
     def should_resume(self, acct: Account) -> bool:
         return (acct.xoff and acct.held[HEADROOM] == 0

@@ -19,7 +19,8 @@ from ..fabric import Faults, LinkStats
 
 class Wire:
     __slots__ = ("net", "src", "dst", "rate_bps", "delay_ns", "faults", "name", "busy",
-                 "free_at", "_period_start", "_period_bits", "_wake_at")
+                 "free_at", "_period_start", "_period_bits", "_wake_at", "_pull", "_recv",
+                 "_events", "_seq", "_stats")
 
     def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
                  delay_ns: int, faults: Faults, name: str) -> None:
@@ -35,6 +36,14 @@ class Wire:
         self._period_start = 0
         self._period_bits = 0
         self._wake_at: int | None = None
+        # looked up once, not per frame: the endpoints' bound methods (a switch port's
+        # ``receive`` is the partial ``Switch.add_port`` set), the network's heap and
+        # tie-breaker (``Network.at`` inline)
+        self._pull = src.pull
+        self._recv = dst.receive
+        self._events = net.events
+        self._seq = net.seq
+        self._stats = faults.stats
 
     @property
     def stats(self) -> LinkStats:
@@ -50,13 +59,12 @@ class Wire:
         otherwise come back when the source says it will."""
         if self.busy:
             return
-        frame = self.src.pull(now)
+        frame = self._pull(now)
         if frame is None:
             t = self.src.next_tx(now)
             if t is not None and t > now and self._wake_at != t:
                 self._wake_at = t
-                net = self.net
-                heappush(net.events, (t, next(net.seq), self._wake, t))  # ``net.at`` inline
+                heappush(self._events, (t, next(self._seq), self._wake, t))
             return
         self.busy = True
         # the end of serialization: exact within a busy period (module docstring)
@@ -66,8 +74,7 @@ class Wire:
             bits = self._period_bits
         self._period_bits = bits = bits + len(frame) * 8
         self.free_at = end = self._period_start - (-bits * 1_000_000_000 // self.rate_bps)
-        net = self.net
-        heappush(net.events, (end, next(net.seq), self._done, frame))
+        heappush(self._events, (end, next(self._seq), self._done, frame))
 
     def _wake(self, now: int, t: int) -> None:
         if self._wake_at == t:
@@ -77,15 +84,14 @@ class Wire:
     def _done(self, now: int, frame: bytes) -> None:
         self.busy = False
         arrive = now + self.delay_ns
-        net = self.net
         faults = self.faults
         if faults.clean:
-            st = faults.stats
+            st = self._stats
             st.frames += 1
             st.bytes += len(frame)
-            heappush(net.events, (arrive, next(net.seq), self.dst.receive, frame))
+            heappush(self._events, (arrive, next(self._seq), self._recv, frame))
         else:
-            dst = self.dst.receive
+            dst, events, seq = self._recv, self._events, self._seq
             for extra, f in faults.apply(now, frame):
-                heappush(net.events, (arrive + extra, next(net.seq), dst, f))
+                heappush(events, (arrive + extra, next(seq), dst, f))
         self.kick(now)

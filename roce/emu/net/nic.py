@@ -90,7 +90,7 @@ class Nic:
         dev = self.device
         dev.last_qp = None
         dev.receive(now, frame)
-        if self._busy:
+        if self._busy and not self.wire.busy:
             self.wire.kick(now)  # an ACK or response to send
         qp = dev.last_qp
         if qp is not None and self._tcache.get(qp.qpn) != qp.deadline():

@@ -64,6 +64,8 @@ class SwitchPort:
         self.eg_acct: list[Account | None] = [None] * CLASSES  # lossy, at egress
         self.marker: Marker = NoMarker()
         self.tap: Any = None
+        self._dequeue = switch.dequeue  # bound once: ``pull`` calls it per frame
+        self._strict_mask = switch.strict_mask
 
     # -- Endpoint ----------------------------------------------------------------------------
 
@@ -81,13 +83,13 @@ class SwitchPort:
                 tc = m.bit_length() - 1
                 if self.pause.until[tc] > now:
                     return None
-                if not self.switch.strict_mask >> tc & 1:
+                if not self._strict_mask >> tc & 1:
                     self.rr = (tc + 1) % CLASSES
             else:
                 tc = self._pick(now)
                 if tc < 0:
                     return None
-            frame = self.switch.dequeue(now, self, tc)
+            frame = self._dequeue(now, self, tc)
         self.tx_frames += 1
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)
