@@ -19,8 +19,8 @@ from ..fabric import Faults, LinkStats
 
 class Wire:
     __slots__ = ("net", "src", "dst", "rate_bps", "delay_ns", "faults", "name", "busy",
-                 "free_at", "_period_start", "_period_bits", "_wake_at", "_pull", "_recv",
-                 "_events", "_seq", "_stats")
+                 "free_at", "_period_start", "_period_bits", "_wake_at", "_events", "_seq",
+                 "_stats")
 
     def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
                  delay_ns: int, faults: Faults, name: str) -> None:
@@ -36,11 +36,9 @@ class Wire:
         self._period_start = 0
         self._period_bits = 0
         self._wake_at: int | None = None
-        # looked up once, not per frame: the endpoints' bound methods (a switch port's
-        # ``receive`` is the partial ``Switch.add_port`` set), the network's heap and
-        # tie-breaker (``Network.at`` inline)
-        self._pull = src.pull
-        self._recv = dst.receive
+        # looked up once, not per frame: the network's heap and tie-breaker (``Network.at``
+        # inline) and the counters.  The endpoints' ``pull``/``receive`` are looked up per
+        # frame: a tap or a test may replace them after the wire is made
         self._events = net.events
         self._seq = net.seq
         self._stats = faults.stats
@@ -59,7 +57,7 @@ class Wire:
         otherwise come back when the source says it will."""
         if self.busy:
             return
-        frame = self._pull(now)
+        frame = self.src.pull(now)
         if frame is None:
             t = self.src.next_tx(now)
             if t is not None and t > now and self._wake_at != t:
@@ -89,9 +87,9 @@ class Wire:
             st = self._stats
             st.frames += 1
             st.bytes += len(frame)
-            heappush(self._events, (arrive, next(self._seq), self._recv, frame))
+            heappush(self._events, (arrive, next(self._seq), self.dst.receive, frame))
         else:
-            dst, events, seq = self._recv, self._events, self._seq
+            dst, events, seq = self.dst.receive, self._events, self._seq
             for extra, f in faults.apply(now, frame):
                 heappush(events, (arrive + extra, next(seq), dst, f))
         self.kick(now)
