@@ -21,10 +21,17 @@ from roce.emu.scenario import Scenario, run_scenario
 P2P = Scenario(op="write", size=1 << 20, count=16)
 
 
+SENDERS = (2, 4, 8, 16, 32, 64)
+
+
+def scenario(n: int, cc: str, pfc: bool) -> NetScenario:
+    """One case of the sweep (bench/net_equal.py replays the same ones)."""
+    return NetScenario(topology=f"incast:{n}", op="write", size=1 << 20, count=1, depth=1,
+                       mtu=4096, rate_gbps=100.0, pfc=pfc, cc=configure(cc))
+
+
 def case(n: int, cc: str, pfc: bool) -> dict:
-    sc = NetScenario(topology=f"incast:{n}", op="write", size=1 << 20, count=1, depth=1,
-                     mtu=4096, rate_gbps=100.0, pfc=pfc, cc=configure(cc))
-    s = run_network(sc)
+    s = run_network(scenario(n, cc, pfc))
     f = s.fabric
     return {"senders": n, "cc": cc, "pfc": "on" if pfc else "off", "ok": s.data_verified,
             "p50_us": s.fct_ns["p50"] / 1e3, "p99_us": s.fct_ns["p99"] / 1e3,
@@ -35,7 +42,7 @@ def case(n: int, cc: str, pfc: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--senders", default="2,4,8,16,32,64")
+    ap.add_argument("--senders", default=",".join(map(str, SENDERS)))
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     rows = []

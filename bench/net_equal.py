@@ -1,0 +1,94 @@
+"""Virtual-time equality of the switched-network emulator between two trees: a speed change
+must leave every figure of every run bit-identical.
+
+``dump`` runs the 24 cases of bench/bench_cc.py plus leaf-spine (ECMP; spray with selective
+repeat, lossless and lossy with DCQCN), a dumbbell READ with DCQCN and a lossy incast SEND with
+selective repeat, and writes each ``run_network`` summary less its CPU-time fields as JSON;
+``compare`` lists the fields that differ between two dumps (exit 1 if any).
+
+    PYTHONPATH=/path/to/other/tree python bench/net_equal.py dump other.json
+    python bench/net_equal.py dump this.json
+    python bench/net_equal.py compare other.json this.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from bench_cc import SENDERS, scenario
+
+from roce.emu.cc import configure
+from roce.emu.net.runner import NetScenario, run_network
+
+CPU_FIELDS = ("cpu_s", "packets_per_cpu_s", "hops_per_cpu_s")
+
+
+def cases() -> Iterator[tuple[str, NetScenario]]:
+    for n in SENDERS:
+        for pfc in (True, False):
+            for cc in ("none", "dcqcn"):
+                yield f"incast:{n} pfc={pfc} cc={cc}", scenario(n, cc, pfc)
+    ls = {"topology": "leafspine:2,2,4", "op": "write", "size": 256 << 10, "count": 4,
+          "depth": 2, "mtu": 4096, "rate_gbps": 100.0}
+    yield "leafspine ecmp", NetScenario(**ls)
+    yield "leafspine spray sr", NetScenario(**ls, lb="spray", recovery="sr")
+    yield "leafspine spray sr lossy dcqcn", NetScenario(
+        **{**ls, "mtu": 1024}, lb="spray", recovery="sr", pfc=False, cc=configure("dcqcn"))
+    yield "dumbbell read dcqcn", NetScenario(
+        topology="dumbbell:4", op="read", size=128 << 10, count=4, depth=2, mtu=4096,
+        rate_gbps=100.0, cc=configure("dcqcn"))
+    yield "incast:8 send sr lossy dcqcn", NetScenario(
+        topology="incast:8", op="send", size=256 << 10, count=2, depth=2, mtu=4096,
+        rate_gbps=100.0, pfc=False, recovery="sr", cc=configure("dcqcn"))
+
+
+def dump(path: str) -> None:
+    out = {}
+    for name, sc in cases():
+        d = dataclasses.asdict(run_network(sc))
+        for k in CPU_FIELDS:
+            d.pop(k, None)
+        out[name] = d
+        print(name, d["hops"], "hops", file=sys.stderr, flush=True)
+    with open(path, "w") as f:
+        json.dump(out, f, sort_keys=True, default=repr)
+
+
+def differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            yield from differences(a.get(k), b.get(k), f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from differences(x, y, f"{path}[{i}]")
+    elif a != b:
+        yield f"{path}: {a!r} != {b!r}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("dump").add_argument("out")
+    c = sub.add_parser("compare")
+    c.add_argument("a")
+    c.add_argument("b")
+    args = ap.parse_args()
+    if args.cmd == "dump":
+        dump(args.out)
+        return
+    with open(args.a) as fa, open(args.b) as fb:
+        a, b = json.load(fa), json.load(fb)
+    diffs = list(differences(a, b))
+    for d in diffs[:50]:
+        print(d)
+    print(f"{len(set(a) | set(b))} cases compared, {len(diffs)} differing fields")
+    sys.exit(1 if diffs else 0)
+
+
+if __name__ == "__main__":
+    main()
