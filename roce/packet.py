@@ -24,9 +24,8 @@ from .locate import (
     ETHERTYPE_ROCEV1,
     GRH_NEXT_BTH,
     HEADER_IDS,
+    L2_HEADERS,
     LINKTYPE_ETHERNET,
-    LINKTYPE_LINUX_SLL,
-    LINKTYPE_LINUX_SLL2,
     OK,
     ROCE_PORT,
     Walk,
@@ -34,7 +33,7 @@ from .locate import (
 )
 from .opcodes import OPCODES, Opcode, Transport, lookup
 
-_L2_NAME = {LINKTYPE_ETHERNET: "eth", LINKTYPE_LINUX_SLL: "sll", LINKTYPE_LINUX_SLL2: "sll2"}
+_L2_NAME = L2_HEADERS
 _L3_NAME = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
 _VLAN_NAMES = ("vlan", "vlan2")
 _ETYPE_KEY = {"eth": "type", "sll": "etype", "sll2": "etype", "vlan": "etype", "vlan2": "etype"}

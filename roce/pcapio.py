@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from .errors import InputError
+from .locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
     from typing import Self
@@ -53,10 +54,7 @@ __all__ = [
     "write_capture",
 ]
 
-LINKTYPE_ETHERNET = 1
-LINKTYPE_RAW = 101
-LINKTYPE_LINUX_SLL = 113
-LINKTYPE_LINUX_SLL2 = 276
+# the pcap link types (tcpdump.org LINKTYPE_*) are the walk's (roce.locate), re-exported here
 
 CHUNK = 1 << 20                 # read size
 MAX_RECORD = 256 << 20          # largest caplen / block length accepted

@@ -16,12 +16,9 @@ from ..locate import (
     ETHERTYPE_IPV6,
     ETHERTYPE_ROCEV1,
     L3_NONE,
-    LINKTYPE_ETHERNET,
-    LINKTYPE_LINUX_SLL,
-    LINKTYPE_LINUX_SLL2,
-    LINKTYPE_RAW,
     OK,
     ROCE_PORT,
+    WALK_LINKTYPES,
     Walk,
 )
 from . import erf, tunnels
@@ -29,8 +26,7 @@ from .handler import Handler
 from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND
 
 ROCE = "roce"
-ROCE_LINKTYPES = frozenset((LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL,
-                            LINKTYPE_LINUX_SLL2))
+ROCE_LINKTYPES = frozenset(WALK_LINKTYPES)
 
 
 def _lazy(module: str, name: str) -> Callable[..., Any]:

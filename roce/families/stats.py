@@ -14,14 +14,14 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from ..locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
+from ..locate import WALK_LINKTYPES
 from ..pcapio import Batch, CaptureError, Frame, open_capture
 from .erf import wire_length
 from .linktypes import LINKTYPE_ERF
 from .registry import registry
 
 # the link types the compiled walk reads: checked before the registry is loaded
-ROCE_LINKS = (LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
+ROCE_LINKS = WALK_LINKTYPES
 
 PEEK = 16  # frames looked at before choosing the reader
 PEEL_BATCH = 2048  # frames a batch when peeled frames are handed out one at a time

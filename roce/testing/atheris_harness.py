@@ -39,12 +39,9 @@ from array import array
 from .. import fast, icrc, locate
 from ..headers import SIZE_OF
 from ..locate import (
-    LINKTYPE_ETHERNET,
-    LINKTYPE_LINUX_SLL,
-    LINKTYPE_LINUX_SLL2,
-    LINKTYPE_RAW,
     OK,
     ROCE_PORT,
+    WALK_LINKTYPES,
 )
 from ..opcodes import OPCODES
 from ..packet import decode_headers_reference
@@ -52,8 +49,7 @@ from ..pcapio import MAX_RECORD, pcap_split_reference
 from ._extras import FUZZ_EXTRA_HINT
 
 LINKTYPE_IEEE802_11 = 105  # one link type the walk does not read: it must refuse it the same
-LINKTYPES = (LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2,
-             LINKTYPE_IEEE802_11)
+LINKTYPES = (*WALK_LINKTYPES, LINKTYPE_IEEE802_11)
 TARGETS = ("walk", "scan", "icrc", "decode_headers", "pcap_split")
 
 

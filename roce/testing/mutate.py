@@ -39,12 +39,11 @@ from typing import NamedTuple
 from .. import fast
 from ..headers import LAYOUTS, SIZE_OF, Field
 from ..locate import (
+    L2_HEADERS,
     L3_GRH,
     L3_IPV4,
     L3_IPV6,
     LINKTYPE_ETHERNET,
-    LINKTYPE_LINUX_SLL,
-    LINKTYPE_LINUX_SLL2,
     OK,
     ROCE_PORT,
     Walk,
@@ -54,7 +53,7 @@ from ..opcodes import OPCODES
 OPERATORS: tuple[str, ...] = ("field", "opcode", "length", "padcnt", "tver", "truncate",
                               "junk", "icrc", "flip", "bytes", "resize", "vlan")
 
-_L2 = {LINKTYPE_ETHERNET: "eth", LINKTYPE_LINUX_SLL: "sll", LINKTYPE_LINUX_SLL2: "sll2"}
+_L2 = L2_HEADERS
 _L3 = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
 # The length field of each L3/L4 header, and how many bytes before the covered region it
 # counts from (IPv4 counts its own header, IPv6 and GRH do not).
