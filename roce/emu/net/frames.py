@@ -8,6 +8,7 @@ build); anything else is counted and dropped by the switch.
 
 from __future__ import annotations
 
+from ... import fast
 from ...headers import ECN_CE, ECN_NOT_ECT, LAYOUTS, SIZE_OF
 from ...locate import ETHERTYPE_IPV4
 from .. import wire
@@ -74,7 +75,8 @@ _TOS_C, _TTL_C = 0xFF00, 0xFF
 _CE_BITS = CE << ECN_SHIFT
 
 
-def routed(frame: bytes, src_mac: bytes, dst_mac: bytes, mark_ce: bool) -> bytes:
+def routed_reference(frame: bytes, src_mac: bytes, dst_mac: bytes,
+                     mark_ce: bool) -> bytes:
     """The frame as a router sends it on: new MACs, TTL - 1, CE set if asked, header checksum
     updated incrementally (RFC 1624: HC' = ~(~HC + ~m + m') over the changed 16-bit words).
     The ICRC stays valid: it masks TOS, TTL and the checksum (IBA A17.8.1)."""
@@ -95,3 +97,9 @@ def routed(frame: bytes, src_mac: bytes, dst_mac: bytes, mark_ce: bool) -> bytes
     out[_C0] = x >> 8
     out[_C0 + 1] = x & 0xFF
     return bytes(out)
+
+
+routed = routed_reference
+if fast.COMPILED:  # the compiled twin (roce/_routed.pxi), handed this module's offsets
+    fast._ext.routed_configure(_SRC_END, TOS, TTL, _C0, _TOS_C, _TTL_C, _CE_BITS)
+    routed = fast._ext.routed
