@@ -11,6 +11,8 @@ Build, parse, decode and analyse RoCE frames; the public API::
 
 from __future__ import annotations
 
+# first: it chooses which form of the compiled emulator modules loads (roce/_compiled.py)
+from . import _compiled  # noqa: F401
 from .errors import DecodeError, NotRoCE
 from .fast import COMPILED
 from .opcodes import (

@@ -23,7 +23,7 @@ Adding an opcode is adding one row to ``_RC_ROWS`` or ``_EXTRA_ROWS``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -67,6 +67,9 @@ class Position(str, Enum):
     ONLY = "only"
 
 
+_RESPONSES = frozenset({Operation.READ_RESPONSE, Operation.ACK, Operation.ATOMIC_ACK})
+
+
 @dataclass(frozen=True)
 class Opcode:
     """One BTH opcode and what follows BTH on the wire."""
@@ -84,14 +87,14 @@ class Opcode:
     immediate: bool = False
     invalidate: bool = False
     links: frozenset[Link] = _BOTH  # the links whose walk accepts this opcode
+    # derived once from ``operation`` (read per packet: an Enum's hash is a Python call)
+    is_request: bool = field(init=False, repr=False, compare=False)
+    is_response: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_request(self) -> bool:
-        return self.operation not in _RESPONSES
-
-    @property
-    def is_response(self) -> bool:
-        return self.operation in _RESPONSES
+    def __post_init__(self) -> None:
+        response = self.operation in _RESPONSES
+        object.__setattr__(self, "is_response", response)  # frozen: set once, here
+        object.__setattr__(self, "is_request", not response)
 
     @property
     def slug(self) -> str:
@@ -101,8 +104,6 @@ class Opcode:
     def __str__(self) -> str:
         return self.short_name
 
-
-_RESPONSES = frozenset({Operation.READ_RESPONSE, Operation.ACK, Operation.ATOMIC_ACK})
 
 _F, _M, _L, _O = Position.FIRST, Position.MIDDLE, Position.LAST, Position.ONLY
 _SEND, _WRITE = Operation.SEND, Operation.RDMA_WRITE

@@ -150,6 +150,7 @@ def receive(frame: bytes) -> tuple[int, Incoming | None]:
     w = fast.walk(frame)
     if w.status != OK:
         return w.status, None
-    if fast.icrc_of(frame, w) != int.from_bytes(frame[w.icrc_off:w.l4_end], "big"):
+    if (fast.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
+            != int.from_bytes(frame[w.icrc_off:w.l4_end], "big")):
         return -1, None
     return OK, Incoming(frame, w)

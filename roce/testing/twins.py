@@ -1,0 +1,59 @@
+"""Runs emulator scenarios from plain specs, for comparing the compiled emulator modules with
+their interpreted form (roce/_compiled.py).
+
+A spec is a JSON-able dict: ``{"net": bool, "cc": "none"|"dcqcn"|"timely", ...}`` plus any
+``Scenario``/``NetScenario`` field.  ``run_spec`` returns the run's summary as a dict, less
+the fields that measure the machine (CPU time and rates per CPU-second), so two runs of one
+spec are equal field by field when the emulator's rules are the same.
+
+    echo '[{"net": true, "topology": "incast:2", "size": 65536, "count": 1}]' \
+        | ROCE_PURE=1 python -m roce.testing.twins
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import Any
+
+# what a run measures of the machine, not of the emulated network
+CPU_FIELDS = ("cpu_s", "packets_per_cpu_s", "hops_per_cpu_s")
+
+
+def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The summary of one spec's run, or ``{"error": ...}`` naming why it was refused (both
+    forms must refuse alike)."""
+    from ..errors import RoceError
+
+    try:
+        return _run(spec)
+    except RoceError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def _run(spec: dict[str, Any]) -> dict[str, Any]:
+    from ..emu.cc import configure
+    from ..emu.net.runner import NetScenario, run_network
+    from ..emu.scenario import Scenario, run_scenario
+
+    kw = dict(spec)
+    net = kw.pop("net", False)
+    cc = kw.pop("cc", "none")
+    if net:
+        s = run_network(NetScenario(**kw, cc=None if cc == "none" else configure(cc)))
+    else:
+        s = run_scenario(Scenario(**kw))
+    d = dataclasses.asdict(s)
+    for k in CPU_FIELDS:
+        d.pop(k, None)
+    return json.loads(json.dumps(d, sort_keys=True, default=repr))
+
+
+def main() -> None:
+    specs = json.load(sys.stdin)
+    json.dump([run_spec(s) for s in specs], sys.stdout, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
