@@ -98,15 +98,22 @@ class SwitchPort:
     def next_tx(self, now: int) -> int | None:
         if self.ctrl:
             return now
-        if not self.queued:
+        m = self.mask  # the classes holding frames
+        if not m:
             return None
-        best = None
         until = self.pause.until
-        for tc in range(CLASSES):
-            if self.queues[tc]:
-                t = until[tc] if until[tc] > now else now
-                if best is None or t < best:
-                    best = t
+        if not m & (m - 1):  # one class (the common case)
+            t = until[m.bit_length() - 1]
+            return t if t > now else now
+        best = None
+        while m:
+            low = m & -m
+            t = until[low.bit_length() - 1]
+            if t < now:
+                t = now
+            if best is None or t < best:
+                best = t
+            m ^= low
         return best
 
     # -- scheduling ----------------------------------------------------------------------
