@@ -316,7 +316,16 @@ def test_schema_doc_lists_every_column():
         head = name.split(".")[0] + ("." if "." in name else "")
         assert f"`{name}`" in flows or f"`{head}*`" in flows or f"`{name}`," in flows, name
     for name in columnar.event_schema().names:
-        assert f"`{name}`" in doc.split("## Expert")[1], name
+        assert f"`{name}`" in doc.split("## Expert")[1].split("## Congestion")[0], name
+    # the other stats tables: each section lists its table's columns
+    for title, table in (("## Congestion control: `DIR/congestion.parquet`", "congestion"),
+                         ("## PFC and PAUSE: `DIR/pfc.parquet`", "pfc"),
+                         ("## CM connections: `DIR/cm.parquet`", "cm")):
+        section = doc.split(title)[1].split("\n## ")[0]
+        cells = {c.strip("` ") for line in section.splitlines() if line.startswith("| `")
+                 for c in line.split("|")[1].split(",")}
+        assert cells == set(columnar.STATS_TABLES[table][0]().names), table
+    assert set(columnar.STATS_TABLES) == {"flows", "expert", "congestion", "pfc", "cm"}
 
 
 def test_readme_sql_runs(capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -338,3 +347,70 @@ def test_readme_sql_runs(capture: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert naks and all(n for *_, n in naks)
     (host, value), = p99
     assert host == "10.0.0.2" and 0.9 < value <= 1.2  # gaps of 0.9, 1.1 and 1.0 us
+
+
+def _plain_rows(path: Path) -> list[dict]:
+    """A Parquet table's rows, times and durations as integer nanoseconds."""
+    t = pq.read_table(path)
+    cols = [c.cast(pa.int64()) if pa.types.is_duration(c.type) or pa.types.is_timestamp(c.type)
+            else c for c in t.columns]
+    return pa.Table.from_arrays(cols, names=t.column_names).to_pylist()
+
+
+def test_stats_tables_carry_congestion_pfc_and_cm(tmp_path: Path) -> None:
+    """-T parquet writes the report's congestion-control, PFC and CM sections as tables too,
+    for several captures and for --merge, each row equal to the JSON report's."""
+    import cc_helpers
+    from cm_helpers import cm_frames
+
+    cc_cap = cc_helpers.write_capture(tmp_path / "cc.pcap")
+    cm_cap = tmp_path / "cm.pcap"
+    with PcapWriter(str(cm_cap), linktype=247) as w:
+        for i, f in enumerate(cm_frames()):
+            w.write(f, ts_ns=1_700_000_000_000_000_000 + i * 1000)
+    reports = {}
+    for cap in (cc_cap, str(cm_cap)):
+        rc, out, err = roce_cli("stats", "-T", "json", "--cnp-interval", "20us", cap)
+        assert rc == 0, err
+        reports[Path(cap).name] = json.loads(out)
+    for merged in (False, True):
+        d = tmp_path / f"tables{int(merged)}"
+        rc, _, err = roce_cli("stats", "-T", "parquet", "--cnp-interval", "20us", "-w", str(d),
+                              *(["--merge"] if merged else []), cc_cap, str(cm_cap))
+        assert rc == 0, err
+        assert sorted(p.name for p in d.iterdir()) == sorted(
+            f"{t}.parquet" for t in columnar.STATS_TABLES)
+        tables = {t: _plain_rows(d / f"{t}.parquet") for t in columnar.STATS_TABLES}
+        cc = tables["congestion"]
+        pfc = tables["pfc"]
+        cm = tables["cm"]
+        if merged:  # one session: one report, its own numbering
+            rc, out, err = roce_cli("stats", "-T", "json", "--cnp-interval", "20us", "--merge",
+                                    cc_cap, str(cm_cap))
+            doc = json.loads(out)
+            want_cc, want_pfc, want_cm = (doc["congestion"]["flows"], doc["pfc"]["classes"],
+                                          doc["cm_connections"])
+        else:
+            want_cc = reports["cc.pcap"]["congestion"]["flows"]
+            want_pfc = reports["cc.pcap"]["pfc"]["classes"]
+            want_cm = reports["cm.pcap"]["cm_connections"]
+            assert {r["capture"] for r in cc} == {cc_cap}
+            assert {r["capture"] for r in cm} == {str(cm_cap)}
+        assert [(r["flow"], r["qp"], r["cnps"], r["ecn_ce"], r["data_packets"],
+                 r["ce_fraction"], r["cnp_rate_per_s"]) for r in cc] == [
+            (w["flow"], w["qp"], w["cnps"], w["ecn_ce"], w["data_packets"], w["ce_fraction"],
+             w["cnp_rate_per_s"]) for w in want_cc]
+        assert [r["cnp_min_gap"] for r in cc] == [w["cnp_min_gap_ns"] for w in want_cc]
+        assert sum(r["cnps"] for r in cc) == len(cc_helpers.CNPS)
+        assert sum(r["ecn_ce"] for r in cc) == sum(ce for _, _, ce in cc_helpers.DATA)
+        assert [(r["from"], r["priority"], r["pauses"], r["xons"], r["paused"])
+                for r in pfc] == [(w["from"], str(w["priority"]), w["pauses"], w["xons"],
+                                   round(w["paused_ns"])) for w in want_pfc]
+        assert pfc and sum(r["pauses"] for r in pfc) == 1 and sum(r["xons"] for r in pfc) == 1
+        assert [(r["active_qpn"], r["passive_qpn"], r["state"], r["cm_frames"],
+                 r["first_psn_to_passive"], r["problems"]) for r in cm] == [
+            (w["active_qpn"], w["passive_qpn"], w["state"], w["cm_frames"],
+             w["first_psn_to_passive"], w["problems"]) for w in want_cm]
+        assert len(cm) == 1 and cm[0]["state"] == "RTU"
+        # the cnp_interval warning reached the expert table as well
+        assert any(r["kind"] == "cnp_interval" for r in tables["expert"])

@@ -704,20 +704,87 @@ def rows_table(rows: list[dict[str, Any]], schema: Any) -> Any:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-STATS_TABLES = ("flows", "expert")
+def congestion_schema() -> Any:
+    pa = need_pyarrow()
+    name = pa.dictionary(pa.int32(), pa.string())
+    return pa.schema([("capture", name), ("flow", pa.uint32()), ("src", name), ("dst", name),
+                      ("qp", pa.uint32()), ("cnps", pa.uint64()), ("becns", pa.uint64()),
+                      ("cnp_rate_per_s", pa.float64()), ("cnp_min_gap", pa.duration("ns")),
+                      ("ecn_ce", pa.uint64()), ("data_packets", pa.uint64()),
+                      ("ce_fraction", pa.float64())])
 
 
-def write_stats(directory: str, flows: list[dict[str, Any]],
-                events: list[dict[str, Any]]) -> list[str]:
-    """``DIR/flows.parquet`` and ``DIR/expert.parquet`` from rows; the paths written."""
+def congestion_rows(capture: str, congestion: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the congestion table from ``CcReport.to_dict()`` (a row per flow with CNPs,
+    BECNs or CE marks)."""
+    return [{"capture": capture, "flow": r["flow"], "src": r["src"], "dst": r["dst"],
+             "qp": r["qp"], "cnps": r["cnps"], "becns": r["becns"],
+             "cnp_rate_per_s": r["cnp_rate_per_s"], "cnp_min_gap": r["cnp_min_gap_ns"],
+             "ecn_ce": r["ecn_ce"], "data_packets": r["data_packets"],
+             "ce_fraction": r["ce_fraction"]} for r in congestion["flows"]]
+
+
+def pfc_schema() -> Any:
+    pa = need_pyarrow()
+    name = pa.dictionary(pa.int32(), pa.string())
+    return pa.schema([("capture", name), ("from", name), ("priority", name),
+                      ("pauses", pa.uint64()), ("xons", pa.uint64()),
+                      ("paused", pa.duration("ns")), ("stretches", pa.uint64()),
+                      ("longest", pa.duration("ns")), ("storms", pa.uint64())])
+
+
+def pfc_rows(capture: str, pfc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the PFC / PAUSE table from ``PauseReport.to_dict()``: one per sender and
+    priority (``priority`` is the class number as text, or ``link`` for 802.3x PAUSE)."""
+    return [{"capture": capture, "from": r["from"], "priority": str(r["priority"]),
+             "pauses": r["pauses"], "xons": r["xons"], "paused": round(r["paused_ns"]),
+             "stretches": r["stretches"], "longest": round(r["longest_ns"]),
+             "storms": r["storms"]} for r in pfc["classes"]]
+
+
+def cm_schema() -> Any:
+    pa = need_pyarrow()
+    name = pa.dictionary(pa.int32(), pa.string())
+    return pa.schema([("capture", name), ("active_lid", pa.uint32()),
+                      ("passive_lid", pa.uint32()), ("comm_id", pa.uint32()),
+                      ("active_qpn", pa.uint32()), ("passive_qpn", pa.uint32()),
+                      ("active_start_psn", pa.uint32()), ("passive_start_psn", pa.uint32()),
+                      ("path_mtu", pa.uint32()), ("state", name),
+                      ("cm_frames", pa.list_(pa.uint64())),
+                      ("first_psn_to_passive", pa.uint32()),
+                      ("first_psn_to_active", pa.uint32()), ("problems", pa.list_(pa.string()))])
+
+
+def cm_rows(capture: str, connections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the CM table from the report's ``cm_connections`` (native InfiniBand)."""
+    return [{"capture": capture, **c} for c in connections]
+
+
+# ``roce stats -T parquet -w DIR``: DIR/<name>.parquet for each, from a report's sections
+STATS_TABLES: dict[str, tuple[Any, Any]] = {
+    "flows": (flow_schema, lambda cap, d: flow_rows(cap, d["flows"])),
+    "expert": (event_schema, lambda cap, d: event_rows(cap, d["expert"]["events"])),
+    "congestion": (congestion_schema, lambda cap, d: congestion_rows(cap, d["congestion"])),
+    "pfc": (pfc_schema, lambda cap, d: pfc_rows(cap, d["pfc"])),
+    "cm": (cm_schema, lambda cap, d: cm_rows(cap, d.get("cm_connections", []))),
+}
+
+
+def stats_rows(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Every stats table's rows from (capture name, JSON report) pairs."""
+    return {name: [row for cap, d in reports for row in rows(cap, d)]
+            for name, (_, rows) in STATS_TABLES.items()}
+
+
+def write_stats(directory: str, tables: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """``DIR/<table>.parquet`` for each table of ``STATS_TABLES``; the paths written."""
     import pyarrow.parquet as pq
 
     os.makedirs(directory, exist_ok=True)
     out = []
-    for name, rows, schema in (("flows", flows, flow_schema()),
-                               ("expert", events, event_schema())):
+    for name, (schema, _) in STATS_TABLES.items():
         path = os.path.join(directory, f"{name}.parquet")
-        pq.write_table(rows_table(rows, schema), path, compression="snappy")
+        pq.write_table(rows_table(tables[name], schema()), path, compression="snappy")
         out.append(path)
     return out
 
@@ -725,4 +792,4 @@ def write_stats(directory: str, flows: list[dict[str, Any]],
 __all__ = ["BulkBuilder", "Column", "DecodeResult", "FORMATS", "ROW_GROUP", "TableSink",
            "all_columns", "decode_to", "default_names", "event_rows", "event_schema",
            "flow_rows", "flow_schema", "need_pyarrow", "packet_schema", "records_table",
-           "resolve_names", "write_stats"]
+           "resolve_names", "stats_rows", "write_stats"]

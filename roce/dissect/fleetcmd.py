@@ -7,7 +7,8 @@ call in here (``wants_*`` decides) and keep their single-capture paths as they a
 * ``roce decode`` text formats over several inputs: each capture in turn, to stdout.
 * ``roce stats FILE...``: one report per capture (one task each), then their total;
   ``--merge``: the captures as one time-ordered session, one report.  ``-T parquet -w DIR``
-  writes ``DIR/flows.parquet`` and ``DIR/expert.parquet``.
+  writes ``DIR/<table>.parquet`` for each of ``columnar.STATS_TABLES``: flows, expert,
+  congestion, pfc, cm (docs/columnar-schema.md).
 
 Exit status: 0, 1 for bad usage, 2 when any capture could not be read (the others are
 still done).
@@ -59,8 +60,8 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge", action="store_true",
                         help="the captures are one session (rotating files): analyse them as "
                              "one time-ordered stream")
-    add_many_arguments(parser, "with -T parquet: the directory for flows.parquet and "
-                               "expert.parquet")
+    add_many_arguments(parser, "with -T parquet: the directory for flows, expert, "
+                               "congestion, pfc and cm .parquet")
 
 
 def _jobs_of(args: argparse.Namespace) -> int:
@@ -220,8 +221,8 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
 
         columnar.need_pyarrow("-T parquet")
         if args.write is None or args.write == "-":
-            raise UsageError("-T parquet needs -w DIRECTORY (for flows.parquet and "
-                             "expert.parquet)")
+            raise UsageError("-T parquet needs -w DIRECTORY (for flows.parquet, "
+                             "expert.parquet and the other tables)")
     elif args.write is not None:
         raise UsageError("-w needs -T parquet")
     if args.merge:
@@ -251,11 +252,8 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
     elif fmt == "parquet":
         from . import columnar
 
-        flows = [row for r in good for row in columnar.flow_rows(r["capture"]["file"],
-                                                                 r["report"]["flows"])]
-        events = [row for r in good for row in columnar.event_rows(
-            r["capture"]["file"], r["report"]["expert"]["events"])]
-        columnar.write_stats(args.write, flows, events)
+        columnar.write_stats(args.write, columnar.stats_rows(
+            [(r["capture"]["file"], r["report"]) for r in good]))
     else:
         for r in good:
             out.write(r["text"])
@@ -447,9 +445,8 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     elif fmt == "parquet":
         from . import columnar
 
-        d = report.to_dict()
-        columnar.write_stats(args.write, columnar.flow_rows(name, d["flows"]),
-                             columnar.event_rows(name, d["expert"]["events"]))
+        columnar.write_stats(args.write, columnar.stats_rows(
+            [(name, sections(report, pfc, cc, cm))]))
     else:
         write_text(report, name, out, args.expert, pfc, cc, cm)
     out.flush()
