@@ -315,6 +315,61 @@ def test_a_lost_read_response_is_asked_again_when_the_window_runs_out():
     assert p.lbuf.read(4096) == p.dst.read(4096)
 
 
+def _read_then_write(rule: str):
+    """``_read_by_hand``, then a one-packet WRITE posted right after READ 2: returns READ
+    2's responses and the WRITE's ACK, for the test to deliver (the ACK may overtake the
+    responses on a path that reorders)."""
+    p, responses = _read_by_hand(rule)
+    qa, a, b = p.qa.core, p.a.device, p.b.device
+    qa.post_send(2010, SendWR(wr_id=3, opcode=WROpcode.IBV_WR_RDMA_WRITE,
+                              sg_list=[p.src.sge(0, 1024)], remote_addr=p.dst.addr + 8192,
+                              rkey=p.dst.rkey))
+    [write] = a.drain()
+    b.receive(2010 + RTT // 2, write)
+    [ack] = b.drain()
+    return p, responses, ack
+
+
+def test_an_ack_past_a_read_missing_responses_waits_for_the_window():
+    """The WRITE's ACK overtakes READ 2's responses.  Go-back-N's implied NAK (kept by the
+    packet count) asks for the READ again at once; the time rule takes the ACK as a later
+    arrival, waits a reordering window (``read_gap``), the responses come, nothing is
+    resent, and the ACK's hold is applied once the READ completed."""
+    for rule, resends in (("rack", 0), ("dupthresh", 1)):
+        p, rs, ack = _read_then_write(rule)
+        _deliver(p, [(3000, ack)])
+        if rule == "rack":
+            assert p.a.device.drain() == []  # nothing asked again yet
+            wnd = p.qa.core.requester.rack.reo_wnd()  # a quarter of the smallest RTT (990)
+            assert wnd == 990 // 4 and p.qa.core.timers()["read_gap"] == 3000 + wnd
+        _deliver(p, [(3100 + 10 * i, r) for i, r in enumerate(rs)])
+        p.a.device.drain()
+        assert [w.wr_id for w in poll_all(p.cqa)] == [2, 3], rule  # in order, both done
+        assert p.lbuf.read(4096) == p.dst.read(4096)
+        assert p.qa.core.counters.retransmitted == resends, rule
+        if rule == "rack":
+            assert p.qa.core.requester.rack.seen == 130  # the last response trailed the ACK
+            assert "read_gap" not in p.qa.core.timers()
+
+
+def test_an_ack_past_a_read_whose_responses_are_lost_asks_again_after_the_window():
+    p, rs, ack = _read_then_write("rack")
+    a, b = p.a.device, p.b.device
+    _deliver(p, [(3000, ack)])  # READ 2's responses never come
+    due = a.deadline()
+    assert due == 3000 + p.qa.core.requester.rack.reo_wnd()
+    assert p.qa.core.timers()["read_gap"] == due
+    a.on_timer(due)
+    [again] = a.drain()  # the READ request, for all four responses
+    c = p.qa.core.counters
+    assert (c.retransmitted, c.selective_retransmitted, c.timeouts) == (1, 1, 0)
+    b.receive(due + RTT // 2, again)
+    _deliver(p, [(due + RTT, f) for f in b.drain()])
+    assert [w.wr_id for w in poll_all(p.cqa)] == [2, 3]
+    assert p.lbuf.read(4096) == p.dst.read(4096)
+    assert p.dst.read(1024, 8192) == p.src.read(1024)
+
+
 def _spray_read(rule: str):
     sc = NetScenario(topology="leafspine:4,2,4", op="read", size=1 << 20, count=1,
                      lb="spray", recovery="sr", loss_rule=rule, seed=1)

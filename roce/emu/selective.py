@@ -507,6 +507,10 @@ class SRCompleter(Completer):
         self.held_by = -1  # the first PSN of the READ or atomic that holds it
         # READ first PSN -> when its first response arrived (until it completes)
         self.seen_at: dict[int, int] = {}
+        # (acknowledged PSN, when), PSN ascending: acknowledgements that passed a READ still
+        # missing responses while the time rule judges (``_read_passed``): evidence of later
+        # arrivals for the loss rule, as later responses are, not an implied NAK
+        self.acks_past: list[tuple[int, int]] = []
         self.now = 0  # the time of the response being handled (for ``_done``)
 
     def receive(self, now: int, pkt: Incoming) -> None:
@@ -536,8 +540,37 @@ class SRCompleter(Completer):
     # acknowledgement is applied once the answer came (docs/protocol.md).
 
     def _ack(self, now: int, psn: int) -> None:
-        super()._ack(now, psn)
+        read = self._read_passed(psn)
+        if read is None:
+            super()._ack(now, psn)
+            self._hold(now, (psn + 1) & PSN_MASK)
+            return
+        # Past a READ still missing responses: over a path that reorders they may only be
+        # late.  Complete what ends before the READ, hold the rest (as a response past it
+        # does, ``_before``), and let the loss rule judge the READ with this arrival.
+        req = self.qp.requester
+        if psn_diff(read.first_psn, req.una) > 0:
+            super()._ack(now, (read.first_psn - 1) & PSN_MASK)
+        acks = self.acks_past
+        if not acks or psn_diff(psn, acks[-1][0]) > 0:
+            acks.append((psn, now))
         self._hold(now, (psn + 1) & PSN_MASK)
+        self._judge(now)
+
+    def _read_passed(self, psn: int) -> SendWQE | None:
+        """The READ, still missing responses, that an acknowledgement of ``psn`` passes when
+        the time rule judges (``rack`` with a round trip measured); None when it passes none,
+        or an atomic comes first, or the packet count judges: go-back-N's implied NAK."""
+        req = self.qp.requester
+        rack = req.rack
+        if rack is None or rack.min_rtt is None:
+            return None
+        for wqe in req.sq:
+            if wqe.first_psn < 0 or psn_diff(psn, wqe.first_psn) < 0:
+                return None
+            if wqe.rd_atomic:
+                return wqe if wqe.operation is Operation.RDMA_READ else None
+        return None
 
     def _complete_before(self, now: int, psn: int) -> bool:
         if super()._complete_before(now, psn):
@@ -683,6 +716,10 @@ class SRCompleter(Completer):
         got = self.got.get(wqe.first_psn)
         t = next(iter(got.values())) if got else None
         n = len(got) if got else 0
+        for psn, at in self.acks_past:  # acknowledgements past it
+            if psn_diff(psn, wqe.first_psn) >= 0:
+                t = at if t is None or at < t else t
+                n += 1
         after = False
         for w in self.qp.requester.sq:
             if w.first_psn < 0:
@@ -702,17 +739,26 @@ class SRCompleter(Completer):
         req = self.qp.requester
         req.gap_at = None
         seen_at = self.seen_at
-        if len(seen_at) < 2 and not any(self.got.get(first) for first in seen_at):
+        acks = self.acks_past
+        if acks and psn_diff(acks[0][0], req.una) < 0:
+            acks[:] = [a for a in acks if psn_diff(a[0], req.una) >= 0]  # all completed
+        if len(seen_at) < 2 and not acks and not any(self.got.get(first) for first in seen_at):
             return  # at most one READ answered so far, in order: no gap
         rack = req.rack
         count = rack is None or rack.min_rtt is None
         wnd = 0 if count else rack.reo_wnd()
         gap = None
         t, n = None, 0  # arrivals past the READ being judged (walking back from the last)
+        k = len(acks) - 1  # the acknowledgements not yet counted, highest PSN first
         for wqe in reversed(req.sq):
             first = wqe.first_psn
             if first < 0 or wqe.operation is not Operation.RDMA_READ:
                 continue
+            while k >= 0 and psn_diff(acks[k][0], first) >= 0:  # acknowledged past it
+                at = acks[k][1]
+                t = at if t is None or at < t else t
+                n += 1
+                k -= 1
             got = self.got.get(first)
             if got:
                 g = next(iter(got.values()))
