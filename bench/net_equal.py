@@ -14,18 +14,15 @@ selective repeat, and writes each ``run_network`` summary less its CPU-time fiel
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 from bench_cc import SENDERS, scenario
 
 from roce.emu.cc import configure
 from roce.emu.net.runner import NetScenario, run_network
-
-CPU_FIELDS = ("cpu_s", "packets_per_cpu_s", "hops_per_cpu_s")
+from roce.testing.twins import differences, summary_fields
 
 
 def cases() -> Iterator[tuple[str, NetScenario]]:
@@ -50,24 +47,10 @@ def cases() -> Iterator[tuple[str, NetScenario]]:
 def dump(path: str) -> None:
     out = {}
     for name, sc in cases():
-        d = dataclasses.asdict(run_network(sc))
-        for k in CPU_FIELDS:
-            d.pop(k, None)
-        out[name] = d
+        out[name] = d = summary_fields(run_network(sc))
         print(name, d["hops"], "hops", file=sys.stderr, flush=True)
     with open(path, "w") as f:
-        json.dump(out, f, sort_keys=True, default=repr)
-
-
-def differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            yield from differences(a.get(k), b.get(k), f"{path}.{k}")
-    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            yield from differences(x, y, f"{path}[{i}]")
-    elif a != b:
-        yield f"{path}: {a!r} != {b!r}"
+        json.dump(out, f, sort_keys=True)
 
 
 def main() -> None:

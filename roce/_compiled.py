@@ -127,4 +127,5 @@ def compiled_now() -> dict[str, bool]:
     return out
 
 
-install_finder()  # on import: ``roce/__init__.py`` imports this module before any other
+if __name__ == "roce._compiled":  # imported by ``roce/__init__.py`` first; not when setup.py
+    install_finder()                 # reads this file for MODULES and ``write_sources``

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from roce import _compiled, fast
-from roce.testing.twins import run_spec
+from roce.testing.twins import differences, run_spec
 
 BUILT = fast.COMPILED and not _compiled.pure_requested()
 needs_build = pytest.mark.skipif(not BUILT, reason="compiled modules not built, or ROCE_PURE")
@@ -29,18 +29,6 @@ def _pure(specs: list[dict]) -> list[dict]:
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
-
-
-def _differences(a: object, b: object, where: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b)):
-            out += _differences(a.get(k), b.get(k), f"{where}.{k}")
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b))
-                for d in _differences(x, y, f"{where}[{i}]")]
-    return [] if a == b else [f"{where}: pure {a!r} compiled {b!r}"]
 
 
 NET = st.fixed_dictionaries({
@@ -116,7 +104,8 @@ def test_compiled_and_pure_emulator_agree(specs: list[dict]) -> None:
     pure = _pure(specs)
     for spec, p in zip(specs, pure):
         c = run_spec(spec)
-        assert not _differences(p, c), (spec, _differences(p, c)[:10])
+        diffs = list(differences(p, c))
+        assert not diffs, (spec, diffs[:10])
 
 
 @needs_build

@@ -717,11 +717,8 @@ def congestion_schema() -> Any:
 def congestion_rows(capture: str, congestion: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows of the congestion table from ``CcReport.to_dict()`` (a row per flow with CNPs,
     BECNs or CE marks)."""
-    return [{"capture": capture, "flow": r["flow"], "src": r["src"], "dst": r["dst"],
-             "qp": r["qp"], "cnps": r["cnps"], "becns": r["becns"],
-             "cnp_rate_per_s": r["cnp_rate_per_s"], "cnp_min_gap": r["cnp_min_gap_ns"],
-             "ecn_ce": r["ecn_ce"], "data_packets": r["data_packets"],
-             "ce_fraction": r["ce_fraction"]} for r in congestion["flows"]]
+    return [{**r, "capture": capture, "cnp_min_gap": r["cnp_min_gap_ns"]}
+            for r in congestion["flows"]]  # ``rows_table`` takes the schema's columns
 
 
 def pfc_schema() -> Any:
@@ -736,10 +733,9 @@ def pfc_schema() -> Any:
 def pfc_rows(capture: str, pfc: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows of the PFC / PAUSE table from ``PauseReport.to_dict()``: one per sender and
     priority (``priority`` is the class number as text, or ``link`` for 802.3x PAUSE)."""
-    return [{"capture": capture, "from": r["from"], "priority": str(r["priority"]),
-             "pauses": r["pauses"], "xons": r["xons"], "paused": round(r["paused_ns"]),
-             "stretches": r["stretches"], "longest": round(r["longest_ns"]),
-             "storms": r["storms"]} for r in pfc["classes"]]
+    return [{**r, "capture": capture, "priority": str(r["priority"]),
+             "paused": round(r["paused_ns"]), "longest": round(r["longest_ns"])}
+            for r in pfc["classes"]]
 
 
 def cm_schema() -> Any:

@@ -716,10 +716,10 @@ class SRCompleter(Completer):
         got = self.got.get(wqe.first_psn)
         t = next(iter(got.values())) if got else None
         n = len(got) if got else 0
-        for psn, at in self.acks_past:  # acknowledgements past it
-            if psn_diff(psn, wqe.first_psn) >= 0:
-                t = at if t is None or at < t else t
-                n += 1
+        ta, na = self._acked_past(wqe.first_psn)
+        if na:
+            t = ta if t is None or ta < t else t
+            n += na
         after = False
         for w in self.qp.requester.sq:
             if w.first_psn < 0:
@@ -748,37 +748,47 @@ class SRCompleter(Completer):
         count = rack is None or rack.min_rtt is None
         wnd = 0 if count else rack.reo_wnd()
         gap = None
-        t, n = None, 0  # arrivals past the READ being judged (walking back from the last)
-        k = len(acks) - 1  # the acknowledgements not yet counted, highest PSN first
+        t, n = None, 0  # responses past the READ being judged (walking back from the last)
         for wqe in reversed(req.sq):
             first = wqe.first_psn
             if first < 0 or wqe.operation is not Operation.RDMA_READ:
                 continue
-            while k >= 0 and psn_diff(acks[k][0], first) >= 0:  # acknowledged past it
-                at = acks[k][1]
-                t = at if t is None or at < t else t
-                n += 1
-                k -= 1
             got = self.got.get(first)
             if got:
                 g = next(iter(got.values()))
                 t = g if t is None or g < t else t
                 n += len(got)
+            te, ne = t, n  # with the acknowledgements past it
+            if acks:
+                ta, na = self._acked_past(first)
+                if na:
+                    te = ta if te is None or ta < te else te
+                    ne += na
             missing = (first + wqe.read_next) & PSN_MASK
-            if wqe.read_next < wqe.npsn and n and missing not in req.asked and \
+            if wqe.read_next < wqe.npsn and ne and missing not in req.asked and \
                     req.retrying != missing:
                 if count:
-                    if n >= req.dupthresh:
+                    if ne >= req.dupthresh:
                         req.retry(now, missing)
-                elif now >= t + wnd:
+                elif now >= te + wnd:
                     req.retry(now, missing)
-                elif gap is None or t + wnd < gap:
-                    gap = t + wnd
+                elif gap is None or te + wnd < gap:
+                    gap = te + wnd
             seen = self.seen_at.get(first)
             if seen is not None:
                 t = seen if t is None or seen < t else t
                 n += wqe.read_next
         req.gap_at = gap
+
+    def _acked_past(self, first: int) -> tuple[int | None, int]:
+        """The earliest arrival, and the number, of the acknowledgements past the READ at
+        ``first`` (``acks_past``)."""
+        t, n = None, 0
+        for psn, at in self.acks_past:
+            if psn_diff(psn, first) >= 0:
+                t = at if t is None or at < t else t
+                n += 1
+        return t, n
 
     def read_gap(self, now: int) -> None:
         """The ``read_gap`` timer: judge every READ's gap again."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 # what a run measures of the machine, not of the emulated network
@@ -44,10 +45,28 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
         s = run_network(NetScenario(**kw, cc=None if cc == "none" else configure(cc)))
     else:
         s = run_scenario(Scenario(**kw))
-    d = dataclasses.asdict(s)
+    return summary_fields(s)
+
+
+def summary_fields(summary: Any) -> dict[str, Any]:
+    """A run's summary as JSON data, less ``CPU_FIELDS``: what two runs of the same rules
+    must agree on."""
+    d = dataclasses.asdict(summary)
     for k in CPU_FIELDS:
         d.pop(k, None)
     return json.loads(json.dumps(d, sort_keys=True, default=repr))
+
+
+def differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
+    """Where two summaries (JSON data) differ: one line per differing field, by its path."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            yield from differences(a.get(k), b.get(k), f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from differences(x, y, f"{path}[{i}]")
+    elif a != b:
+        yield f"{path}: {a!r} != {b!r}"
 
 
 def main() -> None:
