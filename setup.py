@@ -42,10 +42,13 @@ extensions = [
 
 # The emulator's per-packet modules, compiled from their .py source unchanged (roce/_compiled.py
 # lists them; ROCE_PURE=1 runs the .py form).  Annotations stay hints (annotation_typing off):
-# the compiled form must behave exactly as the interpreted one.
+# the compiled form must behave exactly as the interpreted one.  The classes of its CLASSES
+# become extension types through generated .pxd files.
 compiled = runpy.run_path(os.path.join("roce", "_compiled.py"))
 modules = compiled["MODULES"]
-compiled["write_sources"](os.path.dirname(os.path.abspath(__file__)))
+root = os.path.dirname(os.path.abspath(__file__))
+compiled["write_sources"](root)
+compiled["write_pxds"](root)  # the extension types' declarations, from the .py (CLASSES)
 emulator = [Extension(name, sources=[name.replace(".", "/") + ".py"],
                       extra_compile_args=["-O2"]) for name in modules]
 jobs = os.cpu_count() or 1

@@ -109,17 +109,23 @@ def test_compiled_and_pure_emulator_agree(specs: list[dict]) -> None:
 
 
 @needs_build
-def test_an_edited_module_runs_from_its_py_with_a_warning() -> None:
-    """A module edited after the build is loaded from its .py, never the stale build."""
+def test_an_edited_module_sends_every_module_to_its_py_with_a_warning(monkeypatch) -> None:
+    """A module edited after the build is never run from the stale build, and neither is any
+    other: compiled modules hold each other's types, so the forms cannot be mixed."""
+    import roce.emu
     import roce.emu.net
 
-    name, where = "roce.emu.net.link", roce.emu.net.__path__
+    link, where = "roce.emu.net.link", roce.emu.net.__path__
     chooser = _compiled._Chooser(pure=False)
-    spec = chooser.find_spec(name, where)
+    spec = chooser.find_spec(link, where)
     assert spec is not None and not spec.origin.endswith(".py")  # as built: compiled
-    chooser.built[name] = "0" * 64  # as if the file changed since
-    with pytest.warns(RuntimeWarning, match=f"{name} was edited after it was compiled"):
-        spec = chooser.find_spec(name, where)
-    assert spec.origin.endswith("link.py") and chooser.stale == [name]
-    assert _compiled._Chooser(pure=True).find_spec(name, where).origin.endswith("link.py")
+    assert chooser.stale == []
+    built = _compiled._built()
+    monkeypatch.setattr(_compiled, "_built", lambda: {**built, link: "0" * 64})
+    chooser = _compiled._Chooser(pure=False)  # as if link.py changed since the build
+    with pytest.warns(RuntimeWarning, match=f"{link} edited after the build"):
+        spec = chooser.find_spec("roce.emu.qp", roce.emu.__path__)
+    assert spec.origin.endswith("qp.py") and chooser.stale == [link]
+    assert chooser.find_spec(link, where).origin.endswith("link.py")
+    assert _compiled._Chooser(pure=True).find_spec(link, where).origin.endswith("link.py")
     assert chooser.find_spec("roce.emu.net.runner", where) is None  # not a compiled module

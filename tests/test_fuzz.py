@@ -289,16 +289,18 @@ def rxe_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
     under way (rxe_qp_reset), and a UC WRITE's RETH range and Only length are checked on
     its first packet (check_rkey, check_length) -- so that the rest of the harness can be
     checked for false alarms."""
-    from roce.emu import qp as qp_mod
+    from roce.emu import verbs
     from roce.emu.responder import Responder
     from roce.emu.unreliable import UCResponder
 
-    real_modify = qp_mod.QueuePair.modify
+    # the harness moves QPs through the verbs API; the QP core is a compiled class whose
+    # methods cannot be replaced, so the fix goes in after the verbs call
+    real_modify = verbs.QP.modify
 
     def modify(self, attr, mask):
         real_modify(self, attr, mask)
-        if self.state == QPState.IBV_QPS_RESET:
-            r = self.responder
+        if self.core.state == QPState.IBV_QPS_RESET:
+            r = self.core.responder
             if isinstance(r, (Responder, UCResponder)):
                 r.in_progress, r.recv, r.offset = None, None, 0
             if isinstance(r, Responder):
@@ -322,7 +324,7 @@ def rxe_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
                     return
         real_write(self, pkt, first, last)
 
-    monkeypatch.setattr(qp_mod.QueuePair, "modify", modify)
+    monkeypatch.setattr(verbs.QP, "modify", modify)
     monkeypatch.setattr(UCResponder, "_write", uc_write)
 
 

@@ -47,6 +47,8 @@ NAK_STATUS = {
 
 
 class Completer:
+    __slots__ = ("qp",)
+
     def __init__(self, qp: Any) -> None:
         self.qp = qp
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..locate import OK, is_malformed
 from .constants import QPType
@@ -51,6 +52,7 @@ class Device:
     _heap: list[tuple[int, int]] = field(default_factory=list)
     _armed: dict[int, int] = field(default_factory=dict)
     _touched: dict[int, QueuePair] = field(default_factory=dict)
+    recovery: Any = None  # the device's default RecoveryConfig (verbs ``set_recovery``)
 
     def peer_mac(self, ip: str) -> str:
         try:

@@ -102,6 +102,11 @@ class Counters:
 class QueuePair:
     """One queue pair of an emulated device."""
 
+    __slots__ = ("device", "pd", "qpn", "qp_type", "send_cq", "recv_cq", "cap", "sq_sig_all",
+                 "state", "attr", "mtu", "builder", "tx", "tx_limit", "timers_at_wire",
+                 "extra_timers", "counters", "rq", "recovery", "transport", "requester",
+                 "responder", "completer", "cc_config")
+
     def __init__(self, device: Any, pd: Any, qpn: int, qp_type: QPType, send_cq: Any,
                  recv_cq: Any, cap: QPCap, sq_sig_all: bool = True) -> None:
         self.device = device

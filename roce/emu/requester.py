@@ -32,6 +32,10 @@ from .work import WR_KINDS, SendWQE, SendWR, complete_send
 
 
 class Requester:
+    __slots__ = ("qp", "sq", "cur", "cur_pkt", "psn", "una", "noack", "timer", "rnr_until",
+                 "rnr_psn", "retry_left", "rnr_left", "high", "wire_high", "retrying", "window",
+                 "ack_every")
+
     def __init__(self, qp: Any) -> None:
         self.qp = qp
         self.sq: list[SendWQE] = []  # not yet completed, in order

@@ -78,6 +78,9 @@ class Reject(RoceError):
 
 
 class Responder:
+    __slots__ = ("qp", "epsn", "msn", "nak_sent", "in_progress", "recv", "offset", "write",
+                 "resources", "last_read_ack")
+
     def __init__(self, qp: Any) -> None:
         self.qp = qp
         self.epsn = 0

@@ -52,6 +52,8 @@ class Path:
 class FrameBuilder:
     """Builds the frames of one connection (one source QP toward one path)."""
 
+    __slots__ = ("path", "l3_kind", "l2", "udp", "l3")
+
     def __init__(self, path: Path, src_qpn: int, ttl: int = 64) -> None:
         self.path = path
         l3 = "ipv6" if path.ipv6 else "ip"

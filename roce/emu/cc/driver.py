@@ -126,6 +126,10 @@ class CcPacer:
 
 
 class CcDriver:
+    __slots__ = ("config", "line", "qps", "schedule", "send", "on_faster", "cnp_dscp", "algos",
+                 "pacers", "np", "_cnps", "_sent_at", "_armed", "_want", "cnps_received",
+                 "rtt_samples", "now")
+
     def __init__(self, config: CcConfig, line_rate_bps: float, qps: Mapping[int, Any],
                  schedule: Callable[[int, Callable[[int], None]], None],
                  send: Callable[[int, bytes], None], cnp_dscp: int = CNP_DSCP,

@@ -36,6 +36,8 @@ def cnp_frame(path: wire.Path, src_qpn: int, dest_qpn: int, p_key: int = 0xFFFF,
 class CnpBuilder:
     """The CNPs of one receiving QP: its headers encoded once, with the CNP's DSCP."""
 
+    __slots__ = ("fb",)
+
     def __init__(self, path: wire.Path, src_qpn: int, dscp: int = CNP_DSCP) -> None:
         self.fb = wire.FrameBuilder(replace(path, tclass=dscp << 2), src_qpn)
 
@@ -49,6 +51,8 @@ class CnpBuilder:
 
 class NotificationPoint:
     """CE marks in, CNP decisions out, for every QP of one NIC (sans-I/O: ``now`` in ns)."""
+
+    __slots__ = ("min_gap", "_last", "ce_packets", "cnps_sent", "suppressed")
 
     def __init__(self, min_gap_ns: int) -> None:
         if min_gap_ns < 0:

@@ -40,6 +40,10 @@ class Account:
     def total(self) -> int:
         return sum(self.held)
 
+    def congested(self) -> bool:
+        """Still above the pause threshold (PFC's refresh asks; ``PfcSender.xoff``)."""
+        return self.xoff
+
 
 def headroom_bytes(rate_gbps: float, delay_ns: int, max_frame: int) -> int:
     """What reaches an ingress port after it decides to pause: a round trip of data at the
@@ -81,6 +85,9 @@ class BufferPolicy(Protocol):
 
 
 class SharedBuffer:
+    __slots__ = ("config", "size", "alpha", "reserve", "max_frame", "carved", "shared_size",
+                 "shared_used", "used", "max_used", "lossless_drops", "resume_offset")
+
     def __init__(self, config: BufferConfig, max_frame: int) -> None:
         self.config = config
         self.size = config.size

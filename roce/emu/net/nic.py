@@ -36,6 +36,11 @@ TX_LIMIT = 8  # frames a QP builds ahead of the scheduler
 
 
 class Nic:
+    __slots__ = ("net", "ctx", "name", "device", "mac", "classifier", "wire", "pause", "ctrl",
+                 "pacers", "pacer_factory", "_prio", "_rings", "_rr_prio", "_busy", "_timer_at",
+                 "_theap", "_tcache", "_kick_pending", "_held_until", "rx_frames", "tx_frames",
+                 "pfc_sent", "cc")
+
     def __init__(self, net: Any, ctx: Context, classifier: Classifier) -> None:
         self.net = net
         self.ctx = ctx

@@ -98,6 +98,9 @@ class PauseState:
 class PfcSender:
     """The pause frames one port sends upstream for its lossless priorities."""
 
+    __slots__ = ("src_mac", "rate_bps", "send", "at", "quanta", "refresh_ns", "pauses_sent",
+                 "xons_sent", "epoch")
+
     def __init__(self, src_mac: bytes, rate_bps: int, send: Callable[[bytes], None],
                  at: Callable, quanta: int = MAX_QUANTA) -> None:
         self.src_mac = src_mac

@@ -16,6 +16,8 @@ from typing import Any
 
 
 class Network:
+    __slots__ = ("seed", "now", "rng", "events", "seq", "hosts", "switches", "wires", "recorders")
+
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self.now = 0

@@ -40,6 +40,11 @@ class PortStats:
 class SwitchPort:
     """One port: its egress queues and the pause state its peer imposed (``PullEndpoint``)."""
 
+    __slots__ = ("switch", "index", "mac", "name", "peer_mac", "wire", "queues", "qbytes",
+                 "queued", "mask", "ctrl", "rr", "stats", "rx_frames", "tx_frames",
+                 "max_queue_bytes", "pause", "pfc", "in_acct", "eg_acct", "marker", "tap",
+                 "_dequeue", "_strict_mask", "receive")
+
     def __init__(self, switch: Switch, index: int, mac: bytes) -> None:
         self.switch = switch
         self.index = index
@@ -66,13 +71,11 @@ class SwitchPort:
         self.tap: Any = None
         self._dequeue = switch.dequeue  # bound once: ``pull`` calls it per frame
         self._strict_mask = switch.strict_mask
+        # the ``Endpoint`` receive: the switch's ingress bound to this port (a C-level
+        # partial, one Python frame less per hop)
+        self.receive = partial(switch.ingress, self)
 
     # -- Endpoint ----------------------------------------------------------------------------
-
-    def receive(self, now: int, frame: bytes) -> None:
-        """Replaced per instance by the switch's ingress bound to this port (a C-level
-        partial: one Python frame less per hop)."""
-        self.switch.ingress(self, now, frame)
 
     def pull(self, now: int) -> bytes | None:
         if self.ctrl:
@@ -149,6 +152,10 @@ class SwitchPort:
 
 
 class Switch:
+    __slots__ = ("net", "name", "index", "ports", "routes", "classifier", "_table", "lossless",
+                 "strict", "strict_mask", "forwarder", "buffer", "pfc_enabled", "no_route",
+                 "not_ip", "max_frame")
+
     def __init__(self, net: Any, name: str, index: int, *, buffer: BufferConfig | BufferPolicy,
                  classifier: Classifier | None = None, forwarder: Forwarder,
                  pfc: bool = True, max_frame: int = 4096 + 128) -> None:
@@ -176,7 +183,6 @@ class Switch:
         mac = bytes([0x02, 0x5E, self.index >> 8 & 0xFF, self.index & 0xFF, i >> 8 & 0xFF,
                      i & 0xFF])
         port = SwitchPort(self, i, mac)
-        port.receive = partial(self.ingress, port)  # type: ignore[method-assign]
         self.ports.append(port)
         return port
 
@@ -234,7 +240,7 @@ class Switch:
                 return
             if buf.should_pause(acct):
                 acct.xoff = True
-                port.pfc.xoff(now, tc, lambda a=acct: a.xoff)
+                port.pfc.xoff(now, tc, acct.congested)
         else:
             acct = out.eg_acct[tc]
             pool = buf.admit(acct, n, False)

@@ -1,0 +1,162 @@
+"""The emulator's extension types (roce/_compiled.py, ``CLASSES``): the declarations generated
+from the .py files, the types the build really compiled, and no attribute set at run time
+that the compiled form could not hold."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from roce import _compiled, fast
+
+BUILT = fast.COMPILED and not _compiled.pure_requested()
+needs_build = pytest.mark.skipif(not BUILT, reason="compiled modules not built, or ROCE_PURE")
+HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement, not a C type
+
+
+def _source(module: str) -> str:
+    with open(os.path.join(os.path.dirname(_compiled.__file__), os.pardir,
+                           *module.split(".")) + ".py") as f:
+        return f.read()
+
+
+def test_every_class_is_declared_from_its_module() -> None:
+    assert set(_compiled.CLASSES) <= set(_compiled.MODULES)
+    for module, classes in _compiled.CLASSES.items():
+        text = _compiled.pxd_text(module, _source(module))
+        assert text.startswith(_compiled.PXD_HEADER)
+        for name in classes:
+            assert f"\ncdef class {name}:\n" in text
+
+
+def test_declarations_follow_the_source_and_the_table() -> None:
+    text = _compiled.pxd_text("roce.emu.net.nic", _source("roce.emu.net.nic"))
+    assert "from roce.emu.net.link cimport Wire\n" in text
+    assert "    cdef public Wire wire\n" in text and "    cdef public object ctrl\n" in text
+    assert "    cpdef _take(self, now, QueuePair qp, ring, prio)\n" in text
+    assert "    @cython.locals(dev=Device, qp=QueuePair)\n    cpdef receive(self, now, frame)\n" \
+        in text
+    assert "    cpdef _rearm(self, now, qp=*)\n" in text
+    assert "storm" not in text  # a closure inside: it stays a def
+    sim = _compiled.pxd_text("roce.emu.net.sim", _source("roce.emu.net.sim"))
+    assert "cpdef run_until_any(" in sim and " at(" not in sim  # marked "def"
+
+
+SYNTHETIC = '''
+from dataclasses import dataclass
+
+@dataclass
+class Stats:
+    frames: int = 0
+    bytes: int = 0
+
+class Port:
+    __slots__ = ("stats", "peer")
+
+    def pull(self, now, extra=None):
+        st = self.stats
+        return st
+
+    def later(self):
+        return lambda: self.peer
+
+class Loose:
+    def run(self):
+        self.x = 1
+'''
+
+
+def _with_table(monkeypatch: pytest.MonkeyPatch, table: dict) -> str:
+    monkeypatch.setattr(_compiled, "CLASSES", {"pkg.mod": table})
+    return _compiled.pxd_text("pkg.mod", SYNTHETIC)
+
+
+def test_generator_output_for_a_small_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _with_table(monkeypatch, {"Stats": {}, "Port": {"stats": "Stats",
+                                                           "pull.st": "Stats"}})
+    assert text.splitlines()[1:] == [
+        "cimport cython",
+        "",
+        "cdef class Stats:",
+        "    cdef public object frames",
+        "    cdef public object bytes",
+        "",
+        "cdef class Port:",
+        "    cdef public Stats stats",
+        "    cdef public object peer",
+        "    @cython.locals(st=Stats)",
+        "    cpdef pull(self, now, extra=*)",
+    ]
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"Loose": {}}, "Loose: a compiled class lists its attributes in __slots__"),
+    ({"Port": {"stats": "Nothing"}}, "Port: stats typed Nothing, not a class of CLASSES"),
+    ({"Stats": {}, "Port": {"pull.nope": "Stats"}}, "Port: pull.nope names nothing there"),
+    ({"Stats": {}, "Port": {"speed": "Stats"}}, "Port: speed names nothing there"),
+    ({"Port": {"gone": "def"}}, "Port: no method gone"),
+    ({"Missing": {}}, "Missing: no such class"),
+])
+def test_generator_refuses_what_it_cannot_declare(monkeypatch: pytest.MonkeyPatch, table: dict,
+                                                  message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _with_table(monkeypatch, table)
+
+
+@needs_build
+def test_the_classes_are_compiled_as_extension_types() -> None:
+    for module, classes in _compiled.CLASSES.items():
+        mod = importlib.import_module(module)
+        for name in classes:
+            cls = getattr(mod, name)
+            assert not cls.__flags__ & HEAPTYPE, f"{module}.{name} is not an extension type"
+            assert "__dict__" not in dir(cls), f"{module}.{name} instances take any attribute"
+
+
+# Run in the interpreted form: every assignment to an attribute of a dataclass of CLASSES is
+# checked against its fields (a slotted class refuses unknown attributes by itself); the
+# scenarios touch the switched network with PFC, DCQCN, TIMELY, spraying and selective repeat,
+# and the two-host fabric with every fault.
+_WATCH = """
+import json, sys
+from importlib import import_module
+from roce import _compiled
+from roce.testing.twins import run_spec
+
+bad = set()
+for module, classes in _compiled.CLASSES.items():
+    for name in classes:
+        cls = getattr(import_module(module), name)
+        if hasattr(cls, "__dataclass_fields__"):
+            def watch(self, key, value, _fields=set(cls.__dataclass_fields__),
+                      _name=f"{module}.{name}", _set=object.__setattr__):
+                if key not in _fields:
+                    bad.add(f"{_name}.{key}")
+                _set(self, key, value)
+            cls.__setattr__ = watch
+for spec in json.load(sys.stdin):
+    run_spec(spec)
+print(json.dumps(sorted(bad)))
+"""
+SCENARIOS = [
+    {"net": True, "topology": "incast:4", "size": 64 << 10, "count": 2, "pfc": True,
+     "cc": "dcqcn", "buffer": 1 << 20},
+    {"net": True, "topology": "leafspine:2,2,2", "size": 64 << 10, "count": 2, "lb": "spray",
+     "recovery": "sr", "pfc": False, "mtu": 1024, "cc": "timely", "op": "read"},
+    {"net": False, "op": "write", "size": 32 << 10, "count": 6, "loss": 0.05, "reorder": 0.05,
+     "dup": 0.02, "corrupt": 0.02, "recovery": "sr"},
+    {"net": False, "op": "atomic", "size": 8, "count": 6, "loss": 0.05},
+]
+
+
+def test_no_attribute_outside_the_declared_ones_is_set() -> None:
+    r = subprocess.run([sys.executable, "-c", _WATCH], input=json.dumps(SCENARIOS),
+                       capture_output=True, text=True, timeout=600,
+                       env={**os.environ, _compiled.PURE_ENV: "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout) == []
