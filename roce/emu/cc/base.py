@@ -48,6 +48,9 @@ class CongestionControl:
     # bytes in flight allowed, None for a rate-only algorithm (a class attribute read per
     # event; an algorithm with a window overrides it, e.g. with a property)
     window: int | None = None
+    # the per-event state lives in slots (an attribute read per event is a dictionary lookup
+    # otherwise); a subclass lists its own, or gets a dictionary
+    __slots__ = ("params", "line_rate", "rate", "_timers", "counting", "byte_room")
 
     def __init_subclass__(cls, name: str = "", params: Mapping[str, Any] | None = None,
                           profiles: Mapping[str, Mapping[str, Any]] | None = None,
@@ -119,3 +122,5 @@ class CongestionControl:
 
 class NoControl(CongestionControl, name="none"):
     """``--cc none``: line rate whatever happens (PFC alone guards the fabric)."""
+
+    __slots__ = ()

@@ -93,6 +93,11 @@ PROFILES: dict[str, dict[str, Any]] = {
 class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, uses_cnp=True):
     """The DCQCN reaction point of one QP (rules in the module docstring)."""
 
+    __slots__ = ("g", "alpha_period", "time_reset", "byte_reset", "threshold", "ai", "hai",
+                 "min_rate", "min_dec", "monitor", "clamp", "target", "alpha", "_alpha_t",
+                 "seen_cnp", "t_stage", "b_stage", "recovering", "rose", "last_cut",
+                 "cut_pending", "cnps", "cuts")
+
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)
         p = self.params

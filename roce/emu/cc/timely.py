@@ -53,6 +53,9 @@ class Timely(CongestionControl, name="timely", params=PARAMS, profiles=PROFILES,
              uses_rtt=True):
     """TIMELY's rate control of one QP (rules in the module docstring)."""
 
+    __slots__ = ("t_low", "t_high", "delta", "beta", "ewma", "min_rtt", "hai_n", "min_rate",
+                 "prev_rtt", "rtt_diff", "gradient", "negative_run", "rule")
+
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)
         p = self.params
