@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -85,7 +86,11 @@ class VethPair:
                               capture_output=True, text=True, timeout=timeout)
 
     def popen(self, ns: str, argv: Sequence[str], **kw: object) -> subprocess.Popen:
-        proc = subprocess.Popen(self.cmd(ns, argv), **kw)  # type: ignore[call-overload]
+        # SIGINT back to its default in the child: a shell without job control starts a
+        # background job with SIGINT ignored (POSIX), the child would inherit that through
+        # exec, and the tests that stop a process with Ctrl-C's signal would wait in vain
+        proc = subprocess.Popen(self.cmd(ns, argv), preexec_fn=_default_sigint,
+                                **kw)  # type: ignore[call-overload]
         self.procs.append(proc)
         return proc
 
@@ -174,6 +179,10 @@ def veth_pair(mtu: int = 1500) -> Iterator[VethPair]:
         yield pair
     finally:
         pair.close()
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float = 10) -> None:
