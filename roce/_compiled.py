@@ -70,7 +70,9 @@ MODULES = (
 # in C once typed); "method": "def" keeps a method a plain def.  Every other method without a
 # closure, a generator or a decorator becomes ``cpdef``.
 CLASSES: dict[str, dict[str, dict[str, str]]] = {
-    "roce.emu.net.sim": {"Network": {"at": "def"}},  # Cython binds a typed cpdef ``at`` wrong
+    # ``at`` is handed around as a bound method (``PfcSender``); Cython cannot take a cpdef
+    # method with optional arguments as a value from a typed object
+    "roce.emu.net.sim": {"Network": {"at": "def"}},
     "roce.emu.fabric": {"LinkStats": {}},
     "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_done.st": "LinkStats"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
