@@ -213,55 +213,6 @@ def _compilable(fn: ast.FunctionDef) -> bool:
     return not any(isinstance(x, nested) for x in ast.walk(fn) if x is not fn)
 
 
-def pxd_text(module: str, source: str) -> str:
-    """The ``.pxd`` of ``module`` (its classes of ``CLASSES``) from its ``.py`` source."""
-    spec = CLASSES[module]
-    owner = {cls: mod for mod, classes in CLASSES.items() for cls in classes}
-    classes = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
-    body: list[str] = []
-    used: set[str] = set()
-    for name, typed in spec.items():
-        node = classes.get(name)
-        if node is None or node.bases:
-            raise ValueError(f"{module}.{name}: no such class without bases")
-        attrs = _attributes(node)
-        methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
-        for key, t in typed.items():
-            meth, _, var = key.partition(".")
-            if t == "def" and not var:
-                if meth not in methods:
-                    raise ValueError(f"{module}.{name}: no method {meth}")
-                continue
-            if t not in owner:
-                raise ValueError(f"{module}.{name}: {key} typed {t}, not a class of CLASSES")
-            used.add(t)
-            known = attrs if not var else _names(methods[meth]) if meth in methods else []
-            if (var or meth) not in known:
-                raise ValueError(f"{module}.{name}: {key} names nothing there")
-        body.append(f"\ncdef class {name}:")
-        body += [f"    cdef public {typed.get(a, 'object')} {a}" for a in attrs]
-        for meth, fn in methods.items():
-            if typed.get(meth) == "def" or not _compilable(fn):
-                continue
-            args = [a.arg for a in fn.args.args]
-            first_default = len(args) - len(fn.args.defaults)
-            local = {k.partition(".")[2]: t for k, t in typed.items()
-                     if k.startswith(meth + ".") and k.partition(".")[2] not in args}
-            if local:
-                body.append("    @cython.locals(" + ", ".join(f"{v}={t}" for v, t in
-                                                           sorted(local.items())) + ")")
-            sig = [(f"{typed[meth + '.' + a]} " if f"{meth}.{a}" in typed else "") + a
-                   + ("=*" if i >= first_default else "") for i, a in enumerate(args)]
-            body.append(f"    cpdef {meth}({', '.join(sig)})")
-        if body[-1].endswith(":"):
-            body.append("    pass")
-    head = [PXD_HEADER.rstrip("\n")]
-    if any(line.lstrip().startswith("@cython.locals") for line in body):
-        head.append("cimport cython")
-    head += [f"from {owner[t]} cimport {t}" for t in sorted(used) if owner[t] != module]
-    return "\n".join(head) + "\n" + "\n".join(body) + "\n"
-
-
 def _names(fn: ast.FunctionDef) -> list[str]:
     """A function's arguments and the names it assigns."""
     out = [a.arg for a in fn.args.args]
@@ -269,10 +220,61 @@ def _names(fn: ast.FunctionDef) -> list[str]:
     return out
 
 
-def write_pxds(root: str) -> list[str]:
+def pxd_text(module: str, source: str) -> str:
+    """The ``.pxd`` of ``module`` (its classes of ``CLASSES``) from its ``.py`` source."""
+    owner = {cls: mod for mod, classes in CLASSES.items() for cls in classes}
+    classes = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
+    body: list[str] = []
+    used: set[str] = set()
+    for name, typed in CLASSES[module].items():
+        node = classes.get(name)
+        if node is None or node.bases:
+            raise ValueError(f"{module}.{name}: no such class without bases")
+        attrs = _attributes(node)
+        methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+        plain: set[str] = set()  # methods kept def
+        var_types: dict[str, dict[str, str]] = {}  # method -> argument or local -> class
+        for key, t in typed.items():
+            meth, _, var = key.partition(".")
+            if t == "def" and not var:
+                if meth not in methods:
+                    raise ValueError(f"{module}.{name}: no method {meth}")
+                plain.add(meth)
+                continue
+            if t not in owner:
+                raise ValueError(f"{module}.{name}: {key} typed {t}, not a class of CLASSES")
+            known = attrs if not var else _names(methods[meth]) if meth in methods else []
+            if (var or meth) not in known:
+                raise ValueError(f"{module}.{name}: {key} names nothing there")
+            used.add(t)
+            if var:
+                var_types.setdefault(meth, {})[var] = t
+        body.append(f"\ncdef class {name}:")
+        body += [f"    cdef public {typed.get(a, 'object')} {a}" for a in attrs]
+        for meth, fn in methods.items():
+            if meth in plain or not _compilable(fn):
+                continue
+            args = [a.arg for a in fn.args.args]
+            types = var_types.get(meth, {})
+            local = sorted((v, t) for v, t in types.items() if v not in args)
+            if local:
+                body.append(f"    @cython.locals({', '.join(f'{v}={t}' for v, t in local)})")
+            first_default = len(args) - len(fn.args.defaults)
+            sig = [(f"{types[a]} " if a in types else "") + a
+                   + ("=*" if i >= first_default else "") for i, a in enumerate(args)]
+            body.append(f"    cpdef {meth}({', '.join(sig)})")
+        if body[-1].endswith(":"):
+            body.append("    pass")
+    head = [PXD_HEADER.rstrip("\n")]
+    if any(line.startswith("    @cython.locals") for line in body):
+        head.append("cimport cython")
+    head += [f"from {owner[t]} cimport {t}" for t in sorted(used) if owner[t] != module]
+    return "\n".join(head) + "\n" + "\n".join(body) + "\n"
+
+
+def write_pxds(root: str) -> None:
     """Write the ``.pxd`` beside each module of CLASSES (``setup.py`` calls this); a file is
     rewritten only when its text changes, so Cython recompiles only what changed."""
-    out = []
     for module in CLASSES:
         base = os.path.join(root, *module.split("."))
         with open(base + ".py") as f:
@@ -286,8 +288,6 @@ def write_pxds(root: str) -> list[str]:
         if not same:
             with open(path, "w") as f:
                 f.write(text)
-        out.append(path)
-    return out
 
 
 def compiled_now() -> dict[str, bool]:

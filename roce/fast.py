@@ -128,14 +128,14 @@ def walk(frame: bytes, linktype: int = 1, udp_port: int = 4791) -> Walk:
     return _locate.walk(frame, linktype, udp_port)
 
 
-def icrc_of(frame: bytes, w: Walk) -> int:
-    """The ICRC a walked frame should carry."""
-    return _icrc.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
-
-
 # the ICRC from the walk's pieces (``icrc_of`` unpacked; the compiled emulator calls it
 # directly: one Python call less per received frame)
 icrc_at: Any = _icrc.icrc_at
+
+
+def icrc_of(frame: bytes, w: Walk) -> int:
+    """The ICRC a walked frame should carry."""
+    return icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
 
 
 def icrc_check(frame: bytes, linktype: int = 1, udp_port: int = 4791) -> tuple[int, int, int]:
@@ -319,9 +319,6 @@ if _ext is not None:
     decode_headers = _ext.decode_headers
 
     icrc_at = _ext.icrc_at
-
-    def icrc_of(frame: bytes, w: Walk) -> int:  # noqa: F811
-        return _ext.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
 else:
     import zlib
 
