@@ -12,10 +12,10 @@ Build, parse, decode and analyse RoCE frames; the public API::
 from __future__ import annotations
 
 # first: it chooses which form of the compiled emulator modules loads (roce/_compiled.py)
-from . import _compiled  # noqa: F401
-from .errors import DecodeError, NotRoCE
-from .fast import COMPILED
-from .opcodes import (
+from roce import _compiled  # noqa: F401
+from roce.errors import DecodeError, NotRoCE
+from roce.fast import COMPILED
+from roce.opcodes import (
            IB_OPCODES,
            OPCODES,
            ROCE_OPCODES,
@@ -26,7 +26,7 @@ from .opcodes import (
            Transport,
            lookup,
 )
-from .packet import Packet, craft, icrc_of_frame, parse
+from roce.packet import Packet, craft, icrc_of_frame, parse
 
 __version__ = "0.1.0"
 

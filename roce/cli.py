@@ -10,8 +10,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__
-from .errors import InputError, RoceError, UsageError, VerificationError
+from roce import __version__
+from roce.errors import InputError, RoceError, UsageError, VerificationError
 
 # The exit statuses of every command, in one table (README shows it).  The commands return
 # 0 themselves; an error class maps to its status here, most specific class first.

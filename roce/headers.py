@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag, Renamed
 
-from .options import mac_bytes
+from roce.options import mac_bytes
 
 # -- address adapters: addresses are strings in Python, integers on the wire -----------------
 

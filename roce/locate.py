@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .errors import DecodeError, NotRoCE
-from .headers import LAYOUTS, LNH_GLOBAL, LNH_LOCAL, LRH_LAYOUT, LRH_WORD, SIZE_OF
-from .opcodes import IB_OPCODES, OPCODES, ROCE_OPCODES
+from roce.errors import DecodeError, NotRoCE
+from roce.headers import LAYOUTS, LNH_GLOBAL, LNH_LOCAL, LRH_LAYOUT, LRH_WORD, SIZE_OF
+from roce.opcodes import IB_OPCODES, OPCODES, ROCE_OPCODES
 
 ROCE_PORT = 4791
 ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1 = 0x0800, 0x86DD, 0x8915

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .opcodes import OPCODES, Link, Transport
+from roce.opcodes import OPCODES, Link, Transport
 
 _LINK_NAMES = {Link.ROCE: "RoCE", Link.IB: "native InfiniBand"}
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import fast
-from .errors import DecodeError
-from .headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF, syndrome_type, syndrome_value
-from .icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
-from .locate import (
+from roce import fast
+from roce.errors import DecodeError
+from roce.headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF, syndrome_type, syndrome_value
+from roce.icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
+from roce.locate import (
     BAD_L3_LENGTH,
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
@@ -31,7 +31,7 @@ from .locate import (
     Walk,
     explain,
 )
-from .opcodes import OPCODES, Opcode, Transport, lookup
+from roce.opcodes import OPCODES, Opcode, Transport, lookup
 
 _L2_NAME = L2_HEADERS
 _L3_NAME = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}

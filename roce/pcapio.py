@@ -33,8 +33,8 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
-from .errors import InputError
-from .locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
+from roce.errors import InputError
+from roce.locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
     from typing import Self
@@ -441,7 +441,7 @@ class CaptureReader:
                 start = end
 
     def _batches_pcap(self, n: int) -> Iterator[Batch]:
-        from . import fast
+        from roce import fast
 
         split = fast._ext.pcap_split if fast._ext is not None else pcap_split_reference
         held: list[Batch] = []

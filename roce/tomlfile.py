@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InputError
+from roce.errors import InputError
 
 
 def load(path: str) -> dict[str, Any]:

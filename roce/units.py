@@ -6,9 +6,9 @@ module names them for the modules that import them from here.
 
 from __future__ import annotations
 
-from .options import parse_int as parse_non_negative
-from .options import parse_ipv4_text as parse_ipv4
-from .options import parse_mac, parse_probability, parse_rate, parse_size, parse_time
+from roce.options import parse_int as parse_non_negative
+from roce.options import parse_ipv4_text as parse_ipv4
+from roce.options import parse_mac, parse_probability, parse_rate, parse_size, parse_time
 
 __all__ = ["parse_ipv4", "parse_mac", "parse_non_negative", "parse_probability", "parse_rate",
            "parse_size", "parse_time"]

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import flowrules as rules
-from .flowmodel import Event
+from roce.dissect import flowrules as rules
+from roce.dissect.flowmodel import Event
 
 KIND = "cnp_interval"  # the expert event kind (flowrules.EVENTS)
 NOTIFICATIONS = ("cnp", "becn")  # the event kinds that tell a sender to slow down
@@ -80,7 +80,7 @@ class CcReport:
         report.events = sorted([*report.events, *self.events], key=lambda e: e.frame)
 
     def add_timeline(self, frames: Iterable[Any], interval_ns: int, udp_port: int) -> None:
-        from .timeline import binned, collect
+        from roce.dissect.timeline import binned, collect
 
         tl = collect(frames, udp_port)
         self.timeline = {"interval_ns": interval_ns,

@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import fast, locate
-from ..errors import UsageError
-from ..headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
-from ..opcodes import OPCODES
-from ..pcapio import MAX_RECORD, Batch, CaptureReader
-from ..psn import EV_DUPLICATE, EV_FIRST, EV_GAP, EV_IN_ORDER, EV_LATE
-from . import flowrules as R
-from .flowinput import frame_columns
-from .flowmodel import Event, EventStore, Flow, Path, Report, totals
-from .flowpair import pair
+from roce import fast, locate
+from roce.errors import UsageError
+from roce.headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
+from roce.opcodes import OPCODES
+from roce.pcapio import MAX_RECORD, Batch, CaptureReader
+from roce.psn import EV_DUPLICATE, EV_FIRST, EV_GAP, EV_IN_ORDER, EV_LATE
+from roce.dissect import flowrules as R
+from roce.dissect.flowinput import frame_columns
+from roce.dissect.flowmodel import Event, EventStore, Flow, Path, Report, totals
+from roce.dissect.flowpair import pair
 
 __all__ = ["AVAILABLE", "CompiledAnalyzer", "engine_config"]
 
@@ -121,7 +121,7 @@ def _link(linktype: int) -> int:
     it: native InfiniBand's VCRC table is handed over by ``roce.families.ibcrc`` on import
     (a plain RoCE run never imports it)."""
     if linktype == locate.LINKTYPE_INFINIBAND:
-        from ..families import ibcrc  # noqa: F401
+        from roce.families import ibcrc  # noqa: F401
     return locate.flow_linktype(linktype)
 
 

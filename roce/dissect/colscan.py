@@ -19,10 +19,10 @@ from __future__ import annotations
 from array import array
 from typing import NamedTuple
 
-from .. import fast, locate
-from ..headers import LAYOUTS, SIZE_OF
-from ..icrc import icrc_at
-from ..locate import OK, Walk
+from roce import fast, locate
+from roce.headers import LAYOUTS, SIZE_OF
+from roce.icrc import icrc_at
+from roce.locate import OK, Walk
 
 X_INT = 0  # value in a uint64 column
 X_RAW = 1  # bytes copied as they are

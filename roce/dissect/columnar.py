@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..errors import UsageError
-from ..headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR
-from ..locate import OK, ROCE_PORT
-from ..pcapio import Batch, Frame, open_capture
-from . import colscan, summary
-from .flowrules import COUNTERS, NAK_CODE_OF, selective_aeth
+from roce.errors import UsageError
+from roce.headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR
+from roce.locate import OK, ROCE_PORT
+from roce.pcapio import Batch, Frame, open_capture
+from roce.dissect import colscan, summary
+from roce.dissect.flowrules import COUNTERS, NAK_CODE_OF, selective_aeth
 
 ROW_GROUP = 32768  # rows per Parquet row group / Arrow record batch
 BATCH = 4096  # frames per extraction
@@ -101,7 +101,7 @@ def _layout_columns() -> list[Column]:
 def _macc_columns() -> list[Column]:
     """PAUSE / PFC fields (``roce.macc`` layouts): frames that are not RoCE, so the record
     decoder fills them and whole RoCE rows hold nulls."""
-    from .. import macc
+    from roce import macc
 
     cols = [Column(macc.PROTOCOL, "bool", presence=True, record_only=True)]
     for header, lay in macc.LAYOUTS.items():
@@ -116,7 +116,7 @@ def _macc_columns() -> list[Column]:
 def _family_columns() -> list[Column]:
     """Fields of the registry's families and tunnels (``roce.families.columns``): frames
     the compiled RoCE path does not decode, so the record decoder fills them."""
-    from ..families import columns
+    from roce.families import columns
 
     kinds = {"bool": "bool", "string": "string", "binary": "binary"}
     return [Column(name, kinds.get(kind) or _int_kind(bits), presence=presence,
@@ -146,7 +146,7 @@ def _seq_nak_syndromes() -> Any:
 def all_columns() -> dict[str, Column]:
     """Every packet column, by name, in default order (frame facts, headers in layout
     order, then the decoder's derived fields)."""
-    from .decode import known_fields
+    from roce.dissect.decode import known_fields
 
     frame = [Column(n, _EXTRA_KINDS[n]) for n in _EXTRA_KINDS if n.startswith("frame.")]
     rest = [Column(n, k) for n, k in _EXTRA_KINDS.items() if not n.startswith("frame.")]
@@ -167,7 +167,7 @@ def default_names() -> list[str]:
 def resolve_names(names: Iterable[str]) -> list[Column]:
     """The columns ``-e`` asks for (roce or plain ``infiniband.`` names); UsageError for
     names that are not columns."""
-    from . import output
+    from roce.dissect import output
 
     cols = all_columns()
     out = []
@@ -266,7 +266,7 @@ def _addresses(pa: Any, raw: Any, col: Column) -> Any:
 
 
 def _decode(frames: list[Frame], udp_port: int, only_roce: bool) -> Iterator[Any]:
-    from .decode import decode_frames
+    from roce.dissect.decode import decode_frames
 
     return decode_frames(frames, udp_port, only_roce)
 
@@ -569,7 +569,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
     columns = resolve_names(names if names else default_names())
     flt = None
     if display_filter is not None:
-        from .decode import make_filter
+        from roce.dissect.decode import make_filter
 
         flt = make_filter(display_filter)
     limit = count or -1
@@ -626,7 +626,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
 
 
 def _psn_keys() -> list[str]:
-    from .. import fast
+    from roce import fast
 
     return [k for k in fast.PSNTracker(0).counts() if k != "next"]
 

@@ -56,10 +56,10 @@ from roce.opcodes import OPCODES, Operation, Transport, lookup
 from roce.packet import Packet, parse
 from roce.pcapio import Frame
 
-from ..errors import UsageError
-from ..options import parse_port, parse_positive
-from . import macctrl, summary
-from .flowrules import selective_aeth
+from roce.errors import UsageError
+from roce.options import parse_port, parse_positive
+from roce.dissect import macctrl, summary
+from roce.dissect.flowrules import selective_aeth
 
 NS = 1_000_000_000
 BATCH = 2048  # frames per fast-path batch: big enough to amortise, small enough to stream
@@ -456,7 +456,7 @@ def field_types() -> dict[str, Any]:
     ones whose type is fixed."""
     from roce.icrc import to_trailer
 
-    from .filter import FieldType  # only with -Y, as make_filter
+    from roce.dissect.filter import FieldType  # only with -Y, as make_filter
 
     types: dict[str, FieldType] = {}
     for header, keys in _KEYS.items():
@@ -541,7 +541,7 @@ def filter_macros() -> dict[str, str]:
 
 def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
     """Compile a ``-Y`` expression; raises ``FilterError`` (message with a caret line)."""
-    from .filter import compile_filter  # only with -Y: the filter compiler is big
+    from roce.dissect.filter import compile_filter  # only with -Y: the filter compiler is big
 
     return compile_filter(expr, resolve=resolve_value, macros=filter_macros(),
                           known_fields=known_fields(), field_types=field_types())
@@ -618,7 +618,7 @@ def field_options(opts: list[str]) -> dict[str, Any]:
 def _check_field_names(names: list[str]) -> None:
     if not names:  # known_fields() loads every family's layouts: only when -e asks
         return
-    from . import output
+    from roce.dissect import output
 
     known = known_fields()
     for name in names:

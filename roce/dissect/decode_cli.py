@@ -23,9 +23,9 @@ from roce.locate import (
 )
 from roce.pcapio import Batch, CaptureError, CaptureReader, Frame, open_capture
 
-from ..errors import UsageError
-from . import summary
-from .decode import (
+from roce.errors import UsageError
+from roce.dissect import summary
+from roce.dissect.decode import (
     BATCH,
     PIPE_BATCH,
     Record,
@@ -38,7 +38,7 @@ from .decode import (
     make_filter,
     want_colour,
 )
-from .progress import Progress
+from roce.dissect.progress import Progress
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "linktype ethertype ip.proto udp.port gre.proto erf.type)")
     parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
                         help="print the field names or the filter macros and exit")
-    from .fleetcmd import add_decode_arguments  # -T parquet|arrow, -w, -j, --scheduler
+    from roce.dissect.fleetcmd import add_decode_arguments  # -T parquet|arrow, -w, -j, --scheduler
 
     add_decode_arguments(parser)
 
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
             f"{k}\t{v}" for k, v in sorted(filter_macros().items())]
         out.write("\n".join(names) + "\n")
         return 0
-    from . import fleetcmd
+    from roce.dissect import fleetcmd
 
     if fleetcmd.wants_decode(args):  # several captures, columnar output
         return fleetcmd.decode(args, run)
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
     field_opts = check_output_options(args)
     flt = None
     if args.filter is not None:
-        from .filter import FilterError
+        from roce.dissect.filter import FilterError
 
         try:
             flt = make_filter(args.filter)
@@ -250,7 +250,7 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
              progress: Progress, field_opts: dict[str, Any]) -> None:
     """Every mode but the plain one-liner: one record at a time."""
     # imported here: the one-line path (the common, start-up-sensitive one) needs neither
-    from . import output, tree
+    from roce.dissect import output, tree
 
     fmt = args.format
     writer: output.JsonWriter | output.FieldsWriter | output.CsvWriter | None = None

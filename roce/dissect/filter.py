@@ -36,8 +36,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Final, NoReturn, TypeAlias
 
-from ..errors import FilterError
-from ..options import mac_bytes, read_int
+from roce.errors import FilterError
+from roce.options import mac_bytes, read_int
 
 __all__ = ["FieldType", "FilterError", "compile_filter"]
 

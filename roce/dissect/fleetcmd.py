@@ -25,10 +25,10 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from ..errors import UsageError
-from ..options import parse_jobs
-from ..pcapio import open_capture
-from . import multifile
+from roce.errors import UsageError
+from roce.options import parse_jobs
+from roce.pcapio import open_capture
+from roce.dissect import multifile
 
 COLUMNAR = ("parquet", "arrow")
 SUFFIX = {"parquet": ".parquet", "arrow": ".arrows"}
@@ -102,7 +102,7 @@ def decode(args: argparse.Namespace,
         if args.write is not None or args.scheduler is not None:
             raise UsageError("-w and --scheduler need -T parquet or -T arrow")
         return _decode_text(args, paths, run_one)
-    from . import columnar
+    from roce.dissect import columnar
 
     if args.write is None:
         raise UsageError(f"-T {fmt} needs -w PATH (a file; '-' for standard output)")
@@ -111,7 +111,7 @@ def decode(args: argparse.Namespace,
     columnar.need_pyarrow(f"-T {fmt}")
     columnar.resolve_names(args.fields or columnar.default_names())  # usage errors now
     if args.filter is not None:
-        from .decode import make_filter
+        from roce.dissect.decode import make_filter
 
         make_filter(args.filter)  # FilterError now, not once per worker
     targets = _targets(paths, args.write, fmt)
@@ -163,7 +163,7 @@ def decode_task(path: str, targets: dict[str, str], fmt: str, names: list[str] |
                 display_filter: str | None, udp_port: int, only_roce: bool,
                 count: int | None, ticker: Any) -> Any:
     """One capture into its columnar file (runs in a worker)."""
-    from . import columnar
+    from roce.dissect import columnar
 
     return columnar.decode_to(path, targets[path], fmt, names, display_filter, udp_port,
                               only_roce, count, ticker)
@@ -217,7 +217,7 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
         raise UsageError("missing FILE (capture files, directories or globs; - for stdin)")
     paths = multifile.expand(args.file)
     if fmt == "parquet":
-        from . import columnar
+        from roce.dissect import columnar
 
         columnar.need_pyarrow("-T parquet")
         if args.write is None or args.write == "-":
@@ -250,7 +250,7 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
                              "expert_counts": dict(sorted(counts.items()))}}, out, indent=1)
         out.write("\n")
     elif fmt == "parquet":
-        from . import columnar
+        from roce.dissect import columnar
 
         columnar.write_stats(args.write, columnar.stats_rows(
             [(r["capture"]["file"], r["report"]) for r in good]))
@@ -270,11 +270,11 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
     included: small, a row per flow with CNPs or CE marks and one per CM connection)."""
     import io
 
-    from ..families import stats as tunnelled
-    from . import flows as fl
-    from . import pauses
-    from .ccstats import CcReport
-    from .statsview import sections, write_text
+    from roce.families import stats as tunnelled
+    from roce.dissect import flows as fl
+    from roce.dissect import pauses
+    from roce.dissect.ccstats import CcReport
+    from roce.dissect.statsview import sections, write_text
 
     with open_input(path) as (opened, fh):
         # tunnels peeled, ERF unwrapped, as `roce stats` on this capture alone does
@@ -362,7 +362,7 @@ def sum_totals(totals: list[dict[str, Any]]) -> dict[str, Any]:
                 if dur else None,
                 "throughput_Bps": out.get("payload_bytes", 0) * 1e9 / dur if dur else None})
     if not totals:
-        from . import flows as fl
+        from roce.dissect import flows as fl
 
         out = {k: v for k, v in fl.totals(_Empty(), [], 0).items()}
     return out
@@ -374,7 +374,7 @@ class _Empty:
 
 
 def _render_total(out: IO[str], name: str, t: dict[str, Any], counts: dict[str, int]) -> None:
-    from .statsview import total_rows
+    from roce.dissect.statsview import total_rows
 
     title = f"Totals: {name}"
     out.write(f"\n{title}\n{'=' * len(title)}\n")
@@ -393,12 +393,12 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     """One report of the captures as one time-ordered stream.  Congestion control is worked
     out on the merged report: a QP's CNPs from all files are one series, so its smallest
     gap may span two files (the files are one session: rotating captures of one port)."""
-    from ..families import stats as tunnelled
-    from . import flows as fl
-    from . import pauses
-    from .ccstats import CcReport
-    from .progress import Progress
-    from .statsview import sections, write_text
+    from roce.families import stats as tunnelled
+    from roce.dissect import flows as fl
+    from roce.dissect import pauses
+    from roce.dissect.ccstats import CcReport
+    from roce.dissect.progress import Progress
+    from roce.dissect.statsview import sections, write_text
 
     readers, failed = multifile.open_members(paths)
     status = report_failures("roce stats", [*failed, *readers])
@@ -443,7 +443,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
                    **sections(report, pfc, cc, cm)}, out, indent=1)
         out.write("\n")
     elif fmt == "parquet":
-        from . import columnar
+        from roce.dissect import columnar
 
         columnar.write_stats(args.write, columnar.stats_rows(
             [(name, sections(report, pfc, cc, cm))]))

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
-from .. import locate
+from roce import locate
 
 __all__ = ["frame_columns"]
 

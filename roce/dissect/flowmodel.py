@@ -12,9 +12,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .. import locate
-from ..headers import NAK_CODES
-from .flowrules import (
+from roce import locate
+from roce.headers import NAK_CODES
+from roce.dissect.flowrules import (
     ADDR_PIECES,
     COUNTERS,
     EVENT_BY_NAME,

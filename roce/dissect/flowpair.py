@@ -13,8 +13,8 @@ a heuristic:
 
 from __future__ import annotations
 
-from ..psn import psn_diff
-from .flowmodel import Flow
+from roce.psn import psn_diff
+from roce.dissect.flowmodel import Flow
 
 __all__ = ["pair"]
 

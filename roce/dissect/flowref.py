@@ -16,14 +16,14 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .. import fast, locate
-from ..headers import DECODERS, LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
-from ..opcodes import OPCODES
-from ..psn import EV_DUPLICATE, EV_GAP, EV_IN_ORDER, EV_LATE
-from .flowinput import frame_columns
-from .flowmodel import Event, EventStore, Flow, Path, Report, totals
-from .flowpair import pair
-from .flowrules import (
+from roce import fast, locate
+from roce.headers import DECODERS, LAYOUTS, NAK_PSN_SEQUENCE_ERROR, SIZE_OF
+from roce.opcodes import OPCODES
+from roce.psn import EV_DUPLICATE, EV_GAP, EV_IN_ORDER, EV_LATE
+from roce.dissect.flowinput import frame_columns
+from roce.dissect.flowmodel import Event, EventStore, Flow, Path, Report, totals
+from roce.dissect.flowpair import pair
+from roce.dissect.flowrules import (
     ADDR_NEED,
     ADDR_PIECES,
     AETH_LATER,
@@ -310,7 +310,7 @@ class Analyzer:
 
     def _vcrc(self, f: _RefFlow, data: bytes, linktype: int, fn: int, ts: int) -> None:
         """Native InfiniBand: the VCRC after the ICRC, when captured (IBA 7.8.2)."""
-        from ..families import ibcrc
+        from roce.families import ibcrc
 
         end = fast.walk(data, linktype, self.udp_port).l4_end
         if len(data) < end + ibcrc.VCRC_SIZE:

@@ -150,8 +150,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .. import locate
-from ..headers import (
+from roce import locate
+from roce.headers import (
     AETH_ACK,
     AETH_NAK,
     AETH_RNR_NAK,
@@ -167,8 +167,8 @@ from ..headers import (
     syndrome_type,
     syndrome_value,
 )
-from ..opcodes import OPCODES, Operation, Position, Transport
-from ..psn import PSN_MASK
+from roce.opcodes import OPCODES, Operation, Position, Transport
+from roce.psn import PSN_MASK
 
 BATCH = 1024  # frames per scan: 1024 keeps a batch's frames in the CPU caches
 DEFAULT_MTU = 4096

@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .. import locate
-from ..errors import UsageError
-from . import cflows
-from .flowmodel import Event, EventStore, Flow, Report, totals
-from .flowref import Analyzer
-from .flowrules import (
+from roce import locate
+from roce.errors import UsageError
+from roce.dissect import cflows
+from roce.dissect.flowmodel import Event, EventStore, Flow, Report, totals
+from roce.dissect.flowref import Analyzer
+from roce.dissect.flowrules import (
     BATCH,
     EVENT_KINDS,
     KIND_KEYS,

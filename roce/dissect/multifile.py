@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError, UsageError
-from ..pcapio import Batch, CaptureReader, open_capture
-from .progress import Progress
+from roce.errors import InputError, UsageError
+from roce.pcapio import Batch, CaptureReader, open_capture
+from roce.dissect.progress import Progress
 
 POLL = 0.2  # seconds between progress updates while workers run
 

@@ -208,7 +208,7 @@ class FieldsWriter(_Chunked):
         self.names = list(names)
         self.getters = [field_getter(n) for n in self.names]
         if not raw:
-            from .tree import fields_display  # the one table of display bases
+            from roce.dissect.tree import fields_display  # the one table of display bases
 
             shown = fields_display()
             self.getters = [_displayed(g, shown[key]) if (key := wireshark_name(n)) in shown

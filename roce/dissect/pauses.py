@@ -34,12 +34,12 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import macc
-from ..errors import DecodeError
-from ..headers import SIZE_OF
-from ..locate import LINKTYPE_ETHERNET
-from ..pcapio import Batch
-from . import flows as fl
+from roce import macc
+from roce.errors import DecodeError
+from roce.headers import SIZE_OF
+from roce.locate import LINKTYPE_ETHERNET
+from roce.pcapio import Batch
+from roce.dissect import flows as fl
 
 NS = 1_000_000_000
 DEFAULT_LINK_RATE = "100G"

@@ -20,13 +20,13 @@ import sys
 from collections.abc import Callable
 from typing import IO
 
-from .. import locate
-from ..options import parse_port, parse_positive_time, parse_rate
-from ..pcapio import CaptureError, CaptureReader, open_capture
-from . import flows as fl
-from . import pauses
-from .progress import Progress
-from .statsview import EXPERT_DEFAULT, sections, write_text
+from roce import locate
+from roce.options import parse_port, parse_positive_time, parse_rate
+from roce.pcapio import CaptureError, CaptureReader, open_capture
+from roce.dissect import flows as fl
+from roce.dissect import pauses
+from roce.dissect.progress import Progress
+from roce.dissect.statsview import EXPERT_DEFAULT, sections, write_text
 
 PROG = "roce stats"
 
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeline", type=parse_positive_time, metavar="INTERVAL",
                         help="per-QP throughput, CNPs, retransmissions and PAUSE frames per "
                         "INTERVAL (e.g. 10us; one capture file, read a second time)")
-    from .fleetcmd import add_stats_arguments  # --merge, -w, -j, --scheduler
+    from roce.dissect.fleetcmd import add_stats_arguments  # --merge, -w, -j, --scheduler
 
     add_stats_arguments(parser)
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     fmt, port = args.format, args.udp_port
     rate_bps, storm_ns = args.link_rate * 1e9, args.pause_storm
     cnp_interval, timeline = args.cnp_interval, args.timeline
-    from . import fleetcmd
+    from roce.dissect import fleetcmd
 
     if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
         if timeline is not None:
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     except CaptureError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    from ..families import stats as tunnelled  # ERSPAN / GRE / VXLAN / ERF: inner flows
+    from roce.families import stats as tunnelled  # ERSPAN / GRE / VXLAN / ERF: inner flows
 
     kind = tunnelled.capture_kind(args.file, port)
     # tunnels peeled; ERF records unwrapped (native InfiniBand in ERF included): the engine
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             fh.close()
     pfc = account.finish()
     pfc.merge_into(report)
-    from .ccstats import CcReport
+    from roce.dissect.ccstats import CcReport
 
     cc = CcReport(report, cnp_interval)
     cc.merge_into(report)

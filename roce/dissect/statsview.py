@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import IO, Any
 
-from . import flowrules as rules
-from . import flows as fl
-from . import pauses
+from roce.dissect import flowrules as rules
+from roce.dissect import flows as fl
+from roce.dissect import pauses
 
 EXPERT_DEFAULT = 20  # expert lines shown without --expert
 

@@ -62,8 +62,8 @@ from roce.locate import (
 from roce.macc import ETHERTYPE_MACC
 from roce.opcodes import CNP_OPCODES, OPCODES, Transport
 
-from . import macctrl
-from .flowrules import NAK_CODE_OF, selective_aeth
+from roce.dissect import macctrl
+from roce.dissect.flowrules import NAK_CODE_OF, selective_aeth
 
 NS = 1_000_000_000
 # tshark prints "→"; plain ASCII keeps every line one byte per character, which makes the

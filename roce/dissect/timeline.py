@@ -29,13 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import fast, locate, macc
-from ..errors import DecodeError
-from ..headers import LAYOUTS
-from ..opcodes import OPCODES, Operation, Transport
-from ..psn import psn_diff
-from .flowmodel import addr_text
-from .flowrules import ADDR_PIECES, BECN_SPECS, CE_SPECS, IB_KINDS, addr_key, marked
+from roce import fast, locate, macc
+from roce.errors import DecodeError
+from roce.headers import LAYOUTS
+from roce.opcodes import OPCODES, Operation, Transport
+from roce.psn import psn_diff
+from roce.dissect.flowmodel import addr_text
+from roce.dissect.flowrules import ADDR_PIECES, BECN_SPECS, CE_SPECS, IB_KINDS, addr_key, marked
 
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]

@@ -35,8 +35,8 @@ from roce.locate import Walk
 from roce.opcodes import OPCODES
 from roce.pcapio import Frame
 
-from . import macctrl
-from .summary import FLAT_KEYS, SINGLE_FIELD
+from roce.dissect import macctrl
+from roce.dissect.summary import FLAT_KEYS, SINGLE_FIELD
 
 NS = 1_000_000_000
 PAYLOAD_PREVIEW = 16  # payload bytes shown in the tree

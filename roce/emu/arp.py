@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from ..wire.iface import ETH_P_ARP, ETH_P_IP
+from roce.wire.iface import ETH_P_ARP, ETH_P_IP
 
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 ZERO_MAC = "00:00:00:00:00:00"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import resource
 
-from ..errors import UsageError
+from roce.errors import UsageError
 
 QP_OVERHEAD = 16 << 10  # bytes one emulated QP costs beyond its buffers (objects, queues)
 MAX_QPNS = (1 << 24) - 0x11  # QPNs are 24 bits; rxe numbers QPs from 17
@@ -72,7 +72,7 @@ def workload(size: int, slots: int, qps: int, sides: int) -> None:
     """Check a workload of ``qps`` QPs with ``slots`` slots for ``size``-byte messages on
     ``sides`` devices in this process (2 on the simulated fabric, 1 at each end of a real
     link): ``--qps`` first (its bound counts the buffers too), then ``--size``."""
-    from .payload import slot_bytes
+    from roce.emu.payload import slot_bytes
 
     per_qp = sides * (QP_OVERHEAD + slots * slot_bytes(size))
     have = available()

@@ -11,8 +11,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import UsageError
-from ..options import (
+from roce.errors import UsageError
+from roce.options import (
     MAX_COUNT,
     bounded_int,
     parse_ip_text,
@@ -30,11 +30,11 @@ from ..options import (
     parse_time,
     parse_timeout,
 )
-from .cc import cli as cc_cli
-from .net import cli as net_cli
-from .record import pcap_writer
-from .recovery import LOSS_RULES, MODES
-from .scenario import OPS, Scenario, emit, run_scenario
+from roce.emu.cc import cli as cc_cli
+from roce.emu.net import cli as net_cli
+from roce.emu.record import pcap_writer
+from roce.emu.recovery import LOSS_RULES, MODES
+from roce.emu.scenario import OPS, Scenario, emit, run_scenario
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -136,7 +136,7 @@ def refuse_simulated(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "listen", False) or getattr(args, "connect", None):
-        from .remote import run_cli
+        from roce.emu.remote import run_cli
 
         refuse_simulated(args)
         return run_cli(args)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..headers import (
+from roce.headers import (
     AETH_ACK,
     AETH_NAK,
     AETH_RNR_NAK,
@@ -31,12 +31,12 @@ from ..headers import (
     syndrome_type,
     syndrome_value,
 )
-from ..opcodes import Operation, Position
-from ..psn import PSN_MASK, psn_diff
-from .constants import WCStatus as St
-from .memory import AccessError
-from .wire import Incoming
-from .work import SendWQE
+from roce.opcodes import Operation, Position
+from roce.psn import PSN_MASK, psn_diff
+from roce.emu.constants import WCStatus as St
+from roce.emu.memory import AccessError
+from roce.emu.wire import Incoming
+from roce.emu.work import SendWQE
 
 NAK_STATUS = {
     NAK_INVALID_REQUEST: St.IBV_WC_REM_INV_REQ_ERR,

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..locate import OK, is_malformed
-from .constants import QPType
-from .memory import AddressSpace
-from .qp import QPCap, QueuePair
-from .wire import receive
+from roce.locate import OK, is_malformed
+from roce.emu.constants import QPType
+from roce.emu.memory import AddressSpace
+from roce.emu.qp import QPCap, QueuePair
+from roce.emu.wire import receive
 
 
 @dataclass

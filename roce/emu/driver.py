@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..wire.iface import InterfaceError
-from .device import Device
-from .loop import EventLoop
+from roce.wire.iface import InterfaceError
+from roce.emu.device import Device
+from roce.emu.loop import EventLoop
 
 RX_BATCH = 256  # frames read per readable event before timers and sends get a turn
 SOCKET_BUFFER = 8 << 20  # a full window (128 packets of 4 KiB) fits while Python catches up

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import fast
-from ..headers import LAYOUTS
-from ..locate import OK
-from ..opcodes import OPCODES, Operation
-from .endpoint import Endpoint
-from .verbs import Context
+from roce import fast
+from roce.headers import LAYOUTS
+from roce.locate import OK
+from roce.opcodes import OPCODES, Operation
+from roce.emu.endpoint import Endpoint
+from roce.emu.verbs import Context
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Faults:
 
     def __post_init__(self) -> None:
         if self.config.drop_filter:
-            from ..dissect.filter import compile_filter
+            from roce.dissect.filter import compile_filter
 
             self._filter = compile_filter(self.config.drop_filter)
         c = self.config
@@ -120,7 +120,7 @@ class Faults:
                     self.stats.filtered += 1
                     return True
         if self._filter is not None:
-            from ..packet import parse
+            from roce.packet import parse
 
             try:
                 fields = parse(frame).fields()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import RoceError
-from .constants import Access
+from roce.errors import RoceError
+from roce.emu.constants import Access
 
 VA_BASE = 0x7F00_0000_0000
 VA_ALIGN = 0x1000

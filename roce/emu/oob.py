@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..errors import InputError
+from roce.errors import InputError
 
 DEFAULT_PORT = 18515  # perftest's default port
 MAX_LINE = 1 << 20

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import RoceError
-from ..opcodes import Position
-from .constants import Access
-from .memory import AccessError
+from roce.errors import RoceError
+from roce.opcodes import Position
+from roce.emu.constants import Access
+from roce.emu.memory import AccessError
 
 _REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
 # positions whose packets carry exactly one MTU (a module name: Enum attribute reads are slow

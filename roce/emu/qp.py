@@ -14,11 +14,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import fast
-from ..headers import ECN_CE
-from ..locate import OK
-from ..opcodes import OPCODES, Transport
-from .constants import (
+from roce import fast
+from roce.headers import ECN_CE
+from roce.locate import OK
+from roce.opcodes import OPCODES, Transport
+from roce.emu.constants import (
     ACK_TIMEOUT_UNIT_NS,
     QPAttrMask,
     QPState,
@@ -27,10 +27,10 @@ from .constants import (
     WCStatus,
     mtu_bytes,
 )
-from .recovery import GBN, RecoveryConfig, RecoveryError
-from .states import CAN_POST_RECV, CAN_POST_SEND, CAN_RECEIVE, QPStateError, check_transition
-from .wire import FrameBuilder, Incoming, Path
-from .work import WC, RecvWQE, RecvWR, SendWR
+from roce.emu.recovery import GBN, RecoveryConfig, RecoveryError
+from roce.emu.states import CAN_POST_RECV, CAN_POST_SEND, CAN_RECEIVE, QPStateError, check_transition
+from roce.emu.wire import FrameBuilder, Incoming, Path
+from roce.emu.work import WC, RecvWQE, RecvWR, SendWR
 
 S = QPState
 
@@ -138,13 +138,13 @@ class QueuePair:
     def _make_parts(self) -> None:
         """Fresh requester, responder (and completer for RC): a QP starts, and returns to RESET,
         with no transport state at all."""
-        from .completer import Completer
-        from .requester import Requester
-        from .responder import Responder
-        from .unreliable import UCRequester, UCResponder, UDRequester, UDResponder
+        from roce.emu.completer import Completer
+        from roce.emu.requester import Requester
+        from roce.emu.responder import Responder
+        from roce.emu.unreliable import UCRequester, UCResponder, UDRequester, UDResponder
 
         if self.qp_type == QPType.IBV_QPT_RC and self.recovery.selective:
-            from .selective import SRCompleter, SRRequester, SRResponder
+            from roce.emu.selective import SRCompleter, SRRequester, SRResponder
 
             self.transport = Transport.RC
             self.requester, self.responder = SRRequester(self), SRResponder(self)

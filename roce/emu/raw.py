@@ -13,11 +13,11 @@ import socket
 import time
 from typing import Any
 
-from ..locate import ROCE_PORT
-from ..wire import iface
-from .arp import ARP_REPLY, ARP_REQUEST, ZERO_MAC, arp_frame, mac_bytes, parse_arp
-from .driver import SOCKET_BUFFER, Transport, TransportError, max_path_mtu
-from .loop import EventLoop
+from roce.locate import ROCE_PORT
+from roce.wire import iface
+from roce.emu.arp import ARP_REPLY, ARP_REQUEST, ZERO_MAC, arp_frame, mac_bytes, parse_arp
+from roce.emu.driver import SOCKET_BUFFER, Transport, TransportError, max_path_mtu
+from roce.emu.loop import EventLoop
 
 _ARP_TYPE = iface.ETH_P_ARP.to_bytes(2, "big")
 

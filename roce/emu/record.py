@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ..errors import InputError
-from ..pcapio import PcapWriter
+from roce.errors import InputError
+from roce.pcapio import PcapWriter
 
 
 @contextlib.contextmanager

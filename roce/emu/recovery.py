@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from roce.errors import UsageError
 
 MODES = ("gbn", "sr")
 # selective repeat's loss rule: time-based (RFC 8985 RACK, ``roce.emu.rack``; the default) or

@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from .. import fast
-from ..locate import OK
-from ..wire import iface
-from .driver import RX_BATCH
+from roce import fast
+from roce.locate import OK
+from roce.wire import iface
+from roce.emu.driver import RX_BATCH
 
 
 def fix_tcp_checksum(frame: bytes) -> bytes:
@@ -64,7 +64,7 @@ class Relay:
 
     def __init__(self, if_a: str, if_b: str, config_ab: Any, config_ba: Any | None = None,
                  seed: int = 0) -> None:
-        from .fabric import Link
+        from roce.emu.fabric import Link
 
         self.names = (if_a, if_b)
         self.socks = [iface.packet_socket(name, None, promiscuous=True, ignore_outgoing=True,
@@ -153,8 +153,8 @@ class _RelaySide:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..options import parse_positive_seconds, parse_probability, parse_seed, parse_time
-    from .fabric import LinkConfig
+    from roce.options import parse_positive_seconds, parse_probability, parse_seed, parse_time
+    from roce.emu.fabric import LinkConfig
 
     p = argparse.ArgumentParser(prog="python -m roce.emu.relay",
                                 description="an impairing wire between two interfaces")

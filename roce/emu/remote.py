@@ -39,14 +39,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import InputError, RoceError, UsageError
-from . import oob
-from .constants import ACK_TIMEOUT_UNIT_NS, ALL_ACCESS, WCStatus, WROpcode
-from .payload import Expected, fill
-from .qp import AHAttr, QPAttr, QPCap
-from .record import pcap_writer
-from .recovery import LOSS_RULES, MODES, RTO_HIGH_NS, RTO_LOW_NS, RecoveryConfig
-from .scenario import (
+from roce.errors import InputError, RoceError, UsageError
+from roce.emu import oob
+from roce.emu.constants import ACK_TIMEOUT_UNIT_NS, ALL_ACCESS, WCStatus, WROpcode
+from roce.emu.payload import Expected, fill
+from roce.emu.qp import AHAttr, QPAttr, QPCap
+from roce.emu.record import pcap_writer
+from roce.emu.recovery import LOSS_RULES, MODES, RTO_HIGH_NS, RTO_LOW_NS, RecoveryConfig
+from roce.emu.scenario import (
     QKEY,
     QP_TYPES,
     Summary,
@@ -57,7 +57,7 @@ from .scenario import (
     message_bytes,
     recovery_name,
 )
-from .transport import (
+from roce.emu.transport import (
     EventLoop,
     RawEthernetTransport,
     Transport,
@@ -67,9 +67,9 @@ from .transport import (
     interface_mtu,
     max_path_mtu,
 )
-from .unreliable import GRH_BYTES
-from .verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr
-from .work import SGE, RecvWR, SendWR
+from roce.emu.unreliable import GRH_BYTES
+from roce.emu.verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr
+from roce.emu.work import SGE, RecvWR, SendWR
 
 UD_RING = 4096  # receive buffers a UD listener keeps posted (UD has no flow control)
 MIN_RNR_TIMER = 4  # 0.04 ms: the listener reposts receives within a poll

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..opcodes import Opcode, Operation, Position, Transport, lookup
-from ..psn import PSN_MASK, psn_diff
-from .constants import (
+from roce.opcodes import Opcode, Operation, Position, Transport, lookup
+from roce.psn import PSN_MASK, psn_diff
+from roce.emu.constants import (
     MAX_PKT_PER_ACK,
     MAX_UNACKED_PSNS,
     RNR_RETRY_INFINITE,
     QPState,
     WROpcode,
 )
-from .constants import SendFlags as F
-from .constants import WCStatus as St
-from .memory import AccessError, take
-from .wire import select
-from .work import WR_KINDS, SendWQE, SendWR, complete_send
+from roce.emu.constants import SendFlags as F
+from roce.emu.constants import WCStatus as St
+from roce.emu.memory import AccessError, take
+from roce.emu.wire import select
+from roce.emu.work import WR_KINDS, SendWQE, SendWR, complete_send
 
 
 class Requester:

@@ -24,8 +24,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RoceError
-from ..headers import (
+from roce.errors import RoceError
+from roce.headers import (
     AETH_ACK,
     AETH_NAK,
     AETH_RNR_NAK,
@@ -36,14 +36,14 @@ from ..headers import (
     nak_name,
     syndrome,
 )
-from ..opcodes import Operation, Position, Transport
-from ..psn import PSN_MASK, psn_diff
-from .constants import Access, WCOpcode
-from .constants import WCStatus as St
-from .memory import AccessError
-from .placement import Refused, WriteCursor, check_length
-from .wire import Incoming, positions, select
-from .work import RecvWQE
+from roce.opcodes import Operation, Position, Transport
+from roce.psn import PSN_MASK, psn_diff
+from roce.emu.constants import Access, WCOpcode
+from roce.emu.constants import WCStatus as St
+from roce.emu.memory import AccessError
+from roce.emu.placement import Refused, WriteCursor, check_length
+from roce.emu.wire import Incoming, positions, select
+from roce.emu.work import RecvWQE
 
 _ACK_ROW = select(Transport.RC, Operation.ACK, Position.ONLY)
 _ATOMIC_ACK_ROW = select(Transport.RC, Operation.ATOMIC_ACK, Position.ONLY)

@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import UsageError, VerificationError
-from . import budget
-from .constants import ALL_ACCESS, QPType, WCStatus, WROpcode
-from .fabric import Fabric, LinkConfig
-from .payload import Expected, fill, slot_bytes, slots_for
-from .qp import AHAttr, QPAttr, QPCap
-from .recovery import LOSS_RULES, MODES
-from .unreliable import GRH_BYTES
-from .verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
-from .work import SGE, RecvWR, SendWR
+from roce.errors import UsageError, VerificationError
+from roce.emu import budget
+from roce.emu.constants import ALL_ACCESS, QPType, WCStatus, WROpcode
+from roce.emu.fabric import Fabric, LinkConfig
+from roce.emu.payload import Expected, fill, slot_bytes, slots_for
+from roce.emu.qp import AHAttr, QPAttr, QPCap
+from roce.emu.recovery import LOSS_RULES, MODES
+from roce.emu.unreliable import GRH_BYTES
+from roce.emu.verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
+from roce.emu.work import SGE, RecvWR, SendWR
 
 OPS = ("send", "write", "read", "atomic", "mixed")
 QP_TYPES = {"rc": QPType.IBV_QPT_RC, "uc": QPType.IBV_QPT_UC, "ud": QPType.IBV_QPT_UD}
@@ -359,7 +359,7 @@ def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
     link rate and ``rtt_ns`` plus one MTU frame each way."""
     if sc.recovery == "gbn":
         return
-    from .recovery import bdp_packets
+    from roce.emu.recovery import bdp_packets
 
     frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
     bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from ..headers import (
+from roce.headers import (
     AETH_NAK,
     NAK_INVALID_REQUEST,
     NAK_PSN_SEQUENCE_ERROR,
@@ -43,18 +43,18 @@ from ..headers import (
     syndrome_type,
     syndrome_value,
 )
-from ..opcodes import Opcode, Operation, Position, Transport
-from ..psn import PSN_MASK, psn_diff
-from .completer import Completer
-from .constants import MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, QPState, WCOpcode
-from .constants import WCStatus as St
-from .memory import AccessError
-from .placement import _REMOTE_WRITE
-from .rack import Rack
-from .requester import Requester
-from .responder import _ACK_ROW, ANSWERED, RNR, Reject, Responder
-from .wire import Incoming, select
-from .work import SendWQE
+from roce.opcodes import Opcode, Operation, Position, Transport
+from roce.psn import PSN_MASK, psn_diff
+from roce.emu.completer import Completer
+from roce.emu.constants import MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, QPState, WCOpcode
+from roce.emu.constants import WCStatus as St
+from roce.emu.memory import AccessError
+from roce.emu.placement import _REMOTE_WRITE
+from roce.emu.rack import Rack
+from roce.emu.requester import Requester
+from roce.emu.responder import _ACK_ROW, ANSWERED, RNR, Reject, Responder
+from roce.emu.wire import Incoming, select
+from roce.emu.work import SendWQE
 
 DUPTHRESH = 3
 

@@ -6,10 +6,10 @@ must carry.  Anything not in the table is illegal.  Any state may go to RESET or
 
 from __future__ import annotations
 
-from ..errors import RoceError
-from .constants import QPAttrMask as M
-from .constants import QPState as S
-from .constants import QPType as T
+from roce.errors import RoceError
+from roce.emu.constants import QPAttrMask as M
+from roce.emu.constants import QPState as S
+from roce.emu.constants import QPType as T
 
 _RC_RTR = (M.IBV_QP_AV | M.IBV_QP_PATH_MTU | M.IBV_QP_DEST_QPN | M.IBV_QP_RQ_PSN
            | M.IBV_QP_MAX_DEST_RD_ATOMIC | M.IBV_QP_MIN_RNR_TIMER)

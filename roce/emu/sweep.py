@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RoceError, UsageError
+from roce.errors import RoceError, UsageError
 
 # emulate options that are not part of a simulated scenario: where its output goes, and the
 # run across a real network.  A sweep writes one table, so these are refused.

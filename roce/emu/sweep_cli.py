@@ -11,10 +11,10 @@ import sys
 import time
 from typing import Any
 
-from ..errors import UsageError
-from ..options import parse_jobs
-from . import cli as emu_cli
-from . import sweep, sweep_table
+from roce.errors import UsageError
+from roce.options import parse_jobs
+from roce.emu import cli as emu_cli
+from roce.emu import sweep, sweep_table
 
 SAVE_EVERY = "ROCE_SWEEP_SAVE_EVERY"  # seconds between saves while runs finish (default 1)
 STOP_AFTER = "ROCE_SWEEP_STOP_AFTER"  # test hook: stop as Ctrl-C would after N new rows
@@ -56,7 +56,7 @@ def run_one(opts: dict[str, Any], ticker: Any = None) -> dict[str, Any]:
 
 
 def _load_toml(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    from ..tomlfile import load
+    from roce.tomlfile import load
 
     doc = load(path)
     unknown = set(doc) - {"grid", "options"}
@@ -103,14 +103,14 @@ def plan(args: argparse.Namespace) -> tuple[list[sweep.Param], argparse.Namespac
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dissect import multifile
+    from roce.dissect import multifile
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("-j must be 1 or more")
     params, base, base_seed, fixed = plan(args)
     sweep_table.table_format(args.output)
     if args.plot:
-        from ..plot.figure import output_format
+        from roce.plot.figure import output_format
 
         output_format(args.plot)
         try:
@@ -179,8 +179,8 @@ def run(args: argparse.Namespace) -> int:
           + (f"; {failed} runs failed (see the {sweep.ERROR} column)" if failed else ""),
           file=sys.stderr)
     if args.plot:
-        from ..plot.figure import save as save_figure
-        from ..plot.sweep import sweep_figure
+        from roce.plot.figure import save as save_figure
+        from roce.plot.sweep import sweep_figure
 
         save_figure(sweep_figure(rows, x, args.plot_metric, [n for n in names if n != x]),
                     args.plot)

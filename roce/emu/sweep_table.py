@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InputError, UsageError
+from roce.errors import InputError, UsageError
 
 FORMATS = (".csv", ".parquet")
 
@@ -24,7 +24,7 @@ def table_format(path: str) -> str:
     if ext not in FORMATS:
         raise UsageError(f"-o {path}: the file name must end in .csv or .parquet")
     if ext == ".parquet":
-        from ..dissect.columnar import need_pyarrow
+        from roce.dissect.columnar import need_pyarrow
 
         need_pyarrow("-o FILE.parquet")
     return ext[1:]

@@ -26,15 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .. import fast
-from ..dissect.summary import Summarizer, TimeColumn, header_fields, known_headers
-from ..headers import LAYOUTS
-from ..locate import L3_IPV4, OK, explain
-from ..opcodes import OPCODES
-from .constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType, WCStatus
-from .memory import VA_ALIGN
-from .qp import AHAttr, QPAttr, QPCap
-from .transport import (
+from roce import fast
+from roce.dissect.summary import Summarizer, TimeColumn, header_fields, known_headers
+from roce.headers import LAYOUTS
+from roce.locate import L3_IPV4, OK, explain
+from roce.opcodes import OPCODES
+from roce.emu.constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType, WCStatus
+from roce.emu.memory import VA_ALIGN
+from roce.emu.qp import AHAttr, QPAttr, QPCap
+from roce.emu.transport import (
     EventLoop,
     RawEthernetTransport,
     Transport,
@@ -44,8 +44,8 @@ from .transport import (
     interface_mtu,
     max_path_mtu,
 )
-from .verbs import CQ, MR, PD, QP, Context, QPInitAttr
-from .work import RecvWR
+from roce.emu.verbs import CQ, MR, PD, QP, Context, QPInitAttr
+from roce.emu.work import RecvWR
 
 NO_MAC = "00:00:00:00:00:00"
 

@@ -13,8 +13,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..errors import InputError, UsageError
-from ..options import (
+from roce.errors import InputError, UsageError
+from roce.options import (
     bounded_int,
     parse_address,
     parse_ip_text,
@@ -28,10 +28,10 @@ from ..options import (
     parse_seed,
     parse_size,
 )
-from . import budget
-from .budget import human
-from .record import pcap_writer
-from .target import Target, TargetConfig, sigterm_as_interrupt
+from roce.emu import budget
+from roce.emu.budget import human
+from roce.emu.record import pcap_writer
+from roce.emu.target import Target, TargetConfig, sigterm_as_interrupt
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -143,7 +143,7 @@ def _check_memory(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m roce.emu.target_cli ...``: the same as ``roce target ...``, exit codes
     included."""
-    from ..cli import main as roce_main
+    from roce.cli import main as roce_main
 
     return roce_main(["target", *(sys.argv[1:] if argv is None else argv)])
 

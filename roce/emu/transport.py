@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ..wire.iface import ROCE_OR_ARP, interface_ipv4, interface_mac, interface_mtu
-from .arp import arp_frame, parse_arp
-from .driver import Tap, Transport, TransportError, TransportStats, max_path_mtu
-from .loop import EventLoop
-from .raw import RawEthernetTransport
-from .relay import Relay, fix_tcp_checksum
-from .udp import UdpTransport
+from roce.wire.iface import ROCE_OR_ARP, interface_ipv4, interface_mac, interface_mtu
+from roce.emu.arp import arp_frame, parse_arp
+from roce.emu.driver import Tap, Transport, TransportError, TransportStats, max_path_mtu
+from roce.emu.loop import EventLoop
+from roce.emu.raw import RawEthernetTransport
+from roce.emu.relay import Relay, fix_tcp_checksum
+from roce.emu.udp import UdpTransport
 
 __all__ = ["ROCE_OR_ARP", "EventLoop", "RawEthernetTransport", "Relay", "Tap", "Transport",
            "TransportError", "TransportStats", "UdpTransport", "arp_frame", "fix_tcp_checksum",
@@ -32,7 +32,7 @@ __all__ = ["ROCE_OR_ARP", "EventLoop", "RawEthernetTransport", "Relay", "Tap", "
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "relay":
-        from .relay import main
+        from roce.emu.relay import main
 
         sys.exit(main(sys.argv[2:]))
     print("usage: python -m roce.emu.transport relay IF_A IF_B [options]", file=sys.stderr)

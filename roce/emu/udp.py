@@ -15,13 +15,13 @@ import socket
 import struct
 from typing import Any
 
-from .. import fast
-from ..headers import LAYOUTS
-from ..locate import L3_IPV4, OK, ROCE_PORT
-from ..wire import iface
-from .arp import ZERO_MAC, mac_bytes
-from .driver import SOCKET_BUFFER, Transport, TransportError
-from .loop import EventLoop
+from roce import fast
+from roce.headers import LAYOUTS
+from roce.locate import L3_IPV4, OK, ROCE_PORT
+from roce.wire import iface
+from roce.emu.arp import ZERO_MAC, mac_bytes
+from roce.emu.driver import SOCKET_BUFFER, Transport, TransportError
+from roce.emu.loop import EventLoop
 
 SO_NO_CHECK = 11
 IP_MTU_DISCOVER = 10

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..opcodes import Operation, Position, Transport
-from ..psn import PSN_MASK
-from .constants import Access, WCFlags, WCOpcode, WROpcode
-from .constants import WCStatus as St
-from .memory import AccessError, take
-from .placement import Refused, WriteCursor, check_length
-from .wire import FrameBuilder, Incoming, Path, select
-from .work import WC, WR_KINDS, SendWQE, SendWR, complete_send
+from roce.opcodes import Operation, Position, Transport
+from roce.psn import PSN_MASK
+from roce.emu.constants import Access, WCFlags, WCOpcode, WROpcode
+from roce.emu.constants import WCStatus as St
+from roce.emu.memory import AccessError, take
+from roce.emu.placement import Refused, WriteCursor, check_length
+from roce.emu.wire import FrameBuilder, Incoming, Path, select
+from roce.emu.work import WC, WR_KINDS, SendWQE, SendWR, complete_send
 
 GRH_BYTES = 40
 _UC_OPCODES = {WROpcode.IBV_WR_SEND, WROpcode.IBV_WR_SEND_WITH_IMM, WROpcode.IBV_WR_RDMA_WRITE,

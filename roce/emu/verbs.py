@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType
-from .device import Device
-from .memory import MemoryRegion
-from .qp import AHAttr, QPAttr, QPCap, QueuePair
-from .states import QPStateError
-from .work import SGE, WC, RecvWR, SendWR
+from roce.emu.constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType
+from roce.emu.device import Device
+from roce.emu.memory import MemoryRegion
+from roce.emu.qp import AHAttr, QPAttr, QPCap, QueuePair
+from roce.emu.states import QPStateError
+from roce.emu.work import SGE, WC, RecvWR, SendWR
 
 M = QPAttrMask
 
@@ -70,7 +70,7 @@ class Context:
         ``gbn`` (rxe's go-back-N, the default) or ``sr`` (IRN selective repeat) with knobs
         ``rto_low_ns``, ``rto_high_ns``, ``rto_n``, ``bdp_packets``, ``loss_rule`` (``rack``
         or ``dupthresh``); or a ``RecoveryConfig``."""
-        from .recovery import configure
+        from roce.emu.recovery import configure
 
         self.device.recovery = configure(mode, **knobs)
         return self.device.recovery
@@ -231,7 +231,7 @@ class QP:
     def set_recovery(self, mode: Any = "sr", **knobs: int | str | None) -> Any:
         """This QP's loss recovery (see ``Context.set_recovery``); in RESET only: both ends
         must agree before the first packet."""
-        from .recovery import configure
+        from roce.emu.recovery import configure
 
         cfg = configure(mode, **knobs)
         self.core.set_recovery(cfg)
@@ -242,7 +242,7 @@ def _cc_config(algorithm: Any, profile: str | None, params: Any,
                line_rate_gbps: float) -> Any:
     if algorithm is None or not isinstance(algorithm, str):
         return algorithm  # None, or a ready CcConfig
-    from .cc import configure
+    from roce.emu.cc import configure
 
     return configure(algorithm, profile, params, line_rate_gbps)
 

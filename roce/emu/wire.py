@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import fast
-from ..headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF
-from ..icrc import L3_IPV4, L3_IPV6
-from ..locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT, Walk
-from ..opcodes import OPCODES, Opcode, Operation, Position, Transport
-from ..packet import udp_source_port
+from roce import fast
+from roce.headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF
+from roce.icrc import L3_IPV4, L3_IPV6
+from roce.locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT, Walk
+from roce.opcodes import OPCODES, Opcode, Operation, Position, Transport
+from roce.packet import udp_source_port
 
 # (transport, operation, position, immediate, invalidate) -> opcode row
 _SELECT: dict[tuple, Opcode] = {

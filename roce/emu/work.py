@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..opcodes import Operation
-from .constants import WCOpcode, WCStatus, WROpcode
+from roce.opcodes import Operation
+from roce.emu.constants import WCOpcode, WCStatus, WROpcode
 
 
 @dataclass

@@ -7,6 +7,6 @@ record types to handlers; ``builtin`` holds the rows of RoCE, native InfiniBand 
 ``records`` makes the decoder's records and lines from the result.
 """
 
-from .registry import REGISTRY, Handler, Registry, Unwrapped, registry
+from roce.families.registry import REGISTRY, Handler, Registry, Unwrapped, registry
 
 __all__ = ["REGISTRY", "Handler", "Registry", "Unwrapped", "registry"]

@@ -10,8 +10,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DecodeError
-from ..locate import (
+from roce.errors import DecodeError
+from roce.locate import (
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
     ETHERTYPE_ROCEV1,
@@ -21,9 +21,9 @@ from ..locate import (
     WALK_LINKTYPES,
     Walk,
 )
-from . import erf, tunnels
-from .handler import Handler
-from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND
+from roce.families import erf, tunnels
+from roce.families.handler import Handler
+from roce.families.linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND
 
 ROCE = "roce"
 ROCE_LINKTYPES = frozenset(WALK_LINKTYPES)
@@ -41,7 +41,7 @@ def _lazy(module: str, name: str) -> Callable[..., Any]:
 
 
 def _ib_fields() -> tuple[str, ...]:
-    from . import ib, ibmad
+    from roce.families import ib, ibmad
 
     return ("lrh", *ib.LRH_KEYS, "infiniband", "vcrc", "vcrc.valid", *ibmad.field_names())
 
@@ -49,7 +49,7 @@ def _ib_fields() -> tuple[str, ...]:
 def _link_decode(data: bytes, caplen: int | None = None,
                  origlen: int | None = None) -> Any:
     """An InfiniBand link packet (ERF type 25): flow control fields, or why not."""
-    from . import ib
+    from roce.families import ib
 
     w = Walk(OK, 0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0)
     try:
@@ -81,7 +81,7 @@ def register(reg: Any) -> None:
     reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, skip_batch=erf.skip_batch,
                     fields=erf.FIELDS),
             ("linktype", LINKTYPE_ERF))
-    from ..dissect.summary import FLAT_KEYS
+    from roce.dissect.summary import FLAT_KEYS
 
     outer = [f"outer.{k}" for h in ("eth", "vlan", "vlan2", "ip", "ipv6", "udp")
              for k in (h, *FLAT_KEYS[h])]

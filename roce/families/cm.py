@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..opcodes import OPCODES, Transport
+from roce.opcodes import OPCODES, Transport
 
 ATTR_REQ, ATTR_REJ, ATTR_REP, ATTR_RTU, ATTR_DREQ, ATTR_DREP = (0x10, 0x12, 0x13, 0x14, 0x15,
                                                                 0x16)
@@ -124,7 +124,7 @@ class CmPairing:
 
     def report_lines(self) -> list[str]:
         """Text for ``roce stats``: one block per connection."""
-        from ..dissect.flowmodel import lid_text  # the LIDs as the flows show them
+        from roce.dissect.flowmodel import lid_text  # the LIDs as the flows show them
 
         out = []
         for i, c in enumerate(self.connections, 1):

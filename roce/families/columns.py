@@ -4,9 +4,9 @@ as RoCE's columns are from ``roce.headers``; the fields no layout holds are type
 
 from __future__ import annotations
 
-from ..dissect.summary import FLAT_KEYS
-from ..headers import LAYOUTS, Layout
-from . import ib, ibmad, tunnels
+from roce.dissect.summary import FLAT_KEYS
+from roce.headers import LAYOUTS, Layout
+from roce.families import ib, ibmad, tunnels
 
 # (name, kind, bits, presence); kind is "bool", "int" (bits wide), "string" or "binary"
 Spec = tuple[str, str, int, bool]

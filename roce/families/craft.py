@@ -12,13 +12,13 @@ import argparse
 import struct
 from collections.abc import Iterable
 
-from ..errors import UsageError
-from ..fast import ip_checksum_reference
-from ..headers import DECODERS, ENCODERS, SIZE_OF
-from ..locate import L3_GRH, walk
-from ..opcodes import IB_CNP_OPCODE, OPCODES, Transport
-from ..options import unsigned
-from . import ib, tunnels
+from roce.errors import UsageError
+from roce.fast import ip_checksum_reference
+from roce.headers import DECODERS, ENCODERS, SIZE_OF
+from roce.locate import L3_GRH, walk
+from roce.opcodes import IB_CNP_OPCODE, OPCODES, Transport
+from roce.options import unsigned
+from roce.families import ib, tunnels
 
 ENCAPS = ("erspan2", "erspan3", "gre", "vxlan")
 OUTER_MACS = bytes.fromhex("02000000000a02000000000b")

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import fast
-from ..errors import DecodeError
-from ..locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
-from .registry import Handler, Registry, registry
+from roce import fast
+from roce.errors import DecodeError
+from roce.locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
+from roce.families.registry import Handler, Registry, registry
 
 MAX_DEPTH = 8  # tunnels inside tunnels; deeper is treated as malformed
 
@@ -48,7 +48,7 @@ def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
 
 
 def _outer_fields(data: bytes, w: Walk, linktype: int) -> dict[str, Any]:
-    from ..dissect.summary import header_fields, known_headers
+    from roce.dissect.summary import header_fields, known_headers
 
     f: dict[str, Any] = {}
     header_fields(known_headers(data, w, linktype), f)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DecodeError
-from ..locate import LINKTYPE_ETHERNET
-from .handler import Unwrapped
-from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
+from roce.errors import DecodeError
+from roce.locate import LINKTYPE_ETHERNET
+from roce.families.handler import Unwrapped
+from roce.families.linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
 
 ERF_HEADER = 16
 EXT_HEADER = 8
@@ -119,7 +119,7 @@ def skip_batch_reference(datas: list[bytes]) -> tuple[list[bytes], int | None] |
 
 
 def _compiled_skip_batch() -> Any:
-    from .. import fast
+    from roce import fast
 
     ext = fast._ext
     if ext is None:

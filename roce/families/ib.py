@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..errors import DecodeError, NotRoCE
-from ..headers import (
+from roce.errors import DecodeError, NotRoCE
+from roce.headers import (
     DECODERS,
     LAYOUTS,
     LNH_GLOBAL,
@@ -30,7 +30,7 @@ from ..headers import (
     SIZE_OF,
     define,
 )
-from ..locate import (
+from roce.locate import (
     BAD_L3_LENGTH,
     BAD_TRUNCATED,
     HID,
@@ -45,10 +45,10 @@ from ..locate import (
     _rd,
     explain,
 )
-from ..locate import walk as _walk
-from ..opcodes import OPCODES
-from . import ibcrc, ibmad
-from .linktypes import LINKTYPE_INFINIBAND
+from roce.locate import walk as _walk
+from roce.opcodes import OPCODES
+from roce.families import ibcrc, ibmad
+from roce.families.linktypes import LINKTYPE_INFINIBAND
 
 LNH_NAMES = {LNH_RAW: "Raw", LNH_IP: "IP Non-IBA", LNH_LOCAL: "IBA Local",
              LNH_GLOBAL: "IBA Global"}
@@ -120,7 +120,7 @@ def _transport_headers(frame: bytes, w: Walk) -> dict[str, dict[str, Any]]:
 
 def decode(frame: bytes, caplen: int | None = None, origlen: int | None = None) -> Decoded:
     """Decode one native InfiniBand packet into Wireshark-named flat fields."""
-    from ..dissect.summary import header_fields, is_capture_cut, known_headers
+    from roce.dissect.summary import header_fields, is_capture_cut, known_headers
 
     w, err = walk(frame)
     f: dict[str, Any] = {}
@@ -159,8 +159,8 @@ def decode(frame: bytes, caplen: int | None = None, origlen: int | None = None) 
 def columns(d: Decoded) -> tuple[str, str, str, str]:
     """(source, destination, protocol, Info) of a decoded packet, tshark style: LIDs as
     addresses, the opcode line of RoCE, then MAD / CM / IPoIB facts."""
-    from ..dissect.summary import info_text
-    from .ibflags import IB_FLAG_TEXT, flag_index
+    from roce.dissect.summary import info_text
+    from roce.families.ibflags import IB_FLAG_TEXT, flag_index
 
     f = d.fields
     if "lrh.slid" not in f:
@@ -191,7 +191,7 @@ def columns(d: Decoded) -> tuple[str, str, str, str]:
 def tree(d: Decoded, frame: bytes) -> list[str]:
     """The ``-V`` lines of the InfiniBand part: LRH and GRH, RoCE's blocks for BTH and the
     extended headers, MAD / CM / IPoIB, payload and both CRCs checked."""
-    from ..dissect.tree import transport_text
+    from roce.dissect.tree import transport_text
 
     f, w = d.fields, d.walk
     out = ["InfiniBand"]
@@ -283,8 +283,8 @@ def scan_columns(n: int) -> dict[str, Any]:
 def scan_reference(frames: list[bytes], cols: dict[str, Any]) -> int:
     """Pure-Python twin of ``roce._fastpath.ib_scan``: status 0 for a whole, well-formed
     packet (VCRC present), else 1 (``decode`` says why)."""
-    from ..fast import _KEY_SPECS
-    from ..locate import FLAG_A, FLAG_BECN, FLAG_FECN, FLAG_M, FLAG_SE
+    from roce.fast import _KEY_SPECS
+    from roce.locate import FLAG_A, FLAG_BECN, FLAG_FECN, FLAG_M, FLAG_SE
 
     flag_bits = (("se", FLAG_SE), ("m", FLAG_M), ("fecn", FLAG_FECN), ("becn", FLAG_BECN),
                  ("a", FLAG_A))
@@ -319,7 +319,7 @@ def scan_reference(frames: list[bytes], cols: dict[str, Any]) -> int:
 
 
 def _compiled() -> Any:
-    from .. import fast
+    from roce import fast
 
     ext = getattr(fast, "_ext", None)
     if ext is None or not hasattr(ext, "ib_configure"):

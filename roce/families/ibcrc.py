@@ -23,8 +23,8 @@ trailer bytes read big-endian (``infiniband.invariant.crc``, ``infiniband.varian
 
 from __future__ import annotations
 
-from ..icrc import LRH_VL_MASK, icrc_at
-from ..locate import L3_GRH, L3_LRH, L3_LRH_GRH
+from roce.icrc import LRH_VL_MASK, icrc_at
+from roce.locate import L3_GRH, L3_LRH, L3_LRH_GRH
 
 VCRC_POLY_REFLECTED = 0xD008  # 0x100B, bit-reversed
 VCRC_INIT = 0xFFFF
@@ -72,7 +72,7 @@ def trailer(icrc_value: int, vcrc_value: int | None = None) -> bytes:
 def _configure() -> None:
     """Hand the fast path the VCRC table (its ``ib_vcrc``, the IB scan and the flow engine
     check VCRCs with it)."""
-    from .. import fast
+    from roce import fast
 
     if fast._ext is not None:
         fast._ext.ib_configure({"vcrc_table": list(VCRC_TABLE), "vcrc_init": VCRC_INIT,

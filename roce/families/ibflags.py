@@ -9,7 +9,7 @@ mark, ``[BAD ICRC]``) with the BTH FECN in the place of IP's ECN CE and the BECN
 
 from __future__ import annotations
 
-from ..dissect.summary import FLAG_TEXT
+from roce.dissect.summary import FLAG_TEXT
 
 BAD_VCRC = " [BAD VCRC]"
 FECN_TEXT, BECN_TEXT = " [FECN]", " [BECN]"

@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
-from ..dissect.summary import (
+from roce.dissect.summary import (
     _MAYBE_SACK,  # AETHs that may be a selective NAK: their text is aeth_text's, in Python
     K_AETH,
     K_CNP,
@@ -33,9 +33,9 @@ from ..dissect.summary import (
     Summarizer,
     aeth_text,
 )
-from ..locate import FLAG_A, FLAG_BECN, FLAG_FECN
-from . import ib, ibmad
-from .ibflags import IB_FLAG_TEXT, flag_index
+from roce.locate import FLAG_A, FLAG_BECN, FLAG_FECN
+from roce.families import ib, ibmad
+from roce.families.ibflags import IB_FLAG_TEXT, flag_index
 
 PROTOCOL = "InfiniBand"
 _GID_SRC = ib.LRH_SIZE + 8  # GRH source GID, then destination GID (16 bytes each)
@@ -188,7 +188,7 @@ def configure(ext: Any) -> None:
 
 
 def _compiled() -> Any:
-    from .. import fast
+    from roce import fast
 
     ext = getattr(fast, "_ext", None)
     if ext is None or not hasattr(ext, "ib_lines"):

@@ -21,9 +21,9 @@ from typing import Any
 
 from construct import BitsInteger, BitStruct
 
-from ..headers import define
-from ..locate import Walk
-from ..opcodes import OPCODES, Transport
+from roce.headers import define
+from roce.locate import Walk
+from roce.opcodes import OPCODES, Transport
 
 U = BitsInteger
 MAD = BitStruct(

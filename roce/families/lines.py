@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .registry import registry
+from roce.families.registry import registry
 
 _FORMATTERS: dict[tuple[int, str], Any] = {}
 MAX_STEPS = 8  # tunnel headers peeled from one frame at most
@@ -18,8 +18,8 @@ MAX_STEPS = 8  # tunnel headers peeled from one frame at most
 def _unwrap_batch(batch: Any, handler: Any) -> Any:
     """The batch of inner frames of a link-type tunnel (ERF), or None when the records do
     not all hold whole frames of one link type (those go frame by frame)."""
-    from ..errors import DecodeError
-    from ..pcapio import Batch
+    from roce.errors import DecodeError
+    from roce.pcapio import Batch
 
     if handler.skip_batch is not None:  # the whole batch in one call (ERF: compiled)
         got = handler.skip_batch(batch.datas)
@@ -73,7 +73,7 @@ def peel(batch: Any, udp_port: int) -> Any:
     for the compiled RoCE scan; frames that are not tunnels, or whose tunnel headers are cut
     or wrong, stay as they are (the per-frame path reports them).  Compiled
     (``roce._fastpath.peel``) when every tunnel row is a built-in tunnel's."""
-    from ..pcapio import Batch
+    from roce.pcapio import Batch
 
     ext = _compiled_peel()
     if ext is None:
@@ -86,8 +86,8 @@ _PEEL_STATE: list[Any] = [None]  # the rows the compiled peel was last configure
 
 
 def _compiled_peel() -> Any:
-    from .. import fast
-    from . import tunnels
+    from roce import fast
+    from roce.families import tunnels
 
     ext = getattr(fast, "_ext", None)
     if ext is None or not hasattr(ext, "peel"):
@@ -119,9 +119,9 @@ def _compiled_peel() -> Any:
 
 def peel_reference(batch: Any, udp_port: int) -> Any:
     """Pure-Python twin of ``roce._fastpath.peel`` (through ``Handler.skip``)."""
-    from .. import fast
-    from ..locate import NR_PORT, NR_PROTO
-    from ..pcapio import Batch
+    from roce import fast
+    from roce.locate import NR_PORT, NR_PROTO
+    from roce.pcapio import Batch
 
     tables = registry().tables
     by_proto, by_port = tables["ip.proto"], tables["udp.port"]
@@ -156,8 +156,8 @@ def peel_reference(batch: Any, udp_port: int) -> Any:
 def starts_tunnel(batch: Any, udp_port: int) -> bool:
     """Whether the batch's first frame is a registered tunnel's: one walk per batch decides
     to peel the batch before the compiled scan."""
-    from .. import fast
-    from ..locate import NR_PORT, NR_PROTO
+    from roce import fast
+    from roce.locate import NR_PORT, NR_PROTO
 
     if not batch.datas:
         return False

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..pcapio import Frame
-from . import dispatch
+from roce.pcapio import Frame
+from roce.families import dispatch
 
 NS = 1_000_000_000
 HIDDEN = object()  # a record the caller asked to hide (--only-roce)
@@ -95,8 +95,8 @@ def _outer_lines(rec: Any) -> list[str]:
 
 def _outermost_lines(values: dict[str, Any]) -> list[str]:
     """``outer.ip.src`` ... as blocks titled like the decoder's tree (``roce.headers``)."""
-    from ..dissect.summary import FLAT_KEYS
-    from ..headers import LAYOUTS, TITLES
+    from roce.dissect.summary import FLAT_KEYS
+    from roce.headers import LAYOUTS, TITLES
 
     out = []
     for header in ("eth", "vlan", "vlan2", "ip", "ipv6", "udp"):
@@ -112,7 +112,7 @@ def _outermost_lines(values: dict[str, Any]) -> list[str]:
 
 def _titles() -> dict[str, str]:
     """Display names of the tunnel fields, from their layouts (``roce.families.tunnels``)."""
-    from . import tunnels
+    from roce.families import tunnels
 
     out = {}
     for key, layout in tunnels.LAYOUTS.items():
@@ -126,7 +126,7 @@ _TITLES = _titles()
 
 def render(rec: Any) -> str:
     """The ``-V`` tree of a record with outer layers or of a family record."""
-    from ..dissect import tree
+    from roce.dissect import tree
 
     outer = _outer_lines(rec)
     if rec.family is None and rec.kind in ("roce", "truncated") and "bth" in rec.fields:

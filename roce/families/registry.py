@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
-from .handler import Handler, Unwrapped
+from roce.errors import UsageError
+from roce.families.handler import Handler, Unwrapped
 
 TABLES = ("linktype", "ethertype", "ip.proto", "udp.port", "gre.proto", "erf.type")
 
@@ -91,7 +91,7 @@ def registry(plugins: bool = True) -> Registry:
     paths ask without plugins (a plugin's rows are found on the per-frame path)."""
     if not _LOADED[0]:
         _LOADED[0] = True
-        from . import builtin
+        from roce.families import builtin
 
         builtin.register(REGISTRY)
     if plugins and not _LOADED[1]:

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
-from ..locate import WALK_LINKTYPES
-from ..pcapio import Batch, CaptureError, Frame, open_capture
-from .erf import wire_length
-from .linktypes import LINKTYPE_ERF
-from .registry import registry
+from roce.locate import WALK_LINKTYPES
+from roce.pcapio import Batch, CaptureError, Frame, open_capture
+from roce.families.erf import wire_length
+from roce.families.linktypes import LINKTYPE_ERF
+from roce.families.registry import registry
 
 # the link types the compiled walk reads: checked before the registry is loaded
 ROCE_LINKS = WALK_LINKTYPES
@@ -32,8 +32,8 @@ def capture_kind(path: str, udp_port: int) -> str | None:
     a registered tunnel), ``"ib"`` (native InfiniBand, also in ERF), or None (plain RoCE or
     anything else: nothing to do; decided without loading the registry when the first
     frames are RoCE)."""
-    from .. import fast
-    from ..locate import OK
+    from roce import fast
+    from roce.locate import OK
 
     if path == "-":
         return None
@@ -45,8 +45,8 @@ def capture_kind(path: str, udp_port: int) -> str | None:
     if all(fr.linktype in ROCE_LINKS and fast.walk(fr.data, fr.linktype, udp_port).status == OK
            for fr in frames):
         return None
-    from .lines import starts_tunnel
-    from .linktypes import LINKTYPE_INFINIBAND
+    from roce.families.lines import starts_tunnel
+    from roce.families.linktypes import LINKTYPE_INFINIBAND
 
     kind = None
     for fr in frames:
@@ -69,7 +69,7 @@ def analysed(reader: Any, kind: str | None, udp_port: int) -> Any:
     """What ``roce stats`` analyses for a capture that ``capture_kind`` calls ``kind``: a
     ``Peel`` of ``reader`` when it starts with a tunnel or ERF records (native InfiniBand in
     ERF included), else ``reader`` itself (link type 247 is read in place, as RoCE is)."""
-    from .linktypes import LINKTYPE_INFINIBAND
+    from roce.families.linktypes import LINKTYPE_INFINIBAND
 
     if kind == "tunnel" or (kind == "ib" and reader.linktype != LINKTYPE_INFINIBAND):
         return Peel(reader, udp_port)
@@ -104,7 +104,7 @@ class Peel:
         return linktype in ROCE_LINKS or (handler is not None and handler.unwrap is not None)
 
     def batches(self, n: int) -> Iterator[Batch]:
-        from .lines import _unwrap_batch, peel
+        from roce.families.lines import _unwrap_batch, peel
 
         for batch in self._reader.batches(n):
             if batch.linktype not in ROCE_LINKS:
@@ -137,7 +137,7 @@ def cm_pairing_merged(paths: list[str]) -> Any:
     when none of them holds native InfiniBand."""
     import heapq
 
-    from . import cm
+    from roce.families import cm
 
     if "-" in paths:
         return None
@@ -160,9 +160,9 @@ def cm_pairing_merged(paths: list[str]) -> Any:
 def _pair(frames: Iterator[Frame], pairing: Any, stop_early: bool) -> bool:
     """Feed the native InfiniBand frames to ``pairing``; whether there were any (one
     capture: given up after ``PEEK`` frames without one)."""
-    from . import ib
-    from .erf import unwrap
-    from .linktypes import LINKTYPE_ERF
+    from roce.families import ib
+    from roce.families.erf import unwrap
+    from roce.families.linktypes import LINKTYPE_ERF
 
     seen_ib = False
     for number, fr in enumerate(frames, 1):

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from construct import BitsInteger, BitStruct
 
-from ..errors import DecodeError
-from ..headers import define
-from .handler import Unwrapped
+from roce.errors import DecodeError
+from roce.headers import define
+from roce.families.handler import Unwrapped
 
 U = BitsInteger
 LINKTYPE_ETHERNET, LINKTYPE_RAW = 1, 101

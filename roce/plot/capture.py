@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dissect.timeline import Timeline, binned
-from ..psn import psn_diff
-from .figure import new_figure, no_data
+from roce.dissect.timeline import Timeline, binned
+from roce.psn import psn_diff
+from roce.plot.figure import new_figure, no_data
 
 US = 1_000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import InputError, UsageError
-from ..options import parse_positive_time
+from roce.errors import InputError, UsageError
+from roce.options import parse_positive_time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .figure import output_format, save
+    from roce.plot.figure import output_format, save
 
     output_format(args.output)  # a bad name fails before any work
     if (args.capture is None) == (args.trace is None):
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     if args.interval is not None and args.interval <= 0:
         raise UsageError("--interval must be positive")
     if args.trace:
-        from .trace import read_trace, trace_figure
+        from roce.plot.trace import read_trace, trace_figure
 
         try:
             with open(args.trace, newline="") as f:
@@ -37,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.trace}: {e.strerror}") from None
         fig = trace_figure(rows)
     else:
-        from ..dissect.timeline import collect
-        from ..pcapio import open_capture
-        from .capture import capture_figure
+        from roce.dissect.timeline import collect
+        from roce.pcapio import open_capture
+        from roce.plot.capture import capture_figure
 
         with open_capture(args.capture) as reader:
             tl = collect(reader)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from roce.errors import UsageError
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -36,7 +36,7 @@ def save(fig: Any, path: str) -> None:
     try:
         fig.savefig(path, format=fmt)
     except OSError as e:
-        from ..errors import InputError
+        from roce.errors import InputError
 
         raise InputError(f"{path}: {e.strerror or e}") from None
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UsageError
-from .figure import new_figure
+from roce.errors import UsageError
+from roce.plot.figure import new_figure
 
 
 def _number(v: Any) -> float | None:

@@ -15,8 +15,8 @@ import json
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ..errors import InputError
-from .figure import new_figure, no_data
+from roce.errors import InputError
+from roce.plot.figure import new_figure, no_data
 
 US = 1_000
 _NEEDS = {"queue": ("bytes",), "qp": ("rate_gbps",), "pause": ("paused",)}

@@ -36,17 +36,17 @@ import sys
 import tempfile
 from array import array
 
-from .. import fast, icrc, locate
-from ..headers import SIZE_OF
-from ..locate import (
+from roce import fast, icrc, locate
+from roce.headers import SIZE_OF
+from roce.locate import (
     OK,
     ROCE_PORT,
     WALK_LINKTYPES,
 )
-from ..opcodes import OPCODES
-from ..packet import decode_headers_reference
-from ..pcapio import MAX_RECORD, pcap_split_reference
-from ._extras import FUZZ_EXTRA_HINT
+from roce.opcodes import OPCODES
+from roce.packet import decode_headers_reference
+from roce.pcapio import MAX_RECORD, pcap_split_reference
+from roce.testing._extras import FUZZ_EXTRA_HINT
 
 LINKTYPE_IEEE802_11 = 105  # one link type the walk does not read: it must refuse it the same
 LINKTYPES = (*WALK_LINKTYPES, LINKTYPE_IEEE802_11)
@@ -115,7 +115,7 @@ def check(data: bytes) -> str:
 
 def _seed_corpus() -> str:
     """A directory of inputs built from valid frames, one per entry point."""
-    from .fuzz import seed_pool
+    from roce.testing.fuzz import seed_pool
 
     d = tempfile.mkdtemp(prefix="roce-atheris-")
     pool = seed_pool(random.Random(0), per_opcode=1)

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..options import (
+from roce.options import (
     MAX_COUNT,
     bounded_int,
     field_int,
@@ -43,9 +43,9 @@ from ..options import (
     parse_rate,
     parse_seed,
 )
-from ..packet import field_width
-from . import fuzz
-from .fuzz.registry import HARNESSES
+from roce.packet import field_width
+from roce.testing import fuzz
+from roce.testing.fuzz.registry import HARNESSES
 
 _count = bounded_int(0, MAX_COUNT, "a count")
 

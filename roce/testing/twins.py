@@ -25,7 +25,7 @@ CPU_FIELDS = ("cpu_s", "packets_per_cpu_s", "hops_per_cpu_s")
 def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The summary of one spec's run, or ``{"error": ...}`` naming why it was refused (both
     forms must refuse alike)."""
-    from ..errors import RoceError
+    from roce.errors import RoceError
 
     try:
         return _run(spec)
@@ -34,9 +34,9 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(spec: dict[str, Any]) -> dict[str, Any]:
-    from ..emu.cc import configure
-    from ..emu.net.runner import NetScenario, run_network
-    from ..emu.scenario import Scenario, run_scenario
+    from roce.emu.cc import configure
+    from roce.emu.net.runner import NetScenario, run_network
+    from roce.emu.scenario import Scenario, run_scenario
 
     kw = dict(spec)
     net = kw.pop("net", False)

@@ -30,8 +30,8 @@ from scapy.base_classes import Packet_metaclass
 from scapy.fields import Field, TrailerField
 from scapy.packet import Packet
 
-from ..errors import RoceError, UsageError
-from ..headers import Layout
+from roce.errors import RoceError, UsageError
+from roce.headers import Layout
 
 
 class FieldNameError(UsageError, TypeError):

@@ -58,8 +58,8 @@ from roce.options import (
 from roce.packet import field_width
 from roce.pcapio import MAX_TS_NS, Frame, PcapNgWriter, PcapWriter
 
-from ..errors import InputError, UsageError
-from . import craft_macc
+from roce.errors import InputError, UsageError
+from roce.wire import craft_macc
 
 NS = 1_000_000_000
 PSN_MASK = LAYOUTS["bth"].field("psn").mask

@@ -22,7 +22,7 @@ import roce
 from roce import macc
 from roce.options import bounded_int, mac_bytes
 
-from ..errors import UsageError
+from roce.errors import UsageError
 
 KINDS = ("pfc", "pause")
 

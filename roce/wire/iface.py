@@ -41,8 +41,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from ..errors import FilterError, InputError
-from ..locate import ROCE_PORT
+from roce.errors import FilterError, InputError
+from roce.locate import ROCE_PORT
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263

@@ -81,8 +81,8 @@ from scapy.layers.l2 import CookedLinux, CookedLinuxV2, Dot1Q, Ether
 from scapy.packet import Packet, bind_bottom_up, bind_layers, bind_top_down, split_layers
 from scapy.utils import checksum
 
-from .. import fast
-from ..headers import (
+from roce import fast
+from roce.headers import (
     LAYOUTS,
     SIZE_OF,
     SYNDROME_TYPES,
@@ -91,9 +91,9 @@ from ..headers import (
     syndrome_type,
     syndrome_value,
 )
-from ..headers import Field as LayoutField
-from ..icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
-from ..locate import (
+from roce.headers import Field as LayoutField
+from roce.icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
+from roce.locate import (
     ETHERTYPE_ROCEV1,
     GRH_NEXT_BTH,
     LINKTYPE_ETHERNET,
@@ -104,10 +104,10 @@ from ..locate import (
     ROCE_PORT,
     Walk,
 )
-from ..opcodes import CNP_OPCODE, OPCODES, Opcode, lookup
-from ..packet import Packet as RocePacket
-from ..packet import craft, parse
-from .contrib import ORIGINALS, Aliased, LayerMeta, aliases, join, part
+from roce.opcodes import CNP_OPCODE, OPCODES, Opcode, lookup
+from roce.packet import Packet as RocePacket
+from roce.packet import craft, parse
+from roce.wire.contrib import ORIGINALS, Aliased, LayerMeta, aliases, join, part
 
 __all__ = ["BTH", "RDETH", "DETH", "RETH", "AtomicETH", "AETH", "AtomicAckETH", "ImmDt", "IETH",
            "XRCETH", "FETH", "CNPPadding", "GRH", "LAYERS", "CONTRIB", "cnp",

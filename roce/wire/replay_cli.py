@@ -72,8 +72,8 @@ from roce.options import (
 )
 from roce.pcapio import CaptureError, open_capture
 
-from . import iface
-from .craft_cli import InputError, UsageError, fail, write_frames
+from roce.wire import iface
+from roce.wire.craft_cli import InputError, UsageError, fail, write_frames
 
 NS = 1_000_000_000
 PSN_MASK = LAYOUTS["bth"].field("psn").mask

@@ -33,8 +33,8 @@ from typing import Any
 from roce.options import parse_positive, parse_rate, parse_seconds
 from roce.pcapio import CaptureError, open_capture
 
-from . import iface
-from .craft_cli import (
+from roce.wire import iface
+from roce.wire.craft_cli import (
     InputError,
     UsageError,
     add_frame_arguments,
@@ -47,7 +47,7 @@ from .craft_cli import (
     print_lines,
     written,
 )
-from .replay_cli import Report, send_paced, send_topspeed, to_ethernet
+from roce.wire.replay_cli import Report, send_paced, send_topspeed, to_ethernet
 
 NS = 1_000_000_000
 CHUNK = 4096  # frames built, sent and saved at a time: memory follows this, not --count

@@ -45,8 +45,8 @@ from roce.locate import L3_GRH, LINKTYPE_ETHERNET, NR_PORT, OK, is_malformed
 from roce.options import bounded_int, parse_seconds
 from roce.pcapio import Frame, PcapNgWriter, PcapWriter
 
-from . import iface
-from .craft_cli import InputError, UsageError, fail, open_writer
+from roce.wire import iface
+from roce.wire.craft_cli import InputError, UsageError, fail, open_writer
 
 SNAPLEN = 262144
 ETHERTYPE_ROCEV1 = 0x8915

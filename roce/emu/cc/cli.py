@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .registry import ALGORITHMS, ECN_CODEPOINTS, CcConfig, configure, profiles
+from roce.emu.cc.registry import ALGORITHMS, ECN_CODEPOINTS, CcConfig, configure, profiles
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import CongestionControl, Output
-from .params import Param, per_25g
+from roce.emu.cc.base import CongestionControl, Output
+from roce.emu.cc.params import Param, per_25g
 
 _US = 1_000
 _MBPS = 1_000_000

@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from ... import fast, locate
-from ...headers import ECN_CE, LAYOUTS, SIZE_OF
-from ...opcodes import OPCODES, Operation, Transport
-from ...psn import psn_diff
-from .base import CongestionControl, Output
-from .np import CNP_DSCP, CnpBuilder, NotificationPoint
-from .registry import ALGORITHMS, CcConfig
+from roce import fast, locate
+from roce.headers import ECN_CE, LAYOUTS, SIZE_OF
+from roce.opcodes import OPCODES, Operation, Transport
+from roce.psn import psn_diff
+from roce.emu.cc.base import CongestionControl, Output
+from roce.emu.cc.np import CNP_DSCP, CnpBuilder, NotificationPoint
+from roce.emu.cc.registry import ALGORITHMS, CcConfig
 
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]

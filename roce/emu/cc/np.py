@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import fast
-from ...headers import ENCODERS, LAYOUTS
-from ...opcodes import CNP_OPCODE
-from .. import wire
-from ..net.stages import DSCP_CNP
+from roce import fast
+from roce.headers import ENCODERS, LAYOUTS
+from roce.opcodes import CNP_OPCODE
+from roce.emu import wire
+from roce.emu.net.stages import DSCP_CNP
 
 CNP_DSCP = DSCP_CNP  # NVIDIA's cnp_dscp default, as the fabric's classifier maps it
 

@@ -7,12 +7,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import UsageError
-from ...headers import ECN_ECT0, ECN_ECT1
-from .base import CongestionControl, NoControl
-from .dcqcn import Dcqcn
-from .params import resolve
-from .timely import Timely
+from roce.errors import UsageError
+from roce.headers import ECN_ECT0, ECN_ECT1
+from roce.emu.cc.base import CongestionControl, NoControl
+from roce.emu.cc.dcqcn import Dcqcn
+from roce.emu.cc.params import resolve
+from roce.emu.cc.timely import Timely
 
 # --ecn-codepoint: what data packets carry in the IP ECN field (RFC 3168; RFC 8311 for ECT(1))
 ECN_CODEPOINTS = {"ect0": ECN_ECT0, "ect1": ECN_ECT1}

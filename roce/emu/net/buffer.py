@@ -109,7 +109,7 @@ class SharedBuffer:
         return Account(headroom)
 
     def check(self, where: str) -> None:
-        from ...errors import UsageError
+        from roce.errors import UsageError
 
         if self.shared_size < self.max_frame:
             raise UsageError(f"{where}: a buffer of {self.size} bytes is too small: reserves "

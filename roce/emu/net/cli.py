@@ -10,9 +10,9 @@ import argparse
 from contextlib import ExitStack
 from typing import Any
 
-from ...errors import InputError
-from ...options import parse_positive_time, parse_size
-from ..cc import cli as cc_cli
+from roce.errors import InputError
+from roce.options import parse_positive_time, parse_size
+from roce.emu.cc import cli as cc_cli
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def wanted(args: argparse.Namespace) -> bool:
 
 
 def scenario(args: argparse.Namespace) -> Any:
-    from .runner import NetScenario
+    from roce.emu.net.runner import NetScenario
 
     return NetScenario(
         op=args.op, size=args.size, count=args.count, mtu=args.mtu, qps=args.qps,
@@ -71,9 +71,9 @@ def scenario(args: argparse.Namespace) -> Any:
 
 def simulate(args: argparse.Namespace) -> Any:
     """The run's summary (pcap, taps and trace written as it goes)."""
-    from ...pcapio import PcapWriter
-    from .observe import Trace
-    from .runner import NetRun, tap_port
+    from roce.pcapio import PcapWriter
+    from roce.emu.net.observe import Trace
+    from roce.emu.net.runner import NetRun, tap_port
 
     sc = scenario(args)
     with ExitStack() as stack:

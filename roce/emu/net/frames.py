@@ -8,10 +8,10 @@ build); anything else is counted and dropped by the switch.
 
 from __future__ import annotations
 
-from ... import fast
-from ...headers import ECN_CE, ECN_NOT_ECT, LAYOUTS, SIZE_OF
-from ...locate import ETHERTYPE_IPV4
-from .. import wire
+from roce import fast
+from roce.headers import ECN_CE, ECN_NOT_ECT, LAYOUTS, SIZE_OF
+from roce.locate import ETHERTYPE_IPV4
+from roce.emu import wire
 
 
 def _span(header: str, field: str) -> tuple[int, int]:

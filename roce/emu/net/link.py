@@ -13,8 +13,8 @@ from __future__ import annotations
 from heapq import heappush
 from typing import Any
 
-from ..endpoint import Endpoint, PullEndpoint
-from ..fabric import Faults, LinkStats
+from roce.emu.endpoint import Endpoint, PullEndpoint
+from roce.emu.fabric import Faults, LinkStats
 
 
 class Wire:

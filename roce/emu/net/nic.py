@@ -24,11 +24,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ... import macc
-from ..verbs import Context
-from . import frames
-from .pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
-from .stages import Classifier, Pacer, RatePacer
+from roce import macc
+from roce.emu.verbs import Context
+from roce.emu.net import frames
+from roce.emu.net.pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
+from roce.emu.net.stages import Classifier, Pacer, RatePacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE
@@ -224,8 +224,8 @@ class Nic:
             if cfg is None and not any(getattr(q, "cc_config", None)
                                        for q in self.device.qps.values()):
                 return None
-            from ..cc import CcConfig
-            from ..cc.driver import CcDriver
+            from roce.emu.cc import CcConfig
+            from roce.emu.cc.driver import CcDriver
 
             net = self.net
             self.cc = CcDriver(cfg or CcConfig(), self.wire.rate_bps, self.device.qps,

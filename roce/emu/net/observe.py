@@ -17,7 +17,7 @@ import csv
 import json
 from typing import Any, TextIO
 
-from ...psn import psn_diff
+from roce.psn import psn_diff
 
 COLUMNS = ("time_ns", "kind", "node", "index", "bytes", "rate_gbps", "acked_psns", "paused")
 

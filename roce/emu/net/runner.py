@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..constants import ALL_ACCESS, QPType, WCStatus
-from ..payload import Expected, fill
-from ..qp import QPCap
-from ..scenario import Scenario, Summary, _Flow, _post, add_qp_counts, kind, set_recovery
-from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
-from . import topology as topo
-from .stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
+from roce.emu.constants import ALL_ACCESS, QPType, WCStatus
+from roce.emu.payload import Expected, fill
+from roce.emu.qp import QPCap
+from roce.emu.scenario import Scenario, Summary, _Flow, _post, add_qp_counts, kind, set_recovery
+from roce.emu.verbs import CQ, MR, PD, QP, QPInitAttr, connect
+from roce.emu.net import topology as topo
+from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
 
 
 @dataclass(eq=False)
@@ -117,7 +117,7 @@ class NetRun:
 
     def __init__(self, sc: NetScenario, record: Any = None,
                  taps: dict[str, Any] | None = None, trace: Any = None) -> None:
-        from ...errors import UsageError
+        from roce.errors import UsageError
 
         if sc.qp_type != "rc":
             raise UsageError(f"--qp-type {sc.qp_type}: a switched network (--topology) runs RC "
@@ -245,7 +245,7 @@ def run_network(sc: NetScenario, record: Any = None, taps: dict[str, Any] | None
 
 def tap_port(net: Any, spec: str) -> Any:
     """The switch port ``NODE:PORT`` names (for ``--tap``)."""
-    from ...errors import UsageError
+    from roce.errors import UsageError
 
     node, _, port = spec.rpartition(":")
     sw = net.switches.get(node)

@@ -9,9 +9,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...locate import LINKTYPE_ETHERNET
-from ...pcapio import PcapWriter, open_capture
-from .results import Failure
+from roce.locate import LINKTYPE_ETHERNET
+from roce.pcapio import PcapWriter, open_capture
+from roce.testing.fuzz.results import Failure
 
 
 def save_failure(directory: str | os.PathLike, f: Failure) -> Path:

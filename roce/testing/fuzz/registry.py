@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...errors import UsageError
-from . import decoder, responder, wire
-from .corpus import Saved
+from roce.errors import UsageError
+from roce.testing.fuzz import decoder, responder, wire
+from roce.testing.fuzz.corpus import Saved
 
 Replay = Callable[[list[Saved]], list[list[str]]]
 

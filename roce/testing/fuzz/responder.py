@@ -13,21 +13,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import fast
-from ...errors import UsageError
-from ...headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR
-from ...locate import OK
-from ...opcodes import OPCODES, Transport, lookup
-from ...packet import craft
-from ...psn import PSN_MASK
-from ..mutate import Mutator, get_field, header_offsets, random_frame
-from . import ranges
-from . import responder_cases as cases
-from .answers import answers_match, describe_answer, format_answers
-from .corpus import Saved
-from .frame_fields import dest_qp, eth_dst, icrc_ok, mac_bytes, set_dest_qp
-from .responder_cases import QKEY, nak
-from .results import Failure, Summary, exc_line
+from roce import fast
+from roce.errors import UsageError
+from roce.headers import LAYOUTS, NAK_PSN_SEQUENCE_ERROR
+from roce.locate import OK
+from roce.opcodes import OPCODES, Transport, lookup
+from roce.packet import craft
+from roce.psn import PSN_MASK
+from roce.testing.mutate import Mutator, get_field, header_offsets, random_frame
+from roce.testing.fuzz import ranges
+from roce.testing.fuzz import responder_cases as cases
+from roce.testing.fuzz.answers import answers_match, describe_answer, format_answers
+from roce.testing.fuzz.corpus import Saved
+from roce.testing.fuzz.frame_fields import dest_qp, eth_dst, icrc_ok, mac_bytes, set_dest_qp
+from roce.testing.fuzz.responder_cases import QKEY, nak
+from roce.testing.fuzz.results import Failure, Summary, exc_line
 
 NAME = "responder"
 
@@ -139,7 +139,7 @@ class ResponderFuzzer:
     # -- the world ------------------------------------------------------------------------
 
     def _build(self) -> None:
-        from ...emu import (
+        from roce.emu import (
             CQ,
             MR,
             PD,
@@ -151,7 +151,7 @@ class ResponderFuzzer:
             QPType,
             connect,
         )
-        from ...emu.constants import QPState
+        from roce.emu.constants import QPState
 
         self.QPState = QPState
         A = Access
@@ -233,7 +233,7 @@ class ResponderFuzzer:
     def _arm(self, s: Slot) -> None:
         """Bring a target QP to its state through RESET, with a fresh ePSN and two receive
         WQEs; from here on its responder's state is known to the harness."""
-        from ...emu import AHAttr, QPAttr, QPAttrMask, QPType, RecvWR
+        from roce.emu import AHAttr, QPAttr, QPAttrMask, QPType, RecvWR
 
         qp = s.qp
         S = self.QPState
@@ -304,8 +304,8 @@ class ResponderFuzzer:
 
     def _grant(self, frame: bytes) -> None:
         """Add what this frame may legitimately write to the DUT's memory."""
-        from ...emu.constants import Access
-        from ...emu.states import CAN_RECEIVE
+        from roce.emu.constants import Access
+        from roce.emu.states import CAN_RECEIVE
 
         w = fast.walk(frame)
         if w.status != OK or not icrc_ok(frame, w):
@@ -381,8 +381,8 @@ class ResponderFuzzer:
 
     def _check_states(self, frames: list[bytes], context: dict[str, Any],
                       by_frame: bool) -> None:
-        from ...emu.constants import QPType
-        from ...emu.states import CAN_RECEIVE, TRANSITIONS
+        from roce.emu.constants import QPType
+        from roce.emu.states import CAN_RECEIVE, TRANSITIONS
 
         S = self.QPState
         for qpn, qp in self.dev.qps.items():
@@ -411,7 +411,7 @@ class ResponderFuzzer:
     # -- valid traffic --------------------------------------------------------------------------
 
     def _post_live_recvs(self) -> None:
-        from ...emu import RecvWR
+        from roce.emu import RecvWR
 
         for key in ("RC", "UC", "UD"):
             _, dq, cq = self.live[key]
@@ -427,7 +427,7 @@ class ResponderFuzzer:
                 posted[self._wr] = (self.index(self.mr_live), off, 1024)
 
     def _post_valid(self) -> None:
-        from ...emu import AH, AHAttr, SendWR, WROpcode
+        from roce.emu import AH, AHAttr, SendWR, WROpcode
 
         rng = self.rng
         now = self.fab.now
@@ -466,7 +466,7 @@ class ResponderFuzzer:
             self.outstanding[self._wr] = (now, f"{key} {kind} {n}")
 
     def _poll_valid(self, final: bool = False) -> None:
-        from ...emu import WCStatus
+        from roce.emu import WCStatus
 
         for wc in self.p_cq.poll(1 << 20):
             what = self.outstanding.pop(wc.wr_id, None)
@@ -562,8 +562,8 @@ class ResponderFuzzer:
 
     def _check_generic(self, frame: bytes, answers: list[bytes], target: Any,
                        state_before: Any, context: dict[str, Any]) -> None:
-        from ...emu.constants import QPType
-        from ...emu.states import CAN_RECEIVE
+        from roce.emu.constants import QPType
+        from roce.emu.states import CAN_RECEIVE
 
         for a in answers:
             w = fast.walk(a)
@@ -615,7 +615,7 @@ class ResponderFuzzer:
         (``SEND_ONLY``) in the slot's transport (UD: always a SEND Only with the harness's
         Q_Key; UC has no READ or atomics, so those go out as RC rows); ``fields`` the
         opcode's headers do not have are left out."""
-        from ...emu.constants import QPType
+        from roce.emu.constants import QPType
 
         prefix = {QPType.IBV_QPT_RC: "RC", QPType.IBV_QPT_UC: "UC",
                   QPType.IBV_QPT_UD: "UD"}[slot.qp_type]
@@ -646,7 +646,7 @@ class ResponderFuzzer:
     def _case(self, s: Slot) -> tuple[bytes, Expect]:
         """A request with a known outcome for target QP ``s``: a builder of
         ``responder_cases.CASES``, its outcome adjusted for QPs that never answer."""
-        from ...emu.constants import QPType
+        from roce.emu.constants import QPType
 
         rng = self.rng
         if not s.clean:
@@ -718,7 +718,7 @@ class ResponderFuzzer:
         set_dest_qp(buf, w, self.rng.choice(self.slots).qp.qp_num)
         out = bytes(buf)
         if good:
-            from ..mutate import fixup
+            from roce.testing.mutate import fixup
 
             out = fixup(out)
         return out
@@ -776,8 +776,8 @@ class ResponderFuzzer:
 
     def _reconnect(self, key: str) -> None:
         """Bring a live pair back after a failure so the run can go on."""
-        from ...emu import QPAttr, QPAttrMask, connect
-        from ...emu.constants import QPType
+        from roce.emu import QPAttr, QPAttrMask, connect
+        from roce.emu.constants import QPType
 
         pq, dq, _ = self.live[key]
         for q in (pq, dq):

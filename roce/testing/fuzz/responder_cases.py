@@ -20,16 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...headers import (
+from roce.headers import (
     NAK_INVALID_REQUEST,
     NAK_PSN_SEQUENCE_ERROR,
     NAK_REMOTE_ACCESS_ERROR,
     SIZE_OF,
 )
-from ...psn import PSN_MASK
+from roce.psn import PSN_MASK
 
 if TYPE_CHECKING:
-    from .responder import ResponderFuzzer, Slot
+    from roce.testing.fuzz.responder import ResponderFuzzer, Slot
 
 QKEY = 0x11111111  # the Q_Key of the harness's UD QPs
 
@@ -54,7 +54,7 @@ class CaseEnv:
 
     @property
     def ud(self) -> bool:
-        from ...emu.constants import QPType
+        from roce.emu.constants import QPType
 
         return self.s.qp_type == QPType.IBV_QPT_UD
 

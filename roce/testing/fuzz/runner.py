@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .results import Summary
+from roce.testing.fuzz.results import Summary
 
 CHUNK = 2048  # inputs per chunk: the unit of seeding, scanning and parallel work
 
