@@ -22,7 +22,7 @@ from bench_decode import make_capture
 HERE = Path(__file__).resolve().parent.parent
 ANALYSE = ("import sys, time\n"
            "from roce.pcapio import open_capture\n"
-           "from roce.dissect.flows import make_analyzer\n"
+           "from roce.analysis.flows import make_analyzer\n"
            "a = make_analyzer()\n"
            "t = time.perf_counter()\n"
            "a.feed_capture(open_capture(sys.argv[1]))\n"
@@ -45,7 +45,7 @@ def main() -> None:
             for name, tree in trees.items():
                 env = dict(os.environ, PYTHONPATH=tree)
                 t = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "roce.cli", "stats", str(cap)], env=env,
+                subprocess.run([sys.executable, "-m", "roce", "stats", str(cap)], env=env,
                                cwd=tree, check=True, stdout=subprocess.DEVNULL)
                 times[name]["stats"].append(time.perf_counter() - t)
                 out = subprocess.run([sys.executable, "-c", ANALYSE, str(cap)], env=env,

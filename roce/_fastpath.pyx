@@ -1223,15 +1223,15 @@ cdef class PSNTracker:
                 "still_missing": self.still_missing, "next": self.next}
 
 
-include "_columns.pxi"
+include "decoder/_columns.pxi"
 
 # -- per-flow analysis -------------------------------------------------------------------------
 
-include "_flowengine.pxi"
+include "analysis/_flowengine.pxi"
 
 # -- native InfiniBand (roce.families) ---------------------------------------------------------
 
-include "_ibscan.pxi"
-include "_iblines.pxi"
-include "_peel.pxi"
-include "_routed.pxi"
+include "families/ib/_scan.pxi"
+include "families/ib/_lines.pxi"
+include "families/_peel.pxi"
+include "emu/net/_routed.pxi"

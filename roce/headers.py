@@ -167,8 +167,8 @@ GRH = BitStruct(
 )
 
 # Native InfiniBand Local Route Header (IBA 7.7).  Not one of RoCE's headers (it stays out of
-# HEADERS and LAYOUTS): roce.families.ib decodes it; the structural walk (roce.locate, the fast
-# path) reads LNH and PktLen from LRH_LAYOUT to find BTH in a link type 247 packet.
+# HEADERS and LAYOUTS): roce.families.ib.native decodes it; the structural walk (roce.locate,
+# the fast path) reads LNH and PktLen from LRH_LAYOUT to find BTH in a link type 247 packet.
 LRH = BitStruct(
     "vl" / U(4) * "Virtual Lane",
     "lver" / U(4) * "Link Version",
@@ -537,6 +537,30 @@ def describe_syndrome(syn: int) -> str:
     if kind == AETH_NAK:
         return "NAK " + nak_name(value).replace(" ", "-")
     return f"Reserved syndrome 0x{syn:02x}"
+
+
+# -- selective NAK (IRN) in an AETH: docs/protocol.md, "Selective repeat (IRN) encoding" ----------
+
+# A selective NAK's out-of-order PSN (its MSN) is at most this far ahead of its ePSN (its BTH
+# PSN): far beyond any window (16 MiB of 4 KiB packets), a 1-in-4096 chance for a go-back-N
+# NAK's MSN.
+SACK_AHEAD = 1 << 12
+_PSN_MASK = (1 << 24) - 1  # BTH PSN width (IBA 9.2)
+# By AETH syndrome byte: its NAK code, -1 when it is no NAK (what looks_selective_nak takes).
+NAK_CODE_OF: tuple[int, ...] = tuple(syndrome_value(s) if syndrome_type(s) == AETH_NAK else -1
+                                     for s in range(256))
+
+
+def looks_selective_nak(code: int, psn: int, msn: int) -> bool:
+    """What one packet shows of a selective NAK (``roce decode``): a NAK PSN sequence error
+    whose MSN lies 1..SACK_AHEAD PSNs ahead of its BTH PSN."""
+    return code == NAK_PSN_SEQUENCE_ERROR and 0 < (msn - psn) & _PSN_MASK <= SACK_AHEAD
+
+
+def selective_aeth(syndrome: int, psn: int, msn: int) -> bool:
+    """``looks_selective_nak`` of an AETH (syndrome byte, MSN) under a BTH PSN: the
+    ``aeth.selective`` field of ``roce decode``."""
+    return looks_selective_nak(NAK_CODE_OF[syndrome], psn, msn)
 
 
 def define(name: str, con: Construct) -> tuple[Layout, Callable[[bytes, int], dict],

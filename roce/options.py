@@ -9,7 +9,7 @@ finite, rates are positive, times fit in 64-bit nanoseconds, MACs have six octet
 
 The readers below the parsers (``read_int``, ``mac_bytes``) raise ``ValueError`` and serve
 code that is not an option: the header encoders (``roce.headers``) and the display filter
-(``roce.dissect.filter``) read MACs and numbers the same way the options do.
+(``roce.decoder.filter``) read MACs and numbers the same way the options do.
 
 This module imports nothing of roce (start-up matters: ``roce decode`` over a pipe runs in
 a loop; and the codec, ``roce.headers``, reads MACs with it): header field widths are handed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from roce import macc
 from roce.emu.cc import cnp_frame
-from roce.emu.wire import FrameBuilder, Path, select
+from roce.emu.core.frames import FrameBuilder, Path, select
 from roce.headers import ECN_CE, ECN_ECT0
 from roce.opcodes import Operation, Position, Transport
 from roce.pcapio import PcapWriter

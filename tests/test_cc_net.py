@@ -8,8 +8,8 @@ import json
 
 from net_helpers import pcap
 
+from roce.analysis.timeline import collect
 from roce.cli import main
-from roce.dissect.timeline import collect
 from roce.emu.cc import configure
 from roce.emu.cc.experiments import US, backlogged
 from roce.emu.net.runner import NetRun, NetScenario, fabric_stats, run_network
@@ -134,7 +134,7 @@ def test_emulate_cli_cc_options(tmp_path, capsys):
     assert rc == 0
     summary = json.loads(capsys.readouterr().out.split("\npcap")[0])
     # data leaves ECT(1) (a switch may have set CE); CNPs are not ECN-capable
-    from roce.emu.net import frames
+    from roce.emu.net import hop as frames
     from roce.headers import ECN_CE, ECN_ECT1, ECN_NOT_ECT, SIZE_OF
     from roce.opcodes import CNP_OPCODE
 

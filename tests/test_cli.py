@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from roce import cli
-from roce.dissect import stats
+from roce.cli import stats
 
 
 def _broken(args: object) -> int:

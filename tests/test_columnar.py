@@ -24,8 +24,9 @@ from test_fastpath import LINKTYPES, any_frames
 
 import roce
 from roce import fast, macc
-from roce.dissect import colscan, columnar
-from roce.dissect.decode import known_fields
+from roce.analysis import tables
+from roce.decoder import colscan, columnar
+from roce.decoder.decode import known_fields
 from roce.headers import LAYOUTS
 from roce.pcapio import PcapWriter
 
@@ -312,10 +313,10 @@ def test_schema_doc_lists_every_column():
     listed = [line.split("`")[1] for line in packet.splitlines() if line.startswith("| `")]
     assert listed == list(columnar.all_columns())
     flows = doc.split("## Flows")[1].split("## Expert")[0]
-    for name in columnar.flow_schema().names:
+    for name in tables.flow_schema().names:
         head = name.split(".")[0] + ("." if "." in name else "")
         assert f"`{name}`" in flows or f"`{head}*`" in flows or f"`{name}`," in flows, name
-    for name in columnar.event_schema().names:
+    for name in tables.event_schema().names:
         assert f"`{name}`" in doc.split("## Expert")[1].split("## Congestion")[0], name
     # the other stats tables: each section lists its table's columns
     for title, table in (("## Congestion control: `DIR/congestion.parquet`", "congestion"),
@@ -324,8 +325,8 @@ def test_schema_doc_lists_every_column():
         section = doc.split(title)[1].split("\n## ")[0]
         cells = {c.strip("` ") for line in section.splitlines() if line.startswith("| `")
                  for c in line.split("|")[1].split(",")}
-        assert cells == set(columnar.STATS_TABLES[table][0]().names), table
-    assert set(columnar.STATS_TABLES) == {"flows", "expert", "congestion", "pfc", "cm"}
+        assert cells == set(tables.STATS_TABLES[table][0]().names), table
+    assert set(tables.STATS_TABLES) == {"flows", "expert", "congestion", "pfc", "cm"}
 
 
 def test_readme_sql_runs(capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -379,11 +380,11 @@ def test_stats_tables_carry_congestion_pfc_and_cm(tmp_path: Path) -> None:
                               *(["--merge"] if merged else []), cc_cap, str(cm_cap))
         assert rc == 0, err
         assert sorted(p.name for p in d.iterdir()) == sorted(
-            f"{t}.parquet" for t in columnar.STATS_TABLES)
-        tables = {t: _plain_rows(d / f"{t}.parquet") for t in columnar.STATS_TABLES}
-        cc = tables["congestion"]
-        pfc = tables["pfc"]
-        cm = tables["cm"]
+            f"{t}.parquet" for t in tables.STATS_TABLES)
+        got = {t: _plain_rows(d / f"{t}.parquet") for t in tables.STATS_TABLES}
+        cc = got["congestion"]
+        pfc = got["pfc"]
+        cm = got["cm"]
         if merged:  # one session: one report, its own numbering
             rc, out, err = roce_cli("stats", "-T", "json", "--cnp-interval", "20us", "--merge",
                                     cc_cap, str(cm_cap))
@@ -413,4 +414,4 @@ def test_stats_tables_carry_congestion_pfc_and_cm(tmp_path: Path) -> None:
              w["first_psn_to_passive"], w["problems"]) for w in want_cm]
         assert len(cm) == 1 and cm[0]["state"] == "RTU"
         # the cnp_interval warning reached the expert table as well
-        assert any(r["kind"] == "cnp_interval" for r in tables["expert"])
+        assert any(r["kind"] == "cnp_interval" for r in got["expert"])

@@ -1,4 +1,4 @@
-"""Tests for the Wireshark-style display filter in roce.dissect.filter."""
+"""Tests for the Wireshark-style display filter in roce.decoder.filter."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from profiles import examples
 
-from roce.dissect.filter import FilterError, compile_filter
+from roce.decoder.filter import FilterError, compile_filter
 
 PKT: dict[str, object] = {
     "eth.src": "02:00:00:00:00:01",

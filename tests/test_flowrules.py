@@ -1,4 +1,4 @@
-"""The flow rules' one definition (roce.dissect.flowrules) and what follows from it: folded
+"""The flow rules' one definition (roce.analysis.flowrules) and what follows from it: folded
 retransmission bursts, goodput against throughput (also against the emulator's own figure),
 the compiled engine raising exactly the event kinds the table has, and the flow modules'
 imports (no reaching into another module's private names)."""
@@ -25,14 +25,14 @@ from test_stats import (
     write_only,
 )
 
-from roce.dissect import flowrules as R
-from roce.dissect.cflows import AVAILABLE, engine_config
-from roce.dissect.flows import analyse
+from roce.analysis import flowrules as R
+from roce.analysis.cflows import AVAILABLE, engine_config
+from roce.analysis.flows import analyse
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
 from roce.pcapio import open_capture
 
 ROOT = Path(__file__).resolve().parent.parent
-DISSECT = ROOT / "roce" / "dissect"
+ANALYSIS = ROOT / "roce" / "analysis"
 
 
 @pytest.fixture(params=ENGINES)
@@ -148,7 +148,7 @@ def test_stats_text_shows_goodput_and_throughput(tmp_path: Path,
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "roce.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "roce", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=300, check=True)
 
 
@@ -194,8 +194,8 @@ def _raised(source: str) -> set[str]:
 def test_both_engines_raise_exactly_the_kinds_the_table_has() -> None:
     table = {e.name for e in R.EVENTS if e.engine}
     naks = {R.nak_event(c) for c in range(R.SYNDROME_VALUES)}  # raised by the NAK rule
-    ref = _raised((DISSECT / "flowref.py").read_text()) | naks
-    compiled = _raised((ROOT / "roce" / "_flowengine.pxi").read_text()) | naks
+    ref = _raised((ANALYSIS / "flowref.py").read_text()) | naks
+    compiled = _raised((ANALYSIS / "_flowengine.pxi").read_text()) | naks
     assert ref == table and compiled == table
 
 
@@ -224,36 +224,36 @@ def test_the_compiled_engine_refuses_a_table_it_was_not_built_for() -> None:
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module imported relative to roce.dissect, names taken from it) for each import."""
+    """(module of roce.analysis imported, names taken from it) for each import."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                out.append((node.module, [a.name for a in node.names]))
-            else:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("roce.analysis."):
+                out.append((node.module.rpartition(".")[2], [a.name for a in node.names]))
+            elif node.module == "roce.analysis":
                 out += [(a.name, []) for a in node.names]
     return out
 
 
 FLOW_MODULES = ("flows", "flowrules", "flowmodel", "flowref", "flowpair", "flowinput",
-                "cflows", "stats")
+                "cflows")
 
 
 def test_flow_modules_reach_no_private_name() -> None:
     """(Cycles are tests/test_imports.py's: it walks every module.)"""
     graph = {}
     for name in FLOW_MODULES:
-        deps = _imports(DISSECT / f"{name}.py")
+        deps = _imports(ANALYSIS / f"{name}.py")
         graph[name] = {m for m, _ in deps if m in FLOW_MODULES}
         private = [(m, n) for m, names in deps for n in names if n.startswith("_")]
         assert private == [], (name, private)
-        src = (DISSECT / f"{name}.py").read_text()
+        src = (ANALYSIS / f"{name}.py").read_text()
         assert not re.search(r"\b(?:fl|flows|flowref|flowmodel|R)\._[a-z]", src), name
     assert "flows" not in graph["cflows"]  # the compiled engine does not lean on the facade
 
 
 def test_totals_of_several_captures_keep_goodput_and_throughput_apart() -> None:
-    from roce.dissect.fleetcmd import sum_totals
+    from roce.cli._fleet import sum_totals
 
     one = analyse([write_only(p) for p in [*range(10), *range(4, 10)]]).totals
     two = dict(one, first_ns=one["last_ns"], last_ns=one["last_ns"] + 10_000)

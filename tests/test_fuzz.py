@@ -16,7 +16,7 @@ import pytest
 
 import roce
 from roce import cli, fast, locate
-from roce.dissect import flows
+from roce.analysis import flows
 from roce.emu import (
     CQ,
     MR,
@@ -32,18 +32,20 @@ from roce.emu import (
     QPType,
     RecvWR,
 )
-from roce.emu.memory import AccessError, AddressSpace
+from roce.emu.core.memory import AccessError, AddressSpace
 from roce.pcapio import open_capture
 from roce.testing import atheris_harness, fuzz
-from roce.testing.fuzz import registry, responder_cases, seeds
+from roce.testing.fuzz import dut_cases as responder_cases
+from roce.testing.fuzz import harnesses as registry
+from roce.testing.fuzz import seeds
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
 def fuzz_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``roce fuzz`` is registered in roce/cli.py by its owner; until then, here."""
-    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.testing.fuzz_cli", "fuzz"))
+    """``roce fuzz`` is registered in roce/cli/__init__.py by its owner; until then, here."""
+    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.cli.fuzz", "fuzz"))
 
 
 def roce_fuzz(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -111,7 +113,7 @@ def test_corpus_and_replay(capsys, tmp_path, monkeypatch, planted_walk_bug):
     rc, out, _ = roce_fuzz(capsys, "decoder", "--replay", str(corpus))
     assert rc == 1 and "STILL FAILS" in out
     monkeypatch.undo()  # the bug is fixed
-    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.testing.fuzz_cli", "fuzz"))
+    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.cli.fuzz", "fuzz"))
     rc, out, _ = roce_fuzz(capsys, "decoder", "--replay", str(corpus))
     assert rc == 0 and "STILL FAILS" not in out and "0 still failing" in out
 
@@ -204,7 +206,7 @@ def test_decoder_covers_native_infiniband_and_erf_chunks():
     """Chunks of link type 247 and 197 draw from their own pools and pass every check."""
     import random
 
-    from roce.families import ib
+    from roce.families.ib import native as ib
 
     d = fuzz.DecoderFuzzer(seed=0, decode_every=1)
     pools = d.linktype_pools
@@ -289,9 +291,9 @@ def rxe_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
     under way (rxe_qp_reset), and a UC WRITE's RETH range and Only length are checked on
     its first packet (check_rkey, check_length) -- so that the rest of the harness can be
     checked for false alarms."""
-    from roce.emu import verbs
-    from roce.emu.responder import Responder
-    from roce.emu.unreliable import UCResponder
+    from roce.emu.core import verbs
+    from roce.emu.core.responder import Responder
+    from roce.emu.core.unreliable import UCResponder
 
     # the harness moves QPs through the verbs API; the QP core is a compiled class whose
     # methods cannot be replaced, so the fix goes in after the verbs call
@@ -510,8 +512,6 @@ def test_atheris_bounded_run(tmp_path):
 
 
 def _wire_unavailable() -> str | None:
-    if not (REPO / "roce" / "emu" / "target_cli.py").exists():
-        return "roce target (roce/emu/target_cli.py) is not available yet"
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         import netns
@@ -524,7 +524,7 @@ WIRE_REASON = _wire_unavailable()
 TARGET_IP, QPN, RKEY, VA, SIZE = "10.66.0.2", 0x20, 0x4242, 0x10000, 8192
 
 _FUZZ_MAIN = ("import sys\nfrom roce import cli\n"
-              "cli.COMMANDS['fuzz'] = ('roce.testing.fuzz_cli', 'fuzz')\n"
+              "cli.COMMANDS['fuzz'] = ('roce.cli.fuzz', 'fuzz')\n"
               "sys.exit(cli.main(sys.argv[1:]))\n")
 
 
@@ -535,7 +535,7 @@ def wire_target(tmp_path):
     pair = netns.create()
     try:
         proc = pair.popen(pair.ns_b, [
-            sys.executable, "-m", "roce.emu.target_cli", "-i", pair.if_b, "--ip", TARGET_IP,
+            sys.executable, "-m", "roce.cli.target", "-i", pair.if_b, "--ip", TARGET_IP,
             "--qpn", hex(QPN), "--rkey", hex(RKEY), "--va", hex(VA), "--size", str(SIZE),
             "--mtu", "256", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)  # the target opens its socket and starts answering ARP

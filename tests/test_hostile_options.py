@@ -40,8 +40,8 @@ from profiles import examples
 import roce
 from roce import options
 from roce.cli import COMMANDS, build_parser, main
+from roce.cli import _craft_macc as craft_macc
 from roce.pcapio import PcapWriter
-from roce.wire import craft_macc
 
 MEMORY_LIMIT = 1 << 30
 TIME_LIMIT = 10.0

@@ -19,12 +19,13 @@ from test_stats import traffic
 
 import roce
 from roce import fast, locate
+from roce.analysis.ccstats import CcReport
+from roce.analysis.cflows import AVAILABLE
+from roce.analysis.flowrules import C_ACK, C_CNP, OPINFO
+from roce.analysis.flows import analyse
 from roce.cli import main
-from roce.dissect.ccstats import CcReport
-from roce.dissect.cflows import AVAILABLE
-from roce.dissect.flowrules import C_ACK, C_CNP, OPINFO
-from roce.dissect.flows import analyse
-from roce.families import craft, erf, ib
+from roce.families import craft, erf
+from roce.families.ib import native as ib
 from roce.headers import ECN_CE
 from roce.icrc import icrc_at
 from roce.pcapio import Frame, PcapWriter, open_capture
@@ -148,7 +149,7 @@ def test_bad_icrc_and_bad_vcrc_are_flagged(tmp_path: Path, grh: bool,
     bad = bytearray(frames[5])
     w = locate.walk(bytes(bad), WALK)
     bad[w.icrc_off] ^= 1  # ICRC wrong, VCRC over it recomputed: only the ICRC is bad
-    from roce.families import ibcrc
+    from roce.families.ib import crc as ibcrc
 
     bad[w.l4_end:w.l4_end + 2] = ibcrc.vcrc(bytes(bad[:w.l4_end])).to_bytes(2, "big")
     frames[5] = bytes(bad)
@@ -378,7 +379,7 @@ def test_timeline_reads_fecn_cnps_and_becns(tmp_path: Path,
     RoCE CNPs (0x81), and BECNs on ACKs as notifications of their own."""
     from cc_helpers import ACKS, CNPS, US, frames, write_capture
 
-    from roce.dissect.timeline import collect
+    from roce.analysis.timeline import collect
 
     roce_tl = collect(frames())
     with open_capture(_cc_ib(tmp_path, "ib.pcap")) as r:

@@ -14,8 +14,9 @@ from tshark_oracle import TSHARK, fields_command, tshark_value
 
 import roce
 from roce import macc
+from roce.analysis import cflows, flows, pauses
 from roce.cli import main
-from roce.dissect import cflows, decode, flows, pauses
+from roce.decoder import decode
 from roce.errors import DecodeError, RoceError
 from roce.pcapio import PcapNgWriter, PcapWriter, open_capture
 
@@ -452,7 +453,7 @@ def test_stats_from_stdin_and_gzip(tmp_path):
     gz = tmp_path / "p.pcap.gz"
     gz.write_bytes(gzip.compress(cap.read_bytes()))
     for args, stdin in ((["-"], cap.read_bytes()), ([str(gz)], None)):
-        done = subprocess.run([sys.executable, "-m", "roce.cli", "stats", "-T", "json", *args],
+        done = subprocess.run([sys.executable, "-m", "roce", "stats", "-T", "json", *args],
                               input=stdin, capture_output=True, timeout=60, check=True)
         rows = rows_by_class(json.loads(done.stdout))
         assert rows[(A1, 3)]["paused_ns"] == 8120 and rows[(A2, 5)]["pauses"] == 1

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from net_helpers import pcap, run
 
 from roce.cli import main
-from roce.emu.constants import MAX_UNACKED_PSNS
+from roce.emu.core.constants import MAX_UNACKED_PSNS
 from roce.emu.net import topology
 from roce.emu.net.runner import NetRun, NetScenario
 from roce.emu.scenario import Scenario, run_scenario

@@ -7,8 +7,8 @@ import json
 import pytest
 from cc_helpers import ACKS, CNPS, DATA, PAYLOAD, frames, write_capture
 
+from roce.analysis.timeline import binned, collect
 from roce.cli import main
-from roce.dissect.timeline import binned, collect
 from roce.plot.capture import capture_figure
 from roce.plot.trace import read_trace, trace_figure
 

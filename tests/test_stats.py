@@ -1,4 +1,4 @@
-"""Tests for ``roce stats``: the flow analysis engine (roce.dissect.flows) and its CLI.
+"""Tests for ``roce stats``: the flow analysis engine (roce.analysis.flows) and its CLI.
 
 Captures are crafted with known faults (drops, go-back-N retransmissions, NAKs, CNPs, ECN marks,
 corruption, truncation, PSN wrap) and the counters and expert lines are checked exactly.  Most
@@ -24,9 +24,8 @@ from profiles import examples
 
 import roce
 from roce import fast, locate
-from roce.cli import main as cli_main
-from roce.dissect.cflows import AVAILABLE
-from roce.dissect.flows import (
+from roce.analysis.cflows import AVAILABLE
+from roce.analysis.flows import (
     Analyzer,
     Event,
     EventStore,
@@ -35,6 +34,7 @@ from roce.dissect.flows import (
     analyse,
     make_analyzer,
 )
+from roce.cli import main as cli_main
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
 from roce.pcapio import Frame, PcapWriter, open_capture
 from roce.testing.fuzz import to_linktype
@@ -970,7 +970,7 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "roce.cli", "stats", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "roce", "stats", *args], input=stdin,
                           capture_output=True, timeout=60)
 
 
@@ -1027,7 +1027,7 @@ def test_cli_malformed_frames_exit_0(tmp_path: Path) -> None:
 def test_rich_rendering(tmp_path: Path) -> None:
     import io
 
-    from roce.dissect.statsview import render
+    from roce.analysis.statsview import render
 
     with open_capture(sample(tmp_path)) as rd:
         r = analyse(rd)

@@ -19,8 +19,8 @@ import pytest
 from distributed import LocalCluster
 
 from roce.cli import build_parser
-from roce.emu import sweep
-from roce.emu.sweep_cli import emulate_parser
+from roce.cli.sweep import emulate_parser
+from roce.emu import grid as sweep
 from roce.plot.sweep import series
 
 # 12 tiny scenarios: 3 loss rates x 2 ops x 2 MTUs

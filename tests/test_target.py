@@ -31,8 +31,8 @@ import pytest
 
 import roce
 from roce import fast
-from roce.dissect.summary import ARROW
-from roce.emu.target import fill_bytes
+from roce.emu.real.target import fill_bytes
+from roce.families.base.summary import ARROW
 from roce.headers import describe_syndrome
 from roce.locate import OK
 from roce.packet import udp_source_port
@@ -126,7 +126,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
     lines: list[str] = []
     try:
         proc = pair.popen(pair.ns_b, [
-            sys.executable, "-m", "roce.emu.target_cli", "-i", pair.if_b, "--ip", TARGET_IP,
+            sys.executable, "-m", "roce.cli.target", "-i", pair.if_b, "--ip", TARGET_IP,
             "--qpn", hex(QPN), "--qps", "5", "--peer-qpn", hex(PEER_QPN), "--rkey", hex(RKEY),
             "--va", hex(VA), "--size", str(SIZE), "--psn", str(PSN), "--mtu", str(MTU),
             "-w", str(pcap)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -180,7 +180,7 @@ def test_banner_tells_what_is_exposed(target: SimpleNamespace) -> None:
 
 
 def test_answers_arp_for_its_address(target: SimpleNamespace) -> None:
-    from roce.emu.transport import arp_frame
+    from roce.emu.real.arp import arp_frame
 
     w = target.wire
     got = w.exchange([arp_frame(1, w.mac, ME_IP, "00:00:00:00:00:00", TARGET_IP)], 1)
@@ -326,7 +326,7 @@ def test_udp_transport_target(tmp_path: Path) -> None:
         out = tmp_path / "target.out"
         with open(out, "w") as f:
             proc = pair.popen(pair.ns_b, [
-                sys.executable, "-m", "roce.emu.target_cli", "--transport", "udp", "--ip",
+                sys.executable, "-m", "roce.cli.target", "--transport", "udp", "--ip",
                 pair.addr_b, "--qpn", "0x40", "--peer-qpn", "0x50", "--rkey", "0x777", "--va",
                 "0x2000", "--size", "4096", "--mtu", "1024", "--count", "3"],
                 stdout=f, stderr=subprocess.STDOUT)
@@ -382,11 +382,11 @@ def test_udp_transport_target(tmp_path: Path) -> None:
 
 def test_registered_as_roce_target(monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Through ``roce.cli.main`` once registered (roce/cli.py COMMANDS gets the entry)."""
+    """Through ``roce.cli.main`` once registered (roce/cli/__init__.py COMMANDS gets the entry)."""
     from roce import cli
 
     monkeypatch.setitem(cli.COMMANDS, "target",
-                        ("roce.emu.target_cli", "serve RDMA requests with the emulator"))
+                        ("roce.cli.target", "serve RDMA requests with the emulator"))
     assert cli.main(["target", "--transport", "udp"]) == 2
     assert "needs --ip ADDR" in capsys.readouterr().err
     assert cli.main(["target"]) == 1

@@ -15,14 +15,13 @@ from hypothesis import strategies as st
 from profiles import examples
 
 import roce
-from roce import OPCODES, ROCE_OPCODES, fast
+from roce import OPCODES, ROCE_OPCODES, fast, iface
 from roce.cli import main
+from roce.cli.craft import build_packets
+from roce.cli.replay import Rewrite, prepare, rewrite_frame, schedule, to_ethernet
+from roce.cli.sniff import python_filter
 from roce.locate import LINKTYPE_LINUX_SLL, LINKTYPE_RAW, OK
 from roce.pcapio import PcapWriter, open_capture
-from roce.wire import iface
-from roce.wire.craft_cli import build_packets
-from roce.wire.replay_cli import Rewrite, prepare, rewrite_frame, schedule, to_ethernet
-from roce.wire.sniff_cli import python_filter
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -96,7 +95,7 @@ def craft_one(tmp_path: Path, *argv: str) -> roce.Packet:
 
 
 def roce_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "roce.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "roce", *args], capture_output=True,
                           input=stdin, timeout=60)
 
 
@@ -611,7 +610,7 @@ def test_patched_frames_equal_crafted_packets(opcode, encap, icrc, psn, step, co
     if encap == ["--roce-version", "1"] and icrc[-1:] == ["udp.dstport=9"]:
         return  # RoCEv1 has no UDP header
     from roce.cli import build_parser
-    from roce.wire.craft_cli import iter_frames
+    from roce.cli.craft import iter_frames
 
     payload = ["--payload-size", "5"] if "send" in opcode or "write" in opcode else []
     args = build_parser("craft").parse_args(

@@ -27,9 +27,9 @@ from tshark_oracle import FIELDS, TSHARK, TSHARK_CODES, fields_command, our_key,
 import roce
 from roce import OPCODES, ROCE_OPCODES
 from roce.cli import main
+from roce.cli.replay import Rewrite
+from roce.cli.send import CHUNK
 from roce.pcapio import PcapWriter, open_capture
-from roce.wire.replay_cli import Rewrite
-from roce.wire.send_cli import CHUNK
 
 TCPDUMP = shutil.which("tcpdump")
 ROCE_FILTER = "udp port 4791 or ether proto 0x8915"

@@ -7,14 +7,23 @@ simulated fabric (or, later, real transports).
     fab.connect(a, b, rate_gbps=100, delay_ns=1000)
 """
 
-from roce.emu.constants import *  # noqa: F403 - the IBV_* names, as pyverbs exports them
-from roce.emu.constants import MTU, Access, QPAttrMask, QPState, QPType, SendFlags, WCOpcode, WCStatus
-from roce.emu.constants import WROpcode as WROpcode
+from roce.emu.core.constants import *  # noqa: F403 - the IBV_* names, as pyverbs exports them
+from roce.emu.core.constants import (
+           MTU,
+           Access,
+           QPAttrMask,
+           QPState,
+           QPType,
+           SendFlags,
+           WCOpcode,
+           WCStatus,
+)
+from roce.emu.core.constants import WROpcode as WROpcode
+from roce.emu.core.qp import AHAttr, QPAttr, QPCap
+from roce.emu.core.states import QPStateError
+from roce.emu.core.verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr, connect
+from roce.emu.core.work import SGE, WC, RecvWR, SendWR
 from roce.emu.fabric import Fabric, Link, LinkConfig
-from roce.emu.qp import AHAttr, QPAttr, QPCap
-from roce.emu.states import QPStateError
-from roce.emu.verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr, connect
-from roce.emu.work import SGE, WC, RecvWR, SendWR
 
 __all__ = ["AH", "Fabric", "Link", "LinkConfig", "Context", "PD", "MR", "CQ", "QP", "QPInitAttr",
            "QPCap", "QPAttr", "AHAttr", "SendWR", "RecvWR", "SGE", "WC", "QPStateError",

@@ -72,7 +72,7 @@ def workload(size: int, slots: int, qps: int, sides: int) -> None:
     """Check a workload of ``qps`` QPs with ``slots`` slots for ``size``-byte messages on
     ``sides`` devices in this process (2 on the simulated fabric, 1 at each end of a real
     link): ``--qps`` first (its bound counts the buffers too), then ``--size``."""
-    from roce.emu.payload import slot_bytes
+    from roce.emu.core.payload import slot_bytes
 
     per_qp = sides * (QP_OVERHEAD + slots * slot_bytes(size))
     have = available()

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roce import fast
+from roce.emu.core.endpoint import Endpoint
+from roce.emu.core.verbs import Context
 from roce.headers import LAYOUTS
 from roce.locate import OK
 from roce.opcodes import OPCODES, Operation
-from roce.emu.endpoint import Endpoint
-from roce.emu.verbs import Context
 
 
 @dataclass
@@ -41,7 +41,9 @@ class LinkConfig:
     corrupt: float = 0.0
     drop_nth: frozenset[int] = frozenset()  # 1-based frame numbers on this direction
     drop_acks_between: tuple[int, int] | None = None  # virtual ns window
-    drop_filter: str | None = None  # a `roce decode -Y` expression
+    # Drop the frames whose flat fields (``roce.packet.Packet.fields()``) it accepts, e.g. a
+    # ``roce.decoder.filter.compile_filter("bth.opcode == 0x11")`` the caller compiled.
+    drop_filter: Callable[[dict], bool] | None = None
 
 
 @dataclass
@@ -68,10 +70,7 @@ class Faults:
     _filter: Callable[[dict], bool] | None = None
 
     def __post_init__(self) -> None:
-        if self.config.drop_filter:
-            from roce.dissect.filter import compile_filter
-
-            self._filter = compile_filter(self.config.drop_filter)
+        self._filter = self.config.drop_filter
         c = self.config
         self.clean = not (c.loss or c.burst_p or c.corrupt or c.reorder or c.dup or c.drop_nth
                           or c.drop_acks_between is not None or self._filter is not None)

@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roce.errors import UsageError, VerificationError
 from roce.emu import budget
-from roce.emu.constants import ALL_ACCESS, QPType, WCStatus, WROpcode
+from roce.emu.core.constants import ALL_ACCESS, QPType, WCStatus, WROpcode
+from roce.emu.core.payload import Expected, fill, slot_bytes, slots_for
+from roce.emu.core.qp import AHAttr, QPAttr, QPCap
+from roce.emu.core.recovery import LOSS_RULES, MODES
+from roce.emu.core.unreliable import GRH_BYTES
+from roce.emu.core.verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
+from roce.emu.core.work import SGE, RecvWR, SendWR
 from roce.emu.fabric import Fabric, LinkConfig
-from roce.emu.payload import Expected, fill, slot_bytes, slots_for
-from roce.emu.qp import AHAttr, QPAttr, QPCap
-from roce.emu.recovery import LOSS_RULES, MODES
-from roce.emu.unreliable import GRH_BYTES
-from roce.emu.verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
-from roce.emu.work import SGE, RecvWR, SendWR
+from roce.errors import UsageError, VerificationError
 
 OPS = ("send", "write", "read", "atomic", "mixed")
 QP_TYPES = {"rc": QPType.IBV_QPT_RC, "uc": QPType.IBV_QPT_UC, "ud": QPType.IBV_QPT_UD}
@@ -62,8 +62,8 @@ class Workload:
     retry_cnt: int = 7
     rnr_retry: int = 7
     qp_type: str = "rc"
-    recovery: str = "gbn"  # gbn | sr (roce.emu.recovery)
-    loss_rule: str = "rack"  # sr's loss rule: rack | dupthresh (roce.emu.recovery)
+    recovery: str = "gbn"  # gbn | sr (roce.emu.core.recovery)
+    loss_rule: str = "rack"  # sr's loss rule: rack | dupthresh (roce.emu.core.recovery)
 
     def check(self, sides: int = 2) -> None:
         """Refuse what cannot run (``UsageError`` naming the option), before any memory is
@@ -359,7 +359,7 @@ def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
     link rate and ``rtt_ns`` plus one MTU frame each way."""
     if sc.recovery == "gbn":
         return
-    from roce.emu.recovery import bdp_packets
+    from roce.emu.core.recovery import bdp_packets
 
     frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
     bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)

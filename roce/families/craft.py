@@ -13,12 +13,13 @@ import struct
 from collections.abc import Iterable
 
 from roce.errors import UsageError
+from roce.families import tunnels
+from roce.families.ib import native as ib
 from roce.fast import ip_checksum_reference
 from roce.headers import DECODERS, ENCODERS, SIZE_OF
 from roce.locate import L3_GRH, walk
 from roce.opcodes import IB_CNP_OPCODE, OPCODES, Transport
 from roce.options import unsigned
-from roce.families import ib, tunnels
 
 ENCAPS = ("erspan2", "erspan3", "gre", "vxlan")
 OUTER_MACS = bytes.fromhex("02000000000a02000000000b")

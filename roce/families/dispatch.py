@@ -15,8 +15,9 @@ from typing import Any
 
 from roce import fast
 from roce.errors import DecodeError
+from roce.families import registry
+from roce.families.registry import Handler, Registry
 from roce.locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
-from roce.families.registry import Handler, Registry, registry
 
 MAX_DEPTH = 8  # tunnels inside tunnels; deeper is treated as malformed
 
@@ -48,7 +49,7 @@ def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
 
 
 def _outer_fields(data: bytes, w: Walk, linktype: int) -> dict[str, Any]:
-    from roce.dissect.summary import header_fields, known_headers
+    from roce.families.base.fields import header_fields, known_headers
 
     f: dict[str, Any] = {}
     header_fields(known_headers(data, w, linktype), f)

@@ -21,9 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from roce.errors import DecodeError
-from roce.locate import LINKTYPE_ETHERNET
 from roce.families.handler import Unwrapped
-from roce.families.linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
+from roce.locate import LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
 
 ERF_HEADER = 16
 EXT_HEADER = 8

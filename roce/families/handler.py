@@ -12,7 +12,7 @@ from typing import Any
 @dataclass
 class Handler:
     """One family or tunnel.  ``decode(data, caplen, origlen)`` returns an object with
-    ``walk``, ``layers``, ``fields``, ``error`` and ``kind`` (``roce.families.ib.Decoded``);
+    ``walk``, ``layers``, ``fields``, ``error`` and ``kind`` (``roce.families.ib.native.Decoded``);
     ``unwrap(data, offset)`` returns ``Unwrapped``; ``columns(decoded)`` returns
     (source, destination, protocol, Info); ``tree(decoded, data)`` the ``-V`` lines;
     ``fields`` every flat field name it may set."""
@@ -24,7 +24,7 @@ class Handler:
     tree: Callable[[Any, bytes], list[str]] | None = None
     fields: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # a callable: made on use
     # optional: a class made with the run's Summarizer whose ``lines(batch, first_number,
-    # limit, slow)`` formats a batch of this link type (``roce.families.iblines``)
+    # limit, slow)`` formats a batch of this link type (``roce.families.ib.lines``)
     lines: Callable[..., Any] | None = None
     # optional, tunnels: ``skip(data, offset) -> (inner offset, link type | None, next row |
     # None)`` or None; ``unwrap`` without the field dict, for the one-line path

@@ -22,8 +22,8 @@ from __future__ import annotations
 from construct import BitsInteger, BitStruct
 
 from roce.errors import DecodeError
-from roce.headers import define
 from roce.families.handler import Unwrapped
+from roce.headers import define
 
 U = BitsInteger
 LINKTYPE_ETHERNET, LINKTYPE_RAW = 1, 101

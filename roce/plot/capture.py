@@ -1,4 +1,4 @@
-"""Figures from a capture (``roce.dissect.timeline``): per-QP throughput over time with CNPs,
+"""Figures from a capture (``roce.analysis.timeline``): per-QP throughput over time with CNPs,
 PAUSE/PFC (XOFF) frames and retransmissions marked; PSN versus time with first transmissions,
 retransmissions and ACKs in different marks.  Time is from the first frame, in microseconds;
 PSNs are counted from each QP's lowest PSN (24-bit serial arithmetic, roce.psn)."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from roce.dissect.timeline import Timeline, binned
-from roce.psn import psn_diff
+from roce.analysis.timeline import Timeline, binned
 from roce.plot.figure import new_figure, no_data
+from roce.psn import psn_diff
 
 US = 1_000
 

@@ -8,10 +8,10 @@
 - ``registry``: ``--cc NAME`` -> class, and the validated ``CcConfig``.
 """
 
+from roce.emu.cc.algorithms import ALGORITHMS, CcConfig, configure
 from roce.emu.cc.base import CongestionControl, NoControl, Output
 from roce.emu.cc.dcqcn import Dcqcn
 from roce.emu.cc.np import CnpBuilder, NotificationPoint, cnp_frame
-from roce.emu.cc.registry import ALGORITHMS, CcConfig, configure
 from roce.emu.cc.timely import Timely
 
 __all__ = ["ALGORITHMS", "CcConfig", "CnpBuilder", "CongestionControl", "Dcqcn", "NoControl",

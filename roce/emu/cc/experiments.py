@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from roce.emu.cc.algorithms import configure
 from roce.emu.net.runner import NetRun, NetScenario
-from roce.emu.cc.registry import configure
 
 US = 1_000
 

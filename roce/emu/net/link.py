@@ -13,7 +13,7 @@ from __future__ import annotations
 from heapq import heappush
 from typing import Any
 
-from roce.emu.endpoint import Endpoint, PullEndpoint
+from roce.emu.core.endpoint import Endpoint, PullEndpoint
 from roce.emu.fabric import Faults, LinkStats
 
 

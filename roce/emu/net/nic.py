@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from roce import macc
-from roce.emu.verbs import Context
-from roce.emu.net import frames
+from roce.emu.core.verbs import Context
+from roce.emu.net import hop as frames
 from roce.emu.net.pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
 from roce.emu.net.stages import Classifier, Pacer, RatePacer
 
@@ -73,7 +73,7 @@ class Nic:
         self.rx_frames = 0
         self.tx_frames = 0
         self.pfc_sent = 0
-        self.cc: Any = None  # roce.emu.cc.driver.CcDriver once congestion control is on
+        self.cc: Any = None  # roce.emu.cc.engine.CcDriver once congestion control is on
 
     def attach(self, wire: Any) -> None:
         self.wire = wire
@@ -218,14 +218,14 @@ class Nic:
 
     def _congestion_control(self) -> Any:
         """The NIC's congestion-control driver, made when the device or one of its QPs has a
-        configuration (``Context``/``QP.set_congestion_control``; roce.emu.cc.driver)."""
+        configuration (``Context``/``QP.set_congestion_control``; roce.emu.cc.engine)."""
         if self.cc is None:
             cfg = getattr(self.ctx, "cc_config", None)
             if cfg is None and not any(getattr(q, "cc_config", None)
                                        for q in self.device.qps.values()):
                 return None
             from roce.emu.cc import CcConfig
-            from roce.emu.cc.driver import CcDriver
+            from roce.emu.cc.engine import CcDriver
 
             net = self.net
             self.cc = CcDriver(cfg or CcConfig(), self.wire.rate_bps, self.device.qps,

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roce.emu.constants import ALL_ACCESS, QPType, WCStatus
-from roce.emu.payload import Expected, fill
-from roce.emu.qp import QPCap
-from roce.emu.scenario import Scenario, Summary, _Flow, _post, add_qp_counts, kind, set_recovery
-from roce.emu.verbs import CQ, MR, PD, QP, QPInitAttr, connect
+from roce.emu.core.constants import ALL_ACCESS, QPType, WCStatus
+from roce.emu.core.payload import Expected, fill
+from roce.emu.core.qp import QPCap
+from roce.emu.core.verbs import CQ, MR, PD, QP, QPInitAttr, connect
 from roce.emu.net import topology as topo
 from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
+from roce.emu.scenario import Scenario, Summary, _Flow, _post, add_qp_counts, kind, set_recovery
 
 
 @dataclass(eq=False)
@@ -167,7 +167,7 @@ class NetRun:
                 connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn,
                         timeout=sc.timeout, retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
                         traffic_class=tclass, resolve=True)
-                # the two-host scenario's buffers and data model (roce.emu.payload)
+                # the two-host scenario's buffers and data model (roce.emu.core.payload)
                 index, slots = len(self.flows), sc.slots
                 local = MR(pd_a, slot * slots, ALL_ACCESS)
                 remote = MR(pd_b, slot * slots, ALL_ACCESS)

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from roce.emu.net import hop as frames
 from roce.headers import ECN_ECT0
-from roce.emu.net import frames
 
 CLASSES = 8
 # NVIDIA's RoCE defaults (package docstring): data DSCP 26 on priority 3, CNP DSCP 48 on 6

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from roce import macc
-from roce.emu.net import frames
+from roce.emu.net import hop as frames
 from roce.emu.net.buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
 from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
 from roce.emu.net.stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker

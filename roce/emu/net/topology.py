@@ -14,15 +14,22 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from roce.errors import InputError, UsageError
+from roce.emu.core.verbs import Context
 from roce.emu.fabric import Faults, LinkConfig
-from roce.emu.verbs import Context
 from roce.emu.net.buffer import BufferConfig
 from roce.emu.net.link import Wire
 from roce.emu.net.nic import Nic
 from roce.emu.net.sim import Network
-from roce.emu.net.stages import DscpClassifier, EcmpForwarder, EcnConfig, NoMarker, RedMarker, SprayForwarder
+from roce.emu.net.stages import (
+    DscpClassifier,
+    EcmpForwarder,
+    EcnConfig,
+    NoMarker,
+    RedMarker,
+    SprayForwarder,
+)
 from roce.emu.net.switch import Switch
+from roce.errors import InputError, UsageError
 
 
 @dataclass
@@ -158,8 +165,8 @@ def load(path: str) -> Topology:
         [[traffic]]
         src = "h1"; dst = "h2"
     """
+    from roce.options import parse_rate, parse_size, parse_time
     from roce.tomlfile import load as load_toml
-    from roce.units import parse_rate, parse_size, parse_time
 
     doc = load_toml(path)
     t = Topology()
@@ -199,7 +206,7 @@ def load(path: str) -> Topology:
 
 def parse_ecn(text: str) -> EcnConfig:
     """``off`` or ``KMIN,KMAX,PMAX`` (sizes with K/M suffixes, PMAX in [0, 1])."""
-    from roce.units import parse_size
+    from roce.options import parse_size
 
     if text.strip().lower() == "off":
         return EcnConfig(enabled=False)

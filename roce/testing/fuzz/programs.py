@@ -108,7 +108,7 @@ def run_program(program: list[tuple], seed: int = 0, auto_recv: bool = False,
         WROpcode,
         connect,
     )
-    from roce.emu.states import TRANSITIONS
+    from roce.emu.core.states import TRANSITIONS
 
     res = ProgramResult()
     full = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE

@@ -109,11 +109,12 @@ def tunnel_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
 
 
 def ib_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
-    """Native InfiniBand packets (link type 247, ``roce.families.ib``): every opcode with and
+    """Native InfiniBand packets (link type 247, ``roce.families.ib.native``): every opcode with and
     without GRH, with random LRH fields (RoCE's CNP made native InfiniBand's); MADs (SMP,
     SA), CM REQ/REP/RTU/DREQ and IPoIB."""
-    from roce.families import ib, ibmad
     from roce.families.craft import ib_transport
+    from roce.families.ib import mad as ibmad
+    from roce.families.ib import native as ib
     from roce.locate import walk
 
     def transport(frame: bytes) -> bytes:

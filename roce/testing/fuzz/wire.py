@@ -1,5 +1,5 @@
 """The wire harness: mutated RC requests to a real device under test over an AF_PACKET
-socket (``roce.wire.iface``), paced, with liveness probes; everything sent and received can
+socket (``roce.iface``), paced, with liveness probes; everything sent and received can
 go to a pcap.  Its failures are not replayed here: the saved pcap goes to the target again
 with ``roce replay``.
 """
@@ -14,16 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from roce import iface
 from roce.errors import InputError
 from roce.headers import NAK_PSN_SEQUENCE_ERROR, SIZE_OF
 from roce.packet import craft
 from roce.pcapio import PcapWriter
 from roce.psn import PSN_MASK
-from roce.wire import iface
-from roce.testing.mutate import Mutator
 from roce.testing.fuzz.answers import describe_answer
 from roce.testing.fuzz.frame_fields import eth_dst, eth_src, mac_bytes
 from roce.testing.fuzz.results import Failure, Summary
+from roce.testing.mutate import Mutator
 
 NAME = "wire"
 SNAPLEN = 65536
@@ -87,7 +87,7 @@ class _Link:
 
 def _arp(link: _Link, mac: bytes, ip: str, target: str, timeout: float = 2.0) -> bytes:
     """Resolve ``target`` with ARP requests of our own."""
-    from roce.emu.transport import arp_frame, parse_arp
+    from roce.emu.real.arp import arp_frame, parse_arp
 
     req = arp_frame(1, mac.hex(":"), ip, "00:00:00:00:00:00", target)
     end = time.monotonic() + timeout

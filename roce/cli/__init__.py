@@ -1,0 +1,106 @@
+"""The ``roce`` command.  Each subcommand is a thin wrapper over a module that owns the work;
+the module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from roce import __version__
+from roce.errors import InputError, RoceError, UsageError, VerificationError
+
+# The exit statuses of every command, in one table (README shows it).  The commands return
+# 0 themselves; an error class maps to its status here, most specific class first.
+EXIT_OK = 0
+EXIT_USAGE = 1       # bad option, bad filter, bad combination
+EXIT_INPUT = 2       # unreadable or unusable file, interface or peer
+INTERNAL_ERROR = 3   # a bug in roce: an exception that is not a RoceError
+EXIT_UNVERIFIED = 4  # roce emulate: the run ended but its data did not check out
+EXIT_CODES: tuple[tuple[type[RoceError], int], ...] = (
+    (UsageError, EXIT_USAGE),
+    (InputError, EXIT_INPUT),
+    (VerificationError, EXIT_UNVERIFIED),
+    (RoceError, EXIT_USAGE),
+)
+
+
+def exit_code(exc: RoceError) -> int:
+    """The exit status for an error roce raised on purpose."""
+    return next(code for cls, code in EXIT_CODES if isinstance(exc, cls))
+
+# subcommand -> (module, one-line help).  Modules are imported only when their command runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "decode": ("roce.cli.decode", "decode a capture, one line or a full tree per packet"),
+    "stats": ("roce.cli.stats", "per-flow analysis: PSN gaps, retransmissions, NAKs, CNPs"),
+    "craft": ("roce.cli.craft", "build RoCE frames from the command line"),
+    "send": ("roce.cli.send", "put crafted frames on a network interface"),
+    "replay": ("roce.cli.replay", "replay a capture on an interface, with rewrites"),
+    "sniff": ("roce.cli.sniff", "capture and decode RoCE live on an interface"),
+    "emulate": ("roce.cli.emulate", "run RC queue pairs over a simulated fabric, print a summary"),
+    "sweep": ("roce.cli.sweep",
+              "run emulate over a grid of options, one table row per run (CSV, Parquet)"),
+    "target": ("roce.cli.target",
+               "an emulated RoCE responder for outside peers (raw Ethernet or UDP)"),
+    "fuzz": ("roce.cli.fuzz",
+             "fuzz the decoder, the emulated responder or a device on a wire"),
+    "opcodes": ("roce.cli.opcodes", "list the BTH opcode table"),
+    "plot": ("roce.cli.plot", "plot per-QP throughput, PSNs, queues, rates and pauses"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage exits 1 (2 is kept for unreadable files) with one line: argparse's message,
+    which names the option, and where to read the usage (scripts parse that one line)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(1, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (start-up time matters when a
+    command runs over a pipe or in a loop)."""
+    parser = _Parser(prog="roce",
+                     description="RoCEv2 at the packet level: craft, decode, analyse, emulate.")
+    parser.add_argument("--version", action="version", version=f"roce {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        if name == command:
+            importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 1
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except RoceError as exc:
+        print(f"roce {args.command}: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    except BrokenPipeError:
+        # `roce decode f | head`: the reader went away; exit quietly like other tools.
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # a bug: one line, not a traceback (unless asked for)
+        if os.environ.get("ROCE_DEBUG"):
+            raise
+        print(f"roce {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(a bug; ROCE_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return INTERNAL_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
