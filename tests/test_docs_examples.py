@@ -135,6 +135,15 @@ def test_root_samples_are_skipped_not_faked(me, monkeypatch, tmp_path):
     assert "not checked (needs root on Linux): quick-send" in res.report()
 
 
+def test_markers(me):
+    page = ("text\n<!-- example: a -->\n```console\n$ roce x\n```\n<!-- /example -->\n"
+            "```text\n<!-- example: shown-in-code -->\n<!-- /example -->\n```\n"
+            "<!-- example: b -->\nold\n")
+    found, problems = me.parse_page(page)
+    assert [(b.name, b.body(page)) for b in found] == [("a", "```console\n$ roce x\n```\n")]
+    assert problems == ["example 'b' is not closed"]
+
+
 def test_command_lines(me):
     p = me.parse_command("roce decode -V x.pcap | head -n 56 | tail -n 6")
     assert p.argv[1:] == ["-m", "roce", "decode", "-V", "x.pcap"]

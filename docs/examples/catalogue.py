@@ -302,10 +302,9 @@ example("sweep-small",
 # docs/guide/plot.md
 
 example("plot-run",
-        f"{MAIN_RUN} -w run.pcap > /dev/null",
-        "roce plot run.pcap -o run.png --interval 10us",
-        "roce emulate --topology incast:4 --size 256K --count 1 --trace trace.csv > /dev/null",
-        "roce plot --trace trace.csv -o fabric.svg", cost=3)
+        "roce plot pcaps/example.pcap -o example.png --interval 10us",
+        "roce emulate --topology incast:2 --size 64K --count 2 --trace trace.csv > /dev/null",
+        "roce plot --trace trace.csv -o fabric.svg", cost=2.5)
 
 # ---------------------------------------------------------------------------------------------
 # docs/guide/fuzz.md

@@ -11,7 +11,8 @@ A sample lives in a page between two markers:
     (anything: this script writes it)
     <!-- /example -->
 
-NAME is one of the examples defined in ``catalogue.py`` beside this script.  An example is
+Markers count on lines of their own outside fenced code (so a page may show one in a code
+block).  NAME is one of the examples defined in ``catalogue.py`` beside this script.  An example is
 the commands (or Python code) it shows, so a command and its output cannot drift apart: the
 block is written from the definition, command lines included.  Each example runs in a fresh
 temporary directory holding a copy of ``pcaps/``, as ``sys.executable -m roce ...`` with this
@@ -59,8 +60,6 @@ from catalogue import EXAMPLES, Example, Py, Step  # noqa: E402
 
 PAGES = ("README.md", "docs/guide/*.md")
 PLACEHOLDER = "[measured]"
-MARKER = re.compile(r"(<!-- example: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /example -->)",
-                    re.S)
 
 # The measured figures, by kind: (pattern, replacement).  Each pattern matches only the
 # figure in the phrase that prints it, never the rest of the line.
@@ -325,11 +324,54 @@ def pages(root: Path = REPO) -> list[Path]:
     return found
 
 
+OPEN = re.compile(r"<!-- example: (?P<name>[\w.-]+) -->")
+CLOSE = "<!-- /example -->"
+
+
+@dataclass
+class Block:
+    name: str
+    start: int  # offset of the body: just after the opening marker's line
+    end: int    # offset of the closing marker
+
+    def body(self, text: str) -> str:
+        return text[self.start:self.end]
+
+
+def parse_page(text: str) -> tuple[list[Block], list[str]]:
+    """The marker pairs of a page, and what is wrong with its markers.  Markers count only
+    outside fenced code, so a page may show one in a code block."""
+    found: list[Block] = []
+    problems: list[str] = []
+    fence = False
+    opened: tuple[str, int] | None = None
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\n")
+        if bare.startswith("```"):
+            fence = not fence
+        elif not fence and (m := OPEN.fullmatch(bare)):
+            if opened:
+                problems.append(f"example {opened[0]!r} is not closed before {m['name']!r}")
+            opened = (m["name"], offset + len(line))
+        elif not fence and bare == CLOSE:
+            if opened is None:
+                problems.append("a closing example marker without an opening one")
+            else:
+                found.append(Block(opened[0], opened[1], offset))
+                opened = None
+        offset += len(line)
+    if opened:
+        problems.append(f"example {opened[0]!r} is not closed")
+    return found, problems
+
+
 def blocks(root: Path = REPO) -> Iterator[tuple[Path, str, str]]:
     """(page, example name, committed body) for every marker pair."""
     for page in pages(root):
-        for m in MARKER.finditer(page.read_text()):
-            yield page, m.group("name"), m.group("body")
+        text = page.read_text()
+        for block in parse_page(text)[0]:
+            yield page, block.name, block.body(text)
 
 
 def consistency(root: Path = REPO) -> list[str]:
@@ -337,15 +379,12 @@ def consistency(root: Path = REPO) -> list[str]:
     problems = []
     used = set()
     for page in pages(root):
-        text = page.read_text()
-        opened = re.findall(r"<!-- example: ([\w.-]+) -->", text)
-        closed = len(re.findall(r"<!-- /example -->", text))
-        if len(opened) != closed or len(opened) != len(MARKER.findall(text)):
-            problems.append(f"{page.relative_to(root)}: unbalanced example markers")
-        for name in opened:
-            used.add(name)
-            if name not in EXAMPLES:
-                problems.append(f"{page.relative_to(root)}: no example named {name!r}")
+        found, wrong = parse_page(page.read_text())
+        problems += [f"{page.relative_to(root)}: {w}" for w in wrong]
+        for block in found:
+            used.add(block.name)
+            if block.name not in EXAMPLES:
+                problems.append(f"{page.relative_to(root)}: no example named {block.name!r}")
     problems += [f"example {name!r} is defined but shown nowhere"
                  for name in EXAMPLES if name not in used]
     return problems
@@ -431,18 +470,18 @@ def write(names: Iterable[str] | None = None, root: Path = REPO, jobs: int = 2) 
     result.skipped, result.errors = gen.skipped, gen.errors
     for page in pages(root):
         text = page.read_text()
-
-        def sub(m: re.Match) -> str:
-            name = m.group("name")
-            if name not in gen.fresh:
-                return m.group(0)
-            if m.group("body") != gen.fresh[name] and name not in result.rewritten:
-                result.rewritten.append(name)
-            return m.group(1) + gen.fresh[name] + m.group(4)
-
-        new = MARKER.sub(sub, text)
-        if new != text:
-            page.write_text(new)
+        new, done = [], 0
+        for block in parse_page(text)[0]:
+            fresh = gen.fresh.get(block.name)
+            if fresh is None:
+                continue
+            if block.body(text) != fresh and block.name not in result.rewritten:
+                result.rewritten.append(block.name)
+            new += [text[done:block.start], fresh]
+            done = block.end
+        new.append(text[done:])
+        if "".join(new) != text:
+            page.write_text("".join(new))
     return result
 
 
