@@ -329,12 +329,13 @@ def test_schema_doc_lists_every_column():
     assert set(tables.STATS_TABLES) == {"flows", "expert", "congestion", "pfc", "cm"}
 
 
-def test_readme_sql_runs(capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The DuckDB queries README.md shows, over what the commands it shows write."""
+def test_guide_sql_runs(capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The DuckDB queries docs/guide/columnar.md shows, over what the commands it shows
+    write."""
     from fleet_helpers import REPO
 
-    readme = (REPO / "README.md").read_text()
-    sql = readme.split("```sql\n", 1)[1].split("```", 1)[0]
+    guide = (REPO / "docs" / "guide" / "columnar.md").read_text()
+    sql = guide.split("```sql\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out").mkdir()
     cnp = roce.craft("cnp", dqpn=0x22).to_bytes()

@@ -83,7 +83,7 @@ def _write(path: Path, frames: list[tuple[bytes, int]], linktype: int) -> Path:
 
 @pytest.fixture(scope="module")
 def lossy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The README's emulator run with loss (WRITE 256K x4, 1% loss, seed 7)."""
+    """An emulator run with loss (WRITE 256K x4, 1% loss, seed 7)."""
     p = tmp_path_factory.mktemp("ib") / "x.pcap"
     assert main(["emulate", "--op", "write", "--size", "256K", "--count", "4", "--loss",
                  "0.01", "--seed", "7", "-w", str(p)]) == 0
