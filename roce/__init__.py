@@ -13,7 +13,27 @@ from __future__ import annotations
 
 # first: it chooses which form of the compiled emulator modules loads (roce/_compiled.py)
 from roce import _compiled  # noqa: F401
-from roce.errors import DecodeError, NotRoCE
+from roce.errors import (
+    AccessError,
+    CaptureError,
+    DecodeError,
+    FieldNameError,
+    FieldValueError,
+    FilterError,
+    InputError,
+    InterfaceError,
+    LayoutMismatch,
+    NotRoCE,
+    OOBError,
+    QPStateError,
+    RecoveryError,
+    RecoveryMismatch,
+    RemoteError,
+    RoceError,
+    TransportError,
+    UsageError,
+    VerificationError,
+)
 from roce.fast import COMPILED
 from roce.opcodes import (
            IB_OPCODES,
@@ -30,6 +50,13 @@ from roce.packet import Packet, craft, icrc_of_frame, parse
 
 __version__ = "0.1.0"
 
-__all__ = ["DecodeError", "NotRoCE", "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode",
-           "Operation", "Position", "Transport", "lookup", "Packet", "craft", "parse",
-           "icrc_of_frame", "COMPILED", "__version__"]
+__all__ = [
+    # errors (roce/errors.py)
+    "AccessError", "CaptureError", "DecodeError", "FieldNameError", "FieldValueError",
+    "FilterError", "InputError", "InterfaceError", "LayoutMismatch", "NotRoCE", "OOBError",
+    "QPStateError", "RecoveryError", "RecoveryMismatch", "RemoteError", "RoceError",
+    "TransportError", "UsageError", "VerificationError",
+    # the opcode table, packets
+    "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode", "Operation", "Position",
+    "Transport", "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED",
+    "__version__"]

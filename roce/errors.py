@@ -1,9 +1,10 @@
-"""The root of every exception roce raises on purpose, and the decoder's two.
+"""Every public exception roce raises on purpose, in one module (``roce`` exports them all).
 
 ``RoceError`` is the one base: a caller catches it to catch anything roce reports about bad
-input, a bad option, a broken file or an unusable interface.  Each subsystem subclasses it
-(``CaptureError``, ``FilterError``, ``UsageError`` ...), once per name.  The CLI maps these
-classes to exit codes in one table (``roce.cli.EXIT_CODES``).
+input, a bad option, a broken file or an unusable interface.  ``UsageError`` (exit 1),
+``InputError`` (exit 2) and ``VerificationError`` (exit 4) say whose fault it is; the others
+name what failed: a capture, an interface, a transport, a peer, a QP state change, a memory
+access.  The CLI maps these classes to exit codes in one table (``roce.cli.EXIT_CODES``).
 """
 
 from __future__ import annotations
@@ -80,3 +81,60 @@ class NotRoCE(RoceError, ValueError):
     def __init__(self, message: str, offset: int = 0) -> None:
         super().__init__(message)
         self.offset = offset
+
+
+class CaptureError(InputError, ValueError):
+    """The input cannot be read as a capture (missing, unreadable, not pcap/pcapng)."""
+
+
+class InterfaceError(InputError):
+    """The environment stops us: unknown or down interface, no privilege (exit status 2)."""
+
+
+class TransportError(InterfaceError, OSError):
+    """The transport cannot do its job (interface missing, frame too big, address in use):
+    exit 2, like any interface the environment refuses us."""
+
+    def __str__(self) -> str:
+        return str(self.strerror or super().__str__())
+
+
+class OOBError(InputError):
+    """The out-of-band exchange failed; the message says with whom and why (exit 2: the
+    peer, not the options, is at fault)."""
+
+
+class RemoteError(UsageError):
+    """A remote run cannot be set up as asked: options missing or in conflict (exit 1)."""
+
+
+class QPStateError(RoceError, ValueError):
+    """An illegal modify: wrong transition or missing attributes."""
+
+
+class RecoveryError(UsageError):
+    """A bad recovery mode or knob, or one set on a QP that left RESET."""
+
+
+class AccessError(RoceError):
+    """A key, PD, range, access or alignment check failed; ``why`` names it."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class FieldNameError(UsageError, TypeError):
+    """A layer given one field under both its names (``dqpn`` and ``destqp``)."""
+
+
+class FieldValueError(UsageError, ValueError):
+    """A value too wide for contrib's part of one of our fields (``reserved1``)."""
+
+
+class LayoutMismatch(RoceError, TypeError):
+    """Contrib's class and our layout no longer describe the same bits (a Scapy change)."""
+
+
+class RecoveryMismatch(RemoteError):
+    """The listener was told a loss recovery other than the connector's (exit 1)."""

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from roce.errors import FilterError, InputError
+from roce.errors import FilterError, InterfaceError
 from roce.locate import ROCE_PORT
 
 ETH_P_ALL = 0x0003
@@ -76,10 +76,6 @@ _TIMESPEC = struct.Struct("qq")
 _ANC_SIZE = socket.CMSG_SPACE(_AUXDATA.size) + socket.CMSG_SPACE(_TIMESPEC.size)
 
 HAVE_AF_PACKET = hasattr(socket, "AF_PACKET")
-
-
-class InterfaceError(InputError):
-    """The environment stops us: unknown or down interface, no privilege (exit status 2)."""
 
 
 # -- interfaces -----------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
-from roce.errors import InputError
+from roce.errors import CaptureError
 from roce.locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
@@ -91,10 +91,6 @@ _IF_TSOFFSET = 14
 _SHB_USERAPPL = 4
 
 PathOrFile = str | os.PathLike | BinaryIO
-
-
-class CaptureError(InputError, ValueError):
-    """The input cannot be read as a capture (missing, unreadable, not pcap/pcapng)."""
 
 
 class Frame(NamedTuple):

@@ -147,3 +147,27 @@ def test_every_module_imports() -> None:
         if module.startswith("roce.testing."):
             pytest.importorskip("hypothesis")
         importlib.import_module(module)
+
+
+def test_every_public_error_is_importable_from_roce() -> None:
+    """Every RoceError subclass a module defines is one of roce's own names: errors are
+    written in roce/errors.py once and exported from ``roce``."""
+    import roce
+    from roce.errors import RoceError
+
+    public = set()
+    for module in sorted(_modules()):
+        if module == "roce.__main__" or module.startswith("roce.testing."):
+            continue
+        mod = importlib.import_module(module)
+        for name, obj in vars(mod).items():
+            if (isinstance(obj, type) and issubclass(obj, RoceError) and not name.startswith("_")
+                    and obj.__module__ == module and module != "roce.errors"):
+                public.add(f"{module}.{name}")
+    # control-flow exceptions the emulator core raises and catches itself are not public
+    internal = {"roce.emu.core.responder.Reject", "roce.emu.core.placement.Refused"}
+    assert public - internal == set()
+    for name in ("RoceError", "UsageError", "InputError", "VerificationError", "DecodeError",
+                 "NotRoCE", "FilterError", "CaptureError", "InterfaceError", "TransportError",
+                 "OOBError", "RemoteError", "QPStateError", "RecoveryError", "AccessError"):
+        assert issubclass(getattr(roce, name), RoceError) and name in roce.__all__

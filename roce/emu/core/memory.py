@@ -11,18 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from roce.emu.core.constants import Access
-from roce.errors import RoceError
+from roce.errors import AccessError
 
 VA_BASE = 0x7F00_0000_0000
 VA_ALIGN = 0x1000
-
-
-class AccessError(RoceError):
-    """A key, PD, range, access or alignment check failed; ``why`` names it."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
 
 
 @dataclass(eq=False)

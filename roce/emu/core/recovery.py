@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roce.errors import UsageError
+from roce.errors import RecoveryError
 
 MODES = ("gbn", "sr")
 # selective repeat's loss rule: time-based (RFC 8985 RACK, ``roce.emu.core.rack``; the default) or
@@ -28,10 +28,6 @@ LOSS_RULES = ("rack", "dupthresh")
 RTO_LOW_NS = 100_000  # IRN section 4.1 defaults
 RTO_HIGH_NS = 320_000
 RTO_N = 3
-
-
-class RecoveryError(UsageError):
-    """A bad recovery mode or knob, or one set on a QP that left RESET."""
 
 
 @dataclass(frozen=True)

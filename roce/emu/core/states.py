@@ -9,7 +9,7 @@ from __future__ import annotations
 from roce.emu.core.constants import QPAttrMask as M
 from roce.emu.core.constants import QPState as S
 from roce.emu.core.constants import QPType as T
-from roce.errors import RoceError
+from roce.errors import QPStateError
 
 _RC_RTR = (M.IBV_QP_AV | M.IBV_QP_PATH_MTU | M.IBV_QP_DEST_QPN | M.IBV_QP_RQ_PSN
            | M.IBV_QP_MAX_DEST_RD_ATOMIC | M.IBV_QP_MIN_RNR_TIMER)
@@ -49,10 +49,6 @@ CAN_POST_RECV = frozenset({S.IBV_QPS_INIT, S.IBV_QPS_RTR, S.IBV_QPS_RTS, S.IBV_Q
 CAN_POST_SEND = frozenset({S.IBV_QPS_RTS, S.IBV_QPS_SQD, S.IBV_QPS_SQE, S.IBV_QPS_ERR})
 CAN_RECEIVE = frozenset({S.IBV_QPS_RTR, S.IBV_QPS_RTS, S.IBV_QPS_SQD})
 CAN_SEND = frozenset({S.IBV_QPS_RTS})
-
-
-class QPStateError(RoceError, ValueError):
-    """An illegal modify: wrong transition or missing attributes."""
 
 
 def check_transition(qp_type: T, current: S, new: S, mask: M) -> None:

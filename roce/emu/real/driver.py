@@ -20,7 +20,7 @@ from typing import Any
 
 from roce.emu.core.device import Device
 from roce.emu.real.loop import EventLoop
-from roce.iface import InterfaceError
+from roce.errors import TransportError
 
 RX_BATCH = 256  # frames read per readable event before timers and sends get a turn
 SOCKET_BUFFER = 8 << 20  # a full window (128 packets of 4 KiB) fits while Python catches up
@@ -28,14 +28,6 @@ SOCKET_BUFFER = 8 << 20  # a full window (128 packets of 4 KiB) fits while Pytho
 # RETH + ImmDt 20, ICRC 4.  The path MTU must fit the interface MTU with this on top.
 ROCE_L3_OVERHEAD = 84
 IB_MTUS = (4096, 2048, 1024, 512, 256)
-
-
-class TransportError(InterfaceError, OSError):
-    """The transport cannot do its job (interface missing, frame too big, address in use):
-    exit 2, like any interface the environment refuses us."""
-
-    def __str__(self) -> str:
-        return str(self.strerror or super().__str__())
 
 
 @dataclass

@@ -21,18 +21,13 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from roce.errors import InputError
+from roce.errors import OOBError
 
 DEFAULT_PORT = 18515  # perftest's default port
 MAX_LINE = 1 << 20
 # 2: the hello carries the recovery mode and loss rule (a version-1 listener would drop them
 # and run go-back-N against a selective-repeat connector: refused instead)
 PROTOCOL = "roce-emulate/2"
-
-
-class OOBError(InputError):
-    """The out-of-band exchange failed; the message says with whom and why (exit 2: the
-    peer, not the options, is at fault)."""
 
 
 @dataclass

@@ -63,19 +63,11 @@ from roce.emu.scenario import (
     message_bytes,
     recovery_name,
 )
-from roce.errors import InputError, RoceError, UsageError
+from roce.errors import InputError, RecoveryMismatch, RemoteError, RoceError, UsageError
 from roce.iface import interface_ipv4, interface_mac, interface_mtu
 
 UD_RING = 4096  # receive buffers a UD listener keeps posted (UD has no flow control)
 MIN_RNR_TIMER = 4  # 0.04 ms: the listener reposts receives within a poll
-
-
-class RemoteError(UsageError):
-    """A remote run cannot be set up as asked: options missing or in conflict (exit 1)."""
-
-
-class RecoveryMismatch(RemoteError):
-    """The listener was told a loss recovery other than the connector's (exit 1)."""
 
 
 @dataclass
