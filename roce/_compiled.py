@@ -35,6 +35,18 @@ import os
 import sys
 import warnings
 
+# roce/emu/cc/: every module is an algorithm or on its per-event path (the interface, the NIC's
+# engine, the notification point), so a new algorithm's module is compiled without a row
+# here; these few are configuration, read once per run.
+_CC_CONFIGURATION = ("__init__", "algorithms", "experiments", "params")
+
+
+def _cc_modules() -> list[str]:
+    where = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emu", "cc")
+    return [f"roce.emu.cc.{name[:-3]}" for name in sorted(os.listdir(where))
+            if name.endswith(".py") and name[:-3] not in _CC_CONFIGURATION]
+
+
 MODULES = (
     "roce.psn",
     "roce.emu.core.completer",
@@ -50,11 +62,7 @@ MODULES = (
     "roce.emu.core.selective",
     "roce.emu.core.unreliable",
     "roce.emu.core.frames",
-    "roce.emu.cc.base",
-    "roce.emu.cc.dcqcn",
-    "roce.emu.cc.engine",
-    "roce.emu.cc.np",
-    "roce.emu.cc.timely",
+    *_cc_modules(),  # every congestion-control module but configuration (below)
     "roce.emu.net.buffer",
     "roce.emu.net.hop",
     "roce.emu.net.link",

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import argparse
 
-from roce.emu.cc.algorithms import ALGORITHMS, ECN_CODEPOINTS, CcConfig, configure, profiles
+from roce.emu.cc.algorithms import (
+    ALGORITHMS,
+    ECN_CODEPOINTS,
+    CcConfig,
+    choices_help,
+    configure,
+    profiles,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     names = ", ".join(f"{a}: {'/'.join(ps)}" for a, ps in profiles().items() if a != "none")
     g = p.add_argument_group(
         "congestion control", "per-QP rate control in the emulated NICs (switched network)")
-    g.add_argument("--cc", choices=list(ALGORITHMS), default="none",
-                   help="none (line rate; PFC alone), dcqcn (ECN marks, CNPs) or timely (RTT)")
+    g.add_argument("--cc", choices=list(ALGORITHMS), default="none", help=choices_help())
     g.add_argument("--cc-profile", metavar="NAME",
                    help=f"published parameter set ({names}; default the first)")
     g.add_argument("--cc-param", action="append", default=[], metavar="NAME=VALUE",

@@ -1,5 +1,11 @@
-"""``--cc NAME`` -> the algorithm's class, and a validated configuration from ``--cc-profile``
-and ``--cc-param``.  A new algorithm is one module with one class and one row here."""
+"""The registry of congestion-control algorithms: ``--cc NAME`` -> the algorithm's class, and a
+validated configuration from ``--cc-profile`` and ``--cc-param``.
+
+A new algorithm is one module with one class (its class line names it: ``name``, ``summary``,
+``params``, ``profiles``; roce/emu/cc/base.py) and one row in ``_ROWS`` below.  ``--cc``'s
+choices and help, ``--cc-profile``'s help, the NIC's engine and the docs' checks all read the
+registry; the build compiles every module of this package that is not configuration
+(roce/_compiled.py).  ``register`` adds one at run time (a plugin, a test)."""
 
 from __future__ import annotations
 
@@ -17,11 +23,20 @@ from roce.headers import ECN_ECT0, ECN_ECT1
 # --ecn-codepoint: what data packets carry in the IP ECN field (RFC 3168; RFC 8311 for ECT(1))
 ECN_CODEPOINTS = {"ect0": ECN_ECT0, "ect1": ECN_ECT1}
 
-ALGORITHMS: dict[str, type[CongestionControl]] = {
-    "none": NoControl,
-    "dcqcn": Dcqcn,
-    "timely": Timely,
-}
+ALGORITHMS: dict[str, type[CongestionControl]] = {}
+
+
+def register(cls: type[CongestionControl]) -> type[CongestionControl]:
+    """Add an algorithm under the name its class line gave it (a UsageError if taken)."""
+    if cls.name in ALGORITHMS and ALGORITHMS[cls.name] is not cls:
+        raise UsageError(f"congestion control {cls.name!r} is registered already")
+    ALGORITHMS[cls.name] = cls
+    return cls
+
+
+_ROWS = (NoControl, Dcqcn, Timely)  # one row per algorithm, in --cc's order
+for _cls in _ROWS:
+    register(_cls)
 
 
 @dataclass(frozen=True)
@@ -75,3 +90,8 @@ def configure(algorithm: str = "none", profile: str | None = None,
 def profiles() -> dict[str, list[str]]:
     """Algorithm -> its profile names (for help texts and docs)."""
     return {n: list(c.PROFILES) for n, c in ALGORITHMS.items()}
+
+
+def choices_help() -> str:
+    """``--cc``'s help: every algorithm with its summary, from the registry."""
+    return ", ".join(f"{n} ({c.summary})" if c.summary else n for n, c in ALGORITHMS.items())

@@ -90,7 +90,8 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, uses_cnp=True):
+class Dcqcn(CongestionControl, name="dcqcn", summary="ECN marks, CNPs", params=PARAMS,
+            profiles=PROFILES, uses_cnp=True):
     """The DCQCN reaction point of one QP (rules in the module docstring)."""
 
     __slots__ = ("g", "alpha_period", "time_reset", "byte_reset", "threshold", "ai", "hai",

@@ -40,7 +40,6 @@ _CNP = frozenset(c for c, op in OPCODES.items() if op.transport is Transport.CNP
 _REQUESTS = frozenset(c for c, op in OPCODES.items()
                       if op.is_request and op.transport is not Transport.CNP)
 # algorithm name -> whether its receiving NIC runs a notification point (read per CE mark)
-_USES_CNP = {name: cls.uses_cnp for name, cls in ALGORITHMS.items()}
 _DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
                               if op.operation is Operation.READ_RESPONSE)
 
@@ -208,7 +207,7 @@ class CcDriver:
         if qp is None or qp.builder is None:
             return
         cfg = getattr(qp, "cc_config", None) or self.config  # ``config_for``, inline
-        if not _USES_CNP[cfg.algorithm] or not self.np.on_ce(now, qpn):
+        if not ALGORITHMS[cfg.algorithm].uses_cnp or not self.np.on_ce(now, qpn):
             return
         # a QP's CNPs are all alike (PSN 0, same headers): one frame per (builder, peer QP),
         # the builder compared by identity (a QP gets a new one when its path changes)
