@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roce.families import dispatch
+from roce.families import dispatch, registry
 from roce.pcapio import Frame
 
 NS = 1_000_000_000
@@ -85,10 +85,9 @@ def _outer_lines(rec: Any) -> list[str]:
         if name == "outer":  # the outermost Ethernet / IP / UDP headers, as the tree shows
             out += _outermost_lines(values)
             continue
-        out.append({"erf": "Extensible Record Format", "gre": "Generic Routing Encapsulation",
-                    "erspan": "Encapsulated Remote Switch Packet ANalysis",
-                    "vxlan": "Virtual eXtensible Local Area Network"}.get(name, name))
-        out += [f"    {_TITLES.get(k, k.split('.', 1)[1])}: {v}" for k, v in values.items()
+        layer_titles, field_titles = _titles()
+        out.append(layer_titles.get(name, name))
+        out += [f"    {field_titles.get(k, k.split('.', 1)[1])}: {v}" for k, v in values.items()
                 if "." in k]
     return out
 
@@ -110,18 +109,25 @@ def _outermost_lines(values: dict[str, Any]) -> list[str]:
     return out
 
 
-def _titles() -> dict[str, str]:
-    """Display names of the tunnel fields, from their layouts (``roce.families.tunnels``)."""
-    from roce.families import tunnels
-
-    out = {}
-    for key, layout in tunnels.LAYOUTS.items():
-        prefix = key.split(".")[0].rstrip("23")
-        out.update((f"{prefix}.{f.name}", f.title) for f in layout.fields)
-    return out
+_TITLES: dict[tuple[int, ...], tuple[dict[str, str], dict[str, str]]] = {}
 
 
-_TITLES = _titles()
+def _titles() -> tuple[dict[str, str], dict[str, str]]:
+    """Display names of the layers the registered tunnels unwrap and of their fields (from
+    each handler's ``title`` and ``layouts``), made once per set of handlers."""
+    handlers = registry().handlers.values()
+    key = tuple(map(id, handlers))
+    if key not in _TITLES:
+        layers: dict[str, str] = {}
+        fields: dict[str, str] = {}
+        for h in handlers:
+            if h.layer and h.title:
+                layers[h.layer] = h.title
+            for prefix, layout in h.layouts:
+                fields.update((f"{prefix}.{f.name}", f.title) for f in layout.fields)
+        _TITLES.clear()
+        _TITLES[key] = (layers, fields)
+    return _TITLES[key]
 
 
 def render(rec: Any) -> str:

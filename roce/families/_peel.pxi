@@ -1,107 +1,120 @@
-# Tunnels peeled in C for the one-line path and `roce stats`: GRE, ERSPAN II/III, VXLAN.
-# Twin: roce.decoder.familylines.peel_reference (hypothesis test in tests/test_families.py).
-# Which IP protocols, UDP ports and GRE protocols lead to which tunnel comes from the
-# registry's rows (roce.decoder.familylines hands them over before each batch); header sizes and
-# protocol numbers from roce.families.tunnels.
+# Tunnels peeled in C for the one-line path and `roce stats`, by the registry's rules: every
+# tunnel whose Handler.skip is a roce.families.handler.SkipRule (GRE, ERSPAN II/III, VXLAN and
+# any plugin's declared the same way).  Twin: roce.families.peel.peel_reference (hypothesis
+# test in tests/test_families.py).  roce.families.peel hands over the rules and the rows of
+# the tables that lead to them before each batch; nothing here knows a tunnel by name.
 
 DEF MAXROWS = 32
+DEF MAXRULES = 16
+DEF MAXCHECKS = 4
+DEF MAXEXTRAS = 4
+DEF MAXDIRECT = 8
 
-cdef enum:
-    TK_NONE = 0
-    TK_GRE = 1
-    TK_ERSPAN2 = 2
-    TK_ERSPAN3 = 3
-    TK_VXLAN = 4
-
-cdef int PR_N = 0, PT_N = 0, GR_N = 0
+cdef int PR_N = 0, PT_N = 0, GR_N = 0, RULES_N = 0
 cdef int PR_VAL[MAXROWS]
-cdef int PR_KIND[MAXROWS]
+cdef int PR_RULE[MAXROWS]
 cdef int PT_VAL[MAXROWS]
-cdef int PT_KIND[MAXROWS]
+cdef int PT_RULE[MAXROWS]
 cdef int GR_VAL[MAXROWS]
-cdef int GR_KIND[MAXROWS]
-cdef int SZ_ERSPAN2 = 8, SZ_ERSPAN3 = 12, SZ_PLATFORM = 8, SZ_VXLAN = 8
-cdef int GRE_TEB = 0x6558, GRE_ER2 = 0x88BE, GRE_IP4 = 0x0800, GRE_IP6 = 0x86DD
-cdef int LT_OUT_ETH = 1, LT_OUT_RAW = 101
+cdef int GR_RULE[MAXROWS]
+# one rule per tunnel (SkipRule's fields); its next table: 0 none, 1 ip.proto, 2 udp.port,
+# 3 gre.proto
+cdef int R_SIZE[MAXRULES]
+cdef int R_NCHK[MAXRULES]
+cdef int R_CHK[MAXRULES][MAXCHECKS][3]
+cdef int R_NEXT_N[MAXRULES]
+cdef int R_EXTRA[MAXRULES][MAXEXTRAS][3]
+cdef int R_INNER[MAXRULES]
+cdef int R_NEXT_AT[MAXRULES]
+cdef int R_NDIR[MAXRULES]
+cdef int R_DIR[MAXRULES][MAXDIRECT][4]
+cdef int R_TABLE[MAXRULES]
 
-PEEL_KINDS = {"gre": TK_GRE, "erspan2": TK_ERSPAN2, "erspan3": TK_ERSPAN3, "vxlan": TK_VXLAN}
+PEEL_TABLES = {"ip.proto": 1, "udp.port": 2, "gre.proto": 3}
+PEEL_LIMITS = {"rows": MAXROWS, "rules": MAXRULES, "checks": MAXCHECKS, "extras": MAXEXTRAS,
+               "direct": MAXDIRECT}
 
 
 def peel_configure(dict cfg):
-    """Rows (value -> tunnel kind name) per table and the tunnel constants."""
-    global PR_N, PT_N, GR_N, SZ_ERSPAN2, SZ_ERSPAN3, SZ_PLATFORM, SZ_VXLAN
-    global GRE_TEB, GRE_ER2, GRE_IP4, GRE_IP6, LT_OUT_ETH, LT_OUT_RAW
-    cdef int i
-    PR_N = min(len(cfg["ip.proto"]), MAXROWS)
-    PT_N = min(len(cfg["udp.port"]), MAXROWS)
-    GR_N = min(len(cfg["gre.proto"]), MAXROWS)
-    for i, (v, k) in enumerate(sorted(cfg["ip.proto"].items())[:MAXROWS]):
-        PR_VAL[i], PR_KIND[i] = v, PEEL_KINDS[k]
-    for i, (v, k) in enumerate(sorted(cfg["udp.port"].items())[:MAXROWS]):
-        PT_VAL[i], PT_KIND[i] = v, PEEL_KINDS[k]
-    for i, (v, k) in enumerate(sorted(cfg["gre.proto"].items())[:MAXROWS]):
-        GR_VAL[i], GR_KIND[i] = v, PEEL_KINDS[k]
-    c = cfg["const"]
-    SZ_ERSPAN2, SZ_ERSPAN3, SZ_PLATFORM, SZ_VXLAN = (c["erspan2"], c["erspan3"],
-                                                     c["platform"], c["vxlan"])
-    GRE_TEB, GRE_ER2, GRE_IP4, GRE_IP6 = c["teb"], c["erspan2_proto"], c["ipv4"], c["ipv6"]
-    LT_OUT_ETH, LT_OUT_RAW = c["lt_eth"], c["lt_raw"]
+    """``cfg["rules"]``: (size, checks, extras, inner, next_at, direct, table) per rule, as
+    ``SkipRule`` holds them; ``cfg[table]``: value -> rule index for each table.  The caller
+    (roce.families.peel) checks the counts against ``PEEL_LIMITS``."""
+    global PR_N, PT_N, GR_N, RULES_N
+    cdef int i, j, k
+    rules = cfg["rules"]
+    RULES_N = len(rules)
+    for i, (size, checks, extras, inner, next_at, direct, table) in enumerate(rules):
+        R_SIZE[i], R_INNER[i], R_NEXT_AT[i] = size, inner, next_at
+        R_TABLE[i] = PEEL_TABLES.get(table, 0)
+        R_NCHK[i], R_NEXT_N[i], R_NDIR[i] = len(checks), len(extras), len(direct)
+        for j, row in enumerate(checks):
+            for k in range(3):
+                R_CHK[i][j][k] = row[k]
+        for j, row in enumerate(extras):
+            for k in range(3):
+                R_EXTRA[i][j][k] = row[k]
+        for j, row in enumerate(direct):
+            for k in range(4):
+                R_DIR[i][j][k] = row[k]
+    PR_N, PT_N, GR_N = len(cfg["ip.proto"]), len(cfg["udp.port"]), len(cfg["gre.proto"])
+    for i, (v, r) in enumerate(sorted(cfg["ip.proto"].items())):
+        PR_VAL[i], PR_RULE[i] = v, r
+    for i, (v, r) in enumerate(sorted(cfg["udp.port"].items())):
+        PT_VAL[i], PT_RULE[i] = v, r
+    for i, (v, r) in enumerate(sorted(cfg["gre.proto"].items())):
+        GR_VAL[i], GR_RULE[i] = v, r
 
 
-cdef inline int kind_of(int *vals, int *kinds, int n, int v) noexcept nogil:
+cdef inline int rule_of(int *vals, int *rules, int n, int v) noexcept nogil:
     cdef int i
     for i in range(n):
         if vals[i] == v:
-            return kinds[i]
-    return TK_NONE
+            return rules[i]
+    return -1
 
 
-cdef int peel_one(const uint8_t *p, int n, int kind, int off, int *lt) noexcept nogil:
+cdef int peel_one(const uint8_t *p, int n, int rule, int off, int *lt) noexcept nogil:
     """Offset of the inner frame (its link type in lt), or -1 to leave the frame alone."""
-    cdef int flags, proto, steps = 0
-    while steps < 8:
+    cdef int i, pos, proto, table, steps = 0
+    while steps < 8 and 0 <= rule < RULES_N:
         steps += 1
-        if kind == TK_GRE:
-            if n - off < 4 or p[off + 1] & 7:
+        if n - off < R_SIZE[rule]:
+            return -1
+        for i in range(R_NCHK[rule]):
+            if p[off + R_CHK[rule][i][0]] & R_CHK[rule][i][1] != R_CHK[rule][i][2]:
                 return -1
-            flags = p[off]
-            proto = (p[off + 2] << 8) | p[off + 3]
-            off += 4 + (4 if flags & 0x80 else 0) + (4 if flags & 0x20 else 0) + (
-                4 if flags & 0x10 else 0)
-            if proto == GRE_TEB or (proto == GRE_ER2 and not flags & 0x10):
-                lt[0] = LT_OUT_ETH
-                return off
-            if proto == GRE_IP4 or proto == GRE_IP6:
-                lt[0] = LT_OUT_RAW
-                return off
-            kind = kind_of(GR_VAL, GR_KIND, GR_N, proto)
-        elif kind == TK_ERSPAN2:
-            if n - off < SZ_ERSPAN2 or p[off] >> 4 != 1:
-                return -1
-            lt[0] = LT_OUT_ETH
-            return off + SZ_ERSPAN2
-        elif kind == TK_ERSPAN3:
-            if n - off < SZ_ERSPAN3 or p[off] >> 4 != 2:
-                return -1
-            lt[0] = LT_OUT_ETH
-            return off + SZ_ERSPAN3 + (SZ_PLATFORM if p[off + SZ_ERSPAN3 - 1] & 1 else 0)
-        elif kind == TK_VXLAN:
-            if n - off < SZ_VXLAN:
-                return -1
-            lt[0] = LT_OUT_ETH
-            return off + SZ_VXLAN
+        pos = off + R_SIZE[rule]
+        for i in range(R_NEXT_N[rule]):
+            if p[off + R_EXTRA[rule][i][0]] & R_EXTRA[rule][i][1]:
+                pos += R_EXTRA[rule][i][2]
+        if R_NEXT_AT[rule] < 0:
+            lt[0] = R_INNER[rule]
+            return pos
+        proto = (p[off + R_NEXT_AT[rule]] << 8) | p[off + R_NEXT_AT[rule] + 1]
+        for i in range(R_NDIR[rule]):
+            if proto == R_DIR[rule][i][0] and not p[off + R_DIR[rule][i][1]] & R_DIR[rule][i][2]:
+                lt[0] = R_DIR[rule][i][3]
+                return pos
+        table = R_TABLE[rule]
+        if table == 1:
+            rule = rule_of(PR_VAL, PR_RULE, PR_N, proto)
+        elif table == 2:
+            rule = rule_of(PT_VAL, PT_RULE, PT_N, proto)
+        elif table == 3:
+            rule = rule_of(GR_VAL, GR_RULE, GR_N, proto)
         else:
             return -1
+        off = pos
     return -1
 
 
 def peel(list frames, int linktype, int udp_port):
-    """Twin of roce.decoder.familylines.peel_reference: the frames with tunnels replaced by the
+    """Twin of roce.families.peel.peel_reference: the frames with tunnels replaced by the
     frame inside (same link type only); other frames are the same objects."""
     cdef Py_ssize_t i, count = PyList_GET_SIZE(frames)
     cdef WalkResult w
     cdef const uint8_t *p
-    cdef int n, kind, off, lt
+    cdef int n, rule, off, lt
     cdef object f
     cdef list out = list(frames)
     for i in range(count):
@@ -112,17 +125,17 @@ def peel(list frames, int linktype, int udp_port):
         n = PyBytes_GET_SIZE(f)
         do_walk(p, n, linktype, udp_port, &w)
         if w.status == S_NR_PROTO:
-            kind = kind_of(PR_VAL, PR_KIND, PR_N, w.err_a)
+            rule = rule_of(PR_VAL, PR_RULE, PR_N, w.err_a)
             off = w.l3_off + w.l3_len
         elif w.status == S_NR_PORT:
-            kind = kind_of(PT_VAL, PT_KIND, PT_N, w.err_a)
+            rule = rule_of(PT_VAL, PT_RULE, PT_N, w.err_a)
             off = w.udp_off + SZ_UDP
         else:
             continue
-        if kind == TK_NONE:
+        if rule < 0:
             continue
         lt = -1
-        off = peel_one(p, n, kind, off, &lt)
+        off = peel_one(p, n, rule, off, &lt)
         if off >= 0 and lt == linktype:
             out[i] = PyBytes_FromStringAndSize(<const char *>p + off, n - off)
     return out

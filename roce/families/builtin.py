@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from roce.errors import DecodeError
 from roce.families import erf, tunnels
-from roce.families.handler import Handler
+from roce.families.handler import ColumnSpec, Handler, layout_columns
 from roce.families.registry import REGISTRY, Registry
 from roce.locate import (
     ETHERTYPE_IPV4,
@@ -50,6 +51,31 @@ def _ib_fields() -> tuple[str, ...]:
     return ("lrh", *ib.LRH_KEYS, "infiniband", "vcrc", "vcrc.valid", *ibmad.field_names())
 
 
+def _ib_columns() -> tuple[ColumnSpec, ...]:
+    from roce.families.ib import mad as ibmad
+    from roce.families.ib import native as ib
+
+    out = [*layout_columns("lrh", ib.LRH_LAYOUT), *layout_columns("mad", ibmad.MAD_LAYOUT),
+           ("cm", "bool", 1, True), ("ipoib", "bool", 1, True)]
+    for _key, layout, _dec, _enc in ibmad.CM_CODECS.values():
+        out += layout_columns(layout.name, layout)
+    return (*out, ("infiniband", "bool", 1, True), ("vcrc", "int", 16, False),
+            ("vcrc.valid", "bool", 1, False), ("ipoib.type", "int", 16, False),
+            ("ipoib.reserved", "int", 16, False), ("arp.opcode", "int", 16, False))
+
+
+_ERF_COLUMNS: tuple[ColumnSpec, ...] = (
+    ("erf", "bool", 1, True), ("erf.ts", "int", 64, False), ("erf.types", "int", 8, False),
+    ("erf.types.type", "int", 8, False), ("erf.types.ext_header", "int", 8, False),
+    ("erf.flags", "int", 8, False), ("erf.rlen", "int", 16, False),
+    ("erf.lctr", "int", 16, False), ("erf.wlen", "int", 16, False),
+    ("erf.ehdr.types", "string", 0, False))
+_LINK_COLUMNS: tuple[ColumnSpec, ...] = (
+    ("infiniband_link", "bool", 1, True), ("infiniband_link.op", "int", 4, False),
+    ("infiniband_link.fctbs", "int", 12, False), ("infiniband_link.vl", "int", 4, False),
+    ("infiniband_link.fccl", "int", 12, False), ("infiniband_link.lpcrc", "int", 16, False))
+
+
 def _link_decode(data: bytes, caplen: int | None = None,
                  origlen: int | None = None) -> Any:
     """An InfiniBand link packet (ERF type 25): flow control fields, or why not."""
@@ -78,26 +104,25 @@ def register(reg: Any) -> None:
             *(("linktype", lt) for lt in sorted(ROCE_LINKTYPES)))
     reg.add(Handler("infiniband", decode=_lazy(".ib.native", "decode"),
                     columns=_lazy(".ib.native", "columns"), tree=_lazy(".ib.native", "tree"),
-                    fields=_ib_fields, lines=_lazy(".ib.lines", "IbLines")),
+                    fields=_ib_fields, lines=_lazy(".ib.lines", "IbLines"),
+                    column_types=_ib_columns),
             ("linktype", LINKTYPE_INFINIBAND))
     reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
-                    fields=erf.FIELDS), ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
+                    fields=erf.FIELDS, column_types=_LINK_COLUMNS),
+            ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
     reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, skip_batch=erf.skip_batch,
-                    fields=erf.FIELDS),
+                    fields=erf.FIELDS, layer="erf", title="Extensible Record Format",
+                    column_types=_ERF_COLUMNS),
             ("linktype", LINKTYPE_ERF))
     from roce.families.base.fields import FLAT_KEYS
 
     outer = [f"outer.{k}" for h in ("eth", "vlan", "vlan2", "ip", "ipv6", "udp")
              for k in (h, *FLAT_KEYS[h])]
     names = (*tunnels.field_names(), *outer, "outer.ip.options")
-    reg.add(Handler("gre", unwrap=tunnels.unwrap_gre, skip=tunnels.skip_gre, fields=names),
-            ("ip.proto", tunnels.IPPROTO_GRE))
-    reg.add(Handler("erspan2", unwrap=tunnels.unwrap_erspan2, skip=tunnels.skip_erspan2),
-            ("gre.proto", tunnels.GRE_ERSPAN2))
-    reg.add(Handler("erspan3", unwrap=tunnels.unwrap_erspan3, skip=tunnels.skip_erspan3),
-            ("gre.proto", tunnels.GRE_ERSPAN3))
-    reg.add(Handler("vxlan", unwrap=tunnels.unwrap_vxlan, skip=tunnels.skip_vxlan),
-            ("udp.port", tunnels.VXLAN_PORT))
+    reg.add(replace(tunnels.GRE_HANDLER, fields=names), ("ip.proto", tunnels.IPPROTO_GRE))
+    reg.add(tunnels.ERSPAN2_HANDLER, ("gre.proto", tunnels.GRE_ERSPAN2))
+    reg.add(tunnels.ERSPAN3_HANDLER, ("gre.proto", tunnels.GRE_ERSPAN3))
+    reg.add(tunnels.VXLAN_HANDLER, ("udp.port", tunnels.VXLAN_PORT))
 
 
 _LOADED = [False, False]  # built-in rows registered, entry-point plugins loaded

@@ -1,6 +1,10 @@
-"""``roce craft --link ib`` and ``--encap erspan2|erspan3|gre|vxlan``: the frames ``roce craft``
-built, re-framed as native InfiniBand (LRH [GRH] BTH ... ICRC VCRC, pcap link type 247) or
-wrapped in a mirror/overlay tunnel (outer Ethernet + IPv4 + GRE/ERSPAN or UDP/VXLAN).
+"""``roce craft --link ib`` and ``--encap NAME``: the frames ``roce craft`` built, re-framed as
+native InfiniBand (LRH [GRH] BTH ... ICRC VCRC, pcap link type 247) or wrapped in a
+registered mirror/overlay tunnel (outer Ethernet + IPv4, then the tunnel's headers as its
+registry rows say: over an IP protocol, a UDP port, or inside another tunnel such as GRE).
+
+``--encap`` offers every registered tunnel with an ``encap`` (``Handler.encap``): ERSPAN
+II/III, GRE and VXLAN built in, a plugin's too, with no edit here.
 
 The transport (BTH through pad) is taken from the RoCE frame as built, so every opcode
 ``roce craft`` knows crafts here too, from the same table.
@@ -11,9 +15,10 @@ from __future__ import annotations
 import argparse
 import struct
 from collections.abc import Iterable
+from typing import Any
 
 from roce.errors import UsageError
-from roce.families import tunnels
+from roce.families import registry
 from roce.families.ib import native as ib
 from roce.fast import ip_checksum_reference
 from roce.headers import DECODERS, ENCODERS, SIZE_OF
@@ -21,9 +26,15 @@ from roce.locate import L3_GRH, walk
 from roce.opcodes import IB_CNP_OPCODE, OPCODES, Transport
 from roce.options import unsigned
 
-ENCAPS = ("erspan2", "erspan3", "gre", "vxlan")
+
+def encaps() -> dict[str, Any]:
+    """Tunnel name -> its handler, for every registered tunnel that can wrap a frame."""
+    return {name: h for name, h in registry().handlers.items() if h.encap is not None}
+
+
 OUTER_MACS = bytes.fromhex("02000000000a02000000000b")
 OUTER_SRC, OUTER_DST = bytes([192, 0, 2, 1]), bytes([192, 0, 2, 2])
+IPPROTO_UDP = 17
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,12 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--slid", type=unsigned(lrh("slid").bits, "a LID"), default=2, metavar="LID")
     g.add_argument("--vl", type=unsigned(lrh("vl").bits, "a VL"), default=0, metavar="N")
     g.add_argument("--sl", type=unsigned(lrh("sl").bits, "an SL"), default=0, metavar="N")
-    g.add_argument("--encap", choices=ENCAPS,
-                   help="wrap each frame in ERSPAN type II/III, GRE (0x6558) or VXLAN")
-    g.add_argument("--span-id", type=unsigned(max(
-        tunnels.ERSPAN2_LAYOUT.field("spanid").bits, tunnels.VXLAN_LAYOUT.field("vni").bits),
-        "a span ID / VNI"), default=1, metavar="N",
-                   help="ERSPAN session ID / VXLAN VNI")
+    tunnels = encaps()
+    g.add_argument("--encap", choices=list(tunnels),
+                   help="wrap each frame in a tunnel: " + ", ".join(
+                       f"{name} ({h.title})" for name, h in tunnels.items()))
+    g.add_argument("--span-id", type=unsigned(max(h.ident_bits for h in tunnels.values()),
+                                              "a span ID / VNI"), default=1, metavar="N",
+                   help="the tunnel's session ID / VNI")
 
 
 def _ipv4(proto: int, payload: bytes) -> bytes:
@@ -73,18 +85,31 @@ def to_ib(frame: bytes, args: argparse.Namespace) -> bytes:
     return ib.build(transport, vl=args.vl, sl=args.sl, dlid=args.dlid, slid=args.slid)
 
 
+def _carried(payload: bytes, handler: Any, n: int, depth: int = 0) -> bytes:
+    """``payload`` (``handler``'s bytes) inside what its registry row says carries it, up to
+    an outer IPv4 header."""
+    reg = registry()
+    row = next(((table, value) for table, rows in reg.tables.items()
+                for value, h in sorted(rows.items()) if h is handler), None)
+    if row is None or depth > 4:
+        raise UsageError(f"--encap {handler.name}: no registry row says what carries it")
+    table, value = row
+    if table == "ip.proto":
+        return _ipv4(value, payload)
+    if table == "udp.port":
+        return _ipv4(IPPROTO_UDP, struct.pack("!HHHH", 49152 + n % 16384, value,
+                                              8 + len(payload), 0) + payload)
+    carrier = next((h for h in reg.handlers.values() if h.carry is not None
+                    and getattr(h.skip, "table", None) == table), None)
+    if carrier is None:
+        raise UsageError(f"--encap {handler.name}: no registered tunnel carries {table}")
+    return _carried(carrier.carry(value, payload, n), carrier, n, depth + 1)
+
+
 def encap(frame: bytes, kind: str, n: int, span: int) -> bytes:
-    if kind == "erspan2":
-        return _ipv4(47, tunnels.gre(tunnels.GRE_ERSPAN2, tunnels.erspan2(frame, span, n),
-                                     seq=n))
-    if kind == "erspan3":
-        return _ipv4(47, tunnels.gre(tunnels.GRE_ERSPAN3,
-                                     tunnels.erspan3(frame, span, timestamp=n), seq=n))
-    if kind == "gre":
-        return _ipv4(47, tunnels.gre(tunnels.GRE_ETHERNET, frame))
-    body = tunnels.vxlan(frame, span)
-    return _ipv4(17, struct.pack("!HHHH", 49152 + n % 16384, tunnels.VXLAN_PORT,
-                                 8 + len(body), 0) + body)
+    """Frame number ``n`` wrapped in the tunnel ``kind`` (session ID / VNI ``span``)."""
+    handler = encaps()[kind]
+    return _carried(handler.encap(frame, n, span), handler, n)
 
 
 def apply(args: argparse.Namespace, datas: Iterable[bytes]) -> tuple[Iterable[bytes], int]:
@@ -94,10 +119,9 @@ def apply(args: argparse.Namespace, datas: Iterable[bytes]) -> tuple[Iterable[by
         return (to_ib(d, args) for d in datas), ib.LINKTYPE_INFINIBAND
     kind = getattr(args, "encap", None)
     if kind:
-        if kind.startswith("erspan"):  # --span-id was bounded by the wider VNI when parsed
-            bits = tunnels.ERSPAN2_LAYOUT.field("spanid").bits
-            if args.span_id >> bits:
-                raise UsageError(f"--span-id {args.span_id} does not fit ERSPAN's {bits}-bit "
-                                 "session ID")
+        bits = encaps()[kind].ident_bits  # --span-id was bounded by the widest when parsed
+        if args.span_id >> bits:
+            raise UsageError(f"--span-id {args.span_id} does not fit {kind}'s {bits}-bit "
+                             "session ID / VNI")
         return (encap(d, kind, i, args.span_id) for i, d in enumerate(datas)), 1
     return datas, 1

@@ -1,6 +1,7 @@
 """Peeling tunnels off whole batches of frames, by the registry's rows: the inner frames of
 GRE, ERSPAN II/III and VXLAN for the compiled RoCE scan (``peel``, compiled in
-``_peel.pxi`` beside this module, with ``peel_reference`` its pure-Python twin), and the
+``_peel.pxi`` beside this module, configured with each tunnel's ``SkipRule``; with
+``peel_reference`` its pure-Python twin), and the
 inner batch of a link-type tunnel such as ERF (``unwrap_batch``).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from roce.families import registry
+from roce.families.handler import SkipRule
 
 MAX_STEPS = 8  # tunnel headers peeled from one frame at most
 
@@ -65,33 +67,41 @@ _PEEL_STATE: list[Any] = [None]  # the rows the compiled peel was last configure
 
 
 def _compiled_peel() -> Any:
+    """The compiled peel configured with the registry's tunnel rules, or None when some
+    tunnel row's handler steps over its header in Python only (a ``skip`` that is not a
+    ``SkipRule``) or the rules exceed the compiled tables."""
     from roce import fast
-    from roce.families import tunnels
 
     ext = getattr(fast, "_ext", None)
     if ext is None or not hasattr(ext, "peel"):
         return None
     tables = registry().tables
-    builtin = {tunnels.skip_gre: "gre", tunnels.skip_erspan2: "erspan2",
-               tunnels.skip_erspan3: "erspan3", tunnels.skip_vxlan: "vxlan"}
-    rows: dict[str, dict[int, str]] = {}
-    for table in ("ip.proto", "udp.port", "gre.proto"):
+    rules: list[SkipRule] = []
+    index: dict[int, int] = {}  # id(rule) -> its number
+    rows: dict[str, dict[int, int]] = {}
+    for table in ext.PEEL_TABLES:
         rows[table] = {}
         for value, handler in tables[table].items():
-            if handler.skip is None:
+            rule = handler.skip
+            if rule is None:
                 continue
-            kind = builtin.get(handler.skip)
-            if kind is None:  # a plugin's tunnel: only the reference knows its skip
+            if not isinstance(rule, SkipRule):  # only the reference knows this skip
                 return None
-            rows[table][value] = kind
-    key = tuple((t, tuple(sorted(r.items()))) for t, r in rows.items())
+            if id(rule) not in index:
+                index[id(rule)] = len(rules)
+                rules.append(rule)
+            rows[table][value] = index[id(rule)]
+    limits = ext.PEEL_LIMITS
+    if (len(rules) > limits["rules"] or any(len(r) > limits["rows"] for r in rows.values())
+            or any(len(r.checks) > limits["checks"] or len(r.extras) > limits["extras"]
+                   or len(r.direct) > limits["direct"] or r.table not in ("", *ext.PEEL_TABLES)
+                   for r in rules)):
+        return None
+    key = (tuple(rules), tuple((t, tuple(sorted(r.items()))) for t, r in rows.items()))
     if _PEEL_STATE[0] != key:
-        ext.peel_configure({**rows, "const": {
-            "erspan2": tunnels.ERSPAN2_LAYOUT.size, "erspan3": tunnels.ERSPAN3_LAYOUT.size,
-            "platform": tunnels.PLATFORM_LAYOUT.size, "vxlan": tunnels.VXLAN_LAYOUT.size,
-            "teb": tunnels.GRE_ETHERNET, "erspan2_proto": tunnels.GRE_ERSPAN2,
-            "ipv4": tunnels.GRE_IPV4, "ipv6": tunnels.GRE_IPV6,
-            "lt_eth": tunnels.LINKTYPE_ETHERNET, "lt_raw": tunnels.LINKTYPE_RAW}})
+        ext.peel_configure({**rows, "rules": [
+            (r.size, r.checks, r.extras, r.inner, r.next_at, r.direct, r.table)
+            for r in rules]})
         _PEEL_STATE[0] = key
     return ext
 

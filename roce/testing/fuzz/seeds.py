@@ -103,7 +103,8 @@ def tunnel_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
 
     pool = []
     for i, frame in enumerate(roce_seeds(rng, max(per_opcode // 3, 1))):
-        kind = family_craft.ENCAPS[i % len(family_craft.ENCAPS)]
+        kinds = list(family_craft.encaps())
+        kind = kinds[i % len(kinds)]
         pool.append(family_craft.encap(frame, kind, rng.getrandbits(16), rng.getrandbits(10)))
     return pool
 
