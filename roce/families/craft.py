@@ -120,7 +120,7 @@ def apply(args: argparse.Namespace, datas: Iterable[bytes]) -> tuple[Iterable[by
     kind = getattr(args, "encap", None)
     if kind:
         bits = encaps()[kind].ident_bits  # --span-id was bounded by the widest when parsed
-        if args.span_id >> bits:
+        if bits and args.span_id >> bits:  # 0: the tunnel carries no session ID
             raise UsageError(f"--span-id {args.span_id} does not fit {kind}'s {bits}-bit "
                              "session ID / VNI")
         return (encap(d, kind, i, args.span_id) for i, d in enumerate(datas)), 1
