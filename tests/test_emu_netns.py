@@ -5,8 +5,8 @@ RoCE over raw Ethernet (AF_PACKET) or the kernel's UDP, with the out-of-band TCP
 beside it.  Checked: both summaries (``-T json``) say every message completed and the data
 is byte-exact on both sides; the recorded pcaps hold only frames with valid ICRCs and
 tshark decodes them; on an impaired link (``tc netem`` where the kernel has it, else the
-emulator's own impairing relay in a third namespace, ``python -m
-roce.emu.real.relay``) RC still executes every message exactly once.
+emulator's own impairing relay in a third namespace, ``roce relay``) RC still executes every
+message exactly once.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Relayed:
                 _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "e0")
                 _ip("-n", ns, "link", "set", "lo", "up")
                 _ip("-n", ns, "link", "set", "e0", "up")
-            self.relay = p.popen(self.ns_m, [sys.executable, "-m", "roce.emu.real.relay",
+            self.relay = p.popen(self.ns_m, [sys.executable, "-m", "roce", "relay",
                                              "m0", "m1", *relay_args],
                                  stdout=subprocess.PIPE, text=True)
             assert self.relay.stdout is not None

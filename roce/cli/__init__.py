@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulate": ("roce.cli.emulate", "run RC queue pairs over a simulated fabric, print a summary"),
     "sweep": ("roce.cli.sweep",
               "run emulate over a grid of options, one table row per run (CSV, Parquet)"),
+    "relay": ("roce.cli.relay",
+              "an impairing wire between two interfaces (loss, reordering, delay)"),
     "target": ("roce.cli.target",
                "an emulated RoCE responder for outside peers (raw Ethernet or UDP)"),
     "fuzz": ("roce.cli.fuzz",

@@ -112,7 +112,7 @@ def _simulated_only() -> dict[str, tuple[str, Any, str]]:
     for a in link._actions:
         if a.dest in FAULTS:
             out[a.dest] = (a.option_strings[0], a.default, "on a real link impair it with tc "
-                           "netem or `python -m roce.emu.real.relay`")
+                           "netem or `roce relay`")
         elif a.dest in ("rate", "delay"):
             out[a.dest] = (a.option_strings[0], a.default, "a real link has its own")
     for module, why in ((cc_cli, "congestion control runs in the simulated NICs of a "

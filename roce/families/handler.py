@@ -95,8 +95,8 @@ class Handler:
     column_types: tuple[ColumnSpec, ...] | Callable[[], tuple[ColumnSpec, ...]] = ()
     # craft, tunnels: ``encap(frame, n, ident)`` the tunnel's bytes around one inner frame
     # (``n`` counts frames; ``ident`` the span ID / VNI of ``--span-id``, at most
-    # ``ident_bits`` wide, 0 when it carries none); ``carry(value, payload, n)`` wraps a payload whose next-header
-    # value is ``value`` (GRE carries ERSPAN so)
+    # ``ident_bits`` wide, 0 when it carries none); ``carry(value, payload, n)`` wraps a
+    # payload whose next-header value is ``value`` (GRE carries ERSPAN so)
     encap: Callable[[bytes, int, int], bytes] | None = None
     ident_bits: int = 0
     carry: Callable[[int, bytes, int], bytes] | None = None

@@ -11,17 +11,13 @@ untouched::
 
 from __future__ import annotations
 
-import argparse
 import heapq
-import json
 import random
 import selectors
-import signal
 import socket
 import struct
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -149,41 +145,3 @@ class _RelaySide:
 
     def next_tx(self, now: int) -> int | None:
         return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from roce.emu.fabric import LinkConfig
-    from roce.options import parse_positive_seconds, parse_probability, parse_seed, parse_time
-
-    p = argparse.ArgumentParser(prog="python -m roce.emu.real.relay",
-                                description="an impairing wire between two interfaces")
-    p.add_argument("if_a")
-    p.add_argument("if_b")
-    for name in ("loss", "burst", "reorder", "dup", "corrupt"):
-        p.add_argument(f"--{name}", type=parse_probability, default=0.0)
-    p.add_argument("--delay", type=parse_time, default=0, help="base delay (0)")
-    p.add_argument("--jitter", type=parse_time, default=1_000_000,
-                   help="extra delay of a reordered frame, at most (1ms)")
-    p.add_argument("--seed", type=parse_seed, default=0)
-    p.add_argument("--duration", type=parse_positive_seconds, default=None,
-                   help="seconds (forever)")
-    args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
-    cfg = LinkConfig(rate_gbps=1e6, delay_ns=args.delay, loss=args.loss, burst_p=args.burst,
-                     reorder=args.reorder, reorder_jitter_ns=args.jitter, dup=args.dup,
-                     corrupt=args.corrupt)
-    relay = Relay(args.if_a, args.if_b, cfg, LinkConfig(**asdict(cfg)), seed=args.seed)
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    print(f"relay {args.if_a} <-> {args.if_b} ready", flush=True)
-    try:
-        relay.run(args.duration, stop=lambda: bool(stopping))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        print(json.dumps(relay.stats()), flush=True)
-        relay.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
