@@ -90,6 +90,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         return bad
     table: dict[object, list[str]] = {
         options.parse_rate: ["0", "-1", "nan", "inf", "-inf", "x", "1e400", "0G"],
+        options.parse_link_rate: ["0", "-1", "nan", "inf", "x", "1e400", "1e300", "1e-300",
+                                  "1000001", "1e-10"],
         options.parse_seconds: ["-1", "nan", "inf", "1e300", "x", ""],
         options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
