@@ -77,7 +77,8 @@ def test_routes_are_shortest_paths_with_equal_cost_sets():
     assert [p.wire.dst.name for p in spine1.routes[far]] == ["leaf3:0"]  # leaf3 port 0 faces spine1
     # hosts resolve every peer to their leaf's port
     nic = net.hosts["l1h1"]
-    assert set(nic.device.neighbors.values()) == {leaf1.ports[2].mac.hex(":")}
+    assert {nic.device.peer_mac(ip) for h, ip in t.hosts.items() if h != "l1h1"} == {
+        leaf1.ports[2].mac.hex(":")}
 
 
 def test_permutation_is_a_seeded_derangement_across_leaves():

@@ -4,10 +4,12 @@
 
 Routes are shortest paths by hop count: a switch's next hops toward a host are every
 neighbour one hop closer to it (hosts never forward), so equal-cost paths give ECMP sets.
+Building is linear in hosts and links (``build``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import random
 from argparse import ArgumentTypeError
 from collections import deque
@@ -277,11 +279,9 @@ def build(t: Topology, o: NetOptions) -> Network:
                 src.peer_mac = dst.mac
             ends.setdefault(a, []).append((src, dst))
     _routes(t, net, ends)
+    addresses = frozenset(t.hosts.values())
     for name, nic in net.hosts.items():
-        gw = ends[name][0][1].mac.hex(":")
-        for other, ip in t.hosts.items():
-            if other != name:
-                nic.device.neighbors[ip] = gw
+        nic.device.neighbors = Gateway(ends[name][0][1].mac.hex(":"), addresses, nic.ctx.ip)
 
     def marker_for(sw: Switch, port: Any, rate_gbps: float) -> Any:
         spec = t.switches[sw.name]
@@ -310,8 +310,30 @@ def _label(end: Any) -> str:
     return end.name
 
 
+class Gateway(dict):
+    """A host's neighbour table in a routed network: every other host of the network
+    resolves to the gateway's MAC, without an entry per peer (which would make building
+    quadratic in hosts).  Anything else is not a neighbour (``Device.peer_mac`` says so)."""
+
+    __slots__ = ("gateway", "addresses", "own")
+
+    def __init__(self, gateway: str, addresses: frozenset[str], own: str) -> None:
+        super().__init__()
+        self.gateway, self.addresses, self.own = gateway, addresses, own
+
+    def __missing__(self, ip: str) -> str:
+        if ip != self.own and ip in self.addresses:
+            return self.gateway
+        raise KeyError(ip)
+
+
 def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -> None:
-    """Every switch's equal-cost next-hop ports toward every host."""
+    """Every switch's equal-cost next-hop ports toward every host.
+
+    A host has one link and never forwards, so a switch's distance to a host is one more
+    than its distance to the host's switch: one search of the switches from each switch
+    that has hosts gives the next hops toward all of them (one list, shared by their
+    route entries).  Linear in hosts and links for a fixed number of such switches."""
     owner: dict[int, str] = {}  # id(endpoint) -> node
     for node, pairs in ends.items():
         for mine, _ in pairs:
@@ -320,22 +342,30 @@ def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -
     for node, pairs in ends.items():
         for mine, peer in pairs:
             adj.setdefault(node, []).append((mine, owner[id(peer)]))
-    for host, ip in t.hosts.items():
-        dist = {host: 0}
-        todo = deque([host])
+    switches = net.switches
+    on: dict[str, list[str]] = {}  # switch -> the hosts linked to it
+    for host in t.hosts:
+        nb = adj[host][0][1]
+        if nb in switches:
+            on.setdefault(nb, []).append(host)
+    key = {host: ipaddress.IPv4Address(ip).packed for host, ip in t.hosts.items()}
+    for leaf, hosts in on.items():
+        dist = {leaf: 0}
+        order = [leaf]
+        todo = deque(order)
         while todo:
             n = todo.popleft()
-            if n != host and n in t.hosts:
-                continue  # hosts do not forward
             for _, nb in adj.get(n, []):
-                if nb not in dist:
+                if nb in switches and nb not in dist:
                     dist[nb] = dist[n] + 1
+                    order.append(nb)
                     todo.append(nb)
-        key = bytes(int(x) for x in ip.split("."))
-        for name, sw in net.switches.items():
-            if name not in dist:
-                continue
-            hops = [port for port, nb in adj.get(name, [])
+        for port, nb in adj[leaf]:
+            if nb in key:  # a host on this switch: the port facing it
+                switches[leaf].routes[key[nb]] = [port]
+        for name in order[1:]:
+            hops = [port for port, nb in adj[name]
                     if nb in dist and dist[nb] == dist[name] - 1]
-            if hops:
-                sw.routes[key] = hops
+            table = switches[name].routes
+            for host in hosts:
+                table[key[host]] = hops
