@@ -121,6 +121,20 @@ def parse_rate(text: str) -> float:
     return value
 
 
+# A simulated link's rate, Gb/s: 1 b/s (a link counts whole bits per second) to 1 Pb/s (the
+# rate times the longest delay, 2^63 ns, stays a finite number of bits: PFC headroom)
+MIN_LINK_GBPS, MAX_LINK_GBPS = 1e-9, 1e6
+
+
+def parse_link_rate(text: str) -> float:
+    """A simulated link's rate in Gb/s (``100``, ``25G``), from 1 b/s to 1 Pb/s."""
+    value = parse_rate(text)
+    if not MIN_LINK_GBPS <= value <= MAX_LINK_GBPS:
+        raise _bad(f"rate {text!r} is out of range ({MIN_LINK_GBPS:g} .. {MAX_LINK_GBPS:g} "
+                   "Gb/s)")
+    return value
+
+
 def parse_seconds(text: str) -> float:
     """A duration in seconds, >= 0, whose nanoseconds fit in 64 bits."""
     value = _float(text, "number of seconds")
@@ -343,10 +357,11 @@ def parse_ecn(text: str) -> int:
     return value
 
 
-__all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_NS", "MAX_SECONDS", "WidthOf", "bounded_int",
-           "field_assignment", "field_int", "mac_bytes", "parse_address", "parse_ecn",
-           "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs", "parse_key",
-           "parse_listen_port", "parse_mac", "parse_mac_bytes", "parse_port", "parse_positive",
-           "parse_positive_seconds", "parse_positive_time", "parse_probability", "parse_psn",
-           "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed", "parse_size",
-           "parse_time", "parse_timeout", "read_int", "size_at_most", "unsigned"]
+__all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_LINK_GBPS", "MAX_NS", "MAX_SECONDS", "MIN_LINK_GBPS",
+           "WidthOf", "bounded_int", "field_assignment", "field_int", "mac_bytes", "parse_address",
+           "parse_ecn", "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs",
+           "parse_key", "parse_link_rate", "parse_listen_port", "parse_mac", "parse_mac_bytes",
+           "parse_port", "parse_positive", "parse_positive_seconds", "parse_positive_time",
+           "parse_probability", "parse_psn", "parse_qpn", "parse_rate", "parse_retry",
+           "parse_seconds", "parse_seed", "parse_size", "parse_time", "parse_timeout", "read_int",
+           "size_at_most", "unsigned"]

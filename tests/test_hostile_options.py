@@ -41,6 +41,7 @@ import roce
 from roce import options
 from roce.cli import COMMANDS, build_parser, main
 from roce.cli import _craft_macc as craft_macc
+from roce.emu.net import observe, schema
 from roce.pcapio import PcapWriter
 
 MEMORY_LIMIT = 1 << 30
@@ -90,6 +91,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         return bad
     table: dict[object, list[str]] = {
         options.parse_rate: ["0", "-1", "nan", "inf", "-inf", "x", "1e400", "0G"],
+        options.parse_link_rate: ["0", "-1", "nan", "inf", "x", "1e400", "1e300", "1e-300",
+                                  "1000001", "1e-10"],
         options.parse_seconds: ["-1", "nan", "inf", "1e300", "x", ""],
         options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
@@ -105,6 +108,11 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_ecn: ["4", "-1", "x", ""],
         PARSE_FIELD: ["icrc=0x100000000", "bth.psn=0x1000000", "novalue", "=5",
                               "ip.id=zz", "eth.dst=ff:ff:ff:ff:ff", "reth.va=-1"],
+        schema.parse_topology: ["ring:3", "incast:0", "incast:-1", "incast:1e3", "incast:",
+                                "leafspine:2,2", "incast:0x10", "dumbbell:1000000",
+                                "incast:100000000", "leafspine:33000,33000,1", ""],
+        schema.parse_ecn_text: ["1,2", "400K,100K,0.2", "1K,2K,nan", "1K,2K,2", "x", ""],
+        observe.parse_tap: ["sw:-1", "sw:+0", "sw: 0", "sw", "sw:0x1", "sw:0=", ":0", ""],
     }
     return table[t]
 

@@ -11,6 +11,8 @@ from contextlib import ExitStack
 from typing import Any
 
 from roce.cli import _emulate_cc as cc_cli
+from roce.emu.net.observe import parse_tap
+from roce.emu.net.schema import parse_ecn_text, parse_topology
 from roce.errors import InputError
 from roce.options import parse_positive_time, parse_size
 
@@ -19,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
         "switched network",
         "hosts behind switches with shared buffers, ECN, PFC and ECMP (not with --listen)")
-    g.add_argument("--topology", default="p2p", metavar="KIND",
+    g.add_argument("--topology", type=parse_topology, default="p2p", metavar="KIND",
                    help="p2p (two hosts, one link; the default), incast:N, dumbbell:N, "
                         "leafspine:L,S,H")
     g.add_argument("--topology-file", metavar="FILE", help="hosts, switches, links and "
@@ -29,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "permutation)")
     g.add_argument("--buffer", type=parse_size, default=12 << 20, metavar="SIZE",
                    help="shared buffer per switch (12M)")
-    g.add_argument("--ecn", default="on", metavar="KMIN,KMAX,PMAX",
+    g.add_argument("--ecn", type=parse_ecn_text, default="on", metavar="KMIN,KMAX,PMAX",
                    help="RED marking per egress queue, e.g. 100K,400K,0.2; off; default: "
                         "100K,400K,0.2 per 25 Gb/s of port rate, with PFC off shrunk until "
                         "KMAX is half the queue's drop point")
@@ -37,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="PFC for the lossless class (DSCP 26, priority 3; default on)")
     g.add_argument("--lb", choices=("ecmp", "spray"), default="ecmp",
                    help="equal-cost paths: per-flow hash or per-packet spraying (ecmp)")
-    g.add_argument("--tap", action="append", default=[], metavar="NODE:PORT[=FILE]",
+    g.add_argument("--tap", action="append", type=parse_tap, default=[],
+                   metavar="NODE:PORT[=FILE]",
                    help="record both directions of a switch port to a pcap (default file "
                         "tap-NODE-PORT.pcap); repeatable")
     g.add_argument("--trace", metavar="FILE", help="sampled queues, QP rates, pause states "
@@ -69,13 +72,26 @@ def scenario(args: argparse.Namespace) -> Any:
         loss_rule=getattr(args, "loss_rule", "rack"))
 
 
+def topology(args: argparse.Namespace) -> Any:
+    """The ``--topology-file``'s topology, checked, its drop filters compiled as ``roce
+    decode -Y`` compiles a display filter (the emulator takes predicates); None for
+    ``--topology``."""
+    if not args.topology_file:
+        return None
+    from roce.decoder.decode import make_filter
+    from roce.emu.net.topology import load
+
+    return load(args.topology_file, make_filter)
+
+
 def simulate(args: argparse.Namespace) -> Any:
     """The run's summary (pcap, taps and trace written as it goes)."""
-    from roce.emu.net.observe import Trace
-    from roce.emu.net.runner import NetRun, tap_port
+    from roce.emu.net.observe import Trace, tap_port
+    from roce.emu.net.runner import NetRun
     from roce.pcapio import PcapWriter
 
     sc = scenario(args)
+    t = topology(args)  # checked before any file is written
     with ExitStack() as stack:
         def open_pcap(path: str) -> Any:
             try:
@@ -94,7 +110,7 @@ def simulate(args: argparse.Namespace) -> Any:
                 raise InputError(f"{args.trace}: {e.strerror}") from None
             fmt = "json" if args.trace.endswith((".json", ".jsonl")) else "csv"
             trace = Trace(out, args.trace_interval, fmt)
-        run = NetRun(sc, writer, None, trace)
+        run = NetRun(sc, writer, None, trace, t)
         ports = [(tap_port(run.net, where), path) for where, _, path in
                  (spec.partition("=") for spec in args.tap)]  # every name checked first
         for (port, path), spec in zip(ports, args.tap):

@@ -21,6 +21,7 @@ from roce.options import (
     MAX_COUNT,
     bounded_int,
     parse_ip_text,
+    parse_link_rate,
     parse_listen_port,
     parse_mac,
     parse_port,
@@ -28,7 +29,6 @@ from roce.options import (
     parse_positive_seconds,
     parse_probability,
     parse_psn,
-    parse_rate,
     parse_retry,
     parse_seed,
     parse_size,
@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qps", type=parse_positive, default=1, help="concurrent queue pairs (1)")
     p.add_argument("--depth", type=parse_positive, default=16,
                    help="outstanding messages per QP (16)")
-    p.add_argument("--rate", type=parse_rate, default=100.0, help="link rate in Gb/s (100)")
+    p.add_argument("--rate", type=parse_link_rate, default=100.0,
+                   help="link rate in Gb/s (100; 1e-9 .. 1e6)")
     p.add_argument("--delay", type=parse_time, default=1000, help="propagation delay (1us)")
     for name in ("loss", "burst", "reorder", "dup", "corrupt"):
         p.add_argument(f"--{name}", type=parse_probability, default=0.0,

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and x not in names:
         raise UsageError(f"--plot-x {x}: not a grid parameter ({', '.join(names)})")
 
-    pts = sweep.points(params)
+    pts = list(sweep.points(params))  # at most sweep.MAX_RUNS (parse_grid checked)
     seeds = [sweep.run_seed(base_seed, pt) for pt in pts]
     keys = [sweep.key(pt, s, fixed) for pt, s in zip(pts, seeds)]
     index = {k: i for i, k in enumerate(keys)}

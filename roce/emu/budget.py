@@ -68,22 +68,30 @@ def check(need: int, option: str, value: object, bound: str, what: str) -> None:
                          f"{human(have)} is available here ({option} at most {bound})")
 
 
+def per_qp(size: int, slots: int, sides: int) -> int:
+    """Bytes one QP of a workload costs: its overhead and ``slots`` message buffers on each of
+    ``sides`` devices in this process."""
+    from roce.emu.core.payload import slot_bytes
+
+    return sides * (QP_OVERHEAD + slots * slot_bytes(size))
+
+
 def workload(size: int, slots: int, qps: int, sides: int) -> None:
     """Check a workload of ``qps`` QPs with ``slots`` slots for ``size``-byte messages on
     ``sides`` devices in this process (2 on the simulated fabric, 1 at each end of a real
     link): ``--qps`` first (its bound counts the buffers too), then ``--size``."""
     from roce.emu.core.payload import slot_bytes
 
-    per_qp = sides * (QP_OVERHEAD + slots * slot_bytes(size))
+    per = per_qp(size, slots, sides)
     have = available()
-    most = min(MAX_QPNS, have // per_qp)
+    most = min(MAX_QPNS, have // per)
     if qps > most and (most >= 1 or qps > MAX_QPNS):  # not even one QP fits: --size
         why = ("a device numbers QPs with 24 bits from 0x11" if most == MAX_QPNS else
-               f"{qps} QPs would need {human(qps * per_qp)} of memory, {human(have)} is "
+               f"{qps} QPs would need {human(qps * per)} of memory, {human(have)} is "
                "available here")
         raise UsageError(f"--qps {qps}: {why} (--qps at most {most}"
                          f"{' with --size ' + human(size) if most < MAX_QPNS else ''})")
     room = (have // qps - sides * QP_OVERHEAD) // (sides * slots)  # bytes per slot
-    check(qps * per_qp, "--size", human(size),
+    check(qps * per, "--size", human(size),
           human(max(room, 0)) + (f" with --qps {qps}" if qps > 1 else ""),
           f"{qps} QP(s) of {human(slot_bytes(size))} messages")

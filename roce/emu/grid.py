@@ -8,6 +8,10 @@ hands in the function that runs one scenario, since only command modules import 
 modules), with each option's own ``type`` and ``choices``.  An option emulate gains
 (``--recovery``) is a grid parameter at once.
 
+A grid's size is the product of its axes' lengths, checked against ``MAX_RUNS`` before a value
+is converted or a point made (an integer range ``LO..HI`` is an axis of HI - LO + 1 values,
+counted by arithmetic); ``points`` then makes the runs lazily, in order.
+
 Seeds (docs/architecture.md, "roce sweep"): unless ``seed`` is itself a grid parameter, run
 *i* uses ``derive_seed(base, point)``: the first 4 bytes of SHA-256 over the base ``--seed``
 and the grid point as canonical JSON (parameter names sorted), as a 31-bit integer.  The
@@ -20,12 +24,14 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from roce.errors import RoceError, UsageError
+from roce.options import read_int
 
 # emulate options that are not part of a simulated scenario: where its output goes, and the
 # run across a real network.  A sweep writes one table, so these are refused.
@@ -37,6 +43,10 @@ FALSE = ("0", "false", "no", "off")
 ERROR = "error"  # the column naming why a run failed ("" when it did not)
 FIXED = "fixed"  # the column holding the options every run of the sweep shared (fixed_text)
 CPU = "run_cpu_s"  # CPU seconds of the run in its worker (setup and summary included)
+# The most runs one sweep makes.  The sweep holds every row it writes (a switched network's
+# row has hundreds of columns) and rewrites the table as runs finish; a larger study is
+# several sweeps into the same table (rows of other grids are kept).
+MAX_RUNS = 10_000
 
 
 def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -95,21 +105,62 @@ def split_values(spec: str) -> list[str]:
     return spec.split("|") if "|" in spec else spec.split(",")
 
 
+def integer_range(text: Any) -> range | None:
+    """``LO..HI`` (integers as options read them, ends included) as a range, else None."""
+    if not isinstance(text, str) or ".." not in text:
+        return None
+    lo, _, hi = text.partition("..")
+    try:
+        return range(read_int(lo), read_int(hi) + 1)
+    except ValueError:
+        return None
+
+
+def _axis(vals: list[Any]) -> list[Any] | range:
+    """A word's or a TOML array's values; one ``LO..HI`` alone is a range (not listed)."""
+    if len(vals) == 1:
+        r = integer_range(vals[0])
+        if r is not None:
+            return r
+    return vals
+
+
+def _count(vals: list[Any] | range) -> int:
+    return max(0, vals.stop - vals.start) if isinstance(vals, range) else len(vals)
+
+
+def _check_ends(action: argparse.Action, col: str, vals: range) -> None:
+    """A range's ends, by the option's own type (so its bounds are named), before the grid's
+    size is known."""
+    text = f"{vals.start}..{vals.stop - 1}"
+    if vals.stop <= vals.start:
+        raise UsageError(f"--grid {col}={text}: an empty range (LO..HI with LO <= HI)")
+    for end in (vals.start, vals.stop - 1):
+        convert(action, str(end), f"--grid {col}={text}")
+
+
+def _convert_axis(action: argparse.Action, col: str, vals: list[Any] | range) -> tuple[Any, ...]:
+    if isinstance(vals, range):
+        text = f"{vals.start}..{vals.stop - 1}"
+        return tuple(convert(action, str(v), f"--grid {col}={text}: {v}") for v in vals)
+    return tuple(convert(action, v, f"--grid {col}={v}") for v in vals)
+
+
 def parse_grid(parser: argparse.ArgumentParser, specs: Iterable[str],
                table: Mapping[str, Any] | None = None) -> list[Param]:
     """Grid parameters from ``NAME=V1,V2`` words and/or a TOML ``[grid]`` table, each value
     converted by the option's own type in emulate's ``parser`` (a bad one is a UsageError
     naming it)."""
     opts = options(parser)
-    raw: list[tuple[str, list[Any]]] = []
+    raw: list[tuple[str, list[Any] | range]] = []
     for name, vals in (table or {}).items():
-        raw.append((name, list(vals) if isinstance(vals, list) else [vals]))
+        raw.append((name, _axis(list(vals) if isinstance(vals, list) else [vals])))
     for spec in specs:
         name, eq, vals = spec.partition("=")
         if not eq or not name:
             raise UsageError(f"--grid {spec}: give NAME=V1,V2,... (an emulate option name)")
-        raw.append((name, split_values(vals)))
-    params: list[Param] = []
+        raw.append((name, _axis(split_values(vals))))
+    axes: list[tuple[str, argparse.Action, list[Any] | range]] = []
     seen: set[str] = set()
     for name, vals in raw:
         key = name.strip().lstrip("-")
@@ -119,20 +170,31 @@ def parse_grid(parser: argparse.ArgumentParser, specs: Iterable[str],
         col = long_name(action)
         if col in seen:
             raise UsageError(f"--grid {name}: given twice")
-        if not vals:
+        if isinstance(vals, range):
+            _check_ends(action, col, vals)
+        elif not vals:
             raise UsageError(f"--grid {name}: no values")
         seen.add(col)
-        values = tuple(convert(action, v, f"--grid {col}={v}") for v in vals)
-        params.append(Param(col, action, values))
-    if not params:
+        axes.append((col, action, vals))
+    if not axes:
         raise UsageError("give a grid: --grid NAME=V1,V2 ... or --grid FILE.toml")
-    return params
+    runs = math.prod(_count(vals) for _, _, vals in axes)
+    if runs > MAX_RUNS:
+        each = " x ".join(f"{_count(v)} {c}" for c, _, v in axes)
+        raise UsageError(f"--grid: {runs} runs ({each}); a sweep makes at most {MAX_RUNS} "
+                         "runs (split it: sweeps into the same table keep each other's rows)")
+    return [Param(col, action, _convert_axis(action, col, vals)) for col, action, vals in axes]
 
 
-def points(params: Sequence[Param]) -> list[dict[str, Any]]:
-    """Every combination, the first parameter varying slowest."""
-    return [dict(zip((p.name for p in params), combo))
-            for combo in itertools.product(*(p.values for p in params))]
+def size(params: Sequence[Param]) -> int:
+    """How many runs the grid makes."""
+    return math.prod(len(p.values) for p in params)
+
+
+def points(params: Sequence[Param]) -> Iterator[dict[str, Any]]:
+    """Every combination, the first parameter varying slowest, made as it is asked for."""
+    names = [p.name for p in params]
+    return (dict(zip(names, combo)) for combo in itertools.product(*(p.values for p in params)))
 
 
 def derive_seed(base: int, point: Mapping[str, Any]) -> int:
@@ -220,5 +282,6 @@ def measure(simulate: Callable[[argparse.Namespace], Any], opts: dict[str, Any],
     return metrics
 
 
-__all__ = ["CPU", "ERROR", "FIXED", "Param", "derive_seed", "fixed_text", "flatten", "key",
-           "measure", "parse_grid", "points", "run_options", "run_seed"]
+__all__ = ["CPU", "ERROR", "FIXED", "MAX_RUNS", "Param", "derive_seed", "fixed_text", "flatten",
+           "integer_range", "key", "measure", "parse_grid", "points", "run_options", "run_seed",
+           "size"]

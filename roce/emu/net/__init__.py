@@ -13,6 +13,8 @@ Modules, one job each:
 - ``pfc``: 802.1Qbb pause state, sending and receiving;
 - ``switch``: an output-queued switch with 8 traffic classes per port;
 - ``topology``: p2p-free topologies (incast, dumbbell, leaf-spine, TOML file) and routes;
+- ``schema``: what a topology may be, checked before it is built: a file's keys, the
+  topology strings, the limits, what building and flows cost against the memory budget;
 - ``runner``: traffic, the run loop and the summary (``fabric`` stats, completion times);
 - ``observe``: taps and the sampled trace;
 - ``cli``: the ``roce emulate`` options for all this.

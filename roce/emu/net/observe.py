@@ -7,19 +7,46 @@ Every ``interval_ns`` of virtual time the trace writes, as CSV rows or JSON line
   scheduler sent), its PSNs acknowledged and the bytes of its completed messages;
 - ``pause``: whether each port (switch ports and host NICs) is paused, per priority.
 
-Taps (``--tap NODE:PORT``) need no module of their own: a switch port writes what it receives
-and what it starts sending to its ``tap`` writer.
+Taps (``--tap NODE:PORT``): a switch port writes what it receives and what it starts sending
+to its ``tap`` writer; ``tap_port`` finds the port a spec names (``parse_tap`` checks the
+spec's form first, as ``--tap``'s type).
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import re
 from typing import Any, TextIO
 
+from roce.errors import UsageError
 from roce.psn import psn_diff
 
 COLUMNS = ("time_ns", "kind", "node", "index", "bytes", "rate_gbps", "acked_psns", "paused")
+# NODE:PORT, a switch's name and a port number in decimal (ports are numbered from 0)
+TAP = re.compile(r"(?P<node>[^=]+):(?P<port>0|[1-9][0-9]{0,5})")
+
+
+def parse_tap(text: str) -> str:
+    """``--tap``'s type: ``NODE:PORT`` or ``NODE:PORT=FILE``, the text as given."""
+    where, eq, path = text.partition("=")
+    if not TAP.fullmatch(where) or (eq and not path):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NODE:PORT[=FILE], a switch "
+                                         "and a port number from 0 (e.g. sw:0)")
+    return text
+
+
+def tap_port(net: Any, spec: str) -> Any:
+    """The switch port ``NODE:PORT`` names (for ``--tap``): a UsageError unless the network
+    has that switch and that port."""
+    m = TAP.fullmatch(spec)
+    sw = net.switches.get(m["node"]) if m else None
+    if sw is None or int(m["port"]) >= len(sw.ports):
+        have = f" ({m['node']} has ports 0..{len(sw.ports) - 1})" if sw is not None and \
+            sw.ports else ""
+        raise UsageError(f"--tap {spec}: no such switch port{have} (NODE:PORT, e.g. sw:0)")
+    return sw.ports[int(m["port"])]
 
 
 class Trace:

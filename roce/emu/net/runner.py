@@ -15,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from roce.emu.budget import per_qp
 from roce.emu.core.constants import ALL_ACCESS, QPType, WCStatus
 from roce.emu.core.payload import Expected, fill
 from roce.emu.core.qp import QPCap
 from roce.emu.core.verbs import CQ, MR, PD, QP, QPInitAttr, connect
+from roce.emu.net import schema
 from roce.emu.net import topology as topo
+from roce.emu.net.observe import tap_port
 from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
 from roce.emu.scenario import Scenario, Summary, _Flow, _post, add_qp_counts, kind, set_recovery
 
@@ -113,10 +116,13 @@ def traffic_of(sc: NetScenario, t: topo.Topology, net: Any) -> list[tuple[str, s
 
 class NetRun:
     """One run, built and ready: ``net`` (the ``Network``), ``flows`` and their ``names``
-    ((source, destination) host names) can be inspected or hooked before ``run()``."""
+    ((source, destination) host names) can be inspected or hooked before ``run()``.
+    ``topology``: one already loaded (the command's, with its drop filters compiled);
+    by default ``sc``'s."""
 
     def __init__(self, sc: NetScenario, record: Any = None,
-                 taps: dict[str, Any] | None = None, trace: Any = None) -> None:
+                 taps: dict[str, Any] | None = None, trace: Any = None,
+                 topology: topo.Topology | None = None) -> None:
         from roce.errors import UsageError
 
         if sc.qp_type != "rc":
@@ -125,7 +131,10 @@ class NetRun:
         sc.check(sides=2)  # the two-host scenario's limits (--op, --size, memory) hold here
         self.sc = sc
         self.trace = trace
-        t = self.topology = topology_of(sc)
+        t = self.topology = topology if topology is not None else topology_of(sc)
+        # every flow's QPs and buffers, and the network, fit before any is made
+        schema.check_flows(t, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
+                           sc.topology_file or f"--topology {sc.topology}")
         net = self.net = topo.build(t, options(sc))
         if record is not None:
             net.recorders.append(record)
@@ -241,21 +250,6 @@ def run_network(sc: NetScenario, record: Any = None, taps: dict[str, Any] | None
                 trace: Any = None,
                 progress: Callable[[int, int], None] | None = None) -> NetSummary:
     return NetRun(sc, record, taps, trace).run(progress)
-
-
-def tap_port(net: Any, spec: str) -> Any:
-    """The switch port ``NODE:PORT`` names (for ``--tap``)."""
-    from roce.errors import UsageError
-
-    node, _, port = spec.rpartition(":")
-    sw = net.switches.get(node)
-    try:
-        p = sw.ports[int(port)] if sw is not None else None
-    except (ValueError, IndexError):
-        p = None
-    if p is None:
-        raise UsageError(f"--tap {spec}: no such switch port (NODE:PORT, e.g. sw:0)")
-    return p
 
 
 def attach_tap(net: Any, spec: str, writer: Any) -> None:

@@ -4,18 +4,25 @@
 
 Routes are shortest paths by hop count: a switch's next hops toward a host are every
 neighbour one hop closer to it (hosts never forward), so equal-cost paths give ECMP sets.
+
+What a topology may be (a file's keys, the strings, the limits, what building costs) is
+``roce.emu.net.schema``'s, checked before anything here is built; building is linear in
+hosts and links (``build``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import random
 from argparse import ArgumentTypeError
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from roce.emu.core.verbs import Context
 from roce.emu.fabric import Faults, LinkConfig
+from roce.emu.net import schema
 from roce.emu.net.buffer import BufferConfig
 from roce.emu.net.link import Wire
 from roce.emu.net.nic import Nic
@@ -59,16 +66,12 @@ class Topology:
     leaf_of: dict[str, str] = field(default_factory=dict)  # host -> its switch
 
     def host(self, name: str) -> None:
-        self.hosts[name] = _ip(len(self.hosts))
+        self.hosts[name] = schema.auto_ip(len(self.hosts))
 
     def link(self, a: str, b: str) -> None:
         self.links.append(LinkSpec(a, b))
         if a in self.hosts:
             self.leaf_of[a] = b
-
-
-def _ip(k: int) -> str:
-    return f"10.0.{k // 250}.{k % 250 + 1}"
 
 
 def incast(n: int) -> Topology:
@@ -133,24 +136,20 @@ def all_to_all(t: Topology) -> list[tuple[str, str]]:
 
 
 def parse(spec: str) -> Topology:
-    """``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``."""
-    kind, _, arg = spec.partition(":")
-    try:
-        nums = [int(x) for x in arg.split(",")] if arg else []
-    except ValueError:
-        nums = []
-    if kind == "incast" and len(nums) == 1 and nums[0] >= 1:
-        return incast(nums[0])
-    if kind == "dumbbell" and len(nums) == 1 and nums[0] >= 1:
-        return dumbbell(nums[0])
-    if kind == "leafspine" and len(nums) == 3 and min(nums) >= 1:
-        return leafspine(*nums)
-    raise UsageError(f"--topology {spec!r}: expected p2p, incast:N, dumbbell:N or "
-                     "leafspine:L,S,H (positive integers)")
+    """``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``, checked (syntax, limits, memory:
+    ``schema.check_named``, a UsageError naming ``--topology``) before it is made."""
+    schema.check_named(spec)
+    kind, nums = schema.named(spec)
+    return {"incast": incast, "dumbbell": dumbbell, "leafspine": leafspine}[kind](*nums)
 
 
-def load(path: str) -> Topology:
-    """A topology from TOML (Python's tomllib):
+FilterCompiler = Callable[[str], Callable[[dict], bool]]
+
+
+def load(path: str, compile_filter: FilterCompiler | None = None) -> Topology:
+    """A topology from TOML (Python's tomllib), checked key by key against
+    ``schema.FILE`` and as a whole, its size against the memory budget, before anything is
+    built; an ``InputError`` naming ``path`` and the key otherwise::
 
         [hosts.h1]                       # ip optional
         ip = "10.0.0.1"
@@ -164,63 +163,54 @@ def load(path: str) -> Topology:
         reverse_faults = { dup = 0.01 }   # b -> a (default: the same as faults)
         [[traffic]]
         src = "h1"; dst = "h2"
-    """
-    from roce.options import parse_rate, parse_size, parse_time
+
+    A link's ``drop_filter`` is a display filter: ``compile_filter`` (the command's, from
+    the decoder this package may not import) turns it into the predicate ``LinkConfig``
+    takes, and is required when a file has one."""
     from roce.tomlfile import load as load_toml
 
-    doc = load_toml(path)
+    c = schema.check(load_toml(path), path)
     t = Topology()
-    try:
-        for name, h in doc.get("hosts", {}).items():
-            t.hosts[name] = h.get("ip", _ip(len(t.hosts)))
-        for name, s in doc.get("switches", {}).items():
-            t.switches[name] = SwitchSpec(
-                name, parse_size(str(s["buffer"])) if "buffer" in s else None,
-                parse_ecn(str(s["ecn"])) if "ecn" in s else None, s.get("pfc"))
-        for ln in doc.get("links", []):
-            spec = LinkSpec(ln["a"], ln["b"],
-                            parse_rate(str(ln["rate"])) if "rate" in ln else None,
-                            parse_time(str(ln["delay"])) if "delay" in ln else None,
-                            dict(ln.get("faults", {})), ln.get("reverse_faults"))
-            for end in (spec.a, spec.b):
-                if end not in t.hosts and end not in t.switches:
-                    raise InputError(f"{path}: link end {end!r} is neither a host nor a switch")
-            for fields in (spec.faults, spec.reverse_faults or {}):
-                unknown = set(fields) - set(LinkConfig.__dataclass_fields__)
-                if unknown:
-                    raise InputError(f"{path}: unknown fault field(s) {sorted(unknown)}")
-            t.links.append(spec)
-            for h, s in ((spec.a, spec.b), (spec.b, spec.a)):
-                if h in t.hosts:
-                    t.leaf_of[h] = s
-        t.traffic = [(x["src"], x["dst"]) for x in doc.get("traffic", [])]
-    except (KeyError, TypeError, AttributeError, ValueError, ArgumentTypeError) as e:
-        if isinstance(e, InputError):
-            raise
-        raise InputError(f"{path}: bad topology entry: {e}") from None
-    for a, b in t.traffic:
-        if a not in t.hosts or b not in t.hosts:
-            raise InputError(f"{path}: traffic {a} -> {b} names an unknown host")
+    t.hosts = c.hosts
+    for name, s in c.switches.items():
+        t.switches[name] = SwitchSpec(name, s.get("buffer"), s.get("ecn"), s.get("pfc"))
+    for i, ln in enumerate(c.links):
+        faults, reverse = ln.get("faults", {}), ln.get("reverse_faults")
+        for key, fields in ((f"links[{i}].faults", faults),
+                            (f"links[{i}].reverse_faults", reverse or {})):
+            if "drop_filter" in fields:
+                fields["drop_filter"] = _compiled(path, f"{key}.drop_filter",
+                                                  fields["drop_filter"], compile_filter)
+        t.links.append(LinkSpec(ln["a"], ln["b"], ln.get("rate"), ln.get("delay"), faults,
+                                reverse))
+        for h, s in ((ln["a"], ln["b"]), (ln["b"], ln["a"])):
+            if h in t.hosts:
+                t.leaf_of[h] = s
+    t.traffic = c.traffic
+    schema.check_shape(schema.shape_of(t), path)
     return t
 
 
-def parse_ecn(text: str) -> EcnConfig:
-    """``off`` or ``KMIN,KMAX,PMAX`` (sizes with K/M suffixes, PMAX in [0, 1])."""
-    from roce.options import parse_size
-
-    if text.strip().lower() == "off":
-        return EcnConfig(enabled=False)
-    parts = text.split(",")
+def _compiled(path: str, key: str, text: str,
+              compile_filter: FilterCompiler | None) -> Callable[[dict], bool]:
+    if compile_filter is None:
+        raise InputError(f"{path}: {key}: a display filter needs the command's filter "
+                         "compiler (load(path, compile_filter=...))")
     try:
-        if len(parts) != 3:
-            raise ValueError
-        kmin, kmax, pmax = parse_size(parts[0]), parse_size(parts[1]), float(parts[2])
-    except (ValueError, TypeError, ArgumentTypeError):
-        raise UsageError(f"--ecn {text!r}: expected KMIN,KMAX,PMAX (e.g. 100K,400K,0.2) or "
-                         "off") from None
-    if not (0 <= kmin <= kmax and 0.0 <= pmax <= 1.0):
-        raise UsageError(f"--ecn {text!r}: needs 0 <= KMIN <= KMAX and 0 <= PMAX <= 1")
-    return EcnConfig(kmin, kmax, pmax)
+        return compile_filter(text)
+    except (ValueError, ArgumentTypeError) as exc:  # FilterError is a ValueError
+        why = getattr(exc, "message", None) or str(exc)
+        at = getattr(exc, "position", None)
+        raise InputError(f"{path}: {key}: not a display filter: {why}"
+                         + (f" at position {at}" if at is not None else "")) from None
+
+
+def parse_ecn(text: str) -> EcnConfig:
+    """``on``, ``off`` or ``KMIN,KMAX,PMAX`` (``schema.ecn``); a UsageError naming --ecn."""
+    try:
+        return schema.ecn(text)
+    except ArgumentTypeError as exc:
+        raise UsageError(f"--ecn {exc}") from None
 
 
 @dataclass
@@ -277,11 +267,9 @@ def build(t: Topology, o: NetOptions) -> Network:
                 src.peer_mac = dst.mac
             ends.setdefault(a, []).append((src, dst))
     _routes(t, net, ends)
+    addresses = frozenset(t.hosts.values())
     for name, nic in net.hosts.items():
-        gw = ends[name][0][1].mac.hex(":")
-        for other, ip in t.hosts.items():
-            if other != name:
-                nic.device.neighbors[ip] = gw
+        nic.device.neighbors = Gateway(ends[name][0][1].mac.hex(":"), addresses, nic.ctx.ip)
 
     def marker_for(sw: Switch, port: Any, rate_gbps: float) -> Any:
         spec = t.switches[sw.name]
@@ -310,8 +298,30 @@ def _label(end: Any) -> str:
     return end.name
 
 
+class Gateway(dict):
+    """A host's neighbour table in a routed network: every other host of the network
+    resolves to the gateway's MAC, without an entry per peer (which would make building
+    quadratic in hosts).  Anything else is not a neighbour (``Device.peer_mac`` says so)."""
+
+    __slots__ = ("gateway", "addresses", "own")
+
+    def __init__(self, gateway: str, addresses: frozenset[str], own: str) -> None:
+        super().__init__()
+        self.gateway, self.addresses, self.own = gateway, addresses, own
+
+    def __missing__(self, ip: str) -> str:
+        if ip != self.own and ip in self.addresses:
+            return self.gateway
+        raise KeyError(ip)
+
+
 def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -> None:
-    """Every switch's equal-cost next-hop ports toward every host."""
+    """Every switch's equal-cost next-hop ports toward every host.
+
+    A host has one link and never forwards, so a switch's distance to a host is one more
+    than its distance to the host's switch: one search of the switches from each switch
+    that has hosts gives the next hops toward all of them (one list, shared by their
+    route entries).  Linear in hosts and links for a fixed number of such switches."""
     owner: dict[int, str] = {}  # id(endpoint) -> node
     for node, pairs in ends.items():
         for mine, _ in pairs:
@@ -320,22 +330,30 @@ def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -
     for node, pairs in ends.items():
         for mine, peer in pairs:
             adj.setdefault(node, []).append((mine, owner[id(peer)]))
-    for host, ip in t.hosts.items():
-        dist = {host: 0}
-        todo = deque([host])
+    switches = net.switches
+    on: dict[str, list[str]] = {}  # switch -> the hosts linked to it
+    for host in t.hosts:
+        nb = adj[host][0][1]
+        if nb in switches:
+            on.setdefault(nb, []).append(host)
+    key = {host: ipaddress.IPv4Address(ip).packed for host, ip in t.hosts.items()}
+    for leaf, hosts in on.items():
+        dist = {leaf: 0}
+        order = [leaf]
+        todo = deque(order)
         while todo:
             n = todo.popleft()
-            if n != host and n in t.hosts:
-                continue  # hosts do not forward
             for _, nb in adj.get(n, []):
-                if nb not in dist:
+                if nb in switches and nb not in dist:
                     dist[nb] = dist[n] + 1
+                    order.append(nb)
                     todo.append(nb)
-        key = bytes(int(x) for x in ip.split("."))
-        for name, sw in net.switches.items():
-            if name not in dist:
-                continue
-            hops = [port for port, nb in adj.get(name, [])
+        for port, nb in adj[leaf]:
+            if nb in key:  # a host on this switch: the port facing it
+                switches[leaf].routes[key[nb]] = [port]
+        for name in order[1:]:
+            hops = [port for port, nb in adj[name]
                     if nb in dist and dist[nb] == dist[name] - 1]
-            if hops:
-                sw.routes[key] = hops
+            table = switches[name].routes
+            for host in hosts:
+                table[key[host]] = hops
