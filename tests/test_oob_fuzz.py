@@ -530,7 +530,8 @@ def test_fuzz_a_real_connector(data: st.DataObject) -> None:
     run = connector_run(params_for, result_for, args=tuple(shape))
     if how == "valid":
         run.ran()
-        assert run.rc == 4, run  # nothing answered on the wire
+        if "ud" not in shape:  # nothing answered on the wire (UD sends complete unanswered)
+            assert run.rc == 4, run
     else:
         run.refused(how, picked["path"])
     assert run.seconds < WAIT

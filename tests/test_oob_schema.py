@@ -448,3 +448,21 @@ def test_wait_options_fit_every_consumer() -> None:
         c = socket.create_connection(("127.0.0.1", lst.port))
         lst.accept(most * 4).close()
         c.close()
+
+
+def test_a_hello_longer_than_a_line_is_the_connectors_usage_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Too many QPs to describe in one line: the connector says so, naming --qps and how
+    many fit, rather than sending what the listener would refuse."""
+    monkeypatch.setattr(schema, "MAX_LINE", 2000)
+    with oob.Listener("127.0.0.1", 0) as lst, socket.socket(socket.AF_INET,
+                                                           socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        ep = remote.Endpoint(transport="udp", ip="127.0.0.1", oob_port=lst.port,
+                             oob_timeout=5, udp_port=probe.getsockname()[1])
+        probe.close()
+        sc = remote.RemoteScenario(size=64, count=1, qps=20, time_limit_s=1)
+        with pytest.raises(UsageError, match=r"--qps 20: the hello describing them would take "
+                           r"\d+ bytes, more than the out-of-band protocol's 2000 \(--qps at "
+                           r"most 10\)"):
+            remote.run_connector("127.0.0.1", sc, ep)

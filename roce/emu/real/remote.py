@@ -625,9 +625,11 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
         hello = schema.build("hello", scenario=asdict(sc), qps=mine, max_mtu=limit)
         size = len(oob.encode(hello))
         if size > schema.MAX_LINE:
+            each = [len(oob.encode(q)) for q in mine]  # a QP's JSON and its comma
+            most = max(0, schema.MAX_LINE - (size - sum(each))) // max(each)
             raise UsageError(f"--qps {sc.qps}: the hello describing them would take {size} "
                              f"bytes, more than the out-of-band protocol's {schema.MAX_LINE} "
-                             f"(--qps at most {sc.qps * schema.MAX_LINE // size})")
+                             f"(--qps at most {most})")
         ch.send_message(hello)
         params = _recv_serving(ch, t, "params", ep.oob_timeout)
         mtu = params["mtu"]
