@@ -25,6 +25,7 @@ from roce.errors import (
     LayoutMismatch,
     NotRoCE,
     OOBError,
+    PeerMessageError,
     QPStateError,
     RecoveryError,
     RecoveryMismatch,
@@ -54,8 +55,8 @@ __all__ = [
     # errors (roce/errors.py)
     "AccessError", "CaptureError", "DecodeError", "FieldNameError", "FieldValueError",
     "FilterError", "InputError", "InterfaceError", "LayoutMismatch", "NotRoCE", "OOBError",
-    "QPStateError", "RecoveryError", "RecoveryMismatch", "RemoteError", "RoceError",
-    "TransportError", "UsageError", "VerificationError",
+    "PeerMessageError", "QPStateError", "RecoveryError", "RecoveryMismatch", "RemoteError",
+    "RoceError", "TransportError", "UsageError", "VerificationError",
     # the opcode table, packets
     "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode", "Operation", "Position",
     "Transport", "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED",

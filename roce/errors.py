@@ -104,6 +104,23 @@ class OOBError(InputError):
     peer, not the options, is at fault)."""
 
 
+class PeerMessageError(OOBError):
+    """A peer's out-of-band message that breaks the protocol (``roce.emu.real.schema``),
+    refused before any of it is used: ``message_type`` names the message (``hello``,
+    ``params`` ...; ``message`` when not even its type is known), ``field`` the field as a
+    path (``scenario.mtu``, ``qps[0].ip``; "" for the message as a whole)."""
+
+    def __init__(self, message_type: str, field: str, why: str) -> None:
+        self.message_type = message_type
+        self.field = field
+        self.why = why
+        where = f'field "{field}": ' if field else ""
+        super().__init__(f"peer {message_type}: {where}{why}")
+
+    def __reduce__(self) -> tuple[type[PeerMessageError], tuple[str, str, str]]:
+        return (type(self), (self.message_type, self.field, self.why))
+
+
 class RemoteError(UsageError):
     """A remote run cannot be set up as asked: options missing or in conflict (exit 1)."""
 

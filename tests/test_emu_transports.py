@@ -17,6 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -45,13 +46,13 @@ from roce.emu import (
 from roce.emu.core import payload
 from roce.emu.core.recovery import RTO_HIGH_NS, RTO_LOW_NS
 from roce.emu.core.work import SGE
-from roce.emu.real import oob, remote
+from roce.emu.real import oob, remote, schema
 from roce.emu.real.arp import arp_frame, parse_arp
 from roce.emu.real.driver import TransportError, max_path_mtu
 from roce.emu.real.loop import EventLoop
 from roce.emu.real.relay import fix_tcp_checksum
 from roce.emu.real.udp import UdpTransport
-from roce.errors import RoceError, UsageError
+from roce.errors import PeerMessageError, RoceError, UsageError
 from roce.iface import ROCE_OR_ARP
 from roce.pcapio import PcapWriter, open_capture
 
@@ -364,19 +365,25 @@ def oob_pair() -> Iterator[tuple[oob.Channel, oob.Channel]]:
         server.close()
 
 
+def _scenario(**over: Any) -> dict[str, Any]:
+    return {**asdict(remote.RemoteScenario(size=4096, count=2)), **over}
+
+
 def test_oob_hello_params_exchange(oob_pair: tuple[oob.Channel, oob.Channel]) -> None:
     client, server = oob_pair
     mine = oob.QPInfo(qpn=0x11, psn=0xABCDEF, ip="10.0.0.1", gid=oob.gid_of("10.0.0.1"),
                       mac="02:00:0a:00:00:01", rkey=0x1234, va=0x7F0000001000, size=65536,
                       mtu=1024)
-    client.send(oob.hello({"op": "write", "size": 4096}, [mine], max_mtu=4096))
+    client.send("hello", scenario=_scenario(op="write"), qps=[mine.to_dict()], max_mtu=4096)
     msg = server.recv(5, "hello")
-    oob.check_hello(msg)
     assert msg["max_mtu"] == 4096 and msg["scenario"]["op"] == "write"
-    theirs = oob.QPInfo.from_dict(msg["qps"][0])
-    assert theirs == mine and theirs.gid == "::ffff:10.0.0.1"
-    server.send({"type": "params", "mtu": 1024, "qps": []})
-    server.send({"type": "result", "verified": True})  # likely two messages in one read
+    assert msg["protocol"] == oob.PROTOCOL
+    theirs = oob.QPInfo(**msg["qps"][0])
+    assert theirs == mine
+    claim = {name: 0 for name in schema.CLAIM.names}
+    claim.update(completed={}, naks_sent={}, finished=True, unverified="")
+    server.send("params", mtu=1024, qps=[mine.to_dict()])
+    server.send("result", verified=True, summary=claim)  # likely two messages in one read
     assert client.recv(5, "params")["mtu"] == 1024
     assert client.recv(5, "result")["verified"] is True
     assert client.poll() is None and not client.buffered()
@@ -386,22 +393,21 @@ def test_oob_errors_are_sentences(oob_pair: tuple[oob.Channel, oob.Channel]) -> 
     client, server = oob_pair
     with pytest.raises(oob.OOBError, match=r"timed out after 0\.2 s waiting for a 'hello'"):
         server.recv(0.2, "hello")
-    client.send({"type": "params"})
-    with pytest.raises(oob.OOBError, match="expected a 'hello' message .* got 'params'"):
+    client.send("done", posted=0, completed={}, finished=True)
+    with pytest.raises(oob.OOBError, match="expected a 'hello' message .* got 'done'"):
         server.recv(5, "hello")
     client.error("no network interface 'eth9'")
     with pytest.raises(oob.OOBError, match="reported: no network interface 'eth9'"):
         server.recv(5)
     client.sock.sendall(b"not json\n")
-    with pytest.raises(oob.OOBError, match="is not JSON"):
+    with pytest.raises(PeerMessageError, match="peer message: not JSON"):
         server.recv(5)
     client.sock.sendall(b"[1, 2]\n")
-    with pytest.raises(oob.OOBError, match="has no type"):
+    with pytest.raises(PeerMessageError, match=r"peer message: \[1, 2\] is not an object"):
         server.recv(5)
-    with pytest.raises(oob.OOBError, match="lacks ip, mac"):
-        oob.QPInfo.from_dict({"qpn": 1, "psn": 2, "gid": "::1"})
-    with pytest.raises(oob.OOBError, match="speaks"):
-        oob.check_hello({"type": "hello", "protocol": "other/9"})
+    client.sock.sendall(b'{"type": "hello", "protocol": "other/9"}\n')
+    with pytest.raises(PeerMessageError, match='field "protocol": the peer speaks "other/9"'):
+        server.recv(5)
     client.close()
     with pytest.raises(oob.OOBError, match="closed the out-of-band connection"):
         server.recv(5)
@@ -431,16 +437,19 @@ def test_connect_retries_until_the_listener_is_up() -> None:
         time.sleep(0.3)
         with oob.Listener("127.0.0.1", port) as lst:
             ch = lst.accept(5)
-            box["msg"] = ch.recv(5, "hello")
+            try:
+                ch.recv(5, "hello")
+            except oob.OOBError as e:
+                box["msg"] = e
             ch.close()
 
     th = threading.Thread(target=late_listener)
     th.start()
     ch = oob.connect("127.0.0.1", port, timeout=5)
-    ch.send({"type": "hello"})
+    ch.send("error", message="late")
     th.join(10)
     ch.close()
-    assert box["msg"] == {"type": "hello"}
+    assert "reported: late" in str(box["msg"])
 
 
 # -- the remote runner, both roles in one process ---------------------------------------------

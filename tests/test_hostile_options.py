@@ -94,7 +94,7 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_link_rate: ["0", "-1", "nan", "inf", "x", "1e400", "1e300", "1e-300",
                                   "1000001", "1e-10"],
         options.parse_seconds: ["-1", "nan", "inf", "1e300", "x", ""],
-        options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x"],
+        options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x", "1e-308"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
         options.parse_size: ["-1", "x", "1e30", "nan", "inf", "-1K", "99999999T"],
         options.parse_time: ["-1", "x", "1e30s", "nan", "infms", "1e300"],
@@ -120,7 +120,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
 PARSE_FIELD = next(a.type for _p, a in _walk("craft") if a.dest == "fields")
 MACS_BAD = ["ff:ff:ff:ff:ff", "1:2:3:4:5:6:7", "gg:00:00:00:00:00", "", "0102030405",
             "01:02:03-04:05:06", "001:02:03:04:05:06", "ff:ff:ff:ff:ff:ff:"]
-IPS_BAD = ["1.2.3", "256.0.0.1", "fe80:::1", "x", "", "10.0.0.1/24", "1.2.3.4.5"]
+IPS_BAD = ["1.2.3", "256.0.0.1", "fe80:::1", "x", "", "10.0.0.1/24", "1.2.3.4.5",
+           "fe80::1%\x1b[31m", "fe80::1%a b"]
 
 CASES = [(prefix, action) for command in COMMANDS for prefix, action in _walk(command)
          if action.type is not None or action.choices is not None]

@@ -18,8 +18,8 @@ from roce.emu.record import pcap_writer
 from roce.emu.scenario import OPS, Scenario, emit, run_scenario
 from roce.errors import UsageError
 from roce.options import (
-    MAX_COUNT,
-    bounded_int,
+    PATH_MTUS,
+    parse_count,
     parse_ip_text,
     parse_link_rate,
     parse_listen_port,
@@ -40,9 +40,8 @@ from roce.options import (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--op", choices=OPS, default="write", help="operation (default write)")
     p.add_argument("--size", type=parse_size, default=1 << 20, help="message size (1M)")
-    p.add_argument("--count", type=bounded_int(0, MAX_COUNT, "a message count"), default=10,
-                   help="messages per QP (10)")
-    p.add_argument("--mtu", type=int, choices=(256, 512, 1024, 2048, 4096), default=4096)
+    p.add_argument("--count", type=parse_count, default=10, help="messages per QP (10)")
+    p.add_argument("--mtu", type=int, choices=PATH_MTUS, default=4096)
     p.add_argument("--qps", type=parse_positive, default=1, help="concurrent queue pairs (1)")
     p.add_argument("--depth", type=parse_positive, default=16,
                    help="outstanding messages per QP (16)")
