@@ -105,7 +105,7 @@ class OOBError(InputError):
 
 
 class PeerMessageError(OOBError):
-    """A peer's out-of-band message that breaks the protocol (``roce.emu.real.schema``),
+    """A peer's out-of-band message that breaks the protocol (``roce.emu.real.messages``),
     refused before any of it is used: ``message_type`` names the message (``hello``,
     ``params`` ...; ``message`` when not even its type is known), ``field`` the field as a
     path (``scenario.mtu``, ``qps[0].ip``; "" for the message as a whole)."""

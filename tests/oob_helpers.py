@@ -1,5 +1,5 @@
 """Messages of the out-of-band protocol for tests, derived from its schema
-(``roce.emu.real.schema``): a valid sample of every message, every field's path, values that
+(``roce.emu.real.messages``): a valid sample of every message, every field's path, values that
 break each field's rule, and hypothesis strategies of both."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from roce import options
-from roce.emu.real import schema
-from roce.emu.real.schema import (
+from roce.emu.real import messages as schema
+from roce.emu.real.messages import (
     Bool,
     Choice,
     Const,

@@ -46,7 +46,8 @@ from roce.emu import (
 from roce.emu.core import payload
 from roce.emu.core.recovery import RTO_HIGH_NS, RTO_LOW_NS
 from roce.emu.core.work import SGE
-from roce.emu.real import oob, remote, schema
+from roce.emu.real import messages as schema
+from roce.emu.real import oob, remote
 from roce.emu.real.arp import arp_frame, parse_arp
 from roce.emu.real.driver import TransportError, max_path_mtu
 from roce.emu.real.loop import EventLoop

@@ -1,7 +1,7 @@
 """Hostile peers against real ``roce emulate --listen`` and ``--connect`` processes on loopback.
 
 A raw TCP socket plays the connector to a real listener, and a fake listener serves a real
-connector; each sends messages that break the out-of-band protocol (``roce.emu.real.schema``):
+connector; each sends messages that break the out-of-band protocol (``roce.emu.real.messages``):
 the issue's cases one by one, then a hypothesis fuzzer of messages mutated field by field from
 the schema (a bounded, derandomized example count: tests/profiles.py).  Every process runs
 under an address-space limit and a timeout.  A broken message must end the process with exit
@@ -269,7 +269,7 @@ def test_a_hostile_done_is_refused_by_name(then: bytes, path: str) -> None:
 def test_a_valid_exchange_runs() -> None:
     """The raw connector's valid hello and done: params come back (as the schema says),
     then a result; nothing was written on the wire, so the data does not check out."""
-    from roce.emu.real import schema
+    from roce.emu.real import messages as schema
 
     run = listener_run(line(hello()), lambda params: done())
     run.ran()

@@ -1,4 +1,4 @@
-"""The out-of-band protocol's schema (``roce.emu.real.schema``): every field of every message
+"""The out-of-band protocol's schema (``roce.emu.real.messages``): every field of every message
 typed and bounded, lines limited in length and depth, no NaN, peer text escaped; the option
 types it shares with the command line; the runner's cross-field, memory and time checks; the
 guide's table of the protocol, generated from it."""
@@ -40,7 +40,8 @@ from roce.emu.core.constants import ALL_ACCESS
 from roce.emu.core.qp import QPAttr, QPCap
 from roce.emu.core.verbs import CQ, MR, PD, QP, Context, QPInitAttr
 from roce.emu.core.work import RecvWR
-from roce.emu.real import oob, remote, schema
+from roce.emu.real import messages as schema
+from roce.emu.real import oob, remote
 from roce.emu.real.loop import EventLoop
 from roce.emu.scenario import MAX_MESSAGE, OPS, QP_TYPES, kind, message_bytes
 from roce.errors import OOBError, PeerMessageError, UsageError

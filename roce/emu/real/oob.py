@@ -4,7 +4,7 @@ Before two RoCE endpoints can talk each must know the other's QPN, first PSN, ad
 and MAC), and for RDMA the rkey, virtual address and size of the memory it may touch, plus
 the path MTU and the parameters of the run.  ``Listener`` waits for one peer, ``connect``
 reaches one (retrying while the listener is not up yet); both give a ``Channel`` whose
-messages are JSON objects with a ``type``, one per line, each as ``roce.emu.real.schema``
+messages are JSON objects with a ``type``, one per line, each as ``roce.emu.real.messages``
 declares it: ``send`` builds through the schema, and every line received is checked against
 it before anyone sees it.
 
@@ -27,8 +27,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from roce.emu.real import schema
-from roce.emu.real.schema import MAX_LINE, PROTOCOL, printable
+from roce.emu.real import messages as schema
+from roce.emu.real.messages import MAX_LINE, PROTOCOL, printable
 from roce.errors import OOBError, PeerMessageError
 from roce.options import MAX_SECONDS
 

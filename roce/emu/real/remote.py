@@ -28,7 +28,7 @@ connector what it read and fetched.  Each side's verdict is its own memory's; th
 listener's, which the connector cannot check, arrives as a claim and is shown as one.
 
 The peer is untrusted.  Every message is checked against the protocol's schema
-(``roce.emu.real.schema``) as it arrives; then what no single field can say is checked before
+(``roce.emu.real.messages``) as it arrives; then what no single field can say is checked before
 anything is allocated (``_check_hello``, ``_check_params``): as many QPs as the scenario
 says, of its type and this side's address family, a path MTU no larger than offered, memory
 regions that hold the plan, and a request that fits this host's memory (receive queues and UD
@@ -60,7 +60,8 @@ from roce.emu.core.recovery import LOSS_RULES, MODES, RTO_HIGH_NS, RTO_LOW_NS, R
 from roce.emu.core.unreliable import GRH_BYTES
 from roce.emu.core.verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr
 from roce.emu.core.work import SGE, RecvWR, SendWR
-from roce.emu.real import oob, schema
+from roce.emu.real import messages as schema
+from roce.emu.real import oob
 from roce.emu.real.driver import Transport, max_path_mtu
 from roce.emu.real.loop import EventLoop
 from roce.emu.real.raw import RawEthernetTransport
