@@ -153,16 +153,18 @@ def resolve_names(names: Iterable[str]) -> list[Column]:
     """The columns ``-e`` asks for (roce or plain ``infiniband.`` names); UsageError for
     names that are not columns."""
     from roce.decoder import output
+    from roce.decoder.names import resolver
 
     cols = all_columns()
+    keys = resolver()
     out = []
     for name in names:
         if output.is_column(name):
             raise UsageError(f"-e {name}: summary columns are not written to columnar files")
-        aliases = output.WIRESHARK_ALIASES.get(name)
-        if aliases is not None and len(aliases) > 1:
-            raise UsageError(f"-e {name}: stands for {' or '.join(aliases)}; name one")
-        key = output.wireshark_name(name)
+        found = keys(name)
+        if len(found) > 1:
+            raise UsageError(f"-e {name}: stands for {' or '.join(found)}; name one")
+        key = found[0]
         if key in PAIR_FIELDS:
             raise UsageError(f"-e {name}: a pair of fields; select its two fields instead")
         col = cols.get(key)

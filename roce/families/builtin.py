@@ -50,6 +50,19 @@ def _ib_fields() -> tuple[str, ...]:
     return ("lrh", *ib.LRH_KEYS, "infiniband", "vcrc", "vcrc.valid", *ibmad.field_names())
 
 
+def _ib_display() -> dict[str, str]:
+    from roce.families.ib import mad as ibmad
+    from roce.families.ib import native as ib
+
+    return {**ib.DISPLAY, **ibmad.DISPLAY}
+
+
+def _ib_wireshark() -> dict[str, tuple[str, ...]]:
+    from roce.families.ib import mad as ibmad
+
+    return {"infiniband.variant.crc": ("vcrc",), **ibmad.WIRESHARK_NAMES}
+
+
 def _link_decode(data: bytes, caplen: int | None = None,
                  origlen: int | None = None) -> Any:
     """An InfiniBand link packet (ERF type 25): flow control fields, or why not."""
@@ -78,7 +91,8 @@ def register(reg: Any) -> None:
             *(("linktype", lt) for lt in sorted(ROCE_LINKTYPES)))
     reg.add(Handler("infiniband", decode=_lazy(".ib.native", "decode"),
                     columns=_lazy(".ib.native", "columns"), tree=_lazy(".ib.native", "tree"),
-                    fields=_ib_fields, lines=_lazy(".ib.lines", "IbLines")),
+                    fields=_ib_fields, lines=_lazy(".ib.lines", "IbLines"),
+                    display=_ib_display, wireshark=_ib_wireshark),
             ("linktype", LINKTYPE_INFINIBAND))
     reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
                     fields=erf.FIELDS), ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))

@@ -4,8 +4,8 @@ family modules the registry loads can name these without importing it back."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -15,7 +15,9 @@ class Handler:
     ``walk``, ``layers``, ``fields``, ``error`` and ``kind`` (``roce.families.ib.native.Decoded``);
     ``unwrap(data, offset)`` returns ``Unwrapped``; ``columns(decoded)`` returns
     (source, destination, protocol, Info); ``tree(decoded, data)`` the ``-V`` lines;
-    ``fields`` every flat field name it may set."""
+    ``fields`` every flat field name it may set; ``display`` how the fields Wireshark shows
+    in hex are written (``-T fields`` and the family's ``-V`` tree); ``wireshark`` the
+    Wireshark names that are not ``infiniband.`` + a flat name."""
 
     name: str
     decode: Callable[..., Any] | None = None
@@ -32,6 +34,14 @@ class Handler:
     # optional, link-type tunnels: ``skip_batch(datas) -> (inner frames, link type) | None``,
     # ``skip`` over a whole batch in one call (ERF's is compiled)
     skip_batch: Callable[[list[bytes]], Any] | None = None
+    # optional: flat name -> ``str.format`` spec of the fields Wireshark displays in hex
+    # (``"vcrc"`` -> ``"0x{:04x}"``: its BASE_HEX, as many digits as its field type); a
+    # callable: made on use
+    display: Mapping[str, str] | Callable[[], Mapping[str, str]] = field(default_factory=dict)
+    # optional: a Wireshark name that is not ``infiniband.`` + a flat name -> the flat names
+    # it stands for (``-e`` and ``-Y`` take it); a callable: made on use
+    wireshark: (Mapping[str, tuple[str, ...]]
+                | Callable[[], Mapping[str, tuple[str, ...]]]) = field(default_factory=dict)
 
     @property
     def is_tunnel(self) -> bool:
