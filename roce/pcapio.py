@@ -34,7 +34,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from roce.errors import CaptureError
-from roce.locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
+from roce.locate import (
+    LINKTYPE_ERF,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_RAW,
+)
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
     from typing import Self
@@ -50,6 +56,7 @@ __all__ = [
     "PcapNgWriter",
     "PcapWriter",
     "Problem",
+    "erf_ts_ns",
     "open_capture",
     "write_capture",
 ]
@@ -141,6 +148,18 @@ def pcap_split_reference(buf: Any, pos: int, big_endian: bool, frac_mul: int,
         count += 1
         pos += 16 + cap
     return count, pos, 0
+
+
+def erf_ts_ns(data: bytes, fallback: int) -> int:
+    """The time of an ERF record (link type 197), which its own header holds: 64-bit
+    little-endian fixed point, whole seconds above a 32-bit binary fraction, to the nearest
+    nanosecond (as Wireshark's reader rounds it); ``fallback`` (the capture's record time)
+    when the record is too short to hold one.  Frames of link type 197 carry this time, as
+    tshark shows it: the capture's own may be microseconds only."""
+    if len(data) < 8:
+        return fallback
+    ts = int.from_bytes(data[:8], "little")
+    return (ts >> 32) * _NS + (((ts & 0xFFFFFFFF) * _NS + (1 << 31)) >> 32)
 
 
 class Problem(NamedTuple):
@@ -407,8 +426,10 @@ class CaptureReader:
 
     @property
     def nanosecond(self) -> bool:
+        """Whether times are finer than microseconds: the capture's resolution, and always for
+        ERF records, whose headers hold nanoseconds (``erf_ts_ns``)."""
         self._prefetch()
-        return self._nanosecond
+        return self._nanosecond or self._linktype == LINKTYPE_ERF
 
     def __iter__(self) -> Iterator[Frame]:
         self._started = True
@@ -449,7 +470,10 @@ class CaptureReader:
             count, pos, status = split(buf, pos, big, frac_mul, n, out, ts, cap, orig,
                                        MAX_RECORD, end)
             if count:
-                held.append(Batch(out, ts[:count], cap[:count], orig[:count], linktype))
+                times: Sequence[int] = ts[:count]
+                if linktype == LINKTYPE_ERF:
+                    times = [erf_ts_ns(d, t) for d, t in zip(out, times)]
+                held.append(Batch(out, times, cap[:count], orig[:count], linktype))
             return pos, status
 
         for _ in self.scan_records(cut):
@@ -598,6 +622,7 @@ class CaptureReader:
         unpack = struct.Struct(self._e + "IIII").unpack_from
         frac_mul = 1 if self._nanosecond else 1000
         linktype = self._linktype
+        erf = linktype == LINKTYPE_ERF
         buf, pos = self._buf, self._pos
         n = len(buf)
         new, frame_cls = _new_frame, Frame
@@ -625,7 +650,9 @@ class CaptureReader:
                 if end > n:
                     self._truncated(0, hlen + caplen, n)
                     return
-            yield new(frame_cls, (buf[start:end], sec * _NS + frac * frac_mul,
+            data = buf[start:end]
+            ts_ns = sec * _NS + frac * frac_mul
+            yield new(frame_cls, (data, erf_ts_ns(data, ts_ns) if erf else ts_ns,
                                   caplen, origlen, linktype, 0))
             pos = end
 
@@ -726,8 +753,10 @@ class CaptureReader:
                 if not 0 <= ts_ns <= MAX_TS_NS:
                     ts_ns = self._clamp_ts(ts_ns, pos)
                 start = pos + 28
-                yield new(frame_cls, (buf[start:start + caplen], ts_ns, caplen, origlen,
-                                      iface.linktype, iid))
+                data = buf[start:start + caplen]
+                if iface.linktype == LINKTYPE_ERF:
+                    ts_ns = erf_ts_ns(data, ts_ns)
+                yield new(frame_cls, (data, ts_ns, caplen, origlen, iface.linktype, iid))
             elif btype == _SPB:
                 if blen < 16 or not ifaces:
                     why = "too short" if ifaces else "before any interface description"

@@ -241,7 +241,8 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
         inner = rec.frame
         cols = summ.columns(inner.data, rec.walk, rec.fields, inner.linktype, inner.caplen,
                             inner.origlen, rec.message)
-    return summ.line(number, time_text, fr.origlen, cols), tunnel
+    # frame.len: the record's packet for ERF (its wlen), the captured frame's otherwise
+    return summ.line(number, time_text, rec.fields.get("frame.len", fr.origlen), cols), tunnel
 
 
 def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,

@@ -97,7 +97,7 @@ def register(reg: Any) -> None:
     reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
                     fields=erf.FIELDS), ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
     reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, skip_batch=erf.skip_batch,
-                    fields=erf.FIELDS),
+                    fields=erf.FIELDS, lengths=erf.lengths),
             ("linktype", LINKTYPE_ERF))
     from roce.families.base.fields import FLAT_KEYS
 

@@ -38,6 +38,10 @@ class Handler:
     # (``"vcrc"`` -> ``"0x{:04x}"``: its BASE_HEX, as many digits as its field type); a
     # callable: made on use
     display: Mapping[str, str] | Callable[[], Mapping[str, str]] = field(default_factory=dict)
+    # optional, link-type tunnels whose records say how long their packet is (ERF):
+    # ``lengths(record, payload offset) -> (captured, on the wire)``, the inner frame's
+    # ``frame.cap_len`` and ``frame.len``
+    lengths: Callable[[bytes, int], tuple[int, int]] | None = None
     # optional: a Wireshark name that is not ``infiniband.`` + a flat name -> the flat names
     # it stands for (``-e`` and ``-Y`` take it); a callable: made on use
     wireshark: (Mapping[str, tuple[str, ...]]
@@ -60,6 +64,8 @@ class Unwrapped:
     layer: str
     fields: dict[str, Any]
     next: tuple[str, int] | None = None
+    # the inner frame's (captured, on the wire) lengths when the record says them (ERF)
+    lengths: tuple[int, int] | None = None
 
 
 __all__ = ["Handler", "Unwrapped"]
