@@ -121,6 +121,20 @@ def parse_rate(text: str) -> float:
     return value
 
 
+def rate_within(lo: float, hi: float, unit: str) -> Parser:
+    """A parser for rates (``parse_rate``) from ``lo`` to ``hi`` ``unit``: the span every
+    consumer of the value can represent, which its caller knows."""
+    def parse(text: str) -> float:
+        value = parse_rate(text)
+        if not lo <= value <= hi:
+            raise _bad(f"rate {text.strip()!r} is out of range ({lo:.3g}..{hi:.3g} {unit})")
+        return value
+
+    parse.__name__ = "rate"
+    parse.span = (lo, hi)  # type: ignore[attr-defined]  # for tests and help
+    return parse
+
+
 def parse_seconds(text: str) -> float:
     """A duration in seconds, >= 0, whose nanoseconds fit in 64 bits."""
     value = _float(text, "number of seconds")
@@ -348,5 +362,6 @@ __all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_NS", "MAX_SECONDS", "WidthOf", "bounded
            "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs", "parse_key",
            "parse_listen_port", "parse_mac", "parse_mac_bytes", "parse_port", "parse_positive",
            "parse_positive_seconds", "parse_positive_time", "parse_probability", "parse_psn",
-           "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed", "parse_size",
-           "parse_time", "parse_timeout", "read_int", "size_at_most", "unsigned"]
+           "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed",
+           "parse_size", "parse_time", "parse_timeout", "rate_within", "read_int",
+           "size_at_most", "unsigned"]

@@ -25,10 +25,12 @@ from roce.analysis import flows as fl
 from roce.analysis import pauses
 from roce.analysis.statsview import EXPERT_DEFAULT, sections, write_text
 from roce.decoder.progress import Progress
-from roce.options import parse_port, parse_positive_time, parse_rate
+from roce.options import parse_port, parse_positive_time, rate_within
 from roce.pcapio import CaptureError, CaptureReader, open_capture
 
 PROG = "roce stats"
+# --link-rate: the rates the PFC accounting can represent (Gb/s)
+LINK_RATE = rate_within(*pauses.LINK_RATE_GBPS, "Gb/s")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "by severity)")
     parser.add_argument("--udp-port", type=parse_port, default=locate.ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP destination port (default {locate.ROCE_PORT})")
-    parser.add_argument("--link-rate", type=parse_rate, default=pauses.DEFAULT_LINK_RATE,
+    parser.add_argument("--link-rate", type=LINK_RATE, default=pauses.DEFAULT_LINK_RATE,
                         metavar="RATE",
                         help="link rate that turns pause quanta into time (Gb/s, default "
                         f"{pauses.DEFAULT_LINK_RATE})")
