@@ -130,3 +130,30 @@ def test_cli_usage_errors(tmp_path, capsys):
     assert ".png, .svg or .pdf" in capsys.readouterr().err
     assert main(["plot", "-o", str(tmp_path / "fig.png")]) == 1
     assert main(["plot", str(tmp_path / "missing.pcap"), "-o", str(tmp_path / "f.png")]) == 2
+
+
+@pytest.mark.parametrize("kind", ["pcap", "gzip", "binary", "csv-without-columns",
+                                  "json-not-object", "long-line"])
+def test_trace_of_another_kind_is_named(tmp_path, capsys, kind):
+    """``--trace`` checks the file's kind: a capture, bytes that are not text, or text of
+    another form is an input error (exit 2) saying what the file is, never a crash."""
+    import gzip
+
+    path = tmp_path / "x"
+    cap = write_capture(tmp_path / "c.pcap")
+    data = {"pcap": open(cap, "rb").read(),
+            "gzip": gzip.compress(open(cap, "rb").read()),
+            "binary": bytes(range(128, 256)) * 4,
+            "csv-without-columns": b"a,b\n1,2\n",
+            "json-not-object": b'{"time_ns": 0, "kind": "x", "node": "a", "index": 1}\n[1]\n',
+            "long-line": b"time_ns,kind\n" + b"1" * 200_000 + b"\n"}[kind]
+    path.write_bytes(data)
+    assert main(["plot", "--trace", str(path), "-o", str(tmp_path / "f.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and "internal error" not in err
+    want = {"pcap": "a pcap capture, not an emulator trace",
+            "gzip": "a gzip-compressed pcap capture", "binary": "not UTF-8 text",
+            "csv-without-columns": "without the time_ns and kind columns",
+            "json-not-object": ":2: a trace row is a JSON object",
+            "long-line": "not an emulator trace"}[kind]
+    assert want in err
