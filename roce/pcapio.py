@@ -203,6 +203,18 @@ class _GzipSource:
         self._d = zlib.decompressobj(31)
         self._done = False
         self.total = 0      # decompressed bytes handed out so far
+        self._raw = len(first)  # compressed bytes read so far
+
+    @property
+    def consumed(self) -> int:
+        """Compressed bytes decompressed so far: how far through the file the stream is
+        (however much a few bytes of it expand to)."""
+        return self._raw - len(self._input)
+
+    def _more(self) -> bytes:
+        chunk = self._read(CHUNK)
+        self._raw += len(chunk)
+        return chunk
 
     def read(self, n: int) -> bytes:
         out = self._read_some(n)
@@ -223,7 +235,7 @@ class _GzipSource:
             if d.eof:
                 rest = d.unused_data or self._input
                 if not rest:
-                    rest = self._read(CHUNK)
+                    rest = self._more()
                     if not rest:
                         self._done = True
                         return b""
@@ -232,7 +244,7 @@ class _GzipSource:
                 self._d = d = zlib.decompressobj(31)
                 self._input = rest
             if not self._input:
-                self._input = self._read(CHUNK)
+                self._input = self._more()
                 if not self._input:
                     out = d.decompress(b"", n)
                     if out:
@@ -323,8 +335,10 @@ class CaptureReader:
         raw = self._raw_reader()
         first = self._read_at_least(raw, b"", 4)
         self.compressed = first.startswith(_GZIP_MAGIC)
+        self._gzip: _GzipSource | None = None
         if self.compressed:
-            self._read: Callable[[int], bytes] = _GzipSource(raw, first, self._gzip_problem).read
+            self._gzip = _GzipSource(raw, first, self._gzip_problem)
+            self._read: Callable[[int], bytes] = self._gzip.read
             head = self._read_at_least(self._read, b"", 4)
             if len(head) < 4 and self.problems:
                 raise CaptureError(f"{self.name}: {self.problems[0].message}")
@@ -430,6 +444,14 @@ class CaptureReader:
         ERF records, whose headers hold nanoseconds (``erf_ts_ns``)."""
         self._prefetch()
         return self._nanosecond or self._linktype == LINKTYPE_ERF
+
+    @property
+    def compressed_done(self) -> int | None:
+        """For a gzip-compressed capture, the compressed bytes decompressed so far: what a
+        progress bar measures against the file's size (the stream's own offsets run past it,
+        and the file's read position jumps a megabyte at a time, which may hold a gigabyte of
+        records).  None for a capture that is not compressed."""
+        return None if self._gzip is None else self._gzip.consumed
 
     def __iter__(self) -> Iterator[Frame]:
         self._started = True
@@ -554,6 +576,7 @@ class CaptureReader:
                      args: tuple[bool, int, int | None]) -> Iterator[int]:
         buf, pos = self._buf, self._pos
         while True:
+            start = pos
             pos, status = consume(buf, pos, len(buf), *args)
             if status:
                 offset = self._base + pos
@@ -562,6 +585,12 @@ class CaptureReader:
             yield self._base + pos
             left = len(buf) - pos
             need = 16 if left < 16 else 16 + struct.unpack_from(self._e + "I", buf, pos + 8)[0]
+            if left >= need and pos > start:
+                # A consumer that takes a batch at a time stopped before the end of the
+                # buffer: hand it the rest in place.  Copying the rest out each time would
+                # cost the buffer's size per batch: small records (a batch of zero-length
+                # ones is 32 KB of a 1 MB buffer) would be read 32 times over.
+                continue
             buf = self._refill(buf, pos, need)
             pos = 0
             if len(buf) < need:

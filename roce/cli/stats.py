@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     # analyses the frames inside.
     reader = tunnelled.analysed(reader, kind, port)
     try:
-        report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
+        report = _analyse(reader, port, size, _position(reader, fh) if size else None,
                           account)
         _warn_linktypes(reader)
     except CaptureError as exc:  # a read error after the header
@@ -165,6 +165,15 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
     return reader, st.st_size if stat.S_ISREG(st.st_mode) else 0, fh
 
 
+def _position(reader: CaptureReader, fh: IO[bytes] | None) -> Callable[[], int] | None:
+    """How far through the file the run is, for the progress bar: the compressed bytes
+    decompressed so far for a gzip-compressed capture (the file's read position jumps a
+    megabyte at a time, and a megabyte may hold a gigabyte of records), else the position."""
+    if reader.compressed:
+        return lambda: reader.compressed_done or 0
+    return fh.tell if fh is not None else None
+
+
 def _warn_linktypes(reader: CaptureReader) -> None:
     """One line per link type of the capture that roce cannot read: otherwise its frames
     would only show up as "not RoCE", with no word about why."""
@@ -181,14 +190,16 @@ def _analyse(reader: CaptureReader, port: int, size: int,
              where: Callable[[], int] | None,
              account: pauses.PauseAccount | None = None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
+    compressed = getattr(reader, "compressed", False)
     if account is not None:  # PFC / PAUSE frames: seen beside the engine (pauses.Tap)
         reader = pauses.Tap(reader, analyzer, account)  # type: ignore[assignment]
     progress = Progress("analysing", size if where else 0)
 
     def tick(frames: int, offset: int | None) -> None:
+        # a stream offset is a file offset unless the file is compressed
         if progress.enabled:
-            progress.update(offset if offset is not None else where() if where else None,
-                            frames)
+            progress.update(offset if offset is not None and not compressed else
+                            where() if where else None, frames)
 
     try:
         analyzer.feed_capture(reader, tick)

@@ -549,6 +549,13 @@ class TableSink:
         self._writer.close()
 
 
+def _position(reader: Any, stream_bytes: int) -> int:
+    """How far through the file: the compressed bytes decompressed so far for a gzip
+    capture (``CaptureReader.compressed_done``), else the bytes of the records read."""
+    done = reader.compressed_done
+    return stream_bytes if done is None else done
+
+
 @dataclass
 class DecodeResult:
     """What writing one capture gave: rows written, frames read, reader problems."""
@@ -593,7 +600,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                 sink.write(table)
                 if tick is not None:
                     done += sum(batch.caplen) + 16 * len(batch.datas)
-                    tick(done)
+                    tick(_position(reader, done))
                 if 0 <= limit <= sink.taken:
                     break
         else:
@@ -604,7 +611,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                 if tick is not None:
                     done += rec.frame.caplen + 16
                     if not frames % BATCH:
-                        tick(done)
+                        tick(_position(reader, done))
                 if not flt(rec.fields):
                     continue
                 recs.append(rec)
