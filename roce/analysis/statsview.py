@@ -16,6 +16,7 @@ from typing import IO, Any
 from roce.analysis import flowrules as rules
 from roce.analysis import flows as fl
 from roce.analysis import pauses
+from roce.analysis.flowmodel import FRAME_PARTS
 
 EXPERT_DEFAULT = 20  # expert lines shown without --expert
 
@@ -98,9 +99,12 @@ def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     return rows
 
 
-_TOTALS = (("frames", "frames"), ("roce_packets", "RoCE packets"), ("not_roce", "not RoCE"),
-           ("malformed", "malformed"), ("truncated", "truncated by capture"),
-           ("flows", "flows"), ("connections", "connections"), ("bytes", "bytes"),
+# The frames and their parts (flowmodel.FRAME_PARTS: each frame in one), indented under them.
+_FRAME_LINES = (("roce_packets", "RoCE packets"), ("ib_packets", "InfiniBand packets"),
+                ("malformed", "malformed"), ("truncated", "truncated by capture"),
+                ("not_roce", "not RoCE"))
+assert tuple(k for k, _ in _FRAME_LINES) == FRAME_PARTS
+_TOTALS = (("flows", "flows"), ("connections", "connections"), ("bytes", "bytes"),
            ("payload_bytes", "payload bytes"), ("unique_payload_bytes", "unique payload bytes"),
            ("duration", "duration (s)"), ("goodput_Bps", "goodput"),
            ("throughput_Bps", "throughput"), ("messages", "messages"),
@@ -127,8 +131,20 @@ def total_rows(t: dict[str, Any]) -> list[tuple[str, list[str]]]:
             return _rate(t[key])
         return f"{t[key]:,}"
 
-    rows = [(label, [cell(key)]) for key, label in _TOTALS]
-    at = next(i for i, (key, _) in enumerate(_TOTALS) if key == "retransmissions") + 1
+    ib = bool(t.get("ib_packets"))
+    rows = [("frames", [cell("frames")])]
+    for key, label in _FRAME_LINES:
+        # the packets of the links the capture holds: RoCE's line unless it holds native
+        # InfiniBand alone; what is neither is "not RoCE or InfiniBand" where both are known
+        if key == "roce_packets" and ib and not t[key]:
+            continue
+        if key == "ib_packets" and not ib:
+            continue
+        if key == "not_roce" and ib:
+            label = "not RoCE or InfiniBand"
+        rows.append((f"  {label}", [cell(key)]))
+    rows += [(label, [cell(key)]) for key, label in _TOTALS]
+    at = next(i for i, (label, _) in enumerate(rows) if label == "retransmitted PSNs") + 1
     rows[at:at] = [(label, [cell(key)]) for key, label in _RECOVERY if t.get(key)]
     return rows
 
@@ -204,9 +220,10 @@ class _Rich:
 
 def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
            rich: bool | None = None, pfc: pauses.PauseReport | None = None,
-           cc: Any = None) -> None:
+           cc: Any = None, cm: Any = None) -> None:
     """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``);
-    ``pfc`` adds the PFC / PAUSE table when the capture had such frames."""
+    ``pfc`` adds the PFC / PAUSE table when the capture had such frames, ``cm`` the CM
+    connections of native InfiniBand (their problems are expert warnings)."""
     if rich is None:
         rich = out.isatty()
     r: Any = _Rich(out) if rich else _Plain(out)
@@ -240,22 +257,32 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
         for i, label in enumerate(cc.timeline["qps"], 1):
             r.text(f"QP{i} = {label}")
         r.table(*cc.timeline_table())
+    cm_warnings: list[str] = []
+    if cm is not None and cm.connections:
+        r.heading(f"CM connections: {len(cm.connections):,}")
+        for line in cm.report_lines(warnings=False):
+            r.text(line)
+        cm_warnings = cm.warnings()
 
     counts = report.event_counts
-    total = sum(counts.values())
+    total = sum(counts.values()) + len(cm_warnings)
     by_sev = {s: sum(v for k, v in counts.items() if rules.SEVERITIES[rules.EVENT_KINDS[k]] == s)
               for s in rules.SEVERITIES}
+    by_sev["warning"] += len(cm_warnings)
     r.heading("Expert info: " + ", ".join(f"{n:,} {s}{'s' * (n != 1)}"
                                           for s, n in by_sev.items()))
     if not total:
         r.text("no findings")
         return
-    r.table([], [(k.replace("_", " "), [f"{v:,}", rules.SEVERITIES[rules.EVENT_KINDS[k]]])
-                 for k, v in sorted(counts.items(),
-                                    key=lambda kv: (rules.EVENT_KINDS[kv[0]], kv[0]))])
+    rows = [(k.replace("_", " "), [f"{v:,}", rules.SEVERITIES[rules.EVENT_KINDS[k]]])
+            for k, v in sorted(counts.items(), key=lambda kv: (rules.EVENT_KINDS[kv[0]], kv[0]))]
+    if cm_warnings:
+        rows.append(("CM connection", [f"{len(cm_warnings):,}", "warning"]))
+    r.table([], rows)
     shown = report.expert(None if expert_all else EXPERT_DEFAULT)
     r.blank()
-    r.lines([(rules.SEVERITIES[e.severity], e.line()) for e in shown])
+    r.lines([(rules.SEVERITIES[e.severity], e.line()) for e in shown]
+            + [("warning", w) for w in cm_warnings])
     # Consecutive retransmissions fold into one line: count lines here, events above.
     made = sum(report.lines().values())
     stored = len(report.events)
@@ -278,7 +305,5 @@ def sections(report: fl.Report, pfc: pauses.PauseReport, cc: Any, cm: Any) -> di
 
 def write_text(report: fl.Report, name: str, out: IO[str], expert_all: bool,
                pfc: pauses.PauseReport, cc: Any, cm: Any, rich: bool | None = None) -> None:
-    """The text report: ``render``, then the CM connections when there are any."""
-    render(report, name, out, expert_all=expert_all, rich=rich, pfc=pfc, cc=cc)
-    if cm is not None and cm.connections:
-        out.write("\n" + "\n".join(cm.report_lines()) + "\n")
+    """The text report (``render``), the CM connections of native InfiniBand included."""
+    render(report, name, out, expert_all=expert_all, rich=rich, pfc=pfc, cc=cc, cm=cm)
