@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from roce.errors import InputError
-from roce.plot.figure import new_figure, no_data
+from roce.plot.figure import legend_outside, natural_key, new_figure, no_data, series_styles, widen
 
 US = 1_000
 _NEEDS = {"queue": ("bytes",), "qp": ("rate_gbps",), "pause": ("paused",)}
@@ -120,27 +120,37 @@ def _series(rows: list[dict[str, Any]], kind: str, value: str) -> dict[tuple[str
     return out
 
 
+def _ordered(series: dict[tuple[str, int], Any]) -> list[tuple[tuple[str, int], Any]]:
+    """Series by node in natural order (``s2`` before ``s10``), then index."""
+    return sorted(series.items(), key=lambda kv: (natural_key(kv[0][0]), kv[0][1]))
+
+
 def trace_figure(rows: list[dict[str, Any]]) -> Any:
+    """Queue depth per port and class, rate per QP, pause state per port and priority: a
+    colour (and past 20 a line style) per series, in natural order, the legends outside the
+    data (``roce.plot.figure``)."""
     fig, (aq, ar, ap) = new_figure(3)
-    queues = {k: v for k, v in _series(rows, "queue", "bytes").items() if any(v[1])}
-    for (node, tc), (xs, ys) in sorted(queues.items()):
-        aq.plot(xs, [y / 1000 for y in ys], label=f"{node} class {tc}")
+    queues = _ordered({k: v for k, v in _series(rows, "queue", "bytes").items() if any(v[1])})
+    for ((node, tc), (xs, ys)), style in zip(queues, series_styles(len(queues))):
+        aq.plot(xs, [y / 1000 for y in ys], label=f"{node} class {tc}", **style)
     aq.set_ylabel("Queue depth (KB)")
     aq.set_title("Egress queue depth")
-    rates = _series(rows, "qp", "rate_gbps")
-    for (node, qpn), (xs, ys) in sorted(rates.items()):
-        ar.plot(xs, ys, label=f"{node} QP 0x{qpn:x}")
+    rates = _ordered(_series(rows, "qp", "rate_gbps"))
+    for ((node, qpn), (xs, ys)), style in zip(rates, series_styles(len(rates))):
+        ar.plot(xs, ys, label=f"{node} QP 0x{qpn:x}", **style)
     ar.set_ylabel("Rate (Gb/s)")
     ar.set_title("Sending rate per QP")
-    pauses = {k: v for k, v in _series(rows, "pause", "paused").items() if any(v[1])}
-    for (node, prio), (xs, ys) in sorted(pauses.items()):
-        ap.step(xs, ys, where="post", label=f"{node} priority {prio}")
+    pauses = _ordered({k: v for k, v in _series(rows, "pause", "paused").items()
+                       if any(v[1])})
+    for ((node, prio), (xs, ys)), style in zip(pauses, series_styles(len(pauses))):
+        ap.step(xs, ys, where="post", label=f"{node} priority {prio}", **style)
     ap.set_ylabel("Paused (0/1)")
     ap.set_title("PFC pause state")
     ap.set_xlabel("Time (us)")
     for ax, what in ((aq, "queued bytes"), (ar, "QP rows"), (ap, "pauses")):
         if ax.get_lines():
-            ax.legend(fontsize="small", loc="best")
+            legend_outside(ax)
         else:
             no_data(ax, what)
+    widen(fig)
     return fig
