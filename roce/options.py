@@ -146,18 +146,24 @@ def parse_rate(text: str) -> float:
     return value
 
 
+def rate_within(lo: float, hi: float, unit: str) -> Parser:
+    """A parser for rates (``parse_rate``) from ``lo`` to ``hi`` ``unit``: the span every
+    consumer of the value can represent, which its caller knows."""
+    def parse(text: str) -> float:
+        value = parse_rate(text)
+        if not lo <= value <= hi:
+            raise _bad(f"rate {text.strip()!r} is out of range ({lo:.3g}..{hi:.3g} {unit})")
+        return value
+
+    parse.__name__ = "rate"
+    parse.span = (lo, hi)  # type: ignore[attr-defined]  # for tests and help
+    return parse
+
+
 # A simulated link's rate, Gb/s: 1 b/s (a link counts whole bits per second) to 1 Pb/s (the
 # rate times the longest delay, 2^63 ns, stays a finite number of bits: PFC headroom)
 MIN_LINK_GBPS, MAX_LINK_GBPS = 1e-9, 1e6
-
-
-def parse_link_rate(text: str) -> float:
-    """A simulated link's rate in Gb/s (``100``, ``25G``), from 1 b/s to 1 Pb/s."""
-    value = parse_rate(text)
-    if not MIN_LINK_GBPS <= value <= MAX_LINK_GBPS:
-        raise _bad(f"rate {text!r} is out of range ({MIN_LINK_GBPS:g} .. {MAX_LINK_GBPS:g} "
-                   "Gb/s)")
-    return value
+parse_link_rate = rate_within(MIN_LINK_GBPS, MAX_LINK_GBPS, "Gb/s")
 
 
 def parse_seconds(text: str) -> float:
@@ -432,5 +438,5 @@ __all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_LINK_GBPS", "MAX_NS", "MAX_SECONDS", "M
            "parse_mac_bytes", "parse_mtu", "parse_port", "parse_positive",
            "parse_positive_seconds", "parse_positive_time", "parse_probability", "parse_psn",
            "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed", "parse_size",
-           "parse_time", "parse_timeout", "parse_unicast_ip_text", "read_int", "size_at_most",
-           "unsigned"]
+           "parse_time", "parse_timeout", "parse_unicast_ip_text", "rate_within", "read_int",
+           "size_at_most", "unsigned"]

@@ -34,7 +34,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from roce.errors import CaptureError
-from roce.locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
+from roce.locate import (
+    LINKTYPE_ERF,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_RAW,
+)
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
     from typing import Self
@@ -50,6 +56,7 @@ __all__ = [
     "PcapNgWriter",
     "PcapWriter",
     "Problem",
+    "erf_ts_ns",
     "open_capture",
     "write_capture",
 ]
@@ -143,6 +150,18 @@ def pcap_split_reference(buf: Any, pos: int, big_endian: bool, frac_mul: int,
     return count, pos, 0
 
 
+def erf_ts_ns(data: bytes, fallback: int) -> int:
+    """The time of an ERF record (link type 197), which its own header holds: 64-bit
+    little-endian fixed point, whole seconds above a 32-bit binary fraction, to the nearest
+    nanosecond (as Wireshark's reader rounds it); ``fallback`` (the capture's record time)
+    when the record is too short to hold one.  Frames of link type 197 carry this time, as
+    tshark shows it: the capture's own may be microseconds only."""
+    if len(data) < 8:
+        return fallback
+    ts = int.from_bytes(data[:8], "little")
+    return (ts >> 32) * _NS + (((ts & 0xFFFFFFFF) * _NS + (1 << 31)) >> 32)
+
+
 class Problem(NamedTuple):
     """A non-fatal problem found while reading (``offset`` is a stream byte offset)."""
 
@@ -184,6 +203,18 @@ class _GzipSource:
         self._d = zlib.decompressobj(31)
         self._done = False
         self.total = 0      # decompressed bytes handed out so far
+        self._raw = len(first)  # compressed bytes read so far
+
+    @property
+    def consumed(self) -> int:
+        """Compressed bytes decompressed so far: how far through the file the stream is
+        (however much a few bytes of it expand to)."""
+        return self._raw - len(self._input)
+
+    def _more(self) -> bytes:
+        chunk = self._read(CHUNK)
+        self._raw += len(chunk)
+        return chunk
 
     def read(self, n: int) -> bytes:
         out = self._read_some(n)
@@ -204,7 +235,7 @@ class _GzipSource:
             if d.eof:
                 rest = d.unused_data or self._input
                 if not rest:
-                    rest = self._read(CHUNK)
+                    rest = self._more()
                     if not rest:
                         self._done = True
                         return b""
@@ -213,7 +244,7 @@ class _GzipSource:
                 self._d = d = zlib.decompressobj(31)
                 self._input = rest
             if not self._input:
-                self._input = self._read(CHUNK)
+                self._input = self._more()
                 if not self._input:
                     out = d.decompress(b"", n)
                     if out:
@@ -304,8 +335,10 @@ class CaptureReader:
         raw = self._raw_reader()
         first = self._read_at_least(raw, b"", 4)
         self.compressed = first.startswith(_GZIP_MAGIC)
+        self._gzip: _GzipSource | None = None
         if self.compressed:
-            self._read: Callable[[int], bytes] = _GzipSource(raw, first, self._gzip_problem).read
+            self._gzip = _GzipSource(raw, first, self._gzip_problem)
+            self._read: Callable[[int], bytes] = self._gzip.read
             head = self._read_at_least(self._read, b"", 4)
             if len(head) < 4 and self.problems:
                 raise CaptureError(f"{self.name}: {self.problems[0].message}")
@@ -407,8 +440,18 @@ class CaptureReader:
 
     @property
     def nanosecond(self) -> bool:
+        """Whether times are finer than microseconds: the capture's resolution, and always for
+        ERF records, whose headers hold nanoseconds (``erf_ts_ns``)."""
         self._prefetch()
-        return self._nanosecond
+        return self._nanosecond or self._linktype == LINKTYPE_ERF
+
+    @property
+    def compressed_done(self) -> int | None:
+        """For a gzip-compressed capture, the compressed bytes decompressed so far: what a
+        progress bar measures against the file's size (the stream's own offsets run past it,
+        and the file's read position jumps a megabyte at a time, which may hold a gigabyte of
+        records).  None for a capture that is not compressed."""
+        return None if self._gzip is None else self._gzip.consumed
 
     def __iter__(self) -> Iterator[Frame]:
         self._started = True
@@ -449,7 +492,10 @@ class CaptureReader:
             count, pos, status = split(buf, pos, big, frac_mul, n, out, ts, cap, orig,
                                        MAX_RECORD, end)
             if count:
-                held.append(Batch(out, ts[:count], cap[:count], orig[:count], linktype))
+                times: Sequence[int] = ts[:count]
+                if linktype == LINKTYPE_ERF:
+                    times = [erf_ts_ns(d, t) for d, t in zip(out, times)]
+                held.append(Batch(out, times, cap[:count], orig[:count], linktype))
             return pos, status
 
         for _ in self.scan_records(cut):
@@ -530,6 +576,7 @@ class CaptureReader:
                      args: tuple[bool, int, int | None]) -> Iterator[int]:
         buf, pos = self._buf, self._pos
         while True:
+            start = pos
             pos, status = consume(buf, pos, len(buf), *args)
             if status:
                 offset = self._base + pos
@@ -538,6 +585,12 @@ class CaptureReader:
             yield self._base + pos
             left = len(buf) - pos
             need = 16 if left < 16 else 16 + struct.unpack_from(self._e + "I", buf, pos + 8)[0]
+            if left >= need and pos > start:
+                # A consumer that takes a batch at a time stopped before the end of the
+                # buffer: hand it the rest in place.  Copying the rest out each time would
+                # cost the buffer's size per batch: small records (a batch of zero-length
+                # ones is 32 KB of a 1 MB buffer) would be read 32 times over.
+                continue
             buf = self._refill(buf, pos, need)
             pos = 0
             if len(buf) < need:
@@ -598,6 +651,7 @@ class CaptureReader:
         unpack = struct.Struct(self._e + "IIII").unpack_from
         frac_mul = 1 if self._nanosecond else 1000
         linktype = self._linktype
+        erf = linktype == LINKTYPE_ERF
         buf, pos = self._buf, self._pos
         n = len(buf)
         new, frame_cls = _new_frame, Frame
@@ -625,7 +679,9 @@ class CaptureReader:
                 if end > n:
                     self._truncated(0, hlen + caplen, n)
                     return
-            yield new(frame_cls, (buf[start:end], sec * _NS + frac * frac_mul,
+            data = buf[start:end]
+            ts_ns = sec * _NS + frac * frac_mul
+            yield new(frame_cls, (data, erf_ts_ns(data, ts_ns) if erf else ts_ns,
                                   caplen, origlen, linktype, 0))
             pos = end
 
@@ -726,8 +782,10 @@ class CaptureReader:
                 if not 0 <= ts_ns <= MAX_TS_NS:
                     ts_ns = self._clamp_ts(ts_ns, pos)
                 start = pos + 28
-                yield new(frame_cls, (buf[start:start + caplen], ts_ns, caplen, origlen,
-                                      iface.linktype, iid))
+                data = buf[start:start + caplen]
+                if iface.linktype == LINKTYPE_ERF:
+                    ts_ns = erf_ts_ns(data, ts_ns)
+                yield new(frame_cls, (data, ts_ns, caplen, origlen, iface.linktype, iid))
             elif btype == _SPB:
                 if blen < 16 or not ifaces:
                     why = "too short" if ifaces else "before any interface description"

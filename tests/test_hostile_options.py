@@ -41,6 +41,7 @@ import roce
 from roce import options
 from roce.cli import COMMANDS, build_parser, main
 from roce.cli import _craft_macc as craft_macc
+from roce.cli import stats as stats_cmd
 from roce.emu.net import observe, schema
 from roce.pcapio import PcapWriter
 
@@ -93,6 +94,9 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_rate: ["0", "-1", "nan", "inf", "-inf", "x", "1e400", "0G"],
         options.parse_link_rate: ["0", "-1", "nan", "inf", "x", "1e400", "1e300", "1e-300",
                                   "1000001", "1e-10"],
+        # what the PFC accounting can represent: b/s finite, 0xFFFF quanta in int64 ns
+        stats_cmd.LINK_RATE: ["0", "-1", "nan", "inf", "x", "1e300", "1e308", "1e-300",
+                              "1e-13G"],
         options.parse_seconds: ["-1", "nan", "inf", "1e300", "x", ""],
         options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x", "1e-308"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
@@ -202,6 +206,10 @@ def bad_values(action: argparse.Action) -> st.SearchStrategy[str]:
         return st.one_of(fixed, outside, non_int, _NON_FINITE)
     if t in (options.parse_rate,):
         return st.one_of(fixed, _NON_FINITE, st.floats(max_value=0).map(repr))
+    if t is stats_cmd.LINK_RATE:
+        lo, hi = t.span
+        return st.one_of(fixed, _NON_FINITE, st.floats(max_value=lo * 0.999).map(repr),
+                         st.floats(min_value=hi * 1.001, allow_infinity=False).map(repr))
     if t in (options.parse_seconds, options.parse_positive_seconds):
         return st.one_of(fixed, _NON_FINITE, st.floats(max_value=-1e-9).map(repr),
                          st.floats(min_value=options.MAX_SECONDS * 1.01,
@@ -367,12 +375,31 @@ def test_unwritable_outputs_exit_2(tmp_path: Path, capture: Path, argv: list[str
     (["target", "--psn", "-1"], "--psn"),
     (["send", "rc-send-only", "--interval", "1e300"], "--interval"),
     (["replay", "x.pcap", "--pps", "0"], "--pps"),
+    (["stats", "x.pcap", "--link-rate", "1e308"], "--link-rate"),
+    (["stats", "x.pcap", "--link-rate", "1e300"], "--link-rate"),
 ])
 def test_issue_cases_exit_1_naming_the_option(argv: list[str], option: str) -> None:
     # the first two once ran memory up: in a limited child; the others stop in the parser
     res = (run_limited if "--payload-file" in argv or "--payload-hex" in argv else run_here)(
         *argv)
     assert_one_line_error(res, (1,), option)
+
+
+@pytest.mark.parametrize("end", [0, 1])
+def test_stats_link_rate_bounds_are_representable(tmp_path: Path, end: int,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The extreme rates --link-rate takes run through the PFC accounting, text and JSON."""
+    from roce import macc
+
+    path = tmp_path / "pfc.pcap"
+    src = bytes.fromhex("020000000001")
+    with PcapWriter(path) as w:
+        w.write(macc.build_pfc(src, {3: 0xFFFF}), ts_ns=0)
+        w.write(macc.build_pfc(src, {3: 0}), ts_ns=10**9)
+    rate = repr(stats_cmd.LINK_RATE.span[end])
+    for fmt in ("text", "json"):
+        assert main(["stats", "-T", fmt, "--link-rate", rate, str(path)]) == 0
+    assert "PFC" in capsys.readouterr().out
 
 
 def test_smac_octets_are_octets(tmp_path: Path) -> None:

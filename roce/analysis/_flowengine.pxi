@@ -523,8 +523,11 @@ cdef class FlowEngine:
                     self.truncated_unattributed += 1
                 else:
                     self.malformed_unattributed += 1
+                    # the text only for an event that is kept: a capture may hold millions
+                    # of alike malformed frames (zero-length records)
                     self._event(fn, ts, "malformed", None,
-                                (self._malformed(obj, p, n, linktype),))
+                                (self._malformed(obj, p, n, linktype),)
+                                if self._stored("malformed", fn) else None)
                 return 0
             op = p[bth + F_OFF[F_BTH_OPCODE]]
             bp = p + bth

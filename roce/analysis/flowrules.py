@@ -266,7 +266,7 @@ class Counter(NamedTuple):
 
 
 COUNTERS: tuple[Counter, ...] = (
-    Counter("packets", "packets", "roce_packets"),
+    Counter("packets", "packets", None),  # totals: by link and kind (flowmodel.totals)
     Counter("bytes", "bytes", "bytes"),
     Counter("payload", "payload_bytes", "payload_bytes"),
     Counter("unique_payload", "unique_payload_bytes", "unique_payload_bytes"),

@@ -153,16 +153,18 @@ def resolve_names(names: Iterable[str]) -> list[Column]:
     """The columns ``-e`` asks for (roce or plain ``infiniband.`` names); UsageError for
     names that are not columns."""
     from roce.decoder import output
+    from roce.decoder.names import resolver
 
     cols = all_columns()
+    keys = resolver()
     out = []
     for name in names:
         if output.is_column(name):
             raise UsageError(f"-e {name}: summary columns are not written to columnar files")
-        aliases = output.WIRESHARK_ALIASES.get(name)
-        if aliases is not None and len(aliases) > 1:
-            raise UsageError(f"-e {name}: stands for {' or '.join(aliases)}; name one")
-        key = output.wireshark_name(name)
+        found = keys(name)
+        if len(found) > 1:
+            raise UsageError(f"-e {name}: stands for {' or '.join(found)}; name one")
+        key = found[0]
         if key in PAIR_FIELDS:
             raise UsageError(f"-e {name}: a pair of fields; select its two fields instead")
         col = cols.get(key)
@@ -190,38 +192,50 @@ def packet_schema(columns: list[Column]) -> Any:
 # -- the record builder -------------------------------------------------------------------------
 
 
-def _record_values(rec: Any, col: Column) -> Any:
-    name = col.name
-    if name == "frame.number":
-        return rec.number
-    if name == "frame.time_epoch":
-        return rec.ts_ns
-    if name == "frame.time_relative":
-        return rec.rel_ns
-    if name == "frame.time_delta":
-        return rec.delta_ns
-    if name == "frame.len":
-        return rec.frame[3]
-    if name == "frame.cap_len":
-        return rec.frame[2]
-    v = rec.fields.get(name)
-    if v is not None and col.kind.startswith("binary") and col.kind != "binary":
-        v = v.to_bytes(int(col.kind[6:]), "big")
-    return v
+# Columns a record holds as attributes (exact nanoseconds, the frame's lengths), not in
+# ``fields`` (where the times are float seconds, for filters and JSON).
+_RECORD_ATTRS: dict[str, Callable[[Any], Any]] = {
+    "frame.number": lambda r: r.number, "frame.time_epoch": lambda r: r.ts_ns,
+    "frame.time_relative": lambda r: r.rel_ns, "frame.time_delta": lambda r: r.delta_ns,
+    "frame.len": lambda r: r.frame[3], "frame.cap_len": lambda r: r.frame[2],
+}
 
 
 def records_table(records: list[Any], columns: list[Column], schema: Any) -> Any:
-    """A table of decoded records (``decode.Record``), one row each."""
+    """A table of decoded records (``decode.Record``), one row each.  A record carries a few
+    of the few hundred columns: its fields are put in their columns, and a column none of
+    them has is one null array (a value per row and column would cost a hundred times
+    more)."""
     pa = need_pyarrow()
+    n = len(records)
+    index = {c.name: k for k, c in enumerate(columns)}
+    values: list[list[Any] | None] = [None] * len(columns)
+    for j, rec in enumerate(records):
+        for name, v in rec.fields.items():
+            k = index.get(name)
+            if k is None or v is None or name in _RECORD_ATTRS:
+                continue
+            got = values[k]
+            if got is None:
+                got = values[k] = [None] * n
+            got[j] = v
+    for name, get in _RECORD_ATTRS.items():
+        if name in index:
+            values[index[name]] = [get(r) for r in records]
     arrays = []
-    for col, fld in zip(columns, schema):
-        values = [_record_values(r, col) for r in records]
-        if col.kind == "string":
-            arrays.append(pa.array(values, pa.string()).dictionary_encode())
+    for col, fld, vals in zip(columns, schema, values):
+        if vals is None:
+            arrays.append(pa.nulls(n, fld.type))
+        elif col.kind == "string":
+            arrays.append(pa.array(vals, pa.string()).dictionary_encode())
         elif col.kind in ("timestamp", "duration"):
-            arrays.append(pa.array(values, pa.int64()).cast(fld.type))
+            arrays.append(pa.array(vals, pa.int64()).cast(fld.type))
+        elif col.kind.startswith("binary") and col.kind != "binary":
+            width = int(col.kind[6:])
+            arrays.append(pa.array([None if v is None else v.to_bytes(width, "big")
+                                    for v in vals], fld.type))
         else:
-            arrays.append(pa.array(values, fld.type))
+            arrays.append(pa.array(vals, fld.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -427,30 +441,32 @@ class BulkBuilder:
     def _patch(self, table: Any, batch: Batch, cols: colscan.Columns, base: int,
                prev: Any) -> Any:
         """Rows of frames that are not whole RoCE come from the record decoder (and go,
-        with ``only_roce``, when the decoder hides them)."""
-        bad = [i for i, s in enumerate(cols.status) if s != OK]
-        recs, kept = [], set()
-        for i in bad:
+        with ``only_roce``, when the decoder hides them).  The rows are gathered into one
+        new table (``take`` over the bulk rows and the decoded ones): a table of one-row
+        slices would keep a chunk per frame in every column, a few hundred bytes of buffers
+        and metadata each, until the row group is written."""
+        n = len(cols.status)
+        recs: list[Any] = []
+        order: list[int] = []  # output rows: i for bulk row i, n + j for decoded row j
+        prev_ts = prev.to_pylist()
+        for i, status in enumerate(cols.status):
+            if status == OK:
+                order.append(i)
+                continue
             rec = next(_decode([_frame(batch, i)], self.udp_port, self.only_roce), None)
             if rec is None:
                 continue
             rec.number = base + i + 1
             rec.rel_ns = rec.ts_ns - self.first_ts  # type: ignore[operator]
-            rec.delta_ns = rec.ts_ns - prev[i].as_py()
+            rec.delta_ns = rec.ts_ns - prev_ts[i]
+            order.append(n + len(recs))
             recs.append(rec)
-            kept.add(i)
-        slow = records_table(recs, self.columns, self.schema) if recs else None
-        pieces, start, j = [], 0, 0
-        for i in bad:
-            if start < i:
-                pieces.append(table.slice(start, i - start))
-            if i in kept:
-                pieces.append(slow.slice(j, 1))  # type: ignore[union-attr]
-                j += 1
-            start = i + 1
-        if start < table.num_rows:
-            pieces.append(table.slice(start))
-        return self.pa.concat_tables(pieces) if pieces else self.schema.empty_table()
+        if not order:
+            return self.schema.empty_table()
+        if not recs:
+            return table.take(self.pa.array(order, self.pa.int64()))
+        both = self.pa.concat_tables([table, records_table(recs, self.columns, self.schema)])
+        return both.take(self.pa.array(order, self.pa.int64())).combine_chunks()
 
 
 @dataclass
@@ -533,6 +549,13 @@ class TableSink:
         self._writer.close()
 
 
+def _position(reader: Any, stream_bytes: int) -> int:
+    """How far through the file: the compressed bytes decompressed so far for a gzip
+    capture (``CaptureReader.compressed_done``), else the bytes of the records read."""
+    done = reader.compressed_done
+    return stream_bytes if done is None else done
+
+
 @dataclass
 class DecodeResult:
     """What writing one capture gave: rows written, frames read, reader problems."""
@@ -577,7 +600,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                 sink.write(table)
                 if tick is not None:
                     done += sum(batch.caplen) + 16 * len(batch.datas)
-                    tick(done)
+                    tick(_position(reader, done))
                 if 0 <= limit <= sink.taken:
                     break
         else:
@@ -588,7 +611,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                 if tick is not None:
                     done += rec.frame.caplen + 16
                     if not frames % BATCH:
-                        tick(done)
+                        tick(_position(reader, done))
                 if not flt(rec.fields):
                     continue
                 recs.append(rec)

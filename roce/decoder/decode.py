@@ -539,9 +539,11 @@ def filter_macros() -> dict[str, str]:
 def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
     """Compile a ``-Y`` expression; raises ``FilterError`` (message with a caret line)."""
     from roce.decoder.filter import compile_filter  # only with -Y: the filter compiler is big
+    from roce.decoder.names import resolver  # the names -e takes (infiniband.bth.psn ...)
 
     return compile_filter(expr, resolve=resolve_value, macros=filter_macros(),
-                          known_fields=known_fields(), field_types=field_types())
+                          known_fields=known_fields(), field_types=field_types(),
+                          names=resolver())
 
 
 # -- output options (shared with roce sniff) ---------------------------------------------------
@@ -616,12 +618,14 @@ def _check_field_names(names: list[str]) -> None:
     if not names:  # known_fields() loads every family's layouts: only when -e asks
         return
     from roce.decoder import output
+    from roce.decoder.names import resolver  # the names -Y takes too
 
     known = known_fields()
+    keys = resolver()
     for name in names:
         if output.is_column(name):
             continue
-        if output.wireshark_name(name) not in known:
+        if not all(k in known for k in keys(name)):
             raise UsageError(f"-e {name}: unknown field (roce decode -G fields lists them)")
 
 

@@ -33,6 +33,8 @@ class Resolution:
     family: Handler | None = None
     outer: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: DecodeError | None = None
+    # (captured, on the wire) lengths of the frame inside, when a record says them (ERF)
+    lengths: tuple[int, int] | None = None
 
 
 def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
@@ -85,6 +87,8 @@ def resolve(data: bytes, linktype: int, w: Walk, udp_port: int,
             while True:
                 u = handler.unwrap(data, off)  # type: ignore[misc]
                 res.outer.append((u.layer, u.fields))
+                if u.lengths is not None:
+                    res.lengths = u.lengths
                 data, off = u.data, u.offset
                 if u.linktype is not None:
                     break
