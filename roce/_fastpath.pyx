@@ -1218,10 +1218,6 @@ cdef class PSNTracker:
 
 include "_columns.pxi"
 
-# -- per-flow analysis -------------------------------------------------------------------------
-
-include "_flowengine.pxi"
-
 # -- native InfiniBand (roce.families) ---------------------------------------------------------
 
 include "_ibscan.pxi"

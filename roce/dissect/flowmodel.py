@@ -1,7 +1,7 @@
 """What a flow analysis produces: events, the event store, flows, the report and its totals.
 
-Both engines (``flowref`` and ``cflows``) fill these; the rules that decide what goes in them
-are in ``flowrules``.  Counters, their JSON keys and totals come from ``flowrules.COUNTERS``,
+The flow engine (``flowref``, in either form) fills these; the rules that decide what goes in
+them are in ``flowrules``.  Counters, their JSON keys and totals come from ``flowrules.COUNTERS``,
 event severities and kinds from ``flowrules.EVENTS``.
 """
 
