@@ -338,10 +338,6 @@ def _op_info(op: Any) -> OpInfo:
 OPINFO: list[OpInfo | None] = [None] * 256
 for _code, _op in OPCODES.items():
     OPINFO[_code] = _op_info(_op)
-# The scan's key columns hold the first extended header's fields.  RD and XRC put RDETH /
-# XRCETH first, so for them a RETH or AETH further on is read from the frame.
-RETH_LATER = frozenset(c for c, op in OPCODES.items() if "reth" in op.headers[1:])
-AETH_LATER = frozenset(c for c, op in OPCODES.items() if "aeth" in op.headers[1:])
 
 # -- AETH syndromes and ECN: how a packet's marks become counters and events -------------------
 
