@@ -22,7 +22,8 @@ from roce._fastpath cimport PSNTracker, WalkResult, do_walk, icrc_raw, vcrc_raw
 cdef int _F_OPCODE, _F_TVER, _F_DESTQP, _F_PSN, _F_PADCNT, _SZ_BTH
 cdef int _VALID[256], _CLS[256], _POS[256], _KIND[256], _SEQ[256]
 cdef int _DMALEN[256], _SYN[256], _MSN[256]
-cdef int _NPIECE[8], _POFF[32], _PLEN[32], _SPAN[8], _L3LEN[8], _L3LEN_X[8], _L3LEN_U[8]
+cdef int _NPIECE[8], _POFF[32], _PLEN[32], _SPAN[8], _KEYLEN[8]
+cdef int _L3LEN[8], _L3LEN_X[8], _L3LEN_U[8]
 cdef int _CE, _BECN
 cdef int _MARK[16], _MARK_AT_BTH[16], _MARK_MASK[16], _MARK_VALUE[16]
 cdef int _S_OFF[64], _S_N[64], _S_SHIFT[64], _S_NEED[64]
@@ -129,7 +130,7 @@ cdef class _Flow:
 @cython.locals(same=bint)
 cdef inline bint _same_bytes(const uint8_t *a, Py_ssize_t i, const uint8_t *p, Py_ssize_t o,
                              Py_ssize_t n) noexcept
-@cython.locals(i=int, k=int, n=int)
+@cython.locals(a="const uint8_t *", i=int, k=int, n=int)
 cdef inline bint _is_flow(_Flow f, const uint8_t *p, Py_ssize_t l3_off, int l3, uint32_t qp) noexcept
 cdef inline void _burst_start(_Flow f, int side, int64_t fn, int64_t ts, uint32_t psn) noexcept
 cdef inline bint _burst_extends(_Flow f, int side, int64_t fn, uint32_t psn) noexcept
@@ -204,7 +205,7 @@ cdef class Analyzer:
     @cython.locals(e=_Held)
     cdef int _reassemble(self, _Flow f, _Msgs st, PSNTracker t, int pos, int kind, uint32_t psn,
                          int64_t plen, int64_t dmalen, int64_t fn, int64_t ts) except -1
-    cdef int _place(self, _Flow f, _Msgs st, int pos, int kind, uint32_t psn, int64_t plen,
+    cdef inline int _place(self, _Flow f, _Msgs st, int pos, int kind, uint32_t psn, int64_t plen,
                     int64_t dmalen, int64_t fn, int64_t ts) except -1
     @cython.locals(e=_Held)
     cdef int _release(self, _Flow f, _Msgs st) except -1

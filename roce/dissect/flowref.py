@@ -134,6 +134,7 @@ for _k, _pieces in R.ADDR_PIECES.items():
         assert _n % 2 == 0, (_k, _pieces)  # _hash takes 16 bits a step
         _POFF[_k * _MAX_PIECES + _j], _PLEN[_k * _MAX_PIECES + _j] = _o, _n
 _SPAN = _by_l3(R.ADDR_NEED, 0)
+_KEYLEN = [sum(n for _, n in p) for p in _by_l3(R.ADDR_PIECES, ())]  # the key's bytes
 # By L3 kind: its length field (-1: none), what that length leaves out and its unit, where a
 # snapped frame's payload length comes from (flowrules.L3_LEN_FIELDS).
 _l3len = {k: (_spec(*(locate.LRH_SPECS[n] if h == "lrh" else locate.SPECS[(h, n)])), x, u)
@@ -352,10 +353,15 @@ def _is_flow(f, p, l3_off, l3, qp):
     """Is the frame (L3 kind, address pieces, destination QP) of flow ``f``?"""
     if f is None or f.qp != qp or f.l3 != l3:
         return False
+    a = f.addr
+    k = _NPIECE[l3] - 1  # the key's last byte first: the other direction differs there
+    if a[_KEYLEN[l3] - 1] != p[l3_off + _POFF[l3 * _MAX_PIECES + k]
+                               + _PLEN[l3 * _MAX_PIECES + k] - 1]:
+        return False
     i = 0
     for k in range(_NPIECE[l3]):
         n = _PLEN[l3 * _MAX_PIECES + k]
-        if not _same_bytes(f.addr, i, p, l3_off + _POFF[l3 * _MAX_PIECES + k], n):
+        if not _same_bytes(a, i, p, l3_off + _POFF[l3 * _MAX_PIECES + k], n):
             return False
         i += n
     return True
