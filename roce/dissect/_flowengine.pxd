@@ -2,15 +2,17 @@
 # this file: setup.py compiles that file, unchanged, into roce.dissect._flowengine, and Cython
 # reads these declarations as its own (an augmenting .pxd, named after the module it builds).
 # Declarations only: no rule is written here.  What is typed:
-#   - tables (flowref's array.array columns) as typed memoryviews, numbers the rules switch on
-#     as C integers;
-#   - the state classes as extension types, their counters as C integers (64 bits: frame
-#     numbers, times, byte counts; 24-bit PSNs in 32 bits) and the fast path's PSNTracker;
+#   - tables as C arrays (flowref.py builds them as lists of the sizes given here; a size is
+#     flowref.py's _NOPS, _NL3, _NCODES or _MAX_*), numbers the rules switch on as C integers;
+#   - the state classes as final extension types, their counters as C integers (64 bits:
+#     frame numbers, times, byte counts; 24-bit PSNs in 32 bits) and the fast path's
+#     PSNTracker;
 #   - the per-packet functions and methods as C functions, with their locals;
-#   - the fast path's walk, ICRC and VCRC in C (roce/_fastpath.pxd).
+#   - the fast path's walk, ICRC and VCRC in C (roce/_fastpath.pxd), and memcmp.
 # What happens rarely (held packets, abandoned messages, events) stays Python objects.
-# flowref.py's __slots__ name the attributes declared here (tests/test_flowrules.py holds the
-# two equal), so the interpreted form refuses an attribute the compiled one has no room for.
+# flowref.py's __slots__ name the attributes declared here, and its tables have these sizes
+# (tests/test_flowrules.py holds them equal), so the interpreted form refuses an attribute the
+# compiled one has no room for.
 
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
