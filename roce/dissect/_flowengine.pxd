@@ -190,7 +190,7 @@ cdef class Analyzer:
                    calc=int, got=int, rule=int, v=int, t=PSNTracker, selective=bint)
     cdef int _packet(self, _Flow f, const uint8_t *p, Py_ssize_t n, WalkResult w, int64_t fn,
                      int64_t ts, int op, int64_t plen, int64_t origlen, bint bad,
-                     bint truncated, object text) except -1
+                     bint truncated) except -1
     @cython.locals(t=PSNTracker, ev=int)
     cdef int _feed_req(self, _Flow f, uint32_t psn, int count, int64_t fn, int64_t ts,
                        bint read) except -1

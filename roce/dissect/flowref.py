@@ -718,7 +718,6 @@ class Analyzer:
         l3k = w.l3_kind
         l3o = w.l3_off
         bad = truncated = False
-        text = None
         if st == _OK:
             op = w.opcode
             plen = w.pad_off - w.payload_off
@@ -749,16 +748,15 @@ class Analyzer:
                         - _field(p, bth, _F_PADCNT) - w.payload_off)
                 if plen < 0:
                     plen = 0
-            if snapped:
-                truncated = True
-            else:
-                bad = True
-                text = self._malformed(obj, p, n, linktype)
+            truncated = snapped
+            bad = not snapped
         f = self._flow(p, l3o, l3k, _field(p, bth, _F_DESTQP))
         if f.first_ts < 0:
             f.first_ts = ts
         f.last_ts = ts
-        self._packet(f, p, n, w, fn, ts, op, plen, origlen, bad, truncated, text)
+        if bad:  # malformed: sequenced, but no part of message reassembly
+            self._event(fn, ts, "malformed", f, (self._malformed(obj, p, n, linktype),))
+        self._packet(f, p, n, w, fn, ts, op, plen, origlen, bad, truncated)
         return 0
 
     def _malformed(self, obj, p, n, linktype):
@@ -821,9 +819,9 @@ class Analyzer:
 
     # -- one packet -------------------------------------------------------------------------
 
-    def _packet(self, f, p, n, w, fn, ts, op, plen, origlen, bad, truncated, text):
-        """One packet of flow ``f``, its headers where ``w`` found them (``bad``: malformed,
-        ``text`` says why; ``truncated``: cut by the snap length), by flowrules."""
+    def _packet(self, f, p, n, w, fn, ts, op, plen, origlen, bad, truncated):
+        """One packet of flow ``f``, its headers where ``w`` found them (``bad``: malformed;
+        ``truncated``: cut by the snap length), by flowrules."""
         bth = w.bth_off
         l3o = w.l3_off
         psn = _field(p, bth, _F_PSN)
@@ -839,9 +837,7 @@ class Analyzer:
         cls = _CLS[op]
         pos = _POS[op]
         kind = _KIND[op]
-        if bad:  # malformed: sequenced, but no part of message reassembly
-            self._event(fn, ts, "malformed", f, (text,))
-        elif truncated:
+        if truncated:
             f.c[_CT_TRUNCATED] += 1
         f.c[_CT_PACKETS] += 1
         f.c[_CT_BYTES] = _add(f.c[_CT_BYTES], origlen)
