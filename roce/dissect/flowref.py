@@ -14,8 +14,9 @@ Written so that the two forms compute the same:
 - numbers stay inside their C types: PSNs are 24 bits (``_psn_diff``), frame numbers, times
   and byte counts signed 64 bits; a byte count that would pass 2^63 - 1 stops the analysis
   with ``OverflowError`` in both forms (``_add``), and so does a timestamp outside 64 bits;
-- tables are lists the compiled form copies into C arrays at import; their sizes are
-  written here once (``_NOPS``, ``_MAX_COUNTERS`` ...) and checked against flowrules;
+- tables are lists the compiled form copies into C arrays at import, of the sizes written
+  here (``_NOPS``, ``_MAX_COUNTERS`` ...; tests/test_flowrules.py holds the ``.pxd`` to
+  them); a flowrules table that outgrows its room stops the import of either form;
 - frames are read byte by byte through ``p``: a pointer into the frame in C, the frame's
   ``bytes`` here;
 - what happens rarely (held packets, abandoned messages, events) uses Python objects in
