@@ -1,7 +1,7 @@
 """What a flow analysis produces: events, the event store, flows, the report and its totals.
 
-Both engines (``flowref`` and ``cflows``) fill these; the rules that decide what goes in them
-are in ``flowrules``.  Counters, their JSON keys and totals come from ``flowrules.COUNTERS``,
+The flow engine (``flowref``, in either form) fills these; the rules that decide what goes in
+them are in ``flowrules``.  Counters, their JSON keys and totals come from ``flowrules.COUNTERS``,
 event severities and kinds from ``flowrules.EVENTS``.
 """
 
@@ -148,7 +148,6 @@ class Flow:
 
     __slots__ = ("id", "l3", "addr", "qp", "src", "dst", "path", "first_ts", "last_ts", "req",
                  "rsp", "req_first", "rsp_first", "rsp_last", "stats", "naks", "rnr", "peer",
-                 "ack_msn", "nak_psn",
                  *(c.name for c in COUNTERS))
 
     def __init__(self, fid: int, l3: int, addr: bytes, qp: int, path: Path) -> None:
@@ -165,8 +164,6 @@ class Flow:
         self.naks: dict[int, int] = {}  # NAK code -> count
         self.rnr: dict[int, int] = {}  # RNR timer code -> count
         self.peer: Flow | None = None
-        self.ack_msn = self.nak_psn = -1  # last ACK's MSN, last sequence NAK's PSN: they
-        # tell a selective NAK (flowrules)
 
     def __repr__(self) -> str:
         return f"<Flow {self.id} {self.src} -> {self.dst} QP 0x{self.qp:06x} {self.packets} pkts>"
