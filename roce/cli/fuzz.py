@@ -99,7 +99,8 @@ def _wire_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-every", type=_count, default=100, metavar="N",
                    help="a liveness probe every N frames (0: none)")
     p.add_argument("--probe-timeout", type=parse_positive_seconds, default=0.5, metavar="SEC")
-    p.add_argument("--pcap", metavar="FILE", help="record every frame sent and received")
+    p.add_argument("-w", "--pcap", metavar="FILE",
+                   help="record every frame sent and received")
 
 
 Progress = Callable[[fuzz.Summary], None]
