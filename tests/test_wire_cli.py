@@ -520,6 +520,43 @@ def test_schedule():
     assert schedule([7]) == ([0], 0)
 
 
+def test_schedules_that_do_not_fit_are_refused():
+    """A schedule's offsets are 64-bit nanoseconds (the pacer's deadlines): one that runs
+    past them is a ValueError naming how long it would take, never an OverflowError."""
+    from roce.options import MAX_NS
+
+    with pytest.raises(ValueError, match="would take"):
+        schedule([0, 2, 4], speed=1e-308)
+    with pytest.raises(ValueError, match="would take"):
+        schedule([0, 1 << 63], speed=1.0)
+    assert schedule([0, 1 << 63], max_gap=1.0)[0] == [0, 1_000_000_000]
+    with pytest.raises(ValueError, match="would take"):
+        schedule(list(range(1000)), pps=1e-9)
+    assert schedule([0, 1], pps=1 / (MAX_NS // 1_000_000_000))[0][1] <= MAX_NS
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["send", "rc-send-only", "--pps", "1e-308", "-i", "nosuchif0"], "--pps"),
+    (["send", "rc-send-only", "--pps", "1e-11", "-i", "nosuchif0"], "--pps"),
+    (["replay", "{}", "--speed", "1e-308", "-i", "nosuchif0"], "--speed"),
+    (["replay", "{}", "--pps", "1e-308", "-i", "nosuchif0"], "--pps"),
+    (["replay", "{}", "--pps", "2e-10", "-i", "nosuchif0"], "--pps"),
+    (["fuzz", "wire", "-i", "nosuchif0", "--target", "10.0.0.2", "--qpn", "1", "--pps",
+      "1e-308"], "--pps"),
+])
+def test_rates_are_checked_against_what_their_consumers_hold(tmp_path, argv, option):
+    """``--pps`` and ``--speed`` are refused (exit 1, naming the option, before the
+    interface is looked at) when the pacing they ask for does not fit 64-bit nanoseconds:
+    a frame period, or a replay schedule of this capture."""
+    path = tmp_path / "gaps.pcap"
+    with PcapWriter(path) as w:  # three frames a second apart
+        for i in range(3):
+            w.write(roce.craft("RC_SEND_ONLY", psn=i).to_bytes(), 1_700_000_000_000_000_000
+                    + i * 1_000_000_000)
+    argv = [a.replace("{}", str(path)) for a in argv]
+    one_line_error(roce_cli(*argv), 1, option)
+
+
 def test_replay_write_only_rewrites_a_capture(tmp_path):
     src, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     frames = _sample_frames() + _other_frames()

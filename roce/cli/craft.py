@@ -396,13 +396,14 @@ def _which_field(op: Opcode, payload: bytes | None, kw: dict[str, Any],
 
 
 def frame_times(count: int, interval: float, start_ns: int | None = None,
-                limit_ns: int = MAX_TS_NS) -> Iterator[int]:
+                limit_ns: int = MAX_TS_NS, option: str = "--interval") -> Iterator[int]:
     """``count`` timestamps ``interval`` seconds apart from ``start_ns`` (default: now);
-    UsageError if the last would pass ``limit_ns`` (what the capture format holds)."""
+    UsageError naming ``option`` (what set the interval) if the last would pass
+    ``limit_ns`` (what the capture format holds)."""
     start = time.time_ns() if start_ns is None else start_ns
     step = round(interval * NS)
     if start + (count - 1) * step > limit_ns:
-        raise UsageError(f"--interval: {count} frames {interval:g} s apart end past the "
+        raise UsageError(f"{option}: {count} frames {interval:g} s apart end past the "
                          f"last timestamp the capture can hold ({limit_ns // NS} s since 1970)")
     return (start + i * step for i in range(count))
 

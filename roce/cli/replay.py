@@ -63,10 +63,12 @@ from roce.locate import (
 )
 from roce.opcodes import CNP_OPCODES
 from roce.options import (
+    MAX_NS,
     bounded_int,
     parse_ip,
     parse_mac_bytes,
     parse_port,
+    parse_pps,
     parse_qpn,
     parse_rate,
     parse_seconds,
@@ -300,20 +302,37 @@ def schedule(stamps: Sequence[int], speed: float = 1.0, pps: float | None = None
     if n == 0:
         return [], 0
     if pps is not None:
+        _fits((n - 1) / pps * NS, n)
         return [round(i * NS / pps) for i in range(n)], round(n * NS / pps)
     cap = None if max_gap is None else max_gap * NS
-    out = [0]
-    t = 0.0
+    # the gaps are summed as integers, then divided once: the last offset is checked
+    # before any float of it is rounded (a tiny speed makes it infinite)
+    total = 0
     prev = stamps[0]
+    gaps = []
     for ts in stamps[1:]:
         gap = ts - prev if ts > prev else 0
         prev = ts
         if cap is not None and gap > cap:
-            gap = cap
+            gap = int(cap)
+        total += gap
+        gaps.append(gap)
+    _fits(total / speed, n)
+    out = [0]
+    t = 0.0
+    for gap in gaps:
         t += gap / speed
         out.append(round(t))
     period = out[-1] + (round(out[-1] / (n - 1)) if n > 1 else 0)
     return out, period
+
+
+def _fits(last_ns: float, n: int) -> None:
+    """ValueError when the last frame of a schedule is due past what the pacer's 64-bit
+    nanosecond deadlines hold (an OverflowError, or a sleep too long, otherwise)."""
+    if not last_ns <= MAX_NS:  # inf and nan included
+        raise ValueError(f"the {n} frames would take {last_ns / NS:.3g} s, past the "
+                         f"{MAX_NS // NS} s a schedule holds")
 
 
 class Report(NamedTuple):
@@ -454,7 +473,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing = parser.add_mutually_exclusive_group()
     timing.add_argument("--speed", type=parse_rate, metavar="X",
                         help="multiply the original speed by X (default 1)")
-    timing.add_argument("--pps", type=parse_rate, metavar="N", help="send N frames per second")
+    timing.add_argument("--pps", type=parse_pps, metavar="N", help="send N frames per second")
     timing.add_argument("--topspeed", action="store_true", help="send as fast as possible")
     parser.add_argument("--max-gap", type=parse_seconds, metavar="SEC",
                         help="cap each pause of the original timing at SEC seconds")
@@ -542,6 +561,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"roce replay: nothing to send ({prep.read} frames read, "
               f"{prep.dropped_not_roce} not RoCE)", file=sys.stderr)
         return 0
+    offsets, period = [], 0
+    if not args.topspeed:  # a schedule this capture's timing cannot hold is bad usage
+        try:
+            offsets, period = schedule(prep.stamps, args.speed or 1.0, args.pps, args.max_gap)
+        except ValueError as exc:
+            flag = ("--pps" if args.pps is not None else "--speed" if args.speed is not None
+                    else "the capture's timing (--max-gap caps its pauses)")
+            raise UsageError(f"{flag}: {exc}") from None
     sender = iface.open_sender(args.interface, args.backend)
     loops = None if args.loop == 0 else args.loop
     with sender, iface.stop_on_sigterm():
@@ -550,7 +577,6 @@ def _run(args: argparse.Namespace) -> int:
         if args.topspeed:
             rep = send_topspeed(sender, batch, loops)
         else:
-            offsets, period = schedule(prep.stamps, args.speed or 1.0, args.pps, args.max_gap)
             rep = send_paced(sender, batch, offsets, period, loops)
         elapsed = time.monotonic() - t0
     print(report_text(rep, args.interface, elapsed))

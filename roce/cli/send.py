@@ -45,7 +45,7 @@ from roce.cli.craft import (
     written,
 )
 from roce.cli.replay import Report, send_paced, send_topspeed, to_ethernet
-from roce.options import parse_positive, parse_rate, parse_seconds
+from roce.options import parse_positive, parse_pps, parse_seconds
 from roce.pcapio import CaptureError, open_capture
 
 NS = 1_000_000_000
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pace = g.add_mutually_exclusive_group()
     pace.add_argument("--interval", type=parse_seconds, metavar="SEC",
                       help="time between frames (default: back to back)")
-    pace.add_argument("--pps", type=parse_rate, metavar="N", help="frames per second")
+    pace.add_argument("--pps", type=parse_pps, metavar="N", help="frames per second")
     g.add_argument("-w", "--write", metavar="FILE", help="also save the frames sent to a pcap")
     g.add_argument("--pcapng", action="store_true", help="-w writes pcapng")
     g.add_argument("-v", "--verbose", action="store_true",
@@ -135,7 +135,8 @@ def _run(args: argparse.Namespace) -> int:
         1 / args.pps if args.pps is not None else None)
     wall = time.time_ns()
     if args.read_file is None:  # a crafted run's last timestamp is known: check it now
-        frame_times(args.count or 1, gap or 0, wall)
+        frame_times(args.count or 1, gap or 0, wall,
+                    option="--pps" if args.pps is not None else "--interval")
     step = round((gap or 0) * NS)
     chunks = iter(lambda: list(itertools.islice(frames, CHUNK)), [])
     first = next(chunks, [])
