@@ -32,6 +32,7 @@ from roce.options import (
     parse_seed,
     parse_size,
 )
+from roce.qpn import qpn_range
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
     if args.qps < 1 or args.recv_depth < 0:
         print(f"{prog}: --qps must be >= 1 and --recv-depth >= 0", file=sys.stderr)
         return 1
+    for flag, first in (("--qpn", args.qpn), ("--peer-qpn", args.peer_qpn)):
+        try:
+            qpn_range(first, args.qps)
+        except ValueError as exc:
+            raise UsageError(f"{flag} 0x{first:x} --qps {args.qps}: {exc}") from None
     cfg = TargetConfig(ip=args.ip, interface=args.interface, transport=transport,
                        mac=args.mac, qpn=args.qpn, qps=args.qps, peer_qpn=args.peer_qpn,
                        rkey=args.rkey, va=args.va, size=args.size, psn=args.psn,
