@@ -256,6 +256,9 @@ class Sender:
 
 _RETRY = (errno.ENOBUFS, errno.EAGAIN)  # queue full: the frame was not sent, try again
 _GONE = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)
+# One frame the device will not take: longer than its MTU (EMSGSIZE), or shorter than its
+# link header (EINVAL, dev_validate_header): that frame is refused, the next one may go.
+_REFUSED = (errno.EMSGSIZE, errno.EINVAL)
 # A full queue drains in microseconds; a device that refuses every frame for this long is
 # dropping them (a veth whose peer went down answers ENOBUFS forever).
 STALL_LIMIT = 2.0
@@ -308,11 +311,12 @@ class PacketSender(Sender):
         self._sendmmsg = _sendmmsg()
 
     def _error(self, err: int, stall: _Stall) -> bool:
-        """True to retry; False when this frame is refused (too long); raises otherwise."""
+        """True to retry; False when this frame is refused (too long, or too short for the
+        link header); raises otherwise."""
         if err in _RETRY:
             stall.wait()
             return True
-        if err == errno.EMSGSIZE:
+        if err in _REFUSED:
             return False
         if err in _GONE:
             raise InterfaceError(f"interface {self.name} went away or down while sending")
@@ -388,7 +392,7 @@ class ScapySender(Sender):
                 if exc.errno in _RETRY:
                     stall.wait()
                     continue
-                if exc.errno == errno.EMSGSIZE:
+                if exc.errno in _REFUSED:
                     return False
                 raise InterfaceError(f"sending on {self.name} failed: {exc}") from None
 

@@ -507,6 +507,26 @@ def test_prepare_only_roce_and_counts():
     assert only.stamps == [r[1] for r in records[:len(roce_frames)]] + [records[-1][1]]
 
 
+def test_prepare_leaves_out_frames_too_short_to_send(tmp_path):
+    good = _sample_frames()[:2]
+    records = [(good[0], 1, 1), (b"abc", 2, 1), (b"", 3, 1), (bytes(13), 4, 1),
+               (good[1], 5, 1), (bytes(14), 6, 1)]
+    prep = prepare(records, Rewrite())
+    assert (prep.frames, prep.stamps) == ([good[0], good[1], bytes(14)], [1, 5, 6])
+    assert (prep.read, prep.dropped_short) == (6, 3)
+    # replay -w writes what it would send, and says once what it left out
+    src, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    with PcapWriter(src) as w:
+        for data, ts, _ in records:
+            w.write(data, ts)
+    res = roce_cli("replay", str(src), "-w", str(out))
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.decode().count("shorter than an Ethernet header (14 bytes)") == 1
+    assert "3 frames" in res.stderr.decode()
+    with open_capture(out) as reader:
+        assert [f.data for f in reader] == prep.frames
+
+
 def test_schedule():
     stamps = [0, 1000, 1000, 500, 5000]  # a repeat and a step back
     offsets, period = schedule(stamps)

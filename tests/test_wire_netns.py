@@ -471,3 +471,38 @@ def test_replay_only_roce(wire, tmp_path, replay_capture):
         (got,) = cap.frames()
     assert [f for f, _ in got] == keep
     assert f"{len(frames) - len(keep)} frames per loop were not RoCE" in res.stdout
+
+
+def test_replay_skips_frames_it_cannot_send(wire, tmp_path):
+    """Frames shorter than an Ethernet header cannot go on the wire: replay (and send -r)
+    leave them out, count them, say so once, and send every other frame."""
+    good = [roce.craft("RC_SEND_ONLY", dqpn=0x61, psn=i).to_bytes() for i in range(3)]
+    path = tmp_path / "short.pcap"
+    with PcapWriter(path) as w:
+        for f in (good[0], b"\x01" * 5, good[1], b"", bytes(13), good[2]):
+            w.write(f)
+    for argv in (["replay", str(path), "--pps", "1000"], ["send", "-r", str(path)]):
+        with captures(wire, tmp_path, len(good), expr=f"ether dst {DMAC}", sniff=False) as cap:
+            res = wire.run(wire.ns_a, wire.roce(*argv, "-i", wire.if_a))
+            assert res.returncode == 0, res.stderr
+            (got,) = cap.frames()
+        assert [f for f, _ in got] == good
+        warnings = [line for line in res.stderr.splitlines() if "14 bytes" in line]
+        assert len(warnings) == 1 and "3 frames" in warnings[0], res.stderr
+        assert "sent 3 frames" in res.stdout or "replayed 3 frames" in res.stdout
+
+
+def test_a_frame_the_device_refuses_is_counted_not_fatal(wire):
+    """At the socket, a frame the kernel refuses (too short: EINVAL; too long: EMSGSIZE) is
+    one refused frame, and the next one still goes."""
+    code = ("import sys\nfrom roce import iface\n"
+            "s = iface.open_sender(sys.argv[1], sys.argv[2])\n"
+            "b = iface.FrameBatch([b'x' * 5, bytes(60), b'y' * 9000, bytes(60)])\n"
+            "print([s.send(f) for f in b.frames], s.send_many(b, 0, 4).failed)\n")
+    res = wire.run(wire.ns_a, [sys.executable, "-c", code, wire.if_a, "packet"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "[False, True, False, True] [0, 2]", res.stdout
+    # Scapy's socket pads a short frame out to a header itself; a long one is refused
+    res = wire.run(wire.ns_a, [sys.executable, "-c", code, wire.if_a, "scapy"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "[True, True, False, True] [2]", res.stdout

@@ -20,7 +20,8 @@ it was not 0) and ICRC are recomputed.  An ICRC that was wrong in the capture st
 by the same bits and a wrong checksum is left as it was, so negative-test captures keep
 testing what they tested.
 Captures of other link types (Linux cooked, raw IP) are sent as Ethernet II, with the
-``--rewrite-*mac`` addresses or placeholder ones.
+``--rewrite-*mac`` addresses or placeholder ones.  Frames no interface sends (shorter than
+an Ethernet header) are left out, counted, and reported once; the rest still go.
 
 Timing: deadlines on the monotonic clock; each wait sleeps, then spins the last 150 us.
 Frames already due when the sender looks are sent in one ``sendmmsg`` call.  Gaps come from
@@ -250,6 +251,18 @@ def to_ethernet(data: bytes, linktype: int, smac: bytes | None = None,
     return (dmac or _DEFAULT_DMAC) + (smac or _DEFAULT_SMAC) + etype + body
 
 
+# The shortest frame an Ethernet interface takes: its header.  A capture may hold shorter
+# ones (a snap length of a few bytes, a damaged file); the kernel refuses them (EINVAL).
+MIN_FRAME = LAYOUTS["eth"].size
+
+
+def short_frames_warning(command: str, count: int) -> str:
+    """The one line ``send -r`` and ``replay`` print for the frames they left out as too
+    short to send."""
+    return (f"roce {command}: warning: {count} frames shorter than an Ethernet header "
+            f"({MIN_FRAME} bytes) cannot be sent and were left out")
+
+
 class Prepared(NamedTuple):
     frames: list[bytes]
     stamps: list[int]  # capture timestamps (ns)
@@ -257,6 +270,7 @@ class Prepared(NamedTuple):
     rewritten: int
     dropped_not_roce: int  # --only-roce
     dropped_linktype: int  # link types that cannot become Ethernet
+    dropped_short: int = 0  # shorter than MIN_FRAME: no interface sends them
 
 
 def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: bool = False,
@@ -264,13 +278,16 @@ def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: b
     """Frames to send from (data, ts_ns, linktype) records: Ethernet, filtered, rewritten."""
     frames: list[bytes] = []
     stamps: list[int] = []
-    read = rewritten = not_roce = bad_link = 0
+    read = rewritten = not_roce = bad_link = short = 0
     walk = fast.walk
     for data, ts, linktype in records:
         read += 1
         eth = to_ethernet(data, linktype, rw.smac, rw.dmac)
         if eth is None:
             bad_link += 1
+            continue
+        if len(eth) < MIN_FRAME:
+            short += 1
             continue
         w = walk(eth, LINKTYPE_ETHERNET, udp_port)
         if w.status != OK:
@@ -284,7 +301,7 @@ def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: b
             rewritten += new is not eth
             frames.append(new)
         stamps.append(ts)
-    return Prepared(frames, stamps, read, rewritten, not_roce, bad_link)
+    return Prepared(frames, stamps, read, rewritten, not_roce, bad_link, short)
 
 
 # -- scheduling -----------------------------------------------------------------------------
@@ -552,6 +569,8 @@ def _run(args: argparse.Namespace) -> int:
     if prep.dropped_linktype:
         print(f"roce replay: warning: {prep.dropped_linktype} frames of a link type that "
               "cannot be sent as Ethernet were left out", file=sys.stderr)
+    if prep.dropped_short:
+        print(short_frames_warning("replay", prep.dropped_short), file=sys.stderr)
     if args.write is not None:
         write_frames(args.write, zip(prep.frames, prep.stamps))
     if args.interface is None:
@@ -590,5 +609,6 @@ def _run(args: argparse.Namespace) -> int:
     return 130 if rep.interrupted else 0
 
 
-__all__ = ["Prepared", "Report", "Rewrite", "add_arguments", "prepare", "rewrite_frame",
-           "run", "schedule", "send_paced", "send_topspeed", "to_ethernet"]
+__all__ = ["MIN_FRAME", "Prepared", "Report", "Rewrite", "add_arguments", "prepare",
+           "rewrite_frame", "run", "schedule", "send_paced", "send_topspeed",
+           "short_frames_warning", "to_ethernet"]

@@ -44,7 +44,14 @@ from roce.cli.craft import (
     print_lines,
     written,
 )
-from roce.cli.replay import Report, send_paced, send_topspeed, to_ethernet
+from roce.cli.replay import (
+    MIN_FRAME,
+    Report,
+    send_paced,
+    send_topspeed,
+    short_frames_warning,
+    to_ethernet,
+)
 from roce.options import parse_positive, parse_pps, parse_seconds
 from roce.pcapio import CaptureError, open_capture
 
@@ -78,9 +85,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _Skipped:
-    """Frames of a capture left out because their link type cannot be sent as Ethernet."""
+    """Frames of a capture left out: of a link type that cannot be sent as Ethernet
+    (``count``), shorter than an Ethernet header (``short``)."""
 
     count = 0
+    short = 0
+
+    def warn(self) -> None:
+        """One line for each kind of frame left out."""
+        if self.count:
+            print(f"roce send: warning: {self.count} frames of a link type that cannot be "
+                  "sent as Ethernet were left out", file=sys.stderr)
+        if self.short:
+            print(short_frames_warning("send", self.short), file=sys.stderr)
 
 
 def _frames(args: argparse.Namespace, skipped: _Skipped) -> Iterator[bytes]:
@@ -105,6 +122,8 @@ def _capture_frames(reader: Any, count: int | None, skipped: _Skipped) -> Iterat
             eth = to_ethernet(f.data, f.linktype)
             if eth is None:
                 skipped.count += 1
+            elif len(eth) < MIN_FRAME:
+                skipped.short += 1
             else:
                 yield eth
 
@@ -141,6 +160,7 @@ def _run(args: argparse.Namespace) -> int:
     chunks = iter(lambda: list(itertools.islice(frames, CHUNK)), [])
     first = next(chunks, [])
     if not first:
+        skipped.warn()
         print("roce send: nothing to send", file=sys.stderr)
         return 0
     queued: deque[tuple[bytes, int]] = deque()
@@ -179,9 +199,7 @@ def _run(args: argparse.Namespace) -> int:
         except CaptureError as exc:  # a capture broken part way: report what went, then fail
             broken = exc
         elapsed = time.monotonic() - t0
-    if skipped.count:
-        print(f"roce send: warning: {skipped.count} frames of a link type that cannot be sent "
-              "as Ethernet were left out", file=sys.stderr)
+    skipped.warn()
     sent = sum(r.sent for r in reports)
     failed = sum(r.failed for r in reports)
     timed = [r for r in reports if r.sent or r.failed]

@@ -86,11 +86,6 @@ def run(args: argparse.Namespace) -> int:
     if args.qps < 1 or args.recv_depth < 0:
         print(f"{prog}: --qps must be >= 1 and --recv-depth >= 0", file=sys.stderr)
         return 1
-    for flag, first in (("--qpn", args.qpn), ("--peer-qpn", args.peer_qpn)):
-        try:
-            qpn_range(first, args.qps)
-        except ValueError as exc:
-            raise UsageError(f"{flag} 0x{first:x} --qps {args.qps}: {exc}") from None
     cfg = TargetConfig(ip=args.ip, interface=args.interface, transport=transport,
                        mac=args.mac, qpn=args.qpn, qps=args.qps, peer_qpn=args.peer_qpn,
                        rkey=args.rkey, va=args.va, size=args.size, psn=args.psn,
@@ -99,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
                        recover=args.recover, min_rnr_timer=args.min_rnr_timer,
                        udp_port=args.udp_port)
     _check_memory(args)
+    for flag, first in (("--qpn", args.qpn), ("--peer-qpn", args.peer_qpn)):
+        try:
+            qpn_range(first, args.qps)
+        except ValueError as exc:
+            raise UsageError(f"{flag} 0x{first:x} --qps {args.qps}: {exc}") from None
     with pcap_writer(args.pcap) as writer:
         target = None
         try:
