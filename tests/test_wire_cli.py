@@ -673,3 +673,22 @@ def test_patched_frames_equal_crafted_packets(opcode, encap, icrc, psn, step, co
     args = build_parser("craft").parse_args(
         ["craft", opcode, *encap, *icrc, *payload, "--psn", str(psn), "--psn-step", str(step)])
     assert list(iter_frames(args, count)) == [p.to_bytes() for p in build_packets(args, count)]
+
+
+@pytest.mark.parametrize(("ip", "mac"), [
+    ("255.255.255.255", "ff:ff:ff:ff:ff:ff"),
+    ("224.0.0.251", "01:00:5e:00:00:fb"), ("239.255.128.1", "01:00:5e:7f:80:01"),
+    ("ff02::1:ff00:1234", "33:33:ff:00:12:34"),
+    # a RoCEv1 GID / link-local address made from a MAC (EUI-64, U/L bit flipped)
+    ("fe80::ac11:22ff:fe33:4455", "ae:11:22:33:44:55"),
+    ("fe80::1:2ff:fe03:405", "02:01:02:03:04:05"),
+])
+def test_macs_an_address_maps_to_without_asking(ip, mac):
+    # no interface is looked at (the name does not exist): the mapping is fixed
+    assert iface.resolve_mac("nosuchif0", ip) == mac
+
+
+def test_addresses_that_need_a_neighbour():
+    for ip in ("10.0.0.2", "fe80::1", "fd00::2"):
+        with pytest.raises(iface.InterfaceError, match="no such interface"):
+            iface.resolve_mac("nosuchif0", ip)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import ipaddress
 import os
 import sys
 import time
@@ -381,6 +382,25 @@ def _checked_fields(args: argparse.Namespace, op: Opcode, payload: bytes | None,
     return out
 
 
+def given_fields(args: argparse.Namespace) -> set[str]:
+    """The header fields (``header.field``) the options set explicitly: ``--smac`` and
+    ``--field eth.src=`` both give ``eth.src``.  The options are checked as for crafting."""
+    op = resolve_opcode(args.opcode)
+    payload = read_payload(args, op)
+    kw, fields = craft_options(args, op)
+    return set(_checked_fields(args, op, payload, kw, fields))
+
+
+def destination(packet: roce.Packet) -> str:
+    """The IP address (or RoCEv1 GID) a packet is sent to, as text."""
+    l3 = packet.l3
+    value = packet.headers[l3]["dgid" if l3 == "grh" else "dst"]
+    if isinstance(value, str):
+        return str(ipaddress.ip_address(value))
+    cls = ipaddress.IPv4Address if l3 == "ip" else ipaddress.IPv6Address
+    return str(cls(value))  # a number or the address's bytes (--field ip.dst=0x0a000002)
+
+
 def build_packets(args: argparse.Namespace, count: int = 1) -> list[roce.Packet]:
     """The packets the frame options describe (``count`` of them, PSN stepping)."""
     return list(iter_packets(args, count))
@@ -599,5 +619,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = ["InputError", "UsageError", "add_arguments", "add_frame_arguments",
-           "build_packets", "describe", "iter_frames", "iter_packets", "open_writer",
-           "resolve_opcode", "run", "write_frames", "written"]
+           "build_packets", "describe", "destination", "given_fields", "iter_frames",
+           "iter_packets", "open_writer", "resolve_opcode", "run", "write_frames", "written"]

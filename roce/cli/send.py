@@ -7,16 +7,23 @@
     roce send -r frames.pcap -i eth1 --interval 0.001
 
 The frame options are ``roce craft``'s (``roce send -h`` lists them).  Nothing is sent
-without ``-i``.  Frames go out back to back unless ``--interval SEC`` or ``--pps N`` paces
-them (the pacing of ``roce replay``: monotonic deadlines, sleep then spin).  With ``-r`` the
+without ``-i``.  Crafted frames go from the interface's MAC to the MAC of their destination
+(``--dst``, default 10.0.0.2) on that interface: the kernel's neighbour table, else ARP
+(``roce.iface.resolve_mac``), as ``roce target`` finds its peers; ``--smac``/``--dmac``
+or ``--field eth.src=``/``eth.dst=`` win.  With ``-r`` the capture's frames keep their MACs
+(those of other link types get the interface's and the peer's, as ``roce replay`` does).
+
+Frames go out back to back unless ``--interval SEC`` or ``--pps N`` paces them (the pacing
+of ``roce replay``: monotonic deadlines, sleep then spin).  With ``-r`` the
 frames come from a capture, in order, as captured (``--count N``: the first N); use
 ``roce replay`` for the capture's own timing and for rewrites.  ``-v`` prints each frame
 in ``roce decode``'s one-line form; ``-w FILE`` also saves them.  The last line reports the
 frames and bytes sent and the rate.
 
 Exit status: 0 sent, 1 bad usage, 2 environment problem: unknown interface, interface down
-or without carrier, no privilege for a raw socket, unreadable capture, frames the interface
-refused (longer than its MTU allows); 130 interrupted (the report is still printed).
+or without carrier, no privilege for a raw socket, a peer whose MAC cannot be found,
+unreadable capture, frames the interface refused (longer than its MTU allows); 130
+interrupted (the report is still printed).
 """
 
 from __future__ import annotations
@@ -35,10 +42,13 @@ from roce.cli.craft import (
     InputError,
     UsageError,
     add_frame_arguments,
+    build_packets,
     describe,
+    destination,
     fail,
     frame_options_given,
     frame_times,
+    given_fields,
     iter_packets,
     open_writer,
     print_lines,
@@ -46,12 +56,14 @@ from roce.cli.craft import (
 )
 from roce.cli.replay import (
     MIN_FRAME,
+    PeerMacs,
     Report,
     send_paced,
     send_topspeed,
     short_frames_warning,
     to_ethernet,
 )
+from roce.locate import LINKTYPE_ETHERNET
 from roce.options import parse_positive, parse_pps, parse_seconds
 from roce.pcapio import CaptureError, open_capture
 
@@ -110,13 +122,14 @@ def _frames(args: argparse.Namespace, skipped: _Skipped) -> Iterator[bytes]:
             raise UsageError(f"{given[0]} describes crafted frames; with -r the capture's "
                              "frames are sent as they are (roce replay rewrites)")
         reader = open_capture(args.read_file)  # an unreadable file fails here, before sending
-        return _capture_frames(reader, args.count, skipped)
+        return _capture_frames(reader, args.count, skipped, PeerMacs(args.interface))
     if args.opcode is None:
         raise UsageError("give an OPCODE to craft, or -r FILE")
     return (p.to_bytes() for p in iter_packets(args, args.count or 1))
 
 
-def _capture_frames(reader: Any, count: int | None, skipped: _Skipped) -> Iterator[bytes]:
+def _capture_frames(reader: Any, count: int | None, skipped: _Skipped,
+                    macs: PeerMacs) -> Iterator[bytes]:
     with reader:
         for f in itertools.islice(reader, count):
             eth = to_ethernet(f.data, f.linktype)
@@ -125,7 +138,27 @@ def _capture_frames(reader: Any, count: int | None, skipped: _Skipped) -> Iterat
             elif len(eth) < MIN_FRAME:
                 skipped.short += 1
             else:
-                yield eth
+                yield eth if f.linktype == LINKTYPE_ETHERNET else macs(eth)
+
+
+def _peer_macs(args: argparse.Namespace) -> bool:
+    """Fill in the MACs of crafted frames that the options leave open: the interface's as
+    the source, the destination's on that interface (neighbour table, else ARP) as the
+    destination.  True when something was filled in."""
+    given = given_fields(args)
+    filled = False
+    if "eth.src" not in given:
+        args.smac = iface.interface_mac(args.interface)
+        filled = True
+    if "eth.dst" not in given:
+        ip = destination(build_packets(args, 1)[0])
+        try:
+            args.dmac = iface.resolve_mac(args.interface, ip)
+        except iface.InterfaceError as exc:
+            raise iface.InterfaceError(f"{exc}; --dst names the peer, --dmac its MAC"
+                                       ) from None
+        filled = True
+    return filled
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,6 +183,8 @@ def _run(args: argparse.Namespace) -> int:
     skipped = _Skipped()
     frames = _frames(args, skipped)  # usage errors first, before touching the interface
     iface.check_interface(args.interface)  # and a missing one before any frame is built
+    if args.read_file is None and _peer_macs(args):
+        frames = _frames(args, skipped)  # built again with the MACs
     gap = args.interval if args.interval is not None else (
         1 / args.pps if args.pps is not None else None)
     wall = time.time_ns()
