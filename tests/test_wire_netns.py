@@ -596,8 +596,8 @@ def test_send_to_nobody_fails_naming_the_address(wire):
 
 
 def test_replay_of_a_cooked_capture_goes_to_the_peer(wire, tmp_path):
-    """A Linux cooked capture has no MACs: replayed, its frames go from A's MAC to the MAC
-    of their destination (B, resolved by ARP); an Ethernet capture keeps its own."""
+    """A Linux cooked capture has no MACs: replayed (or sent with send -r), its frames go
+    from A's MAC to the MAC of their destination (B, resolved by ARP)."""
     mac_a, mac_b = _mac(wire, wire.ns_a, wire.if_a), _mac(wire, wire.ns_b, wire.if_b)
     frames = [roce.craft("RC_SEND_ONLY", dqpn=0x71, psn=i, src=wire.addr_a,
                          dst=wire.addr_b).to_bytes() for i in range(3)]
@@ -605,12 +605,13 @@ def test_replay_of_a_cooked_capture_goes_to_the_peer(wire, tmp_path):
     with PcapWriter(cooked, LINKTYPE_LINUX_SLL) as w:
         for f in frames:  # SLL: packet type, ARPHRD_ETHER, 6-byte address, EtherType
             w.write(struct.pack("!HHH8s", 4, 1, 6, bytes(8)) + f[12:])
-    subprocess.run(["ip", "-n", wire.ns_a, "neigh", "flush", "dev", wire.if_a], timeout=30)
-    with captures(wire, tmp_path, len(frames), expr=f"ether dst {mac_b} and udp port 4791",
-                  sniff=False) as cap:
-        res = wire.run(wire.ns_a, wire.roce("replay", str(cooked), "--pps", "1000", "-i",
-                                            wire.if_a))
-        assert res.returncode == 0, res.stderr
-        (got,) = cap.frames()
     macs = bytes.fromhex((mac_b + mac_a).replace(":", ""))
-    assert [f for f, _ in got] == [macs + f[12:] for f in frames]
+    for argv in (["replay", str(cooked), "--pps", "1000"], ["send", "-r", str(cooked)]):
+        subprocess.run(["ip", "-n", wire.ns_a, "neigh", "flush", "dev", wire.if_a],
+                       timeout=30)
+        with captures(wire, tmp_path, len(frames), expr=f"ether dst {mac_b} and udp port 4791",
+                      sniff=False) as cap:
+            res = wire.run(wire.ns_a, wire.roce(*argv, "-i", wire.if_a))
+            assert res.returncode == 0, res.stderr
+            (got,) = cap.frames()
+        assert [f for f, _ in got] == [macs + f[12:] for f in frames], argv

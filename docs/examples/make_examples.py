@@ -144,11 +144,13 @@ def parse_command(line: str) -> Parsed:
 
 
 MAC_A, MAC_B = "02:00:00:00:00:01", "02:00:00:00:00:02"
+ADDR_B = "10.0.0.2/24"  # the address crafted frames go to by default: host B is its owner
 
 
 class Namespaces:
     """Two network namespaces joined by a veth pair, veth0 in A and veth1 in B, with the
-    MACs ``MAC_A`` and ``MAC_B``."""
+    MACs ``MAC_A`` and ``MAC_B``; B's kernel owns ``ADDR_B`` (so it answers ARP for it),
+    A has no address (so its kernel sends nothing of its own)."""
 
     def __init__(self) -> None:
         tag = f"{os.getpid() % 100000}x{next(_serial)}"
@@ -171,6 +173,7 @@ class Namespaces:
                                    capture_output=True, timeout=30)
                 ip("-n", ns, "link", "set", "lo", "up")
                 ip("-n", ns, "link", "set", dev, "up")
+            ip("-n", b, "addr", "add", ADDR_B, "dev", "veth1")
             self._wait_up()
         except BaseException:
             self.__exit__()
