@@ -22,10 +22,9 @@ Fields: the named options cover the common ones; ``--field NAME=VALUE`` (repeata
 any field ``roce.craft`` knows: ``header.field`` (``aeth.syndrome``, ``ip.id``), a field
 name unique in the packet (``msn``) or an alias (``dqpn``, ``rkey``).  Numbers take 0x/0o/0b
 prefixes; ``true``/``false`` set one-bit fields; addresses are written as usual.  Every
-field option is checked before anything is built: the frame must have the field (with
-``--link ib`` the Ethernet-side headers are gone; ``roce.families.craft.refusal``) and the
-value must be one the field holds (``roce.packet.field_value``); otherwise exit 1, naming
-the field.
+field option is checked before anything is built (``roce.cli._craft_fields``): the frame
+must have the field (with ``--link ib`` the Ethernet-side headers are gone) and the value
+must be one the field holds; otherwise exit 1, naming the field.
 
 Exit status: 0 done, 1 bad usage (unknown opcode or field, value out of range), 2 a file
 that cannot be read (``--payload-file``) or written (``-w``).
@@ -46,6 +45,7 @@ from typing import Any, BinaryIO, TextIO
 import roce
 from roce import fast
 from roce.cli import _craft_macc as craft_macc
+from roce.cli._craft_fields import checked_fields
 from roce.errors import InputError, UsageError
 from roce.headers import LAYOUTS
 from roce.icrc import to_trailer
@@ -62,7 +62,7 @@ from roce.options import (
     parse_psn,
     parse_seconds,
 )
-from roce.packet import field_value, field_width, resolve_field
+from roce.packet import field_width
 from roce.pcapio import MAX_TS_NS, Frame, PcapNgWriter, PcapWriter
 
 NS = 1_000_000_000
@@ -302,93 +302,13 @@ def craft_options(args: argparse.Namespace, op: Opcode) -> tuple[dict[str, Any],
     return kw, fields
 
 
-# Decoder field names that are no header field craft sets, and what sets them instead.
-_ELSEWHERE: dict[str, str] = {
-    "payload.len": "--payload-size sets the payload", "roce.version": "--roce-version",
-    "icrc.valid": "--bad-icrc makes the ICRC wrong", "frame.len": "the frame's length "
-    "follows from its headers and payload", "aeth.selective": "aeth.syndrome and aeth.msn "
-    "say it", "vcrc": "--link ib computes the VCRC", "vcrc.valid": "--link ib computes the VCRC",
-}
-_ELSEWHERE_PREFIX: tuple[tuple[str, str], ...] = (
-    ("aeth.syndrome.", "a part of aeth.syndrome: set aeth.syndrome (--syndrome)"),
-    ("lrh", "the LRH comes from --link ib: --dlid, --slid, --vl, --sl"),
-    ("outer.", "a tunnel's outer headers come from --encap"),
-    ("erspan", "ERSPAN headers come from --encap erspan2|erspan3 (--span-id)"),
-    ("gre", "GRE comes from --encap"), ("vxlan", "VXLAN comes from --encap vxlan (--span-id)"),
-    ("frame.", "frame metadata, not a header field"), ("roce", "--roce-version"),
-)
-
-
-# Headers a frame has only with an option, and the option.
-_HEADER_OPTION = {"vlan": "add an 802.1Q tag with --vlan ID", "ipv6": "RoCEv2 over IPv6 is "
-                  "--ipv6", "grh": "RoCEv1 (a GRH) is --roce-version 1", "ip": "IPv4 is "
-                  "RoCEv2's default (neither --ipv6 nor --roce-version 1)",
-                  "udp": "RoCEv1 has no UDP header"}
-
-
-def _hint(key: str, headers: dict[str, dict[str, Any]]) -> str:
-    """What to do instead of ``--field key``, when something else sets it."""
-    if key in _ELSEWHERE:
-        return _ELSEWHERE[key]
-    header = key.partition(".")[0]
-    if header in _HEADER_OPTION and header not in headers and "." in key:
-        return _HEADER_OPTION[header]
-    if header in LAYOUTS and header not in headers and "." in key:
-        return f"this opcode has no {header} header (roce opcodes lists the headers of each)"
-    if key in headers or key in LAYOUTS:
-        fields = [f.name for f in LAYOUTS[key].fields] if key in LAYOUTS else []
-        return (f"{key} is a header; its fields are " + ", ".join(
-            f"{key}.{f}" for f in fields)) if fields else f"{key} is a header"
-    if key.endswith((".addr", ".port")):
-        return "either end: set the source or the destination field"
-    for prefix, hint in _ELSEWHERE_PREFIX:
-        if key.startswith(prefix):
-            return hint
-    return ""
-
-
-def _checked_fields(args: argparse.Namespace, op: Opcode, payload: bytes | None,
-                    kw: dict[str, Any], fields: dict[str, tuple[str, Any]]) -> dict[str, Any]:
-    """The field options as ``roce.craft`` keywords (``header.field``, or ``icrc``), each
-    checked: a field this frame has (``--link`` and ``--encap`` included) and a value the
-    field can hold.  UsageError naming the option otherwise."""
-    from roce.families import craft as craft_families
-
-    headers = roce.craft(op, payload, **kw).headers
-    size = len(payload) if payload is not None else (op.payload_len or 0)
-    what = "RoCEv1" if kw.get("roce_version") == 1 else op.short_name
-    out: dict[str, Any] = {}
-    for key, (flag, value) in fields.items():
-        if key == "icrc":
-            header, field = "icrc", "icrc"
-        else:
-            try:
-                header, field = resolve_field(headers, key)
-            except TypeError:
-                name = f"field {key!r}" if flag.startswith("--field") else "such field"
-                owner = what if key in ("sport", "ip.ttl") else op.short_name
-                hint = _hint(key, headers)
-                raise UsageError(f"{flag}: {owner} has no {name} (its headers: "
-                                 f"{', '.join(headers)}{'; ' + hint if hint else ''})"
-                                 ) from None
-        try:
-            value = field_value(header, field, value)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{flag}: {exc}") from None
-        why = craft_families.refusal(args, op, header, field, value, size)
-        if why is not None:
-            raise UsageError(f"{flag}: {why}")
-        out[header if header == field else f"{header}.{field}"] = value
-    return out
-
-
 def given_fields(args: argparse.Namespace) -> set[str]:
     """The header fields (``header.field``) the options set explicitly: ``--smac`` and
     ``--field eth.src=`` both give ``eth.src``.  The options are checked as for crafting."""
     op = resolve_opcode(args.opcode)
     payload = read_payload(args, op)
     kw, fields = craft_options(args, op)
-    return set(_checked_fields(args, op, payload, kw, fields))
+    return set(checked_fields(args, op, payload, kw, fields))
 
 
 def destination(packet: roce.Packet) -> str:
@@ -454,7 +374,7 @@ def _first_packet(args: argparse.Namespace) -> tuple[roce.Packet, bool]:
     payload = read_payload(args, op)
     kw, fields = craft_options(args, op)
     craft_families.check_options(args)
-    values = _checked_fields(args, op, payload, kw, fields)
+    values = checked_fields(args, op, payload, kw, fields)
     if "reth" in op.headers and op.payload and "reth.dmalen" not in values:
         # a WRITE's DMA length is its message length: the payload, unless told otherwise
         values["reth.dmalen"] = len(payload) if payload is not None else (op.payload_len or 0)
