@@ -82,7 +82,8 @@ def test_the_target_refuses_qps_past_the_last_qpn(kw: dict[str, int]) -> None:
 
 @pytest.mark.parametrize(("argv", "option"), [
     (["--qpn", "0xffffff", "--qps", "2"], "--qpn 0xffffff --qps 2"),
-    (["--qpn", "0x20", "--qps", "0xfffff0"], "--qpn 0x20 --qps 16777200"),
+    (["--qpn", "0xffff00", "--qps", "0x101", "--recv-depth", "0"],
+     "--qpn 0xffff00 --qps 257"),
     (["--peer-qpn", "0xffffff", "--qps", "2"], "--peer-qpn 0xffffff --qps 2"),
 ])
 def test_roce_target_refuses_them_as_usage(capsys: pytest.CaptureFixture[str],
