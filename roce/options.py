@@ -166,6 +166,21 @@ MIN_LINK_GBPS, MAX_LINK_GBPS = 1e-9, 1e6
 parse_link_rate = rate_within(MIN_LINK_GBPS, MAX_LINK_GBPS, "Gb/s")
 
 
+# The lowest rate whose period (1/N seconds) is still a 64-bit count of nanoseconds, the
+# unit of every pacer's deadlines (roce send, replay, fuzz wire).
+MIN_PPS = 1 / MAX_SECONDS
+
+
+def parse_pps(text: str) -> float:
+    """A rate of frames per second: positive, finite, and slow enough only that one
+    frame's period (1/N s) fits the pacers' 64-bit nanoseconds (N >= ``MIN_PPS``)."""
+    value = parse_rate(text)
+    if value < MIN_PPS:
+        raise _bad(f"rate {text!r} is too low: one frame every {1 / value:.3g} s is past "
+                   f"the {MAX_SECONDS} s a pacer's clock holds (at least {MIN_PPS:.3g})")
+    return value
+
+
 def parse_seconds(text: str) -> float:
     """A duration in seconds, >= 0, whose nanoseconds fit in 64 bits."""
     value = _float(text, "number of seconds")
@@ -431,12 +446,12 @@ def parse_ecn(text: str) -> int:
 
 
 __all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_LINK_GBPS", "MAX_NS", "MAX_SECONDS", "MIN_LINK_GBPS",
-           "MIN_POSITIVE_SECONDS", "PATH_MTUS", "WidthOf", "bounded_int", "choice_int",
+           "MIN_POSITIVE_SECONDS", "MIN_PPS", "PATH_MTUS", "WidthOf", "bounded_int", "choice_int",
            "field_assignment", "field_int", "mac_bytes", "parse_address", "parse_count",
            "parse_ecn", "parse_gid", "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text",
            "parse_jobs", "parse_key", "parse_link_rate", "parse_listen_port", "parse_mac",
            "parse_mac_bytes", "parse_mtu", "parse_port", "parse_positive",
-           "parse_positive_seconds", "parse_positive_time", "parse_probability", "parse_psn",
-           "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed", "parse_size",
-           "parse_time", "parse_timeout", "parse_unicast_ip_text", "rate_within", "read_int",
-           "size_at_most", "unsigned"]
+           "parse_positive_seconds", "parse_positive_time", "parse_pps", "parse_probability",
+           "parse_psn", "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed",
+           "parse_size", "parse_time", "parse_timeout", "parse_unicast_ip_text", "rate_within",
+           "read_int", "size_at_most", "unsigned"]

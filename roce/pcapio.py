@@ -192,15 +192,39 @@ def _display_name(src: object) -> str:
     return "<stream>"
 
 
+class _BadGzip(Exception):
+    """A gzip header that is not one (the message says why)."""
+
+
+# RFC 1952: the member header's flags, and the method every gzip writer uses (deflate).
+_FTEXT, _FHCRC, _FEXTRA, _FNAME, _FCOMMENT = 1, 2, 4, 8, 16
+_FRESERVED = 0xE0
+_DEFLATE = 8
+_GZIP_HEADER = 10  # magic, method, flags, mtime, extra flags, OS
+_GZIP_TRAILER = 8  # CRC-32 and length (mod 2^32) of the member's uncompressed data
+
+
 class _GzipSource:
-    """Incremental gzip decompression (multi-member) on top of a raw reader, no seeking."""
+    """Incremental gzip decompression (RFC 1952, multi-member) on top of a raw reader, no
+    seeking.
+
+    Each member's header is read here and its deflate body inflated raw, the CRC-32 and the
+    length of the data counted as it is handed out and compared with the trailer after the
+    member's last byte went: a wrong trailer is a problem reported after the data, as a
+    truncated stream is.  (zlib's own gzip mode raises at the trailer and drops the output
+    of that call: for a capture that fits one read, every packet.)
+    """
 
     def __init__(self, read: Callable[[int], bytes], first: bytes,
                  report: Callable[[int, str], None]):
         self._read = read
-        self._input = first
+        self._buf = first   # compressed bytes not consumed yet, from ``_off``
+        self._off = 0
         self._report = report
-        self._d = zlib.decompressobj(31)
+        self._state = "header"  # header -> body -> trailer -> header ...
+        self._d: Any = None
+        self._crc = 0
+        self._size = 0
         self._done = False
         self.total = 0      # decompressed bytes handed out so far
         self._raw = len(first)  # compressed bytes read so far
@@ -209,12 +233,7 @@ class _GzipSource:
     def consumed(self) -> int:
         """Compressed bytes decompressed so far: how far through the file the stream is
         (however much a few bytes of it expand to)."""
-        return self._raw - len(self._input)
-
-    def _more(self) -> bytes:
-        chunk = self._read(CHUNK)
-        self._raw += len(chunk)
-        return chunk
+        return self._raw - (len(self._buf) - self._off)
 
     def read(self, n: int) -> bytes:
         out = self._read_some(n)
@@ -226,37 +245,118 @@ class _GzipSource:
         self._done = True
         return b""
 
-    def _read_some(self, n: int) -> bytes:
-        if self._done:
-            return b""
-        n = max(n, CHUNK)
+    # -- compressed input: an offset into one buffer, so that many small members do not
+    # copy the buffer once each
+
+    def _have(self, n: int) -> bool:
+        """At least ``n`` unconsumed bytes buffered (reading more if needed); False at EOF."""
+        while len(self._buf) - self._off < n:
+            chunk = self._read(CHUNK)
+            if not chunk:
+                return False
+            self._raw += len(chunk)
+            self._buf = self._buf[self._off:] + chunk
+            self._off = 0
+        return True
+
+    def _take(self, n: int) -> bytes | None:
+        if not self._have(n):
+            return None
+        out = self._buf[self._off:self._off + n]
+        self._off += n
+        return out
+
+    def _skip_text(self) -> bool:
+        """Skip a zero-terminated header field (name, comment) of any length in bounded
+        memory; False at EOF."""
         while True:
-            d = self._d
-            if d.eof:
-                rest = d.unused_data or self._input
-                if not rest:
-                    rest = self._more()
-                    if not rest:
-                        self._done = True
-                        return b""
-                if not rest.startswith(_GZIP_MAGIC[:len(rest)]):
-                    return self._fail("data after the end of the gzip stream ignored")
-                self._d = d = zlib.decompressobj(31)
-                self._input = rest
-            if not self._input:
-                self._input = self._more()
-                if not self._input:
-                    out = d.decompress(b"", n)
-                    if out:
-                        return out
+            end = self._buf.find(b"\0", self._off)
+            if end >= 0:
+                self._off = end + 1
+                return True
+            self._buf, self._off = b"", 0
+            if not self._have(1):
+                return False
+
+    def _header(self) -> bool | None:
+        """Read a member header: True when read, False at a clean end (no more input), None
+        when cut short; _BadGzip when the bytes are not a gzip header."""
+        if not self._have(1):
+            return False
+        if not self._have(_GZIP_HEADER):
+            rest = self._buf[self._off:]
+            if not _GZIP_MAGIC.startswith(rest[:2]):
+                raise _BadGzip("data after the end of the gzip stream ignored")
+            return None
+        head = self._take(_GZIP_HEADER)
+        assert head is not None
+        if head[:2] != _GZIP_MAGIC:
+            raise _BadGzip("data after the end of the gzip stream ignored")
+        if head[2] != _DEFLATE:
+            raise _BadGzip(f"corrupt gzip data (unknown compression method {head[2]})")
+        flags = head[3]
+        if flags & _FRESERVED:
+            raise _BadGzip(f"corrupt gzip data (reserved header flags 0x{flags:02x})")
+        if flags & _FEXTRA:
+            size = self._take(2)
+            if size is None or self._take(int.from_bytes(size, "little")) is None:
+                return None
+        for flag in (_FNAME, _FCOMMENT):
+            if flags & flag and not self._skip_text():
+                return None
+        if flags & _FHCRC and self._take(2) is None:
+            return None
+        return True
+
+    def _trailer(self) -> bool:
+        """Check the member's trailer; False when it is cut short."""
+        tail = self._take(_GZIP_TRAILER)
+        if tail is None:
+            return False
+        crc, size = int.from_bytes(tail[:4], "little"), int.from_bytes(tail[4:], "little")
+        if crc != self._crc:
+            self._report(self.total, "gzip CRC-32 check failed: the data may be damaged")
+        elif size != self._size & 0xFFFFFFFF:
+            self._report(self.total, "gzip length check failed: the data may be damaged")
+        return True
+
+    def _read_some(self, n: int) -> bytes:
+        n = max(n, CHUNK)
+        while not self._done:
+            if self._state == "trailer":
+                if not self._trailer():
                     return self._fail("gzip stream truncated")
-            try:
-                out = d.decompress(self._input, n)
-            except zlib.error as exc:
-                return self._fail(f"corrupt gzip data ({exc})")
-            self._input = d.unconsumed_tail
+                self._state = "header"
+            if self._state == "header":
+                try:
+                    got = self._header()
+                except _BadGzip as exc:
+                    return self._fail(str(exc))
+                if got is None:
+                    return self._fail("gzip stream truncated")
+                if not got:
+                    self._done = True
+                    return b""
+                self._d, self._crc, self._size = zlib.decompressobj(-15), 0, 0
+                self._state = "body"
+            d = self._d
+            if not self._have(1):
+                out = d.decompress(b"", n)  # output zlib held back for want of room
+                if not out:
+                    return self._fail("gzip stream truncated")
+            else:
+                try:
+                    out = d.decompress(memoryview(self._buf)[self._off:], n)
+                except zlib.error as exc:
+                    return self._fail(f"corrupt gzip data ({exc})")
+                self._buf, self._off = (d.unused_data if d.eof else d.unconsumed_tail), 0
+            if d.eof:
+                self._state = "trailer"
             if out:
+                self._crc = zlib.crc32(out, self._crc)
+                self._size += len(out)
                 return out
+        return b""
 
 
 class CaptureReader:

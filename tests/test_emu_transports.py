@@ -48,13 +48,12 @@ from roce.emu.core.recovery import RTO_HIGH_NS, RTO_LOW_NS
 from roce.emu.core.work import SGE
 from roce.emu.real import messages as schema
 from roce.emu.real import oob, remote
-from roce.emu.real.arp import arp_frame, parse_arp
 from roce.emu.real.driver import TransportError, max_path_mtu
 from roce.emu.real.loop import EventLoop
 from roce.emu.real.relay import fix_tcp_checksum
 from roce.emu.real.udp import UdpTransport
 from roce.errors import PeerMessageError, RoceError, UsageError
-from roce.iface import ROCE_OR_ARP
+from roce.iface import ROCE_OR_ARP, arp_frame, parse_arp
 from roce.pcapio import PcapWriter, open_capture
 
 FULL = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
@@ -321,7 +320,7 @@ def test_bpf_filter_passes_roce_and_arp_only(tmp_path: Path) -> None:
         subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, timeout=30)
         script = (
             "import socket\n"
-            "from roce.emu.real.arp import arp_frame\n"
+            "from roce.iface import arp_frame\n"
             "from roce.iface import ROCE_OR_ARP\n"
             "from roce.iface import packet_socket\n"
             "s = packet_socket('lo', ROCE_OR_ARP, ignore_outgoing=True)\n"

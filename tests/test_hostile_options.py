@@ -97,6 +97,7 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         # what the PFC accounting can represent: b/s finite, 0xFFFF quanta in int64 ns
         stats_cmd.LINK_RATE: ["0", "-1", "nan", "inf", "x", "1e300", "1e308", "1e-300",
                               "1e-13G"],
+        options.parse_pps: ["0", "-1", "nan", "inf", "x", "1e400", "1e-308", "1e-11"],
         options.parse_seconds: ["-1", "nan", "inf", "1e300", "x", ""],
         options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x", "1e-308"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
@@ -210,6 +211,10 @@ def bad_values(action: argparse.Action) -> st.SearchStrategy[str]:
         lo, hi = t.span
         return st.one_of(fixed, _NON_FINITE, st.floats(max_value=lo * 0.999).map(repr),
                          st.floats(min_value=hi * 1.001, allow_infinity=False).map(repr))
+    if t is options.parse_pps:  # below one frame per 2^63 ns
+        return st.one_of(fixed, _NON_FINITE, st.floats(max_value=0).map(repr),
+                         st.floats(min_value=0, max_value=options.MIN_PPS,
+                                   exclude_max=True).map(repr))
     if t in (options.parse_seconds, options.parse_positive_seconds):
         return st.one_of(fixed, _NON_FINITE, st.floats(max_value=-1e-9).map(repr),
                          st.floats(min_value=options.MAX_SECONDS * 1.01,

@@ -180,7 +180,7 @@ def test_banner_tells_what_is_exposed(target: SimpleNamespace) -> None:
 
 
 def test_answers_arp_for_its_address(target: SimpleNamespace) -> None:
-    from roce.emu.real.arp import arp_frame
+    from roce.iface import arp_frame
 
     w = target.wire
     got = w.exchange([arp_frame(1, w.mac, ME_IP, "00:00:00:00:00:00", TARGET_IP)], 1)

@@ -54,12 +54,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+_INNERMOST = "_roce_parser"  # namespace attribute: the sub-command that left words over
+
+
 class _Parser(argparse.ArgumentParser):
     """Bad usage exits 1 (2 is kept for unreadable files) with one line: argparse's message,
-    which names the option, and where to read the usage (scripts parse that one line)."""
+    which names the option, and where to read the usage (scripts parse that one line).
+
+    The line names the command being parsed (``roce fuzz wire: error: ...``).  argparse
+    hands the words a sub-command did not take back to the top-level parser, which would
+    report them under its own name: each parser notes itself on the namespace when it
+    leaves words over (the innermost notes first), and ``parse_args`` lets that one speak.
+    """
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(1, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None,
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras and getattr(ns, _INNERMOST, None) is None:
+            setattr(ns, _INNERMOST, self)
+        return ns, extras
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        ns, extras = self.parse_known_args(args, namespace)
+        owner = vars(ns).pop(_INNERMOST, None) or self
+        if extras:
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -38,9 +38,9 @@ from roce.options import (
     parse_key,
     parse_mac,
     parse_positive_seconds,
+    parse_pps,
     parse_psn,
     parse_qpn,
-    parse_rate,
     parse_seed,
 )
 from roce.packet import field_width
@@ -95,11 +95,12 @@ def _wire_options(p: argparse.ArgumentParser) -> None:
                    help="the QP number the target answers to (its destination QPN)")
     p.add_argument("--psn", type=parse_psn, default=None,
                    help="the target's expected PSN if known (else learnt from answers)")
-    p.add_argument("--pps", type=parse_rate, default=1000.0, help="frames per second")
+    p.add_argument("--pps", type=parse_pps, default=1000.0, help="frames per second")
     p.add_argument("--probe-every", type=_count, default=100, metavar="N",
                    help="a liveness probe every N frames (0: none)")
     p.add_argument("--probe-timeout", type=parse_positive_seconds, default=0.5, metavar="SEC")
-    p.add_argument("--pcap", metavar="FILE", help="record every frame sent and received")
+    p.add_argument("-w", "--pcap", metavar="FILE",
+                   help="record every frame sent and received")
 
 
 Progress = Callable[[fuzz.Summary], None]

@@ -32,6 +32,7 @@ from roce.options import (
     parse_seed,
     parse_size,
 )
+from roce.qpn import qpn_range
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
                        recover=args.recover, min_rnr_timer=args.min_rnr_timer,
                        udp_port=args.udp_port)
     _check_memory(args)
+    for flag, first in (("--qpn", args.qpn), ("--peer-qpn", args.peer_qpn)):
+        try:
+            qpn_range(first, args.qps)
+        except ValueError as exc:
+            raise UsageError(f"{flag} 0x{first:x} --qps {args.qps}: {exc}") from None
     with pcap_writer(args.pcap) as writer:
         target = None
         try:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import resource
 
 from roce.errors import UsageError
+from roce.qpn import QPN_COUNT
 
 QP_OVERHEAD = 16 << 10  # bytes one emulated QP costs beyond its buffers (objects, queues)
-MAX_QPNS = (1 << 24) - 0x11  # QPNs are 24 bits; rxe numbers QPs from 17
+MAX_QPNS = QPN_COUNT - 0x11  # QPNs are 24 bits (roce.qpn); rxe numbers QPs from 17
 # bytes one posted receive costs (the work request, its scatter entry, its place in the
 # receive queue); tests/test_oob_schema.py measures it
 RECV_WR_BYTES = 1 << 10

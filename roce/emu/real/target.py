@@ -7,7 +7,8 @@ arrives is answered as the responder rules say (docs/protocol.md): ACKs carrying
 PSN-sequence NAKs carrying the ePSN (once per gap), RNR NAKs, remote access NAKs, READ
 responses segmented by the path MTU, atomic ACKs with the original value.
 
-RC packets carry no source QPN, so the target's answers go to ``peer_qpn`` (+ i for QP i);
+RC packets carry no source QPN, so the target's answers go to ``peer_qpn`` (+ i for QP i;
+both runs of QPNs must fit 24 bits, ``roce.qpn``);
 the peer's MAC and IP are learned from each request's frame (the first one, and again if
 another peer takes over).  A QP that an error moved to ERR is re-created in its initial
 state (``recover``), so one bad request does not end the session.  Each frame received
@@ -42,6 +43,7 @@ from roce.headers import LAYOUTS
 from roce.iface import interface_ipv4, interface_mac, interface_mtu
 from roce.locate import L3_IPV4, OK, explain
 from roce.opcodes import OPCODES
+from roce.qpn import qpn_range
 
 NO_MAC = "00:00:00:00:00:00"
 
@@ -150,6 +152,10 @@ class Target:
         self.quiet = quiet
         self.stats = TargetStats()
         self.log = FrameLog(cfg.udp_port)
+        # QP i is QPN qpn + i and answers the peer's QPN peer_qpn + i: both runs must be
+        # QPNs (checked before anything is opened)
+        qpns = qpn_range(cfg.qpn, cfg.qps)
+        self.peer_qpns = qpn_range(cfg.peer_qpn, cfg.qps)
         ip = cfg.ip
         if cfg.transport == "raw":
             if not cfg.interface:
@@ -183,8 +189,8 @@ class Target:
         self.cqs: dict[int, CQ] = {}
         self.recv_mrs: dict[int, MR] = {}
         self.peer: dict[int, tuple[str, str]] = {}  # QPN -> (MAC, IP) answers go to
-        for i in range(cfg.qps):
-            self._create_qp(cfg.qpn + i, i)
+        for i, qpn in enumerate(qpns):
+            self._create_qp(qpn, i)
         t.taps.append(self._tap)
 
     # -- set-up
@@ -219,7 +225,7 @@ class Target:
         dev.next_qpn = max(saved, qpn + 1)
         mac, ip = self.peer.get(qpn, (NO_MAC, "::" if ":" in self.ctx.ip else "0.0.0.0"))
         qp.to_init(QPAttr(qp_access_flags=ALL_ACCESS))
-        qp.to_rtr(QPAttr(path_mtu=self.mtu, dest_qp_num=(cfg.peer_qpn + i) & 0xFFFFFF,
+        qp.to_rtr(QPAttr(path_mtu=self.mtu, dest_qp_num=self.peer_qpns[i],
                          rq_psn=cfg.psn & 0xFFFFFF, max_dest_rd_atomic=16,
                          min_rnr_timer=cfg.min_rnr_timer, ah_attr=self._ah(mac, ip)))
         qp.to_rts(QPAttr(sq_psn=cfg.psn & 0xFFFFFF, timeout=14, retry_cnt=7, rnr_retry=7,
@@ -296,7 +302,7 @@ class Target:
                  f"(fill {cfg.fill})"]
         for i, qpn in enumerate(self.qps):
             lines.append(f"-- QP 0x{qpn:06x} RC ePSN 0x{cfg.psn & 0xFFFFFF:06x} MTU {self.mtu}"
-                         f" -> peer QP 0x{(cfg.peer_qpn + i) & 0xFFFFFF:06x}, "
+                         f" -> peer QP 0x{self.peer_qpns[i]:06x}, "
                          f"{cfg.recv_depth} receives of {cfg.recv_size} bytes")
         return "\n".join(lines)
 
