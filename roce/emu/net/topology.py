@@ -318,10 +318,28 @@ def build(t: Topology, o: NetOptions) -> Network:
         ecn = spec.ecn or o.ecn
         if not ecn.enabled:
             return NoMarker()
-        # without PFC the buffer tail-drops RoCE: default thresholds stay below that point
-        # (with PFC it pauses instead, and the published defaults are kept)
-        limit = None if sw.lossless else sw.buffer.queue_limit()
-        return RedMarker(*ecn.for_rate(rate_gbps, limit), net.child_rng())
+        kmin, kmax, pmax = ecn.for_rate(rate_gbps, kmax_cap(sw))
+        if sw.lossless and ecn.given and kmin >= pfc_at(sw) and sw.name not in warned:
+            warned.add(sw.name)
+            net.warnings.append(
+                f"--ecn: switch {sw.name} marks from {kmin} bytes, but two senders into one "
+                f"of its ports trigger PFC at {pfc_at(sw)} bytes of queue (--buffer "
+                f"{sw.buffer.size}): ECN marks nothing before PFC pauses them")
+        return RedMarker(kmin, kmax, pmax, net.child_rng())
+
+    def pfc_at(sw: Switch) -> int:
+        """The egress queue at which the smallest incast (two senders; one with a port
+        fewer) makes the switch pause its senders."""
+        return sw.buffer.pfc_trigger(max(1, min(2, len(sw.ports) - 1)))
+
+    def kmax_cap(sw: Switch) -> float:
+        """The most a default Kmax may be.  ECN must mark before the buffer stops a queue
+        (deployment guides: the ECN thresholds below the PFC ones): without PFC half the
+        tail-drop point of a queue alone in the pool, with PFC the queue at which two
+        senders into one port make the switch pause them."""
+        return pfc_at(sw) if sw.lossless else sw.buffer.queue_limit() / 2
+
+    warned: set[str] = set()
 
     for sw in net.switches.values():
         sw.finish(marker_for)
