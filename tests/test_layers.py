@@ -134,3 +134,58 @@ def test_imports_inside_functions_count(tmp_path) -> None:
     mods = {"roce": pkg / "__init__.py", "roce.emu": pkg / "emu" / "__init__.py",
             "roce.decoder": pkg / "decoder.py", "roce.emu.x": pkg / "emu" / "x.py"}
     assert imports(mods)["roce.emu.x"] == {"roce.decoder"}
+
+
+# What only commands do (docs/architecture.md: "commands ... are the only modules that parse
+# a command line, print to the terminal or exit"), checked in the emulator's library code.
+# Writing to a stream the caller hands in (``print(..., file=self.out)``) is not printing to
+# the terminal.  Each allowed one says why; the test fails when one goes stale.
+TERMINAL_ALLOWED = {
+    # a stand-alone tool run as ``python -m roce.emu.real.relay`` (docs/guide/real-links.md)
+    ("roce.emu.real.relay", "main"), ("roce.emu.real.relay", "<module>"),
+    # ``roce emulate --listen/--connect`` no longer calls it (roce.cli.emulate.run_real);
+    # it goes when remote.py takes its scenario and summary from the command
+    ("roce.emu.real.remote", "run_cli"),
+}
+
+
+def terminal_uses(path: Path) -> list[tuple[str, str]]:
+    """(function, what) for each print to the terminal, exit or command-line parse in a
+    module's source."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = where
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = child.name if where == "<module>" else where
+            if isinstance(child, ast.Call):
+                f = ast.unparse(child.func)
+                to = next((ast.unparse(k.value) for k in child.keywords if k.arg == "file"),
+                          None)
+                if f == "print" and to in (None, "sys.stdout", "sys.stderr"):
+                    out.append((name, "print"))
+                elif f in ("sys.exit", "exit", "quit") or f.endswith(
+                        ("ArgumentParser", ".parse_args")):
+                    out.append((name, f))
+            elif isinstance(child, ast.Attribute) and ast.unparse(child) == "sys.argv":
+                out.append((name, "sys.argv"))
+            visit(child, name)
+
+    visit(tree, "<module>")
+    return out
+
+
+def test_the_emulator_library_does_not_print_exit_or_parse_argv() -> None:
+    found = {(m, fn): what for m, path in _modules().items() if m.startswith("roce.emu")
+             for fn, what in terminal_uses(path)}
+    assert {k: v for k, v in found.items() if k not in TERMINAL_ALLOWED} == {}
+    assert TERMINAL_ALLOWED <= set(found)  # none stale
+
+
+def test_a_print_in_the_emulator_is_found(tmp_path) -> None:
+    p = tmp_path / "m.py"
+    p.write_text("import sys\ndef f(out):\n    print('x', file=out)\n"
+                 "def g():\n    print('y')\n    sys.exit(2)\n")
+    assert terminal_uses(p) == [("g", "print"), ("g", "sys.exit")]

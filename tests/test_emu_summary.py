@@ -1,0 +1,76 @@
+"""One summary model and one text form for every run: two hosts cabled back to back, a
+switched network, and either end of a real link; and one place for every default."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from roce.cli import emulate as emu_cli
+from roce.cli import main
+from roce.emu import defaults
+from roce.emu.net.runner import run_scenario
+from roce.emu.real.remote import RemoteSummary
+from roce.emu.scenario import NETWORK_FIELDS, REAL_FIELDS, Scenario, Summary
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser()
+    emu_cli.add_arguments(p)
+    return p
+
+
+def test_a_run_reports_only_the_parts_it_has():
+    p2p = run_scenario(Scenario(size=4096, count=2)).as_dict()
+    assert not set(p2p) & set(NETWORK_FIELDS + REAL_FIELDS)
+    net = run_scenario(Scenario(size=4096, count=2, topology="incast:2")).as_dict()
+    assert set(NETWORK_FIELDS) <= set(net) and not set(net) & set(REAL_FIELDS)
+    real = Summary(scenario={}, role="listener").as_dict()
+    assert set(REAL_FIELDS) <= set(real) and not set(real) & set(NETWORK_FIELDS)
+
+
+def test_the_real_link_layout_is_the_one_formatter():
+    """A real link's summary prints as the real-link runs always printed it (the remote
+    module's own ``RemoteSummary.text``, until it takes the one model), field for field."""
+    sc = {"op": "write", "size": 4096, "count": 2, "qps": 1, "mtu": 1024, "depth": 16,
+          "qp_type": "rc", "seed": 3, "recovery": "sr", "loss_rule": "rack"}
+    fields = dict(scenario=sc, posted=2, completed={"IBV_WC_SUCCESS": 2}, bytes=8192,
+                  packets=10, retransmitted=1, naks={"PSN sequence error": 1}, timeouts=1,
+                  role="connector", transport="raw", interface="veth0",
+                  local={"ip": "10.0.0.1", "mac": "02:00:0a:00:00:01", "qpns": [17]},
+                  peer={"ip": "10.0.0.2", "mac": "02:00:0a:00:00:02", "qpns": [18]},
+                  wall_ns=2_000_000, goodput_gbps=0.03, goodput_mbps=4.1, frames_received=9,
+                  naks_sent={"remote access error": 1}, local_verified=True,
+                  peer_verified=None, latency_us={"min": 1.0, "median": 2.0, "p99": 3.0,
+                                                   "max": 4.0}, finished=False)
+    for role in ("connector", "listener"):
+        mine = Summary(**{**fields, "role": role})
+        theirs = RemoteSummary(**{**fields, "role": role})
+        assert mine.text() == theirs.text()
+        assert mine.as_dict() == theirs.as_dict()
+
+
+def test_the_options_defaults_are_the_scenario_defaults():
+    args = _parser().parse_args([])
+    sc = emu_cli.scenario(args)
+    base = Scenario()
+    for f in dataclasses.fields(Scenario):
+        if f.name not in ("time_limit_ns", "cc"):
+            assert getattr(sc, f.name) == getattr(base, f.name), f.name
+    assert sc.cc == base.cc
+    assert sc.timeout == defaults.ACK_TIMEOUT_SIMULATED
+    real = emu_cli.scenario(args, real=True)
+    assert real.timeout == defaults.ACK_TIMEOUT_REAL
+    assert real.time_limit_ns == int(defaults.REAL_TIME_LIMIT_S * 1e9)
+    assert emu_cli.scenario(_parser().parse_args(["--timeout", "9"]), real=True).timeout == 9
+
+
+def test_the_text_counts_what_every_flow_was_to_deliver(capsys):
+    assert main(["emulate", "--no-progress", "--topology", "dumbbell:3", "--size", "8K",
+                 "--count", "2", "--qps", "2", "-T", "json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["delivered"] == 12 and len(s["flows"]) == 6
+    assert "delivered     12 of 12 messages" in Summary(**{
+        k: v for k, v in s.items() if k in {f.name for f in dataclasses.fields(Summary)}}
+    ).text()
