@@ -221,7 +221,7 @@ class _GzipSource:
         self._buf = first   # compressed bytes not consumed yet, from ``_off``
         self._off = 0
         self._report = report
-        self._state = "header"  # header -> body -> trailer -> header ...
+        self._state = "header"  # header -> body (its trailer read as it ends) -> header ...
         self._d: Any = None
         self._crc = 0
         self._size = 0
@@ -308,25 +308,27 @@ class _GzipSource:
             return None
         return True
 
-    def _trailer(self) -> bool:
-        """Check the member's trailer; False when it is cut short."""
+    def _trailer(self, pending: int) -> bool:
+        """Check the member's trailer, read as soon as its body ended (so that the stream's
+        position counts it); ``pending`` bytes of the body are about to be handed out: a
+        problem is reported after them.  False when the trailer is cut short."""
         tail = self._take(_GZIP_TRAILER)
         if tail is None:
             return False
         crc, size = int.from_bytes(tail[:4], "little"), int.from_bytes(tail[4:], "little")
         if crc != self._crc:
-            self._report(self.total, "gzip CRC-32 check failed: the data may be damaged")
+            self._report(self.total + pending,
+                         "gzip CRC-32 check failed: the data may be damaged")
         elif size != self._size & 0xFFFFFFFF:
-            self._report(self.total, "gzip length check failed: the data may be damaged")
+            self._report(self.total + pending,
+                         "gzip length check failed: the data may be damaged")
         return True
 
     def _read_some(self, n: int) -> bytes:
         n = max(n, CHUNK)
         while not self._done:
-            if self._state == "trailer":
-                if not self._trailer():
-                    return self._fail("gzip stream truncated")
-                self._state = "header"
+            if self._state == "cut":  # the body's data went out; its trailer is missing
+                return self._fail("gzip stream truncated")
             if self._state == "header":
                 try:
                     got = self._header()
@@ -350,11 +352,12 @@ class _GzipSource:
                 except zlib.error as exc:
                     return self._fail(f"corrupt gzip data ({exc})")
                 self._buf, self._off = (d.unused_data if d.eof else d.unconsumed_tail), 0
-            if d.eof:
-                self._state = "trailer"
             if out:
                 self._crc = zlib.crc32(out, self._crc)
                 self._size += len(out)
+            if d.eof:
+                self._state = "header" if self._trailer(len(out)) else "cut"
+            if out:
                 return out
         return b""
 
