@@ -33,7 +33,6 @@ import fcntl
 import os
 import select
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -714,31 +713,9 @@ def receive(sock: socket.socket, snaplen: int, deadline: float | None,
             return
 
 
-# -- signals --------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) inside the block, so a capture or a
-    replay killed by a supervisor still flushes its files and prints its counts."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 __all__ = ["ROCE_OR_ARP", "Bpf", "Captured", "FilterError", "FrameBatch", "InterfaceError",
            "Pacer", "PacketSender", "ScapySender", "SendResult", "Sender", "TimingStats",
            "assemble", "attach_filter", "capture_stats", "check_interface", "compile_filter",
            "grow_buffers", "interface_flags", "interface_hatype", "interface_ipv4",
            "interface_mac", "interface_mtu", "open_capture_socket", "open_sender",
-           "packet_socket", "receive", "stop_on_sigterm"]
+           "packet_socket", "receive"]

@@ -11,7 +11,6 @@ from contextlib import ExitStack
 from typing import Any
 
 from roce.cli import _emulate_cc as cc_cli
-from roce.errors import InputError
 from roce.options import parse_positive_time, parse_size
 
 
@@ -73,25 +72,20 @@ def simulate(args: argparse.Namespace) -> Any:
     """The run's summary (pcap, taps and trace written as it goes)."""
     from roce.emu.net.observe import Trace
     from roce.emu.net.runner import NetRun, tap_port
+    from roce.outfile import open_output
     from roce.pcapio import PcapWriter
 
     sc = scenario(args)
+    # every file complete when the run ends, or removed (roce.outfile): an unwritable one
+    # is an InputError naming it, a failed or interrupted run leaves none of them
     with ExitStack() as stack:
         def open_pcap(path: str) -> Any:
-            try:
-                w = PcapWriter(path)
-            except OSError as e:
-                raise InputError(f"{path}: {e.strerror}") from None
-            stack.callback(w.close)
-            return w
+            return stack.enter_context(PcapWriter(path))
 
         writer = open_pcap(args.pcap) if args.pcap else None
         trace = None
         if args.trace:
-            try:
-                out = stack.enter_context(open(args.trace, "w", newline=""))
-            except OSError as e:
-                raise InputError(f"{args.trace}: {e.strerror}") from None
+            out = stack.enter_context(open_output(args.trace, "w", dash=False, newline=""))
             fmt = "json" if args.trace.endswith((".json", ".jsonl")) else "csv"
             trace = Trace(out, args.trace_interval, fmt)
         run = NetRun(sc, writer, None, trace)

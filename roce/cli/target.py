@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from roce.emu import budget
 from roce.emu.budget import human
-from roce.emu.real.target import Target, TargetConfig, sigterm_as_interrupt
+from roce.emu.real.target import Target, TargetConfig
 from roce.emu.record import pcap_writer
 from roce.errors import InputError, UsageError
 from roce.options import (
@@ -93,10 +93,14 @@ def run(args: argparse.Namespace) -> int:
                        recover=args.recover, min_rnr_timer=args.min_rnr_timer,
                        udp_port=args.udp_port)
     _check_memory(args)
-    with pcap_writer(args.pcap) as writer:
+    if args.pcap == "-":  # its lines go to standard output: the pcap would be corrupt
+        raise UsageError("-w - would write the pcap to standard output, where the target "
+                         "prints its lines: give -w a file name")
+    # the capture of what happened: written in place as it goes, kept when the target is
+    # stopped (a stop signal, roce.interrupts, is how it ends: exit 0)
+    with pcap_writer(args.pcap, live=True) as writer:
         target = None
         try:
-            sigterm_as_interrupt()
             try:
                 target = Target(cfg, record=writer, quiet=args.quiet)
             except ValueError as e:
