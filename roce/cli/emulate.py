@@ -135,6 +135,9 @@ def refuse_simulated(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pcap == "-":  # two outputs on one stream would corrupt both
+        raise UsageError(f"-w - and -T {args.format} would both write to standard output "
+                         "(the pcap and the summary): give -w a file name")
     if getattr(args, "listen", False) or getattr(args, "connect", None):
         from roce.emu.real.remote import run_cli
 
