@@ -353,18 +353,20 @@ def test_standard_output_on_a_full_disk() -> None:
         "roce decode: cannot write standard output: no space left on device"
 
 
-def test_a_read_only_file_system(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["out.parquet", ""], ids=["FILE", "DIR"])
+def test_a_read_only_file_system(tmp_path: Path, name: str) -> None:
     if shutil.which("unshare") is None:
         pytest.fail("unshare (util-linux) is needed to mount a read-only tmpfs")
     ro = tmp_path / "ro"
     ro.mkdir()
     cap = ROOT / "pcaps" / "example.pcap"
     script = (f"mount -t tmpfs -o ro tmpfs {ro} && "
-              f"exec {sys.executable} -m roce decode -T parquet -w {ro}/out.parquet {cap}")
+              f"exec {sys.executable} -m roce decode -T parquet -w {ro / name} {cap}")
     r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
                        timeout=60, env=ENV)
     assert r.returncode == 2, r.stderr
-    assert one_line(r.stderr) == (f"roce decode: {cap}: cannot write {ro}/out.parquet: "
+    written = ro / (name or "example.parquet")  # -w DIR: DIR/<capture>.parquet
+    assert one_line(r.stderr) == (f"roce decode: {cap}: cannot write {written}: "
                                   "read-only file system")
 
 
@@ -379,16 +381,18 @@ def shared_dir() -> Iterator[Path]:
         shutil.rmtree(d)
 
 
-def test_a_directory_without_write_permission(shared_dir: Path) -> None:
+@pytest.mark.parametrize("name", ["out.parquet", ""], ids=["FILE", "DIR"])
+def test_a_directory_without_write_permission(shared_dir: Path, name: str) -> None:
     cap = shared_dir / "example.pcap"
     shutil.copy(ROOT / "pcaps" / "example.pcap", cap)
     cap.chmod(0o644)
     argv = [sys.executable, "-m", "roce", "decode", "-T", "parquet", "-w",
-            str(shared_dir / "out.parquet"), str(cap)]
+            str(shared_dir / name), str(cap)]
     r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
                         *argv], capture_output=True, text=True, timeout=60, env=ENV)
     assert r.returncode == 2, r.stderr
-    assert one_line(r.stderr) == (f"roce decode: {cap}: cannot write {shared_dir}/out.parquet: "
+    written = shared_dir / (name or "example.parquet")
+    assert one_line(r.stderr) == (f"roce decode: {cap}: cannot write {written}: "
                                   "permission denied")
 
 
