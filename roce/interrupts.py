@@ -33,6 +33,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held = 0                   # depth of held() sections in the main thread
 _pending: int | None = None  # the first stop signal that arrived inside them
 _installed = 0              # depth of raising() blocks (nested main() calls)
+_before: dict[int, object] = {}  # the handlers the outermost raising() replaced
 
 
 def _on_signal(signum: int, frame: object) -> None:
@@ -63,13 +64,37 @@ def raising() -> Iterator[None]:
             continue
         old[sig] = current
         signal.signal(sig, _on_signal)
+    if not _installed:
+        _before.update(old)
     _installed += 1
     try:
         yield
     finally:
         _installed -= 1
+        if not _installed:
+            _before.clear()
         for sig, handler in old.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a worker pool's process) does not inherit the command's handlers:
+    it gets back those found before ``raising()``, so a pool that ends its workers with
+    SIGTERM ends them (``worker()`` sets up roce's own workers)."""
+    global _held, _pending, _installed
+    _held, _pending = 0, None
+    if not _installed:
+        return
+    _installed = 0
+    for sig, handler in _before.items():
+        try:
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        except ValueError:  # pragma: no cover - forked from a thread Python left unknown
+            break
+    _before.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def active() -> bool:
@@ -104,8 +129,7 @@ def worker(cleanup: Callable[[], None]) -> None:
     """Set up a worker process (its initializer calls this): SIGINT and SIGHUP ignored,
     SIGTERM runs ``cleanup`` (removing temporary files) and exits at once with 128 +
     SIGTERM, as the default action would, without unwinding the task."""
-    global _held, _pending, _installed
-    _held, _pending, _installed = 0, None, 0  # inherited from the parent by fork
+    _after_fork_in_child()  # as a fresh child, in case fork did not go through it
 
     def on_term(signum: int, frame: object) -> None:
         try:

@@ -262,3 +262,16 @@ def test_remove_temporaries(tmp_path: Path) -> None:
     outfile.remove_temporaries()
     assert leftovers(tmp_path) == []
     out.discard()
+
+
+def test_a_forked_child_gets_the_handlers_back() -> None:
+    """A pool's worker forked while a command runs dies of the SIGTERM that ends it, as it
+    did before the command set its handlers (roce's own workers set theirs up again)."""
+    with interrupts.raising():
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 when every stop signal is back to its default
+            ok = all(signal.getsignal(s) is not interrupts._on_signal
+                     for s in interrupts.STOP_SIGNALS) and not interrupts.active()
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

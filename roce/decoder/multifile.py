@@ -6,6 +6,10 @@ A task is a top-level function of plain, picklable arguments returning plain dat
 same task runs in this process, in a forked worker or on a Dask worker that has only
 ``pip install roce`` and the paths.  A member that cannot be read comes back as a
 :class:`Failed` result: it is reported, the others go on, and the command exits 2.
+
+Stopped (a signal, an error), a run stops its workers with it: queued tasks are dropped,
+worker processes get SIGTERM (they remove their temporary files, ``roce.interrupts.worker``)
+and SIGKILL after ``STOP_WAIT`` seconds, and tasks queued on Dask are cancelled.
 """
 
 from __future__ import annotations
