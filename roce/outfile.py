@@ -77,11 +77,14 @@ def write_stream(fd: int, data: bytes | bytearray | memoryview) -> None:
     room, so the wait for its reader can be given up ``GRACE`` seconds after a signal."""
     view = memoryview(data).cast("B")
     fifo = stat.S_ISFIFO(os.fstat(fd).st_mode)
+    if fifo:
+        room = select.poll()
+        room.register(fd, select.POLLOUT)
     with interrupts.held():
         stalled = None
         while view:
             if fifo:
-                if not select.select([], [fd], [], _POLL)[1]:
+                if not room.poll(_POLL * 1000):
                     if interrupts.pending() is not None:
                         stalled = stalled if stalled is not None else time.monotonic()
                         if time.monotonic() - stalled >= GRACE:
