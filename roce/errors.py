@@ -9,6 +9,8 @@ access.  The CLI maps these classes to exit codes in one table (``roce.cli.EXIT_
 
 from __future__ import annotations
 
+import signal
+
 
 class RoceError(Exception):
     """Base of every error roce raises on purpose."""
@@ -55,6 +57,21 @@ def _render_error(message: str, expr: str, position: int) -> str:
 
 class InputError(RoceError):
     """An input file, device or stream that cannot be read or used (exit 2)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal arrived: SIGINT (Ctrl-C), SIGTERM or SIGHUP (``signal`` its name).  A
+    ``KeyboardInterrupt``, so what cleans up after Ctrl-C cleans up after all three; the
+    command exits 130 (``roce.interrupts`` raises it, ``roce.cli`` words it).  Layers it
+    passes through may add notes (``add_note``): what was done, which output was removed."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        self.signum = int(signum)
+        self.signal = signal.Signals(signum).name
+        super().__init__(self.signal)
+
+    def __reduce__(self) -> tuple[type[Interrupted], tuple[int]]:
+        return (type(self), (self.signum,))
 
 
 class VerificationError(RoceError):

@@ -173,6 +173,9 @@ def scenario(args: argparse.Namespace, real: bool = False) -> Scenario:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pcap == "-":  # two outputs on one stream would corrupt both
+        raise UsageError(f"-w - and -T {args.format} would both write to standard output "
+                         "(the pcap and the summary): give -w a file name")
     if getattr(args, "listen", False) or getattr(args, "connect", None):
         refuse_simulated(args)
         return emit(run_real(args), args.format, args.pcap)
@@ -200,6 +203,7 @@ def simulate(args: argparse.Namespace) -> Any:
     the pcap, taps and trace are written as the run goes."""
     from roce.emu.net.observe import Trace, tap_port
     from roce.emu.net.runner import NetRun
+    from roce.outfile import open_output
 
     sc = scenario(args)
     if getattr(args, "interface", None) or getattr(args, "transport", None):
@@ -215,10 +219,7 @@ def simulate(args: argparse.Namespace) -> Any:
         for (port, path), spec in zip(ports, taps):
             port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
         if trace_path:
-            try:
-                out = stack.enter_context(open(trace_path, "w", newline=""))
-            except OSError as e:
-                raise InputError(f"{trace_path}: {e.strerror}") from None
+            out = stack.enter_context(open_output(trace_path, "w", dash=False, newline=""))
             fmt = "json" if trace_path.endswith((".json", ".jsonl")) else "csv"
             run.trace = Trace(out, args.trace_interval, fmt)
         return run.run(_progress(stack, args, sc.count * len(run.flows)))
@@ -237,14 +238,11 @@ def topology(args: argparse.Namespace) -> Any:
 
 
 def _open_pcap(stack: ExitStack, path: str) -> Any:
+    """A pcap written under a temporary name and renamed when the run ends (roce.outfile):
+    an unwritable one is an InputError naming it; a failed or interrupted run leaves none."""
     from roce.pcapio import PcapWriter
 
-    try:
-        w = PcapWriter(path)
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror}") from None
-    stack.callback(w.close)
-    return w
+    return stack.enter_context(PcapWriter(path))
 
 
 def _progress(stack: ExitStack, args: argparse.Namespace, total: int) -> Any:

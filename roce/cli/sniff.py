@@ -207,28 +207,29 @@ def _run(args: argparse.Namespace) -> int:
         in_python = python_filter(args.udp_port)
     sock = iface.open_capture_socket(args.interface, prog or None, args.promiscuous)
     try:  # the file only once capture can start: a failed run leaves no empty pcap behind
-        saver = open_writer(args.write) if args.write is not None else None
+        # written in place, record by record, readable as it grows (tcpdump -U)
+        saver = open_writer(args.write, live=True) if args.write is not None else None
     except BaseException:
         sock.close()
         raise
     counts = _Counts()
     out = _Output(args, sys.stderr if args.write == "-" else sys.stdout)
-    # From here on Ctrl-C and SIGTERM end the capture, wherever they land.
-    with iface.stop_on_sigterm():
-        try:
-            where = "in Python" if in_python else "in the kernel"
-            print(f"listening on {args.interface}, link-type EN10MB (Ethernet), snapshot "
-                  f"length {args.snaplen} bytes, filter {expr!r} ({where})", file=sys.stderr,
-                  flush=True)
-            _capture(args, sock, display, in_python, out, saver, counts)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            out.close()
-            if saver is not None:
-                saver.close()
-            _received, dropped = iface.capture_stats(sock)
-            sock.close()
+    # From here on a stop signal (Ctrl-C, SIGTERM, SIGHUP: roce.interrupts) is the end of
+    # the capture, as in tcpdump, wherever it lands: the file ends on its last whole record
+    try:
+        where = "in Python" if in_python else "in the kernel"
+        print(f"listening on {args.interface}, link-type EN10MB (Ethernet), snapshot "
+              f"length {args.snaplen} bytes, filter {expr!r} ({where})", file=sys.stderr,
+              flush=True)
+        _capture(args, sock, display, in_python, out, saver, counts)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        out.close()
+        if saver is not None:
+            saver.close()
+        _received, dropped = iface.capture_stats(sock)
+        sock.close()
     print(f"{counts.captured} packets captured, {counts.shown} shown, {dropped} dropped by "
           "the kernel", file=sys.stderr)
     return 0

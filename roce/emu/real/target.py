@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import ipaddress
 import random
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -338,7 +337,8 @@ class Target:
     def run(self, count: int | None = None, duration: float | None = None,
             stop: Callable[[], bool] | None = None) -> TargetStats:
         """Serve until ``count`` requests were received, ``duration`` s passed, or
-        ``stop()``; Ctrl-C (and SIGTERM) end it cleanly."""
+        ``stop()``; a KeyboardInterrupt (every stop signal under ``roce.cli``: Ctrl-C,
+        SIGTERM, SIGHUP) ends it cleanly."""
         end = None if duration is None else time.monotonic() + duration
         # what set-up made lives as long as the target: keep full collections (several ms
         # over the imports' objects) from stalling an answer
@@ -364,13 +364,5 @@ class Target:
         self.loop.close()
 
 
-def sigterm_as_interrupt() -> None:
-    """SIGTERM ends the target like Ctrl-C (pcap closed, totals printed)."""
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 __all__ = ["FrameLog", "Target", "TargetConfig", "TargetStats", "fill_bytes",
-           "fill_into", "sigterm_as_interrupt"]
+           "fill_into"]
