@@ -371,8 +371,9 @@ def test_replay_interrupted_reports(wire, tmp_path, signal_number):
 
 def test_send_interrupted_reports_and_saves_what_went(wire, tmp_path):
     out = tmp_path / "sent.pcap"
-    proc = wire.popen(wire.ns_a, wire.roce("send", "rc-send-only", "--count", "1000000",
-                                           "--pps", "2000", "-i", wire.if_a, "-w", str(out)),
+    proc = wire.popen(wire.ns_a, wire.roce("send", "rc-send-only", *PINNED, "--count",
+                                           "1000000", "--pps", "2000", "-i", wire.if_a, "-w",
+                                           str(out)),
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_sending(wire, proc)
     proc.send_signal(signal.SIGTERM)
