@@ -140,13 +140,7 @@ def test_imports_inside_functions_count(tmp_path) -> None:
 # a command line, print to the terminal or exit"), checked in the emulator's library code.
 # Writing to a stream the caller hands in (``print(..., file=self.out)``) is not printing to
 # the terminal.  Each allowed one says why; the test fails when one goes stale.
-TERMINAL_ALLOWED = {
-    # a stand-alone tool run as ``python -m roce.emu.real.relay`` (docs/guide/real-links.md)
-    ("roce.emu.real.relay", "main"), ("roce.emu.real.relay", "<module>"),
-    # ``roce emulate --listen/--connect`` no longer calls it (roce.cli.emulate.run_real);
-    # it goes when remote.py takes its scenario and summary from the command
-    ("roce.emu.real.remote", "run_cli"),
-}
+TERMINAL_ALLOWED: set[tuple[str, str]] = set()
 
 
 def terminal_uses(path: Path) -> list[tuple[str, str]]:

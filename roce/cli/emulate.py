@@ -263,6 +263,22 @@ def _progress(stack: ExitStack, args: argparse.Namespace, total: int) -> Any:
     return progress
 
 
+def endpoint(args: argparse.Namespace) -> Any:
+    """How this end of a real-link run reaches the wire, from the options: raw Ethernet on
+    ``-i IFACE`` or UDP (``--transport udp``)."""
+    from roce.emu.real.remote import Endpoint
+
+    transport = args.transport or ("raw" if args.interface else None)
+    if transport is None:
+        raise RemoteError("say how to reach the wire: -i IFACE (raw Ethernet) or "
+                          "--transport udp")
+    if transport == "raw" and not args.interface:
+        raise RemoteError("--transport raw needs -i IFACE")
+    return Endpoint(transport=transport, interface=args.interface, ip=args.ip, mac=args.mac,
+                    arp=args.arp, oob_port=args.port, udp_port=args.udp_port,
+                    oob_timeout=args.oob_timeout)
+
+
 def run_real(args: argparse.Namespace) -> Any:
     """``--listen`` / ``--connect HOST``: one end of a run across a real link; its summary.
     Errors propagate to the CLI's exit-code table (1 options, 2 interface/peer)."""
@@ -276,14 +292,13 @@ def run_real(args: argparse.Namespace) -> Any:
         if args.format != "json":
             print(f"roce emulate: {text}", file=sys.stderr, flush=True)
 
-    ep = remote.endpoint_from_args(args)
+    ep = endpoint(args)
     sc = scenario(args, real=True)
     sc.check(sides=1)
-    rsc = remote.RemoteScenario(**sc.workload(), time_limit_s=sc.time_limit_ns / 1e9)
     try:
         with pcap_writer(args.pcap) as writer:
             if args.listen:
-                return remote.run_listener(rsc, ep, writer, bind=args.bind or "", log=log)
-            return remote.run_connector(args.connect, rsc, ep, writer, log=log)
+                return remote.run_listener(sc, ep, writer, bind=args.bind or "", log=log)
+            return remote.run_connector(args.connect, sc, ep, writer, log=log)
     except PermissionError as e:
         raise InputError(f"{e.strerror or e}: raw Ethernet needs root (CAP_NET_RAW)") from None
