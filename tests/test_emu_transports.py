@@ -608,3 +608,18 @@ def test_ipv6_over_udp() -> None:
         assert a.device.counters.icrc_drops == b.device.counters.icrc_drops == 0
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize("argv,why", [
+    (["--listen"], "say how to reach the wire: -i IFACE (raw Ethernet) or --transport udp"),
+    (["--connect", "127.0.0.1", "--transport", "raw"], "--transport raw needs -i IFACE"),
+    (["--listen", "--connect", "127.0.0.1", "--transport", "udp"],
+     "--listen and --connect exclude each other"),
+])
+def test_a_real_link_run_needs_one_role_and_a_way_to_the_wire(argv: list[str], why: str,
+                                                              capsys) -> None:
+    """Refused before anything is opened: exit 1, naming what is missing."""
+    from roce.cli import main
+
+    assert main(["emulate", *argv, "--port", "0", "--oob-timeout", "0.1"]) == 1
+    assert why in capsys.readouterr().err
