@@ -11,6 +11,7 @@ from roce.cli import emulate as emu_cli
 from roce.cli import main
 from roce.emu import defaults
 from roce.emu.net.runner import run_scenario
+from roce.emu.real.remote import Endpoint
 from roce.emu.scenario import NETWORK_FIELDS, REAL_FIELDS, Scenario, Summary
 
 
@@ -93,6 +94,10 @@ def test_the_options_defaults_are_the_scenario_defaults():
     assert real.timeout == defaults.ACK_TIMEOUT_REAL
     assert real.time_limit_ns == int(defaults.REAL_TIME_LIMIT_S * 1e9)
     assert emu_cli.scenario(_parser().parse_args(["--timeout", "9"]), real=True).timeout == 9
+    # a real link's endpoint: the out-of-band port and wait, the UDP port
+    ep = emu_cli.endpoint(_parser().parse_args(["--transport", "udp"]))
+    assert ep == Endpoint(transport="udp")
+    assert (ep.oob_port, ep.oob_timeout) == (defaults.OOB_PORT, defaults.OOB_TIMEOUT_S)
 
 
 def test_the_text_counts_what_every_flow_was_to_deliver(capsys):

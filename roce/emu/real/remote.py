@@ -88,6 +88,7 @@ from roce.errors import (
     UsageError,
 )
 from roce.iface import interface_ipv4, interface_mac, interface_mtu
+from roce.locate import ROCE_PORT
 
 UD_RING = 4096  # receive buffers a UD listener keeps posted (UD has no flow control)
 MIN_RNR_TIMER = 4  # 0.04 ms: the listener reposts receives within a poll
@@ -102,9 +103,9 @@ class Endpoint:
     ip: str | None = None
     mac: str | None = None
     arp: bool = False
-    oob_port: int = oob.DEFAULT_PORT
-    udp_port: int = 4791
-    oob_timeout: float = 30.0
+    oob_port: int = defaults.OOB_PORT
+    udp_port: int = ROCE_PORT
+    oob_timeout: float = defaults.OOB_TIMEOUT_S
 
 
 def time_limit_ns(sc: Scenario) -> int:
