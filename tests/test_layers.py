@@ -148,6 +148,10 @@ TERMINAL_ALLOWED = {
     ("roce.testing.fuzz.decoder", "_decode", "argparse.ArgumentParser"),
     ("roce.testing.fuzz.decoder", "_decode", "parse_args"),
     ("roce.testing.fuzz.decoder", "_decode", "SystemExit"),
+    # the compiled-twin tests run the interpreted form in a fresh interpreter (ROCE_PURE=1
+    # acts at import): specs on stdin, summaries on stdout; a tool of the tests and
+    # bench/net_equal.py, not a command
+    ("roce.testing.twins", "<module>", "__main__"),
 }
 # calls that exit, and the argparse calls that build or run a command line
 EXITS = ("sys.exit", "exit", "quit", "os._exit")
@@ -182,6 +186,9 @@ def terminal_uses(path: Path) -> list[tuple[str, str]]:
                 out.append((name, "SystemExit"))
             elif isinstance(child, ast.Attribute) and ast.unparse(child) == "sys.argv":
                 out.append((name, "sys.argv"))
+            elif isinstance(child, ast.If) and ast.unparse(child.test) in (
+                    "__name__ == '__main__'", "'__main__' == __name__"):
+                out.append((name, "__main__"))  # the module runs as a program
             visit(child, name)
 
     visit(tree, "<module>")
@@ -203,10 +210,11 @@ def test_a_print_exit_or_parse_is_found(tmp_path) -> None:
                  "def h(p):\n    g = p.add_argument_group('x')\n    g.add_argument('--y')\n"
                  "    return argparse.ArgumentParser().parse_args()\n"
                  "def k():\n    try:\n        os._exit(1)\n    except SystemExit:\n"
-                 "        print('z', file=sys.stderr)\n    raise SystemExit(sys.argv)\n")
+                 "        print('z', file=sys.stderr)\n    raise SystemExit(sys.argv)\n"
+                 "if __name__ == '__main__':\n    k()\n")
     assert terminal_uses(p) == [
         ("g", "print"), ("g", "sys.exit"),
         ("h", "add_argument_group"), ("h", "add_argument"), ("h", "parse_args"),
         ("h", "argparse.ArgumentParser"),
         ("k", "os._exit"), ("k", "SystemExit"), ("k", "print"), ("k", "SystemExit"),
-        ("k", "sys.argv")]
+        ("k", "sys.argv"), ("<module>", "__main__")]
