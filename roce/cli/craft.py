@@ -44,6 +44,7 @@ from typing import Any, TextIO
 
 import roce
 from roce import fast
+from roce.cli import _craft_framing as craft_framing
 from roce.cli import _craft_macc as craft_macc
 from roce.cli._craft_fields import checked_fields
 from roce.errors import InputError, UsageError
@@ -194,9 +195,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full header tree of each frame")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     craft_macc.add_arguments(parser)
-    from roce.families import craft as craft_families
-
-    craft_families.add_arguments(parser)
+    craft_framing.add_arguments(parser)
 
 
 # -- building -------------------------------------------------------------------------------

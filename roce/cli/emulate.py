@@ -21,6 +21,7 @@ from roce.emu import defaults
 from roce.emu.core.recovery import LOSS_RULES, MODES
 from roce.emu.scenario import OPS, Scenario
 from roce.errors import InputError, RemoteError, UsageError, VerificationError
+from roce.locate import ROCE_PORT
 from roce.options import (
     PATH_MTUS,
     parse_count,
@@ -88,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("-i", "--interface", metavar="IFACE",
                    help="raw Ethernet on this interface (AF_PACKET; root)")
     g.add_argument("--transport", choices=("raw", "udp"),
-                   help="raw Ethernet (with -i) or a kernel UDP socket on port 4791")
+                   help=f"raw Ethernet (with -i) or a kernel UDP socket on port {ROCE_PORT}")
     g.add_argument("--ip", type=parse_ip_text, metavar="ADDR",
                    help="the emulated device's IP (default: the "
                    "interface's, or for UDP the out-of-band connection's local address)")
@@ -98,13 +99,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="raw Ethernet: answer ARP for --ip and resolve the peer by ARP")
     g.add_argument("--qp-type", choices=("rc", "uc", "ud"), default=D.qp_type,
                    help="queue pair type (rc; ud: --op send, one packet per message)")
-    g.add_argument("--port", type=parse_listen_port, default=18515,
-                   help="out-of-band TCP port (18515; 0: any free one)")
+    g.add_argument("--port", type=parse_listen_port, default=defaults.OOB_PORT,
+                   help=f"out-of-band TCP port ({defaults.OOB_PORT}; 0: any free one)")
     g.add_argument("--bind", type=parse_ip_text, metavar="ADDR",
                    help="--listen: out-of-band address (all)")
-    g.add_argument("--udp-port", type=parse_port, default=4791, help=argparse.SUPPRESS)
-    g.add_argument("--oob-timeout", type=parse_positive_seconds, default=30.0, metavar="S",
-                   help="seconds to wait for the peer's out-of-band messages (30)")
+    g.add_argument("--udp-port", type=parse_port, default=ROCE_PORT, help=argparse.SUPPRESS)
+    g.add_argument("--oob-timeout", type=parse_positive_seconds,
+                   default=defaults.OOB_TIMEOUT_S, metavar="S",
+                   help="seconds to wait for the peer's out-of-band messages "
+                        f"({defaults.OOB_TIMEOUT_S:g})")
     g.add_argument("--time-limit", type=parse_positive_seconds,
                    default=defaults.REAL_TIME_LIMIT_S, metavar="S",
                    help=f"wall-clock seconds for the run ({defaults.REAL_TIME_LIMIT_S:g})")
@@ -261,6 +264,22 @@ def _progress(stack: ExitStack, args: argparse.Namespace, total: int) -> Any:
     return progress
 
 
+def endpoint(args: argparse.Namespace) -> Any:
+    """How this end of a real-link run reaches the wire, from the options: raw Ethernet on
+    ``-i IFACE`` or UDP (``--transport udp``)."""
+    from roce.emu.real.remote import Endpoint
+
+    transport = args.transport or ("raw" if args.interface else None)
+    if transport is None:
+        raise RemoteError("say how to reach the wire: -i IFACE (raw Ethernet) or "
+                          "--transport udp")
+    if transport == "raw" and not args.interface:
+        raise RemoteError("--transport raw needs -i IFACE")
+    return Endpoint(transport=transport, interface=args.interface, ip=args.ip, mac=args.mac,
+                    arp=args.arp, oob_port=args.port, udp_port=args.udp_port,
+                    oob_timeout=args.oob_timeout)
+
+
 def run_real(args: argparse.Namespace) -> Any:
     """``--listen`` / ``--connect HOST``: one end of a run across a real link; its summary.
     Errors propagate to the CLI's exit-code table (1 options, 2 interface/peer)."""
@@ -274,14 +293,13 @@ def run_real(args: argparse.Namespace) -> Any:
         if args.format != "json":
             print(f"roce emulate: {text}", file=sys.stderr, flush=True)
 
-    ep = remote.endpoint_from_args(args)
+    ep = endpoint(args)
     sc = scenario(args, real=True)
     sc.check(sides=1)
-    rsc = remote.RemoteScenario(**sc.workload(), time_limit_s=sc.time_limit_ns / 1e9)
     try:
         with pcap_writer(args.pcap) as writer:
             if args.listen:
-                return remote.run_listener(rsc, ep, writer, bind=args.bind or "", log=log)
-            return remote.run_connector(args.connect, rsc, ep, writer, log=log)
+                return remote.run_listener(sc, ep, writer, bind=args.bind or "", log=log)
+            return remote.run_connector(args.connect, sc, ep, writer, log=log)
     except PermissionError as e:
         raise InputError(f"{e.strerror or e}: raw Ethernet needs root (CAP_NET_RAW)") from None

@@ -54,6 +54,9 @@ TIME_LIMIT_NS = 600_000_000_000
 SWITCHED_TIME_LIMIT_NS = 10_000_000_000
 # the wall-clock limit of a run across a real link
 REAL_TIME_LIMIT_S = 120.0
+# a real link's out-of-band step: its TCP port (perftest's) and how long to wait for the peer
+OOB_PORT = 18515
+OOB_TIMEOUT_S = 30.0
 
 
 def time_limit_ns(switched: bool) -> int:

@@ -324,7 +324,9 @@ def _real_text(s: Summary) -> str:
     verdict = "yes" if s.data_verified else "NO"
     if s.role == "connector":
         peer = {None: "no answer", True: "yes", False: "NO"}[s.peer_verified]
-        verdict += f" (here: {'yes' if s.local_verified else 'NO'}; listener: {peer})"
+        # the listener's verdict is its claim: this side cannot check the listener's memory
+        verdict += (f" (here: {'yes' if s.local_verified else 'NO'}; listener reports: "
+                    f"{peer})")
     if s.latency_us:
         lat = s.latency_us
         lines.append(f"latency       post to completion: min {lat['min']:.1f} us, median "
@@ -357,10 +359,3 @@ def add_qp_counts(s: Any, naks: Counter, qps: list) -> None:
         s.spurious_retransmissions += c.duplicate_requests
         s.ooo_accepted += c.ooo_accepted
         s.selective_naks += c.sacks_sent
-
-
-def emit(summary: Any, fmt: str, pcap: str | None) -> int:
-    """Printing a summary is ``roce emulate``'s (``roce.cli.emulate.emit``).  This name is
-    left only because ``roce.emu.real.remote`` still imports it for ``run_cli``, which the
-    command no longer calls; both go when remote.py takes its run from the command."""
-    raise NotImplementedError("roce.cli.emulate.emit prints a run's summary")

@@ -6,7 +6,9 @@ lacks it.
 duplication, corruption) to the RoCE ones; other frames (ARP, the out-of-band TCP) pass
 untouched::
 
-    python -m roce.emu.real.relay IF_A IF_B --loss 0.05 --reorder 0.1 --dup 0.02
+    roce relay IF_A IF_B --loss 0.05 --reorder 0.1 --dup 0.02
+
+(the command is ``roce.cli.relay``).
 """
 
 from __future__ import annotations
