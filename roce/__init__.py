@@ -34,6 +34,7 @@ from roce.errors import (
     TransportError,
     UsageError,
     VerificationError,
+    WorkloadFileError,
 )
 from roce.fast import COMPILED
 from roce.opcodes import (
@@ -56,7 +57,7 @@ __all__ = [
     "AccessError", "CaptureError", "DecodeError", "FieldNameError", "FieldValueError",
     "FilterError", "InputError", "InterfaceError", "LayoutMismatch", "NotRoCE", "OOBError",
     "PeerMessageError", "QPStateError", "RecoveryError", "RecoveryMismatch", "RemoteError",
-    "RoceError", "TransportError", "UsageError", "VerificationError",
+    "RoceError", "TransportError", "UsageError", "VerificationError", "WorkloadFileError",
     # the opcode table, packets
     "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode", "Operation", "Position",
     "Transport", "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED",
