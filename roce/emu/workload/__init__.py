@@ -2,10 +2,13 @@
 
 One interface (``traffic``: a ``Workload`` makes a ``Source`` given the hosts, the line rate
 and a seeded ``random.Random``; the runner calls ``ready(now)``, ``complete(transfer,
-now)``, ``next_time()`` and reads ``done``); flow-size distributions in ``cdf``.
+now)``, ``next_time()`` and reads ``done``); ``openloop``: flows with sizes from a published
+or user CDF (``cdf``) and Poisson arrivals at an offered load, as the HPCC simulator's
+generator makes them.
 """
 
 from roce.emu.workload.cdf import BUILTIN, Cdf
+from roce.emu.workload.openloop import FlowSource, OpenLoop
 from roce.emu.workload.traffic import Source, Transfer, Workload
 
-__all__ = ["BUILTIN", "Cdf", "Source", "Transfer", "Workload"]
+__all__ = ["BUILTIN", "Cdf", "FlowSource", "OpenLoop", "Source", "Transfer", "Workload"]
