@@ -7,7 +7,11 @@ now)``, ``next_time()`` and reads ``done``), two kinds of workload:
 - ``openloop``: flows with sizes from a published or user CDF (``cdf``) and Poisson
   arrivals at an offered load, as the HPCC simulator's generator makes them;
 - ``collective``: ring, halving-doubling and pairwise collectives as dependency graphs
-  (``graph``), with nccl-tests' algorithm and bus bandwidths.
+  (``graph``), with nccl-tests' algorithm and bus bandwidths;
+
+and ``fct``: ideal flow completion times, per-flow rows (CSV, Parquet) and the binned
+slowdown table.  Sans-I/O except ``cdf.read`` and ``fct.write_rows``; docs/workloads.md
+holds the distributions, formulas and their sources.
 """
 
 from roce.emu.workload.cdf import BUILTIN, Cdf
