@@ -336,6 +336,19 @@ def test_memory_check_names_size(monkeypatch) -> None:
             replace(c, size=size * 102 // 100 + 4096 * c.ranks).check_memory(64, 100.0)
 
 
+def test_start_refuses_before_planning(monkeypatch) -> None:
+    """A graph too big for memory is refused by ``start`` itself, in a blink: nothing of
+    it is made."""
+    monkeypatch.setattr(budget, "available", lambda: 32 << 20)
+    c = Collective("allreduce", 1 << 40, 16, chunk=64)
+    tracemalloc.start()
+    with pytest.raises(UsageError, match="--size 1T: "):
+        c.start(HOSTS, 100.0, random.Random(0))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 1 << 20
+
+
 def test_memory_check_when_nothing_fits(monkeypatch) -> None:
     monkeypatch.setattr(budget, "available", lambda: 1 << 20)
     with pytest.raises(UsageError, match=r"--ranks 1024: .* and even --size 1024 makes \d+ "

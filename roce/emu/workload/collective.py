@@ -300,9 +300,12 @@ class Collective(Workload):
 
     def start(self, hosts: Sequence[str], rate_gbps: float, rng: random.Random,
               start_ns: int = 0) -> Graph:
-        """The run's graph: deterministic, ``rng`` is not drawn from."""
+        """The run's graph: deterministic, ``rng`` is not drawn from.  An iteration that does
+        not fit in memory is refused here too, before it is planned (the runner's own
+        ``check_memory`` adds what it keeps per transfer)."""
         check_rate(rate_gbps)
         check_hosts(hosts, self.ranks, f"--ranks {self.ranks}")
+        self.check_memory(len(hosts), rate_gbps)
         return Graph(self.plan, self.iterations, self.window, start_ns)
 
     def report(self, iterations: Sequence[IterationTime]) -> list[dict[str, Any]]:
