@@ -15,7 +15,7 @@ import pytest
 
 from roce.cli import emulate
 from roce.emu.workload import BUILTIN, cdf, collective, fct
-from roce.errors import WorkloadFileError
+from roce.errors import UsageError, WorkloadFileError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 NOTE = (DOCS / "workloads.md").read_text()
@@ -105,6 +105,9 @@ def test_guide_claims_no_option_emulate_lacks() -> None:
     """The planned options are marked as such, and none of them is accepted today (when one
     is, this test says to update the page)."""
     assert "Python API only" in GUIDE and "None of these options exist yet" in GUIDE
+    with pytest.raises(UsageError) as e:
+        collective.Collective("allreduce", 1 << 20, 6, "halving-doubling")
+    assert f"`{e.value}`" in GUIDE
     planned = re.findall(r"^\| `(--[a-z-]+)", GUIDE.split("## Planned options")[1], re.M)
     assert "--workload" in planned and "--fct" in planned
     parser = argparse.ArgumentParser()
