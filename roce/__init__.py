@@ -35,6 +35,7 @@ from roce.errors import (
     TransportError,
     UsageError,
     VerificationError,
+    WorkloadFileError,
 )
 from roce.fast import COMPILED
 from roce.opcodes import (
@@ -58,6 +59,7 @@ __all__ = [
     "FilterError", "InputError", "InterfaceError", "Interrupted", "LayoutMismatch", "NotRoCE",
     "OOBError", "PeerMessageError", "QPStateError", "RecoveryError", "RecoveryMismatch",
     "RemoteError", "RoceError", "TransportError", "UsageError", "VerificationError",
+    "WorkloadFileError",
     # the opcode table, packets
     "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode", "Operation", "Position",
     "Transport", "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED",

@@ -100,6 +100,21 @@ class NotRoCE(RoceError, ValueError):
         self.offset = offset
 
 
+class WorkloadFileError(InputError):
+    """A workload file that cannot be used (a flow-size CDF, ``roce.emu.workload.cdf``):
+    ``path`` and ``line`` (1-based; 0 for the file as a whole) say where, ``why`` what is
+    wrong; ``str(err)`` is ``path:line: why``, as compilers write it (exit 2)."""
+
+    def __init__(self, path: str, line: int, why: str) -> None:
+        self.path = path
+        self.line = line
+        self.why = why
+        super().__init__(f"{path}:{line}: {why}" if line else f"{path}: {why}")
+
+    def __reduce__(self) -> tuple[type[WorkloadFileError], tuple[str, int, str]]:
+        return (type(self), (self.path, self.line, self.why))
+
+
 class CaptureError(InputError, ValueError):
     """The input cannot be read as a capture (missing, unreadable, not pcap/pcapng)."""
 
