@@ -12,7 +12,8 @@ import pytest
 from workload_helpers import drive
 
 import roce
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.net.runner import run_scenario
+from roce.emu.scenario import Scenario
 from roce.emu.workload import BUILTIN, OpenLoop, fct
 from roce.emu.workload.fct import FlowRow
 from roce.errors import InputError, UsageError
