@@ -215,6 +215,14 @@ def parse_probability(text: str) -> float:
     return value
 
 
+def parse_load(text: str) -> float:
+    """An offered load: a fraction of the line rate above 0 and at most 1."""
+    v = _float(text, "load")
+    if not 0 < v <= 1:
+        raise _bad(f"{text}: a load is a fraction of the line rate, above 0 and at most 1")
+    return v
+
+
 _SIZE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _TIME = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": NS}
 MAX_SIZE = (1 << 63) - 1

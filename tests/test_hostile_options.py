@@ -101,6 +101,7 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_seconds: ["-1", "nan", "inf", "1e300", "x", ""],
         options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x", "1e-308"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
+        options.parse_load: ["0", "-0.1", "1.01", "nan", "inf", "x", ""],
         options.parse_size: ["-1", "x", "1e30", "nan", "inf", "-1K", "99999999T"],
         options.parse_time: ["-1", "x", "1e30s", "nan", "infms", "1e300"],
         options.parse_positive_time: ["0", "0ms", "-1", "x", "1e30s", "nan"],

@@ -17,6 +17,7 @@ from typing import Any
 
 from roce.cli import _emulate_cc as cc_cli
 from roce.cli import _emulate_net as net_cli
+from roce.cli import _emulate_traffic as traffic_cli
 from roce.emu import defaults
 from roce.emu.core.recovery import LOSS_RULES, MODES
 from roce.emu.scenario import OPS, Scenario
@@ -112,6 +113,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=defaults.REAL_TIME_LIMIT_S, metavar="S",
                    help=f"wall-clock seconds for the run ({defaults.REAL_TIME_LIMIT_S:g})")
     net_cli.add_arguments(p)
+    traffic_cli.add_arguments(p)
 
 
 def _size(n: int) -> str:
@@ -172,7 +174,10 @@ def scenario(args: argparse.Namespace, real: bool = False) -> Scenario:
         time_limit_ns=int(args.time_limit * 1e9) if real else None,
         topology=args.topology, topology_file=args.topology_file, traffic=args.traffic,
         buffer=args.buffer, ecn=args.ecn, pfc=args.pfc == "on", lb=args.lb,
-        storm=list(args.pfc_storm), cc=cc)
+        storm=list(args.pfc_storm), cc=cc, cdf=args.workload, load=args.load,
+        duration_ns=args.duration, collective=args.collective, algorithm=args.algorithm,
+        ranks=args.ranks, iterations=args.iterations, chunk=args.chunk, window=args.window,
+        fct=args.fct, fct_bins=args.fct_bins)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -212,6 +217,8 @@ def simulate(args: argparse.Namespace) -> Any:
     if getattr(args, "interface", None) or getattr(args, "transport", None):
         raise UsageError("-i/--transport need --listen or --connect HOST")
     pcap, taps, trace_path = args.pcap, getattr(args, "tap", []), getattr(args, "trace", None)
+    if sc.generated:
+        return _simulate_workload(args, sc)
     with ExitStack() as stack:
         # every check before a file is created: a refused run leaves none
         run = NetRun(sc, topology=topology(args))
@@ -226,6 +233,27 @@ def simulate(args: argparse.Namespace) -> Any:
             fmt = "json" if trace_path.endswith((".json", ".jsonl")) else "csv"
             run.trace = Trace(out, args.trace_interval, fmt)
         return run.run(_progress(stack, args, sc.count * len(run.flows)))
+
+
+def _simulate_workload(args: argparse.Namespace, sc: Scenario) -> Any:
+    """A --workload or --collective run (roce.emu.net.workrun): the pcap and taps as for
+    any run; the trace samples --count flows' QPs, which a workload run does not have."""
+    from roce.emu.net.observe import tap_port
+    from roce.emu.net.workrun import WorkloadRun
+
+    if getattr(args, "trace", None):
+        raise UsageError("--trace: not with --workload or --collective (it samples the QPs "
+                         "of --count traffic; use --tap for a port's frames)")
+    taps = getattr(args, "tap", [])
+    with ExitStack() as stack:
+        run = WorkloadRun(sc, topology=topology(args))
+        ports = [(tap_port(run.net, where), path) for where, _, path in
+                 (spec.partition("=") for spec in taps)]
+        if args.pcap:
+            run.net.recorders.append(_open_pcap(stack, args.pcap))
+        for (port, path), spec in zip(ports, taps):
+            port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
+        return run.run(_progress(stack, args, 1))
 
 
 def topology(args: argparse.Namespace) -> Any:

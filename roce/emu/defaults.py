@@ -46,6 +46,15 @@ PFC = True
 LB = "ecmp"
 TRACE_INTERVAL_NS = 10_000
 
+# the traffic of real clusters (roce.emu.workload, roce.emu.net.workrun)
+LOAD = 0.5  # offered load of --workload, a fraction of each host's line rate
+DURATION_NS = 1_000_000  # flows arrive during the first 1 ms
+FCT_BINS = 5  # percent of the flows per bin of the slowdown table (HPCC's)
+# QPs a pair of hosts may hold for open-loop flows, one per concurrent flow; a flow that
+# finds them all busy waits for one (its FCT counts the wait, as an application's would)
+FLOW_QPS_PER_PAIR = 32
+SMALL_FLOW_BYTES = 100_000  # "small" flows in the summary: below 100 KB (HPCC's split)
+
 # how much virtual time a simulated run may take: ten minutes on two hosts cabled back to
 # back (an ACK timeout of 2^24 x 4.096 us = 69 s retried seven times fits); ten seconds
 # through the switched network's NICs and switches, where a PFC storm or a congestion

@@ -37,7 +37,7 @@ from roce.options import read_int
 # run across a real network.  A sweep writes one table, so these are refused.
 NOT_SWEPT = ("format", "pcap", "trace", "tap", "no_progress", "listen", "connect",
              "interface", "transport", "ip", "mac", "arp", "port", "bind", "udp_port",
-             "oob_timeout")
+             "oob_timeout", "fct")
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 ERROR = "error"  # the column naming why a run failed ("" when it did not)

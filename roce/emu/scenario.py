@@ -124,10 +124,28 @@ class Scenario(Workload):
     # every host's congestion control and the ECN codepoint of data packets (--cc,
     # --ecn-codepoint); None: none, ECT(0), as the default
     cc: CcConfig | None = field(default_factory=CcConfig)
+    # the traffic of real clusters in place of --count messages per pair
+    # (roce.emu.net.workrun): open-loop flows of a CDF at a load, or a collective
+    cdf: str | None = None  # --workload: websearch | fbhadoop | alistorage | FILE.cdf
+    load: float = defaults.LOAD
+    duration_ns: int = defaults.DURATION_NS
+    collective: str | None = None  # allreduce | allgather | reducescatter | alltoall
+    algorithm: str = ""  # "": the collective's first (roce.emu.workload.collective)
+    ranks: int | None = None  # None: every host
+    iterations: int = 1
+    chunk: int | None = None  # None: the collective's default
+    window: int | None = None
+    fct: str | None = None  # per-flow rows: FILE.csv or FILE.parquet
+    fct_bins: int = defaults.FCT_BINS
 
     @property
     def congestion_control(self) -> bool:
         return self.cc is not None and self.cc.enabled
+
+    @property
+    def generated(self) -> bool:
+        """The run's traffic is a workload generator's (--workload, --collective)."""
+        return self.cdf is not None or self.collective is not None
 
 
 @dataclass
@@ -171,6 +189,8 @@ class Summary:
     hops: int = 0
     hops_per_cpu_s: float = 0.0
     warnings: list[str] = field(default_factory=list)  # settings that defeat themselves
+    # --workload / --collective (roce.emu.net.workrun): load, slowdown, bandwidths
+    workload: dict[str, Any] = field(default_factory=dict)
     # -- a real link ----------------------------------------------------------------------
     role: str = ""  # connector | listener
     transport: str = ""
@@ -248,7 +268,8 @@ def _where_line(s: Summary) -> str:
         return (f"link          {sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, loss="
                 f"{sc['loss']:g} burst={sc['burst']:g} reorder={sc['reorder']:g} "
                 f"dup={sc['dup']:g} corrupt={sc['corrupt']:g}")
-    return (f"network       {sc['topology_file'] or sc['topology']}, {len(s.flows)} flows, "
+    flows = f"{len(s.flows)} flows, " if not s.workload else ""
+    return (f"network       {sc['topology_file'] or sc['topology']}, {flows}"
             f"{sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, lb={sc['lb']} "
             f"pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
 
@@ -256,12 +277,16 @@ def _where_line(s: Summary) -> str:
 def _simulated_text(s: Summary) -> str:
     ok = s.completed.get("IBV_WC_SUCCESS", 0)
     sc = s.scenario
-    lines = [
-        f"scenario      {sc['op']} size={sc['size']} count={sc['count']} qps={sc['qps']} "
-        f"mtu={sc['mtu']} qp={sc.get('qp_type', defaults.QP_TYPE)} seed={sc['seed']}",
-        _where_line(s),
-        f"messages      posted {s.posted}, completed OK {ok}, errors: {s.errors_text()}",
-        f"delivered     {s.delivered} of {s.total} messages reached the responder",
+    if s.workload:
+        head = _workload_head(s)
+    else:
+        head = [
+            f"scenario      {sc['op']} size={sc['size']} count={sc['count']} qps={sc['qps']} "
+            f"mtu={sc['mtu']} qp={sc.get('qp_type', defaults.QP_TYPE)} seed={sc['seed']}",
+            _where_line(s),
+            f"messages      posted {s.posted}, completed OK {ok}, errors: {s.errors_text()}",
+            f"delivered     {s.delivered} of {s.total} messages reached the responder"]
+    lines = head + [
         f"bytes         {s.bytes}",
         f"virtual time  {s.virtual_ns / 1e6:.3f} ms",
         f"goodput       {s.goodput_gbps:.3f} Gb/s",
@@ -283,10 +308,63 @@ def _simulated_text(s: Summary) -> str:
             f"{fct.get('p50', 0) / 1e3:.1f} us, p99 {fct.get('p99', 0) / 1e3:.1f} us",
             f"hops          {s.hops} ({s.hops_per_cpu_s:,.0f} packet-hops per CPU-second)",
         ]
+    if s.workload:
+        lines += _workload_lines(s.workload)
     lines += [f"WARNING       {w}" for w in s.warnings]
     if not s.finished:
         lines.append(f"WARNING       {s.stopped}")
     return "\n".join(lines)
+
+
+def _workload_head(s: Summary) -> list[str]:
+    """The first lines of a --workload or --collective run: what ran, where, the
+    transfers."""
+    sc, w = s.scenario, s.workload
+    ok = s.completed.get("IBV_WC_SUCCESS", 0)
+    if w["kind"] == "flows":
+        what = (f"workload      {w['cdf']} load={w['load']:g} duration="
+                f"{w['duration_ns'] / 1e6:g}ms over {w['hosts']} hosts")
+    else:
+        what = (f"collective    {w['op']} {w['algorithm']} size={w['size']} ranks={w['ranks']} "
+                f"iterations={sc['iterations']} chunk={w['chunk']} window={w['window']}")
+    return [
+        what + f" mtu={sc['mtu']} seed={sc['seed']}",
+        _where_line(s),
+        f"transfers     posted {s.posted}, completed OK {ok}, errors: {s.errors_text()}",
+    ]
+
+
+def _workload_lines(w: dict[str, Any]) -> list[str]:
+    """The workload's report: load, flows and slowdown; or a collective's iterations."""
+    if w["kind"] == "flows":
+        def q(part: dict[str, Any]) -> str:
+            return (f"{part['flows']} flows, p50 {part['p50']:.3f} p95 {part['p95']:.3f} "
+                    f"p99 {part['p99']:.3f}")
+        small = w["small_bytes"]
+        lines = [
+            f"load          offered {w['offered_load']:.3f}, carried {w['carried_load']:.3f} "
+            "of the hosts' line rate",
+            f"flows         {w['flows']} generated, {w['finished']} finished, "
+            f"{w['unfinished']} unfinished",
+            f"slowdown      small (< {small} B): {q(w['slowdown']['small'])}",
+            f"slowdown      large (>= {small} B): {q(w['slowdown']['large'])}",
+            f"{'flows %':>9} {'count':>7} {'max size':>10} {'p50':>8} {'p95':>8} {'p99':>8}",
+        ]
+        lines += [f"{b['lo']:>4g}-{b['hi']:<4g} {b['flows']:>7} {b['max_size']:>10} "
+                  f"{b['p50']:>8.3f} {b['p95']:>8.3f} {b['p99']:>8.3f}"
+                  for b in w["slowdown_table"]]
+        if w["fct_file"]:
+            lines.append(f"per-flow rows {w['fct_file']}")
+        return lines
+    lines = [f"iteration {r['iteration']:<3} {r['time_ns'] / 1e3:.1f} us, algbw "
+             f"{r['algbw_GBps']:.3f} GB/s, busbw {r['busbw_GBps']:.3f} GB/s"
+             for r in w["iterations"]]
+    return lines + [
+        f"busbw         {w['busbw_GBps']:.3f} GB/s mean of {w['completed_iterations']} "
+        f"iteration(s), line rate {w['line_rate_GBps']:.3f} GB/s",
+        f"beside them   PFC frames {w['pfc_frames']}, ECN marked {w['ecn_marked']}, CNPs "
+        f"{w['cnps']}, retransmitted {w['retransmitted']}",
+    ]
 
 
 def _real_text(s: Summary) -> str:

@@ -72,9 +72,10 @@ class Flow:
 NetFlow = Flow  # its name when it ran only on switched networks
 
 
-class _HostCQ(CQ):
+class HostCQ(CQ):
     """A host's CQ, shared by all its QPs: it tells the runner when it gets an entry, and
-    knows each QP's flow (``flows``: QPN -> (flow, True for the sending QP))."""
+    knows each QP's flow (``flows``: QPN -> (flow, True for the sending QP); a workload run's
+    connections there, ``roce.emu.net.workrun``)."""
 
     def __init__(self, ctx: Any, cqe: int, ready: list) -> None:
         super().__init__(ctx, cqe)
@@ -185,7 +186,7 @@ class NetRun:
         rtt = (2 * sc.delay_ns if not t.switches else
                8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps)))
         set_recovery([nic.ctx for nic in net.hosts.values()], sc, rtt)
-        self.ready: list[_HostCQ] = []
+        self.ready: list[HostCQ] = []
         self.flows: list[Flow] = []
         self.names: list[tuple[str, str]] = []
         self.left = 0  # messages not yet completed or given up (``run``)
@@ -194,7 +195,7 @@ class NetRun:
             qps_of[src] += sc.qps
             qps_of[dst] += sc.qps
         pds: dict[str, PD] = {}
-        cqs: dict[str, _HostCQ] = {}
+        cqs: dict[str, HostCQ] = {}
         grhs: dict[str, MR] = {}
         for src, dst in pairs:
             a, b = net.hosts[src].ctx, net.hosts[dst].ctx
@@ -203,7 +204,7 @@ class NetRun:
                     pds[name] = PD(ctx)
                     # UC/UD sends complete as they go out: a whole window of every QP can
                     # wait in the CQ
-                    cqs[name] = _HostCQ(ctx, max(1 << 16, 2 * qps_of[name] * sc.depth),
+                    cqs[name] = HostCQ(ctx, max(1 << 16, 2 * qps_of[name] * sc.depth),
                                         self.ready)
             if sc.qp_type == "ud" and dst not in grhs:
                 grhs[dst] = MR(pds[dst], GRH_BYTES, ALL_ACCESS)
@@ -213,8 +214,8 @@ class NetRun:
                 self.flows.append(f)
                 self.names.append((src, dst))
 
-    def _flow(self, sc: Scenario, a: Any, b: Any, pd_a: PD, pd_b: PD, cq_a: _HostCQ,
-              cq_b: _HostCQ, grh: MR | None, tclass: int) -> Flow:
+    def _flow(self, sc: Scenario, a: Any, b: Any, pd_a: PD, pd_b: PD, cq_a: HostCQ,
+              cq_b: HostCQ, grh: MR | None, tclass: int) -> Flow:
         qtype = QP_TYPES[sc.qp_type]
         unreliable = sc.qp_type != "rc"
         # UC/UD receives lost on the wire stay posted: room for every message (the work)
@@ -393,7 +394,7 @@ def _percentile(sorted_values: list[int], q: float) -> float:
     return float(sorted_values[k])
 
 
-def _fct(values: list[int]) -> dict[str, float]:
+def fct_stats(values: list[int]) -> dict[str, float]:
     v = sorted(values)
     return {"messages": len(v), "mean": sum(v) / len(v) if v else 0.0,
             "p50": _percentile(v, 0.5), "p99": _percentile(v, 0.99)}
@@ -438,7 +439,7 @@ def fabric_stats(net: Any) -> dict[str, Any]:
             "link_lost": link_lost, "ports": ports, "hosts": hosts}
 
 
-def _stopped(sc: Scenario, net: Any, left: int) -> str:
+def stopped_why(sc: Scenario, net: Any, left: int) -> str:
     """Why the network stopped with ``left`` messages outstanding, in words."""
     timers = [d for d in (nic.device.deadline() for nic in net.hosts.values())
               if d is not None]
@@ -518,7 +519,7 @@ def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
                         "spurious_retransmissions": f.qb.core.counters.duplicate_requests,
                         "out_of_sequence": f.qb.core.counters.out_of_sequence,
                         "ce_received": f.qb.core.counters.ce_received,
-                        "recv_completions": f.recv_done, "fct_ns": _fct(fct)})
+                        "recv_completions": f.recv_done, "fct_ns": fct_stats(fct)})
     s.posted = sum(f.posted for f in flows)
     s.completed = dict(status)
     s.naks = dict(naks)
@@ -532,14 +533,14 @@ def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
     s.finished = finished
     s.outstanding = max(left, 0) if not finished else 0
     if not finished:
-        s.stopped = _stopped(sc, net, left)
+        s.stopped = stopped_why(sc, net, left)
     s.unverified = _verdict(run, s, finished, left)
     s.data_verified = not s.unverified
     s.cpu_s = cpu
     s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
     s.hops = net.hops
     s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
-    s.fct_ns = _fct(every)
+    s.fct_ns = fct_stats(every)
     if run.nics:
         s.fabric = fabric_stats(net)
         s.warnings = list(net.warnings)

@@ -153,6 +153,33 @@ def all_to_all(t: Topology) -> list[tuple[str, str]]:
     return [(a, b) for a in names for b in names if a != b]
 
 
+def path(t: Topology, src: str, dst: str) -> list[LinkSpec]:
+    """The links of one shortest path from host ``src`` to host ``dst`` (by hop count, as
+    routes are; every equal-cost path has as many links), in order: what a flow's base RTT
+    is made of (``roce.emu.workload.fct.base_rtt_ns``).  Linear in the links."""
+    adj: dict[str, list[tuple[str, LinkSpec]]] = {}
+    for ln in t.links:
+        adj.setdefault(ln.a, []).append((ln.b, ln))
+        adj.setdefault(ln.b, []).append((ln.a, ln))
+    back: dict[str, tuple[str, LinkSpec] | None] = {src: None}
+    todo = deque([src])
+    while todo and dst not in back:
+        n = todo.popleft()
+        for nb, ln in adj.get(n, []):
+            # hosts never forward: only the destination host ends a path
+            if nb not in back and (nb in t.switches or nb == dst):
+                back[nb] = (n, ln)
+                todo.append(nb)
+    if dst not in back:
+        raise UsageError(f"no path from host {src} to host {dst}")
+    out = []
+    node = dst
+    while (step := back[node]) is not None:
+        node, ln = step
+        out.append(ln)
+    return out[::-1]
+
+
 def parse(spec: str) -> Topology:
     """``p2p``, ``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``, checked (syntax, limits,
     memory: ``schema.check_named``, a UsageError naming ``--topology``) before it is made."""

@@ -140,6 +140,16 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
 
 
+def quantiles(values: Iterable[float]) -> dict[str, float | int]:
+    """The count and the 50th, 95th and 99th percentiles of ``values`` by the table's rule
+    (the element at index ``floor(count * q)`` of the sorted values); 0 for none."""
+    v = sorted(values)
+    out: dict[str, float | int] = {"flows": len(v)}
+    for q in QUANTILES:
+        out[f"p{round(q * 100)}"] = _quantile(v, q) if v else 0.0
+    return out
+
+
 def slowdown_table(rows: Iterable[FlowRow], bin_percent: int = 5) -> list[Bin]:
     """HPCC's binned slowdown table of ``rows`` (module docstring)."""
     if not 1 <= bin_percent <= 100:
@@ -182,12 +192,15 @@ def rows_format(path: str) -> str:
 
 def write_rows(path: str, rows: Iterable[FlowRow]) -> int:
     """Write ``rows`` to ``path`` (CSV or Parquet by its extension), ``COLUMNS`` in order;
-    return how many.  A path that cannot be written is an ``InputError`` naming it."""
+    return how many.  The file is complete or absent (``roce.outfile``); one that cannot be
+    written is an ``InputError`` naming it."""
+    from roce.outfile import open_output
+
     fmt = rows_format(path)
     try:
         if fmt == "csv":
             n = 0
-            with open(path, "w", newline="") as f:
+            with open_output(path, "w", dash=False, newline="") as f:
                 w = csv.writer(f, lineterminator="\n")
                 w.writerow(COLUMNS)
                 for r in rows:
@@ -201,6 +214,7 @@ def write_rows(path: str, rows: Iterable[FlowRow]) -> int:
 
 def _write_parquet(path: str, rows: list[FlowRow]) -> int:
     from roce.extras import need_pyarrow
+    from roce.outfile import open_output
 
     pa = need_pyarrow("--fct FILE.parquet")
     import pyarrow.parquet as pq
@@ -210,11 +224,12 @@ def _write_parquet(path: str, rows: list[FlowRow]) -> int:
     columns = list(zip(*(r.values() for r in rows))) if rows else [()] * len(COLUMNS)
     table = pa.table({name: pa.array(list(values), type=t)
                       for name, values, t in zip(COLUMNS, columns, types)})
-    pq.write_table(table, path)
+    with open_output(path, "wb", dash=False) as f:
+        pq.write_table(table, f)
     return len(rows)
 
 
 __all__ = ["Bin", "COLUMNS", "FlowRow", "OPS", "base_rtt_ns", "flow_rows", "headers",
            "ideal_fct_ns",
-           "rows_format", "slowdown", "slowdown_table", "table_text", "wire_bytes",
+           "quantiles", "rows_format", "slowdown", "slowdown_table", "table_text", "wire_bytes",
            "write_rows"]

@@ -1,0 +1,508 @@
+"""A run of the traffic of real clusters on the simulated network: ``WorkloadRun``.
+
+``roce emulate --workload`` (open-loop flows, ``roce.emu.workload.openloop``) and
+``--collective`` (``roce.emu.workload.collective``) put a workload generator's transfers on
+any topology in place of ``--count`` messages per pair.  The run drives the generator's
+``Source`` on virtual time:
+
+- after the topology is built, ``wl.start(hosts, rate, net.child_rng())`` (hosts in the
+  topology's order: a collective's rank ``i`` is host ``i``), so the seed gives the same
+  transfers every time;
+- every transfer ``ready(now)`` hands out is posted at once as one RC message; a named
+  event (``_arrival``) wakes the loop at ``next_time()``, an open-loop flow's arrival;
+- each completion goes back with ``complete(transfer, now)``, until ``done`` or the
+  virtual time limit.
+
+Open-loop flows are RDMA WRITEs and complete at the sender (as the HPCC simulator measures
+FCT: the last ACK).  Each pair of hosts keeps a pool of QPs, one per concurrent flow, so a
+flow never queues behind another; the pool grows to ``defaults.FLOW_QPS_PER_PAIR`` QPs,
+after which a flow waits for a QP of its pair to be free (its FCT counts the wait).  So the
+QPs are at most one per flow, and at most that bound per pair.
+
+A collective's transfers are SENDs, one QP per connection (source, destination), and
+complete at the receiver: the receive completion, matched in order (RC delivers a
+connection's messages in order) to the transfers posted on it.  The receiver keeps
+``window`` receives posted per connection, the most the graph has in flight on it, and
+posts one again as each completes.
+
+Registered memory is two buffers, not one per message: one *source* holding a seeded
+pattern and one *sink*, each as large as the largest transfer (the CDF's largest size, or
+the collective's chunk), registered by every host over the same bytes.  Every transfer of
+``n`` bytes carries ``pattern[0:n]`` into ``sink[0:n]``, so transfers that land in the
+sink at the same time write the same bytes at the same places, and each is checked when it
+completes: the completion is a success with its byte count, and the sink holds the pattern
+where it landed (a byte placed at a wrong offset, or changed on the way, shows; a lost
+packet is the transport's to recover: RC completes a message only when every packet of it
+arrived in order).  Memory is therefore two transfers' worth, whatever the hosts, flows or
+ranks.
+
+``run()`` returns the one ``Summary`` of every run, with ``workload``: for flows the offered
+and carried load, flows finished and not, the binned slowdown table and the slowdown of
+small and large flows (``roce.emu.workload.fct``), the per-flow rows written to ``--fct``;
+for a collective each iteration's time, algbw and busbw and, beside them, the run's pause
+frames, ECN marks, CNPs and retransmissions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from roce.emu import budget, defaults
+from roce.emu.budget import QP_OVERHEAD
+from roce.emu.core.constants import ALL_ACCESS, WCStatus, WROpcode
+from roce.emu.core.payload import seeded_chunks
+from roce.emu.core.qp import QPCap
+from roce.emu.core.verbs import PD, QP, QPInitAttr, connect
+from roce.emu.core.work import SGE, RecvWR, SendWR
+from roce.emu.net import runner
+from roce.emu.net import topology as topo
+from roce.emu.net.stages import DSCP_ROCE, ROCE_TRAFFIC_CLASS
+from roce.emu.scenario import QP_TYPES, Scenario, Summary, add_qp_counts
+from roce.emu.workload import cdf as cdfs
+from roce.emu.workload import fct
+from roce.emu.workload.collective import DEFAULT_CHUNK, DEFAULT_WINDOW, Collective
+from roce.emu.workload.openloop import OpenLoop
+from roce.emu.workload.traffic import Transfer, Workload
+from roce.errors import UsageError
+
+# Bytes the runner keeps per transfer beyond the source's own: a flow may make a QP on each
+# host (the pool), and its completion time and row.
+PER_TRANSFER = 2 * QP_OVERHEAD + 256
+CQ_ENTRIES = 1 << 30  # a host's CQ: bounded by its QPs' work, never by this number
+
+
+def workload_of(sc: Scenario, hosts: int) -> Workload:
+    """The scenario's workload generator on a network of ``hosts`` hosts, checked (a
+    UsageError naming the option); a collective's ranks default to every host."""
+    if sc.cdf is not None:
+        return OpenLoop(cdfs.load(sc.cdf), sc.load, sc.duration_ns)
+    ranks = hosts if sc.ranks is None else sc.ranks
+    if ranks > hosts:
+        raise UsageError(f"--ranks {ranks}: the network has {hosts} hosts")
+    return Collective(sc.collective or "", sc.size, ranks, sc.algorithm,
+                      sc.iterations, sc.chunk or DEFAULT_CHUNK, sc.window or DEFAULT_WINDOW)
+
+
+def refuse_options(sc: Scenario) -> None:
+    """A UsageError naming the first option a workload run refuses: the two kinds together,
+    or an option of the ``--count`` traffic they replace."""
+    base = Scenario()
+    if sc.cdf is not None and sc.collective is not None:
+        raise UsageError("--workload and --collective exclude each other: one kind of "
+                         "traffic per run")
+    what = f"--workload {sc.cdf}" if sc.cdf is not None else f"--collective {sc.collective}"
+    for name, opt, why in (
+            ("traffic", "--traffic", "the workload says who sends to whom"),
+            ("count", "--count", "the workload says how many transfers"),
+            ("qps", "--qps", "the runner keeps the QPs the transfers need"),
+            ("depth", "--depth", "the workload says what is in flight")):
+        if getattr(sc, name) != getattr(base, name):
+            raise UsageError(f"{opt} {getattr(sc, name)}: not with {what} ({why})")
+    if sc.cdf is not None:
+        if sc.op != "write":
+            raise UsageError(f"--op {sc.op}: open-loop flows are RDMA WRITEs, each "
+                             "completing at its sender (HPCC's FCT)")
+        if sc.size != base.size:
+            raise UsageError(f"--size {sc.size}: not with {what} (flow sizes come from the "
+                             "CDF; --size is a collective's buffer)")
+        for name, opt in (("ranks", "--ranks"), ("chunk", "--chunk"), ("window", "--window")):
+            if getattr(sc, name) is not None:
+                raise UsageError(f"{opt}: only with --collective")
+        if sc.iterations != 1 or sc.algorithm:
+            raise UsageError("--iterations and --algorithm: only with --collective")
+    else:
+        if sc.op not in ("write", "send"):
+            raise UsageError(f"--op {sc.op}: a collective moves its data with SENDs")
+        if sc.fct is not None:
+            raise UsageError(f"--fct {sc.fct}: per-flow rows come from --workload runs")
+        if (sc.load, sc.duration_ns) != (base.load, base.duration_ns):
+            raise UsageError("--load and --duration: only with --workload")
+
+
+@dataclass(eq=False)
+class Connection:
+    """One QP pair from host ``src`` to ``dst`` (host indexes) and what it carries: an
+    open-loop flow's pool member carries one flow at a time (``flow``), a collective's
+    connection its transfers in order (``queue``)."""
+
+    src: int
+    dst: int
+    qa: QP
+    qb: QP
+    flow: Transfer | None = None
+    queue: deque = field(default_factory=deque)  # posted, not yet received, in order
+    backlog: deque = field(default_factory=deque)  # handed out, waiting for the send queue
+    sending: int = 0  # sends posted and not yet completed at the sender
+    broken: bool = False  # a completion with an error: the QP takes no more work
+
+
+@dataclass
+class _Host:
+    pd: PD
+    cq: runner.HostCQ
+    source: Any  # MemoryRegion over the shared pattern
+    sink: Any  # MemoryRegion over the shared sink
+
+
+class WorkloadRun:
+    """One workload run, built and ready (``net`` may be hooked before ``run()``)."""
+
+    def __init__(self, sc: Scenario, record: Any = None,
+                 taps: dict[str, Any] | None = None,
+                 topology: topo.Topology | None = None) -> None:
+        refuse_options(sc)
+        # the checks of --op, --recovery, --psn... with the buffer checks left to the
+        # workload's own (--size is a collective's buffer, never one message)
+        replace(sc, size=1, count=1).check(sides=2)
+        if sc.fct is not None:
+            fct.rows_format(sc.fct)
+        t = self.topology = topology if topology is not None else runner.topology_of(sc)
+        wl = self.workload = workload_of(sc, len(t.hosts))
+        if sc.cdf is not None and not t.switches:
+            raise UsageError(f"--workload {sc.cdf}: open-loop flows need a switched "
+                             "--topology (incast:N, dumbbell:N, leafspine:L,S,H or a file)")
+        self.hosts = list(t.hosts)
+        # a scheduling NIC on every host, so the fabric's counters are there on p2p too
+        runner.refuse_inapplicable(sc, t, True)
+        if sc.time_limit_ns is None:
+            sc = replace(sc, time_limit_ns=defaults.time_limit_ns(True))
+        self.sc = sc
+        # memory, before anything is built: the generator's transfers with what the runner
+        # keeps for each, then the two shared buffers
+        wl.check_memory(len(self.hosts), sc.rate_gbps, per_transfer=PER_TRANSFER)
+        self.largest = self._largest()
+        budget.check(2 * self.largest, *self._buffer_option(),
+                     "a source and a sink as large as the largest transfer")
+        net = self.net = topo.build(t, runner.options(sc, direct=False))
+        if record is not None:
+            net.recorders.append(record)
+        for spec, writer in (taps or {}).items():
+            runner.attach_tap(net, spec, writer)
+        self.tclass = ROCE_TRAFFIC_CLASS
+        if sc.cc is not None:
+            self.tclass = DSCP_ROCE << 2 | sc.cc.ecn
+            if sc.cc.enabled:
+                for nic in net.hosts.values():
+                    nic.ctx.set_congestion_control(sc.cc)
+        rtt = 8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps))
+        runner.set_recovery([nic.ctx for nic in net.hosts.values()], sc, rtt)
+        self.pattern = bytearray(b"".join(seeded_chunks(f"workload/{sc.seed}",
+                                                        self.largest)))
+        self.sink = bytearray(self.largest)
+        self.ready: list[Any] = []
+        self._hosts: list[_Host | None] = [None] * len(self.hosts)
+        self.pools: dict[tuple[int, int], list[Connection]] = {}  # idle QPs per pair
+        self.sizes: Counter = Counter()  # QPs per pair
+        self.waiting: dict[tuple[int, int], deque] = {}
+        self.connections: list[Connection] = []
+        self.conn_of: dict[tuple[int, int], Connection] = {}
+        self.status: Counter = Counter()
+        self.posted = 0
+        self.bytes = 0
+        self.fcts: list[int] = []
+        self.bad: list[str] = []  # transfers that did not check out, in words
+        self.post_ns: dict[int, int] = {}
+        self._wake_at: int | None = None
+        self.src = wl.start(self.hosts, sc.rate_gbps, net.child_rng())
+
+    def _largest(self) -> int:
+        wl = self.workload
+        if isinstance(wl, OpenLoop):
+            return max(1, int(wl.cdf.points[-1][0]))
+        return min(wl.chunk, wl.size)
+
+    def _buffer_option(self) -> tuple[str, str, str]:
+        sc = self.sc
+        if sc.cdf is not None:
+            return ("--workload", sc.cdf, "a CDF whose largest flow fits")
+        return ("--chunk", budget.human(self.largest), "a smaller --chunk")
+
+    # -- hosts and connections ---------------------------------------------------------
+
+    def _host(self, i: int) -> _Host:
+        h = self._hosts[i]
+        if h is None:
+            ctx = self.net.hosts[self.hosts[i]].ctx
+            pd = PD(ctx)
+            memory = ctx.device.memory
+            source = memory.register(pd, self.largest, ALL_ACCESS)
+            source.buf = self.pattern  # every host's source and sink: the same bytes
+            sink = memory.register(pd, self.largest, ALL_ACCESS)
+            sink.buf = self.sink
+            h = self._hosts[i] = _Host(pd, runner.HostCQ(ctx, CQ_ENTRIES, self.ready),
+                                       source, sink)
+        return h
+
+    def _connect(self, src: int, dst: int, depth: int) -> Connection:
+        sc = self.sc
+        a, b = self._host(src), self._host(dst)
+        cap = QPCap(max_send_wr=depth, max_recv_wr=depth)
+        qa = QP(a.pd, QPInitAttr(qp_type=QP_TYPES["rc"], send_cq=a.cq, recv_cq=a.cq, cap=cap))
+        qb = QP(b.pd, QPInitAttr(qp_type=QP_TYPES["rc"], send_cq=b.cq, recv_cq=b.cq, cap=cap))
+        connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn, timeout=sc.timeout,
+                retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry, traffic_class=self.tclass,
+                resolve=True)
+        c = Connection(src, dst, qa, qb)
+        a.cq.flows[qa.qp_num] = (c, True)
+        b.cq.flows[qb.qp_num] = (c, False)
+        self.connections.append(c)
+        return c
+
+    # -- posting -----------------------------------------------------------------------
+
+    def _post(self, t: Transfer) -> None:
+        self.posted += 1
+        self.post_ns[t.id] = self.net.now
+        if self.sc.cdf is not None:
+            pair = (t.src, t.dst)
+            pool = self.pools.setdefault(pair, [])
+            if pool:
+                self._write(pool.pop(), t)
+            elif self.sizes[pair] < defaults.FLOW_QPS_PER_PAIR:
+                self.sizes[pair] += 1
+                self._write(self._connect(t.src, t.dst, 1), t)
+            else:
+                self.waiting.setdefault(pair, deque()).append(t)
+            return
+        c = self.conn_of.get((t.src, t.dst))
+        window = self.workload.window  # type: ignore[attr-defined]
+        if c is None:
+            # a receive completes before the sender hears the ACK: the send queue holds
+            # up to twice the window, and a transfer beyond that waits for a send to
+            # complete (the graph already holds the window per connection)
+            c = self.conn_of[(t.src, t.dst)] = self._connect(t.src, t.dst, 2 * window)
+            sink = self._host(t.dst).sink
+            for _ in range(window):
+                c.qb.post_recv(RecvWR(wr_id=0, sg_list=[SGE(sink.addr, self.largest,
+                                                             sink.lkey)]))
+        if c.sending >= 2 * window:
+            c.backlog.append(t)
+        else:
+            self._send(c, t)
+
+    def _send(self, c: Connection, t: Transfer) -> None:
+        c.queue.append(t)
+        c.sending += 1
+        source = self._host(t.src).source
+        c.qa.post_send(SendWR(wr_id=t.id, opcode=WROpcode.IBV_WR_SEND,
+                              sg_list=[SGE(source.addr, t.size, source.lkey)]))
+
+    def _write(self, c: Connection, t: Transfer) -> None:
+        c.flow = t
+        source, sink = self._host(t.src).source, self._host(t.dst).sink
+        c.qa.post_send(SendWR(wr_id=t.id, opcode=WROpcode.IBV_WR_RDMA_WRITE,
+                              sg_list=[SGE(source.addr, t.size, source.lkey)],
+                              remote_addr=sink.addr, rkey=sink.rkey))
+
+    def _feed(self) -> None:
+        """Post what the source has ready now; wake the loop at its next arrival."""
+        net, src = self.net, self.src
+        for t in src.ready(net.now):
+            self._post(t)
+        nxt = src.next_time()
+        if nxt is not None and (self._wake_at is None or self._wake_at <= net.now
+                                or nxt < self._wake_at):
+            self._wake_at = nxt
+            net.at(max(nxt, net.now), self._arrival)
+
+    def _arrival(self, now: int, arg: Any = None) -> None:
+        """The named event of an open-loop arrival: the loop wakes and asks the source."""
+        self.ready.append(None)
+
+    # -- completions -------------------------------------------------------------------
+
+    def _check(self, t: Transfer, wc: Any) -> bool:
+        if wc.status != WCStatus.IBV_WC_SUCCESS:
+            self.bad.append(f"transfer {t.id} ({self.hosts[t.src]}->{self.hosts[t.dst]}, "
+                            f"{t.size} bytes): {WCStatus(wc.status).name}")
+            return False
+        if wc.byte_len != t.size or self.sink[:t.size] != self.pattern[:t.size]:
+            self.bad.append(f"transfer {t.id} ({self.hosts[t.src]}->{self.hosts[t.dst]}, "
+                            f"{t.size} bytes): {wc.byte_len} bytes arrived, "
+                            "not what was sent")
+            return False
+        return True
+
+    def _done(self, t: Transfer, wc: Any, now: int) -> None:
+        self.status[WCStatus(wc.status).name] += 1
+        if self._check(t, wc):
+            self.bytes += t.size
+            self.fcts.append(now - self.post_ns.pop(t.id))
+            self.src.complete(t, now)
+
+    def _reap(self) -> None:
+        now = self.net.now
+        batch = [cq for cq in dict.fromkeys(self.ready) if cq is not None]
+        self.ready.clear()
+        flows = self.sc.cdf is not None
+        for cq in batch:
+            for wc in cq.poll(len(cq)):
+                c, sending = cq.flows[wc.qp_num]
+                if flows:
+                    t, c.flow = c.flow, None
+                    self._done(t, wc, now)
+                    if wc.status != WCStatus.IBV_WC_SUCCESS:
+                        c.broken = True  # in error: its pair may make another
+                        self.sizes[(c.src, c.dst)] -= 1
+                        continue
+                    waiting = self.waiting.get((c.src, c.dst))
+                    if waiting:
+                        self._write(c, waiting.popleft())
+                    else:
+                        self.pools[(c.src, c.dst)].append(c)
+                elif sending:
+                    c.sending -= 1
+                    if wc.status != WCStatus.IBV_WC_SUCCESS:
+                        self.status[WCStatus(wc.status).name] += 1
+                        c.broken = True
+                    elif c.backlog:
+                        self._send(c, c.backlog.popleft())
+                else:
+                    t = c.queue.popleft()
+                    if wc.status == WCStatus.IBV_WC_SUCCESS:
+                        sink = self._host(c.dst).sink
+                        c.qb.post_recv(RecvWR(wr_id=0, sg_list=[SGE(sink.addr, self.largest,
+                                                                     sink.lkey)]))
+                    self._done(t, wc, now)
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> Summary:
+        sc, net, src = self.sc, self.net, self.src
+        limit = sc.time_limit_ns
+        cpu0 = time.process_time()
+        self._feed()
+        finished = True
+        while not src.done:
+            if not net.run_until_any(self.ready, limit):
+                finished = False
+                if net.events:  # the limit ended the run, not a lack of events
+                    net.now = max(net.now, limit)
+                break
+            self._reap()
+            self._feed()
+            if progress is not None:
+                progress(len(self.fcts), max(self.posted, 1))
+        return self.summarise(time.process_time() - cpu0, finished)
+
+    # -- the summary -------------------------------------------------------------------
+
+    def summarise(self, cpu: float, finished: bool) -> Summary:
+        sc, net = self.sc, self.net
+        s = Summary(scenario=asdict(sc))
+        naks: Counter = Counter()
+        for c in self.connections:
+            add_qp_counts(s, naks, [c.qa.core, c.qb.core])
+            s.delivered += c.qb.core.counters.messages_executed
+        s.posted = self.posted
+        s.completed = dict(self.status)
+        s.naks = dict(naks)
+        s.bytes = self.bytes
+        s.virtual_ns = net.now
+        s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
+        for nic in net.hosts.values():
+            s.icrc_drops += nic.device.counters.icrc_drops
+        for w in net.wires:
+            s.link[w.name] = asdict(w.stats)
+        left = self.posted - len(self.fcts)
+        s.finished = finished
+        s.outstanding = left if not finished else 0
+        if not finished:
+            s.stopped = runner.stopped_why(sc, net, left)
+        s.cpu_s = cpu
+        s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
+        s.hops = net.hops
+        s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
+        s.fct_ns = runner.fct_stats(self.fcts)
+        s.fabric = runner.fabric_stats(net)
+        s.warnings = list(net.warnings)
+        s.workload = (self._flows_report(s) if sc.cdf is not None
+                      else self._collective_report(s))
+        why = []
+        if self.bad:
+            more = f"; {len(self.bad) - 3} more" if len(self.bad) > 3 else ""
+            why.append(f"{len(self.bad)} transfer(s) did not check out ("
+                       + "; ".join(self.bad[:3]) + more + ")")
+        if not finished:
+            why.append(f"{left} of {self.posted} posted transfer(s) did not complete")
+        s.unverified = "; ".join(why)
+        s.data_verified = not why
+        return s
+
+    def ideal(self) -> Callable[[int, int, int], int]:
+        """A flow's ideal FCT on this network: its path's base RTT (HPCC's: twice the
+        delays, one full frame per hop) plus its bytes at the path's slowest rate."""
+        sc, t = self.sc, self.topology
+        frame = fct.wire_bytes(sc.mtu, sc.mtu)
+        paths: dict[tuple[str, str], tuple[int, float]] = {}
+
+        def path_of(a: str, b: str) -> tuple[int, float]:
+            key = (t.leaf_of.get(a, a), t.leaf_of.get(b, b))
+            if key not in paths:
+                links = topo.path(t, a, b)
+                delays = [sc.delay_ns if ln.delay_ns is None else ln.delay_ns for ln in links]
+                rates = [ln.rate_gbps or sc.rate_gbps for ln in links]
+                paths[key] = (fct.base_rtt_ns(delays, rates, frame), min(rates))
+            return paths[key]
+
+        def ideal(src: int, dst: int, size: int) -> int:
+            rtt, rate = path_of(self.hosts[src], self.hosts[dst])
+            return fct.ideal_fct_ns(size, rate, rtt, sc.mtu)
+        return ideal
+
+    def _flows_report(self, s: Summary) -> dict[str, Any]:
+        sc, src = self.sc, self.src
+        n = len(self.hosts)
+        rows = list(fct.flow_rows(src.completions, self.hosts,  # type: ignore[attr-defined]
+                                  self.ideal()))
+        if sc.fct is not None:
+            fct.write_rows(sc.fct, rows)
+        bins = fct.slowdown_table(rows, sc.fct_bins)
+        small = [r.slowdown for r in rows if r.size < defaults.SMALL_FLOW_BYTES]
+        large = [r.slowdown for r in rows if r.size >= defaults.SMALL_FLOW_BYTES]
+        generated = src.generated  # type: ignore[attr-defined]
+        return {
+            "kind": "flows", "cdf": sc.cdf, "load": sc.load, "duration_ns": sc.duration_ns,
+            "hosts": n,
+            "offered_load": src.offered_load(n, sc.rate_gbps,  # type: ignore[attr-defined]
+                                             sc.duration_ns),
+            "carried_load": (self.bytes * 8 / (n * sc.rate_gbps * s.virtual_ns)
+                             if s.virtual_ns else 0.0),
+            "flows": generated, "finished": len(rows), "unfinished": generated - len(rows),
+            "small_bytes": defaults.SMALL_FLOW_BYTES,
+            "slowdown": {"small": fct.quantiles(small), "large": fct.quantiles(large),
+                         "all": fct.quantiles([r.slowdown for r in rows])},
+            "slowdown_table": [asdict(b) for b in bins],
+            "fct_file": sc.fct or "",
+        }
+
+    def _collective_report(self, s: Summary) -> dict[str, Any]:
+        wl = self.workload
+        rows = wl.report(self.src.iterations)  # type: ignore[attr-defined]
+        fab = s.fabric
+
+        def mean(key: str) -> float:
+            return sum(r[key] for r in rows) / len(rows) if rows else 0.0
+        return {
+            "kind": "collective", "op": wl.op, "algorithm": wl.algorithm,  # type: ignore
+            "ranks": wl.ranks, "size": wl.size, "chunk": wl.chunk,  # type: ignore
+            "window": wl.window, "iterations": rows,  # type: ignore[attr-defined]
+            "completed_iterations": len(rows),
+            "time_ns": mean("time_ns"), "algbw_GBps": mean("algbw_GBps"),
+            "busbw_GBps": mean("busbw_GBps"), "line_rate_GBps": self.sc.rate_gbps / 8,
+            "pfc_frames": fab["pfc_frames"], "ecn_marked": fab["ecn_marked"],
+            "cnps": fab["cnps_sent"], "retransmitted": s.retransmitted,
+        }
+
+
+def run_workload(sc: Scenario, record: Any = None,
+                 progress: Callable[[int, int], None] | None = None,
+                 taps: dict[str, Any] | None = None) -> Summary:
+    """Run a ``--workload`` or ``--collective`` scenario and summarise it."""
+    return WorkloadRun(sc, record, taps).run(progress)
+
+
+__all__ = ["Connection", "PER_TRANSFER", "WorkloadRun", "refuse_options", "run_workload",
+           "workload_of"]
