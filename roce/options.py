@@ -223,6 +223,17 @@ def parse_load(text: str) -> float:
     return v
 
 
+MAX_OVERSUBSCRIPTION = 1e6  # a link rate over it stays above the least --rate (1e-9 Gb/s)
+
+
+def parse_oversubscription(text: str) -> float:
+    """An oversubscription ratio: at least 1 (none), at most ``MAX_OVERSUBSCRIPTION``."""
+    v = _float(text, "ratio")
+    if not 1 <= v <= MAX_OVERSUBSCRIPTION:
+        raise _bad(f"{text}: a ratio from 1 (none) to {MAX_OVERSUBSCRIPTION:g}")
+    return v
+
+
 _SIZE = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _TIME = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": NS}
 MAX_SIZE = (1 << 63) - 1

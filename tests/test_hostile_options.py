@@ -102,6 +102,7 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x", "1e-308"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
         options.parse_load: ["0", "-0.1", "1.01", "nan", "inf", "x", ""],
+        options.parse_oversubscription: ["0", "0.99", "-1", "1e7", "nan", "inf", "x", ""],
         options.parse_size: ["-1", "x", "1e30", "nan", "inf", "-1K", "99999999T"],
         options.parse_time: ["-1", "x", "1e30s", "nan", "infms", "1e300"],
         options.parse_positive_time: ["0", "0ms", "-1", "x", "1e30s", "nan"],
@@ -116,7 +117,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
                               "ip.id=zz", "eth.dst=ff:ff:ff:ff:ff", "reth.va=-1"],
         schema.parse_topology: ["ring:3", "incast:0", "incast:-1", "incast:1e3", "incast:",
                                 "leafspine:2,2", "incast:0x10", "dumbbell:1000000",
-                                "incast:100000000", "leafspine:33000,33000,1", ""],
+                                "incast:100000000", "leafspine:33000,33000,1", "fattree:3",
+                                "fattree:0", "fattree:128", "fattree:4,4", ""],
         schema.parse_ecn_text: ["1,2", "400K,100K,0.2", "1K,2K,nan", "1K,2K,2", "x", ""],
         observe.parse_tap: ["sw:-1", "sw:+0", "sw: 0", "sw", "sw:0x1", "sw:0=", ":0", ""],
     }

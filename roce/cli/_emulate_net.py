@@ -10,7 +10,7 @@ import argparse
 from roce.emu import defaults
 from roce.emu.net.observe import parse_tap
 from roce.emu.net.schema import parse_ecn_text, parse_topology
-from roce.options import parse_positive_time, parse_size
+from roce.options import parse_oversubscription, parse_positive_time, parse_size
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--topology", type=parse_topology, default=defaults.TOPOLOGY,
                    metavar="KIND",
                    help="p2p (two hosts cabled back to back; the default), incast:N, "
-                        "dumbbell:N, leafspine:L,S,H")
+                        "dumbbell:N, leafspine:L,S,H, fattree:K (K pods, K^3/4 hosts)")
     g.add_argument("--topology-file", metavar="FILE", help="hosts, switches, links and "
                    "traffic from a TOML file")
     g.add_argument("--traffic", choices=("permutation", "all-to-all"),
@@ -39,6 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "switches send pause frames, NICs obey them")
     g.add_argument("--lb", choices=("ecmp", "spray"), default=defaults.LB,
                    help="equal-cost paths: per-flow hash or per-packet spraying (ecmp)")
+    g.add_argument("--oversubscription", type=parse_oversubscription,
+                   default=defaults.OVERSUBSCRIPTION, metavar="R",
+                   help="every uplink of a switch with hosts (a leaf, a fat tree's edge) "
+                        "runs at --rate / R: its hosts can send R times what it forwards "
+                        "up (1)")
     g.add_argument("--tap", action="append", type=parse_tap, default=[],
                    metavar="NODE:PORT[=FILE]",
                    help="record both directions of a port (a switch's, e.g. sw:0, or a "

@@ -174,6 +174,7 @@ def scenario(args: argparse.Namespace, real: bool = False) -> Scenario:
         time_limit_ns=int(args.time_limit * 1e9) if real else None,
         topology=args.topology, topology_file=args.topology_file, traffic=args.traffic,
         buffer=args.buffer, ecn=args.ecn, pfc=args.pfc == "on", lb=args.lb,
+        oversubscription=args.oversubscription,
         storm=list(args.pfc_storm), cc=cc, cdf=args.workload, load=args.load,
         duration_ns=args.duration, collective=args.collective, algorithm=args.algorithm,
         ranks=args.ranks, iterations=args.iterations, chunk=args.chunk, window=args.window,

@@ -44,6 +44,7 @@ BUFFER = 12 << 20  # shared buffer per switch
 ECN = "on"  # RED with thresholds derived from the port rate and the buffer
 PFC = True
 LB = "ecmp"
+OVERSUBSCRIPTION = 1.0  # leaf uplinks at the full rate
 TRACE_INTERVAL_NS = 10_000
 
 # the traffic of real clusters (roce.emu.workload, roce.emu.net.workrun)

@@ -120,6 +120,7 @@ class Scenario(Workload):
     ecn: str = defaults.ECN  # on (derived thresholds), off, or KMIN,KMAX,PMAX
     pfc: bool = defaults.PFC
     lb: str = defaults.LB
+    oversubscription: float = defaults.OVERSUBSCRIPTION  # leaf uplinks at rate / this
     storm: list[str] = field(default_factory=list)  # hosts that emit PFC continuously
     # every host's congestion control and the ECN codepoint of data packets (--cc,
     # --ecn-codepoint); None: none, ECT(0), as the default

@@ -151,6 +151,7 @@ class NetRun:
                  topology: topo.Topology | None = None) -> None:
         sc.check(sides=2)  # before the topology is read or anything allocated
         t = self.topology = topology if topology is not None else topology_of(sc)
+        topo.oversubscribe(t, sc.oversubscription, sc.rate_gbps)
         # every flow's QPs and buffers, and the network, fit before any is made
         schema.check_flows(t, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
                            sc.topology_file or f"--topology {sc.topology}")

@@ -13,7 +13,7 @@ ends exist, every host has exactly one link, no host sends to itself.
 (docs/guide/emulate.md) is held to ``FILE`` by a test.
 
 **The strings** (``--topology``): ``parse_topology`` is the option's type: ``p2p``,
-``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, their sizes checked by arithmetic
+``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, ``fattree:K``, their sizes checked by arithmetic
 (``named_shape``) before one host exists.
 
 **The limits**, whatever describes the topology: automatic addresses run from 10.0.0.1 to
@@ -502,8 +502,9 @@ def cost(shape: Shape) -> int:
             + shape.routes * ROUTE_BYTES)
 
 
-KINDS = {"incast": 1, "dumbbell": 1, "leafspine": 3}
-SYNTAX = "expected p2p, incast:N, dumbbell:N or leafspine:L,S,H (positive integers)"
+KINDS = {"incast": 1, "dumbbell": 1, "leafspine": 3, "fattree": 1}
+SYNTAX = ("expected p2p, incast:N, dumbbell:N, leafspine:L,S,H or fattree:K (positive "
+          "integers)")
 _NUMBERS = re.compile(r"[1-9][0-9]{0,17}(?:,[1-9][0-9]{0,17})*")
 
 
@@ -526,6 +527,13 @@ def named_shape(kind: str, nums: list[int]) -> Shape:
     if kind == "dumbbell":
         n = nums[0]
         return Shape(2 * n, 2, 2 * n + 1, 2 * n + 2, 2 * 2 * n)
+    if kind == "fattree":
+        # k pods of k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k/2 hosts per
+        # edge: k^3/4 hosts and k^3/4 links in each tier; every switch routes to every host
+        k = nums[0]
+        half = k // 2
+        hosts, switches = k * half * half, k * k + half * half
+        return Shape(hosts, switches, 3 * hosts, hosts + 4 * hosts, switches * hosts)
     leaves, spines, per_leaf = nums
     hosts = leaves * per_leaf
     return Shape(hosts, leaves + spines, leaves * spines + hosts, 2 * leaves * spines + hosts,
@@ -534,13 +542,15 @@ def named_shape(kind: str, nums: list[int]) -> Shape:
 
 def _limits(kind: str, nums: list[int], shape: Shape) -> str | None:
     """Why a named topology cannot be built whatever the memory, or None."""
+    if kind == "fattree" and (nums[0] < 2 or nums[0] % 2):
+        return f"K={nums[0]}: a k-ary fat tree has an even K of at least 2"
     if shape.hosts > MAX_AUTO_HOSTS:
         return (f"{shape.hosts} hosts: at most {MAX_AUTO_HOSTS} hosts (automatic addresses "
                 f"10.0.0.1 .. {auto_ip(MAX_AUTO_HOSTS - 1)})")
     if shape.switches > MAX_SWITCHES:
         return f"{shape.switches} switches: at most {MAX_SWITCHES} switches"
-    widest = {"incast": shape.hosts, "dumbbell": nums[0] + 1}.get(kind) or max(
-        nums[0], nums[1] + nums[2])
+    widest = {"incast": shape.hosts, "dumbbell": nums[0] + 1,
+              "fattree": nums[0]}.get(kind) or max(nums[0], nums[1] + nums[2])
     if widest > MAX_PORTS:
         return f"a switch with {widest} ports: at most {MAX_PORTS} ports per switch"
     return None
@@ -569,13 +579,14 @@ def check_named(spec: str) -> None:
         need, have = over
         # the largest last number that fits (cost grows with it): a bound to state
         lo, hi = 0, nums[-1]
+        step = 2 if kind == "fattree" else 1  # a fat tree's K is even
         while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if cost(named_shape(kind, [*nums[:-1], mid])) <= have:
+            mid = (lo + hi + 1) // 2 // step * step
+            if mid > lo and cost(named_shape(kind, [*nums[:-1], mid])) <= have:
                 lo = mid
             else:
-                hi = mid - 1
-        last = {"incast": "N", "dumbbell": "N", "leafspine": "H"}[kind]
+                hi = mid - 1 if mid > lo else lo
+        last = {"incast": "N", "dumbbell": "N", "leafspine": "H", "fattree": "K"}[kind]
         raise UsageError(f"--topology {spec}: {shape.text()} would need {budget.human(need)} "
                          f"of memory to build, {budget.human(have)} is available here "
                          f"({last} at most {lo})")

@@ -1,6 +1,6 @@
 """Topologies: what hosts, switches and links exist (``Topology``), the named ones
-(``p2p``, ``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, a TOML file), their default
-traffic, and ``build`` that turns one into a running ``Network`` with routes.
+(``p2p``, ``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, ``fattree:K``, a TOML file),
+their default traffic, and ``build`` that turns one into a running ``Network`` with routes.
 
 Routes are shortest paths by hop count: a switch's next hops toward a host are every
 neighbour one hop closer to it (hosts never forward), so equal-cost paths give ECMP sets.
@@ -134,6 +134,56 @@ def leafspine(leaves: int, spines: int, per_leaf: int) -> Topology:
     return t
 
 
+def fattree(k: int) -> Topology:
+    """The three-tier k-ary fat tree (Al-Fares et al., SIGCOMM 2008): ``k`` pods, each of
+    ``k/2`` edge switches ``eP.I`` and ``k/2`` aggregation switches ``aP.J``, every edge
+    linked to every aggregation switch of its pod; ``(k/2)^2`` cores ``cJ.M``, core ``cJ.M``
+    linked to aggregation switch ``J`` of every pod; ``k/2`` hosts ``hP.I.H`` per edge.
+    Hosts are listed pod by pod, edge by edge (a collective's ranks are neighbours).
+    Every pair of hosts in different pods has ``(k/2)^2`` equal-cost paths."""
+    t = Topology()
+    half = k // 2
+    for j in range(1, half + 1):
+        for m in range(1, half + 1):
+            t.switches[f"c{j}.{m}"] = SwitchSpec(f"c{j}.{m}")
+    for p in range(1, k + 1):
+        for j in range(1, half + 1):
+            agg = f"a{p}.{j}"
+            t.switches[agg] = SwitchSpec(agg)
+            for m in range(1, half + 1):
+                t.link(agg, f"c{j}.{m}")
+        for i in range(1, half + 1):
+            edge = f"e{p}.{i}"
+            t.switches[edge] = SwitchSpec(edge)
+            for j in range(1, half + 1):
+                t.link(edge, f"a{p}.{j}")
+    for p in range(1, k + 1):
+        for i in range(1, half + 1):
+            for h in range(1, half + 1):
+                t.host(f"h{p}.{i}.{h}")
+                t.link(f"h{p}.{i}.{h}", f"e{p}.{i}")
+    return t
+
+
+def oversubscribe(t: Topology, ratio: float, rate_gbps: float) -> None:
+    """``--oversubscription ratio`` at the leaves: every link from a switch with hosts (a
+    leaf, a fat tree's edge) to another switch runs at its rate over ``ratio``, so a leaf's
+    uplinks carry ``1/ratio`` of what its hosts can send (with as many uplinks as hosts, as
+    ``fattree`` and ``leafspine:L,S,S`` have, the leaf is ``ratio``:1 oversubscribed).
+    Slower uplinks rather than fewer keep every equal-cost path.  A UsageError when the
+    topology has no such link."""
+    if ratio == 1:
+        return
+    leaves = set(t.leaf_of.values())
+    uplinks = [ln for ln in t.links if ln.a in t.switches and ln.b in t.switches
+               and (ln.a in leaves or ln.b in leaves)]
+    if not uplinks:
+        raise UsageError(f"--oversubscription {ratio:g}: the topology has no link from a "
+                         "switch with hosts to another switch")
+    for ln in uplinks:
+        ln.rate_gbps = (ln.rate_gbps or rate_gbps) / ratio
+
+
 def permutation(t: Topology, rng: random.Random) -> list[tuple[str, str]]:
     """Each host sends to exactly one host on another switch and receives from exactly one:
     a seeded derangement across switches (rejection sampling)."""
@@ -181,13 +231,15 @@ def path(t: Topology, src: str, dst: str) -> list[LinkSpec]:
 
 
 def parse(spec: str) -> Topology:
-    """``p2p``, ``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``, checked (syntax, limits,
-    memory: ``schema.check_named``, a UsageError naming ``--topology``) before it is made."""
+    """``p2p``, ``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H`` or ``fattree:K``, checked
+    (syntax, limits, memory: ``schema.check_named``, a UsageError naming ``--topology``)
+    before it is made."""
     schema.check_named(spec)
     if spec == "p2p":
         return p2p()
     kind, nums = schema.named(spec)
-    return {"incast": incast, "dumbbell": dumbbell, "leafspine": leafspine}[kind](*nums)
+    return {"incast": incast, "dumbbell": dumbbell, "leafspine": leafspine,
+            "fattree": fattree}[kind](*nums)
 
 
 FilterCompiler = Callable[[str], Callable[[dict], bool]]

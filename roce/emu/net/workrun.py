@@ -161,6 +161,7 @@ class WorkloadRun:
         if sc.fct is not None:
             fct.rows_format(sc.fct)
         t = self.topology = topology if topology is not None else runner.topology_of(sc)
+        topo.oversubscribe(t, sc.oversubscription, sc.rate_gbps)
         wl = self.workload = workload_of(sc, len(t.hosts))
         if sc.cdf is not None and not t.switches:
             raise UsageError(f"--workload {sc.cdf}: open-loop flows need a switched "
