@@ -42,7 +42,7 @@ from roce import options
 from roce.cli import COMMANDS, build_parser, main
 from roce.cli import _craft_macc as craft_macc
 from roce.cli import stats as stats_cmd
-from roce.emu.net import observe, schema
+from roce.emu.net import failures, observe, schema
 from roce.pcapio import PcapWriter
 
 MEMORY_LIMIT = 1 << 30
@@ -120,6 +120,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
                                 "incast:100000000", "leafspine:33000,33000,1", "fattree:3",
                                 "fattree:0", "fattree:128", "fattree:4,4", ""],
         schema.parse_ecn_text: ["1,2", "400K,100K,0.2", "1K,2K,nan", "1K,2K,2", "x", ""],
+        failures.parse_spec: ["a-b", "ab@1ms", "a-b@", "a-b@-1", "a-b@2ms,up@1ms",
+                              "a-b@1ms,down@2ms", "a-b@1e30s", "a-b@nan", ""],
         observe.parse_tap: ["sw:-1", "sw:+0", "sw: 0", "sw", "sw:0x1", "sw:0=", ":0", ""],
     }
     return table[t]

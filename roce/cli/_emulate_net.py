@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 
 from roce.emu import defaults
+from roce.emu.net.failures import parse_spec
 from roce.emu.net.observe import parse_tap
 from roce.emu.net.schema import parse_ecn_text, parse_topology
-from roce.options import parse_oversubscription, parse_positive_time, parse_size
+from roce.options import parse_oversubscription, parse_positive_time, parse_size, parse_time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,6 +45,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="every uplink of a switch with hosts (a leaf, a fat tree's edge) "
                         "runs at --rate / R: its hosts can send R times what it forwards "
                         "up (1)")
+    g.add_argument("--link-down", action="append", type=parse_spec, default=[],
+                   metavar="A-B@T[,up@T2]",
+                   help="fault: the link between nodes A and B fails at virtual time T (frames "
+                        "on it are lost) and, with up@T2, is repaired at T2; repeatable")
+    g.add_argument("--detect-delay", type=parse_time, default=defaults.DETECT_DELAY_NS,
+                   metavar="TIME",
+                   help="--link-down: time until the switches' routes know of a failure or "
+                        f"a repair ({defaults.DETECT_DELAY_NS // 1000}us)")
     g.add_argument("--tap", action="append", type=parse_tap, default=[],
                    metavar="NODE:PORT[=FILE]",
                    help="record both directions of a port (a switch's, e.g. sw:0, or a "

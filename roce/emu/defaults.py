@@ -45,6 +45,10 @@ ECN = "on"  # RED with thresholds derived from the port rate and the buffer
 PFC = True
 LB = "ecmp"
 OVERSUBSCRIPTION = 1.0  # leaf uplinks at the full rate
+# --link-down: virtual time from a link's failure (or repair) to the routes that know of it
+# (loss of signal at the port, then the routing update); a choice for ms-long runs, not a
+# measured figure
+DETECT_DELAY_NS = 100_000
 TRACE_INTERVAL_NS = 10_000
 
 # the traffic of real clusters (roce.emu.workload, roce.emu.net.workrun)

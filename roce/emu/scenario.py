@@ -121,6 +121,9 @@ class Scenario(Workload):
     pfc: bool = defaults.PFC
     lb: str = defaults.LB
     oversubscription: float = defaults.OVERSUBSCRIPTION  # leaf uplinks at rate / this
+    # links that fail (and are repaired) during the run (roce.emu.net.failures.LinkDown)
+    link_down: list[Any] = field(default_factory=list)
+    detect_delay_ns: int = defaults.DETECT_DELAY_NS
     storm: list[str] = field(default_factory=list)  # hosts that emit PFC continuously
     # every host's congestion control and the ECN codepoint of data packets (--cc,
     # --ecn-codepoint); None: none, ECT(0), as the default
@@ -309,6 +312,12 @@ def _simulated_text(s: Summary) -> str:
             f"{fct.get('p50', 0) / 1e3:.1f} us, p99 {fct.get('p99', 0) / 1e3:.1f} us",
             f"hops          {s.hops} ({s.hops_per_cpu_s:,.0f} packet-hops per CPU-second)",
         ]
+        lf = fab.get("link_failures")
+        if lf:
+            down = ", ".join(lf["down_at_end"]) or "none"
+            lines.append(f"link failures {lf['failures']} failed, {lf['reroutes']} reroutes, "
+                         f"{fab['link_lost']} frames lost on links ({lf['lost_in_flight']} in "
+                         f"flight when they failed); down at the end: {down}")
     if s.workload:
         lines += _workload_lines(s.workload)
     lines += [f"WARNING       {w}" for w in s.warnings]

@@ -111,8 +111,10 @@ def traffic_of(sc: Scenario, t: topo.Topology, net: Any) -> list[tuple[str, str]
 
 def needs_nics(sc: Scenario, t: topo.Topology) -> bool:
     """Whether the run needs the switched network's NICs: there are switches, or something
-    only a transmit scheduler does (congestion control's pacing, obeying a PFC storm)."""
-    return bool(t.switches) or sc.congestion_control or bool(sc.storm)
+    only a transmit scheduler does (congestion control's pacing, obeying a PFC storm), or
+    a link fails (``failures`` acts on the network's wires)."""
+    return (bool(t.switches) or sc.congestion_control or bool(sc.storm)
+            or bool(sc.link_down))
 
 
 def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
@@ -122,9 +124,11 @@ def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
                "--cc and --pfc-storm run RC queue pairs")
         raise UsageError(f"--qp-type {sc.qp_type}: {why} (UC and UD run between two hosts "
                          "cabled back to back: --topology p2p)")
+    base = Scenario()
+    if sc.detect_delay_ns != base.detect_delay_ns and not sc.link_down:
+        raise UsageError("--detect-delay: only with --link-down")
     if t.switches:
         return
-    base = Scenario()
     for name, opt, why in (
             ("buffer", "--buffer", "no switch holds a buffer"),
             ("ecn", "--ecn", "no switch marks ECN"),
@@ -162,6 +166,7 @@ class NetRun:
         self.sc = sc
         self.trace = trace
         net = self.net = topo.build(t, options(sc, direct=not nics))
+        self.failures = start_failures(sc, t, net)
         if record is not None:
             net.recorders.append(record)
         for spec, writer in (taps or {}).items():
@@ -322,6 +327,18 @@ class NetRun:
         return summarise(self, cpu, finished, self.left)
 
 
+def start_failures(sc: Scenario, t: topo.Topology, net: Any) -> Any:
+    """The run's ``--link-down`` failures, checked against ``t`` and scheduled on ``net``
+    (None without any)."""
+    if not sc.link_down:
+        return None
+    from roce.emu.net.failures import LinkFailures
+
+    f = LinkFailures(net, t, sc.link_down, sc.detect_delay_ns)
+    f.start()
+    return f
+
+
 def run_scenario(sc: Scenario, record: Any = None,
                  progress: Callable[[int, int], None] | None = None,
                  taps: dict[str, Any] | None = None, trace: Any = None) -> Summary:
@@ -401,8 +418,9 @@ def fct_stats(values: list[int]) -> dict[str, float]:
             "p50": _percentile(v, 0.5), "p99": _percentile(v, 0.99)}
 
 
-def fabric_stats(net: Any) -> dict[str, Any]:
-    """Drops, ECN marks, PFC frames and queue peaks: per switch port, per host, in total."""
+def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
+    """Drops, ECN marks, PFC frames and queue peaks: per switch port, per host, in total;
+    with ``failures`` (``roce.emu.net.failures``) what the link failures did."""
     ports = {}
     tot = Counter()
     for sw in net.switches.values():
@@ -434,10 +452,13 @@ def fabric_stats(net: Any) -> dict[str, Any]:
             tot["cnps_sent"] += cc["cnps_sent"]
             tot["cnps_received"] += cc["cnps_received"]
     link_lost = sum(w.stats.lost for w in net.wires)
-    return {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"],
-            "pfc_frames": tot["pfc_frames"], "max_queue_bytes": tot["max_queue_bytes"],
-            "cnps_sent": tot["cnps_sent"], "cnps_received": tot["cnps_received"],
-            "link_lost": link_lost, "ports": ports, "hosts": hosts}
+    out = {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"],
+           "pfc_frames": tot["pfc_frames"], "max_queue_bytes": tot["max_queue_bytes"],
+           "cnps_sent": tot["cnps_sent"], "cnps_received": tot["cnps_received"],
+           "link_lost": link_lost, "ports": ports, "hosts": hosts}
+    if failures is not None:
+        out["link_failures"] = failures.stats()
+    return out
 
 
 def stopped_why(sc: Scenario, net: Any, left: int) -> str:
@@ -543,7 +564,7 @@ def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
     s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
     s.fct_ns = fct_stats(every)
     if run.nics:
-        s.fabric = fabric_stats(net)
+        s.fabric = fabric_stats(net, run.failures)
         s.warnings = list(net.warnings)
     return s
 

@@ -375,7 +375,7 @@ def build(t: Topology, o: NetOptions) -> Network:
                     src.peer_mac = dst.mac
             net.wires.append(w)
             ends.setdefault(a, []).append((src, dst))
-    _routes(t, net, ends)
+    routes(t, net, ends)
     addresses = frozenset(t.hosts.values())
     for name, nic in net.hosts.items():
         nic.device.neighbors = Gateway(ends[name][0][1].mac.hex(":"), addresses, nic.ctx.ip)
@@ -447,8 +447,11 @@ class Gateway(dict):
         raise KeyError(ip)
 
 
-def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -> None:
-    """Every switch's equal-cost next-hop ports toward every host.
+def routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -> None:
+    """Every switch's equal-cost next-hop ports toward every host, over the link ends
+    ``ends`` (node -> [(its endpoint, the peer's)]: all of them when building, those of
+    the links up after a failure, ``roce.emu.net.failures``).  A host without a link, or a
+    switch with no path to a host, gets no route to it.
 
     A host has one link and never forwards, so a switch's distance to a host is one more
     than its distance to the host's switch: one search of the switches from each switch
@@ -465,6 +468,8 @@ def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -
     switches = net.switches
     on: dict[str, list[str]] = {}  # switch -> the hosts linked to it
     for host in t.hosts:
+        if host not in adj:
+            continue
         nb = adj[host][0][1]
         if nb in switches:
             on.setdefault(nb, []).append(host)
@@ -486,6 +491,8 @@ def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -
         for name in order[1:]:
             hops = [port for port, nb in adj[name]
                     if nb in dist and dist[nb] == dist[name] - 1]
+            if not hops:
+                continue
             table = switches[name].routes
             for host in hosts:
                 table[key[host]] = hops

@@ -179,6 +179,7 @@ class WorkloadRun:
         budget.check(2 * self.largest, *self._buffer_option(),
                      "a source and a sink as large as the largest transfer")
         net = self.net = topo.build(t, runner.options(sc, direct=False))
+        self.failures = runner.start_failures(sc, t, net)
         if record is not None:
             net.recorders.append(record)
         for spec, writer in (taps or {}).items():
@@ -417,7 +418,7 @@ class WorkloadRun:
         s.hops = net.hops
         s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
         s.fct_ns = runner.fct_stats(self.fcts)
-        s.fabric = runner.fabric_stats(net)
+        s.fabric = runner.fabric_stats(net, self.failures)
         s.warnings = list(net.warnings)
         s.workload = (self._flows_report(s) if sc.cdf is not None
                       else self._collective_report(s))
