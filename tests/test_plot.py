@@ -242,3 +242,63 @@ def test_sweep_figure_labels_axes_with_units_and_keeps_legends_outside():
                                     "packets_per_cpu_s")] == [
         "CPU time (s)", "Size (bytes)", "Loss", "Virtual time (ns)", "FCT p99 (ns)",
         "Packets per CPU second"]
+
+
+def _fct_csv(path, flows):
+    """A per-flow file as roce emulate --fct writes it: (size, fct, ideal) per flow."""
+    from roce.emu.workload import fct
+
+    fct.write_rows(str(path), [fct.FlowRow("h1", "h2", size, 0, f, ideal)
+                               for size, f, ideal in flows])
+    return str(path)
+
+
+def test_fct_figure_data_labels_and_legend(tmp_path):
+    """Slowdown against size: per bin its largest size and its p50/p95/p99, on a log size
+    axis, one colour per file and one line style per percentile, the legend outside."""
+    from roce.emu.workload.fct import read_rows, slowdown_table
+    from roce.plot.fct import fct_figure, series
+
+    # 4 bins of 25%: sizes 1..4 KB with slowdowns (1..5) x bin, five flows each
+    flows = [(size * 1000, (k + 1) * size * 100, 100) for size in (1, 2, 3, 4) for k in range(5)]
+    a = _fct_csv(tmp_path / "a.csv", flows)
+    b = _fct_csv(tmp_path / "b.csv", [(s, f * 2, i) for s, f, i in flows])
+    tables = {p: slowdown_table(read_rows(p), 25) for p in (a, b)}
+    data = series({a: tables[a]})
+    assert list(data) == ["p50", "p95", "p99"]
+    # bin of size 2000: slowdowns 2, 4, 6, 8, 10; p50 = [5 * .5] = 6, p95 = p99 = 10
+    assert data["p50"] == [(1000, 3.0), (2000, 6.0), (3000, 9.0), (4000, 12.0)]
+    assert data["p99"] == [(1000, 5.0), (2000, 10.0), (3000, 15.0), (4000, 20.0)]
+    fig = fct_figure(tables)
+    (ax,) = fig.axes
+    got = lines(ax)
+    assert list(got) == [f"{a} p50", f"{a} p95", f"{a} p99", f"{b} p50", f"{b} p95",
+                         f"{b} p99"]
+    assert got[f"{b} p50"] == ([1000, 2000, 3000, 4000], [6.0, 12.0, 18.0, 24.0])
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel().startswith("Flow size (bytes")
+    _readable(fig, min_axes_inches=5.0, time_axis=False)
+
+
+def test_fct_plot_cli(tmp_path, capsys):
+    a = _fct_csv(tmp_path / "a.csv", [(1000, 200, 100), (5000, 900, 300)])
+    out = tmp_path / "s.svg"
+    assert main(["plot", "--fct", a, "--fct-bins", "50", "-o", str(out)]) == 0
+    assert b"<svg" in out.read_bytes()[:400]
+    assert main(["plot", "--fct", a, "--trace", a, "-o", str(out)]) == 1
+    assert "one of them" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,where", [
+    ("a,b\n", ":1: not a per-flow file"),
+    ("src,dst,size,start_ns,fct_ns,ideal_fct_ns,slowdown\nh1,h2,x,0,1,1,1\n", ":2: size"),
+    ("src,dst,size,start_ns,fct_ns,ideal_fct_ns,slowdown\nh1,h2,1,0,1,0,1\n", ":2: a size"),
+    ("src,dst,size,start_ns,fct_ns,ideal_fct_ns,slowdown\nh1,h2,1\n", ":2: 3 fields"),
+    ("", ": empty"),
+])
+def test_fct_plot_bad_files(tmp_path, capsys, text, where):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    assert main(["plot", "--fct", str(p), "-o", str(tmp_path / "f.png")]) == 2
+    assert f"{p}{where}" in capsys.readouterr().err
+    assert not (tmp_path / "f.png").exists()

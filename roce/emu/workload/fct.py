@@ -26,6 +26,7 @@ import csv
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 from dataclasses import dataclass
 from functools import cache
 
@@ -212,6 +213,71 @@ def write_rows(path: str, rows: Iterable[FlowRow]) -> int:
         raise InputError(f"{path}: {e.strerror or e}") from None
 
 
+MAX_ROW_LINE = 4096  # characters on one line of a per-flow CSV: far more than a row takes
+
+
+def read_rows(path: str) -> list[FlowRow]:
+    """The rows of a per-flow file ``write_rows`` wrote (CSV or Parquet by the extension):
+    ``COLUMNS`` as its header, whole numbers where they are, a positive ideal FCT.  Anything
+    else is an ``InputError`` naming the file (and, in a CSV, the line)."""
+    fmt = rows_format(path)
+    try:
+        if fmt == "parquet":
+            return _read_parquet(path)
+        out = []
+        n = 0
+        with open(path, newline="") as f:
+            for n, line in enumerate(f, 1):
+                if len(line) > MAX_ROW_LINE:
+                    raise InputError(f"{path}:{n}: a line longer than {MAX_ROW_LINE} "
+                                     "characters: not a per-flow file (roce emulate --fct)")
+                cells = next(csv.reader([line]), [])
+                if n == 1:
+                    if tuple(cells) != COLUMNS:
+                        raise InputError(f"{path}:1: not a per-flow file (roce emulate --fct):"
+                                         f" its header is not {','.join(COLUMNS)}")
+                    continue
+                out.append(_row(cells, f"{path}:{n}"))
+        if n == 0:
+            raise InputError(f"{path}: empty: not a per-flow file (roce emulate --fct)")
+        return out
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not text: not a per-flow CSV (roce emulate --fct)") from None
+
+
+def _row(cells: Sequence[Any], where: str) -> FlowRow:
+    if len(cells) != len(COLUMNS):
+        raise InputError(f"{where}: {len(cells)} fields, a row has {len(COLUMNS)}")
+    try:
+        size, start, fct, ideal = (int(str(c)) for c in cells[2:6])
+    except ValueError:
+        raise InputError(f"{where}: size, start_ns, fct_ns and ideal_fct_ns are whole "
+                         "numbers") from None
+    if size < 0 or fct < 0 or ideal <= 0:
+        raise InputError(f"{where}: a size and an FCT of at least 0 and a positive ideal FCT")
+    return FlowRow(str(cells[0]), str(cells[1]), size, start, fct, ideal)
+
+
+def _read_parquet(path: str) -> list[FlowRow]:
+    from roce.extras import need_pyarrow
+
+    need_pyarrow("--fct FILE.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"{path}: not a Parquet file ({e})") from None
+    if tuple(table.column_names) != COLUMNS:
+        raise InputError(f"{path}: not a per-flow file (roce emulate --fct): its columns are "
+                         f"not {','.join(COLUMNS)}")
+    cols = [table.column(c).to_pylist() for c in COLUMNS]
+    return [_row(list(r), f"{path}: row {i + 1}") for i, r in enumerate(zip(*cols))]
+
+
 def _write_parquet(path: str, rows: list[FlowRow]) -> int:
     from roce.extras import need_pyarrow
     from roce.outfile import open_output
@@ -231,5 +297,5 @@ def _write_parquet(path: str, rows: list[FlowRow]) -> int:
 
 __all__ = ["Bin", "COLUMNS", "FlowRow", "OPS", "base_rtt_ns", "flow_rows", "headers",
            "ideal_fct_ns",
-           "quantiles", "rows_format", "slowdown", "slowdown_table", "table_text", "wire_bytes",
+           "quantiles", "read_rows", "rows_format", "slowdown", "slowdown_table", "table_text", "wire_bytes",
            "write_rows"]
