@@ -257,7 +257,7 @@ def test_fct_figure_data_labels_and_legend(tmp_path):
     """Slowdown against size: per bin its largest size and its p50/p95/p99, on a log size
     axis, one colour per file and one line style per percentile, the legend outside."""
     from roce.emu.workload.fct import read_rows, slowdown_table
-    from roce.plot.fct import fct_figure, series
+    from roce.plot.slowdown import fct_figure, series
 
     # 4 bins of 25%: sizes 1..4 KB with slowdowns (1..5) x bin, five flows each
     flows = [(size * 1000, (k + 1) * size * 100, 100) for size in (1, 2, 3, 4) for k in range(5)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from roce.errors import UsageError
 from roce.emu import defaults
+from roce.errors import UsageError
 from roce.options import bounded_int, parse_positive_time
 
 
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--interval must be positive")
     if args.fct:
         from roce.emu.workload.fct import read_rows, slowdown_table
-        from roce.plot.fct import fct_figure
+        from roce.plot.slowdown import fct_figure
 
         tables = {}
         for path in args.fct:

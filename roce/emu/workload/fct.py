@@ -26,9 +26,9 @@ import csv
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from roce.emu.core.frames import FrameBuilder, Path, select
 from roce.emu.workload.traffic import Transfer
@@ -296,6 +296,5 @@ def _write_parquet(path: str, rows: list[FlowRow]) -> int:
 
 
 __all__ = ["Bin", "COLUMNS", "FlowRow", "OPS", "base_rtt_ns", "flow_rows", "headers",
-           "ideal_fct_ns",
-           "quantiles", "read_rows", "rows_format", "slowdown", "slowdown_table", "table_text", "wire_bytes",
-           "write_rows"]
+           "ideal_fct_ns", "quantiles", "read_rows", "rows_format", "slowdown",
+           "slowdown_table", "table_text", "wire_bytes", "write_rows"]
