@@ -101,6 +101,12 @@ def test_pure_form_loads_the_py_files() -> None:
      "delay_ns": 20_000, "cc": "timely", "loss": 0.01},
     {"net": False, "op": "read", "size": 32 << 10, "count": 4, "loss": 0.05, "dup": 0.02,
      "corrupt": 0.02},
+    # workload runs (roce.emu.net.workrun) and a link that fails and comes back mid-run
+    {"topology": "fattree:4", "collective": "allreduce", "size": 512 << 10, "chunk": 64 << 10,
+     "cc": "dcqcn", "link_down": [["a1.1-c1.1", 20_000, 60_000]], "detect_delay_ns": 5_000,
+     "timeout": 6},
+    {"topology": "leafspine:2,2,2", "cdf": "alistorage", "duration_ns": 30_000, "load": 0.8,
+     "recovery": "sr", "oversubscription": 2.0},
 ])
 def test_compiled_and_pure_emulator_agree(specs: list[dict]) -> None:
     pure = _pure(specs)

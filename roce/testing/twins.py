@@ -2,9 +2,11 @@
 their interpreted form (roce/_compiled.py).
 
 A spec is a JSON-able dict: ``{"net": bool, "cc": "none"|"dcqcn"|"timely", ...}`` plus any
-``Scenario``/``NetScenario`` field.  ``run_spec`` returns the run's summary as a dict, less
-the fields that measure the machine (CPU time and rates per CPU-second), so two runs of one
-spec are equal field by field when the emulator's rules are the same.
+``Scenario``/``NetScenario`` field (``link_down`` as lists ``[link, down_ns, up_ns]``; with
+``cdf`` or ``collective`` the run is a workload's, ``roce.emu.net.workrun``).  ``run_spec``
+returns the run's summary as a dict, less the fields that measure the machine (CPU time and
+rates per CPU-second), so two runs of one spec are equal field by field when the emulator's
+rules are the same.
 
     echo '[{"net": true, "topology": "incast:2", "size": 65536, "count": 1}]' \
         | ROCE_PURE=1 python -m roce.testing.twins
@@ -40,7 +42,15 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
     kw = dict(spec)
     net = kw.pop("net", False)
     cc = kw.pop("cc", "none")
-    if net:
+    if "link_down" in kw:  # JSON lists: [link, down_ns, up_ns or null]
+        from roce.emu.net.failures import LinkDown
+
+        kw["link_down"] = [LinkDown(*x) for x in kw["link_down"]]
+    if kw.get("cdf") or kw.get("collective"):  # a workload generator's transfers
+        from roce.emu.net.workrun import WorkloadRun
+
+        s = WorkloadRun(Scenario(**kw, cc=None if cc == "none" else configure(cc))).run()
+    elif net:
         s = run_network(NetScenario(**kw, cc=None if cc == "none" else configure(cc)))
     else:
         s = run_scenario(Scenario(**kw))
