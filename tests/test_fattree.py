@@ -92,6 +92,8 @@ def test_oversubscription_slows_the_uplinks_only():
     assert sorted({ln.rate_gbps for ln in t.links}, key=str) == [20.0, None]
     with pytest.raises(UsageError, match="--oversubscription 2: the topology has no link"):
         topo.oversubscribe(topo.parse("incast:3"), 2, 100.0)
+    with pytest.raises(UsageError, match="below the least link rate"):
+        topo.oversubscribe(topo.parse("fattree:4"), 1e6, 1e-8)
     unchanged = topo.parse("fattree:4")
     topo.oversubscribe(unchanged, 1, 100.0)
     assert {ln.rate_gbps for ln in unchanged.links} == {None}

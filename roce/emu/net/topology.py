@@ -45,6 +45,7 @@ from roce.emu.net.stages import (
 )
 from roce.emu.net.switch import Switch, SwitchPort
 from roce.errors import InputError, UsageError
+from roce.options import MIN_LINK_GBPS
 
 
 @dataclass
@@ -180,6 +181,10 @@ def oversubscribe(t: Topology, ratio: float, rate_gbps: float) -> None:
     if not uplinks:
         raise UsageError(f"--oversubscription {ratio:g}: the topology has no link from a "
                          "switch with hosts to another switch")
+    slowest = min(ln.rate_gbps or rate_gbps for ln in uplinks) / ratio
+    if slowest < MIN_LINK_GBPS:  # what a wire can represent (whole bits per second)
+        raise UsageError(f"--oversubscription {ratio:g}: an uplink would run at "
+                         f"{slowest:g} Gb/s, below the least link rate {MIN_LINK_GBPS:g} Gb/s")
     for ln in uplinks:
         ln.rate_gbps = (ln.rate_gbps or rate_gbps) / ratio
 
