@@ -261,3 +261,19 @@ def test_defaults_are_the_modules():
     assert (sc.load, sc.duration_ns, sc.fct_bins) == (defaults.LOAD, defaults.DURATION_NS,
                                                       defaults.FCT_BINS)
     assert not sc.generated
+
+
+def test_each_flow_has_its_own_qp_destroyed_when_it_completes():
+    """A flow's QP pair is made when it arrives and destroyed when it completes (as the HPCC
+    simulator gives each flow a QP): none is left at the end, and what they counted is in
+    the summary."""
+    run = WorkloadRun(Scenario(topology="incast:3", cdf="fbhadoop", duration_ns=100_000,
+                               cc=None))
+    s = run.run()
+    w = s.workload
+    assert s.data_verified and w["finished"] == w["flows"] > 10
+    assert run.connections == {}
+    assert all(not nic.device.qps for nic in run.net.hosts.values())
+    assert s.delivered == w["finished"]
+    assert s.packets >= w["finished"] * 2  # a request and an ACK each, at least
+

@@ -14,10 +14,13 @@ any topology in place of ``--count`` messages per pair.  The run drives the gene
   virtual time limit.
 
 Open-loop flows are RDMA WRITEs and complete at the sender (as the HPCC simulator measures
-FCT: the last ACK).  Each pair of hosts keeps a pool of QPs, one per concurrent flow, so a
-flow never queues behind another; the pool grows to ``defaults.FLOW_QPS_PER_PAIR`` QPs,
-after which a flow waits for a QP of its pair to be free (its FCT counts the wait).  So the
-QPs are at most one per flow, and at most that bound per pair.
+FCT: the last ACK).  Each flow has a QP pair of its own, made when it arrives and destroyed
+when it completes, as the HPCC simulator gives each flow a QP: no flow queues behind
+another, and each starts with fresh congestion-control state (a QP reused after a throttled
+flow would start the next one at that flow's rate: Timely's 10 Mb/s floor, for one).  The
+QPs alive are the flows in flight, at most ``defaults.FLOW_QPS_PER_PAIR`` per pair of hosts:
+past that a flow waits for one of its pair to complete (its FCT counts the wait).  What a
+destroyed QP counted (packets, retransmissions, NAKs) is added to the summary first.
 
 A collective's transfers are SENDs, one QP per connection (source, destination), and
 complete at the receiver: the receive completion, matched in order (RC delivers a
@@ -197,10 +200,12 @@ class WorkloadRun:
         self.sink = bytearray(self.largest)
         self.ready: list[Any] = []
         self._hosts: list[_Host | None] = [None] * len(self.hosts)
-        self.pools: dict[tuple[int, int], list[Connection]] = {}  # idle QPs per pair
-        self.sizes: Counter = Counter()  # QPs per pair
+        self.sizes: Counter = Counter()  # flows in flight per pair (open-loop)
         self.waiting: dict[tuple[int, int], deque] = {}
-        self.connections: list[Connection] = []
+        self.connections: dict[int, Connection] = {}  # alive, by id
+        # what destroyed QPs counted, and the summary's counters (``summarise``)
+        self.counts = Summary(scenario={})
+        self.naks: Counter = Counter()
         self.conn_of: dict[tuple[int, int], Connection] = {}
         self.status: Counter = Counter()
         self.posted = 0
@@ -251,8 +256,17 @@ class WorkloadRun:
         c = Connection(src, dst, qa, qb)
         a.cq.flows[qa.qp_num] = (c, True)
         b.cq.flows[qb.qp_num] = (c, False)
-        self.connections.append(c)
+        self.connections[id(c)] = c
         return c
+
+    def _retire(self, c: Connection) -> None:
+        """Destroy a flow's QP pair, its counters added to the summary's first."""
+        add_qp_counts(self.counts, self.naks, [c.qa.core, c.qb.core])
+        self.counts.delivered += c.qb.core.counters.messages_executed
+        for qp, host in ((c.qa, c.src), (c.qb, c.dst)):
+            del self._host(host).cq.flows[qp.qp_num]
+            qp.close()
+        del self.connections[id(c)]
 
     # -- posting -----------------------------------------------------------------------
 
@@ -261,10 +275,7 @@ class WorkloadRun:
         self.post_ns[t.id] = self.net.now
         if self.sc.cdf is not None:
             pair = (t.src, t.dst)
-            pool = self.pools.setdefault(pair, [])
-            if pool:
-                self._write(pool.pop(), t)
-            elif self.sizes[pair] < defaults.FLOW_QPS_PER_PAIR:
+            if self.sizes[pair] < defaults.FLOW_QPS_PER_PAIR:
                 self.sizes[pair] += 1
                 self._write(self._connect(t.src, t.dst, 1), t)
             else:
@@ -347,15 +358,12 @@ class WorkloadRun:
                 if flows:
                     t, c.flow = c.flow, None
                     self._done(t, wc, now)
-                    if wc.status != WCStatus.IBV_WC_SUCCESS:
-                        c.broken = True  # in error: its pair may make another
-                        self.sizes[(c.src, c.dst)] -= 1
-                        continue
+                    self._retire(c)
                     waiting = self.waiting.get((c.src, c.dst))
                     if waiting:
-                        self._write(c, waiting.popleft())
+                        self._write(self._connect(c.src, c.dst, 1), waiting.popleft())
                     else:
-                        self.pools[(c.src, c.dst)].append(c)
+                        self.sizes[(c.src, c.dst)] -= 1
                 elif sending:
                     c.sending -= 1
                     if wc.status != WCStatus.IBV_WC_SUCCESS:
@@ -393,9 +401,10 @@ class WorkloadRun:
 
     def summarise(self, cpu: float, finished: bool) -> Summary:
         sc, net = self.sc, self.net
-        s = Summary(scenario=asdict(sc))
-        naks: Counter = Counter()
-        for c in self.connections:
+        s = self.counts  # what destroyed QPs counted, then the QPs alive
+        s.scenario = asdict(sc)
+        naks = self.naks
+        for c in self.connections.values():
             add_qp_counts(s, naks, [c.qa.core, c.qb.core])
             s.delivered += c.qb.core.counters.messages_executed
         s.posted = self.posted
