@@ -117,6 +117,16 @@ def needs_nics(sc: Scenario, t: topo.Topology) -> bool:
             or bool(sc.link_down))
 
 
+# Scenario fields of --workload and --collective runs (roce.emu.net.workrun): refused
+# without one, not ignored
+WORKLOAD_ONLY = (("load", "--load", "--workload"), ("duration_ns", "--duration", "--workload"),
+                 ("fct", "--fct", "--workload"), ("fct_bins", "--fct-bins", "--workload"),
+                 ("algorithm", "--algorithm", "--collective"),
+                 ("ranks", "--ranks", "--collective"),
+                 ("iterations", "--iterations", "--collective"),
+                 ("chunk", "--chunk", "--collective"), ("window", "--window", "--collective"))
+
+
 def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
     """A UsageError naming the first option the run's topology gives nothing to act on."""
     if sc.qp_type != "rc" and nics:
@@ -127,6 +137,10 @@ def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
     base = Scenario()
     if sc.detect_delay_ns != base.detect_delay_ns and not sc.link_down:
         raise UsageError("--detect-delay: only with --link-down")
+    if not sc.generated:
+        for name, opt, only in WORKLOAD_ONLY:
+            if getattr(sc, name) != getattr(base, name):
+                raise UsageError(f"{opt}: only with {only}")
     if t.switches:
         return
     for name, opt, why in (

@@ -120,8 +120,9 @@ def refuse_options(sc: Scenario) -> None:
     else:
         if sc.op not in ("write", "send"):
             raise UsageError(f"--op {sc.op}: a collective moves its data with SENDs")
-        if sc.fct is not None:
-            raise UsageError(f"--fct {sc.fct}: per-flow rows come from --workload runs")
+        if sc.fct is not None or sc.fct_bins != base.fct_bins:
+            raise UsageError("--fct and --fct-bins: per-flow rows and the slowdown table come "
+                             "from --workload runs")
         if (sc.load, sc.duration_ns) != (base.load, base.duration_ns):
             raise UsageError("--load and --duration: only with --workload")
 
