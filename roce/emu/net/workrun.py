@@ -180,6 +180,7 @@ class WorkloadRun:
         # keeps for each, then the two shared buffers
         wl.check_memory(len(self.hosts), sc.rate_gbps, per_transfer=PER_TRANSFER)
         self.largest = self._largest()
+        self._paths: dict[tuple[str, str], tuple[int, float]] = {}
         budget.check(2 * self.largest, *self._buffer_option(),
                      "a source and a sink as large as the largest transfer")
         net = self.net = topo.build(t, runner.options(sc, direct=False))
@@ -194,8 +195,10 @@ class WorkloadRun:
             if sc.cc.enabled:
                 for nic in net.hosts.values():
                     nic.ctx.set_congestion_control(sc.cc)
-        rtt = 8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps))
-        runner.set_recovery([nic.ctx for nic in net.hosts.values()], sc, rtt)
+        # selective repeat's BDP cap: the base RTT between the first and the last host (the
+        # farthest apart in the named topologies' order: other pods of a fat tree)
+        far = self.ideal_path(self.hosts[0], self.hosts[-1])[0]
+        runner.set_recovery([nic.ctx for nic in net.hosts.values()], sc, far)
         self.pattern = bytearray(b"".join(seeded_chunks(f"workload/{sc.seed}",
                                                         self.largest)))
         self.sink = bytearray(self.largest)
@@ -443,25 +446,29 @@ class WorkloadRun:
         s.data_verified = not why
         return s
 
-    def ideal(self) -> Callable[[int, int, int], int]:
-        """A flow's ideal FCT on this network: its path's base RTT (HPCC's: twice the
-        delays, one full frame per hop) plus its bytes at the path's slowest rate."""
+    def ideal_path(self, a: str, b: str) -> tuple[int, float]:
+        """(base RTT in ns, slowest rate) of the path from host ``a`` to host ``b``: HPCC's
+        base RTT, twice the delays and one full frame per hop.  Cached per pair of leaves
+        (hosts on the same switches have the same paths)."""
         sc, t = self.sc, self.topology
-        frame = fct.wire_bytes(sc.mtu, sc.mtu)
-        paths: dict[tuple[str, str], tuple[int, float]] = {}
+        key = (t.leaf_of.get(a, a), t.leaf_of.get(b, b))
+        got = self._paths.get(key)
+        if got is None:
+            links = topo.path(t, a, b)
+            delays = [sc.delay_ns if ln.delay_ns is None else ln.delay_ns for ln in links]
+            rates = [ln.rate_gbps or sc.rate_gbps for ln in links]
+            frame = fct.wire_bytes(sc.mtu, sc.mtu)
+            got = self._paths[key] = (fct.base_rtt_ns(delays, rates, frame), min(rates))
+        return got
 
-        def path_of(a: str, b: str) -> tuple[int, float]:
-            key = (t.leaf_of.get(a, a), t.leaf_of.get(b, b))
-            if key not in paths:
-                links = topo.path(t, a, b)
-                delays = [sc.delay_ns if ln.delay_ns is None else ln.delay_ns for ln in links]
-                rates = [ln.rate_gbps or sc.rate_gbps for ln in links]
-                paths[key] = (fct.base_rtt_ns(delays, rates, frame), min(rates))
-            return paths[key]
+    def ideal(self) -> Callable[[int, int, int], int]:
+        """A flow's ideal FCT on this network: its path's base RTT plus its bytes on the
+        wire at the path's slowest rate."""
+        mtu = self.sc.mtu
 
         def ideal(src: int, dst: int, size: int) -> int:
-            rtt, rate = path_of(self.hosts[src], self.hosts[dst])
-            return fct.ideal_fct_ns(size, rate, rtt, sc.mtu)
+            rtt, rate = self.ideal_path(self.hosts[src], self.hosts[dst])
+            return fct.ideal_fct_ns(size, rate, rtt, mtu)
         return ideal
 
     def _flows_report(self, s: Summary) -> dict[str, Any]:
