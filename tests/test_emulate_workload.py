@@ -283,3 +283,13 @@ def test_each_flow_has_its_own_qp_destroyed_when_it_completes():
     assert s.delivered == w["finished"]
     assert s.packets >= w["finished"] * 2  # a request and an ACK each, at least
 
+
+
+def test_fct_parquet_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """--fct FILE.parquet holds the same rows as the CSV of the same run."""
+    args = ["--topology", "incast:3", "--workload", "fbhadoop", "--duration", "50us"]
+    a = emulate_json([*args, "--fct", str(tmp_path / "f.parquet")], capsys)
+    b = emulate_json([*args, "--fct", str(tmp_path / "f.csv")], capsys)
+    assert a["workload"]["finished"] == b["workload"]["finished"] > 0
+    assert (fct.read_rows(str(tmp_path / "f.parquet"))
+            == fct.read_rows(str(tmp_path / "f.csv")))
