@@ -32,6 +32,7 @@ from roce.decoder.decode import (
 from roce.decoder.progress import Progress
 from roce.errors import UsageError
 from roce.families.base import fields, summary
+from roce.families.uet import READING_NAMES as UET_READINGS
 from roce.locate import (
     Walk,
     explain,
@@ -60,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="TABLE==VALUE,FAMILY",
                         help="decode as tshark's -d does: udp.port==4792,roce (tables: "
                              "linktype ethertype ip.proto udp.port gre.proto erf.type)")
+    parser.add_argument("--uet-layout", choices=UET_READINGS, default="spec",
+                        help="Ultra Ethernet Transport layouts: spec (UE 1.0.1 as Wireshark "
+                             "5.0 reads it, default) or ref-prov (the reference provider's "
+                             "uet_pkt_hdr.h; docs/protocol.md lists the differences)")
     parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
                         help="print the field names or the filter macros and exit")
     from roce.cli._fleet import add_decode_arguments  # -T parquet|arrow, -w, -j, --scheduler
@@ -96,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from roce.cli import _fleet as fleetcmd
 
+    apply_registry_options(args)  # before the fleet: its workers are forked from here
     if fleetcmd.wants_decode(args):  # several captures, columnar output
         return fleetcmd.decode(args, run)
     args.file = args.file[0] if args.file else None
@@ -104,11 +110,6 @@ def _run(args: argparse.Namespace) -> int:
     path = args.read_file or args.file
     if path is None:
         raise UsageError("no capture given (FILE, -r FILE, or - for standard input)")
-    if getattr(args, "decode_as", None):
-        from roce.families import registry
-
-        for spec in args.decode_as:
-            registry().decode_as(spec)
     fmt = args.format
     field_opts = check_output_options(args)
     flt = None
@@ -151,6 +152,16 @@ def _run(args: argparse.Namespace) -> int:
             gc.enable()
     _warn_problems(reader)
     return 0
+
+
+def apply_registry_options(args: argparse.Namespace) -> None:
+    """``-d TABLE==VALUE,FAMILY`` and ``--uet-layout``: rows of the registry for this run."""
+    if getattr(args, "decode_as", None) or getattr(args, "uet_layout", "spec") != "spec":
+        from roce.families import registry, uet
+
+        for spec in args.decode_as:
+            registry().decode_as(spec)
+        uet.use_reading(registry(), args.uet_layout)
 
 
 def _warn_problems(reader: CaptureReader) -> None:

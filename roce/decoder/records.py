@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from roce.families import dispatch, registry
+from roce.families.base.fields import FLAT_KEYS
 from roce.pcapio import Frame
 
 NS = 1_000_000_000
@@ -64,9 +65,15 @@ def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port
         return HIDDEN
     f = _frame_fields(number, ts, rel, delta, caplen, origlen)
     f.update(outer)
+    if res.carrier:  # the Ethernet / IP / UDP a family over IP or UDP came in
+        from roce.families.base.fields import header_fields, pair_fields
+
+        header_fields(res.carrier, f)
+        pair_fields(res.carrier, f)
     f.update(d.fields)
-    rec = Record(number, ts, rel, delta, inner, d.walk, d.layers, f, d.error, d.kind,
-                 udp_port, {})
+    # over IP or UDP the record is the whole frame (its -V frame block and -x dump)
+    rec = Record(number, ts, rel, delta, fr if res.carrier else inner, d.walk,
+                 (*res.carrier, *d.layers), f, d.error, d.kind, udp_port, {})
     rec.family, rec.decoded, rec.outer = res.family, d, res.outer
     return rec
 
@@ -76,6 +83,10 @@ def columns(rec: Any) -> tuple[str, str, str, str, str]:
     if rec.family is None or rec.family.columns is None:
         return "", "", "Frame", f"[Malformed: {rec.message}]", ""
     src, dst, proto, info = rec.family.columns(rec.decoded)
+    if not src and not dst:  # a family over IP or UDP: the carrier's addresses
+        from roce.families.base.summary import source_destination
+
+        src, dst = source_destination(rec.fields)
     return src, dst, proto, info, ""
 
 
@@ -140,6 +151,9 @@ def render(rec: Any) -> str:
         cut = text.index("\n", text.index("[Protocols in frame:")) + 1  # after the frame block
         return text[:cut] + "".join(line + "\n" for line in outer) + text[cut:]
     lines = [tree._frame_lines(rec), *outer]
+    carrier = tuple(h for h in rec.layers if h in FLAT_KEYS)
+    if rec.family is not None and carrier:  # Ethernet / IP / UDP before the family
+        lines.append(tree.headers_text(carrier, rec.fields).rstrip("\n"))
     if rec.family is not None and rec.family.tree is not None:
         lines += rec.family.tree(rec.decoded, rec.frame[0])
     if rec.error is not None:

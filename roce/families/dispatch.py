@@ -6,6 +6,11 @@ EtherType -> ``ethertype``); a tunnel unwraps and the inner frame is walked agai
 first, compiled); a family decodes.  ``record`` turns the result into the decoder's
 ``Record``; ``line`` into a one-line summary.  Nothing here runs for a frame the compiled
 walk decoded as RoCE.
+
+A family reached by an IP protocol or UDP port row (Ultra Ethernet over UDP 4793 or IP
+protocol 253) gets its datagram: the bytes after the IP or UDP header up to where that header's
+length says it ends (not the Ethernet padding), and the resolution keeps the headers before it
+(``carrier``: Ethernet, VLAN, IP, UDP) for the record's fields, tree and addresses.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from roce import fast
 from roce.errors import DecodeError
 from roce.families import registry
+from roce.families.base.fields import known_headers
 from roce.families.registry import Handler, Registry
 from roce.locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
 
@@ -33,6 +39,8 @@ class Resolution:
     family: Handler | None = None
     outer: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: DecodeError | None = None
+    # the headers the walk found before a family reached by an ip.proto or udp.port row
+    carrier: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
@@ -46,6 +54,21 @@ def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
     if st == NR_ETHERTYPE:
         return "ethertype", w.err_a, w.err_offset + 2
     return None
+
+
+def _datagram_end(data: bytes, w: Walk, h: dict[str, dict[str, Any]], start: int) -> int:
+    """Where the datagram starting at ``start`` ends, by its UDP or IP length (the frame's
+    end when that length is missing or runs past it: a cut capture, or a bad length)."""
+    n = len(data)
+    if "udp" in h:
+        end = w.udp_off + h["udp"]["length"]
+    elif "ip" in h:
+        end = w.l3_off + h["ip"]["len"]
+    elif "ipv6" in h:
+        end = w.l3_off + w.l3_len + h["ipv6"]["plen"]
+    else:
+        return n
+    return n if end > n else max(end, start)
 
 
 def _outer_fields(data: bytes, w: Walk, linktype: int) -> dict[str, Any]:
@@ -75,7 +98,11 @@ def resolve(data: bytes, linktype: int, w: Walk, udp_port: int,
             return res
         if handler.decode is not None:
             res.family = handler
-            res.data = res.data[off:] if off else res.data
+            if table in ("ip.proto", "udp.port") and res.walk is not None:
+                res.carrier = known_headers(res.data, res.walk, res.linktype)
+                res.data = res.data[off:_datagram_end(res.data, res.walk, res.carrier, off)]
+            else:
+                res.data = res.data[off:] if off else res.data
             return res
         if res.walk is not None and table != "linktype" and not res.outer:
             # the outermost headers only: filters reach them as outer.ip.src ...

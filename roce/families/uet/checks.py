@@ -1,0 +1,211 @@
+"""Expert checks on a decoded UET packet: what Wireshark 5.0's dissector does not check.
+
+Each check is one ``Check`` row (its name, the ``uet.expert.*`` field it sets, the text of
+the ``-V`` note and the one-line tag); ``check`` runs them all and sets, for each that fires,
+``uet.expert.<name>`` to a sentence saying what and where, and ``uet.expert`` when any fired.
+``roce craft uet-... --bad-<name>`` makes a frame that fires each (``roce.families.uet.build``).
+
+* ``sack``: the SACK bitmap marks a PSN at or below the cumulative ACK PSN as not received.
+  Bit i stands for PSN ``sack_psn + i`` (bit 0 the least significant; the reference
+  provider's ``bm_extract64``) and every PSN up to ``cack_psn`` has been received.
+* ``window``: a PSN outside the window the packet itself declares: a request whose clear PSN
+  is not before its own PSN (the clear PSN is the window's left edge), a SYN whose clear PSN
+  is before the PDC's start PSN less one, and, where the reading gives the MPR its unit (the
+  reference provider: 128 PSNs), an ACK whose acknowledged PSN or SACK bits reach past the
+  cumulative ACK plus the maximum PSN range.
+* ``ses_length``: an SES length that disagrees with the payload: a standard request's payload
+  length (not the first packet), or a single-packet message's request length (small and
+  medium requests, the first-and-last packet of a standard one), for opcodes that carry data;
+  a response's payload length.
+* ``reserved``: a reserved field or flag bit set.
+* ``unknown``: a code no table names: PDS type, next header, control type, NACK code, SES
+  opcode, response opcode, return code, CC type, atomic opcode, data type, semantic control,
+  the ACK's request value 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from roce.families.uet import codes as t
+from roce.families.uet.layouts import Reading
+
+PSN_MASK = 0xFFFFFFFF
+Fields = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # uet.expert.<name>; --bad-<name> with dashes
+    title: str  # the -V note
+    tag: str  # the one-line Info tag
+    severity: str  # Wireshark's expert severities: Note, Warning, Error
+    run: Callable[[Fields, Reading], str | None]
+
+    @property
+    def field(self) -> str:
+        return f"uet.expert.{self.name}"
+
+
+def _serial_le(a: int, b: int) -> bool:
+    """PSN ``a`` at or before ``b`` (32-bit serial arithmetic)."""
+    return ((b - a) & PSN_MASK) < 0x80000000
+
+
+def _sack(f: Fields, reading: Reading) -> str | None:
+    bitmap = f.get("uet.pds.ack.sack_bitmap")
+    if bitmap is None:
+        return None
+    base, cack = f["uet.pds.ack.sack_psn"], f["uet.pds.cack_psn"]
+    if not _serial_le(base, cack):
+        return None
+    span = min((cack - base) & PSN_MASK, 63) + 1  # bits standing for PSNs up to the CACK
+    need = (1 << span) - 1
+    missing = ~bitmap & need
+    if not missing:
+        return None
+    first = (missing & -missing).bit_length() - 1
+    return (f"SACK bitmap marks PSN {(base + first) & PSN_MASK} (bit {first}) not received, "
+            f"at or below the cumulative ACK PSN {cack}")
+
+
+def _window(f: Fields, reading: Reading) -> str | None:
+    off = f.get("uet.pds.clear_psn_offset")
+    if off is not None:
+        psn = f["uet.pds.psn"]
+        if off >= 0:
+            return (f"PSN {psn} is not after its clear PSN {f['uet.pds.clear_psn']}: outside "
+                    "the window the request declares")
+        start = f.get("uet.pds.start_psn")
+        if start is not None and -off > f["uet.pds.psn_offset"] + 1:
+            return (f"clear PSN {f['uet.pds.clear_psn']} is before the PDC's start PSN "
+                    f"{start} less one")
+    mpr = f.get("uet.pds.ack.mpr")
+    if reading.mpr_unit and mpr:
+        cack, limit = f["uet.pds.cack_psn"], mpr * reading.mpr_unit
+        acked = f.get("uet.pds.ack_psn")
+        if acked is not None and (acked - cack) & PSN_MASK < 0x80000000 and \
+                (acked - cack) & PSN_MASK > limit:
+            return (f"ACK PSN {acked} is more than the MPR's {limit} PSNs past the cumulative "
+                    f"ACK PSN {cack}")
+        bitmap = f["uet.pds.ack.sack_bitmap"]
+        if bitmap:
+            top = (f["uet.pds.ack.sack_psn"] + bitmap.bit_length() - 1) & PSN_MASK
+            ahead = (top - cack) & PSN_MASK
+            if ahead < 0x80000000 and ahead > limit:
+                return (f"SACK bit for PSN {top} is more than the MPR's {limit} PSNs past the "
+                        f"cumulative ACK PSN {cack}")
+    return None
+
+
+def _ses_length(f: Fields, reading: Reading) -> str | None:
+    payload = f.get("payload.len")
+    if payload is None or "uet.ses" not in f:
+        return None
+    if "uet.ses.rsp.payload_length" in f:
+        said = f["uet.ses.rsp.payload_length"]
+        if said != payload:
+            return f"response payload length {said}, {payload} bytes follow"
+        return None
+    op = f.get("uet.ses.std.opcode")
+    if op not in t.DATA_OPCODES:
+        return None
+    if "uet.ses.std.payload_length" in f:  # a standard request past the first packet
+        said = f["uet.ses.std.payload_length"]
+        if said != payload:
+            return f"SES payload length {said}, {payload} bytes follow"
+        end = f["uet.ses.std.message_offset"] + payload
+        if end > f["uet.ses.std.request_length"]:
+            return (f"message offset {f['uet.ses.std.message_offset']} plus {payload} bytes "
+                    f"passes the request length {f['uet.ses.std.request_length']}")
+        return None
+    if "uet.ses.std.request_length" in f:
+        said = f["uet.ses.std.request_length"]
+        if f["uet.ses.std.eom"] and said != payload or payload > said:
+            return f"request length {said}, {payload} bytes follow"
+        return None
+    for key in ("uet.ses.small_req.req_length", "uet.ses.med_req.req_length"):
+        if key in f and f[key] != payload:
+            return f"request length {f[key]}, {payload} bytes follow"
+    return None
+
+
+# Reserved fields (flat names); the PDS flag ones are the type's rsvd_* entry.
+RESERVED = (
+    "uet.pds.entropy.rsvd", "uet.tss.reserved", "uet.pds.pdc_mode_rsv", "uet.pds.rudi.rsvd",
+    "uet.pds.uud.rsvd", "uet.pds.ack.cc_state.reserved", "uet.ses.std.rsv",
+    "uet.ses.std.reserved2", "uet.ses.std.reserved3", "uet.ses.std.reserved4",
+    "uet.ses.small_req.rsv", "uet.ses.small_req.flags.rsvd", "uet.ses.small_req.flags.rsv2",
+    "uet.ses.small_req.rsv3", "uet.ses.small_req.rsv4", "uet.ses.med_req.rsv",
+    "uet.ses.med_req.flags.rsv2", "uet.ses.med_req.rsv3", "uet.ses.med_req.rsv4",
+    "uet.ses.atomic_op_ext_hdr.rsvd", "uet.ses.comp_swap_ext_hdr.rsvd",
+    "uet.ses.rendv_ext_hdr.reserved", "uet.ses.rendv_ext_hdr.reserved2", "uet.ses.rsp.reserved",
+    "uet.ses.rsp.reserved2", "uet.ses.rsp.reserved3",
+    *(f"uet.pds.flags.rsvd_{k}" for k in ("rud_rod", "uud", "ctl", "ack", "rudi", "nack")),
+)
+
+
+def _reserved(f: Fields, reading: Reading) -> str | None:
+    bad = [k for k in RESERVED if f.get(k)]
+    if not bad:
+        return None
+    return "reserved bits set: " + ", ".join(f"{k} = {f[k]:#x}" for k in bad)
+
+
+def _unknown(f: Fields, reading: Reading) -> str | None:
+    found = []
+
+    def look(key: str, table: t.Names, what: str) -> None:
+        v = f.get(key)
+        if v is not None and v not in table:
+            found.append(f"{what} {v}")
+
+    typ = f.get("uet.pds.type")
+    if typ is not None and (typ not in t.PDS_TYPES or typ in (0, t.TSS_TYPE)):
+        found.append(f"PDS type {typ}")
+    if typ in t.PDS_TYPES and typ not in (0, t.TSS_TYPE, t.CTRL):
+        look("uet.pds.nh", t.NEXT_HEADERS, "next header")
+    look("uet.pds.ctl_type", reading.ctrl_types, "control type")
+    look("uet.pds.nack.code", t.NACK_CODES, "NACK code")
+    look("uet.ses.std.opcode", reading.ses_opcodes, "SES opcode")
+    look("uet.ses.rsp.opcode", t.RSP_OPCODES, "response opcode")
+    look("uet.ses.rsp.return_code", t.RETURN_CODES, "return code")
+    if reading.rsp_lists:
+        look("uet.ses.rsp.list", reading.rsp_lists, "response list")
+    look("uet.pds.ack.cc_type", t.CC_TYPES, "CC type")
+    for ext in ("atomic_op_ext_hdr", "comp_swap_ext_hdr"):
+        look(f"uet.ses.{ext}.atomic_opcode", t.AMO_OPCODES, "atomic opcode")
+        look(f"uet.ses.{ext}.atomic_data_type", t.AMO_TYPES, "atomic data type")
+        look(f"uet.ses.{ext}.sem_ctl", t.AMO_CONTROLS, "semantic control")
+    if f.get("uet.pds.flags.req") == 3:
+        found.append("ACK request 3")
+    return ("unknown " + ", ".join(found)) if found else None
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("sack", "SACK bitmap contradicts the cumulative ACK", "SACK contradicts CACK",
+          "Warning", _sack),
+    Check("window", "PSN outside the PDC's window", "PSN outside window", "Warning", _window),
+    Check("ses_length", "SES length disagrees with the payload", "SES length mismatch",
+          "Warning", _ses_length),
+    Check("reserved", "Reserved bits set", "Reserved bits set", "Note", _reserved),
+    Check("unknown", "Unknown code", "Unknown code", "Warning", _unknown),
+)
+CHECK_FIELDS = ("uet.expert", *(c.field for c in CHECKS))
+
+
+def check(f: Fields, reading: Reading) -> None:
+    """Run every check on the flat fields of a decoded packet; mark what fires."""
+    any_fired = False
+    for c in CHECKS:
+        text = c.run(f, reading)
+        if text is not None:
+            f[c.field] = text
+            any_fired = True
+    if any_fired:
+        f["uet.expert"] = True
+
+
+__all__ = ["CHECKS", "CHECK_FIELDS", "Check", "RESERVED", "check"]
