@@ -156,12 +156,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def apply_registry_options(args: argparse.Namespace) -> None:
     """``-d TABLE==VALUE,FAMILY`` and ``--uet-layout``: rows of the registry for this run."""
-    if getattr(args, "decode_as", None) or getattr(args, "uet_layout", "spec") != "spec":
+    layout = getattr(args, "uet_layout", "spec")
+    if getattr(args, "decode_as", None) or layout != "spec":
         from roce.families import registry, uet
 
         for spec in args.decode_as:
             registry().decode_as(spec)
-        uet.use_reading(registry(), args.uet_layout)
+        if layout != "spec":  # every UET row, -d's included, reads the provider's layouts
+            uet.use_reading(registry(), layout)
 
 
 def _warn_problems(reader: CaptureReader) -> None:

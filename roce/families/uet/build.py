@@ -18,13 +18,18 @@ from typing import Any
 from roce.families.uet import IPPROTO_UET, REF_PROV_PORT, UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.layouts import (
-    EPSN_MASK,
-    P_MASK,
+    ACK_CC_STATE,
+    AMO,
     SIGNED,
     SPEC,
-    SYN_MASK,
+    STD_TAIL,
     Header,
     Reading,
+    ack_cc_key,
+    carries_ses,
+    pds_chain,
+    renamed,
+    ses_chain,
 )
 from roce.fast import ip_checksum_reference
 from roce.headers import ENCODERS
@@ -48,7 +53,7 @@ def _encode(h: Header, v: dict[str, Any], renames: dict[str, str] | None = None)
             x = 0
         if isinstance(x, bool):
             x = int(x)
-        if key in SIGNED:
+        if src in SIGNED:  # a renamed field (the probe opaque) is not signed
             if not -0x8000 <= x <= 0x7FFF:
                 raise ValueError(f"{src} = {x} does not fit a signed 16-bit offset")
             x &= 0xFFFF
@@ -100,22 +105,27 @@ def uet_bytes(values: dict[str, Any], reading: Reading = SPEC, payload: bytes = 
             out.append(_encode(h["tss.ssi"], v))
         out.append(_encode(h["tss.tsc"], v))
     typ = v.setdefault("uet.pds.type", t.RUD_REQ)
-    ses_kind = v.get("uet.pds.nh")
-    if ses_kind is None:
-        ses_kind = v["uet.pds.nh"] = default_next_header(typ)
+    nh = v.get("uet.pds.nh")
+    if nh is None:
+        nh = v["uet.pds.nh"] = default_next_header(typ)
     flags = compose_flags(typ, v, reading)
-    nh = v.get("uet.pds.ctl_type", 0) if typ == t.CTRL else ses_kind
-    out.append(_encode(h["prologue"], {"uet.pds.type": typ, "uet.pds.nh": nh,
+    four = v.get("uet.pds.ctl_type", 0) if typ == t.CTRL else nh
+    out.append(_encode(h["prologue"], {"uet.pds.type": typ, "uet.pds.nh": four,
                                        "uet.pds.flags": flags}))
-    out.append(_pds_body(typ, flags, v, reading))
-    if not encrypted and typ != t.CTRL and typ in t.PDS_TYPES:
-        out.append(_ses(ses_kind, v, reading))
+    _derived(v, reading, flags)
+    for key in pds_chain(typ, flags, reading):
+        if key == ACK_CC_STATE:
+            out.append(_cc_state(v, h))
+            continue
+        out.append(_encode(h[key], v, renamed(key, reading, flags)))
+    if not encrypted and carries_ses(typ):
+        out.append(_ses(nh, v, reading))
     return b"".join(out) + payload
 
 
 def default_next_header(typ: int) -> int:
-    """What follows a PDS type when nothing says: a standard request after a request, no
-    SES header after ACKs, NACKs and control packets."""
+    """What follows a PDS type when nothing says: a standard request after a request, a
+    response after a RUDI response, no SES header after ACKs, NACKs and control packets."""
     if typ in t.REQUESTS or typ in (t.RUDI_REQ, t.UUD_REQ):
         return t.NH_STD
     if typ == t.RUDI_RESP:
@@ -123,104 +133,45 @@ def default_next_header(typ: int) -> int:
     return t.NH_NONE
 
 
-def _pds_body(typ: int, flags: int, v: dict[str, Any], reading: Reading) -> bytes:
-    h = reading.headers
-    if typ in t.REQUESTS:
-        _offset(v, "uet.pds.clear_psn", "uet.pds.psn", "uet.pds.clear_psn_offset")
-        syn = flags & SYN_MASK
-        if syn and "uet.pds.start_psn" in v and "uet.pds.psn_offset" not in v:
-            v["uet.pds.psn_offset"] = (v.get("uet.pds.psn", 0) - v["uet.pds.start_psn"]) \
-                & PSN_MASK
-        body = _encode(h["rud_rod.syn" if syn else "rud_rod"], v)
-        if typ in t.CC_REQUESTS:
-            body += _encode(h["cc"], v)
-        return body
-    if typ in t.RUDI:
-        return _encode(h["rudi"], v)
-    if typ == t.UUD_REQ:
-        return _encode(h["uud"], v)
-    if typ in t.ACKS:
-        probe = reading.name == "ref-prov" and flags & P_MASK
-        if probe:
-            body = _encode(h["ack"], v, {"uet.pds.ack_psn_offset": "uet.pds.ack.probe_opaque"})
-        else:
-            _offset(v, "uet.pds.ack_psn", "uet.pds.cack_psn", "uet.pds.ack_psn_offset")
-            body = _encode(h["ack"], v)
-        if typ == t.ACK and "ack.epsn" in h and flags & EPSN_MASK:
-            body += _encode(h["ack.epsn"], v)
-        if typ != t.ACK:
-            _offset(v, "uet.pds.ack.sack_psn", "uet.pds.cack_psn",
-                    "uet.pds.ack.sack_psn_offset")
-            body += _encode(h["ack.ext"], v)
-            if typ == t.ACK_CC or reading.name == "ref-prov":
-                body += _cc_state(v, h)
-            if typ == t.ACK_CCX:
-                body += _encode(h["ack.ccx"], v)
-        return body
-    if typ in t.NACKS:
-        body = _encode(h["nack"], v)
-        if typ == t.NACK_CCX:
-            body += _encode(h["nack.ccx"], v)
-        return body
-    if typ == t.CTRL:
-        syn = reading.ctrl_syn and flags & SYN_MASK
-        return _encode(h["ctrl.syn" if syn else "ctrl"], v)
-    return b""  # reserved and unknown types: the prologue only
+def _derived(v: dict[str, Any], reading: Reading, flags: int) -> None:
+    """The offsets the derived PSNs given stand for."""
+    _offset(v, "uet.pds.clear_psn", "uet.pds.psn", "uet.pds.clear_psn_offset")
+    _offset(v, "uet.pds.ack_psn", "uet.pds.cack_psn", "uet.pds.ack_psn_offset")
+    _offset(v, "uet.pds.ack.sack_psn", "uet.pds.cack_psn", "uet.pds.ack.sack_psn_offset")
+    if "uet.pds.start_psn" in v and "uet.pds.psn_offset" not in v:
+        v["uet.pds.psn_offset"] = (v.get("uet.pds.psn", 0) - v["uet.pds.start_psn"]) & PSN_MASK
 
 
 def _cc_state(v: dict[str, Any], h: dict[str, Header]) -> bytes:
-    kind = v.get("uet.pds.ack.cc_type", 0)
-    if kind == t.CC_NSCC and "uet.pds.ack.cc_state" not in v:
-        return _encode(h["ack.nscc"], v)
-    if kind == t.CC_CREDIT and "uet.pds.ack.cc_state" not in v:
-        return _encode(h["ack.credit"], v)
-    state = v.get("uet.pds.ack.cc_state", 0)
-    if not 0 <= state < 1 << 64:
-        raise ValueError(f"uet.pds.ack.cc_state = {state:#x} does not fit its 64 bits")
-    return state.to_bytes(8, "big")
+    if "uet.pds.ack.cc_state" in v:  # the 8 bytes as one number
+        state = v["uet.pds.ack.cc_state"]
+        if not 0 <= state < 1 << 64:
+            raise ValueError(f"uet.pds.ack.cc_state = {state:#x} does not fit its 64 bits")
+        return int(state).to_bytes(8, "big")
+    key = ack_cc_key(v.get("uet.pds.ack.cc_type", 0))
+    return _encode(h[key], v) if key is not None else bytes(8)
 
 
 def _ses(nh: int, v: dict[str, Any], reading: Reading) -> bytes:
     h = reading.headers
-    if nh == t.NH_STD:
-        op = v.get("uet.ses.std.opcode", 0)
-        renames = {}
-        if op in t.RESTART_AT_OFFSET:
-            renames["uet.ses.std.buffer_offset"] = "uet.ses.std.restart_token"
-        elif op in t.RESTART_AT_KEY:
-            renames["uet.ses.std.mem_key_match_bits"] = "uet.ses.std.restart_token"
-        out = _encode(h["std"], v, renames)
-        out += _encode(h["std.som" if v.get("uet.ses.std.som") else "std.cont"], v)
-        if op in (t.SYNC_WRITE, t.SYNC_ATOMIC) and "sync" in h:
-            out += _encode(h["sync"], v)
-        if op in t.ATOMIC_OPCODES or (op == t.SYNC_ATOMIC and "sync" in h):
-            out += _atomic(v, h)
-        elif op in t.RENDEZVOUS_OPCODES:
-            out += _encode(h["rendv"], v)
-        return out
-    if nh == t.NH_SMALL:
-        out = _encode(h["small"], v)
-        return out + (_atomic(v, h) if v.get("uet.ses.std.opcode", 0) in t.ATOMIC_OPCODES
-                      else b"")
-    if nh == t.NH_MEDIUM:
-        renames = ({"uet.ses.med_req.buffer_offset": "uet.ses.med_req.header_data"}
-                   if v.get("uet.ses.med_req.flags.hd") else {})
-        out = _encode(h["medium"], v, renames)
-        return out + (_atomic(v, h) if v.get("uet.ses.std.opcode", 0) in t.ATOMIC_OPCODES
-                      else b"")
-    key = {t.NH_RSP: "rsp", t.NH_RSP_DATA: "rsp_data",
-           t.NH_RSP_DATA_SMALL: "rsp_data_small"}.get(nh)
-    if key is None:
-        return b""
-    if "uet.ses.rsp.opcode" not in v:
+    op = v.get("uet.ses.std.opcode", 0)
+    if nh in t.RSP_OPCODES_OF and "uet.ses.rsp.opcode" not in v:
         v["uet.ses.rsp.opcode"] = t.RSP_RESPONSE if nh == t.NH_RSP else t.RSP_WITH_DATA
-    return _encode(h[key], v)
-
-
-def _atomic(v: dict[str, Any], h: dict[str, Header]) -> bytes:
-    if "uet.ses.comp_swap_ext_hdr.atomic_opcode" in v:
-        return _encode(h["cswap"], v)
-    return _encode(h["atomic"], v)
+    out = []
+    for key in ses_chain(nh, op, reading):
+        renames = renamed(key, reading, 0, op, bool(v.get("uet.ses.med_req.flags.hd")))
+        if key == STD_TAIL:
+            key = "std.som" if v.get("uet.ses.std.som") else "std.cont"
+        elif key == AMO:  # decode's rule: the atomic opcode says which extension
+            cs, at = "uet.ses.comp_swap_ext_hdr.", "uet.ses.atomic_op_ext_hdr."
+            amo = v.get(f"{cs}atomic_opcode", v.get(f"{at}atomic_opcode", 0))
+            key = "cswap" if amo in t.CSWAP_OPCODES else "atomic"
+            one, other = (cs, at) if key == "cswap" else (at, cs)
+            for name in ("atomic_opcode", "atomic_data_type", "sem_ctl", "rsvd"):
+                if one + name not in v and other + name in v:
+                    renames[one + name] = other + name
+        out.append(_encode(h[key], v, renames))
+    return b"".join(out)
 
 
 # -- framing --------------------------------------------------------------------------------------

@@ -22,12 +22,18 @@ from roce.errors import DecodeError
 from roce.families.uet import codes as t
 from roce.families.uet.checks import check
 from roce.families.uet.layouts import (
-    EPSN_MASK,
-    P_MASK,
+    ACK_CC_STATE,
+    AMO,
+    SES_HEADERS,
     SPEC,
-    SYN_MASK,
+    STD_TAIL,
     Header,
     Reading,
+    ack_cc_key,
+    carries_ses,
+    pds_chain,
+    renamed,
+    ses_chain,
 )
 from roce.locate import L3_NONE, OK, Walk
 
@@ -115,7 +121,8 @@ def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *
         if entropy:
             pos = _put(h["entropy"], data, 0, f)
         if pos >= len(data):
-            raise DecodeError(f"PDS header missing at UET byte {pos}", "prologue", pos)
+            raise DecodeError(f"PDS header truncated at UET byte {pos}: needs at least 4 "
+                              "bytes, 0 left", "prologue", pos)
         encrypted = data[pos] >> 3 == t.TSS_TYPE
         if encrypted:
             layers.append("uet.tss")
@@ -130,8 +137,7 @@ def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *
         if encrypted:  # TSS: what follows the PDS is ciphertext
             f["uet.encrypted"] = len(data) - pos
             pos = len(data)
-        elif "uet.pds.nh" in f and f["uet.pds.nh"] != t.NH_NONE and \
-                f["uet.pds.type"] in _SES_CARRIERS:
+        elif carries_ses(f["uet.pds.type"]) and f["uet.pds.nh"] != t.NH_NONE:
             layers.append("uet.ses")
             pos = _ses(data, pos, f, reading)
     except DecodeError as exc:
@@ -153,8 +159,6 @@ def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *
 
 _SES_KEYS = frozenset(("std", "std.som", "std.cont", "small", "medium", "atomic", "cswap",
                        "rendv", "sync", "rsp", "rsp_data", "rsp_data_small"))
-# PDS types after which a next header names an SES header (every one but control)
-_SES_CARRIERS = frozenset((*t.REQUESTS, *t.RUDI, t.UUD_REQ, *t.ACKS, *t.NACKS))
 
 
 def _pds(data: bytes, pos: int, f: dict[str, Any], reading: Reading) -> int:
@@ -171,109 +175,83 @@ def _pds(data: bytes, pos: int, f: dict[str, Any], reading: Reading) -> int:
     f["uet.pds.flags"] = flags
     _flags(flags, reading.flags.get(typ, ()), f)
     pos += 2
-    if typ in t.REQUESTS:
-        syn = flags & SYN_MASK
-        pos = _put(h["rud_rod.syn" if syn else "rud_rod"], data, pos, f)
-        psn = f["uet.pds.psn"]
-        off = f["uet.pds.clear_psn_offset"] = signed16(f["uet.pds.clear_psn_offset"])
-        f["uet.pds.clear_psn"] = (psn + off) & PSN_MASK
-        if syn:
-            f["uet.pds.pdc_mode"] = data[pos - 2]
-            f["uet.pds.start_psn"] = (psn - f["uet.pds.psn_offset"]) & PSN_MASK
-        if typ in t.CC_REQUESTS:
-            pos = _put(h["cc"], data, pos, f)
-    elif typ in t.RUDI:
-        pos = _put(h["rudi"], data, pos, f)
-    elif typ == t.UUD_REQ:
-        pos = _put(h["uud"], data, pos, f)
-    elif typ in t.ACKS:
-        pos = _put(h["ack"], data, pos, f)
-        raw = f.pop("uet.pds.ack_psn_offset")
-        cack = f["uet.pds.cack_psn"]
-        if reading.name == "ref-prov" and flags & P_MASK:  # a probe's ACK: no PSN offset
-            f["uet.pds.ack.probe_opaque"] = raw
-        else:
-            off = f["uet.pds.ack_psn_offset"] = signed16(raw)
-            f["uet.pds.ack_psn"] = (cack + off) & PSN_MASK
-        if typ == t.ACK and "ack.epsn" in h and flags & EPSN_MASK:
-            pos = _put(h["ack.epsn"], data, pos, f)
-        if typ != t.ACK:
-            pos = _ack_ext(data, pos, typ, f, reading)
-    elif typ in t.NACKS:
-        pos = _put(h["nack"], data, pos, f)
-        if typ == t.NACK_CCX:
-            pos = _put(h["nack.ccx"], data, pos, f)
-    elif typ == t.CTRL:
-        syn = reading.ctrl_syn and flags & SYN_MASK
-        pos = _put(h["ctrl.syn" if syn else "ctrl"], data, pos, f)
-        if syn:
-            f["uet.pds.pdc_mode"] = data[pos - 6]
-            f["uet.pds.start_psn"] = (f["uet.pds.psn"] - f["uet.pds.psn_offset"]) & PSN_MASK
+    for key in pds_chain(typ, flags, reading):
+        if key == ACK_CC_STATE:
+            f["uet.pds.ack.cc_state"] = int.from_bytes(data[pos:pos + 8], "big")
+            cc = ack_cc_key(f["uet.pds.ack.cc_type"])
+            if cc is not None:
+                _put(h[cc], data, pos, f)
+            pos += 8
+            continue
+        if key == "ack.ext" and len(data) - pos < h[key].size + 8:
+            # Wireshark's UET_PDS_ACK_EXT_HDR_SIZE: the extension and the CC state, 20 bytes
+            raise DecodeError(f"PDS ACK extension truncated at UET byte {pos}: needs 20 "
+                              f"bytes, {len(data) - pos} left", key, pos)
+        end = _put(h[key], data, pos, f)
+        derive = _DERIVE.get(key)
+        if derive is not None:
+            derive(f, data, pos, h[key], reading)
+        pos = end
     return pos
 
 
-def _ack_ext(data: bytes, pos: int, typ: int, f: dict[str, Any], reading: Reading) -> int:
-    h = reading.headers
-    if len(data) - pos < h["ack.ext"].size + 8:  # Wireshark's UET_PDS_ACK_EXT_HDR_SIZE (20)
-        raise DecodeError(f"PDS ACK extension truncated at UET byte {pos}: needs 20 bytes, "
-                          f"{len(data) - pos} left", "ack.ext", pos)
-    pos = _put(h["ack.ext"], data, pos, f)
+# What decode adds to a layout's fields once read: (fields, data, where the layout starts,
+# the layout, the reading).
+def _request(f: dict[str, Any], data: bytes, at: int, h: Header, reading: Reading) -> None:
+    off = f["uet.pds.clear_psn_offset"] = signed16(f["uet.pds.clear_psn_offset"])
+    f["uet.pds.clear_psn"] = (f["uet.pds.psn"] + off) & PSN_MASK
+
+
+def _syn(f: dict[str, Any], data: bytes, at: int, h: Header, reading: Reading) -> None:
+    """SYN: the PDC mode byte (Wireshark's uet.pds.pdc_mode) and the start PSN."""
+    f["uet.pds.pdc_mode"] = data[at + h.layout.field("pdc_mode_rsv").byte_offset]
+    f["uet.pds.start_psn"] = (f["uet.pds.psn"] - f["uet.pds.psn_offset"]) & PSN_MASK
+
+
+def _request_syn(f: dict[str, Any], data: bytes, at: int, h: Header, reading: Reading) -> None:
+    _syn(f, data, at, h, reading)
+    _request(f, data, at, h, reading)
+
+
+def _ack(f: dict[str, Any], data: bytes, at: int, h: Header, reading: Reading) -> None:
+    for key, name in renamed("ack", reading, f["uet.pds.flags"]).items():
+        f[name] = f.pop(key)  # the provider's ACK of a probe: an opaque, no PSN offset
+    if "uet.pds.ack_psn_offset" not in f:
+        return
+    off = f["uet.pds.ack_psn_offset"] = signed16(f["uet.pds.ack_psn_offset"])
+    f["uet.pds.ack_psn"] = (f["uet.pds.cack_psn"] + off) & PSN_MASK
+
+
+def _ack_ext(f: dict[str, Any], data: bytes, at: int, h: Header, reading: Reading) -> None:
     off = f["uet.pds.ack.sack_psn_offset"] = signed16(f["uet.pds.ack.sack_psn_offset"])
     f["uet.pds.ack.sack_psn"] = (f["uet.pds.cack_psn"] + off) & PSN_MASK
-    if typ == t.ACK_CC or reading.name == "ref-prov":
-        f["uet.pds.ack.cc_state"] = int.from_bytes(data[pos:pos + 8], "big")
-        kind = f["uet.pds.ack.cc_type"]
-        if kind == t.CC_NSCC:
-            _put(h["ack.nscc"], data, pos, f)
-        elif kind == t.CC_CREDIT:
-            _put(h["ack.credit"], data, pos, f)
-        pos += 8
-    if typ == t.ACK_CCX:
-        pos = _put(h["ack.ccx"], data, pos, f)
-    return pos
+
+
+_DERIVE = {"rud_rod": _request, "rud_rod.syn": _request_syn, "ctrl.syn": _syn, "ack": _ack,
+           "ack.ext": _ack_ext}
 
 
 def _ses(data: bytes, pos: int, f: dict[str, Any], reading: Reading) -> int:
     h = reading.headers
     nh = f["uet.pds.nh"]
-    f["uet.ses"] = True
-    if nh == t.NH_STD:
-        start = pos
-        pos = _put(h["std"], data, pos, f)
-        pos = _put(h["std.som" if f["uet.ses.std.som"] else "std.cont"], data, pos, f)
-        f["uet.ses.std.flags"] = data[start + 1]
-        op = f["uet.ses.std.opcode"]
-        if op in t.RESTART_AT_OFFSET:
-            f["uet.ses.std.restart_token"] = f.pop("uet.ses.std.buffer_offset")
-        elif op in t.RESTART_AT_KEY:
-            f["uet.ses.std.restart_token"] = f.pop("uet.ses.std.mem_key_match_bits")
-        if op in (t.SYNC_WRITE, t.SYNC_ATOMIC) and "sync" in h:
-            pos = _put(h["sync"], data, pos, f)
-        if op in t.ATOMIC_OPCODES or (op == t.SYNC_ATOMIC and "sync" in h):
-            pos = _atomic(data, pos, f, h)
-        elif op in t.RENDEZVOUS_OPCODES:
-            pos = _put(h["rendv"], data, pos, f)
-    elif nh == t.NH_SMALL:
-        f["uet.ses.small_req.flags"] = data[pos + 1] if len(data) > pos + 1 else 0
-        pos = _put(h["small"], data, pos, f)
-        if f["uet.ses.std.opcode"] in t.ATOMIC_OPCODES:
-            pos = _atomic(data, pos, f, h)
-    elif nh == t.NH_MEDIUM:
-        f["uet.ses.med_req.flags"] = data[pos + 1] if len(data) > pos + 1 else 0
-        pos = _put(h["medium"], data, pos, f)
-        if f["uet.ses.med_req.flags.hd"]:
-            f["uet.ses.med_req.header_data"] = f.pop("uet.ses.med_req.buffer_offset")
-        if f["uet.ses.std.opcode"] in t.ATOMIC_OPCODES:
-            pos = _atomic(data, pos, f, h)
-    elif nh == t.NH_RSP:
-        pos = _put(h["rsp"], data, pos, f)
-    elif nh == t.NH_RSP_DATA:
-        pos = _put(h["rsp_data"], data, pos, f)
-    elif nh == t.NH_RSP_DATA_SMALL:
-        pos = _put(h["rsp_data_small"], data, pos, f)
-    else:  # an unknown next header: nothing to read (checks name it)
-        del f["uet.ses"]
+    first = SES_HEADERS.get(nh)
+    if first is None:  # an unknown next header: nothing to read (checks name it)
         return pos
+    f["uet.ses"] = True
+    start = pos
+    pos = _put(h[first], data, pos, f)
+    if first in _FLAG_BYTE:
+        f[_FLAG_BYTE[first]] = data[start + 1]
+    op = f.get("uet.ses.std.opcode", 0)
+    for key in ses_chain(nh, op, reading)[1:]:
+        if key == STD_TAIL:
+            key = "std.som" if f["uet.ses.std.som"] else "std.cont"
+        elif key == AMO:
+            key = "cswap" if pos < len(data) and data[pos] in t.CSWAP_OPCODES else "atomic"
+        pos = _put(h[key], data, pos, f)
+    for key, name in renamed(first, reading, 0, op,
+                             bool(f.get("uet.ses.med_req.flags.hd"))).items():
+        f[name] = f.pop(key)
     if nh in t.RSP_OPCODES_OF and f["uet.ses.rsp.opcode"] not in t.RSP_OPCODES_OF[nh]:
         f["uet.ses.rsp.invalid_opcode"] = (
             f"response opcode {f['uet.ses.rsp.opcode']} does not belong in a "
@@ -281,10 +259,9 @@ def _ses(data: bytes, pos: int, f: dict[str, Any], reading: Reading) -> int:
     return pos
 
 
-def _atomic(data: bytes, pos: int, f: dict[str, Any], h: dict[str, Header]) -> int:
-    if pos < len(data) and data[pos] in t.CSWAP_OPCODES:
-        return _put(h["cswap"], data, pos, f)
-    return _put(h["atomic"], data, pos, f)
+# Wireshark's whole-byte flags fields of the request headers
+_FLAG_BYTE = {"std": "uet.ses.std.flags", "small": "uet.ses.small_req.flags",
+              "medium": "uet.ses.med_req.flags"}
 
 
 __all__ = ["Decoded", "INVALID_HEADER", "WALK", "decode", "signed16"]

@@ -340,6 +340,89 @@ REF_PROV = Reading("ref-prov", "ultraethernet/uet-ref-prov uet_pkt_hdr.h",
 READINGS: dict[str, Reading] = {r.name: r for r in (SPEC, REF_PROV)}
 
 
+# -- which layouts follow which ---------------------------------------------------------------
+# One rule for decoding and building alike.  Three entries are chosen by a value inside the
+# packet itself, at the place they stand: "ack.cc" is the ACK's CC state (NSCC, credit, or 8
+# raw bytes, by ``uet.pds.ack.cc_type``), "std.tail" the last 12 bytes of a standard request
+# ("std.som" or "std.cont", by its SOM flag), "amo" an atomic extension ("cswap" when the
+# atomic opcode, its first byte, is a compare-and-swap one, else "atomic").
+
+ACK_CC_STATE, STD_TAIL, AMO = "ack.cc", "std.tail", "amo"
+
+
+def pds_chain(typ: int, flags: int, reading: Reading) -> tuple[str, ...]:
+    """The layouts of a PDS header after its prologue, by type and flags."""
+    h = reading.headers
+    if typ in t.REQUESTS:
+        body = ("rud_rod.syn" if flags & SYN_MASK else "rud_rod",)
+        return body + ("cc",) if typ in t.CC_REQUESTS else body
+    if typ in t.RUDI:
+        return ("rudi",)
+    if typ == t.UUD_REQ:
+        return ("uud",)
+    if typ in t.ACKS:
+        if typ == t.ACK:
+            return ("ack", "ack.epsn") if "ack.epsn" in h and flags & EPSN_MASK else ("ack",)
+        cc = (ACK_CC_STATE,) if typ == t.ACK_CC or reading.name == "ref-prov" else ()
+        return ("ack", "ack.ext", *cc, *(("ack.ccx",) if typ == t.ACK_CCX else ()))
+    if typ in t.NACKS:
+        return ("nack", "nack.ccx") if typ == t.NACK_CCX else ("nack",)
+    if typ == t.CTRL:
+        return ("ctrl.syn" if reading.ctrl_syn and flags & SYN_MASK else "ctrl",)
+    return ()  # reserved and unknown types: the prologue only
+
+
+SES_HEADERS = {t.NH_STD: "std", t.NH_SMALL: "small", t.NH_MEDIUM: "medium", t.NH_RSP: "rsp",
+               t.NH_RSP_DATA: "rsp_data", t.NH_RSP_DATA_SMALL: "rsp_data_small"}
+
+
+def carries_ses(typ: int) -> bool:
+    """Whether a PDS type's next header field names an SES header (every type but control)."""
+    return typ in t.PDS_TYPES and typ not in (0, t.TSS_TYPE, t.CTRL)
+
+
+def ses_chain(nh: int, opcode: int, reading: Reading) -> tuple[str, ...]:
+    """The layouts of an SES header by next header and (requests) opcode: the header, then
+    its extensions (Wireshark's dissect_ses_*_req switches; the provider's sync one)."""
+    first = SES_HEADERS.get(nh)
+    if first is None:
+        return ()
+    if nh == t.NH_STD:
+        sync = ("sync",) if opcode in (t.SYNC_WRITE, t.SYNC_ATOMIC) and "sync" in \
+            reading.headers else ()
+        if opcode in t.ATOMIC_OPCODES or (sync and opcode == t.SYNC_ATOMIC):
+            return ("std", STD_TAIL, *sync, AMO)
+        if opcode in t.RENDEZVOUS_OPCODES:
+            return ("std", STD_TAIL, *sync, "rendv")
+        return ("std", STD_TAIL, *sync)
+    if nh in (t.NH_SMALL, t.NH_MEDIUM) and opcode in t.ATOMIC_OPCODES:
+        return (first, AMO)
+    return (first,)
+
+
+def renamed(key: str, reading: Reading, flags: int = 0, opcode: int = 0,
+            hd: bool = False) -> dict[str, str]:
+    """Layout fields that take another name in some packets (flat key -> the name): a
+    deferrable send's restart token where the buffer offset stands, a ready-to-restart's where
+    the memory key does, a medium request's header data (HD) for its buffer offset, the
+    provider's probe opaque for the ACK PSN offset of an ACK to a probe (flag P)."""
+    if key == "std":
+        if opcode in t.RESTART_AT_OFFSET:
+            return {"uet.ses.std.buffer_offset": "uet.ses.std.restart_token"}
+        if opcode in t.RESTART_AT_KEY:
+            return {"uet.ses.std.mem_key_match_bits": "uet.ses.std.restart_token"}
+    elif key == "medium" and hd:
+        return {"uet.ses.med_req.buffer_offset": "uet.ses.med_req.header_data"}
+    elif key == "ack" and reading.name == "ref-prov" and flags & P_MASK:
+        return {"uet.pds.ack_psn_offset": "uet.pds.ack.probe_opaque"}
+    return {}
+
+
+def ack_cc_key(cc_type: int) -> str | None:
+    """The layout of an ACK's CC state by its CC type (None: 8 bytes no layout reads)."""
+    return {t.CC_NSCC: "ack.nscc", t.CC_CREDIT: "ack.credit"}.get(cc_type)
+
+
 @dataclass(frozen=True)
 class Difference:
     """One place where the readings differ: what, Wireshark's reading, the provider's."""
@@ -389,5 +472,6 @@ DIFFERENCES: tuple[Difference, ...] = (
 )
 
 
-__all__ = ["DIFFERENCES", "READINGS", "REF_PROV", "SIGNED", "SPEC", "Difference", "Header",
-           "Reading"]
+__all__ = ["AMO", "ACK_CC_STATE", "DIFFERENCES", "READINGS", "REF_PROV", "SES_HEADERS", "SIGNED",
+           "SPEC", "STD_TAIL", "Difference", "Header", "Reading", "ack_cc_key", "carries_ses",
+           "pds_chain", "renamed", "ses_chain"]
