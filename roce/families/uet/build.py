@@ -174,6 +174,66 @@ def _ses(nh: int, v: dict[str, Any], reading: Reading) -> bytes:
     return b"".join(out)
 
 
+# -- what roce craft builds ------------------------------------------------------------------------
+
+
+def slug(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def kinds(reading: Reading = SPEC) -> dict[str, tuple[int, int | None]]:
+    """``roce craft``'s UET names: ``uet-<PDS type>`` (``uet-rud-req``, ``uet-ack-cc``...) and
+    ``uet-<SES opcode>`` (``uet-write``...: a RUD request with a standard SES header of that
+    opcode) -> (PDS type, SES opcode or None)."""
+    out: dict[str, tuple[int, int | None]] = {
+        f"uet-{slug(name)}": (typ, None) for typ, (name, _d) in t.PDS_TYPES.items()
+        if typ not in (0, t.TSS_TYPE)}
+    out.update({f"uet-{slug(name)}": (t.RUD_REQ, op)
+                for op, (name, _d) in reading.ses_opcodes.items()})
+    return out
+
+
+def with_defaults(values: dict[str, Any], reading: Reading = SPEC,
+                  payload: int = 0) -> dict[str, Any]:
+    """``values`` with what a well-formed packet needs and was not given: next header by type,
+    a request's clear PSN just before its PSN, a SYN's start PSN at its PSN, a standard
+    request that is a whole message (SOM and EOM) unless a flag says otherwise, SES lengths
+    that match a ``payload``-byte payload; nothing that makes an expert note."""
+    v = dict(values)
+    typ = v.setdefault("uet.pds.type", t.RUD_REQ)
+    nh = v.setdefault("uet.pds.nh", default_next_header(typ))
+    if typ in t.REQUESTS and "uet.pds.clear_psn" not in v:
+        v.setdefault("uet.pds.clear_psn_offset", -1)
+    if typ in t.NACKS:
+        v.setdefault("uet.pds.nack.code", 0x01)  # TRIMMED: code 0 names nothing
+    if typ in (t.ACK_CC, t.ACK_CCX) and "uet.pds.ack.sack_psn" not in v:
+        v.setdefault("uet.pds.ack.sack_psn_offset", 1)  # the bitmap from the PSN after CACK
+    if nh in (t.NH_SMALL, t.NH_MEDIUM, t.NH_STD):
+        v.setdefault("uet.ses.std.opcode", t.WRITE)
+    if nh == t.NH_STD:
+        if "uet.ses.std.som" not in v and "uet.ses.std.eom" not in v:
+            v["uet.ses.std.som"] = v["uet.ses.std.eom"] = True
+        if v.get("uet.ses.std.som"):
+            v.setdefault("uet.ses.std.request_length", payload)
+        else:
+            v.setdefault("uet.ses.std.payload_length", payload)
+            v.setdefault("uet.ses.std.request_length",
+                         v.get("uet.ses.std.message_offset", 0) + payload)
+    elif nh == t.NH_SMALL:
+        v.setdefault("uet.ses.small_req.req_length", payload)
+        v.setdefault("uet.ses.small_req.som", True)
+        v.setdefault("uet.ses.small_req.eom", True)
+    elif nh == t.NH_MEDIUM:
+        v.setdefault("uet.ses.med_req.req_length", payload)
+        v.setdefault("uet.ses.med_req.som", True)
+        v.setdefault("uet.ses.med_req.eom", True)
+    elif nh in (t.NH_RSP_DATA, t.NH_RSP_DATA_SMALL):
+        v.setdefault("uet.ses.rsp.payload_length", payload)
+    if nh in t.RSP_OPCODES_OF:
+        v.setdefault("uet.ses.rsp.return_code", 1)  # OK
+    return v
+
+
 # -- framing --------------------------------------------------------------------------------------
 
 
@@ -220,4 +280,5 @@ def entropy_header(entropy: int, reserved: int = 0) -> bytes:
 
 
 __all__ = ["ENTROPY_BASE", "IPPROTO_UET", "REF_PROV_PORT", "UET_PORT", "compose_flags",
-           "default_next_header", "entropy_header", "frame", "uet_bytes"]
+           "default_next_header", "entropy_header", "frame", "kinds", "slug", "uet_bytes",
+           "with_defaults"]

@@ -1,9 +1,9 @@
 """Expert checks on a decoded UET packet: what Wireshark 5.0's dissector does not check.
 
-Each check is one ``Check`` row (its name, the ``uet.expert.*`` field it sets, the text of
-the ``-V`` note and the one-line tag); ``check`` runs them all and sets, for each that fires,
+Each check is one ``Check`` row: its name, the ``uet.expert.*`` field it sets, the text of the
+``-V`` note and the one-line tag, and how to make a packet fire it (``spoil``, behind
+``roce craft uet-... --bad-<name>``).  ``check`` runs them all and sets, for each that fires,
 ``uet.expert.<name>`` to a sentence saying what and where, and ``uet.expert`` when any fired.
-``roce craft uet-... --bad-<name>`` makes a frame that fires each (``roce.families.uet.build``).
 
 * ``sack``: the SACK bitmap marks a PSN at or below the cumulative ACK PSN as not received.
   Bit i stands for PSN ``sack_psn + i`` (bit 0 the least significant; the reference
@@ -43,10 +43,17 @@ class Check:
     tag: str  # the one-line Info tag
     severity: str  # Wireshark's expert severities: Note, Warning, Error
     run: Callable[[Fields, Reading], str | None]
+    # bends a packet's values (and payload length) so that the check fires
+    spoil: Callable[[Fields, Reading, int], None]
 
     @property
     def field(self) -> str:
         return f"uet.expert.{self.name}"
+
+    @property
+    def option(self) -> str:
+        """``roce craft``'s option that makes a packet fire it."""
+        return "--bad-" + self.name.replace("_", "-")
 
 
 def _serial_le(a: int, b: int) -> bool:
@@ -184,14 +191,78 @@ def _unknown(f: Fields, reading: Reading) -> str | None:
     return ("unknown " + ", ".join(found)) if found else None
 
 
+# -- making a packet that fires each check (roce craft --bad-<name>) ------------------------------
+# Each takes the flat values a packet is built from (with the builder's defaults filled in)
+# and its payload length, and bends one thing; ValueError when the packet has nothing of the
+# kind to bend.
+
+
+def _spoil_sack(v: Fields, reading: Reading, payload: int) -> None:
+    if v.get("uet.pds.type") not in (t.ACK_CC, t.ACK_CCX):
+        raise ValueError("needs an ACK with a SACK bitmap (uet-ack-cc, uet-ack-ccx)")
+    v.pop("uet.pds.ack.sack_psn", None)
+    v["uet.pds.ack.sack_psn_offset"] = 0  # the bitmap starts at the cumulative ACK PSN ...
+    v["uet.pds.ack.sack_bitmap"] = v.get("uet.pds.ack.sack_bitmap", 0) & ~1  # ... not received
+
+
+def _spoil_window(v: Fields, reading: Reading, payload: int) -> None:
+    if v.get("uet.pds.type") not in t.REQUESTS:
+        raise ValueError("needs a RUD or ROD request (the window a request declares)")
+    v.pop("uet.pds.clear_psn", None)
+    v["uet.pds.clear_psn_offset"] = 0  # the clear PSN is the packet's own PSN
+
+
+def _spoil_ses_length(v: Fields, reading: Reading, payload: int) -> None:
+    nh = v.get("uet.pds.nh")
+    if nh in (t.NH_RSP_DATA, t.NH_RSP_DATA_SMALL):
+        v["uet.ses.rsp.payload_length"] = (payload + 1) & 0x3FFF
+        return
+    if nh not in (t.NH_SMALL, t.NH_MEDIUM, t.NH_STD) or \
+            v.get("uet.ses.std.opcode") not in t.DATA_OPCODES:
+        raise ValueError("needs an SES length: a request of an opcode that carries data "
+                         "(WRITE, SEND, ...) or a response with data")
+    key = {t.NH_SMALL: "uet.ses.small_req.req_length", t.NH_MEDIUM: "uet.ses.med_req.req_length",
+           t.NH_STD: "uet.ses.std.request_length" if v.get("uet.ses.std.som") else
+           "uet.ses.std.payload_length"}[nh]
+    v[key] = (payload + 1) & (0x3FFF if nh != t.NH_STD or "payload" in key else 0xFFFFFFFF)
+    if key == "uet.ses.std.request_length":
+        v["uet.ses.std.eom"] = True  # first and last packet: the length is the payload's
+
+
+def _spoil_reserved(v: Fields, reading: Reading, payload: int) -> None:
+    for name, mask in reading.flags.get(v.get("uet.pds.type", -1), ()):
+        if name.startswith("uet.pds.flags.rsvd_"):
+            v.pop("uet.pds.flags", None)
+            v[name] = 1 if mask & 1 or not mask & (mask - 1) else \
+                (mask & -mask) >> ((mask & -mask).bit_length() - 1)
+            return
+    raise ValueError("needs a PDS type with reserved flag bits")
+
+
+def _spoil_unknown(v: Fields, reading: Reading, payload: int) -> None:
+    typ, nh = v.get("uet.pds.type"), v.get("uet.pds.nh")
+    if typ == t.CTRL:
+        v["uet.pds.ctl_type"] = 15
+    elif nh in (t.NH_SMALL, t.NH_MEDIUM, t.NH_STD):
+        v["uet.ses.std.opcode"] = 0x3F
+    elif nh in t.RSP_OPCODES_OF:
+        v["uet.ses.rsp.return_code"] = 0x3F
+    elif typ in t.NACKS:
+        v["uet.pds.nack.code"] = 0x0C  # the one code below 0x1B nothing names
+    else:
+        v["uet.pds.nh"] = 0x0F
+
+
 CHECKS: tuple[Check, ...] = (
     Check("sack", "SACK bitmap contradicts the cumulative ACK", "SACK contradicts CACK",
-          "Warning", _sack),
-    Check("window", "PSN outside the PDC's window", "PSN outside window", "Warning", _window),
+          "Warning", _sack, _spoil_sack),
+    Check("window", "PSN outside the PDC's window", "PSN outside window", "Warning", _window,
+          _spoil_window),
     Check("ses_length", "SES length disagrees with the payload", "SES length mismatch",
-          "Warning", _ses_length),
-    Check("reserved", "Reserved bits set", "Reserved bits set", "Note", _reserved),
-    Check("unknown", "Unknown code", "Unknown code", "Warning", _unknown),
+          "Warning", _ses_length, _spoil_ses_length),
+    Check("reserved", "Reserved bits set", "Reserved bits set", "Note", _reserved,
+          _spoil_reserved),
+    Check("unknown", "Unknown code", "Unknown code", "Warning", _unknown, _spoil_unknown),
 )
 CHECK_FIELDS = ("uet.expert", *(c.field for c in CHECKS))
 
