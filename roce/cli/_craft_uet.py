@@ -290,9 +290,10 @@ def _given(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def build(args: argparse.Namespace, refused: list[str]) -> Iterator[bytes]:
-    """The ``--count`` frames the options describe, one at a time (options checked now)."""
-    from roce.cli.craft import read_payload
+def build(args: argparse.Namespace, refused: list[str],
+          read_payload: Callable[[argparse.Namespace, Any], bytes | None]) -> Iterator[bytes]:
+    """The ``--count`` frames the options describe, one at a time (options checked now);
+    ``read_payload`` is ``roce craft``'s (the payload options, checked as for RoCE)."""
     from roce.families import registry, uet
     from roce.families.uet import build as ub
     from roce.families.uet import uetfields

@@ -506,7 +506,7 @@ def run(args: argparse.Namespace) -> int:
         if craft_macc.wanted(args):  # pfc / pause: MAC Control frames
             packets: Iterable[bytes] = craft_macc.build(args, frame_options_given(args))
         elif craft_uet.wanted(args):  # uet-...: Ultra Ethernet Transport packets
-            packets = craft_uet.build(args, frame_options_given(args))
+            packets = craft_uet.build(args, frame_options_given(args), read_payload)
         else:
             packets = iter_frames(args, args.count)
         from roce.families import craft as craft_families  # --link ib, --encap
