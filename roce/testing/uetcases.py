@@ -138,12 +138,7 @@ def uet_cases(draw: st.DrawFn, pds_type: int | None = None, next_header: int | N
         nh = t.NH_NONE  # control packets: the 4 bits are the control type
     for key in pds_chain(typ, flags, r):
         if key == ACK_CC_STATE:
-            cc = ack_cc_key(v["uet.pds.ack.cc_type"])
-            if cc is None:
-                v["uet.pds.ack.cc_state"] = draw(st.integers(0, (1 << 64) - 1))
-            else:
-                _layout(draw, h[cc], v, clean)
-            continue
+            key = ack_cc_key(v["uet.pds.ack.cc_type"])
         _layout(draw, h[key], v, clean)
         _rename(v, renamed(key, r, flags))
     payload = draw(st.binary(max_size=max_payload))

@@ -148,8 +148,7 @@ def _cc_state(v: dict[str, Any], h: dict[str, Header]) -> bytes:
         if not 0 <= state < 1 << 64:
             raise ValueError(f"uet.pds.ack.cc_state = {state:#x} does not fit its 64 bits")
         return int(state).to_bytes(8, "big")
-    key = ack_cc_key(v.get("uet.pds.ack.cc_type", 0))
-    return _encode(h[key], v) if key is not None else bytes(8)
+    return _encode(h[ack_cc_key(v.get("uet.pds.ack.cc_type", 0))], v)
 
 
 def _ses(nh: int, v: dict[str, Any], reading: Reading) -> bytes:

@@ -176,13 +176,9 @@ def _pds(data: bytes, pos: int, f: dict[str, Any], reading: Reading) -> int:
     _flags(flags, reading.flags.get(typ, ()), f)
     pos += 2
     for key in pds_chain(typ, flags, reading):
-        if key == ACK_CC_STATE:
+        if key == ACK_CC_STATE:  # the state's layout by CC type; its 8 bytes as one number
             f["uet.pds.ack.cc_state"] = int.from_bytes(data[pos:pos + 8], "big")
-            cc = ack_cc_key(f["uet.pds.ack.cc_type"])
-            if cc is not None:
-                _put(h[cc], data, pos, f)
-            pos += 8
-            continue
+            key = ack_cc_key(f["uet.pds.ack.cc_type"])
         if key == "ack.ext" and len(data) - pos < h[key].size + 8:
             # Wireshark's UET_PDS_ACK_EXT_HDR_SIZE: the extension and the CC state, 20 bytes
             raise DecodeError(f"PDS ACK extension truncated at UET byte {pos}: needs 20 "

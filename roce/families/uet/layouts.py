@@ -102,6 +102,8 @@ ACK_NSCC = _header("ack.nscc", P, _u("ack.cc_state.service_time", 16, "Service T
 ACK_CREDIT = _header("ack.credit", P, _u("ack.cc_state.credit", 24, "Credit"),
                      _u("ack.cc_state.reserved", 24, "Reserved"),
                      _u("ack.cc_state.ooo_count", 16, "Out Of Order Count"))
+# the CC state of a CC type no layout reads: 8 bytes as one number
+ACK_CC_RAW = _header("ack.cc_raw", P, _u("ack.cc_state", 64, "CC State"))
 NACK = _header("nack", P, _u("nack.code", 8, "NACK Code"),
                _u("nack.vendor_code", 8, "Vendor Code"), _u("nack.psn", 32, "NACK PSN"),
                _u("spdcid", 16, "Source PDC ID"), _u("dpdcid", 16, "Destination PDC ID"),
@@ -325,7 +327,8 @@ class Reading:
 
 
 _SHARED = {h.key: h for h in (ENTROPY, PROLOGUE, TSS_WORD, TSS_SSI, RUD_ROD, CC_STATE, RUDI, UUD,
-                              ACK, ACK_EXT, ACK_NSCC, ACK_CREDIT, NACK, CTRL, STD, STD_SOM,
+                              ACK, ACK_EXT, ACK_NSCC, ACK_CREDIT, ACK_CC_RAW, NACK, CTRL, STD,
+                              STD_SOM,
                               STD_CONT, SMALL, MEDIUM, ATOMIC, CSWAP, RSP)}
 SPEC = Reading("spec", "UE specification 1.0.1 as Wireshark 5.0 reads it",
                {**_SHARED, **{h.key: h for h in (SPEC_TSC, SPEC_SYN, SPEC_ACK_CCX, SPEC_NACK_CCX,
@@ -343,9 +346,9 @@ READINGS: dict[str, Reading] = {r.name: r for r in (SPEC, REF_PROV)}
 # -- which layouts follow which ---------------------------------------------------------------
 # One rule for decoding and building alike.  Three entries are chosen by a value inside the
 # packet itself, at the place they stand: "ack.cc" is the ACK's CC state (NSCC, credit, or 8
-# raw bytes, by ``uet.pds.ack.cc_type``), "std.tail" the last 12 bytes of a standard request
-# ("std.som" or "std.cont", by its SOM flag), "amo" an atomic extension ("cswap" when the
-# atomic opcode, its first byte, is a compare-and-swap one, else "atomic").
+# raw bytes: ``ack_cc_key`` of ``uet.pds.ack.cc_type``), "std.tail" the last 12 bytes of a
+# standard request ("std.som" or "std.cont", by its SOM flag), "amo" an atomic extension
+# ("cswap" when the atomic opcode, its first byte, is a compare-and-swap one, else "atomic").
 
 ACK_CC_STATE, STD_TAIL, AMO = "ack.cc", "std.tail", "amo"
 
@@ -418,9 +421,9 @@ def renamed(key: str, reading: Reading, flags: int = 0, opcode: int = 0,
     return {}
 
 
-def ack_cc_key(cc_type: int) -> str | None:
-    """The layout of an ACK's CC state by its CC type (None: 8 bytes no layout reads)."""
-    return {t.CC_NSCC: "ack.nscc", t.CC_CREDIT: "ack.credit"}.get(cc_type)
+def ack_cc_key(cc_type: int) -> str:
+    """The layout of an ACK's CC state by its CC type (8 raw bytes for an unknown type)."""
+    return {t.CC_NSCC: "ack.nscc", t.CC_CREDIT: "ack.credit"}.get(cc_type, "ack.cc_raw")
 
 
 @dataclass(frozen=True)
