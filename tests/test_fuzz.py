@@ -189,17 +189,29 @@ def test_decoder_pool_covers_every_family():
     roce_codes = {roce.parse(f).opcode.code for f, m in zip(pool, parsed)
                   if m is None and f not in tunnels}
     assert roce_codes == set(ROCE_OPCODES)
-    # mirrored RoCE: every tunnel kind, every opcode inside
+    # mirrored RoCE: every tunnel kind, every opcode inside; Ultra Ethernet: every PDS type
+    # and SES opcode, over UDP and IP protocol 253
     from roce.families import dispatch
+    from roce.families.uet import codes as uet_codes
 
     inner = set()
     kinds = set()
+    uet_types, uet_ops, uet_rows = set(), set(), set()
     for f in tunnels:
         res = dispatch.resolve(f, 1, fast.walk(f), 4791)
+        if res.family is not None and res.family.name.startswith("uet"):
+            fields = res.family.decode(res.data).fields
+            uet_types.add(fields["uet.pds.type"])
+            uet_ops.add(fields.get("uet.ses.std.opcode"))
+            uet_rows.add(res.family.name)
+            continue
         kinds.add(tuple(name for name, _ in res.outer if name != "outer"))
         inner.add(res.walk.opcode)
     assert kinds == {("gre", "erspan"), ("gre",), ("vxlan",)}
     assert inner == set(ROCE_OPCODES)
+    assert uet_types == set(uet_codes.PDS_TYPES) - {0, 1}
+    assert set(uet_codes.REF_PROV_SES_OPCODES) == uet_ops - {None}  # the sync ones too
+    assert uet_rows == {"uet", "uet.entropy"}
 
 
 def test_decoder_covers_native_infiniband_and_erf_chunks():

@@ -17,7 +17,7 @@ import roce
 from roce.cli import main
 from roce.decoder.decode import decode_frames
 from roce.families import registry
-from roce.families.uet import build, dissect, layouts
+from roce.families.uet import build, dissect, layouts, present
 from roce.families.uet import codes as t
 from roce.families.uet.checks import CHECKS
 from roce.families.uet.layouts import SIGNED
@@ -161,6 +161,7 @@ def test_cut_packets_name_the_header_and_keep_what_came_before(case: UetCase, cu
     m = dissect.decode(data[:cut], entropy=case.native, reading=case.reading)
     assert m.kind == "malformed" and m.error is not None
     assert any(k.endswith("invalid_header") for k in m.fields)
+    assert "[Malformed: " in present.info(m) and present.tree(m, b"")  # a line and a tree
 
 
 @settings(max_examples=300)

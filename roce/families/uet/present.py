@@ -100,8 +100,9 @@ def _ses_text(f: Fields, d: Decoded) -> list[str]:
         op = t.short(d.reading.ses_opcodes, f["uet.ses.std.opcode"])
         if "uet.ses.std.message_id" in f:
             off = f.get("uet.ses.std.buffer_offset", f.get("uet.ses.std.restart_token"))
-            text = f"SES {op} msg={f['uet.ses.std.message_id']} off={off} " \
-                   f"len={f['uet.ses.std.request_length']}"
+            text = f"SES {op} msg={f['uet.ses.std.message_id']} off={off}"
+            if "uet.ses.std.request_length" in f:  # not when the header is cut there
+                text += f" len={f['uet.ses.std.request_length']}"
             if "uet.ses.std.message_offset" in f:
                 text += f" moff={f['uet.ses.std.message_offset']}"
             return [text]

@@ -155,7 +155,11 @@ class DecoderFuzzer:
         try:
             res = dispatch.resolve(frame, linktype, ref, port)
             if res is not None and res.family is not None:
-                res.family.decode(res.data, len(res.data), len(res.data))
+                d = res.family.decode(res.data, len(res.data), len(res.data))
+                if res.family.columns is not None:  # its line and tree too (UET's)
+                    res.family.columns(d)
+                if res.family.tree is not None:
+                    res.family.tree(d, res.data)
         except RoceError:
             pass
         except Exception as exc:  # noqa: BLE001 - any other exception is the finding
