@@ -406,3 +406,17 @@ def test_tables_match_wiresharks_value_strings() -> None:
     assert sorted(tables.AMO_TYPES) == list(range(0x12))
     assert tables.ATOMIC_OPCODES == {0x03, 0x04, 0x0E}
     assert tables.RENDEZVOUS_OPCODES == {0x06, 0x0A}
+
+
+def test_protocol_doc_lists_every_difference_and_check() -> None:
+    """docs/protocol.md prints DIFFERENCES row for row, and names every expert check."""
+    from pathlib import Path
+
+    from roce.families.uet.checks import CHECKS
+
+    doc = (Path(__file__).parent.parent / "docs" / "protocol.md").read_text()
+    table = doc.split("<!-- uet-differences -->")[1].split("<!-- /uet-differences -->")[0]
+    rows = [line for line in table.strip().splitlines()[2:]]
+    assert rows == [f"| {d.what} | {d.spec} | {d.ref_prov} |" for d in layouts.DIFFERENCES]
+    for c in CHECKS:
+        assert f"`{c.field}` ({c.severity})" in doc, c.field

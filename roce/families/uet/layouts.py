@@ -463,10 +463,10 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference("TSS counter", "TSC, 64 bits", "epoch (16 bits) and TSC (48 bits)"),
     Difference("SES opcodes", "0x00-0x0F", "0x10 SYNC_WRITE and 0x11 SYNC_ATOMIC with a sync "
                "extension (group u16, count u16) before any atomic one"),
-    Difference("rendezvous extension", "eager length u32, reserved 2 | read PIDonFEP 14, "
-               "reserved 4 | read RI 12, read offset u64, read match bits u64",
-               "eager length u32, RI generation 8 | read PIDonFEP 12 | read RI 12, read "
-               "offset u64, read memory key u64"),
+    Difference("rendezvous extension", "eager length u32; reserved 2 + read PIDonFEP 14 in "
+               "16 bits; reserved 4 + read RI 12 in 16 bits; read offset u64; read match bits "
+               "u64", "eager length u32; RI generation 8 + read PIDonFEP 12 + read RI 12 in 32 "
+               "bits; read offset u64; read memory key u64"),
     Difference("response with data, byte 4", "reserved", "resource index generation"),
     Difference("small response with data", "4 bytes: list, opcode, version, return code, "
                "payload length", "12 bytes: the same, RI generation, job ID and the PSN of "
