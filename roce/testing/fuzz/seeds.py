@@ -176,7 +176,8 @@ def uet_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     pool = []
     for reading in READINGS.values():
         for typ, opcode in ub.kinds(reading).values():
-            for i in range(per_opcode):
+            # one in three, as tunnels: RoCE keeps most of the pool
+            for i in range(max(per_opcode // 3, 1)):
                 native, tss = rng.random() < 0.3, rng.random() < 0.1
                 v: dict[str, Any] = {"uet.pds.type": typ}
                 if opcode is not None:
