@@ -339,3 +339,19 @@ def test_tree_shows_every_header(tmp_path: Path, capsys: pytest.CaptureFixture[s
                  "Credit: 77", "SES: Response, RESPONSE",
                  "Return Code: TOO_LONG: message longer than its buffer (34)"):
         assert text in tree, text
+
+
+@settings(max_examples=400)
+@given(case=st.sampled_from(["spec", "ref-prov"]).flatmap(
+    lambda r: uet_cases(reading=r, clean=False)), cut=st.integers(0, 120))
+def test_plans_read_as_the_step_by_step_decoder(case: UetCase, cut: int) -> None:
+    """The generated plan of a packet's layouts gives what decode_steps gives, field for field,
+    also for the second packet of a plan and for cut packets (which go the step way)."""
+    data = build.uet_bytes(case.values, case.reading, case.payload, entropy=case.native)
+    for raw in (data, data[:cut]):
+        for _ in range(2):  # the first makes the plan, the second runs it
+            fast = dissect.decode(raw, entropy=case.native, reading=case.reading)
+            slow = dissect.decode_steps(raw, entropy=case.native, reading=case.reading)
+            assert fast.fields == slow.fields and fast.headers == slow.headers
+            assert (fast.kind, str(fast.error), fast.layers) == (slow.kind, str(slow.error),
+                                                                 slow.layers)

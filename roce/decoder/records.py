@@ -65,11 +65,7 @@ def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port
         return HIDDEN
     f = _frame_fields(number, ts, rel, delta, caplen, origlen)
     f.update(outer)
-    if res.carrier:  # the Ethernet / IP / UDP a family over IP or UDP came in
-        from roce.families.base.fields import header_fields, pair_fields
-
-        header_fields(res.carrier, f)
-        pair_fields(res.carrier, f)
+    f.update(res.carrier_fields)  # the Ethernet / IP / UDP a family over IP or UDP came in
     f.update(d.fields)
     # over IP or UDP the record is the whole frame (its -V frame block and -x dump)
     rec = Record(number, ts, rel, delta, fr if res.carrier else inner, d.walk,

@@ -39,8 +39,10 @@ class Resolution:
     family: Handler | None = None
     outer: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: DecodeError | None = None
-    # the headers the walk found before a family reached by an ip.proto or udp.port row
-    carrier: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the headers the walk found before a family reached by an ip.proto or udp.port row: their
+    # names and flat fields (with Wireshark's either-direction pairs, ip.addr ...)
+    carrier: tuple[str, ...] = ()
+    carrier_fields: dict[str, Any] = field(default_factory=dict)
 
 
 def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
@@ -56,19 +58,39 @@ def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
     return None
 
 
-def _datagram_end(data: bytes, w: Walk, h: dict[str, dict[str, Any]], start: int) -> int:
-    """Where the datagram starting at ``start`` ends, by its UDP or IP length (the frame's
-    end when that length is missing or runs past it: a cut capture, or a bad length)."""
+# Carrier headers repeat from packet to packet of a flow (addresses, ports, lengths): their
+# bytes map to what they decode to, a few thousand kept.
+_CARRIERS: dict[tuple[int, bytes], tuple[tuple[str, ...], dict[str, Any], int]] = {}
+
+
+def _carrier(data: bytes, w: Walk, linktype: int,
+             start: int) -> tuple[tuple[str, ...], dict[str, Any], int]:
+    """(header names, flat fields, where the datagram ends) of the headers before ``start``.
+    The datagram ends where its UDP or IP length says (the frame's end when that length is
+    missing or runs past it: a cut capture, or a bad length); what follows is link padding."""
+    key = (linktype, data[:start])
+    hit = _CARRIERS.get(key)
     n = len(data)
-    if "udp" in h:
-        end = w.udp_off + h["udp"]["length"]
-    elif "ip" in h:
-        end = w.l3_off + h["ip"]["len"]
-    elif "ipv6" in h:
-        end = w.l3_off + w.l3_len + h["ipv6"]["plen"]
-    else:
-        return n
-    return n if end > n else max(end, start)
+    if hit is None:
+        from roce.families.base.fields import header_fields, pair_fields
+
+        h = known_headers(data, w, linktype)
+        f: dict[str, Any] = {}
+        header_fields(h, f)
+        pair_fields(h, f)
+        if "udp" in h:
+            end = w.udp_off + h["udp"]["length"]
+        elif "ip" in h:
+            end = w.l3_off + h["ip"]["len"]
+        elif "ipv6" in h:
+            end = w.l3_off + w.l3_len + h["ipv6"]["plen"]
+        else:
+            end = -1
+        if len(_CARRIERS) > 4096:
+            _CARRIERS.clear()
+        hit = _CARRIERS[key] = (tuple(h), f, end)
+    names, f, end = hit
+    return names, f, n if end < 0 or end > n else max(end, start)
 
 
 def _outer_fields(data: bytes, w: Walk, linktype: int) -> dict[str, Any]:
@@ -99,8 +121,9 @@ def resolve(data: bytes, linktype: int, w: Walk, udp_port: int,
         if handler.decode is not None:
             res.family = handler
             if table in ("ip.proto", "udp.port") and res.walk is not None:
-                res.carrier = known_headers(res.data, res.walk, res.linktype)
-                res.data = res.data[off:_datagram_end(res.data, res.walk, res.carrier, off)]
+                res.carrier, res.carrier_fields, end = _carrier(res.data, res.walk,
+                                                                res.linktype, off)
+                res.data = res.data[off:end]
             else:
                 res.data = res.data[off:] if off else res.data
             return res

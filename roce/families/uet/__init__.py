@@ -30,11 +30,15 @@ READING_NAMES = ("spec", "ref-prov")
 
 
 def _decoder(reading: str, entropy: bool) -> Any:
-    def decode(data: bytes, caplen: int | None = None, origlen: int | None = None) -> Any:
-        from roce.families.uet import dissect as dec
-        from roce.families.uet.layouts import READINGS
+    loaded: list[Any] = []  # (dissect.decode, the reading), imported on the first packet
 
-        return dec.decode(data, caplen, origlen, entropy=entropy, reading=READINGS[reading])
+    def decode(data: bytes, caplen: int | None = None, origlen: int | None = None) -> Any:
+        if not loaded:
+            from roce.families.uet import dissect
+            from roce.families.uet.layouts import READINGS
+
+            loaded.extend((dissect.decode, READINGS[reading]))
+        return loaded[0](data, caplen, origlen, entropy=entropy, reading=loaded[1])
 
     decode.__name__ = f"decode_{HANDLERS[reading, entropy].replace('-', '_').replace('.', '_')}"
     return decode

@@ -42,7 +42,8 @@ class Check:
     title: str  # the -V note
     tag: str  # the one-line Info tag
     severity: str  # Wireshark's expert severities: Note, Warning, Error
-    run: Callable[[Fields, Reading], str | None]
+    # the sentence when it fires, else None; ``keys`` is what ``needs`` chose for the packet
+    run: Callable[[Fields, Reading, tuple[Any, ...]], str | None]
     # bends a packet's values (and payload length) so that the check fires
     spoil: Callable[[Fields, Reading, int], None]
 
@@ -61,7 +62,7 @@ def _serial_le(a: int, b: int) -> bool:
     return ((b - a) & PSN_MASK) < 0x80000000
 
 
-def _sack(f: Fields, reading: Reading) -> str | None:
+def _sack(f: Fields, reading: Reading, keys: tuple[Any, ...]) -> str | None:
     bitmap = f.get("uet.pds.ack.sack_bitmap")
     if bitmap is None:
         return None
@@ -78,7 +79,7 @@ def _sack(f: Fields, reading: Reading) -> str | None:
             f"at or below the cumulative ACK PSN {cack}")
 
 
-def _window(f: Fields, reading: Reading) -> str | None:
+def _window(f: Fields, reading: Reading, keys: tuple[Any, ...]) -> str | None:
     off = f.get("uet.pds.clear_psn_offset")
     if off is not None:
         psn = f["uet.pds.psn"]
@@ -107,7 +108,7 @@ def _window(f: Fields, reading: Reading) -> str | None:
     return None
 
 
-def _ses_length(f: Fields, reading: Reading) -> str | None:
+def _ses_length(f: Fields, reading: Reading, keys: tuple[Any, ...]) -> str | None:
     payload = f.get("payload.len")
     if payload is None or "uet.ses" not in f:
         return None
@@ -154,38 +155,43 @@ RESERVED = (
 )
 
 
-def _reserved(f: Fields, reading: Reading) -> str | None:
-    bad = [k for k in RESERVED if f.get(k)]
+def _reserved(f: Fields, reading: Reading, keys: tuple[Any, ...]) -> str | None:
+    bad = [k for k in keys if f.get(k)]
     if not bad:
         return None
     return "reserved bits set: " + ", ".join(f"{k} = {f[k]:#x}" for k in bad)
 
 
-def _unknown(f: Fields, reading: Reading) -> str | None:
+# Fields that hold a code some table names: (field, its table in a reading, what it is).
+CODED: tuple[tuple[str, Callable[[Reading], t.Names], str], ...] = (
+    ("uet.pds.ctl_type", lambda r: r.ctrl_types, "control type"),
+    ("uet.pds.nack.code", lambda r: t.NACK_CODES, "NACK code"),
+    ("uet.ses.std.opcode", lambda r: r.ses_opcodes, "SES opcode"),
+    ("uet.ses.rsp.opcode", lambda r: t.RSP_OPCODES, "response opcode"),
+    ("uet.ses.rsp.return_code", lambda r: t.RETURN_CODES, "return code"),
+    ("uet.ses.rsp.list", lambda r: r.rsp_lists or None, "response list"),
+    ("uet.pds.ack.cc_type", lambda r: t.CC_TYPES, "CC type"),
+    *((f"uet.ses.{ext}.{name}", lambda r, table=table: table, what)
+      for ext in ("atomic_op_ext_hdr", "comp_swap_ext_hdr")
+      for name, table, what in (("atomic_opcode", t.AMO_OPCODES, "atomic opcode"),
+                                ("atomic_data_type", t.AMO_TYPES, "atomic data type"),
+                                ("sem_ctl", t.AMO_CONTROLS, "semantic control"))),
+)
+
+
+def _unknown(f: Fields, reading: Reading, keys: tuple[Any, ...]) -> str | None:
     found = []
-
-    def look(key: str, table: t.Names, what: str) -> None:
-        v = f.get(key)
-        if v is not None and v not in table:
-            found.append(f"{what} {v}")
-
     typ = f.get("uet.pds.type")
     if typ is not None and (typ not in t.PDS_TYPES or typ in (0, t.TSS_TYPE)):
         found.append(f"PDS type {typ}")
     if typ in t.PDS_TYPES and typ not in (0, t.TSS_TYPE, t.CTRL):
-        look("uet.pds.nh", t.NEXT_HEADERS, "next header")
-    look("uet.pds.ctl_type", reading.ctrl_types, "control type")
-    look("uet.pds.nack.code", t.NACK_CODES, "NACK code")
-    look("uet.ses.std.opcode", reading.ses_opcodes, "SES opcode")
-    look("uet.ses.rsp.opcode", t.RSP_OPCODES, "response opcode")
-    look("uet.ses.rsp.return_code", t.RETURN_CODES, "return code")
-    if reading.rsp_lists:
-        look("uet.ses.rsp.list", reading.rsp_lists, "response list")
-    look("uet.pds.ack.cc_type", t.CC_TYPES, "CC type")
-    for ext in ("atomic_op_ext_hdr", "comp_swap_ext_hdr"):
-        look(f"uet.ses.{ext}.atomic_opcode", t.AMO_OPCODES, "atomic opcode")
-        look(f"uet.ses.{ext}.atomic_data_type", t.AMO_TYPES, "atomic data type")
-        look(f"uet.ses.{ext}.sem_ctl", t.AMO_CONTROLS, "semantic control")
+        nh = f.get("uet.pds.nh")
+        if nh is not None and nh not in t.NEXT_HEADERS:
+            found.append(f"next header {nh}")
+    for key, table, what in keys:
+        v = f.get(key)
+        if v is not None and v not in table:
+            found.append(f"{what} {v}")
     if f.get("uet.pds.flags.req") == 3:
         found.append("ACK request 3")
     return ("unknown " + ", ".join(found)) if found else None
@@ -267,11 +273,45 @@ CHECKS: tuple[Check, ...] = (
 CHECK_FIELDS = ("uet.expert", *(c.field for c in CHECKS))
 
 
-def check(f: Fields, reading: Reading) -> None:
-    """Run every check on the flat fields of a decoded packet; mark what fires."""
-    any_fired = False
+_NEEDS: dict[str, frozenset[str]] = {  # the layouts that give a check something to read
+    "sack": frozenset(("ack.ext",)), "window": frozenset(("rud_rod", "rud_rod.syn", "ack.ext")),
+    "ses_length": frozenset(("std.som", "std.cont", "small", "medium", "rsp_data",
+                             "rsp_data_small"))}
+_PLANS: dict[tuple[str, tuple[str, ...]], tuple[tuple[Check, tuple[Any, ...]], ...]] = {}
+
+
+def _plan(reading: Reading, headers: tuple[str, ...]) -> tuple[tuple[Check, tuple[Any, ...]],
+                                                                ...]:
+    """The checks a packet of these layouts can fire, each with the fields it reads."""
+    present = {k for h in headers for k in reading.headers[h].keys}
+    present.update(name for flags in reading.flags.values() for name, _m in flags)
+    present.update(("uet.pds.ctl_type", "uet.pds.nh"))
+    plan = []
     for c in CHECKS:
-        text = c.run(f, reading)
+        if c.name in _NEEDS and not _NEEDS[c.name] & set(headers):
+            continue
+        if c.name == "reserved":
+            keys: tuple[Any, ...] = tuple(k for k in RESERVED if k in present)
+        elif c.name == "unknown":
+            keys = tuple((k, get(reading), what) for k, get, what in CODED
+                         if k in present and get(reading) is not None)
+        else:
+            keys = ()
+        plan.append((c, keys))
+    return tuple(plan)
+
+
+def check(f: Fields, reading: Reading, headers: tuple[str, ...]) -> None:
+    """Run the checks on the flat fields of a packet decoded from ``headers`` (its layouts'
+    keys, as ``dissect`` lists them); mark what fires."""
+    plan = _PLANS.get((reading.name, headers))
+    if plan is None:
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        plan = _PLANS[reading.name, headers] = _plan(reading, headers)
+    any_fired = False
+    for c, keys in plan:
+        text = c.run(f, reading, keys)
         if text is not None:
             f[c.field] = text
             any_fired = True

@@ -24,6 +24,7 @@ from roce.families.uet.checks import check
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
     AMO,
+    READINGS,
     SES_HEADERS,
     SPEC,
     STD_TAIL,
@@ -92,7 +93,7 @@ def _put(h: Header, data: bytes, pos: int, f: dict[str, Any]) -> int:
     if end > len(data):
         raise DecodeError(f"{_WHAT[h.key]} truncated at UET byte {pos}: needs {h.size} "
                           f"bytes, {len(data) - pos} left", h.key, pos)
-    f.update(zip(h.keys, h.decode(data, pos).values()))
+    h.put(data, pos, f)
     f[_GOT].append(h.key)
     return end
 
@@ -111,7 +112,22 @@ def _flags(flags: int, table: tuple[tuple[str, int], ...], f: dict[str, Any]) ->
 
 def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *,
            entropy: bool = False, reading: Reading = SPEC) -> Decoded:
-    """Decode the UET bytes of one packet (after UDP, or after IP with ``entropy``)."""
+    """Decode the UET bytes of one packet (after UDP, or after IP with ``entropy``): a whole
+    packet through the plan of its layouts (``_plan``), anything else step by step."""
+    key = _selectors(data, entropy, reading)
+    if key is not None:
+        plan = _PLANS.get(key)
+        if plan is None:
+            plan = _plan(key, data, entropy, reading)
+        if plan is not None and len(data) >= plan[0]:
+            return plan[1](data)
+    return decode_steps(data, caplen, origlen, entropy=entropy, reading=reading)
+
+
+def decode_steps(data: bytes, caplen: int | None = None, origlen: int | None = None, *,
+                 entropy: bool = False, reading: Reading = SPEC) -> Decoded:
+    """``decode`` one layout at a time: the reference the plans are held to, and what reads
+    cut and broken packets (saying where they break)."""
     got: list[str] = []
     f: dict[str, Any] = {"uet": True, _GOT: got}
     layers = ["uet"]
@@ -153,12 +169,16 @@ def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *
         return Decoded(WALK, tuple(layers), f, exc, kind, reading, tuple(got), data)
     del f[_GOT]
     f["payload.len"] = len(data) - pos
-    check(f, reading)
-    return Decoded(WALK, tuple(layers), f, None, "uet", reading, tuple(got), data)
+    headers = tuple(got)
+    check(f, reading, headers)
+    return Decoded(WALK, tuple(layers), f, None, "uet", reading, headers, data)
 
 
 _SES_KEYS = frozenset(("std", "std.som", "std.cont", "small", "medium", "atomic", "cswap",
                        "rendv", "sync", "rsp", "rsp_data", "rsp_data_small"))
+
+
+_PROLOGUE = tuple((fld.shift, fld.mask) for fld in SPEC.headers["prologue"].layout.fields)
 
 
 def _pds(data: bytes, pos: int, f: dict[str, Any], reading: Reading) -> int:
@@ -166,9 +186,9 @@ def _pds(data: bytes, pos: int, f: dict[str, Any], reading: Reading) -> int:
     if len(data) - pos < 4:  # Wireshark's UET_COMMON_HDR_SIZE
         raise DecodeError(f"PDS header truncated at UET byte {pos}: needs at least 4 bytes, "
                           f"{len(data) - pos} left", "prologue", pos)
-    pro = h["prologue"].decode(data, pos)
+    word = (data[pos] << 8) | data[pos + 1]  # the prologue, by its layout's shifts and masks
     f[_GOT].append("prologue")
-    typ, nh, flags = pro["type"], pro["nh"], pro["flags"]
+    typ, nh, flags = ((word >> s) & m for s, m in _PROLOGUE)
     f["uet.pds"] = True
     f["uet.pds.type"] = typ
     f["uet.pds.ctl_type" if typ == t.CTRL else "uet.pds.nh"] = nh
@@ -260,4 +280,161 @@ _FLAG_BYTE = {"std": "uet.ses.std.flags", "small": "uet.ses.small_req.flags",
               "medium": "uet.ses.med_req.flags"}
 
 
-__all__ = ["Decoded", "INVALID_HEADER", "WALK", "decode", "signed16"]
+# -- plans: one generated function per set of layouts ---------------------------------------
+# What decode_steps branches on (the values that choose layouts and names) makes a plan's key;
+# the plan is straight-line Python made from the layouts decode_steps read for the first packet
+# of that key (as roce.decoder.decode compiles one per RoCE header chain): one struct read for
+# every header, one dict display, the derived fields by the same _DERIVE functions, the checks.
+
+_PLANS: dict[tuple[Any, ...], tuple[int, Any]] = {}
+
+
+def _spec(h: Header, name: str) -> tuple[int, int, int]:
+    """(byte, shift, mask) of a selector field of layout ``h``: within one byte."""
+    f = h.layout.field(name)
+    byte = f.bit_offset // 8
+    assert (f.bit_offset + f.bits - 1) // 8 == byte, name
+    return byte, 8 - (f.bit_offset % 8) - f.bits, f.mask
+
+
+# by (the layout, the field): read per packet, so looked up once
+_SPECS = {(id(r.headers[k]), n): _spec(r.headers[k], n) for r in READINGS.values()
+          for k, n in (("tss", "sp"), ("ack.ext", "ack.cc_type"), ("std", "std.opcode"),
+                       ("small", "std.opcode"), ("medium", "std.opcode"), ("std", "std.som"),
+                       ("medium", "med_req.flags.hd"))}
+
+
+def _bits(h: Header, name: str, data: bytes, at: int) -> int:
+    """One selector field of layout ``h`` at ``at``."""
+    byte, shift, mask = _SPECS[id(h), name]
+    return (data[at + byte] >> shift) & mask
+
+
+def _selectors(data: bytes, entropy: bool, reading: Reading) -> tuple[Any, ...] | None:
+    """Every value decode_steps chooses layouts or names by, read where the layouts put them
+    (None when the bytes run out first: decode_steps says where)."""
+    h = reading.headers
+    n, pos, sp = len(data), h["entropy"].size if entropy else 0, -1
+    if n < pos + 2:
+        return None
+    if data[pos] >> 3 == t.TSS_TYPE:
+        if n < pos + h["tss"].size:
+            return None
+        sp = _bits(h["tss"], "sp", data, pos)
+        pos += h["tss"].size + h["tss.tsc"].size + (h["tss.ssi"].size if sp else 0)
+        if n < pos + 2:
+            return None
+    word = (data[pos] << 8) | data[pos + 1]
+    typ, nh, flags = ((word >> s) & m for s, m in _PROLOGUE)
+    pos += 2
+    cc = op = som = hd = cswap = -1
+    for key in pds_chain(typ, flags, reading):
+        if key == "ack.ext":
+            if n < pos + 1:
+                return None
+            cc = _bits(h[key], "ack.cc_type", data, pos)
+        pos += 8 if key == ACK_CC_STATE else h[key].size
+    first = SES_HEADERS.get(nh) if sp < 0 and carries_ses(typ) else None
+    if first is not None:
+        if n < pos + 2:
+            return None
+        if first in _FLAG_BYTE:  # a request: its opcode
+            op = _bits(h[first], "std.opcode", data, pos)
+        som = _bits(h["std"], "std.som", data, pos) if first == "std" else -1
+        hd = _bits(h["medium"], "med_req.flags.hd", data, pos) if first == "medium" else -1
+        for key in ses_chain(nh, op, reading):
+            if key == AMO:
+                if n <= pos:
+                    return None
+                cswap = data[pos] in t.CSWAP_OPCODES
+                break
+            pos += h["std.som" if key == STD_TAIL else key].size
+    return reading.name, entropy, sp, typ, flags, nh, cc, op, som, hd, cswap
+
+
+def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
+          reading: Reading) -> tuple[int, Any] | None:
+    """The plan for packets of ``key``, made from this one (None when it is cut short)."""
+    d = decode_steps(data, entropy=entropy, reading=reading)
+    if d.error is not None:
+        return None
+    h = reading.headers
+    fmt: list[str] = []
+    lines: list[str] = []
+    items: list[str] = []
+    derives: list[str] = []
+    env: dict[str, Any] = {"_B": (False, True), "from_bytes": int.from_bytes, "d": {},
+                           "Decoded": Decoded, "WALK": WALK, "reading": reading,
+                           "check": check, "_layers": d.layers, "_headers": d.headers}
+    consts = {k: v for k, v in d.fields.items() if k in ("uet", "uet.tss", "uet.pds", "uet.ses")
+              or k.startswith("uet.pds.flags") or k in ("uet.pds.type", "uet.pds.nh",
+                                                        "uet.pds.ctl_type")}
+    pos = nwords = 0
+    op, hd = key[7], key[9] == 1
+    for name in d.headers:
+        layout = h[name]
+        renames = renamed(name, reading, 0, op, hd) if name in SES_HEADERS.values() else {}
+        if name == "prologue":  # its values choose the plan: constants in it
+            items += [f"{k!r}: {v!r}" for k, v in consts.items() if k != "uet"]
+            fmt.append(f"{layout.size}x")
+            pos += layout.size
+            continue
+        groups: list[list[Any]] = []
+        for k, f in zip(layout.keys, layout.layout.fields):
+            a, b = f.bit_offset // 8, (f.bit_offset + f.bits + 7) // 8
+            if groups and a < groups[-1][1]:
+                groups[-1][1] = max(groups[-1][1], b)
+                groups[-1][2].append((renames.get(k, k), f))
+            else:
+                groups.append([a, b, [(renames.get(k, k), f)]])
+        for a, b, fields in groups:
+            word = f"w{nwords}"
+            nwords += 1
+            size = b - a
+            code = {1: "B", 2: "H", 4: "I", 8: "Q"}.get(size)
+            fmt.append(code or f"{size}s")
+            if code is None:
+                lines.append(f"    {word} = from_bytes({word}, 'big')")
+            for k, f in fields:
+                shift = b * 8 - f.bit_offset - f.bits
+                expr = word if f.bits == size * 8 else (
+                    f"(({word} >> {shift}) & {f.mask:#x})" if shift else f"({word} & {f.mask:#x})")
+                items.append(f"{k!r}: {'_B[' + expr + ']' if f.kind == 'bool' else expr}")
+        if name in ("std", "small", "medium"):
+            items.append(f"{_FLAG_BYTE[name]!r}: data[{pos + 1}]")
+        if name in _DERIVE:
+            env[f"D{len(derives)}"], env[f"H{len(derives)}"] = _DERIVE[name], layout
+            derives.append(f"    D{len(derives)}(f, data, {pos}, H{len(derives)}, reading)")
+        pos += layout.size
+    states = [n for n in d.headers if n == ack_cc_key(key[6])]
+    if "ack.ext" in d.headers and states:  # the CC state's 8 bytes as one number too
+        at = sum(h[n].size for n in d.headers[:d.headers.index(states[0])])
+        items.append(f"'uet.pds.ack.cc_state': from_bytes(data[{at}:{at + 8}], 'big')")
+    tail = []
+    if "uet.encrypted" in d.fields:
+        tail.append(f"    f['uet.encrypted'] = len(data) - {pos}")
+        end = "len(data)"
+    else:
+        end = str(pos)
+    nh = key[5]
+    if nh in t.RSP_OPCODES_OF and "uet.ses" in d.fields:
+        env["_OK"], env["_NH"] = t.RSP_OPCODES_OF[nh], t.NEXT_HEADERS[nh][1]
+        tail += ["    if f['uet.ses.rsp.opcode'] not in _OK:",
+                 "        f['uet.ses.rsp.invalid_opcode'] = (f\"response opcode "
+                 "{f['uet.ses.rsp.opcode']} does not belong in a {_NH} header\")"]
+    env["unpack"] = __import__("struct").Struct("!" + "".join(fmt)).unpack_from
+    words = ", ".join(f"w{i}" for i in range(nwords))
+    src = "\n".join([
+        "def run(data):", f"    {words}, = unpack(data, 0)" if nwords else "    pass", *lines,
+        "    f = {'uet': True, " + ", ".join(items) + "}", *derives, *tail,
+        f"    f['payload.len'] = len(data) - {end}",
+        "    check(f, reading, _headers)",
+        "    return Decoded(WALK, _layers, f, None, 'uet', reading, _headers, data)"]) + "\n"
+    exec(compile(src, f"<uet plan {key}>", "exec"), env)
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    plan = _PLANS[key] = (pos, env["run"])
+    return plan
+
+
+__all__ = ["Decoded", "INVALID_HEADER", "WALK", "decode", "decode_steps", "signed16"]

@@ -23,6 +23,7 @@ control type, flags) is its own layout and the type-specific body follows it.  S
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,8 +45,9 @@ def _flag(name: str, title: str) -> Construct:
 
 @dataclass(frozen=True)
 class Header:
-    """One layout of a reading: its flat-name ``prefix``, the ``define``d layout and codec, and
-    its flat keys in wire order."""
+    """One layout of a reading: its flat-name ``prefix``, the ``define``d layout and codec, its
+    flat keys in wire order, and ``put(data, pos, fields)``: the layout at ``pos`` read
+    straight into a flat field dict (``_compile_put``), what the decoder runs per packet."""
 
     key: str
     prefix: str
@@ -53,6 +55,7 @@ class Header:
     decode: Callable[[bytes, int], dict]
     encode: Callable[[dict], bytes]
     keys: tuple[str, ...]
+    put: Callable[[bytes, int, dict], None]
 
     @property
     def size(self) -> int:
@@ -62,10 +65,48 @@ class Header:
         return {k: f.title for k, f in zip(self.keys, self.layout.fields)}
 
 
+_WORDS = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def _compile_put(layout: Layout, keys: tuple[str, ...]) -> Callable[[bytes, int, dict], None]:
+    """Straight-line Python reading ``layout`` into flat keys (as ``roce.headers`` compiles its
+    codecs): fields that share bytes make one word, read by one ``struct`` call for the whole
+    layout (words of other sizes as bytes), each field a shift and mask of its word."""
+    groups: list[list] = []  # [first byte, end byte, [(key, field)]]
+    for key, f in zip(keys, layout.fields):
+        first, end = f.bit_offset // 8, (f.bit_offset + f.bits + 7) // 8
+        if groups and first < groups[-1][1]:
+            groups[-1][1] = max(groups[-1][1], end)
+            groups[-1][2].append((key, f))
+        else:
+            groups.append([first, end, [(key, f)]])
+    fmt, items, raws = [], [], []
+    for i, (first, end, fields) in enumerate(groups):
+        size = end - first
+        code = _WORDS.get(size)
+        fmt.append(code or f"{size}s")
+        word = f"w{i}"
+        if code is None:
+            raws.append(f"    {word} = from_bytes({word}, 'big')")
+        for key, f in fields:
+            shift = end * 8 - f.bit_offset - f.bits
+            expr = f"({word} >> {shift}) & {f.mask:#x}" if shift else f"{word} & {f.mask:#x}"
+            if f.bits == size * 8:
+                expr = word
+            items.append(f"{key!r}: {'_B[' + expr + ']' if f.kind == 'bool' else expr}")
+    names = ", ".join(f"w{i}" for i in range(len(groups)))
+    src = "\n".join(["def put(data, pos, f):", f"    {names}, = unpack(data, pos)", *raws,
+                     "    f.update({" + ", ".join(items) + "})"]) + "\n"
+    env = {"unpack": struct.Struct("!" + "".join(fmt)).unpack_from,
+           "from_bytes": int.from_bytes, "_B": (False, True)}
+    exec(compile(src, f"<uet {layout.name} put>", "exec"), env)
+    return env["put"]  # type: ignore[no-any-return]
+
+
 def _header(key: str, prefix: str, *subcons: Construct) -> Header:
     layout, dec, enc = define(f"uet.{key}", BitStruct(*subcons))
-    return Header(key, prefix, layout, dec, enc,
-                  tuple(f"{prefix}.{f.name}" for f in layout.fields))
+    keys = tuple(f"{prefix}.{f.name}" for f in layout.fields)
+    return Header(key, prefix, layout, dec, enc, keys, _compile_put(layout, keys))
 
 
 P, S, T = "uet.pds", "uet.ses", "uet.tss"
