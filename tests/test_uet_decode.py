@@ -355,3 +355,17 @@ def test_plans_read_as_the_step_by_step_decoder(case: UetCase, cut: int) -> None
             assert fast.fields == slow.fields and fast.headers == slow.headers
             assert (fast.kind, str(fast.error), fast.layers) == (slow.kind, str(slow.error),
                                                                  slow.layers)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(uet_cases(clean=False), st.integers(0, 24)), min_size=1, max_size=6))
+def test_one_line_without_records_reads_as_the_record_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        cases: list[tuple[UetCase, int]]) -> None:
+    """The plain one-liner takes a family over IP or UDP straight to its columns; ``-Y frame``
+    goes through the records: the lines are the same, cut frames and RoCE among them."""
+    frames = [c.frame[:len(c.frame) - cut] for c, cut in cases]
+    frames.insert(len(frames) // 2, roce.craft("RC_SEND_ONLY", b"abcd").to_bytes())
+    p = _write(tmp_path / "lines.pcap", frames)
+    assert _run(capsys, "decode", str(p)) == _run(capsys, "decode", "-Y", "frame", str(p))

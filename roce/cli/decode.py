@@ -241,8 +241,15 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
 
     fr = Frame(batch.datas[i], batch.ts_ns[i], batch.caplen[i], batch.origlen[i],
                batch.linktype, 0)
+    cols, res = records.carried_columns(fr, w, udp_port, only_roce)
+    if cols is records.HIDDEN:
+        return "", False
+    if cols is not None:  # a family over IP or UDP: no record needed for its line
+        return summ.line(number, time_text, fr.origlen, cols), False
+    if res is None:
+        return None, False
     rec = records.record(number, fr.ts_ns, 0, 0, fr, w, udp_port, only_roce, Record,
-                         decode_frames)
+                         decode_frames, res)
     if rec is None:
         return None, False
     if rec is records.HIDDEN:

@@ -9,6 +9,7 @@ decoder's own RoCE path; the tunnel layers' fields (``erspan.*``, ``gre.*``, ``v
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Any
 
 from roce.families import dispatch, registry
@@ -27,15 +28,18 @@ def _frame_fields(number: int, ts: int, rel: int, delta: int, caplen: int,
 
 
 def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port: int,
-           only_roce: bool, record_type: Any, decode_frames: Any) -> Any:
+           only_roce: bool, record_type: Any, decode_frames: Any,
+           res: dispatch.Resolution | None = None) -> Any:
     """The Record of a frame a registered family or tunnel claims; None if none does;
     ``HIDDEN`` if it is to be hidden.  The decoder hands over its ``Record`` class and its
     ``decode_frames`` (for a tunnel's inner RoCE): this module does not import the
-    decoder, the decoder imports it."""
+    decoder, the decoder imports it.  ``res``: the frame's resolution when the caller has
+    it already (``carried_columns``)."""
     Record = record_type  # noqa: N806 - the class, by its own name
 
     data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
-    res = dispatch.resolve(data, linktype, w, udp_port)
+    if res is None:
+        res = dispatch.resolve(data, linktype, w, udp_port)
     if res is None:
         return None
     outer = dispatch.outer_fields(res)
@@ -84,6 +88,30 @@ def columns(rec: Any) -> tuple[str, str, str, str, str]:
 
         src, dst = source_destination(rec.fields)
     return src, dst, proto, info, ""
+
+
+def carried_columns(fr: Any, w: Any, udp_port: int,
+                    only_roce: bool) -> tuple[Any, dispatch.Resolution | None]:
+    """The one-line path for a family over IP or UDP: its columns straight from its decoding,
+    the record's own (``columns``) without building the record.  Returns (columns or
+    ``HIDDEN`` or None, the resolution): None with a resolution means "take the record
+    path with it" (tunnels, errors, families of their own link type)."""
+    res = dispatch.resolve(fr[0], fr[4], w, udp_port)
+    if res is None:
+        return None, None
+    family = res.family
+    if family is None or res.error is not None or not res.carrier or family.columns is None:
+        return None, res
+    n = len(res.data)
+    d = family.decode(res.data, n, n + fr[3] - fr[2])  # type: ignore[misc]
+    if only_roce and d.kind == "other":
+        return HIDDEN, res
+    src, dst, proto, info = family.columns(d)
+    if not src and not dst:  # as the record's fields: the family's own, then the carrier's
+        from roce.families.base.summary import source_destination
+
+        src, dst = source_destination(ChainMap(d.fields, res.carrier_fields))
+    return (src, dst, proto, info, ""), res
 
 
 def _outer_lines(rec: Any) -> list[str]:

@@ -310,6 +310,35 @@ def _bits(h: Header, name: str, data: bytes, at: int) -> int:
     return (data[at + byte] >> shift) & mask
 
 
+# Where the selectors after the prologue sit, by (reading, type, flags) and by (reading, next
+# header, opcode): the chains' sizes summed once, not per packet.
+_PDS_GEOMETRY: dict[tuple[str, int, int], tuple[int, int]] = {}
+_AMO_AT: dict[tuple[str, int, int], int] = {}
+
+
+def _pds_geometry(reading: Reading, typ: int, flags: int) -> tuple[int, int]:
+    """(bytes of the PDS header after the prologue, where its CC type byte is or -1)."""
+    h, size, cc = reading.headers, 0, -1
+    for key in pds_chain(typ, flags, reading):
+        if key == "ack.ext":
+            cc = size
+        size += 8 if key == ACK_CC_STATE else h[key].size
+    geometry = _PDS_GEOMETRY[reading.name, typ, flags] = (size, cc)
+    return geometry
+
+
+def _amo_at(reading: Reading, nh: int, op: int) -> int:
+    """Where the atomic extension of an SES header starts (from the header's start), or -1."""
+    h, pos, at = reading.headers, 0, -1
+    for key in ses_chain(nh, op, reading):
+        if key == AMO:
+            at = pos
+            break
+        pos += h["std.som" if key == STD_TAIL else key].size
+    _AMO_AT[reading.name, nh, op] = at
+    return at
+
+
 def _selectors(data: bytes, entropy: bool, reading: Reading) -> tuple[Any, ...] | None:
     """Every value decode_steps chooses layouts or names by, read where the layouts put them
     (None when the bytes run out first: decode_steps says where)."""
@@ -328,28 +357,31 @@ def _selectors(data: bytes, entropy: bool, reading: Reading) -> tuple[Any, ...] 
     typ, nh, flags = ((word >> s) & m for s, m in _PROLOGUE)
     pos += 2
     cc = op = som = hd = cswap = -1
-    for key in pds_chain(typ, flags, reading):
-        if key == "ack.ext":
-            if n < pos + 1:
-                return None
-            cc = _bits(h[key], "ack.cc_type", data, pos)
-        pos += 8 if key == ACK_CC_STATE else h[key].size
+    name = reading.name
+    geometry = _PDS_GEOMETRY.get((name, typ, flags)) or _pds_geometry(reading, typ, flags)
+    if geometry[1] >= 0:
+        if n <= pos + geometry[1]:
+            return None
+        cc = _bits(h["ack.ext"], "ack.cc_type", data, pos + geometry[1])
+    pos += geometry[0]
     first = SES_HEADERS.get(nh) if sp < 0 and carries_ses(typ) else None
     if first is not None:
         if n < pos + 2:
             return None
         if first in _FLAG_BYTE:  # a request: its opcode
             op = _bits(h[first], "std.opcode", data, pos)
-        som = _bits(h["std"], "std.som", data, pos) if first == "std" else -1
-        hd = _bits(h["medium"], "med_req.flags.hd", data, pos) if first == "medium" else -1
-        for key in ses_chain(nh, op, reading):
-            if key == AMO:
-                if n <= pos:
-                    return None
-                cswap = data[pos] in t.CSWAP_OPCODES
-                break
-            pos += h["std.som" if key == STD_TAIL else key].size
-    return reading.name, entropy, sp, typ, flags, nh, cc, op, som, hd, cswap
+        if first == "std":
+            som = _bits(h["std"], "std.som", data, pos)
+        elif first == "medium":
+            hd = _bits(h["medium"], "med_req.flags.hd", data, pos)
+        at = _AMO_AT.get((name, nh, op))
+        if at is None:
+            at = _amo_at(reading, nh, op)
+        if at >= 0:
+            if n <= pos + at:
+                return None
+            cswap = data[pos + at] in t.CSWAP_OPCODES
+    return name, entropy, sp, typ, flags, nh, cc, op, som, hd, cswap
 
 
 def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
