@@ -51,6 +51,27 @@ compiled["write_sources"](root)
 compiled["write_pxds"](root)  # the extension types' declarations, from the .py (CLASSES)
 emulator = [Extension(name, sources=[name.replace(".", "/") + ".py"],
                       extra_compile_args=["-O2"]) for name in modules]
+# The flow engine: roce/analysis/flowref.py compiled, unchanged, as roce.analysis._flowengine,
+# beside the .py that stays the interpreted reference (_compiled.TWINS).  Its C types are in
+# roce/analysis/_flowengine.pxd, so here annotations stay hints too; Python's division, and no
+# bounds checks (the source indexes only what it checked).
+twins = [Extension(name, sources=[src.replace(".", "/") + ".py"], extra_compile_args=["-O3"])
+         for name, src in compiled["TWINS"].items()]
+build_dir = os.path.join("build", "cython")
+
+
+def declarations_changed() -> bool:
+    """Cython tracks a .py and the .pxd of the same name, not the .pxd named after the module
+    it builds (nor the fast path's it cimports): a newer one forces the twins' C anew."""
+    for name, src in compiled["TWINS"].items():
+        c_file = os.path.join(build_dir, src.replace(".", "/") + ".c")
+        deps = [*compiled["twin_sources"](name), os.path.join("roce", "_fastpath.pxd")]
+        if os.path.exists(c_file) and any(os.path.getmtime(d) > os.path.getmtime(c_file)
+                                           for d in deps):
+            return True
+    return False
+
+
 jobs = os.cpu_count() or 1
 
 
@@ -66,5 +87,10 @@ class ParallelBuildExt(build_ext):
 setup(ext_modules=cythonize(extensions, language_level=3, quiet=True)
       + cythonize(emulator, language_level=3, quiet=True, nthreads=jobs,
                   build_dir=os.path.join("build", "cython"),
-                  compiler_directives={"annotation_typing": False, "binding": True}),
+                  compiler_directives={"annotation_typing": False, "binding": True})
+      + cythonize(twins, language_level=3, quiet=True, build_dir=build_dir,
+                  force=declarations_changed(),
+                  compiler_directives={"annotation_typing": False, "boundscheck": False,
+                                       "wraparound": False, "initializedcheck": False,
+                                       "cdivision": False}),
       cmdclass={"build_ext": ParallelBuildExt})

@@ -1029,14 +1029,7 @@ def configure_psn(uint32_t early_window):
 
 
 cdef class PSNTracker:
-    """Twin of roce.psn.PSNTracker."""
-
-    cdef public uint32_t next, first, early
-    cdef public bint started
-    cdef public long in_order, gaps, missing, late, duplicates, wraps
-    cdef uint32_t *hole_start
-    cdef uint32_t *hole_len
-    cdef int nholes, cap
+    """Twin of roce.psn.PSNTracker (its C attributes are declared in _fastpath.pxd)."""
 
     def __cinit__(self):
         self.next = self.first = 0
@@ -1224,10 +1217,6 @@ cdef class PSNTracker:
 
 
 include "decoder/_columns.pxi"
-
-# -- per-flow analysis -------------------------------------------------------------------------
-
-include "analysis/_flowengine.pxi"
 
 # -- native InfiniBand (roce.families) ---------------------------------------------------------
 

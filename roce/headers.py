@@ -394,7 +394,7 @@ def _compile_encoder(layout: Layout) -> Callable[[dict], bytes]:
               f"        out = ({' | '.join(terms)}).to_bytes({layout.size}, 'big')",
               "        if len(cache) > 4096:", "            cache.clear()",
               "        cache[key] = out", "        return out",
-              "    except (KeyError, TypeError, ValueError, OSError):",
+              "    except (KeyError, TypeError, ValueError, OSError, AttributeError):",
               "        return _tolerant(d)"]
     exec(compile("\n".join(lines) + "\n", f"<roce.headers {layout.name} encoder>", "exec"),
          env)
@@ -413,7 +413,8 @@ def _tolerant_encoder(layout: Layout) -> Callable[[dict], bytes]:
             x = d.get(name) or 0
             try:
                 x = int(conv(x) if conv is not None else x)
-            except (TypeError, ValueError, OSError) as exc:
+            except (TypeError, ValueError, OSError, AttributeError) as exc:
+                # AttributeError: text expected (an address), something else given
                 raise ValueError(f"{layout.name}.{name}: bad value {d.get(name)!r}") from exc
             if x < 0 or x > mask:
                 _range_error(layout.name, name, x, bits)

@@ -21,6 +21,10 @@ emulator's raw Ethernet transport and relay (Linux).
   back into the frame, as libpcap does.
 * Pacing: :class:`Pacer` waits for a monotonic deadline by sleeping, then spinning the
   last stretch, with the timer slack lowered so that sleeps end close to when they should.
+* Neighbours: ARP frames (:func:`arp_frame`, :func:`parse_arp`; the emulator's raw
+  transport answers and asks with them), the kernel's neighbour table (:func:`neighbour_mac`,
+  netlink), and :func:`resolve_mac`, the MAC a frame to an IP address goes to on an
+  interface, as ``roce send`` and ``roce replay`` find it.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import ipaddress
 import os
 import select
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -43,6 +47,7 @@ from typing import Any, NamedTuple
 
 from roce.errors import FilterError, InterfaceError
 from roce.locate import ROCE_PORT
+from roce.options import mac_bytes
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -69,6 +74,7 @@ SIOCGIFHWADDR = 0x8927
 SIOCGIFADDR = 0x8915
 ARPHRD_ETHER, ARPHRD_LOOPBACK = 1, 772  # link types whose frames start with Ethernet II
 IFF_UP = 0x1
+IFF_LOOPBACK = 0x8
 IFF_RUNNING = 0x40
 
 _AUXDATA = struct.Struct("IIIHHHH")  # struct tpacket_auxdata
@@ -256,6 +262,9 @@ class Sender:
 
 _RETRY = (errno.ENOBUFS, errno.EAGAIN)  # queue full: the frame was not sent, try again
 _GONE = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)
+# One frame the device will not take: longer than its MTU (EMSGSIZE), or shorter than its
+# link header (EINVAL, dev_validate_header): that frame is refused, the next one may go.
+_REFUSED = (errno.EMSGSIZE, errno.EINVAL)
 # A full queue drains in microseconds; a device that refuses every frame for this long is
 # dropping them (a veth whose peer went down answers ENOBUFS forever).
 STALL_LIMIT = 2.0
@@ -308,11 +317,12 @@ class PacketSender(Sender):
         self._sendmmsg = _sendmmsg()
 
     def _error(self, err: int, stall: _Stall) -> bool:
-        """True to retry; False when this frame is refused (too long); raises otherwise."""
+        """True to retry; False when this frame is refused (too long, or too short for the
+        link header); raises otherwise."""
         if err in _RETRY:
             stall.wait()
             return True
-        if err == errno.EMSGSIZE:
+        if err in _REFUSED:
             return False
         if err in _GONE:
             raise InterfaceError(f"interface {self.name} went away or down while sending")
@@ -388,7 +398,7 @@ class ScapySender(Sender):
                 if exc.errno in _RETRY:
                     stall.wait()
                     continue
-                if exc.errno == errno.EMSGSIZE:
+                if exc.errno in _REFUSED:
                     return False
                 raise InterfaceError(f"sending on {self.name} failed: {exc}") from None
 
@@ -586,6 +596,12 @@ def assemble(program: Labelled) -> Bpf:
 
 
 ROCE_OR_ARP: Bpf = assemble(_ROCE_OR_ARP)
+ARP_ONLY: Bpf = assemble([  # "arp": ARP frames only (resolve_mac's socket)
+    (None, _LD_H_ABS, 12, None, None),              # A = ethertype
+    (None, _JEQ_K, ETH_P_ARP, "accept", "reject"),
+    ("accept", _RET_K, 0x40000, None, None),
+    ("reject", _RET_K, 0, None, None),
+])
 
 
 def grow_buffers(sock: socket.socket, rcvbuf: int | None, sndbuf: int | None = None) -> None:
@@ -714,31 +730,176 @@ def receive(sock: socket.socket, snaplen: int, deadline: float | None,
             return
 
 
+# -- neighbours: ARP, the kernel's table, resolution ----------------------------------------
+
+BROADCAST = "ff:ff:ff:ff:ff:ff"
+ZERO_MAC = "00:00:00:00:00:00"
+ARP_REQUEST, ARP_REPLY = 1, 2
+_ARP = struct.Struct("!HHBBH6s4s6s4s")  # RFC 826 for Ethernet and IPv4
+_ETH_HEADER = 14
+ARP_MIN_FRAME = 60  # the Ethernet minimum the frame is padded to
+
+
+def arp_frame(op: int, smac: str, sip: str, tmac: str, tip: str, dst: str | None = None) -> bytes:
+    """An Ethernet ARP request (op 1) or reply (op 2), padded to the 60-byte minimum."""
+    eth = mac_bytes(dst or (BROADCAST if op == ARP_REQUEST else tmac)) + mac_bytes(smac)
+    body = _ARP.pack(1, ETH_P_IP, 6, 4, op, mac_bytes(smac), socket.inet_aton(sip),
+                     mac_bytes(tmac), socket.inet_aton(tip))
+    return (eth + struct.pack("!H", ETH_P_ARP) + body).ljust(ARP_MIN_FRAME, b"\0")
+
+
+def parse_arp(frame: bytes) -> tuple[int, str, str, str, str] | None:
+    """(op, sender MAC, sender IP, target MAC, target IP) of an Ethernet/IPv4 ARP frame."""
+    if len(frame) < _ETH_HEADER + _ARP.size or \
+            int.from_bytes(frame[12:14], "big") != ETH_P_ARP:
+        return None
+    htype, ptype, hlen, plen, op, sha, spa, tha, tpa = _ARP.unpack_from(frame, _ETH_HEADER)
+    if htype != 1 or ptype != ETH_P_IP or hlen != 6 or plen != 4:
+        return None
+    return op, sha.hex(":"), socket.inet_ntoa(spa), tha.hex(":"), socket.inet_ntoa(tpa)
+
+
+# netlink (rtnetlink(7)): a dump of the neighbour table, one address family at a time
+_NLMSG = struct.Struct("=IHHII")      # struct nlmsghdr
+_NDMSG = struct.Struct("=BBHiHBB")    # struct ndmsg
+_RTA = struct.Struct("=HH")           # struct rtattr
+_RTM_NEWNEIGH, _RTM_GETNEIGH = 28, 30
+_NLM_F_REQUEST, _NLM_F_DUMP = 0x1, 0x300
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_NDA_DST, _NDA_LLADDR = 1, 2
+# entries whose MAC is known: reachable, stale (still right, not confirmed lately), delay,
+# probe, permanent (``ip neigh add ... nud permanent``); not incomplete, failed or noarp
+_NUD_KNOWN = 0x02 | 0x04 | 0x08 | 0x10 | 0x80
+
+
+def _align4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+def neighbour_mac(name: str, ip: str) -> str | None:
+    """The MAC the kernel's neighbour table holds for ``ip`` on interface ``name`` (IPv4
+    or IPv6; netlink, so it is this network namespace's table), None when it has none."""
+    addr = ipaddress.ip_address(ip)
+    family = socket.AF_INET6 if addr.version == 6 else socket.AF_INET
+    try:
+        index = socket.if_nametoindex(name)
+    except OSError:
+        raise InterfaceError(f"no such interface {name!r}") from None
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # NETLINK_ROUTE
+    except (OSError, AttributeError):  # no netlink here: no table to read
+        return None
+    with sock:
+        body = _NDMSG.pack(family, 0, 0, 0, 0, 0, 0)
+        sock.send(_NLMSG.pack(_NLMSG.size + len(body), _RTM_GETNEIGH,
+                              _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0) + body)
+        found = None
+        while True:
+            data = sock.recv(1 << 16)
+            off = 0
+            while off + _NLMSG.size <= len(data):
+                length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(data, off)
+                if kind in (_NLMSG_DONE, _NLMSG_ERROR) or length < _NLMSG.size:
+                    return found
+                if kind == _RTM_NEWNEIGH:
+                    entry = _neighbour(data[off + _NLMSG.size:off + length], index, family)
+                    if entry is not None and ipaddress.ip_address(entry[0]) == addr:
+                        found = entry[1]
+                off += _align4(length)
+            if not data:
+                return found
+
+
+def _neighbour(msg: bytes, index: int, family: int) -> tuple[bytes, str] | None:
+    """(address, MAC) of one RTM_NEWNEIGH on interface ``index`` whose MAC is known."""
+    if len(msg) < _NDMSG.size:
+        return None
+    fam, _p1, _p2, ifindex, state, _flags, _type = _NDMSG.unpack_from(msg)
+    if fam != family or ifindex != index or not state & _NUD_KNOWN:
+        return None
+    dst = mac = None
+    off = _NDMSG.size
+    while off + _RTA.size <= len(msg):
+        rlen, rtype = _RTA.unpack_from(msg, off)
+        if rlen < _RTA.size:
+            break
+        value = msg[off + _RTA.size:off + rlen]
+        if rtype == _NDA_DST:
+            dst = value
+        elif rtype == _NDA_LLADDR and len(value) == 6:
+            mac = value.hex(":")
+        off += _align4(rlen)
+    return (dst, mac) if dst is not None and mac is not None else None
+
+
+def _fixed_mac(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """The MAC an address maps to without asking anyone: broadcast, IPv4 multicast
+    (RFC 1112: 01:00:5e + 23 bits), IPv6 multicast (RFC 2464: 33:33 + 32 bits), and a
+    link-local IPv6 address or RoCEv1 GID built from a MAC (EUI-64: ff:fe in the middle,
+    the universal/local bit flipped; IBA A16, RFC 4291 appendix A)."""
+    if addr.version == 4:
+        if addr == ipaddress.IPv4Address("255.255.255.255"):
+            return BROADCAST
+        if addr.is_multicast:
+            return (bytes.fromhex("01005e") + (int(addr) & 0x7FFFFF).to_bytes(3, "big")
+                    ).hex(":")
+        return None
+    raw = addr.packed
+    if addr.is_multicast:
+        return (b"\x33\x33" + raw[12:]).hex(":")
+    if addr.is_link_local and raw[11:13] == b"\xff\xfe":
+        return bytes([raw[8] ^ 0x02]).hex() + ":" + (raw[9:11] + raw[13:16]).hex(":")
+    return None
+
+
+def resolve_mac(name: str, ip: str, timeout: float = 2.0, interval: float = 0.25) -> str:
+    """The MAC that frames to ``ip`` go to on interface ``name``: a fixed mapping
+    (broadcast, multicast, an EUI-64 link-local address or GID), the interface's own MAC on
+    a loopback interface, the kernel's neighbour table, or, for IPv4, ARP requests of our
+    own (every ``interval`` s for ``timeout`` s; from the interface's IPv4 address, or
+    0.0.0.0 when it has none).  InterfaceError naming the address when none answers."""
+    addr = ipaddress.ip_address(ip)
+    fixed = _fixed_mac(addr)
+    if fixed is not None:
+        return fixed
+    if interface_flags(name) & IFF_LOOPBACK:
+        return interface_mac(name)
+    known = neighbour_mac(name, ip)
+    if known is not None:
+        return known
+    if addr.version == 6:
+        raise InterfaceError(f"no neighbour entry for {ip} on {name} (IPv6 neighbours are "
+                             "read from the kernel's table, not discovered: reach it once, "
+                             "e.g. ping, or give the MAC)")
+    mine = interface_mac(name)
+    request = arp_frame(ARP_REQUEST, mine, interface_ipv4(name) or "0.0.0.0", ZERO_MAC, ip)
+    with packet_socket(name, ARP_ONLY, rcvbuf=1 << 16, ignore_outgoing=True) as sock:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                sock.send(request)
+            except OSError as exc:
+                raise InterfaceError(f"cannot send an ARP request on {name}: "
+                                     f"{exc.strerror or exc}") from None
+            until = min(end, time.monotonic() + interval)
+            for got in receive(sock, 128, until):
+                a = parse_arp(got.data)
+                if a is not None and not got.outgoing and a[0] == ARP_REPLY and a[2] == ip:
+                    return a[1]
+                if time.monotonic() >= until:
+                    break
+            if time.monotonic() >= end:
+                raise InterfaceError(f"no ARP reply from {ip} on {name} in {timeout:g} s "
+                                     "(is it the peer's address? or give the MAC)")
+
+
 # -- signals --------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) inside the block, so a capture or a
-    replay killed by a supervisor still flushes its files and prints its counts."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-__all__ = ["ROCE_OR_ARP", "Bpf", "Captured", "FilterError", "FrameBatch", "InterfaceError",
-           "Pacer", "PacketSender", "ScapySender", "SendResult", "Sender", "TimingStats",
+__all__ = ["ARP_ONLY", "ARP_REPLY", "ARP_REQUEST", "BROADCAST", "ROCE_OR_ARP", "ZERO_MAC",
+           "Bpf", "Captured", "FilterError", "FrameBatch", "InterfaceError", "Pacer",
+           "PacketSender", "ScapySender", "SendResult", "Sender", "TimingStats", "arp_frame",
            "assemble", "attach_filter", "capture_stats", "check_interface", "compile_filter",
            "grow_buffers", "interface_flags", "interface_hatype", "interface_ipv4",
-           "interface_mac", "interface_mtu", "open_capture_socket", "open_sender",
-           "packet_socket", "receive", "stop_on_sigterm"]
+           "interface_mac", "interface_mtu", "neighbour_mac", "open_capture_socket",
+           "open_sender", "packet_socket", "parse_arp", "receive", "resolve_mac"]

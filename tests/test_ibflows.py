@@ -137,7 +137,9 @@ def test_ib_capture_counts_as_the_roce_one(lossy: Path, tmp_path: Path, variant:
     capsys.readouterr()
     assert main(["stats", str(dst)]) == 0
     out, err = capsys.readouterr()
-    assert "LID 0x0001 -> LID 0x0002" in out or "LID 0x0001 GID fe80::1 -> LID 0x0002" in out
+    # the GIDs make the directions too wide for their columns: A and B name them above
+    assert ("LID 0x0001 -> LID 0x0002" in out if variant != "grh" else
+            "A = LID 0x0001 GID fe80::1 QP" in out)
     assert "not supported" not in err
 
 
@@ -402,7 +404,9 @@ def test_timeline_reads_fecn_cnps_and_becns(tmp_path: Path,
     becn_doc = _timeline(tmp_path / "becn.pcap", capsys)
     assert sum(v["becns"] for r in becn_doc["rows"] for v in r["qps"].values()) == len(ACKS)
     assert main(["stats", "--timeline", "20us", str(tmp_path / "becn.pcap")]) == 0
-    assert "Gb/s cnp+becn retx" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert any(ln.split() == ["start", "(us)", "QP", "Gb/s", "cnp+becn", "retx", "pauses"]
+               for ln in out.splitlines())
 
 
 def test_becn_on_acks_is_the_returned_notification(tmp_path: Path,
@@ -419,7 +423,8 @@ def test_becn_on_acks_is_the_returned_notification(tmp_path: Path,
     assert _cc_rows(doc)[0x22]["ce_fraction"] == pytest.approx(2 / 7)
     capsys.readouterr()
     assert main(["stats", str(tmp_path / "becn.pcap")]) == 0
-    assert "BECNs received" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert any(ln.split()[:3] == ["flow", "CNPs", "BECNs"] for ln in out.splitlines())
 
 
 def test_roce_bth_fecn_and_becn_stay_ignored(tmp_path: Path,
@@ -459,7 +464,10 @@ def test_snapped_ib_capture_counts_the_uncut_payload(lossy: Path, tmp_path: Path
     want = _stats_with(full, capsys, engine)
     got = _stats_with(tmp_path / "snap.pcap", capsys, engine)
     assert got["totals"]["truncated"] == cut and want["totals"]["truncated"] == 0
-    for key in ("payload_bytes", "request_payload_bytes", "roce_packets", "bytes"):
+    # every frame still in its flow: the cut ones are "truncated", not whole packets
+    assert got["totals"]["ib_packets"] + cut == want["totals"]["ib_packets"]
+    assert sum(f["packets"] for f in got["flows"]) == sum(f["packets"] for f in want["flows"])
+    for key in ("payload_bytes", "request_payload_bytes", "bytes"):
         assert got["totals"][key] == want["totals"][key] > 0, key
     for a, b in zip(want["flows"], got["flows"]):
         assert a["payload_bytes"] == b["payload_bytes"]

@@ -100,6 +100,10 @@ example("craft-variants",
         "roce craft rc-acknowledge --dqpn 0x11 --psn 3 --field aeth.syndrome=0x60 --msn 4",
         "roce craft ud-send-only --dqpn 0x11 --qkey 0x1234 --sqpn 0x22 --payload-size 32")
 
+example("craft-field-refused",
+        Step("roce craft rc-send-only --field eth.src=true", rc=1),
+        Step("roce craft rc-send-only --field vlan.id=3", rc=1))
+
 example("craft-macc",
         "roce craft pfc --prio 3 --quanta 65535",
         "roce craft pfc --prio 3=100 --prio 5=0",
@@ -259,6 +263,12 @@ example("emulate-incast",
         "roce decode incast.pcap -Y pfc -c 2",
         measured=("cpu",), cost=2)
 
+example("emulate-p2p-network",
+        "roce emulate --size 1M --count 8 --delay 20us --cc timely --tap A:0 "
+        "--trace trace.csv | tail -n 4",
+        "roce decode tap-A-0.pcap -Y 'frame.number <= 2 || bth.opcode == 0x11' -c 3",
+        measured=("cpu",), cost=1.5)
+
 example("emulate-dcqcn",
         "roce emulate --topology incast:16 --size 1M --count 1 --cc dcqcn | tail -n 4",
         "roce emulate --topology dumbbell:2 --size 256K --count 2 --cc dcqcn --cc-profile paper "
@@ -303,7 +313,7 @@ example("real-udp",
         measured=("wall", "cpu"), cost=2)
 
 example("real-target",
-        Step("roce target -i veth1 --ip 10.0.0.2 --mac 02:00:00:00:00:02 --qpn 0x11 "
+        Step("roce target -i veth1 --ip 10.0.0.2 --qpn 0x11 "
              "--rkey 0x1000 --va 0x10000 --size 64K --count 3", host="B", ready="-- ready",
              label="host B: the target"),
         Step("roce send rc-write-only --dqpn 0x11 --psn 0 --va 0x10000 --rkey 0x1000 "

@@ -143,8 +143,14 @@ def parse_command(line: str) -> Parsed:
     return p
 
 
+MAC_A, MAC_B = "02:00:00:00:00:01", "02:00:00:00:00:02"
+ADDR_B = "10.0.0.2/24"  # the address crafted frames go to by default: host B is its owner
+
+
 class Namespaces:
-    """Two network namespaces joined by a veth pair, veth0 in A and veth1 in B."""
+    """Two network namespaces joined by a veth pair, veth0 in A and veth1 in B, with the
+    MACs ``MAC_A`` and ``MAC_B``; B's kernel owns ``ADDR_B`` (so it answers ARP for it),
+    A has no address (so its kernel sends nothing of its own)."""
 
     def __init__(self) -> None:
         tag = f"{os.getpid() % 100000}x{next(_serial)}"
@@ -157,8 +163,9 @@ class Namespaces:
             for ns in self.ns.values():
                 ip("netns", "add", ns)
             a, b = self.ns["A"], self.ns["B"]
-            ip("-n", a, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1",
-               "netns", b)
+            # fixed MACs, so that samples showing them are the same from run to run
+            ip("-n", a, "link", "add", "veth0", "address", MAC_A, "type", "veth", "peer",
+               "name", "veth1", "address", MAC_B, "netns", b)
             for ns, dev in ((a, "veth0"), (b, "veth1")):
                 for sysctl in ("all", "default", dev):  # no IPv6 chatter on the wire
                     subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
@@ -166,6 +173,7 @@ class Namespaces:
                                    capture_output=True, timeout=30)
                 ip("-n", ns, "link", "set", "lo", "up")
                 ip("-n", ns, "link", "set", dev, "up")
+            ip("-n", b, "addr", "add", ADDR_B, "dev", "veth1")
             self._wait_up()
         except BaseException:
             self.__exit__()

@@ -95,40 +95,41 @@ class CcReport:
         return out
 
     def table(self) -> tuple[list[str], list[tuple[str, list[str]]]]:
-        """(header, rows) for the text report: one column per flow."""
-        header = [""] + [f"{r['src']} -> {r['dst']} QP 0x{r['qp']:06x}" for r in self.rows]
-
-        def fmt(v: Any, f: str) -> str:
-            return "-" if v is None else format(v, f)
-        rows = [("CNPs received", [f"{r['cnps']:,}" for r in self.rows])]
-        if any(r["becns"] for r in self.rows):  # native InfiniBand
-            rows.append(("BECNs received", [f"{r['becns']:,}" for r in self.rows]))
-        rows += [
-            ("CNP rate (/s)", [fmt(r["cnp_rate_per_s"], ",.0f") for r in self.rows]),
-            ("smallest CNP gap", ["-" if r["cnp_min_gap_ns"] is None
-                                  else _us(r["cnp_min_gap_ns"]) for r in self.rows]),
-            ("data marked CE", ["-" if r["ce_fraction"] is None else
-                                f"{r['ce_fraction']:.2%} ({r['ecn_ce']:,}/{r['data_packets']:,})"
-                                for r in self.rows]),
-        ]
+        """(header, rows) for the text report: one row per flow (its name the row's label),
+        so the table is as wide for 64 QPs as for one."""
+        becns = any(r["becns"] for r in self.rows)  # native InfiniBand
+        header = ["flow", "CNPs", *(["BECNs"] if becns else []), "CNPs/s", "smallest gap",
+                  "data marked CE"]
+        rows = []
+        for r in self.rows:
+            rate = r["cnp_rate_per_s"]
+            cells = [f"{r['cnps']:,}", *([f"{r['becns']:,}"] if becns else []),
+                     "-" if rate is None else f"{rate:,.0f}",
+                     "-" if r["cnp_min_gap_ns"] is None else _us(r["cnp_min_gap_ns"]),
+                     "-" if r["ce_fraction"] is None else
+                     f"{r['ce_fraction']:.2%} ({r['ecn_ce']:,}/{r['data_packets']:,})"]
+            rows.append((f"{r['src']} -> {r['dst']} QP 0x{r['qp']:06x}", cells))
         return header, rows
 
     def timeline_table(self) -> tuple[list[str], list[tuple[str, list[str]]]]:
-        """A compact table: one line per interval; per QP ``Gb/s CNPs retx`` (CNPs and BECNs,
-        ``cnp+becn``, when native InfiniBand returned BECNs: both tell the sender to slow
-        down); PAUSE frames."""
+        """One line per interval and QP that sent in it (``QP1`` .. as ``timeline["qps"]``
+        lists them): Gb/s, CNPs (with BECNs, ``cnp+becn``, when native InfiniBand returned
+        BECNs: both tell the sender to slow down), retransmissions; the interval's PAUSE
+        frames on its first line.  As wide for 64 QPs as for one."""
         assert self.timeline is not None
         qps = self.timeline["qps"]
         becns = any(s["becns"] for r in self.timeline["rows"] for s in r["qps"].values())
-        told = "cnp+becn" if becns else "cnp"
-        header = ["start (us)"] + [f"QP{i + 1} Gb/s {told} retx" for i in range(len(qps))] + [
-            "pauses"]
+        header = ["start (us)", "QP", "Gb/s", "cnp+becn" if becns else "cnp", "retx",
+                  "pauses"]
         rows = []
         for r in self.timeline["rows"]:
-            cells = []
-            for label in qps:
-                s = r["qps"].get(label)
-                cells.append("-" if s is None else
-                             f"{s['gbps']:.2f} {s['cnps'] + s['becns']} {s['retransmissions']}")
-            rows.append((f"{r['start_ns'] / 1e3:.1f}", cells + [str(r["pauses"])]))
+            start, pauses = f"{r['start_ns'] / 1e3:.1f}", str(r["pauses"])
+            sent = [(i, r["qps"][label]) for i, label in enumerate(qps, 1)
+                    if label in r["qps"]]
+            if not sent:
+                rows.append((start, ["-", "-", "-", "-", pauses]))
+            for j, (i, s) in enumerate(sent):
+                rows.append((start, [f"QP{i}", f"{s['gbps']:.2f}",
+                                     str(s["cnps"] + s["becns"]), str(s["retransmissions"]),
+                                     pauses if j == 0 else ""]))
         return header, rows

@@ -122,21 +122,28 @@ class CmPairing:
                 conn.frames.append(number)
                 return
 
-    def report_lines(self) -> list[str]:
-        """Text for ``roce stats``: one block per connection."""
+    def report_lines(self, warnings: bool = True) -> list[str]:
+        """Text for ``roce stats``: one block per connection (with its warnings unless
+        ``warnings`` is False: the report lists them among the expert findings)."""
         from roce.analysis.flowmodel import lid_text  # the LIDs as the flows show them
 
         out = []
         for i, c in enumerate(self.connections, 1):
             passive = "?" if c.passive_qpn is None else f"0x{c.passive_qpn:06x}"
             out.append(f"CM connection {i}: {lid_text(c.active_lid)} QP 0x{c.active_qpn:06x} "
-                       f"<-> {lid_text(c.passive_lid)} QP {passive} "
-                       f"(comm ID 0x{c.comm_id:08x}, "
-                       f"{c.state}, frames {', '.join(map(str, c.frames))})")
+                       f"<-> {lid_text(c.passive_lid)} QP {passive}")
+            out.append(f"  comm ID 0x{c.comm_id:08x}, {c.state}, "
+                       f"frames {', '.join(map(str, c.frames))}")
             out.append(f"  starting PSN announced: {c.active_start_psn} (REQ) / "
                        f"{'-' if c.passive_start_psn is None else c.passive_start_psn} (REP); "
                        f"first seen: "
                        f"{'-' if c.first_psn_to_passive is None else c.first_psn_to_passive} / "
                        f"{'-' if c.first_psn_to_active is None else c.first_psn_to_active}")
-            out += [f"  warning: {p}" for p in c.problems()]
+            if warnings:
+                out += [f"  warning: {p}" for p in c.problems()]
         return out
+
+    def warnings(self) -> list[str]:
+        """The connections' problems as expert lines: ``CM connection 1: first PSN ...``."""
+        return [f"CM connection {i}: {p}" for i, c in enumerate(self.connections, 1)
+                for p in c.problems()]

@@ -1,7 +1,7 @@
 """What a flow analysis produces: events, the event store, flows, the report and its totals.
 
-Both engines (``flowref`` and ``cflows``) fill these; the rules that decide what goes in them
-are in ``flowrules``.  Counters, their JSON keys and totals come from ``flowrules.COUNTERS``,
+The flow engine (``flowref``, in either form) fills these; the rules that decide what goes in
+them are in ``flowrules``.  Counters, their JSON keys and totals come from ``flowrules.COUNTERS``,
 event severities and kinds from ``flowrules.EVENTS``.
 """
 
@@ -26,7 +26,7 @@ from roce.analysis.flowrules import (
 )
 from roce.headers import NAK_CODES
 
-__all__ = ["Event", "EventStore", "Flow", "Path", "Report", "totals"]
+__all__ = ["FRAME_PARTS", "Event", "EventStore", "Flow", "Path", "Report", "totals"]
 
 
 class Event(NamedTuple):
@@ -148,7 +148,6 @@ class Flow:
 
     __slots__ = ("id", "l3", "addr", "qp", "src", "dst", "path", "first_ts", "last_ts", "req",
                  "rsp", "req_first", "rsp_first", "rsp_last", "stats", "naks", "rnr", "peer",
-                 "ack_msn", "nak_psn",
                  *(c.name for c in COUNTERS))
 
     def __init__(self, fid: int, l3: int, addr: bytes, qp: int, path: Path) -> None:
@@ -165,8 +164,6 @@ class Flow:
         self.naks: dict[int, int] = {}  # NAK code -> count
         self.rnr: dict[int, int] = {}  # RNR timer code -> count
         self.peer: Flow | None = None
-        self.ack_msn = self.nak_psn = -1  # last ACK's MSN, last sequence NAK's PSN: they
-        # tell a selective NAK (flowrules)
 
     def __repr__(self) -> str:
         return f"<Flow {self.id} {self.src} -> {self.dst} QP 0x{self.qp:06x} {self.packets} pkts>"
@@ -263,9 +260,19 @@ class Report:
         }
 
 
+# The parts of ``frames`` in the totals: every frame is counted in exactly one of them.
+FRAME_PARTS = ("roce_packets", "ib_packets", "malformed", "truncated", "not_roce")
+
+
 def totals(src: Any, fl: list[Flow], nconn: int) -> dict[str, Any]:
     """The capture's totals: ``src`` has the frame counters (``frames``, ``not_roce``,
-    ``malformed_unattributed``, ``truncated_unattributed``, ``first_ts``, ``last_ts``)."""
+    ``malformed_unattributed``, ``truncated_unattributed``, ``first_ts``, ``last_ts``).
+
+    Each frame is counted once, by what it was (``FRAME_PARTS`` add up to ``frames``): a
+    whole packet of a RoCE flow (``roce_packets``) or of a native InfiniBand one
+    (``ib_packets``), malformed, cut short by the capture's snap length (both whether or not
+    a flow could take them), or not RoCE at all (``not_roce``: PFC, ARP, an LRH without the
+    IBA transport ...).  A flow's ``packets`` count its malformed and cut ones too."""
 
     def tsum(attr: str) -> int:
         return sum(getattr(t, attr) for f in fl for t in (f.req, f.rsp) if t is not None)
@@ -274,12 +281,19 @@ def totals(src: Any, fl: list[Flow], nconn: int) -> dict[str, Any]:
     sums = {c.total: sum(getattr(f, c.name) for f in fl) for c in COUNTERS if c.total}
     sums["malformed"] += src.malformed_unattributed
     sums["truncated"] += src.truncated_unattributed
+    whole = [0, 0]  # RoCE, native InfiniBand
+    for f in fl:
+        whole[f.l3 in IB_KINDS] += f.packets - f.malformed - f.truncated
 
     def rate(nbytes: int) -> float | None:
         return nbytes * 1e9 / dur if dur else None
 
     return {
         "frames": src.frames,
+        "roce_packets": whole[0],
+        "ib_packets": whole[1],
+        "malformed": sums.pop("malformed"),
+        "truncated": sums.pop("truncated"),
         "not_roce": src.not_roce,
         **sums,
         "flows": len(fl), "connections": nconn,

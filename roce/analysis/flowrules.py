@@ -1,13 +1,13 @@
 """The flow-analysis rules, written once: event kinds, their expert texts, flow counters and
-the per-opcode and per-syndrome facts both engines run on.
+the per-opcode and per-syndrome facts the flow engine runs on.
 
-Two engines apply these rules: the pure-Python reference (``roce.analysis.flowref``) and its
-compiled twin (``roce/analysis/_flowengine.pxi``, fed by ``roce.analysis.cflows``). Neither
-restates a name, number, severity, text or counter written here: the reference reads this
-module, the compiled engine receives its tables from ``cflows.engine_config()`` (as the header
-codec is generated from ``roce.headers.LAYOUTS``) and numbers events and counters by their row
-here. Protocol facts come from ``roce.headers`` (AETH syndrome, ECN), ``roce.opcodes`` (opcode
-classes) and ``roce.locate`` (L3 kinds); see docs/architecture.md for the layering.
+One engine applies these rules: ``roce.analysis.flowref``, which runs interpreted (the
+reference) and compiled (``roce.analysis._flowengine``, which the build makes from the same
+file).  It restates no name, number, severity, text or counter written here: it reads this
+module at import, builds its tables from it (C arrays in the compiled form) and numbers
+events and counters by their row here.  Protocol facts come from ``roce.headers`` (AETH
+syndrome, ECN), ``roce.opcodes`` (opcode classes) and ``roce.locate`` (L3 kinds); see
+docs/architecture.md for the layering.
 
 Adding an event kind
 --------------------
@@ -16,21 +16,20 @@ Adding an event kind
    consecutive events of one flow fold into one expert line, the folded text.  (A kind found
    outside the flow engines, like ``pause_storm``, says ``engine=False`` and its module makes
    ``flowmodel.Event`` rows from the same text.)
-2. Raise it where its rule fires, by name, in both engines:
-   ``self._event(fn, ts, "name", f, args)`` in ``flowref.py`` and the same call in
-   ``_flowengine.pxi`` (rebuild with ``pip install -e .``).  The twin tests in
-   tests/test_stats.py hold the two equal; tests/test_flowrules.py fails until both engines
-   raise exactly the kinds ``EVENTS`` has.
+2. Raise it where its rule fires, by name: ``self._event(fn, ts, "name", f, args)`` in
+   ``flowref.py`` (rebuild with ``pip install -e .``: until then the compiled form stands
+   aside and the edited file runs interpreted, with a warning).  tests/test_flowrules.py
+   fails until the engine raises exactly the kinds ``EVENTS`` has; the twin tests in
+   tests/test_stats.py hold its two forms equal.
 
-Nothing else changes: severities, the numbering the compiled engine uses, the counter an
-event bumps, expert counts by kind and severity, the JSON and the text report follow from the
-row.
+Nothing else changes: severities, the numbering the engine uses, the counter an event bumps,
+expert counts by kind and severity, the JSON and the text report follow from the row.
 
 A new counter is one :class:`Counter` row in ``COUNTERS``; when an event kind bumps it, that
-is all.  A counter an engine bumps by itself also needs that line in each engine (in the
-compiled one through a ``CT_*`` index that ``configure_flows`` looks up by the counter's
-name).  Either way it appears in the flow's JSON and, with a ``total`` key, in the capture's
-totals without further edits; the text tables of ``roce stats`` list what they choose to show.
+is all.  A counter the engine bumps by itself also needs that line in ``flowref.py``, through
+a ``_CT_*`` index it looks up by the counter's name.  Either way it appears in the flow's
+JSON and, with a ``total`` key, in the capture's totals without further edits; the text
+tables of ``roce stats`` list what they choose to show.
 
 Definitions (what the rules mean)
 ---------------------------------
@@ -266,7 +265,7 @@ class Counter(NamedTuple):
 
 
 COUNTERS: tuple[Counter, ...] = (
-    Counter("packets", "packets", "roce_packets"),
+    Counter("packets", "packets", None),  # totals: by link and kind (flowmodel.totals)
     Counter("bytes", "bytes", "bytes"),
     Counter("payload", "payload_bytes", "payload_bytes"),
     Counter("unique_payload", "unique_payload_bytes", "unique_payload_bytes"),
@@ -341,10 +340,6 @@ def _op_info(op: Any) -> OpInfo:
 OPINFO: list[OpInfo | None] = [None] * 256
 for _code, _op in OPCODES.items():
     OPINFO[_code] = _op_info(_op)
-# The scan's key columns hold the first extended header's fields.  RD and XRC put RDETH /
-# XRCETH first, so for them a RETH or AETH further on is read from the frame.
-RETH_LATER = frozenset(c for c, op in OPCODES.items() if "reth" in op.headers[1:])
-AETH_LATER = frozenset(c for c, op in OPCODES.items() if "aeth" in op.headers[1:])
 
 # -- AETH syndromes and ECN: how a packet's marks become counters and events -------------------
 

@@ -15,7 +15,6 @@ from itertools import islice
 from typing import Any
 
 from roce.families import registry
-from roce.families.erf import wire_length
 from roce.locate import LINKTYPE_ERF, WALK_LINKTYPES
 from roce.pcapio import Batch, CaptureError, Frame, open_capture
 
@@ -81,8 +80,6 @@ def frames(reader: Any, udp_port: int) -> Iterator[Frame]:
     for b in reader.batches(PEEL_BATCH):
         lt = b.linktype
         for data, ts, cap, orig in zip(b.datas, b.ts_ns, b.caplen, b.origlen):
-            if cap > orig:  # an ERF record's padding after the packet: not on the wire
-                data, cap = data[:orig], orig
             yield Frame(data, ts, cap, orig, lt, 0)
 
 
@@ -109,12 +106,8 @@ class Peel:
             if batch.linktype not in ROCE_LINKS:
                 handler = registry().lookup("linktype", batch.linktype)
                 if handler is not None and handler.unwrap is not None:
-                    inner = unwrap_batch(batch, handler)
-                    if inner is not None and batch.linktype == LINKTYPE_ERF:
-                        # a record's wire length is its packet's, not the record's
-                        inner = Batch(inner.datas, inner.ts_ns, list(map(len, inner.datas)),
-                                      [wire_length(d) for d in batch.datas], inner.linktype)
-                    batch = inner or batch
+                    # ERF: each record's packet, with its own lengths (erf.lengths)
+                    batch = unwrap_batch(batch, handler) or batch
             if batch.linktype in ROCE_LINKS:
                 batch = peel(batch, self._port)
             yield batch
@@ -161,7 +154,6 @@ def _pair(frames: Iterator[Frame], pairing: Any, stop_early: bool) -> bool:
     capture: given up after ``PEEK`` frames without one)."""
     from roce.families.erf import unwrap
     from roce.families.ib import native as ib
-    from roce.locate import LINKTYPE_ERF
 
     seen_ib = False
     for number, fr in enumerate(frames, 1):

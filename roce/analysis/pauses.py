@@ -30,7 +30,9 @@ allows, and Wireshark flags) is counted as "not RoCE" only.
 
 from __future__ import annotations
 
+import math
 import struct
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,6 +53,12 @@ _LENGTH = {True: struct.Struct(">8xI"), False: struct.Struct("<8xI")}  # its cap
 _STAMP = {True: struct.Struct(">II"), False: struct.Struct("<II")}  # seconds, fraction
 _DA = len(macc.PFC_DST_MAC)
 _ETH = SIZE_OF["eth"]
+# The link rates (Gb/s) the accounting can represent: in b/s a finite float (the report,
+# JSON), and the longest pause (0xFFFF quanta) a count of nanoseconds in 64 bits, as every
+# time in a report is.  ``--link-rate`` takes these.
+MAX_NS = (1 << 63) - 1
+LINK_RATE_GBPS = (macc.MAX_QUANTA * macc.QUANTUM_BITS * NS / MAX_NS / 1e9,
+                  sys.float_info.max / 1e9)
 
 
 def duration(ns: float) -> str:
@@ -78,8 +86,9 @@ class PauseAccount:
 
     def __init__(self, link_rate_bps: float, storm_ns: int,
                  max_events: int = fl.MAX_EVENTS_PER_KIND) -> None:
-        if link_rate_bps <= 0:
-            raise ValueError(f"link rate {link_rate_bps!r} b/s must be positive")
+        lo, hi = (g * 1e9 for g in LINK_RATE_GBPS)
+        if not (math.isfinite(link_rate_bps) and lo <= link_rate_bps <= hi):
+            raise ValueError(f"link rate {link_rate_bps!r} b/s is outside {lo:g}..{hi:g}")
         self.link_rate_bps = float(link_rate_bps)
         # rate = num / den b/s exactly; a time unit is 1/num ns, a quantum 512e9 * den units
         self.num, den = self.link_rate_bps.as_integer_ratio()

@@ -5,7 +5,10 @@ It renders a :class:`~roce.analysis.flowmodel.Report` with its sections (PFC, co
 control, CM connections), as text (``write_text``) or as the JSON document (``sections``),
 and owns nothing else; the command (``roce.cli.stats``) and the many-capture driver
 (``roce.cli._fleet``) both call it, so every report has the same sections.
-Tables use rich when the output is a terminal and plain aligned text otherwise.
+Tables use rich when the output is a terminal and plain aligned text otherwise.  Every table
+and heading fits ``WIDTH`` columns: tables of flows have a row per flow, and names too long for
+a row or a column (IPv6 addresses, many flows) are given short keys (``F1``, ``A``) spelt out
+above the table.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import IO, Any
 from roce.analysis import flowrules as rules
 from roce.analysis import flows as fl
 from roce.analysis import pauses
+from roce.analysis.flowmodel import FRAME_PARTS
 
 EXPERT_DEFAULT = 20  # expert lines shown without --expert
+WIDTH = 100  # columns every table and heading fits in
 
 
 
@@ -98,9 +103,12 @@ def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     return rows
 
 
-_TOTALS = (("frames", "frames"), ("roce_packets", "RoCE packets"), ("not_roce", "not RoCE"),
-           ("malformed", "malformed"), ("truncated", "truncated by capture"),
-           ("flows", "flows"), ("connections", "connections"), ("bytes", "bytes"),
+# The frames and their parts (flowmodel.FRAME_PARTS: each frame in one), indented under them.
+_FRAME_LINES = (("roce_packets", "RoCE packets"), ("ib_packets", "InfiniBand packets"),
+                ("malformed", "malformed"), ("truncated", "truncated by capture"),
+                ("not_roce", "not RoCE"))
+assert tuple(k for k, _ in _FRAME_LINES) == FRAME_PARTS
+_TOTALS = (("flows", "flows"), ("connections", "connections"), ("bytes", "bytes"),
            ("payload_bytes", "payload bytes"), ("unique_payload_bytes", "unique payload bytes"),
            ("duration", "duration (s)"), ("goodput_Bps", "goodput"),
            ("throughput_Bps", "throughput"), ("messages", "messages"),
@@ -127,10 +135,41 @@ def total_rows(t: dict[str, Any]) -> list[tuple[str, list[str]]]:
             return _rate(t[key])
         return f"{t[key]:,}"
 
-    rows = [(label, [cell(key)]) for key, label in _TOTALS]
-    at = next(i for i, (key, _) in enumerate(_TOTALS) if key == "retransmissions") + 1
+    ib = bool(t.get("ib_packets"))
+    rows = [("frames", [cell("frames")])]
+    for key, label in _FRAME_LINES:
+        # the packets of the links the capture holds: RoCE's line unless it holds native
+        # InfiniBand alone; what is neither is "not RoCE or InfiniBand" where both are known
+        if key == "roce_packets" and ib and not t[key]:
+            continue
+        if key == "ib_packets" and not ib:
+            continue
+        if key == "not_roce" and ib:
+            label = "not RoCE or InfiniBand"
+        rows.append((f"  {label}", [cell(key)]))
+    rows += [(label, [cell(key)]) for key, label in _TOTALS]
+    at = next(i for i, (label, _) in enumerate(rows) if label == "retransmitted PSNs") + 1
     rows[at:at] = [(label, [cell(key)]) for key, label in _RECOVERY if t.get(key)]
     return rows
+
+
+def table_width(header: list[str], rows: list[tuple[str, list[str]]]) -> int:
+    """The columns a table takes as ``_Plain`` lays it out (rich's is no wider)."""
+    ncol = 1 + max([len(v) for _, v in rows] + [len(header) - 1])
+    cells = [header + [""] * (ncol - len(header))] if header else []
+    cells += [[label, *vals] for label, vals in rows]
+    return 2 + sum(max(len(r[c]) for r in cells) for c in range(ncol)) + 2 * (ncol - 1)
+
+
+def keyed_labels(header: list[str], rows: list[tuple[str, list[str]]], key: str,
+                 ) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """A table of one row per flow (or direction and priority) that fits ``WIDTH`` as it is
+    comes back as it is with no legend; a wider one has its row labels replaced by ``key``
+    and a number (``F1``), and the legend (``F1 = 10.0.0.1 -> ...``) says which is which."""
+    if table_width(header, rows) <= WIDTH:
+        return [], rows
+    return ([f"{key}{i} = {label}" for i, (label, _) in enumerate(rows, 1)],
+            [(f"{key}{i}", vals) for i, (_, vals) in enumerate(rows, 1)])
 
 
 class _Plain:
@@ -204,9 +243,10 @@ class _Rich:
 
 def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
            rich: bool | None = None, pfc: pauses.PauseReport | None = None,
-           cc: Any = None) -> None:
+           cc: Any = None, cm: Any = None) -> None:
     """Write the text report; rich tables when ``out`` is a terminal (or ``rich=True``);
-    ``pfc`` adds the PFC / PAUSE table when the capture had such frames."""
+    ``pfc`` adds the PFC / PAUSE table when the capture had such frames, ``cm`` the CM
+    connections of native InfiniBand (their problems are expert warnings)."""
     if rich is None:
         rich = out.isatty()
     r: Any = _Rich(out) if rich else _Plain(out)
@@ -214,48 +254,70 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
     t0 = t.get("first_ns") or 0
     dicts = {f.id: f.to_dict(t0) for f in report.flows}
 
-    def col(f: fl.Flow) -> list[str]:
-        return [f"{f.src} -> {f.dst}", f"to QP 0x{f.qp:06x}"]
-
     for n, (a, b) in enumerate(report.connections, 1):
-        r.heading(f"Connection {n}: {a.src} QP 0x{b.qp:06x} <-> {a.dst} QP 0x{a.qp:06x}")
-        ca, cb = col(a), col(b)
-        r.table(["", ca[0], cb[0]], [("", [ca[1], cb[1]])] + flow_rows([dicts[a.id],
-                                                                        dicts[b.id]]))
+        ends = [f"{a.src} QP 0x{b.qp:06x}", f"{a.dst} QP 0x{a.qp:06x}"]
+        rows = [("", [f"to QP 0x{a.qp:06x}", f"to QP 0x{b.qp:06x}"]),
+                *flow_rows([dicts[a.id], dicts[b.id]])]
+        header = ["", f"{a.src} -> {a.dst}", f"{b.src} -> {b.dst}"]
+        heading = f"Connection {n}: {ends[0]} <-> {ends[1]}"
+        if len(heading) > WIDTH or table_width(header, rows) > WIDTH:  # long addresses
+            heading, header = f"Connection {n}: A <-> B", ["", "A -> B", "B -> A"]
+            r.heading(heading)
+            r.text(f"A = {ends[0]}")
+            r.text(f"B = {ends[1]}")
+        else:
+            r.heading(heading)
+        r.table(header, rows)
     for f in report.lone:
-        r.heading(f"Flow {f.src} -> {f.dst} QP 0x{f.qp:06x}")
+        heading = f"Flow {f.src} -> {f.dst} QP 0x{f.qp:06x}"
+        if len(heading) > WIDTH:
+            r.heading(f"Flow to QP 0x{f.qp:06x}")
+            r.text(f"from {f.src}")
+            r.text(f"to {f.dst}")
+        else:
+            r.heading(heading)
         r.table([], flow_rows([dicts[f.id]]))
     r.heading(f"Totals: {name}")
     r.table([], total_rows(t))
     if pfc is not None and pfc.frames:
         r.heading(f"PFC / PAUSE: {pfc.frames:,} frames, link rate "
                   f"{pfc.link_rate_bps / 1e9:g} Gb/s")
-        r.table(*pfc.table())
+        _keyed_table(r, *pfc.table(), "P")
     if cc is not None and cc.rows:
         r.heading("Congestion control: CNPs and ECN CE per QP")
-        r.table(*cc.table())
+        _keyed_table(r, *cc.table(), "F")
     if cc is not None and cc.timeline is not None:
         r.heading(f"Timeline: {cc.timeline['interval_ns'] / 1e3:g} us intervals "
                   "(per QP: Gb/s, CNPs, retransmissions; PAUSE/PFC frames)")
         for i, label in enumerate(cc.timeline["qps"], 1):
             r.text(f"QP{i} = {label}")
         r.table(*cc.timeline_table())
+    cm_warnings: list[str] = []
+    if cm is not None and cm.connections:
+        r.heading(f"CM connections: {len(cm.connections):,}")
+        for line in cm.report_lines(warnings=False):
+            r.text(line)
+        cm_warnings = cm.warnings()
 
     counts = report.event_counts
-    total = sum(counts.values())
+    total = sum(counts.values()) + len(cm_warnings)
     by_sev = {s: sum(v for k, v in counts.items() if rules.SEVERITIES[rules.EVENT_KINDS[k]] == s)
               for s in rules.SEVERITIES}
+    by_sev["warning"] += len(cm_warnings)
     r.heading("Expert info: " + ", ".join(f"{n:,} {s}{'s' * (n != 1)}"
                                           for s, n in by_sev.items()))
     if not total:
         r.text("no findings")
         return
-    r.table([], [(k.replace("_", " "), [f"{v:,}", rules.SEVERITIES[rules.EVENT_KINDS[k]]])
-                 for k, v in sorted(counts.items(),
-                                    key=lambda kv: (rules.EVENT_KINDS[kv[0]], kv[0]))])
+    rows = [(k.replace("_", " "), [f"{v:,}", rules.SEVERITIES[rules.EVENT_KINDS[k]]])
+            for k, v in sorted(counts.items(), key=lambda kv: (rules.EVENT_KINDS[kv[0]], kv[0]))]
+    if cm_warnings:
+        rows.append(("CM connection", [f"{len(cm_warnings):,}", "warning"]))
+    r.table([], rows)
     shown = report.expert(None if expert_all else EXPERT_DEFAULT)
     r.blank()
-    r.lines([(rules.SEVERITIES[e.severity], e.line()) for e in shown])
+    r.lines([(rules.SEVERITIES[e.severity], e.line()) for e in shown]
+            + [("warning", w) for w in cm_warnings])
     # Consecutive retransmissions fold into one line: count lines here, events above.
     made = sum(report.lines().values())
     stored = len(report.events)
@@ -265,6 +327,14 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
                + ("all" if stored == made else f"{stored:,} ({kept})"))
     elif stored < made:
         r.text(f"... {made - stored:,} more not listed ({kept})")
+
+
+def _keyed_table(r: Any, header: list[str], rows: list[tuple[str, list[str]]],
+                 key: str) -> None:
+    legend, rows = keyed_labels(header, rows, key)
+    for line in legend:
+        r.text(line)
+    r.table(header, rows)
 
 
 def sections(report: fl.Report, pfc: pauses.PauseReport, cc: Any, cm: Any) -> dict[str, Any]:
@@ -278,7 +348,5 @@ def sections(report: fl.Report, pfc: pauses.PauseReport, cc: Any, cm: Any) -> di
 
 def write_text(report: fl.Report, name: str, out: IO[str], expert_all: bool,
                pfc: pauses.PauseReport, cc: Any, cm: Any, rich: bool | None = None) -> None:
-    """The text report: ``render``, then the CM connections when there are any."""
-    render(report, name, out, expert_all=expert_all, rich=rich, pfc=pfc, cc=cc)
-    if cm is not None and cm.connections:
-        out.write("\n" + "\n".join(cm.report_lines()) + "\n")
+    """The text report (``render``), the CM connections of native InfiniBand included."""
+    render(report, name, out, expert_all=expert_all, rich=rich, pfc=pfc, cc=cc, cm=cm)

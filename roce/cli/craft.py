@@ -22,7 +22,10 @@ so that a sequence of requests is easy to read: pass ``--psn-step`` to model the
 Fields: the named options cover the common ones; ``--field NAME=VALUE`` (repeatable) sets
 any field ``roce.craft`` knows: ``header.field`` (``aeth.syndrome``, ``ip.id``), a field
 name unique in the packet (``msn``) or an alias (``dqpn``, ``rkey``).  Numbers take 0x/0o/0b
-prefixes; ``true``/``false`` set flags; addresses are written as usual.
+prefixes; ``true``/``false`` set one-bit fields; addresses are written as usual.  Every
+field option is checked before anything is built (``roce.cli._craft_fields``): the frame
+must have the field (with ``--link ib`` the Ethernet-side headers are gone) and the value
+must be one the field holds; otherwise exit 1, naming the field.
 
 Exit status: 0 done, 1 bad usage (unknown opcode or field, value out of range), 2 a file
 that cannot be read (``--payload-file``) or written (``-w``).
@@ -33,16 +36,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import ipaddress
 import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 import roce
 from roce import fast
+from roce.cli import _craft_framing as craft_framing
 from roce.cli import _craft_macc as craft_macc
 from roce.cli import _craft_uet as craft_uet
+from roce.cli._craft_fields import checked_fields
 from roce.errors import InputError, UsageError
 from roce.headers import LAYOUTS
 from roce.icrc import to_trailer
@@ -192,9 +198,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     craft_macc.add_arguments(parser)
     craft_uet.add_arguments(parser)
-    from roce.families import craft as craft_families
-
-    craft_families.add_arguments(parser)
+    craft_framing.add_arguments(parser)
 
 
 # -- building -------------------------------------------------------------------------------
@@ -300,7 +304,23 @@ def craft_options(args: argparse.Namespace, op: Opcode) -> tuple[dict[str, Any],
     return kw, fields
 
 
-_DMALEN_KEYS = frozenset({"dmalen", "reth.dmalen", "reth_dmalen", "dma_len", "length"})
+def given_fields(args: argparse.Namespace) -> set[str]:
+    """The header fields (``header.field``) the options set explicitly: ``--smac`` and
+    ``--field eth.src=`` both give ``eth.src``.  The options are checked as for crafting."""
+    op = resolve_opcode(args.opcode)
+    payload = read_payload(args, op)
+    kw, fields = craft_options(args, op)
+    return set(checked_fields(args, op, payload, kw, fields))
+
+
+def destination(packet: roce.Packet) -> str:
+    """The IP address (or RoCEv1 GID) a packet is sent to, as text."""
+    l3 = packet.l3
+    value = packet.headers[l3]["dgid" if l3 == "grh" else "dst"]
+    if isinstance(value, str):
+        return str(ipaddress.ip_address(value))
+    cls = ipaddress.IPv4Address if l3 == "ip" else ipaddress.IPv6Address
+    return str(cls(value))  # a number or the address's bytes (--field ip.dst=0x0a000002)
 
 
 def build_packets(args: argparse.Namespace, count: int = 1) -> list[roce.Packet]:
@@ -350,18 +370,21 @@ def _patched(packets: Iterator[roce.Packet], count: int, step: int, bad_icrc: bo
 def _first_packet(args: argparse.Namespace) -> tuple[roce.Packet, bool]:
     """The first packet the options describe (options checked here), and whether its ICRC
     was given (``--field icrc=``)."""
+    from roce.families import craft as craft_families
+
     op = resolve_opcode(args.opcode)
     payload = read_payload(args, op)
     kw, fields = craft_options(args, op)
-    values = {key: value for key, (_flag, value) in fields.items()}
-    if "reth" in op.headers and op.payload and not _DMALEN_KEYS & values.keys():
+    craft_families.check_options(args)
+    values = checked_fields(args, op, payload, kw, fields)
+    if "reth" in op.headers and op.payload and "reth.dmalen" not in values:
         # a WRITE's DMA length is its message length: the payload, unless told otherwise
-        values["dmalen"] = len(payload) if payload is not None else (op.payload_len or 0)
+        values["reth.dmalen"] = len(payload) if payload is not None else (op.payload_len or 0)
     try:
         first = roce.craft(op, payload, **kw, **values)
-        first.to_bytes()  # encoders check ranges and addresses here
+        first.to_bytes()  # every value was checked: this is the builder's last word
     except (TypeError, ValueError) as exc:
-        raise UsageError(_which_field(op, payload, kw, fields, exc)) from None
+        raise UsageError(f"{op.short_name}: {exc}") from None
     return first, "icrc" in values
 
 
@@ -380,32 +403,15 @@ def _sequence(first: roce.Packet, count: int, step: int, bad_icrc: bool,
         yield p
 
 
-def _which_field(op: Opcode, payload: bytes | None, kw: dict[str, Any],
-                 fields: dict[str, tuple[str, Any]], error: Exception) -> str:
-    """The message for the first option that does not apply to this opcode or whose value
-    the encoder refuses (``error`` is what crafting with all of them raised)."""
-    for key, (flag, value) in fields.items():
-        try:
-            roce.craft(op, payload, **kw, **{key: value}).to_bytes()
-        except TypeError:
-            headers = ", ".join(roce.craft(op, payload, **kw).headers)
-            what = "RoCEv1" if kw.get("roce_version") == 1 and key in (
-                "sport", "ip.ttl") else op.short_name
-            name = f"field {key!r}" if flag.startswith("--field") else "such field"
-            return f"{flag}: {what} has no {name} (its headers: {headers})"
-        except ValueError as exc:
-            return f"{flag}: {exc}"
-    return str(error) or "the field options do not apply to this opcode"
-
-
 def frame_times(count: int, interval: float, start_ns: int | None = None,
-                limit_ns: int = MAX_TS_NS) -> Iterator[int]:
+                limit_ns: int = MAX_TS_NS, option: str = "--interval") -> Iterator[int]:
     """``count`` timestamps ``interval`` seconds apart from ``start_ns`` (default: now);
-    UsageError if the last would pass ``limit_ns`` (what the capture format holds)."""
+    UsageError naming ``option`` (what set the interval) if the last would pass
+    ``limit_ns`` (what the capture format holds)."""
     start = time.time_ns() if start_ns is None else start_ns
     step = round(interval * NS)
     if start + (count - 1) * step > limit_ns:
-        raise UsageError(f"--interval: {count} frames {interval:g} s apart end past the "
+        raise UsageError(f"{option}: {count} frames {interval:g} s apart end past the "
                          f"last timestamp the capture can hold ({limit_ns // NS} s since 1970)")
     return (start + i * step for i in range(count))
 
@@ -439,19 +445,13 @@ def describe(frames: Iterable[tuple[bytes, int]], verbose: bool = False,
         yield summ.line(rec.number, text, fr.origlen, cols)
 
 
-def open_writer(path: str, pcapng: bool = False,
-                linktype: int = 1) -> PcapWriter | PcapNgWriter:
-    """A capture writer for ``path`` (``-``: standard output); InputError if it cannot be
-    created."""
+def open_writer(path: str, pcapng: bool = False, linktype: int = 1,
+                live: bool = False) -> PcapWriter | PcapNgWriter:
+    """A capture writer for ``path`` (``-``: standard output); ``InputError`` if it cannot
+    be created.  ``live``: written in place as it goes (a capture of what happens)."""
     ng = pcapng or path.lower().endswith((".pcapng", ".ntar"))
-    try:
-        if path == "-":
-            dst: str | BinaryIO = sys.stdout.buffer
-        else:
-            dst = path
-        return PcapNgWriter(dst, linktype) if ng else PcapWriter(dst, linktype)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return (PcapNgWriter(path, linktype, live=live) if ng
+            else PcapWriter(path, linktype, live=live))
 
 
 def write_frames(path: str, frames: Iterable[tuple[bytes, int]], pcapng: bool = False,
@@ -469,19 +469,22 @@ def written(writer: PcapWriter | PcapNgWriter, path: str,
     hold (classic pcap ends in 2106) is clamped, with one warning."""
     limit = writer.MAX_TS_NS
     warned = False
-    try:
-        for data, ts in frames:
-            if not 0 <= ts <= limit:
-                if not warned:
-                    warned = True
-                    print(f"roce: warning: {path}: timestamps outside 0..{limit // NS} s since "
-                          "1970 do not fit this format; clamped (pcapng holds more)",
-                          file=sys.stderr)
-                ts = min(max(ts, 0), limit)
-            writer.write(data, ts)
-            yield data, ts
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    for data, ts in frames:  # an unwritable path is the writer's InputError (roce.outfile)
+        if not 0 <= ts <= limit:
+            if not warned:
+                warned = True
+                print(f"roce: warning: {path}: timestamps outside 0..{limit // NS} s since "
+                      "1970 do not fit this format; clamped (pcapng holds more)",
+                      file=sys.stderr)
+            ts = min(max(ts, 0), limit)
+        writer.write(data, ts)
+        yield data, ts
+
+
+def _counted(frames: Iterable[Any], done: list[int]) -> Iterator[Any]:
+    for item in frames:
+        done[0] += 1
+        yield item
 
 
 def print_lines(lines: Iterable[str], out: TextIO) -> None:
@@ -504,6 +507,8 @@ def run(args: argparse.Namespace) -> int:
     # whatever --count is.
     try:
         if craft_macc.wanted(args):  # pfc / pause: MAC Control frames
+            if args.link == "ib":
+                raise UsageError("--link ib: MAC Control frames are Ethernet's")
             packets: Iterable[bytes] = craft_macc.build(args, frame_options_given(args))
         elif craft_uet.wanted(args):  # uet-...: Ultra Ethernet Transport packets
             packets = craft_uet.build(args, frame_options_given(args), read_payload)
@@ -514,18 +519,25 @@ def run(args: argparse.Namespace) -> int:
         packets, linktype = craft_families.apply(args, packets)
         writer = (open_writer(args.write, args.pcapng, linktype) if args.write is not None
                   else None)
+        # the file is complete or absent: an interrupt or an error removes it (pcapio)
         with writer if writer is not None else contextlib.nullcontext():
             stamps = frame_times(args.count, args.interval,
                                  limit_ns=writer.MAX_TS_NS if writer else MAX_TS_NS)
             frames: Iterator[tuple[bytes, int]] = zip(packets, stamps)
             if writer is not None:
                 frames = written(writer, args.write, frames)
-            if args.quiet:
-                for _ in frames:
-                    pass
-            else:
-                out = sys.stderr if args.write == "-" else sys.stdout
-                print_lines(describe(frames, args.verbose, linktype=linktype), out)
+            done = [0]
+            frames = _counted(frames, done)
+            try:
+                if args.quiet:
+                    for _ in frames:
+                        pass
+                else:
+                    out = sys.stderr if args.write == "-" else sys.stdout
+                    print_lines(describe(frames, args.verbose, linktype=linktype), out)
+            except KeyboardInterrupt as exc:
+                exc.add_note(f"after {writer.count if writer else done[0]:,} frames")
+                raise
     except (UsageError, InputError) as exc:
         return fail("craft", exc)
     except BrokenPipeError:
@@ -535,5 +547,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = ["InputError", "UsageError", "add_arguments", "add_frame_arguments",
-           "build_packets", "describe", "iter_frames", "iter_packets", "open_writer",
-           "resolve_opcode", "run", "write_frames", "written"]
+           "build_packets", "describe", "destination", "given_fields", "iter_frames",
+           "iter_packets", "open_writer", "resolve_opcode", "run", "write_frames", "written"]

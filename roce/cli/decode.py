@@ -16,18 +16,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from roce import fast
+from roce.cli._decode_options import add_output_arguments, check_output_options, want_colour
 from roce.decoder.decode import (
     BATCH,
     PIPE_BATCH,
     Record,
-    add_output_arguments,
-    check_output_options,
     decode_frames,
     filter_macros,
     header_fields,
     known_fields,
     make_filter,
-    want_colour,
 )
 from roce.decoder.progress import Progress
 from roce.errors import UsageError
@@ -166,6 +164,19 @@ def apply_registry_options(args: argparse.Namespace) -> None:
             uet.use_reading(registry(), layout)
 
 
+# Frames up to this long whose walk says malformed are alike often enough (zero-length
+# records, runt frames) that the one-line view keeps their columns (``_lines``).
+SHORT_FRAME = 64
+
+
+def _done(reader: CaptureReader, stream_bytes: int) -> int:
+    """How far through the file a run is, for the progress bar against the file's size: the
+    compressed bytes decompressed so far for a gzip-compressed capture, else the bytes of
+    the frames read (and their record headers)."""
+    done = reader.compressed_done
+    return stream_bytes if done is None else done
+
+
 def _warn_problems(reader: CaptureReader) -> None:
     problems = reader.problems
     if problems:
@@ -187,11 +198,18 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     # the registry decides, once per batch (plugins are loaded if a frame needs them)
     linktypes = registry(plugins=False).tables["linktype"]
     tunnels = False  # set when a tunnel's frame shows up: plain RoCE never pays for peeling
+    # The columns of short malformed frames, by their bytes and lengths: a capture may hold
+    # millions of alike ones (zero-length records), each otherwise decoded in Python.
+    seen: dict[tuple[bytes, int, int, int], tuple[str, str, str, str, str]] = {}
     for batch in reader.batches(batch_size):
         base = number
 
         def slow(i: int, time_text: str, batch: Batch = batch, base: int = base) -> str:
             data, caplen, origlen = batch.datas[i], batch.caplen[i], batch.origlen[i]
+            key = (data, batch.linktype, caplen, origlen)
+            cols = seen.get(key) if len(data) <= SHORT_FRAME else None
+            if cols is not None:
+                return summ.line(base + i, time_text, origlen, cols)
             w = walk(data, batch.linktype, udp_port)
             if not is_malformed(w.status):
                 nonlocal tunnels
@@ -206,6 +224,10 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             header_fields(known(data, w, batch.linktype), f)
             cols = summ.columns(data, w, f, batch.linktype, caplen, origlen,
                                 str(explain_(w)))
+            if len(data) <= SHORT_FRAME and is_malformed(w.status):
+                if len(seen) >= 4096:
+                    seen.clear()
+                seen[key] = cols
             return summ.line(base + i, time_text, origlen, cols)
 
         # With --only-roce the frames the scan calls "not RoCE" still go to ``slow``: a
@@ -227,7 +249,7 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             out.write("\n".join(lines) + "\n")
         if progress.enabled:
             done += sum(batch.caplen) + 16 * len(batch.datas)
-            progress.update(done, number - 1)
+            progress.update(_done(reader, done), number - 1)
         if shown >= limit:
             break
 
@@ -261,7 +283,8 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
         inner = rec.frame
         cols = summ.columns(inner.data, rec.walk, rec.fields, inner.linktype, inner.caplen,
                             inner.origlen, rec.message)
-    return summ.line(number, time_text, fr.origlen, cols), tunnel
+    # frame.len: the record's packet for ERF (its wlen), the captured frame's otherwise
+    return summ.line(number, time_text, rec.fields.get("frame.len", fr.origlen), cols), tunnel
 
 
 def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,
@@ -291,7 +314,7 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
             done += rec.frame.caplen + 16
             frames += 1
             if not frames % 1024:
-                progress.update(done, frames)
+                progress.update(_done(reader, done), frames)
         if flt is not None and not flt(rec.fields):
             continue
         shown += 1

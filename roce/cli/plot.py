@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from roce.errors import InputError, UsageError
+from roce.errors import UsageError
 from roce.options import parse_positive_time
 
 
@@ -28,14 +28,9 @@ def run(args: argparse.Namespace) -> int:
     if args.interval is not None and args.interval <= 0:
         raise UsageError("--interval must be positive")
     if args.trace:
-        from roce.plot.trace import read_trace, trace_figure
+        from roce.plot.trace import open_trace, trace_figure
 
-        try:
-            with open(args.trace, newline="") as f:
-                rows = list(read_trace(f, args.trace))
-        except OSError as e:
-            raise InputError(f"{args.trace}: {e.strerror}") from None
-        fig = trace_figure(rows)
+        fig = trace_figure(open_trace(args.trace))  # the file's kind is checked
     else:
         from roce.analysis.timeline import collect
         from roce.pcapio import open_capture

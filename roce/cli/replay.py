@@ -19,8 +19,13 @@ After a rewrite the frame is patched in place: IPv4 header checksum, UDP checksu
 it was not 0) and ICRC are recomputed.  An ICRC that was wrong in the capture stays wrong
 by the same bits and a wrong checksum is left as it was, so negative-test captures keep
 testing what they tested.
-Captures of other link types (Linux cooked, raw IP) are sent as Ethernet II, with the
-``--rewrite-*mac`` addresses or placeholder ones.
+MACs: a replayed Ethernet capture keeps its MACs (a capture is replayed as it was; the
+``--rewrite-smac/--rewrite-dmac`` options change them).  Frames of other link types (Linux
+cooked, raw IP) have none: they are sent as Ethernet II from the interface's MAC to the
+MAC of their destination IP (``PeerMacs``: the neighbour table, else ARP), unless the
+rewrite options give them; written without sending (``-w``, no ``-i``), they carry
+placeholders (02:00:00:00:00:01 to 02:00:00:00:00:02).  Frames no interface sends
+(shorter than an Ethernet header) are left out, counted, and reported once; the rest go.
 
 Timing: deadlines on the monotonic clock; each wait sleeps, then spins the last 150 us.
 Frames already due when the sender looks are sent in one ``sendmmsg`` call.  Gaps come from
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import ipaddress
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -50,6 +56,7 @@ from roce.headers import LAYOUTS
 from roce.locate import (
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
+    ETHERTYPE_ROCEV1,
     L3_GRH,
     L3_IPV4,
     L3_IPV6,
@@ -63,10 +70,12 @@ from roce.locate import (
 )
 from roce.opcodes import CNP_OPCODES
 from roce.options import (
+    MAX_NS,
     bounded_int,
     parse_ip,
     parse_mac_bytes,
     parse_port,
+    parse_pps,
     parse_qpn,
     parse_rate,
     parse_seconds,
@@ -248,6 +257,64 @@ def to_ethernet(data: bytes, linktype: int, smac: bytes | None = None,
     return (dmac or _DEFAULT_DMAC) + (smac or _DEFAULT_SMAC) + etype + body
 
 
+# The shortest frame an Ethernet interface takes: its header.  A capture may hold shorter
+# ones (a snap length of a few bytes, a damaged file); the kernel refuses them (EINVAL).
+MIN_FRAME = LAYOUTS["eth"].size
+
+
+def short_frames_warning(command: str, count: int) -> str:
+    """The one line ``send -r`` and ``replay`` print for the frames they left out as too
+    short to send."""
+    return (f"roce {command}: warning: {count} frames shorter than an Ethernet header "
+            f"({MIN_FRAME} bytes) cannot be sent and were left out")
+
+
+_L3_DST = {ETHERTYPE_IPV4: (L3_IPV4, IP4_DST), ETHERTYPE_IPV6: (L3_IPV6, IP6_DST),
+           ETHERTYPE_ROCEV1: (L3_GRH, GRH_DST)}
+
+
+class PeerMacs:
+    """MACs for the frames of a capture of another link type (Linux cooked, raw IP), which
+    carry none of their own: the sending interface's MAC as the source, and as the
+    destination the MAC of the frame's destination IP (or RoCEv1 GID) on that interface
+    (``roce.iface.resolve_mac``: the neighbour table or ARP, once per address).  ``smac``
+    and ``dmac``, when given (``--rewrite-smac/--rewrite-dmac``), win.  Frames without an
+    IP destination keep the placeholder destination."""
+
+    def __init__(self, interface: str, smac: bytes | None = None,
+                 dmac: bytes | None = None) -> None:
+        self.interface = interface
+        self.smac, self.dmac = smac, dmac
+        self._peers: dict[str, bytes] = {}
+
+    def __call__(self, frame: bytes) -> bytes:
+        """``frame`` (Ethernet, as ``to_ethernet`` made it) with its MACs filled in."""
+        if self.smac is None:
+            self.smac = parse_mac_bytes(iface.interface_mac(self.interface))
+        dmac = self.dmac
+        if dmac is None:
+            dst = self._destination(frame)
+            dmac = _DEFAULT_DMAC if dst is None else self._peer(dst)
+        return dmac + self.smac + frame[ETH_SRC[1]:]
+
+    @staticmethod
+    def _destination(frame: bytes) -> str | None:
+        etype = int.from_bytes(frame[ETH_SRC[1]:ETH_SRC[1] + 2], "big")
+        if etype not in _L3_DST:
+            return None
+        kind, (d0, d1) = _L3_DST[etype]
+        at = MIN_FRAME
+        if len(frame) < at + d1:
+            return None
+        return str(ipaddress.ip_address(frame[at + d0:at + d1]))
+
+    def _peer(self, ip: str) -> bytes:
+        mac = self._peers.get(ip)
+        if mac is None:
+            mac = self._peers[ip] = parse_mac_bytes(iface.resolve_mac(self.interface, ip))
+        return mac
+
+
 class Prepared(NamedTuple):
     frames: list[bytes]
     stamps: list[int]  # capture timestamps (ns)
@@ -255,6 +322,8 @@ class Prepared(NamedTuple):
     rewritten: int
     dropped_not_roce: int  # --only-roce
     dropped_linktype: int  # link types that cannot become Ethernet
+    dropped_short: int = 0  # shorter than MIN_FRAME: no interface sends them
+    converted: tuple[int, ...] = ()  # frames made Ethernet from another link type (indexes)
 
 
 def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: bool = False,
@@ -262,7 +331,8 @@ def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: b
     """Frames to send from (data, ts_ns, linktype) records: Ethernet, filtered, rewritten."""
     frames: list[bytes] = []
     stamps: list[int] = []
-    read = rewritten = not_roce = bad_link = 0
+    converted: list[int] = []
+    read = rewritten = not_roce = bad_link = short = 0
     walk = fast.walk
     for data, ts, linktype in records:
         read += 1
@@ -270,6 +340,11 @@ def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: b
         if eth is None:
             bad_link += 1
             continue
+        if len(eth) < MIN_FRAME:
+            short += 1
+            continue
+        if linktype != LINKTYPE_ETHERNET:
+            converted.append(len(frames))
         w = walk(eth, LINKTYPE_ETHERNET, udp_port)
         if w.status != OK:
             if only_roce and not (is_malformed(w.status) and w.bth_off >= 0
@@ -282,7 +357,8 @@ def prepare(records: Iterable[tuple[bytes, int, int]], rw: Rewrite, only_roce: b
             rewritten += new is not eth
             frames.append(new)
         stamps.append(ts)
-    return Prepared(frames, stamps, read, rewritten, not_roce, bad_link)
+    return Prepared(frames, stamps, read, rewritten, not_roce, bad_link, short,
+                    tuple(converted))
 
 
 # -- scheduling -----------------------------------------------------------------------------
@@ -300,20 +376,37 @@ def schedule(stamps: Sequence[int], speed: float = 1.0, pps: float | None = None
     if n == 0:
         return [], 0
     if pps is not None:
+        _fits((n - 1) / pps * NS, n)
         return [round(i * NS / pps) for i in range(n)], round(n * NS / pps)
     cap = None if max_gap is None else max_gap * NS
-    out = [0]
-    t = 0.0
+    # the gaps are summed as integers, then divided once: the last offset is checked
+    # before any float of it is rounded (a tiny speed makes it infinite)
+    total = 0
     prev = stamps[0]
+    gaps = []
     for ts in stamps[1:]:
         gap = ts - prev if ts > prev else 0
         prev = ts
         if cap is not None and gap > cap:
-            gap = cap
+            gap = int(cap)
+        total += gap
+        gaps.append(gap)
+    _fits(total / speed, n)
+    out = [0]
+    t = 0.0
+    for gap in gaps:
         t += gap / speed
         out.append(round(t))
     period = out[-1] + (round(out[-1] / (n - 1)) if n > 1 else 0)
     return out, period
+
+
+def _fits(last_ns: float, n: int) -> None:
+    """ValueError when the last frame of a schedule is due past what the pacer's 64-bit
+    nanosecond deadlines hold (an OverflowError, or a sleep too long, otherwise)."""
+    if not last_ns <= MAX_NS:  # inf and nan included
+        raise ValueError(f"the {n} frames would take {last_ns / NS:.3g} s, past the "
+                         f"{MAX_NS // NS} s a schedule holds")
 
 
 class Report(NamedTuple):
@@ -323,7 +416,7 @@ class Report(NamedTuple):
     first_ns: int  # monotonic clock at the first and after the last send
     last_ns: int
     timing: iface.TimingStats | None  # None at top speed
-    interrupted: bool
+    interrupted: KeyboardInterrupt | None  # the stop signal that ended the sending, if one did
 
     @property
     def pps(self) -> float:
@@ -363,7 +456,7 @@ def send_paced(sender: iface.Sender, batch: iface.FrameBatch, offsets: Sequence[
     start = clock() + lead_ns if start_ns is None else start_ns
     first = last = 0
     loop = 0
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
         while loops is None or loop < loops:
             base = start + loop * period
@@ -408,8 +501,8 @@ def send_paced(sender: iface.Sender, batch: iface.FrameBatch, offsets: Sequence[
                 i = j
             last = clock()
             loop += 1
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        interrupted = exc
         last = clock()
     timing.count, timing.total, timing.worst = count, total_err, worst
     return Report(sent, nbytes, failed, first, last or first, timing, interrupted)
@@ -421,7 +514,7 @@ def send_topspeed(sender: iface.Sender, batch: iface.FrameBatch, loops: int | No
     sent = nbytes = failed = 0
     first = clock()
     loop = 0
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     sizes = None
     try:
         while loops is None or loop < loops:
@@ -434,8 +527,8 @@ def send_topspeed(sender: iface.Sender, batch: iface.FrameBatch, loops: int | No
             sent += batch.count - len(res.failed)
             nbytes += batch.nbytes
             loop += 1
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        interrupted = exc
     return Report(sent, nbytes, failed, first, clock(), None, interrupted)
 
 
@@ -454,7 +547,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     timing = parser.add_mutually_exclusive_group()
     timing.add_argument("--speed", type=parse_rate, metavar="X",
                         help="multiply the original speed by X (default 1)")
-    timing.add_argument("--pps", type=parse_rate, metavar="N", help="send N frames per second")
+    timing.add_argument("--pps", type=parse_pps, metavar="N", help="send N frames per second")
     timing.add_argument("--topspeed", action="store_true", help="send as fast as possible")
     parser.add_argument("--max-gap", type=parse_seconds, metavar="SEC",
                         help="cap each pause of the original timing at SEC seconds")
@@ -533,10 +626,30 @@ def _run(args: argparse.Namespace) -> int:
     if prep.dropped_linktype:
         print(f"roce replay: warning: {prep.dropped_linktype} frames of a link type that "
               "cannot be sent as Ethernet were left out", file=sys.stderr)
+    if prep.dropped_short:
+        print(short_frames_warning("replay", prep.dropped_short), file=sys.stderr)
+    offsets: list[int] = []
+    period = 0
+    if args.interface is not None:
+        if not args.topspeed:  # a schedule this capture's timing cannot hold is bad usage
+            try:
+                offsets, period = schedule(prep.stamps, args.speed or 1.0, args.pps,
+                                           args.max_gap)
+            except ValueError as exc:
+                flag = ("--pps" if args.pps is not None else "--speed" if args.speed
+                        is not None else "the capture's timing (--max-gap caps its pauses)")
+                raise UsageError(f"{flag}: {exc}") from None
+        iface.check_interface(args.interface)
+        if prep.converted:  # frames that had no MACs: ours, and the peer's
+            macs = PeerMacs(args.interface, rw.smac, rw.dmac)
+            for i in prep.converted:
+                prep.frames[i] = macs(prep.frames[i])
+    out = sys.stderr if args.write == "-" else sys.stdout  # -w -: the pcap has stdout
     if args.write is not None:
         write_frames(args.write, zip(prep.frames, prep.stamps))
     if args.interface is None:
-        print(f"wrote {len(prep.frames)} frames to {args.write} ({prep.rewritten} rewritten)")
+        print(f"wrote {len(prep.frames)} frames to {args.write} ({prep.rewritten} rewritten)",
+              file=out)
         return 0
     if not prep.frames:
         print(f"roce replay: nothing to send ({prep.read} frames read, "
@@ -544,25 +657,28 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     sender = iface.open_sender(args.interface, args.backend)
     loops = None if args.loop == 0 else args.loop
-    with sender, iface.stop_on_sigterm():
+    with sender:  # a stop signal ends the sending; the report is printed, then exit 130
         batch = iface.FrameBatch(prep.frames)
         t0 = time.monotonic()
         if args.topspeed:
             rep = send_topspeed(sender, batch, loops)
         else:
-            offsets, period = schedule(prep.stamps, args.speed or 1.0, args.pps, args.max_gap)
             rep = send_paced(sender, batch, offsets, period, loops)
         elapsed = time.monotonic() - t0
-    print(report_text(rep, args.interface, elapsed))
+    print(report_text(rep, args.interface, elapsed), file=out)
     if prep.dropped_not_roce:
         print(f"{prep.dropped_not_roce} frames per loop were not RoCE and were left out "
-              "(--only-roce)")
+              "(--only-roce)", file=out)
     if rep.failed:
         print(f"roce replay: {args.interface} refused {rep.failed} frames (longer than its "
               f"MTU {sender.mtu} allows?)", file=sys.stderr)
         return 2
-    return 130 if rep.interrupted else 0
+    if rep.interrupted:
+        rep.interrupted.add_note(f"after {rep.sent:,} frames sent")
+        raise rep.interrupted
+    return 0
 
 
-__all__ = ["Prepared", "Report", "Rewrite", "add_arguments", "prepare", "rewrite_frame",
-           "run", "schedule", "send_paced", "send_topspeed", "to_ethernet"]
+__all__ = ["MIN_FRAME", "PeerMacs", "Prepared", "Report", "Rewrite", "add_arguments", "prepare",
+           "rewrite_frame", "run", "schedule", "send_paced", "send_topspeed",
+           "short_frames_warning", "to_ethernet"]

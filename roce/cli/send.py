@@ -7,16 +7,23 @@
     roce send -r frames.pcap -i eth1 --interval 0.001
 
 The frame options are ``roce craft``'s (``roce send -h`` lists them).  Nothing is sent
-without ``-i``.  Frames go out back to back unless ``--interval SEC`` or ``--pps N`` paces
-them (the pacing of ``roce replay``: monotonic deadlines, sleep then spin).  With ``-r`` the
+without ``-i``.  Crafted frames go from the interface's MAC to the MAC of their destination
+(``--dst``, default 10.0.0.2) on that interface: the kernel's neighbour table, else ARP
+(``roce.iface.resolve_mac``), as ``roce target`` finds its peers; ``--smac``/``--dmac``
+or ``--field eth.src=``/``eth.dst=`` win.  With ``-r`` the capture's frames keep their MACs
+(those of other link types get the interface's and the peer's, as ``roce replay`` does).
+
+Frames go out back to back unless ``--interval SEC`` or ``--pps N`` paces them (the pacing
+of ``roce replay``: monotonic deadlines, sleep then spin).  With ``-r`` the
 frames come from a capture, in order, as captured (``--count N``: the first N); use
 ``roce replay`` for the capture's own timing and for rewrites.  ``-v`` prints each frame
 in ``roce decode``'s one-line form; ``-w FILE`` also saves them.  The last line reports the
 frames and bytes sent and the rate.
 
 Exit status: 0 sent, 1 bad usage, 2 environment problem: unknown interface, interface down
-or without carrier, no privilege for a raw socket, unreadable capture, frames the interface
-refused (longer than its MTU allows); 130 interrupted (the report is still printed).
+or without carrier, no privilege for a raw socket, a peer whose MAC cannot be found,
+unreadable capture, frames the interface refused (longer than its MTU allows); 130
+interrupted (the report is still printed).
 """
 
 from __future__ import annotations
@@ -35,17 +42,29 @@ from roce.cli.craft import (
     InputError,
     UsageError,
     add_frame_arguments,
+    build_packets,
     describe,
+    destination,
     fail,
     frame_options_given,
     frame_times,
+    given_fields,
     iter_packets,
     open_writer,
     print_lines,
     written,
 )
-from roce.cli.replay import Report, send_paced, send_topspeed, to_ethernet
-from roce.options import parse_positive, parse_rate, parse_seconds
+from roce.cli.replay import (
+    MIN_FRAME,
+    PeerMacs,
+    Report,
+    send_paced,
+    send_topspeed,
+    short_frames_warning,
+    to_ethernet,
+)
+from roce.locate import LINKTYPE_ETHERNET
+from roce.options import parse_positive, parse_pps, parse_seconds
 from roce.pcapio import CaptureError, open_capture
 
 NS = 1_000_000_000
@@ -68,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pace = g.add_mutually_exclusive_group()
     pace.add_argument("--interval", type=parse_seconds, metavar="SEC",
                       help="time between frames (default: back to back)")
-    pace.add_argument("--pps", type=parse_rate, metavar="N", help="frames per second")
+    pace.add_argument("--pps", type=parse_pps, metavar="N", help="frames per second")
     g.add_argument("-w", "--write", metavar="FILE", help="also save the frames sent to a pcap")
     g.add_argument("--pcapng", action="store_true", help="-w writes pcapng")
     g.add_argument("-v", "--verbose", action="store_true",
@@ -78,9 +97,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _Skipped:
-    """Frames of a capture left out because their link type cannot be sent as Ethernet."""
+    """Frames of a capture left out: of a link type that cannot be sent as Ethernet
+    (``count``), shorter than an Ethernet header (``short``)."""
 
     count = 0
+    short = 0
+
+    def warn(self) -> None:
+        """One line for each kind of frame left out."""
+        if self.count:
+            print(f"roce send: warning: {self.count} frames of a link type that cannot be "
+                  "sent as Ethernet were left out", file=sys.stderr)
+        if self.short:
+            print(short_frames_warning("send", self.short), file=sys.stderr)
 
 
 def _frames(args: argparse.Namespace, skipped: _Skipped) -> Iterator[bytes]:
@@ -93,20 +122,43 @@ def _frames(args: argparse.Namespace, skipped: _Skipped) -> Iterator[bytes]:
             raise UsageError(f"{given[0]} describes crafted frames; with -r the capture's "
                              "frames are sent as they are (roce replay rewrites)")
         reader = open_capture(args.read_file)  # an unreadable file fails here, before sending
-        return _capture_frames(reader, args.count, skipped)
+        return _capture_frames(reader, args.count, skipped, PeerMacs(args.interface))
     if args.opcode is None:
         raise UsageError("give an OPCODE to craft, or -r FILE")
     return (p.to_bytes() for p in iter_packets(args, args.count or 1))
 
 
-def _capture_frames(reader: Any, count: int | None, skipped: _Skipped) -> Iterator[bytes]:
+def _capture_frames(reader: Any, count: int | None, skipped: _Skipped,
+                    macs: PeerMacs) -> Iterator[bytes]:
     with reader:
         for f in itertools.islice(reader, count):
             eth = to_ethernet(f.data, f.linktype)
             if eth is None:
                 skipped.count += 1
+            elif len(eth) < MIN_FRAME:
+                skipped.short += 1
             else:
-                yield eth
+                yield eth if f.linktype == LINKTYPE_ETHERNET else macs(eth)
+
+
+def _peer_macs(args: argparse.Namespace) -> bool:
+    """Fill in the MACs of crafted frames that the options leave open: the interface's as
+    the source, the destination's on that interface (neighbour table, else ARP) as the
+    destination.  True when something was filled in."""
+    given = given_fields(args)
+    filled = False
+    if "eth.src" not in given:
+        args.smac = iface.interface_mac(args.interface)
+        filled = True
+    if "eth.dst" not in given:
+        ip = destination(build_packets(args, 1)[0])
+        try:
+            args.dmac = iface.resolve_mac(args.interface, ip)
+        except iface.InterfaceError as exc:
+            raise iface.InterfaceError(f"{exc}; --dst names the peer, --dmac its MAC"
+                                       ) from None
+        filled = True
+    return filled
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,20 +183,25 @@ def _run(args: argparse.Namespace) -> int:
     skipped = _Skipped()
     frames = _frames(args, skipped)  # usage errors first, before touching the interface
     iface.check_interface(args.interface)  # and a missing one before any frame is built
+    if args.read_file is None and _peer_macs(args):
+        frames = _frames(args, skipped)  # built again with the MACs
     gap = args.interval if args.interval is not None else (
         1 / args.pps if args.pps is not None else None)
     wall = time.time_ns()
     if args.read_file is None:  # a crafted run's last timestamp is known: check it now
-        frame_times(args.count or 1, gap or 0, wall)
+        frame_times(args.count or 1, gap or 0, wall,
+                    option="--pps" if args.pps is not None else "--interval")
     step = round((gap or 0) * NS)
     chunks = iter(lambda: list(itertools.islice(frames, CHUNK)), [])
     first = next(chunks, [])
     if not first:
+        skipped.warn()
         print("roce send: nothing to send", file=sys.stderr)
         return 0
     queued: deque[tuple[bytes, int]] = deque()
     lines = describe(_one_after_another(queued)) if args.verbose else None
     writer = open_writer(args.write, args.pcapng) if args.write is not None else None
+    out = sys.stderr if args.write == "-" else sys.stdout  # -w -: the pcap has stdout
     reports: list[Report] = []
     longest = 0
     broken: CaptureError | None = None
@@ -152,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
     start = time.monotonic_ns() + LEAD_NS  # one schedule for every chunk
     t0 = time.monotonic()
     index = 0
-    with sender, iface.stop_on_sigterm(), writer or contextlib.nullcontext():
+    with sender, writer or contextlib.nullcontext():
         try:
             for chunk in itertools.chain([first], chunks):
                 batch = iface.FrameBatch(chunk)
@@ -163,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
                     rep = send_paced(sender, batch, offsets, 0, 1, start_ns=start)
                 reports.append(rep)
                 longest = max(longest, max(map(len, chunk)))
+                if rep.interrupted:  # -w saves what went out: the frames tried, in order
+                    chunk = chunk[:rep.sent + rep.failed]
                 stamped = [(f, wall + (index + i) * step) for i, f in enumerate(chunk)]
                 index += len(chunk)
                 if writer is not None:
@@ -170,27 +229,26 @@ def _run(args: argparse.Namespace) -> int:
                         pass
                 if lines is not None:
                     queued.extend(stamped)
-                    print_lines(itertools.islice(lines, len(stamped)), sys.stdout)
+                    print_lines(itertools.islice(lines, len(stamped)), out)
                 if rep.interrupted:
                     break
-        except KeyboardInterrupt:  # between two chunks: what was sent is reported
-            reports.append(Report(0, 0, 0, 0, 0, None, True))
+        except KeyboardInterrupt as exc:  # between two chunks: what was sent is reported
+            reports.append(Report(0, 0, 0, 0, 0, None, exc))
         except CaptureError as exc:  # a capture broken part way: report what went, then fail
             broken = exc
         elapsed = time.monotonic() - t0
-    if skipped.count:
-        print(f"roce send: warning: {skipped.count} frames of a link type that cannot be sent "
-              "as Ethernet were left out", file=sys.stderr)
+    skipped.warn()
     sent = sum(r.sent for r in reports)
     failed = sum(r.failed for r in reports)
     timed = [r for r in reports if r.sent or r.failed]
     rep = Report(sent, sum(r.nbytes for r in reports), failed, timed[0].first_ns if timed else 0,
-                 timed[-1].last_ns if timed else 0, None, any(r.interrupted for r in reports))
+                 timed[-1].last_ns if timed else 0, None,
+                 next((r.interrupted for r in reports if r.interrupted), None))
     text = (f"sent {rep.sent} frames ({rep.nbytes} bytes) on {args.interface} in "
             f"{elapsed:.3f} s")
     if rep.sent > 1:
         text += f"; {rep.pps:.0f} pps, {rep.mbps:.2f} Mb/s"
-    print(text)
+    print(text, file=out)
     if broken is not None:
         print(f"roce send: {broken} (after {index} frames)", file=sys.stderr)
     if rep.failed:
@@ -198,7 +256,10 @@ def _run(args: argparse.Namespace) -> int:
               f"({longest} bytes; MTU {sender.mtu})", file=sys.stderr)
     if broken is not None or rep.failed:
         return 2
-    return 130 if rep.interrupted else 0
+    if rep.interrupted:  # the frames sent are reported and saved (-w); then exit 130
+        rep.interrupted.add_note(f"after {rep.sent:,} frames sent")
+        raise rep.interrupted
+    return 0
 
 
 __all__ = ["add_arguments", "run"]

@@ -25,10 +25,12 @@ from roce.analysis import flows as fl
 from roce.analysis import pauses
 from roce.analysis.statsview import EXPERT_DEFAULT, sections, write_text
 from roce.decoder.progress import Progress
-from roce.options import parse_port, parse_positive_time, parse_rate
+from roce.options import parse_port, parse_positive_time, rate_within
 from roce.pcapio import CaptureError, CaptureReader, open_capture
 
 PROG = "roce stats"
+# --link-rate: the rates the PFC accounting can represent (Gb/s)
+LINK_RATE = rate_within(*pauses.LINK_RATE_GBPS, "Gb/s")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "by severity)")
     parser.add_argument("--udp-port", type=parse_port, default=locate.ROCE_PORT, metavar="N",
                         help=f"RoCEv2 UDP destination port (default {locate.ROCE_PORT})")
-    parser.add_argument("--link-rate", type=parse_rate, default=pauses.DEFAULT_LINK_RATE,
+    parser.add_argument("--link-rate", type=LINK_RATE, default=pauses.DEFAULT_LINK_RATE,
                         metavar="RATE",
                         help="link rate that turns pause quanta into time (Gb/s, default "
                         f"{pauses.DEFAULT_LINK_RATE})")
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     # analyses the frames inside.
     reader = tunnelled.analysed(reader, kind, port)
     try:
-        report = _analyse(reader, port, size, fh.tell if fh is not None and size else None,
+        report = _analyse(reader, port, size, _position(reader, fh) if size else None,
                           account)
         _warn_linktypes(reader)
     except CaptureError as exc:  # a read error after the header
@@ -163,6 +165,15 @@ def _open(path: str) -> tuple[CaptureReader, int, IO[bytes] | None]:
     return reader, st.st_size if stat.S_ISREG(st.st_mode) else 0, fh
 
 
+def _position(reader: CaptureReader, fh: IO[bytes] | None) -> Callable[[], int] | None:
+    """How far through the file the run is, for the progress bar: the compressed bytes
+    decompressed so far for a gzip-compressed capture (the file's read position jumps a
+    megabyte at a time, and a megabyte may hold a gigabyte of records), else the position."""
+    if reader.compressed:
+        return lambda: reader.compressed_done or 0
+    return fh.tell if fh is not None else None
+
+
 def _warn_linktypes(reader: CaptureReader) -> None:
     """One line per link type of the capture that roce cannot read: otherwise its frames
     would only show up as "not RoCE", with no word about why."""
@@ -179,14 +190,16 @@ def _analyse(reader: CaptureReader, port: int, size: int,
              where: Callable[[], int] | None,
              account: pauses.PauseAccount | None = None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
+    compressed = getattr(reader, "compressed", False)
     if account is not None:  # PFC / PAUSE frames: seen beside the engine (pauses.Tap)
         reader = pauses.Tap(reader, analyzer, account)  # type: ignore[assignment]
     progress = Progress("analysing", size if where else 0)
 
     def tick(frames: int, offset: int | None) -> None:
+        # a stream offset is a file offset unless the file is compressed
         if progress.enabled:
-            progress.update(offset if offset is not None else where() if where else None,
-                            frames)
+            progress.update(offset if offset is not None and not compressed else
+                            where() if where else None, frames)
 
     try:
         analyzer.feed_capture(reader, tick)

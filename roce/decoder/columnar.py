@@ -22,17 +22,20 @@ grow with the capture.  pyarrow is optional (``pip install "roce[parquet]"``); w
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from roce import interrupts
 from roce.decoder import colscan
 from roce.errors import UsageError
 from roce.extras import need_pyarrow
 from roce.families.base import fields
 from roce.headers import LAYOUTS, NAK_CODE_OF, NAK_PSN_SEQUENCE_ERROR, selective_aeth
 from roce.locate import OK, ROCE_PORT
+from roce.outfile import Output, make_directory
 from roce.pcapio import Batch, Frame, open_capture
 
 ROW_GROUP = 32768  # rows per Parquet row group / Arrow record batch
@@ -156,16 +159,18 @@ def resolve_names(names: Iterable[str]) -> list[Column]:
     """The columns ``-e`` asks for (roce or plain ``infiniband.`` names); UsageError for
     names that are not columns."""
     from roce.decoder import output
+    from roce.decoder.names import resolver
 
     cols = all_columns()
+    keys = resolver()
     out = []
     for name in names:
         if output.is_column(name):
             raise UsageError(f"-e {name}: summary columns are not written to columnar files")
-        aliases = output.WIRESHARK_ALIASES.get(name)
-        if aliases is not None and len(aliases) > 1:
-            raise UsageError(f"-e {name}: stands for {' or '.join(aliases)}; name one")
-        key = output.wireshark_name(name)
+        found = keys(name)
+        if len(found) > 1:
+            raise UsageError(f"-e {name}: stands for {' or '.join(found)}; name one")
+        key = found[0]
         if key in PAIR_FIELDS:
             raise UsageError(f"-e {name}: a pair of fields; select its two fields instead")
         col = cols.get(key)
@@ -193,38 +198,50 @@ def packet_schema(columns: list[Column]) -> Any:
 # -- the record builder -------------------------------------------------------------------------
 
 
-def _record_values(rec: Any, col: Column) -> Any:
-    name = col.name
-    if name == "frame.number":
-        return rec.number
-    if name == "frame.time_epoch":
-        return rec.ts_ns
-    if name == "frame.time_relative":
-        return rec.rel_ns
-    if name == "frame.time_delta":
-        return rec.delta_ns
-    if name == "frame.len":
-        return rec.frame[3]
-    if name == "frame.cap_len":
-        return rec.frame[2]
-    v = rec.fields.get(name)
-    if v is not None and col.kind.startswith("binary") and col.kind != "binary":
-        v = v.to_bytes(int(col.kind[6:]), "big")
-    return v
+# Columns a record holds as attributes (exact nanoseconds, the frame's lengths), not in
+# ``fields`` (where the times are float seconds, for filters and JSON).
+_RECORD_ATTRS: dict[str, Callable[[Any], Any]] = {
+    "frame.number": lambda r: r.number, "frame.time_epoch": lambda r: r.ts_ns,
+    "frame.time_relative": lambda r: r.rel_ns, "frame.time_delta": lambda r: r.delta_ns,
+    "frame.len": lambda r: r.frame[3], "frame.cap_len": lambda r: r.frame[2],
+}
 
 
 def records_table(records: list[Any], columns: list[Column], schema: Any) -> Any:
-    """A table of decoded records (``decode.Record``), one row each."""
+    """A table of decoded records (``decode.Record``), one row each.  A record carries a few
+    of the few hundred columns: its fields are put in their columns, and a column none of
+    them has is one null array (a value per row and column would cost a hundred times
+    more)."""
     pa = need_pyarrow()
+    n = len(records)
+    index = {c.name: k for k, c in enumerate(columns)}
+    values: list[list[Any] | None] = [None] * len(columns)
+    for j, rec in enumerate(records):
+        for name, v in rec.fields.items():
+            k = index.get(name)
+            if k is None or v is None or name in _RECORD_ATTRS:
+                continue
+            got = values[k]
+            if got is None:
+                got = values[k] = [None] * n
+            got[j] = v
+    for name, get in _RECORD_ATTRS.items():
+        if name in index:
+            values[index[name]] = [get(r) for r in records]
     arrays = []
-    for col, fld in zip(columns, schema):
-        values = [_record_values(r, col) for r in records]
-        if col.kind == "string":
-            arrays.append(pa.array(values, pa.string()).dictionary_encode())
+    for col, fld, vals in zip(columns, schema, values):
+        if vals is None:
+            arrays.append(pa.nulls(n, fld.type))
+        elif col.kind == "string":
+            arrays.append(pa.array(vals, pa.string()).dictionary_encode())
         elif col.kind in ("timestamp", "duration"):
-            arrays.append(pa.array(values, pa.int64()).cast(fld.type))
+            arrays.append(pa.array(vals, pa.int64()).cast(fld.type))
+        elif col.kind.startswith("binary") and col.kind != "binary":
+            width = int(col.kind[6:])
+            arrays.append(pa.array([None if v is None else v.to_bytes(width, "big")
+                                    for v in vals], fld.type))
         else:
-            arrays.append(pa.array(values, fld.type))
+            arrays.append(pa.array(vals, fld.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -434,30 +451,32 @@ class BulkBuilder:
     def _patch(self, table: Any, batch: Batch, cols: colscan.Columns, base: int,
                prev: Any) -> Any:
         """Rows of frames that are not whole RoCE come from the record decoder (and go,
-        with ``only_roce``, when the decoder hides them)."""
-        bad = [i for i, s in enumerate(cols.status) if s != OK]
-        recs, kept = [], set()
-        for i in bad:
+        with ``only_roce``, when the decoder hides them).  The rows are gathered into one
+        new table (``take`` over the bulk rows and the decoded ones): a table of one-row
+        slices would keep a chunk per frame in every column, a few hundred bytes of buffers
+        and metadata each, until the row group is written."""
+        n = len(cols.status)
+        recs: list[Any] = []
+        order: list[int] = []  # output rows: i for bulk row i, n + j for decoded row j
+        prev_ts = prev.to_pylist()
+        for i, status in enumerate(cols.status):
+            if status == OK:
+                order.append(i)
+                continue
             rec = next(_decode([_frame(batch, i)], self.udp_port, self.only_roce), None)
             if rec is None:
                 continue
             rec.number = base + i + 1
             rec.rel_ns = rec.ts_ns - self.first_ts  # type: ignore[operator]
-            rec.delta_ns = rec.ts_ns - prev[i].as_py()
+            rec.delta_ns = rec.ts_ns - prev_ts[i]
+            order.append(n + len(recs))
             recs.append(rec)
-            kept.add(i)
-        slow = records_table(recs, self.columns, self.schema) if recs else None
-        pieces, start, j = [], 0, 0
-        for i in bad:
-            if start < i:
-                pieces.append(table.slice(start, i - start))
-            if i in kept:
-                pieces.append(slow.slice(j, 1))  # type: ignore[union-attr]
-                j += 1
-            start = i + 1
-        if start < table.num_rows:
-            pieces.append(table.slice(start))
-        return self.pa.concat_tables(pieces) if pieces else self.schema.empty_table()
+        if not order:
+            return self.schema.empty_table()
+        if not recs:
+            return table.take(self.pa.array(order, self.pa.int64()))
+        both = self.pa.concat_tables([table, records_table(recs, self.columns, self.schema)])
+        return both.take(self.pa.array(order, self.pa.int64())).combine_chunks()
 
 
 @dataclass
@@ -494,7 +513,12 @@ class TableSink:
     a time (a row group, or an IPC record batch, each): memory holds one group at most.
 
     Arrow IPC is written as a *stream* (``pyarrow.ipc.open_stream`` reads it): each record
-    batch may carry its own address dictionaries, which the IPC file format forbids."""
+    batch may carry its own address dictionaries, which the IPC file format forbids.
+
+    A path (``-``: standard output) is written through ``roce.outfile.Output``: ``close()``
+    completes it (the Parquet footer, the IPC end-of-stream) and names it; ``abort(exc)``
+    removes a file, or ends a stream with the rows written so far (a stream cannot be taken
+    back: it is left readable)."""
 
     def __init__(self, target: str | IO[bytes], fmt: str, schema: Any) -> None:
         pa = need_pyarrow(f"-T {fmt}")
@@ -502,14 +526,21 @@ class TableSink:
         self.rows = 0
         self._pending: list[Any] = []
         self._count = 0
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            self._writer = pq.ParquetWriter(target, schema, compression="snappy")
-        elif fmt == "arrow":
-            self._writer = pa.ipc.new_stream(target, schema)
-        else:
+        if fmt not in ("parquet", "arrow"):
             raise UsageError(f"unknown columnar format {fmt!r}")
+        self._output = Output(target) if isinstance(target, str) else None
+        dest = self._output.file if self._output is not None else target
+        try:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                self._writer = pq.ParquetWriter(dest, schema, compression="snappy")
+            else:
+                self._writer = pa.ipc.new_stream(dest, schema)
+        except BaseException as exc:
+            if self._output is not None:
+                self._output.discard(exc)
+            raise
 
     @property
     def taken(self) -> int:
@@ -530,15 +561,49 @@ class TableSink:
         table = self.pa.concat_tables(self._pending)
         self._pending.clear()
         self._count = 0
-        self.rows += table.num_rows
-        if self.fmt == "parquet":
-            self._writer.write_table(table, row_group_size=table.num_rows)
-        else:
-            self._writer.write_table(table, max_chunksize=table.num_rows)
+        # whole or not at all: a row group cut by a stop signal would leave a stream that
+        # cannot be ended (its reader gets whole row groups, and the footer, or nothing)
+        with interrupts.held():
+            if self.fmt == "parquet":
+                self._writer.write_table(table, row_group_size=table.num_rows)
+            else:
+                self._writer.write_table(table, max_chunksize=table.num_rows)
+            self.rows += table.num_rows
 
     def close(self) -> None:
-        self._flush()
-        self._writer.close()
+        """Every row is in: write the rest and the footer, and complete the output."""
+        try:
+            self._flush()
+            self._writer.close()
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+        if self._output is not None:
+            self._output.commit()
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """The rows stop short (``exc`` says why): a file is removed; a stream (standard
+        output, a pipe) is ended after the rows written so far, when an interrupt stopped
+        them, so what its reader has is a valid file."""
+        finish = isinstance(exc, KeyboardInterrupt) and (
+            self._output is None or self._output.in_place)
+        with contextlib.suppress(Exception), interrupts.held():
+            if finish:
+                self._flush()
+            self._writer.close()  # else pyarrow would try again when it is collected
+        if hasattr(self._writer, "is_open"):
+            self._writer.is_open = False
+        if self._output is not None:
+            self._output.discard(exc)
+            if finish and exc is not None:
+                exc.add_note(f"{self._output.name} ends after {self.rows:,} rows")
+
+
+def _position(reader: Any, stream_bytes: int) -> int:
+    """How far through the file: the compressed bytes decompressed so far for a gzip
+    capture (``CaptureReader.compressed_done``), else the bytes of the records read."""
+    done = reader.compressed_done
+    return stream_bytes if done is None else done
 
 
 @dataclass
@@ -568,10 +633,9 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
     limit = count or -1
     reader = open_capture(path)
     schema = packet_schema(columns)
-    own = isinstance(target, str)
+    own = isinstance(target, str) and target != "-"
     if own:
-        parent = os.path.dirname(os.path.abspath(target))  # type: ignore[arg-type]
-        os.makedirs(parent, exist_ok=True)
+        make_directory(os.path.dirname(os.path.abspath(target)))  # type: ignore[arg-type]
     sink = TableSink(target, fmt, schema)
     done = frames = 0
     try:
@@ -585,7 +649,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                 sink.write(table)
                 if tick is not None:
                     done += sum(batch.caplen) + 16 * len(batch.datas)
-                    tick(done)
+                    tick(_position(reader, done))
                 if 0 <= limit <= sink.taken:
                     break
         else:
@@ -596,7 +660,7 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                 if tick is not None:
                     done += rec.frame.caplen + 16
                     if not frames % BATCH:
-                        tick(done)
+                        tick(_position(reader, done))
                 if not flt(rec.fields):
                     continue
                 recs.append(rec)
@@ -608,8 +672,15 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                     break
             if recs:
                 sink.write(records_table(recs, columns, schema))
-    finally:
+    except BaseException as exc:
+        # the output is complete or absent: an interrupted or failed file is removed
+        if isinstance(exc, KeyboardInterrupt):
+            exc.add_note(f"after {frames:,} frames")
+        sink.abort(exc)
+        raise
+    else:
         sink.close()
+    finally:
         reader.close()
     return DecodeResult(path, target if own else "-", sink.rows, frames,  # type: ignore
                         [p.message for p in reader.problems])

@@ -793,6 +793,7 @@ class _Context:
     macros: Mapping[str, str]
     known_fields: Container[str] | None
     field_types: Mapping[str, FieldType] | None = None
+    names: Callable[[str], tuple[str, ...]] | None = None
     expanding: list[str] = field(default_factory=list)
     macro_cache: dict[str, Predicate] = field(default_factory=dict)
     _prefixes: frozenset[str] | None = None
@@ -802,6 +803,16 @@ class _Context:
             return name in self.macros
         except Exception:  # an odd Mapping must not turn into a non-FilterError
             return False
+
+    def keys(self, name: str) -> tuple[str, ...]:
+        """The packet keys a field name reads (``names``; the name itself without it)."""
+        if self.names is None:
+            return (name,)
+        try:
+            keys = tuple(self.names(name))
+        except Exception:  # an odd hook must not turn into a non-FilterError
+            return (name,)
+        return keys if keys and all(isinstance(k, str) for k in keys) else (name,)
 
     def is_known(self, name: str) -> bool:
         known = self.known_fields
@@ -919,34 +930,43 @@ class _Parser:
         if tok.kind != _WORD or not _is_identifier(tok.text):
             self.fail(f"expected a field name, got {self.describe(tok)}", tok.pos)
         name = tok.text
+        keys = self.ctx.keys(name)
         nxt = self.peek()
         negated_in = nxt.kind == _NOT and self.peek(1).kind == _IN
         if nxt.kind not in (_OP, _CONTAINS, _IN) and not negated_in:
             if self.ctx.is_macro(name):
                 return self.expand_macro(tok, depth)
-            self.check_field(tok)
-            return _presence(name)
+            self.check_field(tok, keys)
+            return _any_of([_presence(k) for k in keys])
 
         if self.ctx.is_macro(name) and not (
-            self.ctx.known_fields is not None and self.ctx.is_known(name)
+            self.ctx.known_fields is not None and self.ctx.is_known(keys[0])
         ):
             self.fail(f"macro '{name}' cannot be compared, only used as a test", tok.pos)
-        self.check_field(tok)
+        self.check_field(tok, keys)
         op_tok = self.advance()
+        # A name that stands for several keys (one per header that may carry the field, never
+        # two in one packet) tests each: any of them.
         if op_tok.kind == _CONTAINS:
-            self.check_contains(tok)
+            self.check_contains(tok, keys[0])
             lit = self.parse_value(op_tok)
-            return _leaf(name, _value_test(_contains_handlers(lit), every=False))
-        if op_tok.kind == _OP:
-            return self.comparison(name, op_tok)
+            test = _value_test(_contains_handlers(lit), every=False)
+            return _any_of([_leaf(k, test) for k in keys])
         if negated_in:
             op_tok = self.advance()
-        return self.membership(name, op_tok, negate=negated_in)
+        start = self.index
+        preds = []
+        for key in keys:  # the value's tokens, read again for each key
+            self.index = start
+            preds.append(self.comparison(name, key, op_tok) if op_tok.kind == _OP else
+                         self.membership(name, key, op_tok, negate=negated_in))
+        return _any_of(preds)
 
-    def comparison(self, name: str, op_tok: _Token) -> Predicate:
+    def comparison(self, name: str, key: str, op_tok: _Token) -> Predicate:
         op = str(op_tok.value)
-        lit = self.resolve(name, self.parse_value(op_tok))
-        self.check_value(name, lit)
+        lit = self.resolve(key, self.parse_value(op_tok), name)
+        self.check_value(key, lit, name)
+        name = key
         if lit.net is not None and op not in _EQUALITY_OPS:
             self.fail(
                 f'a network can only be compared with "==" or "!=", not "{op_tok.text}"', lit.pos
@@ -958,7 +978,7 @@ class _Parser:
             return _leaf_int_cmp(name, _CMP[op], lit.num, slow)  # type: ignore[arg-type]
         return _leaf(name, slow)
 
-    def membership(self, name: str, in_tok: _Token, *, negate: bool) -> Predicate:
+    def membership(self, name: str, key: str, in_tok: _Token, *, negate: bool) -> Predicate:
         brace = self.peek()
         if brace.kind != _LBRACE:
             self.fail(f'expected "{{" after "{in_tok.text}", got {self.describe(brace)}', brace.pos)
@@ -978,14 +998,14 @@ class _Parser:
                 after = self.advance()
             elif tok.kind not in (_WORD, _STRING):
                 self.fail(f"expected a value in set, got {self.describe(tok)}", tok.pos)
-            lo = self.resolve(name, self.parse_value(after))
-            self.check_value(name, lo)
+            lo = self.resolve(key, self.parse_value(after), name)
+            self.check_value(key, lo, name)
             if self.peek().kind != _RANGE:
                 elements.append(lo)
                 continue
             rng = self.advance()
-            hi = self.resolve(name, self.parse_value(rng))
-            self.check_value(name, hi)
+            hi = self.resolve(key, self.parse_value(rng), name)
+            self.check_value(key, hi, name)
             for bound in (lo, hi):
                 if bound.net is not None:
                     self.fail("a network cannot be a range bound", bound.pos)
@@ -998,8 +1018,8 @@ class _Parser:
             handlers = {t: _negated_handler(h) for t, h in handlers.items()}
         slow = _value_test(handlers, every=negate)
         if fast is not None:
-            return _leaf_int_in(name, fast, negate, slow)
-        return _leaf(name, slow)
+            return _leaf_int_in(key, fast, negate, slow)
+        return _leaf(key, slow)
 
     def parse_value(self, after: _Token) -> _Literal:
         tok = self.peek()
@@ -1014,8 +1034,8 @@ class _Parser:
 
     # -- names
 
-    def check_field(self, tok: _Token) -> None:
-        if not self.ctx.is_known(tok.text):
+    def check_field(self, tok: _Token, keys: tuple[str, ...]) -> None:
+        if not all(self.ctx.is_known(k) for k in keys):
             self.fail(f"unknown field '{tok.text}'", tok.pos)
 
     def field_type(self, name: str) -> FieldType | None:
@@ -1028,16 +1048,17 @@ class _Parser:
             return None
         return found if isinstance(found, FieldType) else None
 
-    def check_contains(self, tok: _Token) -> None:
+    def check_contains(self, tok: _Token, key: str) -> None:
         """Only byte-like fields (text, bytes, MACs) can contain something."""
-        ftype = self.field_type(tok.text)
+        ftype = self.field_type(key)
         if ftype is not None and ftype.kind != "mac":
             self.fail(f"'{tok.text}' is {_KIND_NAMES.get(ftype.kind, ftype.kind)} and cannot "
                       'be used with "contains"', tok.pos)
 
-    def check_value(self, name: str, lit: _Literal) -> None:
-        """Refuse a value that the field's type cannot hold (Wireshark refuses it too)."""
-        ftype = self.field_type(name)
+    def check_value(self, key: str, lit: _Literal, name: str) -> None:
+        """Refuse a value that the field's type cannot hold (Wireshark refuses it too); the
+        type is that of the packet key ``key``, the message names the field as written."""
+        ftype = self.field_type(key)
         if ftype is None:
             return
         kind, shown = ftype.kind, _show(lit.text)
@@ -1063,13 +1084,14 @@ class _Parser:
         elif kind == "mac" and lit.mac is None and (lit.raw is None or len(lit.raw) != 6):
             self.fail(f"{shown} is not six octets, as {what} needs", lit.pos)
 
-    def resolve(self, name: str, lit: _Literal) -> _Literal:
-        """Turn a symbolic value into a number now, so typos fail at compile time."""
+    def resolve(self, key: str, lit: _Literal, name: str) -> _Literal:
+        """Turn a symbolic value into a number now, so typos fail at compile time (the hook
+        is asked about the packet key ``key``; messages name the field as written)."""
         resolve = self.ctx.resolve
         if resolve is None or not lit.name_like:
             return lit
         try:
-            value = resolve(name, lit.text)
+            value = resolve(key, lit.text)
         except Exception as exc:  # the hook's failure is the user's error, not ours
             detail = f" ({exc})" if isinstance(exc, ValueError) and str(exc) else ""
             self.fail(f"unknown value {_show(lit.text)} for field '{name}'{detail}", lit.pos)
@@ -1117,6 +1139,7 @@ def compile_filter(
     macros: Mapping[str, str] | None = None,
     known_fields: Container[str] | None = None,
     field_types: Mapping[str, FieldType] | None = None,
+    names: Callable[[str], tuple[str, ...]] | None = None,
 ) -> Predicate:
     """Compile a display filter into a predicate over a packet's field mapping.
 
@@ -1146,13 +1169,18 @@ def compile_filter(
       the type cannot hold (``ip.src == 5``, ``bth.psn == 10.0.0.1``, ``bth.psn == "x"``,
       a number wider than the field, ``icrc.valid == 7``) and ``contains`` on a number,
       boolean or IP address.  Fields without an entry are compared as described above.
+    * ``names(name)``, when given, says which packet keys a field name as written reads
+      (another tool's name for a field: ``infiniband.bth.psn`` reads ``bth.psn``); several
+      keys (a field that one header or another carries, never both) are tested each, and
+      the test holds if it holds for one.  Checks and types are the keys'.
 
     Raises :class:`FilterError` for every problem with ``expr``; the returned predicate
     never raises and answers False for anything it cannot make sense of.
     """
     if not isinstance(expr, str):
         raise FilterError(f"filter must be a string, not {type(expr).__name__}", "", 0)
-    ctx = _Context(resolve, macros if macros is not None else {}, known_fields, field_types)
+    ctx = _Context(resolve, macros if macros is not None else {}, known_fields, field_types,
+                   names)
     try:
         root = _Parser(expr, ctx, 0).parse()
     except FilterError:

@@ -7,15 +7,17 @@ small next to decoding.  Values are rendered by type, the same way in every form
 * JSON keeps numbers and booleans, writes ``bytes`` as hex strings and repeated fields
   (``ip.addr``) as lists.  A malformed packet carries ``"_malformed": "why"``.
 * ``fields`` prints each value as tshark does: the fields Wireshark shows in hex in hex
-  with their width (``bth.destqp`` ``0x000048``, ``reth.va`` ``0x0000000000001000``;
-  ``roce.families.base.tree.fields_display`` says which), other integers in decimal, booleans as
-  ``1``/``0``, bytes as hex, absent fields as the empty string.  ``-E raw=y`` (a roce
-  option; tshark has none) prints every integer in decimal instead.
+  with their width (``bth.destqp`` ``0x000048``, ``reth.va`` ``0x0000000000001000``,
+  ``vcrc`` ``0x1dbf``; ``display_formats`` says which: the tree's table of the RoCE headers
+  and the families' own), other integers in decimal, booleans as ``1``/``0``, bytes as hex,
+  absent fields as the empty string.  ``-E raw=y`` (a roce option; tshark has none) prints
+  every integer in decimal instead.
 * ``csv`` prints integers in decimal, what spreadsheets and scripts read without help.
 
 Field names are roce's (``bth.psn``, ``reth.va``); Wireshark's ``infiniband.`` names are
-accepted too and mean what Wireshark means by them (``infiniband.reth.va`` is also the
-AtomicETH address, ``infiniband.invariant.crc`` is ``icrc``).  Column names
+accepted too and mean what Wireshark means by them (``roce.decoder.names``, the table
+``-Y`` reads as well: ``infiniband.reth.va`` is also the AtomicETH address,
+``infiniband.invariant.crc`` is ``icrc``).  Column names
 ``_ws.col.Info`` (and ``No.``, ``Time``, ``Source``, ``Destination``, ``Protocol``,
 ``Length``) give the one-line summary's columns.
 """
@@ -28,6 +30,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TextIO
 
+from roce.decoder import names as names_table
+
 NS = 1_000_000_000
 FLUSH_EVERY = 512  # records per write() call
 
@@ -37,14 +41,6 @@ _COLUMN_KEYS = {f"_ws.col.{c}".lower(): c for c in COLUMNS}
 _COLUMN_KEYS.update({"_ws.col.number": "No.", "_ws.col.def_src": "Source",
                      "_ws.col.def_dst": "Destination"})
 
-# Wireshark shares one field between RETH and AtomicETH (hf "infiniband.reth.va"), and
-# names a few others differently; everything else is ``infiniband.`` + roce's name.
-WIRESHARK_ALIASES: dict[str, tuple[str, ...]] = {
-    "infiniband.reth.va": ("reth.va", "atomiceth.va"),
-    "infiniband.reth.r_key": ("reth.r_key", "atomiceth.r_key"),
-    "infiniband.invariant.crc": ("icrc",),
-    "infiniband.variant.crc": ("vcrc",),  # native InfiniBand (roce.families.ib.native)
-}
 
 
 class RecordLike(Protocol):
@@ -91,38 +87,42 @@ _TIME_ATTRS = {"frame.time_epoch": "ts_ns", "frame.time_relative": "rel_ns",
                "frame.time_delta": "delta_ns"}
 
 
-def field_getter(name: str) -> Callable[[RecordLike], Any] | None:
-    """How to read ``name`` from a record; None for a name that is not a field at all
-    (the caller checks it against the known field names first)."""
+def field_getter(name: str, keys: Callable[[str], tuple[str, ...]] | None = None,
+                 ) -> Callable[[RecordLike], Any]:
+    """How to read ``name`` (a column, or a field name as ``roce.decoder.names`` reads it:
+    ``keys``, its resolver) from a record (the caller checks the name exists first)."""
     col = _COLUMN_KEYS.get(name.lower())
     if col is not None:
         return lambda r: (r.columns or {}).get(col)
-    attr = _TIME_ATTRS.get(name)
+    found = (keys or names_table.resolver())(name)
+    attr = _TIME_ATTRS.get(found[0])
     if attr is not None:
         # exact nanoseconds, not the float kept in ``fields`` for filters and JSON
         return lambda r: _exact_seconds(getattr(r, attr))
-    if name in WIRESHARK_ALIASES:
-        names = WIRESHARK_ALIASES[name]
+    if len(found) > 1:
 
         def first_present(r: RecordLike) -> Any:
             f = r.fields
-            for n in names:
+            for n in found:
                 v = f.get(n)
                 if v is not None:
                     return v
             return None
 
         return first_present
-    if name.startswith("infiniband."):
-        name = name[len("infiniband."):]
-    return lambda r: r.fields.get(name)
+    key = found[0]
+    return lambda r: r.fields.get(key)
 
 
-def wireshark_name(name: str) -> str:
-    """roce's field name for a Wireshark ``infiniband.`` name (for checking it exists)."""
-    if name in WIRESHARK_ALIASES:
-        return WIRESHARK_ALIASES[name][0]
-    return name[len("infiniband."):] if name.startswith("infiniband.") else name
+def display_formats() -> dict[str, str]:
+    """Flat name -> ``str.format`` spec of the fields ``-T fields`` prints in hex, as tshark
+    does: the RoCE headers' and MAC Control's (the tree's table,
+    ``roce.families.base.tree.fields_display``) and every family's (its handler's
+    ``display``, which its own tree uses).  Other fields print in decimal."""
+    from roce.families import registry
+    from roce.families.base.tree import fields_display
+
+    return {**fields_display(), **registry().display()}
 
 
 def is_column(name: str) -> bool:
@@ -206,12 +206,11 @@ class FieldsWriter(_Chunked):
                  raw: bool = False) -> None:
         super().__init__(out)
         self.names = list(names)
-        self.getters = [field_getter(n) for n in self.names]
+        keys = names_table.resolver()
+        self.getters = [field_getter(n, keys) for n in self.names]
         if not raw:
-            from roce.families.base.tree import fields_display  # the one table of display bases
-
-            shown = fields_display()
-            self.getters = [_displayed(g, shown[key]) if (key := wireshark_name(n)) in shown
+            shown = display_formats()
+            self.getters = [_displayed(g, shown[key]) if (key := keys(n)[0]) in shown
                             else g for g, n in zip(self.getters, self.names)]
         self.separator = separator
         self.quote = quote
@@ -226,19 +225,18 @@ class FieldsWriter(_Chunked):
 
     def add(self, record: RecordLike) -> None:
         agg, q = self.aggregator, self.quote
-        values = [text_value(g(record), agg) for g in self.getters]  # type: ignore[misc]
+        values = [text_value(g(record), agg) for g in self.getters]
         if q:
             values = [f"{q}{v}{q}" for v in values]
         self._emit(self.separator.join(values) + "\n")
 
 
-def _displayed(get: Callable[[RecordLike], Any] | None,
-               spec: str) -> Callable[[RecordLike], Any]:
+def _displayed(get: Callable[[RecordLike], Any], spec: str) -> Callable[[RecordLike], Any]:
     """``get`` with its integer values written with ``spec`` (``0x{:06x}``)."""
     fmt = spec.format
 
     def shown(r: RecordLike) -> Any:
-        v = get(r)  # type: ignore[misc]
+        v = get(r)
         return fmt(v) if type(v) is int else v
 
     return shown
@@ -259,7 +257,8 @@ class CsvWriter(_Chunked):
         else:
             self.names = [f"_ws.col.{c}" for c in COLUMNS]
             labels = list(COLUMNS)
-        self.getters = [field_getter(n) for n in self.names]
+        keys = names_table.resolver()
+        self.getters = [field_getter(n, keys) for n in self.names]
         self.needs_columns = any(is_column(n) for n in self.names)
         self._buf = io.StringIO()
         self._csv = csv.writer(self._buf, lineterminator="\n")
@@ -272,10 +271,9 @@ class CsvWriter(_Chunked):
         self._buf.truncate()
 
     def add(self, record: RecordLike) -> None:
-        self._csv.writerow([text_value(g(record)) for g in self.getters])  # type: ignore[misc]
+        self._csv.writerow([text_value(g(record)) for g in self.getters])
         self._drain()
 
 
-__all__ = ["COLUMNS", "CsvWriter", "FieldsWriter", "JsonWriter", "WIRESHARK_ALIASES",
-           "field_getter", "is_column", "json_object", "json_value", "text_value",
-           "wireshark_name"]
+__all__ = ["COLUMNS", "CsvWriter", "FieldsWriter", "JsonWriter", "display_formats",
+           "field_getter", "is_column", "json_object", "json_value", "text_value"]

@@ -43,8 +43,13 @@ def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port
     if res is None:
         return None
     outer = dispatch.outer_fields(res)
-    inner = Frame(res.data, ts, len(res.data), len(res.data) + origlen - caplen,
-                  res.linktype, fr[5] if len(fr) > 5 else 0)
+    if res.lengths is not None:  # a record that says its packet's lengths (ERF): the frame's
+        caplen, origlen = res.lengths
+        inner = Frame(res.data[:caplen], ts, caplen, origlen, res.linktype,
+                      fr[5] if len(fr) > 5 else 0)
+    else:
+        inner = Frame(res.data, ts, len(res.data), len(res.data) + origlen - caplen,
+                      res.linktype, fr[5] if len(fr) > 5 else 0)
     if res.error is not None:
         if only_roce:
             return HIDDEN

@@ -1,10 +1,15 @@
-"""How much memory an emulator run may take, checked before anything is allocated.
+"""How much memory and time an emulator run may take, checked before anything is allocated.
 
 An emulated device keeps its registered memory in RAM, so ``--size``, ``--qps`` and their
 product decide how much a run needs.  ``check`` compares that with what this process can
 get -- the smaller of the memory the kernel reports available and the address-space limit
 (``RLIMIT_AS``) left over -- and refuses with a ``UsageError`` naming the option and its
 bound, so a typo costs a millisecond rather than the machine's memory.
+
+``duration`` does the same for time: work that no link could carry within the run's time
+limit (``--count`` messages of ``--size`` bytes on ``--qps`` QPs) is refused rather than
+started.  Both serve requests from a peer too (``roce.emu.real.remote``), which names the
+peer's field instead of the option.
 """
 
 from __future__ import annotations
@@ -12,9 +17,18 @@ from __future__ import annotations
 import resource
 
 from roce.errors import UsageError
+from roce.qpn import QPN_COUNT
 
 QP_OVERHEAD = 16 << 10  # bytes one emulated QP costs beyond its buffers (objects, queues)
-MAX_QPNS = (1 << 24) - 0x11  # QPNs are 24 bits; rxe numbers QPs from 17
+MAX_QPNS = QPN_COUNT - 0x11  # QPNs are 24 bits (roce.qpn); rxe numbers QPs from 17
+# bytes one posted receive costs (the work request, its scatter entry, its place in the
+# receive queue); tests/test_oob_schema.py measures it
+RECV_WR_BYTES = 1 << 10
+# No link carries more than the fastest Ethernet (IEEE 802.3df: 800 Gb/s), and no frame on
+# it takes fewer than 84 bytes of wire time (the 64-byte minimum, 8 of preamble, 12 of
+# inter-frame gap); every message is at least one frame.
+FASTEST_LINK_BPS = 800e9
+SHORTEST_FRAME_ON_WIRE = 84
 
 
 def _meminfo(key: str) -> int | None:
@@ -95,3 +109,23 @@ def workload(size: int, slots: int, qps: int, sides: int) -> None:
     check(qps * per, "--size", human(size),
           human(max(room, 0)) + (f" with --qps {qps}" if qps > 1 else ""),
           f"{qps} QP(s) of {human(slot_bytes(size))} messages")
+
+
+def duration(count: int, qps: int, payload: int, seconds: float) -> None:
+    """Refuse ``count`` messages on each of ``qps`` QPs, ``payload`` bytes in all, when not
+    even the fastest link carries that many frames or bytes within ``seconds`` (the run's
+    time limit): a ``UsageError`` naming ``--count`` and its bound, before any work."""
+    frames = int(seconds * FASTEST_LINK_BPS / (8 * SHORTEST_FRAME_ON_WIRE))
+    carried = int(seconds * FASTEST_LINK_BPS / 8)
+    messages = count * qps
+    with_qps = f" with --qps {qps}" if qps > 1 else ""
+    if messages > frames:
+        raise UsageError(f"--count {count}: {messages} messages cannot complete within the "
+                         f"time limit of {seconds:g} s: an {FASTEST_LINK_BPS / 1e9:g} Gb/s link "
+                         f"carries at most {frames} frames in that time (--count at most "
+                         f"{frames // qps}{with_qps})")
+    if payload > carried:
+        raise UsageError(f"--count {count}: {human(payload)} bytes cannot cross within the "
+                         f"time limit of {seconds:g} s: an {FASTEST_LINK_BPS / 1e9:g} Gb/s link "
+                         f"carries at most {human(carried)} in that time (--count at most "
+                         f"{count * carried // payload}{with_qps})")

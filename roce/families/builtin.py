@@ -77,6 +77,19 @@ _LINK_COLUMNS: tuple[ColumnSpec, ...] = (
     ("infiniband_link.fccl", "int", 12, False), ("infiniband_link.lpcrc", "int", 16, False))
 
 
+def _ib_display() -> dict[str, str]:
+    from roce.families.ib import mad as ibmad
+    from roce.families.ib import native as ib
+
+    return {**ib.DISPLAY, **ibmad.DISPLAY}
+
+
+def _ib_wireshark() -> dict[str, tuple[str, ...]]:
+    from roce.families.ib import mad as ibmad
+
+    return {"infiniband.variant.crc": ("vcrc",), **ibmad.WIRESHARK_NAMES}
+
+
 def _link_decode(data: bytes, caplen: int | None = None,
                  origlen: int | None = None) -> Any:
     """An InfiniBand link packet (ERF type 25): flow control fields, or why not."""
@@ -106,14 +119,15 @@ def register(reg: Any) -> None:
     reg.add(Handler("infiniband", decode=_lazy(".ib.native", "decode"),
                     columns=_lazy(".ib.native", "columns"), tree=_lazy(".ib.native", "tree"),
                     fields=_ib_fields, lines=_lazy(".ib.lines", "IbLines"),
-                    column_types=_ib_columns),
+                    column_types=_ib_columns, display=_ib_display,
+                    wireshark=_ib_wireshark),
             ("linktype", LINKTYPE_INFINIBAND))
     reg.add(Handler("infiniband_link", decode=_link_decode, columns=_link_columns,
                     fields=erf.FIELDS, column_types=_LINK_COLUMNS),
             ("erf.type", erf.ERF_TYPE_INFINIBAND_LINK))
     reg.add(Handler("erf", unwrap=erf.unwrap, skip=erf.skip, skip_batch=erf.skip_batch,
                     fields=erf.FIELDS, layer="erf", title="Extensible Record Format",
-                    column_types=_ERF_COLUMNS),
+                    column_types=_ERF_COLUMNS, lengths=erf.lengths),
             ("linktype", LINKTYPE_ERF))
     from roce.families.base.fields import FLAT_KEYS
 

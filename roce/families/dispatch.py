@@ -43,6 +43,8 @@ class Resolution:
     # names and flat fields (with Wireshark's either-direction pairs, ip.addr ...)
     carrier: tuple[str, ...] = ()
     carrier_fields: dict[str, Any] = field(default_factory=dict)
+    # (captured, on the wire) lengths of the frame inside, when a record says them (ERF)
+    lengths: tuple[int, int] | None = None
 
 
 def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
@@ -135,6 +137,8 @@ def resolve(data: bytes, linktype: int, w: Walk, udp_port: int,
             while True:
                 u = handler.unwrap(data, off)  # type: ignore[misc]
                 res.outer.append((u.layer, u.fields))
+                if u.lengths is not None:
+                    res.lengths = u.lengths
                 data, off = u.data, u.offset
                 if u.linktype is not None:
                     break

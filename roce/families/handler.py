@@ -5,8 +5,8 @@ registry loads can name these without importing it back."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from roce.headers import Layout
@@ -69,7 +69,9 @@ class Handler:
     ``walk``, ``layers``, ``fields``, ``error`` and ``kind`` (``roce.families.ib.native.Decoded``);
     ``unwrap(data, offset)`` returns ``Unwrapped``; ``columns(decoded)`` returns
     (source, destination, protocol, Info); ``tree(decoded, data)`` the ``-V`` lines;
-    ``fields`` every flat field name it may set."""
+    ``fields`` every flat field name it may set; ``display`` how the fields Wireshark shows
+    in hex are written (``-T fields`` and the family's ``-V`` tree); ``wireshark`` the
+    Wireshark names that are not ``infiniband.`` + a flat name."""
 
     name: str
     decode: Callable[..., Any] | None = None
@@ -101,6 +103,18 @@ class Handler:
     encap: Callable[[bytes, int, int], bytes] | None = None
     ident_bits: int = 0
     carry: Callable[[int, bytes, int], bytes] | None = None
+    # optional: flat name -> ``str.format`` spec of the fields Wireshark displays in hex
+    # (``"vcrc"`` -> ``"0x{:04x}"``: its BASE_HEX, as many digits as its field type); a
+    # callable: made on use
+    display: Mapping[str, str] | Callable[[], Mapping[str, str]] = field(default_factory=dict)
+    # optional, link-type tunnels whose records say how long their packet is (ERF):
+    # ``lengths(record, payload offset) -> (captured, on the wire)``, the inner frame's
+    # ``frame.cap_len`` and ``frame.len``
+    lengths: Callable[[bytes, int], tuple[int, int]] | None = None
+    # optional: a Wireshark name that is not ``infiniband.`` + a flat name -> the flat names
+    # it stands for (``-e`` and ``-Y`` take it); a callable: made on use
+    wireshark: (Mapping[str, tuple[str, ...]]
+                | Callable[[], Mapping[str, tuple[str, ...]]]) = field(default_factory=dict)
 
     @property
     def is_tunnel(self) -> bool:
@@ -119,6 +133,8 @@ class Unwrapped:
     layer: str
     fields: dict[str, Any]
     next: tuple[str, int] | None = None
+    # the inner frame's (captured, on the wire) lengths when the record says them (ERF)
+    lengths: tuple[int, int] | None = None
 
 
 def layout_columns(prefix: str, layout: Layout, presence: bool = True) -> list[ColumnSpec]:

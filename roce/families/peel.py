@@ -17,15 +17,29 @@ MAX_STEPS = 8  # tunnel headers peeled from one frame at most
 
 def unwrap_batch(batch: Any, handler: Any) -> Any:
     """The batch of inner frames of a link-type tunnel (ERF), or None when the records do
-    not all hold whole frames of one link type (those go frame by frame)."""
-    from roce.errors import DecodeError
-    from roce.pcapio import Batch
-
+    not all hold whole frames of one link type (those go frame by frame).  When the records
+    say their packets' lengths (``Handler.lengths``) the inner batch carries them."""
     if handler.skip_batch is not None:  # the whole batch in one call (ERF: compiled)
         got = handler.skip_batch(batch.datas)
         if got is None or got[1] is None:
             return None
-        return Batch(got[0], batch.ts_ns, batch.caplen, batch.origlen, got[1])
+        return _inner_batch(batch, handler, got[0], got[1])
+    return _skip_each(batch, handler)
+
+
+def _inner_batch(batch: Any, handler: Any, datas: list[bytes], linktype: int) -> Any:
+    from roce.pcapio import Batch
+
+    if handler.lengths is None:
+        return Batch(datas, batch.ts_ns, batch.caplen, batch.origlen, linktype)
+    sizes = [handler.lengths(d, len(d) - len(inner)) for d, inner in zip(batch.datas, datas)]
+    return Batch([inner[:cap] for inner, (cap, _) in zip(datas, sizes)], batch.ts_ns,
+                 [cap for cap, _ in sizes], [orig for _, orig in sizes], linktype)
+
+
+def _skip_each(batch: Any, handler: Any) -> Any:
+    from roce.errors import DecodeError
+
     datas = []
     linktype = None
     skip = handler.skip
@@ -46,7 +60,7 @@ def unwrap_batch(batch: Any, handler: Any) -> Any:
             datas.append(inner)
     except DecodeError:
         return None
-    return Batch(datas, batch.ts_ns, batch.caplen, batch.origlen, linktype)
+    return _inner_batch(batch, handler, datas, linktype)  # type: ignore[arg-type]
 
 
 def peel(batch: Any, udp_port: int) -> Any:

@@ -80,6 +80,20 @@ class Registry:
         return frozenset(n for h in self.handlers.values()
                          for n in (h.fields() if callable(h.fields) else h.fields))
 
+    def display(self) -> dict[str, str]:
+        """Every handler's ``display``: flat name -> format of a field shown in hex."""
+        out: dict[str, str] = {}
+        for h in self.handlers.values():
+            out.update(h.display() if callable(h.display) else h.display)
+        return out
+
+    def wireshark_names(self) -> dict[str, tuple[str, ...]]:
+        """Every handler's ``wireshark``: Wireshark name -> the flat names it stands for."""
+        out: dict[str, tuple[str, ...]] = {}
+        for h in self.handlers.values():
+            out.update(h.wireshark() if callable(h.wireshark) else h.wireshark)
+        return out
+
 
 REGISTRY = Registry()  # the process-wide one: roce.families.registry() loads its rows
 

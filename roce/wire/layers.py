@@ -584,7 +584,8 @@ def _locate(bth: Packet, frame: bytes, bth_off: int, end: int) -> Walk | None:
     The fast path's walk does it when ``frame`` starts at the packet's first layer and is
     well formed; otherwise (bytes starting further in, a GRH with no Ethernet in front, a
     deliberately malformed packet) the layers between L3 and BTH are measured backwards
-    from BTH.
+    from BTH.  None when neither finds a whole BTH and ICRC after an L3 header inside
+    ``frame`` (a frame cut short: no ICRC to compute or check).
     """
     udp = bth.underlayer
     port = udp.getfieldval("dport") if isinstance(udp, UDP) else ROCE_PORT
@@ -601,8 +602,8 @@ def _locate(bth: Packet, frame: bytes, bth_off: int, end: int) -> Walk | None:
             udp_off = off
         kind = _l3_kind(layer)
         if kind:
-            if off < 0:
-                return None
+            if off < 0 or end > len(frame) or end - _ICRC_LEN < bth_off + SIZE_OF["bth"]:
+                return None  # cut short or damaged: the bytes cannot hold what an ICRC covers
             return Walk(status=OK, vlans=0, l3_kind=kind, l3_off=off, l3_len=size,
                         udp_off=udp_off, bth_off=bth_off, opcode=bth.getfieldval("opcode"),
                         payload_off=-1, pad_off=-1, icrc_off=end - _ICRC_LEN, l4_end=end,

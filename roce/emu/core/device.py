@@ -17,6 +17,7 @@ from roce.emu.core.frames import receive
 from roce.emu.core.memory import AddressSpace
 from roce.emu.core.qp import QPCap, QueuePair
 from roce.locate import OK, is_malformed
+from roce.qpn import qpn_range
 
 
 @dataclass
@@ -63,7 +64,8 @@ class Device:
     def create_qp(self, pd: object, qp_type: QPType, send_cq: object, recv_cq: object,
                   cap: QPCap, sq_sig_all: bool = True) -> QueuePair:
         qpn = self.next_qpn
-        self.next_qpn += 1
+        qpn_range(qpn, 1)  # ValueError once the 24-bit QPNs are used up: never wrapped
+        self.next_qpn = qpn + 1
         qp = QueuePair(self, pd, qpn, qp_type, send_cq, recv_cq, cap, sq_sig_all)
         if self.shared_tx:
             qp.tx = self.tx

@@ -4,35 +4,42 @@ Before two RoCE endpoints can talk each must know the other's QPN, first PSN, ad
 and MAC), and for RDMA the rkey, virtual address and size of the memory it may touch, plus
 the path MTU and the parameters of the run.  ``Listener`` waits for one peer, ``connect``
 reaches one (retrying while the listener is not up yet); both give a ``Channel`` whose
-messages are JSON objects with a ``type``, one per line.
+messages are JSON objects with a ``type``, one per line, each as ``roce.emu.real.messages``
+declares it: ``send`` builds through the schema, and every line received is checked against
+it before anyone sees it.
 
-Every wait has a timeout, and every failure raises ``OOBError`` with a sentence that names
-the peer and what was expected: a timeout, a refused connection, a peer that went away, a
-line that is not JSON, a message of the wrong type, or an ``error`` message the peer sent.
+The peer is untrusted.  A line is read up to ``MAX_LINE`` bytes and no further (a longer one
+is refused, not buffered), then decoded and checked whole: a ``PeerMessageError`` names the
+message and the field that broke the protocol.  An ``error`` message from the peer becomes an
+``OOBError`` quoting its text with the control characters escaped.  Every wait has a timeout,
+and every other failure raises ``OOBError`` with a sentence that names the peer and what was
+expected: a timeout, a refused connection, a peer that went away, a message of the wrong type.
 """
 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import json
 import select
 import socket
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from roce.errors import OOBError
+from roce.emu import defaults
+from roce.emu.real import messages as schema
+from roce.emu.real.messages import MAX_LINE, PROTOCOL, printable
+from roce.errors import OOBError, PeerMessageError
+from roce.options import MAX_SECONDS
 
-DEFAULT_PORT = 18515  # perftest's default port
-MAX_LINE = 1 << 20
-# 2: the hello carries the recovery mode and loss rule (a version-1 listener would drop them
-# and run go-back-N against a selective-repeat connector: refused instead)
-PROTOCOL = "roce-emulate/2"
+DEFAULT_PORT = defaults.OOB_PORT  # perftest's default port
 
 
 @dataclass
 class QPInfo:
-    """What a peer must know about one of our queue pairs and the memory behind it."""
+    """What a peer must know about one of our queue pairs and the memory behind it: the
+    fields of ``schema.QP``, which checks a peer's."""
 
     qpn: int
     psn: int
@@ -49,25 +56,14 @@ class QPInfo:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> QPInfo:
-        names = {f.name for f in fields(cls)}
-        missing = {"qpn", "psn", "ip", "gid", "mac"} - set(d)
-        if missing:
-            raise OOBError(f"peer's QP description lacks {', '.join(sorted(missing))}")
-        try:
-            return cls(**{k: v for k, v in d.items() if k in names})
-        except TypeError as e:
-            raise OOBError(f"bad QP description from peer: {e}") from None
-
 
 def gid_of(ip: str) -> str:
-    """The RoCEv2 GID of an address: IPv4-mapped IPv6 for IPv4."""
-    return ip if ":" in ip else f"::ffff:{ip}"
+    """The RoCEv2 GID of an address (IPv4-mapped IPv6 for IPv4), in its normal form."""
+    return str(ipaddress.IPv6Address(ip if ":" in ip else f"::ffff:{ip}"))
 
 
 class Channel:
-    """One TCP connection carrying JSON objects, one per line."""
+    """One TCP connection carrying the protocol's messages, one JSON object per line."""
 
     def __init__(self, sock: socket.socket, peer: str) -> None:
         self.sock = sock
@@ -78,8 +74,15 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def send(self, obj: dict[str, Any]) -> None:
-        data = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+    def send(self, mtype: str, **fields: Any) -> None:
+        """Send a message of type ``mtype`` built from ``fields`` (``schema.build``)."""
+        self.send_message(schema.build(mtype, **fields))
+
+    def send_message(self, msg: dict[str, Any]) -> None:
+        data = encode(msg)
+        if len(data) > MAX_LINE:
+            raise OOBError(f"our {msg['type']} would be {len(data)} bytes, more than the "
+                           f"out-of-band protocol's {MAX_LINE}")
         try:
             self.sock.sendall(data)
         except OSError as e:
@@ -88,33 +91,28 @@ class Channel:
     def error(self, message: str) -> None:
         """Tell the peer why we give up (best effort), so it fails with our reason."""
         try:
-            self.send({"type": "error", "message": message})
-        except OOBError:
+            self.send("error", message=message[:schema.MAX_TEXT])
+        except (OOBError, ValueError):
             pass
 
     def _line(self) -> bytes | None:
-        i = self._buf.find(b"\n")
+        i = self._buf.find(b"\n", 0, MAX_LINE + 1)
         if i < 0:
             if len(self._buf) > MAX_LINE:
-                raise OOBError(f"out-of-band line from {self.peer} longer than {MAX_LINE} bytes")
+                raise PeerMessageError("message", "", f"a line from {self.peer} longer "
+                                       f"than {MAX_LINE} bytes")
             return None
         line, self._buf = self._buf[:i], self._buf[i + 1:]
         return line
 
     def _decode(self, line: bytes) -> dict[str, Any]:
-        try:
-            obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            raise OOBError(f"out-of-band message from {self.peer} is not JSON: "
-                           f"{line[:60]!r}") from None
-        if not isinstance(obj, dict) or "type" not in obj:
-            raise OOBError(f"out-of-band message from {self.peer} has no type: {line[:60]!r}")
-        if obj["type"] == "error":
-            raise OOBError(f"peer {self.peer} reported: {obj.get('message', 'an error')}")
-        return obj
+        msg = schema.decode(line)
+        if msg["type"] == "error":
+            raise OOBError(f"peer {self.peer} reported: {printable(msg['message'])}")
+        return msg
 
     def recv(self, timeout: float | None = 30.0, expect: str | None = None) -> dict[str, Any]:
-        """The next message (waiting up to ``timeout`` s); ``expect`` checks its type."""
+        """The next message (waiting up to ``timeout`` s), checked; ``expect`` its type."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             line = self._line()
@@ -149,19 +147,14 @@ class Channel:
 
     def _fill(self) -> None:
         try:
-            chunk = self.sock.recv(65536)
+            # never more than the rest of one line: a peer cannot make us hold more
+            chunk = self.sock.recv(max(1, min(65536, MAX_LINE + 1 - len(self._buf))))
         except OSError as e:
             raise OOBError(f"out-of-band connection to {self.peer} failed: "
                            f"{e.strerror or e}") from None
         if not chunk:
             raise OOBError(f"peer {self.peer} closed the out-of-band connection")
         self._buf += chunk
-
-    def exchange(self, mine: dict[str, Any], expect: str,
-                 timeout: float | None = 30.0) -> dict[str, Any]:
-        """Send ``mine``, return the peer's message of type ``expect``."""
-        self.send(mine)
-        return self.recv(timeout, expect)
 
     def close(self) -> None:
         try:
@@ -174,6 +167,11 @@ class Channel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    """A message as its line: compact JSON, ASCII only, and the newline."""
+    return json.dumps(msg, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 
 
 def _addrinfo(host: str, port: int) -> tuple[int, tuple]:
@@ -202,6 +200,8 @@ class Listener:
         self.host = host
 
     def accept(self, timeout: float | None = 60.0) -> Channel:
+        if timeout is not None:
+            timeout = min(timeout, MAX_SECONDS)  # what select's clock holds
         ready, _, _ = select.select([self.sock], [], [], timeout)
         if not ready:
             raise OOBError(f"no peer connected to port {self.port} within {timeout:g} s")
@@ -244,18 +244,5 @@ def connect(host: str, port: int = DEFAULT_PORT, timeout: float = 30.0,
         time.sleep(retry_interval)
 
 
-def hello(scenario: dict[str, Any], qps: list[QPInfo], **extra: Any) -> dict[str, Any]:
-    """The connector's first message: who it is, the run's parameters, its QPs."""
-    return {"type": "hello", "protocol": PROTOCOL, "scenario": scenario,
-            "qps": [q.to_dict() for q in qps], **extra}
-
-
-def check_hello(msg: dict[str, Any]) -> None:
-    if msg.get("protocol") != PROTOCOL:
-        raise OOBError(f"peer speaks {msg.get('protocol')!r}, not {PROTOCOL!r}")
-    if not isinstance(msg.get("scenario"), dict) or not isinstance(msg.get("qps"), list):
-        raise OOBError("peer's hello lacks the scenario or the QP list")
-
-
-__all__ = ["Channel", "DEFAULT_PORT", "Listener", "OOBError", "PROTOCOL", "QPInfo",
-           "check_hello", "connect", "gid_of", "hello"]
+__all__ = ["Channel", "DEFAULT_PORT", "Listener", "OOBError", "PROTOCOL", "QPInfo", "connect",
+           "encode", "gid_of"]

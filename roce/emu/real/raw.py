@@ -14,10 +14,11 @@ import time
 from typing import Any
 
 from roce import iface
-from roce.emu.real.arp import ARP_REPLY, ARP_REQUEST, ZERO_MAC, arp_frame, mac_bytes, parse_arp
 from roce.emu.real.driver import SOCKET_BUFFER, Transport, TransportError, max_path_mtu
 from roce.emu.real.loop import EventLoop
+from roce.iface import ARP_REPLY, ARP_REQUEST, ZERO_MAC, arp_frame, parse_arp
 from roce.locate import ROCE_PORT
+from roce.options import mac_bytes
 
 _ARP_TYPE = iface.ETH_P_ARP.to_bytes(2, "big")
 

@@ -7,7 +7,8 @@ arrives is answered as the responder rules say (docs/protocol.md): ACKs carrying
 PSN-sequence NAKs carrying the ePSN (once per gap), RNR NAKs, remote access NAKs, READ
 responses segmented by the path MTU, atomic ACKs with the original value.
 
-RC packets carry no source QPN, so the target's answers go to ``peer_qpn`` (+ i for QP i);
+RC packets carry no source QPN, so the target's answers go to ``peer_qpn`` (+ i for QP i;
+both runs of QPNs must fit 24 bits, ``roce.qpn``);
 the peer's MAC and IP are learned from each request's frame (the first one, and again if
 another peer takes over).  A QP that an error moved to ERR is re-created in its initial
 state (``recover``), so one bad request does not end the session.  Each frame received
@@ -19,7 +20,6 @@ from __future__ import annotations
 import gc
 import ipaddress
 import random
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from roce import fast
+from roce.emu import defaults
 from roce.emu.core.constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType, WCStatus
 from roce.emu.core.memory import VA_ALIGN
 from roce.emu.core.qp import AHAttr, QPAttr, QPCap
@@ -42,6 +43,8 @@ from roce.headers import LAYOUTS
 from roce.iface import interface_ipv4, interface_mac, interface_mtu
 from roce.locate import L3_IPV4, OK, explain
 from roce.opcodes import OPCODES
+from roce.psn import PSN_MASK
+from roce.qpn import qpn_range
 
 NO_MAC = "00:00:00:00:00:00"
 
@@ -150,6 +153,10 @@ class Target:
         self.quiet = quiet
         self.stats = TargetStats()
         self.log = FrameLog(cfg.udp_port)
+        # QP i is QPN qpn + i and answers the peer's QPN peer_qpn + i: both runs must be
+        # QPNs (checked before anything is opened)
+        qpns = qpn_range(cfg.qpn, cfg.qps)
+        self.peer_qpns = qpn_range(cfg.peer_qpn, cfg.qps)
         ip = cfg.ip
         if cfg.transport == "raw":
             if not cfg.interface:
@@ -183,8 +190,8 @@ class Target:
         self.cqs: dict[int, CQ] = {}
         self.recv_mrs: dict[int, MR] = {}
         self.peer: dict[int, tuple[str, str]] = {}  # QPN -> (MAC, IP) answers go to
-        for i in range(cfg.qps):
-            self._create_qp(cfg.qpn + i, i)
+        for i, qpn in enumerate(qpns):
+            self._create_qp(qpn, i)
         t.taps.append(self._tap)
 
     # -- set-up
@@ -219,10 +226,11 @@ class Target:
         dev.next_qpn = max(saved, qpn + 1)
         mac, ip = self.peer.get(qpn, (NO_MAC, "::" if ":" in self.ctx.ip else "0.0.0.0"))
         qp.to_init(QPAttr(qp_access_flags=ALL_ACCESS))
-        qp.to_rtr(QPAttr(path_mtu=self.mtu, dest_qp_num=(cfg.peer_qpn + i) & 0xFFFFFF,
-                         rq_psn=cfg.psn & 0xFFFFFF, max_dest_rd_atomic=16,
+        qp.to_rtr(QPAttr(path_mtu=self.mtu, dest_qp_num=self.peer_qpns[i],
+                         rq_psn=cfg.psn & PSN_MASK, max_dest_rd_atomic=16,
                          min_rnr_timer=cfg.min_rnr_timer, ah_attr=self._ah(mac, ip)))
-        qp.to_rts(QPAttr(sq_psn=cfg.psn & 0xFFFFFF, timeout=14, retry_cnt=7, rnr_retry=7,
+        qp.to_rts(QPAttr(sq_psn=cfg.psn & PSN_MASK, timeout=defaults.ACK_TIMEOUT_REAL,
+                         retry_cnt=defaults.RETRY_CNT, rnr_retry=defaults.RNR_RETRY,
                          max_rd_atomic=16))
         self.qps[qpn] = qp
         self.cqs[qpn] = cq
@@ -295,8 +303,8 @@ class Target:
                  f"-- MR rkey 0x{self.mr.rkey:08x} va 0x{self.mr.addr:x} size {self.mr.length} "
                  f"(fill {cfg.fill})"]
         for i, qpn in enumerate(self.qps):
-            lines.append(f"-- QP 0x{qpn:06x} RC ePSN 0x{cfg.psn & 0xFFFFFF:06x} MTU {self.mtu}"
-                         f" -> peer QP 0x{(cfg.peer_qpn + i) & 0xFFFFFF:06x}, "
+            lines.append(f"-- QP 0x{qpn:06x} RC ePSN 0x{cfg.psn & PSN_MASK:06x} MTU {self.mtu}"
+                         f" -> peer QP 0x{self.peer_qpns[i]:06x}, "
                          f"{cfg.recv_depth} receives of {cfg.recv_size} bytes")
         return "\n".join(lines)
 
@@ -320,7 +328,7 @@ class Target:
                 if not self.cfg.recover:
                     continue
                 self._say(f"QP 0x{qpn:06x} went to ERR (NAKs sent: {naks or 'none'}); "
-                          f"re-created, ePSN 0x{self.cfg.psn & 0xFFFFFF:06x}")
+                          f"re-created, ePSN 0x{self.cfg.psn & PSN_MASK:06x}")
                 cq.poll(1 << 16)
                 qp.close()
                 self.stats.recovered += 1
@@ -329,7 +337,8 @@ class Target:
     def run(self, count: int | None = None, duration: float | None = None,
             stop: Callable[[], bool] | None = None) -> TargetStats:
         """Serve until ``count`` requests were received, ``duration`` s passed, or
-        ``stop()``; Ctrl-C (and SIGTERM) end it cleanly."""
+        ``stop()``; a KeyboardInterrupt (every stop signal under ``roce.cli``: Ctrl-C,
+        SIGTERM, SIGHUP) ends it cleanly."""
         end = None if duration is None else time.monotonic() + duration
         # what set-up made lives as long as the target: keep full collections (several ms
         # over the imports' objects) from stalling an answer
@@ -355,13 +364,5 @@ class Target:
         self.loop.close()
 
 
-def sigterm_as_interrupt() -> None:
-    """SIGTERM ends the target like Ctrl-C (pcap closed, totals printed)."""
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 __all__ = ["FrameLog", "Target", "TargetConfig", "TargetStats", "fill_bytes",
-           "fill_into", "sigterm_as_interrupt"]
+           "fill_into"]

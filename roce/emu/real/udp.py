@@ -16,11 +16,12 @@ import struct
 from typing import Any
 
 from roce import fast, iface
-from roce.emu.real.arp import ZERO_MAC, mac_bytes
 from roce.emu.real.driver import SOCKET_BUFFER, Transport, TransportError
 from roce.emu.real.loop import EventLoop
 from roce.headers import LAYOUTS
+from roce.iface import ZERO_MAC
 from roce.locate import L3_IPV4, OK, ROCE_PORT
+from roce.options import mac_bytes
 
 SO_NO_CHECK = 11
 IP_MTU_DISCOVER = 10

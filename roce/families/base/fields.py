@@ -136,6 +136,14 @@ def pair_fields(h: Mapping[str, Any], out: dict[str, Any]) -> None:
             out[both] = (out[f"{name}.{a}"], out[f"{name}.{b}"])
 
 
+def hex_spec(bits: int) -> str:
+    """The ``str.format`` spec of a value Wireshark displays in hex (BASE_HEX), for a field
+    of ``bits`` bits: as many digits as the whole bytes of its field type hold (FT_UINT8
+    for up to 8 bits: ``0x03``; FT_UINT24: ``0x000011``), as ``tshark -T fields`` writes it.
+    The families declare their hex fields with it (``Handler.display``)."""
+    return "0x{:0%dx}" % (2 * ((bits + 7) // 8))  # noqa: UP031 - the braces are the spec's
+
+
 def is_roce_like(w: Walk) -> bool:
     """A malformed frame that got far enough to be RoCE (RoCEv1 EtherType, or the RoCEv2
     UDP port matched): ``--only-roce`` keeps these."""
@@ -150,5 +158,5 @@ def is_capture_cut(w: Walk, caplen: int, origlen: int) -> bool:
 
 
 __all__ = ["FLAT_KEYS", "PAIRS", "Headers", "L2_NAMES", "L3_NAMES", "SINGLE_FIELD",
-           "VLAN_NAMES", "header_fields", "is_capture_cut", "is_roce_like", "known_headers",
-           "pair_fields"]
+           "VLAN_NAMES", "header_fields", "hex_spec", "is_capture_cut", "is_roce_like",
+           "known_headers", "pair_fields"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from roce import macc
 from roce.errors import DecodeError
+from roce.families.base.fields import hex_spec
 
 PROTOCOL = macc.PROTOCOL
 FIELD_NAMES = macc.FIELD_NAMES
@@ -28,6 +29,10 @@ ENBV = macc.ENBV_KEY
 CLASS_TIMES = macc.CLASS_TIME_KEYS
 CLASS_BITS = dict(enumerate(macc.CLASS_BIT_KEYS))
 PAUSE_TIMES_TITLE = "CBFC Class Pause Times"  # Wireshark's subtree title
+# The fields Wireshark shows in hex (packet-maccontrol.c: BASE_HEX), as it writes them: the
+# -V block below and -T fields (roce.families.base.tree.fields_display).
+DISPLAY = {key: hex_spec(_LAY[header].fields[0].bits)
+           for key, header in ((OPCODE, "macc"), (ENBV, "macc.cbfc"))}
 
 
 def macros() -> dict[str, str]:
@@ -100,14 +105,14 @@ def tree(f: Mapping[str, Any]) -> str:
     opcode = f.get(OPCODE)
     if opcode is not None:
         name = macc.OPCODE_NAMES.get(opcode, "Unknown")
-        lines.append(f"    {_TITLES[OPCODE]}: {name} (0x{opcode:04x})")
+        lines.append(f"    {_TITLES[OPCODE]}: {name} ({DISPLAY[OPCODE].format(opcode)})")
     if PAUSE_TIME in f:
         lines.append(f"    {_TITLES[PAUSE_TIME]}: {f[PAUSE_TIME]}")
     if ENBV in f:
         vector = f[ENBV]
         on = "".join(f", {_BIT_TITLES[f'c{p}']}" for p in sorted(CLASS_BITS)
                      if vector >> p & 1)
-        lines.append(f"    {_TITLES[ENBV]}: 0x{vector:04x}{on}")
+        lines.append(f"    {_TITLES[ENBV]}: {DISPLAY[ENBV].format(vector)}{on}")
         for p in sorted(CLASS_BITS):
             bit = bool(f[CLASS_BITS[p]])
             lines.append(f"        {_bit_line(p, bit)} = {_BIT_TITLES[f'c{p}']}: {bit}")
@@ -118,5 +123,5 @@ def tree(f: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CLASS_BITS", "CLASS_TIMES", "ENBV", "FIELD_NAMES", "OPCODE", "PAUSE_TIME", "columns",
-           "fields", "info", "macros", "tree"]
+__all__ = ["CLASS_BITS", "CLASS_TIMES", "DISPLAY", "ENBV", "FIELD_NAMES", "OPCODE", "PAUSE_TIME",
+           "columns", "fields", "info", "macros", "tree"]

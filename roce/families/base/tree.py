@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from roce import fast, macc
 from roce.families.base import macctrl
-from roce.families.base.fields import FLAT_KEYS, SINGLE_FIELD
+from roce.families.base.fields import FLAT_KEYS, SINGLE_FIELD, hex_spec
 from roce.headers import (
     LAYOUTS,
     SYNDROME_TYPES,
@@ -104,6 +104,7 @@ def HEXDEC(digits: int) -> str:  # noqa: N802
 _HEX_WIDTH.update({ETYPE: 4, TCLASS: 2})  # "IPv4 (0x0800)", "0x00 (DSCP ...)"
 
 
+
 def _etype(v: int) -> str:
     return f"{_ETHERTYPES.get(v, 'Unknown')} (0x{v:04x})"
 
@@ -154,9 +155,9 @@ FIELD_FORMAT: dict[tuple[str, str], str] = {
     ("bth", "becn"): BOOL,
     ("bth", "destqp"): HEX(6),
     ("bth", "a"): BOOL,
-    ("rdeth", "eecnxt"): HEX(6),
-    ("deth", "q_key"): HEX(8),
-    ("deth", "srcqp"): HEX(6),
+    # Wireshark's field types: Q_Key FT_UINT64, source QP FT_UINT32 (E2E context: decimal)
+    ("deth", "q_key"): HEX(16),
+    ("deth", "srcqp"): HEX(8),
     ("reth", "va"): HEX(16),
     ("reth", "r_key"): HEX(8),
     ("atomiceth", "va"): HEX(16),
@@ -181,9 +182,10 @@ _FIELDS_DIGITS = {("ipv6", "tclass"): 8}
 def fields_display() -> dict[str, str]:
     """Flat field key -> ``str.format`` spec of its value in ``-T fields``, for the fields
     tshark prints in hex (``bth.destqp`` -> ``0x{:06x}``): the tree's hex formats above,
-    with as many digits as whole bytes need (Wireshark pads hex to an even count), and the
-    ICRC.  Fields not listed print in decimal."""
-    out = {"icrc": "0x{:0%dx}" % (2 * len(to_trailer(0)))}  # noqa: UP031
+    with as many digits as whole bytes need (Wireshark pads hex to an even count), the
+    ICRC, and MAC Control's (``macctrl.DISPLAY``, which its tree uses too).  The families'
+    own are their handlers' ``display``.  Fields not listed print in decimal."""
+    out = {"icrc": hex_spec(8 * len(to_trailer(0))), **macctrl.DISPLAY}
     for header, keys in FLAT_KEYS.items():
         base = "vlan" if header == "vlan2" else header
         for fld, key in zip(LAYOUTS[base].fields, keys):

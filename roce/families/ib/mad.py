@@ -21,6 +21,7 @@ from typing import Any
 
 from construct import BitsInteger, BitStruct
 
+from roce.families.base.fields import hex_spec
 from roce.headers import define
 from roce.locate import Walk
 from roce.opcodes import OPCODES, Transport
@@ -129,6 +130,28 @@ CM_MESSAGES: dict[int, tuple[str, str, Any]] = {
 }
 CM_CODECS = {attr: (key, *define(f"cm.{key}", body))
              for attr, (_name, key, body) in CM_MESSAGES.items()}
+
+# Wireshark shows every MAD and CM field in hex (packet-infiniband.c: BASE_HEX), as wide as
+# its field type, but for the LIDs, decimal as in the LRH: -T fields and the tree below (the
+# handler's ``display``).
+DISPLAY: dict[str, str] = {
+    **{key: hex_spec(fld.bits) for fld, key in zip(MAD_LAYOUT.fields, MAD_KEYS)},
+    **{f"cm.{key}.{fld.name}": hex_spec(fld.bits)
+       for key, layout, _dec, _enc in CM_CODECS.values() for fld in layout.fields
+       if not fld.name.endswith("lid")},
+}
+# Wireshark's names for CM fields that are not ``infiniband.`` + ours: it calls a REQ's and a
+# REP's Local Communication ID by the message's name, files the DREQ's remote QPN under REQ
+# and calls DREP "drsp".
+WIRESHARK_NAMES: dict[str, tuple[str, ...]] = {
+    "infiniband.cm.req": ("cm.req.localcommid",),
+    "infiniband.cm.rep": ("cm.rep.localcommid",),
+    "infiniband.cm.rej.msgrej": ("cm.rej.msgrejected",),
+    "infiniband.cm.rej.rejinfolen": ("cm.rej.rejectinfolen",),
+    "infiniband.cm.req.remoteqpneecn": ("cm.dreq.remoteqpneecn",),
+    "infiniband.cm.drsp.localcommid": ("cm.drep.localcommid",),
+    "infiniband.cm.drsp.remotecommid": ("cm.drep.remotecommid",),
+}
 
 MGMT_SUBN_LID, MGMT_SUBN_DIRECTED, MGMT_SUBN_ADM, MGMT_CM = 0x01, 0x81, 0x03, 0x07
 MGMT_CLASSES = {0x01: "Subn", 0x81: "Subn", 0x03: "SubnAdm", 0x04: "Perf", 0x05: "BM",
@@ -273,21 +296,25 @@ def build_cm(attribute: int, values: dict[str, Any], tid: int = 1) -> bytes:
     return build_mad(MGMT_CM, 0x03, attribute, tid, enc(values))
 
 
+def _shown(key: str, f: dict[str, Any]) -> str:
+    spec = DISPLAY.get(key)
+    return str(f[key]) if spec is None else spec.format(f[key])
+
+
 def tree(f: dict[str, Any]) -> list[str]:
     """``-V`` lines for a MAD (and its CM message) or an IPoIB header."""
     out: list[str] = []
     if "mad" in f:
         name = mad_name(f["mad.mgmtclass"], f["mad.method"], f["mad.attributeid"])
         out.append(f"    MAD Header - Common Management Datagram: {name}")
-        out += [f"        {fld.title}: {f['mad.' + fld.name]:#x}" if fld.name in (
-            "transactionid", "attributeid", "attributemodifier", "mgmtclass", "method")
-                else f"        {fld.title}: {f['mad.' + fld.name]}" for fld in MAD_LAYOUT.fields]
+        out += [f"        {fld.title}: {DISPLAY[key].format(f[key])}"
+                for fld, key in zip(MAD_LAYOUT.fields, MAD_KEYS)]
         for _key, layout, _dec, _enc in CM_CODECS.values():
             prefix = layout.name + "."
             if layout.name in f:
                 out.append(f"    CM {CM_MESSAGES[f['mad.attributeid']][0]}")
-                out += [f"        {fld.title}: {f[prefix + fld.name]}" for fld in layout.fields
-                        if not fld.name.startswith("reserved")]
+                out += [f"        {fld.title}: {_shown(prefix + fld.name, f)}"
+                        for fld in layout.fields if not fld.name.startswith("reserved")]
     if "ipoib" in f:
         out.append(f"    IP over InfiniBand: Type {IPOIB_TYPES[f['ipoib.type']]} "
                    f"(0x{f['ipoib.type']:04x})")

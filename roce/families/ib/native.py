@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from roce.errors import DecodeError, NotRoCE
+from roce.families.base.fields import hex_spec
 from roce.families.ib import crc as ibcrc
 from roce.families.ib import mad as ibmad
 from roce.headers import (
@@ -62,6 +63,14 @@ LRH_KEYS = tuple(f"lrh.{f.name}" for f in LRH_LAYOUT.fields)
 _GRH = SIZE_OF["grh"]
 GRH_LAYOUT = LAYOUTS["grh"]
 TRANSPORT_HEADERS = frozenset(n for op in OPCODES.values() for n in ("bth", *op.headers))
+# The fields Wireshark shows in hex (packet-infiniband.c: BASE_HEX), written as it writes
+# them: -T fields and the tree below (the handler's ``display``).  The other LRH fields are
+# decimal there; the transport's are the RoCE headers' (roce.families.base.tree).
+DISPLAY: dict[str, str] = {
+    **{key: hex_spec(fld.bits) for fld, key in zip(LRH_LAYOUT.fields, LRH_KEYS)
+       if fld.name in ("vl", "lnh")},
+    "vcrc": hex_spec(8 * VCRC_SIZE),
+}
 
 
 class Decoded(NamedTuple):
@@ -200,7 +209,9 @@ def tree(d: Decoded, frame: bytes) -> list[str]:
         out.append("    Local Route Header")
         for fld, key in zip(LRH_LAYOUT.fields, LRH_KEYS):
             value = f[key]
-            text = f"{LNH_NAMES[value]} ({value})" if fld.name == "lnh" else str(value)
+            text = DISPLAY[key].format(value) if key in DISPLAY else str(value)
+            if fld.name == "lnh":
+                text = f"{LNH_NAMES[value]} ({text})"
             out.append(f"        {fld.title}: {text}")
     if "grh" in f:
         out.append("    Global Route Header")
@@ -231,8 +242,9 @@ def crc_lines(d: Decoded, frame: bytes) -> list[str]:
     state = "correct" if f["icrc.valid"] else f"incorrect, should be 0x{want:08x}"
     out.append(f"    Invariant CRC: 0x{f['icrc']:08x} [{state}]")
     want_v = ibcrc.vcrc(memoryview(frame)[:w.l4_end])
-    state = "correct" if f["vcrc.valid"] else f"incorrect, should be 0x{want_v:04x}"
-    out.append(f"    Variant CRC: 0x{f['vcrc']:04x} [{state}]")
+    shown = DISPLAY["vcrc"].format
+    state = "correct" if f["vcrc.valid"] else f"incorrect, should be {shown(want_v)}"
+    out.append(f"    Variant CRC: {shown(f['vcrc'])} [{state}]")
     return out
 
 
@@ -332,6 +344,5 @@ _EXT = _compiled()
 scan_batch: Any = _EXT.ib_scan if _EXT is not None else scan_reference
 
 
-__all__ = ["LINKTYPE_INFINIBAND", "LRH", "SCAN_COLUMNS", "Decoded", "build", "columns", "crc_lines",
-           "decode", "scan_batch", "scan_columns", "scan_reference",
-           "tree", "walk"]
+__all__ = ["DISPLAY", "LINKTYPE_INFINIBAND", "LRH", "SCAN_COLUMNS", "Decoded", "build", "columns",
+           "crc_lines", "decode", "scan_batch", "scan_columns", "scan_reference", "tree", "walk"]

@@ -85,19 +85,12 @@ class _Link:
         self.sock.close()
 
 
-def _arp(link: _Link, mac: bytes, ip: str, target: str, timeout: float = 2.0) -> bytes:
-    """Resolve ``target`` with ARP requests of our own."""
-    from roce.emu.real.arp import arp_frame, parse_arp
-
-    req = arp_frame(1, mac.hex(":"), ip, "00:00:00:00:00:00", target)
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        link.send(req)
-        for f in link.receive(0.2):
-            a = parse_arp(f)
-            if a is not None and a[0] == 2 and a[2] == target:
-                return mac_bytes(a[1])
-    raise EnvironmentProblem(f"no ARP answer from {target} (give --target-mac)")
+def _resolve(interface: str, target: str) -> bytes:
+    """The target's MAC: the kernel's neighbour table, else ARP (``roce.iface``)."""
+    try:
+        return mac_bytes(iface.resolve_mac(interface, target))
+    except iface.InterfaceError as exc:
+        raise EnvironmentProblem(f"{exc} (give --target-mac)") from None
 
 
 class WireFuzzer:
@@ -128,7 +121,7 @@ class WireFuzzer:
             if config.target_mac:
                 self.tmac = mac_bytes(config.target_mac)
             else:
-                self.tmac = _arp(self.link, self.mac, self.ip, config.target)
+                self.tmac = _resolve(config.interface, config.target)
         except BaseException:
             self.link.close()
             raise
