@@ -22,7 +22,7 @@ from typing import IO
 
 from roce import locate
 from roce.analysis import flows as fl
-from roce.analysis import pauses
+from roce.analysis import pauses, uetflows
 from roce.analysis.statsview import EXPERT_DEFAULT, sections, write_text
 from roce.decoder.progress import Progress
 from roce.options import parse_port, parse_positive_time, rate_within
@@ -98,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
     # tunnels peeled; ERF records unwrapped (native InfiniBand in ERF included): the engine
     # analyses the frames inside.
     reader = tunnelled.analysed(reader, kind, port)
+    uet = uetflows.UetAnalysis(port)  # Ultra Ethernet's PDCs, beside the RoCE flows
     try:
         report = _analyse(reader, port, size, _position(reader, fh) if size else None,
-                          account)
+                          account, uet)
         _warn_linktypes(reader)
     except CaptureError as exc:  # a read error after the header
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -138,10 +139,14 @@ def run(args: argparse.Namespace) -> int:
         doc = {"capture": {"file": reader.name, "format": reader.format,
                            "compressed": reader.compressed},
                **sections(report, pfc, cc, cm)}
+        if uet.packets:
+            doc["uet"] = uet.to_dict()
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
         write_text(report, reader.name, out, args.expert, pfc, cc, cm)
+        if uet.packets:
+            out.write("\n" + "\n".join(uet.lines()) + "\n")
     out.flush()
     return 0
 
@@ -188,9 +193,12 @@ def _warn_linktypes(reader: CaptureReader) -> None:
 
 def _analyse(reader: CaptureReader, port: int, size: int,
              where: Callable[[], int] | None,
-             account: pauses.PauseAccount | None = None) -> fl.Report:
+             account: pauses.PauseAccount | None = None,
+             uet: uetflows.UetAnalysis | None = None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
     compressed = getattr(reader, "compressed", False)
+    if uet is not None:  # UET packets: seen beside the engine (uetflows.Tap)
+        reader = uetflows.Tap(reader, analyzer, uet)  # type: ignore[assignment]
     if account is not None:  # PFC / PAUSE frames: seen beside the engine (pauses.Tap)
         reader = pauses.Tap(reader, analyzer, account)  # type: ignore[assignment]
     progress = Progress("analysing", size if where else 0)

@@ -1,0 +1,214 @@
+"""roce stats on Ultra Ethernet Transport captures: one PDC with a lost packet, a trim NACK, a
+SACK gap, retransmissions (one spurious), ECN-marked ACKs, NSCC state, a resource NACK and a
+close request, each reported exactly; RoCE and UET in one capture analysed apart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import roce
+from roce.analysis.uetflows import Holes, UetAnalysis
+from roce.cli import main
+from roce.families.uet import build
+from roce.families.uet import codes as t
+from roce.pcapio import PcapNgWriter, PcapWriter
+
+T0 = 1_700_000_000_000_000_000
+A, B = "10.0.0.1", "10.0.0.2"
+IPDC, TPDC = 0x12, 0x34  # the initiator's and the target's PDC IDs
+
+
+def _req(psn: int, size: int, mid: int, som: bool, eom: bool, *, syn: bool = False,
+         retx: bool = False) -> bytes:
+    v: dict[str, Any] = {"uet.pds.psn": psn, "uet.pds.spdcid": IPDC,
+                         "uet.ses.std.message_id": mid, "uet.ses.std.som": som,
+                         "uet.ses.std.eom": eom, "uet.pds.flags.retx": retx}
+    if syn:
+        v.update({"uet.pds.flags.syn": True, "uet.pds.psn_offset": psn - 1000})
+    else:
+        v["uet.pds.dpdcid"] = TPDC
+    v = build.with_defaults(v, payload=size)
+    return build.frame(build.uet_bytes(v, payload=bytes(size)), src=A, dst=B)
+
+
+def _ack(cack: int, *, kind: int = t.ACK_CC, sack_base: int | None = None, bitmap: int = 0,
+         marked: bool = False, service: int = 0, rcvd: int = 0, ooo: int = 0) -> bytes:
+    v: dict[str, Any] = {"uet.pds.type": kind, "uet.pds.cack_psn": cack,
+                         "uet.pds.spdcid": TPDC, "uet.pds.dpdcid": IPDC,
+                         "uet.pds.flags.m": marked}
+    if kind == t.ACK_CC:
+        v.update({"uet.pds.ack.sack_psn": cack + 1 if sack_base is None else sack_base,
+                  "uet.pds.ack.sack_bitmap": bitmap,
+                  "uet.pds.ack.cc_state.service_time": service,
+                  "uet.pds.ack.cc_state.rcvd_bytes": rcvd,
+                  "uet.pds.ack.cc_state.ooo_count": ooo})
+    return build.frame(build.uet_bytes(build.with_defaults(v)), src=B, dst=A)
+
+
+def _nack(code: int, psn: int) -> bytes:
+    v = build.with_defaults({"uet.pds.type": t.NACK, "uet.pds.nack.code": code,
+                             "uet.pds.nack.psn": psn, "uet.pds.spdcid": TPDC,
+                             "uet.pds.dpdcid": IPDC})
+    return build.frame(build.uet_bytes(v), src=B, dst=A)
+
+
+def _ctrl(kind: int) -> bytes:
+    v = build.with_defaults({"uet.pds.type": t.CTRL, "uet.pds.ctl_type": kind,
+                             "uet.pds.spdcid": IPDC, "uet.pds.dpdcid": TPDC})
+    return build.frame(build.uet_bytes(v), src=A, dst=B)
+
+
+def pdc_frames() -> list[bytes]:
+    """Message 7 is PSNs 1000-1004 (1 KiB each), 1002 lost on the way; message 8 is PSN 1005
+    (512 B), trimmed; message 9 is PSN 1007 (256 B), after PSN 1006, which never shows."""
+    return [
+        _req(1000, 1024, 7, True, False, syn=True),
+        _req(1001, 1024, 7, False, False),
+        _ack(1001, service=10, rcvd=2048),
+        _req(1003, 1024, 7, False, False),  # 1002 lost
+        _req(1004, 1024, 7, False, True),
+        # 1005 trimmed: not captured whole; the target says so
+        _ack(1001, sack_base=1002, bitmap=0b110, marked=True, service=30, rcvd=4096, ooo=2),
+        _nack(0x01, 1005),  # TRIMMED
+        _req(1002, 1024, 7, False, False, retx=True),
+        _req(1005, 512, 8, True, True, retx=True),
+        _req(1003, 1024, 7, False, False, retx=True),  # spurious: SACKed before
+        _ack(1005, kind=t.ACK),
+        _req(1007, 256, 9, True, True),  # 1006 missing
+        _nack(0x07, 1007),  # NO_PKT_BUFFER
+        _ctrl(5),  # CLOSE_REQ
+    ]
+
+
+def _write(path: Path, frames: list[bytes], writer: Any = PcapWriter,
+           times: list[int] | None = None) -> Path:
+    with writer(path) as w:
+        for i, f in enumerate(frames):
+            w.write(f, ts_ns=T0 + (times[i] if times else i * 1000))
+    return path
+
+
+def _stats_json(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
+    assert main(["stats", "-T", "json", str(path)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_pdc_reported_exactly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _stats_json(capsys, _write(tmp_path / "pdc.pcap", pdc_frames()))
+    uet = doc["uet"]
+    assert (uet["packets"], uet["encrypted"], uet["malformed"], uet["unreliable"]) == \
+        (14, 0, 0, 0)
+    (p,) = uet["pdcs"]
+    assert (p["initiator"], p["target"], p["spdcid"], p["dpdcid"], p["first_frame"]) == \
+        (A, B, IPDC, TPDC, 1)
+    assert (p["syn"], p["start_psn"], p["pdc_mode"], p["highest_psn"]) == (1, 1000, 0, 1007)
+    assert p["requests"] == 8
+    assert p["request_bytes"] == 4 * 1024 + 1024 + 512 + 1024 + 256
+    # the lost packet came back as a retransmission; 1006 never came; 1005 was never skipped
+    assert (p["missing"], p["missing_psns"], p["recovered_psns"], p["reordered_psns"]) == \
+        (1, [[1006, 1006]], [1002], [])
+    assert (p["retransmissions"], p["spurious_retransmissions"]) == (3, 1)
+    assert (p["acks"], p["first_cack_psn"], p["cack_psn"], p["cack_advances"]) == \
+        (3, 1001, 1005, 1)
+    assert (p["ecn_marked_acks"], p["probe_acks"]) == (1, 0)
+    assert (p["sack_holes"], p["sack_missing_psns"]) == (1, [1002])
+    assert p["nscc"] == {"acks": 2, "service_time_max": 30, "rcvd_bytes_last": 4096,
+                         "ooo_count_max": 2}
+    assert p["trims"] == {"TRIMMED": 1}
+    assert p["nacks"] == {"NO_PKT_BUFFER": 1}
+    assert (p["controls"], p["close_requests"], p["clear_requests"]) == \
+        ({"CLOSE_REQ": 1}, 1, 0)
+    assert p["messages"] == {"completed": 3, "bytes": 5 * 1024 + 512 + 256, "min": 256,
+                             "max": 5 * 1024, "open": 0}
+    span = 13 * 1000
+    assert p["duration_ns"] == span
+    assert p["goodput_bps"] == pytest.approx((5 * 1024 + 512 + 256) * 8e9 / span)
+    assert p["throughput_bps"] == pytest.approx(p["request_bytes"] * 8e9 / span)
+
+
+def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path / "pdc.pcap", pdc_frames())
+    assert main(["stats", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Ultra Ethernet Transport: 14 packets, 1 PDCs" in out
+    assert f"PDC {A} 0x0012 -> {B} 0x0034" in out
+    assert "requests 8 (6,912 B), SYN 1, start PSN 1000, highest PSN 1007" in out
+    assert ("retransmissions 3 (spurious 1); missing 1 (PSNs 1006); recovered 1002; "
+            "reordered none") in out
+    assert ("ACKs 3, cumulative ACK PSN 1001 -> 1005 (1 advances), ECN-marked 1, probes 0; "
+            "SACK holes 1 (PSNs 1002)") in out
+    assert "trims TRIMMED=1; NACKs NO_PKT_BUFFER=1; control CLOSE_REQ=1; close 1" in out
+
+
+def test_a_pcapng_capture_reads_as_the_pcap(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """pcapng goes batch by batch (no record scanner): the same report."""
+    frames = pdc_frames()
+    a = _stats_json(capsys, _write(tmp_path / "a.pcap", frames))["uet"]
+    b = _stats_json(capsys, _write(tmp_path / "b.pcapng", frames, PcapNgWriter))["uet"]
+    assert a == b
+
+
+def test_roce_and_uet_in_one_capture(tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Each analysed as alone: the RoCE flows as in a RoCE-only capture, the UET PDCs as in a
+    UET-only one (frames at the same times; only frame numbers and the flows' start, counted
+    from the capture's first frame, differ)."""
+    uet = pdc_frames()
+    rc = [roce.craft("RC_RDMA_WRITE_ONLY", bytes(64), psn=200 + i, dqpn=0x11).to_bytes()
+          for i in range(10)]
+    rc[6] = roce.craft("RC_RDMA_WRITE_ONLY", bytes(64), psn=207, dqpn=0x11).to_bytes()
+    t_uet = [i * 1000 for i in range(len(uet))]
+    t_rc = [i * 1000 + 500 for i in range(len(rc))]
+    mixed = sorted([(tt, f) for tt, f in zip(t_uet, uet)] + list(zip(t_rc, rc)))
+    both = _stats_json(capsys, _write(tmp_path / "mixed.pcap", [f for _, f in mixed],
+                                      times=[tt for tt, _ in mixed]))
+    alone_uet = _stats_json(capsys, _write(tmp_path / "uet.pcap", uet, times=t_uet))
+    alone_rc = _stats_json(capsys, _write(tmp_path / "rc.pcap", rc, times=t_rc))
+    assert "uet" not in alone_rc
+    for doc in (both, alone_rc):  # seconds from the capture's first frame: a UET frame's
+        for fl in doc["flows"]:
+            fl.pop("start")
+    assert both["flows"] == alone_rc["flows"] and both["flows"]
+    assert both["totals"]["gaps"] == alone_rc["totals"]["gaps"] == 1
+    numbers = {i + 1: n + 1 for n, i in enumerate(
+        i for i, (tt, f) in enumerate(mixed) if f in uet)}
+    p_both, p_alone = both["uet"]["pdcs"][0], alone_uet["uet"]["pdcs"][0]
+    assert p_both.pop("first_frame") == numbers[1] and p_alone.pop("first_frame") == 1
+    assert p_both == p_alone
+
+
+def test_no_uet_no_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = [roce.craft("RC_SEND_ONLY", b"x", psn=i).to_bytes() for i in range(3)]
+    path = _write(tmp_path / "rc.pcap", rc)
+    assert "uet" not in _stats_json(capsys, path)
+    assert main(["stats", str(path)]) == 0
+    assert "Ultra Ethernet" not in capsys.readouterr().out
+
+
+def test_a_psn_jump_is_one_range() -> None:
+    """Memory follows the packets, not the PSN distance: a jump of 2^31 - 1 PSNs is one
+    range, and filling PSNs inside it splits it."""
+    a = UetAnalysis(4791)
+    for psn in (5, 5 + 0x7FFFFFFF, 7):
+        a.packet(1, 0, A, B, build.with_defaults({"uet.pds.psn": psn, "uet.pds.spdcid": 1,
+                                                  "uet.pds.flags.syn": False,
+                                                  "uet.pds.flags.retx": False,
+                                                  "uet.pds.dpdcid": 2,
+                                                  "uet.ses.std.message_id": 0}))
+    (p,) = a.pdcs.values()
+    assert p.holes.count() == 0x7FFFFFFE - 1
+    assert p.holes.ranges(p.base) == [[6, 6], [8, (4 + 0x7FFFFFFF) & 0xFFFFFFFF]]
+    assert p.reordered == [7]
+
+
+def test_holes() -> None:
+    h = Holes()
+    h.add(10, 20)
+    assert [h.fill(u) for u in (9, 10, 20, 15, 15, 21)] == [False, True, True, True, False,
+                                                            False]
+    assert h.ranges(0) == [[11, 14], [16, 19]] and h.count() == 8
