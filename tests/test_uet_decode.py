@@ -369,3 +369,33 @@ def test_one_line_without_records_reads_as_the_record_path(
     frames.insert(len(frames) // 2, roce.craft("RC_SEND_ONLY", b"abcd").to_bytes())
     p = _write(tmp_path / "lines.pcap", frames)
     assert _run(capsys, "decode", str(p)) == _run(capsys, "decode", "-Y", "frame", str(p))
+
+
+def test_uet_in_erf_records_has_the_records_lengths(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """An ERF record around Ethernet, IP, UDP and UET: the frame is the record's packet, its
+    lengths the record's (wlen past what it holds: cut by that much), in every output, and
+    UET decodes as from a plain capture."""
+    from roce.families import erf
+
+    v = build.with_defaults({"uet.pds.psn": 5, "uet.pds.spdcid": 1, "uet.pds.dpdcid": 2},
+                            payload=100)
+    eth = build.frame(build.uet_bytes(v, payload=bytes(100)))
+    path = tmp_path / "erf.pcap"
+    with PcapWriter(path, linktype=197) as w:
+        for wlen in (len(eth), len(eth) + 4):
+            w.write(erf.record(payload=eth, rtype=erf.ERF_TYPE_ETH, wlen=wlen,
+                               ts=erf.fixed_ts(10**18)), ts_ns=0)
+    plain = _write(tmp_path / "plain.pcap", [eth])
+    lines = _run(capsys, "decode", str(path)).splitlines()
+    info = _run(capsys, "decode", str(plain)).strip().split("UET ", 1)[1]
+    assert [ln.split("UET ", 1)[1] for ln in lines] == [info.replace(
+        f"{len(eth)} ", f"{n} ", 1) for n in (len(eth), len(eth) + 4)]
+    tree = _run(capsys, "decode", "-V", "-c", "1", str(path))
+    assert tree.startswith(f"Frame 1: {len(eth)} bytes on wire")
+    docs = json.loads(_run(capsys, "decode", "-T", "json", str(path)))
+    (one,) = json.loads(_run(capsys, "decode", "-T", "json", str(plain)))
+    for doc, n in zip(docs, (len(eth), len(eth) + 4)):
+        assert (doc["frame.len"], doc["frame.cap_len"]) == (n, len(eth))
+        assert {k: x for k, x in doc.items() if k.startswith(("uet", "payload"))} == \
+            {k: x for k, x in one.items() if k.startswith(("uet", "payload"))}

@@ -43,7 +43,14 @@ def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port
     if res is None:
         return None
     outer = dispatch.outer_fields(res)
-    if res.lengths is not None:  # a record that says its packet's lengths (ERF): the frame's
+    whole = fr  # the frame a family over IP or UDP came in: the record's (its -V, its -x)
+    if res.lengths is not None and res.carrier:  # ERF around a family over IP or UDP
+        caplen, origlen = res.lengths
+        whole = Frame(res.whole[:caplen], ts, caplen, origlen, res.linktype,
+                      fr[5] if len(fr) > 5 else 0)
+        n = len(res.data)
+        inner = Frame(res.data, ts, n, n + origlen - caplen, res.linktype, whole[5])
+    elif res.lengths is not None:  # a record that says its packet's lengths (ERF): the frame's
         caplen, origlen = res.lengths
         inner = Frame(res.data[:caplen], ts, caplen, origlen, res.linktype,
                       fr[5] if len(fr) > 5 else 0)
@@ -77,7 +84,7 @@ def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port
     f.update(res.carrier_fields)  # the Ethernet / IP / UDP a family over IP or UDP came in
     f.update(d.fields)
     # over IP or UDP the record is the whole frame (its -V frame block and -x dump)
-    rec = Record(number, ts, rel, delta, fr if res.carrier else inner, d.walk,
+    rec = Record(number, ts, rel, delta, whole if res.carrier else inner, d.walk,
                  (*res.carrier, *d.layers), f, d.error, d.kind, udp_port, {})
     rec.family, rec.decoded, rec.outer = res.family, d, res.outer
     return rec
@@ -105,7 +112,8 @@ def carried_columns(fr: Any, w: Any, udp_port: int,
     if res is None:
         return None, None
     family = res.family
-    if family is None or res.error is not None or not res.carrier or family.columns is None:
+    if family is None or res.error is not None or not res.carrier or family.columns is None \
+            or res.lengths is not None:  # ERF: the record path says the packet's lengths
         return None, res
     n = len(res.data)
     d = family.decode(res.data, n, n + fr[3] - fr[2])  # type: ignore[misc]

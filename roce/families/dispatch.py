@@ -43,6 +43,8 @@ class Resolution:
     # names and flat fields (with Wireshark's either-direction pairs, ip.addr ...)
     carrier: tuple[str, ...] = ()
     carrier_fields: dict[str, Any] = field(default_factory=dict)
+    # and the frame those headers begin (``data`` is then its datagram)
+    whole: bytes = b""
     # (captured, on the wire) lengths of the frame inside, when a record says them (ERF)
     lengths: tuple[int, int] | None = None
 
@@ -125,7 +127,7 @@ def resolve(data: bytes, linktype: int, w: Walk, udp_port: int,
             if table in ("ip.proto", "udp.port") and res.walk is not None:
                 res.carrier, res.carrier_fields, end = _carrier(res.data, res.walk,
                                                                 res.linktype, off)
-                res.data = res.data[off:end]
+                res.whole, res.data = res.data, res.data[off:end]
             else:
                 res.data = res.data[off:] if off else res.data
             return res
