@@ -134,13 +134,18 @@ def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     path = _write(tmp_path / "pdc.pcap", pdc_frames())
     assert main(["stats", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "Ultra Ethernet Transport: 14 packets, 1 PDCs" in out
+    assert "Ultra Ethernet Transport: 14 packets, 1 PDC (" in out
     assert f"PDC {A} 0x0012 -> {B} 0x0034" in out
     assert "requests 8 (6,912 B), SYN 1, start PSN 1000, highest PSN 1007" in out
     assert ("retransmissions 3 (spurious 1); missing 1 (PSNs 1006); recovered 1002; "
             "reordered none") in out
-    assert ("ACKs 3, cumulative ACK PSN 1001 -> 1005 (1 advances), ECN-marked 1, probes 0; "
-            "SACK holes 1 (PSNs 1002)") in out
+    assert "ACKs 3, cumulative ACK PSN 1001 -> 1005 (moved by 1), ECN-marked 1, probes 0\n" \
+        in out
+    assert "SACK holes 1 (PSNs 1002)\n" in out
+    assert "messages 3 (5,888 B, 256-5,120 B), open 0\n" in out
+    span = 13 * 1000
+    assert f"goodput {5888 * 8 / span:.3f} Gb/s, throughput {6912 * 8 / span:.3f} Gb/s" in out
+    assert max(map(len, out.splitlines())) <= 100
     assert "trims TRIMMED=1; NACKs NO_PKT_BUFFER=1; control CLOSE_REQ=1; close 1" in out
 
 

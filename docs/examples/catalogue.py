@@ -216,6 +216,36 @@ example("stats-run",
         f"{MAIN_RUN} -w run.pcap > /dev/null",
         "roce stats run.pcap | tail -n 28")
 
+example("stats-uet",
+        Py('''\
+from roce.families.uet import build
+from roce.pcapio import PcapWriter
+
+def packet(values, size=0, src="10.0.0.1", dst="10.0.0.2"):
+    v = build.with_defaults(values, payload=size)
+    return build.frame(build.uet_bytes(v, payload=bytes(size)), src=src, dst=dst)
+
+def req(psn, syn=False, retx=False):  # a 1 KiB WRITE, PDC 0x12 (initiator) -> 0x34 (target)
+    v = {"uet.pds.psn": psn, "uet.pds.spdcid": 0x12, "uet.pds.flags.retx": retx}
+    v.update({"uet.pds.flags.syn": True} if syn else {"uet.pds.dpdcid": 0x34})
+    return packet(v, 1024)
+
+def ack(kind, **fields):  # from the target
+    return packet({"uet.pds.type": kind, "uet.pds.spdcid": 0x34, "uet.pds.dpdcid": 0x12,
+                   **fields}, src="10.0.0.2", dst="10.0.0.1")
+
+frames = [req(1000, syn=True), req(1001), req(1003),  # 1002 lost
+          ack(8, **{"uet.pds.cack_psn": 1001, "uet.pds.ack.sack_bitmap": 0b10,
+                    "uet.pds.flags.m": True, "uet.pds.ack.cc_state.service_time": 12}),
+          ack(10, **{"uet.pds.nack.code": 1, "uet.pds.nack.psn": 1004}),  # 1004 trimmed
+          req(1002, retx=True), req(1004, retx=True),
+          ack(7, **{"uet.pds.cack_psn": 1004})]
+with PcapWriter("pdc.pcap") as w:
+    for i, frame in enumerate(frames):
+        w.write(frame, ts_ns=i * 1000)  # 1 us apart
+'''),
+        "roce stats pdc.pcap | tail -n 11")
+
 example("stats-pfc",
         Step("roce emulate --topology incast:2 --size 256K --count 1 --pfc-storm r --seed 1 "
              "-w storm.pcap > /dev/null", rc=4),

@@ -379,7 +379,8 @@ class UetAnalysis:
         """The text report's UET section (nothing when the capture has no UET)."""
         if not self.packets:
             return []
-        out = [f"Ultra Ethernet Transport: {self.packets:,} packets, {len(self.pdcs)} PDCs"
+        n = len(self.pdcs)
+        out = [f"Ultra Ethernet Transport: {self.packets:,} packets, {n} PDC{'s' * (n != 1)}"
                f" ({self.encrypted} encrypted, {self.malformed} malformed, "
                f"{self.unreliable} RUDI/UUD)"]
         for p in self.pdcs.values():
@@ -393,9 +394,9 @@ class UetAnalysis:
                        f"missing {d['missing']} (PSNs {_ranges(d['missing_psns'])}); recovered "
                        f"{_psns(d['recovered_psns'])}; reordered {_psns(d['reordered_psns'])}")
             out.append(f"    ACKs {p.acks}, cumulative ACK PSN {p.first_cack} -> {p.cack} "
-                       f"({p.cack_advances} advances), ECN-marked {p.ecn_marked_acks}, "
-                       f"probes {p.probe_acks}; SACK holes {p.sack_holes} (PSNs "
-                       f"{_psns(d['sack_missing_psns'])})")
+                       f"(moved by {p.cack_advances}), ECN-marked {p.ecn_marked_acks}, "
+                       f"probes {p.probe_acks}")
+            out.append(f"    SACK holes {p.sack_holes} (PSNs {_psns(d['sack_missing_psns'])})")
             if p.nscc_acks:
                 out.append(f"    NSCC: {p.nscc_acks} ACKs, service time max "
                            f"{p.service_time_max}, received bytes {p.rcvd_bytes_last}, "
@@ -405,8 +406,9 @@ class UetAnalysis:
                        f"{p.clear_requests}")
             m = d["messages"]
             out.append(f"    messages {m['completed']} ({m['bytes']:,} B, {m['min']:,}-"
-                       f"{m['max']:,} B), open {m['open']}; goodput "
-                       f"{_rate(d['goodput_bps'])}, throughput {_rate(d['throughput_bps'])}")
+                       f"{m['max']:,} B), open {m['open']}")
+            out.append(f"    goodput {_rate(d['goodput_bps'])}, throughput "
+                       f"{_rate(d['throughput_bps'])}")
         return out
 
 
