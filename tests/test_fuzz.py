@@ -151,6 +151,45 @@ def test_flow_analysis_is_checked_against_its_twin(monkeypatch):
     assert failure.frames == [bad] and "differ in totals" in failure.detail
 
 
+def test_uet_analysis_runs_on_every_chunk(monkeypatch):
+    """A chunk's UET frames (the seed pool has every UET kind) reach roce stats' UET analysis;
+    an exception it raises is a finding, narrowed to the frame, and replayed."""
+    from roce.analysis import uetflows
+
+    d = fuzz.DecoderFuzzer(seed=0, decode_every=0)
+    frames, _, lt, port = d.chunk_frames(0, 256)
+    assert d.check_uet(frames, lt, port) is None
+    probe = uetflows.UetAnalysis(port)
+    uet = [f for i, f in enumerate(frames) if probe.frame(i + 1, 0, f, lt, len(f))]
+    assert len(uet) > 10
+    bad = uet[len(uet) // 2]
+    real = uetflows.UetAnalysis.packet
+
+    def broken(self, number, ts, src, dst, f):
+        if frames_now[number - 1] == bad:
+            raise KeyError("planted")
+        return real(self, number, ts, src, dst, f)
+
+    real_frame = uetflows.UetAnalysis.frame
+    frames_now: list[bytes] = []
+
+    def frame(self, number, ts, data, linktype, origlen=None):
+        if number == 1:
+            frames_now.clear()
+        frames_now.append(data)
+        return real_frame(self, number, ts, data, linktype, origlen)
+
+    monkeypatch.setattr(uetflows.UetAnalysis, "packet", broken)
+    monkeypatch.setattr(uetflows.UetAnalysis, "frame", frame)
+    s = d.run_chunk(0, 256)
+    (failure,) = [f for f in s.failures if f.check == "uet-flows"]
+    assert failure.frames == [bad] and "KeyError" in failure.detail
+    from roce.testing.fuzz.corpus import Saved
+
+    saved = Saved(Path("x.pcap"), "decoder", "uet-flows", {}, failure.detail, [bad], lt)
+    assert d.replay(saved)[0].startswith("uet-flows: UET analysis raised KeyError")
+
+
 def test_wire_without_the_interface_exits_2(capsys):
     rc, _, err = roce_fuzz(capsys, "wire", "-i", "nosuchif0", "--target", "192.0.2.1",
                            "--qpn", "0x11", "--count", "1")
