@@ -1,5 +1,5 @@
-"""UET benchmark: `roce decode` per packet on Ultra Ethernet Transport against RoCE, on
-captures of the same packets.
+"""UET benchmark: `roce decode` and `roce stats` per packet on Ultra Ethernet Transport
+against RoCE, on captures of the same packets.
 
 The RoCE capture is the decoding benchmark's (bench_decode.make_capture: the emulator's mixed
 WRITE/READ/SEND/ATOMIC, MTU 1024, 0.1% loss).  The UET capture carries the same traffic frame
@@ -102,11 +102,12 @@ def wall(cmd: list[str]) -> float:
 
 
 MODES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("one line", ()),
-    ("-V", ("-V",)),
-    ("-T fields", ("-T", "fields", "-e", "frame.number", "-e", "ip.src", "-e", "udp.srcport",
-                   "-e", "frame.len")),
-    ("-T json", ("-T", "json")),
+    ("one line", ("decode",)),
+    ("-V", ("decode", "-V")),
+    ("-T fields", ("decode", "-T", "fields", "-e", "frame.number", "-e", "ip.src", "-e",
+                   "udp.srcport", "-e", "frame.len")),
+    ("-T json", ("decode", "-T", "json")),
+    ("stats", ("stats", "-T", "json")),
 )
 
 
@@ -118,7 +119,7 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(m for m, _ in MODES))
     args = ap.parse_args()
     wanted = args.modes.split(",")
-    roce_cmd = [sys.executable, "-m", "roce", "decode"]
+    roce_cmd = [sys.executable, "-m", "roce"]
     with tempfile.TemporaryDirectory() as d:
         rpath, upath = Path(d) / "roce.pcap", Path(d) / "uet.pcap"
         n = make_capture(rpath, args.packets)
@@ -144,7 +145,8 @@ def main() -> None:
         print("| mode | RoCE us/packet | UET us/packet | UET / RoCE |")
         print("|---|---:|---:|---:|")
         for name, a, b, ratio in rows:
-            print(f"| `roce decode` {name} | {a:.2f} | {b:.2f} | {ratio:.2f}x |")
+            cmd = "`roce stats -T json`" if name == "stats" else f"`roce decode` {name}"
+            print(f"| {cmd} | {a:.2f} | {b:.2f} | {ratio:.2f}x |")
     else:
         for name, a, b, ratio in rows:
             print(f"{name:12s} RoCE {a:7.2f} us/pkt  UET {b:7.2f} us/pkt  ratio {ratio:.2f}")
