@@ -243,3 +243,23 @@ def test_any_uet_frames_are_analysed_without_a_crash(frames: list[bytes]) -> Non
     json.dumps(d)
     assert not any(taken) or a.lines()[0].startswith(
         f"Ultra Ethernet Transport: {sum(taken)} packets")
+
+
+def test_several_captures_and_merge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Several captures: each file's UET section is what the file alone gives; --merge of the
+    PDC cut in two files (frames interleaved in time) gives the PDC of the one capture."""
+    frames = pdc_frames()
+    one = _stats_json(capsys, _write(tmp_path / "one.pcap", frames))["uet"]
+    times = [i * 1000 for i in range(len(frames))]
+    a = _write(tmp_path / "a.pcap", frames[0::2], times=times[0::2])
+    b = _write(tmp_path / "b.pcap", frames[1::2], times=times[1::2])
+    alone = [_stats_json(capsys, p)["uet"] for p in (a, b)]
+    assert main(["stats", "-T", "json", "-j", "1", str(a), str(b)]) == 0
+    files = json.loads(capsys.readouterr().out)["files"]
+    assert [f["uet"] for f in files] == alone
+    assert main(["stats", "-T", "json", "--merge", str(a), str(b)]) == 0
+    assert json.loads(capsys.readouterr().out)["uet"] == one
+    assert main(["stats", "--merge", str(a), str(b)]) == 0
+    assert "Ultra Ethernet Transport: 14 packets, 1 PDC (" in capsys.readouterr().out
+    assert main(["stats", "-j", "1", str(a), str(b)]) == 0
+    assert capsys.readouterr().out.count("Ultra Ethernet Transport: 7 packets") == 2

@@ -244,6 +244,15 @@ class UetAnalysis:
         else:  # RUDI and UUD: no PDC
             self.unreliable += 1
 
+    def scan_batch(self, batch: Batch, base: int) -> None:
+        """A batch of frames numbered from ``base + 1`` (those the walk takes as RoCE are
+        passed over: ``frame``)."""
+        if batch.linktype not in WALK_LINKTYPES:
+            return
+        for i, data in enumerate(batch.datas):
+            self.frame(base + i + 1, batch.ts_ns[i], bytes(data), batch.linktype,
+                       batch.origlen[i])
+
     # -- per kind -------------------------------------------------------------------------
 
     def _pdc(self, initiator: str, target: str, pdcid: int, number: int, ts: int,
@@ -478,10 +487,8 @@ class Tap:
         for batch in self._reader.batches(n):
             base, other = an.frames, an.not_roce
             yield batch
-            if an.not_roce != other and batch.linktype in WALK_LINKTYPES:
-                for i, data in enumerate(batch.datas):
-                    self._uet.frame(base + i + 1, batch.ts_ns[i], bytes(data),
-                                    batch.linktype, batch.origlen[i])
+            if an.not_roce != other:
+                self._uet.scan_batch(batch, base)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._reader, name)
