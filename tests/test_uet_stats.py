@@ -4,6 +4,7 @@ close request, each reported exactly; RoCE and UET in one capture analysed apart
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -263,3 +264,25 @@ def test_several_captures_and_merge(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "Ultra Ethernet Transport: 14 packets, 1 PDC (" in capsys.readouterr().out
     assert main(["stats", "-j", "1", str(a), str(b)]) == 0
     assert capsys.readouterr().out.count("Ultra Ethernet Transport: 7 packets") == 2
+
+
+def test_parquet_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-T parquet writes DIR/uet_pdcs.parquet: the JSON report's PDCs, row for row; the schema
+    doc lists its columns."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from roce.analysis import tables
+
+    path = _write(tmp_path / "pdc.pcap", pdc_frames())
+    (p,) = _stats_json(capsys, path)["uet"]["pdcs"]
+    assert main(["stats", "-T", "parquet", "-w", str(tmp_path / "out"), str(path)]) == 0
+    (row,) = pq.read_table(tmp_path / "out" / "uet_pdcs.parquet").to_pylist()
+    assert row.pop("capture") == str(path)
+    assert row.pop("duration") == datetime.timedelta(microseconds=p.pop("duration_ns") / 1000)
+    for k in ("trims", "nacks", "controls"):
+        assert dict(row.pop(k)) == p.pop(k)
+    assert row == p
+    doc = (Path(__file__).parents[1] / "docs" / "columnar-schema.md").read_text()
+    section = doc.split("## UET PDCs: `DIR/uet_pdcs.parquet`")[1].split("\n## ")[0]
+    cells = {c.strip("` ") for line in section.splitlines() if line.startswith("| `")
+             for c in line.split("|")[1].split(",")}
+    assert cells == set(tables.STATS_TABLES["uet_pdcs"][0]().names)

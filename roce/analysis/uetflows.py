@@ -447,6 +447,50 @@ def _addresses(f: dict[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
+# -- the Parquet table (``roce stats -T parquet``: DIR/uet_pdcs.parquet) ---------------------
+
+_COUNTS = ("requests", "request_bytes", "syn", "missing", "retransmissions",
+           "spurious_retransmissions", "acks", "cack_advances", "ecn_marked_acks",
+           "probe_acks", "sack_holes", "close_requests", "clear_requests")
+_PSNS = ("start_psn", "highest_psn", "first_cack_psn", "cack_psn")
+_MAPS = ("trims", "nacks", "controls")
+
+
+def pdc_schema() -> Any:
+    """One row per PDC, the JSON report's ``uet.pdcs`` (docs/columnar-schema.md)."""
+    from roce.extras import need_pyarrow
+
+    pa = need_pyarrow()
+    name = pa.dictionary(pa.int32(), pa.string())
+    psns = pa.list_(pa.uint32())
+    fields = [("capture", name), ("initiator", name), ("target", name),
+              ("spdcid", pa.uint16()), ("dpdcid", pa.uint16()), ("first_frame", pa.uint64()),
+              ("duration", pa.duration("ns")), ("pdc_mode", pa.uint8())]
+    fields += [(k, pa.uint64()) for k in _COUNTS]
+    fields += [(k, pa.uint32()) for k in _PSNS]
+    fields += [("missing_psns", pa.list_(psns)), ("recovered_psns", psns),
+               ("reordered_psns", psns), ("sack_missing_psns", psns),
+               ("nscc", pa.struct([("acks", pa.uint64()), ("service_time_max", pa.uint16()),
+                                   ("rcvd_bytes_last", pa.uint32()),
+                                   ("ooo_count_max", pa.uint16())])),
+               ("messages", pa.struct([(k, pa.uint64()) for k in
+                                       ("completed", "bytes", "min", "max", "open")])),
+               ("goodput_bps", pa.float64()), ("throughput_bps", pa.float64())]
+    fields += [(k, pa.map_(pa.string(), pa.uint64())) for k in _MAPS]
+    return pa.schema(fields)
+
+
+def pdc_rows(capture: str, uet: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Rows of the PDC table from a report's ``uet`` section (None: no UET in it)."""
+    rows = []
+    for d in (uet or {}).get("pdcs", ()):
+        row = {"capture": capture, **{k: v for k, v in d.items() if k != "duration_ns"},
+               "duration": d["duration_ns"]}
+        row.update({k: list(d[k].items()) for k in _MAPS})
+        rows.append(row)
+    return rows
+
+
 class Tap:
     """A ``CaptureReader`` stand-in that hands the flow engine the reader's records and gives
     the frames of each block in which the engine found frames that are not RoCE to a
@@ -494,4 +538,4 @@ class Tap:
         return getattr(self._reader, name)
 
 
-__all__ = ["Pdc", "Tap", "UetAnalysis"]
+__all__ = ["Holes", "Pdc", "Tap", "UetAnalysis", "pdc_rows", "pdc_schema"]
