@@ -14,6 +14,7 @@ from typing import Any
 
 from roce.families import dispatch, registry
 from roce.families.base.fields import FLAT_KEYS
+from roce.families.base.summary import source_destination
 from roce.pcapio import Frame
 
 NS = 1_000_000_000
@@ -96,10 +97,12 @@ def columns(rec: Any) -> tuple[str, str, str, str, str]:
         return "", "", "Frame", f"[Malformed: {rec.message}]", ""
     src, dst, proto, info = rec.family.columns(rec.decoded)
     if not src and not dst:  # a family over IP or UDP: the carrier's addresses
-        from roce.families.base.summary import source_destination
-
         src, dst = source_destination(rec.fields)
     return src, dst, proto, info, ""
+
+
+# the fields source_destination reads: a family's own decoding rarely has any
+_ADDRESSES = frozenset(("ip.src", "ipv6.src", "grh.sgid", "eth.src"))
 
 
 def carried_columns(fr: Any, w: Any, udp_port: int,
@@ -121,9 +124,10 @@ def carried_columns(fr: Any, w: Any, udp_port: int,
         return HIDDEN, res
     src, dst, proto, info = family.columns(d)
     if not src and not dst:  # as the record's fields: the family's own, then the carrier's
-        from roce.families.base.summary import source_destination
-
-        src, dst = source_destination(ChainMap(d.fields, res.carrier_fields))
+        f = d.fields
+        src, dst = source_destination(
+            ChainMap(f, res.carrier_fields) if _ADDRESSES.intersection(f)
+            else res.carrier_fields)
     return (src, dst, proto, info, ""), res
 
 

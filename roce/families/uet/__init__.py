@@ -44,16 +44,23 @@ def _decoder(reading: str, entropy: bool) -> Any:
     return decode
 
 
-def columns(d: Any) -> tuple[str, str, str, str]:
-    from roce.families.uet import present
+_PRESENT: list[Any] = []  # roce.families.uet.present, imported at the first line or tree
 
-    return present.columns(d)
+
+def _present() -> Any:
+    if not _PRESENT:
+        from roce.families.uet import present
+
+        _PRESENT.append(present)
+    return _PRESENT[0]
+
+
+def columns(d: Any) -> tuple[str, str, str, str]:
+    return (_PRESENT[0] if _PRESENT else _present()).columns(d)
 
 
 def tree(d: Any, data: bytes) -> list[str]:
-    from roce.families.uet import present
-
-    return present.tree(d, data)
+    return _present().tree(d, data)
 
 
 def field_names() -> tuple[str, ...]:
