@@ -14,9 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import roce
+from roce import fast
 from roce.analysis.uetflows import Holes, UetAnalysis
 from roce.cli import main
 from roce.decoder.decode import decode_frames
+from roce.families import dispatch
 from roce.families.uet import build
 from roce.families.uet import codes as t
 from roce.pcapio import Frame, PcapNgWriter, PcapWriter
@@ -286,3 +288,28 @@ def test_parquet_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     cells = {c.strip("` ") for line in section.splitlines() if line.startswith("| `")
              for c in line.split("|")[1].split(",")}
     assert cells == set(tables.STATS_TABLES["uet_pdcs"][0]().names)
+
+
+@pytest.mark.parametrize("native,ipv6", [(True, False), (False, True), (True, True)])
+def test_over_ip_protocol_253_and_ipv6(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       native: bool, ipv6: bool) -> None:
+    """The same PDC straight over IP protocol 253 (the entropy header first) or over IPv6:
+    the same report, addresses apart."""
+    src, dst = ("fd00::1", "fd00::2") if ipv6 else (A, B)
+
+    def again(frame: bytes) -> bytes:
+        """The frame's UET bytes in the other carriage (entropy header: entropy 0)."""
+        res = dispatch.resolve(frame, 1, fast.walk(frame, 1, 4791), 4791)
+        to_target = res.carrier_fields["ip.src"] == A
+        return build.frame(bytes(4) + res.data if native else res.data, native=native,
+                           ipv6=ipv6, src=src if to_target else dst,
+                           dst=dst if to_target else src)
+
+    base = _stats_json(capsys, _write(tmp_path / "a.pcap", pdc_frames()))["uet"]
+    other = _stats_json(capsys, _write(tmp_path / "b.pcap",
+                                       [again(f) for f in pdc_frames()]))["uet"]
+    (p,) = other["pdcs"]
+    assert (p.pop("initiator"), p.pop("target")) == (src, dst)
+    (q,) = base["pdcs"]
+    q.pop("initiator"), q.pop("target")
+    assert p == q
