@@ -7,7 +7,8 @@ for frame, as UET would: each RoCE request becomes a RUD request with a standard
 the matching operation and the same payload (its first packet with SOM, its last with EOM),
 each ACK an ACK_CC with a SACK bitmap and NSCC state, each NAK a NACK (trimmed), each CNP a
 control probe; PSNs, PDC IDs from the QPs.  Both run through the same command lines in one
-run, rounds interleaved, process start-up included; figures are medians.
+run, rounds interleaved, process start-up included; figures are medians, of the wall-clock
+time and of the CPU time (user + system) per packet.
 
     python bench/bench_uet.py [--rounds 5] [--packets 100000] [--markdown]
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -94,11 +96,16 @@ def make_uet(src: Path, dst: Path) -> int:
     return n
 
 
-def wall(cmd: list[str]) -> float:
+def run(cmd: list[str]) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds: user + system) of one run of ``cmd``.  CPU time is
+    the steadier figure on a shared machine: waiting for a core costs wall time only."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
                    env=ENV, cwd=REPO)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 MODES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -129,27 +136,30 @@ def main() -> None:
         for name, opts in MODES:
             if name not in wanted:
                 continue
-            times: dict[str, list[float]] = {"roce": [], "uet": []}
+            times: dict[str, list[tuple[float, float]]] = {"roce": [], "uet": []}
             for path in (rpath, upath):  # warm-up
-                wall([*roce_cmd, *opts, str(path)])
+                run([*roce_cmd, *opts, str(path)])
             for r in range(args.rounds):
                 order = (("roce", rpath), ("uet", upath))
                 for kind, path in order if r % 2 == 0 else order[::-1]:
-                    times[kind].append(wall([*roce_cmd, *opts, str(path)]))
-            med = {k: statistics.median(v) for k, v in times.items()}
-            rows.append((name, med["roce"] / n * 1e6, med["uet"] / n * 1e6,
-                         med["uet"] / med["roce"]))
+                    times[kind].append(run([*roce_cmd, *opts, str(path)]))
+            wall = {k: statistics.median(w for w, _ in v) / n * 1e6 for k, v in times.items()}
+            cpu = {k: statistics.median(c for _, c in v) / n * 1e6 for k, v in times.items()}
+            rows.append((name, wall["roce"], wall["uet"], cpu["roce"], cpu["uet"]))
     print(f"{n} packets each; capture bytes RoCE {sizes[0]:,}, UET {sizes[1]:,}; "
           f"load {os.getloadavg()[0]:.1f}")
     if args.markdown:
-        print("| mode | RoCE us/packet | UET us/packet | UET / RoCE |")
-        print("|---|---:|---:|---:|")
-        for name, a, b, ratio in rows:
+        print("| mode | RoCE us/packet | UET us/packet | UET / RoCE | RoCE CPU us | UET CPU us "
+              "| UET / RoCE (CPU) |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, a, b, ca, cb in rows:
             cmd = "`roce stats -T json`" if name == "stats" else f"`roce decode` {name}"
-            print(f"| {cmd} | {a:.2f} | {b:.2f} | {ratio:.2f}x |")
+            print(f"| {cmd} | {a:.2f} | {b:.2f} | {b / a:.2f}x | {ca:.2f} | {cb:.2f} | "
+                  f"{cb / ca:.2f}x |")
     else:
-        for name, a, b, ratio in rows:
-            print(f"{name:12s} RoCE {a:7.2f} us/pkt  UET {b:7.2f} us/pkt  ratio {ratio:.2f}")
+        for name, a, b, ca, cb in rows:
+            print(f"{name:12s} RoCE {a:7.2f} us/pkt  UET {b:7.2f} us/pkt  ratio {b / a:.2f}  "
+                  f"CPU {ca:7.2f} / {cb:7.2f} us/pkt  ratio {cb / ca:.2f}")
 
 
 if __name__ == "__main__":
