@@ -313,3 +313,39 @@ def test_over_ip_protocol_253_and_ipv6(tmp_path: Path, capsys: pytest.CaptureFix
     (q,) = base["pdcs"]
     q.pop("initiator"), q.pop("target")
     assert p == q
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(("spec", "ref-prov")).flatmap(
+    lambda r: uet_cases(reading=r, clean=False)), min_size=1, max_size=12))
+def test_either_reading_is_analysed(cases: list[Any]) -> None:
+    """Packets decoded in either reading (the reference provider's has other ACK request
+    bits, an EPSN flag, ISROD) feed the analysis without a KeyError."""
+    from roce.families.uet import dissect
+
+    a = UetAnalysis(4791)
+    for i, c in enumerate(cases):
+        d = dissect.decode(build.uet_bytes(c.values, c.reading, payload=c.payload,
+                                           entropy=c.native), entropy=c.native,
+                           reading=c.reading)
+        if d.error is None and not d.fields.get("uet.tss"):
+            a.packet(i + 1, i, A, B, d.fields)
+    json.dumps(a.to_dict())
+
+
+def test_close_and_clear_requests_in_both_readings() -> None:
+    from roce.families.uet import dissect
+    from roce.families.uet.layouts import READINGS
+
+    for reading, close, clear in (("spec", {"uet.pds.flags.req": 2}, {"uet.pds.flags.req": 1}),
+                                  ("ref-prov", {"uet.pds.flags.req_cls": True},
+                                   {"uet.pds.flags.req_clr": True})):
+        r = READINGS[reading]
+        a = UetAnalysis(4791)
+        for flags in (close, clear, close):
+            v = build.with_defaults({"uet.pds.type": t.ACK, "uet.pds.cack_psn": 9,
+                                     "uet.pds.spdcid": TPDC, "uet.pds.dpdcid": IPDC, **flags},
+                                    r)
+            a.packet(1, 0, B, A, dissect.decode(build.uet_bytes(v, r), reading=r).fields)
+        (p,) = a.pdcs.values()
+        assert (p.close_requests, p.clear_requests) == (2, 1), reading

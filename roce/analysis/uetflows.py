@@ -233,7 +233,8 @@ class UetAnalysis:
                                  f["uet.pds.spdcid"]), f)
         elif typ == t.CTRL:
             key = (src, dst, f["uet.pds.spdcid"])
-            if key in self.pdcs:  # from the initiator
+            # a SYN control packet (the reference provider's) has no DPDCID: the initiator's
+            if key in self.pdcs or "uet.pds.dpdcid" not in f:  # from the initiator
                 p = self._pdc(src, dst, f["uet.pds.spdcid"], number, ts)
             else:  # from the target, or a PDC first seen by its control packet
                 rkey = (dst, src, f["uet.pds.dpdcid"])
@@ -331,10 +332,10 @@ class UetAnalysis:
             p.ecn_marked_acks += 1
         if f["uet.pds.flags.p"]:
             p.probe_acks += 1
-        req = f["uet.pds.flags.req"]
-        if req == 2:
+        req = f.get("uet.pds.flags.req")  # the specification: one 2-bit field
+        if req == 2 or f.get("uet.pds.flags.req_cls"):  # the reference provider: two bits
             p.close_requests += 1
-        elif req == 1:
+        if req == 1 or f.get("uet.pds.flags.req_clr"):
             p.clear_requests += 1
         bitmap = f.get("uet.pds.ack.sack_bitmap")
         if bitmap is None:
