@@ -349,3 +349,37 @@ def test_close_and_clear_requests_in_both_readings() -> None:
             a.packet(1, 0, B, A, dissect.decode(build.uet_bytes(v, r), reading=r).fields)
         (p,) = a.pdcs.values()
         assert (p.close_requests, p.clear_requests) == (2, 1), reading
+
+
+def test_the_reference_providers_port_and_reading(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """UDP 49150 (the reference provider's) is UET by -d, and --uet-layout ref-prov reads its
+    ACK's separate close-request bit; -d of a RoCE row is refused (RoCE's is --udp-port)."""
+    from roce.families import registry
+    from roce.families.uet import IPPROTO_UET, REF_PROV_PORT, UET_PORT
+    from roce.families.uet.layouts import READINGS
+
+    r = READINGS["ref-prov"]
+    req = build.with_defaults({"uet.pds.psn": 7, "uet.pds.spdcid": IPDC, "uet.pds.dpdcid": TPDC},
+                              r, payload=8)
+    ack = build.with_defaults({"uet.pds.type": t.ACK, "uet.pds.cack_psn": 7,
+                               "uet.pds.flags.req_cls": True, "uet.pds.spdcid": TPDC,
+                               "uet.pds.dpdcid": IPDC}, r)
+    path = _write(tmp_path / "rp.pcap", [
+        build.frame(build.uet_bytes(req, r, payload=bytes(8)), src=A, dst=B,
+                    dport=REF_PROV_PORT),
+        build.frame(build.uet_bytes(ack, r), src=B, dst=A, dport=REF_PROV_PORT)])
+    reg = registry()
+    try:
+        assert "uet" not in _stats_json(capsys, path)
+        assert main(["stats", "-T", "json", "-d", f"udp.port=={REF_PROV_PORT},uet",
+                     "--uet-layout", "ref-prov", str(path)]) == 0
+        (p,) = json.loads(capsys.readouterr().out)["uet"]["pdcs"]
+        assert (p["requests"], p["acks"], p["cack_psn"], p["close_requests"]) == (1, 1, 7, 1)
+        assert main(["stats", "-d", "udp.port==4792,roce", str(path)]) == 1
+        assert "--udp-port" in capsys.readouterr().err
+    finally:  # the rows -d and --uet-layout changed in the process-wide registry
+        reg.tables["udp.port"].pop(REF_PROV_PORT, None)
+        reg.tables["udp.port"].pop(4792, None)
+        reg.map("udp.port", UET_PORT, "uet")
+        reg.map("ip.proto", IPPROTO_UET, "uet.entropy")
