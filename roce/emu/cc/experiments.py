@@ -14,7 +14,8 @@ from typing import Any
 
 from roce.emu.cc.algorithms import configure
 from roce.emu.cc.base import CongestionControl
-from roce.emu.net.runner import NetRun, NetScenario, NetSummary
+from roce.emu.net.runner import NetRun, NetScenario
+from roce.emu.scenario import Summary
 
 US = 1_000
 
@@ -107,7 +108,7 @@ class Watch:
 
 def watched(sc: NetScenario, interval_ns: int,
             probe: Callable[[list[CongestionControl | None]], Any] | None = None
-            ) -> tuple[NetSummary, Watch]:
+            ) -> tuple[Summary, Watch]:
     """Run ``sc`` as ``roce emulate`` does, sampled by a ``Watch``."""
     run = NetRun(sc)
     watch = Watch(run, interval_ns, probe)
