@@ -159,3 +159,14 @@ def test_incast_queue_is_bounded_where_none_is_not():
     assert s.data_verified and none.fabric["pfc_frames"] > 0
     # the first windows (16 x 15 packets) make the peak; after it the queue holds ~30 us
     assert s.fabric["max_queue_bytes"] < none.fabric["max_queue_bytes"] / 4
+
+
+def test_a_zero_target_and_a_zero_delay_change_nothing():
+    """Every target term at 0 (each knob's lower bound) and an RTT sample of 0 ns: the
+    delay is not above the target, so there is nothing to decrease (and no division by
+    the delay)."""
+    s = flow("swift_base_target=0", "swift_hop_scale=0", "swift_fs_range=0")
+    out = s.on_ack(0, 0, 1)
+    assert s.target == 0 and s.cwnd == 15.0 and out.window == 15
+    s.on_ack(1, 1, 1)  # 1 ns over a 0 target: the largest cut, max_mdf
+    assert s.cwnd == 7.5

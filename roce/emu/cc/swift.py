@@ -156,7 +156,9 @@ class Swift(CongestionControl, name="swift", summary="delay target, window", par
                 self.cwnd += self.ai * acked / self.cwnd
             else:
                 self.cwnd += self.ai * acked
-        elif self.can_decrease(now):
+        elif rtt_ns > target and self.can_decrease(now):
+            # (at the target exactly the factor is 1: nothing to cut, and a 0 ns sample
+            # against a 0 target must not divide by it)
             self.cwnd *= max(1 - self.beta * (rtt_ns - target) / rtt_ns, 1 - self.max_mdf)
         return self._limit(now, before)
 
