@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from roce.emu.cc import ALGORITHMS, Dcqcn, Dctcp, Swift, Timely
+from roce.emu.cc.hpcc import Hpcc
 
 DOC = (Path(__file__).parent.parent / "docs" / "congestion-control.md").read_text()
 
@@ -43,7 +44,7 @@ def test_every_algorithm_with_knobs_is_checked():
     assert {c for c in ALGORITHMS.values() if c.PARAMS} == {Dcqcn, Timely, Dctcp, Swift}
 
 
-@pytest.mark.parametrize("cls", [Dcqcn, Timely, Dctcp, Swift])
+@pytest.mark.parametrize("cls", [Dcqcn, Timely, Dctcp, Swift, Hpcc])
 def test_doc_tables_match_profiles(cls):
     table = rows(cls)
     assert set(table) == set(cls.PARAMS)

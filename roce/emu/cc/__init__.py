@@ -5,6 +5,8 @@
 - ``timely``: TIMELY (RTT gradient), the second algorithm behind the same interface;
 - ``dctcp``: DCTCP's window on ECN echoes (one CNP per CE-marked packet);
 - ``swift``: Swift's window on a delay target scaled by hops and flow count;
+- ``hpcc``: HPCC's reaction point on per-hop telemetry (not behind ``--cc`` yet: the
+  switches stamp no telemetry);
 - ``np``: DCQCN's notification point and the CNP frames it sends;
 - ``params``: knobs, units, ranges, profiles and ``--cc-param`` overrides;
 - ``algorithms``: the registry, ``--cc NAME`` -> class, and the validated ``CcConfig``;
