@@ -20,6 +20,10 @@ def _psn_keys() -> list[str]:
 
 # Every flow counter (flowrules.COUNTERS, by its JSON key), and the RNR NAKs' sum.
 _FLOW_INTS = (*(c.key for c in COUNTERS), "rnr_naks")
+# The latency summaries of a flow (JSON key: column prefix; flowrules, "completion times"),
+# each min, p50, p99 and max as durations.
+_LATENCIES = (("completion_ns", "completion"), ("ack_rtt_ns", "ack_rtt"))
+_QUANTILES = ("min", "p50", "p99", "max")
 
 
 def flow_schema() -> Any:
@@ -34,6 +38,7 @@ def flow_schema() -> Any:
     fields += [(k, pa.uint64()) for k in _FLOW_INTS]
     fields += [(f"psn.{k}", pa.uint64()) for k in _psn_keys()]
     fields += [(f"response_psn.{k}", pa.uint64()) for k in _psn_keys()]
+    fields += [(f"{col}.{q}", pa.duration("ns")) for _, col in _LATENCIES for q in _QUANTILES]
     fields += [("naks", pa.map_(pa.string(), pa.uint64())),
                ("rnr_timers_ms", pa.map_(pa.string(), pa.uint64())),
                ("messages", pa.map_(pa.string(), msg))]
@@ -56,6 +61,9 @@ def flow_rows(capture: str, flows: list[dict[str, Any]]) -> list[dict[str, Any]]
         for which in ("psn", "response_psn"):
             counts = d[which] or {}
             row.update({f"{which}.{k}": counts.get(k) for k in _psn_keys()})
+        for key, col in _LATENCIES:
+            summary = d[key] or {}
+            row.update({f"{col}.{q}": summary.get(q) for q in _QUANTILES})
         rows.append(row)
     return rows
 
