@@ -22,6 +22,7 @@ from roce.errors import (
     FilterError,
     InputError,
     InterfaceError,
+    Interrupted,
     LayoutMismatch,
     NotRoCE,
     OOBError,
@@ -34,6 +35,7 @@ from roce.errors import (
     TransportError,
     UsageError,
     VerificationError,
+    WorkloadFileError,
 )
 from roce.fast import COMPILED
 from roce.opcodes import (
@@ -54,9 +56,10 @@ __version__ = "0.1.0"
 __all__ = [
     # errors (roce/errors.py)
     "AccessError", "CaptureError", "DecodeError", "FieldNameError", "FieldValueError",
-    "FilterError", "InputError", "InterfaceError", "LayoutMismatch", "NotRoCE", "OOBError",
-    "PeerMessageError", "QPStateError", "RecoveryError", "RecoveryMismatch", "RemoteError",
-    "RoceError", "TransportError", "UsageError", "VerificationError",
+    "FilterError", "InputError", "InterfaceError", "Interrupted", "LayoutMismatch", "NotRoCE",
+    "OOBError", "PeerMessageError", "QPStateError", "RecoveryError", "RecoveryMismatch",
+    "RemoteError", "RoceError", "TransportError", "UsageError", "VerificationError",
+    "WorkloadFileError",
     # the opcode table, packets
     "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode", "Operation", "Position",
     "Transport", "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED",

@@ -57,7 +57,6 @@ MODULES = (
     "roce.psn",
     "roce.emu.core.completer",
     "roce.emu.core.device",
-    "roce.emu.fabric",
     "roce.emu.core.memory",
     "roce.emu.core.placement",
     "roce.emu.core.qp",
@@ -70,6 +69,8 @@ MODULES = (
     "roce.emu.core.frames",
     *_cc_modules(),  # every congestion-control module but configuration (below)
     "roce.emu.net.buffer",
+    "roce.emu.net.direct",
+    "roce.emu.net.faults",
     "roce.emu.net.hop",
     "roce.emu.net.link",
     "roce.emu.net.nic",
@@ -79,6 +80,10 @@ MODULES = (
     "roce.emu.net.switch",
 )
 
+# Modules an earlier build compiled and this one does not: an extension left beside the .py
+# by that build is never loaded (it would run the old code)
+RETIRED = ("roce.emu.fabric",)
+
 # Classes compiled as extension types, by module.  Per class: "attr": "T" types an attribute,
 # "method.name": "T" an argument or a local of that method (T: a class of this table, reached
 # in C once typed); "method": "def" keeps a method a plain def.  Every other method without a
@@ -87,7 +92,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # ``at`` is handed around as a bound method (``PfcSender``); Cython cannot take a cpdef
     # method with optional arguments as a value from a typed object
     "roce.emu.net.sim": {"Network": {"at": "def"}},
-    "roce.emu.fabric": {"LinkStats": {}},
+    "roce.emu.net.faults": {"LinkStats": {}},
+    "roce.emu.net.direct": {"DirectNic": {"net": "Network", "device": "Device",
+                                          "receive.dev": "Device", "_after.dev": "Device",
+                                          "_transmit.net": "Network"}},
     "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_done.st": "LinkStats"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
     "roce.emu.net.buffer": {"Account": {}, "SharedBuffer": {}},
@@ -169,6 +177,8 @@ class _Chooser(importlib.abc.MetaPathFinder):
         self._checked = pure
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        if name in RETIRED:
+            return self._source_spec(name, path)
         if name not in MODULES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -187,6 +197,17 @@ class _Chooser(importlib.abc.MetaPathFinder):
         if self.pure or self.stale:
             return importlib.util.spec_from_file_location(name, src)
         return spec
+
+
+    @staticmethod
+    def _source_spec(name: str, path: object) -> object:
+        """The ``.py`` of ``name``, whatever extension sits beside it."""
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.origin is None or spec.origin.endswith(".py"):
+            return spec
+        src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
+        return importlib.util.spec_from_file_location(name, src) if os.path.exists(src) \
+            else None
 
 
 def install_finder() -> None:

@@ -9,6 +9,8 @@ access.  The CLI maps these classes to exit codes in one table (``roce.cli.EXIT_
 
 from __future__ import annotations
 
+import signal
+
 
 class RoceError(Exception):
     """Base of every error roce raises on purpose."""
@@ -57,6 +59,21 @@ class InputError(RoceError):
     """An input file, device or stream that cannot be read or used (exit 2)."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """A stop signal arrived: SIGINT (Ctrl-C), SIGTERM or SIGHUP (``signal`` its name).  A
+    ``KeyboardInterrupt``, so what cleans up after Ctrl-C cleans up after all three; the
+    command exits 130 (``roce.interrupts`` raises it, ``roce.cli`` words it).  Layers it
+    passes through may add notes (``add_note``): what was done, which output was removed."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        self.signum = int(signum)
+        self.signal = signal.Signals(signum).name
+        super().__init__(self.signal)
+
+    def __reduce__(self) -> tuple[type[Interrupted], tuple[int]]:
+        return (type(self), (self.signum,))
+
+
 class VerificationError(RoceError):
     """A run finished but its data did not check out: messages lost, corrupted or not
     completed (``roce emulate``: exit 4, so a script can tell it from a usage error)."""
@@ -81,6 +98,21 @@ class NotRoCE(RoceError, ValueError):
     def __init__(self, message: str, offset: int = 0) -> None:
         super().__init__(message)
         self.offset = offset
+
+
+class WorkloadFileError(InputError):
+    """A workload file that cannot be used (a flow-size CDF, ``roce.emu.workload.cdf``):
+    ``path`` and ``line`` (1-based; 0 for the file as a whole) say where, ``why`` what is
+    wrong; ``str(err)`` is ``path:line: why``, as compilers write it (exit 2)."""
+
+    def __init__(self, path: str, line: int, why: str) -> None:
+        self.path = path
+        self.line = line
+        self.why = why
+        super().__init__(f"{path}:{line}: {why}" if line else f"{path}: {why}")
+
+    def __reduce__(self) -> tuple[type[WorkloadFileError], tuple[str, int, str]]:
+        return (type(self), (self.path, self.line, self.why))
 
 
 class CaptureError(InputError, ValueError):

@@ -38,7 +38,6 @@ import ipaddress
 import os
 import select
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -897,30 +896,10 @@ def resolve_mac(name: str, ip: str, timeout: float = 2.0, interval: float = 0.25
 # -- signals --------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) inside the block, so a capture or a
-    replay killed by a supervisor still flushes its files and prints its counts."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 __all__ = ["ARP_ONLY", "ARP_REPLY", "ARP_REQUEST", "BROADCAST", "ROCE_OR_ARP", "ZERO_MAC",
            "Bpf", "Captured", "FilterError", "FrameBatch", "InterfaceError", "Pacer",
            "PacketSender", "ScapySender", "SendResult", "Sender", "TimingStats", "arp_frame",
            "assemble", "attach_filter", "capture_stats", "check_interface", "compile_filter",
            "grow_buffers", "interface_flags", "interface_hatype", "interface_ipv4",
            "interface_mac", "interface_mtu", "neighbour_mac", "open_capture_socket",
-           "open_sender", "packet_socket", "parse_arp", "receive", "resolve_mac",
-           "stop_on_sigterm"]
+           "open_sender", "packet_socket", "parse_arp", "receive", "resolve_mac"]

@@ -22,6 +22,7 @@ This module owns all capture-file I/O in ``roce``:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
@@ -33,7 +34,8 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
-from roce.errors import CaptureError
+from roce import interrupts
+from roce.errors import CaptureError, InputError
 from roce.locate import (
     LINKTYPE_ERF,
     LINKTYPE_ETHERNET,
@@ -41,6 +43,7 @@ from roce.locate import (
     LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW,
 )
+from roce.outfile import Output
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
     from typing import Self
@@ -221,7 +224,7 @@ class _GzipSource:
         self._buf = first   # compressed bytes not consumed yet, from ``_off``
         self._off = 0
         self._report = report
-        self._state = "header"  # header -> body -> trailer -> header ...
+        self._state = "header"  # header -> body (its trailer read as it ends) -> header ...
         self._d: Any = None
         self._crc = 0
         self._size = 0
@@ -308,25 +311,27 @@ class _GzipSource:
             return None
         return True
 
-    def _trailer(self) -> bool:
-        """Check the member's trailer; False when it is cut short."""
+    def _trailer(self, pending: int) -> bool:
+        """Check the member's trailer, read as soon as its body ended (so that the stream's
+        position counts it); ``pending`` bytes of the body are about to be handed out: a
+        problem is reported after them.  False when the trailer is cut short."""
         tail = self._take(_GZIP_TRAILER)
         if tail is None:
             return False
         crc, size = int.from_bytes(tail[:4], "little"), int.from_bytes(tail[4:], "little")
         if crc != self._crc:
-            self._report(self.total, "gzip CRC-32 check failed: the data may be damaged")
+            self._report(self.total + pending,
+                         "gzip CRC-32 check failed: the data may be damaged")
         elif size != self._size & 0xFFFFFFFF:
-            self._report(self.total, "gzip length check failed: the data may be damaged")
+            self._report(self.total + pending,
+                         "gzip length check failed: the data may be damaged")
         return True
 
     def _read_some(self, n: int) -> bytes:
         n = max(n, CHUNK)
         while not self._done:
-            if self._state == "trailer":
-                if not self._trailer():
-                    return self._fail("gzip stream truncated")
-                self._state = "header"
+            if self._state == "cut":  # the body's data went out; its trailer is missing
+                return self._fail("gzip stream truncated")
             if self._state == "header":
                 try:
                     got = self._header()
@@ -350,11 +355,12 @@ class _GzipSource:
                 except zlib.error as exc:
                     return self._fail(f"corrupt gzip data ({exc})")
                 self._buf, self._off = (d.unused_data if d.eof else d.unconsumed_tail), 0
-            if d.eof:
-                self._state = "trailer"
             if out:
                 self._crc = zlib.crc32(out, self._crc)
                 self._size += len(out)
+            if d.eof:
+                self._state = "header" if self._trailer(len(out)) else "cut"
+            if out:
                 return out
         return b""
 
@@ -997,13 +1003,18 @@ def open_capture(src: str | os.PathLike | BinaryIO) -> CaptureReader:
 # -- writers -------------------------------------------------------------------------------
 
 class _Writer:
-    def __init__(self, dst: PathOrFile):
-        self._own = False
-        if isinstance(dst, str) and dst == "-":
-            self._file: BinaryIO = sys.stdout.buffer
-        elif isinstance(dst, (str, os.PathLike)):
-            self._file = open(dst, "wb")  # noqa: SIM115 - closed by close()
-            self._own = True
+    """What the two writers share: records gathered in a buffer and written ``CHUNK`` bytes
+    at a time, always whole (a capture cut by a stop signal ends on a record).  A path is
+    written through ``roce.outfile.Output``: under a temporary name renamed by ``close()``,
+    removed by ``discard()`` (and by a ``with`` block that raises); ``live=True`` writes it
+    in place, readable as it grows (a capture of what is happening).  ``"-"`` is standard
+    output; a file object is written as it is and not closed."""
+
+    def __init__(self, dst: PathOrFile, live: bool = False):
+        self._output: Output | None = None
+        if isinstance(dst, (str, os.PathLike)):
+            self._output = Output(dst, "wb", live=live)
+            self._file: BinaryIO = self._output.file
         else:
             self._file = dst
         self._out = bytearray()
@@ -1013,13 +1024,14 @@ class _Writer:
     def _flush_buffer(self) -> None:
         if not self._out:
             return
-        view = memoryview(bytes(self._out))
-        self._out.clear()
-        while view:
-            written = self._file.write(view)
-            if written is None or written >= len(view):
-                break
-            view = view[written:]
+        with interrupts.held():  # the records buffered go out whole, or stay buffered
+            view = memoryview(bytes(self._out))
+            self._out.clear()
+            while view:
+                written = self._file.write(view)
+                if written is None or written >= len(view):
+                    break
+                view = view[written:]
 
     def flush(self) -> None:
         """Write buffered records to the destination and flush it."""
@@ -1027,21 +1039,44 @@ class _Writer:
         self._file.flush()
 
     def close(self) -> None:
-        """Flush; close the destination if this writer opened it (idempotent)."""
+        """The capture is complete: flush, and close (and name) the destination if this
+        writer opened it (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        try:
+        if self._output is None:
             self.flush()
-        finally:
-            if self._own:
-                self._file.close()
+            return
+        try:
+            self._flush_buffer()
+        except BaseException as exc:
+            self._output.discard(exc)
+            raise
+        self._output.commit()
+
+    def discard(self, exc: BaseException | None = None) -> None:
+        """The capture is not complete: a file of its own is removed; a stream or a live
+        file gets the records buffered (whole ones) and is closed.  ``exc``: what stopped
+        it (an interrupt is told which output was removed)."""
+        if self._closed:
+            return
+        self._closed = True
+        output = self._output
+        if output is None:
+            return
+        if output.in_place:
+            with contextlib.suppress(OSError, InputError):
+                self._flush_buffer()
+        output.discard(exc)
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self.discard(exc)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -1070,12 +1105,12 @@ class PcapWriter(_Writer):
     MAX_TS_NS = (0xFFFFFFFF + 1) * _NS - 1  # 32-bit seconds: until 2106-02-07
 
     def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
-                 snaplen: int = 262144, nanosecond: bool = True):
+                 snaplen: int = 262144, nanosecond: bool = True, live: bool = False):
         if not 0 <= linktype <= 0xFFFF:
             raise ValueError(f"linktype {linktype} out of range")
         if not 0 < snaplen <= 0xFFFFFFFF:
             raise ValueError(f"snaplen {snaplen} out of range")
-        super().__init__(dst)
+        super().__init__(dst, live)
         self.linktype = linktype
         self.snaplen = snaplen
         self.nanosecond = nanosecond
@@ -1119,8 +1154,8 @@ class PcapNgWriter(_Writer):
     MAX_TS_NS = 0xFFFFFFFFFFFFFFFF  # 64-bit count of 1 ns ticks
 
     def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
-                 snaplen: int = 262144):
-        super().__init__(dst)
+                 snaplen: int = 262144, live: bool = False):
+        super().__init__(dst, live)
         self.linktype = linktype
         self.snaplen = snaplen
         self._snaplens: list[int] = []

@@ -97,6 +97,8 @@ def test_pure_form_loads_the_py_files() -> None:
      "cc": "timely"},
     {"net": False, "op": "write", "size": 64 << 10, "count": 8, "loss": 0.05, "reorder": 0.05,
      "recovery": "sr"},
+    {"net": True, "topology": "p2p", "op": "write", "size": 256 << 10, "count": 3,
+     "delay_ns": 20_000, "cc": "timely", "loss": 0.01},
     {"net": False, "op": "read", "size": 32 << 10, "count": 4, "loss": 0.05, "dup": 0.02,
      "corrupt": 0.02},
 ])

@@ -386,3 +386,19 @@ def test_bad_interface_fails_clearly(pair: netns.VethPair) -> None:
     _, err = lst.communicate(timeout=20)
     assert lst.returncode == 2
     assert "nosuch0" in err  # the connector told the listener why it gave up
+
+
+@pytest.mark.parametrize("sig", [2, 15, 1], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stopped_listener_says_so_and_leaves_no_pcap(pair: netns.VethPair, tmp_path: Path,
+                                                       sig: int) -> None:
+    err, pcap = tmp_path / "listener.err", tmp_path / "listener.pcap"
+    lst = pair.popen(pair.ns_b, pair.roce("emulate", "--listen", "--transport", "udp",
+                                          "--oob-timeout", "60", "-w", str(pcap)),
+                     stdout=subprocess.DEVNULL, stderr=err.open("w"))
+    netns.wait_for_text(err, "listening", lst, timeout=30)
+    lst.send_signal(sig)
+    assert lst.wait(10) == 130
+    name = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}[sig]
+    last = err.read_text().strip().splitlines()[-1]
+    assert last == f"roce emulate: interrupted ({name}); {pcap} removed"
+    assert list(tmp_path.iterdir()) == [err]  # no pcap, no temporary file

@@ -16,7 +16,8 @@ import roce
 from roce.analysis.flowrules import K_WRITE
 from roce.emu import LinkConfig, SendWR, WROpcode
 from roce.emu.core.recovery import RecoveryConfig, RecoveryError, configure
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.net.runner import run_scenario
+from roce.emu.scenario import Scenario
 from roce.headers import AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome_type, syndrome_value
 from roce.opcodes import Operation, Position
 from roce.pcapio import PcapWriter, open_capture

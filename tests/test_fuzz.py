@@ -501,11 +501,59 @@ def test_atheris_check_function_without_atheris():
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
                     reason="atheris is not installed (pip install atheris)")
 def test_atheris_bounded_run(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "roce.testing.atheris_harness",
-                          "-atheris_runs=3000", "-seed=1"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(Path(roce.__file__).parent.parent)}
+    res = subprocess.run([sys.executable, "-m", "roce", "fuzz", "coverage", "--count", "3000",
+                          "--seed", "1", "--", "-max_len=2048"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Done 3000" in res.stderr
+    # the seed and what followed -- reached libFuzzer
+    assert "Seed: 1\n" in res.stderr and "-max_len is not provided" not in res.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
+                    reason="atheris is not installed (pip install atheris)")
+def test_a_coverage_disagreement_is_saved_and_exits_1(tmp_path):
+    """A planted disagreement: libFuzzer saves the input as crash-* and the run exits 1, as
+    the other harnesses' failures do."""
+    env = {**os.environ, "PYTHONPATH": str(Path(roce.__file__).parent.parent)}
+    planted = ("import roce.testing.atheris_harness as h\n"
+               "def check(data):\n    assert len(data) < 8, 'planted'\n"
+               "h.check = check\n"
+               "from roce.cli import main\n"
+               "main(['fuzz', 'coverage', '--count', '100000', '--', '-max_len=64'])\n")
+    res = subprocess.run([sys.executable, "-c", planted], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "AssertionError: planted" in res.stdout + res.stderr
+    crashes = list(tmp_path.glob("crash-*"))
+    assert len(crashes) == 1 and len(crashes[0].read_bytes()) >= 8
+
+
+def test_coverage_options_are_libfuzzers(capsys, monkeypatch):
+    """``roce fuzz coverage``'s options become libFuzzer's command line, bounded by what
+    libFuzzer holds; what follows ``--`` passes through; without atheris the run is refused
+    naming the extra that brings it."""
+    from roce.cli import fuzz as fuzz_cli
+
+    parser = cli.build_parser("fuzz")
+    args = parser.parse_args(["fuzz", "coverage", "--count", "10", "--time", "5", "--seed",
+                              "4294967295", "--", "corpus", "-max_len=64"])
+    assert fuzz_cli.libfuzzer_args(args) == [
+        "-error_exitcode=1", "-seed=4294967295", "-atheris_runs=10", "-max_total_time=5",
+        "corpus", "-max_len=64"]
+    assert fuzz_cli.libfuzzer_args(parser.parse_args(["fuzz", "coverage"])) == [
+        "-error_exitcode=1", "-seed=1"]
+    for bad in (["--seed", "0"], ["--seed", str(1 << 32)], ["--time", str(1 << 31)],
+                ["--count", "0"], ["-max_len=64"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["fuzz", "coverage", *bad])
+        assert exit_.value.code == 1, bad
+        assert bad[0] in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "atheris", None)  # import atheris: ImportError
+    assert cli.main(["fuzz", "coverage", "--count", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "needs atheris, which is not installed" in err and "roce[fuzz]" in err
 
 
 # -- the wire harness against roce target ----------------------------------------------------------

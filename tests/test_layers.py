@@ -134,3 +134,91 @@ def test_imports_inside_functions_count(tmp_path) -> None:
     mods = {"roce": pkg / "__init__.py", "roce.emu": pkg / "emu" / "__init__.py",
             "roce.decoder": pkg / "decoder.py", "roce.emu.x": pkg / "emu" / "x.py"}
     assert imports(mods)["roce.emu.x"] == {"roce.decoder"}
+
+
+# What only commands do (docs/architecture.md: "commands ... are the only modules that parse
+# a command line, print to the terminal or exit"), checked in every module outside the
+# commands' row.  Writing to a stream the caller hands in (``out.write``, ``print(...,
+# file=out)``) is not printing to the terminal; reading the actions of a parser a command
+# hands in (``roce.emu.grid``) is not parsing.  Each allowed use says why; the test fails
+# when one goes stale.
+TERMINAL_ALLOWED = {
+    # a worker process of a pool (decode -j, sweep -j) stopped by its parent's SIGTERM ends at
+    # once, as the signal's default action would, after removing its temporary files: it
+    # must not unwind into the task (roce.interrupts.worker)
+    ("roce.interrupts", "worker", "os._exit"),
+    # the decoder fuzz harness drives ``roce decode`` end to end, its option parser included
+    # (the import of roce.cli.decode above), and takes the parser's refusal as a result
+    ("roce.testing.fuzz.decoder", "_decode", "argparse.ArgumentParser"),
+    ("roce.testing.fuzz.decoder", "_decode", "parse_args"),
+    ("roce.testing.fuzz.decoder", "_decode", "SystemExit"),
+    # the compiled-twin tests run the interpreted form in a fresh interpreter (ROCE_PURE=1
+    # acts at import): specs on stdin, summaries on stdout; a tool of the tests and
+    # bench/net_equal.py, not a command
+    ("roce.testing.twins", "<module>", "__main__"),
+}
+# calls that exit, and the argparse calls that build or run a command line
+EXITS = ("sys.exit", "exit", "quit", "os._exit")
+PARSING = ("ArgumentParser", "add_argument", "add_argument_group", "add_subparsers",
+           "add_mutually_exclusive_group", "parse_args", "parse_known_args")
+
+
+def terminal_uses(path: Path) -> list[tuple[str, str]]:
+    """(function, what) for each print to the terminal, exit or command-line parse in a
+    module's source."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = where
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = child.name if where == "<module>" else where
+            if isinstance(child, ast.Call):
+                f = ast.unparse(child.func)
+                method = f.rsplit(".", 1)[-1]
+                to = next((ast.unparse(k.value) for k in child.keywords if k.arg == "file"),
+                          None)
+                if f == "print" and to in (None, "sys.stdout", "sys.stderr"):
+                    out.append((name, "print"))
+                elif f in EXITS:
+                    out.append((name, f))
+                elif method in PARSING:
+                    out.append((name, "argparse.ArgumentParser" if method == "ArgumentParser"
+                                else method))
+            elif isinstance(child, ast.Name) and child.id == "SystemExit":
+                out.append((name, "SystemExit"))
+            elif isinstance(child, ast.Attribute) and ast.unparse(child) == "sys.argv":
+                out.append((name, "sys.argv"))
+            elif isinstance(child, ast.If) and ast.unparse(child.test) in (
+                    "__name__ == '__main__'", "'__main__' == __name__"):
+                out.append((name, "__main__"))  # the module runs as a program
+            visit(child, name)
+
+    visit(tree, "<module>")
+    return out
+
+
+def test_only_commands_print_exit_or_parse_a_command_line(table) -> None:
+    found = {(m, fn, what) for m, path in _modules().items()
+             if layer_of(m, table) != "commands" for fn, what in terminal_uses(path)}
+    assert found - TERMINAL_ALLOWED == set()
+    assert TERMINAL_ALLOWED - found == set()  # none stale
+
+
+def test_a_print_exit_or_parse_is_found(tmp_path) -> None:
+    p = tmp_path / "m.py"
+    p.write_text("import argparse, os, sys\n"
+                 "def f(out):\n    print('x', file=out)\n    out.write('y')\n"
+                 "def g():\n    print('y')\n    sys.exit(2)\n"
+                 "def h(p):\n    g = p.add_argument_group('x')\n    g.add_argument('--y')\n"
+                 "    return argparse.ArgumentParser().parse_args()\n"
+                 "def k():\n    try:\n        os._exit(1)\n    except SystemExit:\n"
+                 "        print('z', file=sys.stderr)\n    raise SystemExit(sys.argv)\n"
+                 "if __name__ == '__main__':\n    k()\n")
+    assert terminal_uses(p) == [
+        ("g", "print"), ("g", "sys.exit"),
+        ("h", "add_argument_group"), ("h", "add_argument"), ("h", "parse_args"),
+        ("h", "argparse.ArgumentParser"),
+        ("k", "os._exit"), ("k", "SystemExit"), ("k", "print"), ("k", "SystemExit"),
+        ("k", "sys.argv"), ("<module>", "__main__")]

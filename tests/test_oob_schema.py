@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import tracemalloc
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,16 @@ from roce.emu.core.work import RecvWR
 from roce.emu.real import messages as schema
 from roce.emu.real import oob, remote
 from roce.emu.real.loop import EventLoop
-from roce.emu.scenario import MAX_MESSAGE, OPS, QP_TYPES, kind, message_bytes
+from roce.emu.scenario import (
+    MAX_MESSAGE,
+    OPS,
+    QP_TYPES,
+    Scenario,
+    Summary,
+    Workload,
+    kind,
+    message_bytes,
+)
 from roce.errors import OOBError, PeerMessageError, UsageError
 
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "real-links.md"
@@ -285,9 +294,11 @@ def test_scenario_fields_have_the_cli_options_types() -> None:
 
 
 def test_schema_objects_are_the_dataclasses() -> None:
-    assert set(schema.SCENARIO.names) == {f.name for f in fields(remote.RemoteScenario)}
+    # the hello's scenario: the workload both ends replay, and the run's time limit
+    assert schema.SCENARIO.names == (*(f.name for f in fields(Workload)), "time_limit_s")
+    assert tuple(remote.scenario_fields(Scenario(time_limit_ns=1))) == schema.SCENARIO.names
     assert schema.QP.names == tuple(f.name for f in fields(oob.QPInfo))
-    summary = {f.name for f in fields(remote.RemoteSummary)}
+    summary = {f.name for f in fields(Summary)}
     assert set(schema.CLAIM.names) <= summary
     assert set(remote.RESPONDER_COUNTS) <= set(schema.CLAIM.names)
 
@@ -312,7 +323,7 @@ def test_build_refuses_our_own_mistakes() -> None:
 
 def _hello(**scenario: Any) -> dict[str, Any]:
     msg = message("hello")
-    sc = {**asdict(remote.RemoteScenario(size=64, count=4)), **scenario}
+    sc = {**remote.scenario_fields(Scenario(size=64, count=4)), **scenario}
     # at most 4 QPs described: the checks of a larger scenario come first
     qps = [sample(schema.QP) | {"qp_type": sc["qp_type"]} for _ in range(min(sc["qps"], 4))]
     return schema.check({**msg, "scenario": sc, "qps": qps})
@@ -342,23 +353,24 @@ def test_hello_cross_checks_name_their_field() -> None:
 
 def test_the_listeners_time_limit_caps_the_connectors() -> None:
     msg = _hello(time_limit_s=1e6)
-    assert remote._check_hello(msg, None).time_limit_s == 120.0
-    assert remote._check_hello(msg, remote.RemoteScenario(time_limit_s=7)).time_limit_s == 7
-    assert remote._check_hello(_hello(time_limit_s=3), None).time_limit_s == 3
+    assert remote._check_hello(msg, None).time_limit_ns == 120 * 10**9
+    assert remote._check_hello(msg, Scenario(time_limit_ns=7 * 10**9)).time_limit_ns == \
+        7 * 10**9
+    assert remote._check_hello(_hello(time_limit_s=3), None).time_limit_ns == 3 * 10**9
     # a count that fits 1000 s but not the listener's 10 s
     with pytest.raises(PeerMessageError, match="within the time limit of 10 s"):
         remote._check_hello(_hello(count=10**11, time_limit_s=1000),
-                            remote.RemoteScenario(time_limit_s=10))
+                            Scenario(time_limit_ns=10 * 10**9))
 
 
-def _params(sc: remote.RemoteScenario, **qp: Any) -> dict[str, Any]:
+def _params(sc: Scenario, **qp: Any) -> dict[str, Any]:
     info = sample(schema.QP) | {"qp_type": sc.qp_type, "size": sc.slot * sc.slots,
                                 "va": 0x10000, "mtu": 1024} | qp
     return schema.check({"type": "params", "mtu": 1024, "qps": [info] * sc.qps})
 
 
 def test_params_cross_checks_name_their_field() -> None:
-    sc = remote.RemoteScenario(op="mixed", size=64, count=8, qps=2)
+    sc = Scenario(op="mixed", size=64, count=8, qps=2)
     assert len(remote._check_params(_params(sc), sc, 1024, "10.0.0.2")) == 2
     for msg, offered, ip, path, why in [
         (_params(sc) | {"mtu": 4096}, 1024, "10.0.0.2", "mtu", "larger than the 1024"),
@@ -375,7 +387,7 @@ def test_params_cross_checks_name_their_field() -> None:
         assert (info.value.message_type, info.value.field) == ("params", path), str(info.value)
         assert why in info.value.why, str(info.value)
     # a SEND-only plan addresses no remote memory
-    sends_only = remote.RemoteScenario(op="send", size=64, count=8)
+    sends_only = Scenario(op="send", size=64, count=8)
     remote._check_params(_params(sends_only, size=0, va=(1 << 64) - 1), sends_only, 1024,
                          "10.0.0.2")
 
@@ -383,11 +395,11 @@ def test_params_cross_checks_name_their_field() -> None:
 @pytest.mark.parametrize("op", OPS)
 def test_sends_and_plan_bytes_follow_the_plan(op: str) -> None:
     for count in range(10):
-        sc = remote.RemoteScenario(op=op, count=count, size=100, qps=3)
+        sc = Scenario(op=op, count=count, size=100, qps=3)
         assert list(remote.sends(sc)) == [i for i in range(count) if kind(op, i) == "send"]
         assert remote.plan_bytes(sc) == 3 * sum(message_bytes(kind(op, i), 100)
                                                 for i in range(count))
-    assert len(remote.sends(remote.RemoteScenario(op=op, count=10**18))) <= 10**18
+    assert len(remote.sends(Scenario(op=op, count=10**18))) <= 10**18
 
 
 def test_a_posted_receive_costs_less_than_the_budget_says() -> None:
@@ -462,7 +474,7 @@ def test_a_hello_longer_than_a_line_is_the_connectors_usage_error(
         ep = remote.Endpoint(transport="udp", ip="127.0.0.1", oob_port=lst.port,
                              oob_timeout=5, udp_port=probe.getsockname()[1])
         probe.close()
-        sc = remote.RemoteScenario(size=64, count=1, qps=20, time_limit_s=1)
+        sc = Scenario(size=64, count=1, qps=20, time_limit_ns=10**9)
         with pytest.raises(UsageError, match=r"--qps 20: the hello describing them would take "
                            r"\d+ bytes, more than the out-of-band protocol's 2000 \(--qps at "
                            r"most 10\)"):

@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -297,7 +298,7 @@ def _count_frames(path: Path) -> int:
         return 0
 
 
-@pytest.mark.parametrize("signal_number", [2, 15])
+@pytest.mark.parametrize("signal_number", [2, 15, 1])  # SIGINT, SIGTERM, SIGHUP alike
 def test_sniff_stops_cleanly_on_a_signal(wire, tmp_path, signal_number):
     out, err = tmp_path / "s.pcap", tmp_path / "s.err"
     proc = wire.popen(wire.ns_b, wire.roce("sniff", "-i", wire.if_b, "-w", str(out)),
@@ -336,18 +337,56 @@ def test_sniff_duration_and_direction(wire, tmp_path):
     assert proc.returncode == 0 and stdout.split() == ["7", "8"]
 
 
-def test_replay_interrupted_reports(wire, tmp_path):
+def _tx_packets(wire: netns.VethPair, ns: str, name: str) -> int:
+    res = subprocess.run(["ip", "-n", ns, "-j", "-s", "link", "show", "dev", name],
+                         capture_output=True, text=True, check=True, timeout=30)
+    return json.loads(res.stdout)[0]["stats64"]["tx"]["packets"]
+
+
+def _wait_sending(wire: netns.VethPair, proc: subprocess.Popen, frames: int = 200) -> None:
+    """Until A's end has sent ``frames`` more frames (the command is past its start-up)."""
+    start = _tx_packets(wire, wire.ns_a, wire.if_a)
+    end = time.monotonic() + 30
+    while _tx_packets(wire, wire.ns_a, wire.if_a) - start < frames:
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signal_number", [2, 15, 1])
+def test_replay_interrupted_reports(wire, tmp_path, signal_number):
     path = tmp_path / "loop.pcap"
     assert main(["craft", "rc-send-only", "--count", "10", "-q", "-w", str(path)]) == 0
     proc = wire.popen(wire.ns_a, wire.roce("replay", str(path), "-i", wire.if_a, "--pps",
                                            "2000", "--loop", "0"),
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
-    proc.send_signal(2)
+    _wait_sending(wire, proc)
+    proc.send_signal(signal_number)
     stdout, stderr = proc.communicate(timeout=10)
     assert proc.returncode == 130, stderr
     m = re.search(r"replayed (\d+) frames", stdout)
     assert m and int(m.group(1)) > 100, stdout
+    name = signal.Signals(signal_number).name
+    assert stderr == f"roce replay: interrupted ({name}) after {int(m.group(1)):,} frames sent\n"
+
+
+def test_send_interrupted_reports_and_saves_what_went(wire, tmp_path):
+    out = tmp_path / "sent.pcap"
+    proc = wire.popen(wire.ns_a, wire.roce("send", "rc-send-only", *PINNED, "--count",
+                                           "1000000", "--pps", "2000", "-i", wire.if_a, "-w",
+                                           str(out)),
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_sending(wire, proc)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 130, stderr
+    m = re.search(r"sent (\d+) frames", stdout)
+    assert m and int(m.group(1)) > 100, stdout
+    sent = int(m.group(1))
+    assert stderr == f"roce send: interrupted (SIGTERM) after {sent:,} frames sent\n"
+    with open_capture(out) as reader:  # the record of what went out: whole, and only that
+        psns = [roce.parse(f.data).fields()["bth.psn"] for f in reader]
+        assert reader.problems == []
+    assert psns == list(range(sent))
 
 
 # -- replay --------------------------------------------------------------------------------------

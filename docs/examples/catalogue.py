@@ -232,6 +232,12 @@ example("emulate-incast",
         "roce decode incast.pcap -Y pfc -c 2",
         measured=("cpu",), cost=2)
 
+example("emulate-p2p-network",
+        "roce emulate --size 1M --count 8 --delay 20us --cc timely --tap A:0 "
+        "--trace trace.csv | tail -n 4",
+        "roce decode tap-A-0.pcap -Y 'frame.number <= 2 || bth.opcode == 0x11' -c 3",
+        measured=("cpu",), cost=1.5)
+
 example("emulate-dcqcn",
         "roce emulate --topology incast:16 --size 1M --count 1 --cc dcqcn | tail -n 4",
         "roce emulate --topology dumbbell:2 --size 256K --count 2 --cc dcqcn --cc-profile paper "

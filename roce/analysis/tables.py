@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from roce import interrupts
 from roce.analysis.flowrules import COUNTERS
 from roce.extras import need_pyarrow
+from roce.outfile import Output, make_directory
 
 
 def _psn_keys() -> list[str]:
@@ -168,16 +170,26 @@ def stats_rows(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, list[dict
 
 
 def write_stats(directory: str, tables: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """``DIR/<table>.parquet`` for each table of ``STATS_TABLES``; the paths written."""
+    """``DIR/<table>.parquet`` for each table of ``STATS_TABLES``; the paths written.  All
+    of them or none: each is written under a temporary name (``roce.outfile``), and they
+    are renamed together once every one is complete."""
     import pyarrow.parquet as pq
 
-    os.makedirs(directory, exist_ok=True)
-    out = []
-    for name, (schema, _) in STATS_TABLES.items():
-        path = os.path.join(directory, f"{name}.parquet")
-        pq.write_table(rows_table(tables[name], schema()), path, compression="snappy")
-        out.append(path)
-    return out
+    make_directory(directory)
+    outputs: list[Output] = []
+    try:
+        for name, (schema, _) in STATS_TABLES.items():
+            out = Output(os.path.join(directory, f"{name}.parquet"), dash=False)
+            outputs.append(out)
+            pq.write_table(rows_table(tables[name], schema()), out.file, compression="snappy")
+        with interrupts.held():  # the renames: a stop signal waits for the last one
+            for out in outputs:
+                out.commit()
+    except BaseException as exc:
+        for out in outputs:
+            out.discard(exc)
+        raise
+    return [out.path for out in outputs]
 
 
 __all__ = ["STATS_TABLES", "event_rows", "event_schema", "flow_rows", "flow_schema",

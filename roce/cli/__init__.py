@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from roce import __version__
+from roce import __version__, interrupts, outfile
 from roce.errors import InputError, RoceError, UsageError, VerificationError
 
 # The exit statuses of every command, in one table (README shows it).  The commands return
@@ -20,6 +20,7 @@ EXIT_USAGE = 1       # bad option, bad filter, bad combination
 EXIT_INPUT = 2       # unreadable or unusable file, interface or peer
 INTERNAL_ERROR = 3   # a bug in roce: an exception that is not a RoceError
 EXIT_UNVERIFIED = 4  # roce emulate: the run ended but its data did not check out
+EXIT_INTERRUPTED = 130  # SIGINT, SIGTERM or SIGHUP (roce.errors.Interrupted): 128 + SIGINT
 EXIT_CODES: tuple[tuple[type[RoceError], int], ...] = (
     (UsageError, EXIT_USAGE),
     (InputError, EXIT_INPUT),
@@ -103,30 +104,51 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command: its exit status, an error or a stop signal mapped to one (the only
+    place that does).  SIGINT, SIGTERM and SIGHUP stop every command alike
+    (``roce.interrupts``): 130, and one line on stderr saying what was interrupted."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
+    prog = f"roce {command}" if command in COMMANDS else "roce"
+    with interrupts.raising():
+        try:
+            with outfile.whole_stdout():
+                return _run(argv, command)
+        except KeyboardInterrupt as exc:
+            print(f"{prog}: {interrupted_line(exc)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except RoceError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return exit_code(exc)
+        except BrokenPipeError:
+            # `roce decode f | head`: the reader went away; exit quietly like other tools.
+            sys.stderr.close()
+            return 0
+        except Exception as exc:  # a bug: one line, not a traceback (unless asked for)
+            if os.environ.get("ROCE_DEBUG"):
+                raise
+            print(f"{prog}: internal error: {type(exc).__name__}: {exc} "
+                  "(a bug; ROCE_DEBUG=1 shows the traceback)", file=sys.stderr)
+            return INTERNAL_ERROR
+
+
+def interrupted_line(exc: KeyboardInterrupt) -> str:
+    """``interrupted (SIGTERM) after 12,345 frames; out.parquet removed``: the signal, then
+    the notes the layers it passed through added (``after ...`` first, the rest after
+    semicolons)."""
+    notes = list(getattr(exc, "__notes__", ()))
+    after = [n for n in notes if n.startswith("after ")]
+    return " ".join([f"interrupted ({getattr(exc, 'signal', 'SIGINT')})", *after[:1]]) + \
+        "".join(f"; {n}" for n in notes if n not in after[:1])
+
+
+def _run(argv: list[str], command: str | None) -> int:
     parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return 1
-    try:
-        return int(importlib.import_module(args._module).run(args) or 0)
-    except KeyboardInterrupt:
-        return 130
-    except RoceError as exc:
-        print(f"roce {args.command}: {exc}", file=sys.stderr)
-        return exit_code(exc)
-    except BrokenPipeError:
-        # `roce decode f | head`: the reader went away; exit quietly like other tools.
-        sys.stderr.close()
-        return 0
-    except Exception as exc:  # a bug: one line, not a traceback (unless asked for)
-        if os.environ.get("ROCE_DEBUG"):
-            raise
-        print(f"roce {args.command}: internal error: {type(exc).__name__}: {exc} "
-              "(a bug; ROCE_DEBUG=1 shows the traceback)", file=sys.stderr)
-        return INTERNAL_ERROR
+    return int(importlib.import_module(args._module).run(args) or 0)
 
 
 if __name__ == "__main__":

@@ -117,12 +117,8 @@ def decode(args: argparse.Namespace,
         make_filter(args.filter)  # FilterError now, not once per worker
     targets = _targets(paths, args.write, fmt)
     if args.write == "-" and len(paths) == 1:
-        out = sys.stdout.buffer
-        try:
-            res = columnar.decode_to(paths[0], out, fmt, args.fields or None, args.filter,
-                                     args.udp_port, args.only_roce, args.count)
-        finally:
-            out.flush()
+        res = columnar.decode_to(paths[0], "-", fmt, args.fields or None, args.filter,
+                                 args.udp_port, args.only_roce, args.count)
         _warn(res.path, res.problems)
         return 0
     results = multifile.run(
@@ -223,6 +219,9 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
         if args.write is None or args.write == "-":
             raise UsageError("-T parquet needs -w DIRECTORY (for flows.parquet, "
                              "expert.parquet and the other tables)")
+        if os.path.exists(args.write) and not os.path.isdir(args.write):
+            raise UsageError(f"-w {args.write}: not a directory (-T parquet writes "
+                             "flows.parquet, expert.parquet and the other tables in one)")
     elif args.write is not None:
         raise UsageError("-w needs -T parquet")
     if args.merge:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from roce.errors import InputError, UsageError
+from roce.outfile import open_output
 
 FORMATS = (".csv", ".parquet")
 
@@ -55,24 +56,19 @@ def read(path: str) -> list[dict[str, Any]]:
 
 
 def write(path: str, rows: Sequence[dict[str, Any]]) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        if table_format(path) == "parquet":
-            _write_parquet(tmp, rows)
-        else:
-            with open(tmp, "w", newline="") as f:
-                w = csv.DictWriter(f, columns(rows), restval="")
-                w.writeheader()
-                w.writerows(rows)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """The whole table, in place of the last save (``roce.outfile``: under a temporary name,
+    renamed when complete)."""
+    if table_format(path) == "parquet":
+        with open_output(path, "wb", dash=False) as f:
+            _write_parquet(f, rows)
+        return
+    with open_output(path, "w", dash=False, newline="") as f:
+        w = csv.DictWriter(f, columns(rows), restval="")
+        w.writeheader()
+        w.writerows(rows)
 
 
-def _write_parquet(path: str, rows: Sequence[dict[str, Any]]) -> None:
+def _write_parquet(out: IO[bytes], rows: Sequence[dict[str, Any]]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -84,7 +80,7 @@ def _write_parquet(path: str, rows: Sequence[dict[str, Any]]) -> None:
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             # a column whose runs disagree on the type (text in one, a number in another)
             arrays[name] = pa.array([None if v is None else str(v) for v in values])
-    pq.write_table(pa.table(arrays), path)
+    pq.write_table(pa.table(arrays), out)
 
 
 __all__ = ["columns", "read", "table_format", "write"]

@@ -40,10 +40,11 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 import roce
 from roce import fast
+from roce.cli import _craft_framing as craft_framing
 from roce.cli import _craft_macc as craft_macc
 from roce.cli._craft_fields import checked_fields
 from roce.errors import InputError, UsageError
@@ -194,9 +195,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full header tree of each frame")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     craft_macc.add_arguments(parser)
-    from roce.families import craft as craft_families
-
-    craft_families.add_arguments(parser)
+    craft_framing.add_arguments(parser)
 
 
 # -- building -------------------------------------------------------------------------------
@@ -443,19 +442,13 @@ def describe(frames: Iterable[tuple[bytes, int]], verbose: bool = False,
         yield summ.line(rec.number, text, fr.origlen, cols)
 
 
-def open_writer(path: str, pcapng: bool = False,
-                linktype: int = 1) -> PcapWriter | PcapNgWriter:
-    """A capture writer for ``path`` (``-``: standard output); InputError if it cannot be
-    created."""
+def open_writer(path: str, pcapng: bool = False, linktype: int = 1,
+                live: bool = False) -> PcapWriter | PcapNgWriter:
+    """A capture writer for ``path`` (``-``: standard output); ``InputError`` if it cannot
+    be created.  ``live``: written in place as it goes (a capture of what happens)."""
     ng = pcapng or path.lower().endswith((".pcapng", ".ntar"))
-    try:
-        if path == "-":
-            dst: str | BinaryIO = sys.stdout.buffer
-        else:
-            dst = path
-        return PcapNgWriter(dst, linktype) if ng else PcapWriter(dst, linktype)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return (PcapNgWriter(path, linktype, live=live) if ng
+            else PcapWriter(path, linktype, live=live))
 
 
 def write_frames(path: str, frames: Iterable[tuple[bytes, int]], pcapng: bool = False,
@@ -473,19 +466,22 @@ def written(writer: PcapWriter | PcapNgWriter, path: str,
     hold (classic pcap ends in 2106) is clamped, with one warning."""
     limit = writer.MAX_TS_NS
     warned = False
-    try:
-        for data, ts in frames:
-            if not 0 <= ts <= limit:
-                if not warned:
-                    warned = True
-                    print(f"roce: warning: {path}: timestamps outside 0..{limit // NS} s since "
-                          "1970 do not fit this format; clamped (pcapng holds more)",
-                          file=sys.stderr)
-                ts = min(max(ts, 0), limit)
-            writer.write(data, ts)
-            yield data, ts
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    for data, ts in frames:  # an unwritable path is the writer's InputError (roce.outfile)
+        if not 0 <= ts <= limit:
+            if not warned:
+                warned = True
+                print(f"roce: warning: {path}: timestamps outside 0..{limit // NS} s since "
+                      "1970 do not fit this format; clamped (pcapng holds more)",
+                      file=sys.stderr)
+            ts = min(max(ts, 0), limit)
+        writer.write(data, ts)
+        yield data, ts
+
+
+def _counted(frames: Iterable[Any], done: list[int]) -> Iterator[Any]:
+    for item in frames:
+        done[0] += 1
+        yield item
 
 
 def print_lines(lines: Iterable[str], out: TextIO) -> None:
@@ -518,18 +514,25 @@ def run(args: argparse.Namespace) -> int:
         packets, linktype = craft_families.apply(args, packets)
         writer = (open_writer(args.write, args.pcapng, linktype) if args.write is not None
                   else None)
+        # the file is complete or absent: an interrupt or an error removes it (pcapio)
         with writer if writer is not None else contextlib.nullcontext():
             stamps = frame_times(args.count, args.interval,
                                  limit_ns=writer.MAX_TS_NS if writer else MAX_TS_NS)
             frames: Iterator[tuple[bytes, int]] = zip(packets, stamps)
             if writer is not None:
                 frames = written(writer, args.write, frames)
-            if args.quiet:
-                for _ in frames:
-                    pass
-            else:
-                out = sys.stderr if args.write == "-" else sys.stdout
-                print_lines(describe(frames, args.verbose, linktype=linktype), out)
+            done = [0]
+            frames = _counted(frames, done)
+            try:
+                if args.quiet:
+                    for _ in frames:
+                        pass
+                else:
+                    out = sys.stderr if args.write == "-" else sys.stdout
+                    print_lines(describe(frames, args.verbose, linktype=linktype), out)
+            except KeyboardInterrupt as exc:
+                exc.add_note(f"after {writer.count if writer else done[0]:,} frames")
+                raise
     except (UsageError, InputError) as exc:
         return fail("craft", exc)
     except BrokenPipeError:

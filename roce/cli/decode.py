@@ -16,18 +16,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from roce import fast
+from roce.cli._decode_options import add_output_arguments, check_output_options, want_colour
 from roce.decoder.decode import (
     BATCH,
     PIPE_BATCH,
     Record,
-    add_output_arguments,
-    check_output_options,
     decode_frames,
     filter_macros,
     header_fields,
     known_fields,
     make_filter,
-    want_colour,
 )
 from roce.decoder.progress import Progress
 from roce.errors import UsageError

@@ -6,6 +6,7 @@ device under test on a wire.
     roce fuzz decoder --count 1000000 --seed 1 --jobs 2 --corpus crashes/
     roce fuzz responder --time 60 --seed 7
     roce fuzz decoder --replay crashes/            re-run saved failures
+    roce fuzz coverage --time 60 [-- CORPUS_DIR -max_len=4096]     atheris / libFuzzer
     roce fuzz wire -i veth0 --target 10.0.0.2 --qpn 0x11 --rkey 0x100 --va 0x7f0000000000 \\
         --size 4096 --pps 2000 --probe-every 100 --pcap exchange.pcap
 
@@ -17,6 +18,11 @@ and exits 1 while any still fails.
 Exit status: 0 no failure, 1 failures (or bad usage), 2 the environment stops the run (no
 such interface, no privilege).  The harnesses, their help and default run lengths come from
 ``roce.testing.fuzz.harnesses``.
+
+``roce fuzz coverage`` is of another kind: coverage-guided fuzzing of the compiled fast path
+against its references (``roce.testing.atheris_harness``), run by libFuzzer, which reads its
+own options (given after ``--``), saves a disagreement as ``crash-*`` and ends the process
+itself.
 """
 
 from __future__ import annotations
@@ -48,6 +54,12 @@ from roce.testing import fuzz
 from roce.testing.fuzz.harnesses import HARNESSES
 
 _count = bounded_int(0, MAX_COUNT, "a count")
+COVERAGE = "coverage"
+# what libFuzzer can hold: its seed is 32 bits (and 0 asks it for a random one), its time
+# limit a C int of seconds
+_libfuzzer_runs = bounded_int(1, MAX_COUNT, "a number of inputs")
+_libfuzzer_seed = bounded_int(1, (1 << 32) - 1, "libFuzzer's seed")
+_libfuzzer_seconds = bounded_int(1, (1 << 31) - 1, "whole seconds")
 
 
 def _common(p: argparse.ArgumentParser, harness: str) -> None:
@@ -145,6 +157,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, help=harness.help, description=description)
         _common(p, name)
         options(p)
+    p = sub.add_parser(
+        COVERAGE, help="coverage-guided (atheris, libFuzzer): fast path vs references",
+        description="Coverage-guided fuzzing (atheris, libFuzzer) of the compiled fast path "
+                    "against its pure-Python references; libFuzzer saves a disagreement as "
+                    "crash-*. Needs atheris: pip install \"roce[fuzz]\" (CPython < 3.12, "
+                    "x86-64).")
+    p.add_argument("--count", type=_libfuzzer_runs, default=None, metavar="N",
+                   help="inputs to try (default: until --time, or until stopped)")
+    p.add_argument("--time", type=_libfuzzer_seconds, default=None, metavar="SEC",
+                   help="stop after SEC whole seconds")
+    p.add_argument("--seed", type=_libfuzzer_seed, default=1,
+                   help="libFuzzer's seed (default 1; 1..2^32-1)")
+    p.add_argument("libfuzzer", nargs="*", metavar="LIBFUZZER_ARG",
+                   help="after --: corpus directories and libFuzzer's own options "
+                        "(-max_len=N, -dict=FILE ...); without a directory a temporary one "
+                        "is seeded with a frame of every opcode")
+
+
+def libfuzzer_args(args: argparse.Namespace) -> list[str]:
+    """``roce fuzz coverage``'s options as libFuzzer's command line; a disagreement exits 1,
+    as the other harnesses' failures do (libFuzzer's own default is 77)."""
+    out = ["-error_exitcode=1", f"-seed={args.seed}"]
+    if args.count is not None:
+        out.append(f"-atheris_runs={args.count}")
+    if args.time is not None:
+        out.append(f"-max_total_time={args.time}")
+    return out + list(args.libfuzzer)
 
 
 class _Progress:
@@ -175,6 +214,11 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     # errors roce raises on purpose (no interface: InputError; a corpus of wire failures:
     # UsageError) go up to roce.cli, which maps them to their exit statuses
+    if args.harness == COVERAGE:
+        from roce.testing import atheris_harness
+
+        atheris_harness.run(libfuzzer_args(args))  # libFuzzer ends the process
+        return 0
     if args.replay:
         return _replay(args)
     return _run(args)

@@ -416,7 +416,7 @@ class Report(NamedTuple):
     first_ns: int  # monotonic clock at the first and after the last send
     last_ns: int
     timing: iface.TimingStats | None  # None at top speed
-    interrupted: bool
+    interrupted: KeyboardInterrupt | None  # the stop signal that ended the sending, if one did
 
     @property
     def pps(self) -> float:
@@ -456,7 +456,7 @@ def send_paced(sender: iface.Sender, batch: iface.FrameBatch, offsets: Sequence[
     start = clock() + lead_ns if start_ns is None else start_ns
     first = last = 0
     loop = 0
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
         while loops is None or loop < loops:
             base = start + loop * period
@@ -501,8 +501,8 @@ def send_paced(sender: iface.Sender, batch: iface.FrameBatch, offsets: Sequence[
                 i = j
             last = clock()
             loop += 1
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        interrupted = exc
         last = clock()
     timing.count, timing.total, timing.worst = count, total_err, worst
     return Report(sent, nbytes, failed, first, last or first, timing, interrupted)
@@ -514,7 +514,7 @@ def send_topspeed(sender: iface.Sender, batch: iface.FrameBatch, loops: int | No
     sent = nbytes = failed = 0
     first = clock()
     loop = 0
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     sizes = None
     try:
         while loops is None or loop < loops:
@@ -527,8 +527,8 @@ def send_topspeed(sender: iface.Sender, batch: iface.FrameBatch, loops: int | No
             sent += batch.count - len(res.failed)
             nbytes += batch.nbytes
             loop += 1
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        interrupted = exc
     return Report(sent, nbytes, failed, first, clock(), None, interrupted)
 
 
@@ -644,10 +644,12 @@ def _run(args: argparse.Namespace) -> int:
             macs = PeerMacs(args.interface, rw.smac, rw.dmac)
             for i in prep.converted:
                 prep.frames[i] = macs(prep.frames[i])
+    out = sys.stderr if args.write == "-" else sys.stdout  # -w -: the pcap has stdout
     if args.write is not None:
         write_frames(args.write, zip(prep.frames, prep.stamps))
     if args.interface is None:
-        print(f"wrote {len(prep.frames)} frames to {args.write} ({prep.rewritten} rewritten)")
+        print(f"wrote {len(prep.frames)} frames to {args.write} ({prep.rewritten} rewritten)",
+              file=out)
         return 0
     if not prep.frames:
         print(f"roce replay: nothing to send ({prep.read} frames read, "
@@ -655,7 +657,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     sender = iface.open_sender(args.interface, args.backend)
     loops = None if args.loop == 0 else args.loop
-    with sender, iface.stop_on_sigterm():
+    with sender:  # a stop signal ends the sending; the report is printed, then exit 130
         batch = iface.FrameBatch(prep.frames)
         t0 = time.monotonic()
         if args.topspeed:
@@ -663,15 +665,18 @@ def _run(args: argparse.Namespace) -> int:
         else:
             rep = send_paced(sender, batch, offsets, period, loops)
         elapsed = time.monotonic() - t0
-    print(report_text(rep, args.interface, elapsed))
+    print(report_text(rep, args.interface, elapsed), file=out)
     if prep.dropped_not_roce:
         print(f"{prep.dropped_not_roce} frames per loop were not RoCE and were left out "
-              "(--only-roce)")
+              "(--only-roce)", file=out)
     if rep.failed:
         print(f"roce replay: {args.interface} refused {rep.failed} frames (longer than its "
               f"MTU {sender.mtu} allows?)", file=sys.stderr)
         return 2
-    return 130 if rep.interrupted else 0
+    if rep.interrupted:
+        rep.interrupted.add_note(f"after {rep.sent:,} frames sent")
+        raise rep.interrupted
+    return 0
 
 
 __all__ = ["MIN_FRAME", "PeerMacs", "Prepared", "Report", "Rewrite", "add_arguments", "prepare",

@@ -201,6 +201,7 @@ def _run(args: argparse.Namespace) -> int:
     queued: deque[tuple[bytes, int]] = deque()
     lines = describe(_one_after_another(queued)) if args.verbose else None
     writer = open_writer(args.write, args.pcapng) if args.write is not None else None
+    out = sys.stderr if args.write == "-" else sys.stdout  # -w -: the pcap has stdout
     reports: list[Report] = []
     longest = 0
     broken: CaptureError | None = None
@@ -208,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
     start = time.monotonic_ns() + LEAD_NS  # one schedule for every chunk
     t0 = time.monotonic()
     index = 0
-    with sender, iface.stop_on_sigterm(), writer or contextlib.nullcontext():
+    with sender, writer or contextlib.nullcontext():
         try:
             for chunk in itertools.chain([first], chunks):
                 batch = iface.FrameBatch(chunk)
@@ -219,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
                     rep = send_paced(sender, batch, offsets, 0, 1, start_ns=start)
                 reports.append(rep)
                 longest = max(longest, max(map(len, chunk)))
+                if rep.interrupted:  # -w saves what went out: the frames tried, in order
+                    chunk = chunk[:rep.sent + rep.failed]
                 stamped = [(f, wall + (index + i) * step) for i, f in enumerate(chunk)]
                 index += len(chunk)
                 if writer is not None:
@@ -226,11 +229,11 @@ def _run(args: argparse.Namespace) -> int:
                         pass
                 if lines is not None:
                     queued.extend(stamped)
-                    print_lines(itertools.islice(lines, len(stamped)), sys.stdout)
+                    print_lines(itertools.islice(lines, len(stamped)), out)
                 if rep.interrupted:
                     break
-        except KeyboardInterrupt:  # between two chunks: what was sent is reported
-            reports.append(Report(0, 0, 0, 0, 0, None, True))
+        except KeyboardInterrupt as exc:  # between two chunks: what was sent is reported
+            reports.append(Report(0, 0, 0, 0, 0, None, exc))
         except CaptureError as exc:  # a capture broken part way: report what went, then fail
             broken = exc
         elapsed = time.monotonic() - t0
@@ -239,12 +242,13 @@ def _run(args: argparse.Namespace) -> int:
     failed = sum(r.failed for r in reports)
     timed = [r for r in reports if r.sent or r.failed]
     rep = Report(sent, sum(r.nbytes for r in reports), failed, timed[0].first_ns if timed else 0,
-                 timed[-1].last_ns if timed else 0, None, any(r.interrupted for r in reports))
+                 timed[-1].last_ns if timed else 0, None,
+                 next((r.interrupted for r in reports if r.interrupted), None))
     text = (f"sent {rep.sent} frames ({rep.nbytes} bytes) on {args.interface} in "
             f"{elapsed:.3f} s")
     if rep.sent > 1:
         text += f"; {rep.pps:.0f} pps, {rep.mbps:.2f} Mb/s"
-    print(text)
+    print(text, file=out)
     if broken is not None:
         print(f"roce send: {broken} (after {index} frames)", file=sys.stderr)
     if rep.failed:
@@ -252,7 +256,10 @@ def _run(args: argparse.Namespace) -> int:
               f"({longest} bytes; MTU {sender.mtu})", file=sys.stderr)
     if broken is not None or rep.failed:
         return 2
-    return 130 if rep.interrupted else 0
+    if rep.interrupted:  # the frames sent are reported and saved (-w); then exit 130
+        rep.interrupted.add_note(f"after {rep.sent:,} frames sent")
+        raise rep.interrupted
+    return 0
 
 
 __all__ = ["add_arguments", "run"]

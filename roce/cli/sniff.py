@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 from roce import fast, iface
+from roce.cli import _decode_options as output_options
 from roce.cli.craft import InputError, UsageError, fail, open_writer
 from roce.decoder import decode, output
 from roce.decoder.filter import FilterError
@@ -95,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="save the packets shown to a pcap (pcapng if named .pcapng)")
     g.add_argument("-q", "--quiet", action="store_true", help="print no packets (with -w)")
     g = parser.add_argument_group("decoding (as roce decode)")
-    decode.add_output_arguments(g)
+    output_options.add_output_arguments(g)
 
 
 class _Output:
@@ -115,12 +116,12 @@ class _Output:
             if fmt in ("json", "jsonl"):
                 self.writer = output.JsonWriter(out, lines=fmt == "jsonl")
             elif fmt == "fields":
-                # decode's parser for -E: reused so both commands read the options alike
+                # decode's -E options: shared so both commands read them alike
                 self.writer = output.FieldsWriter(out, args.fields,
-                                                  **decode.field_options(args.field_options))
+                                                  **output_options.field_options(args.field_options))
             elif fmt == "csv":
                 self.writer = output.CsvWriter(out, args.fields)
-        colour = fmt == "text" and decode.want_colour(args.color, out)
+        colour = fmt == "text" and output_options.want_colour(args.color, out)
         self.summ = summary.Summarizer(summary.TimeColumn(args.time_format, 9), args.udp_port,
                                        colour)
         w = self.writer
@@ -164,10 +165,7 @@ def _check_usage(args: argparse.Namespace) -> DisplayFilter | None:
     """Usage errors before anything is opened; returns the compiled display filter."""
     if not args.interface:
         raise UsageError("-i IFACE is required")
-    try:
-        decode.check_output_options(args)
-    except decode.UsageError as exc:
-        raise UsageError(str(exc)) from None
+    output_options.check_output_options(args)
     if args.filter is None:
         return None
     return decode.make_filter(args.filter)
@@ -207,28 +205,29 @@ def _run(args: argparse.Namespace) -> int:
         in_python = python_filter(args.udp_port)
     sock = iface.open_capture_socket(args.interface, prog or None, args.promiscuous)
     try:  # the file only once capture can start: a failed run leaves no empty pcap behind
-        saver = open_writer(args.write) if args.write is not None else None
+        # written in place, record by record, readable as it grows (tcpdump -U)
+        saver = open_writer(args.write, live=True) if args.write is not None else None
     except BaseException:
         sock.close()
         raise
     counts = _Counts()
     out = _Output(args, sys.stderr if args.write == "-" else sys.stdout)
-    # From here on Ctrl-C and SIGTERM end the capture, wherever they land.
-    with iface.stop_on_sigterm():
-        try:
-            where = "in Python" if in_python else "in the kernel"
-            print(f"listening on {args.interface}, link-type EN10MB (Ethernet), snapshot "
-                  f"length {args.snaplen} bytes, filter {expr!r} ({where})", file=sys.stderr,
-                  flush=True)
-            _capture(args, sock, display, in_python, out, saver, counts)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            out.close()
-            if saver is not None:
-                saver.close()
-            _received, dropped = iface.capture_stats(sock)
-            sock.close()
+    # From here on a stop signal (Ctrl-C, SIGTERM, SIGHUP: roce.interrupts) is the end of
+    # the capture, as in tcpdump, wherever it lands: the file ends on its last whole record
+    try:
+        where = "in Python" if in_python else "in the kernel"
+        print(f"listening on {args.interface}, link-type EN10MB (Ethernet), snapshot "
+              f"length {args.snaplen} bytes, filter {expr!r} ({where})", file=sys.stderr,
+              flush=True)
+        _capture(args, sock, display, in_python, out, saver, counts)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        out.close()
+        if saver is not None:
+            saver.close()
+        _received, dropped = iface.capture_stats(sock)
+        sock.close()
     print(f"{counts.captured} packets captured, {counts.shown} shown, {dropped} dropped by "
           "the kernel", file=sys.stderr)
     return 0

@@ -171,9 +171,17 @@ def run(args: argparse.Namespace) -> int:
                           [sweep.run_options(base, params, pts[i], seeds[i]) for i in todo],
                           (), jobs=jobs, scheduler=args.scheduler, label="sweep",
                           sizes=[1] * len(todo), on_result=on_result, unit="runs")
-    finally:
-        if done:  # nothing new: the file stays as it was (or absent, if nothing ran)
+    except BaseException as exc:
+        # stopped: the runs finished are saved, whole rows (nothing new: the file stays as
+        # it was, or absent), and the next sweep of this table goes on from them
+        if done:
             save()
+        if isinstance(exc, KeyboardInterrupt):
+            exc.add_note(f"{done} new rows saved in {args.output}" if done
+                         else f"{args.output} unchanged")
+        raise
+    if done:
+        save()
     rows = [r for r in slots if r is not None]
     failed = sum(1 for r in rows if r.get(sweep.ERROR))
     print(f"roce sweep: wrote {len(rows)} rows to {args.output}"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from roce.emu import budget
 from roce.emu.budget import human
-from roce.emu.real.target import Target, TargetConfig, sigterm_as_interrupt
+from roce.emu.real.target import Target, TargetConfig
 from roce.emu.record import pcap_writer
 from roce.errors import InputError, UsageError
 from roce.options import (
@@ -99,10 +99,14 @@ def run(args: argparse.Namespace) -> int:
             qpn_range(first, args.qps)
         except ValueError as exc:
             raise UsageError(f"{flag} 0x{first:x} --qps {args.qps}: {exc}") from None
-    with pcap_writer(args.pcap) as writer:
+    if args.pcap == "-":  # its lines go to standard output: the pcap would be corrupt
+        raise UsageError("-w - would write the pcap to standard output, where the target "
+                         "prints its lines: give -w a file name")
+    # the capture of what happened: written in place as it goes, kept when the target is
+    # stopped (a stop signal, roce.interrupts, is how it ends: exit 0)
+    with pcap_writer(args.pcap, live=True) as writer:
         target = None
         try:
-            sigterm_as_interrupt()
             try:
                 target = Target(cfg, record=writer, quiet=args.quiet)
             except ValueError as e:

@@ -22,17 +22,20 @@ grow with the capture.  pyarrow is optional (``pip install "roce[parquet]"``); w
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from roce import interrupts
 from roce.decoder import colscan
 from roce.errors import UsageError
 from roce.extras import need_pyarrow
 from roce.families.base import fields
 from roce.headers import LAYOUTS, NAK_CODE_OF, NAK_PSN_SEQUENCE_ERROR, selective_aeth
 from roce.locate import OK, ROCE_PORT
+from roce.outfile import Output, make_directory
 from roce.pcapio import Batch, Frame, open_capture
 
 ROW_GROUP = 32768  # rows per Parquet row group / Arrow record batch
@@ -502,7 +505,12 @@ class TableSink:
     a time (a row group, or an IPC record batch, each): memory holds one group at most.
 
     Arrow IPC is written as a *stream* (``pyarrow.ipc.open_stream`` reads it): each record
-    batch may carry its own address dictionaries, which the IPC file format forbids."""
+    batch may carry its own address dictionaries, which the IPC file format forbids.
+
+    A path (``-``: standard output) is written through ``roce.outfile.Output``: ``close()``
+    completes it (the Parquet footer, the IPC end-of-stream) and names it; ``abort(exc)``
+    removes a file, or ends a stream with the rows written so far (a stream cannot be taken
+    back: it is left readable)."""
 
     def __init__(self, target: str | IO[bytes], fmt: str, schema: Any) -> None:
         pa = need_pyarrow(f"-T {fmt}")
@@ -510,14 +518,21 @@ class TableSink:
         self.rows = 0
         self._pending: list[Any] = []
         self._count = 0
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            self._writer = pq.ParquetWriter(target, schema, compression="snappy")
-        elif fmt == "arrow":
-            self._writer = pa.ipc.new_stream(target, schema)
-        else:
+        if fmt not in ("parquet", "arrow"):
             raise UsageError(f"unknown columnar format {fmt!r}")
+        self._output = Output(target) if isinstance(target, str) else None
+        dest = self._output.file if self._output is not None else target
+        try:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                self._writer = pq.ParquetWriter(dest, schema, compression="snappy")
+            else:
+                self._writer = pa.ipc.new_stream(dest, schema)
+        except BaseException as exc:
+            if self._output is not None:
+                self._output.discard(exc)
+            raise
 
     @property
     def taken(self) -> int:
@@ -538,15 +553,42 @@ class TableSink:
         table = self.pa.concat_tables(self._pending)
         self._pending.clear()
         self._count = 0
-        self.rows += table.num_rows
-        if self.fmt == "parquet":
-            self._writer.write_table(table, row_group_size=table.num_rows)
-        else:
-            self._writer.write_table(table, max_chunksize=table.num_rows)
+        # whole or not at all: a row group cut by a stop signal would leave a stream that
+        # cannot be ended (its reader gets whole row groups, and the footer, or nothing)
+        with interrupts.held():
+            if self.fmt == "parquet":
+                self._writer.write_table(table, row_group_size=table.num_rows)
+            else:
+                self._writer.write_table(table, max_chunksize=table.num_rows)
+            self.rows += table.num_rows
 
     def close(self) -> None:
-        self._flush()
-        self._writer.close()
+        """Every row is in: write the rest and the footer, and complete the output."""
+        try:
+            self._flush()
+            self._writer.close()
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+        if self._output is not None:
+            self._output.commit()
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """The rows stop short (``exc`` says why): a file is removed; a stream (standard
+        output, a pipe) is ended after the rows written so far, when an interrupt stopped
+        them, so what its reader has is a valid file."""
+        finish = isinstance(exc, KeyboardInterrupt) and (
+            self._output is None or self._output.in_place)
+        with contextlib.suppress(Exception), interrupts.held():
+            if finish:
+                self._flush()
+            self._writer.close()  # else pyarrow would try again when it is collected
+        if hasattr(self._writer, "is_open"):
+            self._writer.is_open = False
+        if self._output is not None:
+            self._output.discard(exc)
+            if finish and exc is not None:
+                exc.add_note(f"{self._output.name} ends after {self.rows:,} rows")
 
 
 def _position(reader: Any, stream_bytes: int) -> int:
@@ -583,10 +625,9 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
     limit = count or -1
     reader = open_capture(path)
     schema = packet_schema(columns)
-    own = isinstance(target, str)
+    own = isinstance(target, str) and target != "-"
     if own:
-        parent = os.path.dirname(os.path.abspath(target))  # type: ignore[arg-type]
-        os.makedirs(parent, exist_ok=True)
+        make_directory(os.path.dirname(os.path.abspath(target)))  # type: ignore[arg-type]
     sink = TableSink(target, fmt, schema)
     done = frames = 0
     try:
@@ -623,8 +664,15 @@ def decode_to(path: str, target: str | IO[bytes], fmt: str, names: list[str] | N
                     break
             if recs:
                 sink.write(records_table(recs, columns, schema))
-    finally:
+    except BaseException as exc:
+        # the output is complete or absent: an interrupted or failed file is removed
+        if isinstance(exc, KeyboardInterrupt):
+            exc.add_note(f"after {frames:,} frames")
+        sink.abort(exc)
+        raise
+    else:
         sink.close()
+    finally:
         reader.close()
     return DecodeResult(path, target if own else "-", sink.rows, frames,  # type: ignore
                         [p.message for p in reader.problems])

@@ -6,10 +6,15 @@ A task is a top-level function of plain, picklable arguments returning plain dat
 same task runs in this process, in a forked worker or on a Dask worker that has only
 ``pip install roce`` and the paths.  A member that cannot be read comes back as a
 :class:`Failed` result: it is reported, the others go on, and the command exits 2.
+
+Stopped (a signal, an error), a run stops its workers with it: queued tasks are dropped,
+worker processes get SIGTERM (they remove their temporary files, ``roce.interrupts.worker``)
+and SIGKILL after ``STOP_WAIT`` seconds, and tasks queued on Dask are cancelled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import stat
@@ -17,11 +22,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roce import interrupts
 from roce.decoder.progress import Progress
 from roce.errors import InputError, UsageError
+from roce.outfile import remove_temporaries
 from roce.pcapio import Batch, CaptureReader, open_capture
 
 POLL = 0.2  # seconds between progress updates while workers run
+STOP_WAIT = 5.0  # seconds a stopped worker has to remove its files before SIGKILL
 
 
 @dataclass
@@ -77,6 +85,10 @@ _SHARED: Any = None  # a multiprocessing.Value in forked workers: bytes done by 
 def _init_worker(shared: Any) -> None:
     global _SHARED
     _SHARED = shared
+    # the parent decides when to stop: SIGINT and SIGHUP (sent to the whole process group
+    # by a terminal) are ignored here; the parent's SIGTERM removes this worker's
+    # temporary files and ends it at once
+    interrupts.worker(remove_temporaries)
 
 
 class Ticker:
@@ -116,13 +128,23 @@ def run(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...], *
     can save them before the set is done; ``unit`` names the items on the bar."""
     weights = [size_of(p) for p in paths] if sizes is None else list(sizes)
     bar = Progress(label, sum(weights), out, files=len(paths), unit=unit)
-    note = on_result or (lambda i, r: None)
+    finished = [0]
+
+    def note(i: int, result: Any) -> None:
+        finished[0] += 1
+        if on_result is not None:
+            on_result(i, result)
+
     try:
         if scheduler:
             return _run_dask(task, paths, args, scheduler, bar, weights, note)
         if jobs <= 1 or len(paths) <= 1:
             return _run_here(task, paths, args, bar, weights, note)
         return _run_pool(task, paths, args, jobs, bar, note)
+    except KeyboardInterrupt as exc:
+        if len(paths) > 1:
+            exc.add_note(f"after {finished[0]} of {len(paths)} {unit}")
+        raise
     finally:
         bar.close()
 
@@ -185,11 +207,38 @@ def _run_pool(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, .
                     note(futures[fut], results[futures[fut]])
                     finished += 1
                 bar.update(shared.value, None, files_done=finished)
-        except BaseException:
-            # interrupted: tasks not started yet are dropped, not run before exiting
-            pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException as exc:
+            # interrupted, or failed: tasks not started are dropped, running ones stopped
+            stopped = _stop_workers(pool)
+            if stopped and isinstance(exc, KeyboardInterrupt):
+                exc.add_note(f"{stopped} worker process{'es' * (stopped > 1)} stopped")
             raise
     return results
+
+
+def _stop_workers(pool: Any) -> int:
+    """Stop a process pool now: queued tasks cancelled, every worker sent SIGTERM (it
+    removes its temporary files and exits; ``interrupts.worker``), SIGKILL for one still
+    there after ``STOP_WAIT`` seconds.  The number of workers that were running."""
+    import time
+
+    # Python before 3.14 has no public way to end a pool's workers; its process table is
+    # the one place that lists them
+    procs = [p for p in list((getattr(pool, "_processes", None) or {}).values())
+             if p.is_alive()]
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        with contextlib.suppress(OSError):
+            p.terminate()
+    deadline = time.monotonic() + STOP_WAIT
+    for p in procs:
+        p.join(max(deadline - time.monotonic(), 0))
+    for p in procs:
+        if p.is_alive():
+            with contextlib.suppress(OSError):
+                p.kill()
+            p.join(1)
+    return len(procs)
 
 
 def _run_dask(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, ...],
@@ -204,6 +253,7 @@ def _run_dask(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, .
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})") \
             from None
+    futures: list[Any] = []
     try:
         futures = [client.submit(guarded_remote, task, p, args, pure=False) for p in paths]
         index = {f.key: i for i, f in enumerate(futures)}
@@ -217,6 +267,12 @@ def _run_dask(task: Callable[..., Any], paths: Sequence[Any], args: tuple[Any, .
             done_bytes += weights[i]
             bar.update(done_bytes, None, files_done=finished)
         return results
+    except BaseException:
+        # stopped: the cluster drops the tasks not started (a running one cannot be cut
+        # short on a Dask worker; its output is written whole, under a temporary name)
+        with contextlib.suppress(Exception):
+            client.cancel(futures)
+        raise
     finally:
         client.close()
 

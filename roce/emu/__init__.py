@@ -1,5 +1,6 @@
-"""The RoCE emulator: sans-I/O RC queue pairs behind a pyverbs-style verbs API, driven by a
-simulated fabric (or, later, real transports).
+"""The RoCE emulator: sans-I/O RC, UC and UD queue pairs behind a pyverbs-style verbs API,
+driven by the simulated network (``roce.emu.net``; ``Fabric`` builds two hosts of it one call
+at a time) or by real transports (``roce.emu.real``).
 
     from roce.emu import *
     fab = Fabric(seed=7)

@@ -2,6 +2,7 @@
 native InfiniBand (LRH [GRH] BTH ... ICRC VCRC, pcap link type 247) or wrapped in a
 registered mirror/overlay tunnel (outer Ethernet + IPv4, then the tunnel's headers as its
 registry rows say: over an IP protocol, a UDP port, or inside another tunnel such as GRE).
+The options that ask for them are the craft command's (``roce.cli._craft_framing``).
 
 ``--encap`` offers every registered tunnel with an ``encap`` (``Handler.encap``): ERSPAN
 II/III, GRE and VXLAN built in, a plugin's too, with no edit here.
@@ -28,7 +29,6 @@ from roce.headers import DECODERS, ENCODERS, SIZE_OF
 from roce.icrc import to_trailer
 from roce.locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1
 from roce.opcodes import IB_CNP_OPCODE, OPCODES, Opcode, Transport
-from roce.options import unsigned
 
 
 def encaps() -> dict[str, Any]:
@@ -39,25 +39,6 @@ def encaps() -> dict[str, Any]:
 OUTER_MACS = bytes.fromhex("02000000000a02000000000b")
 OUTER_SRC, OUTER_DST = bytes([192, 0, 2, 1]), bytes([192, 0, 2, 2])
 IPPROTO_UDP = 17
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("native InfiniBand and tunnels")
-    g.add_argument("--link", choices=("eth", "ib"), default="eth",
-                   help="ib: native InfiniBand (LRH, GRH with --roce-version 1; pcap link "
-                        "type 247)")
-    lrh = ib.LRH_LAYOUT.field  # values bounded by their LRH field widths (roce.options)
-    g.add_argument("--dlid", type=unsigned(lrh("dlid").bits, "a LID"), default=1, metavar="LID")
-    g.add_argument("--slid", type=unsigned(lrh("slid").bits, "a LID"), default=2, metavar="LID")
-    g.add_argument("--vl", type=unsigned(lrh("vl").bits, "a VL"), default=0, metavar="N")
-    g.add_argument("--sl", type=unsigned(lrh("sl").bits, "an SL"), default=0, metavar="N")
-    tunnels = encaps()
-    g.add_argument("--encap", choices=list(tunnels),
-                   help="wrap each frame in a tunnel: " + ", ".join(
-                       f"{name} ({h.title})" for name, h in tunnels.items()))
-    g.add_argument("--span-id", type=unsigned(max(h.ident_bits for h in tunnels.values()),
-                                              "a span ID / VNI"), default=1, metavar="N",
-                   help="the tunnel's session ID / VNI")
 
 
 def _ipv4(proto: int, payload: bytes) -> bytes:

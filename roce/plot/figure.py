@@ -92,13 +92,13 @@ def output_format(path: str) -> str:
 
 
 def save(fig: Any, path: str) -> None:
-    fmt = output_format(path)
-    try:
-        fig.savefig(path, format=fmt)
-    except OSError as e:
-        from roce.errors import InputError
+    """The figure in ``path``'s format, complete or not at all (``roce.outfile``; an
+    unwritable path is an ``InputError`` naming it)."""
+    from roce.outfile import open_output
 
-        raise InputError(f"{path}: {e.strerror or e}") from None
+    fmt = output_format(path)
+    with open_output(path, "wb", dash=False) as out:
+        fig.savefig(out, format=fmt)
 
 
 def no_data(ax: Any, what: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from roce.emu import defaults
 from roce.emu.cc.base import CongestionControl, NoControl
 from roce.emu.cc.dcqcn import Dcqcn
 from roce.emu.cc.params import resolve
@@ -72,7 +73,7 @@ class CcConfig:
 
 
 def configure(algorithm: str = "none", profile: str | None = None,
-              overrides: Iterable[str] = (), line_rate_gbps: float = 100.0,
+              overrides: Iterable[str] = (), line_rate_gbps: float = defaults.RATE_GBPS,
               ecn: str = "ect0") -> CcConfig:
     """Validate ``--cc``, ``--cc-profile``, ``--cc-param``, ``--ecn-codepoint`` (UsageError
     naming the bad one)."""

@@ -143,11 +143,18 @@ class Expected:
 
     def matches(self, side: str, buf: bytearray | memoryview) -> bool:
         """Whether ``buf`` (the side's whole buffer) holds what it must."""
+        return all(self._slot_matches(side, buf, j) for j in range(self.slots))
+
+    def mismatched(self, side: str, buf: bytearray | memoryview) -> list[int]:
+        """The slots of ``buf`` that do not hold what they must (message ``i`` used slot
+        ``i % slots``; the last one to use it decides its contents)."""
+        return [j for j in range(self.slots) if not self._slot_matches(side, buf, j)]
+
+    def _slot_matches(self, side: str, buf: bytearray | memoryview, j: int) -> bool:
         view = memoryview(buf)
-        for j in range(self.slots):
-            pos = j * self.slot
-            for chunk in self.chunks(side, j):
-                if bytes(view[pos:pos + len(chunk)]) != chunk:  # memcmp, not per item
-                    return False
-                pos += len(chunk)
+        pos = j * self.slot
+        for chunk in self.chunks(side, j):
+            if bytes(view[pos:pos + len(chunk)]) != chunk:  # memcmp, not per item
+                return False
+            pos += len(chunk)
         return True

@@ -32,12 +32,12 @@ RTO_N = 3
 
 @dataclass(frozen=True)
 class RecoveryConfig:
-    mode: str = "gbn"
+    mode: str = MODES[0]
     rto_low_ns: int = RTO_LOW_NS
     rto_high_ns: int = RTO_HIGH_NS
     rto_n: int = RTO_N
     bdp_packets: int | None = None  # None: the rxe window (MAX_UNACKED_PSNS) only
-    loss_rule: str = "rack"  # sr only: one of LOSS_RULES
+    loss_rule: str = LOSS_RULES[0]  # sr only: one of LOSS_RULES
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -71,13 +71,13 @@ def bdp_packets(rate_gbps: float, rtt_ns: int, mtu: int) -> int:
     return max(2, -(-int(rate_gbps * rtt_ns) // (8 * mtu)))
 
 
-def configure(mode: str | RecoveryConfig | None = "gbn",
+def configure(mode: str | RecoveryConfig | None = MODES[0],
               **knobs: int | str | None) -> RecoveryConfig:
     """A config from a mode name and knobs (``rto_low_ns``, ``rto_high_ns``, ``rto_n``,
     ``bdp_packets``, ``loss_rule``), or a ready config."""
     if isinstance(mode, RecoveryConfig):
         return mode
     try:
-        return RecoveryConfig(mode or "gbn", **{k: v for k, v in knobs.items() if v is not None})
+        return RecoveryConfig(mode or MODES[0], **{k: v for k, v in knobs.items() if v is not None})
     except TypeError as e:
         raise RecoveryError(f"recovery: {e}") from None

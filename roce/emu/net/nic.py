@@ -14,7 +14,8 @@ map the switches use), skips priorities the switch paused with PFC,
 goes round robin among the QPs, and lets each QP send only when its pacer allows
 (``RatePacer`` at line rate here; congestion control will drive it).  PFC frames the NIC
 itself sends (a PFC storm fault) bypass all of that.  Received frames go to the device with
-their ECN bits intact; received PFC frames stop the named priorities.
+their ECN bits intact; received PFC frames stop the named priorities when PFC is on at the
+NIC's peer (``pfc``: a NIC with PFC off ignores them, as one configured without it does).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Nic:
     __slots__ = ("net", "ctx", "name", "device", "mac", "classifier", "wire", "pause", "ctrl",
                  "pacers", "pacer_factory", "_prio", "_rings", "_rr_prio", "_busy", "_timer_at",
                  "_theap", "_tcache", "_kick_pending", "_held_until", "rx_frames", "tx_frames",
-                 "pfc_sent", "cc")
+                 "pfc_sent", "cc", "pfc", "tap")
 
     def __init__(self, net: Any, ctx: Context, classifier: Classifier) -> None:
         self.net = net
@@ -73,6 +74,8 @@ class Nic:
         self.rx_frames = 0
         self.tx_frames = 0
         self.pfc_sent = 0
+        self.pfc = True  # obey pause frames (PFC on at the peer; ``topology.build``)
+        self.tap: Any = None  # a writer for what this port sends and receives
         self.cc: Any = None  # roce.emu.cc.engine.CcDriver once congestion control is on
 
     def attach(self, wire: Any) -> None:
@@ -86,9 +89,12 @@ class Nic:
         if self.net.recorders:
             for w in self.net.recorders:
                 w.write(frame, ts_ns=now)
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
         if frame[_ETYPE0:_ETYPE1] == _MACC:
-            self.pause.on_frame(now, frame)
-            self.wire.kick(now)
+            if self.pfc:  # with PFC off a NIC ignores pause frames
+                self.pause.on_frame(now, frame)
+                self.wire.kick(now)
             return
         if self.cc is not None and self.cc.received(now, frame):
             return  # a CNP: congestion control's, not the QP's
@@ -104,7 +110,10 @@ class Nic:
     def pull(self, now: int) -> bytes | None:
         if self.ctrl:
             self.tx_frames += 1
-            return self.ctrl.popleft()
+            frame = self.ctrl.popleft()
+            if self.tap is not None:
+                self.tap.write(frame, ts_ns=now)
+            return frame
         busy = self._busy
         if not busy:
             return None
@@ -151,6 +160,8 @@ class Nic:
         frame = tx.pop(0)
         tag = tx.tags.popleft()
         self.tx_frames += 1
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
         tx.sent_bytes += len(frame)
         if self.cc is not None:
             self.cc.transmitted(now, qp.qpn, frame)

@@ -1,9 +1,15 @@
 """Topologies: what hosts, switches and links exist (``Topology``), the named ones
-(``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, a TOML file), their default traffic, and
-``build`` that turns one into a running ``Network`` with routes.
+(``p2p``, ``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, a TOML file), their default
+traffic, and ``build`` that turns one into a running ``Network`` with routes.
 
 Routes are shortest paths by hop count: a switch's next hops toward a host are every
 neighbour one hop closer to it (hosts never forward), so equal-cost paths give ECMP sets.
+
+Hosts come in two kinds (``build``): the switched network's ``Nic`` (a transmit scheduler:
+queues per priority that PFC pauses, a pacer per QP that congestion control drives), or, on
+a topology without switches, the ``DirectNic`` of ``roce.emu.net.direct`` (frames go onto
+the link as the device builds them: the two-host model, ``roce.emu.fabric.Fabric``'s) unless
+``NetOptions.direct`` is off.
 
 What a topology may be (a file's keys, the strings, the limits, what building costs) is
 ``roce.emu.net.schema``'s, checked before anything here is built; building is linear in
@@ -20,10 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from roce.emu import defaults
 from roce.emu.core.verbs import Context
-from roce.emu.fabric import Faults, LinkConfig
 from roce.emu.net import schema
 from roce.emu.net.buffer import BufferConfig
+from roce.emu.net.direct import DirectNic, Link
+from roce.emu.net.faults import Faults, LinkConfig
 from roce.emu.net.link import Wire
 from roce.emu.net.nic import Nic
 from roce.emu.net.sim import Network
@@ -35,7 +43,7 @@ from roce.emu.net.stages import (
     RedMarker,
     SprayForwarder,
 )
-from roce.emu.net.switch import Switch
+from roce.emu.net.switch import Switch, SwitchPort
 from roce.errors import InputError, UsageError
 
 
@@ -72,6 +80,16 @@ class Topology:
         self.links.append(LinkSpec(a, b))
         if a in self.hosts:
             self.leaf_of[a] = b
+
+
+def p2p() -> Topology:
+    """Two hosts cabled back to back, A sending to B."""
+    t = Topology()
+    t.host("A")
+    t.host("B")
+    t.link("A", "B")
+    t.traffic = [("A", "B")]
+    return t
 
 
 def incast(n: int) -> Topology:
@@ -136,9 +154,11 @@ def all_to_all(t: Topology) -> list[tuple[str, str]]:
 
 
 def parse(spec: str) -> Topology:
-    """``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``, checked (syntax, limits, memory:
-    ``schema.check_named``, a UsageError naming ``--topology``) before it is made."""
+    """``p2p``, ``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``, checked (syntax, limits,
+    memory: ``schema.check_named``, a UsageError naming ``--topology``) before it is made."""
     schema.check_named(spec)
+    if spec == "p2p":
+        return p2p()
     kind, nums = schema.named(spec)
     return {"incast": incast, "dumbbell": dumbbell, "leafspine": leafspine}[kind](*nums)
 
@@ -217,20 +237,22 @@ def parse_ecn(text: str) -> EcnConfig:
 class NetOptions:
     """Network-wide defaults; a topology file may override them per switch or link."""
 
-    seed: int = 0
-    rate_gbps: float = 100.0
-    delay_ns: int = 1000
+    seed: int = defaults.SEED
+    rate_gbps: float = defaults.RATE_GBPS
+    delay_ns: int = defaults.DELAY_NS
     faults: dict[str, Any] = field(default_factory=dict)  # LinkConfig fields for every link
-    buffer: int = 12 << 20
+    buffer: int = defaults.BUFFER
     ecn: EcnConfig = field(default_factory=EcnConfig)
-    pfc: bool = True
-    lb: str = "ecmp"
-    max_frame: int = 4096 + 128
+    pfc: bool = defaults.PFC
+    lb: str = defaults.LB
+    max_frame: int = defaults.MTU + 128
+    # hosts of a topology without switches: DirectNic (True) or the scheduling Nic
+    direct: bool = True
 
 
 def build(t: Topology, o: NetOptions) -> Network:
     net = Network(o.seed)
-    net.recorders = []
+    direct = o.direct and not t.switches
     classifier = DscpClassifier()
     degree: dict[str, int] = {}
     for ln in t.links:
@@ -246,7 +268,8 @@ def build(t: Topology, o: NetOptions) -> Network:
     for name, ip in t.hosts.items():
         if degree.get(name, 0) != 1:
             raise UsageError(f"host {name} needs exactly one link, has {degree.get(name, 0)}")
-        net.hosts[name] = Nic(net, Context(name, ip), classifier)
+        ctx = Context(name, ip)
+        net.hosts[name] = DirectNic(net, ctx) if direct else Nic(net, ctx, classifier)
     ends: dict[str, list[tuple[Any, Any]]] = {}  # node -> [(its endpoint, peer endpoint)]
     for ln in t.links:
         rate = ln.rate_gbps or o.rate_gbps
@@ -257,14 +280,21 @@ def build(t: Topology, o: NetOptions) -> Network:
                 (eb, ea, ln.reverse_faults if ln.reverse_faults is not None else ln.faults,
                  ln.b)):
             cfg = LinkConfig(**{**o.faults, **fields, "rate_gbps": rate, "delay_ns": delay})
-            w = Wire(net, src, dst, rate, delay, Faults(cfg, net.child_rng()),
-                     f"{_label(src)}->{_label(dst)}")
-            net.wires.append(w)
-            if isinstance(src, Nic):
-                src.attach(w)
+            name = _link_name(src, dst)
+            if direct:
+                w = Link(src, dst, cfg, net.child_rng(), name)
+                src.attach(w, dst.mac)
             else:
-                src.wire = w
-                src.peer_mac = dst.mac
+                w = Wire(net, src, dst, rate, delay, Faults(cfg, net.child_rng()), name)
+                if isinstance(src, Nic):
+                    src.attach(w)
+                    # a NIC obeys pause frames when PFC is on at its peer: the switch's
+                    # setting, or the network's with a host at the other end
+                    src.pfc = dst.switch.pfc_enabled if isinstance(dst, SwitchPort) else o.pfc
+                else:
+                    src.wire = w
+                    src.peer_mac = dst.mac
+            net.wires.append(w)
             ends.setdefault(a, []).append((src, dst))
     _routes(t, net, ends)
     addresses = frozenset(t.hosts.values())
@@ -276,10 +306,28 @@ def build(t: Topology, o: NetOptions) -> Network:
         ecn = spec.ecn or o.ecn
         if not ecn.enabled:
             return NoMarker()
-        # without PFC the buffer tail-drops RoCE: default thresholds stay below that point
-        # (with PFC it pauses instead, and the published defaults are kept)
-        limit = None if sw.lossless else sw.buffer.queue_limit()
-        return RedMarker(*ecn.for_rate(rate_gbps, limit), net.child_rng())
+        kmin, kmax, pmax = ecn.for_rate(rate_gbps, kmax_cap(sw))
+        if sw.lossless and ecn.given and kmin >= pfc_at(sw) and sw.name not in warned:
+            warned.add(sw.name)
+            net.warnings.append(
+                f"--ecn: switch {sw.name} marks from {kmin} bytes, but two senders into one "
+                f"of its ports trigger PFC at {pfc_at(sw)} bytes of queue (--buffer "
+                f"{sw.buffer.size}): ECN marks nothing before PFC pauses them")
+        return RedMarker(kmin, kmax, pmax, net.child_rng())
+
+    def pfc_at(sw: Switch) -> int:
+        """The egress queue at which the smallest incast (two senders; one with a port
+        fewer) makes the switch pause its senders."""
+        return sw.buffer.pfc_trigger(max(1, min(2, len(sw.ports) - 1)))
+
+    def kmax_cap(sw: Switch) -> float:
+        """The most a default Kmax may be.  ECN must mark before the buffer stops a queue
+        (deployment guides: the ECN thresholds below the PFC ones): without PFC half the
+        tail-drop point of a queue alone in the pool, with PFC the queue at which two
+        senders into one port make the switch pause them."""
+        return pfc_at(sw) if sw.lossless else sw.buffer.queue_limit() / 2
+
+    warned: set[str] = set()
 
     for sw in net.switches.values():
         sw.finish(marker_for)
@@ -294,8 +342,13 @@ def _endpoint(net: Network, node: str) -> Any:
     raise UsageError(f"link end {node!r} is neither a host nor a switch")
 
 
-def _label(end: Any) -> str:
-    return end.name
+def _link_name(src: Any, dst: Any) -> str:
+    """``h1->sw:0``: a link by its ends' names (a switch port's is ``switch:index``); a link
+    between two hosts by the addresses it joins (``10.0.0.1->10.0.0.2``, as the two-host
+    ``Fabric`` names it)."""
+    if isinstance(src, (Nic, DirectNic)) and isinstance(dst, (Nic, DirectNic)):
+        return f"{src.device.ip}->{dst.device.ip}"
+    return f"{src.name}->{dst.name}"
 
 
 class Gateway(dict):

@@ -353,8 +353,9 @@ QP = Obj((
     Field("qkey", Int(options.parse_key), "UD: the Q_Key its receives take"),
 ), "QP")
 
-# what both ends run (roce.emu.real.remote's RemoteScenario: a test holds the two together);
-# each field has the type and bounds of the option that sets it
+# what both ends run: the workload's fields (``roce.emu.scenario.Workload``) and the run's time
+# limit (``remote.scenario_fields`` makes it; a test holds the three together); each field has
+# the type and bounds of the option that sets it
 SCENARIO = Obj((
     Field("op", Choice(OPS), "`--op`"),
     Field("size", Int(options.size_at_most(MAX_MESSAGE, "a message size")), "`--size`"),

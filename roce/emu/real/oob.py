@@ -27,12 +27,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from roce.emu import defaults
 from roce.emu.real import messages as schema
 from roce.emu.real.messages import MAX_LINE, PROTOCOL, printable
 from roce.errors import OOBError, PeerMessageError
 from roce.options import MAX_SECONDS
 
-DEFAULT_PORT = 18515  # perftest's default port
+DEFAULT_PORT = defaults.OOB_PORT  # perftest's default port
 
 
 @dataclass

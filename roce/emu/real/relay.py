@@ -2,11 +2,13 @@
 lacks it.
 
 ``Relay`` forwards every frame and applies the simulated fabric's fault model
-(``fabric.Link.fate`` with a ``LinkConfig`` per direction: loss, bursts, reordering,
+(``roce.emu.net.direct.Link.fate`` with a ``LinkConfig`` per direction: loss, bursts, reordering,
 duplication, corruption) to the RoCE ones; other frames (ARP, the out-of-band TCP) pass
 untouched::
 
-    python -m roce.emu.real.relay IF_A IF_B --loss 0.05 --reorder 0.1 --dup 0.02
+    roce relay IF_A IF_B --loss 0.05 --reorder 0.1 --dup 0.02
+
+(the command is ``roce.cli.relay``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def fix_tcp_checksum(frame: bytes) -> bytes:
 
 class Relay:
     """Forwards every frame between two interfaces; RoCE frames meet the simulated fabric's
-    fault model (``fabric.Link.fate`` with a ``LinkConfig`` per direction, seeded).
+    fault model (``roce.emu.net.direct.Link.fate`` with a ``LinkConfig`` per direction, seeded).
 
     Put it in a namespace between two others (A -- veth -- relay -- veth -- B): the
     emulators see one Ethernet segment with loss, reordering (extra delay for some frames),
@@ -59,7 +61,7 @@ class Relay:
 
     def __init__(self, if_a: str, if_b: str, config_ab: Any, config_ba: Any | None = None,
                  seed: int = 0) -> None:
-        from roce.emu.fabric import Link
+        from roce.emu.net.direct import Link
 
         self.names = (if_a, if_b)
         self.socks = [iface.packet_socket(name, None, promiscuous=True, ignore_outgoing=True,

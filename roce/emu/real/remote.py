@@ -10,7 +10,12 @@ udp``).  As with perftest, a TCP connection sets things up (``roce.emu.real.oob`
    to RTS, posts receives and answers ``params``; the path MTU is the smallest of the three;
 3. the connector brings its QPs up and drives the operations, ``depth`` outstanding per QP;
 4. when every work request completed it sends ``done``; the listener checks its memory and
-   answers ``result``; both print a summary (``Summary`` with wall time instead of virtual).
+   answers ``result``; each side returns its ``Summary`` (the real link's part: wall time
+   instead of virtual), which ``roce emulate`` prints.
+
+The run is a ``roce.emu.scenario.Scenario``, as every run is (``roce.cli.emulate.scenario``
+makes it with the real link's defaults); only its workload's fields and its time limit
+(``time_limit_ns``: wall-clock here) are read, and only they travel (``scenario_fields``).
 
 The loss recovery (``--recovery gbn|sr``, ``--loss-rule``) is part of the scenario: both ends
 must run the same one before the first packet (docs/protocol.md, "Selective repeat (IRN)
@@ -19,7 +24,7 @@ or ``--loss-rule`` of its own that differs refuses the run (``RecoveryMismatch``
 values), and the connector fails with that reason.  Selective repeat's timeouts scale with
 the wall-clock link's ACK timeout (``--timeout``; ``sr_config``).  The simulated fabric's
 options (link faults, rate and delay, switched networks, congestion control) have no meaning
-on a real link and are refused by name (``refuse_simulated``).
+on a real link and are refused by name (``roce.cli.emulate.refuse_simulated``).
 
 Data is checked end to end without shipping it: both sides derive the initial contents of
 every buffer from the seed and replay the operation sequence (an RC responder executes in
@@ -41,18 +46,16 @@ check its memory only once every message was executed.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import re
 import socket
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roce.emu import budget
+from roce.emu import budget, defaults
 from roce.emu.core.constants import ACK_TIMEOUT_UNIT_NS, ALL_ACCESS, WCStatus, WROpcode
 from roce.emu.core.payload import Expected, fill
 from roce.emu.core.qp import AHAttr, QPAttr, QPCap
@@ -66,17 +69,15 @@ from roce.emu.real.driver import Transport, max_path_mtu
 from roce.emu.real.loop import EventLoop
 from roce.emu.real.raw import RawEthernetTransport
 from roce.emu.real.udp import UdpTransport
-from roce.emu.record import pcap_writer
 from roce.emu.scenario import (
     QKEY,
     QP_TYPES,
+    Scenario,
     Summary,
     Workload,
     add_qp_counts,
-    emit,
     kind,
     message_bytes,
-    recovery_name,
 )
 from roce.errors import (
     InputError,
@@ -87,18 +88,11 @@ from roce.errors import (
     UsageError,
 )
 from roce.iface import interface_ipv4, interface_mac, interface_mtu
+from roce.locate import ROCE_PORT
 
 UD_RING = 4096  # receive buffers a UD listener keeps posted (UD has no flow control)
 MIN_RNR_TIMER = 4  # 0.04 ms: the listener reposts receives within a poll
 
-
-@dataclass
-class RemoteScenario(Workload):
-    """What both ends must agree on; sent in the connector's hello."""
-
-    timeout: int = 14  # wall-clock links: a longer ACK timeout than the simulated default
-    qp_type: str = "rc"
-    time_limit_s: float = 120.0
 
 @dataclass
 class Endpoint:
@@ -109,88 +103,29 @@ class Endpoint:
     ip: str | None = None
     mac: str | None = None
     arp: bool = False
-    oob_port: int = oob.DEFAULT_PORT
-    udp_port: int = 4791
-    oob_timeout: float = 30.0
+    oob_port: int = defaults.OOB_PORT
+    udp_port: int = ROCE_PORT
+    oob_timeout: float = defaults.OOB_TIMEOUT_S
 
 
-@dataclass
-class RemoteSummary(Summary):
-    role: str = ""
-    transport: str = ""
-    interface: str | None = None
-    local: dict[str, Any] = field(default_factory=dict)
-    peer: dict[str, Any] = field(default_factory=dict)
-    wall_ns: int = 0
-    goodput_mbps: float = 0.0
-    messages: int = 0  # listener: messages executed (RC MSN) or received
-    frames_received: int = 0
-    naks_sent: dict[str, int] = field(default_factory=dict)
-    rnr_naks_sent: int = 0
-    duplicates: int = 0
-    local_verified: bool = False
-    peer_verified: bool | None = None
-    peer_summary: dict[str, Any] | None = None
-    transport_stats: dict[str, int] = field(default_factory=dict)
-    latency_us: dict[str, float] = field(default_factory=dict)  # post -> completion
+def time_limit_ns(sc: Scenario) -> int:
+    """The wall-clock nanoseconds a real-link run may take: the scenario's, else the default
+    (``roce.emu.defaults.REAL_TIME_LIMIT_S``, which ``roce emulate`` applies too)."""
+    if sc.time_limit_ns is not None:
+        return sc.time_limit_ns
+    return int(defaults.REAL_TIME_LIMIT_S * 1e9)
 
-    def text(self) -> str:
-        s = self.scenario
-        ok = self.completed.get("IBV_WC_SUCCESS", 0)
-        errs = ", ".join(f"{k}={v}" for k, v in sorted(self.completed.items())
-                         if k != "IBV_WC_SUCCESS") or "none"
-        naks_in = ", ".join(f"{k}={v}" for k, v in sorted(self.naks.items())) or "none"
-        naks_out = ", ".join(f"{k}={v}" for k, v in sorted(self.naks_sent.items())) or "none"
-        where = f"raw Ethernet on {self.interface}" if self.transport == "raw" else "UDP"
-        lo, pe = self.local, self.peer
-        qpns = ",".join(f"0x{q:x}" for q in lo.get("qpns", []))
-        pqpns = ",".join(f"0x{q:x}" for q in pe.get("qpns", []))
-        lines = [
-            f"role          {self.role} over {where}",
-            f"scenario      {s['op']} size={s['size']} count={s['count']} qps={s['qps']} "
-            f"mtu={s['mtu']} depth={s['depth']} qp={s['qp_type']} seed={s['seed']}",
-            f"endpoints     {lo.get('ip')} ({lo.get('mac')}) QP {qpns} <-> {pe.get('ip')} "
-            f"({pe.get('mac')}) QP {pqpns}",
-        ]
-        if self.role == "connector":
-            lines.append(f"messages      posted {self.posted}, completed OK {ok}, errors: {errs}")
-        else:
-            lines.append(f"messages      executed {self.messages} of {s['count'] * s['qps']}, "
-                         f"receives completed OK {ok}, errors: {errs}")
-        lines += [
-            f"bytes         {self.bytes}",
-            f"wall time     {self.wall_ns / 1e6:.3f} ms",
-            f"goodput       {self.goodput_gbps:.3f} Gb/s ({self.goodput_mbps:.1f} MB/s)",
-            f"packets       sent {self.packets} ({self.retransmitted} retransmitted), "
-            f"received {self.frames_received} ({self.duplicates} duplicates)",
-            f"recovery      {recovery_name(s)}: {self.selective_retransmitted} selective, "
-            f"{self.retransmitted - self.selective_retransmitted} go-back, "
-            f"{self.spurious_retransmissions} spurious; {self.ooo_accepted} out-of-order "
-            f"accepted, {self.selective_naks} selective NAKs",
-            f"NAKs          received {naks_in}; sent {naks_out}; RNR NAKs received "
-            f"{self.rnr_naks}, sent {self.rnr_naks_sent}; timeouts {self.timeouts}",
-            f"ICRC drops    {self.icrc_drops}",
-        ]
-        verdict = "yes" if self.data_verified else "NO"
-        if self.role == "connector":
-            peer = {None: "no answer", True: "yes", False: "NO"}[self.peer_verified]
-            verdict += (f" (here: {'yes' if self.local_verified else 'NO'}; "
-                        f"listener reports: {peer})")
-        if self.latency_us:
-            lat = self.latency_us
-            lines.append(f"latency       post to completion: min {lat['min']:.1f} us, median "
-                         f"{lat['median']:.1f} us, p99 {lat['p99']:.1f} us")
-        lines.append(f"data verified {verdict}")
-        lines.append(f"CPU           {self.cpu_s:.3f} s")
-        if not self.finished:
-            lines.append("WARNING       the time limit ran out before every message completed")
-        return "\n".join(lines)
+
+def scenario_fields(sc: Scenario) -> dict[str, Any]:
+    """What both ends of a run agree on, as the hello carries it (``messages.SCENARIO``) and
+    the summary shows it: the workload's fields and the run's time limit in seconds."""
+    return {**sc.workload(), "time_limit_s": time_limit_ns(sc) / 1e9}
 
 
 # -- the plan both sides replay ---------------------------------------------------------------
 
 
-def expected(sc: RemoteScenario, qp_index: int) -> Expected:
+def expected(sc: Scenario, qp_index: int) -> Expected:
     """What both buffers of one QP hold after every message of the plan, applied in order
     -- what an RC responder's PSN order guarantees.  UD sends land in receive buffers, not
     the MR: the MR keeps its initial contents."""
@@ -299,7 +234,7 @@ class _Flow:
     plan: Expected | None = None  # UD listener: what the connector's buffer holds
 
 
-def _make_flows(ctx: Context, sc: RemoteScenario, role: str) -> list[_Flow]:
+def _make_flows(ctx: Context, sc: Scenario, role: str) -> list[_Flow]:
     pd = PD(ctx)
     flows = []
     n = sc.slot * sc.slots
@@ -321,13 +256,13 @@ def _make_flows(ctx: Context, sc: RemoteScenario, role: str) -> list[_Flow]:
     return flows
 
 
-def _info(ctx: Context, f: _Flow, sc: RemoteScenario, mtu: int) -> oob.QPInfo:
+def _info(ctx: Context, f: _Flow, sc: Scenario, mtu: int) -> oob.QPInfo:
     return oob.QPInfo(qpn=f.qp.qp_num, psn=sc.psn, ip=ctx.ip, gid=oob.gid_of(ctx.ip),
                       mac=ctx.mac, rkey=f.mr.rkey, va=f.mr.addr, size=f.mr.length, mtu=mtu,
                       qp_type=sc.qp_type, qkey=QKEY if sc.qp_type == "ud" else 0)
 
 
-def _bring_up(f: _Flow, sc: RemoteScenario, peer: oob.QPInfo, mtu: int, sport: int | None,
+def _bring_up(f: _Flow, sc: Scenario, peer: oob.QPInfo, mtu: int, sport: int | None,
               dmac: str) -> None:
     """RESET -> INIT -> RTR -> RTS toward the peer's QP (the verbs a perftest would call)."""
     qp = f.qp
@@ -391,7 +326,7 @@ def _recv_serving(ch: oob.Channel, t: Transport, expect: str, timeout: float) ->
     return got[0]
 
 
-def _post(sc: RemoteScenario, f: _Flow, i: int) -> None:
+def _post(sc: Scenario, f: _Flow, i: int) -> None:
     """Post message ``i`` of the plan on the connector."""
     what = kind(sc.op, i)
     off = (i % sc.slots) * sc.slot
@@ -419,7 +354,7 @@ def _post(sc: RemoteScenario, f: _Flow, i: int) -> None:
                               remote_addr=peer.va, rkey=peer.rkey, compare_add=1))
 
 
-def _post_receives(sc: RemoteScenario, f: _Flow) -> None:
+def _post_receives(sc: Scenario, f: _Flow) -> None:
     """Listener: keep receive WQEs posted for the SENDs still to come, in order."""
     cap = f.qp.core.cap.max_recv_wr
     while f.recv_posted < len(f.sends) and f.recv_posted - f.recv_done < cap:
@@ -435,7 +370,7 @@ def _post_receives(sc: RemoteScenario, f: _Flow) -> None:
         f.recv_posted += 1
 
 
-def _ud_check(sc: RemoteScenario, f: _Flow, j: int, byte_len: int) -> bool:
+def _ud_check(sc: Scenario, f: _Flow, j: int, byte_len: int) -> bool:
     """Listener: UD receive ``j`` (its wr_id) holds message ``j``'s bytes after the GRH
     area -- UD keeps no order promise, but one link with nothing lost delivers in order."""
     assert f.recv_mr is not None and f.plan is not None
@@ -447,7 +382,7 @@ def _ud_check(sc: RemoteScenario, f: _Flow, j: int, byte_len: int) -> bool:
     return got == f.plan.read("local", j % sc.slots, sc.size)
 
 
-def _counters(s: RemoteSummary, ctx: Context, flows: list[_Flow], t: Transport) -> None:
+def _counters(s: Summary, ctx: Context, flows: list[_Flow], t: Transport) -> None:
     naks_in: Counter = Counter()
     naks_out: Counter = Counter()
     add_qp_counts(s, naks_in, [f.qp.core for f in flows])
@@ -511,7 +446,7 @@ def _as_field(e: UsageError) -> PeerMessageError:
                             else "scenario", str(e))
 
 
-def _receive_budget(sc: RemoteScenario) -> None:
+def _receive_budget(sc: Scenario) -> None:
     """The listener's memory beyond the slots ``Workload.check`` counted: the receives it
     keeps posted for the SENDs (a UD QP: and their ring of buffers), on every QP."""
     n = len(sends(sc))
@@ -531,16 +466,17 @@ def _receive_budget(sc: RemoteScenario) -> None:
                      str(max(1, room // 2)), f"{sc.qps} QP(s) keeping {posted} receives posted")
 
 
-def _check_hello(msg: dict[str, Any], hint: RemoteScenario | None) -> RemoteScenario:
+def _check_hello(msg: dict[str, Any], hint: Scenario | None) -> Scenario:
     """The connector's scenario, once it fits this host and the run's time limit: the
     listener's own (``hint``'s, else the default), which the connector's may shorten."""
-    sc = RemoteScenario(**msg["scenario"])
-    own = hint.time_limit_s if hint is not None else RemoteScenario.time_limit_s
-    sc.time_limit_s = min(sc.time_limit_s, own)
+    workload = dict(msg["scenario"])
+    theirs = int(workload.pop("time_limit_s") * 1e9)
+    own = time_limit_ns(hint if hint is not None else Scenario())
+    sc = Scenario(**workload, time_limit_ns=min(theirs, own))
     try:
         sc.check(sides=1)
         _receive_budget(sc)
-        budget.duration(sc.count, sc.qps, plan_bytes(sc), sc.time_limit_s)
+        budget.duration(sc.count, sc.qps, plan_bytes(sc), sc.time_limit_ns / 1e9)
     except UsageError as e:
         raise _as_field(e) from None
     agree(sc, hint)
@@ -551,7 +487,7 @@ def _check_hello(msg: dict[str, Any], hint: RemoteScenario | None) -> RemoteScen
     return sc
 
 
-def _check_qps(mtype: str, qps: list[dict[str, Any]], sc: RemoteScenario,
+def _check_qps(mtype: str, qps: list[dict[str, Any]], sc: Scenario,
                local_ip: str | None = None) -> None:
     """Each QP a peer describes is of the scenario's type and, given ``local_ip``, of its
     address family."""
@@ -564,7 +500,7 @@ def _check_qps(mtype: str, qps: list[dict[str, Any]], sc: RemoteScenario,
                                    f"address family ({local_ip})")
 
 
-def _check_params(params: dict[str, Any], sc: RemoteScenario, offered: int,
+def _check_params(params: dict[str, Any], sc: Scenario, offered: int,
                   local_ip: str) -> list[oob.QPInfo]:
     """The listener's QPs, once they are what the plan needs: one per flow, at the MTU this
     side offered or below, memory regions that hold every slot the plan addresses."""
@@ -593,7 +529,7 @@ def _check_params(params: dict[str, Any], sc: RemoteScenario, offered: int,
     return [oob.QPInfo(**d) for d in qps]
 
 
-def _rates(s: RemoteSummary) -> None:
+def _rates(s: Summary) -> None:
     if s.wall_ns:
         s.goodput_gbps = s.bytes * 8 / s.wall_ns
         s.goodput_mbps = s.bytes * 1e3 / s.wall_ns
@@ -602,10 +538,10 @@ def _rates(s: RemoteSummary) -> None:
 # -- the two roles -------------------------------------------------------------------------------
 
 
-def run_connector(host: str, sc: RemoteScenario, ep: Endpoint, record: Any = None,
-                  log: Callable[[str], None] | None = None) -> RemoteSummary:
+def run_connector(host: str, sc: Scenario, ep: Endpoint, record: Any = None,
+                  log: Callable[[str], None] | None = None) -> Summary:
     sc.check(sides=1)
-    budget.duration(sc.count, sc.qps, plan_bytes(sc), sc.time_limit_s)
+    budget.duration(sc.count, sc.qps, plan_bytes(sc), time_limit_ns(sc) / 1e9)
     ch = oob.connect(host, ep.oob_port, timeout=ep.oob_timeout)
     try:
         return _connector(ch, sc, ep, record, log)
@@ -616,14 +552,14 @@ def run_connector(host: str, sc: RemoteScenario, ep: Endpoint, record: Any = Non
         ch.close()
 
 
-def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
-               log: Callable[[str], None] | None) -> RemoteSummary:
+def _connector(ch: oob.Channel, sc: Scenario, ep: Endpoint, record: Any,
+               log: Callable[[str], None] | None) -> Summary:
     ctx, t, limit = open_endpoint(ep, "connector", ch.sock.getsockname()[0], record)
     try:
         ctx.set_recovery(sr_config(sc))
         flows = _make_flows(ctx, sc, "connector")
         mine = [_info(ctx, f, sc, limit).to_dict() for f in flows]
-        hello = schema.build("hello", scenario=asdict(sc), qps=mine, max_mtu=limit)
+        hello = schema.build("hello", scenario=scenario_fields(sc), qps=mine, max_mtu=limit)
         size = len(oob.encode(hello))
         if size > schema.MAX_LINE:
             each = [len(oob.encode(q)) for q in mine]  # a QP's JSON and its comma
@@ -640,11 +576,11 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
             _bring_up(f, sc, p, mtu, sport, _peer_mac(t, ep, p))
         if log:
             log(f"connected to {peers[0].ip}: path MTU {mtu}")
-        s = RemoteSummary(scenario={**asdict(sc), "mtu": mtu}, role="connector",
+        s = Summary(scenario={**scenario_fields(sc), "mtu": mtu}, role="connector",
                           transport=t.kind, interface=ep.interface)
         _quiet_gc()
         cpu0, t0 = time.process_time(), time.monotonic_ns()
-        limit_ns = t0 + int(sc.time_limit_s * 1e9)
+        limit_ns = t0 + time_limit_ns(sc)
 
         posted_at: dict[tuple[int, int], int] = {}
         latencies: list[int] = []
@@ -732,12 +668,14 @@ def _connector(ch: oob.Channel, sc: RemoteScenario, ep: Endpoint, record: Any,
         t.close()
 
 
-def run_listener(sc_hint: RemoteScenario | None, ep: Endpoint, record: Any = None,
+def run_listener(sc_hint: Scenario | None, ep: Endpoint, record: Any = None,
                  bind: str = "", log: Callable[[str], None] | None = None,
-                 accept_timeout: float | None = None) -> RemoteSummary:
-    """Serve one connector: its hello decides the scenario (``sc_hint`` is unused but for
-    the time limit when given).  The endpoint is checked first: a missing interface or
-    address is an error now, not after a connector came and went."""
+                 accept_timeout: float | None = None) -> Summary:
+    """Serve one connector: its hello decides the scenario; ``sc_hint``, this side's own
+    options, gives the time limit the connector's may shorten (default
+    ``defaults.REAL_TIME_LIMIT_S``) and a loss recovery that must agree (``agree``).  The
+    endpoint is checked first: a missing interface or address is an error now, not after a
+    connector came and went."""
     check_endpoint(ep)
     with oob.Listener(bind, ep.oob_port) as lst:
         if log:
@@ -752,8 +690,8 @@ def run_listener(sc_hint: RemoteScenario | None, ep: Endpoint, record: Any = Non
         ch.close()
 
 
-def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, record: Any,
-              log: Callable[[str], None] | None) -> RemoteSummary:
+def _listener(ch: oob.Channel, sc_hint: Scenario | None, ep: Endpoint, record: Any,
+              log: Callable[[str], None] | None) -> Summary:
     msg = ch.recv(ep.oob_timeout, "hello")
     sc = _check_hello(msg, sc_hint)
     peers = [oob.QPInfo(**d) for d in msg["qps"]]
@@ -783,7 +721,9 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
         t.loop.add_reader(ch.sock, oob_readable)
         _quiet_gc()
         cpu0, t0 = time.process_time(), time.monotonic_ns()
-        limit_ns = t0 + int((sc.time_limit_s + ep.oob_timeout) * 1e9)
+        # the connector's time limit (capped by this side's), and the out-of-band wait for
+        # its done message after that
+        limit_ns = t0 + time_limit_ns(sc) + int(ep.oob_timeout * 1e9)
         status: Counter = Counter()
         finished = True
         # the flows still waiting for receive completions, in QP order: a listener's QPs
@@ -806,7 +746,7 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
                 finished = False
                 break
         t.loop.remove_reader(ch.sock)
-        s = RemoteSummary(scenario={**asdict(sc), "mtu": mtu}, role="listener",
+        s = Summary(scenario={**scenario_fields(sc), "mtu": mtu}, role="listener",
                           transport=t.kind, interface=ep.interface)
         s.wall_ns = time.monotonic_ns() - t0
         s.cpu_s = time.process_time() - cpu0
@@ -847,53 +787,3 @@ def _listener(ch: oob.Channel, sc_hint: RemoteScenario | None, ep: Endpoint, rec
         return s
     finally:
         t.close()
-
-
-# -- the command line (called by roce.cli.emulate) ---------------------------------------
-
-
-def endpoint_from_args(args: argparse.Namespace) -> Endpoint:
-    transport = args.transport or ("raw" if args.interface else None)
-    if transport is None:
-        raise RemoteError("say how to reach the wire: -i IFACE (raw Ethernet) or "
-                          "--transport udp")
-    if transport == "raw" and not args.interface:
-        raise RemoteError("--transport raw needs -i IFACE")
-    return Endpoint(transport=transport, interface=args.interface, ip=args.ip, mac=args.mac,
-                    arp=args.arp, oob_port=args.port, udp_port=args.udp_port,
-                    oob_timeout=args.oob_timeout)
-
-
-def scenario_from_args(args: argparse.Namespace) -> RemoteScenario:
-    return RemoteScenario(op=args.op, size=args.size, count=args.count, mtu=args.mtu,
-                          qps=args.qps, depth=args.depth, seed=args.seed,
-                          psn=args.psn & 0xFFFFFF,
-                          timeout=14 if args.timeout is None else args.timeout,
-                          retry_cnt=args.retry_cnt, rnr_retry=args.rnr_retry,
-                          qp_type=args.qp_type, time_limit_s=args.time_limit,
-                          recovery=args.recovery, loss_rule=args.loss_rule)
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """``roce emulate --listen | --connect HOST``: 0 verified; errors propagate to the
-    CLI's exit-code table (1 options, 2 interface/peer, 4 data not verified)."""
-    prog = "roce emulate"
-    if args.listen and args.connect:
-        raise RemoteError("--listen and --connect exclude each other")
-
-    def log(text: str) -> None:
-        if args.format != "json":
-            print(f"{prog}: {text}", file=sys.stderr, flush=True)
-
-    ep = endpoint_from_args(args)
-    sc = scenario_from_args(args)
-    sc.check(sides=1)
-    try:
-        with pcap_writer(args.pcap) as writer:
-            if args.listen:
-                summary = run_listener(sc, ep, writer, bind=args.bind or "", log=log)
-            else:
-                summary = run_connector(args.connect, sc, ep, writer, log=log)
-    except PermissionError as e:
-        raise InputError(f"{e.strerror or e}: raw Ethernet needs root (CAP_NET_RAW)") from None
-    return emit(summary, args.format, args.pcap)

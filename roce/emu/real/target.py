@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import ipaddress
 import random
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from roce import fast
+from roce.emu import defaults
 from roce.emu.core.constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType, WCStatus
 from roce.emu.core.memory import VA_ALIGN
 from roce.emu.core.qp import AHAttr, QPAttr, QPCap
@@ -43,6 +43,7 @@ from roce.headers import LAYOUTS
 from roce.iface import interface_ipv4, interface_mac, interface_mtu
 from roce.locate import L3_IPV4, OK, explain
 from roce.opcodes import OPCODES
+from roce.psn import PSN_MASK
 from roce.qpn import qpn_range
 
 NO_MAC = "00:00:00:00:00:00"
@@ -226,9 +227,10 @@ class Target:
         mac, ip = self.peer.get(qpn, (NO_MAC, "::" if ":" in self.ctx.ip else "0.0.0.0"))
         qp.to_init(QPAttr(qp_access_flags=ALL_ACCESS))
         qp.to_rtr(QPAttr(path_mtu=self.mtu, dest_qp_num=self.peer_qpns[i],
-                         rq_psn=cfg.psn & 0xFFFFFF, max_dest_rd_atomic=16,
+                         rq_psn=cfg.psn & PSN_MASK, max_dest_rd_atomic=16,
                          min_rnr_timer=cfg.min_rnr_timer, ah_attr=self._ah(mac, ip)))
-        qp.to_rts(QPAttr(sq_psn=cfg.psn & 0xFFFFFF, timeout=14, retry_cnt=7, rnr_retry=7,
+        qp.to_rts(QPAttr(sq_psn=cfg.psn & PSN_MASK, timeout=defaults.ACK_TIMEOUT_REAL,
+                         retry_cnt=defaults.RETRY_CNT, rnr_retry=defaults.RNR_RETRY,
                          max_rd_atomic=16))
         self.qps[qpn] = qp
         self.cqs[qpn] = cq
@@ -301,7 +303,7 @@ class Target:
                  f"-- MR rkey 0x{self.mr.rkey:08x} va 0x{self.mr.addr:x} size {self.mr.length} "
                  f"(fill {cfg.fill})"]
         for i, qpn in enumerate(self.qps):
-            lines.append(f"-- QP 0x{qpn:06x} RC ePSN 0x{cfg.psn & 0xFFFFFF:06x} MTU {self.mtu}"
+            lines.append(f"-- QP 0x{qpn:06x} RC ePSN 0x{cfg.psn & PSN_MASK:06x} MTU {self.mtu}"
                          f" -> peer QP 0x{self.peer_qpns[i]:06x}, "
                          f"{cfg.recv_depth} receives of {cfg.recv_size} bytes")
         return "\n".join(lines)
@@ -326,7 +328,7 @@ class Target:
                 if not self.cfg.recover:
                     continue
                 self._say(f"QP 0x{qpn:06x} went to ERR (NAKs sent: {naks or 'none'}); "
-                          f"re-created, ePSN 0x{self.cfg.psn & 0xFFFFFF:06x}")
+                          f"re-created, ePSN 0x{self.cfg.psn & PSN_MASK:06x}")
                 cq.poll(1 << 16)
                 qp.close()
                 self.stats.recovered += 1
@@ -335,7 +337,8 @@ class Target:
     def run(self, count: int | None = None, duration: float | None = None,
             stop: Callable[[], bool] | None = None) -> TargetStats:
         """Serve until ``count`` requests were received, ``duration`` s passed, or
-        ``stop()``; Ctrl-C (and SIGTERM) end it cleanly."""
+        ``stop()``; a KeyboardInterrupt (every stop signal under ``roce.cli``: Ctrl-C,
+        SIGTERM, SIGHUP) ends it cleanly."""
         end = None if duration is None else time.monotonic() + duration
         # what set-up made lives as long as the target: keep full collections (several ms
         # over the imports' objects) from stalling an answer
@@ -361,13 +364,5 @@ class Target:
         self.loop.close()
 
 
-def sigterm_as_interrupt() -> None:
-    """SIGTERM ends the target like Ctrl-C (pcap closed, totals printed)."""
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 __all__ = ["FrameLog", "Target", "TargetConfig", "TargetStats", "fill_bytes",
-           "fill_into", "sigterm_as_interrupt"]
+           "fill_into"]
