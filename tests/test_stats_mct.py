@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from profiles import examples
 from test_stats import (
     ENGINES,
+    MTU,
     QA,
     QB,
     T0,
@@ -530,8 +531,9 @@ def timed_traffic(seed: int, n: int) -> list[Frame]:
                     enumerate(message(rnd.choice(["WRITE", "SEND"]), 0, size))]
             nxt[qp] = (p + len(pkts)) & 0xFFFFFF
         elif k < 0.45:
-            pkts = [read_req(p, rnd.choice([100, 2048]))]
-            nxt[qp] = (p + 2) & 0xFFFFFF
+            size = rnd.choice([100, 2048, 4096])
+            pkts = [read_req(p, size)]
+            nxt[qp] = (p + max(2, size // MTU)) & 0xFFFFFF
         elif k < 0.5:
             pkts = [atomic(p)]
             nxt[qp] = (p + 1) & 0xFFFFFF
@@ -543,10 +545,11 @@ def timed_traffic(seed: int, n: int) -> list[Frame]:
         elif k < 0.75:
             e = (p - rnd.randrange(1, 6)) & 0xFFFFFF
             pkts = [nak(e, msn=(e + rnd.randrange(1, 4)) & 0xFFFFFF)]
-        elif k < 0.85:
-            e = (p - 2) & 0xFFFFFF
+        elif k < 0.85:  # READ responses (with Middles at 4096 bytes) or an atomic ACK
+            size = rnd.choice([100, 2048, 4096])
+            e = (p - max(2, size // MTU)) & 0xFFFFFF
             if rnd.random() < 0.7:
-                rs = read_resp(0, rnd.choice([100, 2048]))
+                rs = read_resp(0, size)
                 pkts = [set_psn(x, e + j) for j, x in enumerate(rs)]
             else:
                 pkts = [atomic_ack((p - 1) & 0xFFFFFF)]
@@ -623,3 +626,38 @@ def test_completion_times_at_the_senders_port_match_the_emulators(
     for q in ("p50", "p99"):
         gap = sent["fct_ns"][q] - f.completion[q]
         assert 2 * delay <= gap <= 2 * delay + 500, (q, gap)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([30, 120, 400]))
+def test_the_shortcuts_change_nothing(seed: int, n: int) -> None:
+    """The usual request Middle and READ response Middle skip the full accounting
+    (flowref._extends, _only_covers): taking the full path for every packet gives the same
+    report."""
+    frames = timed_traffic(seed, n)
+    want = analyse(frames, engine="reference").to_dict()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(flowref, "_extends", lambda f, psn: False)
+        mp.setattr(flowref, "_only_covers", lambda y, c: False)
+        got = analyse(frames, engine="reference").to_dict()
+    assert got == want
+
+
+def test_the_twin_traffic_takes_the_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So the test above compares something: both shortcuts are taken."""
+    taken = {"_extends": 0, "_only_covers": 0}
+
+    def counted(name: str):
+        real = getattr(flowref, name)
+
+        def f(*a: object) -> bool:
+            got = real(*a)
+            taken[name] += bool(got)
+            return got
+        return f
+
+    for name in taken:
+        monkeypatch.setattr(flowref, name, counted(name))
+    for s in range(10):
+        analyse(timed_traffic(s, 400), engine="reference")
+    assert all(v >= 20 for v in taken.values()), taken

@@ -208,9 +208,11 @@ cdef inline Py_ssize_t _bucket(int64_t v) noexcept
 @cython.locals(e=int64_t)
 cdef inline int64_t _bucket_low(Py_ssize_t k) noexcept
 cdef inline int64_t _bucket_width(Py_ssize_t k) noexcept
-@cython.locals(tm=_Timing, r=_Ring, n=int64_t, m=int64_t, end=int64_t, last=bint)
+@cython.locals(tm=_Timing, n=int64_t, m=int64_t, end=int64_t, last=bint)
 cdef int _time_request(_Flow f, int64_t psn, int pos, int cls, int ackreq, int dup,
                        int64_t dmalen, int64_t ts) except -1
+cdef inline bint _extends(_Flow f, int64_t psn) noexcept
+cdef inline bint _only_covers(_Flow y, int64_t c) noexcept
 @cython.locals(i=Py_ssize_t)
 cdef bint _waits(_Ring r, int64_t psn) noexcept
 @cython.locals(r=_Ring, w=int64_t, b=int64_t, i=Py_ssize_t, p=int64_t, nxt=int64_t)
@@ -268,7 +270,7 @@ cdef class Analyzer:
     @cython.locals(bth=int, l3o=int, psn=uint32_t, dmalen=int64_t, syn=int64_t, msn=int64_t,
                    s=int, cls=int, pos=int, kind=int, icrc=uint32_t, icrc_stored=uint32_t,
                    calc=int, got=int, rule=int, v=int, t=PSNTracker, selective=bint,
-                   timed=bint, ev=int)
+                   timed=bint, ev=int, ackreq=int)
     cdef int _packet(self, _Flow f, const uint8_t *p, Py_ssize_t n, WalkResult w, int64_t fn,
                      int64_t ts, int op, int64_t plen, int64_t origlen, bint bad,
                      bint truncated) except -1

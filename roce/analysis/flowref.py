@@ -870,12 +870,6 @@ def _time_request(f, psn, pos, cls, ackreq, dup, dmalen, ts):
     tm = f.tm
     if tm is None:
         tm = f.tm = _Timing()
-    if dup == 0 and pos == _P_MIDDLE and cls == _C_DATA and not ackreq and tm.hi == psn:
-        # the usual packet, the next of a message under way: only the highest PSN moves
-        r = tm.msgs
-        if r.n and not r.word(r.n - 1) & _W_ENDED:
-            tm.hi = (psn + 1) & _PSN_MASK
-            return 0
     n = 1
     if cls == _C_READ and dmalen > 0:
         # as far as the path's MTU takes it: the largest First/Middle payload seen, never
@@ -900,6 +894,28 @@ def _time_request(f, psn, pos, cls, ackreq, dup, dmalen, ts):
     if last or ackreq or dup:
         _probe(tm, psn, dup, ts)
     return 0
+
+
+def _extends(f, psn):
+    """Is the request at ``psn`` the next packet of flow ``f``'s newest waiting message,
+    still open?  Then it only moves the highest PSN (the usual packet: ``_time_request``
+    is not called)."""
+    return (f.tm is not None and f.tm.hi == psn and f.tm.msgs.n > 0
+            and not f.tm.msgs.word(f.tm.msgs.n - 1) & _W_ENDED)
+
+
+def _only_covers(y, c):
+    """Does a response of flow ``y`` covering the PSNs before ``c``, not the last of a READ,
+    only move the coverage of the flow it answers: within its range and past its coverage,
+    with no waiting message ending and no probe before ``c``?  (The usual READ response
+    Middle: ``_time_response`` is not called.)"""
+    return (y.ack_of is not None and y.ack_of.tm.cov >= 0
+            and _psn_diff(c, y.ack_of.tm.cov) > 0 and _psn_diff(y.ack_of.tm.hi, c) >= 0
+            and (y.ack_of.tm.msgs.n == 0
+                 or not y.ack_of.tm.msgs.word(0) & _W_ENDED
+                 or _psn_diff(c, (y.ack_of.tm.msgs.word(0) >> _W_END_SHIFT) & _PSN_MASK) < 0)
+            and (y.ack_of.tm.probes.n == 0
+                 or _psn_diff(c, y.ack_of.tm.probes.word(0) & _PSN_MASK) <= 0))
 
 
 def _waits(r, psn):
@@ -1414,8 +1430,12 @@ class Analyzer:
                 return 0
             ev = self._feed_req(f, psn, 1, fn, ts, cls == _C_READ)
             if timed:
-                _time_request(f, psn, pos, cls, _field(p, bth, _F_ACKREQ),
-                              1 if ev == _EV_DUPLICATE else 0, dmalen, ts)
+                ackreq = _field(p, bth, _F_ACKREQ)
+                if ev != _EV_DUPLICATE and pos == _P_MIDDLE and not ackreq and _extends(f, psn):
+                    f.tm.hi = (psn + 1) & _PSN_MASK  # the usual packet: nothing else to do
+                else:
+                    _time_request(f, psn, pos, cls, ackreq, 1 if ev == _EV_DUPLICATE else 0,
+                                  dmalen, ts)
             if ev == _EV_DUPLICATE:
                 return 0
             f.c[_CT_UNIQUE] += plen
@@ -1464,8 +1484,11 @@ class Analyzer:
             if cls == _C_ATOMIC_ACK:
                 f.c[_CT_ATOMIC_ACKS] += 1
             if not bad:  # flowrules, "completion times": a READ's last response, an atomic's
-                _time_response(f, (psn + 1) & _PSN_MASK, psn if cls == _C_ATOMIC_ACK or
-                               pos == _P_LAST or pos == _P_ONLY else -1, ts)
+                if pos == _P_MIDDLE and _only_covers(f, (psn + 1) & _PSN_MASK):
+                    f.ack_of.tm.cov = (psn + 1) & _PSN_MASK  # the usual READ response
+                else:
+                    _time_response(f, (psn + 1) & _PSN_MASK, psn if cls == _C_ATOMIC_ACK or
+                                   pos == _P_LAST or pos == _P_ONLY else -1, ts)
             t = f.rsp
             if t is None:
                 t = f.rsp = fast.PSNTracker()
