@@ -51,7 +51,7 @@ cdef int64_t _SACK_AHEAD, _ATOMIC_BYTES, _DEFAULT_MTU, _MAX_OPEN, _REORDER_HOLD
 cdef int64_t _MAX_READ_PSNS, _VCRC_SIZE, _M32, _SIGN32, _WRAP32, _I64_MAX, _I64_MIN, _NS
 cdef uint64_t _M64, _FNV_BASIS, _FNV_PRIME
 cdef int64_t _MIN_MTU, _MAX_OUTSTANDING, _W_END_SHIFT, _W_END_MASK, _W_ENDED, _W_HEADLESS
-cdef int64_t _W_OWN_RESPONSE, _W_RETX, _LSUB_BITS, _LSUB, _LBUCKETS
+cdef int64_t _W_OWN_RESPONSE, _W_RETX, _LSUB_BITS, _LSUB, _LBUCKETS, _LEXACT
 
 # -- reading a frame, numbers --------------------------------------------------------------------
 @cython.locals(q=Py_ssize_t, v=uint64_t, k=int)
@@ -128,11 +128,13 @@ cdef class _Ring:
 @cython.final
 cdef class _Hist:
     cdef int64_t n, least, most
-    cdef Py_ssize_t lo, size
-    cdef int64_t[::1] b
+    cdef Py_ssize_t lo, size, excap
+    cdef int64_t[::1] b, ex
 
-    @cython.locals(k=Py_ssize_t)
+    @cython.locals(k=int64_t)
     cdef int add(self, int64_t v, int64_t count) except -1
+    @cython.locals(cap=Py_ssize_t, e=int64_t[::1], j=Py_ssize_t)
+    cdef int _keep(self, Py_ssize_t i, int64_t v) except -1
     @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, j=Py_ssize_t)
     cdef int _widen(self, Py_ssize_t k) except -1
     @cython.locals(j=Py_ssize_t)

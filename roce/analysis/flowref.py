@@ -231,6 +231,7 @@ _W_RETX = 1 << 24
 _LSUB_BITS = R.LATENCY_SUB_BITS
 _LSUB = 1 << _LSUB_BITS
 _LBUCKETS = R.LATENCY_BUCKETS
+_LEXACT = R.LATENCY_EXACT  # values kept as they are, for exact quantiles of few values
 _VCRC_SIZE = 2  # native InfiniBand's VCRC after the ICRC (roce.families.ib.crc.VCRC_SIZE)
 _M32, _SIGN32, _WRAP32 = (1 << 32) - 1, 1 << 31, 1 << 32
 _I64_MAX = (1 << 63) - 1
@@ -591,14 +592,16 @@ def _bucket_width(k):
 
 class _Hist:
     """Latencies in ns (flowrules, "latency histogram"): how many, the least and the most,
-    and counts by bucket from bucket ``lo``, over the buckets met so far."""
+    and counts by bucket from bucket ``lo``, over the buckets met so far; while there are at
+    most ``_LEXACT``, the values themselves too, in order (``ex``, room for ``excap``)."""
 
-    __slots__ = ("n", "least", "most", "lo", "size", "b")
+    __slots__ = ("n", "least", "most", "lo", "size", "b", "ex", "excap")
 
     def __init__(self) -> None:
         self.n = self.least = self.most = 0
-        self.lo = self.size = 0
+        self.lo = self.size = self.excap = 0
         self.b = array("q")
+        self.ex = array("q")
 
     def add(self, v, count):
         """``count`` values of ``v`` ns."""
@@ -606,6 +609,9 @@ class _Hist:
             self.least = v
         if self.n == 0 or v > self.most:
             self.most = v
+        if self.n + count <= _LEXACT:
+            for k in range(count):
+                self._keep(self.n + k, v)
         self.n += count
         k = _bucket(v)
         if k < self.lo or k >= self.lo + self.size:
@@ -627,6 +633,23 @@ class _Hist:
         self.b, self.lo, self.size = b, lo, hi - lo
         return 0
 
+    def _keep(self, i, v):
+        """``v`` into the values kept in order, of which there are ``i``."""
+        if i == self.excap:
+            cap = 4 if self.excap == 0 else 2 * self.excap
+            if cap > _LEXACT:
+                cap = _LEXACT
+            e = array("q", [0]) * cap
+            for j in range(i):
+                e[j] = self.ex[j]
+            self.ex, self.excap = e, cap
+        j = i
+        while j > 0 and self.ex[j - 1] > v:
+            self.ex[j] = self.ex[j - 1]
+            j -= 1
+        self.ex[j] = v
+        return 0
+
     def merge(self, other):
         """Add the values of ``other``."""
         if other.n == 0:
@@ -635,6 +658,9 @@ class _Hist:
             self.least = other.least
         if self.n == 0 or other.most > self.most:
             self.most = other.most
+        if self.n + other.n <= _LEXACT:
+            for j in range(other.n):
+                self._keep(self.n + j, other.ex[j])
         self.n += other.n
         if self.size == 0 or other.lo < self.lo:
             self._widen(other.lo)
@@ -645,10 +671,12 @@ class _Hist:
         return 0
 
     def quantile(self, num, den):
-        """The nearest-rank quantile ``num / den``: the middle of the bucket that holds rank
-        ceil(n * num / den), within the least and the most (themselves at the first and the
-        last rank)."""
+        """The nearest-rank quantile ``num / den``: the value of rank ceil(n * num / den)
+        while the values are kept, else the middle of the bucket that holds that rank, within
+        the least and the most (themselves at the first and the last rank)."""
         rank = (self.n * num + den - 1) // den
+        if self.n <= _LEXACT:
+            return self.ex[rank - 1 if rank > 0 else 0]
         if rank <= 1:
             return self.least
         if rank >= self.n:

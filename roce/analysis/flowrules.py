@@ -186,14 +186,16 @@ latency histogram
     per flow, completion times and ACK round-trip times are kept as counts by bucket: exact
     below 2^``LATENCY_SUB_BITS`` ns, then 2^``LATENCY_SUB_BITS`` buckets per power of two
     (bucket width at most 2^-``LATENCY_SUB_BITS`` of its values), with the exact minimum and
-    maximum.  A quantile is the nearest-rank one (rank ceil(q * n)); its value is the middle
-    of the bucket holding that rank, clamped to the minimum and maximum (the exact minimum at
-    rank 1, the maximum at rank n): within 2^-(``LATENCY_SUB_BITS`` + 1) (0.78 %) of the exact
-    value.  (A reservoir of samples would give quantiles with a random error that grows
-    towards p99; the histogram's error is fixed and its memory does not grow with the
-    samples.)  Memory: the buckets between the smallest and largest value seen, at most
-    ``LATENCY_BUCKETS`` of 8 bytes (29 KB), typically a few KB, whatever the number of
-    messages.
+    maximum; while there are at most ``LATENCY_EXACT`` values, the values themselves too.  A
+    quantile is the nearest-rank one (rank ceil(q * n)): of at most ``LATENCY_EXACT`` values,
+    the value of that rank, exact; of more, the middle of the bucket holding that rank,
+    clamped to the minimum and maximum (the exact minimum at rank 1, the maximum at rank n):
+    within 2^-(``LATENCY_SUB_BITS`` + 1) (0.78 %) of the exact value.  (A reservoir of
+    samples would give quantiles with a random error that grows towards p99; the histogram's
+    error is fixed and its memory does not grow with the samples.)  Memory: the buckets
+    between the smallest and largest value seen, at most ``LATENCY_BUCKETS`` of 8 bytes (29
+    KB), typically a few KB, and at most ``LATENCY_EXACT`` values of 8 bytes, whatever the
+    number of messages.
 """
 
 from __future__ import annotations
@@ -241,6 +243,9 @@ MAX_OUTSTANDING = 32768
 LATENCY_SUB_BITS = 6  # the latency histogram's buckets per power of two: 2^6 (see above)
 # Buckets a latency histogram can have: values from 0 to 2^63 - 1 ns.
 LATENCY_BUCKETS = (64 - LATENCY_SUB_BITS) << LATENCY_SUB_BITS
+# Values a latency histogram also keeps as they are, for exact quantiles while there are no
+# more (see "latency histogram"): 512 bytes at most.
+LATENCY_EXACT = 64
 __all__ = ["BATCH", "COUNTERS", "EVENTS", "EVENT_KINDS", "KIND_KEYS", "KIND_NAMES",
            "OPINFO", "PSN_MASK", "SACK_AHEAD", "SEVERITIES", "TEXTS"]
 
