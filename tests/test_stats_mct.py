@@ -371,6 +371,17 @@ def test_parquet_carries_the_times(tmp_path: Path, capsys: pytest.CaptureFixture
         assert got[key] == want[key]
     assert rows[QA]["completion.p50"] is None and rows[QA]["timed_messages"] == 0
     assert str(t.schema.field("completion.p99").type) == "duration[ns]"
+    # the capture's times: one row, as the JSON report's "latency" and totals
+    t = pq.read_table(tmp_path / "t" / "latency.parquet")
+    (row,) = pa.Table.from_arrays([c.cast(pa.int64()) if pa.types.is_duration(c.type) else c
+                                   for c in t.columns], names=t.column_names).to_pylist()
+    assert row["capture"] == str(cap)
+    for key in ("min", "p50", "p99", "max"):
+        assert row[f"completion.{key}"] == doc["latency"]["completion_ns"][key]
+        assert row[f"ack_rtt.{key}"] == doc["latency"]["ack_rtt_ns"][key]
+    assert (row["completion.p50"], row["completion.max"]) == (1000, 12_800)
+    assert (row["timed_messages"], row["unacknowledged_messages"], row["ack_rtt_samples"]) == (
+        5, 0, 5)
 
 
 def test_text_shows_the_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -153,6 +153,29 @@ def cm_rows(capture: str, connections: list[dict[str, Any]]) -> list[dict[str, A
     return [{"capture": capture, **c} for c in connections]
 
 
+def latency_schema() -> Any:
+    pa = need_pyarrow()
+    fields: list[tuple[str, Any]] = [("capture", pa.dictionary(pa.int32(), pa.string()))]
+    fields += [(f"{col}.{q}", pa.duration("ns")) for _, col in _LATENCIES for q in _QUANTILES]
+    fields += [(k, pa.uint64()) for k in _LATENCY_COUNTS]
+    return pa.schema(fields)
+
+
+# The capture's counts of what was timed (the totals' keys; flowrules, "completion times").
+_LATENCY_COUNTS = ("timed_messages", "unacknowledged_messages", "ack_rtt_samples")
+
+
+def latency_rows(capture: str, d: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row of the latency table: the capture's completion and ACK round-trip times, every
+    flow's together (``Report.to_dict()["latency"]``), and how many were timed."""
+    row: dict[str, Any] = {"capture": capture}
+    for key, col in _LATENCIES:
+        summary = d["latency"][key] or {}
+        row.update({f"{col}.{q}": summary.get(q) for q in _QUANTILES})
+    row.update({k: d["totals"][k] for k in _LATENCY_COUNTS})
+    return [row]
+
+
 # ``roce stats -T parquet -w DIR``: DIR/<name>.parquet for each, from a report's sections
 STATS_TABLES: dict[str, tuple[Any, Any]] = {
     "flows": (flow_schema, lambda cap, d: flow_rows(cap, d["flows"])),
@@ -160,6 +183,7 @@ STATS_TABLES: dict[str, tuple[Any, Any]] = {
     "congestion": (congestion_schema, lambda cap, d: congestion_rows(cap, d["congestion"])),
     "pfc": (pfc_schema, lambda cap, d: pfc_rows(cap, d["pfc"])),
     "cm": (cm_schema, lambda cap, d: cm_rows(cap, d.get("cm_connections", []))),
+    "latency": (latency_schema, latency_rows),
 }
 
 
