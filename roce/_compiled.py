@@ -35,6 +35,13 @@ import os
 import sys
 import warnings
 
+# Only the modules whose compiled form measurably speeds up the emulator's benchmarks
+# (bench/bench_cc.py, bench/bench_emulator.py): each costs install time (bench/RESULTS.md,
+# "Install time").  Left interpreted, since compiling them made those runs no faster:
+# selective repeat and RACK (``selective``, ``rack``, ``recovery``; an sr run takes ~5 % more
+# CPU), UC and UD (``unreliable``), TIMELY and the congestion-control base class
+# (``cc.timely``, ``cc.base``), the switch's stages and frame offsets (``net.stages``,
+# ``net.frames``).
 MODULES = (
     "roce.psn",
     "roce.emu.completer",
@@ -43,25 +50,17 @@ MODULES = (
     "roce.emu.memory",
     "roce.emu.placement",
     "roce.emu.qp",
-    "roce.emu.rack",
-    "roce.emu.recovery",
     "roce.emu.requester",
     "roce.emu.responder",
-    "roce.emu.selective",
-    "roce.emu.unreliable",
     "roce.emu.wire",
-    "roce.emu.cc.base",
     "roce.emu.cc.dcqcn",
     "roce.emu.cc.driver",
     "roce.emu.cc.np",
-    "roce.emu.cc.timely",
     "roce.emu.net.buffer",
-    "roce.emu.net.frames",
     "roce.emu.net.link",
     "roce.emu.net.nic",
     "roce.emu.net.pfc",
     "roce.emu.net.sim",
-    "roce.emu.net.stages",
     "roce.emu.net.switch",
 )
 
@@ -152,7 +151,7 @@ class _Chooser(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
         if name not in MODULES:
-            return None
+            return _leftover(name, path)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.origin is None or spec.origin.endswith(".py"):
             return None  # not built (or not found): the normal import
@@ -169,6 +168,41 @@ class _Chooser(importlib.abc.MetaPathFinder):
         if self.pure or self.stale:
             return importlib.util.spec_from_file_location(name, src)
         return spec
+
+
+def _leftover(name: str, path: object) -> object:
+    """The ``.py`` of a module that is not in MODULES but has a compiled form beside it: one
+    an earlier build compiled (MODULES was longer then), left in a source tree by an in-place
+    build.  Nothing records what it was built from, so it is never loaded (one warning)."""
+    if not name.startswith("roce."):
+        return None
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+        return None
+    src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
+    if not os.path.exists(src):
+        return None  # built from a .pyx (``_fastpath``): no .py form
+    warnings.warn(f"roce: {spec.origin} is left from an earlier build (roce/_compiled.py no "
+                  f"longer compiles {name}); running {src}. Rebuild (pip install -e .) to "
+                  "remove it.", RuntimeWarning, stacklevel=2)
+    return importlib.util.spec_from_file_location(name, src)
+
+
+def leftover_builds(root: str) -> list[str]:
+    """Compiled modules in the source tree ``root`` that a build no longer makes: the
+    extension files beside a ``.py`` of a module not in MODULES (``setup.py`` removes them
+    after an in-place build)."""
+    out = []
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    for d, _dirs, files in os.walk(os.path.join(root, "roce")):
+        for f in files:
+            stem = next((f[:-len(s)] for s in suffixes if f.endswith(s)), None)
+            if stem is None or not os.path.exists(os.path.join(d, stem + ".py")):
+                continue
+            name = ".".join(os.path.relpath(os.path.join(d, stem), root).split(os.sep))
+            if name not in MODULES:
+                out.append(os.path.join(d, f))
+    return sorted(out)
 
 
 def install_finder() -> None:
