@@ -75,7 +75,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.fabric": {"LinkStats": {}},
     "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_done.st": "LinkStats"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
-    "roce.emu.net.buffer": {"Account": {}, "SharedBuffer": {}},
+    # ``congested`` is handed to PFC as a bound method (``PfcSender.xoff``): taken from a
+    # typed object, Cython makes a cpdef method a C function of the wrong signature (an error
+    # with GCC >= 14, a call without its hidden argument otherwise)
+    "roce.emu.net.buffer": {"Account": {"congested": "def"}, "SharedBuffer": {}},
     "roce.emu.net.switch": {
         "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender"},
         "Switch": {"net": "Network", "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
