@@ -33,8 +33,10 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 CYTHON_DIR = os.path.join("build", "cython")  # generated C (relative: the build runs in ROOT)
-FASTPATH_FLAGS = ["-O3"]
-EMULATOR_FLAGS = ["-O1", "-g0"]
+# what GCC >= 14 refuses by default fails the build with any GCC (and clang)
+STRICT = ["-Werror=incompatible-pointer-types"]
+FASTPATH_FLAGS = ["-O3", *STRICT]
+EMULATOR_FLAGS = ["-O1", "-g0", *STRICT]
 # Annotations stay hints (annotation_typing off): the compiled form must behave exactly as
 # the interpreted one.
 EMULATOR_DIRECTIVES = {"annotation_typing": False, "binding": True}
@@ -107,8 +109,8 @@ class BuildExt(build_ext):
         order = sorted(self.extensions, key=lambda e: (e.name != "roce._fastpath",
                                                        -os.path.getsize(e.sources[0])))
         todo = self._stale_c(order)
-        self._say(f"building {len(order)} extension modules with {jobs} jobs; Cython writes "
-                  f"the C of {len(todo)} (the others' sources are unchanged)")
+        self._say(f"building {len(order)} extension modules, {jobs} at a time; C to write "
+                  f"with Cython: {len(todo)} (new or changed sources)")
         made = {"compiled": 0, "cached": 0}
         with ProcessPoolExecutor(jobs) if todo else nullcontext() as cython_pool:
             # Cython's own function in the workers: a function of this file cannot be sent
@@ -120,13 +122,19 @@ class BuildExt(build_ext):
             with ThreadPoolExecutor(jobs) as pool:
                 futures = {pool.submit(self._build_one, ext, c_files.get(ext.name)): ext
                            for ext in order}
-                for n, done in enumerate(as_completed(futures), 1):
-                    how, seconds = done.result()
-                    made[how] += 1
-                    what = f"compiled in {seconds:.1f} s" if how == "compiled" else \
-                        "taken from the build cache"
-                    self._say(f"[{n:>2}/{len(order)}] {futures[done].name} {what} "
-                              f"({time.monotonic() - start:.0f} s)")
+                try:
+                    for n, done in enumerate(as_completed(futures), 1):
+                        how, seconds = done.result()
+                        made[how] += 1
+                        what = f"compiled in {seconds:.1f} s" if how == "compiled" else \
+                            "taken from the build cache"
+                        self._say(f"[{n:>2}/{len(order)}] {futures[done].name} {what} "
+                                  f"({time.monotonic() - start:.0f} s)")
+                except BaseException:  # the first error ends the build: nothing more starts
+                    for p in (pool, cython_pool):
+                        if p is not None:
+                            p.shutdown(wait=False, cancel_futures=True)
+                    raise
         self._say(f"done in {time.monotonic() - start:.0f} s: {made['compiled']} compiled, "
                   f"{made['cached']} from the cache")
 
