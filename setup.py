@@ -1,15 +1,15 @@
-"""Build the Cython fast path and the compiled emulator modules; everything else is in
-pyproject.toml.
+"""Build the Cython fast path, the compiled emulator modules and the flow engine; everything
+else is in pyproject.toml.
 
 How the build spends its time (bench/RESULTS.md, "Install time"; docs/architecture.md,
 "Compiled modules"):
 
 - Cython writes the C of a module only when what it reads changed (``_buildcache``: by
   content, never by file times), in ``build/cython``, on every core.
-- The C compiler runs on every core, the longest compile first (``_fastpath``), as soon as a
-  module's C is written.  ``_fastpath``'s hand-written C loops get ``-O3``; the emulator's
-  generated C gets ``-O1 -g0``: -O2 ran the emulator 2-3 % faster and took 1.7 times as long
-  to compile.
+- The C compiler runs on every core, the longest compiles first (``_fastpath``, the flow
+  engine), as soon as a module's C is written.  ``_fastpath``'s hand-written C loops and the
+  flow engine's typed C get ``-O3``; the emulator's generated C gets ``-O1 -g0``: -O2 ran the
+  emulator 2-3 % faster and took 1.7 times as long to compile.
 - Each linked module is kept in ``build/ext-cache`` under the SHA-256 of what it is made of;
   a later build of the same sources (``pip install -e .`` after ``pip install .``) copies it
   instead of compiling.  ``ROCE_BUILD_CACHE=0`` turns the cache off.
@@ -40,6 +40,13 @@ EMULATOR_FLAGS = ["-O1", "-g0", *STRICT]
 # Annotations stay hints (annotation_typing off): the compiled form must behave exactly as
 # the interpreted one.
 EMULATOR_DIRECTIVES = {"annotation_typing": False, "binding": True}
+# The flow engine (roce/analysis/flowref.py compiled, unchanged, as roce.analysis._flowengine,
+# beside the .py that stays the interpreted reference: _compiled.TWINS).  Its C types are in
+# roce/analysis/_flowengine.pxd, so here annotations stay hints too; Python's division, and no
+# bounds checks (the source indexes only what it checked).
+TWIN_FLAGS = ["-O3", *STRICT]
+TWIN_DIRECTIVES = {"annotation_typing": False, "boundscheck": False, "wraparound": False,
+                   "initializedcheck": False, "cdivision": False}
 
 
 def openmp_flags() -> list[str]:
@@ -105,7 +112,7 @@ class BuildExt(build_ext):
         where = cache_lib["cache_dir"](os.path.join(ROOT, "build", "ext-cache"))
         self._cache = cache_lib["Cache"](where) if where else None
         self._cc_version = compiler_version(getattr(self.compiler, "compiler_so", None) or [])
-        # the longest compile first: _fastpath, then the largest sources
+        # the longest compiles first: _fastpath, then the largest sources
         order = sorted(self.extensions, key=lambda e: (e.name != "roce._fastpath",
                                                        -os.path.getsize(e.sources[0])))
         todo = self._stale_c(order)
@@ -149,10 +156,17 @@ class BuildExt(build_ext):
             base, kind = os.path.splitext(src)
             if kind not in (".py", ".pyx"):
                 continue
-            directives = {} if kind == ".pyx" else EMULATOR_DIRECTIVES
+            twin = ext.name in compiled["TWINS"]
+            directives = {} if kind == ".pyx" else TWIN_DIRECTIVES if twin else \
+                EMULATOR_DIRECTIVES
             c_file = os.path.join(CYTHON_DIR, base + ".c")
-            # what Cython reads in this tree (its own Includes: its version says them)
-            files = [src] + sorted(p for p in set(tree.all_dependencies(src)) - {src}
+            # what Cython reads in this tree (its own Includes: its version says them); a
+            # twin's .pxd is named after the module it builds, not its source: Cython's
+            # dependency tree does not list it, nor what it cimports
+            extra = [*compiled["twin_sources"](ext.name), os.path.join("roce", "_fastpath.pxd")] \
+                if twin else []
+            deps = set(tree.all_dependencies(src)) | set(extra)
+            files = [src] + sorted(os.path.normpath(p) for p in deps - {src}
                                    if not os.path.relpath(p).startswith(os.pardir))
             fp = cache_lib["cython_fingerprint"](
                 Cython.__version__, {"language_level": 3, **directives}, files)
@@ -221,9 +235,13 @@ def extensions() -> list[Extension]:
     # The emulator's per-packet modules, compiled from their .py source unchanged
     # (roce/_compiled.py lists them; ROCE_PURE=1 runs the .py form).  The classes of its
     # CLASSES become extension types through generated .pxd files.
-    return [fast] + [Extension(name, sources=[name.replace(".", "/") + ".py"],
-                               extra_compile_args=list(EMULATOR_FLAGS))
-                     for name in compiled["MODULES"]]
+    emulator = [Extension(name, sources=[name.replace(".", "/") + ".py"],
+                          extra_compile_args=list(EMULATOR_FLAGS))
+                for name in compiled["MODULES"]]
+    twins = [Extension(name, sources=[src.replace(".", "/") + ".py"],
+                       extra_compile_args=list(TWIN_FLAGS))
+             for name, src in compiled["TWINS"].items()]
+    return [fast, *emulator, *twins]
 
 
 compiled = runpy.run_path(os.path.join(ROOT, "roce", "_compiled.py"))

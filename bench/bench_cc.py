@@ -13,6 +13,10 @@ compiled modules in their interpreted form, roce/_compiled.py), alternating with
 runs, checks that both give the same results, and reports the speed ratio of the two.
 
     python bench/bench_cc.py [--senders 2,4,8,16,32,64] [--markdown] [--repeat 3] [--vs-pure]
+
+``--buffer BYTES`` and ``--count N`` (messages per sender, one outstanding) change the sweep's
+12 MiB and one message: with ``--buffer 2097152 --count 8 --senders 16`` it measures whether DCQCN
+cuts the pause frames of a small buffer's incast (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -25,7 +29,12 @@ import sys
 
 from roce.emu.cc import configure
 from roce.emu.net.runner import NetScenario, run_network
-from roce.emu.scenario import Scenario, run_scenario
+
+try:
+    from roce.emu.net.runner import run_scenario
+except ImportError:  # a tree from before p2p ran on the simulated network's runner
+    from roce.emu.scenario import run_scenario  # type: ignore[attr-defined, no-redef]
+from roce.emu.scenario import Scenario
 
 P2P = Scenario(op="write", size=1 << 20, count=16)
 
@@ -33,14 +42,17 @@ P2P = Scenario(op="write", size=1 << 20, count=16)
 SENDERS = (2, 4, 8, 16, 32, 64)
 
 
-def scenario(n: int, cc: str, pfc: bool) -> NetScenario:
+def scenario(n: int, cc: str, pfc: bool, buffer: int = 12 << 20, count: int = 1) -> NetScenario:
     """One case of the sweep (bench/net_equal.py replays the same ones)."""
-    return NetScenario(topology=f"incast:{n}", op="write", size=1 << 20, count=1, depth=1,
-                       mtu=4096, rate_gbps=100.0, pfc=pfc, cc=configure(cc))
+    return NetScenario(topology=f"incast:{n}", op="write", size=1 << 20, count=count, depth=1,
+                       buffer=buffer, mtu=4096, rate_gbps=100.0, pfc=pfc, cc=configure(cc))
+
+
+SHAPE = {"buffer": 12 << 20, "count": 1}  # --buffer, --count
 
 
 def case(n: int, cc: str, pfc: bool) -> dict:
-    s = run_network(scenario(n, cc, pfc))
+    s = run_network(scenario(n, cc, pfc, **SHAPE))
     f = s.fabric
     return {"senders": n, "cc": cc, "pfc": "on" if pfc else "off", "ok": s.data_verified,
             "p50_us": s.fct_ns["p50"] / 1e3, "p99_us": s.fct_ns["p99"] / 1e3,
@@ -55,7 +67,9 @@ class PureChild:
 
     def __init__(self) -> None:
         env = {**os.environ, "ROCE_PURE": "1"}
-        self.p = subprocess.Popen([sys.executable, __file__, "--serve"], env=env, text=True,
+        self.p = subprocess.Popen([sys.executable, __file__, "--serve", "--buffer",
+                                   str(SHAPE["buffer"]), "--count", str(SHAPE["count"])],
+                                  env=env, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def case(self, n: int, cc: str, pfc: bool) -> dict:
@@ -89,8 +103,13 @@ def main() -> None:
                     help="runs per case: the median and the best are shown (default 5)")
     ap.add_argument("--vs-pure", action="store_true",
                     help="also run each case with the emulator modules interpreted")
+    ap.add_argument("--buffer", type=int, default=SHAPE["buffer"],
+                    help="switch buffer in bytes (12 MiB)")
+    ap.add_argument("--count", type=int, default=SHAPE["count"],
+                    help="1 MiB WRITEs per sender, one outstanding (1)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    SHAPE.update(buffer=args.buffer, count=args.count)
     if args.serve:
         serve()
         return

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 import roce
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.net.runner import run_scenario
+from roce.emu.scenario import Scenario
 from roce.pcapio import PcapWriter, open_capture
 
 

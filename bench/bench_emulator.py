@@ -18,7 +18,8 @@ import struct
 import time
 import warnings
 
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.net.runner import run_scenario
+from roce.emu.scenario import Scenario
 
 warnings.filterwarnings("ignore")
 from scapy.contrib.roce import BTH as ScapyBTH  # noqa: E402

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from roce.emu.net.runner import NetScenario, run_network
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.net.runner import NetScenario, run_network, run_scenario
+from roce.emu.scenario import Scenario
 
 P2P = Scenario(op="write", size=1 << 20, count=16)
 CASES = {

@@ -26,8 +26,8 @@ import tempfile
 
 from roce.emu.cc import configure
 from roce.emu.net import topology as topo
-from roce.emu.net.runner import NetRun, NetScenario
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.net.runner import NetRun, NetScenario, run_scenario
+from roce.emu.scenario import Scenario
 
 LOSSES = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05)
 

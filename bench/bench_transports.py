@@ -61,7 +61,7 @@ class Veth:
 
 def run_pair(v: Veth, transport: str, args: list[str]) -> dict:
     """One listener/connector run; the connector's summary."""
-    roce = [sys.executable, "-m", "roce.cli", "emulate", "-T", "json"]
+    roce = [sys.executable, "-m", "roce", "emulate", "-T", "json"]
     if transport == "raw":
         lst, con = ["-i", v.ifs[1]], ["-i", v.ifs[0]]
     else:

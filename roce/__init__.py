@@ -12,10 +12,33 @@ Build, parse, decode and analyse RoCE frames; the public API::
 from __future__ import annotations
 
 # first: it chooses which form of the compiled emulator modules loads (roce/_compiled.py)
-from . import _compiled  # noqa: F401
-from .errors import DecodeError, NotRoCE
-from .fast import COMPILED
-from .opcodes import (
+from roce import _compiled  # noqa: F401
+from roce.errors import (
+    AccessError,
+    CaptureError,
+    DecodeError,
+    FieldNameError,
+    FieldValueError,
+    FilterError,
+    InputError,
+    InterfaceError,
+    Interrupted,
+    LayoutMismatch,
+    NotRoCE,
+    OOBError,
+    PeerMessageError,
+    QPStateError,
+    RecoveryError,
+    RecoveryMismatch,
+    RemoteError,
+    RoceError,
+    TransportError,
+    UsageError,
+    VerificationError,
+    WorkloadFileError,
+)
+from roce.fast import COMPILED
+from roce.opcodes import (
            IB_OPCODES,
            OPCODES,
            ROCE_OPCODES,
@@ -26,10 +49,18 @@ from .opcodes import (
            Transport,
            lookup,
 )
-from .packet import Packet, craft, icrc_of_frame, parse
+from roce.packet import Packet, craft, icrc_of_frame, parse
 
 __version__ = "0.1.0"
 
-__all__ = ["DecodeError", "NotRoCE", "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode",
-           "Operation", "Position", "Transport", "lookup", "Packet", "craft", "parse",
-           "icrc_of_frame", "COMPILED", "__version__"]
+__all__ = [
+    # errors (roce/errors.py)
+    "AccessError", "CaptureError", "DecodeError", "FieldNameError", "FieldValueError",
+    "FilterError", "InputError", "InterfaceError", "Interrupted", "LayoutMismatch", "NotRoCE",
+    "OOBError", "PeerMessageError", "QPStateError", "RecoveryError", "RecoveryMismatch",
+    "RemoteError", "RoceError", "TransportError", "UsageError", "VerificationError",
+    "WorkloadFileError",
+    # the opcode table, packets
+    "IB_OPCODES", "Link", "OPCODES", "ROCE_OPCODES", "Opcode", "Operation", "Position",
+    "Transport", "lookup", "Packet", "craft", "parse", "icrc_of_frame", "COMPILED",
+    "__version__"]

@@ -20,6 +20,12 @@ adds only what the source cannot say: which attributes, arguments and locals hol
 these classes.  Since compiled modules refer to each other's types, one stale module sends
 every module to its ``.py`` form.
 
+``TWINS`` are modules the build compiles from another module's ``.py`` under a name of their
+own, so that both forms run in one process: the flow engine, ``roce/analysis/flowref.py``,
+interpreted as the reference and compiled as ``roce.analysis._flowengine`` (its C types in a
+hand-written ``_flowengine.pxd``).  The build records their sources' hashes too;
+``stale_twin`` tells their user (``roce.analysis.cflows``) whether the build still matches.
+
 This module imports nothing from ``roce``: ``setup.py`` reads it before anything is built.
 """
 
@@ -35,28 +41,42 @@ import os
 import sys
 import warnings
 
-# Only the modules whose compiled form measurably speeds up the emulator's benchmarks
-# (bench/bench_cc.py, bench/bench_emulator.py): each costs install time (bench/RESULTS.md,
-# "Install time").  Left interpreted, since compiling them made those runs no faster:
-# selective repeat and RACK (``selective``, ``rack``, ``recovery``; an sr run takes ~5 % more
-# CPU), UC and UD (``unreliable``), TIMELY and the congestion-control base class
-# (``cc.timely``, ``cc.base``), the switch's stages and frame offsets (``net.stages``,
-# ``net.frames``).
+# What is compiled is what measurably speeds up the emulator's benchmarks (bench/bench_cc.py,
+# bench/bench_emulator.py, bench/emu_speed_ab.py): each module costs install time
+# (bench/RESULTS.md, "Install time").  Left interpreted, since compiling them made those runs no
+# faster: selective repeat and RACK (``core.selective``, ``core.rack``, ``core.recovery``; an sr
+# run takes ~5 % more CPU), UC and UD (``core.unreliable``), the switch's stages
+# (``net.stages``), the per-hop header helpers (``net.hop``: their per-packet rewrite is in the
+# fast path already), and in roce/emu/cc/ the few modules of ``_CC_INTERPRETED``.
+
+# roce/emu/cc/: every module is an algorithm or on its per-event path (the interface, the NIC's
+# engine, the notification point), so a new algorithm's module is compiled without a row here;
+# the modules named here are not: configuration, read once per run, and what compiling
+# measurably did not speed up (the base class's defaults, TIMELY).
+_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely")
+
+
+def _cc_modules(where: str = "") -> list[str]:
+    """The modules of roce/emu/cc (``where``: a directory standing for it) that are compiled."""
+    where = where or os.path.join(os.path.dirname(os.path.abspath(__file__)), "emu", "cc")
+    return [f"roce.emu.cc.{name[:-3]}" for name in sorted(os.listdir(where))
+            if name.endswith(".py") and name[:-3] not in _CC_INTERPRETED]
+
+
 MODULES = (
     "roce.psn",
-    "roce.emu.completer",
-    "roce.emu.device",
-    "roce.emu.fabric",
-    "roce.emu.memory",
-    "roce.emu.placement",
-    "roce.emu.qp",
-    "roce.emu.requester",
-    "roce.emu.responder",
-    "roce.emu.wire",
-    "roce.emu.cc.dcqcn",
-    "roce.emu.cc.driver",
-    "roce.emu.cc.np",
+    "roce.emu.core.completer",
+    "roce.emu.core.device",
+    "roce.emu.core.memory",
+    "roce.emu.core.placement",
+    "roce.emu.core.qp",
+    "roce.emu.core.requester",
+    "roce.emu.core.responder",
+    "roce.emu.core.frames",
+    *_cc_modules(),  # every congestion-control module but those of _CC_INTERPRETED
     "roce.emu.net.buffer",
+    "roce.emu.net.direct",
+    "roce.emu.net.faults",
     "roce.emu.net.link",
     "roce.emu.net.nic",
     "roce.emu.net.pfc",
@@ -72,7 +92,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # ``at`` is handed around as a bound method (``PfcSender``); Cython cannot take a cpdef
     # method with optional arguments as a value from a typed object
     "roce.emu.net.sim": {"Network": {"at": "def"}},
-    "roce.emu.fabric": {"LinkStats": {}},
+    "roce.emu.net.faults": {"LinkStats": {}},
+    "roce.emu.net.direct": {"DirectNic": {"net": "Network", "device": "Device",
+                                          "receive.dev": "Device", "_after.dev": "Device",
+                                          "_transmit.net": "Network"}},
     "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_done.st": "LinkStats"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
     # ``congested`` is handed to PFC as a bound method (``PfcSender.xoff``): taken from a
@@ -84,19 +107,19 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
         "Switch": {"net": "Network", "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
                    "dequeue.acct": "Account", "dequeue.inport": "SwitchPort"}},
-    "roce.emu.wire": {"FrameBuilder": {}, "Incoming": {}},
-    "roce.emu.memory": {"MemoryRegion": {}},
-    "roce.emu.placement": {"WriteCursor": {}},
-    "roce.emu.qp": {"Counters": {},
+    "roce.emu.core.frames": {"FrameBuilder": {}, "Incoming": {}},
+    "roce.emu.core.memory": {"MemoryRegion": {}},
+    "roce.emu.core.placement": {"WriteCursor": {}},
+    "roce.emu.core.qp": {"Counters": {},
                     "QueuePair": {"counters": "Counters", "receive.pkt": "Incoming"}},
-    "roce.emu.device": {"DeviceCounters": {},
+    "roce.emu.core.device": {"DeviceCounters": {},
                         "Device": {"counters": "DeviceCounters", "receive.qp": "QueuePair",
                                    "receive.pkt": "Incoming"}},
-    "roce.emu.requester": {"Requester": {"qp": "QueuePair"}},
-    "roce.emu.responder": {"Responder": {"qp": "QueuePair", "receive.pkt": "Incoming",
+    "roce.emu.core.requester": {"Requester": {"qp": "QueuePair"}},
+    "roce.emu.core.responder": {"Responder": {"qp": "QueuePair", "receive.pkt": "Incoming",
                                          "_execute.pkt": "Incoming", "_write.pkt": "Incoming"}},
-    "roce.emu.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
-    "roce.emu.cc.driver": {"CcPacer": {}, "CcDriver": {}},
+    "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
+    "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
     "roce.emu.net.nic": {"Nic": {"wire": "Wire", "net": "Network", "pause": "PauseState",
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
@@ -104,6 +127,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
 }
 PXD_HEADER = "# Generated by the build from the .py beside it and roce/_compiled.py: do not edit.\n"
+
+# Compiled module -> the module whose .py it is built from (see the docstring).  No part of the
+# all-or-none choice of MODULES: nothing there holds their types.
+TWINS = {"roce.analysis._flowengine": "roce.analysis.flowref"}
 
 PURE_ENV = "ROCE_PURE"  # set to 1: load the .py form of MODULES
 SOURCES = "_compiled_sources.json"  # written by the build beside this file: module -> hash
@@ -154,7 +181,7 @@ class _Chooser(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
         if name not in MODULES:
-            return _leftover(name, path)
+            return _source_spec(name, path) if name.startswith("roce.") else None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.origin is None or spec.origin.endswith(".py"):
             return None  # not built (or not found): the normal import
@@ -173,28 +200,23 @@ class _Chooser(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _leftover(name: str, path: object) -> object:
-    """The ``.py`` of a module that is not in MODULES but has a compiled form beside it: one
-    an earlier build compiled (MODULES was longer then), left in a source tree by an in-place
-    build.  Nothing records what it was built from, so it is never loaded (one warning)."""
-    if not name.startswith("roce."):
-        return None
+def _source_spec(name: str, path: object) -> object:
+    """The ``.py`` of a module of ``roce`` not in MODULES when a compiled form sits beside it,
+    else None (the normal import).  That compiled form is left from an earlier build, when
+    MODULES was longer (an in-place build removes it: ``leftover_builds``); nothing records
+    what it was built from, so it would run old code.  A compiled module without a ``.py``
+    beside it (``_fastpath``, the TWINS) is no leftover."""
     spec = importlib.machinery.PathFinder.find_spec(name, path)
     if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
         return None
     src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
-    if not os.path.exists(src):
-        return None  # built from a .pyx (``_fastpath``): no .py form
-    warnings.warn(f"roce: {spec.origin} is left from an earlier build (roce/_compiled.py no "
-                  f"longer compiles {name}); running {src}. Rebuild (pip install -e .) to "
-                  "remove it.", RuntimeWarning, stacklevel=2)
-    return importlib.util.spec_from_file_location(name, src)
+    return importlib.util.spec_from_file_location(name, src) if os.path.exists(src) else None
 
 
 def leftover_builds(root: str) -> list[str]:
-    """Compiled modules in the source tree ``root`` that a build no longer makes: the
-    extension files beside a ``.py`` of a module not in MODULES (``setup.py`` removes them
-    after an in-place build)."""
+    """Compiled modules in the source tree ``root`` that a build no longer makes: extension
+    files beside the ``.py`` of a module not in MODULES (``setup.py`` removes them after an
+    in-place build; until then ``_source_spec`` never loads them)."""
     out = []
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     for d, _dirs, files in os.walk(os.path.join(root, "roce")):
@@ -214,9 +236,34 @@ def install_finder() -> None:
         sys.meta_path.insert(0, _Chooser(pure_requested()))
 
 
+def twin_sources(name: str) -> list[str]:
+    """What the build makes a module of TWINS from, relative to the tree: the other module's
+    ``.py`` and the ``.pxd`` of its C types."""
+    return [TWINS[name].replace(".", "/") + ".py", name.replace(".", "/") + ".pxd"]
+
+
+def stale_twin(name: str) -> list[str]:
+    """The sources of ``name`` (a module of TWINS) edited since the build, all of them when it
+    was never built."""
+    built = _built().get(name)
+    root = os.path.dirname(_HERE)
+    return [rel for rel in twin_sources(name)
+            if not isinstance(built, dict) or built.get(rel)
+            != source_hash(os.path.join(root, rel))]
+
+
+def built_twin(name: str) -> bool:
+    """Is there a compiled file of ``name`` (a module of TWINS)?"""
+    base = os.path.join(os.path.dirname(_HERE), *name.split("."))
+    return any(os.path.exists(base + ext) for ext in importlib.machinery.EXTENSION_SUFFIXES)
+
+
 def write_sources(root: str) -> None:
     """The build's record of what it compiled (``setup.py`` calls this)."""
-    out = {name: source_hash(path) for name, path in _sources(root).items()}
+    out: dict[str, object] = {name: source_hash(path) for name, path in _sources(root).items()}
+    for name in TWINS:
+        out[name] = {rel: source_hash(os.path.join(root, rel))
+                     for rel in twin_sources(name)}
     with open(os.path.join(root, "roce", SOURCES), "w") as f:
         json.dump(out, f, indent=1, sort_keys=True)
 

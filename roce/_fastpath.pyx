@@ -1029,14 +1029,7 @@ def configure_psn(uint32_t early_window):
 
 
 cdef class PSNTracker:
-    """Twin of roce.psn.PSNTracker."""
-
-    cdef public uint32_t next, first, early
-    cdef public bint started
-    cdef public long in_order, gaps, missing, late, duplicates, wraps
-    cdef uint32_t *hole_start
-    cdef uint32_t *hole_len
-    cdef int nholes, cap
+    """Twin of roce.psn.PSNTracker (its C attributes are declared in _fastpath.pxd)."""
 
     def __cinit__(self):
         self.next = self.first = 0
@@ -1223,15 +1216,11 @@ cdef class PSNTracker:
                 "still_missing": self.still_missing, "next": self.next}
 
 
-include "_columns.pxi"
-
-# -- per-flow analysis -------------------------------------------------------------------------
-
-include "_flowengine.pxi"
+include "decoder/_columns.pxi"
 
 # -- native InfiniBand (roce.families) ---------------------------------------------------------
 
-include "_ibscan.pxi"
-include "_iblines.pxi"
-include "_peel.pxi"
-include "_routed.pxi"
+include "families/ib/_scan.pxi"
+include "families/ib/_lines.pxi"
+include "families/_peel.pxi"
+include "emu/net/_routed.pxi"

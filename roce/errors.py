@@ -1,12 +1,15 @@
-"""The root of every exception roce raises on purpose, and the decoder's two.
+"""Every public exception roce raises on purpose, in one module (``roce`` exports them all).
 
 ``RoceError`` is the one base: a caller catches it to catch anything roce reports about bad
-input, a bad option, a broken file or an unusable interface.  Each subsystem subclasses it
-(``CaptureError``, ``FilterError``, ``UsageError`` ...), once per name.  The CLI maps these
-classes to exit codes in one table (``roce.cli.EXIT_CODES``).
+input, a bad option, a broken file or an unusable interface.  ``UsageError`` (exit 1),
+``InputError`` (exit 2) and ``VerificationError`` (exit 4) say whose fault it is; the others
+name what failed: a capture, an interface, a transport, a peer, a QP state change, a memory
+access.  The CLI maps these classes to exit codes in one table (``roce.cli.EXIT_CODES``).
 """
 
 from __future__ import annotations
+
+import signal
 
 
 class RoceError(Exception):
@@ -56,6 +59,21 @@ class InputError(RoceError):
     """An input file, device or stream that cannot be read or used (exit 2)."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """A stop signal arrived: SIGINT (Ctrl-C), SIGTERM or SIGHUP (``signal`` its name).  A
+    ``KeyboardInterrupt``, so what cleans up after Ctrl-C cleans up after all three; the
+    command exits 130 (``roce.interrupts`` raises it, ``roce.cli`` words it).  Layers it
+    passes through may add notes (``add_note``): what was done, which output was removed."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        self.signum = int(signum)
+        self.signal = signal.Signals(signum).name
+        super().__init__(self.signal)
+
+    def __reduce__(self) -> tuple[type[Interrupted], tuple[int]]:
+        return (type(self), (self.signum,))
+
+
 class VerificationError(RoceError):
     """A run finished but its data did not check out: messages lost, corrupted or not
     completed (``roce emulate``: exit 4, so a script can tell it from a usage error)."""
@@ -80,3 +98,92 @@ class NotRoCE(RoceError, ValueError):
     def __init__(self, message: str, offset: int = 0) -> None:
         super().__init__(message)
         self.offset = offset
+
+
+class WorkloadFileError(InputError):
+    """A workload file that cannot be used (a flow-size CDF, ``roce.emu.workload.cdf``):
+    ``path`` and ``line`` (1-based; 0 for the file as a whole) say where, ``why`` what is
+    wrong; ``str(err)`` is ``path:line: why``, as compilers write it (exit 2)."""
+
+    def __init__(self, path: str, line: int, why: str) -> None:
+        self.path = path
+        self.line = line
+        self.why = why
+        super().__init__(f"{path}:{line}: {why}" if line else f"{path}: {why}")
+
+    def __reduce__(self) -> tuple[type[WorkloadFileError], tuple[str, int, str]]:
+        return (type(self), (self.path, self.line, self.why))
+
+
+class CaptureError(InputError, ValueError):
+    """The input cannot be read as a capture (missing, unreadable, not pcap/pcapng)."""
+
+
+class InterfaceError(InputError):
+    """The environment stops us: unknown or down interface, no privilege (exit status 2)."""
+
+
+class TransportError(InterfaceError, OSError):
+    """The transport cannot do its job (interface missing, frame too big, address in use):
+    exit 2, like any interface the environment refuses us."""
+
+    def __str__(self) -> str:
+        return str(self.strerror or super().__str__())
+
+
+class OOBError(InputError):
+    """The out-of-band exchange failed; the message says with whom and why (exit 2: the
+    peer, not the options, is at fault)."""
+
+
+class PeerMessageError(OOBError):
+    """A peer's out-of-band message that breaks the protocol (``roce.emu.real.messages``),
+    refused before any of it is used: ``message_type`` names the message (``hello``,
+    ``params`` ...; ``message`` when not even its type is known), ``field`` the field as a
+    path (``scenario.mtu``, ``qps[0].ip``; "" for the message as a whole)."""
+
+    def __init__(self, message_type: str, field: str, why: str) -> None:
+        self.message_type = message_type
+        self.field = field
+        self.why = why
+        where = f'field "{field}": ' if field else ""
+        super().__init__(f"peer {message_type}: {where}{why}")
+
+    def __reduce__(self) -> tuple[type[PeerMessageError], tuple[str, str, str]]:
+        return (type(self), (self.message_type, self.field, self.why))
+
+
+class RemoteError(UsageError):
+    """A remote run cannot be set up as asked: options missing or in conflict (exit 1)."""
+
+
+class QPStateError(RoceError, ValueError):
+    """An illegal modify: wrong transition or missing attributes."""
+
+
+class RecoveryError(UsageError):
+    """A bad recovery mode or knob, or one set on a QP that left RESET."""
+
+
+class AccessError(RoceError):
+    """A key, PD, range, access or alignment check failed; ``why`` names it."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class FieldNameError(UsageError, TypeError):
+    """A layer given one field under both its names (``dqpn`` and ``destqp``)."""
+
+
+class FieldValueError(UsageError, ValueError):
+    """A value too wide for contrib's part of one of our fields (``reserved1``)."""
+
+
+class LayoutMismatch(RoceError, TypeError):
+    """Contrib's class and our layout no longer describe the same bits (a Scapy change)."""
+
+
+class RecoveryMismatch(RemoteError):
+    """The listener was told a loss recovery other than the connector's (exit 1)."""

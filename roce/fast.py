@@ -12,15 +12,15 @@ import warnings
 from array import array
 from typing import Any
 
-from . import icrc as _icrc
-from . import locate as _locate
-from . import psn as _psn
-from .headers import LAYOUTS, SIZE_OF
-from .locate import OK, Walk
-from .opcodes import OPCODES
+from roce import icrc as _icrc
+from roce import locate as _locate
+from roce import psn as _psn
+from roce.headers import LAYOUTS, SIZE_OF
+from roce.locate import OK, Walk
+from roce.opcodes import OPCODES
 
 try:
-    from . import _fastpath as _ext
+    from roce import _fastpath as _ext
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     _ext = None
     warnings.warn(f"roce: compiled fast path not available ({exc}); using the pure-Python "
@@ -94,7 +94,7 @@ def _config() -> dict[str, Any]:
 
 
 def _decoder_config() -> list[tuple[str, list[tuple[str, int, int, int, int, int]]]]:
-    from .headers import _ip4_dec, _ip6_dec, _mac_dec
+    from roce.headers import _ip4_dec, _ip6_dec, _mac_dec
 
     kinds = {_mac_dec: 2, _ip4_dec: 3, _ip6_dec: 4}
     out = []
@@ -280,7 +280,7 @@ assemble: Any = assemble_reference
 
 def bth_pack_reference(opcode: int, se: bool, padcnt: int, p_key: int, destqp: int,
                        ackreq: bool, psn: int) -> bytes:
-    from .headers import ENCODERS
+    from roce.headers import ENCODERS
 
     return ENCODERS["bth"]({"opcode": opcode, "se": se, "m": False, "padcnt": padcnt,
                             "tver": 0, "p_key": p_key, "fecn": False, "becn": False,
@@ -289,7 +289,7 @@ def bth_pack_reference(opcode: int, se: bool, padcnt: int, p_key: int, destqp: i
 
 
 def bth_unpack_reference(frame: bytes, off: int) -> tuple:
-    from .headers import DECODERS
+    from roce.headers import DECODERS
 
     b = DECODERS["bth"](frame, off)
     return (b["opcode"], b["se"], b["padcnt"], b["p_key"], b["destqp"], b["a"], b["psn"])

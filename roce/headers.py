@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag, Renamed
 
-from .options import mac_bytes
+from roce.options import mac_bytes
 
 # -- address adapters: addresses are strings in Python, integers on the wire -----------------
 
@@ -167,8 +167,8 @@ GRH = BitStruct(
 )
 
 # Native InfiniBand Local Route Header (IBA 7.7).  Not one of RoCE's headers (it stays out of
-# HEADERS and LAYOUTS): roce.families.ib decodes it; the structural walk (roce.locate, the fast
-# path) reads LNH and PktLen from LRH_LAYOUT to find BTH in a link type 247 packet.
+# HEADERS and LAYOUTS): roce.families.ib.native decodes it; the structural walk (roce.locate,
+# the fast path) reads LNH and PktLen from LRH_LAYOUT to find BTH in a link type 247 packet.
 LRH = BitStruct(
     "vl" / U(4) * "Virtual Lane",
     "lver" / U(4) * "Link Version",
@@ -394,7 +394,7 @@ def _compile_encoder(layout: Layout) -> Callable[[dict], bytes]:
               f"        out = ({' | '.join(terms)}).to_bytes({layout.size}, 'big')",
               "        if len(cache) > 4096:", "            cache.clear()",
               "        cache[key] = out", "        return out",
-              "    except (KeyError, TypeError, ValueError, OSError):",
+              "    except (KeyError, TypeError, ValueError, OSError, AttributeError):",
               "        return _tolerant(d)"]
     exec(compile("\n".join(lines) + "\n", f"<roce.headers {layout.name} encoder>", "exec"),
          env)
@@ -413,7 +413,8 @@ def _tolerant_encoder(layout: Layout) -> Callable[[dict], bytes]:
             x = d.get(name) or 0
             try:
                 x = int(conv(x) if conv is not None else x)
-            except (TypeError, ValueError, OSError) as exc:
+            except (TypeError, ValueError, OSError, AttributeError) as exc:
+                # AttributeError: text expected (an address), something else given
                 raise ValueError(f"{layout.name}.{name}: bad value {d.get(name)!r}") from exc
             if x < 0 or x > mask:
                 _range_error(layout.name, name, x, bits)
@@ -537,6 +538,30 @@ def describe_syndrome(syn: int) -> str:
     if kind == AETH_NAK:
         return "NAK " + nak_name(value).replace(" ", "-")
     return f"Reserved syndrome 0x{syn:02x}"
+
+
+# -- selective NAK (IRN) in an AETH: docs/protocol.md, "Selective repeat (IRN) encoding" ----------
+
+# A selective NAK's out-of-order PSN (its MSN) is at most this far ahead of its ePSN (its BTH
+# PSN): far beyond any window (16 MiB of 4 KiB packets), a 1-in-4096 chance for a go-back-N
+# NAK's MSN.
+SACK_AHEAD = 1 << 12
+_PSN_MASK = (1 << 24) - 1  # BTH PSN width (IBA 9.2)
+# By AETH syndrome byte: its NAK code, -1 when it is no NAK (what looks_selective_nak takes).
+NAK_CODE_OF: tuple[int, ...] = tuple(syndrome_value(s) if syndrome_type(s) == AETH_NAK else -1
+                                     for s in range(256))
+
+
+def looks_selective_nak(code: int, psn: int, msn: int) -> bool:
+    """What one packet shows of a selective NAK (``roce decode``): a NAK PSN sequence error
+    whose MSN lies 1..SACK_AHEAD PSNs ahead of its BTH PSN."""
+    return code == NAK_PSN_SEQUENCE_ERROR and 0 < (msn - psn) & _PSN_MASK <= SACK_AHEAD
+
+
+def selective_aeth(syndrome: int, psn: int, msn: int) -> bool:
+    """``looks_selective_nak`` of an AETH (syndrome byte, MSN) under a BTH PSN: the
+    ``aeth.selective`` field of ``roce decode``."""
+    return looks_selective_nak(NAK_CODE_OF[syndrome], psn, msn)
 
 
 def define(name: str, con: Construct) -> tuple[Layout, Callable[[bytes, int], dict],

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import zlib
 
-from .headers import LAYOUTS, LRH_LAYOUT
-from .locate import L3_GRH, L3_IPV4, L3_IPV6, L3_LRH, L3_LRH_GRH, LRH_SIZE
+from roce.headers import LAYOUTS, LRH_LAYOUT
+from roce.locate import L3_GRH, L3_IPV4, L3_IPV6, L3_LRH, L3_LRH_GRH, LRH_SIZE
 
 # Variant fields per header: anything a router or switch may rewrite in flight.
 VARIANT_FIELDS: dict[str, tuple[str, ...]] = {

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .errors import DecodeError, NotRoCE
-from .headers import LAYOUTS, LNH_GLOBAL, LNH_LOCAL, LRH_LAYOUT, LRH_WORD, SIZE_OF
-from .opcodes import IB_OPCODES, OPCODES, ROCE_OPCODES
+from roce.errors import DecodeError, NotRoCE
+from roce.headers import LAYOUTS, LNH_GLOBAL, LNH_LOCAL, LRH_LAYOUT, LRH_WORD, SIZE_OF
+from roce.opcodes import IB_OPCODES, OPCODES, ROCE_OPCODES
 
 ROCE_PORT = 4791
 ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1 = 0x0800, 0x86DD, 0x8915
@@ -27,12 +27,13 @@ GRH_NEXT_BTH = 0x1B  # IBA: GRH NxtHdr for an IBA transport header
 MAX_VLAN_TAGS = 2
 LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2 = 1, 101, 113, 276
 LINKTYPE_INFINIBAND = 247  # native InfiniBand packets, LRH first (tcpdump.org LINKTYPE_*)
+LINKTYPE_ERF = 197  # Endace ERF records (roce.families.erf unwraps them)
 # The link types the RoCE walk reads, each with the layout name of its link header (raw IP
 # has none): the one list the decoder, the stats reader, the registry rows and the fuzzers use.
 L2_HEADERS = {LINKTYPE_ETHERNET: "eth", LINKTYPE_LINUX_SLL: "sll", LINKTYPE_LINUX_SLL2: "sll2"}
 WALK_LINKTYPES = (LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
 # The walk reads native InfiniBand when asked for WALK_INFINIBAND, a code outside the 16 bits
-# of pcap link types: link type 247 itself stays roce.families.ib's in the decoder (the walk
+# of pcap link types: link type 247 itself stays roce.families.ib.native's in the decoder (the walk
 # calls it NR_LINKTYPE), and the flow engines ask for this code for its frames.
 WALK_INFINIBAND = 0x10000 | LINKTYPE_INFINIBAND
 # The link types `roce stats` reads, by name; frames of any other are not RoCE (NR_LINKTYPE).

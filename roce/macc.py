@@ -29,10 +29,10 @@ from typing import Any
 
 from construct import BitStruct, Flag
 
-from .errors import DecodeError, UsageError
-from .headers import ENCODERS, SIZE_OF, Layout, U, compile_codec, derive
-from .headers import LAYOUTS as HEADER_LAYOUTS
-from .locate import ETHERTYPE_MACC, ETHERTYPE_VLAN, MAX_VLAN_TAGS
+from roce.errors import DecodeError, UsageError
+from roce.headers import ENCODERS, SIZE_OF, Layout, U, compile_codec, derive
+from roce.headers import LAYOUTS as HEADER_LAYOUTS
+from roce.locate import ETHERTYPE_MACC, ETHERTYPE_VLAN, MAX_VLAN_TAGS
 
 PFC_DST_MAC: bytes = bytes.fromhex("0180c2000001")
 OPCODE_PAUSE = 0x0001

@@ -9,7 +9,7 @@ finite, rates are positive, times fit in 64-bit nanoseconds, MACs have six octet
 
 The readers below the parsers (``read_int``, ``mac_bytes``) raise ``ValueError`` and serve
 code that is not an option: the header encoders (``roce.headers``) and the display filter
-(``roce.dissect.filter``) read MACs and numbers the same way the options do.
+(``roce.decoder.filter``) read MACs and numbers the same way the options do.
 
 This module imports nothing of roce (start-up matters: ``roce decode`` over a pipe runs in
 a loop; and the codec, ``roce.headers``, reads MACs with it): header field widths are handed
@@ -99,6 +99,31 @@ parse_port = bounded_int(1, 0xFFFF, "a port")
 parse_listen_port = bounded_int(0, 0xFFFF, "a port (0: any free one)")
 parse_key = unsigned(32, "a 32-bit key")
 parse_address = unsigned(64, "a 64-bit address")
+parse_count = bounded_int(0, MAX_COUNT, "a message count")
+
+# The path MTUs a queue pair can have (IBA 9.7.6.1.3, ibv_mtu: 256 << (IBV_MTU_* - 1)).
+PATH_MTUS = (256, 512, 1024, 2048, 4096)
+
+
+def choice_int(choices: tuple[int, ...], what: str) -> Parser:
+    """A parser for one of a fixed set of integers (``choices``)."""
+    listed = ", ".join(map(str, choices))
+
+    def parse(text: str) -> int:
+        try:
+            value = read_int(text)
+        except ValueError:
+            raise _bad(f"{text!r} is not {what} ({listed})") from None
+        if value not in choices:
+            raise _bad(f"{value} is not one of {listed}")
+        return value
+
+    parse.__name__ = what.replace(" ", "_")
+    parse.choices = choices  # type: ignore[attr-defined]  # for tests and help
+    return parse
+
+
+parse_mtu = choice_int(PATH_MTUS, "a path MTU")
 
 
 def _float(text: str, what: str) -> float:
@@ -121,6 +146,41 @@ def parse_rate(text: str) -> float:
     return value
 
 
+def rate_within(lo: float, hi: float, unit: str) -> Parser:
+    """A parser for rates (``parse_rate``) from ``lo`` to ``hi`` ``unit``: the span every
+    consumer of the value can represent, which its caller knows."""
+    def parse(text: str) -> float:
+        value = parse_rate(text)
+        if not lo <= value <= hi:
+            raise _bad(f"rate {text.strip()!r} is out of range ({lo:.3g}..{hi:.3g} {unit})")
+        return value
+
+    parse.__name__ = "rate"
+    parse.span = (lo, hi)  # type: ignore[attr-defined]  # for tests and help
+    return parse
+
+
+# A simulated link's rate, Gb/s: 1 b/s (a link counts whole bits per second) to 1 Pb/s (the
+# rate times the longest delay, 2^63 ns, stays a finite number of bits: PFC headroom)
+MIN_LINK_GBPS, MAX_LINK_GBPS = 1e-9, 1e6
+parse_link_rate = rate_within(MIN_LINK_GBPS, MAX_LINK_GBPS, "Gb/s")
+
+
+# The lowest rate whose period (1/N seconds) is still a 64-bit count of nanoseconds, the
+# unit of every pacer's deadlines (roce send, replay, fuzz wire).
+MIN_PPS = 1 / MAX_SECONDS
+
+
+def parse_pps(text: str) -> float:
+    """A rate of frames per second: positive, finite, and slow enough only that one
+    frame's period (1/N s) fits the pacers' 64-bit nanoseconds (N >= ``MIN_PPS``)."""
+    value = parse_rate(text)
+    if value < MIN_PPS:
+        raise _bad(f"rate {text!r} is too low: one frame every {1 / value:.3g} s is past "
+                   f"the {MAX_SECONDS} s a pacer's clock holds (at least {MIN_PPS:.3g})")
+    return value
+
+
 def parse_seconds(text: str) -> float:
     """A duration in seconds, >= 0, whose nanoseconds fit in 64 bits."""
     value = _float(text, "number of seconds")
@@ -131,10 +191,20 @@ def parse_seconds(text: str) -> float:
     return value
 
 
+# The shortest positive duration: the clocks that take one count nanoseconds, and a shorter
+# one is 0 there (a time limit of 1e-308 s would be no limit at all, or no time at all).
+MIN_POSITIVE_SECONDS = 1e-9
+
+
 def parse_positive_seconds(text: str) -> float:
+    """A duration in seconds, at least one nanosecond, whose nanoseconds fit in 64 bits (so
+    ``select``, ``socket.settimeout`` and monotonic-clock arithmetic all take it)."""
     value = parse_seconds(text)
     if value <= 0:
         raise _bad(f"{text!r} must be > 0")
+    if value < MIN_POSITIVE_SECONDS:
+        raise _bad(f"{text!r} seconds is shorter than a nanosecond (at least "
+                   f"{MIN_POSITIVE_SECONDS:g})")
     return value
 
 
@@ -246,16 +316,48 @@ def parse_mac_bytes(text: str) -> bytes:
         raise _bad(str(exc)) from None
 
 
+# An IPv6 zone (fe80::1%eth0) names an interface, by name or index; ipaddress takes any text
+# after the "%", escape sequences included.
+_ZONE = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+
+
 def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     try:
-        return ipaddress.ip_address(text.strip())
+        ip = ipaddress.ip_address(text.strip())
     except ValueError:
         raise _bad(f"bad IP address {text!r} (IPv4 or IPv6)") from None
+    zone = getattr(ip, "scope_id", None)
+    if zone is not None and not _ZONE.fullmatch(zone):
+        raise _bad(f"bad IP address {text!r} (the zone after % is an interface name or "
+                   "number)")
+    return ip
 
 
 def parse_ip_text(text: str) -> str:
     """An IPv4 or IPv6 address, as text in its normal form."""
     return str(parse_ip(text))
+
+
+def parse_unicast_ip_text(text: str) -> str:
+    """An address one host answers at: not unspecified (0.0.0.0, ::), multicast or the
+    limited broadcast 255.255.255.255; as text in its normal form."""
+    ip = parse_ip(text)
+    if getattr(ip, "scope_id", None) is not None:
+        raise _bad(f"{text!r}: a peer's address has no zone here (drop the %...)")
+    if ip.is_unspecified or ip.is_multicast or ip == ipaddress.IPv4Address("255.255.255.255"):
+        raise _bad(f"{str(ip)!r} is not a unicast address")
+    return str(ip)
+
+
+def parse_gid(text: str) -> str:
+    """A GID: 128 bits written as an IPv6 address (RoCEv2 maps IPv4 into ::ffff:0:0/96)."""
+    try:
+        gid = ipaddress.IPv6Address(text.strip())
+    except ValueError:
+        gid = None
+    if gid is None or gid.scope_id is not None:
+        raise _bad(f"bad GID {text!r} (128 bits written as an IPv6 address)")
+    return str(gid)
 
 
 def parse_ipv4_text(text: str) -> str:
@@ -343,10 +445,13 @@ def parse_ecn(text: str) -> int:
     return value
 
 
-__all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_NS", "MAX_SECONDS", "WidthOf", "bounded_int",
-           "field_assignment", "field_int", "mac_bytes", "parse_address", "parse_ecn",
-           "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text", "parse_jobs", "parse_key",
-           "parse_listen_port", "parse_mac", "parse_mac_bytes", "parse_port", "parse_positive",
-           "parse_positive_seconds", "parse_positive_time", "parse_probability", "parse_psn",
-           "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed", "parse_size",
-           "parse_time", "parse_timeout", "read_int", "size_at_most", "unsigned"]
+__all__ = ["MAX_COUNT", "MAX_JOBS", "MAX_LINK_GBPS", "MAX_NS", "MAX_SECONDS", "MIN_LINK_GBPS",
+           "MIN_POSITIVE_SECONDS", "MIN_PPS", "PATH_MTUS", "WidthOf", "bounded_int", "choice_int",
+           "field_assignment", "field_int", "mac_bytes", "parse_address", "parse_count",
+           "parse_ecn", "parse_gid", "parse_int", "parse_ip", "parse_ip_text", "parse_ipv4_text",
+           "parse_jobs", "parse_key", "parse_link_rate", "parse_listen_port", "parse_mac",
+           "parse_mac_bytes", "parse_mtu", "parse_port", "parse_positive",
+           "parse_positive_seconds", "parse_positive_time", "parse_pps", "parse_probability",
+           "parse_psn", "parse_qpn", "parse_rate", "parse_retry", "parse_seconds", "parse_seed",
+           "parse_size", "parse_time", "parse_timeout", "parse_unicast_ip_text", "rate_within",
+           "read_int", "size_at_most", "unsigned"]

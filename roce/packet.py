@@ -11,13 +11,14 @@ Layouts come from ``roce.headers``; what follows BTH comes from ``roce.opcodes``
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
-from . import fast
-from .errors import DecodeError
-from .headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF, syndrome_type, syndrome_value
-from .icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
-from .locate import (
+from roce import fast
+from roce.errors import DecodeError
+from roce.headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF, syndrome_type, syndrome_value
+from roce.icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
+from roce.locate import (
     BAD_L3_LENGTH,
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
@@ -31,7 +32,7 @@ from .locate import (
     Walk,
     explain,
 )
-from .opcodes import OPCODES, Opcode, Transport, lookup
+from roce.opcodes import OPCODES, Opcode, Transport, lookup
 
 _L2_NAME = L2_HEADERS
 _L3_NAME = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
@@ -451,7 +452,12 @@ def craft(opcode: int | str | Opcode, payload: bytes | None = None, *, payload_s
     if dst is not None:
         headers[l3]["dgid" if l3 == "grh" else "dst"] = dst
     icrc = fields.pop("icrc", None)
+    if icrc is not None:
+        icrc = field_value("icrc", "icrc", icrc)
     pad = fields.pop("pad", None)
+    if pad is not None and not isinstance(pad, (bytes, bytearray)):
+        raise TypeError(f"craft(): pad is the pad's bytes, not {pad!r} (bth.padcnt sets "
+                        "its length)")
     for key, value in fields.items():
         where = _RESOLVED.get((op.code, l3, key))
         if where is None:
@@ -460,7 +466,7 @@ def craft(opcode: int | str | Opcode, payload: bytes | None = None, *, payload_s
         if name not in copied:
             headers[name] = dict(headers[name])
             copied.add(name)
-        headers[name][where[1]] = value
+        headers[name][where[1]] = field_value(name, where[1], value)
     p = Packet(headers, payload, pad, icrc)
     p._shared = len(copied) < len(headers)
     return p
@@ -498,6 +504,71 @@ def _template(op: Opcode, l3: str) -> dict[str, dict[str, Any]]:
     return headers
 
 
+_ADDRESS = {48: "a MAC address", 32: "an IPv4 address", 128: "an IPv6 address (or GID)"}
+_VLAN_HEADERS = {"vlan2": "vlan"}  # a second tag has the first one's layout
+
+
+def field_value(header: str, field: str, value: Any) -> Any:
+    """``value`` if ``header.field`` can hold it, else TypeError (the wrong kind of value:
+    a flag or an address for a number, a number of several bits given as True/False, text
+    that is no address for an address) or ValueError (a number out of the field's range).
+
+    Numbers fit the field's width (``roce.headers``); a one-bit field also takes True and
+    False; an address field takes its address as text (a MAC, an IPv4 or an IPv6
+    address), as bytes of its length or as a number that fits; None leaves the field for
+    the builder to fill (lengths, checksums, PadCnt, the UDP source port, the ICRC)."""
+    if value is None:
+        return None
+    name = f"{header}.{field}" if header != field else header
+    if header == "icrc":
+        bits, kind = len(to_trailer(0)) * 8, "int"
+    else:
+        f = LAYOUTS[_VLAN_HEADERS.get(header, header)].field(field)
+        bits, kind = f.bits, f.kind
+    if kind == "addr":
+        what = _ADDRESS.get(bits, f"an address of {bits} bits")
+        if isinstance(value, bool) or not isinstance(value, (str, bytes, bytearray, int)):
+            raise TypeError(f"{name} takes {what}, not {_shown(value)}")
+        if isinstance(value, (bytes, bytearray)):
+            if len(value) * 8 != bits:
+                raise ValueError(f"{name} takes {what}: {bits // 8} bytes, not {len(value)}")
+            return bytes(value)
+        if isinstance(value, int):
+            if not 0 <= value < 1 << bits:
+                raise ValueError(f"{name} = {value:#x} does not fit in {bits} bits")
+            return value
+        try:
+            f.encode(value)
+        except (ValueError, OSError, TypeError):
+            raise TypeError(f"{name} takes {what}, not {value!r}") from None
+        return value
+    if isinstance(value, bool):
+        if bits != 1:
+            raise TypeError(f"{name} is a number of {bits} bits, not a flag "
+                            f"({_shown(value)})")
+        return value
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} takes a number (0..{(1 << bits) - 1:#x}), not "
+                        f"{value!r}") from None
+    if not 0 <= number < 1 << bits:
+        raise ValueError(f"{name} = {number:#x} does not fit in {bits} bits")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it (flags as a command line spells them)."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def resolve_field(headers: dict[str, dict[str, Any]], key: str) -> tuple[str, str]:
+    """(header, field) that a ``craft`` key names among ``headers`` (a packet's): the
+    rules of ``craft``'s ``fields``.  TypeError when none does (a header's name, such as
+    ``vlan``, names no field)."""
+    return _resolve(key, headers)
+
+
 def _resolve(key: str, headers: dict[str, dict[str, Any]]) -> tuple[str, str]:
     name = ALIASES.get(key, key)
     if "." in name:
@@ -527,4 +598,4 @@ def icrc_of_frame(frame: bytes, linktype: int = LINKTYPE_ETHERNET,
 
 
 __all__ = ["Packet", "parse", "craft", "udp_source_port", "icrc_of_frame", "DecodeError",
-           "HEADER_IDS"]
+           "HEADER_IDS", "field_value", "resolve_field"]

@@ -22,6 +22,7 @@ This module owns all capture-file I/O in ``roce``:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
@@ -33,8 +34,16 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
-from .errors import InputError
-from .locate import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW
+from roce import interrupts
+from roce.errors import CaptureError, InputError
+from roce.locate import (
+    LINKTYPE_ERF,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_RAW,
+)
+from roce.outfile import Output
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; only needed for annotations
     from typing import Self
@@ -50,6 +59,7 @@ __all__ = [
     "PcapNgWriter",
     "PcapWriter",
     "Problem",
+    "erf_ts_ns",
     "open_capture",
     "write_capture",
 ]
@@ -91,10 +101,6 @@ _IF_TSOFFSET = 14
 _SHB_USERAPPL = 4
 
 PathOrFile = str | os.PathLike | BinaryIO
-
-
-class CaptureError(InputError, ValueError):
-    """The input cannot be read as a capture (missing, unreadable, not pcap/pcapng)."""
 
 
 class Frame(NamedTuple):
@@ -147,6 +153,18 @@ def pcap_split_reference(buf: Any, pos: int, big_endian: bool, frac_mul: int,
     return count, pos, 0
 
 
+def erf_ts_ns(data: bytes, fallback: int) -> int:
+    """The time of an ERF record (link type 197), which its own header holds: 64-bit
+    little-endian fixed point, whole seconds above a 32-bit binary fraction, to the nearest
+    nanosecond (as Wireshark's reader rounds it); ``fallback`` (the capture's record time)
+    when the record is too short to hold one.  Frames of link type 197 carry this time, as
+    tshark shows it: the capture's own may be microseconds only."""
+    if len(data) < 8:
+        return fallback
+    ts = int.from_bytes(data[:8], "little")
+    return (ts >> 32) * _NS + (((ts & 0xFFFFFFFF) * _NS + (1 << 31)) >> 32)
+
+
 class Problem(NamedTuple):
     """A non-fatal problem found while reading (``offset`` is a stream byte offset)."""
 
@@ -177,17 +195,48 @@ def _display_name(src: object) -> str:
     return "<stream>"
 
 
+class _BadGzip(Exception):
+    """A gzip header that is not one (the message says why)."""
+
+
+# RFC 1952: the member header's flags, and the method every gzip writer uses (deflate).
+_FTEXT, _FHCRC, _FEXTRA, _FNAME, _FCOMMENT = 1, 2, 4, 8, 16
+_FRESERVED = 0xE0
+_DEFLATE = 8
+_GZIP_HEADER = 10  # magic, method, flags, mtime, extra flags, OS
+_GZIP_TRAILER = 8  # CRC-32 and length (mod 2^32) of the member's uncompressed data
+
+
 class _GzipSource:
-    """Incremental gzip decompression (multi-member) on top of a raw reader, no seeking."""
+    """Incremental gzip decompression (RFC 1952, multi-member) on top of a raw reader, no
+    seeking.
+
+    Each member's header is read here and its deflate body inflated raw, the CRC-32 and the
+    length of the data counted as it is handed out and compared with the trailer after the
+    member's last byte went: a wrong trailer is a problem reported after the data, as a
+    truncated stream is.  (zlib's own gzip mode raises at the trailer and drops the output
+    of that call: for a capture that fits one read, every packet.)
+    """
 
     def __init__(self, read: Callable[[int], bytes], first: bytes,
                  report: Callable[[int, str], None]):
         self._read = read
-        self._input = first
+        self._buf = first   # compressed bytes not consumed yet, from ``_off``
+        self._off = 0
         self._report = report
-        self._d = zlib.decompressobj(31)
+        self._state = "header"  # header -> body (its trailer read as it ends) -> header ...
+        self._d: Any = None
+        self._crc = 0
+        self._size = 0
         self._done = False
         self.total = 0      # decompressed bytes handed out so far
+        self._raw = len(first)  # compressed bytes read so far
+
+    @property
+    def consumed(self) -> int:
+        """Compressed bytes decompressed so far: how far through the file the stream is
+        (however much a few bytes of it expand to)."""
+        return self._raw - (len(self._buf) - self._off)
 
     def read(self, n: int) -> bytes:
         out = self._read_some(n)
@@ -199,37 +248,121 @@ class _GzipSource:
         self._done = True
         return b""
 
-    def _read_some(self, n: int) -> bytes:
-        if self._done:
-            return b""
-        n = max(n, CHUNK)
+    # -- compressed input: an offset into one buffer, so that many small members do not
+    # copy the buffer once each
+
+    def _have(self, n: int) -> bool:
+        """At least ``n`` unconsumed bytes buffered (reading more if needed); False at EOF."""
+        while len(self._buf) - self._off < n:
+            chunk = self._read(CHUNK)
+            if not chunk:
+                return False
+            self._raw += len(chunk)
+            self._buf = self._buf[self._off:] + chunk
+            self._off = 0
+        return True
+
+    def _take(self, n: int) -> bytes | None:
+        if not self._have(n):
+            return None
+        out = self._buf[self._off:self._off + n]
+        self._off += n
+        return out
+
+    def _skip_text(self) -> bool:
+        """Skip a zero-terminated header field (name, comment) of any length in bounded
+        memory; False at EOF."""
         while True:
-            d = self._d
-            if d.eof:
-                rest = d.unused_data or self._input
-                if not rest:
-                    rest = self._read(CHUNK)
-                    if not rest:
-                        self._done = True
-                        return b""
-                if not rest.startswith(_GZIP_MAGIC[:len(rest)]):
-                    return self._fail("data after the end of the gzip stream ignored")
-                self._d = d = zlib.decompressobj(31)
-                self._input = rest
-            if not self._input:
-                self._input = self._read(CHUNK)
-                if not self._input:
-                    out = d.decompress(b"", n)
-                    if out:
-                        return out
+            end = self._buf.find(b"\0", self._off)
+            if end >= 0:
+                self._off = end + 1
+                return True
+            self._buf, self._off = b"", 0
+            if not self._have(1):
+                return False
+
+    def _header(self) -> bool | None:
+        """Read a member header: True when read, False at a clean end (no more input), None
+        when cut short; _BadGzip when the bytes are not a gzip header."""
+        if not self._have(1):
+            return False
+        if not self._have(_GZIP_HEADER):
+            rest = self._buf[self._off:]
+            if not _GZIP_MAGIC.startswith(rest[:2]):
+                raise _BadGzip("data after the end of the gzip stream ignored")
+            return None
+        head = self._take(_GZIP_HEADER)
+        assert head is not None
+        if head[:2] != _GZIP_MAGIC:
+            raise _BadGzip("data after the end of the gzip stream ignored")
+        if head[2] != _DEFLATE:
+            raise _BadGzip(f"corrupt gzip data (unknown compression method {head[2]})")
+        flags = head[3]
+        if flags & _FRESERVED:
+            raise _BadGzip(f"corrupt gzip data (reserved header flags 0x{flags:02x})")
+        if flags & _FEXTRA:
+            size = self._take(2)
+            if size is None or self._take(int.from_bytes(size, "little")) is None:
+                return None
+        for flag in (_FNAME, _FCOMMENT):
+            if flags & flag and not self._skip_text():
+                return None
+        if flags & _FHCRC and self._take(2) is None:
+            return None
+        return True
+
+    def _trailer(self, pending: int) -> bool:
+        """Check the member's trailer, read as soon as its body ended (so that the stream's
+        position counts it); ``pending`` bytes of the body are about to be handed out: a
+        problem is reported after them.  False when the trailer is cut short."""
+        tail = self._take(_GZIP_TRAILER)
+        if tail is None:
+            return False
+        crc, size = int.from_bytes(tail[:4], "little"), int.from_bytes(tail[4:], "little")
+        if crc != self._crc:
+            self._report(self.total + pending,
+                         "gzip CRC-32 check failed: the data may be damaged")
+        elif size != self._size & 0xFFFFFFFF:
+            self._report(self.total + pending,
+                         "gzip length check failed: the data may be damaged")
+        return True
+
+    def _read_some(self, n: int) -> bytes:
+        n = max(n, CHUNK)
+        while not self._done:
+            if self._state == "cut":  # the body's data went out; its trailer is missing
+                return self._fail("gzip stream truncated")
+            if self._state == "header":
+                try:
+                    got = self._header()
+                except _BadGzip as exc:
+                    return self._fail(str(exc))
+                if got is None:
                     return self._fail("gzip stream truncated")
-            try:
-                out = d.decompress(self._input, n)
-            except zlib.error as exc:
-                return self._fail(f"corrupt gzip data ({exc})")
-            self._input = d.unconsumed_tail
+                if not got:
+                    self._done = True
+                    return b""
+                self._d, self._crc, self._size = zlib.decompressobj(-15), 0, 0
+                self._state = "body"
+            d = self._d
+            if not self._have(1):
+                out = d.decompress(b"", n)  # output zlib held back for want of room
+                if not out:
+                    return self._fail("gzip stream truncated")
+            else:
+                try:
+                    out = d.decompress(memoryview(self._buf)[self._off:], n)
+                except zlib.error as exc:
+                    return self._fail(f"corrupt gzip data ({exc})")
+                self._buf, self._off = (d.unused_data if d.eof else d.unconsumed_tail), 0
+            if out:
+                self._crc = zlib.crc32(out, self._crc)
+                self._size += len(out)
+            if d.eof:
+                self._state = "header" if self._trailer(len(out)) else "cut"
             if out:
                 return out
+        return b""
 
 
 class CaptureReader:
@@ -308,8 +441,10 @@ class CaptureReader:
         raw = self._raw_reader()
         first = self._read_at_least(raw, b"", 4)
         self.compressed = first.startswith(_GZIP_MAGIC)
+        self._gzip: _GzipSource | None = None
         if self.compressed:
-            self._read: Callable[[int], bytes] = _GzipSource(raw, first, self._gzip_problem).read
+            self._gzip = _GzipSource(raw, first, self._gzip_problem)
+            self._read: Callable[[int], bytes] = self._gzip.read
             head = self._read_at_least(self._read, b"", 4)
             if len(head) < 4 and self.problems:
                 raise CaptureError(f"{self.name}: {self.problems[0].message}")
@@ -411,8 +546,18 @@ class CaptureReader:
 
     @property
     def nanosecond(self) -> bool:
+        """Whether times are finer than microseconds: the capture's resolution, and always for
+        ERF records, whose headers hold nanoseconds (``erf_ts_ns``)."""
         self._prefetch()
-        return self._nanosecond
+        return self._nanosecond or self._linktype == LINKTYPE_ERF
+
+    @property
+    def compressed_done(self) -> int | None:
+        """For a gzip-compressed capture, the compressed bytes decompressed so far: what a
+        progress bar measures against the file's size (the stream's own offsets run past it,
+        and the file's read position jumps a megabyte at a time, which may hold a gigabyte of
+        records).  None for a capture that is not compressed."""
+        return None if self._gzip is None else self._gzip.consumed
 
     def __iter__(self) -> Iterator[Frame]:
         self._started = True
@@ -441,7 +586,7 @@ class CaptureReader:
                 start = end
 
     def _batches_pcap(self, n: int) -> Iterator[Batch]:
-        from . import fast
+        from roce import fast
 
         split = fast._ext.pcap_split if fast._ext is not None else pcap_split_reference
         held: list[Batch] = []
@@ -453,7 +598,10 @@ class CaptureReader:
             count, pos, status = split(buf, pos, big, frac_mul, n, out, ts, cap, orig,
                                        MAX_RECORD, end)
             if count:
-                held.append(Batch(out, ts[:count], cap[:count], orig[:count], linktype))
+                times: Sequence[int] = ts[:count]
+                if linktype == LINKTYPE_ERF:
+                    times = [erf_ts_ns(d, t) for d, t in zip(out, times)]
+                held.append(Batch(out, times, cap[:count], orig[:count], linktype))
             return pos, status
 
         for _ in self.scan_records(cut):
@@ -534,6 +682,7 @@ class CaptureReader:
                      args: tuple[bool, int, int | None]) -> Iterator[int]:
         buf, pos = self._buf, self._pos
         while True:
+            start = pos
             pos, status = consume(buf, pos, len(buf), *args)
             if status:
                 offset = self._base + pos
@@ -542,6 +691,12 @@ class CaptureReader:
             yield self._base + pos
             left = len(buf) - pos
             need = 16 if left < 16 else 16 + struct.unpack_from(self._e + "I", buf, pos + 8)[0]
+            if left >= need and pos > start:
+                # A consumer that takes a batch at a time stopped before the end of the
+                # buffer: hand it the rest in place.  Copying the rest out each time would
+                # cost the buffer's size per batch: small records (a batch of zero-length
+                # ones is 32 KB of a 1 MB buffer) would be read 32 times over.
+                continue
             buf = self._refill(buf, pos, need)
             pos = 0
             if len(buf) < need:
@@ -602,6 +757,7 @@ class CaptureReader:
         unpack = struct.Struct(self._e + "IIII").unpack_from
         frac_mul = 1 if self._nanosecond else 1000
         linktype = self._linktype
+        erf = linktype == LINKTYPE_ERF
         buf, pos = self._buf, self._pos
         n = len(buf)
         new, frame_cls = _new_frame, Frame
@@ -629,7 +785,9 @@ class CaptureReader:
                 if end > n:
                     self._truncated(0, hlen + caplen, n)
                     return
-            yield new(frame_cls, (buf[start:end], sec * _NS + frac * frac_mul,
+            data = buf[start:end]
+            ts_ns = sec * _NS + frac * frac_mul
+            yield new(frame_cls, (data, erf_ts_ns(data, ts_ns) if erf else ts_ns,
                                   caplen, origlen, linktype, 0))
             pos = end
 
@@ -730,8 +888,10 @@ class CaptureReader:
                 if not 0 <= ts_ns <= MAX_TS_NS:
                     ts_ns = self._clamp_ts(ts_ns, pos)
                 start = pos + 28
-                yield new(frame_cls, (buf[start:start + caplen], ts_ns, caplen, origlen,
-                                      iface.linktype, iid))
+                data = buf[start:start + caplen]
+                if iface.linktype == LINKTYPE_ERF:
+                    ts_ns = erf_ts_ns(data, ts_ns)
+                yield new(frame_cls, (data, ts_ns, caplen, origlen, iface.linktype, iid))
             elif btype == _SPB:
                 if blen < 16 or not ifaces:
                     why = "too short" if ifaces else "before any interface description"
@@ -843,13 +1003,18 @@ def open_capture(src: str | os.PathLike | BinaryIO) -> CaptureReader:
 # -- writers -------------------------------------------------------------------------------
 
 class _Writer:
-    def __init__(self, dst: PathOrFile):
-        self._own = False
-        if isinstance(dst, str) and dst == "-":
-            self._file: BinaryIO = sys.stdout.buffer
-        elif isinstance(dst, (str, os.PathLike)):
-            self._file = open(dst, "wb")  # noqa: SIM115 - closed by close()
-            self._own = True
+    """What the two writers share: records gathered in a buffer and written ``CHUNK`` bytes
+    at a time, always whole (a capture cut by a stop signal ends on a record).  A path is
+    written through ``roce.outfile.Output``: under a temporary name renamed by ``close()``,
+    removed by ``discard()`` (and by a ``with`` block that raises); ``live=True`` writes it
+    in place, readable as it grows (a capture of what is happening).  ``"-"`` is standard
+    output; a file object is written as it is and not closed."""
+
+    def __init__(self, dst: PathOrFile, live: bool = False):
+        self._output: Output | None = None
+        if isinstance(dst, (str, os.PathLike)):
+            self._output = Output(dst, "wb", live=live)
+            self._file: BinaryIO = self._output.file
         else:
             self._file = dst
         self._out = bytearray()
@@ -859,13 +1024,14 @@ class _Writer:
     def _flush_buffer(self) -> None:
         if not self._out:
             return
-        view = memoryview(bytes(self._out))
-        self._out.clear()
-        while view:
-            written = self._file.write(view)
-            if written is None or written >= len(view):
-                break
-            view = view[written:]
+        with interrupts.held():  # the records buffered go out whole, or stay buffered
+            view = memoryview(bytes(self._out))
+            self._out.clear()
+            while view:
+                written = self._file.write(view)
+                if written is None or written >= len(view):
+                    break
+                view = view[written:]
 
     def flush(self) -> None:
         """Write buffered records to the destination and flush it."""
@@ -873,21 +1039,44 @@ class _Writer:
         self._file.flush()
 
     def close(self) -> None:
-        """Flush; close the destination if this writer opened it (idempotent)."""
+        """The capture is complete: flush, and close (and name) the destination if this
+        writer opened it (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        try:
+        if self._output is None:
             self.flush()
-        finally:
-            if self._own:
-                self._file.close()
+            return
+        try:
+            self._flush_buffer()
+        except BaseException as exc:
+            self._output.discard(exc)
+            raise
+        self._output.commit()
+
+    def discard(self, exc: BaseException | None = None) -> None:
+        """The capture is not complete: a file of its own is removed; a stream or a live
+        file gets the records buffered (whole ones) and is closed.  ``exc``: what stopped
+        it (an interrupt is told which output was removed)."""
+        if self._closed:
+            return
+        self._closed = True
+        output = self._output
+        if output is None:
+            return
+        if output.in_place:
+            with contextlib.suppress(OSError, InputError):
+                self._flush_buffer()
+        output.discard(exc)
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self.discard(exc)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -916,12 +1105,12 @@ class PcapWriter(_Writer):
     MAX_TS_NS = (0xFFFFFFFF + 1) * _NS - 1  # 32-bit seconds: until 2106-02-07
 
     def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
-                 snaplen: int = 262144, nanosecond: bool = True):
+                 snaplen: int = 262144, nanosecond: bool = True, live: bool = False):
         if not 0 <= linktype <= 0xFFFF:
             raise ValueError(f"linktype {linktype} out of range")
         if not 0 < snaplen <= 0xFFFFFFFF:
             raise ValueError(f"snaplen {snaplen} out of range")
-        super().__init__(dst)
+        super().__init__(dst, live)
         self.linktype = linktype
         self.snaplen = snaplen
         self.nanosecond = nanosecond
@@ -965,8 +1154,8 @@ class PcapNgWriter(_Writer):
     MAX_TS_NS = 0xFFFFFFFFFFFFFFFF  # 64-bit count of 1 ns ticks
 
     def __init__(self, dst: PathOrFile, linktype: int = LINKTYPE_ETHERNET,
-                 snaplen: int = 262144):
-        super().__init__(dst)
+                 snaplen: int = 262144, live: bool = False):
+        super().__init__(dst, live)
         self.linktype = linktype
         self.snaplen = snaplen
         self._snaplens: list[int] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from roce import macc
 from roce.emu.cc import cnp_frame
-from roce.emu.wire import FrameBuilder, Path, select
+from roce.emu.core.frames import FrameBuilder, Path, select
 from roce.headers import ECN_CE, ECN_ECT0
 from roce.opcodes import Operation, Position, Transport
 from roce.pcapio import PcapWriter
@@ -47,3 +47,25 @@ def write_capture(path) -> str:
         for data, ts in frames():
             w.write(data, ts_ns=1_700_000_000_000_000_000 + ts)
     return str(path)
+
+
+def congested(n: int, ipv6: bool = False) -> list[tuple[bytes, int]]:
+    """``n`` QPs between ``n`` pairs of hosts, each sending WRITEs of which every third is
+    CE-marked and getting CNPs back; long IPv6 addresses with ``ipv6``.  (frame, time ns)."""
+    import roce
+
+    out = []
+    for q in range(n):
+        if ipv6:
+            a, b = (f"2001:db8:1234:5678:9abc:def0:{side}:{q + 1:x}" for side in ("a", "b"))
+        else:
+            a, b = f"10.1.{q}.1", f"10.2.{q}.2"
+        for k in range(12):
+            t = (q * 7 + k * 100) * US
+            out.append((roce.craft("RC_RDMA_WRITE_MIDDLE", PAYLOAD, src=a, dst=b, ipv6=ipv6,
+                                   dqpn=0x100 + q, psn=k, ecn=3 if k % 3 == 0 else 2)
+                        .to_bytes(), t))
+            if k % 4 == 1:
+                out.append((roce.craft("cnp", src=b, dst=a, ipv6=ipv6, dqpn=0x200 + q)
+                            .to_bytes(), t + 3 * US))
+    return sorted(out, key=lambda x: x[1])

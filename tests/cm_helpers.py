@@ -6,7 +6,8 @@ not the REP's 500."""
 from __future__ import annotations
 
 import roce
-from roce.families import ib, ibmad
+from roce.families.ib import mad as ibmad
+from roce.families.ib import native as ib
 from roce.locate import walk
 
 

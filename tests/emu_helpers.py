@@ -112,7 +112,7 @@ def run(p: SimpleNamespace, limit_ns: int = LIMIT_NS) -> None:
 
 def idle(p: SimpleNamespace) -> bool:
     """True when the fabric has no event left (the run ended by itself, not at the cap)."""
-    return not p.fab._events
+    return not p.fab.pending
 
 
 def finish(p: SimpleNamespace, limit_ns: int = LIMIT_NS) -> list:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roce.emu.net import frames
+from roce.emu.net import hop as frames
 from roce.emu.net.runner import NetRun, NetScenario
 from roce.macc import ETHERTYPE_MACC
 from roce.pcapio import PcapWriter, open_capture

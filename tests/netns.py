@@ -66,7 +66,7 @@ class VethPair:
     @staticmethod
     def roce(*args: str) -> list[str]:
         """argv of the ``roce`` command under this interpreter."""
-        return [sys.executable, "-m", "roce.cli", *args]
+        return [sys.executable, "-m", "roce", *args]
 
     def run(self, ns: str, argv: Sequence[str], timeout: float = 60,
             **kw: object) -> subprocess.CompletedProcess:

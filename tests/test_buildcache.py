@@ -139,18 +139,20 @@ def test_a_leftover_compiled_module_is_listed_and_not_loaded(tmp_path, monkeypat
     pkg.mkdir(parents=True)
     (pkg / "gone.py").write_text("FORM = 'py'\n")
     (pkg / "kept.py").write_text("FORM = 'py'\n")
+    (pkg / "plain.py").write_text("FORM = 'py'\n")
     leftover = _fake_extension(pkg, "gone")
     open(leftover, "wb").close()
     open(_fake_extension(pkg, "kept"), "wb").close()
-    open(_fake_extension(tmp_path / "roce", "_native"), "wb").close()  # no .py: not ours
+    open(_fake_extension(tmp_path / "roce", "_native"), "wb").close()  # no .py beside it
     monkeypatch.setattr(_compiled, "MODULES", ("roce.emu.kept",))
     assert _compiled.leftover_builds(str(tmp_path)) == [leftover]
     chooser = _compiled._Chooser(pure=False)
-    with pytest.warns(RuntimeWarning, match="left from an earlier build"):
-        spec = chooser.find_spec("roce.emu.gone", [str(pkg)])
-    assert spec.origin == str(pkg / "gone.py")
+    assert chooser.find_spec("roce.emu.gone", [str(pkg)]).origin == str(pkg / "gone.py")
+    # the normal import for the rest: a module never compiled, one built from a .pyx
+    assert chooser.find_spec("roce.emu.plain", [str(pkg)]) is None
+    assert chooser.find_spec("roce._native", [str(tmp_path / "roce")]) is None
     assert chooser.find_spec("roce.emu.other", [str(pkg)]) is None  # no such module
-    assert chooser.find_spec("json", None) is None  # not roce's
+    assert chooser.find_spec("json", None) is None  # not roce's: the normal import
 
 
 def test_no_compiled_module_here_is_a_leftover() -> None:
@@ -160,3 +162,12 @@ def test_no_compiled_module_here_is_a_leftover() -> None:
                 and isinstance(getattr(sys.modules[m], "__loader__", None),
                                importlib.machinery.ExtensionFileLoader)
                 and m != "roce._fastpath"]
+
+
+def test_a_new_cc_module_is_compiled_unless_the_rule_excludes_it(tmp_path) -> None:
+    for name in ("__init__", "params", "timely", "dcqcn", "newalgo"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "dcqcn.pxd").write_text("")
+    assert _compiled._cc_modules(str(tmp_path)) == ["roce.emu.cc.dcqcn", "roce.emu.cc.newalgo"]
+    here = [m for m in _compiled.MODULES if m.startswith("roce.emu.cc.")]
+    assert here == _compiled._cc_modules() and "roce.emu.cc.timely" not in here

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from roce import fast
 from roce.emu.cc import Dcqcn, NotificationPoint, cnp_frame, configure
 from roce.emu.cc.dcqcn import PROFILES
-from roce.emu.wire import Path
+from roce.emu.core.frames import Path
 from roce.errors import UsageError
 from roce.headers import ECN_NOT_ECT
 from roce.opcodes import CNP_OPCODE

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roce.emu.cc import configure
-from roce.emu.cc.driver import CcDriver
+from roce.emu.cc.engine import CcDriver
 from roce.emu.cc.np import cnp_frame
-from roce.emu.wire import FrameBuilder, Path, select
+from roce.emu.core.frames import FrameBuilder, Path, select
 from roce.headers import ECN_CE, ECN_ECT0
 from roce.opcodes import CNP_OPCODE, Operation, Position, Transport
 from roce.packet import parse

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from net_helpers import pcap
+from net_helpers import is_macc, pcap
 
+from roce.analysis.timeline import collect
 from roce.cli import main
-from roce.dissect.timeline import collect
 from roce.emu.cc import configure
 from roce.emu.cc.experiments import US, backlogged
 from roce.emu.net.runner import NetRun, NetScenario, fabric_stats, run_network
@@ -134,7 +134,7 @@ def test_emulate_cli_cc_options(tmp_path, capsys):
     assert rc == 0
     summary = json.loads(capsys.readouterr().out.split("\npcap")[0])
     # data leaves ECT(1) (a switch may have set CE); CNPs are not ECN-capable
-    from roce.emu.net import frames
+    from roce.emu.net import hop as frames
     from roce.headers import ECN_CE, ECN_ECT1, ECN_NOT_ECT, SIZE_OF
     from roce.opcodes import CNP_OPCODE
 
@@ -166,3 +166,52 @@ def test_verbs_per_qp_setting_overrides_the_device():
     assert d2.algos[f2.qa.qp_num].name == "dcqcn"
     assert d2.algos[f2.qa.qp_num].params["np_min_time_between_cnps"] == 50
     assert run.net.hosts["r"].cc is None  # the receiver has no configuration: no NP
+
+
+def test_a_small_buffer_derives_ecn_below_pfc_so_dcqcn_cuts_pauses():
+    """A 2 MB buffer pauses a 16:1 incast long before the rate-scaled ECN thresholds (400 KB,
+    1.6 MB) are reached, so DCQCN used to see marks only while PFC paused the senders anyway,
+    all run long.  Derived from the buffer, Kmax sits at the queue where two senders trigger
+    PFC: DCQCN slows the senders first, and pauses are left only in the first burst."""
+    kw = {"buffer": 2 << 20}
+    sw = NetRun(NetScenario(topology="incast:16", rate_gbps=100.0, **kw)).net.switches["sw"]
+    trigger = sw.buffer.pfc_trigger(2)
+    assert 200_000 < trigger < 400_000
+    assert {(p.marker.kmin, p.marker.kmax) for p in sw.ports} == {
+        (round(trigger / 4), trigger)}
+
+    def run(cc: str):
+        pauses: list[int] = []
+
+        class Pauses:  # the PFC frames the hosts receive, by time
+            def write(self, frame: bytes, ts_ns: int) -> None:
+                if is_macc(frame):
+                    pauses.append(ts_ns)
+
+        sc = NetScenario(topology="incast:16", op="write", size=1 << 20, count=8, depth=1,
+                         cc=configure(cc), **kw)
+        return run_network(sc, Pauses()), pauses
+
+    (none, p_none), (dcqcn, p_dcqcn) = run("none"), run("dcqcn")
+    assert none.data_verified and dcqcn.data_verified
+    assert len(p_none) == none.fabric["pfc_frames"] > 1000
+    assert dcqcn.fabric["pfc_frames"] <= 0.5 * none.fabric["pfc_frames"]
+    assert dcqcn.fabric["ecn_marked"] > 0 and dcqcn.warnings == [] == none.warnings
+    # without DCQCN the pauses go on all run; with it, none in the second half
+    assert sum(t > none.virtual_ns / 2 for t in p_none) > 0.4 * len(p_none)
+    assert not any(t > dcqcn.virtual_ns / 2 for t in p_dcqcn)
+
+
+def test_given_ecn_thresholds_that_cannot_mark_before_pfc_warn(capsys):
+    argv = ["emulate", "--no-progress", "--topology", "incast:4", "--size", "64K", "--count",
+            "1", "--buffer", "2M"]
+    assert main([*argv, "--ecn", "400K,1600K,0.2"]) == 0
+    out = capsys.readouterr().out
+    assert ("WARNING       --ecn: switch sw marks from 409600 bytes, but two senders into one "
+            "of its ports trigger PFC at") in out
+    assert main([*argv, "--ecn", "400K,1600K,0.2", "-T", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["warnings"]) == 1
+    assert main([*argv, "--ecn", "20K,100K,0.2", "-T", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []
+    assert main([*argv, "--ecn", "400K,1600K,0.2", "--pfc", "off", "-T", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == []  # no PFC to come first

@@ -64,11 +64,40 @@ def test_timeline_json_and_text(tmp_path, capsys):
     assert main(["stats", cap, "--timeline", "20us"]) == 0
     text = capsys.readouterr().out
     assert "Congestion control: CNPs and ECN CE per QP" in text
-    assert "smallest CNP gap" in text and "10.000 us" in text
+    assert "smallest gap" in text and "10.000 us" in text
     assert "QP1 = 10.0.0.1 -> 10.0.0.2 QP 0x000022" in text
     lines = text[text.index("Timeline:"):].splitlines()
-    assert any(ln.split()[:4] == ["60.0", f"{rows[60]['qps'][label]['gbps']:.2f}", "1", "1"]
-               for ln in lines)
+    assert any(ln.split()[:5] == ["60.0", "QP1", f"{rows[60]['qps'][label]['gbps']:.2f}",
+                                  "1", "1"] for ln in lines)
+
+
+@pytest.mark.parametrize("n,ipv6", [(4, False), (16, True), (64, False)])
+def test_tables_have_a_row_per_qp_and_fit_100_columns(tmp_path, capsys, n, ipv6):
+    """The congestion table has a row per flow, the timeline a row per interval and QP:
+    neither grows wider with the QPs, and with long IPv6 names the rows are keyed (F1 ...)
+    with the names spelt out above.  Every line before the expert list fits 100 columns."""
+    from cc_helpers import congested
+
+    from roce.pcapio import PcapWriter
+
+    cap = tmp_path / "c.pcap"
+    with PcapWriter(cap) as w:
+        for data, ts in congested(n, ipv6):
+            w.write(data, ts_ns=ts)
+    flows = stats(capsys, str(cap))["congestion"]["flows"]
+    assert len(flows) == 2 * n  # the data flows (CE) and the CNPs' flows
+    assert main(["stats", str(cap), "--timeline", "200us"]) == 0
+    text = capsys.readouterr().out
+    tables = text[:text.index("Expert info")]
+    assert max(len(line) for line in tables.splitlines()) <= 100
+    cc = tables[tables.index("Congestion control"):tables.index("Timeline:")]
+    rows = [ln for ln in cc.splitlines() if ln.strip().startswith(("F", "10."))
+            and ln.split()[-1].endswith((")", "-"))]
+    assert len(rows) == len(flows)
+    if ipv6:  # keyed: F1 = <name>
+        assert "  F1 = 2001:db8:1234:5678:9abc:def0:a:1 -> " in cc
+    timeline = tables[tables.index("Timeline:"):].splitlines()
+    assert sum(1 for ln in timeline if ln.split()[1:2] == ["QP1"]) == 6  # 1.2 ms / 200 us
 
 
 def test_usage_errors(tmp_path, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from roce import cli
-from roce.dissect import stats
+from roce.cli import stats
 
 
 def _broken(args: object) -> int:
@@ -28,3 +28,16 @@ def test_roce_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(stats, "run", _broken)
     with pytest.raises(ZeroDivisionError):
         cli.main(["stats", "x.pcap"])
+
+
+def test_the_reference_lists_every_command() -> None:
+    """docs/guide/reference.md's command table names exactly the commands roce has."""
+    from pathlib import Path
+
+    from roce.cli import COMMANDS
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "reference.md").read_text()
+    table = text.split("## Commands", 1)[1].split("##", 1)[0]
+    listed = [line.split("`")[1].split()[1] for line in table.splitlines()
+              if line.startswith("| `roce ")]
+    assert sorted(listed) == sorted(COMMANDS)

@@ -97,6 +97,8 @@ def test_pure_form_loads_the_py_files() -> None:
      "cc": "timely"},
     {"net": False, "op": "write", "size": 64 << 10, "count": 8, "loss": 0.05, "reorder": 0.05,
      "recovery": "sr"},
+    {"net": True, "topology": "p2p", "op": "write", "size": 256 << 10, "count": 3,
+     "delay_ns": 20_000, "cc": "timely", "loss": 0.01},
     {"net": False, "op": "read", "size": 32 << 10, "count": 4, "loss": 0.05, "dup": 0.02,
      "corrupt": 0.02},
 ])
@@ -112,7 +114,7 @@ def test_compiled_and_pure_emulator_agree(specs: list[dict]) -> None:
 def test_an_edited_module_sends_every_module_to_its_py_with_a_warning(monkeypatch) -> None:
     """A module edited after the build is never run from the stale build, and neither is any
     other: compiled modules hold each other's types, so the forms cannot be mixed."""
-    import roce.emu
+    import roce.emu.core
     import roce.emu.net
 
     link, where = "roce.emu.net.link", roce.emu.net.__path__
@@ -124,7 +126,7 @@ def test_an_edited_module_sends_every_module_to_its_py_with_a_warning(monkeypatc
     monkeypatch.setattr(_compiled, "_built", lambda: {**built, link: "0" * 64})
     chooser = _compiled._Chooser(pure=False)  # as if link.py changed since the build
     with pytest.warns(RuntimeWarning, match=f"{link} edited after the build"):
-        spec = chooser.find_spec("roce.emu.qp", roce.emu.__path__)
+        spec = chooser.find_spec("roce.emu.core.qp", roce.emu.core.__path__)
     assert spec.origin.endswith("qp.py") and chooser.stale == [link]
     assert chooser.find_spec(link, where).origin.endswith("link.py")
     assert _compiled._Chooser(pure=True).find_spec(link, where).origin.endswith("link.py")

@@ -20,7 +20,8 @@ import pytest
 
 import roce
 from roce.cli import main
-from roce.dissect import decode, summary, tree
+from roce.decoder import decode
+from roce.families.base import summary, tree
 from roce.opcodes import OPCODES, ROCE_OPCODES
 from roce.pcapio import PcapNgWriter, PcapWriter, open_capture
 

@@ -77,7 +77,7 @@ def test_decode_shows_every_selective_nak_the_responder_sent(tmp_path: Path, cap
     (flow context) may count the first one of a flow, before any ACK, as a sequence NAK."""
     from test_emu_selective import _frames_of, _sr_capture
 
-    from roce.dissect.flows import analyse
+    from roce.analysis.flows import analyse
 
     path = tmp_path / "sr.pcap"
     p = _sr_capture(path)  # the reverse direction is lossless

@@ -35,7 +35,7 @@ from roce.emu import (
     RecvWR,
     SendWR,
 )
-from roce.emu.constants import (
+from roce.emu.core.constants import (
     ACK_TIMEOUT_UNIT_NS,
     IBV_ACCESS_LOCAL_WRITE,
     IBV_ACCESS_REMOTE_ATOMIC,
@@ -81,7 +81,7 @@ from roce.emu.constants import (
     IBV_WR_RDMA_WRITE,
     IBV_WR_RDMA_WRITE_WITH_IMM,
 )
-from roce.emu.qp import AHAttr
+from roce.emu.core.qp import AHAttr
 from roce.headers import (
     AETH_ACK,
     AETH_NAK,

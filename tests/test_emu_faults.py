@@ -27,8 +27,9 @@ from emu_helpers import (
     write,
 )
 
+from roce.decoder.filter import compile_filter
 from roce.emu import LinkConfig
-from roce.emu.constants import (
+from roce.emu.core.constants import (
     IBV_QPS_RTS,
     IBV_WC_RETRY_EXC_ERR,
     IBV_WC_SUCCESS,
@@ -36,7 +37,7 @@ from roce.emu.constants import (
     IBV_WR_ATOMIC_CMP_AND_SWP,
     IBV_WR_ATOMIC_FETCH_AND_ADD,
 )
-from roce.emu.wire import receive
+from roce.emu.core.frames import receive
 from roce.opcodes import Operation, Position
 
 MTU = 1024
@@ -214,7 +215,7 @@ def test_ack_loss_window(tmp_path):
 def test_ack_loss_coalesced_by_later_ack(tmp_path):
     """Losing the ACK of message 3 costs nothing: the ACK of message 4 covers it."""
     p = pair(seed=0, mtu=MTU, pcap=tmp_path / "f.pcap", config=LinkConfig(),
-             reverse=LinkConfig(drop_filter="bth.opcode == 0x11 and aeth.msn == 3"))
+             reverse=LinkConfig(drop_filter=compile_filter("bth.opcode == 0x11 and aeth.msn == 3")))
     for i in range(6):
         post_recv(p, 100 + i, i * 1024, 1024)
         send(p, i, i * 1024, 1000)
@@ -331,7 +332,7 @@ def test_drop_filter_read_middle_response(tmp_path):
     """Every READ response Middle with PSN 3 is dropped; the READ restarts at PSN 3 and that
     answer is a First, which passes."""
     p = pair(mtu=MTU, pcap=tmp_path / "f.pcap", config=LinkConfig(),
-             reverse=LinkConfig(drop_filter="bth.opcode == 0x0e and bth.psn == 3"))
+             reverse=LinkConfig(drop_filter=compile_filter("bth.opcode == 0x0e and bth.psn == 3")))
     read(p, 1, 0, 6 * MTU, 0)
     frames = finish(p)
     assert [(w.wr_id, w.status) for w in poll_all(p.cqa)] == [(1, IBV_WC_SUCCESS)]
@@ -347,7 +348,7 @@ def test_drop_filter_every_read_response_first(tmp_path):
     by Only, 0x10) complete; a multi-packet READ never can and ends with RETRY_EXC_ERR after
     retry_cnt + 1 requests."""
     p = pair(mtu=MTU, pcap=tmp_path / "f.pcap", retry_cnt=3, timeout=6, config=LinkConfig(),
-             reverse=LinkConfig(drop_filter="bth.opcode == 0x0d"))
+             reverse=LinkConfig(drop_filter=compile_filter("bth.opcode == 0x0d")))
     read(p, 1, 0, MTU, 0)
     read(p, 2, MTU, 3 * MTU, MTU)
     send(p, 3, 0, 10)

@@ -17,8 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roce import cli
-from roce.emu import budget, payload
-from roce.emu.scenario import Scenario, kind, run_scenario
+from roce.emu import budget
+from roce.emu.core import payload
+from roce.emu.net.runner import run_scenario
+from roce.emu.scenario import Scenario, kind
 from roce.errors import UsageError, VerificationError
 
 

@@ -1,12 +1,12 @@
 """``roce emulate --listen/--connect`` across real links: two network namespaces and a veth.
 
-Every run is two processes (``ip netns exec NS python -m roce.cli emulate ...``) speaking
+Every run is two processes (``ip netns exec NS python -m roce emulate ...``) speaking
 RoCE over raw Ethernet (AF_PACKET) or the kernel's UDP, with the out-of-band TCP exchange
 beside it.  Checked: both summaries (``-T json``) say every message completed and the data
 is byte-exact on both sides; the recorded pcaps hold only frames with valid ICRCs and
 tshark decodes them; on an impaired link (``tc netem`` where the kernel has it, else the
-emulator's own impairing relay in a third namespace, ``python -m roce.emu.transport
-relay``) RC still executes every message exactly once.
+emulator's own impairing relay in a third namespace, ``roce relay``) RC still executes every
+message exactly once.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ class Relayed:
                 _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "e0")
                 _ip("-n", ns, "link", "set", "lo", "up")
                 _ip("-n", ns, "link", "set", "e0", "up")
-            self.relay = p.popen(self.ns_m, [sys.executable, "-m", "roce.emu.transport",
-                                             "relay", "m0", "m1", *relay_args],
+            self.relay = p.popen(self.ns_m, [sys.executable, "-m", "roce", "relay",
+                                             "m0", "m1", *relay_args],
                                  stdout=subprocess.PIPE, text=True)
             assert self.relay.stdout is not None
             assert "ready" in self.relay.stdout.readline()
@@ -386,3 +386,19 @@ def test_bad_interface_fails_clearly(pair: netns.VethPair) -> None:
     _, err = lst.communicate(timeout=20)
     assert lst.returncode == 2
     assert "nosuch0" in err  # the connector told the listener why it gave up
+
+
+@pytest.mark.parametrize("sig", [2, 15, 1], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stopped_listener_says_so_and_leaves_no_pcap(pair: netns.VethPair, tmp_path: Path,
+                                                       sig: int) -> None:
+    err, pcap = tmp_path / "listener.err", tmp_path / "listener.pcap"
+    lst = pair.popen(pair.ns_b, pair.roce("emulate", "--listen", "--transport", "udp",
+                                          "--oob-timeout", "60", "-w", str(pcap)),
+                     stdout=subprocess.DEVNULL, stderr=err.open("w"))
+    netns.wait_for_text(err, "listening", lst, timeout=30)
+    lst.send_signal(sig)
+    assert lst.wait(10) == 130
+    name = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}[sig]
+    last = err.read_text().strip().splitlines()[-1]
+    assert last == f"roce emulate: interrupted ({name}); {pcap} removed"
+    assert list(tmp_path.iterdir()) == [err]  # no pcap, no temporary file

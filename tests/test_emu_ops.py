@@ -24,7 +24,7 @@ from emu_helpers import (
 
 import roce
 from roce.emu import CQ, QP, SGE, LinkConfig, QPInitAttr, RecvWR, SendWR, connect
-from roce.emu.constants import (
+from roce.emu.core.constants import (
     ACK_TIMEOUT_UNIT_NS,
     IBV_QPS_ERR,
     IBV_SEND_SIGNALED,

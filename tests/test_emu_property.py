@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from profiles import examples
 
 from roce.emu import MR, PD, RecvWR, SendWR
-from roce.emu.constants import (
+from roce.emu.core.constants import (
     IBV_QPS_ERR,
     IBV_WC_LOC_LEN_ERR,
     IBV_WC_RECV,

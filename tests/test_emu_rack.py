@@ -1,4 +1,4 @@
-"""Selective repeat's time-based loss rule (RACK, RFC 8985; roce.emu.rack): the rule on
+"""Selective repeat's time-based loss rule (RACK, RFC 8985; roce.emu.core.rack): the rule on
 hand-built acknowledgement sequences, the window growing after a spurious retransmission, the
 ``reorder`` timer of the scoreboard, and multipath spraying without spurious resends."""
 
@@ -8,9 +8,9 @@ import pytest
 from emu_helpers import pair, poll_all
 
 from roce.emu import LinkConfig, SendWR, WROpcode
+from roce.emu.core.rack import REO_WND_PERSIST, Rack
+from roce.emu.core.recovery import LOSS_RULES, RecoveryConfig, RecoveryError, configure
 from roce.emu.net.runner import NetRun, NetScenario
-from roce.emu.rack import REO_WND_PERSIST, Rack
-from roce.emu.recovery import LOSS_RULES, RecoveryConfig, RecoveryError, configure
 
 RTT = 1000  # ns, the round trip of the hand-built sequences
 

@@ -3,7 +3,7 @@ PSNs, and the responder's MSN starts over."""
 
 import roce
 from roce.emu import CQ, MR, PD, QP, Fabric, QPAttr, QPInitAttr, SendWR, connect
-from roce.emu.constants import (
+from roce.emu.core.constants import (
     IBV_ACCESS_LOCAL_WRITE,
     IBV_ACCESS_REMOTE_WRITE,
     IBV_QPS_RESET,

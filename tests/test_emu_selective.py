@@ -1,4 +1,4 @@
-"""Selective repeat (IRN, roce.emu.selective): exactly-once delivery under faults, the frames
+"""Selective repeat (IRN, roce.emu.core.selective): exactly-once delivery under faults, the frames
 on the wire, goodput under random loss, and the go-back-N default left as it was."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from test_emu_property import EXAMPLES, SAFE_TARGETS, Run, scenarios
 from tshark_oracle import FIELDS, TSHARK, fields_command, our_key, tshark_value
 
 import roce
-from roce.dissect.flowrules import K_WRITE
+from roce.analysis.flowrules import K_WRITE
 from roce.emu import LinkConfig, SendWR, WROpcode
-from roce.emu.recovery import RecoveryConfig, RecoveryError, configure
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.core.recovery import RecoveryConfig, RecoveryError, configure
+from roce.emu.net.runner import run_scenario
+from roce.emu.scenario import Scenario
 from roce.headers import AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome_type, syndrome_value
 from roce.opcodes import Operation, Position
 from roce.pcapio import PcapWriter, open_capture
@@ -235,7 +236,7 @@ def test_reordering_below_the_threshold_causes_no_spurious_retransmission(rule):
     at most DUPTHRESH - 1 places late: none may be declared lost (by either loss rule: the
     time-based one's first window, a quarter of the min RTT, is wider)."""
     from roce.emu import LinkConfig
-    from roce.emu.selective import DUPTHRESH
+    from roce.emu.core.selective import DUPTHRESH
 
     link = LinkConfig(reorder=0.2, reorder_jitter_ns=330 * (DUPTHRESH - 1))
     p = pair(recovery=RecoveryConfig("sr", loss_rule=rule), mtu=4096, size=1 << 20,
@@ -278,7 +279,7 @@ def _frames_of(path) -> list[bytes]:
 
 
 def test_stats_counts_every_selective_nak_the_responder_sent(tmp_path):
-    from roce.dissect.flows import analyse
+    from roce.analysis.flows import analyse
 
     path = tmp_path / "sr.pcap"
     p = _sr_capture(path)  # the reverse direction is lossless: every NAK is in the capture
@@ -291,13 +292,13 @@ def test_stats_counts_every_selective_nak_the_responder_sent(tmp_path):
     assert back.naks.get(0, 0) <= 1 and r.totals["selective_naks"] == back.selective_naks
 
 
-@pytest.mark.skipif(not __import__("roce.dissect.cflows", fromlist=["AVAILABLE"]).AVAILABLE,
+@pytest.mark.skipif(not __import__("roce.analysis.cflows", fromlist=["AVAILABLE"]).AVAILABLE,
                     reason="fast path not built")
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(seed=st.integers(0, 2**16), loss=st.sampled_from([0.0, 0.01, 0.05, 0.2]),
        reverse=st.sampled_from([0.0, 0.05]))
 def test_both_engines_agree_on_sr_captures(tmp_path_factory, seed, loss, reverse):
-    from roce.dissect.flows import analyse
+    from roce.analysis.flows import analyse
 
     path = tmp_path_factory.mktemp("sr") / "sr.pcap"
     _sr_capture(path, seed=seed, loss=loss, reverse_loss=reverse)
@@ -311,8 +312,8 @@ def test_both_engines_agree_on_sr_captures(tmp_path_factory, seed, loss, reverse
 @pytest.mark.parametrize("engine", ["reference", "compiled"])
 def test_stats_reassembles_sr_writes(tmp_path, engine):
     """WRITE First ... WRITE Only with a RETH each: one message of the right size each."""
-    from roce.dissect.cflows import AVAILABLE
-    from roce.dissect.flows import analyse
+    from roce.analysis.cflows import AVAILABLE
+    from roce.analysis.flows import analyse
 
     if engine == "compiled" and not AVAILABLE:
         pytest.skip("fast path not built")
@@ -328,7 +329,7 @@ def test_sr_places_read_responses_out_of_order():
     """One lost READ response: the ones after it are placed as they come; DUPTHRESH of them
     ask again for the missing one alone, once; the READ completes with the right bytes."""
     from roce.emu import LinkConfig
-    from roce.emu.selective import DUPTHRESH
+    from roce.emu.core.selective import DUPTHRESH
 
     size = 16 * 1024
     p = pair(recovery="sr", mtu=1024, size=64 * 1024, config=LinkConfig(),

@@ -41,23 +41,20 @@ from roce.emu import (
     SendWR,
     WCStatus,
     WROpcode,
-    oob,
-    payload,
-    remote,
+    defaults,
 )
-from roce.emu.recovery import RTO_HIGH_NS, RTO_LOW_NS
-from roce.emu.transport import (
-    ROCE_OR_ARP,
-    EventLoop,
-    TransportError,
-    UdpTransport,
-    arp_frame,
-    fix_tcp_checksum,
-    max_path_mtu,
-    parse_arp,
-)
-from roce.emu.work import SGE
-from roce.errors import RoceError, UsageError
+from roce.emu.core import payload
+from roce.emu.core.recovery import RTO_HIGH_NS, RTO_LOW_NS
+from roce.emu.core.work import SGE
+from roce.emu.real import messages as schema
+from roce.emu.real import oob, remote
+from roce.emu.real.driver import TransportError, max_path_mtu
+from roce.emu.real.loop import EventLoop
+from roce.emu.real.relay import fix_tcp_checksum
+from roce.emu.real.udp import UdpTransport
+from roce.emu.scenario import Scenario
+from roce.errors import PeerMessageError, RoceError, UsageError
+from roce.iface import ROCE_OR_ARP, arp_frame, parse_arp
 from roce.pcapio import PcapWriter, open_capture
 
 FULL = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
@@ -324,8 +321,9 @@ def test_bpf_filter_passes_roce_and_arp_only(tmp_path: Path) -> None:
         subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, timeout=30)
         script = (
             "import socket\n"
-            "from roce.emu.transport import ROCE_OR_ARP, arp_frame\n"
-            "from roce.wire.iface import packet_socket\n"
+            "from roce.iface import arp_frame\n"
+            "from roce.iface import ROCE_OR_ARP\n"
+            "from roce.iface import packet_socket\n"
             "s = packet_socket('lo', ROCE_OR_ARP, ignore_outgoing=True)\n"
             "s.settimeout(0.5)\n"
             "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
@@ -368,19 +366,25 @@ def oob_pair() -> Iterator[tuple[oob.Channel, oob.Channel]]:
         server.close()
 
 
+def _scenario(**over: Any) -> dict[str, Any]:
+    return {**remote.scenario_fields(Scenario(size=4096, count=2)), **over}
+
+
 def test_oob_hello_params_exchange(oob_pair: tuple[oob.Channel, oob.Channel]) -> None:
     client, server = oob_pair
     mine = oob.QPInfo(qpn=0x11, psn=0xABCDEF, ip="10.0.0.1", gid=oob.gid_of("10.0.0.1"),
                       mac="02:00:0a:00:00:01", rkey=0x1234, va=0x7F0000001000, size=65536,
                       mtu=1024)
-    client.send(oob.hello({"op": "write", "size": 4096}, [mine], max_mtu=4096))
+    client.send("hello", scenario=_scenario(op="write"), qps=[mine.to_dict()], max_mtu=4096)
     msg = server.recv(5, "hello")
-    oob.check_hello(msg)
     assert msg["max_mtu"] == 4096 and msg["scenario"]["op"] == "write"
-    theirs = oob.QPInfo.from_dict(msg["qps"][0])
-    assert theirs == mine and theirs.gid == "::ffff:10.0.0.1"
-    server.send({"type": "params", "mtu": 1024, "qps": []})
-    server.send({"type": "result", "verified": True})  # likely two messages in one read
+    assert msg["protocol"] == oob.PROTOCOL
+    theirs = oob.QPInfo(**msg["qps"][0])
+    assert theirs == mine
+    claim = {name: 0 for name in schema.CLAIM.names}
+    claim.update(completed={}, naks_sent={}, finished=True, unverified="")
+    server.send("params", mtu=1024, qps=[mine.to_dict()])
+    server.send("result", verified=True, summary=claim)  # likely two messages in one read
     assert client.recv(5, "params")["mtu"] == 1024
     assert client.recv(5, "result")["verified"] is True
     assert client.poll() is None and not client.buffered()
@@ -390,22 +394,21 @@ def test_oob_errors_are_sentences(oob_pair: tuple[oob.Channel, oob.Channel]) -> 
     client, server = oob_pair
     with pytest.raises(oob.OOBError, match=r"timed out after 0\.2 s waiting for a 'hello'"):
         server.recv(0.2, "hello")
-    client.send({"type": "params"})
-    with pytest.raises(oob.OOBError, match="expected a 'hello' message .* got 'params'"):
+    client.send("done", posted=0, completed={}, finished=True)
+    with pytest.raises(oob.OOBError, match="expected a 'hello' message .* got 'done'"):
         server.recv(5, "hello")
     client.error("no network interface 'eth9'")
     with pytest.raises(oob.OOBError, match="reported: no network interface 'eth9'"):
         server.recv(5)
     client.sock.sendall(b"not json\n")
-    with pytest.raises(oob.OOBError, match="is not JSON"):
+    with pytest.raises(PeerMessageError, match="peer message: not JSON"):
         server.recv(5)
     client.sock.sendall(b"[1, 2]\n")
-    with pytest.raises(oob.OOBError, match="has no type"):
+    with pytest.raises(PeerMessageError, match=r"peer message: \[1, 2\] is not an object"):
         server.recv(5)
-    with pytest.raises(oob.OOBError, match="lacks ip, mac"):
-        oob.QPInfo.from_dict({"qpn": 1, "psn": 2, "gid": "::1"})
-    with pytest.raises(oob.OOBError, match="speaks"):
-        oob.check_hello({"type": "hello", "protocol": "other/9"})
+    client.sock.sendall(b'{"type": "hello", "protocol": "other/9"}\n')
+    with pytest.raises(PeerMessageError, match='field "protocol": the peer speaks "other/9"'):
+        server.recv(5)
     client.close()
     with pytest.raises(oob.OOBError, match="closed the out-of-band connection"):
         server.recv(5)
@@ -435,23 +438,33 @@ def test_connect_retries_until_the_listener_is_up() -> None:
         time.sleep(0.3)
         with oob.Listener("127.0.0.1", port) as lst:
             ch = lst.accept(5)
-            box["msg"] = ch.recv(5, "hello")
+            try:
+                ch.recv(5, "hello")
+            except oob.OOBError as e:
+                box["msg"] = e
             ch.close()
 
     th = threading.Thread(target=late_listener)
     th.start()
     ch = oob.connect("127.0.0.1", port, timeout=5)
-    ch.send({"type": "hello"})
+    ch.send("error", message="late")
     th.join(10)
     ch.close()
-    assert box["msg"] == {"type": "hello"}
+    assert "reported: late" in str(box["msg"])
 
 
 # -- the remote runner, both roles in one process ---------------------------------------------
 
 
-def _roles(sc: remote.RemoteScenario,
-           hint: remote.RemoteScenario | None = None) -> tuple[dict, Any]:
+def _real(**fields: Any) -> Scenario:
+    """A real-link run's scenario, with the defaults ``roce emulate --listen/--connect``
+    applies (its ACK timeout; its wall-clock time limit unless given)."""
+    fields.setdefault("timeout", defaults.ACK_TIMEOUT_REAL)
+    fields.setdefault("time_limit_ns", int(defaults.REAL_TIME_LIMIT_S * 1e9))
+    return Scenario(**fields)
+
+
+def _roles(sc: Scenario, hint: Scenario | None = None) -> tuple[dict, Any]:
     """Run a listener (told ``hint``) in a thread and a connector in this one over UDP on
     loopback: ({"listener": summary} or {"error": exception}, connector summary or error)."""
     ip_l, ip_c = _free_pair()
@@ -480,8 +493,8 @@ def _roles(sc: remote.RemoteScenario,
 @pytest.mark.parametrize("op,qp_type", [("mixed", "rc"), ("send", "ud"), ("write", "uc")])
 def test_remote_roles_over_udp_loopback(op: str, qp_type: str) -> None:
     size = 700 if qp_type == "ud" else 3000
-    sc = remote.RemoteScenario(op=op, size=size, count=16, mtu=1024, qps=2, depth=4, seed=4,
-                               qp_type=qp_type, time_limit_s=20)
+    sc = _real(op=op, size=size, count=16, mtu=1024, qps=2, depth=4, seed=4,
+                               qp_type=qp_type, time_limit_ns=20 * 10**9)
     box, con = _roles(sc)
     assert "error" not in box, box.get("error")
     lst = box["listener"]
@@ -499,8 +512,8 @@ def test_remote_listener_follows_the_connectors_recovery(loss_rule: str) -> None
     selective repeat (its WRITE encoding would not execute at a go-back-N responder's
     checks otherwise: every WRITE packet but the last is a WRITE First) and both
     summaries say so."""
-    sc = remote.RemoteScenario(op="mixed", size=5000, count=12, mtu=1024, qps=2, depth=4,
-                               seed=3, time_limit_s=20, recovery="sr", loss_rule=loss_rule)
+    sc = _real(op="mixed", size=5000, count=12, mtu=1024, qps=2, depth=4,
+                               seed=3, time_limit_ns=20 * 10**9, recovery="sr", loss_rule=loss_rule)
     box, con = _roles(sc)
     assert "error" not in box, box.get("error")
     lst = box["listener"]
@@ -511,9 +524,9 @@ def test_remote_listener_follows_the_connectors_recovery(loss_rule: str) -> None
 
 
 def test_remote_recovery_mismatch_names_both_values() -> None:
-    sc = remote.RemoteScenario(op="write", size=3000, count=2, mtu=1024, seed=1,
-                               time_limit_s=10)  # gbn
-    hint = remote.RemoteScenario(recovery="sr")
+    sc = _real(op="write", size=3000, count=2, mtu=1024, seed=1,
+                               time_limit_ns=10 * 10**9)  # gbn
+    hint = _real(recovery="sr")
     box, con = _roles(sc, hint)
     err = box.get("error")
     assert isinstance(err, remote.RecoveryMismatch) and isinstance(err, UsageError)
@@ -523,27 +536,27 @@ def test_remote_recovery_mismatch_names_both_values() -> None:
 
 
 def test_remote_loss_rule_mismatch_and_a_default_listener_follows() -> None:
-    sr = remote.RemoteScenario(recovery="sr")  # rack
+    sr = _real(recovery="sr")  # rack
     with pytest.raises(remote.RecoveryMismatch, match="--loss-rule dupthresh on the listener, "
                        "--loss-rule rack on the connector"):
-        remote.agree(sr, remote.RemoteScenario(recovery="sr", loss_rule="dupthresh"))
+        remote.agree(sr, _real(recovery="sr", loss_rule="dupthresh"))
     # the listener's defaults (gbn, rack) mean "follow the connector"
-    remote.agree(sr, remote.RemoteScenario())
+    remote.agree(sr, _real())
     remote.agree(sr, None)
     # a loss rule does not matter under go-back-N
-    remote.agree(remote.RemoteScenario(), remote.RemoteScenario(loss_rule="dupthresh"))
+    remote.agree(_real(), _real(loss_rule="dupthresh"))
 
 
 def test_sr_timeouts_scale_with_the_ack_timeout() -> None:
-    cfg = remote.sr_config(remote.RemoteScenario(recovery="sr", timeout=14))
+    cfg = remote.sr_config(_real(recovery="sr", timeout=14))
     assert cfg is not None and cfg.rto_high_ns == 4096 << 14
     assert cfg.rto_low_ns * RTO_HIGH_NS == cfg.rto_high_ns * RTO_LOW_NS
-    assert remote.sr_config(remote.RemoteScenario(timeout=14)) is None
+    assert remote.sr_config(_real(timeout=14)) is None
 
 
 def test_expected_memory_follows_the_plan() -> None:
     """The plan both ends replay, checked against the bytes it must produce."""
-    sc = remote.RemoteScenario(op="mixed", size=16, count=8, seed=2)
+    sc = _real(op="mixed", size=16, count=8, seed=2)
     exp = remote.expected(sc, 0)
     assert sc.slots == 4 and sc.slot == 16
     loc0, rem0 = bytearray(64), bytearray(64)
@@ -595,3 +608,18 @@ def test_ipv6_over_udp() -> None:
         assert a.device.counters.icrc_drops == b.device.counters.icrc_drops == 0
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize("argv,why", [
+    (["--listen"], "say how to reach the wire: -i IFACE (raw Ethernet) or --transport udp"),
+    (["--connect", "127.0.0.1", "--transport", "raw"], "--transport raw needs -i IFACE"),
+    (["--listen", "--connect", "127.0.0.1", "--transport", "udp"],
+     "--listen and --connect exclude each other"),
+])
+def test_a_real_link_run_needs_one_role_and_a_way_to_the_wire(argv: list[str], why: str,
+                                                              capsys) -> None:
+    """Refused before anything is opened: exit 1, naming what is missing."""
+    from roce.cli import main
+
+    assert main(["emulate", *argv, "--port", "0", "--oob-timeout", "0.1"]) == 1
+    assert why in capsys.readouterr().err

@@ -5,7 +5,7 @@ import pytest
 
 import roce
 from roce.emu import AH, CQ, MR, PD, QP, AHAttr, Fabric, QPAttr, QPInitAttr, RecvWR, SendWR
-from roce.emu.constants import (
+from roce.emu.core.constants import (
     IBV_ACCESS_LOCAL_WRITE,
     IBV_ACCESS_REMOTE_WRITE,
     IBV_MTU_1024,
@@ -21,7 +21,7 @@ from roce.emu.constants import (
     IBV_WR_SEND,
     IBV_WR_SEND_WITH_IMM,
 )
-from roce.emu.verbs import connect
+from roce.emu.core.verbs import connect
 from roce.pcapio import open_capture
 
 

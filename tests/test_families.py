@@ -17,7 +17,10 @@ import roce
 from roce import locate
 from roce.cli import main
 from roce.errors import DecodeError
-from roce.families import craft, erf, ib, ibcrc, ibmad, registry, tunnels
+from roce.families import craft, erf, registry, tunnels
+from roce.families.ib import crc as ibcrc
+from roce.families.ib import mad as ibmad
+from roce.families.ib import native as ib
 from roce.families.registry import Handler
 from roce.locate import walk
 from roce.opcodes import IB_OPCODES, OPCODES
@@ -244,7 +247,7 @@ def test_native_ib_every_opcode_matches_tshark(tmp_path: Path) -> None:
     frames = _ib_frames()
     p247 = _write(tmp_path / "ib.pcap", frames, 247)
     p197 = _write(tmp_path / "ib_erf.pcap", [erf.record(f) for f in frames], 197)
-    from roce.dissect.decode import decode_frames
+    from roce.decoder.decode import decode_frames
 
     ours = [r.fields for r in decode_frames(open_capture(p247))]
     via_erf = [r.fields for r in decode_frames(open_capture(p197))]
@@ -277,7 +280,7 @@ def test_crafted_ib_cnp_matches_tshark(tmp_path: Path,
     assert w.status == locate.OK and w.opcode == 0x80 and w.icrc_off == w.bth_off + 12
     roce_cnp = ib.build(bytes([0x81]) + cnp[w.bth_off + 1:w.icrc_off])
     assert walk(roce_cnp, locate.WALK_INFINIBAND).status == locate.BAD_OPCODE
-    from roce.dissect.decode import decode_frames
+    from roce.decoder.decode import decode_frames
 
     p197 = _write(tmp_path / "cnp_erf.pcap", [erf.record(cnp), erf.record(roce_cnp)], 197)
     ours = [r.fields for r in decode_frames(open_capture(p197))]
@@ -396,7 +399,7 @@ TUNNEL_ORACLE = ["erspan.spanid", "erspan.index", "erspan.timestamp", "erspan.pl
 
 @needs_tshark
 def test_tunnels_match_tshark(tmp_path: Path) -> None:
-    from roce.dissect.decode import decode_frames
+    from roce.decoder.decode import decode_frames
 
     p = _write(tmp_path / "tun.pcap", _tunnel_frames(), 1)
     ours = [r.fields for r in decode_frames(open_capture(p))]
@@ -457,7 +460,7 @@ def test_toy_family_registered_from_outside(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A family of one header (magic 16, counter 32) on UDP 5555, written here, not in
     the package."""
-    from roce.families.ib import Decoded
+    from roce.families.ib.native import Decoded
     from roce.locate import L3_NONE, OK, Walk
 
     def decode(data: bytes, caplen: int | None = None, origlen: int | None = None) -> Decoded:
@@ -516,7 +519,7 @@ def test_mutated_families_decode_with_typed_errors_only(seed_frame: int, flips: 
                                                         cut: int, linktype: int) -> None:
     """Fuzz the new families and tunnels: mutated and cut frames become records whose
     errors are DecodeError / NotRoCE, never an exception out of the decoder."""
-    from roce.dissect.decode import decode_frames
+    from roce.decoder.decode import decode_frames
     from roce.errors import NotRoCE
     from roce.pcapio import Frame
 
@@ -652,7 +655,8 @@ def test_family_from_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     import importlib.metadata as md
     import sys
 
-    from roce.families.registry import Registry, _load_plugins
+    from roce.families.builtin import _load_plugins
+    from roce.families.registry import Registry
 
     (tmp_path / "toy_plugin.py").write_text(
         "from roce.families.registry import Handler\n"
@@ -672,10 +676,10 @@ def test_family_from_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                                 st.integers(0, 255)), min_size=1, max_size=12),
        port_vxlan=st.sampled_from([4789, 4790]))
 def test_peel_twins_agree(picks: list, port_vxlan: int) -> None:
-    """roce._fastpath.peel against lines.peel_reference on mutated tunnel frames, with the
+    """roce._fastpath.peel against peel.peel_reference on mutated tunnel frames, with the
     registry's rows as they are and with VXLAN decoded on another port."""
     from roce import fast
-    from roce.families import lines
+    from roce.families import peel as lines
     from roce.pcapio import Batch
 
     if not hasattr(fast._ext, "peel"):
@@ -708,7 +712,12 @@ def test_stats_pairs_cm_exchanges_with_connections(tmp_path: Path,
     assert "CM connection 1: LID 0x0002 QP 0x000011 <-> LID 0x0001 QP 0x000022" in out
     assert "LID 0x0002 -> LID 0x0001 QP 0x000022" in out  # the flow: the LIDs spelt alike
     assert "RTU" in out and "100 (REQ) / 500 (REP); first seen: 100 / 501" in out
-    assert "warning: first PSN 501 to QP 0x000011 is not the REP's starting PSN 500" in out
+    # the connections come before the expert findings, and their problems are among them
+    expert = out.index("Expert info: 0 errors, 1 warning, 0 notes")
+    assert out.index("CM connection 1: LID") < expert
+    assert out.index("warning  CM connection 1: first PSN 501 to QP 0x000011 is not the REP's "
+                     "starting PSN 500") > expert
+    assert "no findings" not in out
     doc = json.loads(_cli(capsys, "stats", "-T", "json", str(p)))
     (conn,) = doc["cm_connections"]
     assert conn["active_qpn"] == 0x11 and conn["passive_qpn"] == 0x22
@@ -720,7 +729,7 @@ def test_stats_pairs_cm_exchanges_with_connections(tmp_path: Path,
 
 
 def test_columnar_output_carries_family_fields(tmp_path: Path) -> None:
-    """-T parquet: the families' fields are columns (roce.families.columns) with values."""
+    """-T parquet: the families' fields are columns (roce.decoder.fieldtypes) with values."""
     import pyarrow.parquet as pq
 
     frames = [*_tunnel_frames()]

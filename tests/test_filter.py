@@ -1,4 +1,4 @@
-"""Tests for the Wireshark-style display filter in roce.dissect.filter."""
+"""Tests for the Wireshark-style display filter in roce.decoder.filter."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from profiles import examples
 
-from roce.dissect.filter import FilterError, compile_filter
+from roce.decoder.filter import FilterError, compile_filter
 
 PKT: dict[str, object] = {
     "eth.src": "02:00:00:00:00:01",
@@ -1020,3 +1020,37 @@ def test_quoted_string_round_trip(s: str) -> None:
     f = compile_filter(f'name == "{escaped}"')
     assert f({"name": s})
     assert not f({"name": s + "x"})
+
+
+# -- names: another tool's name for a field --------------------------------------------------
+
+_NAMES = {"ws.va": ("reth.va", "atomiceth.va"), "ws.psn": ("bth.psn",)}
+
+
+def _names(name: str) -> tuple[str, ...]:
+    return _NAMES.get(name, (name,))
+
+
+@pytest.mark.parametrize("expr,reth,atomic", [
+    ("ws.va == 5", True, False), ("ws.va == 7", False, True), ("ws.va", True, True),
+    ("ws.va != 5", False, True), ("ws.va in {5 7}", True, True),
+    ("ws.va not in {5}", False, True), ("ws.va > 6", False, True),
+    ("ws.psn == 1 and ws.va", True, True), ("not ws.va == 5", False, True),
+])
+def test_names_read_the_keys_they_stand_for(expr: str, reth: bool, atomic: bool) -> None:
+    """A name standing for two keys (a field one header or another carries) holds if its
+    test holds for the key the packet has."""
+    flt = compile_filter(expr, names=_names, known_fields={"reth.va", "atomiceth.va",
+                                                           "bth.psn"})
+    assert flt({"bth.psn": 1, "reth.va": 5}) is reth
+    assert flt({"bth.psn": 1, "atomiceth.va": 7}) is atomic
+
+
+def test_names_are_checked_as_their_keys() -> None:
+    from roce.decoder.filter import FieldType
+
+    types = {"reth.va": FieldType("uint", 64), "atomiceth.va": FieldType("uint", 64)}
+    with pytest.raises(FilterError, match="'ws.va'"):
+        compile_filter("ws.va == 10.0.0.1", names=_names, field_types=types)
+    with pytest.raises(FilterError, match="unknown field 'ws.nope'"):
+        compile_filter("ws.nope", names=_names, known_fields={"reth.va"})

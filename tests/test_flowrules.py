@@ -1,7 +1,9 @@
-"""The flow rules' one definition (roce.dissect.flowrules) and what follows from it: folded
+"""The flow rules' one definition (roce.analysis.flowrules) and what follows from it: folded
 retransmission bursts, goodput against throughput (also against the emulator's own figure),
-the compiled engine raising exactly the event kinds the table has, and the flow modules'
-imports (no reaching into another module's private names)."""
+the flow engine written once (flowref.py, interpreted and compiled: it raises exactly the
+event kinds the table has, its compiled form is the build of that file or stands aside, its C
+declarations match it, it runs without Cython), and the flow modules' imports (no reaching
+into another module's private names)."""
 
 from __future__ import annotations
 
@@ -25,14 +27,16 @@ from test_stats import (
     write_only,
 )
 
-from roce.dissect import flowrules as R
-from roce.dissect.cflows import AVAILABLE, engine_config
-from roce.dissect.flows import analyse
+from roce import _compiled
+from roce.analysis import cflows, flowref
+from roce.analysis import flowrules as R
+from roce.analysis.cflows import AVAILABLE
+from roce.analysis.flows import analyse, make_analyzer
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
-from roce.pcapio import open_capture
+from roce.pcapio import Frame, open_capture
 
 ROOT = Path(__file__).resolve().parent.parent
-DISSECT = ROOT / "roce" / "dissect"
+ANALYSIS = ROOT / "roce" / "analysis"
 
 
 @pytest.fixture(params=ENGINES)
@@ -148,7 +152,7 @@ def test_stats_text_shows_goodput_and_throughput(tmp_path: Path,
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "roce.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "roce", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=300, check=True)
 
 
@@ -191,69 +195,223 @@ def _raised(source: str) -> set[str]:
     return set(re.findall(r'_(?:event|stored)\([^()"]*"(\w+)"', source))
 
 
-def test_both_engines_raise_exactly_the_kinds_the_table_has() -> None:
+def test_the_engine_raises_exactly_the_kinds_the_table_has() -> None:
+    """flowref.py is the flow engine in both forms (the compiled one is built from it,
+    below): it raises every kind of the table, and no other.  No second copy of the rules
+    is left to raise them (the hand-written C engine the fast path once included)."""
     table = {e.name for e in R.EVENTS if e.engine}
     naks = {R.nak_event(c) for c in range(R.SYNDROME_VALUES)}  # raised by the NAK rule
-    ref = _raised((DISSECT / "flowref.py").read_text()) | naks
-    compiled = _raised((ROOT / "roce" / "_flowengine.pxi").read_text()) | naks
-    assert ref == table and compiled == table
+    assert _raised((ANALYSIS / "flowref.py").read_text()) | naks == table
+    assert not list((ROOT / "roce").rglob("_flowengine*.pxi"))
+    assert "_flowengine" not in (ROOT / "roce" / "_fastpath.pyx").read_text()
 
 
-def test_the_compiled_engine_is_handed_every_row() -> None:
-    cfg = engine_config()
-    assert [e[0] for e in cfg["events"]] == [e.name for e in R.EVENTS]
-    assert cfg["counters"] == [c.name for c in R.COUNTERS]
-    for name, _, _, _, counter in cfg["events"]:
-        want = R.EVENT_BY_NAME[name].counter
-        assert (cfg["counters"][counter] if counter >= 0 else None) == want
+@pytest.mark.skipif(not AVAILABLE, reason="compiled flow engine not built")
+def test_the_compiled_engine_is_the_build_of_flowref() -> None:
+    """The compiled engine runs only when built from the flowref.py and _flowengine.pxd now
+    in the tree (the build records their hashes), and it is that module compiled."""
+    from roce.analysis import _flowengine
+
+    assert cflows.STALE == [] == _compiled.stale_twin(cflows.MODULE)
+    assert _flowengine.__doc__ == flowref.__doc__  # Cython keeps the module's docstring
+    a = make_analyzer(engine="compiled")
+    assert type(a).__module__ == "roce.analysis._flowengine" and type(a).__name__ == "Analyzer"
+    assert type(make_analyzer(engine="reference")) is flowref.Analyzer
+    assert type(make_analyzer()) is type(a)  # "auto"
 
 
-@pytest.mark.skipif(not AVAILABLE, reason="fast path not built")
-def test_the_compiled_engine_refuses_a_table_it_was_not_built_for() -> None:
-    from roce import fast
+def _python(code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
 
-    cfg = engine_config()
-    bad = dict(cfg, events=cfg["events"] * 3)  # more kinds than the engine has room for
-    with pytest.raises(ValueError, match="more event kinds"):
-        fast._ext.configure_flows(bad)
-    bad = dict(cfg, syndrome_rules=(1, 0, 2, 3))
-    with pytest.raises(ValueError, match="numbering"):
-        fast._ext.configure_flows(bad)
-    fast._ext.configure_flows(cfg)  # leave it as it was
-    assert analyse([write_only(0), write_only(0)]).event_counts == {"retransmission": 1}
+
+def test_an_edited_engine_runs_interpreted_with_a_warning() -> None:
+    """A flowref.py (or _flowengine.pxd) that differs from what the build compiled is never
+    run from the stale build: "auto" takes the interpreted form, with one warning, and
+    "compiled" refuses."""
+    code = """if True:
+        import warnings
+        from roce import _compiled
+        real = _compiled._built
+        def edited():
+            built = dict(real())
+            built["roce.analysis._flowengine"] = {"roce/analysis/flowref.py": "0" * 64}
+            return built
+        _compiled._built = edited
+        _compiled.built_twin = lambda name: True  # as if built, whether or not it is here
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            from roce.analysis import cflows, flowref
+            from roce.analysis.flows import make_analyzer
+        print([str(w.message) for w in caught if "flow analysis" in str(w.message)])
+        print(cflows.AVAILABLE, cflows.STALE, type(make_analyzer()) is flowref.Analyzer)
+        try:
+            make_analyzer(engine="compiled")
+        except Exception as exc:
+            print(type(exc).__name__, exc)
+    """
+    out = _python(code)
+    assert out.returncode == 0, out.stderr
+    warned, state, refused = out.stdout.splitlines()
+    assert "roce/analysis/flowref.py, roce/analysis/_flowengine.pxd edited after the build" \
+        in warned
+    assert state == "False ['roce/analysis/flowref.py', 'roce/analysis/_flowengine.pxd'] True"
+    assert refused.startswith("UsageError the compiled flow engine is not available "
+                              "(edited after the build)")
+
+
+@pytest.mark.parametrize("missing", ["cython", "roce._fastpath"])
+def test_the_engine_runs_without_cython_or_the_fast_path(tmp_path: Path, missing: str) -> None:
+    """Cython is needed to build, not to run: with no ``cython`` module to import, flowref.py
+    runs on its own small stand-in.  Without the fast path (not built) there is no compiled
+    engine either, and flowref.py runs on the fast path's Python twins (the walk, the ICRC,
+    ``roce.psn.PSNTracker``).  Either way the report is the one this process makes."""
+    frames = [write_only(p) for p in (0, 1, 2, 5, 3, 3, 4, 6)] + [ack(6)]
+    path = write_capture(tmp_path / "t.pcap", frames)
+    code = f"""if True:
+        import json, sys, warnings
+        warnings.simplefilter("ignore")
+        sys.modules[{missing!r}] = None  # its import raises ImportError
+        from roce.analysis import cflows
+        from roce.analysis.flows import analyse
+        from roce.pcapio import open_capture
+        from roce.analysis import flowref
+        print(cflows.AVAILABLE, flowref.cython.compiled, type(flowref.cython).__name__)
+        for engine in ("reference", "auto"):
+            with open_capture({str(path)!r}) as rd:
+                print(json.dumps(analyse(rd, engine=engine).to_dict()))
+    """
+    out = _python(code)
+    assert out.returncode == 0, out.stderr
+    state, *reports = out.stdout.splitlines()
+    shim = "SimpleNamespace" if missing == "cython" else "module"
+    assert state == f"{AVAILABLE and missing == 'cython'} False {shim}"
+    with open_capture(path) as rd:
+        want = json.loads(json.dumps(analyse(rd).to_dict()))
+    assert [json.loads(r) for r in reports] == [want, want] and want["totals"]["gaps"] == 1
+
+
+def test_a_table_outgrowing_the_engines_arrays_stops_both_forms() -> None:
+    """The compiled form holds flowrules' tables in C arrays sized in flowref.py: a table
+    that outgrows them stops the import of either form, with the same error, instead of
+    running on a cut table."""
+    code = """if True:
+        import importlib, sys
+        from roce.analysis import flowrules as R
+        R.EVENTS = R.EVENTS * 3  # more event kinds than the engine has room for
+        for name in sys.argv[1:]:
+            try:
+                importlib.import_module(name)
+            except ValueError as exc:
+                print(name, exc)
+    """
+    names = ["roce.analysis.flowref"] + (["roce.analysis._flowengine"] if AVAILABLE else [])
+    out = subprocess.run([sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"{n} flow engine: a flowrules table outgrew its arrays "
+                                       "(flowref.py and _flowengine.pxd size them)"
+                                       for n in names]
+
+
+def _pxd() -> str:
+    return (ANALYSIS / "_flowengine.pxd").read_text()
+
+
+def test_the_declarations_match_the_source() -> None:
+    """_flowengine.pxd declares what flowref.py holds: each class's attributes are its
+    ``__slots__`` (the interpreted form refuses an attribute the compiled one has no room
+    for), every C array is as long as the table the source builds for it, and every table
+    and number of the source is declared (an undeclared one would run as a Python object in
+    the compiled form: correct, but slow)."""
+    pxd = _pxd()
+    classes = dict(re.findall(r"\ncdef class (\w+):\n((?:    .*\n|\n)+)", pxd))
+    assert set(classes) == {"_Path", "_Held", "_Msgs", "_Flow", "Analyzer"}
+    assert len(_arrays(pxd)) > 40
+    for name, body in classes.items():
+        attrs = [a for decl in re.findall(r"^    cdef (?:readonly |public )?[^(\n]+$", body,
+                                            re.M)
+                 for a in _names(decl)]
+        assert sorted(attrs) == sorted(getattr(flowref, name).__slots__), name
+    ref = flowref.Analyzer()
+    ref.feed([write_only(0)])
+    flow = ref.flows[0]
+    for owner, name, size in _arrays(pxd):
+        obj = {"Analyzer": ref, "_Flow": flow}.get(owner, flowref)
+        assert len(getattr(obj, name)) == size, (owner, name)
+    tables = {n for n in vars(flowref) if re.fullmatch(r"_[A-Z][A-Z0-9_]*", n)}
+    declared = {n for decl in re.findall(r"^cdef [^(\n]+$", pxd, re.M) for n in _names(decl)}
+    assert tables <= declared, tables - declared
+
+
+def _names(decl: str) -> list[str]:
+    """The names a ``cdef`` declaration line declares (``cdef int64_t a[3], b`` -> a, b)."""
+    decl = re.sub(r"\[[\d:]+\]", "", decl.split("#")[0])
+    first, *rest = decl.split(",")
+    return [first.split()[-1], *(r.strip() for r in rest)]
+
+
+def _arrays(pxd: str) -> list[tuple[str, str, int]]:
+    """(class or "", name, length) of every C array the declarations hold."""
+    out, owner = [], ""
+    for line in pxd.splitlines():
+        m = re.match(r"(?:@cython.final\s*)?cdef class (\w+):", line)
+        if m:
+            owner = m.group(1)
+        elif not line.startswith(" ") and line.strip():
+            owner = ""
+        if re.match(r"\s*cdef [^(]+\[\d+\]", line):
+            out += [(owner, n, int(k)) for n, k in re.findall(r"(\w+)\[(\d+)\]", line)]
+    return out
+
+
+def test_times_and_byte_counts_past_64_bits_stop_both_engines() -> None:
+    """Times and byte counts are 64-bit integers in C: past that, both forms stop with
+    ``OverflowError`` rather than the compiled one wrapping."""
+    frame = write_only(0)
+    for engine in ([e.values[0] for e in ENGINES]):
+        if engine == "compiled" and not AVAILABLE:
+            continue
+        with pytest.raises(OverflowError):
+            analyse([Frame(frame, 1 << 64, len(frame), len(frame), 1, 0)], engine=engine)
+        big = [Frame(frame, t, len(frame), 1 << 62, 1, 0) for t in range(3)]
+        with pytest.raises(OverflowError, match="passed 2\\^63 - 1"):
+            analyse(big, engine=engine)
+        ok = analyse(big[:1], engine=engine)
+        assert ok.totals["bytes"] == 1 << 62
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module imported relative to roce.dissect, names taken from it) for each import."""
+    """(module of roce.analysis imported, names taken from it) for each import."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                out.append((node.module, [a.name for a in node.names]))
-            else:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("roce.analysis."):
+                out.append((node.module.rpartition(".")[2], [a.name for a in node.names]))
+            elif node.module == "roce.analysis":
                 out += [(a.name, []) for a in node.names]
     return out
 
 
 FLOW_MODULES = ("flows", "flowrules", "flowmodel", "flowref", "flowpair", "flowinput",
-                "cflows", "stats")
+                "cflows")
 
 
 def test_flow_modules_reach_no_private_name() -> None:
     """(Cycles are tests/test_imports.py's: it walks every module.)"""
     graph = {}
     for name in FLOW_MODULES:
-        deps = _imports(DISSECT / f"{name}.py")
+        deps = _imports(ANALYSIS / f"{name}.py")
         graph[name] = {m for m, _ in deps if m in FLOW_MODULES}
         private = [(m, n) for m, names in deps for n in names if n.startswith("_")]
         assert private == [], (name, private)
-        src = (DISSECT / f"{name}.py").read_text()
+        src = (ANALYSIS / f"{name}.py").read_text()
         assert not re.search(r"\b(?:fl|flows|flowref|flowmodel|R)\._[a-z]", src), name
     assert "flows" not in graph["cflows"]  # the compiled engine does not lean on the facade
 
 
 def test_totals_of_several_captures_keep_goodput_and_throughput_apart() -> None:
-    from roce.dissect.fleetcmd import sum_totals
+    from roce.cli._fleet import sum_totals
 
     one = analyse([write_only(p) for p in [*range(10), *range(4, 10)]]).totals
     two = dict(one, first_ns=one["last_ns"], last_ns=one["last_ns"] + 10_000)

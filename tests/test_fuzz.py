@@ -16,7 +16,7 @@ import pytest
 
 import roce
 from roce import cli, fast, locate
-from roce.dissect import flows
+from roce.analysis import flows
 from roce.emu import (
     CQ,
     MR,
@@ -32,18 +32,20 @@ from roce.emu import (
     QPType,
     RecvWR,
 )
-from roce.emu.memory import AccessError, AddressSpace
+from roce.emu.core.memory import AccessError, AddressSpace
 from roce.pcapio import open_capture
 from roce.testing import atheris_harness, fuzz
-from roce.testing.fuzz import registry, responder_cases, seeds
+from roce.testing.fuzz import dut_cases as responder_cases
+from roce.testing.fuzz import harnesses as registry
+from roce.testing.fuzz import seeds
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
 def fuzz_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``roce fuzz`` is registered in roce/cli.py by its owner; until then, here."""
-    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.testing.fuzz_cli", "fuzz"))
+    """``roce fuzz`` is registered in roce/cli/__init__.py by its owner; until then, here."""
+    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.cli.fuzz", "fuzz"))
 
 
 def roce_fuzz(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -111,7 +113,7 @@ def test_corpus_and_replay(capsys, tmp_path, monkeypatch, planted_walk_bug):
     rc, out, _ = roce_fuzz(capsys, "decoder", "--replay", str(corpus))
     assert rc == 1 and "STILL FAILS" in out
     monkeypatch.undo()  # the bug is fixed
-    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.testing.fuzz_cli", "fuzz"))
+    monkeypatch.setitem(cli.COMMANDS, "fuzz", ("roce.cli.fuzz", "fuzz"))
     rc, out, _ = roce_fuzz(capsys, "decoder", "--replay", str(corpus))
     assert rc == 0 and "STILL FAILS" not in out and "0 still failing" in out
 
@@ -204,7 +206,7 @@ def test_decoder_covers_native_infiniband_and_erf_chunks():
     """Chunks of link type 247 and 197 draw from their own pools and pass every check."""
     import random
 
-    from roce.families import ib
+    from roce.families.ib import native as ib
 
     d = fuzz.DecoderFuzzer(seed=0, decode_every=1)
     pools = d.linktype_pools
@@ -289,9 +291,9 @@ def rxe_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
     under way (rxe_qp_reset), and a UC WRITE's RETH range and Only length are checked on
     its first packet (check_rkey, check_length) -- so that the rest of the harness can be
     checked for false alarms."""
-    from roce.emu import verbs
-    from roce.emu.responder import Responder
-    from roce.emu.unreliable import UCResponder
+    from roce.emu.core import verbs
+    from roce.emu.core.responder import Responder
+    from roce.emu.core.unreliable import UCResponder
 
     # the harness moves QPs through the verbs API; the QP core is a compiled class whose
     # methods cannot be replaced, so the fix goes in after the verbs call
@@ -499,19 +501,65 @@ def test_atheris_check_function_without_atheris():
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
                     reason="atheris is not installed (pip install atheris)")
 def test_atheris_bounded_run(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "roce.testing.atheris_harness",
-                          "-atheris_runs=3000", "-seed=1"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(Path(roce.__file__).parent.parent)}
+    res = subprocess.run([sys.executable, "-m", "roce", "fuzz", "coverage", "--count", "3000",
+                          "--seed", "1", "--", "-max_len=2048"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Done 3000" in res.stderr
+    # the seed and what followed -- reached libFuzzer
+    assert "Seed: 1\n" in res.stderr and "-max_len is not provided" not in res.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
+                    reason="atheris is not installed (pip install atheris)")
+def test_a_coverage_disagreement_is_saved_and_exits_1(tmp_path):
+    """A planted disagreement: libFuzzer saves the input as crash-* and the run exits 1, as
+    the other harnesses' failures do."""
+    env = {**os.environ, "PYTHONPATH": str(Path(roce.__file__).parent.parent)}
+    planted = ("import roce.testing.atheris_harness as h\n"
+               "def check(data):\n    assert len(data) < 8, 'planted'\n"
+               "h.check = check\n"
+               "from roce.cli import main\n"
+               "main(['fuzz', 'coverage', '--count', '100000', '--', '-max_len=64'])\n")
+    res = subprocess.run([sys.executable, "-c", planted], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "AssertionError: planted" in res.stdout + res.stderr
+    crashes = list(tmp_path.glob("crash-*"))
+    assert len(crashes) == 1 and len(crashes[0].read_bytes()) >= 8
+
+
+def test_coverage_options_are_libfuzzers(capsys, monkeypatch):
+    """``roce fuzz coverage``'s options become libFuzzer's command line, bounded by what
+    libFuzzer holds; what follows ``--`` passes through; without atheris the run is refused
+    naming the extra that brings it."""
+    from roce.cli import fuzz as fuzz_cli
+
+    parser = cli.build_parser("fuzz")
+    args = parser.parse_args(["fuzz", "coverage", "--count", "10", "--time", "5", "--seed",
+                              "4294967295", "--", "corpus", "-max_len=64"])
+    assert fuzz_cli.libfuzzer_args(args) == [
+        "-error_exitcode=1", "-seed=4294967295", "-atheris_runs=10", "-max_total_time=5",
+        "corpus", "-max_len=64"]
+    assert fuzz_cli.libfuzzer_args(parser.parse_args(["fuzz", "coverage"])) == [
+        "-error_exitcode=1", "-seed=1"]
+    for bad in (["--seed", "0"], ["--seed", str(1 << 32)], ["--time", str(1 << 31)],
+                ["--count", "0"], ["-max_len=64"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["fuzz", "coverage", *bad])
+        assert exit_.value.code == 1, bad
+        assert bad[0] in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "atheris", None)  # import atheris: ImportError
+    assert cli.main(["fuzz", "coverage", "--count", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "needs atheris, which is not installed" in err and "roce[fuzz]" in err
 
 
 # -- the wire harness against roce target ----------------------------------------------------------
 
 
 def _wire_unavailable() -> str | None:
-    if not (REPO / "roce" / "emu" / "target_cli.py").exists():
-        return "roce target (roce/emu/target_cli.py) is not available yet"
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         import netns
@@ -524,7 +572,7 @@ WIRE_REASON = _wire_unavailable()
 TARGET_IP, QPN, RKEY, VA, SIZE = "10.66.0.2", 0x20, 0x4242, 0x10000, 8192
 
 _FUZZ_MAIN = ("import sys\nfrom roce import cli\n"
-              "cli.COMMANDS['fuzz'] = ('roce.testing.fuzz_cli', 'fuzz')\n"
+              "cli.COMMANDS['fuzz'] = ('roce.cli.fuzz', 'fuzz')\n"
               "sys.exit(cli.main(sys.argv[1:]))\n")
 
 
@@ -535,7 +583,7 @@ def wire_target(tmp_path):
     pair = netns.create()
     try:
         proc = pair.popen(pair.ns_b, [
-            sys.executable, "-m", "roce.emu.target_cli", "-i", pair.if_b, "--ip", TARGET_IP,
+            sys.executable, "-m", "roce.cli.target", "-i", pair.if_b, "--ip", TARGET_IP,
             "--qpn", hex(QPN), "--rkey", hex(RKEY), "--va", hex(VA), "--size", str(SIZE),
             "--mtu", "256", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)  # the target opens its socket and starts answering ARP

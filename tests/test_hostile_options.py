@@ -40,8 +40,10 @@ from profiles import examples
 import roce
 from roce import options
 from roce.cli import COMMANDS, build_parser, main
+from roce.cli import _craft_macc as craft_macc
+from roce.cli import stats as stats_cmd
+from roce.emu.net import observe, schema
 from roce.pcapio import PcapWriter
-from roce.wire import craft_macc
 
 MEMORY_LIMIT = 1 << 30
 TIME_LIMIT = 10.0
@@ -90,8 +92,14 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         return bad
     table: dict[object, list[str]] = {
         options.parse_rate: ["0", "-1", "nan", "inf", "-inf", "x", "1e400", "0G"],
+        options.parse_link_rate: ["0", "-1", "nan", "inf", "x", "1e400", "1e300", "1e-300",
+                                  "1000001", "1e-10"],
+        # what the PFC accounting can represent: b/s finite, 0xFFFF quanta in int64 ns
+        stats_cmd.LINK_RATE: ["0", "-1", "nan", "inf", "x", "1e300", "1e308", "1e-300",
+                              "1e-13G"],
+        options.parse_pps: ["0", "-1", "nan", "inf", "x", "1e400", "1e-308", "1e-11"],
         options.parse_seconds: ["-1", "nan", "inf", "1e300", "x", ""],
-        options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x"],
+        options.parse_positive_seconds: ["0", "-1", "nan", "inf", "1e300", "x", "1e-308"],
         options.parse_probability: ["-0.1", "1.01", "nan", "inf", "x"],
         options.parse_size: ["-1", "x", "1e30", "nan", "inf", "-1K", "99999999T"],
         options.parse_time: ["-1", "x", "1e30s", "nan", "infms", "1e300"],
@@ -105,6 +113,11 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         options.parse_ecn: ["4", "-1", "x", ""],
         PARSE_FIELD: ["icrc=0x100000000", "bth.psn=0x1000000", "novalue", "=5",
                               "ip.id=zz", "eth.dst=ff:ff:ff:ff:ff", "reth.va=-1"],
+        schema.parse_topology: ["ring:3", "incast:0", "incast:-1", "incast:1e3", "incast:",
+                                "leafspine:2,2", "incast:0x10", "dumbbell:1000000",
+                                "incast:100000000", "leafspine:33000,33000,1", ""],
+        schema.parse_ecn_text: ["1,2", "400K,100K,0.2", "1K,2K,nan", "1K,2K,2", "x", ""],
+        observe.parse_tap: ["sw:-1", "sw:+0", "sw: 0", "sw", "sw:0x1", "sw:0=", ":0", ""],
     }
     return table[t]
 
@@ -112,7 +125,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
 PARSE_FIELD = next(a.type for _p, a in _walk("craft") if a.dest == "fields")
 MACS_BAD = ["ff:ff:ff:ff:ff", "1:2:3:4:5:6:7", "gg:00:00:00:00:00", "", "0102030405",
             "01:02:03-04:05:06", "001:02:03:04:05:06", "ff:ff:ff:ff:ff:ff:"]
-IPS_BAD = ["1.2.3", "256.0.0.1", "fe80:::1", "x", "", "10.0.0.1/24", "1.2.3.4.5"]
+IPS_BAD = ["1.2.3", "256.0.0.1", "fe80:::1", "x", "", "10.0.0.1/24", "1.2.3.4.5",
+           "fe80::1%\x1b[31m", "fe80::1%a b"]
 
 CASES = [(prefix, action) for command in COMMANDS for prefix, action in _walk(command)
          if action.type is not None or action.choices is not None]
@@ -193,6 +207,14 @@ def bad_values(action: argparse.Action) -> st.SearchStrategy[str]:
         return st.one_of(fixed, outside, non_int, _NON_FINITE)
     if t in (options.parse_rate,):
         return st.one_of(fixed, _NON_FINITE, st.floats(max_value=0).map(repr))
+    if t is stats_cmd.LINK_RATE:
+        lo, hi = t.span
+        return st.one_of(fixed, _NON_FINITE, st.floats(max_value=lo * 0.999).map(repr),
+                         st.floats(min_value=hi * 1.001, allow_infinity=False).map(repr))
+    if t is options.parse_pps:  # below one frame per 2^63 ns
+        return st.one_of(fixed, _NON_FINITE, st.floats(max_value=0).map(repr),
+                         st.floats(min_value=0, max_value=options.MIN_PPS,
+                                   exclude_max=True).map(repr))
     if t in (options.parse_seconds, options.parse_positive_seconds):
         return st.one_of(fixed, _NON_FINITE, st.floats(max_value=-1e-9).map(repr),
                          st.floats(min_value=options.MAX_SECONDS * 1.01,
@@ -358,12 +380,31 @@ def test_unwritable_outputs_exit_2(tmp_path: Path, capture: Path, argv: list[str
     (["target", "--psn", "-1"], "--psn"),
     (["send", "rc-send-only", "--interval", "1e300"], "--interval"),
     (["replay", "x.pcap", "--pps", "0"], "--pps"),
+    (["stats", "x.pcap", "--link-rate", "1e308"], "--link-rate"),
+    (["stats", "x.pcap", "--link-rate", "1e300"], "--link-rate"),
 ])
 def test_issue_cases_exit_1_naming_the_option(argv: list[str], option: str) -> None:
     # the first two once ran memory up: in a limited child; the others stop in the parser
     res = (run_limited if "--payload-file" in argv or "--payload-hex" in argv else run_here)(
         *argv)
     assert_one_line_error(res, (1,), option)
+
+
+@pytest.mark.parametrize("end", [0, 1])
+def test_stats_link_rate_bounds_are_representable(tmp_path: Path, end: int,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The extreme rates --link-rate takes run through the PFC accounting, text and JSON."""
+    from roce import macc
+
+    path = tmp_path / "pfc.pcap"
+    src = bytes.fromhex("020000000001")
+    with PcapWriter(path) as w:
+        w.write(macc.build_pfc(src, {3: 0xFFFF}), ts_ns=0)
+        w.write(macc.build_pfc(src, {3: 0}), ts_ns=10**9)
+    rate = repr(stats_cmd.LINK_RATE.span[end])
+    for fmt in ("text", "json"):
+        assert main(["stats", "-T", fmt, "--link-rate", rate, str(path)]) == 0
+    assert "PFC" in capsys.readouterr().out
 
 
 def test_smac_octets_are_octets(tmp_path: Path) -> None:

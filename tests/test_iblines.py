@@ -1,5 +1,5 @@
 """The compiled native InfiniBand line formatter (roce._fastpath.ib_lines) against its
-pure-Python twin (roce.families.iblines.format_reference), and the one-line output of
+pure-Python twin (roce.families.ib.lines.format_reference), and the one-line output of
 ``roce decode`` with either of them against the per-record path; the start-up look for
 plugins (registry.may_have_plugins) those runs take."""
 
@@ -13,7 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_families import _cli, _mixed_ib_frames, ib_frames_with_flips
 
-from roce.families import erf, ib, ibflags, iblines
+from roce.families import erf
+from roce.families.ib import flags as ibflags
+from roce.families.ib import lines as iblines
+from roce.families.ib import native as ib
 from roce.opcodes import OPCODES
 from roce.pcapio import PcapWriter
 
@@ -63,7 +66,7 @@ def test_ib_lines_time_plan_twins_agree(picks: list, base: int, offsets: list[in
 
 def test_time_plan_is_the_relative_column() -> None:
     """relative_plan's texts are batch()'s, and it leaves the column where batch() does."""
-    from roce.dissect.summary import TimeColumn
+    from roce.families.base.summary import TimeColumn
 
     stamps = array("q", [5 * 10**9 + 7, 5 * 10**9 + 900_000_123, 5 * 10**9 + 999_999_999])
     for digits in (9, 6):
@@ -153,7 +156,7 @@ def test_plugin_look_agrees_with_importlib_metadata(tmp_path: Path,
     yes whenever importlib.metadata finds a roce.families entry point."""
     import importlib.metadata as md
 
-    from roce.families.registry import may_have_plugins
+    from roce.families.builtin import may_have_plugins
 
     def found() -> bool:
         return bool(list(md.entry_points(group="roce.families")))

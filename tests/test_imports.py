@@ -1,4 +1,5 @@
-"""The package's module graph has no cycles, and no module imports a command-line module.
+"""The package's module graph has no cycles, its module names are unique, and every module
+imports (tests/test_layers.py holds the layering).
 
 Every ``import`` statement counts, also those inside functions (a lazy import is still a
 dependency: it hides a cycle rather than removing it); only ``if TYPE_CHECKING:`` blocks are
@@ -126,21 +127,16 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-# A fuzz harness whose job is to drive a command end to end (argument parsing, output modes)
-# is the one kind of module with a reason to import it.  Nothing imports roce.cli itself.
-DRIVES = {"roce.testing.fuzz.decoder": {"roce.dissect.decode_cli"}}
-
-
-def test_no_module_imports_a_cli() -> None:
-    """Command modules sit on top: only roce.cli (the dispatcher) imports them."""
-    from roce.cli import COMMANDS
-
-    clis = {module for module, _ in COMMANDS.values()} | {"roce.cli"}
-    graph = edges(_modules())
-    offenders = {m: sorted(graph[m] & clis - DRIVES.get(m, set())) for m in graph
-                 if m not in clis and m != "roce.__main__"}
-    assert {m: v for m, v in offenders.items() if v} == {}
-    assert all(graph[m] >= used for m, used in DRIVES.items())  # no stale exemption
+def test_base_names_are_unique() -> None:
+    """No two modules share a base name (``cli.py`` five times told nothing); the commands in
+    roce/cli/ are named after the command they are (``roce/cli/decode.py`` is ``roce decode``)
+    and are the one exemption, with the package ``__init__`` files."""
+    seen: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        if path.name == "__init__.py" or module.startswith("roce.cli."):
+            continue
+        seen.setdefault(path.stem, []).append(module)
+    assert {name: mods for name, mods in seen.items() if len(mods) > 1} == {}
 
 
 def test_every_module_imports() -> None:
@@ -151,3 +147,27 @@ def test_every_module_imports() -> None:
         if module.startswith("roce.testing."):
             pytest.importorskip("hypothesis")
         importlib.import_module(module)
+
+
+def test_every_public_error_is_importable_from_roce() -> None:
+    """Every RoceError subclass a module defines is one of roce's own names: errors are
+    written in roce/errors.py once and exported from ``roce``."""
+    import roce
+    from roce.errors import RoceError
+
+    public = set()
+    for module in sorted(_modules()):
+        if module == "roce.__main__" or module.startswith("roce.testing."):
+            continue
+        mod = importlib.import_module(module)
+        for name, obj in vars(mod).items():
+            if (isinstance(obj, type) and issubclass(obj, RoceError) and not name.startswith("_")
+                    and obj.__module__ == module and module != "roce.errors"):
+                public.add(f"{module}.{name}")
+    # control-flow exceptions the emulator core raises and catches itself are not public
+    internal = {"roce.emu.core.responder.Reject", "roce.emu.core.placement.Refused"}
+    assert public - internal == set()
+    for name in ("RoceError", "UsageError", "InputError", "VerificationError", "DecodeError",
+                 "NotRoCE", "FilterError", "CaptureError", "InterfaceError", "TransportError",
+                 "OOBError", "RemoteError", "QPStateError", "RecoveryError", "AccessError"):
+        assert issubclass(getattr(roce, name), RoceError) and name in roce.__all__

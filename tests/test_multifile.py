@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from test_progress import run_on_terminal
 
 from roce import macc
-from roce.dissect import fleetcmd, multifile
+from roce.cli import _fleet as fleetcmd
+from roce.decoder import multifile
 from roce.pcapio import Batch, open_capture
 
 EMU, PFC_EVERY = 3993, 500

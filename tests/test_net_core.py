@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from net_helpers import pcap, run
 
 from roce.cli import main
-from roce.emu.constants import MAX_UNACKED_PSNS
+from roce.emu.core.constants import MAX_UNACKED_PSNS
 from roce.emu.net import topology
-from roce.emu.net.runner import NetRun, NetScenario
-from roce.emu.scenario import Scenario, run_scenario
+from roce.emu.net.runner import NetRun, NetScenario, run_scenario
+from roce.emu.scenario import Scenario
 
 RATE = 100  # Gb/s
 DELAY = 1000  # ns
@@ -77,7 +77,8 @@ def test_routes_are_shortest_paths_with_equal_cost_sets():
     assert [p.wire.dst.name for p in spine1.routes[far]] == ["leaf3:0"]  # leaf3 port 0 faces spine1
     # hosts resolve every peer to their leaf's port
     nic = net.hosts["l1h1"]
-    assert set(nic.device.neighbors.values()) == {leaf1.ports[2].mac.hex(":")}
+    assert {nic.device.peer_mac(ip) for h, ip in t.hosts.items() if h != "l1h1"} == {
+        leaf1.ports[2].mac.hex(":")}
 
 
 def test_permutation_is_a_seeded_derangement_across_leaves():
@@ -189,8 +190,8 @@ dst = "h3"
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["--topology", "ring:3"], 1, "--topology 'ring:3'"),
-    (["--topology", "incast:2", "--ecn", "1,2"], 1, "--ecn '1,2'"),
+    (["--topology", "ring:3"], 1, "--topology: ring:3: expected p2p, incast:N"),
+    (["--topology", "incast:2", "--ecn", "1,2"], 1, "--ecn: '1,2'"),
     (["--topology", "incast:2", "--ecn", "400K,100K,0.2"], 1, "KMIN <= KMAX"),
     (["--topology", "incast:2", "--tap", "sw:9"], 1, "--tap sw:9"),
     (["--topology", "incast:2", "--buffer", "64K"], 1, "too small"),
@@ -199,7 +200,11 @@ dst = "h3"
 ])
 def test_usage_errors(argv, code, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["emulate", "--no-progress", "--count", "1", "--size", "4K", *argv]) == code
+    try:
+        got = main(["emulate", "--no-progress", "--count", "1", "--size", "4K", *argv])
+    except SystemExit as exc:  # refused by the option's own type, before any work
+        got = exc.code
+    assert got == code
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # nothing written before the check failed
 
@@ -241,3 +246,47 @@ def test_every_network_delivers_every_message_exactly_once(topo, lb, pfc, op, lo
     if pfc and not (loss or dup or reorder):
         assert s.fabric["ports"] and all(
             p["lossless_drops"] == 0 for p in s.fabric["ports"].values())
+
+
+def test_switched_runs_count_what_reached_the_responders(tmp_path, capsys):
+    """``delivered`` counts the messages the responders executed, out of ``count`` for every
+    flow (not ``count`` x ``qps``)."""
+    argv = ["emulate", "--no-progress", "--topology", "incast:16", "--size", "64K",
+            "--count", "1"]
+    assert main(argv) == 0
+    assert "delivered     16 of 16 messages reached the responder" in capsys.readouterr().out
+    assert main([*argv, "-T", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["delivered"] == 16
+    f = tmp_path / "net.toml"
+    f.write_text('[hosts.h1]\n[hosts.h2]\n[hosts.h3]\n[hosts.h4]\n[switches.sw]\n'
+                 + "".join(f'[[links]]\na = "h{i}"\nb = "sw"\n' for i in range(1, 5))
+                 + "".join(f'[[traffic]]\nsrc = "h{a}"\ndst = "h{b}"\n'
+                           for a, b in ((1, 2), (2, 3), (3, 4), (4, 1))))
+    assert main(["emulate", "--no-progress", "--topology-file", str(f), "--size", "16K",
+                 "--count", "3", "--qps", "2"]) == 0
+    assert "delivered     24 of 24 messages reached the responder" in capsys.readouterr().out
+
+
+def test_an_unknown_storm_host_lists_the_hosts(capsys):
+    assert main(["emulate", "--no-progress", "--topology", "incast:3", "--count", "1",
+                 "--pfc-storm", "nobody"]) == 1
+    err = capsys.readouterr().err
+    assert "--pfc-storm nobody: no such host (the hosts: s1, s2, s3, r)" in err
+
+
+def test_a_switched_run_that_fails_says_which_messages_and_where(tmp_path, capsys):
+    """One flow's link loses everything: its messages fail, the others verify, and the
+    summary names the flow and what became of its messages."""
+    f = tmp_path / "net.toml"
+    f.write_text('[hosts.h1]\n[hosts.h2]\n[hosts.h3]\n[switches.sw]\n'
+                 '[[links]]\na = "h1"\nb = "sw"\n[[links]]\na = "h2"\nb = "sw"\n'
+                 '[[links]]\na = "h3"\nb = "sw"\nfaults = { loss = 1.0 }\n'
+                 '[[traffic]]\nsrc = "h1"\ndst = "h2"\n[[traffic]]\nsrc = "h3"\ndst = "h2"\n')
+    code = main(["emulate", "--no-progress", "--topology-file", str(f), "--size", "4K",
+                 "--count", "2", "--timeout", "4", "--retry-cnt", "1"])
+    out, err = capsys.readouterr()
+    assert code == 4
+    why = ("2 of 4 message(s) did not complete successfully (h3->h2 QP 0x11: "
+           "IBV_WC_RETRY_EXC_ERR=1, IBV_WC_WR_FLUSH_ERR=1)")
+    assert f"data verified NO: {why}" in out
+    assert err.strip() == f"roce emulate: data not verified: {why}"

@@ -9,10 +9,10 @@ import random
 import pytest
 from net_helpers import is_roce_to, pcap, run, scenario
 
-from roce.emu.net import frames
+from roce.emu.core.frames import FrameBuilder, Path, select
+from roce.emu.net import hop as frames
 from roce.emu.net.runner import NetRun
 from roce.emu.net.stages import PRIO_ROCE, ROCE_TRAFFIC_CLASS, RedMarker
-from roce.emu.wire import FrameBuilder, Path, select
 from roce.opcodes import Operation, Position, Transport
 
 

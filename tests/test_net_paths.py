@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from net_helpers import pcap, run, src_ip
 
-from roce.emu.net import frames
+from roce.emu.net import hop as frames
 
 SPINES = 4
 

@@ -11,7 +11,7 @@ from net_helpers import is_macc, pcap, run
 from tshark_oracle import TSHARK
 
 from roce import macc
-from roce.emu.net.frames import IP_HDR, L2
+from roce.emu.net.hop import IP_HDR, L2
 from roce.emu.net.pfc import pause_ns
 from roce.emu.net.stages import PRIO_ROCE
 

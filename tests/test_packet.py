@@ -561,3 +561,33 @@ def test_explicit_zero_udp_source_port_is_kept():
 def test_explicit_zero_ihl_is_kept():
     frame = roce.craft(0x04, b"x", **{"ip.ihl": 0}).to_bytes()
     assert frame[14] == 0x40
+
+
+@pytest.mark.parametrize(("key", "value", "error"), [
+    ("eth.src", True, TypeError), ("ip.src", "fe80::1", TypeError), ("ip.ttl", True, TypeError),
+    ("ip.ttl", "10.0.0.1", TypeError), ("ip.ttl", 256, ValueError), ("bth.psn", -1, ValueError),
+    ("grh.sgid", "10.0.0.1", TypeError), ("eth.dst", b"\x01" * 5, ValueError),
+    ("icrc", 1 << 32, ValueError), ("icrc", True, TypeError), ("pad", 3, TypeError),
+])
+def test_craft_checks_each_value_against_its_field(key, value, error):
+    """``craft`` refuses at once, naming the field, a value its field cannot hold: the wrong
+    kind (a flag or an address for a number, an address of another family) or out of
+    range."""
+    kw = {"roce_version": 1} if key.startswith("grh") else {}
+    with pytest.raises(error, match=key.split(".")[0]):
+        roce.craft("RC_SEND_ONLY", **kw, **{key: value})
+    ok = roce.craft("RC_SEND_ONLY", **{"eth.src": 0x020000000009, "bth.se": 1,
+                                       "ip.flags.df": False})
+    assert roce.parse(ok.to_bytes()).fields()["eth.src"] == "02:00:00:00:00:09"
+
+
+def test_an_edited_value_the_encoder_cannot_read_is_a_value_error():
+    # values no valid packet had before (the encoders remember recent values: one equal to
+    # a good one, such as True for 1, would be answered from there)
+    for header, field, value in (("eth", "src", object()), ("ip", "src", "fe80::1"),
+                                 ("ip", "ttl", "10.0.0.1"), ("ip", "ttl", 256),
+                                 ("bth", "psn", -1)):
+        p = roce.craft("RC_SEND_ONLY")
+        p.headers[header][field] = value
+        with pytest.raises(ValueError, match=f"{header}.{field}"):
+            p.to_bytes()

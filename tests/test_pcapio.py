@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import tracemalloc
+import zlib
 from decimal import Decimal
 from pathlib import Path
 
@@ -416,6 +417,47 @@ def test_truncated_gzip_at_every_offset() -> None:
             assert (got, problems) == (frames, [])
         else:
             assert any("gzip stream truncated" in p.message for p in problems), cut
+
+
+@pytest.mark.parametrize("where", ["crc", "isize", "crc-first-member"])
+def test_gzip_check_errors_keep_the_packets(where: str) -> None:
+    """A wrong CRC-32 or length in a gzip trailer keeps every packet read, with a warning,
+    as a truncated stream does (the data may be damaged; the trailer is what says so)."""
+    raw, _, frames = three_record_pcapng()
+    if where == "crc-first-member":  # two members, the first one's trailer is wrong
+        first, second = gzip.compress(raw[:100], mtime=0), gzip.compress(raw[100:], mtime=0)
+        gz = first[:-8] + bytes([first[-8] ^ 1]) + first[-7:] + second
+    else:
+        gz = bytearray(gzip.compress(raw, mtime=0))
+        gz[-8 if where == "crc" else -4] ^= 1
+        gz = bytes(gz)
+    for reader in (io.BytesIO(gz), TrickleReader(gz, 3)):
+        got, problems = read_all(reader)
+        assert got == frames
+        what = "CRC-32" if where != "isize" else "length"
+        at = 100 if where == "crc-first-member" else len(raw)
+        assert [p.message for p in problems] == [
+            f"gzip {what} check failed: the data may be damaged (after {at} uncompressed "
+            "bytes)"]
+
+
+def test_gzip_header_fields_and_a_header_cut_short() -> None:
+    """The optional gzip header fields (name, comment, extra, header CRC) are skipped; a
+    header cut short is a truncated stream."""
+    raw, _, frames = three_record_pcapng()
+    body = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = body.compress(raw) + body.flush()
+    trailer = struct.pack("<II", zlib.crc32(raw), len(raw))
+    head = bytearray(b"\x1f\x8b\x08\x1e" + bytes(6))  # FEXTRA, FNAME, FCOMMENT, FHCRC
+    head += struct.pack("<H", 3) + b"xyz" + b"name.pcapng\0" + b"a comment\0"
+    head += struct.pack("<H", zlib.crc32(bytes(head)) & 0xFFFF)
+    gz = bytes(head) + deflated + trailer
+    assert gzip.decompress(gz) == raw  # the standard library agrees it is well formed
+    for reader in (io.BytesIO(gz), TrickleReader(gz, 1)):
+        assert read_all(reader) == (frames, [])
+    for cut in range(4, len(head)):
+        with pytest.raises(CaptureError, match="gzip stream truncated"):
+            open_capture(io.BytesIO(gz[:cut]))
 
 
 # -- gzip, pipes, stdin ---------------------------------------------------------------------

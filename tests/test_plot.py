@@ -7,8 +7,8 @@ import json
 import pytest
 from cc_helpers import ACKS, CNPS, DATA, PAYLOAD, frames, write_capture
 
+from roce.analysis.timeline import binned, collect
 from roce.cli import main
-from roce.dissect.timeline import binned, collect
 from roce.plot.capture import capture_figure
 from roce.plot.trace import read_trace, trace_figure
 
@@ -130,3 +130,115 @@ def test_cli_usage_errors(tmp_path, capsys):
     assert ".png, .svg or .pdf" in capsys.readouterr().err
     assert main(["plot", "-o", str(tmp_path / "fig.png")]) == 1
     assert main(["plot", str(tmp_path / "missing.pcap"), "-o", str(tmp_path / "f.png")]) == 2
+
+
+@pytest.mark.parametrize("kind", ["pcap", "gzip", "binary", "csv-without-columns",
+                                  "json-not-object", "long-line"])
+def test_trace_of_another_kind_is_named(tmp_path, capsys, kind):
+    """``--trace`` checks the file's kind: a capture, bytes that are not text, or text of
+    another form is an input error (exit 2) saying what the file is, never a crash."""
+    import gzip
+
+    path = tmp_path / "x"
+    cap = write_capture(tmp_path / "c.pcap")
+    data = {"pcap": open(cap, "rb").read(),
+            "gzip": gzip.compress(open(cap, "rb").read()),
+            "binary": bytes(range(128, 256)) * 4,
+            "csv-without-columns": b"a,b\n1,2\n",
+            "json-not-object": b'{"time_ns": 0, "kind": "x", "node": "a", "index": 1}\n[1]\n',
+            "long-line": b"time_ns,kind\n" + b"1" * 200_000 + b"\n"}[kind]
+    path.write_bytes(data)
+    assert main(["plot", "--trace", str(path), "-o", str(tmp_path / "f.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and "internal error" not in err
+    want = {"pcap": "a pcap capture, not an emulator trace",
+            "gzip": "a gzip-compressed pcap capture", "binary": "not UTF-8 text",
+            "csv-without-columns": "without the time_ns and kind columns",
+            "json-not-object": ":2: a trace row is a JSON object",
+            "long-line": "not an emulator trace"}[kind]
+    assert want in err
+
+
+# -- many series: readable at 64 (checked on the figure's data, not its pixels) --------------
+
+
+def _readable(fig, min_axes_inches: float = 6.0, time_axis: bool = True) -> None:
+    """Each legend lies outside its axes (right of the data, not over it), every series of
+    an axes has its own colour and line style, axes are labelled with units, and the axes
+    keep their width whatever the legend's."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None:
+            continue
+        box, legbox = ax.get_window_extent(renderer), leg.get_window_extent(renderer)
+        assert legbox.x0 >= box.x1, (legbox, box)  # beside the data, not over it
+        assert box.width / fig.dpi >= min_axes_inches
+        lines = [ln for ln in ax.get_lines() if ln.get_linestyle() not in ("None", "")]
+        styles = [(tuple(ln.get_color()) if not isinstance(ln.get_color(), str)
+                   else ln.get_color(), ln.get_linestyle()) for ln in lines]
+        assert len(set(styles)) == len(styles)
+        assert "(" in ax.get_ylabel() and ")" in ax.get_ylabel(), ax.get_ylabel()
+    assert "(us)" in fig.axes[-1].get_xlabel() or not time_axis
+
+
+def _trace_rows(n: int) -> list[dict]:
+    rows = []
+    for i in range(1, n + 1):
+        for t, depth, paused, rate in ((0, 0, 0, 100.0), (10_000, 1000 * i, 1, 100.0 / i)):
+            rows.append({"time_ns": t, "kind": "queue", "node": f"s{i}", "index": 3,
+                         "bytes": depth})
+            rows.append({"time_ns": t, "kind": "qp", "node": f"s{i}->r", "index": 0x10 + i,
+                         "rate_gbps": rate})
+            rows.append({"time_ns": t, "kind": "pause", "node": f"s{i}", "index": 3,
+                         "paused": paused})
+    return rows
+
+
+@pytest.mark.parametrize("n", [16, 64])
+def test_trace_figure_of_many_series_is_readable(n):
+    fig = trace_figure(_trace_rows(n))
+    q, r, p = fig.axes
+    labels = [t.get_text() for t in q.get_legend().get_texts()]
+    assert labels == [f"s{i} class 3" for i in range(1, n + 1)]  # s2 before s10
+    assert [t.get_text() for t in r.get_legend().get_texts()][:3] == [
+        "s1->r QP 0x11", "s2->r QP 0x12", "s3->r QP 0x13"]
+    assert len(lines(q)) == len(lines(r)) == len(lines(p)) == n
+    _readable(fig)
+
+
+@pytest.mark.parametrize("n", [16, 64])
+def test_capture_figure_of_many_qps_is_readable(n):
+    from cc_helpers import congested
+
+    fig = capture_figure(collect(congested(n)), 100 * US)
+    thr, psn = fig.axes
+    labels = [t.get_text() for t in thr.get_legend().get_texts()]
+    qps = [lb for lb in labels if " QP 0x" in lb]
+    assert len(qps) == n and qps == sorted(qps, key=lambda s: int(s.split(".")[2]))
+    assert set(labels) - set(qps) <= {"CNP", "retransmission", "PAUSE/PFC (XOFF)"}
+    assert "CNP" in labels  # each kind of mark once, beside the QPs
+    psn_labels = [t.get_text() for t in psn.get_legend().get_texts()]
+    assert psn_labels[:n] == qps and "first transmission" in psn_labels
+    _readable(fig)
+
+
+def test_sweep_figure_labels_axes_with_units_and_keeps_legends_outside():
+    from roce.plot.sweep import axis_label, sweep_figure
+
+    rows = [{"delay": d, "scenario.delay_ns": str(ns), "lb": lb, "goodput_gbps": str(g)}
+            for lb in [f"n{i}" for i in range(64)]
+            for (d, ns), g in zip((("1us", 1000), ("10us", 10_000), ("2us", 2000)), (9, 5, 8))]
+    fig = sweep_figure(rows, "delay", "goodput_gbps", ["lb"])
+    (ax,) = fig.axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("Delay (ns)", "Goodput (Gb/s)")
+    got = lines(ax)
+    assert got["lb=n0"] == ([1000.0, 2000.0, 10_000.0], [9.0, 8.0, 5.0])  # by the value
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:3] == ["lb=n0", "lb=n1",
+                                                                        "lb=n2"]
+    _readable(fig, min_axes_inches=5.0, time_axis=False)
+    assert [axis_label(c) for c in ("cpu_s", "size", "loss", "virtual_ns", "fct_ns.p99",
+                                    "packets_per_cpu_s")] == [
+        "CPU time (s)", "Size (bytes)", "Loss", "Virtual time (ns)", "FCT p99 (ns)",
+        "Packets per CPU second"]

@@ -1,5 +1,5 @@
 """A switch hop's frame rewrite: the compiled ``roce._fastpath.routed`` against its pure-Python
-twin ``roce.emu.net.frames.routed_reference``, on any frame, MACs, TTL, DS byte and CE
+twin ``roce.emu.net.hop.routed_reference``, on any frame, MACs, TTL, DS byte and CE
 request (the checksum and ICRC checks of the result are in tests/test_net_lossy_ecn.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roce import fast
-from roce.emu.net import frames
-from roce.emu.wire import FrameBuilder, Path, select
+from roce.emu.core.frames import FrameBuilder, Path, select
+from roce.emu.net import hop as frames
 from roce.opcodes import Operation, Position, Transport
 
 needs_ext = pytest.mark.skipif(not fast.COMPILED, reason="compiled fast path not built")

@@ -711,3 +711,25 @@ def test_contribs_own_classes_and_ours_find_each_other():
         assert theirs["BTH"].__dict__.get("match_subclass") is None
     finally:
         L.bind()
+
+
+@pytest.mark.parametrize("shape", [{"roce_version": 1}, {}, {"ipv6": True},
+                                   {"vlan": 5, "roce_version": 1}])
+def test_icrc_of_a_cut_or_damaged_frame_is_an_answer_not_an_error(shape):
+    """A frame cut anywhere has an ICRC that is not valid: ``icrc_valid`` says False (and
+    ``icrc_expected`` is None or a number), it does not raise; nor does a frame with any one
+    byte damaged (its lengths included)."""
+    frame = roce.craft("RC_RDMA_WRITE_ONLY", b"abcdefgh", dqpn=3, **shape).to_bytes()
+    assert Ether(frame)[BTH].icrc_valid
+    cut = [frame[:n] for n in range(14, len(frame))]
+    damaged = [frame[:at] + bytes([frame[at] ^ 0xFF]) + frame[at + 1:]
+               for at in range(14, len(frame))]
+    for data in cut + damaged:
+        pkt = Ether(data)
+        if BTH not in pkt:
+            continue
+        bth = pkt[BTH]
+        assert bth.icrc_valid is (False if data in cut else bth.icrc_valid), data.hex()
+        assert isinstance(bth.icrc_valid, bool)
+        assert bth.icrc_expected is None or 0 <= bth.icrc_expected < 1 << 32
+        assert len(bth.compute_icrc()) == 4

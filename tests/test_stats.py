@@ -1,4 +1,4 @@
-"""Tests for ``roce stats``: the flow analysis engine (roce.dissect.flows) and its CLI.
+"""Tests for ``roce stats``: the flow analysis engine (roce.analysis.flows) and its CLI.
 
 Captures are crafted with known faults (drops, go-back-N retransmissions, NAKs, CNPs, ECN marks,
 corruption, truncation, PSN wrap) and the counters and expert lines are checked exactly.  Most
@@ -24,9 +24,9 @@ from profiles import examples
 
 import roce
 from roce import fast, locate
-from roce.cli import main as cli_main
-from roce.dissect.cflows import AVAILABLE
-from roce.dissect.flows import (
+from roce.analysis.cflows import AVAILABLE
+from roce.analysis.flowmodel import FRAME_PARTS
+from roce.analysis.flows import (
     Analyzer,
     Event,
     EventStore,
@@ -35,6 +35,7 @@ from roce.dissect.flows import (
     analyse,
     make_analyzer,
 )
+from roce.cli import main as cli_main
 from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome
 from roce.pcapio import Frame, PcapWriter, open_capture
 from roce.testing.fuzz import to_linktype
@@ -694,7 +695,115 @@ def test_reference_accounts_every_frame(seed: int, batch: int, faults: float) ->
     fast_r = analyse(frames, batch=batch, engine="reference")
     t = fast_r.totals
     assert t["frames"] == len(frames)
-    assert t["roce_packets"] == sum(f.packets for f in fast_r.flows) <= len(frames)
+    assert sum(t[k] for k in FRAME_PARTS) == t["frames"]
+    assert t["roce_packets"] <= sum(f.packets for f in fast_r.flows) <= len(frames)
+
+
+# -- the totals add up, on fuzzed captures --------------------------------------------------
+
+
+def _fuzzed(seed: int, n: int = 300) -> list[tuple[bytes, int]]:
+    """(frame, link type): RoCE of every shape mutated by the structure-aware mutator
+    (roce.testing.mutate), with bytes of no structure, PFC frames and native InfiniBand (whole
+    and mutated) among them."""
+    from roce import macc
+    from roce.families import craft as ibcraft
+    from roce.families.ib import native as ib
+    from roce.testing.mutate import Mutator, random_frame
+
+    rnd = random.Random(seed)
+    mut = Mutator(random.Random(seed + 1))
+    base = traffic(seed, n=40, faults=0.5)
+    out: list[tuple[bytes, int]] = []
+    for i in range(n):
+        r = rnd.random()
+        f = base[i % len(base)]
+        if r < 0.45:
+            out.append((mut.mutate(f).frame, locate.LINKTYPE_ETHERNET))
+        elif r < 0.55:
+            out.append((random_frame(rnd), locate.LINKTYPE_ETHERNET))
+        elif r < 0.6:
+            out.append((macc.build_pfc(bytes(6), {3: rnd.randrange(1 << 16)}),
+                        locate.LINKTYPE_ETHERNET))
+        elif r < 0.75:
+            w = locate.walk(f)
+            if w.status != locate.OK:
+                continue
+            pkt = ib.build(ibcraft.ib_transport(f, w.bth_off, w.icrc_off))
+            if rnd.random() < 0.4:  # cut, or a byte changed
+                k = rnd.randrange(len(pkt))
+                pkt = pkt[:k] if rnd.random() < 0.5 else (
+                    pkt[:k] + bytes([pkt[k] ^ 0x5A]) + pkt[k + 1:])
+            out.append((pkt, locate.LINKTYPE_INFINIBAND))
+        else:
+            out.append((f, locate.LINKTYPE_ETHERNET))
+    return out
+
+
+def _write_fuzzed(path: Path, frames: list[tuple[bytes, int]]) -> Path:
+    from roce.pcapio import PcapNgWriter
+
+    with PcapNgWriter(path) as w:
+        ifaces: dict[int, int] = {}
+        for i, (data, lt) in enumerate(frames):
+            if lt not in ifaces:
+                ifaces[lt] = w.add_interface(lt)
+            w.write(data, ts_ns=T0 + i * 1000, interface=ifaces[lt])
+    return path
+
+
+def _text_totals(out: str) -> dict[str, int]:
+    """The frame lines of the text report's totals: ``frames`` and the parts under it."""
+    block = out[out.index("Totals:"):]
+    lines = block.splitlines()[2:]
+    got: dict[str, int] = {}
+    for line in lines:
+        label, _, value = line.rstrip().rpartition("  ")
+        if not line.startswith("  frames") and not line.startswith("    "):
+            if got:
+                break
+            continue
+        got[label.strip()] = int(value.replace(",", ""))
+    return got
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_totals_add_up_on_fuzzed_captures(seed: int, tmp_path_factory: pytest.TempPathFactory,
+                                          ) -> None:
+    """Every frame is counted once: the parts under ``frames`` add up to it, in both engines,
+    in JSON and in the text, whatever the mutator made of the frames."""
+    frames = _fuzzed(seed)
+    path = _write_fuzzed(tmp_path_factory.mktemp("fuzzed") / "f.pcapng", frames)
+    for engine in ("reference", "compiled") if AVAILABLE else ("reference",):
+        with open_capture(path) as r:
+            t = analyse(r, engine=engine).totals
+        assert t["frames"] == len(frames)
+        assert sum(t[k] for k in FRAME_PARTS) == t["frames"], (engine, t)
+    out = io.StringIO()
+    with open_capture(path) as r:
+        report = analyse(r)
+    from roce.analysis.statsview import render
+
+    render(report, "f", out, rich=False)
+    text = _text_totals(out.getvalue())
+    assert text.pop("frames") == len(frames)
+    assert sum(text.values()) == len(frames), text
+    assert "InfiniBand packets" in text and "RoCE packets" in text
+
+
+def test_native_infiniband_totals_say_infiniband(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from cm_helpers import cm_frames
+
+    with PcapWriter(tmp_path / "ib.pcap", linktype=locate.LINKTYPE_INFINIBAND) as w:
+        for i, f in enumerate(cm_frames()):
+            w.write(f, ts_ns=T0 + i)
+        w.write(b"\x00", ts_ns=T0 + 99)  # one malformed frame
+    assert cli_main(["stats", str(tmp_path / "ib.pcap")]) == 0
+    text = _text_totals(capsys.readouterr().out)
+    assert text == {"frames": 7, "InfiniBand packets": 6, "malformed": 1,
+                    "truncated by capture": 0, "not RoCE or InfiniBand": 0}
 
 
 def _event_lines(r: Report) -> list[tuple[int, str, str]]:
@@ -970,7 +1079,7 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "roce.cli", "stats", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "roce", "stats", *args], input=stdin,
                           capture_output=True, timeout=60)
 
 
@@ -1027,7 +1136,7 @@ def test_cli_malformed_frames_exit_0(tmp_path: Path) -> None:
 def test_rich_rendering(tmp_path: Path) -> None:
     import io
 
-    from roce.dissect.statsview import render
+    from roce.analysis.statsview import render
 
     with open_capture(sample(tmp_path)) as rd:
         r = analyse(rd)

@@ -13,7 +13,7 @@ from cc_helpers import write_capture
 from cm_helpers import cm_frames
 from fleet_helpers import roce_cli
 
-from roce.families import ib
+from roce.families.ib import native as ib
 from roce.pcapio import PcapWriter, open_capture
 
 SECTIONS = ("congestion", "expert")

@@ -29,11 +29,11 @@ from test_stats import (
 )
 
 import roce
-from roce.dissect.cflows import AVAILABLE
-from roce.dissect.flowrules import K_WRITE, REORDER_HOLD, SACK_AHEAD
-from roce.dissect.flows import analyse
+from roce.analysis.cflows import AVAILABLE
+from roce.analysis.flowrules import K_WRITE, REORDER_HOLD, SACK_AHEAD
+from roce.analysis.flows import analyse
 from roce.emu import LinkConfig, SendWR, WROpcode
-from roce.emu.recovery import RecoveryConfig
+from roce.emu.core.recovery import RecoveryConfig
 from roce.headers import AETH_ACK, AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome
 from roce.pcapio import PcapWriter, open_capture
 from roce.psn import PSN_MASK

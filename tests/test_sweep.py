@@ -19,8 +19,8 @@ import pytest
 from distributed import LocalCluster
 
 from roce.cli import build_parser
-from roce.emu import sweep
-from roce.emu.sweep_cli import emulate_parser
+from roce.cli.sweep import emulate_parser
+from roce.emu import grid as sweep
 from roce.plot.sweep import series
 
 # 12 tiny scenarios: 3 loss rates x 2 ops x 2 MTUs
@@ -141,14 +141,14 @@ def test_resumes_after_a_kill(tmp_path: Path):
 
 def test_a_failed_run_is_a_row(tmp_path: Path):
     out = tmp_path / "fail.csv"
-    # DCQCN needs a switched network: on the default p2p link that run fails, alone
-    r = roce("sweep", "--grid", "cc=none,dcqcn", "--size", "8K", "--count", "2",
+    # spraying needs switches: on the default p2p link that run fails, alone
+    r = roce("sweep", "--grid", "lb=ecmp,spray", "--size", "8K", "--count", "2",
              "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "1 runs failed" in r.stderr
     ok, bad = rows_of(out)
-    assert ok["cc"] == "none" and ok["error"] == "" and float(ok["goodput_gbps"]) > 0
-    assert bad["cc"] == "dcqcn" and "needs a switched network" in bad["error"]
+    assert ok["lb"] == "ecmp" and ok["error"] == "" and float(ok["goodput_gbps"]) > 0
+    assert bad["lb"] == "spray" and "the topology has no switch" in bad["error"]
     assert bad["goodput_gbps"] == ""
 
 

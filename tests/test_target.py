@@ -31,8 +31,8 @@ import pytest
 
 import roce
 from roce import fast
-from roce.dissect.summary import ARROW
-from roce.emu.target import fill_bytes
+from roce.emu.real.target import fill_bytes
+from roce.families.base.summary import ARROW
 from roce.headers import describe_syndrome
 from roce.locate import OK
 from roce.packet import udp_source_port
@@ -126,7 +126,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
     lines: list[str] = []
     try:
         proc = pair.popen(pair.ns_b, [
-            sys.executable, "-m", "roce.emu.target_cli", "-i", pair.if_b, "--ip", TARGET_IP,
+            sys.executable, "-m", "roce.cli.target", "-i", pair.if_b, "--ip", TARGET_IP,
             "--qpn", hex(QPN), "--qps", "5", "--peer-qpn", hex(PEER_QPN), "--rkey", hex(RKEY),
             "--va", hex(VA), "--size", str(SIZE), "--psn", str(PSN), "--mtu", str(MTU),
             "-w", str(pcap)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -180,7 +180,7 @@ def test_banner_tells_what_is_exposed(target: SimpleNamespace) -> None:
 
 
 def test_answers_arp_for_its_address(target: SimpleNamespace) -> None:
-    from roce.emu.transport import arp_frame
+    from roce.iface import arp_frame
 
     w = target.wire
     got = w.exchange([arp_frame(1, w.mac, ME_IP, "00:00:00:00:00:00", TARGET_IP)], 1)
@@ -326,7 +326,7 @@ def test_udp_transport_target(tmp_path: Path) -> None:
         out = tmp_path / "target.out"
         with open(out, "w") as f:
             proc = pair.popen(pair.ns_b, [
-                sys.executable, "-m", "roce.emu.target_cli", "--transport", "udp", "--ip",
+                sys.executable, "-m", "roce.cli.target", "--transport", "udp", "--ip",
                 pair.addr_b, "--qpn", "0x40", "--peer-qpn", "0x50", "--rkey", "0x777", "--va",
                 "0x2000", "--size", "4096", "--mtu", "1024", "--count", "3"],
                 stdout=f, stderr=subprocess.STDOUT)
@@ -380,13 +380,50 @@ def test_udp_transport_target(tmp_path: Path) -> None:
         assert f"over UDP {pair.addr_b}:4791" in text
 
 
+@pytest.mark.parametrize("sig", [15, 1], ids=["SIGTERM", "SIGHUP"])
+def test_stopped_by_a_service_manager_keeps_its_pcap(tmp_path: Path, sig: int) -> None:
+    """SIGTERM and SIGHUP end the target as Ctrl-C does: totals printed, exit 0, and the
+    capture of what happened (written in place as it went) kept, on whole records."""
+    with netns.veth_pair() as pair:
+        out, pcap = tmp_path / "target.out", tmp_path / "target.pcap"
+        with open(out, "w") as f:
+            proc = pair.popen(pair.ns_b, [
+                sys.executable, "-m", "roce", "target", "--transport", "udp", "--ip",
+                pair.addr_b, "--qpn", "0x40", "--peer-qpn", "0x50", "-w", str(pcap)],
+                stdout=f, stderr=subprocess.STDOUT)
+            end = time.monotonic() + 15
+            while "-- ready" not in out.read_text():
+                assert proc.poll() is None and time.monotonic() < end, out.read_text()
+                time.sleep(0.02)
+        with inside(pair.ns_a):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((pair.addr_a, 4791))
+        s.settimeout(3)
+        frame = roce.craft("RC_SEND_ONLY", b"hi", src=pair.addr_a, dst=pair.addr_b,
+                           dqpn=0x40, psn=0, ackreq=True, **{"udp.srcport": 4791}).to_bytes()
+        w = fast.walk(frame)
+        s.sendto(frame[w.bth_off:w.l4_end], (pair.addr_b, 4791))
+        s.recvfrom(65536)  # its ACK: the target has seen the request
+        s.close()
+        time.sleep(0.2)  # and recorded its answer, microseconds after sending it
+        proc.send_signal(sig)
+        assert proc.wait(10) == 0
+        text = out.read_text()
+        assert "-- done: 1 requests received" in text and "Traceback" not in text
+        with open_capture(pcap) as reader:
+            frames = [f.data for f in reader]
+            assert reader.problems == []
+        assert len(frames) == 2  # the SEND and its ACK
+        assert not list(tmp_path.glob(".*.tmp"))
+
+
 def test_registered_as_roce_target(monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Through ``roce.cli.main`` once registered (roce/cli.py COMMANDS gets the entry)."""
+    """Through ``roce.cli.main`` once registered (roce/cli/__init__.py COMMANDS gets the entry)."""
     from roce import cli
 
     monkeypatch.setitem(cli.COMMANDS, "target",
-                        ("roce.emu.target_cli", "serve RDMA requests with the emulator"))
+                        ("roce.cli.target", "serve RDMA requests with the emulator"))
     assert cli.main(["target", "--transport", "udp"]) == 2
     assert "needs --ip ADDR" in capsys.readouterr().err
     assert cli.main(["target"]) == 1

@@ -7,7 +7,8 @@ import argparse
 
 import pytest
 
-from roce.units import parse_ipv4, parse_mac
+from roce.options import parse_ipv4_text as parse_ipv4
+from roce.options import parse_mac
 
 
 @pytest.mark.parametrize(("text", "mac"), [

@@ -15,14 +15,13 @@ from hypothesis import strategies as st
 from profiles import examples
 
 import roce
-from roce import OPCODES, ROCE_OPCODES, fast
+from roce import OPCODES, ROCE_OPCODES, fast, iface
 from roce.cli import main
+from roce.cli.craft import build_packets
+from roce.cli.replay import Rewrite, prepare, rewrite_frame, schedule, to_ethernet
+from roce.cli.sniff import python_filter
 from roce.locate import LINKTYPE_LINUX_SLL, LINKTYPE_RAW, OK
 from roce.pcapio import PcapWriter, open_capture
-from roce.wire import iface
-from roce.wire.craft_cli import build_packets
-from roce.wire.replay_cli import Rewrite, prepare, rewrite_frame, schedule, to_ethernet
-from roce.wire.sniff_cli import python_filter
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -96,7 +95,7 @@ def craft_one(tmp_path: Path, *argv: str) -> roce.Packet:
 
 
 def roce_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "roce.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "roce", *args], capture_output=True,
                           input=stdin, timeout=60)
 
 
@@ -508,6 +507,26 @@ def test_prepare_only_roce_and_counts():
     assert only.stamps == [r[1] for r in records[:len(roce_frames)]] + [records[-1][1]]
 
 
+def test_prepare_leaves_out_frames_too_short_to_send(tmp_path):
+    good = _sample_frames()[:2]
+    records = [(good[0], 1, 1), (b"abc", 2, 1), (b"", 3, 1), (bytes(13), 4, 1),
+               (good[1], 5, 1), (bytes(14), 6, 1)]
+    prep = prepare(records, Rewrite())
+    assert (prep.frames, prep.stamps) == ([good[0], good[1], bytes(14)], [1, 5, 6])
+    assert (prep.read, prep.dropped_short) == (6, 3)
+    # replay -w writes what it would send, and says once what it left out
+    src, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    with PcapWriter(src) as w:
+        for data, ts, _ in records:
+            w.write(data, ts)
+    res = roce_cli("replay", str(src), "-w", str(out))
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.decode().count("shorter than an Ethernet header (14 bytes)") == 1
+    assert "3 frames" in res.stderr.decode()
+    with open_capture(out) as reader:
+        assert [f.data for f in reader] == prep.frames
+
+
 def test_schedule():
     stamps = [0, 1000, 1000, 500, 5000]  # a repeat and a step back
     offsets, period = schedule(stamps)
@@ -519,6 +538,43 @@ def test_schedule():
                                           5_000_000)
     assert schedule([]) == ([], 0)
     assert schedule([7]) == ([0], 0)
+
+
+def test_schedules_that_do_not_fit_are_refused():
+    """A schedule's offsets are 64-bit nanoseconds (the pacer's deadlines): one that runs
+    past them is a ValueError naming how long it would take, never an OverflowError."""
+    from roce.options import MAX_NS
+
+    with pytest.raises(ValueError, match="would take"):
+        schedule([0, 2, 4], speed=1e-308)
+    with pytest.raises(ValueError, match="would take"):
+        schedule([0, 1 << 63], speed=1.0)
+    assert schedule([0, 1 << 63], max_gap=1.0)[0] == [0, 1_000_000_000]
+    with pytest.raises(ValueError, match="would take"):
+        schedule(list(range(1000)), pps=1e-9)
+    assert schedule([0, 1], pps=1 / (MAX_NS // 1_000_000_000))[0][1] <= MAX_NS
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["send", "rc-send-only", "--pps", "1e-308", "-i", "nosuchif0"], "--pps"),
+    (["send", "rc-send-only", "--pps", "1e-11", "-i", "nosuchif0"], "--pps"),
+    (["replay", "{}", "--speed", "1e-308", "-i", "nosuchif0"], "--speed"),
+    (["replay", "{}", "--pps", "1e-308", "-i", "nosuchif0"], "--pps"),
+    (["replay", "{}", "--pps", "2e-10", "-i", "nosuchif0"], "--pps"),
+    (["fuzz", "wire", "-i", "nosuchif0", "--target", "10.0.0.2", "--qpn", "1", "--pps",
+      "1e-308"], "--pps"),
+])
+def test_rates_are_checked_against_what_their_consumers_hold(tmp_path, argv, option):
+    """``--pps`` and ``--speed`` are refused (exit 1, naming the option, before the
+    interface is looked at) when the pacing they ask for does not fit 64-bit nanoseconds:
+    a frame period, or a replay schedule of this capture."""
+    path = tmp_path / "gaps.pcap"
+    with PcapWriter(path) as w:  # three frames a second apart
+        for i in range(3):
+            w.write(roce.craft("RC_SEND_ONLY", psn=i).to_bytes(), 1_700_000_000_000_000_000
+                    + i * 1_000_000_000)
+    argv = [a.replace("{}", str(path)) for a in argv]
+    one_line_error(roce_cli(*argv), 1, option)
 
 
 def test_replay_write_only_rewrites_a_capture(tmp_path):
@@ -611,9 +667,28 @@ def test_patched_frames_equal_crafted_packets(opcode, encap, icrc, psn, step, co
     if encap == ["--roce-version", "1"] and icrc[-1:] == ["udp.dstport=9"]:
         return  # RoCEv1 has no UDP header
     from roce.cli import build_parser
-    from roce.wire.craft_cli import iter_frames
+    from roce.cli.craft import iter_frames
 
     payload = ["--payload-size", "5"] if "send" in opcode or "write" in opcode else []
     args = build_parser("craft").parse_args(
         ["craft", opcode, *encap, *icrc, *payload, "--psn", str(psn), "--psn-step", str(step)])
     assert list(iter_frames(args, count)) == [p.to_bytes() for p in build_packets(args, count)]
+
+
+@pytest.mark.parametrize(("ip", "mac"), [
+    ("255.255.255.255", "ff:ff:ff:ff:ff:ff"),
+    ("224.0.0.251", "01:00:5e:00:00:fb"), ("239.255.128.1", "01:00:5e:7f:80:01"),
+    ("ff02::1:ff00:1234", "33:33:ff:00:12:34"),
+    # a RoCEv1 GID / link-local address made from a MAC (EUI-64, U/L bit flipped)
+    ("fe80::ac11:22ff:fe33:4455", "ae:11:22:33:44:55"),
+    ("fe80::1:2ff:fe03:405", "02:01:02:03:04:05"),
+])
+def test_macs_an_address_maps_to_without_asking(ip, mac):
+    # no interface is looked at (the name does not exist): the mapping is fixed
+    assert iface.resolve_mac("nosuchif0", ip) == mac
+
+
+def test_addresses_that_need_a_neighbour():
+    for ip in ("10.0.0.2", "fe80::1", "fd00::2"):
+        with pytest.raises(iface.InterfaceError, match="no such interface"):
+            iface.resolve_mac("nosuchif0", ip)

@@ -13,6 +13,8 @@ import contextlib
 import json
 import re
 import shutil
+import signal
+import struct
 import subprocess
 import sys
 import time
@@ -25,15 +27,19 @@ from test_wire_cli import _reference, opcode_args
 from tshark_oracle import FIELDS, TSHARK, TSHARK_CODES, fields_command, our_key, tshark_value
 
 import roce
-from roce import OPCODES, ROCE_OPCODES
+from roce import OPCODES, ROCE_OPCODES, fast
 from roce.cli import main
+from roce.cli.replay import Rewrite
+from roce.cli.send import CHUNK
+from roce.locate import LINKTYPE_LINUX_SLL, OK
 from roce.pcapio import PcapWriter, open_capture
-from roce.wire.replay_cli import Rewrite
-from roce.wire.send_cli import CHUNK
 
 TCPDUMP = shutil.which("tcpdump")
 ROCE_FILTER = "udp port 4791 or ether proto 0x8915"
 DMAC = "02:00:00:00:00:02"  # craft's default destination MAC: no kernel ever sends to it
+# send's MACs pinned to craft's defaults, so that what arrives compares with roce craft's
+# bytes (left open, send would take the interface's and resolve the peer's)
+PINNED = ["--smac", "02:00:00:00:00:01", "--dmac", DMAC]
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +151,8 @@ def test_send_every_opcode(wire, tmp_path):
     expected = [crafted(tmp_path, argv)[0] for argv in commands]
     with captures(wire, tmp_path, len(commands),
                   sniff_output=["-T", "jsonl", "-Y", "roce"]) as cap:
-        res = wire.run_many(wire.ns_a, [["send", *argv, "-i", wire.if_a] for argv in commands])
+        res = wire.run_many(wire.ns_a, [["send", *argv, *PINNED, "-i", wire.if_a]
+                                        for argv in commands])
         assert res.returncode == 0, res.stderr
         assert res.stdout.count("sent 1 frames") == len(commands)
         by_tcpdump, by_sniff = cap.frames()
@@ -184,7 +191,8 @@ def test_send_command_count_and_pacing(wire, tmp_path):
             "--count", "100"]
     expected = crafted(tmp_path, argv)
     with captures(wire, tmp_path, 100) as cap:
-        res = wire.run(wire.ns_a, wire.roce("send", *argv, "--pps", "2000", "-i", wire.if_a))
+        res = wire.run(wire.ns_a, wire.roce("send", *argv, *PINNED, "--pps", "2000", "-i",
+                                            wire.if_a))
         assert res.returncode == 0, res.stderr
         assert re.match(r"sent 100 frames \(\d+ bytes\) on \S+ in [\d.]+ s; \d+ pps",
                         res.stdout)
@@ -207,7 +215,7 @@ def test_send_streams_its_frames_in_chunks(wire, tmp_path):
             "--count", str(n)]
     saved = tmp_path / "sent.pcap"
     with captures(wire, tmp_path, n, sniff=False) as cap:
-        res = wire.run(wire.ns_a, wire.roce("send", *argv, "--pps", "100000", "-v", "-w",
+        res = wire.run(wire.ns_a, wire.roce("send", *argv, *PINNED, "--pps", "100000", "-v", "-w",
                                             str(saved), "-i", wire.if_a))
         assert res.returncode == 0, res.stderr
         assert res.stdout.splitlines()[-1].startswith(f"sent {n} frames")
@@ -231,7 +239,7 @@ def test_send_memory_does_not_follow_count(wire):
     peaks = []
     for count in (10_000, 200_000):
         res = wire.run(wire.ns_a, [sys.executable, "-c", probe, *wire.roce(
-            "send", "rc-send-only", "--payload-size", "64", "--count", str(count), "-i",
+            "send", "rc-send-only", *PINNED, "--payload-size", "64", "--count", str(count), "-i",
             wire.if_a)], timeout=120)
         assert res.returncode == 0, res.stderr
         peaks.append(int(res.stdout) / 1024)  # MiB
@@ -290,13 +298,13 @@ def _count_frames(path: Path) -> int:
         return 0
 
 
-@pytest.mark.parametrize("signal_number", [2, 15])
+@pytest.mark.parametrize("signal_number", [2, 15, 1])  # SIGINT, SIGTERM, SIGHUP alike
 def test_sniff_stops_cleanly_on_a_signal(wire, tmp_path, signal_number):
     out, err = tmp_path / "s.pcap", tmp_path / "s.err"
     proc = wire.popen(wire.ns_b, wire.roce("sniff", "-i", wire.if_b, "-w", str(out)),
                       stdout=subprocess.DEVNULL, stderr=err.open("w"))
     netns.wait_for_text(err, "listening", proc)
-    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", "--count", "3", "-i",
+    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", *PINNED, "--count", "3", "-i",
                                         wire.if_a))
     assert res.returncode == 0, res.stderr
     for _ in range(200):
@@ -322,25 +330,63 @@ def test_sniff_duration_and_direction(wire, tmp_path):
                                            "bth.psn"),
                       stdout=subprocess.PIPE, stderr=err.open("w"), text=True)
     netns.wait_for_text(err, "listening", proc)
-    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", "--psn", "7", "--count", "2",
-                                        "-i", wire.if_a))
+    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", *PINNED, "--psn", "7",
+                                        "--count", "2", "-i", wire.if_a))
     assert res.returncode == 0, res.stderr
     stdout, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0 and stdout.split() == ["7", "8"]
 
 
-def test_replay_interrupted_reports(wire, tmp_path):
+def _tx_packets(wire: netns.VethPair, ns: str, name: str) -> int:
+    res = subprocess.run(["ip", "-n", ns, "-j", "-s", "link", "show", "dev", name],
+                         capture_output=True, text=True, check=True, timeout=30)
+    return json.loads(res.stdout)[0]["stats64"]["tx"]["packets"]
+
+
+def _wait_sending(wire: netns.VethPair, proc: subprocess.Popen, frames: int = 200) -> None:
+    """Until A's end has sent ``frames`` more frames (the command is past its start-up)."""
+    start = _tx_packets(wire, wire.ns_a, wire.if_a)
+    end = time.monotonic() + 30
+    while _tx_packets(wire, wire.ns_a, wire.if_a) - start < frames:
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signal_number", [2, 15, 1])
+def test_replay_interrupted_reports(wire, tmp_path, signal_number):
     path = tmp_path / "loop.pcap"
     assert main(["craft", "rc-send-only", "--count", "10", "-q", "-w", str(path)]) == 0
     proc = wire.popen(wire.ns_a, wire.roce("replay", str(path), "-i", wire.if_a, "--pps",
                                            "2000", "--loop", "0"),
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
-    proc.send_signal(2)
+    _wait_sending(wire, proc)
+    proc.send_signal(signal_number)
     stdout, stderr = proc.communicate(timeout=10)
     assert proc.returncode == 130, stderr
     m = re.search(r"replayed (\d+) frames", stdout)
     assert m and int(m.group(1)) > 100, stdout
+    name = signal.Signals(signal_number).name
+    assert stderr == f"roce replay: interrupted ({name}) after {int(m.group(1)):,} frames sent\n"
+
+
+def test_send_interrupted_reports_and_saves_what_went(wire, tmp_path):
+    out = tmp_path / "sent.pcap"
+    proc = wire.popen(wire.ns_a, wire.roce("send", "rc-send-only", *PINNED, "--count",
+                                           "1000000", "--pps", "2000", "-i", wire.if_a, "-w",
+                                           str(out)),
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_sending(wire, proc)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 130, stderr
+    m = re.search(r"sent (\d+) frames", stdout)
+    assert m and int(m.group(1)) > 100, stdout
+    sent = int(m.group(1))
+    assert stderr == f"roce send: interrupted (SIGTERM) after {sent:,} frames sent\n"
+    with open_capture(out) as reader:  # the record of what went out: whole, and only that
+        psns = [roce.parse(f.data).fields()["bth.psn"] for f in reader]
+        assert reader.problems == []
+    assert psns == list(range(sent))
 
 
 # -- replay --------------------------------------------------------------------------------------
@@ -471,3 +517,140 @@ def test_replay_only_roce(wire, tmp_path, replay_capture):
         (got,) = cap.frames()
     assert [f for f, _ in got] == keep
     assert f"{len(frames) - len(keep)} frames per loop were not RoCE" in res.stdout
+
+
+def test_replay_skips_frames_it_cannot_send(wire, tmp_path):
+    """Frames shorter than an Ethernet header cannot go on the wire: replay (and send -r)
+    leave them out, count them, say so once, and send every other frame."""
+    good = [roce.craft("RC_SEND_ONLY", dqpn=0x61, psn=i).to_bytes() for i in range(3)]
+    path = tmp_path / "short.pcap"
+    with PcapWriter(path) as w:
+        for f in (good[0], b"\x01" * 5, good[1], b"", bytes(13), good[2]):
+            w.write(f)
+    for argv in (["replay", str(path), "--pps", "1000"], ["send", "-r", str(path)]):
+        with captures(wire, tmp_path, len(good), expr=f"ether dst {DMAC}", sniff=False) as cap:
+            res = wire.run(wire.ns_a, wire.roce(*argv, "-i", wire.if_a))
+            assert res.returncode == 0, res.stderr
+            (got,) = cap.frames()
+        assert [f for f, _ in got] == good
+        warnings = [line for line in res.stderr.splitlines() if "14 bytes" in line]
+        assert len(warnings) == 1 and "3 frames" in warnings[0], res.stderr
+        assert "sent 3 frames" in res.stdout or "replayed 3 frames" in res.stdout
+
+
+def test_a_frame_the_device_refuses_is_counted_not_fatal(wire):
+    """At the socket, a frame the kernel refuses (too short: EINVAL; too long: EMSGSIZE) is
+    one refused frame, and the next one still goes."""
+    code = ("import sys\nfrom roce import iface\n"
+            "s = iface.open_sender(sys.argv[1], sys.argv[2])\n"
+            "b = iface.FrameBatch([b'x' * 5, bytes(60), b'y' * 9000, bytes(60)])\n"
+            "print([s.send(f) for f in b.frames], s.send_many(b, 0, 4).failed)\n")
+    res = wire.run(wire.ns_a, [sys.executable, "-c", code, wire.if_a, "packet"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "[False, True, False, True] [0, 2]", res.stdout
+    # Scapy's socket pads a short frame out to a header itself; a long one is refused
+    res = wire.run(wire.ns_a, [sys.executable, "-c", code, wire.if_a, "scapy"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "[True, True, False, True] [2]", res.stdout
+
+
+# -- talking to real peers: the interface's MAC, the peer's resolved --------------------------
+
+
+def _mac(wire: netns.VethPair, ns: str, name: str) -> str:
+    res = subprocess.run(["ip", "-n", ns, "-j", "link", "show", name], capture_output=True,
+                         text=True, check=True, timeout=30)
+    return json.loads(res.stdout)[0]["address"]
+
+
+def _wait_ready(path: Path, proc: subprocess.Popen, timeout: float = 15) -> None:
+    end = time.monotonic() + timeout
+    while "-- ready" not in path.read_text():
+        assert proc.poll() is None and time.monotonic() < end, path.read_text()
+        time.sleep(0.02)
+
+
+def test_send_completes_an_exchange_with_a_target_without_dmac(wire, tmp_path):
+    """``roce send`` to ``roce target`` in the other namespace, naming only the target's
+    address: the frame leaves from A's MAC to B's (resolved), the target takes it, and its
+    ACK goes back to A's MAC."""
+    mac_a, mac_b = _mac(wire, wire.ns_a, wire.if_a), _mac(wire, wire.ns_b, wire.if_b)
+    out, tpcap, sent = tmp_path / "target.out", tmp_path / "target.pcap", tmp_path / "s.pcap"
+    with open(out, "w") as f:
+        proc = wire.popen(wire.ns_b, wire.roce("target", "-i", wire.if_b, "--count", "1",
+                                               "-w", str(tpcap)),
+                          stdout=f, stderr=subprocess.STDOUT)
+    _wait_ready(out, proc)
+    subprocess.run(["ip", "-n", wire.ns_a, "neigh", "flush", "dev", wire.if_a], timeout=30)
+    res = wire.run(wire.ns_a, wire.roce(
+        "send", "rc-send-only", "--dst", wire.addr_b, "--src", wire.addr_a, "--dqpn", "0x11",
+        "--psn", "0", "--ackreq", "--payload-hex", "68656c6c6f", "-i", wire.if_a, "-w",
+        str(sent)))
+    assert res.returncode == 0, res.stderr
+    assert proc.wait(15) == 0, out.read_text()  # --count 1: the request was taken
+    text = out.read_text()
+    assert "received 5 bytes: 68 65 6c 6c 6f" in text, text
+    assert f"peer is {wire.addr_a} ({mac_a})" in text, text
+    (frame,) = [f.data for f in open_capture(sent)]
+    assert frame[:12] == bytes.fromhex((mac_b + mac_a).replace(":", ""))
+    answers = [f.data for f in open_capture(tpcap) if fast.walk(f.data).status == OK
+               and roce.parse(f.data).opcode.code == 0x11]
+    assert [a[:6] for a in answers] == [bytes.fromhex(mac_a.replace(":", ""))]
+
+
+def test_send_takes_the_neighbour_table_and_explicit_macs_win(wire, tmp_path):
+    mac_a = _mac(wire, wire.ns_a, wire.if_a)
+    far = "192.168.177.77"  # nobody: only the permanent entry knows a MAC for it
+    subprocess.run(["ip", "-n", wire.ns_a, "neigh", "replace", far, "lladdr",
+                    "02:00:00:00:77:77", "dev", wire.if_a, "nud", "permanent"], check=True,
+                   timeout=30)
+    try:
+        cases = [([], "02:00:00:00:77:77", mac_a),
+                 (["--dmac", "02:00:00:00:00:42"], "02:00:00:00:00:42", mac_a),
+                 (["--field", "eth.src=02:00:00:00:00:43"], "02:00:00:00:77:77",
+                  "02:00:00:00:00:43"),
+                 (["--smac", "02:00:00:00:00:44", "--field", "eth.dst=02:00:00:00:00:45"],
+                  "02:00:00:00:00:45", "02:00:00:00:00:44")]
+        for extra, dst, src in cases:
+            sent = tmp_path / "s.pcap"
+            t0 = time.monotonic()
+            res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", "--dst", far, *extra,
+                                                "-i", wire.if_a, "-w", str(sent)))
+            assert res.returncode == 0, res.stderr
+            assert time.monotonic() - t0 < 10  # no ARP timeout on the way
+            (frame,) = [f.data for f in open_capture(sent)]
+            assert frame[:12].hex(":") == f"{dst}:{src}", extra
+    finally:
+        subprocess.run(["ip", "-n", wire.ns_a, "neigh", "del", far, "dev", wire.if_a],
+                       timeout=30)
+
+
+def test_send_to_nobody_fails_naming_the_address(wire):
+    res = wire.run(wire.ns_a, wire.roce("send", "rc-send-only", "--dst", "192.168.177.99",
+                                        "-i", wire.if_a))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no ARP reply from 192.168.177.99" in lines[0], res.stderr
+    assert "--dmac" in lines[0] and "sent" not in res.stdout
+
+
+def test_replay_of_a_cooked_capture_goes_to_the_peer(wire, tmp_path):
+    """A Linux cooked capture has no MACs: replayed (or sent with send -r), its frames go
+    from A's MAC to the MAC of their destination (B, resolved by ARP)."""
+    mac_a, mac_b = _mac(wire, wire.ns_a, wire.if_a), _mac(wire, wire.ns_b, wire.if_b)
+    frames = [roce.craft("RC_SEND_ONLY", dqpn=0x71, psn=i, src=wire.addr_a,
+                         dst=wire.addr_b).to_bytes() for i in range(3)]
+    cooked = tmp_path / "cooked.pcap"
+    with PcapWriter(cooked, LINKTYPE_LINUX_SLL) as w:
+        for f in frames:  # SLL: packet type, ARPHRD_ETHER, 6-byte address, EtherType
+            w.write(struct.pack("!HHH8s", 4, 1, 6, bytes(8)) + f[12:])
+    macs = bytes.fromhex((mac_b + mac_a).replace(":", ""))
+    for argv in (["replay", str(cooked), "--pps", "1000"], ["send", "-r", str(cooked)]):
+        subprocess.run(["ip", "-n", wire.ns_a, "neigh", "flush", "dev", wire.if_a],
+                       timeout=30)
+        with captures(wire, tmp_path, len(frames), expr=f"ether dst {mac_b} and udp port 4791",
+                      sniff=False) as cap:
+            res = wire.run(wire.ns_a, wire.roce(*argv, "-i", wire.if_a))
+            assert res.returncode == 0, res.stderr
+            (got,) = cap.frames()
+        assert [f for f, _ in got] == [macs + f[12:] for f in frames], argv

@@ -1,5 +1,6 @@
-"""The RoCE emulator: sans-I/O RC queue pairs behind a pyverbs-style verbs API, driven by a
-simulated fabric (or, later, real transports).
+"""The RoCE emulator: sans-I/O RC, UC and UD queue pairs behind a pyverbs-style verbs API,
+driven by the simulated network (``roce.emu.net``; ``Fabric`` builds two hosts of it one call
+at a time) or by real transports (``roce.emu.real``).
 
     from roce.emu import *
     fab = Fabric(seed=7)
@@ -7,14 +8,23 @@ simulated fabric (or, later, real transports).
     fab.connect(a, b, rate_gbps=100, delay_ns=1000)
 """
 
-from .constants import *  # noqa: F403 - the IBV_* names, as pyverbs exports them
-from .constants import MTU, Access, QPAttrMask, QPState, QPType, SendFlags, WCOpcode, WCStatus
-from .constants import WROpcode as WROpcode
-from .fabric import Fabric, Link, LinkConfig
-from .qp import AHAttr, QPAttr, QPCap
-from .states import QPStateError
-from .verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr, connect
-from .work import SGE, WC, RecvWR, SendWR
+from roce.emu.core.constants import *  # noqa: F403 - the IBV_* names, as pyverbs exports them
+from roce.emu.core.constants import (
+           MTU,
+           Access,
+           QPAttrMask,
+           QPState,
+           QPType,
+           SendFlags,
+           WCOpcode,
+           WCStatus,
+)
+from roce.emu.core.constants import WROpcode as WROpcode
+from roce.emu.core.qp import AHAttr, QPAttr, QPCap
+from roce.emu.core.states import QPStateError
+from roce.emu.core.verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr, connect
+from roce.emu.core.work import SGE, WC, RecvWR, SendWR
+from roce.emu.fabric import Fabric, Link, LinkConfig
 
 __all__ = ["AH", "Fabric", "Link", "LinkConfig", "Context", "PD", "MR", "CQ", "QP", "QPInitAttr",
            "QPCap", "QPAttr", "AHAttr", "SendWR", "RecvWR", "SGE", "WC", "QPStateError",

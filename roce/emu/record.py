@@ -1,7 +1,10 @@
 """The ``-w FILE`` capture of the emulator's commands (``roce emulate``, ``roce target``).
 
 One helper opens it, so every command reports an unwritable path the same way (an
-``InputError``: exit 2, naming the file) and closes it however the run ends.
+``InputError``: exit 2, naming the file) and ends it the same way: complete when the run
+ends, removed when it fails or is interrupted (``roce.outfile``); a ``live`` capture
+(``roce target``: what happened, as it happened) is written in place and kept, on whole
+records, however the command ends.
 """
 
 from __future__ import annotations
@@ -9,21 +12,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ..errors import InputError
-from ..pcapio import PcapWriter
+from roce.pcapio import PcapWriter
 
 
 @contextlib.contextmanager
-def pcap_writer(path: str | None) -> Iterator[PcapWriter | None]:
+def pcap_writer(path: str | None, live: bool = False) -> Iterator[PcapWriter | None]:
     """A ``PcapWriter`` on ``path`` for the ``with`` block (None when no path is given)."""
     if not path:
         yield None
         return
-    try:
-        writer = PcapWriter(path)
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
-    try:
+    with PcapWriter(path, live=live) as writer:
         yield writer
-    finally:
-        writer.close()

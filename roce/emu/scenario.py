@@ -1,34 +1,26 @@
-"""Scenarios between two emulated hosts on the simulated fabric, and their summary.
+"""What an emulator run is and what it reports: ``Workload`` (what both ends of a run agree
+on), ``Scenario`` (a workload on the simulated network: links, topology, congestion control)
+and ``Summary`` (the one model of every run's result, simulated or across a real link, with
+its one text form).
 
-``run_scenario(Scenario(...))`` builds hosts A and B, ``qps`` connected queue pairs of one
-type (RC, UC or UD), posts ``count`` messages per QP (keeping ``depth`` outstanding), runs
-the fabric until everything completed, verifies the data and returns a ``Summary``.  This
-is what ``roce emulate`` prints.
-
-The runner's cost is linear in the work: each side has one CQ shared by all its QPs
-(completions name their QP), so a pass over the loop handles what completed, never every
-flow; the fabric stops as soon as a completion is there.
+Defaults come from ``roce.emu.defaults``; ``Workload.check`` refuses what cannot run before
+any memory is taken.  The runner (``roce.emu.net.runner.run_scenario``) turns a scenario into
+a summary; ``roce emulate`` prints it.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..errors import UsageError, VerificationError
-from . import budget
-from .constants import ALL_ACCESS, QPType, WCStatus, WROpcode
-from .fabric import Fabric, LinkConfig
-from .payload import Expected, fill, slot_bytes, slots_for
-from .qp import AHAttr, QPAttr, QPCap
-from .recovery import LOSS_RULES, MODES
-from .unreliable import GRH_BYTES
-from .verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
-from .work import SGE, RecvWR, SendWR
+from roce.emu import budget, defaults
+from roce.emu.cc.algorithms import CcConfig
+from roce.emu.core.constants import QPType
+from roce.emu.core.payload import slot_bytes, slots_for
+from roce.emu.core.recovery import LOSS_RULES, MODES
+from roce.errors import UsageError
+from roce.psn import PSN_MASK
 
 OPS = ("send", "write", "read", "atomic", "mixed")
 QP_TYPES = {"rc": QPType.IBV_QPT_RC, "uc": QPType.IBV_QPT_UC, "ud": QPType.IBV_QPT_UD}
@@ -48,26 +40,27 @@ def message_bytes(what: str, size: int) -> int:
 
 @dataclass
 class Workload:
-    """What to run, wherever it runs (the simulated fabric or a real link)."""
+    """What to run, wherever it runs (the simulated network or a real link)."""
 
-    op: str = "write"
-    size: int = 1 << 20
-    count: int = 10
-    mtu: int = 4096
-    qps: int = 1
-    depth: int = 16
-    seed: int = 0
-    psn: int = 0
-    timeout: int = 12
-    retry_cnt: int = 7
-    rnr_retry: int = 7
-    qp_type: str = "rc"
-    recovery: str = "gbn"  # gbn | sr (roce.emu.recovery)
-    loss_rule: str = "rack"  # sr's loss rule: rack | dupthresh (roce.emu.recovery)
+    op: str = defaults.OP
+    size: int = defaults.SIZE
+    count: int = defaults.COUNT
+    mtu: int = defaults.MTU
+    qps: int = defaults.QPS
+    depth: int = defaults.DEPTH
+    seed: int = defaults.SEED
+    psn: int = defaults.PSN
+    timeout: int = defaults.ACK_TIMEOUT_SIMULATED
+    retry_cnt: int = defaults.RETRY_CNT
+    rnr_retry: int = defaults.RNR_RETRY
+    qp_type: str = defaults.QP_TYPE
+    recovery: str = defaults.RECOVERY  # gbn | sr (roce.emu.core.recovery)
+    loss_rule: str = defaults.LOSS_RULE  # sr's loss rule (roce.emu.core.recovery)
 
-    def check(self, sides: int = 2) -> None:
+    def check(self, sides: int = 2, qps: int | None = None) -> None:
         """Refuse what cannot run (``UsageError`` naming the option), before any memory is
-        taken: ``sides`` is how many of the two devices live in this process."""
+        taken: ``sides`` is how many of the two devices live in this process, ``qps`` how
+        many QP pairs the run makes (default ``--qps``: one pair of hosts)."""
         if self.op not in OPS:
             raise UsageError(f"--op must be one of {', '.join(OPS)}")
         if self.qp_type not in ALLOWED:
@@ -76,6 +69,8 @@ class Workload:
             raise UsageError(f"--recovery must be one of {', '.join(MODES)}")
         if self.loss_rule not in LOSS_RULES:
             raise UsageError(f"--loss-rule must be one of {', '.join(LOSS_RULES)}")
+        if not 0 <= self.psn <= PSN_MASK:
+            raise UsageError(f"--psn {self.psn:#x}: a PSN is 24 bits (at most {PSN_MASK:#x})")
         if self.count < 0 or self.qps < 1 or self.depth < 1 or self.size < 0:
             raise UsageError("--count and --size must be >= 0, --qps and --depth >= 1")
         if self.size > MAX_MESSAGE:
@@ -89,7 +84,7 @@ class Workload:
         if self.qp_type == "ud" and self.size > self.mtu:
             raise UsageError(f"--size {self.size}: a UD message is one packet, at most --mtu "
                              f"{self.mtu} bytes")
-        budget.workload(self.size, self.slots, self.qps, sides)
+        budget.workload(self.size, self.slots, self.qps if qps is None else qps, sides)
 
     @property
     def slot(self) -> int:
@@ -99,23 +94,49 @@ class Workload:
     def slots(self) -> int:
         return slots_for(self.size, self.count)
 
+    def workload(self) -> dict[str, Any]:
+        """The workload's fields alone (what a real link's two ends exchange)."""
+        return {f.name: getattr(self, f.name) for f in fields(Workload)}
+
 
 @dataclass
 class Scenario(Workload):
-    """A workload on the simulated fabric, with the link's rate, delay and faults."""
+    """A workload on the simulated network: the links' rate, delay and faults, the topology
+    (``p2p``: two hosts cabled back to back) and what runs in its switches and NICs."""
 
-    rate_gbps: float = 100.0
-    delay_ns: int = 1000
+    rate_gbps: float = defaults.RATE_GBPS
+    delay_ns: int = defaults.DELAY_NS
     loss: float = 0.0
     burst: float = 0.0
     reorder: float = 0.0
     dup: float = 0.0
     corrupt: float = 0.0
-    time_limit_ns: int = 600_000_000_000
+    # virtual ns the run may take; None: ``defaults.time_limit_ns`` for the hosts it builds
+    time_limit_ns: int | None = None
+    topology: str = defaults.TOPOLOGY  # p2p, incast:N, dumbbell:N, leafspine:L,S,H
+    topology_file: str | None = None
+    traffic: str | None = None  # None: the topology's default; permutation; all-to-all
+    buffer: int = defaults.BUFFER
+    ecn: str = defaults.ECN  # on (derived thresholds), off, or KMIN,KMAX,PMAX
+    pfc: bool = defaults.PFC
+    lb: str = defaults.LB
+    storm: list[str] = field(default_factory=list)  # hosts that emit PFC continuously
+    # every host's congestion control and the ECN codepoint of data packets (--cc,
+    # --ecn-codepoint); None: none, ECT(0), as the default
+    cc: CcConfig | None = field(default_factory=CcConfig)
+
+    @property
+    def congestion_control(self) -> bool:
+        return self.cc is not None and self.cc.enabled
 
 
 @dataclass
 class Summary:
+    """What a run reports.  Every run fills the common fields; a run through the switched
+    network's NICs or switches adds the network's (``fabric`` and the fields after it), a
+    run across a real link the link's (``role`` and the fields after it).  ``as_dict``
+    leaves out the part a run does not have; ``text`` is the one text form of every run."""
+
     scenario: dict[str, Any]
     posted: int = 0
     completed: dict[str, int] = field(default_factory=dict)
@@ -142,10 +163,54 @@ class Summary:
     outstanding: int = 0  # messages neither completed nor given up when the run ended
     delivered: int = 0  # messages the responders executed (RC, UC) or received (UD)
     stopped: str = ""  # why the run ended before every message completed
-    unverified: str = ""  # why the data did not check out
+    unverified: str = ""  # why the data did not check out: which messages, and how
+    # -- the switched network's NICs and switches -----------------------------------------
+    fabric: dict[str, Any] = field(default_factory=dict)  # drops, marks, PFC, per port/host
+    fct_ns: dict[str, float] = field(default_factory=dict)  # post to completion
+    flows: list[dict[str, Any]] = field(default_factory=list)
+    hops: int = 0
+    hops_per_cpu_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # settings that defeat themselves
+    # -- a real link ----------------------------------------------------------------------
+    role: str = ""  # connector | listener
+    transport: str = ""
+    interface: str | None = None
+    local: dict[str, Any] = field(default_factory=dict)
+    peer: dict[str, Any] = field(default_factory=dict)
+    wall_ns: int = 0
+    goodput_mbps: float = 0.0
+    messages: int = 0  # listener: messages executed (RC MSN) or received
+    frames_received: int = 0
+    naks_sent: dict[str, int] = field(default_factory=dict)
+    rnr_naks_sent: int = 0
+    duplicates: int = 0
+    local_verified: bool = False
+    peer_verified: bool | None = None
+    peer_summary: dict[str, Any] | None = None
+    transport_stats: dict[str, int] = field(default_factory=dict)
+    latency_us: dict[str, float] = field(default_factory=dict)  # post -> completion
+
+    @property
+    def networked(self) -> bool:
+        """The run went through the switched network's NICs or switches."""
+        return bool(self.fabric)
+
+    @property
+    def real(self) -> bool:
+        return bool(self.role)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for name in (() if self.networked else NETWORK_FIELDS) + (
+                () if self.real else REAL_FIELDS):
+            d.pop(name, None)
+        return d
+
+    @property
+    def total(self) -> int:
+        """The messages the run was to complete: ``count`` for every flow."""
+        s = self.scenario
+        return s["count"] * (len(self.flows) if self.flows else s["qps"])
 
     def errors_text(self) -> str:
         errs = ", ".join(f"{k}={v}" for k, v in sorted(self.completed.items())
@@ -155,216 +220,129 @@ class Summary:
         return errs
 
     def text(self) -> str:
-        ok = self.completed.get("IBV_WC_SUCCESS", 0)
-        naks = ", ".join(f"{k}={v}" for k, v in sorted(self.naks.items())) or "none"
-        s = self.scenario
-        lines = [
-            f"scenario      {s['op']} size={s['size']} count={s['count']} qps={s['qps']} "
-            f"mtu={s['mtu']} qp={s.get('qp_type', 'rc')} seed={s['seed']}",
-            f"link          {s['rate_gbps']:g} Gb/s, {s['delay_ns']} ns, loss={s['loss']:g} "
-            f"burst={s['burst']:g} reorder={s['reorder']:g} dup={s['dup']:g} "
-            f"corrupt={s['corrupt']:g}",
-            f"messages      posted {self.posted}, completed OK {ok}, errors: "
-            f"{self.errors_text()}",
-            f"delivered     {self.delivered} of {s['count'] * s['qps']} messages reached "
-            "the responder",
-            f"bytes         {self.bytes}",
-            f"virtual time  {self.virtual_ns / 1e6:.3f} ms",
-            f"goodput       {self.goodput_gbps:.3f} Gb/s",
-            f"packets       {self.packets} ({self.retransmitted} retransmitted)",
-            f"recovery      {recovery_name(s)}: {self.selective_retransmitted} "
-            f"selective, {self.retransmitted - self.selective_retransmitted} go-back, "
-            f"{self.spurious_retransmissions} spurious; {self.ooo_accepted} out-of-order "
-            f"accepted, {self.selective_naks} selective NAKs",
-            f"NAKs          {naks}; RNR NAKs {self.rnr_naks}; timeouts {self.timeouts}",
-            f"ICRC drops    {self.icrc_drops}",
-            f"data verified {'yes' if self.data_verified else 'NO: ' + self.unverified}",
-            f"CPU           {self.cpu_s:.3f} s ({self.packets_per_cpu_s:,.0f} emulated "
-            "packets per CPU-second)",
+        """The summary as ``roce emulate`` prints it."""
+        return _real_text(self) if self.real else _simulated_text(self)
+
+
+_NAMES = [f.name for f in fields(Summary)]
+NETWORK_FIELDS = tuple(_NAMES[_NAMES.index("fabric"):_NAMES.index("role")])
+REAL_FIELDS = tuple(_NAMES[_NAMES.index("role"):])
+
+
+def _naks_text(naks: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(naks.items())) or "none"
+
+
+def _recovery_line(s: Summary) -> str:
+    return (f"recovery      {recovery_name(s.scenario)}: {s.selective_retransmitted} "
+            f"selective, {s.retransmitted - s.selective_retransmitted} go-back, "
+            f"{s.spurious_retransmissions} spurious; {s.ooo_accepted} out-of-order "
+            f"accepted, {s.selective_naks} selective NAKs")
+
+
+def _where_line(s: Summary) -> str:
+    """The link (two hosts cabled back to back) or the network the run used."""
+    sc = s.scenario
+    if sc.get("topology", defaults.TOPOLOGY) == defaults.TOPOLOGY and not sc.get(
+            "topology_file"):
+        return (f"link          {sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, loss="
+                f"{sc['loss']:g} burst={sc['burst']:g} reorder={sc['reorder']:g} "
+                f"dup={sc['dup']:g} corrupt={sc['corrupt']:g}")
+    return (f"network       {sc['topology_file'] or sc['topology']}, {len(s.flows)} flows, "
+            f"{sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, lb={sc['lb']} "
+            f"pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
+
+
+def _simulated_text(s: Summary) -> str:
+    ok = s.completed.get("IBV_WC_SUCCESS", 0)
+    sc = s.scenario
+    lines = [
+        f"scenario      {sc['op']} size={sc['size']} count={sc['count']} qps={sc['qps']} "
+        f"mtu={sc['mtu']} qp={sc.get('qp_type', defaults.QP_TYPE)} seed={sc['seed']}",
+        _where_line(s),
+        f"messages      posted {s.posted}, completed OK {ok}, errors: {s.errors_text()}",
+        f"delivered     {s.delivered} of {s.total} messages reached the responder",
+        f"bytes         {s.bytes}",
+        f"virtual time  {s.virtual_ns / 1e6:.3f} ms",
+        f"goodput       {s.goodput_gbps:.3f} Gb/s",
+        f"packets       {s.packets} ({s.retransmitted} retransmitted)",
+        _recovery_line(s),
+        f"NAKs          {_naks_text(s.naks)}; RNR NAKs {s.rnr_naks}; timeouts {s.timeouts}",
+        f"ICRC drops    {s.icrc_drops}",
+        f"data verified {'yes' if s.data_verified else 'NO: ' + s.unverified}",
+        f"CPU           {s.cpu_s:.3f} s ({s.packets_per_cpu_s:,.0f} emulated packets per "
+        "CPU-second)",
+    ]
+    if s.networked:
+        fab, fct = s.fabric, s.fct_ns
+        lines += [
+            f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
+            f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "
+            f"{fab['cnps_sent']}",
+            f"completion    mean {fct.get('mean', 0) / 1e3:.1f} us, p50 "
+            f"{fct.get('p50', 0) / 1e3:.1f} us, p99 {fct.get('p99', 0) / 1e3:.1f} us",
+            f"hops          {s.hops} ({s.hops_per_cpu_s:,.0f} packet-hops per CPU-second)",
         ]
-        if not self.finished:
-            lines.append(f"WARNING       {self.stopped}")
-        return "\n".join(lines)
+    lines += [f"WARNING       {w}" for w in s.warnings]
+    if not s.finished:
+        lines.append(f"WARNING       {s.stopped}")
+    return "\n".join(lines)
+
+
+def _real_text(s: Summary) -> str:
+    sc = s.scenario
+    ok = s.completed.get("IBV_WC_SUCCESS", 0)
+    errs = ", ".join(f"{k}={v}" for k, v in sorted(s.completed.items())
+                     if k != "IBV_WC_SUCCESS") or "none"
+    where = f"raw Ethernet on {s.interface}" if s.transport == "raw" else "UDP"
+    lo, pe = s.local, s.peer
+    qpns = ",".join(f"0x{q:x}" for q in lo.get("qpns", []))
+    pqpns = ",".join(f"0x{q:x}" for q in pe.get("qpns", []))
+    lines = [
+        f"role          {s.role} over {where}",
+        f"scenario      {sc['op']} size={sc['size']} count={sc['count']} qps={sc['qps']} "
+        f"mtu={sc['mtu']} depth={sc['depth']} qp={sc['qp_type']} seed={sc['seed']}",
+        f"endpoints     {lo.get('ip')} ({lo.get('mac')}) QP {qpns} <-> {pe.get('ip')} "
+        f"({pe.get('mac')}) QP {pqpns}",
+    ]
+    if s.role == "connector":
+        lines.append(f"messages      posted {s.posted}, completed OK {ok}, errors: {errs}")
+    else:
+        lines.append(f"messages      executed {s.messages} of {sc['count'] * sc['qps']}, "
+                     f"receives completed OK {ok}, errors: {errs}")
+    lines += [
+        f"bytes         {s.bytes}",
+        f"wall time     {s.wall_ns / 1e6:.3f} ms",
+        f"goodput       {s.goodput_gbps:.3f} Gb/s ({s.goodput_mbps:.1f} MB/s)",
+        f"packets       sent {s.packets} ({s.retransmitted} retransmitted), "
+        f"received {s.frames_received} ({s.duplicates} duplicates)",
+        _recovery_line(s),
+        f"NAKs          received {_naks_text(s.naks)}; sent {_naks_text(s.naks_sent)}; RNR "
+        f"NAKs received {s.rnr_naks}, sent {s.rnr_naks_sent}; timeouts {s.timeouts}",
+        f"ICRC drops    {s.icrc_drops}",
+    ]
+    verdict = "yes" if s.data_verified else "NO"
+    if s.role == "connector":
+        peer = {None: "no answer", True: "yes", False: "NO"}[s.peer_verified]
+        # the listener's verdict is its claim: this side cannot check the listener's memory
+        verdict += (f" (here: {'yes' if s.local_verified else 'NO'}; listener reports: "
+                    f"{peer})")
+    if s.latency_us:
+        lat = s.latency_us
+        lines.append(f"latency       post to completion: min {lat['min']:.1f} us, median "
+                     f"{lat['median']:.1f} us, p99 {lat['p99']:.1f} us")
+    lines.append(f"data verified {verdict}")
+    lines.append(f"CPU           {s.cpu_s:.3f} s")
+    if not s.finished:
+        lines.append("WARNING       the time limit ran out before every message completed")
+    return "\n".join(lines)
 
 
 def recovery_name(scenario: dict[str, Any]) -> str:
     """The recovery mode as the summary shows it: ``gbn``, or ``sr`` with its loss rule."""
-    mode = scenario.get("recovery", "gbn")
-    return f"{mode} ({scenario.get('loss_rule', 'rack')})" if mode == "sr" else mode
-
-
-def emit(summary: Any, fmt: str, pcap: str | None) -> int:
-    """Print a summary as ``roce emulate`` does; raise ``VerificationError`` (exit 4) when
-    the data did not check out (the run ended, but not every message arrived intact:
-    scripts can tell)."""
-    if fmt == "json":
-        print(json.dumps(summary.as_dict(), indent=2))
-    else:
-        print(summary.text())
-        if pcap:
-            print(f"pcap          {pcap}")
-    if not summary.data_verified:
-        why = getattr(summary, "unverified", "") or "see the summary"
-        raise VerificationError(f"data not verified: {why}")
-    return 0
-
-
-@dataclass(eq=False)
-class _Flow:
-    index: int
-    qa: QP
-    qb: QP
-    local: MR
-    remote: MR
-    expected: Expected
-    ah: AH | None = None  # UD: where A's sends go
-    posted: int = 0
-    done: int = 0
-    bytes: int = 0
-    status: Counter = field(default_factory=Counter)
-
-
-def _make_flow(sc: Scenario, i: int, pd_a: PD, pd_b: PD, cq_a: CQ, cq_b: CQ) -> _Flow:
-    qtype = QP_TYPES[sc.qp_type]
-    unreliable = sc.qp_type != "rc"
-    # UC/UD receives lost on the wire stay posted: room for every message (the work)
-    recv_wr = max(sc.depth, 1) * 2 + (sc.count if unreliable else 0)
-    cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=recv_wr)
-    qa = QP(pd_a, QPInitAttr(qp_type=qtype, send_cq=cq_a, recv_cq=cq_a, cap=cap))
-    qb = QP(pd_b, QPInitAttr(qp_type=qtype, send_cq=cq_b, recv_cq=cq_b, cap=cap))
-    ah = None
-    if sc.qp_type == "ud":
-        for qp in (qa, qb):
-            qp.to_init(QPAttr(qkey=QKEY))
-            qp.to_rtr(QPAttr())
-            qp.to_rts(QPAttr(sq_psn=sc.psn))
-        b = pd_b.ctx
-        ah = AH(pd_a, AHAttr(dmac=b.mac, dip=b.ip))
-    else:
-        connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn, timeout=sc.timeout,
-                retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry)
-    n = sc.slot * sc.slots
-    local, remote = MR(pd_a, n, ALL_ACCESS), MR(pd_b, n, ALL_ACCESS)
-    fill(local.buf, sc.seed, i, "local", sc.size, sc.slots)
-    fill(remote.buf, sc.seed, i, "remote", sc.size, sc.slots)
-    return _Flow(i, qa, qb, local, remote, Expected(sc.seed, i, sc.size, sc.slots), ah)
-
-
-def run_scenario(sc: Scenario, record: Any = None,
-                 progress: Callable[[int, int], None] | None = None) -> Summary:
-    sc.check(sides=2)
-    fab = Fabric(seed=sc.seed)
-    a = fab.add_host("A", "10.0.0.1")
-    b = fab.add_host("B", "10.0.0.2")
-    link = LinkConfig(rate_gbps=sc.rate_gbps, delay_ns=sc.delay_ns, loss=sc.loss,
-                      burst_p=sc.burst, reorder=sc.reorder, dup=sc.dup, corrupt=sc.corrupt)
-    fab.connect(a, b, config=link, reverse=LinkConfig(**asdict(link)))
-    if record is not None:
-        fab.record(record)
-    set_recovery((a, b), sc, 2 * sc.delay_ns)
-    pd_a, pd_b = PD(a), PD(b)
-    total = sc.count * sc.qps
-    # one CQ per side for every QP; UC/UD sends complete as they go out, so a whole
-    # window of every QP can be waiting in A's CQ
-    cqe = max(1 << 16, 2 * sc.qps * sc.depth)
-    cq_a, cq_b = CQ(a, cqe), CQ(b, cqe)
-    grh = MR(pd_b, GRH_BYTES, ALL_ACCESS) if sc.qp_type == "ud" else None
-    flows = [_make_flow(sc, i, pd_a, pd_b, cq_a, cq_b) for i in range(sc.qps)]
-    by_qpn = {f.qa.qp_num: f for f in flows}
-    cpu0 = time.process_time()
-    left = total  # messages not yet completed or given up
-
-    def post_more(f: _Flow) -> None:
-        while f.posted < sc.count and f.posted - f.done < sc.depth:
-            _post(sc, f, f.posted, grh)
-            f.posted += 1
-
-    for f in flows:
-        post_more(f)
-    finished = True
-    while True:
-        touched = {}
-        for wc in cq_a.poll(len(cq_a)):
-            f = by_qpn[wc.qp_num]
-            f.done += 1
-            left -= 1
-            f.status[WCStatus(wc.status).name] += 1
-            f.bytes += wc.byte_len
-            if wc.status == WCStatus.IBV_WC_SUCCESS:
-                f.expected.apply(kind(sc.op, wc.wr_id), wc.wr_id)
-            elif f.posted < sc.count:  # a failed QP takes no more work
-                left -= sc.count - f.posted
-                f.posted = sc.count
-            touched[f.index] = f
-        cq_b.poll(len(cq_b))  # receive completions: counted by the responders
-        for f in touched.values():
-            post_more(f)
-        if progress is not None:
-            progress(total - left, total)
-        if left <= 0:
-            break
-        if not fab.run_until(lambda: len(cq_a) > 0, sc.time_limit_ns):
-            finished = False
-            break
-    if sc.qp_type != "rc":
-        # UC and UD complete a send once it is on the wire: let the frames still in flight
-        # land before the memory is checked (no timers: the fabric runs dry)
-        fab.run_until(lambda: False, sc.time_limit_ns)
-    cpu = time.process_time() - cpu0
-    return _summarise(sc, fab, flows, cpu, finished, left)
-
-
-def _post(sc: Scenario, f: _Flow, i: int, grh: MR | None) -> None:
-    what = kind(sc.op, i)
-    off = (i % sc.slots) * sc.slot
-    size = sc.size
-    if what == "write":
-        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_WRITE,
-                              sg_list=[f.local.sge(off, size)], remote_addr=f.remote.addr + off,
-                              rkey=f.remote.rkey))
-    elif what == "read":
-        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_READ,
-                              sg_list=[f.local.sge(off, size)], remote_addr=f.remote.addr + off,
-                              rkey=f.remote.rkey))
-    elif what == "send":
-        # UD: the 40-byte GRH area goes to a scratch MR, the message to the slot
-        sges = ([grh.sge(0, GRH_BYTES)] if grh is not None else []) + [f.remote.sge(off, size)]
-        f.qb.post_recv(RecvWR(wr_id=i, sg_list=sges))
-        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_SEND,
-                              sg_list=[f.local.sge(off, size)], ah=f.ah,
-                              remote_qpn=f.qb.qp_num, remote_qkey=QKEY))
-    else:  # atomic: fetch-and-add 1 on the first 8 bytes of the remote buffer
-        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_ATOMIC_FETCH_AND_ADD,
-                              sg_list=[SGE(f.local.addr + off, 8, f.local.lkey)],
-                              remote_addr=f.remote.addr, rkey=f.remote.rkey, compare_add=1))
-
-
-def _stopped(sc: Scenario, fab: Fabric, left: int) -> str:
-    """Why the fabric stopped with ``left`` messages outstanding, in words."""
-    timers = [d for d in (ctx.device.deadline() for ctx in fab.hosts.values())
-              if d is not None]
-    limit = sc.time_limit_ns / 1e9
-    if timers and min(timers) > sc.time_limit_ns:
-        return (f"the virtual time limit ({limit:g} s) ran out with {left} message(s) "
-                f"outstanding: the next event, a timer at {min(timers) / 1e9:.3f} s "
-                "(--timeout), lies past it")
-    if not timers:
-        return (f"the run stalled with {left} message(s) outstanding: no frame in flight "
-                "and no timer armed (--timeout 0 disables retransmission)")
-    return f"the virtual time limit ({limit:g} s) ran out with {left} message(s) outstanding"
-
-
-def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
-    """The scenario's recovery mode on every device; selective repeat's BDP cap from the
-    link rate and ``rtt_ns`` plus one MTU frame each way."""
-    if sc.recovery == "gbn":
-        return
-    from .recovery import bdp_packets
-
-    frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
-    bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)
-    for ctx in contexts:
-        ctx.set_recovery(sc.recovery, bdp_packets=bdp, loss_rule=sc.loss_rule)
+    mode = scenario.get("recovery", defaults.RECOVERY)
+    return (f"{mode} ({scenario.get('loss_rule', defaults.LOSS_RULE)})"
+            if mode != defaults.RECOVERY else mode)
 
 
 def add_qp_counts(s: Any, naks: Counter, qps: list) -> None:
@@ -381,43 +359,3 @@ def add_qp_counts(s: Any, naks: Counter, qps: list) -> None:
         s.spurious_retransmissions += c.duplicate_requests
         s.ooo_accepted += c.ooo_accepted
         s.selective_naks += c.sacks_sent
-
-
-def _summarise(sc: Scenario, fab: Fabric, flows: list[_Flow], cpu: float, finished: bool,
-               left: int) -> Summary:
-    s = Summary(scenario=asdict(sc))
-    status: Counter = Counter()
-    for f in flows:
-        status.update(f.status)
-    s.posted = sum(f.posted for f in flows)
-    s.completed = dict(status)
-    ok = status.get("IBV_WC_SUCCESS", 0)
-    s.bytes = sum(f.bytes for f in flows)
-    s.virtual_ns = fab.now
-    s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
-    naks: Counter = Counter()
-    for f in flows:
-        s.delivered += f.qb.core.counters.messages_executed
-    add_qp_counts(s, naks, [q.core for f in flows for q in (f.qa, f.qb)])
-    s.naks = dict(naks)
-    for ctx in fab.hosts.values():
-        s.icrc_drops += ctx.device.counters.icrc_drops
-    for (src, _), link in fab.links.items():
-        s.link[f"{src}->{link.dst.ip}"] = asdict(link.stats)
-    total = sc.count * sc.qps
-    s.finished = finished
-    s.outstanding = max(left, 0) if not finished else 0
-    if not finished:
-        s.stopped = _stopped(sc, fab, left)
-        s.unverified = f"{left} of {total} message(s) did not complete"
-    elif ok != s.posted or s.posted != total:
-        s.unverified = f"{total - ok} of {total} message(s) did not complete successfully"
-    elif s.delivered != total:
-        s.unverified = f"{total - s.delivered} of {total} message(s) never reached the responder"
-    elif not all(f.expected.matches("remote", f.remote.buf)
-                 and f.expected.matches("local", f.local.buf) for f in flows):
-        s.unverified = "memory does not hold what the operations wrote"
-    s.data_verified = not s.unverified
-    s.cpu_s = cpu
-    s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
-    return s

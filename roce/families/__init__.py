@@ -1,12 +1,24 @@
-"""Protocol families and tunnels beyond RoCEv2, dispatched by one registry.
+"""Protocol families and tunnels, dispatched by one registry.
 
-``registry`` maps link types, EtherTypes, IP protocols, UDP ports, GRE protocols and ERF
-record types to handlers; ``builtin`` holds the rows of RoCE, native InfiniBand (``ib``,
-``ibcrc``, ``ibmad``), ERF (``erf``) and the tunnels (``tunnels``: GRE, ERSPAN, VXLAN);
-``dispatch`` follows the rows for a frame the compiled RoCE walk did not claim, and
-``records`` makes the decoder's records and lines from the result.
+``registry`` (the module) maps link types, EtherTypes, IP protocols, UDP ports, GRE protocols
+and ERF record types to ``handler.Handler`` objects; ``base`` is what every family builds on
+(the flat fields, one-line text and ``-V`` tree of Ethernet, IP, UDP, MAC Control and the IBA
+transport headers); ``ib`` (native InfiniBand), ``erf`` and ``tunnels`` (GRE, ERSPAN, VXLAN)
+are families; ``builtin`` holds their rows and loads the registry; ``dispatch`` follows the
+rows for a frame the compiled RoCE walk did not claim.  docs/architecture.md, "Layers",
+says what each may import.
 """
 
-from .registry import REGISTRY, Handler, Registry, Unwrapped, registry
+from roce.families.handler import Handler, Unwrapped
+from roce.families.registry import REGISTRY, Registry
+
+
+def registry(plugins: bool = True) -> Registry:
+    """The process-wide registry with the built-in rows and (``plugins``) those of the
+    ``roce.families`` entry points (``roce.families.builtin.registry``)."""
+    from roce.families.builtin import registry as loaded
+
+    return loaded(plugins)
+
 
 __all__ = ["REGISTRY", "Handler", "Registry", "Unwrapped", "registry"]

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import fast
-from ..errors import DecodeError
-from ..locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
-from .registry import Handler, Registry, registry
+from roce import fast
+from roce.errors import DecodeError
+from roce.families import registry
+from roce.families.registry import Handler, Registry
+from roce.locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
 
 MAX_DEPTH = 8  # tunnels inside tunnels; deeper is treated as malformed
 
@@ -32,6 +33,8 @@ class Resolution:
     family: Handler | None = None
     outer: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: DecodeError | None = None
+    # (captured, on the wire) lengths of the frame inside, when a record says them (ERF)
+    lengths: tuple[int, int] | None = None
 
 
 def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
@@ -48,7 +51,7 @@ def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
 
 
 def _outer_fields(data: bytes, w: Walk, linktype: int) -> dict[str, Any]:
-    from ..dissect.summary import header_fields, known_headers
+    from roce.families.base.fields import header_fields, known_headers
 
     f: dict[str, Any] = {}
     header_fields(known_headers(data, w, linktype), f)
@@ -84,6 +87,8 @@ def resolve(data: bytes, linktype: int, w: Walk, udp_port: int,
             while True:
                 u = handler.unwrap(data, off)  # type: ignore[misc]
                 res.outer.append((u.layer, u.fields))
+                if u.lengths is not None:
+                    res.lengths = u.lengths
                 data, off = u.data, u.offset
                 if u.linktype is not None:
                     break

@@ -14,16 +14,19 @@ before the frame.
 Record types decoded: 21 INFINIBAND (a native InfiniBand packet, handed on as link type
 247), 25 INFINIBAND_LINK (an InfiniBand link packet), 2 ETH (Ethernet, link type 1).
 Field names are Wireshark's ``erf.*``.
+
+The packet's lengths are the record's, as Wireshark counts them (``lengths``): ``wlen`` on the
+wire, and captured ``wlen`` or what the capture holds past the record's headers when that is
+less; its time is the record header's (``roce.pcapio.erf_ts_ns`` reads it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DecodeError
-from ..locate import LINKTYPE_ETHERNET
-from .handler import Unwrapped
-from .linktypes import LINKTYPE_ERF, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
+from roce.errors import DecodeError
+from roce.families.handler import Unwrapped
+from roce.locate import LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
 
 ERF_HEADER = 16
 EXT_HEADER = 8
@@ -70,14 +73,25 @@ def unwrap(data: bytes, off: int = 0) -> Unwrapped:
                           "the payload", "erf", off + 10)
     linktype = INNER_LINKTYPE.get(rtype)
     payload = data[:end]
+    sizes = lengths(data[off:], pos - off)
     if linktype is None:
-        return Unwrapped(payload, pos, None, "erf", fields, ("erf.type", rtype))
-    return Unwrapped(payload, pos, linktype, "erf", fields)
+        return Unwrapped(payload, pos, None, "erf", fields, ("erf.type", rtype), sizes)
+    return Unwrapped(payload, pos, linktype, "erf", fields, lengths=sizes)
 
 
 def wire_length(data: bytes, off: int = 0) -> int:
     """The record's ``wlen``: the length of the packet on the wire (0 if cut before it)."""
     return int.from_bytes(data[off + WLEN_AT:off + WLEN_AT + 2], "big")
+
+
+def lengths(record: bytes, payload_at: int) -> tuple[int, int]:
+    """(captured, on the wire) lengths of the packet in ``record`` (as captured) whose payload
+    starts at ``payload_at``, as Wireshark counts them: ``wlen`` on the wire (the record's
+    header, padding and extension headers are no part of the packet); captured, ``wlen``, or
+    what the capture holds past the headers when that is less (a snap length, a short
+    ``rlen``)."""
+    wlen = wire_length(record)
+    return max(min(wlen, len(record) - payload_at), 0), wlen
 
 
 def skip(data: bytes, off: int = 0) -> tuple[int, int | None, tuple[str, int] | None] | None:
@@ -119,7 +133,7 @@ def skip_batch_reference(datas: list[bytes]) -> tuple[list[bytes], int | None] |
 
 
 def _compiled_skip_batch() -> Any:
-    from .. import fast
+    from roce import fast
 
     ext = fast._ext
     if ext is None:
@@ -133,10 +147,18 @@ def _compiled_skip_batch() -> Any:
 skip_batch: Any = _compiled_skip_batch()  # the one-line path and `roce stats` unwrap with it
 
 
+def fixed_ts(ns: int) -> int:
+    """An ERF timestamp (seconds above a 32-bit binary fraction) for ``ns`` nanoseconds since
+    the epoch, to the nearest fraction: read back (``roce.pcapio.erf_ts_ns``) it is ``ns``."""
+    sec, frac = divmod(ns, 1_000_000_000)
+    return sec << 32 | (frac << 32) // 1_000_000_000 + ((frac << 32) % 1_000_000_000 >= 500_000_000)
+
+
 def record(payload: bytes, rtype: int = ERF_TYPE_INFINIBAND, ts: int = 0,
            extensions: tuple[int, ...] = (), flags: int = 0, lctr: int = 0,
            wlen: int | None = None) -> bytes:
     """One ERF record around ``payload`` (padded to 8 bytes, as DAG cards write them);
+    ``ts`` is the header's timestamp (``fixed_ts`` makes one from nanoseconds);
     ``extensions`` are extension-header type numbers (8 bytes each, zero body)."""
     body = b"".join(bytes((t | (0x80 if i + 1 < len(extensions) else 0),)) + bytes(7)
                     for i, t in enumerate(extensions))

@@ -5,7 +5,7 @@ Two kinds of handler:
 
 * a **family** decodes a packet into Wireshark-named flat fields (``decode``), and says
   what its one-line columns and ``-V`` lines are (``columns``, ``tree``).  Native
-  InfiniBand is one (``roce.families.ib``); a toy family in the tests is another.
+  InfiniBand is one (``roce.families.ib.native``); a toy family in the tests is another.
 * a **tunnel** unwraps an inner frame (``unwrap``): ERF records, GRE, ERSPAN II/III,
   VXLAN (``roce.families.tunnels``, ``roce.families.erf``).  The inner frame is
   dispatched again, so RoCE mirrored in ERSPAN in VXLAN decodes.
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
-from .handler import Handler, Unwrapped
+from roce.errors import UsageError
+from roce.families.handler import Handler, Unwrapped
 
 TABLES = ("linktype", "ethertype", "ip.proto", "udp.port", "gre.proto", "erf.type")
 
@@ -80,66 +80,22 @@ class Registry:
         return frozenset(n for h in self.handlers.values()
                          for n in (h.fields() if callable(h.fields) else h.fields))
 
+    def display(self) -> dict[str, str]:
+        """Every handler's ``display``: flat name -> format of a field shown in hex."""
+        out: dict[str, str] = {}
+        for h in self.handlers.values():
+            out.update(h.display() if callable(h.display) else h.display)
+        return out
 
-REGISTRY = Registry()
-_LOADED = [False, False]  # built-in rows registered, entry-point plugins loaded
-
-
-def registry(plugins: bool = True) -> Registry:
-    """The process-wide registry with the built-in families, and (``plugins``) those of the
-    ``roce.families`` entry points.  Scanning entry points costs ~15 ms: the plain-RoCE
-    paths ask without plugins (a plugin's rows are found on the per-frame path)."""
-    if not _LOADED[0]:
-        _LOADED[0] = True
-        from . import builtin
-
-        builtin.register(REGISTRY)
-    if plugins and not _LOADED[1]:
-        _LOADED[1] = True
-        if may_have_plugins():
-            _load_plugins(REGISTRY)
-    return REGISTRY
+    def wireshark_names(self) -> dict[str, tuple[str, ...]]:
+        """Every handler's ``wireshark``: Wireshark name -> the flat names it stands for."""
+        out: dict[str, tuple[str, ...]] = {}
+        for h in self.handlers.values():
+            out.update(h.wireshark() if callable(h.wireshark) else h.wireshark)
+        return out
 
 
-def may_have_plugins() -> bool:
-    """Whether an installed distribution may declare a ``roce.families`` entry point: a look
-    at the ``entry_points.txt`` of the distributions on ``sys.path`` (where importlib.metadata
-    finds them), which spares runs without plugins the ~10 ms import of importlib.metadata.
-    True when unsure (a zip on the path, a finder of distributions of another kind)."""
-    import os
-    import sys
-    from importlib.machinery import PathFinder
-
-    if any(getattr(f, "find_distributions", None) is not None and f is not PathFinder
-           for f in sys.meta_path):
-        return True
-    for entry in sys.path:
-        where = entry or "."
-        if os.path.isfile(where):
-            return True
-        try:
-            names = os.listdir(where)
-        except OSError:
-            continue
-        for name in names:
-            if not name.endswith((".dist-info", ".egg-info")):
-                continue
-            try:
-                with open(os.path.join(where, name, "entry_points.txt"),
-                          encoding="utf-8", errors="replace") as fh:
-                    if "roce.families" in fh.read():
-                        return True
-            except OSError:
-                pass
-    return False
+REGISTRY = Registry()  # the process-wide one: roce.families.registry() loads its rows
 
 
-def _load_plugins(reg: Registry) -> None:
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="roce.families"):
-        ep.load()(reg)
-
-
-__all__ = ["REGISTRY", "TABLES", "Handler", "Registry", "Unwrapped", "may_have_plugins",
-           "registry"]
+__all__ = ["REGISTRY", "TABLES", "Handler", "Registry", "Unwrapped"]

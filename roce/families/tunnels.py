@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from construct import BitsInteger, BitStruct
 
-from ..errors import DecodeError
-from ..headers import define
-from .handler import Unwrapped
+from roce.errors import DecodeError
+from roce.families.handler import Handler, SkipRule, Unwrapped
+from roce.headers import define
 
 U = BitsInteger
 LINKTYPE_ETHERNET, LINKTYPE_RAW = 1, 101
@@ -130,44 +130,24 @@ def unwrap_vxlan(data: bytes, off: int) -> Unwrapped:
 
 
 # -- offsets only: the one-line path peels tunnels without building field dicts -----------------
-# Each returns (inner offset, inner link type or None, next dispatch row or None), or None
-# when the header is cut or wrong (the frame then takes the per-frame path, which says why).
+# Each rule steps over its header: (inner offset, inner link type or None, next dispatch row or
+# None), or None when the header is cut or wrong (the frame then takes the per-frame path,
+# which says why).  The compiled peel runs the same rules (roce.families.handler.SkipRule).
 
-def skip_gre(data: bytes, off: int) -> tuple[int, int | None, tuple[str, int] | None] | None:
-    if len(data) < off + 4:
-        return None
-    flags = data[off]
-    if data[off + 1] & 7:
-        return None
-    proto = (data[off + 2] << 8) | data[off + 3]
-    pos = off + 4 + (4 if flags & 0x80 else 0) + (4 if flags & 0x20 else 0) + (
-        4 if flags & 0x10 else 0)
-    if proto == GRE_ETHERNET or (proto == GRE_ERSPAN2 and not flags & 0x10):
-        return pos, LINKTYPE_ETHERNET, None
-    if proto in (GRE_IPV4, GRE_IPV6):
-        return pos, LINKTYPE_RAW, None
-    return pos, None, ("gre.proto", proto)
-
-
-def skip_erspan2(data: bytes, off: int) -> tuple[int, int | None, None] | None:
-    if len(data) < off + ERSPAN2_LAYOUT.size or data[off] >> 4 != 1:
-        return None
-    return off + ERSPAN2_LAYOUT.size, LINKTYPE_ETHERNET, None
-
-
-def skip_erspan3(data: bytes, off: int) -> tuple[int, int | None, None] | None:
-    size = ERSPAN3_LAYOUT.size
-    if len(data) < off + size or data[off] >> 4 != 2:
-        return None
-    if data[off + size - 1] & 1:  # O: the platform subheader follows
-        size += PLATFORM_LAYOUT.size
-    return off + size, LINKTYPE_ETHERNET, None
-
-
-def skip_vxlan(data: bytes, off: int) -> tuple[int, int | None, None] | None:
-    if len(data) < off + VXLAN_LAYOUT.size:
-        return None
-    return off + VXLAN_LAYOUT.size, LINKTYPE_ETHERNET, None
+_FLAGS = GRE_C >> 8, GRE_K >> 8, GRE_S >> 8  # the flag bits in the GRE header's first byte
+skip_gre = SkipRule(
+    size=4, checks=((1, 7, 0),),  # version 0
+    extras=tuple((0, bit, 4) for bit in _FLAGS),  # checksum (+ reserved), key, sequence
+    next_at=2, table="gre.proto",
+    direct=((GRE_ETHERNET, 0, 0, LINKTYPE_ETHERNET),
+            (GRE_ERSPAN2, 0, GRE_S >> 8, LINKTYPE_ETHERNET),  # type I: S clear, no header
+            (GRE_IPV4, 0, 0, LINKTYPE_RAW), (GRE_IPV6, 0, 0, LINKTYPE_RAW)))
+skip_erspan2 = SkipRule(size=ERSPAN2_LAYOUT.size, checks=((0, 0xF0, 1 << 4),),
+                        inner=LINKTYPE_ETHERNET)
+skip_erspan3 = SkipRule(size=ERSPAN3_LAYOUT.size, checks=((0, 0xF0, 2 << 4),),
+                        extras=((ERSPAN3_LAYOUT.size - 1, 1, PLATFORM_LAYOUT.size),),  # O
+                        inner=LINKTYPE_ETHERNET)
+skip_vxlan = SkipRule(size=VXLAN_LAYOUT.size, inner=LINKTYPE_ETHERNET)
 
 
 def gre(proto: int, payload: bytes, key: int | None = None, seq: int | None = None) -> bytes:
@@ -201,8 +181,41 @@ def vxlan(frame: bytes, vni: int) -> bytes:
 
 
 def field_names() -> list[str]:
-    names = ["gre", "erspan", "vxlan", "gre.checksum", "gre.key", "gre.sequence_number"]
+    names = ["gre", "erspan", "vxlan", *(name for name, _, _, _ in GRE_OPTIONAL)]
     for key, layout in LAYOUTS.items():
         prefix = key.split(".")[0].rstrip("23")
         names += [f"{prefix}.{f.name}" for f in layout.fields]
     return names
+
+
+# -- the handlers the registry's rows point at (roce/families/builtin.py) -----------------------
+
+# GRE's optional words: no layout holds them (each is there only when its flag is set)
+GRE_OPTIONAL = (("gre.checksum", "int", 16, False), ("gre.key", "int", 32, False),
+                ("gre.sequence_number", "int", 32, False))
+_SPAN_BITS = ERSPAN2_LAYOUT.field("spanid").bits
+
+
+def _carry_gre(proto: int, payload: bytes, n: int) -> bytes:
+    return gre(proto, payload, seq=n)  # a mirror session numbers its packets (GRE S)
+
+
+GRE_HANDLER = Handler(
+    "gre", unwrap=unwrap_gre, skip=skip_gre, layer="gre",
+    title="Generic Routing Encapsulation", layouts=(("gre", GRE_LAYOUT),),
+    column_types=GRE_OPTIONAL, encap=lambda frame, n, ident: gre(GRE_ETHERNET, frame),
+    carry=_carry_gre)
+ERSPAN2_HANDLER = Handler(
+    "erspan2", unwrap=unwrap_erspan2, skip=skip_erspan2, layer="erspan",
+    title="Encapsulated Remote Switch Packet ANalysis", layouts=(("erspan", ERSPAN2_LAYOUT),),
+    encap=lambda frame, n, ident: erspan2(frame, ident, n), ident_bits=_SPAN_BITS)
+ERSPAN3_HANDLER = Handler(
+    "erspan3", unwrap=unwrap_erspan3, skip=skip_erspan3, layer="erspan",
+    title="Encapsulated Remote Switch Packet ANalysis",
+    layouts=(("erspan", ERSPAN3_LAYOUT), ("erspan", PLATFORM_LAYOUT)),
+    encap=lambda frame, n, ident: erspan3(frame, ident, timestamp=n), ident_bits=_SPAN_BITS)
+VXLAN_HANDLER = Handler(
+    "vxlan", unwrap=unwrap_vxlan, skip=skip_vxlan, layer="vxlan",
+    title="Virtual eXtensible Local Area Network", layouts=(("vxlan", VXLAN_LAYOUT),),
+    encap=lambda frame, n, ident: vxlan(frame, ident),
+    ident_bits=VXLAN_LAYOUT.field("vni").bits)

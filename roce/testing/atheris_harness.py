@@ -14,11 +14,11 @@ One input drives one of five entry points, chosen by its first byte:
 
 A disagreement raises ``AssertionError``; libFuzzer then saves the input as ``crash-*``.
 
-Run for a bounded time or number of inputs (atheris comes with ``pip install "roce[fuzz]"``
-on CPython < 3.12, x86-64)::
+``roce fuzz coverage`` runs it (``run``), for a bounded time or number of inputs (atheris
+comes with ``pip install "roce[fuzz]"`` on CPython < 3.12, x86-64)::
 
-    python -m roce.testing.atheris_harness -atheris_runs=100000
-    python -m roce.testing.atheris_harness -max_total_time=60 [CORPUS_DIR]
+    roce fuzz coverage --count 100000
+    roce fuzz coverage --time 60 -- CORPUS_DIR -max_len=4096
 
 Without a corpus directory a temporary one is seeded with valid frames of every opcode
 (``roce.testing.fuzz.seed_pool``).  Coverage comes from the pure-Python references, which
@@ -32,21 +32,21 @@ from __future__ import annotations
 import os
 import random
 import struct
-import sys
 import tempfile
 from array import array
 
-from .. import fast, icrc, locate
-from ..headers import SIZE_OF
-from ..locate import (
+from roce import fast, icrc, locate
+from roce.errors import UsageError
+from roce.headers import SIZE_OF
+from roce.locate import (
     OK,
     ROCE_PORT,
     WALK_LINKTYPES,
 )
-from ..opcodes import OPCODES
-from ..packet import decode_headers_reference
-from ..pcapio import MAX_RECORD, pcap_split_reference
-from ._extras import FUZZ_EXTRA_HINT
+from roce.opcodes import OPCODES
+from roce.packet import decode_headers_reference
+from roce.pcapio import MAX_RECORD, pcap_split_reference
+from roce.testing._extras import FUZZ_EXTRA_HINT
 
 LINKTYPE_IEEE802_11 = 105  # one link type the walk does not read: it must refuse it the same
 LINKTYPES = (*WALK_LINKTYPES, LINKTYPE_IEEE802_11)
@@ -115,7 +115,7 @@ def check(data: bytes) -> str:
 
 def _seed_corpus() -> str:
     """A directory of inputs built from valid frames, one per entry point."""
-    from .fuzz import seed_pool
+    from roce.testing.fuzz import seed_pool
 
     d = tempfile.mkdtemp(prefix="roce-atheris-")
     pool = seed_pool(random.Random(0), per_opcode=1)
@@ -132,23 +132,26 @@ def _seed_corpus() -> str:
     return d
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(libfuzzer_args: list[str]) -> None:
+    """Fuzz with libFuzzer's command line ``libfuzzer_args`` (options such as
+    ``-atheris_runs=N``, and corpus directories; a seeded one is added when none is given).
+    libFuzzer ends the process itself: status 0 when the run ends with every input agreeing,
+    non-zero once it saved a disagreement as ``crash-*``.  Without atheris: ``UsageError``
+    naming the extra that brings it."""
     try:
         import atheris
     except ImportError:
-        sys.exit(f"atheris is not installed: {FUZZ_EXTRA_HINT} (CPython < 3.12, x86-64)")
-    argv = list(sys.argv if argv is None else argv)
-    if not any(not a.startswith("-") for a in argv[1:]):
-        argv.append(_seed_corpus())
+        raise UsageError(f"coverage-guided fuzzing needs atheris, which is not installed: "
+                         f"{FUZZ_EXTRA_HINT} (CPython < 3.12, x86-64)") from None
+    args = list(libfuzzer_args)
+    if not any(not a.startswith("-") for a in args):
+        args.append(_seed_corpus())
     # roce is imported already (this module is part of it): instrument the reference
     # functions one by one; their branches mirror the C code's
     for fn in (locate.walk, locate._ipv4, locate._ipv6, locate._udp, locate._grh,
                locate._transport, fast.scan_reference, icrc.icrc_at,
                decode_headers_reference, pcap_split_reference, check):
         atheris.instrument_func(fn)
-    atheris.Setup(argv, lambda data: check(bytes(data)))
+    # libFuzzer reads its own command line: the first word is the program's name
+    atheris.Setup(["roce fuzz coverage", *args], lambda data: check(bytes(data)))
     atheris.Fuzz()
-
-
-if __name__ == "__main__":
-    main()

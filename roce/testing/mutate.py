@@ -36,9 +36,9 @@ import random
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from .. import fast
-from ..headers import LAYOUTS, SIZE_OF, Field
-from ..locate import (
+from roce import fast
+from roce.headers import LAYOUTS, SIZE_OF, Field
+from roce.locate import (
     L2_HEADERS,
     L3_GRH,
     L3_IPV4,
@@ -48,7 +48,7 @@ from ..locate import (
     ROCE_PORT,
     Walk,
 )
-from ..opcodes import OPCODES
+from roce.opcodes import OPCODES
 
 OPERATORS: tuple[str, ...] = ("field", "opcode", "length", "padcnt", "tver", "truncate",
                               "junk", "icrc", "flip", "bytes", "resize", "vlan")

@@ -54,7 +54,7 @@ class RoceFabric:
 
 def make_fabric(seed: int = 0, mtu: int = 1024, size: int = 1 << 16, **link: Any) -> RoceFabric:
     """Build what ``roce_fabric`` gives (``link``: ``LinkConfig`` fields, e.g. loss=0.01)."""
-    from ..emu import CQ, MR, PD, QP, Access, Fabric, QPInitAttr, QPType, connect
+    from roce.emu import CQ, MR, PD, QP, Access, Fabric, QPInitAttr, QPType, connect
 
     full = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE
             | Access.IBV_ACCESS_REMOTE_READ | Access.IBV_ACCESS_REMOTE_ATOMIC)
@@ -76,7 +76,7 @@ def make_fabric(seed: int = 0, mtu: int = 1024, size: int = 1 << 16, **link: Any
 @pytest.fixture
 def roce_strategies() -> Any:
     """The ``roce.testing.strategies`` module."""
-    from . import strategies
+    from roce.testing import strategies
 
     return strategies
 
@@ -84,7 +84,7 @@ def roce_strategies() -> Any:
 @pytest.fixture
 def roce_mutator(request: pytest.FixtureRequest) -> Any:
     """A ``Mutator`` seeded by ``--roce-seed`` and the test's id (stable across runs)."""
-    from .mutate import Mutator
+    from roce.testing.mutate import Mutator
 
     seed = request.config.getoption("--roce-seed", default=0)
     return Mutator(random.Random(f"{seed}:{request.node.nodeid}"))

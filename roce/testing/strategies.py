@@ -52,20 +52,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._extras import missing_extra
+from roce.testing._extras import missing_extra
 
 try:
     from hypothesis import strategies as st
 except ImportError as exc:  # the fuzz extra is not installed: say how to get it
     raise missing_extra("hypothesis", __name__, exc) from exc
 
-from .. import craft
-from ..headers import LAYOUTS, Field
-from ..opcodes import OPCODES, ROCE_OPCODES, Opcode, Operation, Transport, lookup
-from ..packet import Packet
-from ..psn import PSN_MASK, psn_diff
-from . import mutate as _mutate
-from .fuzz.programs import (
+from roce import craft
+from roce.headers import LAYOUTS, Field
+from roce.opcodes import OPCODES, ROCE_OPCODES, Opcode, Operation, Transport, lookup
+from roce.packet import Packet
+from roce.psn import PSN_MASK, psn_diff
+from roce.testing import mutate as _mutate
+from roce.testing.fuzz.programs import (
     PROGRAM_MR_SIZE,
     PROGRAM_RECV_SIZE,
     RKEY_KINDS,

@@ -12,7 +12,6 @@ spec are equal field by field when the emulator's rules are the same.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ CPU_FIELDS = ("cpu_s", "packets_per_cpu_s", "hops_per_cpu_s")
 def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The summary of one spec's run, or ``{"error": ...}`` naming why it was refused (both
     forms must refuse alike)."""
-    from ..errors import RoceError
+    from roce.errors import RoceError
 
     try:
         return _run(spec)
@@ -34,9 +33,9 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(spec: dict[str, Any]) -> dict[str, Any]:
-    from ..emu.cc import configure
-    from ..emu.net.runner import NetScenario, run_network
-    from ..emu.scenario import Scenario, run_scenario
+    from roce.emu.cc import configure
+    from roce.emu.net.runner import NetScenario, run_network, run_scenario
+    from roce.emu.scenario import Scenario
 
     kw = dict(spec)
     net = kw.pop("net", False)
@@ -51,7 +50,7 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
 def summary_fields(summary: Any) -> dict[str, Any]:
     """A run's summary as JSON data, less ``CPU_FIELDS``: what two runs of the same rules
     must agree on."""
-    d = dataclasses.asdict(summary)
+    d = summary.as_dict()
     for k in CPU_FIELDS:
         d.pop(k, None)
     return json.loads(json.dumps(d, sort_keys=True, default=repr))

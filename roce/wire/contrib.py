@@ -30,20 +30,8 @@ from scapy.base_classes import Packet_metaclass
 from scapy.fields import Field, TrailerField
 from scapy.packet import Packet
 
-from ..errors import RoceError, UsageError
-from ..headers import Layout
-
-
-class FieldNameError(UsageError, TypeError):
-    """A layer given one field under both its names (``dqpn`` and ``destqp``)."""
-
-
-class FieldValueError(UsageError, ValueError):
-    """A value too wide for contrib's part of one of our fields (``reserved1``)."""
-
-
-class LayoutMismatch(RoceError, TypeError):
-    """Contrib's class and our layout no longer describe the same bits (a Scapy change)."""
+from roce.errors import FieldNameError, FieldValueError, LayoutMismatch
+from roce.headers import Layout
 
 CONTRIB_NAME = "scapy.contrib.roce"
 

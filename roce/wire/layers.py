@@ -81,8 +81,8 @@ from scapy.layers.l2 import CookedLinux, CookedLinuxV2, Dot1Q, Ether
 from scapy.packet import Packet, bind_bottom_up, bind_layers, bind_top_down, split_layers
 from scapy.utils import checksum
 
-from .. import fast
-from ..headers import (
+from roce import fast
+from roce.headers import (
     LAYOUTS,
     SIZE_OF,
     SYNDROME_TYPES,
@@ -91,9 +91,9 @@ from ..headers import (
     syndrome_type,
     syndrome_value,
 )
-from ..headers import Field as LayoutField
-from ..icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
-from ..locate import (
+from roce.headers import Field as LayoutField
+from roce.icrc import L3_GRH, L3_IPV4, L3_IPV6, to_trailer
+from roce.locate import (
     ETHERTYPE_ROCEV1,
     GRH_NEXT_BTH,
     LINKTYPE_ETHERNET,
@@ -104,10 +104,10 @@ from ..locate import (
     ROCE_PORT,
     Walk,
 )
-from ..opcodes import CNP_OPCODE, OPCODES, Opcode, lookup
-from ..packet import Packet as RocePacket
-from ..packet import craft, parse
-from .contrib import ORIGINALS, Aliased, LayerMeta, aliases, join, part
+from roce.opcodes import CNP_OPCODE, OPCODES, Opcode, lookup
+from roce.packet import Packet as RocePacket
+from roce.packet import craft, parse
+from roce.wire.contrib import ORIGINALS, Aliased, LayerMeta, aliases, join, part
 
 __all__ = ["BTH", "RDETH", "DETH", "RETH", "AtomicETH", "AETH", "AtomicAckETH", "ImmDt", "IETH",
            "XRCETH", "FETH", "CNPPadding", "GRH", "LAYERS", "CONTRIB", "cnp",
@@ -584,7 +584,8 @@ def _locate(bth: Packet, frame: bytes, bth_off: int, end: int) -> Walk | None:
     The fast path's walk does it when ``frame`` starts at the packet's first layer and is
     well formed; otherwise (bytes starting further in, a GRH with no Ethernet in front, a
     deliberately malformed packet) the layers between L3 and BTH are measured backwards
-    from BTH.
+    from BTH.  None when neither finds a whole BTH and ICRC after an L3 header inside
+    ``frame`` (a frame cut short: no ICRC to compute or check).
     """
     udp = bth.underlayer
     port = udp.getfieldval("dport") if isinstance(udp, UDP) else ROCE_PORT
@@ -601,8 +602,8 @@ def _locate(bth: Packet, frame: bytes, bth_off: int, end: int) -> Walk | None:
             udp_off = off
         kind = _l3_kind(layer)
         if kind:
-            if off < 0:
-                return None
+            if off < 0 or end > len(frame) or end - _ICRC_LEN < bth_off + SIZE_OF["bth"]:
+                return None  # cut short or damaged: the bytes cannot hold what an ICRC covers
             return Walk(status=OK, vlans=0, l3_kind=kind, l3_off=off, l3_len=size,
                         udp_off=udp_off, bth_off=bth_off, opcode=bth.getfieldval("opcode"),
                         payload_off=-1, pad_off=-1, icrc_off=end - _ICRC_LEN, l4_end=end,

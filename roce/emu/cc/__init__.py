@@ -8,11 +8,11 @@
 - ``registry``: ``--cc NAME`` -> class, and the validated ``CcConfig``.
 """
 
-from .base import CongestionControl, NoControl, Output
-from .dcqcn import Dcqcn
-from .np import CnpBuilder, NotificationPoint, cnp_frame
-from .registry import ALGORITHMS, CcConfig, configure
-from .timely import Timely
+from roce.emu.cc.algorithms import ALGORITHMS, CcConfig, configure
+from roce.emu.cc.base import CongestionControl, NoControl, Output
+from roce.emu.cc.dcqcn import Dcqcn
+from roce.emu.cc.np import CnpBuilder, NotificationPoint, cnp_frame
+from roce.emu.cc.timely import Timely
 
 __all__ = ["ALGORITHMS", "CcConfig", "CnpBuilder", "CongestionControl", "Dcqcn", "NoControl",
            "NotificationPoint", "Output", "Timely", "cnp_frame", "configure"]

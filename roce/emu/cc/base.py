@@ -32,14 +32,17 @@ class CongestionControl:
     """Base class: a QP sending at line rate that reacts to nothing (``--cc none``).
 
     A subclass says what it is in its class line - ``class Timely(CongestionControl,
-    name="timely", params=PARAMS, profiles=PROFILES, uses_rtt=True)`` (``PARAMS`` are
-    ``roce.emu.cc.params.Param`` rows; the first profile is the default) - and overrides the
-    events it reacts to.  ``uses_cnp`` says whether the receiving NIC must
-    run a notification point (ECN-driven algorithms) for this algorithm to get its signal;
+    name="timely", summary="RTT gradient", params=PARAMS, profiles=PROFILES,
+    uses_rtt=True)`` (``name`` is what ``--cc`` takes, ``summary`` what ``--cc``'s help says
+    of it, ``PARAMS`` are ``roce.emu.cc.params.Param`` rows; the first profile is the
+    default) - and overrides the events it reacts to.  ``uses_cnp`` says whether the
+    receiving NIC must run a notification point (ECN-driven algorithms) for this algorithm to
+    get its signal;
     ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples.
     """
 
     name: ClassVar[str] = "none"
+    summary: ClassVar[str] = ""
     uses_cnp: ClassVar[bool] = False
     uses_rtt: ClassVar[bool] = False  # the NIC must time its packets for ``on_ack``
     PARAMS: ClassVar[Mapping[str, Any]] = {}
@@ -52,12 +55,14 @@ class CongestionControl:
     # otherwise); a subclass lists its own, or gets a dictionary
     __slots__ = ("params", "line_rate", "rate", "_timers", "counting", "byte_room")
 
-    def __init_subclass__(cls, name: str = "", params: Mapping[str, Any] | None = None,
+    def __init_subclass__(cls, name: str = "", summary: str = "",
+                          params: Mapping[str, Any] | None = None,
                           profiles: Mapping[str, Mapping[str, Any]] | None = None,
                           uses_cnp: bool = False, uses_rtt: bool = False,
                           **kw: Any) -> None:
         super().__init_subclass__(**kw)
         cls.name = name or cls.__name__.lower()
+        cls.summary = summary
         cls.uses_cnp, cls.uses_rtt = uses_cnp, uses_rtt
         if params is not None:
             cls.PARAMS = params
@@ -120,7 +125,7 @@ class CongestionControl:
         return self.output()
 
 
-class NoControl(CongestionControl, name="none"):
+class NoControl(CongestionControl, name="none", summary="line rate; PFC alone"):
     """``--cc none``: line rate whatever happens (PFC alone guards the fabric)."""
 
     __slots__ = ()

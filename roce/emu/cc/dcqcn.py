@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import CongestionControl, Output
-from .params import Param, per_25g
+from roce.emu.cc.base import CongestionControl, Output
+from roce.emu.cc.params import Param, per_25g
 
 _US = 1_000
 _MBPS = 1_000_000
@@ -90,7 +90,8 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Dcqcn(CongestionControl, name="dcqcn", params=PARAMS, profiles=PROFILES, uses_cnp=True):
+class Dcqcn(CongestionControl, name="dcqcn", summary="ECN marks, CNPs", params=PARAMS,
+            profiles=PROFILES, uses_cnp=True):
     """The DCQCN reaction point of one QP (rules in the module docstring)."""
 
     __slots__ = ("g", "alpha_period", "time_reset", "byte_reset", "threshold", "ai", "hai",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..net.runner import NetRun, NetScenario
-from .registry import configure
+from roce.emu.cc.algorithms import configure
+from roce.emu.net.runner import NetRun, NetScenario
 
 US = 1_000
 
@@ -49,7 +49,6 @@ def backlogged(topology: str, cc: str | None, duration_ns: int,
     if trace is not None:
         trace.start(net, run.flows, run.names)
     starts = starts_ns or [0] * len(run.flows)
-    by_cq = {id(f.cq_a): f for f in run.flows}
 
     def top_up(f: Any) -> None:
         while f.posted - f.done < sc.depth:
@@ -59,13 +58,8 @@ def backlogged(topology: str, cc: str | None, duration_ns: int,
         net.at(t, lambda now, flow: top_up(flow), f)
     while net.events and net.events[0][0] <= duration_ns:
         net.run_until_any(run.ready, duration_ns)
-        while run.ready:
-            cq = run.ready.pop()
-            f = by_cq.get(id(cq))
-            polled = cq.poll(1 << 16)
-            if f is not None:
-                f.done += len(polled)
-                top_up(f)
+        for f in run.completions():
+            top_up(f)
     if trace is not None:
         trace.finish(net)
     return run, samples

@@ -7,18 +7,18 @@ the DCQCN paper's 50 us).  Marked packets inside the interval are counted, not a
 A CNP (RoCEv2, IBA Annex A17.9.2) is BTH with opcode CNP_OPCODE, BECN set, the P_Key, PSN 0,
 then 16 reserved bytes and the ICRC; it travels in IP with DSCP 48 (NVIDIA's CNP default,
 priority 6) and not ECN-capable.  It is built from the connection's own Ethernet/IP/UDP
-headers (``roce.emu.wire.FrameBuilder``), so the UDP source port and addresses are the QP's.
+headers (``roce.emu.core.frames.FrameBuilder``), so the UDP source port and addresses are the QP's.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import fast
-from ...headers import ENCODERS, LAYOUTS
-from ...opcodes import CNP_OPCODE
-from .. import wire
-from ..net.stages import DSCP_CNP
+from roce import fast
+from roce.emu.core import frames as wire
+from roce.emu.net.stages import DSCP_CNP
+from roce.headers import ENCODERS, LAYOUTS
+from roce.opcodes import CNP_OPCODE
 
 CNP_DSCP = DSCP_CNP  # NVIDIA's cnp_dscp default, as the fabric's classifier maps it
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from ...errors import UsageError
+from roce.errors import UsageError
 
 
 @dataclass(frozen=True)

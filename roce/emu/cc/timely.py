@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import CongestionControl, Output
-from .params import Param
+from roce.emu.cc.base import CongestionControl, Output
+from roce.emu.cc.params import Param
 
 _US = 1_000
 _MBPS = 1_000_000
@@ -49,8 +49,8 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Timely(CongestionControl, name="timely", params=PARAMS, profiles=PROFILES,
-             uses_rtt=True):
+class Timely(CongestionControl, name="timely", summary="RTT gradient", params=PARAMS,
+             profiles=PROFILES, uses_rtt=True):
     """TIMELY's rate control of one QP (rules in the module docstring)."""
 
     __slots__ = ("t_low", "t_high", "delta", "beta", "ewma", "min_rtt", "hai_n", "min_rate",

@@ -1,10 +1,15 @@
-"""A switched network for the emulator: hosts (NICs), switches and links on a virtual clock.
+"""The emulator's simulated network: hosts, switches and links on a virtual clock.  Every
+simulated run is one of its topologies, two hosts cabled back to back (``p2p``) included.
 
 Modules, one job each:
 
-- ``frames``: per-hop byte offsets (from roce/headers.py) and the router rewrite;
+- ``hop``: per-hop byte offsets (from roce/headers.py) and the router rewrite;
+- ``faults``: the seeded faults of a link direction (``Faults``, ``LinkConfig``), shared by
+  every link model;
 - ``link``: one direction of a link (``Wire``): store-and-forward serialization, propagation
-  delay, the seeded faults of ``roce.emu.fabric.Faults``;
+  delay, faults;
+- ``direct``: hosts cabled back to back without a transmit scheduler (``DirectNic``,
+  ``Link``): the two-host model;
 - ``sim``: the event loop (``Network``): integer nanoseconds, one seeded random source;
 - ``nic``: a host NIC: the transmit scheduler its link pulls, PFC reception, pacing;
 - ``stages``: the switch's replaceable stages: classify (DSCP map), forward (ECMP, spray),
@@ -12,10 +17,13 @@ Modules, one job each:
 - ``buffer``: the switch's shared buffer (reserve, dynamic threshold, PFC headroom);
 - ``pfc``: 802.1Qbb pause state, sending and receiving;
 - ``switch``: an output-queued switch with 8 traffic classes per port;
-- ``topology``: p2p-free topologies (incast, dumbbell, leaf-spine, TOML file) and routes;
-- ``runner``: traffic, the run loop and the summary (``fabric`` stats, completion times);
-- ``observe``: taps and the sampled trace;
-- ``cli``: the ``roce emulate`` options for all this.
+- ``topology``: the topologies (p2p, incast, dumbbell, leaf-spine, TOML file), routes, and
+  ``build``;
+- ``schema``: what a topology may be, checked before it is built: a file's keys, the
+  topology strings, the limits, what building and flows cost against the memory budget;
+- ``runner``: the run of every simulated scenario: traffic, the run loop, the data checks
+  and the summary (``fabric`` stats, completion times);
+- ``observe``: the sampled trace (taps are a port's ``tap`` writer).
 
 Protocol facts and published parameters this package uses (docs/protocol.md collects them):
 
@@ -35,9 +43,10 @@ Protocol facts and published parameters this package uses (docs/protocol.md coll
 - ECN: RED on the egress queue at dequeue (as DCQCN switches and the ns-3 HPCC model mark),
   probability 0 below Kmin, Pmax x (q - Kmin)/(Kmax - Kmin) up to Kmax, 1 above.  Defaults
   follow the HPCC ns-3 configuration: Kmin 100 KB, Kmax 400 KB per 25 Gb/s of port rate,
-  Pmax 0.2 (so 400 KB / 1600 KB at 100 Gb/s).  Without PFC both shrink by one factor until
-  Kmax is half the bytes one queue may hold before tail drop (the buffer's dynamic
-  threshold; docs/congestion-control.md, "Marking thresholds").
+  Pmax 0.2 (so 400 KB / 1600 KB at 100 Gb/s).  Both shrink by one factor until the queue
+  reaches Kmax before the buffer stops it: without PFC at half the bytes one queue may hold
+  before tail drop, with PFC at the queue where two senders into one port trigger PFC
+  (deployment guides set ECN below PFC; docs/congestion-control.md, "Marking thresholds").
 - ECMP: a hash of the 5-tuple with a per-switch seed; RoCEv2's UDP source port is the
   flow entropy (IBA Annex A17.2.4), so QPs spread and one QP keeps one path.
 """

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from roce.emu import defaults
+
 RESERVE, SHARED, HEADROOM = 0, 1, 2
 PFC_FRAME = 64  # a MAC Control frame on the wire (minimum Ethernet frame)
 
@@ -53,7 +55,7 @@ def headroom_bytes(rate_gbps: float, delay_ns: int, max_frame: int) -> int:
 
 @dataclass
 class BufferConfig:
-    size: int = 12 << 20
+    size: int = defaults.BUFFER
     alpha: float = 1 / 8
     reserve: int | None = None  # bytes per account; None: one maximum-size frame
 
@@ -83,6 +85,11 @@ class BufferPolicy(Protocol):
         a lossless class) when it is the only one using the shared pool."""
         ...
 
+    def pfc_trigger(self, fan_in: int) -> int:
+        """The egress queue at which ``fan_in`` lossless ingress ports feeding it, alike and
+        alone in the shared pool, make the switch pause them."""
+        ...
+
 
 class SharedBuffer:
     __slots__ = ("config", "size", "alpha", "reserve", "max_frame", "carved", "shared_size",
@@ -109,7 +116,7 @@ class SharedBuffer:
         return Account(headroom)
 
     def check(self, where: str) -> None:
-        from ...errors import UsageError
+        from roce.errors import UsageError
 
         if self.shared_size < self.max_frame:
             raise UsageError(f"{where}: a buffer of {self.size} bytes is too small: reserves "
@@ -162,3 +169,10 @@ class SharedBuffer:
         # alone in the pool, an account holding x shared bytes is stopped at
         # x = alpha (shared - x), i.e. x = alpha shared / (1 + alpha); plus its reserve
         return self.reserve + int(self.alpha * self.shared_size / (1 + self.alpha))
+
+    def pfc_trigger(self, fan_in: int) -> int:
+        # n ingress accounts holding x shared bytes each pause at x = alpha (shared - n x),
+        # i.e. x = alpha shared / (1 + n alpha); their frames, reserves included, are the
+        # egress queue they feed
+        n = max(fan_in, 1)
+        return n * (self.reserve + int(self.alpha * self.shared_size / (1 + n * self.alpha)))

@@ -2,7 +2,7 @@
 
 A wire carries one frame at a time (store-and-forward): when idle it pulls the next frame
 from its source endpoint, holds it for the serialization time at its rate, then hands each
-copy the seeded fault rules (``roce.emu.fabric.Faults``) let through to the destination
+copy the seeded fault rules (``roce.emu.net.faults.Faults``) let through to the destination
 endpoint after the propagation delay.  The serialization clock is exact: within a busy
 period the end of frame k is ``start + ceil(bits so far / rate)``, so rounding never
 accumulates and a saturated wire runs at exactly its rate.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from heapq import heappush
 from typing import Any
 
-from ..endpoint import Endpoint, PullEndpoint
-from ..fabric import Faults, LinkStats
+from roce.emu.core.endpoint import Endpoint, PullEndpoint
+from roce.emu.net.faults import Faults, LinkStats
 
 
 class Wire:

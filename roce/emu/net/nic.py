@@ -14,7 +14,8 @@ map the switches use), skips priorities the switch paused with PFC,
 goes round robin among the QPs, and lets each QP send only when its pacer allows
 (``RatePacer`` at line rate here; congestion control will drive it).  PFC frames the NIC
 itself sends (a PFC storm fault) bypass all of that.  Received frames go to the device with
-their ECN bits intact; received PFC frames stop the named priorities.
+their ECN bits intact; received PFC frames stop the named priorities when PFC is on at the
+NIC's peer (``pfc``: a NIC with PFC off ignores them, as one configured without it does).
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ... import macc
-from ..verbs import Context
-from . import frames
-from .pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
-from .stages import Classifier, Pacer, RatePacer
+from roce import macc
+from roce.emu.core.verbs import Context
+from roce.emu.net import hop as frames
+from roce.emu.net.pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
+from roce.emu.net.stages import Classifier, Pacer, RatePacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE
@@ -39,7 +40,7 @@ class Nic:
     __slots__ = ("net", "ctx", "name", "device", "mac", "classifier", "wire", "pause", "ctrl",
                  "pacers", "pacer_factory", "_prio", "_rings", "_rr_prio", "_busy", "_timer_at",
                  "_theap", "_tcache", "_kick_pending", "_held_until", "rx_frames", "tx_frames",
-                 "pfc_sent", "cc")
+                 "pfc_sent", "cc", "pfc", "tap")
 
     def __init__(self, net: Any, ctx: Context, classifier: Classifier) -> None:
         self.net = net
@@ -73,7 +74,9 @@ class Nic:
         self.rx_frames = 0
         self.tx_frames = 0
         self.pfc_sent = 0
-        self.cc: Any = None  # roce.emu.cc.driver.CcDriver once congestion control is on
+        self.pfc = True  # obey pause frames (PFC on at the peer; ``topology.build``)
+        self.tap: Any = None  # a writer for what this port sends and receives
+        self.cc: Any = None  # roce.emu.cc.engine.CcDriver once congestion control is on
 
     def attach(self, wire: Any) -> None:
         self.wire = wire
@@ -86,9 +89,12 @@ class Nic:
         if self.net.recorders:
             for w in self.net.recorders:
                 w.write(frame, ts_ns=now)
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
         if frame[_ETYPE0:_ETYPE1] == _MACC:
-            self.pause.on_frame(now, frame)
-            self.wire.kick(now)
+            if self.pfc:  # with PFC off a NIC ignores pause frames
+                self.pause.on_frame(now, frame)
+                self.wire.kick(now)
             return
         if self.cc is not None and self.cc.received(now, frame):
             return  # a CNP: congestion control's, not the QP's
@@ -104,7 +110,10 @@ class Nic:
     def pull(self, now: int) -> bytes | None:
         if self.ctrl:
             self.tx_frames += 1
-            return self.ctrl.popleft()
+            frame = self.ctrl.popleft()
+            if self.tap is not None:
+                self.tap.write(frame, ts_ns=now)
+            return frame
         busy = self._busy
         if not busy:
             return None
@@ -151,6 +160,8 @@ class Nic:
         frame = tx.pop(0)
         tag = tx.tags.popleft()
         self.tx_frames += 1
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
         tx.sent_bytes += len(frame)
         if self.cc is not None:
             self.cc.transmitted(now, qp.qpn, frame)
@@ -218,14 +229,14 @@ class Nic:
 
     def _congestion_control(self) -> Any:
         """The NIC's congestion-control driver, made when the device or one of its QPs has a
-        configuration (``Context``/``QP.set_congestion_control``; roce.emu.cc.driver)."""
+        configuration (``Context``/``QP.set_congestion_control``; roce.emu.cc.engine)."""
         if self.cc is None:
             cfg = getattr(self.ctx, "cc_config", None)
             if cfg is None and not any(getattr(q, "cc_config", None)
                                        for q in self.device.qps.values()):
                 return None
-            from ..cc import CcConfig
-            from ..cc.driver import CcDriver
+            from roce.emu.cc import CcConfig
+            from roce.emu.cc.engine import CcDriver
 
             net = self.net
             self.cc = CcDriver(cfg or CcConfig(), self.wire.rate_bps, self.device.qps,

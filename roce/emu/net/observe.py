@@ -7,19 +7,52 @@ Every ``interval_ns`` of virtual time the trace writes, as CSV rows or JSON line
   scheduler sent), its PSNs acknowledged and the bytes of its completed messages;
 - ``pause``: whether each port (switch ports and host NICs) is paused, per priority.
 
-Taps (``--tap NODE:PORT``) need no module of their own: a switch port writes what it receives
-and what it starts sending to its ``tap`` writer.
+Sampling stops when nothing else is left to happen (a run that went idle).  Taps (``--tap
+NODE:PORT``): a switch port or a host writes what it receives and what it starts sending to
+its ``tap`` writer; ``tap_port`` finds the port a spec names (``parse_tap`` checks the spec's
+form first, as ``--tap``'s type).
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import re
 from typing import Any, TextIO
 
-from ...psn import psn_diff
+from roce.errors import UsageError
+from roce.psn import psn_diff
 
 COLUMNS = ("time_ns", "kind", "node", "index", "bytes", "rate_gbps", "acked_psns", "paused")
+# NODE:PORT, a switch's name and a port number in decimal (ports are numbered from 0)
+TAP = re.compile(r"(?P<node>[^=]+):(?P<port>0|[1-9][0-9]{0,5})")
+
+
+def parse_tap(text: str) -> str:
+    """``--tap``'s type: ``NODE:PORT`` or ``NODE:PORT=FILE``, the text as given."""
+    where, eq, path = text.partition("=")
+    if not TAP.fullmatch(where) or (eq and not path):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NODE:PORT[=FILE], a switch "
+                                         "and a port number from 0 (e.g. sw:0)")
+    return text
+
+
+def tap_port(net: Any, spec: str) -> Any:
+    """The port ``NODE:PORT`` names (for ``--tap``): a switch port (``sw:0``) or a host's
+    one port (``A:0``); a UsageError unless the network has it."""
+    m = TAP.fullmatch(spec)
+    if m and m["node"] in net.hosts and m["port"] == "0":
+        return net.hosts[m["node"]]
+    sw = net.switches.get(m["node"]) if m else None
+    if sw is None or int(m["port"]) >= len(sw.ports):
+        have = f" ({m['node']} has ports 0..{len(sw.ports) - 1})" if sw is not None and \
+            sw.ports else ""
+        example = (f"a switch port such as {next(iter(net.switches))}:0, or a host's, such "
+                   f"as {next(iter(net.hosts))}:0" if net.switches
+                   else f"a host's port, such as {next(iter(net.hosts))}:0")
+        raise UsageError(f"--tap {spec}: no such port{have} (NODE:PORT: {example})")
+    return sw.ports[int(m["port"])]
 
 
 class Trace:
@@ -38,10 +71,24 @@ class Trace:
     def start(self, net: Any, flows: list[Any], names: list[tuple[str, str]]) -> None:
         self.net = net
         self.flows = list(zip(flows, names))
-        classes = sorted({c for sw in net.switches.values() for c in sw.classifier.classes})
-        self.classes = classes
+        self.classes = sorted({c for sw in net.switches.values() for c in sw.classifier.classes}
+                              | {c for nic in net.hosts.values()
+                                 if getattr(nic, "classifier", None) is not None
+                                 for c in nic.classifier.classes})
         self.first_psn = {id(f): f.qa.core.requester.una for f, _ in self.flows}
+        for nic in net.hosts.values():
+            if hasattr(nic, "count_sent"):  # a host cabled straight: count as QPs send
+                nic.count_sent()
         net.at(0, self._sample)
+
+    @staticmethod
+    def _sent(nic: Any, qp: Any) -> int:
+        """Bytes ``qp`` has sent: what a NIC's scheduler took from it, or what a host cabled
+        straight counted (``DirectNic.count_sent``)."""
+        counted = getattr(nic, "sent_bytes", None)
+        if counted is not None:
+            return counted.get(qp.qpn, 0)
+        return getattr(qp.tx, "sent_bytes", 0)
 
     def _row(self, t: int, kind: str, node: str, index: int, **values: Any) -> None:
         """One row: ``index`` is the traffic class / priority, or the QPN for ``qp`` rows."""
@@ -61,8 +108,7 @@ class Trace:
                     self._row(now, "queue", p.name, c, bytes=p.qbytes[c])
         for f, (src, dst) in self.flows:
             qp = f.qa.core
-            nic = net.hosts[src]
-            sent = getattr(qp.tx, "sent_bytes", 0)
+            sent = self._sent(net.hosts[src], qp)
             rate = (sent - self._last.get(id(f), 0)) * 8 / self.interval  # bits/ns = Gb/s
             self._last[id(f)] = sent
             acked = psn_diff(qp.requester.una, self.first_psn[id(f)])
@@ -73,8 +119,11 @@ class Trace:
                 for p in sw.ports:
                     self._row(now, "pause", p.name, c, paused=int(p.pause.until[c] > now))
             for name, nic in net.hosts.items():
-                self._row(now, "pause", name, c, paused=int(nic.pause.until[c] > now))
-        net.at(now + self.interval, self._sample)
+                pause = getattr(nic, "pause", None)
+                if pause is not None:
+                    self._row(now, "pause", name, c, paused=int(pause.until[c] > now))
+        if net.events:  # sample while anything is left to happen
+            net.at(now + self.interval, self._sample)
 
     def finish(self, net: Any) -> None:
         self.out.flush()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ... import macc
+from roce import macc
 
 CLASSES = len(macc.PRIORITIES)
 MAX_QUANTA = macc.MAX_QUANTA

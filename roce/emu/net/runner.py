@@ -1,10 +1,19 @@
-"""Run a workload over a switched network and summarise it (``roce emulate --topology``).
+"""The run of a scenario on the simulated network, whatever its topology: ``run_scenario``.
 
-Every (source, destination) pair of the traffic gets ``qps`` RC connections; each source QP
-posts ``count`` messages of ``op``/``size`` keeping ``depth`` outstanding, exactly as the
-two-host scenario does (``roce.emu.scenario``: same posting and data checks).  The summary adds
-the ``fabric`` object (drops, ECN marks, PFC frames, queue peaks, per switch port) and message
-completion times (post to completion, per flow and overall).
+``p2p`` (two hosts cabled back to back, ``roce emulate``'s default) is a topology like the
+others.  Every (source, destination) pair of the traffic gets ``qps`` queue pairs (RC; UC and
+UD between two hosts cabled back to back); each source QP posts ``count`` messages of
+``op``/``size`` keeping ``depth`` outstanding, and the run ends when every message completed
+or was given up (a QP in error takes no more work), or when the virtual time limit passes.
+Then the data is checked against what the operations must have made of the buffers
+(``roce.emu.core.payload``) and the run summarised (``roce.emu.scenario.Summary``): through
+the switched network's NICs it adds the ``fabric`` object (drops, ECN marks, PFC frames,
+queue peaks, per switch port and host) and message completion times.
+
+The runner's cost is linear in the work: each host has one CQ shared by all its QPs
+(completions name their QP), which tells the runner when it gets an entry, so a pass over the
+loop handles what completed, never every flow; the network stops as soon as a completion is
+there.
 """
 
 from __future__ import annotations
@@ -12,98 +21,86 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..constants import ALL_ACCESS, QPType, WCStatus
-from ..payload import Expected, fill
-from ..qp import QPCap
-from ..scenario import Scenario, Summary, _Flow, _post, add_qp_counts, kind, set_recovery
-from ..verbs import CQ, MR, PD, QP, QPInitAttr, connect
-from . import topology as topo
-from .stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
-
-
-@dataclass(eq=False)
-class NetFlow(_Flow):
-    """A two-host scenario flow plus the completion queues the network runner times."""
-
-    cq_a: Any = None
-    cq_b: Any = None
+from roce.emu import defaults
+from roce.emu.budget import per_qp
+from roce.emu.core.constants import ALL_ACCESS, WCStatus, WROpcode
+from roce.emu.core.payload import Expected, fill
+from roce.emu.core.qp import AHAttr, QPAttr, QPCap
+from roce.emu.core.unreliable import GRH_BYTES
+from roce.emu.core.verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
+from roce.emu.core.work import SGE, RecvWR, SendWR
+from roce.emu.net import schema
+from roce.emu.net import topology as topo
+from roce.emu.net.observe import tap_port
+from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
+from roce.emu.scenario import QKEY, QP_TYPES, Scenario, Summary, add_qp_counts, kind
+from roce.errors import UsageError
 
 
 @dataclass
 class NetScenario(Scenario):
-    topology: str = "incast:2"
-    topology_file: str | None = None
-    traffic: str | None = None  # None: the topology's default; permutation; all-to-all
-    buffer: int = 12 << 20
-    ecn: str = "on"  # on (rate-scaled defaults), off, or KMIN,KMAX,PMAX
-    pfc: bool = True
-    lb: str = "ecmp"
-    storm: list[str] = field(default_factory=list)  # hosts that emit PFC continuously
-    cc: Any = None  # roce.emu.cc.CcConfig for every host; None: no congestion control
-    time_limit_ns: int = 10_000_000_000
+    """A scenario on a switched network: ``incast:2`` unless ``topology`` says otherwise."""
+
+    topology: str = defaults.NET_TOPOLOGY
 
 
-@dataclass
-class NetSummary(Summary):
-    fabric: dict[str, Any] = field(default_factory=dict)
-    fct_ns: dict[str, float] = field(default_factory=dict)
-    flows: list[dict[str, Any]] = field(default_factory=list)
-    hops: int = 0
-    hops_per_cpu_s: float = 0.0
+@dataclass(eq=False)
+class Flow:
+    """One QP pair: the source's ``qa``, the destination's ``qb``, their buffers and what
+    they must hold, and what the runner counted."""
 
-    def text(self) -> str:
-        s = self.scenario
-        fab = self.fabric
-        lines = super().text().splitlines()
-        warning = [] if self.finished else [lines.pop()]  # the time-limit warning stays last
-        lines[1] = (f"network       {s['topology_file'] or s['topology']}, "
-                    f"{len(self.flows)} flows, {s['rate_gbps']:g} Gb/s, {s['delay_ns']} ns, "
-                    f"lb={s['lb']} pfc={'on' if s['pfc'] else 'off'} ecn={s['ecn']}")
-        extra = [
-            f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
-            f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "
-            f"{fab['cnps_sent']}",
-            f"completion    mean {self.fct_ns.get('mean', 0) / 1e3:.1f} us, p50 "
-            f"{self.fct_ns.get('p50', 0) / 1e3:.1f} us, p99 {self.fct_ns.get('p99', 0) / 1e3:.1f}"
-            " us",
-            f"hops          {self.hops} ({self.hops_per_cpu_s:,.0f} packet-hops per CPU-second)",
-        ]
-        return "\n".join(lines + extra + warning)
+    index: int
+    qa: QP
+    qb: QP
+    local: MR
+    remote: MR
+    expected: Expected
+    ah: AH | None = None  # UD: where the source's sends go
+    grh: MR | None = None  # UD: the destination's scratch area for the 40-byte GRH
+    posted: int = 0
+    done: int = 0
+    bytes: int = 0
+    status: Counter = field(default_factory=Counter)
+    post_times: list[int] = field(default_factory=list)  # virtual ns each message was posted
+    done_times: list[int] = field(default_factory=list)  # ... and completed
+    recv_done: int = 0
 
 
-class _TimedCQ(CQ):
-    """A CQ that tells the runner when it gets an entry and stamps the virtual time."""
+NetFlow = Flow  # its name when it ran only on switched networks
 
-    def __init__(self, ctx: Any, ready: list, clock: Callable[[], int]) -> None:
-        super().__init__(ctx, 1 << 16)
+
+class _HostCQ(CQ):
+    """A host's CQ, shared by all its QPs: it tells the runner when it gets an entry, and
+    knows each QP's flow (``flows``: QPN -> (flow, True for the sending QP))."""
+
+    def __init__(self, ctx: Any, cqe: int, ready: list) -> None:
+        super().__init__(ctx, cqe)
         self.ready = ready
-        self.clock = clock
-        self.times: list[int] = []
+        self.flows: dict[int, tuple[Flow, bool]] = {}
 
     def push(self, wc: Any) -> None:
         super().push(wc)
-        self.times.append(self.clock())
         self.ready.append(self)
 
 
-def options(sc: NetScenario) -> topo.NetOptions:
+def options(sc: Scenario, direct: bool = True) -> topo.NetOptions:
     faults = {k: v for k, v in (("loss", sc.loss), ("burst_p", sc.burst),
                                 ("reorder", sc.reorder), ("dup", sc.dup),
                                 ("corrupt", sc.corrupt)) if v}
     ecn = (EcnConfig() if sc.ecn == "on" else topo.parse_ecn(sc.ecn))
     return topo.NetOptions(seed=sc.seed, rate_gbps=sc.rate_gbps, delay_ns=sc.delay_ns,
                            faults=faults, buffer=sc.buffer, ecn=ecn, pfc=sc.pfc, lb=sc.lb,
-                           max_frame=sc.mtu + 128)
+                           max_frame=sc.mtu + 128, direct=direct)
 
 
-def topology_of(sc: NetScenario) -> topo.Topology:
+def topology_of(sc: Scenario) -> topo.Topology:
     return topo.load(sc.topology_file) if sc.topology_file else topo.parse(sc.topology)
 
 
-def traffic_of(sc: NetScenario, t: topo.Topology, net: Any) -> list[tuple[str, str]]:
+def traffic_of(sc: Scenario, t: topo.Topology, net: Any) -> list[tuple[str, str]]:
     if sc.traffic == "all-to-all":
         return topo.all_to_all(t)
     if sc.traffic == "permutation" or (sc.traffic is None and not t.traffic):
@@ -111,155 +108,282 @@ def traffic_of(sc: NetScenario, t: topo.Topology, net: Any) -> list[tuple[str, s
     return t.traffic
 
 
+def needs_nics(sc: Scenario, t: topo.Topology) -> bool:
+    """Whether the run needs the switched network's NICs: there are switches, or something
+    only a transmit scheduler does (congestion control's pacing, obeying a PFC storm)."""
+    return bool(t.switches) or sc.congestion_control or bool(sc.storm)
+
+
+def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
+    """A UsageError naming the first option the run's topology gives nothing to act on."""
+    if sc.qp_type != "rc" and nics:
+        why = ("a switched network runs RC queue pairs" if t.switches else
+               "--cc and --pfc-storm run RC queue pairs")
+        raise UsageError(f"--qp-type {sc.qp_type}: {why} (UC and UD run between two hosts "
+                         "cabled back to back: --topology p2p)")
+    if t.switches:
+        return
+    base = Scenario()
+    for name, opt, why in (
+            ("buffer", "--buffer", "no switch holds a buffer"),
+            ("ecn", "--ecn", "no switch marks ECN"),
+            ("lb", "--lb", "no switch picks among paths")):
+        if getattr(sc, name) != getattr(base, name):
+            raise UsageError(f"{opt} {getattr(sc, name)}: the topology has no switch ({why}); "
+                             "two hosts through one switch: --topology incast:1")
+    if not nics and sc.pfc != base.pfc:
+        raise UsageError("--pfc off: two hosts cabled back to back send no pause frames; with "
+                         "--pfc-storm HOST the other host ignores the storm's")
+    if not nics and sc.cc is not None and sc.cc.ecn != ROCE_TRAFFIC_CLASS & 3:
+        raise UsageError("--ecn-codepoint: two hosts cabled back to back have no switch to "
+                         "mark ECN; use it with --cc or a switched --topology")
+
+
 class NetRun:
     """One run, built and ready: ``net`` (the ``Network``), ``flows`` and their ``names``
-    ((source, destination) host names) can be inspected or hooked before ``run()``."""
+    ((source, destination) host names) can be inspected or hooked before ``run()``.
+    ``topology``: one already loaded (the command's, with its drop filters compiled);
+    by default ``sc``'s."""
 
-    def __init__(self, sc: NetScenario, record: Any = None,
-                 taps: dict[str, Any] | None = None, trace: Any = None) -> None:
-        from ...errors import UsageError
-
-        if sc.qp_type != "rc":
-            raise UsageError(f"--qp-type {sc.qp_type}: a switched network (--topology) runs RC "
-                             "queue pairs")
-        sc.check(sides=2)  # the two-host scenario's limits (--op, --size, memory) hold here
+    def __init__(self, sc: Scenario, record: Any = None,
+                 taps: dict[str, Any] | None = None, trace: Any = None,
+                 topology: topo.Topology | None = None) -> None:
+        sc.check(sides=2)  # before the topology is read or anything allocated
+        t = self.topology = topology if topology is not None else topology_of(sc)
+        # every flow's QPs and buffers, and the network, fit before any is made
+        schema.check_flows(t, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
+                           sc.topology_file or f"--topology {sc.topology}")
+        nics = self.nics = needs_nics(sc, t)
+        refuse_inapplicable(sc, t, nics)
+        if sc.time_limit_ns is None:
+            sc = replace(sc, time_limit_ns=defaults.time_limit_ns(nics))
         self.sc = sc
         self.trace = trace
-        t = self.topology = topology_of(sc)
-        net = self.net = topo.build(t, options(sc))
+        net = self.net = topo.build(t, options(sc, direct=not nics))
         if record is not None:
             net.recorders.append(record)
         for spec, writer in (taps or {}).items():
             attach_tap(net, spec, writer)
         pairs = traffic_of(sc, t, net)
+        if len(pairs) > 1:  # the memory of every pair's QPs, not one pair's
+            sc.check(sides=2, qps=sc.qps * len(pairs))
         for name in sc.storm:
             if name not in net.hosts:
-                raise UsageError(f"--pfc-storm {name}: no such host")
+                raise UsageError(f"--pfc-storm {name}: no such host (the hosts: "
+                                 f"{_names(net.hosts)})")
             net.hosts[name].storm(PRIO_ROCE)
-        tclass = ROCE_TRAFFIC_CLASS
-        if sc.cc is not None:
-            tclass = DSCP_ROCE << 2 | sc.cc.ecn  # --ecn-codepoint
-            if sc.cc.enabled:
-                for nic in net.hosts.values():
-                    nic.ctx.set_congestion_control(sc.cc)
-        # selective repeat's BDP cap: a path of up to 4 links (leaf-spine), store-and-forward
-        set_recovery([nic.ctx for nic in net.hosts.values()], sc,
-                     8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps)))
-        self.ready: list[_TimedCQ] = []
-        slot = sc.slot
-        self.flows: list[NetFlow] = []
+        tclass = 0  # hosts cabled back to back: no switch reads DSCP or ECN
+        if nics:
+            tclass = ROCE_TRAFFIC_CLASS
+            if sc.cc is not None:
+                tclass = DSCP_ROCE << 2 | sc.cc.ecn  # --ecn-codepoint
+                if sc.cc.enabled:
+                    for nic in net.hosts.values():
+                        nic.ctx.set_congestion_control(sc.cc)
+        # selective repeat's BDP cap: one link between two hosts cabled back to back; a path
+        # of up to 4 links (leaf-spine), store-and-forward, through switches
+        rtt = (2 * sc.delay_ns if not t.switches else
+               8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps)))
+        set_recovery([nic.ctx for nic in net.hosts.values()], sc, rtt)
+        self.ready: list[_HostCQ] = []
+        self.flows: list[Flow] = []
         self.names: list[tuple[str, str]] = []
-        self.post_times: dict[int, list[int]] = {}
-        self.recv_done: dict[int, int] = {}
+        self.left = 0  # messages not yet completed or given up (``run``)
+        qps_of: Counter = Counter()  # host -> its QPs
+        for src, dst in pairs:
+            qps_of[src] += sc.qps
+            qps_of[dst] += sc.qps
         pds: dict[str, PD] = {}
+        cqs: dict[str, _HostCQ] = {}
+        grhs: dict[str, MR] = {}
         for src, dst in pairs:
             a, b = net.hosts[src].ctx, net.hosts[dst].ctx
-            pd_a = pds.setdefault(src, PD(a))
-            pd_b = pds.setdefault(dst, PD(b))
+            for name, ctx in ((src, a), (dst, b)):
+                if name not in pds:
+                    pds[name] = PD(ctx)
+                    # UC/UD sends complete as they go out: a whole window of every QP can
+                    # wait in the CQ
+                    cqs[name] = _HostCQ(ctx, max(1 << 16, 2 * qps_of[name] * sc.depth),
+                                        self.ready)
+            if sc.qp_type == "ud" and dst not in grhs:
+                grhs[dst] = MR(pds[dst], GRH_BYTES, ALL_ACCESS)
             for _ in range(sc.qps):
-                cq_a = _TimedCQ(a, self.ready, lambda: net.now)
-                cq_b = _TimedCQ(b, self.ready, lambda: net.now)
-                cap = QPCap(max_send_wr=max(sc.depth, 1), max_recv_wr=max(sc.depth, 1) * 2)
-                qa = QP(pd_a, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_a,
-                                         recv_cq=cq_a, cap=cap))
-                qb = QP(pd_b, QPInitAttr(qp_type=QPType.IBV_QPT_RC, send_cq=cq_b,
-                                         recv_cq=cq_b, cap=cap))
-                connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn,
-                        timeout=sc.timeout, retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry,
-                        traffic_class=tclass, resolve=True)
-                # the two-host scenario's buffers and data model (roce.emu.payload)
-                index, slots = len(self.flows), sc.slots
-                local = MR(pd_a, slot * slots, ALL_ACCESS)
-                remote = MR(pd_b, slot * slots, ALL_ACCESS)
-                fill(local.buf, sc.seed, index, "local", sc.size, slots)
-                fill(remote.buf, sc.seed, index, "remote", sc.size, slots)
-                f = NetFlow(index, qa, qb, local, remote,
-                            Expected(sc.seed, index, sc.size, slots), cq_a=cq_a, cq_b=cq_b)
+                f = self._flow(sc, a, b, pds[src], pds[dst], cqs[src], cqs[dst],
+                               grhs.get(dst), tclass)
                 self.flows.append(f)
                 self.names.append((src, dst))
-                self.post_times[id(f)] = []
-                self.recv_done[id(f)] = 0
 
-    def post(self, f: NetFlow) -> None:
-        """Post ``f``'s next message, as the two-host scenario posts it."""
-        _post(self.sc, f, f.posted, None)
+    def _flow(self, sc: Scenario, a: Any, b: Any, pd_a: PD, pd_b: PD, cq_a: _HostCQ,
+              cq_b: _HostCQ, grh: MR | None, tclass: int) -> Flow:
+        qtype = QP_TYPES[sc.qp_type]
+        unreliable = sc.qp_type != "rc"
+        # UC/UD receives lost on the wire stay posted: room for every message (the work)
+        recv_wr = sc.depth * 2 + (sc.count if unreliable else 0)
+        cap = QPCap(max_send_wr=sc.depth, max_recv_wr=recv_wr)
+        qa = QP(pd_a, QPInitAttr(qp_type=qtype, send_cq=cq_a, recv_cq=cq_a, cap=cap))
+        qb = QP(pd_b, QPInitAttr(qp_type=qtype, send_cq=cq_b, recv_cq=cq_b, cap=cap))
+        ah = None
+        if sc.qp_type == "ud":
+            for qp in (qa, qb):
+                qp.to_init(QPAttr(qkey=QKEY))
+                qp.to_rtr(QPAttr())
+                qp.to_rts(QPAttr(sq_psn=sc.psn))
+            ah = AH(pd_a, AHAttr(dmac=a.device.peer_mac(b.ip), dip=b.ip,
+                                 traffic_class=tclass))
+        else:
+            connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn, timeout=sc.timeout,
+                    retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry, traffic_class=tclass,
+                    resolve=True)
+        index, slots = len(self.flows), sc.slots
+        local = MR(pd_a, sc.slot * slots, ALL_ACCESS)
+        remote = MR(pd_b, sc.slot * slots, ALL_ACCESS)
+        fill(local.buf, sc.seed, index, "local", sc.size, slots)
+        fill(remote.buf, sc.seed, index, "remote", sc.size, slots)
+        f = Flow(index, qa, qb, local, remote, Expected(sc.seed, index, sc.size, slots), ah,
+                 grh)
+        cq_a.flows[qa.qp_num] = (f, True)
+        cq_b.flows[qb.qp_num] = (f, False)
+        return f
+
+    def post(self, f: Flow) -> None:
+        """Post ``f``'s next message."""
+        _post(self.sc, f, f.posted)
         f.posted += 1
 
-    def run(self, progress: Callable[[int, int], None] | None = None) -> NetSummary:
+    def completions(self) -> list[Flow]:
+        """Take what the CQs that got entries hold: count each completion against its flow
+        (a failed flow takes no more work: its messages not posted are given up), and
+        return the flows whose sends completed, in the order they first did.  Each CQ once,
+        in the order it got its first entry: one event may complete several QPs' work (UC
+        and UD sends complete as they are built); what posting completes at once waits for
+        the next call."""
+        sc, now = self.sc, self.net.now
+        batch = list(dict.fromkeys(self.ready))
+        self.ready.clear()
+        touched: dict[int, Flow] = {}
+        for cq in batch:
+            flows = cq.flows
+            for wc in cq.poll(len(cq)):
+                f, sending = flows[wc.qp_num]
+                if not sending:  # receive completions: counted (exactly-once checks)
+                    f.recv_done += 1
+                    continue
+                f.done += 1
+                self.left -= 1
+                f.done_times.append(now)
+                f.status[WCStatus(wc.status).name] += 1
+                f.bytes += wc.byte_len
+                if wc.status == WCStatus.IBV_WC_SUCCESS:
+                    f.expected.apply(kind(sc.op, wc.wr_id), wc.wr_id)
+                elif f.posted < sc.count:  # a failed QP takes no more work
+                    self.left -= sc.count - f.posted
+                    f.posted = sc.count
+                touched[f.index] = f
+        return list(touched.values())
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> Summary:
         sc, net, flows, ready = self.sc, self.net, self.flows, self.ready
-        by_cq = {id(f.cq_a): f for f in flows}
-        by_recv_cq = {id(f.cq_b): f for f in flows}
         total = sc.count * len(flows)
+        self.left = total
+        limit = sc.time_limit_ns
         if self.trace is not None:
             self.trace.start(net, flows, self.names)
         cpu0 = time.process_time()
 
-        def post_more(f: NetFlow) -> None:
+        def post_more(f: Flow) -> None:
             while f.posted < sc.count and f.posted - f.done < sc.depth:
                 self.post(f)
-                self.post_times[id(f)].append(net.now)
+                f.post_times.append(net.now)
 
         for f in flows:
             post_more(f)
         finished = True
-        done = 0
         while True:
-            while ready:
-                cq = ready.pop()
-                f = by_cq.get(id(cq))
-                if f is None:  # receive completions: counted (exactly-once checks)
-                    rf = by_recv_cq[id(cq)]
-                    self.recv_done[id(rf)] += len(cq.poll(1 << 16))
-                    continue
-                for wc in cq.poll(1 << 16):
-                    f.done += 1
-                    done += 1
-                    f.status[WCStatus(wc.status).name] += 1
-                    f.bytes += wc.byte_len
-                    if wc.status == WCStatus.IBV_WC_SUCCESS:
-                        f.expected.apply(kind(sc.op, wc.wr_id), wc.wr_id)
-                    else:
-                        f.posted = sc.count
+            for f in self.completions():
                 post_more(f)
             if progress is not None:
-                progress(done, total)
-            if all(f.done >= f.posted and f.posted >= sc.count for f in flows):
+                progress(total - self.left, total)
+            if self.left <= 0:
                 break
-            if not net.run_until_any(ready, sc.time_limit_ns):
+            if not net.run_until_any(ready, limit):
                 finished = False
                 if net.events:  # the limit ended the run, not a lack of events
-                    net.now = max(net.now, sc.time_limit_ns)
+                    net.now = max(net.now, limit)
                 break
+        if sc.qp_type != "rc":
+            # UC and UD complete a send once it is on the wire: let the frames still in flight
+            # land before the memory is checked (no timers: the network runs dry)
+            net.run_until_any([], limit)
         cpu = time.process_time() - cpu0
         if self.trace is not None:
             self.trace.finish(net)
-        return summarise(sc, net, flows, self.names, self.post_times, cpu, finished,
-                         self.recv_done)
+        return summarise(self, cpu, finished, self.left)
 
 
-def run_network(sc: NetScenario, record: Any = None, taps: dict[str, Any] | None = None,
-                trace: Any = None,
-                progress: Callable[[int, int], None] | None = None) -> NetSummary:
+def run_scenario(sc: Scenario, record: Any = None,
+                 progress: Callable[[int, int], None] | None = None,
+                 taps: dict[str, Any] | None = None, trace: Any = None) -> Summary:
+    """Run ``sc`` and summarise it (``record``: a writer of every frame a host receives;
+    ``taps``: NODE:PORT -> writer; ``trace``: a ``roce.emu.net.observe.Trace``)."""
     return NetRun(sc, record, taps, trace).run(progress)
 
 
-def tap_port(net: Any, spec: str) -> Any:
-    """The switch port ``NODE:PORT`` names (for ``--tap``)."""
-    from ...errors import UsageError
+def run_network(sc: Scenario, record: Any = None, taps: dict[str, Any] | None = None,
+                trace: Any = None,
+                progress: Callable[[int, int], None] | None = None) -> Summary:
+    return run_scenario(sc, record, progress, taps, trace)
 
-    node, _, port = spec.rpartition(":")
-    sw = net.switches.get(node)
-    try:
-        p = sw.ports[int(port)] if sw is not None else None
-    except (ValueError, IndexError):
-        p = None
-    if p is None:
-        raise UsageError(f"--tap {spec}: no such switch port (NODE:PORT, e.g. sw:0)")
-    return p
+
+def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
+    """The scenario's recovery mode on every device; selective repeat's BDP cap from the
+    link rate and ``rtt_ns`` plus one MTU frame each way."""
+    if sc.recovery == defaults.RECOVERY:
+        return
+    from roce.emu.core.recovery import bdp_packets
+
+    frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
+    bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)
+    for ctx in contexts:
+        ctx.set_recovery(sc.recovery, bdp_packets=bdp, loss_rule=sc.loss_rule)
+
+
+def _post(sc: Scenario, f: Flow, i: int) -> None:
+    what = kind(sc.op, i)
+    off = (i % sc.slots) * sc.slot
+    size = sc.size
+    if what == "write":
+        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_WRITE,
+                              sg_list=[f.local.sge(off, size)], remote_addr=f.remote.addr + off,
+                              rkey=f.remote.rkey))
+    elif what == "read":
+        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_RDMA_READ,
+                              sg_list=[f.local.sge(off, size)], remote_addr=f.remote.addr + off,
+                              rkey=f.remote.rkey))
+    elif what == "send":
+        # UD: the 40-byte GRH area goes to a scratch MR, the message to the slot
+        grh = f.grh
+        sges = ([grh.sge(0, GRH_BYTES)] if grh is not None else []) + [f.remote.sge(off, size)]
+        f.qb.post_recv(RecvWR(wr_id=i, sg_list=sges))
+        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_SEND,
+                              sg_list=[f.local.sge(off, size)], ah=f.ah,
+                              remote_qpn=f.qb.qp_num, remote_qkey=QKEY))
+    else:  # atomic: fetch-and-add 1 on the first 8 bytes of the remote buffer
+        f.qa.post_send(SendWR(wr_id=i, opcode=WROpcode.IBV_WR_ATOMIC_FETCH_AND_ADD,
+                              sg_list=[SGE(f.local.addr + off, 8, f.local.lkey)],
+                              remote_addr=f.remote.addr, rkey=f.remote.rkey, compare_add=1))
 
 
 def attach_tap(net: Any, spec: str, writer: Any) -> None:
     tap_port(net, spec).tap = writer
+
+
+def _names(hosts: dict[str, Any], most: int = 12) -> str:
+    names = list(hosts)
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+# -- the summary ----------------------------------------------------------------------------
 
 
 def _percentile(sorted_values: list[int], q: float) -> float:
@@ -276,6 +400,7 @@ def _fct(values: list[int]) -> dict[str, float]:
 
 
 def fabric_stats(net: Any) -> dict[str, Any]:
+    """Drops, ECN marks, PFC frames and queue peaks: per switch port, per host, in total."""
     ports = {}
     tot = Counter()
     for sw in net.switches.values():
@@ -313,25 +438,87 @@ def fabric_stats(net: Any) -> dict[str, Any]:
             "link_lost": link_lost, "ports": ports, "hosts": hosts}
 
 
-def summarise(sc: NetScenario, net: Any, flows: list[NetFlow], names: list[tuple[str, str]],
-              post_times: dict[int, list[int]], cpu: float, finished: bool,
-              recv_done: dict[int, int] | None = None) -> NetSummary:
-    s = NetSummary(scenario=asdict(sc))
+def _stopped(sc: Scenario, net: Any, left: int) -> str:
+    """Why the network stopped with ``left`` messages outstanding, in words."""
+    timers = [d for d in (nic.device.deadline() for nic in net.hosts.values())
+              if d is not None]
+    limit = sc.time_limit_ns / 1e9
+    if timers and min(timers) > sc.time_limit_ns:
+        return (f"the virtual time limit ({limit:g} s) ran out with {left} message(s) "
+                f"outstanding: the next event, a timer at {min(timers) / 1e9:.3f} s "
+                "(--timeout), lies past it")
+    if not timers:
+        return (f"the run stalled with {left} message(s) outstanding: no frame in flight "
+                "and no timer armed (--timeout 0 disables retransmission)")
+    return f"the virtual time limit ({limit:g} s) ran out with {left} message(s) outstanding"
+
+
+def _which(run: NetRun, bad: list[tuple[Flow, str]], most: int = 4) -> str:
+    """`` (flows: A->B QP 0x11: ..., ...)`` naming the flows ``bad`` lists, when the run
+    has more than one (with one, the count says it all)."""
+    if len(run.flows) < 2 or not bad:
+        return ""
+    parts = [f"{run.names[f.index][0]}->{run.names[f.index][1]} QP 0x{f.qa.qp_num:x}: {what}"
+             for f, what in bad[:most]]
+    more = f"; {len(bad) - most} more flow(s)" if len(bad) > most else ""
+    return " (" + "; ".join(parts) + more + ")"
+
+
+def _verdict(run: NetRun, s: Summary, finished: bool, left: int) -> str:
+    """Why the data did not check out ('' when it did): how many messages, and, with
+    several flows, which flows lost, corrupted or did not complete them."""
+    sc, flows = run.sc, run.flows
+    total = sc.count * len(flows)
+    ok = s.completed.get("IBV_WC_SUCCESS", 0)
+    if not finished:
+        bad = [(f, f"{sc.count - f.status.get('IBV_WC_SUCCESS', 0)} of {sc.count} not "
+                   "completed") for f in flows if f.status.get("IBV_WC_SUCCESS", 0) < sc.count]
+        return f"{left} of {total} message(s) did not complete" + _which(run, bad)
+    if ok != s.posted or s.posted != total:
+        bad = [(f, ", ".join(f"{k}={v}" for k, v in sorted(f.status.items())
+                             if k != "IBV_WC_SUCCESS") or "not posted")
+               for f in flows if f.status.get("IBV_WC_SUCCESS", 0) < sc.count]
+        return (f"{total - ok} of {total} message(s) did not complete successfully"
+                + _which(run, bad))
+    if s.delivered != total:
+        bad = [(f, f"{sc.count - n} of {sc.count} lost") for f in flows
+               if (n := f.qb.core.counters.messages_executed) != sc.count]
+        return (f"{total - s.delivered} of {total} message(s) never reached the responder"
+                + _which(run, bad))
+    bad = []
+    for f in flows:
+        slots = [f"{side} slot {j}" for side, buf in (("remote", f.remote.buf),
+                                                      ("local", f.local.buf))
+                 for j in f.expected.mismatched(side, buf)]
+        if slots:
+            bad.append((f, ", ".join(slots)))
+    if not bad:
+        return ""
+    f, where = bad[0]
+    src, dst = run.names[f.index]
+    return (f"memory does not hold what the operations wrote ({len(bad)} of {len(flows)} "
+            f"flow(s); first {src}->{dst} QP 0x{f.qa.qp_num:x}: {where}; message i uses slot "
+            f"i mod {sc.slots})")
+
+
+def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
+    sc, net, flows = run.sc, run.net, run.flows
+    s = Summary(scenario=asdict(sc))
     status: Counter = Counter()
     naks: Counter = Counter()
     every: list[int] = []
-    for f, (src, dst) in zip(flows, names):
+    for f, (src, dst) in zip(flows, run.names):
         status.update(f.status)
         add_qp_counts(s, naks, [f.qa.core, f.qb.core])
-        fct = [c - p for p, c in zip(post_times[id(f)], f.cq_a.times)]
+        s.delivered += f.qb.core.counters.messages_executed
+        fct = [c - p for p, c in zip(f.post_times, f.done_times)]
         every += fct
         s.flows.append({"src": src, "dst": dst, "qpn": f.qa.qp_num, "bytes": f.bytes,
                         "retransmitted": f.qa.core.counters.retransmitted,
                         "spurious_retransmissions": f.qb.core.counters.duplicate_requests,
                         "out_of_sequence": f.qb.core.counters.out_of_sequence,
                         "ce_received": f.qb.core.counters.ce_received,
-                        "recv_completions": (recv_done or {}).get(id(f), 0),
-                        "fct_ns": _fct(fct)})
+                        "recv_completions": f.recv_done, "fct_ns": _fct(fct)})
     s.posted = sum(f.posted for f in flows)
     s.completed = dict(status)
     s.naks = dict(naks)
@@ -342,15 +529,19 @@ def summarise(sc: NetScenario, net: Any, flows: list[NetFlow], names: list[tuple
         s.icrc_drops += nic.device.counters.icrc_drops
     for w in net.wires:
         s.link[w.name] = asdict(w.stats)
-    ok = status.get("IBV_WC_SUCCESS", 0)
-    s.data_verified = finished and ok == s.posted and all(
-        f.expected.matches("remote", f.remote.buf) and f.expected.matches("local", f.local.buf)
-        for f in flows)
+    s.finished = finished
+    s.outstanding = max(left, 0) if not finished else 0
+    if not finished:
+        s.stopped = _stopped(sc, net, left)
+    s.unverified = _verdict(run, s, finished, left)
+    s.data_verified = not s.unverified
     s.cpu_s = cpu
     s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
     s.hops = net.hops
     s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
-    s.finished = finished
-    s.fabric = fabric_stats(net)
     s.fct_ns = _fct(every)
+    if run.nics:
+        s.fabric = fabric_stats(net)
+        s.warnings = list(net.warnings)
     return s
+

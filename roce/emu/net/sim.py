@@ -16,7 +16,8 @@ from typing import Any
 
 
 class Network:
-    __slots__ = ("seed", "now", "rng", "events", "seq", "hosts", "switches", "wires", "recorders")
+    __slots__ = ("seed", "now", "rng", "events", "seq", "hosts", "switches", "wires", "recorders",
+                 "warnings")
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -27,6 +28,8 @@ class Network:
         self.hosts: dict[str, Any] = {}  # name -> Nic
         self.switches: dict[str, Any] = {}  # name -> Switch
         self.wires: list[Any] = []
+        self.recorders: list[Any] = []  # writers of every frame a host receives
+        self.warnings: list[str] = []  # settings that defeat themselves (``topology.build``)
 
     def child_rng(self) -> random.Random:
         """A random stream of its own for one consumer (taken in construction order)."""

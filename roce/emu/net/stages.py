@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from ...headers import ECN_ECT0
-from . import frames
+from roce.emu.net import hop as frames
+from roce.headers import ECN_ECT0
 
 CLASSES = 8
 # NVIDIA's RoCE defaults (package docstring): data DSCP 26 on priority 3, CNP DSCP 48 on 6
@@ -99,17 +99,22 @@ class EcnConfig:
     pmax: float = 0.2
     enabled: bool = True
 
-    def for_rate(self, rate_gbps: float, queue_limit: int | None = None
+    @property
+    def given(self) -> bool:
+        """The thresholds were given (``--ecn KMIN,KMAX,PMAX``), not derived."""
+        return self.kmin is not None or self.kmax is not None
+
+    def for_rate(self, rate_gbps: float, kmax_cap: float | None = None
                  ) -> tuple[int, int, float]:
         """(Kmin, Kmax, Pmax) for a port of ``rate_gbps``.  A default threshold is scaled to
-        the rate, then - when ``queue_limit`` (the bytes one queue may hold before the buffer
-        stops it) is given - both defaults shrink by the same factor until Kmax is at most
-        half that limit: marking must reach Pmax well before the tail drop (or the PFC
-        pause) it is there to avoid.  Thresholds given explicitly are kept as they are."""
+        the rate, then - when ``kmax_cap`` is given - both defaults shrink by the same
+        factor until Kmax is at most that: marking must reach Pmax before the tail drop or
+        the PFC pause it is there to avoid (``topology.build`` says where that is).
+        Thresholds given explicitly are kept as they are."""
         scale = rate_gbps / 25.0
         kmin, kmax = KMIN_PER_25G * scale, KMAX_PER_25G * scale
-        if queue_limit is not None and kmax > queue_limit / 2:
-            shrink = queue_limit / 2 / kmax
+        if kmax_cap is not None and kmax > kmax_cap:
+            shrink = kmax_cap / kmax
             kmin, kmax = kmin * shrink, kmax * shrink
         return (self.kmin if self.kmin is not None else round(kmin),
                 self.kmax if self.kmax is not None else round(kmax), self.pmax)

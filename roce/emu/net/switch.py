@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ... import macc
-from . import frames
-from .buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
-from .pfc import CLASSES, PauseState, PfcSender
-from .stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker
+from roce import macc
+from roce.emu.net import hop as frames
+from roce.emu.net.buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
+from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
+from roce.emu.net.stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE

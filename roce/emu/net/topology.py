@@ -1,28 +1,50 @@
 """Topologies: what hosts, switches and links exist (``Topology``), the named ones
-(``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, a TOML file), their default traffic, and
-``build`` that turns one into a running ``Network`` with routes.
+(``p2p``, ``incast:N``, ``dumbbell:N``, ``leafspine:L,S,H``, a TOML file), their default
+traffic, and ``build`` that turns one into a running ``Network`` with routes.
 
 Routes are shortest paths by hop count: a switch's next hops toward a host are every
 neighbour one hop closer to it (hosts never forward), so equal-cost paths give ECMP sets.
+
+Hosts come in two kinds (``build``): the switched network's ``Nic`` (a transmit scheduler:
+queues per priority that PFC pauses, a pacer per QP that congestion control drives), or, on
+a topology without switches, the ``DirectNic`` of ``roce.emu.net.direct`` (frames go onto
+the link as the device builds them: the two-host model, ``roce.emu.fabric.Fabric``'s) unless
+``NetOptions.direct`` is off.
+
+What a topology may be (a file's keys, the strings, the limits, what building costs) is
+``roce.emu.net.schema``'s, checked before anything here is built; building is linear in
+hosts and links (``build``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import random
 from argparse import ArgumentTypeError
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import InputError, UsageError
-from ..fabric import Faults, LinkConfig
-from ..verbs import Context
-from .buffer import BufferConfig
-from .link import Wire
-from .nic import Nic
-from .sim import Network
-from .stages import DscpClassifier, EcmpForwarder, EcnConfig, NoMarker, RedMarker, SprayForwarder
-from .switch import Switch
+from roce.emu import defaults
+from roce.emu.core.verbs import Context
+from roce.emu.net import schema
+from roce.emu.net.buffer import BufferConfig
+from roce.emu.net.direct import DirectNic, Link
+from roce.emu.net.faults import Faults, LinkConfig
+from roce.emu.net.link import Wire
+from roce.emu.net.nic import Nic
+from roce.emu.net.sim import Network
+from roce.emu.net.stages import (
+    DscpClassifier,
+    EcmpForwarder,
+    EcnConfig,
+    NoMarker,
+    RedMarker,
+    SprayForwarder,
+)
+from roce.emu.net.switch import Switch, SwitchPort
+from roce.errors import InputError, UsageError
 
 
 @dataclass
@@ -52,7 +74,7 @@ class Topology:
     leaf_of: dict[str, str] = field(default_factory=dict)  # host -> its switch
 
     def host(self, name: str) -> None:
-        self.hosts[name] = _ip(len(self.hosts))
+        self.hosts[name] = schema.auto_ip(len(self.hosts))
 
     def link(self, a: str, b: str) -> None:
         self.links.append(LinkSpec(a, b))
@@ -60,8 +82,14 @@ class Topology:
             self.leaf_of[a] = b
 
 
-def _ip(k: int) -> str:
-    return f"10.0.{k // 250}.{k % 250 + 1}"
+def p2p() -> Topology:
+    """Two hosts cabled back to back, A sending to B."""
+    t = Topology()
+    t.host("A")
+    t.host("B")
+    t.link("A", "B")
+    t.traffic = [("A", "B")]
+    return t
 
 
 def incast(n: int) -> Topology:
@@ -126,24 +154,22 @@ def all_to_all(t: Topology) -> list[tuple[str, str]]:
 
 
 def parse(spec: str) -> Topology:
-    """``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``."""
-    kind, _, arg = spec.partition(":")
-    try:
-        nums = [int(x) for x in arg.split(",")] if arg else []
-    except ValueError:
-        nums = []
-    if kind == "incast" and len(nums) == 1 and nums[0] >= 1:
-        return incast(nums[0])
-    if kind == "dumbbell" and len(nums) == 1 and nums[0] >= 1:
-        return dumbbell(nums[0])
-    if kind == "leafspine" and len(nums) == 3 and min(nums) >= 1:
-        return leafspine(*nums)
-    raise UsageError(f"--topology {spec!r}: expected p2p, incast:N, dumbbell:N or "
-                     "leafspine:L,S,H (positive integers)")
+    """``p2p``, ``incast:N``, ``dumbbell:N`` or ``leafspine:L,S,H``, checked (syntax, limits,
+    memory: ``schema.check_named``, a UsageError naming ``--topology``) before it is made."""
+    schema.check_named(spec)
+    if spec == "p2p":
+        return p2p()
+    kind, nums = schema.named(spec)
+    return {"incast": incast, "dumbbell": dumbbell, "leafspine": leafspine}[kind](*nums)
 
 
-def load(path: str) -> Topology:
-    """A topology from TOML (Python's tomllib):
+FilterCompiler = Callable[[str], Callable[[dict], bool]]
+
+
+def load(path: str, compile_filter: FilterCompiler | None = None) -> Topology:
+    """A topology from TOML (Python's tomllib), checked key by key against
+    ``schema.FILE`` and as a whole, its size against the memory budget, before anything is
+    built; an ``InputError`` naming ``path`` and the key otherwise::
 
         [hosts.h1]                       # ip optional
         ip = "10.0.0.1"
@@ -157,83 +183,76 @@ def load(path: str) -> Topology:
         reverse_faults = { dup = 0.01 }   # b -> a (default: the same as faults)
         [[traffic]]
         src = "h1"; dst = "h2"
-    """
-    from ...tomlfile import load as load_toml
-    from ...units import parse_rate, parse_size, parse_time
 
-    doc = load_toml(path)
+    A link's ``drop_filter`` is a display filter: ``compile_filter`` (the command's, from
+    the decoder this package may not import) turns it into the predicate ``LinkConfig``
+    takes, and is required when a file has one."""
+    from roce.tomlfile import load as load_toml
+
+    c = schema.check(load_toml(path), path)
     t = Topology()
-    try:
-        for name, h in doc.get("hosts", {}).items():
-            t.hosts[name] = h.get("ip", _ip(len(t.hosts)))
-        for name, s in doc.get("switches", {}).items():
-            t.switches[name] = SwitchSpec(
-                name, parse_size(str(s["buffer"])) if "buffer" in s else None,
-                parse_ecn(str(s["ecn"])) if "ecn" in s else None, s.get("pfc"))
-        for ln in doc.get("links", []):
-            spec = LinkSpec(ln["a"], ln["b"],
-                            parse_rate(str(ln["rate"])) if "rate" in ln else None,
-                            parse_time(str(ln["delay"])) if "delay" in ln else None,
-                            dict(ln.get("faults", {})), ln.get("reverse_faults"))
-            for end in (spec.a, spec.b):
-                if end not in t.hosts and end not in t.switches:
-                    raise InputError(f"{path}: link end {end!r} is neither a host nor a switch")
-            for fields in (spec.faults, spec.reverse_faults or {}):
-                unknown = set(fields) - set(LinkConfig.__dataclass_fields__)
-                if unknown:
-                    raise InputError(f"{path}: unknown fault field(s) {sorted(unknown)}")
-            t.links.append(spec)
-            for h, s in ((spec.a, spec.b), (spec.b, spec.a)):
-                if h in t.hosts:
-                    t.leaf_of[h] = s
-        t.traffic = [(x["src"], x["dst"]) for x in doc.get("traffic", [])]
-    except (KeyError, TypeError, AttributeError, ValueError, ArgumentTypeError) as e:
-        if isinstance(e, InputError):
-            raise
-        raise InputError(f"{path}: bad topology entry: {e}") from None
-    for a, b in t.traffic:
-        if a not in t.hosts or b not in t.hosts:
-            raise InputError(f"{path}: traffic {a} -> {b} names an unknown host")
+    t.hosts = c.hosts
+    for name, s in c.switches.items():
+        t.switches[name] = SwitchSpec(name, s.get("buffer"), s.get("ecn"), s.get("pfc"))
+    for i, ln in enumerate(c.links):
+        faults, reverse = ln.get("faults", {}), ln.get("reverse_faults")
+        for key, fields in ((f"links[{i}].faults", faults),
+                            (f"links[{i}].reverse_faults", reverse or {})):
+            if "drop_filter" in fields:
+                fields["drop_filter"] = _compiled(path, f"{key}.drop_filter",
+                                                  fields["drop_filter"], compile_filter)
+        t.links.append(LinkSpec(ln["a"], ln["b"], ln.get("rate"), ln.get("delay"), faults,
+                                reverse))
+        for h, s in ((ln["a"], ln["b"]), (ln["b"], ln["a"])):
+            if h in t.hosts:
+                t.leaf_of[h] = s
+    t.traffic = c.traffic
+    schema.check_shape(schema.shape_of(t), path)
     return t
 
 
-def parse_ecn(text: str) -> EcnConfig:
-    """``off`` or ``KMIN,KMAX,PMAX`` (sizes with K/M suffixes, PMAX in [0, 1])."""
-    from ...units import parse_size
-
-    if text.strip().lower() == "off":
-        return EcnConfig(enabled=False)
-    parts = text.split(",")
+def _compiled(path: str, key: str, text: str,
+              compile_filter: FilterCompiler | None) -> Callable[[dict], bool]:
+    if compile_filter is None:
+        raise InputError(f"{path}: {key}: a display filter needs the command's filter "
+                         "compiler (load(path, compile_filter=...))")
     try:
-        if len(parts) != 3:
-            raise ValueError
-        kmin, kmax, pmax = parse_size(parts[0]), parse_size(parts[1]), float(parts[2])
-    except (ValueError, TypeError, ArgumentTypeError):
-        raise UsageError(f"--ecn {text!r}: expected KMIN,KMAX,PMAX (e.g. 100K,400K,0.2) or "
-                         "off") from None
-    if not (0 <= kmin <= kmax and 0.0 <= pmax <= 1.0):
-        raise UsageError(f"--ecn {text!r}: needs 0 <= KMIN <= KMAX and 0 <= PMAX <= 1")
-    return EcnConfig(kmin, kmax, pmax)
+        return compile_filter(text)
+    except (ValueError, ArgumentTypeError) as exc:  # FilterError is a ValueError
+        why = getattr(exc, "message", None) or str(exc)
+        at = getattr(exc, "position", None)
+        raise InputError(f"{path}: {key}: not a display filter: {why}"
+                         + (f" at position {at}" if at is not None else "")) from None
+
+
+def parse_ecn(text: str) -> EcnConfig:
+    """``on``, ``off`` or ``KMIN,KMAX,PMAX`` (``schema.ecn``); a UsageError naming --ecn."""
+    try:
+        return schema.ecn(text)
+    except ArgumentTypeError as exc:
+        raise UsageError(f"--ecn {exc}") from None
 
 
 @dataclass
 class NetOptions:
     """Network-wide defaults; a topology file may override them per switch or link."""
 
-    seed: int = 0
-    rate_gbps: float = 100.0
-    delay_ns: int = 1000
+    seed: int = defaults.SEED
+    rate_gbps: float = defaults.RATE_GBPS
+    delay_ns: int = defaults.DELAY_NS
     faults: dict[str, Any] = field(default_factory=dict)  # LinkConfig fields for every link
-    buffer: int = 12 << 20
+    buffer: int = defaults.BUFFER
     ecn: EcnConfig = field(default_factory=EcnConfig)
-    pfc: bool = True
-    lb: str = "ecmp"
-    max_frame: int = 4096 + 128
+    pfc: bool = defaults.PFC
+    lb: str = defaults.LB
+    max_frame: int = defaults.MTU + 128
+    # hosts of a topology without switches: DirectNic (True) or the scheduling Nic
+    direct: bool = True
 
 
 def build(t: Topology, o: NetOptions) -> Network:
     net = Network(o.seed)
-    net.recorders = []
+    direct = o.direct and not t.switches
     classifier = DscpClassifier()
     degree: dict[str, int] = {}
     for ln in t.links:
@@ -249,7 +268,8 @@ def build(t: Topology, o: NetOptions) -> Network:
     for name, ip in t.hosts.items():
         if degree.get(name, 0) != 1:
             raise UsageError(f"host {name} needs exactly one link, has {degree.get(name, 0)}")
-        net.hosts[name] = Nic(net, Context(name, ip), classifier)
+        ctx = Context(name, ip)
+        net.hosts[name] = DirectNic(net, ctx) if direct else Nic(net, ctx, classifier)
     ends: dict[str, list[tuple[Any, Any]]] = {}  # node -> [(its endpoint, peer endpoint)]
     for ln in t.links:
         rate = ln.rate_gbps or o.rate_gbps
@@ -260,31 +280,54 @@ def build(t: Topology, o: NetOptions) -> Network:
                 (eb, ea, ln.reverse_faults if ln.reverse_faults is not None else ln.faults,
                  ln.b)):
             cfg = LinkConfig(**{**o.faults, **fields, "rate_gbps": rate, "delay_ns": delay})
-            w = Wire(net, src, dst, rate, delay, Faults(cfg, net.child_rng()),
-                     f"{_label(src)}->{_label(dst)}")
-            net.wires.append(w)
-            if isinstance(src, Nic):
-                src.attach(w)
+            name = _link_name(src, dst)
+            if direct:
+                w = Link(src, dst, cfg, net.child_rng(), name)
+                src.attach(w, dst.mac)
             else:
-                src.wire = w
-                src.peer_mac = dst.mac
+                w = Wire(net, src, dst, rate, delay, Faults(cfg, net.child_rng()), name)
+                if isinstance(src, Nic):
+                    src.attach(w)
+                    # a NIC obeys pause frames when PFC is on at its peer: the switch's
+                    # setting, or the network's with a host at the other end
+                    src.pfc = dst.switch.pfc_enabled if isinstance(dst, SwitchPort) else o.pfc
+                else:
+                    src.wire = w
+                    src.peer_mac = dst.mac
+            net.wires.append(w)
             ends.setdefault(a, []).append((src, dst))
     _routes(t, net, ends)
+    addresses = frozenset(t.hosts.values())
     for name, nic in net.hosts.items():
-        gw = ends[name][0][1].mac.hex(":")
-        for other, ip in t.hosts.items():
-            if other != name:
-                nic.device.neighbors[ip] = gw
+        nic.device.neighbors = Gateway(ends[name][0][1].mac.hex(":"), addresses, nic.ctx.ip)
 
     def marker_for(sw: Switch, port: Any, rate_gbps: float) -> Any:
         spec = t.switches[sw.name]
         ecn = spec.ecn or o.ecn
         if not ecn.enabled:
             return NoMarker()
-        # without PFC the buffer tail-drops RoCE: default thresholds stay below that point
-        # (with PFC it pauses instead, and the published defaults are kept)
-        limit = None if sw.lossless else sw.buffer.queue_limit()
-        return RedMarker(*ecn.for_rate(rate_gbps, limit), net.child_rng())
+        kmin, kmax, pmax = ecn.for_rate(rate_gbps, kmax_cap(sw))
+        if sw.lossless and ecn.given and kmin >= pfc_at(sw) and sw.name not in warned:
+            warned.add(sw.name)
+            net.warnings.append(
+                f"--ecn: switch {sw.name} marks from {kmin} bytes, but two senders into one "
+                f"of its ports trigger PFC at {pfc_at(sw)} bytes of queue (--buffer "
+                f"{sw.buffer.size}): ECN marks nothing before PFC pauses them")
+        return RedMarker(kmin, kmax, pmax, net.child_rng())
+
+    def pfc_at(sw: Switch) -> int:
+        """The egress queue at which the smallest incast (two senders; one with a port
+        fewer) makes the switch pause its senders."""
+        return sw.buffer.pfc_trigger(max(1, min(2, len(sw.ports) - 1)))
+
+    def kmax_cap(sw: Switch) -> float:
+        """The most a default Kmax may be.  ECN must mark before the buffer stops a queue
+        (deployment guides: the ECN thresholds below the PFC ones): without PFC half the
+        tail-drop point of a queue alone in the pool, with PFC the queue at which two
+        senders into one port make the switch pause them."""
+        return pfc_at(sw) if sw.lossless else sw.buffer.queue_limit() / 2
+
+    warned: set[str] = set()
 
     for sw in net.switches.values():
         sw.finish(marker_for)
@@ -299,12 +342,39 @@ def _endpoint(net: Network, node: str) -> Any:
     raise UsageError(f"link end {node!r} is neither a host nor a switch")
 
 
-def _label(end: Any) -> str:
-    return end.name
+def _link_name(src: Any, dst: Any) -> str:
+    """``h1->sw:0``: a link by its ends' names (a switch port's is ``switch:index``); a link
+    between two hosts by the addresses it joins (``10.0.0.1->10.0.0.2``, as the two-host
+    ``Fabric`` names it)."""
+    if isinstance(src, (Nic, DirectNic)) and isinstance(dst, (Nic, DirectNic)):
+        return f"{src.device.ip}->{dst.device.ip}"
+    return f"{src.name}->{dst.name}"
+
+
+class Gateway(dict):
+    """A host's neighbour table in a routed network: every other host of the network
+    resolves to the gateway's MAC, without an entry per peer (which would make building
+    quadratic in hosts).  Anything else is not a neighbour (``Device.peer_mac`` says so)."""
+
+    __slots__ = ("gateway", "addresses", "own")
+
+    def __init__(self, gateway: str, addresses: frozenset[str], own: str) -> None:
+        super().__init__()
+        self.gateway, self.addresses, self.own = gateway, addresses, own
+
+    def __missing__(self, ip: str) -> str:
+        if ip != self.own and ip in self.addresses:
+            return self.gateway
+        raise KeyError(ip)
 
 
 def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -> None:
-    """Every switch's equal-cost next-hop ports toward every host."""
+    """Every switch's equal-cost next-hop ports toward every host.
+
+    A host has one link and never forwards, so a switch's distance to a host is one more
+    than its distance to the host's switch: one search of the switches from each switch
+    that has hosts gives the next hops toward all of them (one list, shared by their
+    route entries).  Linear in hosts and links for a fixed number of such switches."""
     owner: dict[int, str] = {}  # id(endpoint) -> node
     for node, pairs in ends.items():
         for mine, _ in pairs:
@@ -313,22 +383,30 @@ def _routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) -
     for node, pairs in ends.items():
         for mine, peer in pairs:
             adj.setdefault(node, []).append((mine, owner[id(peer)]))
-    for host, ip in t.hosts.items():
-        dist = {host: 0}
-        todo = deque([host])
+    switches = net.switches
+    on: dict[str, list[str]] = {}  # switch -> the hosts linked to it
+    for host in t.hosts:
+        nb = adj[host][0][1]
+        if nb in switches:
+            on.setdefault(nb, []).append(host)
+    key = {host: ipaddress.IPv4Address(ip).packed for host, ip in t.hosts.items()}
+    for leaf, hosts in on.items():
+        dist = {leaf: 0}
+        order = [leaf]
+        todo = deque(order)
         while todo:
             n = todo.popleft()
-            if n != host and n in t.hosts:
-                continue  # hosts do not forward
             for _, nb in adj.get(n, []):
-                if nb not in dist:
+                if nb in switches and nb not in dist:
                     dist[nb] = dist[n] + 1
+                    order.append(nb)
                     todo.append(nb)
-        key = bytes(int(x) for x in ip.split("."))
-        for name, sw in net.switches.items():
-            if name not in dist:
-                continue
-            hops = [port for port, nb in adj.get(name, [])
+        for port, nb in adj[leaf]:
+            if nb in key:  # a host on this switch: the port facing it
+                switches[leaf].routes[key[nb]] = [port]
+        for name in order[1:]:
+            hops = [port for port, nb in adj[name]
                     if nb in dist and dist[nb] == dist[name] - 1]
-            if hops:
-                sw.routes[key] = hops
+            table = switches[name].routes
+            for host in hosts:
+                table[key[host]] = hops

@@ -1,6 +1,6 @@
 """Fuzz harnesses: the decoder, the emulated responder and (over a raw socket) a device under
 test, all seeded and reproducible, plus the verbs-program runner the property tests use.
-``roce fuzz`` (``roce.testing.fuzz_cli``) is their command line.
+``roce fuzz`` (``roce.cli.fuzz``) is their command line.
 
 One module per job:
 
@@ -21,16 +21,16 @@ hypothesis; ``roce.testing.strategies`` does (the ``fuzz`` extra).
 
 from __future__ import annotations
 
-from .answers import describe_answer
-from .corpus import Saved, load_corpus, save_failure
-from .decoder import DECODE_EVERY, DecoderFactory, DecoderFuzzer, fuzz_decoder
-from .programs import ProgramResult, run_program
-from .registry import HARNESSES, Harness, replay_all, replay_one
-from .responder import RESPONDER_CHECKS, ResponderFuzzer, fuzz_responder
-from .results import MAX_FAILURES_PER_CHECK, Failure, Summary
-from .runner import CHUNK, run_chunks
-from .seeds import SEED_SOURCES, seed_pool, to_linktype
-from .wire import EnvironmentProblem, WireConfig, WireFuzzer, fuzz_wire
+from roce.testing.fuzz.answers import describe_answer
+from roce.testing.fuzz.chunks import CHUNK, run_chunks
+from roce.testing.fuzz.corpus import Saved, load_corpus, save_failure
+from roce.testing.fuzz.decoder import DECODE_EVERY, DecoderFactory, DecoderFuzzer, fuzz_decoder
+from roce.testing.fuzz.dut import RESPONDER_CHECKS, ResponderFuzzer, fuzz_responder
+from roce.testing.fuzz.harnesses import HARNESSES, Harness, replay_all, replay_one
+from roce.testing.fuzz.programs import ProgramResult, run_program
+from roce.testing.fuzz.results import MAX_FAILURES_PER_CHECK, Failure, Summary
+from roce.testing.fuzz.seeds import SEED_SOURCES, seed_pool, to_linktype
+from roce.testing.fuzz.wire import EnvironmentProblem, WireConfig, WireFuzzer, fuzz_wire
 
 __all__ = [
     "CHUNK", "DECODE_EVERY", "HARNESSES", "MAX_FAILURES_PER_CHECK", "RESPONDER_CHECKS",

@@ -5,10 +5,10 @@ wire): ``("ack", psn)``, ``("rnr", psn)``, ``("nak", code, psn)``, ``("read", ps
 
 from __future__ import annotations
 
-from ...headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome_type, syndrome_value
-from ...opcodes import Operation
-from ...packet import parse
-from ...psn import PSN_MASK
+from roce.headers import AETH_ACK, AETH_NAK, AETH_RNR_NAK, syndrome_type, syndrome_value
+from roce.opcodes import Operation
+from roce.packet import parse
+from roce.psn import PSN_MASK
 
 Answer = tuple
 

@@ -9,20 +9,24 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...locate import LINKTYPE_ETHERNET
-from ...pcapio import PcapWriter, open_capture
-from .results import Failure
+from roce.locate import LINKTYPE_ETHERNET
+from roce.outfile import make_directory, open_output
+from roce.pcapio import PcapWriter, open_capture
+from roce.testing.fuzz.results import Failure
 
 
 def save_failure(directory: str | os.PathLike, f: Failure) -> Path:
     """Write ``f`` as ``<harness>-<check>-<digest>.pcap`` and a ``.txt`` reason line."""
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
+    make_directory(str(d))
     stem = d / f"{f.harness}-{f.check}-{f.digest()}"
+    # each file complete or absent (roce.outfile); the reason last: load_corpus reads a
+    # failure from its .txt, so a failure is saved once its .pcap is
     with PcapWriter(str(stem) + ".pcap", linktype=f.linktype) as w:
         for i, frame in enumerate(f.frames):
             w.write(frame, ts_ns=i * 1000)
-    Path(str(stem) + ".txt").write_text(f.reason() + "\n")
+    with open_output(str(stem) + ".txt", "w", dash=False) as out:
+        out.write(f.reason() + "\n")
     return Path(str(stem) + ".pcap")
 
 

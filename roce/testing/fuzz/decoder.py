@@ -9,8 +9,8 @@ worker processes (``runner.run_chunks``).  Every frame goes through ``roce.parse
 ``DecodeError``/``NotRoCE`` may come out; a parsed frame must rebuild to the same bytes) and
 every fast-path function is compared with its reference twin: ``walk``, ``icrc``,
 ``decode_headers``, and per chunk ``scan`` and the flow analysis (``roce stats``' compiled
-engine against ``roce.dissect.flows``' reference).  Every ``DECODE_EVERY`` chunks the chunk
-is written to a pcap and decoded by ``roce.dissect.decode`` in one of its output modes (it
+engine against ``roce.analysis.flows``' reference).  Every ``DECODE_EVERY`` chunks the chunk
+is written to a pcap and decoded by ``roce.decoder.decode`` in one of its output modes (it
 must finish with status 0 and no exception).
 """
 
@@ -24,10 +24,10 @@ import random
 import tempfile
 from collections.abc import Callable
 
-from ... import fast, icrc, locate
-from ...errors import DecodeError, NotRoCE
-from ...headers import SIZE_OF
-from ...locate import (
+from roce import fast, icrc, locate
+from roce.errors import DecodeError, NotRoCE
+from roce.headers import SIZE_OF
+from roce.locate import (
     LINKTYPE_ETHERNET,
     LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2,
@@ -35,14 +35,14 @@ from ...locate import (
     OK,
     ROCE_PORT,
 )
-from ...opcodes import OPCODES
-from ...packet import Packet, decode_headers_reference, parse
-from ...pcapio import Frame, PcapWriter
-from ..mutate import Mutator, random_frame
-from .corpus import Saved
-from .results import Failure, Summary, exc_line, short
-from .runner import CHUNK, run_chunks
-from .seeds import LINKTYPE_SEEDS, seed_pool, to_linktype
+from roce.opcodes import OPCODES
+from roce.packet import Packet, decode_headers_reference, parse
+from roce.pcapio import Frame, PcapWriter
+from roce.testing.fuzz.chunks import CHUNK, run_chunks
+from roce.testing.fuzz.corpus import Saved
+from roce.testing.fuzz.results import Failure, Summary, exc_line, short
+from roce.testing.fuzz.seeds import LINKTYPE_SEEDS, seed_pool, to_linktype
+from roce.testing.mutate import Mutator, random_frame
 
 NAME = "decoder"
 DECODE_EVERY = 16  # every this many chunks, one goes through `roce decode`
@@ -145,8 +145,9 @@ class DecoderFuzzer:
         """A frame the RoCE walk does not claim, through the registry's families and
         tunnels (``roce.families.dispatch``) and the native InfiniBand scan twins: only
         ``RoceError``s may come out."""
-        from ...errors import RoceError
-        from ...families import dispatch, ib
+        from roce.errors import RoceError
+        from roce.families import dispatch
+        from roce.families.ib import native as ib
 
         bad: list[tuple[str, str]] = []
         if locate.is_malformed(ref.status) or ref.status == OK:
@@ -265,7 +266,7 @@ class DecoderFuzzer:
         if self.ext is None or not frames:
             return None
         # looked up at each call: tests plant a bug in it
-        from ...dissect.flows import analyse
+        from roce.analysis.flows import analyse
 
         stream = [Frame(f, BASE_TS_NS + i * 1000, len(f), len(f), linktype, 0)
                   for i, f in enumerate(frames)]
@@ -353,7 +354,7 @@ class DecoderFuzzer:
 def _decode(argv: list[str]) -> tuple[int, str]:
     """Run the decode command's module (``add_arguments`` and ``run``, what ``roce decode``
     dispatches to) on ``argv``: (exit status, what it wrote on stderr)."""
-    from ...dissect import decode_cli as decode
+    from roce.cli import decode
 
     parser = argparse.ArgumentParser(prog="roce decode")
     decode.add_arguments(parser)

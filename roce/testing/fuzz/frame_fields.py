@@ -4,10 +4,10 @@ walk, never by retyped offsets."""
 
 from __future__ import annotations
 
-from ... import fast
-from ...headers import LAYOUTS, Field
-from ...locate import Walk
-from ..mutate import get_field, set_field
+from roce import fast
+from roce.headers import LAYOUTS, Field
+from roce.locate import Walk
+from roce.testing.mutate import get_field, set_field
 
 _ETH_DST = LAYOUTS["eth"].field("dst")
 _ETH_SRC = LAYOUTS["eth"].field("src")

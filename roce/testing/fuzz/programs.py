@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ranges
-from .results import exc_line
+from roce.testing.fuzz import ranges
+from roce.testing.fuzz.results import exc_line
 
 RKEY_KINDS = ("good", "bad_key", "bad_index", "other_pd")
 PROGRAM_MR_SIZE = 4096  # the size of b's remote MR that programs address
@@ -89,7 +89,7 @@ def run_program(program: list[tuple], seed: int = 0, auto_recv: bool = False,
       remote MR holds exactly what the WRITEs and atomics made of it (exactly-once).
 
     ``auto_recv`` posts a receive before every SEND (valid programs have no RNR waits)."""
-    from ...emu import (
+    from roce.emu import (
         CQ,
         MR,
         PD,
@@ -108,7 +108,7 @@ def run_program(program: list[tuple], seed: int = 0, auto_recv: bool = False,
         WROpcode,
         connect,
     )
-    from ...emu.states import TRANSITIONS
+    from roce.emu.core.states import TRANSITIONS
 
     res = ProgramResult()
     full = (Access.IBV_ACCESS_LOCAL_WRITE | Access.IBV_ACCESS_REMOTE_WRITE

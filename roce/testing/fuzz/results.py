@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...locate import LINKTYPE_ETHERNET, ROCE_PORT
+from roce.locate import LINKTYPE_ETHERNET, ROCE_PORT
 
 MAX_FAILURES_PER_CHECK = 25  # failures kept (and saved) per check name; the rest are counted
 

@@ -13,17 +13,17 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ...headers import ENCODERS, LAYOUTS, SIZE_OF
-from ...locate import (
+from roce.headers import ENCODERS, LAYOUTS, SIZE_OF
+from roce.locate import (
     ETHERTYPE_VLAN,
     LINKTYPE_ETHERNET,
     LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2,
     LINKTYPE_RAW,
 )
-from ...opcodes import ROCE_OPCODES
-from ...packet import craft
-from ..mutate import get_field
+from roce.opcodes import ROCE_OPCODES
+from roce.packet import craft
+from roce.testing.mutate import get_field
 
 _ETH_TYPE = LAYOUTS["eth"].field("type")
 
@@ -68,7 +68,7 @@ def roce_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
 def macc_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     """Valid MAC Control frames (``roce.macc``): PAUSE with boundary and random quanta, PFC
     with any set of enabled classes (XON included), a quarter of them VLAN-tagged."""
-    from ... import macc
+    from roce import macc
 
     def pause() -> bytes:
         return macc.build_pause(src, rng.choice((0, 1, macc.MAX_QUANTA,
@@ -99,22 +99,24 @@ def macc_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
 def tunnel_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     """RoCE frames of every opcode mirrored in ERSPAN II/III, in GRE (transparent Ethernet)
     and in VXLAN (``roce.families.craft``), one tunnel kind per frame in turn."""
-    from ...families import craft as family_craft
+    from roce.families import craft as family_craft
 
     pool = []
     for i, frame in enumerate(roce_seeds(rng, max(per_opcode // 3, 1))):
-        kind = family_craft.ENCAPS[i % len(family_craft.ENCAPS)]
+        kinds = list(family_craft.encaps())
+        kind = kinds[i % len(kinds)]
         pool.append(family_craft.encap(frame, kind, rng.getrandbits(16), rng.getrandbits(10)))
     return pool
 
 
 def ib_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
-    """Native InfiniBand packets (link type 247, ``roce.families.ib``): every opcode with and
+    """Native InfiniBand packets (link type 247, ``roce.families.ib.native``): every opcode with and
     without GRH, with random LRH fields (RoCE's CNP made native InfiniBand's); MADs (SMP,
     SA), CM REQ/REP/RTU/DREQ and IPoIB."""
-    from ...families import ib, ibmad
-    from ...families.craft import ib_transport
-    from ...locate import walk
+    from roce.families.craft import ib_transport
+    from roce.families.ib import mad as ibmad
+    from roce.families.ib import native as ib
+    from roce.locate import walk
 
     def transport(frame: bytes) -> bytes:
         w = walk(frame)
@@ -147,7 +149,7 @@ def ib_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
 def erf_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     """ERF records (link type 197, ``roce.families.erf``): native InfiniBand packets and
     RoCE Ethernet frames, some with chained extension headers."""
-    from ...families import erf
+    from roce.families import erf
 
     pool = []
     for frame in ib_seeds(rng, max(per_opcode // 3, 1)):

@@ -1,5 +1,5 @@
 """The wire harness: mutated RC requests to a real device under test over an AF_PACKET
-socket (``roce.wire.iface``), paced, with liveness probes; everything sent and received can
+socket (``roce.iface``), paced, with liveness probes; everything sent and received can
 go to a pcap.  Its failures are not replayed here: the saved pcap goes to the target again
 with ``roce replay``.
 """
@@ -14,16 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InputError
-from ...headers import NAK_PSN_SEQUENCE_ERROR, SIZE_OF
-from ...packet import craft
-from ...pcapio import PcapWriter
-from ...psn import PSN_MASK
-from ...wire import iface
-from ..mutate import Mutator
-from .answers import describe_answer
-from .frame_fields import eth_dst, eth_src, mac_bytes
-from .results import Failure, Summary
+from roce import iface
+from roce.errors import InputError
+from roce.headers import NAK_PSN_SEQUENCE_ERROR, SIZE_OF
+from roce.packet import craft
+from roce.pcapio import PcapWriter
+from roce.psn import PSN_MASK
+from roce.testing.fuzz.answers import describe_answer
+from roce.testing.fuzz.frame_fields import eth_dst, eth_src, mac_bytes
+from roce.testing.fuzz.results import Failure, Summary
+from roce.testing.mutate import Mutator
 
 NAME = "wire"
 SNAPLEN = 65536
@@ -85,19 +85,12 @@ class _Link:
         self.sock.close()
 
 
-def _arp(link: _Link, mac: bytes, ip: str, target: str, timeout: float = 2.0) -> bytes:
-    """Resolve ``target`` with ARP requests of our own."""
-    from ...emu.transport import arp_frame, parse_arp
-
-    req = arp_frame(1, mac.hex(":"), ip, "00:00:00:00:00:00", target)
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        link.send(req)
-        for f in link.receive(0.2):
-            a = parse_arp(f)
-            if a is not None and a[0] == 2 and a[2] == target:
-                return mac_bytes(a[1])
-    raise EnvironmentProblem(f"no ARP answer from {target} (give --target-mac)")
+def _resolve(interface: str, target: str) -> bytes:
+    """The target's MAC: the kernel's neighbour table, else ARP (``roce.iface``)."""
+    try:
+        return mac_bytes(iface.resolve_mac(interface, target))
+    except iface.InterfaceError as exc:
+        raise EnvironmentProblem(f"{exc} (give --target-mac)") from None
 
 
 class WireFuzzer:
@@ -128,7 +121,7 @@ class WireFuzzer:
             if config.target_mac:
                 self.tmac = mac_bytes(config.target_mac)
             else:
-                self.tmac = _arp(self.link, self.mac, self.ip, config.target)
+                self.tmac = _resolve(config.interface, config.target)
         except BaseException:
             self.link.close()
             raise

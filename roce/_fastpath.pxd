@@ -1,0 +1,57 @@
+# The fast path's C interface to other compiled modules (a cimport reaches these in C).
+# Today one reader: the compiled flow engine (roce/analysis/_flowengine.pxd, the build's form
+# of roce/analysis/flowref.py) walks frames, checks ICRCs and VCRCs and sequences PSNs with
+# them.  Declarations only: the definitions are in _fastpath.pyx and the .pxi files it
+# includes; Cython holds the two to one signature.
+
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t
+
+
+cdef struct WalkResult:
+    int status
+    int vlans
+    int l3_kind
+    int l3_off
+    int l3_len
+    int udp_off
+    int bth_off
+    int opcode
+    int payload_off
+    int pad_off
+    int icrc_off
+    int l4_end
+    int err_header
+    int err_offset
+    int err_a
+    int err_b
+
+
+# roce.locate.walk in C: where each header of a frame starts, or why it is not RoCE
+cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port,
+                 WalkResult *w) noexcept nogil
+# the ICRC of a walked frame, as stored little-endian (roce.icrc.icrc_at byte-swapped)
+cdef uint32_t icrc_raw(const uint8_t *p, int l3_off, int l3_kind, int l3_len, int bth_off,
+                       int end) noexcept nogil
+# native InfiniBand's VCRC over p[:n] (roce.families.ibcrc.vcrc; its table arrives with
+# ib_configure, when roce.families.ibcrc is imported)
+cdef uint16_t vcrc_raw(const uint8_t *p, Py_ssize_t n) noexcept nogil
+
+
+cdef class PSNTracker:
+    # the twin of roce.psn.PSNTracker
+    cdef public uint32_t next, first, early
+    cdef public bint started
+    cdef public long in_order, gaps, missing, late, duplicates, wraps
+    cdef uint32_t *hole_start
+    cdef uint32_t *hole_len
+    cdef int nholes, cap
+
+    cdef int _reserve(self) except -1
+    cpdef int feed(self, uint32_t psn, int count=*)
+    cdef bint _early(self, uint32_t psn, int count) except -1
+    cpdef bint start_at(self, uint32_t psn) except -1
+    cdef int _back(self, uint32_t psn, uint32_t start, uint32_t hole) except -1
+    cdef void _advance(self, uint32_t psn, int count) noexcept
+    cdef void _drop(self, int i) noexcept
+    cdef bint _fill(self, uint32_t psn) except -1
+    cpdef bint missing_below(self, uint32_t psn, int64_t floor=*)

@@ -1,0 +1,54 @@
+"""The ``roce emulate`` options of the simulated network: the topology, its switches and what
+to watch (taps, the trace, a PFC storm).  Every topology runs through the same runner
+(``roce.emu.net.runner``); ``--topology p2p``, the default, is two hosts cabled back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from roce.emu import defaults
+from roce.emu.net.observe import parse_tap
+from roce.emu.net.schema import parse_ecn_text, parse_topology
+from roce.options import parse_positive_time, parse_size
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "simulated network",
+        "two hosts cabled back to back, or hosts behind switches with shared buffers, ECN, "
+        "PFC and ECMP (not with --listen)")
+    g.add_argument("--topology", type=parse_topology, default=defaults.TOPOLOGY,
+                   metavar="KIND",
+                   help="p2p (two hosts cabled back to back; the default), incast:N, "
+                        "dumbbell:N, leafspine:L,S,H")
+    g.add_argument("--topology-file", metavar="FILE", help="hosts, switches, links and "
+                   "traffic from a TOML file")
+    g.add_argument("--traffic", choices=("permutation", "all-to-all"),
+                   help="who sends to whom (default: the topology's own; leaf-spine: "
+                        "permutation)")
+    g.add_argument("--buffer", type=parse_size, default=defaults.BUFFER, metavar="SIZE",
+                   help=f"shared buffer per switch ({defaults.BUFFER >> 20}M)")
+    g.add_argument("--ecn", type=parse_ecn_text, default=defaults.ECN, metavar="KMIN,KMAX,PMAX",
+                   help="RED marking per egress queue, e.g. 100K,400K,0.2; off; default: "
+                        "100K,400K,0.2 per 25 Gb/s of port rate, shrunk until the queue "
+                        "reaches KMAX before the buffer drops (PFC off: half its drop point) "
+                        "or pauses (PFC on: where two senders into one port trigger PFC)")
+    g.add_argument("--pfc", choices=("on", "off"), default="on" if defaults.PFC else "off",
+                   help="PFC for the lossless class (DSCP 26, priority 3; default on): "
+                        "switches send pause frames, NICs obey them")
+    g.add_argument("--lb", choices=("ecmp", "spray"), default=defaults.LB,
+                   help="equal-cost paths: per-flow hash or per-packet spraying (ecmp)")
+    g.add_argument("--tap", action="append", type=parse_tap, default=[],
+                   metavar="NODE:PORT[=FILE]",
+                   help="record both directions of a port (a switch's, e.g. sw:0, or a "
+                        "host's, e.g. A:0) to a pcap (default file tap-NODE-PORT.pcap); "
+                        "repeatable")
+    g.add_argument("--trace", metavar="FILE", help="sampled queues, QP rates, pause states "
+                   "(CSV; JSON lines if FILE ends in .json or .jsonl)")
+    g.add_argument("--trace-interval", type=parse_positive_time,
+                   default=defaults.TRACE_INTERVAL_NS, metavar="TIME",
+                   help=f"virtual time between trace samples "
+                        f"({defaults.TRACE_INTERVAL_NS // 1000}us)")
+    g.add_argument("--pfc-storm", action="append", default=[], metavar="HOST",
+                   help="fault: HOST sends PFC pause frames continuously; repeatable")

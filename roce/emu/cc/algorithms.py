@@ -1,0 +1,98 @@
+"""The registry of congestion-control algorithms: ``--cc NAME`` -> the algorithm's class, and a
+validated configuration from ``--cc-profile`` and ``--cc-param``.
+
+A new algorithm is one module with one class (its class line names it: ``name``, ``summary``,
+``params``, ``profiles``; roce/emu/cc/base.py) and one row in ``_ROWS`` below.  ``--cc``'s
+choices and help, ``--cc-profile``'s help, the NIC's engine and the docs' checks all read the
+registry; the build compiles every module of this package that is not configuration
+(roce/_compiled.py).  ``register`` adds one at run time (a plugin, a test)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from roce.emu import defaults
+from roce.emu.cc.base import CongestionControl, NoControl
+from roce.emu.cc.dcqcn import Dcqcn
+from roce.emu.cc.params import resolve
+from roce.emu.cc.timely import Timely
+from roce.errors import UsageError
+from roce.headers import ECN_ECT0, ECN_ECT1
+
+# --ecn-codepoint: what data packets carry in the IP ECN field (RFC 3168; RFC 8311 for ECT(1))
+ECN_CODEPOINTS = {"ect0": ECN_ECT0, "ect1": ECN_ECT1}
+
+ALGORITHMS: dict[str, type[CongestionControl]] = {}
+
+
+def register(cls: type[CongestionControl]) -> type[CongestionControl]:
+    """Add an algorithm under the name its class line gave it (a UsageError if taken)."""
+    if cls.name in ALGORITHMS and ALGORITHMS[cls.name] is not cls:
+        raise UsageError(f"congestion control {cls.name!r} is registered already")
+    ALGORITHMS[cls.name] = cls
+    return cls
+
+
+_ROWS = (NoControl, Dcqcn, Timely)  # one row per algorithm, in --cc's order
+for _cls in _ROWS:
+    register(_cls)
+
+
+@dataclass(frozen=True)
+class CcConfig:
+    """One algorithm with its resolved parameters: what a device or QP is configured with."""
+
+    algorithm: str = "none"
+    profile: str = "default"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    ecn: int = ECN_ECT0  # the ECN codepoint of data packets
+
+    @property
+    def enabled(self) -> bool:
+        return self.algorithm != "none"
+
+    @property
+    def cls(self) -> type[CongestionControl]:
+        return ALGORITHMS[self.algorithm]
+
+    @property
+    def uses_cnp(self) -> bool:
+        return self.cls.uses_cnp
+
+    @property
+    def np_interval_ns(self) -> int:
+        """The notification point's spacing (the DCQCN knob, or NVIDIA's default)."""
+        us = self.params.get("np_min_time_between_cnps",
+                             Dcqcn.PROFILES["nvidia"]["np_min_time_between_cnps"])
+        return int(us * 1_000)
+
+    def create(self, line_rate_bps: float, now: int = 0) -> CongestionControl:
+        return self.cls(self.params, line_rate_bps, now)
+
+
+def configure(algorithm: str = "none", profile: str | None = None,
+              overrides: Iterable[str] = (), line_rate_gbps: float = defaults.RATE_GBPS,
+              ecn: str = "ect0") -> CcConfig:
+    """Validate ``--cc``, ``--cc-profile``, ``--cc-param``, ``--ecn-codepoint`` (UsageError
+    naming the bad one)."""
+    if ecn not in ECN_CODEPOINTS:
+        raise UsageError(f"--ecn-codepoint {ecn!r}: choose from {', '.join(ECN_CODEPOINTS)}")
+    cls = ALGORITHMS.get(algorithm)
+    if cls is None:
+        raise UsageError(f"--cc {algorithm!r}: choose from {', '.join(ALGORITHMS)}")
+    name = profile or cls.DEFAULT_PROFILE
+    params = resolve(cls.PARAMS, cls.PROFILES, name, list(overrides), line_rate_gbps,
+                     algorithm)
+    return CcConfig(algorithm, name, params, ECN_CODEPOINTS[ecn])
+
+
+def profiles() -> dict[str, list[str]]:
+    """Algorithm -> its profile names (for help texts and docs)."""
+    return {n: list(c.PROFILES) for n, c in ALGORITHMS.items()}
+
+
+def choices_help() -> str:
+    """``--cc``'s help: every algorithm with its summary, from the registry."""
+    return ", ".join(f"{n} ({c.summary})" if c.summary else n for n, c in ALGORITHMS.items())

@@ -1,0 +1,293 @@
+"""Congestion control inside one emulated NIC: the glue between the NIC's transmit scheduler
+and receive path and the per-QP algorithms (docs/congestion-control.md).
+
+The NIC hands the driver every frame it receives (``received``: a CNP is consumed here and
+reaches the QP's algorithm; a CE-marked request goes to the notification point, which may
+answer with a CNP frame the NIC sends; an ACK gives an RTT sample to algorithms that use
+RTT), every frame it transmits (``transmitted``: send times for RTT samples), and builds each
+QP's rate limiter with ``pacer``.  Timers: the driver keeps one event per QP at its
+algorithm's earliest named timer through the ``schedule(t, callback)`` it is given; a
+superseded event is ignored when it fires.  Nothing here reads a clock: ``now`` comes in.
+
+Configuration: the device's ``CcConfig``, or a QP's own (``QueuePair.cc_config``, set through
+the verbs API), read when the QP first sends; the notification point answers CE marks for a
+receiving QP whose configuration uses CNPs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from roce import fast, locate
+from roce.emu.cc.algorithms import ALGORITHMS, CcConfig
+from roce.emu.cc.base import CongestionControl, Output
+from roce.emu.cc.np import CNP_DSCP, CnpBuilder, NotificationPoint
+from roce.headers import ECN_CE, LAYOUTS, SIZE_OF
+from roce.opcodes import OPCODES, Operation, Transport
+from roce.psn import psn_diff
+
+_DESTQP = locate.SPECS[("bth", "destqp")]
+_PSN = locate.SPECS[("bth", "psn")]
+_DQ_OFF, _DQ_END, _DQ_SHIFT, _DQ_MASK = (_DESTQP[0], _DESTQP[0] + _DESTQP[1], _DESTQP[2],
+                                         _DESTQP[3])
+_IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
+_IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
+_ACKS = frozenset(c for c, op in OPCODES.items()
+                  if op.operation in (Operation.ACK, Operation.ATOMIC_ACK))
+_CNP = frozenset(c for c, op in OPCODES.items() if op.transport is Transport.CNP)
+_REQUESTS = frozenset(c for c, op in OPCODES.items()
+                      if op.is_request and op.transport is not Transport.CNP)
+# algorithm name -> whether its receiving NIC runs a notification point (read per CE mark)
+_DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
+                              if op.operation is Operation.READ_RESPONSE)
+
+
+# The frames emulated hosts build: Ethernet, IPv4 without options, UDP to 4791, then BTH.  A
+# frame of that shape is read at fixed offsets; any other goes through roce.locate's walk.
+_ETYPE = LAYOUTS["eth"].field("type").byte_offset
+_IPV4 = locate.ETHERTYPE_IPV4.to_bytes(2, "big")
+_L3 = SIZE_OF["eth"]
+_VIHL = bytes([4 << 4 | SIZE_OF["ip"] // 4])  # version 4, IHL 5 (no options)
+_PROTO = _L3 + LAYOUTS["ip"].field("proto").byte_offset
+_DPORT = _L3 + SIZE_OF["ip"] + LAYOUTS["udp"].field("dstport").byte_offset
+_ROCE_PORT = locate.ROCE_PORT.to_bytes(2, "big")
+_BTH = _L3 + SIZE_OF["ip"] + SIZE_OF["udp"]
+_OPCODE = LAYOUTS["bth"].field("opcode").byte_offset
+
+
+_ET0, _ET1 = _IPV4[0], _IPV4[1]
+_VIHL_B = _VIHL[0]
+_P0, _P1 = _ROCE_PORT[0], _ROCE_PORT[1]
+_OP_AT = _BTH + _OPCODE
+_ECN_AT, _ECN_SHIFT, _ECN_MASK = _L3 + _IP_ECN[0], _IP_ECN[2], _IP_ECN[3]
+_MIN_LEN = _BTH + SIZE_OF["bth"]
+assert _IP_ECN[1] == 1  # the ECN bits sit in one byte (the DS field, RFC 3168)
+
+
+def _locate(frame: bytes) -> tuple[int, int, int] | None:
+    """(opcode, BTH offset, ECN bits) of a RoCE frame, or None."""
+    if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
+            and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
+            and frame[_DPORT + 1] == _P1):
+        return frame[_OP_AT], _BTH, (frame[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
+    w = fast.walk(frame)
+    if w.status != locate.OK:
+        return None
+    if w.l3_kind == locate.L3_IPV4:
+        ecn = _rd(frame, w.l3_off, _IP_ECN)
+    elif w.l3_kind == locate.L3_IPV6:
+        ecn = _rd(frame, w.l3_off, _IP6_TCLASS) & 3
+    else:
+        ecn = 0
+    return w.opcode, w.bth_off, ecn
+
+
+def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
+    off, n, shift, mask = spec
+    return (int.from_bytes(buf[base + off:base + off + n], "big") >> shift) & mask
+
+
+class CcPacer:
+    """A QP's rate limiter (the fabric's ``Pacer`` interface) at its algorithm's rate.
+
+    A frame released at time s holds the next one until s + bits / rate.  When the rate
+    changes that gap is re-timed at the new rate (a NIC's rate limiter applies a new rate at
+    once: a frame sent at 1 Mb/s must not hold the QP for 33 ms after the rate recovered)."""
+
+    __slots__ = ("rate_bps", "_next", "_start", "_bits", "bytes_sent")
+
+    def __init__(self, rate_bps: float) -> None:
+        self.rate_bps = max(int(rate_bps), 1)
+        self._next = self._start = self._bits = 0
+        self.bytes_sent = 0
+
+    def next_allowed(self) -> int:
+        return self._next
+
+    def sent(self, now: int, nbytes: int) -> None:
+        self.bytes_sent += nbytes
+        self._start = max(now, self._next)
+        self._bits = nbytes * 8
+        self._next = self._start + self._bits * 1_000_000_000 // self.rate_bps
+
+    def set_rate(self, rate_bps: float, now: int) -> bool:
+        """A new rate; True when a frame held until later than ``now`` may now go earlier."""
+        rate_bps = int(rate_bps) or 1  # a rate is never negative: at least 1 b/s
+        if rate_bps == self.rate_bps:
+            return False
+        self.rate_bps = rate_bps
+        old = self._next
+        if self._bits:
+            self._next = self._start + self._bits * 1_000_000_000 // rate_bps
+        return now < old and self._next < old
+
+
+class CcDriver:
+    __slots__ = ("config", "line", "qps", "schedule", "send", "on_faster", "cnp_dscp", "algos",
+                 "pacers", "np", "_cnps", "_sent_at", "_armed", "_want", "cnps_received",
+                 "rtt_samples", "now")
+
+    def __init__(self, config: CcConfig, line_rate_bps: float, qps: Mapping[int, Any],
+                 schedule: Callable[[int, Callable[[int], None]], None],
+                 send: Callable[[int, bytes], None], cnp_dscp: int = CNP_DSCP,
+                 on_faster: Callable[[int], None] | None = None) -> None:
+        self.config = config
+        self.line = float(line_rate_bps)
+        self.qps = qps  # the device's QPs by number
+        self.schedule = schedule
+        self.send = send
+        self.on_faster = on_faster  # a pacer may release a frame earlier: re-run the scheduler
+        self.cnp_dscp = cnp_dscp
+        self.algos: dict[int, CongestionControl] = {}
+        self.pacers: dict[int, CcPacer] = {}
+        self.np = NotificationPoint(config.np_interval_ns)
+        self._cnps: dict[int, tuple[Any, int, bytes]] = {}  # QPN -> (builder, peer, CNP)
+        self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
+        self._armed: dict[int, int] = {}  # QPN -> when its one pending timer event fires
+        self._want: dict[int, int] = {}  # QPN -> its algorithm's earliest timer deadline
+        self.cnps_received = 0
+        self.rtt_samples = 0
+        self.now = 0
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def config_for(self, qpn: int) -> CcConfig:
+        qp = self.qps.get(qpn)
+        return getattr(qp, "cc_config", None) or self.config
+
+    def pacer(self, qpn: int, now: int = 0) -> CcPacer:
+        """The rate limiter of QP ``qpn`` (its algorithm is created with it, at ``now``)."""
+        cfg = self.config_for(qpn)
+        cc = self.algos[qpn] = cfg.create(self.line, now)
+        if cfg.cls.uses_rtt:
+            self._sent_at[qpn] = {}
+        p = self.pacers[qpn] = CcPacer(cc.rate)
+        return p
+
+    # -- frames ------------------------------------------------------------------------------
+
+    def received(self, now: int, frame: bytes) -> bool:
+        """Look at a frame the NIC received; True when it was a CNP (consumed here)."""
+        self.now = now
+        # the fixed shape of the frames emulated hosts build, read inline (once per frame);
+        # anything else goes through roce.locate's walk
+        if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
+                and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
+                and frame[_DPORT + 1] == _P1):
+            code, bth, ecn = frame[_OP_AT], _BTH, (frame[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
+        else:
+            found = _locate(frame)
+            if found is None:
+                return False
+            code, bth, ecn = found
+        if code in _CNP:
+            self.cnps_received += 1
+            qpn = (int.from_bytes(frame[bth + _DQ_OFF:bth + _DQ_END], "big")  # ``_rd``
+                   >> _DQ_SHIFT) & _DQ_MASK
+            cc = self.algos.get(qpn)
+            if cc is not None:
+                self._apply(now, qpn, cc.on_cnp(now))
+            return True
+        if code in _ACKS:
+            if self._sent_at:
+                qpn = _rd(frame, bth, _DESTQP)
+                sent = self._sent_at.get(qpn)
+                if sent:
+                    self._rtt(now, qpn, sent, _rd(frame, bth, _PSN))
+        elif ecn == ECN_CE and code in _DATA:
+            self._congestion_experienced(now, (int.from_bytes(
+                frame[bth + _DQ_OFF:bth + _DQ_END], "big") >> _DQ_SHIFT) & _DQ_MASK)
+        return False
+
+    def _congestion_experienced(self, now: int, qpn: int) -> None:
+        """A CE-marked packet for receiving QP ``qpn``: the notification point may answer."""
+        qp = self.qps.get(qpn)
+        if qp is None or qp.builder is None:
+            return
+        cfg = getattr(qp, "cc_config", None) or self.config  # ``config_for``, inline
+        if not ALGORITHMS[cfg.algorithm].uses_cnp or not self.np.on_ce(now, qpn):
+            return
+        # a QP's CNPs are all alike (PSN 0, same headers): one frame per (builder, peer QP),
+        # the builder compared by identity (a QP gets a new one when its path changes)
+        builder, peer = qp.builder, qp.attr.dest_qp_num
+        cached = self._cnps.get(qpn)
+        if cached is None or cached[0] is not builder or cached[1] != peer:
+            cached = self._cnps[qpn] = (builder, peer, CnpBuilder(builder.path, qpn,
+                                                                   self.cnp_dscp).build(peer))
+        self.send(now, cached[2])
+
+    def transmitted(self, now: int, qpn: int, frame: bytes) -> None:
+        """The NIC put a frame of QP ``qpn`` on the wire: the algorithm's byte count, and the
+        send time of its PSN for RTT samples (a retransmission keeps the first time)."""
+        cc = self.algos.get(qpn)
+        if cc is None:
+            return
+        if self._sent_at:
+            sent = self._sent_at.get(qpn)
+            if sent is not None:
+                found = _locate(frame)
+                if found is not None and found[0] in _REQUESTS:
+                    sent.setdefault(_rd(frame, found[1], _PSN), now)
+        if cc.counting:
+            # the byte counter: one subtraction per frame, a call only for the frame that
+            # reaches the next event (CongestionControl.byte_room)
+            room = cc.byte_room - len(frame)
+            if room > 0:
+                cc.byte_room = room
+            else:
+                self._apply(now, qpn, cc.on_sent(now, len(frame)))
+
+    def _rtt(self, now: int, qpn: int, sent: dict[int, int], acked: int) -> None:
+        """An ACK up to ``acked``: the RTT of that PSN; forget the PSNs it covers."""
+        t = sent.get(acked)
+        for psn in [p for p in sent if psn_diff(p, acked) <= 0]:
+            del sent[psn]
+        if t is not None:
+            self.rtt_samples += 1
+            self._apply(now, qpn, self.algos[qpn].on_ack(now, now - t))
+
+    # -- rates and timers ----------------------------------------------------------------------
+
+    def _apply(self, now: int, qpn: int, out: Output) -> None:
+        rate, _, d = out
+        if self.pacers[qpn].set_rate(rate, now) and self.on_faster is not None:
+            self.on_faster(now)
+        # Lazy timers: one pending event per QP.  A deadline later than the pending event
+        # only updates ``_want`` (a DCQCN cut pushes the rate-increase timer back at every
+        # CNP: re-arming would leave a stale heap entry per CNP); the pending event, when it
+        # fires early, re-arms itself at the wanted deadline.  An earlier deadline arms a
+        # new event and the old one is ignored when it comes.
+        if d is None:
+            self._want.pop(qpn, None)
+            return
+        self._want[qpn] = d
+        armed = self._armed.get(qpn)
+        if armed is None or d < armed:
+            self._arm(now, qpn, d)
+
+    def _arm(self, now: int, qpn: int, d: int) -> None:
+        at = max(d, now)
+        self._armed[qpn] = at
+        self.schedule(at, partial(self._fire, qpn, at))
+
+    def _fire(self, qpn: int, at: int, now: int) -> None:
+        if self._armed.get(qpn) != at:
+            return  # superseded by an earlier deadline
+        del self._armed[qpn]
+        d = self._want.get(qpn)
+        if d is None:
+            return  # the timers were stopped
+        if d > now:
+            self._arm(now, qpn, d)  # pushed back since it was armed
+            return
+        self.now = now
+        self._apply(now, qpn, self.algos[qpn].fire_due(now))
+
+    def stats(self) -> dict[str, Any]:
+        return {"algorithm": self.config.algorithm, "profile": self.config.profile,
+                "cnps_sent": self.np.cnps_sent, "cnps_received": self.cnps_received,
+                "ce_received": self.np.ce_packets, "cnps_suppressed": self.np.suppressed,
+                "rtt_samples": self.rtt_samples,
+                "rates_bps": {q: p.rate_bps for q, p in self.pacers.items()}}

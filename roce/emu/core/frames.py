@@ -1,0 +1,158 @@
+"""Frames for emulated queue pairs: a per-connection builder and a light parser.
+
+Built on the packet codec's pieces without making a full ``roce.Packet`` per frame: the
+Ethernet/IP/UDP part of a connection is encoded once; each packet encodes BTH and its
+extended headers and ``roce.fast.assemble`` fills lengths, checksum and ICRC.  Opcodes are
+chosen from the table by (transport, operation, position, immediate, invalidate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from roce import fast
+from roce.headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF
+from roce.icrc import L3_IPV4, L3_IPV6
+from roce.locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT, Walk
+from roce.opcodes import OPCODES, Opcode, Operation, Position, Transport
+from roce.packet import udp_source_port
+
+# (transport, operation, position, immediate, invalidate) -> opcode row
+_SELECT: dict[tuple, Opcode] = {
+    (op.transport, op.operation, op.position, op.immediate, op.invalidate): op
+    for op in OPCODES.values()
+}
+
+
+def select(transport: Transport, operation: Operation, position: Position,
+           immediate: bool = False, invalidate: bool = False) -> Opcode:
+    return _SELECT[(transport, operation, position, immediate, invalidate)]
+
+
+def positions(npkts: int) -> list[Position]:
+    """First/middle.../last, or only, for a message of ``npkts`` packets."""
+    if npkts <= 1:
+        return [Position.ONLY]
+    return [Position.FIRST] + [Position.MIDDLE] * (npkts - 2) + [Position.LAST]
+
+
+@dataclass(frozen=True)
+class Path:
+    """Where one QP's packets go: addresses and the UDP source port (flow entropy)."""
+
+    smac: str
+    dmac: str
+    sip: str
+    dip: str
+    ipv6: bool = False
+    sport: int | None = None
+    tclass: int = 0  # DSCP << 2 | ECN
+
+
+class FrameBuilder:
+    """Builds the frames of one connection (one source QP toward one path)."""
+
+    __slots__ = ("path", "l3_kind", "l2", "udp", "l3")
+
+    def __init__(self, path: Path, src_qpn: int, ttl: int = 64) -> None:
+        self.path = path
+        l3 = "ipv6" if path.ipv6 else "ip"
+        self.l3_kind = L3_IPV6 if path.ipv6 else L3_IPV4
+        self.l2 = ENCODERS["eth"]({"dst": path.dmac, "src": path.smac,
+                                   "type": ETHERTYPE_IPV6 if path.ipv6 else ETHERTYPE_IPV4})
+        if path.ipv6:
+            self.l3 = ENCODERS[l3]({"version": 6, "tclass": path.tclass, "flow": 0, "plen": 0,
+                                    "nxt": 17, "hlim": ttl, "src": path.sip, "dst": path.dip})
+        else:
+            self.l3 = ENCODERS[l3]({"version": 4, "ihl": 5, "dsfield.dscp": path.tclass >> 2,
+                                    "dsfield.ecn": path.tclass & 3, "len": 0, "id": 0,
+                                    "flags.rb": 0, "flags.df": 1, "flags.mf": 0, "frag_offset": 0,
+                                    "ttl": ttl, "proto": 17, "checksum": 0, "src": path.sip,
+                                    "dst": path.dip})
+        sport = path.sport if path.sport is not None else udp_source_port(src_qpn)
+        self.udp = ENCODERS["udp"]({"srcport": sport, "dstport": ROCE_PORT, "length": 0,
+                                    "checksum": 0})
+
+    def build(self, op: Opcode, destqp: int, psn: int, ext: dict[str, dict] | None = None,
+              payload: bytes = b"", ackreq: bool = False, se: bool = False,
+              p_key: int = 0xFFFF) -> bytes:
+        pad = -len(payload) & 3
+        parts = [fast.bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)]
+        if op.headers:
+            ext = ext or {}
+            parts += [ENCODERS[h](ext.get(h, {})) for h in op.headers]
+        parts.append(payload)
+        if pad:
+            parts.append(bytes(pad))
+        return fast.assemble(self.l2, self.l3, self.l3_kind, self.udp, b"".join(parts), None,
+                             b"", True, True, True)
+
+
+def _where(header: str, field: str) -> tuple[int, int]:
+    f = LAYOUTS[header].field(field)
+    return f.byte_offset, f.bits // 8
+
+
+def small_field(header: str, field: str) -> tuple[int, int, int]:
+    """(byte offset in the header, right shift, mask) of a field that fits in one byte."""
+    f = LAYOUTS[header].field(field)
+    last = f.bit_offset + f.bits - 1
+    if f.bit_offset // 8 != last // 8:
+        raise ValueError(f"{header}.{field} spans bytes")
+    return f.bit_offset // 8, 7 - last % 8, (1 << f.bits) - 1
+
+
+def _ipv6_ecn() -> tuple[int, int, int]:
+    """The ECN bits are the low two bits of the IPv6 traffic class (RFC 3168 5)."""
+    f = LAYOUTS["ipv6"].field("tclass")
+    last = f.bit_offset + f.bits - 1
+    return last // 8, 7 - last % 8, 3
+
+
+_ECN = {L3_IPV4: small_field("ip", "dsfield.ecn"), L3_IPV6: _ipv6_ecn()}
+
+# Source addresses, read straight from the frame: (byte offset in the header, bytes).
+_SRC = {L3_IPV4: _where("ip", "src"), L3_IPV6: _where("ipv6", "src"), "eth": _where("eth", "src")}
+# the per-packet constants of ``Incoming``, looked up once here rather than per packet
+_BTH_SIZE = SIZE_OF["bth"]
+_SMAC0 = _SRC["eth"][0]
+_SMAC1 = _SMAC0 + _SRC["eth"][1]
+
+
+class Incoming:
+    """A received RoCE packet, decoded just enough for a QP."""
+
+    __slots__ = ("frame", "walk", "op", "se", "p_key", "destqp", "ackreq", "psn", "ext",
+                 "payload", "src", "smac", "ecn")
+
+    def __init__(self, frame: bytes, walk: Walk) -> None:
+        self.frame = frame
+        self.walk = walk
+        code, self.se, _, self.p_key, self.destqp, self.ackreq, self.psn = fast.bth_unpack(
+            frame, walk.bth_off)
+        self.op = op = OPCODES[code]
+        ext = {}
+        if op.headers:
+            pos = walk.bth_off + _BTH_SIZE
+            for h in op.headers:
+                ext[h] = DECODERS[h](frame, pos)
+                pos += SIZE_OF[h]
+        self.ext = ext
+        self.payload = frame[walk.payload_off:walk.pad_off]
+        l3_off, l3_kind = walk.l3_off, walk.l3_kind
+        off, n = _SRC[l3_kind]
+        self.src = frame[l3_off + off:l3_off + off + n]
+        self.smac = frame[_SMAC0:_SMAC1]
+        off, shift, mask = _ECN[l3_kind]
+        self.ecn = (frame[l3_off + off] >> shift) & mask  # carried up to the QP
+
+
+def receive(frame: bytes) -> tuple[int, Incoming | None]:
+    """(status, packet): status 0 with a packet; else the walk status, or -1 for a bad ICRC."""
+    w = fast.walk(frame)
+    if w.status != OK:
+        return w.status, None
+    if (fast.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
+            != int.from_bytes(frame[w.icrc_off:w.l4_end], "big")):
+        return -1, None
+    return OK, Incoming(frame, w)

@@ -1,0 +1,202 @@
+"""Hosts cabled back to back without a transmit scheduler: ``DirectNic`` and its ``Link``.
+
+This is the two-host model (``roce emulate`` on ``--topology p2p``, the verbs ``Fabric``): a
+host's device puts every frame it builds onto its link at once, the link serializes them in
+order (``Link.fate``: the end of a frame is the later of now and the end of the one before,
+plus its bits over the rate in whole ns), and a frame's fate (the seeded faults of
+``roce.emu.net.faults``) is decided when it is handed to the link.  A QP's timers start when
+its frames are built.  Nothing here can hold a frame back, so congestion control (a pacer per
+QP) and PFC (queues a pause can stop) need the switched network's ``Nic`` instead
+(``roce.emu.net.nic``); ``topology.build`` picks which.
+
+Both ends run on the one event loop (``roce.emu.net.sim.Network``), with three kinds of
+event, scheduled exactly as the two-host fabric always scheduled them:
+
+- a delivery: the frame reaches the destination's ``receive`` at its arrival time;
+- a kick: the device has new work (a post, a modify): drain its frames, re-arm its timer;
+- a timer: ``timer_event`` with ``(nic, deadline)``; a timer the device re-armed or cleared
+  since is stale and does nothing (``DirectNic.stale``).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from roce.emu.core.endpoint import Endpoint
+from roce.emu.core.verbs import Context
+from roce.emu.net.faults import Faults, LinkConfig, LinkStats
+from roce.headers import LAYOUTS
+
+_DST_OFF = LAYOUTS["eth"].field("dst").byte_offset
+_DST_END = _DST_OFF + LAYOUTS["eth"].field("dst").bits // 8
+
+
+class Link:
+    """One direction of a cable between two endpoints (docs/architecture.md: a link depends
+    on the ``Endpoint`` interface, not on the verbs API).  ``fate`` may be replaced on an
+    instance to watch or alter what the link is handed (tests do)."""
+
+    def __init__(self, src: Endpoint, dst: Endpoint, config: LinkConfig,
+                 rng: random.Random, name: str = "") -> None:
+        self.src, self.dst, self.rng = src, dst, rng
+        self.name = name
+        self.busy_until = 0
+        self.faults = Faults(config, rng)
+
+    @property
+    def config(self) -> LinkConfig:
+        return self.faults.config
+
+    @config.setter
+    def config(self, config: LinkConfig) -> None:
+        """A new fault configuration; the counters and the random stream carry on."""
+        self.faults = Faults(config, self.rng, self.faults.stats, self.faults.bad_state)
+
+    @property
+    def stats(self) -> LinkStats:
+        return self.faults.stats
+
+    @property
+    def hops(self) -> int:
+        """Frames this link carried (each one hop), lost ones included: they were sent."""
+        return self.faults.stats.frames
+
+    def fate(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """(arrival time, frame) for each copy that reaches the other end."""
+        start = max(now, self.busy_until)
+        self.busy_until = start + int(len(frame) * 8 / self.config.rate_gbps)  # bits/(Gb/s)=ns
+        arrival = self.busy_until + self.config.delay_ns
+        return [(arrival + extra, f) for extra, f in self.faults.apply(now, frame)]
+
+
+class DirectNic:
+    """A host whose device sends straight onto its links (one per peer, by MAC)."""
+
+    __slots__ = ("net", "ctx", "name", "device", "mac", "links", "timer_at", "kicked", "tap",
+                 "rx_frames", "tx_frames", "sent_bytes")
+
+    def __init__(self, net: Any, ctx: Context) -> None:
+        self.net = net
+        self.ctx = ctx
+        self.name = ctx.name
+        self.device = dev = ctx.device
+        dev.on_activity = self._activity
+        ctx.clock = lambda: net.now
+        self.mac = bytes.fromhex(dev.mac.replace(":", ""))
+        self.links: dict[bytes, Link] = {}  # destination MAC -> the link toward it
+        self.timer_at: int | None = None  # the deadline of the live timer event
+        self.kicked = False
+        self.tap: Any = None  # a writer for what this host sends and receives
+        self.rx_frames = 0
+        self.tx_frames = 0
+        self.sent_bytes: dict[int, int] | None = None  # QPN -> bytes, once ``count_sent``
+
+    @property
+    def ip(self) -> str:
+        return self.device.ip
+
+    def attach(self, link: Link, peer_mac: bytes) -> None:
+        self.links[peer_mac] = link
+
+    # -- Endpoint ----------------------------------------------------------------------
+
+    def receive(self, now: int, frame: bytes) -> None:
+        self.rx_frames += 1
+        for w in self.net.recorders:
+            w.write(frame, ts_ns=now)
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
+        dev = self.device
+        dev.receive(now, frame)
+        self._after(now)
+
+    def next_tx(self, now: int) -> int | None:
+        return None  # frames never wait here: they go onto the link as they are built
+
+    # -- the device's driver -----------------------------------------------------------
+
+    def _activity(self, device: Any) -> None:
+        if not self.kicked:
+            self.kicked = True
+            self.net.at(self.net.now, _kick, self)
+
+    def _after(self, now: int) -> None:
+        """After the device handled something: send its frames, (re)arm its timer."""
+        dev = self.device
+        frames = dev.drain()
+        if frames:
+            for frame in frames:
+                self._transmit(now, frame)
+        d = dev.deadline()
+        if d is None:
+            self.timer_at = None
+        elif self.timer_at != d:
+            self.timer_at = d
+            self.net.at(max(d, now), timer_event, (self, d))
+
+    def _transmit(self, now: int, frame: bytes) -> None:
+        link = self.links.get(frame[_DST_OFF:_DST_END])
+        if link is None:
+            return  # no cable to that MAC: the frame goes nowhere
+        self.tx_frames += 1
+        net = self.net
+        if self.tap is not None:  # written when its serialization starts
+            net.at(max(now, link.busy_until), _write, (self.tap, frame))
+        deliver = link.dst.receive
+        for t, f in link.fate(now, frame):
+            net.at(t, deliver, f)
+
+    def stale(self, deadline: int) -> bool:
+        """Whether a timer event for ``deadline`` was superseded (re-armed or cleared)."""
+        return self.timer_at != deadline
+
+    def on_timer(self, now: int) -> None:
+        self.timer_at = None
+        self.device.on_timer(now)
+        self._after(now)
+
+    # -- observing -----------------------------------------------------------------------
+
+    def count_sent(self) -> None:
+        """Count the bytes each QP of the device sends from now on (``sent_bytes``, by QPN:
+        a trace's QP rates).  Every frame a QP builds goes onto the link, so the count is
+        taken as the QP appends it to the device's list."""
+        if self.sent_bytes is not None:
+            return
+        self.sent_bytes = {}
+        for qp in self.device.qps.values():
+            self.sent_bytes[qp.qpn] = 0
+            qp.tx = _Counted(self.device.tx, self.sent_bytes, qp.qpn)
+
+
+class _Counted:
+    """A QP's view of its device's transmit list that counts what the QP appends."""
+
+    __slots__ = ("frames", "sent", "qpn")
+
+    def __init__(self, frames: list[bytes], sent: dict[int, int], qpn: int) -> None:
+        self.frames, self.sent, self.qpn = frames, sent, qpn
+
+    def append(self, frame: bytes) -> None:
+        self.frames.append(frame)
+        self.sent[self.qpn] += len(frame)
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+
+def _kick(now: int, nic: DirectNic) -> None:
+    nic.kicked = False
+    nic._after(now)
+
+
+def timer_event(now: int, arg: tuple[DirectNic, int]) -> None:
+    nic, deadline = arg
+    if nic.timer_at == deadline:
+        nic.on_timer(now)
+
+
+def _write(now: int, arg: tuple[Any, bytes]) -> None:
+    writer, frame = arg
+    writer.write(frame, ts_ns=now)

@@ -1,0 +1,144 @@
+# Native InfiniBand in C: the bulk scan behind `roce decode`'s one-line path for link type
+# 247, and the VCRC.  Twins: roce.families.ib.native.scan_reference and roce.families.ib.crc.vcrc
+# (hypothesis tests in tests/test_families.py prove agreement).  The LRH field positions,
+# the VCRC polynomial and the VL mask come from roce.families (ib_configure); the BTH, GRH,
+# ETH plans and ICRC masks are the RoCE tables configure() loaded.
+
+cdef uint16_t VCRC_T[16][256]  # slicing-by-16: VCRC_T[k] advances a byte k places further
+cdef uint16_t VCRC_INIT_V = 0xFFFF
+cdef int IB_VCRC = 2
+cdef bint IB_VCRC_READY = False
+
+
+def ib_configure(dict cfg):
+    """Receive the VCRC table (roce.families.ib.crc) and the VCRC size."""
+    global VCRC_INIT_V, IB_VCRC, IB_VCRC_READY
+    cdef int i, k
+    for i, v in enumerate(cfg["vcrc_table"]):
+        VCRC_T[0][i] = v
+    for k in range(1, 16):
+        for i in range(256):
+            VCRC_T[k][i] = (VCRC_T[k - 1][i] >> 8) ^ VCRC_T[0][VCRC_T[k - 1][i] & 0xFF]
+    VCRC_INIT_V = cfg["vcrc_init"]
+    IB_VCRC = cfg["vcrc_size"]
+    IB_VCRC_READY = True
+
+
+cdef inline uint16_t vcrc_raw(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef uint16_t c = VCRC_INIT_V
+    cdef Py_ssize_t i = 0
+    while n - i >= 16:  # sixteen bytes a step (the table-driven byte loop, unrolled by tables)
+        c ^= <uint16_t>(p[i] | (p[i + 1] << 8))
+        c = (VCRC_T[15][c & 0xFF] ^ VCRC_T[14][c >> 8] ^ VCRC_T[13][p[i + 2]]
+             ^ VCRC_T[12][p[i + 3]] ^ VCRC_T[11][p[i + 4]] ^ VCRC_T[10][p[i + 5]]
+             ^ VCRC_T[9][p[i + 6]] ^ VCRC_T[8][p[i + 7]] ^ VCRC_T[7][p[i + 8]]
+             ^ VCRC_T[6][p[i + 9]] ^ VCRC_T[5][p[i + 10]] ^ VCRC_T[4][p[i + 11]]
+             ^ VCRC_T[3][p[i + 12]] ^ VCRC_T[2][p[i + 13]] ^ VCRC_T[1][p[i + 14]]
+             ^ VCRC_T[0][p[i + 15]])
+        i += 16
+    while i < n:
+        c = VCRC_T[0][(c ^ p[i]) & 0xFF] ^ (c >> 8)
+        i += 1
+    c ^= 0xFFFF
+    return <uint16_t>(((c & 0xFF) << 8) | (c >> 8))  # stored little-endian, read big-endian
+
+
+def ib_vcrc(const uint8_t[::1] data):
+    """Twin of roce.families.ib.crc.vcrc."""
+    if data.shape[0] == 0:
+        return vcrc_raw(NULL, 0)
+    return vcrc_raw(&data[0], data.shape[0])
+
+
+cdef uint32_t ib_icrc_raw(const uint8_t *p, bint grh, int bth_off, int icrc_off) noexcept nogil:
+    cdef uint8_t buf[8 + 40 + 12]
+    cdef int i, k
+    if grh:
+        memset(buf, 0xFF, 8)
+        memcpy(buf + 8, p + IB_LRH, SZ_GRH)
+        for i in range(SZ_GRH):
+            buf[8 + i] |= M_GRH[i]
+        k = 8 + SZ_GRH
+    else:
+        memcpy(buf, p, IB_LRH)
+        buf[0] |= IB_VL_MASK
+        k = IB_LRH
+    memcpy(buf + k, p + bth_off, SZ_BTH)
+    for i in range(SZ_BTH):
+        buf[k + i] |= M_BTH[i]
+    cdef uint32_t crc = roce_crc32(0, buf, k + SZ_BTH)
+    if icrc_off > bth_off + SZ_BTH:
+        crc = roce_crc32(crc, p + bth_off + SZ_BTH, icrc_off - bth_off - SZ_BTH)
+    return crc
+
+
+cdef int ib_walk(const uint8_t *p, int n, WalkResult *w, int *lnh) noexcept nogil:
+    """0 when the packet is whole and well formed (VCRC included); 1 otherwise (the
+    Python decoder then says why).  The walk is the fast path's (do_lrh)."""
+    lnh[0] = lrd(p, 0) if n >= IB_LRH else -1
+    if do_walk(p, n, LT_IB, 0, w) != S_OK or n < w.l4_end + IB_VCRC:
+        return 1
+    return 0
+
+
+def ib_scan(list frames, dict cols):
+    """Walk every native InfiniBand frame; BTH, first-ETH keys, LIDs and both CRC checks into
+    preallocated columns (roce.families.ib.native.SCAN_COLUMNS)."""
+    cdef Py_ssize_t i, count = PyList_GET_SIZE(frames)
+    cdef WalkResult w
+    cdef const uint8_t *p
+    cdef const uint8_t *b
+    cdef object f
+    cdef int j, op, lnh, n
+    cdef uint8_t[::1] c_status = cols["status"]
+    cdef uint8_t[::1] c_lnh = cols["lnh"]
+    cdef uint8_t[::1] c_opcode = cols["opcode"]
+    cdef uint32_t[::1] c_destqp = cols["destqp"]
+    cdef uint32_t[::1] c_psn = cols["psn"]
+    cdef uint8_t[::1] c_flags = cols["flags"]
+    cdef uint16_t[::1] c_dlid = cols["dlid"]
+    cdef uint16_t[::1] c_slid = cols["slid"]
+    cdef int32_t[::1] c_bthoff = cols["bth_off"]
+    cdef int32_t[::1] c_end = cols["icrc_end"]
+    cdef uint64_t[::1] c_k0 = cols["key0"]
+    cdef uint64_t[::1] c_k1 = cols["key1"]
+    cdef uint64_t[::1] c_k2 = cols["key2"]
+    cdef uint8_t[::1] c_icrc = cols["icrc_ok"]
+    cdef uint8_t[::1] c_vcrc = cols["vcrc_ok"]
+    cdef uint64_t kv[MAXKEY]
+    for i in range(count):
+        f = <object>PyList_GET_ITEM(frames, i)
+        if not PyBytes_Check(f):
+            raise TypeError("ib_scan: frame %d is not bytes" % i)
+        p = <const uint8_t *>PyBytes_AS_STRING(f)
+        n = PyBytes_GET_SIZE(f)
+        kv[0] = kv[1] = kv[2] = 0
+        c_status[i] = ib_walk(p, n, &w, &lnh)
+        c_lnh[i] = lnh if lnh >= 0 else 0
+        if c_status[i]:
+            c_opcode[i] = c_flags[i] = c_icrc[i] = c_vcrc[i] = 0
+            c_destqp[i] = c_psn[i] = c_dlid[i] = c_slid[i] = 0
+            c_bthoff[i] = c_end[i] = -1
+        else:
+            b = p + w.bth_off
+            op = w.opcode
+            c_opcode[i] = op
+            c_flags[i] = ((FL_SE if rd(p, w.bth_off, F_BTH_SE) else 0)
+                          | (FL_M if rd(p, w.bth_off, F_BTH_M) else 0)
+                          | (FL_FECN if rd(p, w.bth_off, F_BTH_FECN) else 0)
+                          | (FL_BECN if rd(p, w.bth_off, F_BTH_BECN) else 0)
+                          | (FL_A if rd(p, w.bth_off, F_BTH_A) else 0))
+            c_destqp[i] = rd(p, w.bth_off, F_BTH_DESTQP)
+            c_psn[i] = rd(p, w.bth_off, F_BTH_PSN)
+            c_dlid[i] = lrd(p, 2)
+            c_slid[i] = lrd(p, 3)
+            c_bthoff[i] = w.bth_off
+            c_end[i] = w.l4_end
+            for j in range(K_COUNT[op]):
+                kv[j] = (rd64(b + K_OFF[op][j], K_N[op][j]) >> K_SHIFT[op][j]) & K_MASK[op][j]
+            c_icrc[i] = bswap32(ib_icrc_raw(p, lnh == L3K_LRH_GRH, w.bth_off, w.icrc_off)) == stored(p, w.icrc_off)
+            c_vcrc[i] = vcrc_raw(p, w.l4_end) == ((<uint16_t>p[w.l4_end] << 8) | p[w.l4_end + 1])
+        c_k0[i] = kv[0]
+        c_k1[i] = kv[1]
+        c_k2[i] = kv[2]
+    return count

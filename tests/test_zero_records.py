@@ -1,0 +1,106 @@
+"""A gzip-compressed capture of zero-length records (16 bytes a record, a gigabyte of them in a
+megabyte of gzip) is read at the rate of ordinary records, and its progress is measured in
+the compressed bytes, which move smoothly however much a few of them expand to.
+
+Rates are the children's CPU time (``wait4``), not wall time: the machine may be busy."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import roce
+from roce.pcapio import PcapWriter, open_capture
+
+RECORDS = 400_000
+# CPU time for zero-length records against as many ordinary ones: once 4 to 6 times as much
+# (each one a malformed frame decoded, and its expert text made, in Python).
+RATIO = 2.5
+
+
+def _zero_records(path: Path, n: int) -> None:
+    with gzip.open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        f.write(bytes(16) * n)
+
+
+def _ordinary(path: Path, n: int) -> None:
+    frames = [roce.craft("RC_RDMA_WRITE_MIDDLE", bytes(64), dqpn=0x11, psn=i).to_bytes()
+              for i in range(1024)]
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        w = PcapWriter(f, nanosecond=False)
+        for i in range(n):
+            w.write(frames[i & 1023], ts_ns=i * 1000)
+        w.close()
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("zero")
+    zero, ordinary = d / "zero.pcap.gz", d / "ordinary.pcap.gz"
+    _zero_records(zero, RECORDS)
+    _ordinary(ordinary, RECORDS)
+    return {"zero": zero, "ordinary": ordinary}
+
+
+def _cpu_seconds(*argv: str) -> float:
+    """User + system CPU time of ``roce ARGV`` (its output discarded); it must succeed."""
+    proc = subprocess.Popen([sys.executable, "-m", "roce", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, err
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.mark.parametrize("command", [["stats"], ["decode"]], ids=["stats", "decode"])
+def test_zero_length_records_at_the_rate_of_ordinary_ones(captures: dict[str, Path],
+                                                          command: list[str]) -> None:
+    base = _cpu_seconds("decode", "-c", "1", str(captures["ordinary"]))  # start-up
+    zero = _cpu_seconds(*command, str(captures["zero"])) - base
+    ordinary = _cpu_seconds(*command, str(captures["ordinary"])) - base
+    assert zero < RATIO * max(ordinary, 0.05), (zero, ordinary)
+
+
+def test_zero_length_records_are_all_counted(captures: dict[str, Path],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from roce.cli import main
+
+    assert main(["stats", "-T", "json", str(captures["zero"])]) == 0
+    totals = json.loads(capsys.readouterr().out)["totals"]
+    assert totals["frames"] == totals["malformed"] == RECORDS
+
+
+def test_progress_follows_the_compressed_bytes(captures: dict[str, Path]) -> None:
+    """What the progress bar measures (``compressed_done``) grows with the records read, a
+    little at a time, and reaches the file's size: half the records, about half the file."""
+    size = os.path.getsize(captures["zero"])
+    seen = []
+    with open_capture(captures["zero"]) as reader:
+        assert reader.compressed_done is not None
+        n = 0
+        for batch in reader.batches(2048):
+            n += len(batch.datas)
+            seen.append((n, reader.compressed_done))
+    assert n == RECORDS
+    assert [d for _, d in seen] == sorted(d for _, d in seen)
+    assert seen[-1][1] == size
+    half = next(d for k, d in seen if k >= RECORDS // 2)
+    assert 0.2 * size < half < 0.8 * size, (half, size)
+    with open_capture(captures["ordinary"]) as plain:
+        assert plain.compressed_done is not None  # gzip too
+    # a capture that is not compressed has no compressed position
+    raw = captures["zero"].parent / "raw.pcap"
+    with open(raw, "wb") as f:
+        f.write(gzip.decompress(captures["zero"].read_bytes())[:24 + 16 * 10])
+    with open_capture(raw) as r:
+        assert r.compressed_done is None and len(list(r)) == 10
