@@ -605,14 +605,40 @@ def test_directory(tmp_path: Path) -> None:
         open_capture(str(tmp_path))
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
-                    reason="root ignores file permissions")
+def _as_nobody(fn) -> str:
+    """Run ``fn`` in a child process that is not root (root reads any file), and return what
+    it returned: the permission check is the kernel's, not a simulation of it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to nobody, run, report, leave without cleanup handlers
+        try:
+            os.close(r)
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            os.write(w, fn().encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
 def test_permission_denied(tmp_path: Path) -> None:
     path = tmp_path / "x.pcap"
     path.write_bytes(pcap_header())
     path.chmod(0)
-    with pytest.raises(CaptureError, match="permission denied"):
-        open_capture(path)
+
+    def attempt() -> str:
+        try:
+            open_capture(path)
+        except CaptureError as e:
+            return str(e)
+        return "opened"
+
+    assert _as_nobody(attempt) == f"{path}: permission denied"
 
 
 def test_permission_error_is_capture_error(tmp_path: Path,
