@@ -1,6 +1,7 @@
 """The congestion-control figures in docs/: the 2-flow dumbbell fairness run (rate per QP over
-time, DCQCN, the second flow joining after 2 ms) and the 16:1 incast's bottleneck queue with
-and without DCQCN (PFC on).  Both from emulator traces, drawn by ``roce.plot``.
+time, DCQCN, the second flow joining after 2 ms), the 16:1 incast's bottleneck queue with
+and without DCQCN (PFC on), both from emulator traces drawn by ``roce.plot``; and that queue
+under every algorithm (bench/cc_incast.py's runs).
 
     python bench/cc_figures.py [--out docs]
 """
@@ -12,7 +13,7 @@ import io
 from pathlib import Path
 
 from roce.emu.cc import configure
-from roce.emu.cc.experiments import US, backlogged
+from roce.emu.cc.experiments import US, backlogged, watched
 from roce.emu.net.observe import Trace
 from roce.emu.net.runner import NetRun, NetScenario
 from roce.plot.figure import new_figure, save
@@ -52,12 +53,33 @@ def incast(out: Path) -> None:
     save(fig, str(out / "cc-incast-queue.png"))
 
 
+def algorithms(out: Path) -> None:
+    fig, (ax,) = new_figure(1, 4.0)
+    for cc, ecn in (("none", "on"), ("dcqcn", "on"), ("timely", "on"),
+                    ("dctcp", "200K,200K,1"), ("swift", "on")):
+        sc = NetScenario(topology="incast:16", op="write", size=1 << 20, count=1, depth=1,
+                         pfc=True, ecn=ecn, cc=configure(cc))
+        _, w = watched(sc, 5 * US)
+        q = w.queues[w.busiest()]
+        label = {"none": "no congestion control", "dctcp": "DCTCP (step marking, K 200 KB)"}
+        ax.plot([t / US for t in w.times], [b / 1000 for b in q],
+                label=label.get(cc, cc.upper() if cc != "swift" else "Swift"))
+    ax.set_yscale("symlog", linthresh=100)
+    ax.set_ylim(0, 1e5)  # room above the deepest queue for the legend
+    ax.set_xlabel("Time (us)")
+    ax.set_ylabel("Queue depth (KB)")
+    ax.set_title("Incast 16:1, one 1 MiB WRITE per sender, PFC on: the receiver's port queue")
+    ax.legend(loc="upper center", ncol=3)
+    save(fig, str(out / "cc-incast-algorithms.png"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="docs")
     out = Path(ap.parse_args().out)
     fairness(out)
     incast(out)
+    algorithms(out)
 
 
 if __name__ == "__main__":

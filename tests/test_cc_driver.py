@@ -150,3 +150,69 @@ def test_byte_room_agrees_with_on_sent_per_frame(frames, cnp_every, reset):
         ref.on_sent(now, len(frame))
         assert (fast.rate, fast.target, fast.b_stage, fast.byte_count, fast.recovering) == \
             (ref.rate, ref.target, ref.b_stage, ref.byte_count, ref.recovering)
+
+
+def _sender(window: int = 128, ack_every: int = 64) -> SimpleNamespace:
+    """A sending RC QP as the driver sees it: its requester's window, ACK spacing and oldest
+    unacknowledged PSN, its completer, its timeout count."""
+    return SimpleNamespace(requester=SimpleNamespace(window=window, ack_every=ack_every, una=0),
+                           completer=object(), counters=SimpleNamespace(timeouts=0))
+
+
+def test_a_window_becomes_the_requesters():
+    qp = _sender()
+    h = Harness("dctcp", {QP_A: qp})
+    h.d.pacer(QP_A)
+    req = qp.requester
+    assert (req.window, req.ack_every) == (10, 2)  # dctcp's first window; an ACK every 10/4
+    h.d.received(0, cnp_frame(TO_A, QP_B, QP_A))  # an echo: alpha 1 halves it
+    assert (req.window, req.ack_every) == (5, 1)
+    assert h.d.stats()["windows"] == {QP_A: 5}
+    # never above what the requester allowed on its own (selective repeat's BDP, say)
+    small = _sender(window=4, ack_every=1)
+    h2 = Harness("swift", {QP_A: small})
+    h2.d.pacer(QP_A)
+    assert (small.requester.window, small.requester.ack_every) == (4, 1)
+    # a rate-only algorithm leaves the requester alone, and UC/UD QPs have no window
+    rate = _sender()
+    Harness("timely", {QP_A: rate}).d.pacer(QP_A)
+    uc = SimpleNamespace(requester=SimpleNamespace(window=128, ack_every=64), completer=None)
+    Harness("dctcp", {QP_A: uc}).d.pacer(QP_A)
+    assert rate.requester.window == uc.requester.window == 128
+
+
+def test_acks_bring_packets_acknowledged_and_hops_naks_no_sample():
+    qp = _sender()
+    h = Harness("swift", {QP_A: qp})
+    h.d.pacer(QP_A)
+    s = h.d.algos[QP_A]
+    fb = FrameBuilder(TO_B, QP_A)
+    back = FrameBuilder(TO_A, QP_B, ttl=61)  # three switches took one each
+    aeth = {"aeth": {"syndrome": 0, "msn": 0}}
+    nak = {"aeth": {"syndrome": 0x60, "msn": 0}}  # NAK, PSN sequence error
+    for psn in range(8):
+        h.d.transmitted(psn * US, QP_A, fb.build(WRITE, QP_B, psn, payload=bytes(64)))
+    h.d.received(20 * US, back.build(ACK, QP_A, 3, aeth))  # PSNs 0..3 (una 0): four
+    assert (s.rtt, s.hops, s.cwnd) == (17 * US, 3, pytest.approx(15 + 4 / 15))
+    qp.requester.una = 4
+    cwnd = s.cwnd
+    h.d.received(30 * US, back.build(ACK, QP_A, 5, nak))  # 4 is missing: no RTT sample
+    assert (h.d.rtt_samples, s.cwnd) == (1, cwnd)
+    assert sorted(h.d._sent_at[QP_A]) == [6, 7]
+
+
+def test_a_timeout_reaches_the_algorithm_when_the_qp_resends():
+    qp = _sender()
+    h = Harness("swift", {QP_A: qp})
+    h.d.pacer(QP_A)
+    s = h.d.algos[QP_A]
+    fb = FrameBuilder(TO_B, QP_A)
+    first = fb.build(WRITE, QP_B, 0, payload=bytes(64))
+    h.d.transmitted(0, QP_A, first)
+    h.d.transmitted(1, QP_A, first)  # resent without a timeout (a NAK's go-back): nothing
+    assert s.retransmits == 0 and s.cwnd == 15
+    qp.counters.timeouts = 1
+    h.d.transmitted(500 * US, QP_A, first)  # the resend after the QP's timer expired
+    assert s.retransmits == 1 and s.cwnd == 7.5
+    h.d.transmitted(501 * US, QP_A, first)  # the same timeout: once
+    assert s.retransmits == 1

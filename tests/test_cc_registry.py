@@ -30,7 +30,7 @@ class Fraction(CongestionControl, name="fraction", summary="a fixed share of lin
         super().__init__(params, line_rate_bps, now)
         self.rate = self.line_rate * self.params["share"]
 
-    def on_ack(self, now: int, rtt_ns: int, acked_bytes: int = 0) -> Output:
+    def on_ack(self, now: int, rtt_ns: int, acked: int = 0) -> Output:
         return self.output()
 
 
@@ -79,5 +79,5 @@ def test_its_knobs_are_checked_by_the_shared_parameter_rules(toy) -> None:
 
 
 def test_unregistered_names_are_refused_with_the_registry_listed() -> None:
-    with pytest.raises(UsageError, match="none, dcqcn, timely"):
+    with pytest.raises(UsageError, match="none, dcqcn, timely, dctcp, swift$"):
         algorithms.configure("fraction")

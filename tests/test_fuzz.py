@@ -151,6 +151,45 @@ def test_flow_analysis_is_checked_against_its_twin(monkeypatch):
     assert failure.frames == [bad] and "differ in totals" in failure.detail
 
 
+def test_uet_analysis_runs_on_every_chunk(monkeypatch):
+    """A chunk's UET frames (the seed pool has every UET kind) reach roce stats' UET analysis;
+    an exception it raises is a finding, narrowed to the frame, and replayed."""
+    from roce.analysis import uetflows
+
+    d = fuzz.DecoderFuzzer(seed=0, decode_every=0)
+    frames, _, lt, port = d.chunk_frames(0, 256)
+    assert d.check_uet(frames, lt, port) is None
+    probe = uetflows.UetAnalysis(port)
+    uet = [f for i, f in enumerate(frames) if probe.frame(i + 1, 0, f, lt, len(f))]
+    assert len(uet) > 10
+    bad = uet[len(uet) // 2]
+    real = uetflows.UetAnalysis.packet
+
+    def broken(self, number, ts, src, dst, f):
+        if frames_now[number - 1] == bad:
+            raise KeyError("planted")
+        return real(self, number, ts, src, dst, f)
+
+    real_frame = uetflows.UetAnalysis.frame
+    frames_now: list[bytes] = []
+
+    def frame(self, number, ts, data, linktype, origlen=None):
+        if number == 1:
+            frames_now.clear()
+        frames_now.append(data)
+        return real_frame(self, number, ts, data, linktype, origlen)
+
+    monkeypatch.setattr(uetflows.UetAnalysis, "packet", broken)
+    monkeypatch.setattr(uetflows.UetAnalysis, "frame", frame)
+    s = d.run_chunk(0, 256)
+    (failure,) = [f for f in s.failures if f.check == "uet-flows"]
+    assert failure.frames == [bad] and "KeyError" in failure.detail
+    from roce.testing.fuzz.corpus import Saved
+
+    saved = Saved(Path("x.pcap"), "decoder", "uet-flows", {}, failure.detail, [bad], lt)
+    assert d.replay(saved)[0].startswith("uet-flows: UET analysis raised KeyError")
+
+
 def test_wire_without_the_interface_exits_2(capsys):
     rc, _, err = roce_fuzz(capsys, "wire", "-i", "nosuchif0", "--target", "192.0.2.1",
                            "--qpn", "0x11", "--count", "1")
@@ -189,17 +228,29 @@ def test_decoder_pool_covers_every_family():
     roce_codes = {roce.parse(f).opcode.code for f, m in zip(pool, parsed)
                   if m is None and f not in tunnels}
     assert roce_codes == set(ROCE_OPCODES)
-    # mirrored RoCE: every tunnel kind, every opcode inside
+    # mirrored RoCE: every tunnel kind, every opcode inside; Ultra Ethernet: every PDS type
+    # and SES opcode, over UDP and IP protocol 253
     from roce.families import dispatch
+    from roce.families.uet import codes as uet_codes
 
     inner = set()
     kinds = set()
+    uet_types, uet_ops, uet_rows = set(), set(), set()
     for f in tunnels:
         res = dispatch.resolve(f, 1, fast.walk(f), 4791)
+        if res.family is not None and res.family.name.startswith("uet"):
+            fields = res.family.decode(res.data).fields
+            uet_types.add(fields["uet.pds.type"])
+            uet_ops.add(fields.get("uet.ses.std.opcode"))
+            uet_rows.add(res.family.name)
+            continue
         kinds.add(tuple(name for name, _ in res.outer if name != "outer"))
         inner.add(res.walk.opcode)
     assert kinds == {("gre", "erspan"), ("gre",), ("vxlan",)}
     assert inner == set(ROCE_OPCODES)
+    assert uet_types == set(uet_codes.PDS_TYPES) - {0, 1}
+    assert set(uet_codes.REF_PROV_SES_OPCODES) == uet_ops - {None}  # the sync ones too
+    assert uet_rows == {"uet", "uet.entropy"}
 
 
 def test_decoder_covers_native_infiniband_and_erf_chunks():

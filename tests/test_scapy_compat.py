@@ -392,7 +392,8 @@ ROCE_ALONE = STATE + textwrap.dedent("""
     import roce, roce.cli
     skipped = []
     for m in pkgutil.walk_packages(roce.__path__, "roce."):
-        if m.name == "roce.wire.layers" or m.name.endswith("__main__"):
+        # the Scapy layers bind on import (roce.wire.layers, and UET's in uetlayers)
+        if m.name in ("roce.wire.layers", "roce.wire.uetlayers") or m.name.endswith("__main__"):
             continue
         try:
             importlib.import_module(m.name)
@@ -403,6 +404,7 @@ ROCE_ALONE = STATE + textwrap.dedent("""
         assert roce.cli.main(["craft", "rc-rdma-write-only", "--dqpn", "5", "-w", path]) == 0
         assert roce.cli.main(["decode", path]) == 0
     assert "roce.wire.layers" not in sys.modules, "imported by roce"
+    assert "roce.wire.uetlayers" not in sys.modules, "imported by roce"
     after = state()
     changed = [c.__name__ for c in before if before[c] != after[c]]
     assert not changed, changed
@@ -415,8 +417,8 @@ ROCE_ALONE = STATE + textwrap.dedent("""
 
 
 def test_importing_roce_leaves_scapy_bindings_alone():
-    """The codec, the CLI and every module of roce but the Scapy layers: imported (and the CLI
-    run), Scapy's bindings and scapy.contrib.roce are as they were."""
+    """The codec, the CLI and every module of roce but the Scapy layers (RoCE's and UET's):
+    imported (and the CLI run), Scapy's bindings and scapy.contrib.roce are as they were."""
     out = subprocess.run([sys.executable, "-c", ROCE_ALONE], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr

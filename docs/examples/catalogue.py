@@ -114,6 +114,14 @@ example("craft-ib-tunnel",
         "roce craft cnp --link ib --dqpn 0x11 --becn",
         "roce craft rc-send-only --encap erspan2 --span-id 7 --dqpn 0x11")
 
+example("craft-uet",
+        "roce craft uet-send --pds-psn 5 --message-id 3 --job-id 9 --payload-size 64",
+        "roce craft uet-fetching-atomic --amo-opcode cswap --compare-value 1 --swap-value 2",
+        "roce craft uet-nack --nack-code trimmed --nack-psn 6 --uet-native",
+        "roce craft uet-ctrl --ctl-type probe --pds-psn 7 --probe-opaque 0x99",
+        "roce craft uet-rudi-resp --ses response-data --return-code too-long --payload-size 8",
+        "roce craft uet-write --payload-size 8 --bad-ses-length --bad-reserved")
+
 example("opcodes-ud", "roce opcodes --transport UD")
 
 # ---------------------------------------------------------------------------------------------
@@ -171,6 +179,29 @@ example("decode-tunnel",
         "roce decode -T fields -E header=y -e outer.ip.src -e outer.ip.dst -e erspan.spanid "
         "-e ip.src -e ip.dst -e bth.destqp mirror.pcap")
 
+example("decode-uet",
+        "roce craft uet-write --pds-psn 1005 --spdcid 0x12 --dpdcid 0x34 --message-id 7 "
+        "--buffer-offset 4096 --payload-size 4096 --som -w write.pcap > /dev/null",
+        "roce decode write.pcap",
+        "roce craft uet-ack-cc --spdcid 0x34 --dpdcid 0x12 --cack-psn 1005 --sack-psn 1007 "
+        "--sack-bitmap 0b101 --ecn-marked -w ack.pcap > /dev/null",
+        "roce decode -V ack.pcap | tail -n 25",
+        "roce decode -T fields -E header=y -e uet.pds.cack_psn -e uet.pds.ack.sack_psn "
+        "-e uet.pds.ack.sack_bitmap -e uet.pds.flags.m ack.pcap")
+
+example("decode-uet-expert",
+        "roce craft uet-ack-cc --cack-psn 1005 --bad-sack -w bad.pcap > /dev/null",
+        "roce decode -Y uet.expert bad.pcap",
+        "roce decode -V bad.pcap | tail -n 2")
+
+example("decode-uet-ref-prov",
+        "roce craft uet-write --syn --pds-psn 100 --start-psn 96 --use-reserved-pdc "
+        "--uet-layout ref-prov --uet-port 49150 -w rp.pcap > /dev/null",
+        "roce decode -d udp.port==49150,uet -T fields -E header=y -e uet.pds.start_psn "
+        "-e uet.pds.pdc_mode_use_rsv -e uet.pds.pdc_mode_rsv rp.pcap",
+        "roce decode -d udp.port==49150,uet --uet-layout ref-prov -T fields -E header=y "
+        "-e uet.pds.start_psn -e uet.pds.pdc_mode_use_rsv -e uet.pds.pdc_mode_rsv rp.pcap")
+
 example("decode-selective",
         f"{MAIN_RUN} --recovery sr -w sr.pcap > /dev/null",
         "roce decode -Y aeth.selective -c 2 sr.pcap",
@@ -184,6 +215,36 @@ example("stats-example", "roce stats pcaps/example.pcap")
 example("stats-run",
         f"{MAIN_RUN} -w run.pcap > /dev/null",
         "roce stats run.pcap | tail -n 28")
+
+example("stats-uet",
+        Py('''\
+from roce.families.uet import build
+from roce.pcapio import PcapWriter
+
+def packet(values, size=0, src="10.0.0.1", dst="10.0.0.2"):
+    v = build.with_defaults(values, payload=size)
+    return build.frame(build.uet_bytes(v, payload=bytes(size)), src=src, dst=dst)
+
+def req(psn, syn=False, retx=False):  # a 1 KiB WRITE, PDC 0x12 (initiator) -> 0x34 (target)
+    v = {"uet.pds.psn": psn, "uet.pds.spdcid": 0x12, "uet.pds.flags.retx": retx}
+    v.update({"uet.pds.flags.syn": True} if syn else {"uet.pds.dpdcid": 0x34})
+    return packet(v, 1024)
+
+def ack(kind, **fields):  # from the target
+    return packet({"uet.pds.type": kind, "uet.pds.spdcid": 0x34, "uet.pds.dpdcid": 0x12,
+                   **fields}, src="10.0.0.2", dst="10.0.0.1")
+
+frames = [req(1000, syn=True), req(1001), req(1003),  # 1002 lost
+          ack(8, **{"uet.pds.cack_psn": 1001, "uet.pds.ack.sack_bitmap": 0b10,
+                    "uet.pds.flags.m": True, "uet.pds.ack.cc_state.service_time": 12}),
+          ack(10, **{"uet.pds.nack.code": 1, "uet.pds.nack.psn": 1004}),  # 1004 trimmed
+          req(1002, retx=True), req(1004, retx=True),
+          ack(7, **{"uet.pds.cack_psn": 1004})]
+with PcapWriter("pdc.pcap") as w:
+    for i, frame in enumerate(frames):
+        w.write(frame, ts_ns=i * 1000)  # 1 us apart
+'''),
+        "roce stats pdc.pcap | tail -n 11")
 
 example("stats-pfc",
         Step("roce emulate --topology incast:2 --size 256K --count 1 --pfc-storm r --seed 1 "

@@ -1,5 +1,5 @@
 """The tables of ``roce stats -T parquet -w DIR``: flows, expert events, congestion control,
-PFC/PAUSE and CM connections, one Parquet file each, from the report's JSON sections
+PFC/PAUSE, CM connections and UET PDCs, one Parquet file each, from the report's JSON sections
 (docs/columnar-schema.md).
 """
 
@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from roce import interrupts
+from roce.analysis import uetflows
 from roce.analysis.flowrules import COUNTERS
 from roce.extras import need_pyarrow
 from roce.outfile import Output, make_directory
@@ -152,6 +153,7 @@ STATS_TABLES: dict[str, tuple[Any, Any]] = {
     "congestion": (congestion_schema, lambda cap, d: congestion_rows(cap, d["congestion"])),
     "pfc": (pfc_schema, lambda cap, d: pfc_rows(cap, d["pfc"])),
     "cm": (cm_schema, lambda cap, d: cm_rows(cap, d.get("cm_connections", []))),
+    "uet_pdcs": (uetflows.pdc_schema, lambda cap, d: uetflows.pdc_rows(cap, d.get("uet"))),
 }
 
 

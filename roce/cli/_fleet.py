@@ -8,7 +8,7 @@ call in here (``wants_*`` decides) and keep their single-capture paths as they a
 * ``roce stats FILE...``: one report per capture (one task each), then their total;
   ``--merge``: the captures as one time-ordered session, one report.  ``-T parquet -w DIR``
   writes ``DIR/<table>.parquet`` for each of ``roce.analysis.tables.STATS_TABLES``: flows, expert,
-  congestion, pfc, cm (docs/columnar-schema.md).
+  congestion, pfc, cm, uet_pdcs (docs/columnar-schema.md).
 
 Exit status: 0, 1 for bad usage, 2 when any capture could not be read (the others are
 still done).
@@ -62,7 +62,7 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the captures are one session (rotating files): analyse them as "
                              "one time-ordered stream")
     add_many_arguments(parser, "with -T parquet: the directory for flows, expert, "
-                               "congestion, pfc and cm .parquet")
+                               "congestion, pfc, cm and uet_pdcs .parquet")
 
 
 def _jobs_of(args: argparse.Namespace) -> int:
@@ -271,7 +271,7 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
 
     from roce.analysis import flows as fl
     from roce.analysis import inner as tunnelled
-    from roce.analysis import pauses
+    from roce.analysis import pauses, uetflows
     from roce.analysis.ccstats import CcReport
     from roce.analysis.statsview import sections, write_text
 
@@ -285,7 +285,9 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
         def tick(frames: int, offset: int | None) -> None:
             ticker(offset if offset is not None else fh.tell() if fh is not None else 0)
 
-        analyzer.feed_capture(pauses.Tap(reader, analyzer, account), tick)
+        uet = uetflows.UetAnalysis(port)  # Ultra Ethernet's PDCs, beside the RoCE flows
+        analyzer.feed_capture(pauses.Tap(uetflows.Tap(reader, analyzer, uet), analyzer,
+                                         account), tick)
         report = analyzer.finish()
         pfc = account.finish()
         pfc.merge_into(report)
@@ -295,9 +297,13 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
         cm = tunnelled.cm_pairing(path) if kind == "ib" else None
         text = io.StringIO()
         write_text(report, reader.name, text, expert_all, pfc, cc, cm, rich=False)
+        doc = sections(report, pfc, cc, cm)
+        if uet.packets:
+            doc["uet"] = uet.to_dict()
+            text.write("\n" + "\n".join(uet.lines()) + "\n")
         return {"capture": {"file": reader.name, "format": reader.format,
                             "compressed": reader.compressed},
-                "report": sections(report, pfc, cc, cm), "text": text.getvalue()}
+                "report": doc, "text": text.getvalue()}
 
 
 class open_input:  # noqa: N801 - used as a context manager, reads as a function
@@ -394,7 +400,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     gap may span two files (the files are one session: rotating captures of one port)."""
     from roce.analysis import flows as fl
     from roce.analysis import inner as tunnelled
-    from roce.analysis import pauses
+    from roce.analysis import pauses, uetflows
     from roce.analysis.ccstats import CcReport
     from roce.analysis.statsview import sections, write_text
     from roce.decoder.progress import Progress
@@ -405,6 +411,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
                    sys.stdout, files=len(paths))
     analyzer = fl.make_analyzer(port)
     account = pauses.PauseAccount(*pause)
+    uet = uetflows.UetAnalysis(port)
     done = frames = 0
     kinds = [tunnelled.capture_kind(r.name, port) for r in readers]
     try:
@@ -415,6 +422,7 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
             analyzer.feed_batch(batch)
             if analyzer.not_roce != other:  # PFC / PAUSE frames, as pauses.Tap shows them
                 account.scan_batch(batch, base)
+                uet.scan_batch(batch, base)  # UET, as uetflows.Tap shows it
             if bar.enabled:
                 frames += len(batch.datas)
                 done += sum(batch.caplen) + 16 * len(batch.datas)
@@ -436,18 +444,22 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
     # CM pairing over the same stream (frames numbered as in the merged flow report)
     cm = tunnelled.cm_pairing_merged([r.name for r in readers]) if "ib" in kinds else None
     out = sys.stdout
+    doc = sections(report, pfc, cc, cm)
+    if uet.packets:
+        doc["uet"] = uet.to_dict()
     if fmt == "json":
         json.dump({"capture": {"files": [r.name for r in readers], "merged": True},
                    "failed": [{"file": f.path, "error": f.message} for f in failed],
-                   **sections(report, pfc, cc, cm)}, out, indent=1)
+                   **doc}, out, indent=1)
         out.write("\n")
     elif fmt == "parquet":
         from roce.analysis import tables
 
-        tables.write_stats(args.write, tables.stats_rows(
-            [(name, sections(report, pfc, cc, cm))]))
+        tables.write_stats(args.write, tables.stats_rows([(name, doc)]))
     else:
         write_text(report, name, out, args.expert, pfc, cc, cm)
+        if uet.packets:
+            out.write("\n" + "\n".join(uet.lines()) + "\n")
     out.flush()
     return status
 

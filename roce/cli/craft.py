@@ -7,6 +7,7 @@
     roce craft rc-acknowledge --syndrome 0x60 --msn 5 --count 3
     roce craft ud-send-only --qkey 0x11111111 --sqpn 7 --ipv6 --vlan 100 -w - | tshark -r -
     roce craft pfc --prio 3 --quanta 65535           (802.1Qbb PFC; also pause: craft_macc)
+    roce craft uet-write --pds-psn 5 --payload-size 64   (Ultra Ethernet: craft_uet)
 
 Every opcode of ``roce.opcodes.OPCODES`` can be crafted (``roce opcodes`` lists the names;
 numbers such as ``0x0a`` work too).  Each frame built is printed in ``roce decode``'s
@@ -46,6 +47,7 @@ import roce
 from roce import fast
 from roce.cli import _craft_framing as craft_framing
 from roce.cli import _craft_macc as craft_macc
+from roce.cli import _craft_uet as craft_uet
 from roce.cli._craft_fields import checked_fields
 from roce.errors import InputError, UsageError
 from roce.headers import LAYOUTS
@@ -195,6 +197,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the full header tree of each frame")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     craft_macc.add_arguments(parser)
+    craft_uet.add_arguments(parser)
     craft_framing.add_arguments(parser)
 
 
@@ -507,6 +510,8 @@ def run(args: argparse.Namespace) -> int:
             if args.link == "ib":
                 raise UsageError("--link ib: MAC Control frames are Ethernet's")
             packets: Iterable[bytes] = craft_macc.build(args, frame_options_given(args))
+        elif craft_uet.wanted(args):  # uet-...: Ultra Ethernet Transport packets
+            packets = craft_uet.build(args, frame_options_given(args), read_payload)
         else:
             packets = iter_frames(args, args.count)
         from roce.families import craft as craft_families  # --link ib, --encap

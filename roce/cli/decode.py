@@ -30,6 +30,7 @@ from roce.decoder.decode import (
 from roce.decoder.progress import Progress
 from roce.errors import UsageError
 from roce.families.base import fields, summary
+from roce.families.uet import READING_NAMES as UET_READINGS
 from roce.locate import (
     Walk,
     explain,
@@ -58,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="TABLE==VALUE,FAMILY",
                         help="decode as tshark's -d does: udp.port==4792,roce (tables: "
                              "linktype ethertype ip.proto udp.port gre.proto erf.type)")
+    parser.add_argument("--uet-layout", choices=UET_READINGS, default="spec",
+                        help="Ultra Ethernet Transport layouts: spec (UE 1.0.1 as Wireshark "
+                             "5.0 reads it, default) or ref-prov (the reference provider's "
+                             "uet_pkt_hdr.h; docs/protocol.md lists the differences)")
     parser.add_argument("-G", "--list", choices=("fields", "macros"), dest="list",
                         help="print the field names or the filter macros and exit")
     from roce.cli._fleet import add_decode_arguments  # -T parquet|arrow, -w, -j, --scheduler
@@ -94,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from roce.cli import _fleet as fleetcmd
 
+    apply_registry_options(args)  # before the fleet: its workers are forked from here
     if fleetcmd.wants_decode(args):  # several captures, columnar output
         return fleetcmd.decode(args, run)
     args.file = args.file[0] if args.file else None
@@ -102,11 +108,6 @@ def _run(args: argparse.Namespace) -> int:
     path = args.read_file or args.file
     if path is None:
         raise UsageError("no capture given (FILE, -r FILE, or - for standard input)")
-    if getattr(args, "decode_as", None):
-        from roce.families import registry
-
-        for spec in args.decode_as:
-            registry().decode_as(spec)
     fmt = args.format
     field_opts = check_output_options(args)
     flt = None
@@ -149,6 +150,18 @@ def _run(args: argparse.Namespace) -> int:
             gc.enable()
     _warn_problems(reader)
     return 0
+
+
+def apply_registry_options(args: argparse.Namespace) -> None:
+    """``-d TABLE==VALUE,FAMILY`` and ``--uet-layout``: rows of the registry for this run."""
+    layout = getattr(args, "uet_layout", "spec")
+    if getattr(args, "decode_as", None) or layout != "spec":
+        from roce.families import registry, uet
+
+        for spec in args.decode_as:
+            registry().decode_as(spec)
+        if layout != "spec":  # every UET row, -d's included, reads the provider's layouts
+            uet.use_reading(registry(), layout)
 
 
 # Frames up to this long whose walk says malformed are alike often enough (zero-length
@@ -250,8 +263,15 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
 
     fr = Frame(batch.datas[i], batch.ts_ns[i], batch.caplen[i], batch.origlen[i],
                batch.linktype, 0)
+    cols, res = records.carried_columns(fr, w, udp_port, only_roce)
+    if cols is records.HIDDEN:
+        return "", False
+    if cols is not None:  # a family over IP or UDP: no record needed for its line
+        return summ.line(number, time_text, fr.origlen, cols), False
+    if res is None:
+        return None, False
     rec = records.record(number, fr.ts_ns, 0, 0, fr, w, udp_port, only_roce, Record,
-                         decode_frames)
+                         decode_frames, res)
     if rec is None:
         return None, False
     if rec is records.HIDDEN:

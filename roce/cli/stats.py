@@ -22,9 +22,10 @@ from typing import IO
 
 from roce import locate
 from roce.analysis import flows as fl
-from roce.analysis import pauses
+from roce.analysis import pauses, uetflows
 from roce.analysis.statsview import EXPERT_DEFAULT, sections, write_text
 from roce.decoder.progress import Progress
+from roce.families.uet import READING_NAMES as UET_READINGS
 from roce.options import parse_port, parse_positive_time, rate_within
 from roce.pcapio import CaptureError, CaptureReader, open_capture
 
@@ -57,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cnp-interval", type=parse_positive_time, metavar="TIME",
                         help="expert warning when two CNPs to one QP come closer than TIME "
                         "(the notification point's np_min_time_between_cnps, e.g. 4us)")
+    parser.add_argument("-d", "--decode-as", action="append", default=[], dest="decode_as",
+                        metavar="TABLE==VALUE,uet",
+                        help="analyse a UDP port or IP protocol as Ultra Ethernet, as roce "
+                             "decode -d does: udp.port==49150,uet (RoCE's port is --udp-port)")
+    parser.add_argument("--uet-layout", choices=UET_READINGS, default="spec",
+                        help="Ultra Ethernet Transport layouts: spec (default) or ref-prov "
+                             "(the reference provider's; as roce decode --uet-layout)")
     parser.add_argument("--timeline", type=parse_positive_time, metavar="INTERVAL",
                         help="per-QP throughput, CNPs, retransmissions and PAUSE frames per "
                         "INTERVAL (e.g. 10us; one capture file, read a second time)")
@@ -76,6 +84,15 @@ def run(args: argparse.Namespace) -> int:
     fmt, port = args.format, args.udp_port
     rate_bps, storm_ns = args.link_rate * 1e9, args.pause_storm
     cnp_interval, timeline = args.cnp_interval, args.timeline
+    if args.decode_as or args.uet_layout != "spec":  # rows of the registry for this run
+        from roce.families import registry, uet
+
+        for spec in args.decode_as:
+            if registry().decode_as(spec)[2] not in uet.HANDLERS.values():
+                return _usage(f"-d {spec}: roce stats takes Ultra Ethernet rows (...,uet); "
+                              "RoCE's UDP port is --udp-port")
+        if args.uet_layout != "spec":
+            uet.use_reading(registry(), args.uet_layout)
     from roce.cli import _fleet as fleetcmd
 
     if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
@@ -98,9 +115,10 @@ def run(args: argparse.Namespace) -> int:
     # tunnels peeled; ERF records unwrapped (native InfiniBand in ERF included): the engine
     # analyses the frames inside.
     reader = tunnelled.analysed(reader, kind, port)
+    uet = uetflows.UetAnalysis(port)  # Ultra Ethernet's PDCs, beside the RoCE flows
     try:
         report = _analyse(reader, port, size, _position(reader, fh) if size else None,
-                          account)
+                          account, uet)
         _warn_linktypes(reader)
     except CaptureError as exc:  # a read error after the header
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -138,10 +156,14 @@ def run(args: argparse.Namespace) -> int:
         doc = {"capture": {"file": reader.name, "format": reader.format,
                            "compressed": reader.compressed},
                **sections(report, pfc, cc, cm)}
+        if uet.packets:
+            doc["uet"] = uet.to_dict()
         json.dump(doc, out, indent=1)
         out.write("\n")
     else:
         write_text(report, reader.name, out, args.expert, pfc, cc, cm)
+        if uet.packets:
+            out.write("\n" + "\n".join(uet.lines()) + "\n")
     out.flush()
     return 0
 
@@ -188,9 +210,12 @@ def _warn_linktypes(reader: CaptureReader) -> None:
 
 def _analyse(reader: CaptureReader, port: int, size: int,
              where: Callable[[], int] | None,
-             account: pauses.PauseAccount | None = None) -> fl.Report:
+             account: pauses.PauseAccount | None = None,
+             uet: uetflows.UetAnalysis | None = None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
     compressed = getattr(reader, "compressed", False)
+    if uet is not None:  # UET packets: seen beside the engine (uetflows.Tap)
+        reader = uetflows.Tap(reader, analyzer, uet)  # type: ignore[assignment]
     if account is not None:  # PFC / PAUSE frames: seen beside the engine (pauses.Tap)
         reader = pauses.Tap(reader, analyzer, account)  # type: ignore[assignment]
     progress = Progress("analysing", size if where else 0)

@@ -58,7 +58,8 @@ class Column:
     header field, where the bulk extractor finds it."""
 
     name: str
-    kind: str  # uint8..uint64, bool, string (dictionary), binaryN, binary, timestamp, duration
+    kind: str  # (u)int8..(u)int64, bool, string (dictionary), binaryN, binary, timestamp,
+    # duration
     header: str | None = None  # flat-field header (vlan2 included)
     field: str | None = None  # layout field name
     presence: bool = False  # the header's presence marker ("bth": true when carried)
@@ -107,8 +108,10 @@ def _family_columns() -> list[Column]:
     from roce.decoder import fieldtypes as columns
 
     kinds = {"bool": "bool", "string": "string", "binary": "binary"}
-    return [Column(name, kinds.get(kind) or _int_kind(bits), presence=presence,
-                   record_only=True) for name, kind, bits, presence in columns.specs()]
+    return [Column(name, kinds.get(kind) or (_int_kind(bits) if kind != "sint" else
+                                             _int_kind(bits)[1:]),
+                   presence=presence, record_only=True)
+            for name, kind, bits, presence in columns.specs()]
 
 
 # Fields the decoder adds to the layouts' (decode.known_fields lists them all); their
@@ -178,7 +181,7 @@ def resolve_names(names: Iterable[str]) -> list[Column]:
 
 
 def _arrow_type(pa: Any, kind: str) -> Any:
-    if kind.startswith("uint"):
+    if kind.startswith(("uint", "int")):
         return getattr(pa, kind)()
     if kind.startswith("binary") and kind != "binary":
         return pa.binary(int(kind[6:]))
@@ -353,8 +356,12 @@ class BulkBuilder:
 
     def _column(self, col: Column, typ: Any, ctx: _Ctx) -> Any:
         pa, pc, n, name = ctx.pa, ctx.pc, ctx.n, col.name
-        if col.record_only:
-            return pa.nulls(n, typ)
+        if col.record_only:  # one all-null array per type, shared by the family columns
+            key = (str(typ), n)
+            nulls = ctx.nulls.get(key)
+            if nulls is None:
+                nulls = ctx.nulls[key] = pa.nulls(n, typ)
+            return nulls
         if col.field is not None:
             arr = self.raw(ctx, (col.header, col.field))  # type: ignore[arg-type]
             if col.kind == "string":
@@ -486,6 +493,7 @@ class _Ctx:
     prev: Any
     ok: Any
     raw: dict[tuple[str, str], Any] = field(default_factory=dict)
+    nulls: dict[tuple[str, int], Any] = field(default_factory=dict)  # by (type, rows)
 
 
 def _first_field(header: str) -> tuple[str, str]:

@@ -166,8 +166,7 @@ def _regroup(fields: Mapping[str, Any], layers: Iterable[str]) -> Headers:
 
 _L2 = {LINKTYPE_ETHERNET: "eth", LINKTYPE_LINUX_SLL: "sll", LINKTYPE_LINUX_SLL2: "sll2"}
 _L3 = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}
-_PAIRS = {"ip": ("src", "dst", "ip.addr"), "ipv6": ("src", "dst", "ipv6.addr"),
-          "udp": ("srcport", "dstport", "udp.port"), "eth": ("src", "dst", "eth.addr")}
+_PAIRS = fields.PAIRS
 _SYNDROME_KEYS = ("aeth.syndrome.credit_count", "aeth.syndrome.timer",
                   "aeth.syndrome.reserved_value", "aeth.syndrome.error_code")
 _WORD = {1: "B", 2: "H", 4: "I", 8: "Q"}

@@ -9,9 +9,12 @@ decoder's own RoCE path; the tunnel layers' fields (``erspan.*``, ``gre.*``, ``v
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Any
 
 from roce.families import dispatch, registry
+from roce.families.base.fields import FLAT_KEYS
+from roce.families.base.summary import source_destination
 from roce.pcapio import Frame
 
 NS = 1_000_000_000
@@ -26,19 +29,29 @@ def _frame_fields(number: int, ts: int, rel: int, delta: int, caplen: int,
 
 
 def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port: int,
-           only_roce: bool, record_type: Any, decode_frames: Any) -> Any:
+           only_roce: bool, record_type: Any, decode_frames: Any,
+           res: dispatch.Resolution | None = None) -> Any:
     """The Record of a frame a registered family or tunnel claims; None if none does;
     ``HIDDEN`` if it is to be hidden.  The decoder hands over its ``Record`` class and its
     ``decode_frames`` (for a tunnel's inner RoCE): this module does not import the
-    decoder, the decoder imports it."""
+    decoder, the decoder imports it.  ``res``: the frame's resolution when the caller has
+    it already (``carried_columns``)."""
     Record = record_type  # noqa: N806 - the class, by its own name
 
     data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
-    res = dispatch.resolve(data, linktype, w, udp_port)
+    if res is None:
+        res = dispatch.resolve(data, linktype, w, udp_port)
     if res is None:
         return None
     outer = dispatch.outer_fields(res)
-    if res.lengths is not None:  # a record that says its packet's lengths (ERF): the frame's
+    whole = fr  # the frame a family over IP or UDP came in: the record's (its -V, its -x)
+    if res.lengths is not None and res.carrier:  # ERF around a family over IP or UDP
+        caplen, origlen = res.lengths
+        whole = Frame(res.whole[:caplen], ts, caplen, origlen, res.linktype,
+                      fr[5] if len(fr) > 5 else 0)
+        n = len(res.data)
+        inner = Frame(res.data, ts, n, n + origlen - caplen, res.linktype, whole[5])
+    elif res.lengths is not None:  # a record that says its packet's lengths (ERF): the frame's
         caplen, origlen = res.lengths
         inner = Frame(res.data[:caplen], ts, caplen, origlen, res.linktype,
                       fr[5] if len(fr) > 5 else 0)
@@ -69,9 +82,11 @@ def record(number: int, ts: int, rel: int, delta: int, fr: Any, w: Any, udp_port
         return HIDDEN
     f = _frame_fields(number, ts, rel, delta, caplen, origlen)
     f.update(outer)
+    f.update(res.carrier_fields)  # the Ethernet / IP / UDP a family over IP or UDP came in
     f.update(d.fields)
-    rec = Record(number, ts, rel, delta, inner, d.walk, d.layers, f, d.error, d.kind,
-                 udp_port, {})
+    # over IP or UDP the record is the whole frame (its -V frame block and -x dump)
+    rec = Record(number, ts, rel, delta, whole if res.carrier else inner, d.walk,
+                 (*res.carrier, *d.layers), f, d.error, d.kind, udp_port, {})
     rec.family, rec.decoded, rec.outer = res.family, d, res.outer
     return rec
 
@@ -81,7 +96,39 @@ def columns(rec: Any) -> tuple[str, str, str, str, str]:
     if rec.family is None or rec.family.columns is None:
         return "", "", "Frame", f"[Malformed: {rec.message}]", ""
     src, dst, proto, info = rec.family.columns(rec.decoded)
+    if not src and not dst:  # a family over IP or UDP: the carrier's addresses
+        src, dst = source_destination(rec.fields)
     return src, dst, proto, info, ""
+
+
+# the fields source_destination reads: a family's own decoding rarely has any
+_ADDRESSES = frozenset(("ip.src", "ipv6.src", "grh.sgid", "eth.src"))
+
+
+def carried_columns(fr: Any, w: Any, udp_port: int,
+                    only_roce: bool) -> tuple[Any, dispatch.Resolution | None]:
+    """The one-line path for a family over IP or UDP: its columns straight from its decoding,
+    the record's own (``columns``) without building the record.  Returns (columns or
+    ``HIDDEN`` or None, the resolution): None with a resolution means "take the record
+    path with it" (tunnels, errors, families of their own link type)."""
+    res = dispatch.resolve(fr[0], fr[4], w, udp_port)
+    if res is None:
+        return None, None
+    family = res.family
+    if family is None or res.error is not None or not res.carrier or family.columns is None \
+            or res.lengths is not None:  # ERF: the record path says the packet's lengths
+        return None, res
+    n = len(res.data)
+    d = family.decode(res.data, n, n + fr[3] - fr[2])  # type: ignore[misc]
+    if only_roce and d.kind == "other":
+        return HIDDEN, res
+    src, dst, proto, info = family.columns(d)
+    if not src and not dst:  # as the record's fields: the family's own, then the carrier's
+        f = d.fields
+        src, dst = source_destination(
+            ChainMap(f, res.carrier_fields) if _ADDRESSES.intersection(f)
+            else res.carrier_fields)
+    return (src, dst, proto, info, ""), res
 
 
 def _outer_lines(rec: Any) -> list[str]:
@@ -145,6 +192,9 @@ def render(rec: Any) -> str:
         cut = text.index("\n", text.index("[Protocols in frame:")) + 1  # after the frame block
         return text[:cut] + "".join(line + "\n" for line in outer) + text[cut:]
     lines = [tree._frame_lines(rec), *outer]
+    carrier = tuple(h for h in rec.layers if h in FLAT_KEYS)
+    if rec.family is not None and carrier:  # Ethernet / IP / UDP before the family
+        lines.append(tree.headers_text(carrier, rec.fields).rstrip("\n"))
     if rec.family is not None and rec.family.tree is not None:
         lines += rec.family.tree(rec.decoded, rec.frame[0])
     if rec.error is not None:

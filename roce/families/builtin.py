@@ -1,5 +1,6 @@
-"""The built-in rows of the registry (RoCE, native InfiniBand, ERF, GRE, ERSPAN, VXLAN), and
-``registry()``: the process-wide registry with those rows and the plugins' loaded.
+"""The built-in rows of the registry (RoCE, native InfiniBand, ERF, GRE, ERSPAN, VXLAN, Ultra
+Ethernet Transport), and ``registry()``: the process-wide registry with those rows and the
+plugins' loaded.
 
 RoCE's rows name what the compiled walk already decodes (``roce.locate``); they are here so
 that decode-as (``-d udp.port==4792,roce``) and the registry's listing know RoCE.
@@ -137,6 +138,15 @@ def register(reg: Any) -> None:
     reg.add(tunnels.ERSPAN2_HANDLER, ("gre.proto", tunnels.GRE_ERSPAN2))
     reg.add(tunnels.ERSPAN3_HANDLER, ("gre.proto", tunnels.GRE_ERSPAN3))
     reg.add(tunnels.VXLAN_HANDLER, ("udp.port", tunnels.VXLAN_PORT))
+    # Ultra Ethernet Transport: UDP 4793 (IANA), IP protocol 253 with the entropy header; the
+    # reference provider's reading (uet-ref-prov*) by -d or --uet-layout ref-prov
+    from roce.families import uet
+
+    spec_udp, spec_ip, *ref_prov = uet.handlers()
+    reg.add(spec_udp, ("udp.port", uet.UET_PORT))
+    reg.add(spec_ip, ("ip.proto", uet.IPPROTO_UET))
+    for h in ref_prov:
+        reg.add(h)
 
 
 _LOADED = [False, False]  # built-in rows registered, entry-point plugins loaded

@@ -6,6 +6,11 @@ EtherType -> ``ethertype``); a tunnel unwraps and the inner frame is walked agai
 first, compiled); a family decodes.  ``record`` turns the result into the decoder's
 ``Record``; ``line`` into a one-line summary.  Nothing here runs for a frame the compiled
 walk decoded as RoCE.
+
+A family reached by an IP protocol or UDP port row (Ultra Ethernet over UDP 4793 or IP
+protocol 253) gets its datagram: the bytes after the IP or UDP header up to where that header's
+length says it ends (not the Ethernet padding), and the resolution keeps the headers before it
+(``carrier``: Ethernet, VLAN, IP, UDP) for the record's fields, tree and addresses.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from roce import fast
 from roce.errors import DecodeError
 from roce.families import registry
+from roce.families.base.fields import known_headers
 from roce.families.registry import Handler, Registry
 from roce.locate import NR_ETHERTYPE, NR_LINKTYPE, NR_PORT, NR_PROTO, OK, Walk
 
@@ -33,6 +39,12 @@ class Resolution:
     family: Handler | None = None
     outer: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: DecodeError | None = None
+    # the headers the walk found before a family reached by an ip.proto or udp.port row: their
+    # names and flat fields (with Wireshark's either-direction pairs, ip.addr ...)
+    carrier: tuple[str, ...] = ()
+    carrier_fields: dict[str, Any] = field(default_factory=dict)
+    # and the frame those headers begin (``data`` is then its datagram)
+    whole: bytes = b""
     # (captured, on the wire) lengths of the frame inside, when a record says them (ERF)
     lengths: tuple[int, int] | None = None
 
@@ -48,6 +60,41 @@ def _row(w: Walk, linktype: int) -> tuple[str, int, int] | None:
     if st == NR_ETHERTYPE:
         return "ethertype", w.err_a, w.err_offset + 2
     return None
+
+
+# Carrier headers repeat from packet to packet of a flow (addresses, ports, lengths): their
+# bytes map to what they decode to, a few thousand kept.
+_CARRIERS: dict[tuple[int, bytes], tuple[tuple[str, ...], dict[str, Any], int]] = {}
+
+
+def _carrier(data: bytes, w: Walk, linktype: int,
+             start: int) -> tuple[tuple[str, ...], dict[str, Any], int]:
+    """(header names, flat fields, where the datagram ends) of the headers before ``start``.
+    The datagram ends where its UDP or IP length says (the frame's end when that length is
+    missing or runs past it: a cut capture, or a bad length); what follows is link padding."""
+    key = (linktype, data[:start])
+    hit = _CARRIERS.get(key)
+    n = len(data)
+    if hit is None:
+        from roce.families.base.fields import header_fields, pair_fields
+
+        h = known_headers(data, w, linktype)
+        f: dict[str, Any] = {}
+        header_fields(h, f)
+        pair_fields(h, f)
+        if "udp" in h:
+            end = w.udp_off + h["udp"]["length"]
+        elif "ip" in h:
+            end = w.l3_off + h["ip"]["len"]
+        elif "ipv6" in h:
+            end = w.l3_off + w.l3_len + h["ipv6"]["plen"]
+        else:
+            end = -1
+        if len(_CARRIERS) > 4096:
+            _CARRIERS.clear()
+        hit = _CARRIERS[key] = (tuple(h), f, end)
+    names, f, end = hit
+    return names, f, n if end < 0 or end > n else max(end, start)
 
 
 def _outer_fields(data: bytes, w: Walk, linktype: int) -> dict[str, Any]:
@@ -77,7 +124,12 @@ def resolve(data: bytes, linktype: int, w: Walk, udp_port: int,
             return res
         if handler.decode is not None:
             res.family = handler
-            res.data = res.data[off:] if off else res.data
+            if table in ("ip.proto", "udp.port") and res.walk is not None:
+                res.carrier, res.carrier_fields, end = _carrier(res.data, res.walk,
+                                                                res.linktype, off)
+                res.whole, res.data = res.data, res.data[off:end]
+            else:
+                res.data = res.data[off:] if off else res.data
             return res
         if res.walk is not None and table != "linktype" and not res.outer:
             # the outermost headers only: filters reach them as outer.ip.src ...

@@ -12,7 +12,8 @@ from typing import Any
 from roce.headers import Layout
 
 # A column of columnar output: (field name, kind, bits, presence).  kind is "bool", "int"
-# (bits wide), "string" or "binary"; presence marks the flag that says a header is there.
+# (unsigned, bits wide), "sint" (signed), "string" or "binary"; presence marks the flag that
+# says a header is there.
 ColumnSpec = tuple[str, str, int, bool]
 
 

@@ -23,6 +23,10 @@ Public strategies::
                                                     feature, False forbids it, None leaves it
                                                     to chance (``psn_features`` tells them)
     verbs_programs(max_ops=12, invalid=True)        programs for the emulator (see below)
+    uet_cases(pds_type=None, next_header=None, opcode=None, reading="spec", native=None,
+              encrypted=None, clean=True)           Ultra Ethernet packets: field values,
+                                                    payload and frame (roce.testing.uetcases)
+    uet_frames(...)                                 the same as Ethernet frames
 
 Field values: ``int`` fields are drawn from 0..max with the boundaries (0, 1, max-1, max)
 drawn often; ``bool`` fields as booleans; address fields as the strings the codec takes.
@@ -386,7 +390,10 @@ def verbs_programs(max_ops: int = 12, invalid: bool = True) -> st.SearchStrategy
     return st.lists(_operation(invalid), min_size=1, max_size=max_ops)
 
 
+from roce.testing.uetcases import UetCase, uet_cases, uet_frames  # noqa: E402
+
 __all__ = ["opcodes", "opcode_rows", "bth", "header", "field_values", "packets", "frames",
+           "UetCase", "uet_cases", "uet_frames",
            "mutants", "mutations", "psn_sequences", "psn_features", "verbs_programs",
            "random_program", "EXTENDED_HEADERS", "RKEY_KINDS", "PROGRAM_MR_SIZE",
            "PROGRAM_RECV_SIZE", *EXTENDED_HEADERS]

@@ -1,10 +1,10 @@
 """Runs emulator scenarios from plain specs, for comparing the compiled emulator modules with
 their interpreted form (roce/_compiled.py).
 
-A spec is a JSON-able dict: ``{"net": bool, "cc": "none"|"dcqcn"|"timely", ...}`` plus any
-``Scenario``/``NetScenario`` field.  ``run_spec`` returns the run's summary as a dict, less
-the fields that measure the machine (CPU time and rates per CPU-second), so two runs of one
-spec are equal field by field when the emulator's rules are the same.
+A spec is a JSON-able dict: ``{"net": bool, "cc": NAME, ...}`` (any algorithm ``--cc``
+takes) plus any ``Scenario``/``NetScenario`` field.  ``run_spec`` returns the run's summary as
+a dict, less the fields that measure the machine (CPU time and rates per CPU-second), so two
+runs of one spec are equal field by field when the emulator's rules are the same.
 
     echo '[{"net": true, "topology": "incast:2", "size": 65536, "count": 1}]' \
         | ROCE_PURE=1 python -m roce.testing.twins

@@ -16,7 +16,9 @@ from typing import Any
 from roce.emu import defaults
 from roce.emu.cc.base import CongestionControl, NoControl
 from roce.emu.cc.dcqcn import Dcqcn
+from roce.emu.cc.dctcp import Dctcp
 from roce.emu.cc.params import resolve
+from roce.emu.cc.swift import Swift
 from roce.emu.cc.timely import Timely
 from roce.errors import UsageError
 from roce.headers import ECN_ECT0, ECN_ECT1
@@ -35,7 +37,7 @@ def register(cls: type[CongestionControl]) -> type[CongestionControl]:
     return cls
 
 
-_ROWS = (NoControl, Dcqcn, Timely)  # one row per algorithm, in --cc's order
+_ROWS = (NoControl, Dcqcn, Timely, Dctcp, Swift)  # one row per algorithm, in --cc's order
 for _cls in _ROWS:
     register(_cls)
 
@@ -85,6 +87,7 @@ def configure(algorithm: str = "none", profile: str | None = None,
     name = profile or cls.DEFAULT_PROFILE
     params = resolve(cls.PARAMS, cls.PROFILES, name, list(overrides), line_rate_gbps,
                      algorithm)
+    cls(params, line_rate_gbps * 1e9)  # the knobs together: an algorithm's own checks
     return CcConfig(algorithm, name, params, ECN_CODEPOINTS[ecn])
 
 

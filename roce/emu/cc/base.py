@@ -4,11 +4,16 @@ An algorithm is one class, one instance per sending QP.  It is sans-I/O like the
 emulator core: the driver (the host NIC) passes ``now`` in integer nanoseconds to every event
 and reads back what the algorithm wants, it never reads a clock or a random source.
 
-Events: a CNP arrived (``on_cnp``), an ACK arrived with its measured RTT (``on_ack``), the
-NIC sent bytes of this QP (``on_sent``), one of the algorithm's named timers fired
-(``on_timer``).  Each returns an ``Output``: the sending rate in bit/s, a window in bytes (or
-None for a rate-only algorithm) and the earliest timer deadline (or None).  ``timers()`` names
-every armed timer, as the QP core's own timers are named.
+Events: a CNP arrived (``on_cnp``), an ACK arrived with its measured RTT and the count of
+packets it newly acknowledged (``on_ack``), the NIC sent bytes of this QP (``on_sent``), the
+QP's retransmission timer expired (``on_timeout``), one of the algorithm's named timers fired
+(``on_timer``).  Each returns an ``Output``: the sending rate in bit/s, a window in packets
+(or None for a rate-only algorithm) and the earliest timer deadline (or None).  ``timers()``
+names every armed timer, as the QP core's own timers are named.
+
+The window counts packets, not bytes: it is the requester's window of PSNs in flight
+(``roce.emu.core.requester``, the count rxe and IRN's BDP flow control already keep), and
+DCTCP's and Swift's papers count their windows in packets too.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ class Output(NamedTuple):
     event, and a tuple is built at a third of a frozen dataclass's cost)."""
 
     rate_bps: float
-    window: int | None
+    window: int | None  # packets (PSNs) in flight at most, at least 1; None: no window
     deadline: int | None
 
 
@@ -38,7 +43,9 @@ class CongestionControl:
     default) - and overrides the events it reacts to.  ``uses_cnp`` says whether the
     receiving NIC must run a notification point (ECN-driven algorithms) for this algorithm to
     get its signal;
-    ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples.
+    ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples
+    (with the packets each ACK acknowledged and the path's hops: a window algorithm needs
+    ``on_ack`` even when it ignores the RTT).
     """
 
     name: ClassVar[str] = "none"
@@ -48,12 +55,12 @@ class CongestionControl:
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
     DEFAULT_PROFILE: ClassVar[str] = "default"
-    # bytes in flight allowed, None for a rate-only algorithm (a class attribute read per
-    # event; an algorithm with a window overrides it, e.g. with a property)
+    # packets (PSNs) in flight allowed, None for a rate-only algorithm (a class attribute read
+    # per event; an algorithm with a window overrides it, e.g. with a slot)
     window: int | None = None
     # the per-event state lives in slots (an attribute read per event is a dictionary lookup
     # otherwise); a subclass lists its own, or gets a dictionary
-    __slots__ = ("params", "line_rate", "rate", "_timers", "counting", "byte_room")
+    __slots__ = ("params", "line_rate", "rate", "_timers", "counting", "byte_room", "hops")
 
     def __init_subclass__(cls, name: str = "", summary: str = "",
                           params: Mapping[str, Any] | None = None,
@@ -82,16 +89,26 @@ class CongestionControl:
         # (with that frame's length) only for the frame that reaches it, so a byte counter
         # costs one subtraction per frame.  0: call ``on_sent`` for every frame.
         self.byte_room = 0
+        # switches on the QP's path as the NIC last counted them on an ACK (the IP TTL it was
+        # sent with less the TTL it arrived with; the reverse path's, as long as an RTT sample
+        # comes with it: ``uses_rtt``); None before the first
+        self.hops: int | None = None
 
     # -- events -------------------------------------------------------------------------
 
     def on_cnp(self, now: int) -> Output:
         return self.output()
 
-    def on_ack(self, now: int, rtt_ns: int, acked_bytes: int = 0) -> Output:
+    def on_ack(self, now: int, rtt_ns: int, acked: int = 0) -> Output:
+        """An ACK: ``rtt_ns`` of the PSN it acknowledges, ``acked`` the packets (PSNs) it
+        acknowledged that no earlier ACK had."""
         return self.output()
 
     def on_sent(self, now: int, nbytes: int) -> Output:
+        return self.output()
+
+    def on_timeout(self, now: int) -> Output:
+        """The QP's retransmission timer expired (the NIC sees it when the QP resends)."""
         return self.output()
 
     def on_timer(self, now: int, name: str) -> Output:

@@ -3,11 +3,20 @@ and receive path and the per-QP algorithms (docs/congestion-control.md).
 
 The NIC hands the driver every frame it receives (``received``: a CNP is consumed here and
 reaches the QP's algorithm; a CE-marked request goes to the notification point, which may
-answer with a CNP frame the NIC sends; an ACK gives an RTT sample to algorithms that use
-RTT), every frame it transmits (``transmitted``: send times for RTT samples), and builds each
-QP's rate limiter with ``pacer``.  Timers: the driver keeps one event per QP at its
-algorithm's earliest named timer through the ``schedule(t, callback)`` it is given; a
-superseded event is ignored when it fires.  Nothing here reads a clock: ``now`` comes in.
+answer with a CNP frame the NIC sends; an ACK gives an RTT sample, the packets it newly
+acknowledged and the path's hop count to algorithms that use RTT, a NAK none), every frame it
+transmits (``transmitted``: send times for RTT samples; a resent PSN after the QP's
+retransmission timer expired is ``on_timeout``), and builds each QP's rate limiter with
+``pacer``.  Timers: the driver keeps one event per QP at its algorithm's earliest named timer
+through the ``schedule(t, callback)`` it is given; a superseded event is ignored when it
+fires.  Nothing here reads a clock: ``now`` comes in.
+
+Windows: an algorithm's window (packets) becomes the QP requester's window of PSNs in flight
+(``Requester.window``, the count rxe's 128-PSN limit and IRN's BDP flow control already
+keep), never above what the requester allowed on its own, and the requester asks for an ACK
+at least every window / 4 packets (IRN's rule for its BDP window), so a window never waits
+for an AckReq.  A retransmission needs no room: go-back-N resends from the oldest
+unacknowledged PSN, which the window always admits.
 
 Configuration: the device's ``CcConfig``, or a QP's own (``QueuePair.cc_config``, set through
 the verbs API), read when the QP first sends; the notification point answers CE marks for a
@@ -24,7 +33,8 @@ from roce import fast, locate
 from roce.emu.cc.algorithms import ALGORITHMS, CcConfig
 from roce.emu.cc.base import CongestionControl, Output
 from roce.emu.cc.np import CNP_DSCP, CnpBuilder, NotificationPoint
-from roce.headers import ECN_CE, LAYOUTS, SIZE_OF
+from roce.emu.core.frames import TTL
+from roce.headers import AETH_ACK, ECN_CE, LAYOUTS, SIZE_OF, syndrome_type
 from roce.opcodes import OPCODES, Operation, Transport
 from roce.psn import psn_diff
 
@@ -64,6 +74,11 @@ _OP_AT = _BTH + _OPCODE
 _ECN_AT, _ECN_SHIFT, _ECN_MASK = _L3 + _IP_ECN[0], _IP_ECN[2], _IP_ECN[3]
 _MIN_LEN = _BTH + SIZE_OF["bth"]
 assert _IP_ECN[1] == 1  # the ECN bits sit in one byte (the DS field, RFC 3168)
+_TTL_AT = _L3 + LAYOUTS["ip"].field("ttl").byte_offset
+_TTL_OFF = LAYOUTS["ip"].field("ttl").byte_offset
+_HLIM_OFF = LAYOUTS["ipv6"].field("hlim").byte_offset
+# an ACK's AETH follows its BTH; the syndrome is its first byte
+_SYNDROME = SIZE_OF["bth"] + LAYOUTS["aeth"].field("syndrome").byte_offset
 
 
 def _locate(frame: bytes) -> tuple[int, int, int] | None:
@@ -82,6 +97,21 @@ def _locate(frame: bytes) -> tuple[int, int, int] | None:
     else:
         ecn = 0
     return w.opcode, w.bth_off, ecn
+
+
+def _ttl(frame: bytes) -> int | None:
+    """The IPv4 TTL or IPv6 hop limit a RoCE frame arrived with, or None."""
+    if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
+            and frame[_L3] == _VIHL_B):
+        return frame[_TTL_AT]
+    w = fast.walk(frame)
+    if w.status != locate.OK:
+        return None
+    if w.l3_kind == locate.L3_IPV4:
+        return frame[w.l3_off + _TTL_OFF]
+    if w.l3_kind == locate.L3_IPV6:
+        return frame[w.l3_off + _HLIM_OFF]
+    return None
 
 
 def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
@@ -127,7 +157,7 @@ class CcPacer:
 class CcDriver:
     __slots__ = ("config", "line", "qps", "schedule", "send", "on_faster", "cnp_dscp", "algos",
                  "pacers", "np", "_cnps", "_sent_at", "_armed", "_want", "cnps_received",
-                 "rtt_samples", "now")
+                 "rtt_samples", "now", "_own", "_timeouts")
 
     def __init__(self, config: CcConfig, line_rate_bps: float, qps: Mapping[int, Any],
                  schedule: Callable[[int, Callable[[int], None]], None],
@@ -147,6 +177,11 @@ class CcDriver:
         self._sent_at: dict[int, dict[int, int]] = {}  # QPN -> PSN -> first send time
         self._armed: dict[int, int] = {}  # QPN -> when its one pending timer event fires
         self._want: dict[int, int] = {}  # QPN -> its algorithm's earliest timer deadline
+        # QPN -> (its requester, the window and ACK spacing that requester had of its own):
+        # a window algorithm's window never exceeds them; a new requester (a QP reset) is
+        # read again
+        self._own: dict[int, tuple[Any, int, int]] = {}
+        self._timeouts: dict[int, int] = {}  # QPN -> its retransmission timeouts seen so far
         self.cnps_received = 0
         self.rtt_samples = 0
         self.now = 0
@@ -164,6 +199,8 @@ class CcDriver:
         if cfg.cls.uses_rtt:
             self._sent_at[qpn] = {}
         p = self.pacers[qpn] = CcPacer(cc.rate)
+        if cc.window is not None:
+            self._window(qpn, cc.window)
         return p
 
     # -- frames ------------------------------------------------------------------------------
@@ -195,7 +232,8 @@ class CcDriver:
                 qpn = _rd(frame, bth, _DESTQP)
                 sent = self._sent_at.get(qpn)
                 if sent:
-                    self._rtt(now, qpn, sent, _rd(frame, bth, _PSN))
+                    self._rtt(now, qpn, sent, _rd(frame, bth, _PSN),
+                              syndrome_type(frame[bth + _SYNDROME]) == AETH_ACK, frame)
         elif ecn == ECN_CE and code in _DATA:
             self._congestion_experienced(now, (int.from_bytes(
                 frame[bth + _DQ_OFF:bth + _DQ_END], "big") >> _DQ_SHIFT) & _DQ_MASK)
@@ -220,16 +258,25 @@ class CcDriver:
 
     def transmitted(self, now: int, qpn: int, frame: bytes) -> None:
         """The NIC put a frame of QP ``qpn`` on the wire: the algorithm's byte count, and the
-        send time of its PSN for RTT samples (a retransmission keeps the first time)."""
+        send time of its PSN for RTT samples (a retransmission keeps the first time and tells
+        the algorithm of a retransmission timeout since the last)."""
         cc = self.algos.get(qpn)
         if cc is None:
             return
+        if cc.window is not None:
+            own = self._own.get(qpn)
+            if own is None or own[0] is not getattr(self.qps.get(qpn), "requester", None):
+                self._window(qpn, cc.window)  # a requester made since (a reset QP)
         if self._sent_at:
             sent = self._sent_at.get(qpn)
             if sent is not None:
                 found = _locate(frame)
                 if found is not None and found[0] in _REQUESTS:
-                    sent.setdefault(_rd(frame, found[1], _PSN), now)
+                    psn = _rd(frame, found[1], _PSN)
+                    if psn not in sent:
+                        sent[psn] = now
+                    else:
+                        self._resent(now, qpn, cc)
         if cc.counting:
             # the byte counter: one subtraction per frame, a call only for the frame that
             # reaches the next event (CongestionControl.byte_room)
@@ -239,19 +286,55 @@ class CcDriver:
             else:
                 self._apply(now, qpn, cc.on_sent(now, len(frame)))
 
-    def _rtt(self, now: int, qpn: int, sent: dict[int, int], acked: int) -> None:
-        """An ACK up to ``acked``: the RTT of that PSN; forget the PSNs it covers."""
-        t = sent.get(acked)
-        for psn in [p for p in sent if psn_diff(p, acked) <= 0]:
-            del sent[psn]
+    def _rtt(self, now: int, qpn: int, sent: dict[int, int], psn: int, ack: bool,
+             frame: bytes) -> None:
+        """An ACK up to ``psn``: the RTT of that PSN, the packets it newly acknowledged and the
+        hops it took; forget the PSNs it covers.  A NAK (``ack`` False: its PSN is the one
+        missing) is no RTT sample: its PSN's send time is the lost packet's."""
+        t = sent.get(psn) if ack else None
+        for p in [p for p in sent if psn_diff(p, psn) <= 0]:
+            del sent[p]
         if t is not None:
             self.rtt_samples += 1
-            self._apply(now, qpn, self.algos[qpn].on_ack(now, now - t))
+            cc = self.algos[qpn]
+            req = getattr(self.qps.get(qpn), "requester", None)
+            # the requester has not seen this ACK yet: ``una`` is the oldest PSN it covers
+            acked = max(psn_diff(psn, req.una) + 1, 0) if req is not None else 0
+            ttl = _ttl(frame)
+            if ttl is not None:
+                cc.hops = TTL - ttl
+            self._apply(now, qpn, cc.on_ack(now, now - t, acked))
+
+    def _resent(self, now: int, qpn: int, cc: CongestionControl) -> None:
+        """QP ``qpn`` sent a PSN again: if its retransmission timer expired since the last
+        time, the algorithm hears of it (``on_timeout``)."""
+        counters = getattr(self.qps.get(qpn), "counters", None)
+        if counters is None:
+            return
+        n = counters.timeouts
+        if n != self._timeouts.get(qpn, 0):
+            self._timeouts[qpn] = n
+            self._apply(now, qpn, cc.on_timeout(now))
+
+    def _window(self, qpn: int, window: int) -> None:
+        """The algorithm's window becomes QP ``qpn``'s requester window (module docstring)."""
+        qp = self.qps.get(qpn)
+        req = getattr(qp, "requester", None)
+        if req is None or getattr(qp, "completer", None) is None:
+            return  # UC, UD: no ACKs, nothing to count a window against
+        own = self._own.get(qpn)
+        if own is None or own[0] is not req:
+            own = self._own[qpn] = (req, req.window, req.ack_every)
+        w = max(1, min(window, own[1]))
+        req.window = w
+        req.ack_every = max(1, min(own[2], w // 4))
 
     # -- rates and timers ----------------------------------------------------------------------
 
     def _apply(self, now: int, qpn: int, out: Output) -> None:
-        rate, _, d = out
+        rate, window, d = out
+        if window is not None:
+            self._window(qpn, window)
         if self.pacers[qpn].set_rate(rate, now) and self.on_faster is not None:
             self.on_faster(now)
         # Lazy timers: one pending event per QP.  A deadline later than the pending event
@@ -290,4 +373,5 @@ class CcDriver:
                 "cnps_sent": self.np.cnps_sent, "cnps_received": self.cnps_received,
                 "ce_received": self.np.ce_packets, "cnps_suppressed": self.np.suppressed,
                 "rtt_samples": self.rtt_samples,
-                "rates_bps": {q: p.rate_bps for q, p in self.pacers.items()}}
+                "rates_bps": {q: p.rate_bps for q, p in self.pacers.items()},
+                "windows": {q: a.window for q, a in self.algos.items() if a.window is not None}}

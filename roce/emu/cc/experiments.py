@@ -1,17 +1,21 @@
-"""Long-lived flows over the switched network with congestion control, sampled: what the
-fairness tests, bench/bench_cc.py and the figures in docs/ share.
+"""Flows over the switched network with congestion control, sampled: what the fairness and
+incast tests, bench/bench_cc.py, bench/cc_incast.py and the figures in docs/ share.
 
 ``backlogged`` keeps every flow ``depth`` WRITEs deep from its own start time to the end of the
 run (the scenario runner posts a fixed count, all at time 0); ``Sampled`` records each flow's
-sending rate per interval from the bytes its NIC scheduler sent.
+sending rate per interval from the bytes its NIC scheduler sent; ``watched`` runs a scenario
+as the runner does while ``Watch`` samples every switch queue and the sending QPs' algorithms.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from roce.emu.cc.algorithms import configure
+from roce.emu.cc.base import CongestionControl
 from roce.emu.net.runner import NetRun, NetScenario
+from roce.emu.scenario import Summary
 
 US = 1_000
 
@@ -63,3 +67,49 @@ def backlogged(topology: str, cc: str | None, duration_ns: int,
     if trace is not None:
         trace.finish(net)
     return run, samples
+
+
+class Watch:
+    """Every ``interval_ns``: the bytes in each switch egress queue (all traffic classes), by
+    port name, and ``probe`` of the sending QPs' algorithms (one per flow, None before the
+    flow's QP sent), e.g. ``lambda algos: [a.window for a in algos]``."""
+
+    def __init__(self, run: NetRun, interval_ns: int,
+                 probe: Callable[[list[CongestionControl | None]], Any] | None = None) -> None:
+        self.run, self.interval, self.probe = run, interval_ns, probe
+        self.times: list[int] = []
+        self.queues: dict[str, list[int]] = {p.name: [] for sw in run.net.switches.values()
+                                             for p in sw.ports}
+        self.probes: list[Any] = []
+        run.net.at(0, self._sample)
+
+    def algos(self) -> list[CongestionControl | None]:
+        """The sending QPs' algorithms, in flow order."""
+        hosts = self.run.net.hosts
+        out = []
+        for f, (src, _) in zip(self.run.flows, self.run.names):
+            cc = hosts[src].cc
+            out.append(cc.algos.get(f.qa.qp_num) if cc is not None else None)
+        return out
+
+    def _sample(self, now: int, _: Any = None) -> None:
+        self.times.append(now)
+        for sw in self.run.net.switches.values():
+            for p in sw.ports:
+                self.queues[p.name].append(sum(p.qbytes))
+        if self.probe is not None:
+            self.probes.append(self.probe(self.algos()))
+        self.run.net.at(now + self.interval, self._sample)
+
+    def busiest(self) -> str:
+        """The port whose queue grew largest (an incast's: the port toward the receiver)."""
+        return max(self.queues, key=lambda n: max(self.queues[n], default=0))
+
+
+def watched(sc: NetScenario, interval_ns: int,
+            probe: Callable[[list[CongestionControl | None]], Any] | None = None
+            ) -> tuple[Summary, Watch]:
+    """Run ``sc`` as ``roce emulate`` does, sampled by a ``Watch``."""
+    run = NetRun(sc)
+    watch = Watch(run, interval_ns, probe)
+    return run.run(), watch

@@ -73,7 +73,7 @@ class Timely(CongestionControl, name="timely", summary="RTT gradient", params=PA
         self.negative_run = 0
         self.rule = ""  # the rule the last sample applied (for traces and tests)
 
-    def on_ack(self, now: int, rtt_ns: int, acked_bytes: int = 0) -> Output:
+    def on_ack(self, now: int, rtt_ns: int, acked: int = 0) -> Output:
         if self.prev_rtt is None:
             self.prev_rtt = rtt_ns
             return self.output()

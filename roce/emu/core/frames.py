@@ -49,12 +49,17 @@ class Path:
     tclass: int = 0  # DSCP << 2 | ECN
 
 
+# the IPv4 TTL (IPv6 hop limit) a host sends with (Linux's default); a switch takes one off,
+# so a receiver counts the hops a frame took (Swift's hop-scaled target, roce.emu.cc.swift)
+TTL = 64
+
+
 class FrameBuilder:
     """Builds the frames of one connection (one source QP toward one path)."""
 
     __slots__ = ("path", "l3_kind", "l2", "udp", "l3")
 
-    def __init__(self, path: Path, src_qpn: int, ttl: int = 64) -> None:
+    def __init__(self, path: Path, src_qpn: int, ttl: int = TTL) -> None:
         self.path = path
         l3 = "ipv6" if path.ipv6 else "ip"
         self.l3_kind = L3_IPV6 if path.ipv6 else L3_IPV4

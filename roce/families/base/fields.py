@@ -124,6 +124,18 @@ def header_fields(h: Mapping[str, Mapping[str, Any]], out: dict[str, Any]) -> No
             out["aeth.selective"] = True  # only when true, as Wireshark's analysis flags
 
 
+# Wireshark's either-direction fields: header -> (first field, second field, pair name)
+PAIRS = {"ip": ("src", "dst", "ip.addr"), "ipv6": ("src", "dst", "ipv6.addr"),
+         "udp": ("srcport", "dstport", "udp.port"), "eth": ("src", "dst", "eth.addr")}
+
+
+def pair_fields(h: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """Add ``ip.addr``, ``udp.port``... of decoded headers whose flat fields ``out`` holds."""
+    for name, (a, b, both) in PAIRS.items():
+        if name in h:
+            out[both] = (out[f"{name}.{a}"], out[f"{name}.{b}"])
+
+
 def hex_spec(bits: int) -> str:
     """The ``str.format`` spec of a value Wireshark displays in hex (BASE_HEX), for a field
     of ``bits`` bits: as many digits as the whole bytes of its field type hold (FT_UINT8
@@ -145,5 +157,6 @@ def is_capture_cut(w: Walk, caplen: int, origlen: int) -> bool:
     return w.status == BAD_TRUNCATED or (w.status == BAD_L3_LENGTH and w.err_a > w.err_b)
 
 
-__all__ = ["FLAT_KEYS", "Headers", "L2_NAMES", "L3_NAMES", "SINGLE_FIELD", "VLAN_NAMES",
-           "header_fields", "hex_spec", "is_capture_cut", "is_roce_like", "known_headers"]
+__all__ = ["FLAT_KEYS", "PAIRS", "Headers", "L2_NAMES", "L3_NAMES", "SINGLE_FIELD",
+           "VLAN_NAMES", "header_fields", "hex_spec", "is_capture_cut", "is_roce_like",
+           "known_headers", "pair_fields"]

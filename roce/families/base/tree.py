@@ -306,6 +306,15 @@ def transport_text(layers: tuple[str, ...], fields: Mapping[str, Any]) -> str:
     return body(fields)
 
 
+def headers_text(layers: tuple[str, ...], fields: Mapping[str, Any]) -> str:
+    """The blocks of headers outside the IBA transport (Ethernet, VLAN, IP, UDP) alone: what
+    carries a family over IP or UDP (``roce.decoder.records``)."""
+    body = _RENDER.get(layers)
+    if body is None:
+        body = _RENDER[layers] = _compile(layers)
+    return body(fields)
+
+
 def _seconds(ns: int) -> str:
     sign = "-" if ns < 0 else ""
     ns = abs(ns)

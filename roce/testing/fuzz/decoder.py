@@ -9,7 +9,8 @@ worker processes (``runner.run_chunks``).  Every frame goes through ``roce.parse
 ``DecodeError``/``NotRoCE`` may come out; a parsed frame must rebuild to the same bytes) and
 every fast-path function is compared with its reference twin: ``walk``, ``icrc``,
 ``decode_headers``, and per chunk ``scan`` and the flow analysis (``roce stats``' compiled
-engine against ``roce.analysis.flows``' reference).  Every ``DECODE_EVERY`` chunks the chunk
+engine against ``roce.analysis.flows``' reference, and the UET analysis beside it, which must
+not raise).  Every ``DECODE_EVERY`` chunks the chunk
 is written to a pcap and decoded by ``roce.decoder.decode`` in one of its output modes (it
 must finish with status 0 and no exception).
 """
@@ -155,7 +156,11 @@ class DecoderFuzzer:
         try:
             res = dispatch.resolve(frame, linktype, ref, port)
             if res is not None and res.family is not None:
-                res.family.decode(res.data, len(res.data), len(res.data))
+                d = res.family.decode(res.data, len(res.data), len(res.data))
+                if res.family.columns is not None:  # its line and tree too (UET's)
+                    res.family.columns(d)
+                if res.family.tree is not None:
+                    res.family.tree(d, res.data)
         except RoceError:
             pass
         except Exception as exc:  # noqa: BLE001 - any other exception is the finding
@@ -282,6 +287,21 @@ class DecoderFuzzer:
             return f"compiled and reference flow analyses differ in {', '.join(keys)}"
         return None
 
+    def check_uet(self, frames: list[bytes], linktype: int, port: int) -> str | None:
+        """The chunk through ``roce stats``' UET analysis (``roce.analysis.uetflows``) and its
+        reports: None when nothing raised, else what did."""
+        from roce.analysis.uetflows import UetAnalysis
+
+        a = UetAnalysis(port)
+        try:
+            for i, f in enumerate(frames):
+                a.frame(i + 1, BASE_TS_NS + i * 1000, f, linktype, len(f))
+            a.to_dict()
+            a.lines()
+        except Exception as exc:  # noqa: BLE001 - any exception is the finding
+            return f"UET analysis raised {exc_line(exc)}"
+        return None
+
     def _narrow(self, frames: list[bytes], fails: Callable[[list[bytes]], bool]) -> list[bytes]:
         """Halve a failing batch while the failure stays: usually down to a frame or two."""
         while len(frames) > 1:
@@ -319,6 +339,12 @@ class DecoderFuzzer:
                 part, linktype, port) is not None)
             s.add_failure(Failure(self.name, "flows-twin", problem, culprit, linktype, port,
                                   {"seed": self.seed, "chunk": index}))
+        problem = self.check_uet(frames, linktype, port)
+        if problem is not None:
+            culprit = self._narrow(frames, lambda part: self.check_uet(
+                part, linktype, port) is not None)
+            s.add_failure(Failure(self.name, "uet-flows", problem, culprit, linktype, port,
+                                  {"seed": self.seed, "chunk": index}))
         if self.decode_every and index % self.decode_every == 0:
             mode = DECODE_MODES[(index // self.decode_every) % len(DECODE_MODES)]
             counts["roce decode runs"] += 1
@@ -343,6 +369,9 @@ class DecoderFuzzer:
         if saved.check == "flows-twin":
             problem = self.check_flows(saved.frames, saved.linktype, port)
             return [f"flows-twin: {problem}"] if problem else []
+        if saved.check == "uet-flows":
+            problem = self.check_uet(saved.frames, saved.linktype, port)
+            return [f"uet-flows: {problem}"] if problem else []
         for frame in saved.frames:
             _, bad = self.check_frame(frame, saved.linktype, port)
             still.extend(f"{c}: {d}" for c, d in bad)

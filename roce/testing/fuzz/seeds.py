@@ -160,11 +160,53 @@ def erf_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
     return pool
 
 
+def uet_seeds(rng: random.Random, per_opcode: int = 3) -> list[bytes]:
+    """Ultra Ethernet Transport packets (``roce.families.uet``) of every kind ``roce craft``
+    names, both readings, over UDP 4793 and IP protocol 253, some with a TSS header: every
+    field of the layouts the packet holds drawn from its width, the fields that choose those
+    layouts kept (``dissect.decode``'s own list of them)."""
+    from roce.families.uet import build as ub
+    from roce.families.uet import dissect
+    from roce.families.uet.layouts import READINGS
+
+    keep = ("uet.pds.type", "uet.pds.nh", "uet.pds.ctl_type", "uet.pds.flags.syn",
+            "uet.pds.flags.p", "uet.pds.flags.epsn", "uet.ses.std.opcode", "uet.ses.std.som",
+            "uet.ses.med_req.flags.hd", "uet.pds.ack.cc_type", "uet.tss.type", "uet.tss.sp",
+            "uet.ses.atomic_op_ext_hdr.atomic_opcode", "uet.ses.comp_swap_ext_hdr.atomic_opcode")
+    pool = []
+    for reading in READINGS.values():
+        for typ, opcode in ub.kinds(reading).values():
+            # one in three, as tunnels: RoCE keeps most of the pool
+            for i in range(max(per_opcode // 3, 1)):
+                native, tss = rng.random() < 0.3, rng.random() < 0.1
+                v: dict[str, Any] = {"uet.pds.type": typ}
+                if opcode is not None:
+                    v["uet.ses.std.opcode"] = opcode
+                if typ in (2, 3) and opcode is None:
+                    v["uet.pds.nh"] = rng.choice((1, 2, 3))
+                if tss:
+                    v["uet.tss"] = True
+                payload = rng.randbytes(rng.choice((0, 1, 4, 16, 64, rng.randint(0, 600))))
+                v = ub.with_defaults(v, reading, len(payload))
+                data = ub.uet_bytes(v, reading, payload, entropy=native)
+                d = dissect.decode(data, entropy=native, reading=reading)
+                for key in d.headers:  # every field of every layout the packet holds
+                    h = reading.headers[key]
+                    for flat, f in zip(h.keys, h.layout.fields):
+                        if flat not in keep and not flat.endswith("_offset"):
+                            v[flat] = rng.choice((0, 1, f.mask, rng.getrandbits(f.bits)))
+                data = ub.uet_bytes(v, reading, payload, entropy=native)
+                pool.append(ub.frame(data, native=native, ipv6=i % 2 == 1,
+                                     sport=rng.getrandbits(16)))
+    return pool
+
+
 # family -> source of valid frames; a new family adds one line
 SEED_SOURCES: dict[str, SeedSource] = {
     "roce": roce_seeds,
     "macc": macc_seeds,
     "tunnels": tunnel_seeds,
+    "uet": uet_seeds,
 }
 # link types whose frames are not Ethernet: their chunks draw from pools of their own
 LINKTYPE_SEEDS: dict[int, SeedSource] = {
