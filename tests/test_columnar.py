@@ -380,13 +380,15 @@ def test_schema_doc_lists_every_column():
     # the other stats tables: each section lists its table's columns
     for title, table in (("## Congestion control: `DIR/congestion.parquet`", "congestion"),
                          ("## PFC and PAUSE: `DIR/pfc.parquet`", "pfc"),
-                         ("## CM connections: `DIR/cm.parquet`", "cm")):
+                         ("## CM connections: `DIR/cm.parquet`", "cm"),
+                         ("## Completion and round-trip times: `DIR/latency.parquet`",
+                          "latency")):
         section = doc.split(title)[1].split("\n## ")[0]
         cells = {c.strip("` ") for line in section.splitlines() if line.startswith("| `")
                  for c in line.split("|")[1].split(",")}
         assert cells == set(tables.STATS_TABLES[table][0]().names), table
     assert set(tables.STATS_TABLES) == {"flows", "expert", "congestion", "pfc", "cm",
-                                        "uet_pdcs"}
+                                        "latency", "uet_pdcs"}
 
 
 def test_guide_sql_runs(capture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -326,7 +326,8 @@ def test_the_declarations_match_the_source() -> None:
     the compiled form: correct, but slow)."""
     pxd = _pxd()
     classes = dict(re.findall(r"\ncdef class (\w+):\n((?:    .*\n|\n)+)", pxd))
-    assert set(classes) == {"_Path", "_Held", "_Msgs", "_Flow", "Analyzer"}
+    assert set(classes) == {"_Path", "_Held", "_Msgs", "_Ring", "_Hist", "_Timing", "_Flow",
+                            "Analyzer"}
     assert len(_arrays(pxd)) > 40
     for name, body in classes.items():
         attrs = [a for decl in re.findall(r"^    cdef (?:readonly |public )?[^(\n]+$", body,

@@ -687,6 +687,17 @@ def traffic(seed: int, n: int = 60, faults: float = 1.0) -> list[bytes]:
     return out
 
 
+def stamped(frames: list[bytes], seed: int) -> list[Frame]:
+    """The frames at random times from T0 (some at the same instant), so that completion
+    and round-trip times differ from frame to frame."""
+    rnd = random.Random(seed)
+    out, t = [], T0
+    for x in frames:
+        t += rnd.choice((0, 1, 700, 2_000, 90_000))
+        out.append(Frame(x, t, len(x), len(x), locate.LINKTYPE_ETHERNET, 0))
+    return out
+
+
 @settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), batch=st.sampled_from([1, 4, 16, 1024]),
        faults=st.sampled_from([0.0, 0.2, 1.0]))
@@ -818,8 +829,9 @@ def _event_lines(r: Report) -> list[tuple[int, str, str]]:
 def test_compiled_engine_is_the_references_twin(seed: int, faults: float, n: int,
                                                 batch: int, max_events: int) -> None:
     """The compiled engine handles frames one by one in capture order, the reference a
-    batch at a time: both give the same report, event for event."""
-    frames = traffic(seed, n=n, faults=faults)
+    batch at a time: both give the same report, event for event (completion and round-trip
+    times included: the frames come at random times)."""
+    frames = stamped(traffic(seed, n=n, faults=faults), seed)
     ref = analyse(frames, batch=batch, max_events=max_events, engine="reference")
     got = analyse(frames, max_events=max_events, engine="compiled")
     assert got.to_dict() == ref.to_dict()
@@ -886,8 +898,10 @@ def test_compiled_engine_reads_pcap_in_place(tmp_path: Path, chunked: bool) -> N
     want["totals"]["first_ns"], want["totals"]["last_ns"] = (got["totals"]["first_ns"],
                                                              got["totals"]["last_ns"])
     for w, g in zip(want["flows"], got["flows"]):  # timestamps differ: bytes have none
-        for k in ("first_ns", "last_ns", "start", "duration", "goodput_Bps", "throughput_Bps"):
+        for k in ("first_ns", "last_ns", "start", "duration", "goodput_Bps", "throughput_Bps",
+                  "completion_ns", "ack_rtt_ns"):
             w[k] = g[k]
+    want["latency"] = got["latency"]
     for k in ("duration", "goodput_Bps", "throughput_Bps"):
         want["totals"][k] = got["totals"][k]
     for e in want["expert"]["events"] + got["expert"]["events"]:
@@ -1059,7 +1073,7 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["stats", "-T", "json", str(sample(tmp_path))]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"capture", "totals", "connections", "flows", "expert", "problems",
-                         "pfc", "congestion"}
+                         "pfc", "congestion", "latency"}
     assert doc["capture"]["format"] == "pcap"
     assert doc["totals"]["gaps"] == 1 and doc["totals"]["retransmissions"] == 2
     assert doc["connections"] == [{"flows": [0, 1], "endpoints": [

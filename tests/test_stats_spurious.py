@@ -24,6 +24,7 @@ from test_stats import (
     flow,
     lines,
     read_req,
+    stamped,
     write_capture,
     write_only,
 )
@@ -186,7 +187,7 @@ def acked_traffic(seed: int, n: int) -> list[bytes]:
        batch=st.sampled_from([1, 3, 16, 1024]), max_events=st.sampled_from([2, 10_000]))
 def test_engines_agree_on_spurious_retransmissions(seed: int, n: int, batch: int,
                                                    max_events: int) -> None:
-    frames = acked_traffic(seed, n)
+    frames = stamped(acked_traffic(seed, n), seed)  # at random times: MCTs and RTTs differ
     ref = analyse(frames, batch=batch, max_events=max_events, engine="reference")
     got = analyse(frames, max_events=max_events, engine="compiled")
     assert got.to_dict() == ref.to_dict()

@@ -254,7 +254,7 @@ example("stats-pfc",
 example("stats-cc",
         "roce emulate --topology incast:2 --size 1M --count 1 --cc dcqcn --seed 1 -w cc.pcap "
         "> /dev/null",
-        "roce stats --cnp-interval 20us --timeline 20us cc.pcap | head -n 96 | tail -n 30")
+        "roce stats --cnp-interval 20us --timeline 20us cc.pcap | head -n 115 | tail -n 30")
 
 # ---------------------------------------------------------------------------------------------
 # docs/guide/columnar.md
@@ -268,7 +268,7 @@ example("columnar-duckdb",
 example("columnar-many",
         f"{MAIN_RUN} -w caps/write.pcap > /dev/null",
         "roce emulate --op read --size 256K --count 8 --seed 3 -w caps/read.pcap > /dev/null",
-        "roce stats caps/ -j 2 | tail -n 31", files={"caps/": ""}, cost=1.5)
+        "roce stats caps/ -j 2 | tail -n 34", files={"caps/": ""}, cost=1.5)
 
 # ---------------------------------------------------------------------------------------------
 # docs/guide/emulate.md

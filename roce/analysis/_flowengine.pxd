@@ -21,8 +21,8 @@ from libc.string cimport memcmp
 from roce._fastpath cimport PSNTracker, WalkResult, do_walk, icrc_raw, vcrc_raw
 
 # -- tables and numbers (the sizes: flowref.py's _NOPS, _NL3, _MAX_* and _NCODES) ---------------
-cdef int _F_OPCODE, _F_TVER, _F_DESTQP, _F_PSN, _F_PADCNT, _SZ_BTH
-cdef int _VALID[256], _CLS[256], _POS[256], _KIND[256], _SEQ[256]
+cdef int _F_OPCODE, _F_TVER, _F_DESTQP, _F_PSN, _F_PADCNT, _F_ACKREQ, _SZ_BTH
+cdef int _VALID[256], _CLS[256], _POS[256], _KIND[256], _SEQ[256], _ACKED[256]
 cdef int _DMALEN[256], _SYN[256], _MSN[256]
 cdef int _NPIECE[8], _POFF[32], _PLEN[32], _SPAN[8], _KEYLEN[8]
 cdef int _L3LEN[8], _L3LEN_X[8], _L3LEN_U[8]
@@ -39,6 +39,7 @@ cdef list _EV_KINDS, _SIDE_WORDS, _KIND_NAMES, _NAK_TEXTS, _RNR_TEXTS
 cdef int _NC, _NKINDS, _SPURIOUS
 cdef int _CT_PACKETS, _CT_BYTES, _CT_PAYLOAD, _CT_UNIQUE, _CT_REQ_PAYLOAD, _CT_RSP_PAYLOAD
 cdef int _CT_ACKS, _CT_ATOMIC_ACKS, _CT_TRUNCATED, _CT_RETX_SELECTIVE, _CT_RETX_GO_BACK
+cdef int _CT_TIMED, _CT_UNACKED, _CT_RTT, _CT_RTT_EXCLUDED
 cdef int _C_DATA, _C_READ, _C_ATOMIC, _C_ONLYREQ, _C_READ_RESP, _C_ACK, _C_ATOMIC_ACK, _C_CNP
 cdef int _P_FIRST, _P_MIDDLE, _P_LAST, _P_ONLY
 cdef int _K_WRITE, _K_WRITE_IMM, _K_READ, _K_READ_RESP
@@ -49,6 +50,8 @@ cdef uint32_t _PSN_MASK
 cdef int64_t _SACK_AHEAD, _ATOMIC_BYTES, _DEFAULT_MTU, _MAX_OPEN, _REORDER_HOLD
 cdef int64_t _MAX_READ_PSNS, _VCRC_SIZE, _M32, _SIGN32, _WRAP32, _I64_MAX, _I64_MIN, _NS
 cdef uint64_t _M64, _FNV_BASIS, _FNV_PRIME
+cdef int64_t _MIN_MTU, _MAX_OUTSTANDING, _W_END_SHIFT, _W_END_MASK, _W_ENDED, _W_HEADLESS
+cdef int64_t _W_OWN_RESPONSE, _W_RETX, _LSUB_BITS, _LSUB, _LBUCKETS, _LEXACT
 
 # -- reading a frame, numbers --------------------------------------------------------------------
 @cython.locals(q=Py_ssize_t, v=uint64_t, k=int)
@@ -105,6 +108,51 @@ cdef class _Msgs:
 
 
 @cython.final
+cdef class _Ring:
+    cdef int64_t[::1] w, t
+    cdef Py_ssize_t head, n, cap
+
+    cdef inline int64_t word(self, Py_ssize_t i) noexcept
+    cdef inline int64_t time(self, Py_ssize_t i) noexcept
+    cdef inline int set_word(self, Py_ssize_t i, int64_t w) noexcept
+    cdef inline int set_time(self, Py_ssize_t i, int64_t t) noexcept
+    cdef inline int pop(self) noexcept
+    @cython.locals(mask=Py_ssize_t, j=Py_ssize_t)
+    cdef int insert(self, Py_ssize_t i, int64_t w, int64_t t) except -1
+    @cython.locals(cap=Py_ssize_t, k=Py_ssize_t)
+    cdef int _grow(self) except -1
+    @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, base=uint32_t, key=int32_t)
+    cdef Py_ssize_t find(self, int64_t psn) noexcept
+
+
+@cython.final
+cdef class _Hist:
+    cdef int64_t n, least, most
+    cdef Py_ssize_t lo, size, excap
+    cdef int64_t[::1] b, ex
+
+    @cython.locals(k=int64_t)
+    cdef int add(self, int64_t v, int64_t count) except -1
+    @cython.locals(cap=Py_ssize_t, e=int64_t[::1], j=Py_ssize_t)
+    cdef int _keep(self, Py_ssize_t i, int64_t v) except -1
+    @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, j=Py_ssize_t)
+    cdef int _widen(self, Py_ssize_t k) except -1
+    @cython.locals(j=Py_ssize_t)
+    cdef int merge(self, _Hist other) except -1
+    @cython.locals(rank=int64_t, seen=int64_t, j=Py_ssize_t, k=Py_ssize_t, v=int64_t)
+    cdef int64_t quantile(self, int64_t num, int64_t den) except? -1
+    cpdef summary(self)
+
+
+@cython.final
+cdef class _Timing:
+    cdef _Ring msgs, probes
+    cdef list aside
+    cdef int64_t cov, hi
+    cdef _Hist mct, rtt
+
+
+@cython.final
 cdef class _Flow:
     cdef readonly int id, l3
     cdef readonly bytes addr
@@ -127,6 +175,8 @@ cdef class _Flow:
     cdef int64_t ack_msn, nak_psn, acked
     cdef bytearray sacks
     cdef list back
+    cdef _Timing tm
+    cdef _Flow ack_of, acked_by
 
 
 @cython.locals(same=bint)
@@ -150,6 +200,40 @@ cdef void _sack(_Flow f, uint32_t psn)
 cdef void _nak_below_start(_Flow f, uint32_t psn)
 @cython.locals(y=_Flow, c=_Flow, d=int32_t, q=uint32_t)
 cdef bint _acknowledged(_Flow x, uint32_t psn) except -1
+
+# -- completion and round-trip times -------------------------------------------------------------
+cdef inline int64_t _elapsed(int64_t t0, int64_t ts) noexcept
+@cython.locals(n=int)
+cdef inline int _log2(int64_t v) noexcept
+@cython.locals(e=int)
+cdef inline Py_ssize_t _bucket(int64_t v) noexcept
+@cython.locals(e=int64_t)
+cdef inline int64_t _bucket_low(Py_ssize_t k) noexcept
+cdef inline int64_t _bucket_width(Py_ssize_t k) noexcept
+@cython.locals(tm=_Timing, n=int64_t, m=int64_t, end=int64_t, last=bint)
+cdef int _time_request(_Flow f, int64_t psn, int pos, int cls, int ackreq, int dup,
+                       int64_t dmalen, int64_t ts) except -1
+cdef inline bint _extends(_Flow f, int64_t psn) noexcept
+cdef inline bint _only_covers(_Flow y, int64_t c) noexcept
+@cython.locals(i=Py_ssize_t)
+cdef bint _waits(_Ring r, int64_t psn) noexcept
+@cython.locals(r=_Ring, w=int64_t, b=int64_t, i=Py_ssize_t, p=int64_t, nxt=int64_t)
+cdef int _msg_head(_Flow f, _Timing tm, int64_t psn, int cls, int pos, int64_t ts) except -1
+@cython.locals(r=_Ring, b=int64_t, w=int64_t)
+cdef int _msg_part(_Flow f, _Timing tm, int64_t psn, bint last, int64_t ts) except -1
+@cython.locals(r=_Ring)
+cdef int _push(_Flow f, _Timing tm, Py_ssize_t i, int64_t w, int64_t ts) except -1
+@cython.locals(r=_Ring, i=Py_ssize_t)
+cdef int _probe(_Timing tm, int64_t psn, int dup, int64_t ts) except -1
+@cython.locals(x=_Flow, z=_Flow, cand=_Flow, tm=_Timing)
+cdef _Flow _answered(_Flow y, int64_t c)
+@cython.locals(r=_Ring, lo=int64_t)
+cdef int _explains(_Timing tm, int64_t c) except? -2
+@cython.locals(x=_Flow, tm=_Timing, r=_Ring, w=int64_t, end=int64_t, t0=int64_t, j=Py_ssize_t,
+               e=list)
+cdef int _time_response(_Flow y, int64_t c, int64_t done, int64_t ts) except -1
+@cython.locals(tm=_Timing, r=_Ring, i=Py_ssize_t)
+cdef int _unacknowledged(_Flow f) except -1
 
 
 # -- the engine --------------------------------------------------------------------------------
@@ -187,7 +271,8 @@ cdef class Analyzer:
     cdef void _insert(self, int fid, uint64_t h) noexcept
     @cython.locals(bth=int, l3o=int, psn=uint32_t, dmalen=int64_t, syn=int64_t, msn=int64_t,
                    s=int, cls=int, pos=int, kind=int, icrc=uint32_t, icrc_stored=uint32_t,
-                   calc=int, got=int, rule=int, v=int, t=PSNTracker, selective=bint)
+                   calc=int, got=int, rule=int, v=int, t=PSNTracker, selective=bint,
+                   timed=bint, ev=int, ackreq=int)
     cdef int _packet(self, _Flow f, const uint8_t *p, Py_ssize_t n, WalkResult w, int64_t fn,
                      int64_t ts, int op, int64_t plen, int64_t origlen, bint bad,
                      bint truncated) except -1
@@ -231,3 +316,5 @@ cdef class Analyzer:
     cdef int _close_all(self) except -1
     @cython.locals(s=_Flow)
     cdef list _flows_out(self)
+    @cython.locals(mct=_Hist, rtt=_Hist, f=_Flow)
+    cdef dict _latency(self)

@@ -148,7 +148,7 @@ class Flow:
 
     __slots__ = ("id", "l3", "addr", "qp", "src", "dst", "path", "first_ts", "last_ts", "req",
                  "rsp", "req_first", "rsp_first", "rsp_last", "stats", "naks", "rnr", "peer",
-                 *(c.name for c in COUNTERS))
+                 "completion", "ack_rtt", *(c.name for c in COUNTERS))
 
     def __init__(self, fid: int, l3: int, addr: bytes, qp: int, path: Path) -> None:
         half = len(addr) // 2
@@ -164,6 +164,10 @@ class Flow:
         self.naks: dict[int, int] = {}  # NAK code -> count
         self.rnr: dict[int, int] = {}  # RNR timer code -> count
         self.peer: Flow | None = None
+        # flowrules, "completion times", "ACK round-trip times": min, p50, p99, max in ns of
+        # its requests (None: none timed)
+        self.completion: dict[str, int] | None = None
+        self.ack_rtt: dict[str, int] | None = None
 
     def __repr__(self) -> str:
         return f"<Flow {self.id} {self.src} -> {self.dst} QP 0x{self.qp:06x} {self.packets} pkts>"
@@ -214,7 +218,12 @@ class Flow:
             "naks": {NAK_CODES.get(c, f"code {c}"): n for c, n in sorted(self.naks.items())},
             "rnr_naks": sum(self.rnr.values()),
             "rnr_timers_ms": {rnr_ms(c): n for c, n in sorted(self.rnr.items())},
+            "completion_ns": self.completion, "ack_rtt_ns": self.ack_rtt,
         }
+
+
+# A report's ``latency`` when nothing was timed.
+LATENCY_NONE: dict[str, Any] = {"completion_ns": None, "ack_rtt_ns": None}
 
 
 @dataclass
@@ -229,6 +238,9 @@ class Report:
     event_counts: dict[str, int]  # all events per kind, stored or not, folded ones one by one
     event_lines: dict[str, int] = field(default_factory=dict)  # expert lines made per kind
     problems: list[str] = field(default_factory=list)  # reader problems, set by the caller
+    # the capture's completion and ACK round-trip times, every flow's together:
+    # {"completion_ns": {min, p50, p99, max} or None, "ack_rtt_ns": ...}
+    latency: dict[str, Any] = field(default_factory=lambda: dict(LATENCY_NONE))
 
     def lines(self) -> dict[str, int]:
         """Expert lines made per kind (a kind that does not fold: one line per event)."""
@@ -248,6 +260,7 @@ class Report:
                                            {"address": a.dst, "qp": a.qp}]}
                             for a, b in self.connections],
             "flows": [f.to_dict(t0) for f in self.flows],
+            "latency": self.latency,
             "expert": {
                 "counts": dict(sorted(self.event_counts.items())),
                 "by_severity": {s: sum(n for k, n in self.event_counts.items()

@@ -113,6 +113,7 @@ _F_TVER = _spec(*locate.SPECS[("bth", "tver")])
 _F_DESTQP = _spec(*locate.SPECS[("bth", "destqp")])
 _F_PSN = _spec(*locate.SPECS[("bth", "psn")])
 _F_PADCNT = _spec(*locate.SPECS[("bth", "padcnt")])
+_F_ACKREQ = _spec(*locate.SPECS[("bth", "a")])
 _SZ_BTH = SIZE_OF["bth"]
 # By opcode (flowrules.OPINFO): a row, class, position, message kind, sequenced.
 _VALID = [int(info is not None) for info in R.OPINFO]
@@ -120,6 +121,7 @@ _CLS = [info.cls if info else 0 for info in R.OPINFO]
 _POS = [info.pos if info else 0 for info in R.OPINFO]
 _KIND = [info.kind if info else 0 for info in R.OPINFO]
 _SEQ = [int(info.seq) if info else 0 for info in R.OPINFO]
+_ACKED = [int(info.acked) if info else 0 for info in R.OPINFO]
 # By opcode: the RETH DMA length, the AETH syndrome and MSN, wherever the header is (-1: none).
 _DMALEN = [_eth_spec(op, "reth", "dmalen") for op in range(_NOPS)]
 _SYN = [_eth_spec(op, "aeth", "syndrome") for op in range(_NOPS)]
@@ -190,6 +192,10 @@ _CT_ATOMIC_ACKS = R.COUNTER_INDEX["atomic_acks"]
 _CT_TRUNCATED = R.COUNTER_INDEX["truncated"]
 _CT_RETX_SELECTIVE = R.COUNTER_INDEX["retx_selective"]
 _CT_RETX_GO_BACK = R.COUNTER_INDEX["retx_go_back"]
+_CT_TIMED = R.COUNTER_INDEX["timed"]
+_CT_UNACKED = R.COUNTER_INDEX["unacked"]
+_CT_RTT = R.COUNTER_INDEX["rtt_samples"]
+_CT_RTT_EXCLUDED = R.COUNTER_INDEX["rtt_excluded"]
 # Numbers the rules switch on, from flowrules, roce.psn and roce.locate.
 _C_DATA, _C_READ, _C_ATOMIC, _C_ONLYREQ = R.C_DATA, R.C_READ, R.C_ATOMIC, R.C_ONLYREQ
 _C_READ_RESP, _C_ACK, _C_ATOMIC_ACK, _C_CNP = R.C_READ_RESP, R.C_ACK, R.C_ATOMIC_ACK, R.C_CNP
@@ -208,6 +214,24 @@ _DEFAULT_MTU = R.DEFAULT_MTU
 _MAX_OPEN = R.MAX_OPEN_MESSAGES
 _REORDER_HOLD = R.REORDER_HOLD
 _MAX_READ_PSNS = R.MAX_READ_PSNS
+_MIN_MTU = R.IB_MTUS[0]
+# Completion times (flowrules, "completion times"): the requests waiting for their
+# acknowledgement, at most _MAX_OUTSTANDING per ring (a power of two: rings index by mask).
+# A waiting message is a word: its first PSN in the low 24 bits, the PSN after its last above
+# them, and flags: its end known, its head not seen, completed by its own response (a READ,
+# an atomic).  A waiting probe packet: its PSN, and a flag once it was retransmitted.
+_MAX_OUTSTANDING = R.MAX_OUTSTANDING
+if _MAX_OUTSTANDING & (_MAX_OUTSTANDING - 1) or _MAX_OUTSTANDING < 8:
+    raise ValueError("flow engine: MAX_OUTSTANDING must be a power of two, at least 8")
+_W_END_SHIFT = 24
+_W_END_MASK = R.PSN_MASK << _W_END_SHIFT  # (from the Python number: 64 bits in both forms)
+_W_ENDED, _W_HEADLESS, _W_OWN_RESPONSE = 1 << 48, 1 << 49, 1 << 50
+_W_RETX = 1 << 24
+# The latency histogram (flowrules, "latency histogram"): buckets per power of two.
+_LSUB_BITS = R.LATENCY_SUB_BITS
+_LSUB = 1 << _LSUB_BITS
+_LBUCKETS = R.LATENCY_BUCKETS
+_LEXACT = R.LATENCY_EXACT  # values kept as they are, for exact quantiles of few values
 _VCRC_SIZE = 2  # native InfiniBand's VCRC after the ICRC (roce.families.ib.crc.VCRC_SIZE)
 _M32, _SIGN32, _WRAP32 = (1 << 32) - 1, 1 << 31, 1 << 32
 _I64_MAX = (1 << 63) - 1
@@ -442,6 +466,256 @@ class _Msgs:
         return 0
 
 
+class _Ring:
+    """Waiting requests of one flow in PSN order, oldest first (flowrules, "completion
+    times"): a word (PSN and flags) and a time each, in a ring of ``cap`` slots (a power of
+    two) that doubles when full, up to ``_MAX_OUTSTANDING``."""
+
+    __slots__ = ("w", "t", "head", "n", "cap")
+
+    def __init__(self) -> None:
+        self.cap = 8
+        self.w = array("q", [0]) * 8
+        self.t = array("q", [0]) * 8
+        self.head = self.n = 0
+
+    def word(self, i):
+        return self.w[(self.head + i) & (self.cap - 1)]
+
+    def time(self, i):
+        return self.t[(self.head + i) & (self.cap - 1)]
+
+    def set_word(self, i, w):
+        self.w[(self.head + i) & (self.cap - 1)] = w
+        return 0
+
+    def set_time(self, i, t):
+        self.t[(self.head + i) & (self.cap - 1)] = t
+        return 0
+
+    def pop(self):
+        """The oldest entry goes."""
+        self.head = (self.head + 1) & (self.cap - 1)
+        self.n -= 1
+        return 0
+
+    def insert(self, i, w, t):
+        """An entry at position ``i`` (0 .. n), the later ones moved up; the caller keeps
+        ``n`` below ``_MAX_OUTSTANDING``."""
+        if self.n == self.cap:
+            self._grow()
+        mask = self.cap - 1
+        j = self.n
+        while j > i:
+            self.w[(self.head + j) & mask] = self.w[(self.head + j - 1) & mask]
+            self.t[(self.head + j) & mask] = self.t[(self.head + j - 1) & mask]
+            j -= 1
+        self.w[(self.head + i) & mask] = w
+        self.t[(self.head + i) & mask] = t
+        self.n += 1
+        return 0
+
+    def _grow(self):
+        cap = self.cap * 2
+        w = array("q", [0]) * cap
+        t = array("q", [0]) * cap
+        for k in range(self.n):
+            w[k] = self.word(k)
+            t[k] = self.time(k)
+        self.w, self.t, self.cap, self.head = w, t, cap, 0
+        return 0
+
+    def find(self, psn):
+        """The position of the first entry whose PSN is not below ``psn`` (``n``: none),
+        PSNs ordered from the oldest entry's."""
+        lo = 0
+        hi = self.n
+        if hi == 0:
+            return 0
+        base = self.word(0) & _PSN_MASK
+        key = _psn_diff(psn, base)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _psn_diff(self.word(mid) & _PSN_MASK, base) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+
+def _log2(v):
+    """The exponent of the power of two at or below ``v`` (> 0)."""
+    n = 0
+    if v >= _WRAP32:
+        v >>= 32
+        n += 32
+    if v >= 65536:
+        v >>= 16
+        n += 16
+    if v >= 256:
+        v >>= 8
+        n += 8
+    if v >= 16:
+        v >>= 4
+        n += 4
+    if v >= 4:
+        v >>= 2
+        n += 2
+    if v >= 2:
+        n += 1
+    return n
+
+
+def _bucket(v):
+    """The latency histogram's bucket of ``v`` ns (flowrules, "latency histogram"): ``v``
+    itself below 2^_LSUB_BITS, then _LSUB buckets per power of two."""
+    if v < _LSUB:
+        return v
+    e = _log2(v)
+    return ((e - _LSUB_BITS + 1) << _LSUB_BITS) + (v >> (e - _LSUB_BITS)) - _LSUB
+
+
+def _bucket_low(k):
+    """The smallest value of bucket ``k``."""
+    if k < _LSUB:
+        return k
+    e = (k >> _LSUB_BITS) + _LSUB_BITS - 1
+    return (_LSUB + (k & (_LSUB - 1))) << (e - _LSUB_BITS)
+
+
+def _bucket_width(k):
+    """How many values bucket ``k`` holds."""
+    if k < _LSUB:
+        return 1
+    return 1 << ((k >> _LSUB_BITS) - 1)
+
+
+class _Hist:
+    """Latencies in ns (flowrules, "latency histogram"): how many, the least and the most,
+    and counts by bucket from bucket ``lo``, over the buckets met so far; while there are at
+    most ``_LEXACT``, the values themselves too, in order (``ex``, room for ``excap``)."""
+
+    __slots__ = ("n", "least", "most", "lo", "size", "b", "ex", "excap")
+
+    def __init__(self) -> None:
+        self.n = self.least = self.most = 0
+        self.lo = self.size = self.excap = 0
+        self.b = array("q")
+        self.ex = array("q")
+
+    def add(self, v, count):
+        """``count`` values of ``v`` ns."""
+        if self.n == 0 or v < self.least:
+            self.least = v
+        if self.n == 0 or v > self.most:
+            self.most = v
+        if self.n + count <= _LEXACT:
+            for k in range(count):
+                self._keep(self.n + k, v)
+        self.n += count
+        k = _bucket(v)
+        if k < self.lo or k >= self.lo + self.size:
+            self._widen(k)
+        self.b[k - self.lo] += count
+        return 0
+
+    def _widen(self, k):
+        """Room for bucket ``k``: from a power of two's first bucket to one's last."""
+        lo = k if self.size == 0 or k < self.lo else self.lo
+        hi = k + 1 if self.size == 0 or k >= self.lo + self.size else self.lo + self.size
+        lo -= lo & (_LSUB - 1)
+        hi += (_LSUB - (hi & (_LSUB - 1))) & (_LSUB - 1)
+        if hi > _LBUCKETS:
+            hi = _LBUCKETS
+        b = array("q", [0]) * (hi - lo)
+        for j in range(self.size):
+            b[self.lo - lo + j] = self.b[j]
+        self.b, self.lo, self.size = b, lo, hi - lo
+        return 0
+
+    def _keep(self, i, v):
+        """``v`` into the values kept in order, of which there are ``i``."""
+        if i == self.excap:
+            cap = 4 if self.excap == 0 else 2 * self.excap
+            if cap > _LEXACT:
+                cap = _LEXACT
+            e = array("q", [0]) * cap
+            for j in range(i):
+                e[j] = self.ex[j]
+            self.ex, self.excap = e, cap
+        j = i
+        while j > 0 and self.ex[j - 1] > v:
+            self.ex[j] = self.ex[j - 1]
+            j -= 1
+        self.ex[j] = v
+        return 0
+
+    def merge(self, other):
+        """Add the values of ``other``."""
+        if other.n == 0:
+            return 0
+        if self.n == 0 or other.least < self.least:
+            self.least = other.least
+        if self.n == 0 or other.most > self.most:
+            self.most = other.most
+        if self.n + other.n <= _LEXACT:
+            for j in range(other.n):
+                self._keep(self.n + j, other.ex[j])
+        self.n += other.n
+        if self.size == 0 or other.lo < self.lo:
+            self._widen(other.lo)
+        if other.lo + other.size > self.lo + self.size:
+            self._widen(other.lo + other.size - 1)
+        for j in range(other.size):
+            self.b[other.lo - self.lo + j] += other.b[j]
+        return 0
+
+    def quantile(self, num, den):
+        """The nearest-rank quantile ``num / den``: the value of rank ceil(n * num / den)
+        while the values are kept, else the middle of the bucket that holds that rank, within
+        the least and the most (themselves at the first and the last rank)."""
+        rank = (self.n * num + den - 1) // den
+        if self.n <= _LEXACT:
+            return self.ex[rank - 1 if rank > 0 else 0]
+        if rank <= 1:
+            return self.least
+        if rank >= self.n:
+            return self.most
+        seen = 0
+        for j in range(self.size):
+            seen += self.b[j]
+            if seen >= rank:
+                k = self.lo + j
+                v = _bucket_low(k) + (_bucket_width(k) >> 1)
+                return min(max(v, self.least), self.most)
+        return self.most
+
+    def summary(self) -> dict[str, int] | None:
+        """min, p50, p99, max in ns (None: no values)."""
+        if self.n == 0:
+            return None
+        return {"min": self.least, "p50": self.quantile(50, 100),
+                "p99": self.quantile(99, 100), "max": self.most}
+
+
+class _Timing:
+    """A flow's requests waiting for their acknowledgement and what came of them (flowrules,
+    "completion times", "ACK round-trip times"); made at its first request of a transport
+    with acknowledgements."""
+
+    __slots__ = ("msgs", "probes", "aside", "cov", "hi", "mct", "rtt")
+
+    def __init__(self) -> None:
+        self.msgs = _Ring()  # waiting messages
+        self.probes = _Ring()  # waiting probe packets (AckReq, a message's last)
+        # READs and atomics an acknowledgement passed before their response: [first PSN,
+        # end PSN, time], waiting for their response (an implied NAK resends them)
+        self.aside: list[list[int]] = []
+        self.cov = -1  # every PSN before it acknowledged (-1: nothing yet)
+        self.hi = -1  # the PSN after the highest request PSN (a READ's at its largest)
+        self.mct, self.rtt = _Hist(), _Hist()
+
+
 class _Flow:
     """One flow and the engine's working state for it; ``finish`` makes a
     ``flowmodel.Flow`` of it."""
@@ -450,7 +724,7 @@ class _Flow:
                  "req_first", "rsp_first", "rsp_last", "c", "stats", "naks", "rnr",
                  "has_pending", "pend_fn", "pend_psn", "pend_dmalen", "pend_ts", "reqmsg",
                  "rspmsg", "b_open", "b_first", "b_ts", "b_last", "b_count", "b_lo", "b_hi",
-                 "ack_msn", "nak_psn", "acked", "sacks", "back")
+                 "ack_msn", "nak_psn", "acked", "sacks", "back", "tm", "ack_of", "acked_by")
 
     def __init__(self, fid, l3, addr, qp, h, path) -> None:
         self.id, self.l3, self.addr, self.qp, self.hash, self.path = fid, l3, addr, qp, h, path
@@ -478,6 +752,12 @@ class _Flow:
         self.acked = -1
         self.sacks: bytearray | None = None
         self.back: list[_Flow] = []  # the flows the other way between the same addresses
+        # flowrules, "completion times": the requests waiting for acknowledgement (made at
+        # the first request that will get one); the flow whose requests this one's responses
+        # answer, and the flow whose responses answer this one's requests ("answering flow")
+        self.tm: _Timing | None = None
+        self.ack_of: _Flow | None = None
+        self.acked_by: _Flow | None = None
 
     def counters(self) -> list[int]:
         return [self.c[k] for k in range(_NC)]
@@ -598,6 +878,296 @@ def _acknowledged(x, psn):
         return True
     q = psn & (_SACK_AHEAD - 1)
     return d < _SACK_AHEAD and y.sacks is not None and ((y.sacks[q >> 3] >> (q & 7)) & 1) == 1
+
+
+# -- completion and round-trip times (flowrules, "completion times", "ACK round-trip times") --
+
+def _elapsed(t0, ts):
+    """``ts - t0`` ns, 0 when the capture's clock went back, within 64 bits."""
+    if t0 >= ts:
+        return 0
+    if t0 < 0 and ts > _I64_MAX + t0:
+        return _I64_MAX
+    return ts - t0
+
+
+def _time_request(f, psn, pos, cls, ackreq, dup, dmalen, ts):
+    """A request of flow ``f`` (of a transport with acknowledgements) into its waiting
+    messages and probes; ``dup`` 1 when the tracker found it a retransmission, 0 when not, 2
+    when not yet known (a READ waiting to be sequenced)."""
+    tm = f.tm
+    if tm is None:
+        tm = f.tm = _Timing()
+    n = 1
+    if cls == _C_READ and dmalen > 0:
+        # as far as the path's MTU takes it: the largest First/Middle payload seen, never
+        # above the path MTU (the smallest MTU while none was seen)
+        m = f.path.mtu if f.path.mtu > 0 else _MIN_MTU
+        n = (dmalen + m - 1) // m
+        if n > _MAX_READ_PSNS:
+            n = _MAX_READ_PSNS
+    end = (psn + n) & _PSN_MASK
+    if tm.hi < 0 or _psn_diff(end, tm.hi) > 0:
+        tm.hi = end
+    if tm.cov >= 0 and _psn_diff(psn, tm.cov) < 0:
+        return 0  # acknowledged already: nothing waits for it
+    last = pos == _P_LAST or pos == _P_ONLY or cls != _C_DATA
+    if dup == 2:  # a READ: asked again when its message waits already
+        dup = 1 if _waits(tm.msgs, psn) else 0
+    if dup == 0:
+        if cls != _C_DATA or pos == _P_FIRST or pos == _P_ONLY:
+            _msg_head(f, tm, psn, cls, pos, ts)
+        else:
+            _msg_part(f, tm, psn, pos == _P_LAST, ts)
+    if last or ackreq or dup:
+        _probe(tm, psn, dup, ts)
+    return 0
+
+
+def _extends(f, psn):
+    """Is the request at ``psn`` the next packet of flow ``f``'s newest waiting message,
+    still open?  Then it only moves the highest PSN (the usual packet: ``_time_request``
+    is not called)."""
+    return (f.tm is not None and f.tm.hi == psn and f.tm.msgs.n > 0
+            and not f.tm.msgs.word(f.tm.msgs.n - 1) & _W_ENDED)
+
+
+def _only_covers(y, c):
+    """Does a response of flow ``y`` covering the PSNs before ``c``, not the last of a READ,
+    only move the coverage of the flow it answers: within its range and past its coverage,
+    with no waiting message ending and no probe before ``c``?  (The usual READ response
+    Middle: ``_time_response`` is not called.)"""
+    return (y.ack_of is not None and y.ack_of.tm.cov >= 0
+            and _psn_diff(c, y.ack_of.tm.cov) > 0 and _psn_diff(y.ack_of.tm.hi, c) >= 0
+            and (y.ack_of.tm.msgs.n == 0
+                 or not y.ack_of.tm.msgs.word(0) & _W_ENDED
+                 or _psn_diff(c, (y.ack_of.tm.msgs.word(0) >> _W_END_SHIFT) & _PSN_MASK) < 0)
+            and (y.ack_of.tm.probes.n == 0
+                 or _psn_diff(c, y.ack_of.tm.probes.word(0) & _PSN_MASK) <= 0))
+
+
+def _waits(r, psn):
+    """Is an entry of ``r`` at ``psn``?"""
+    i = r.find(psn)
+    return i < r.n and (r.word(i) & _PSN_MASK) == psn
+
+
+def _msg_head(f, tm, psn, cls, pos, ts):
+    """A message starts at ``psn`` (seen for the first time)."""
+    r = tm.msgs
+    w = psn
+    if cls == _C_READ or cls == _C_ATOMIC:
+        w |= _W_OWN_RESPONSE
+    if cls != _C_READ and (cls != _C_DATA or pos == _P_ONLY):  # one PSN: it ends here
+        w |= _W_ENDED | (((psn + 1) & _PSN_MASK) << _W_END_SHIFT)
+    if r.n == 0 or _psn_diff(psn, r.word(r.n - 1) & _PSN_MASK) > 0:
+        # past every waiting message, the usual case: the newest one ends here if it had not
+        if r.n:
+            b = r.word(r.n - 1)
+            if not b & _W_ENDED:
+                r.set_word(r.n - 1, b | _W_ENDED | (psn << _W_END_SHIFT))
+        _push(f, tm, r.n, w, ts)
+        return 0
+    i = r.find(psn)
+    if i < r.n and (r.word(i) & _PSN_MASK) == psn:
+        return 0  # a copy of a head seen
+    # a late head, below the newest message: the messages around it end where they meet it
+    if i > 0:
+        p = r.word(i - 1)
+        if not p & _W_ENDED or _psn_diff((p >> _W_END_SHIFT) & _PSN_MASK, psn) > 0:
+            r.set_word(i - 1, (p & ~_W_END_MASK) | _W_ENDED | (psn << _W_END_SHIFT))
+    if i < r.n:
+        nxt = r.word(i)
+        if nxt & _W_HEADLESS and not w & _W_ENDED:
+            # the head of the message whose later packets came first: it starts here, at
+            # the earlier of the two times
+            r.set_word(i, (nxt & ~(_W_HEADLESS | _PSN_MASK)) | psn)
+            if ts < r.time(i):
+                r.set_time(i, ts)
+            return 0
+        if not w & _W_ENDED:
+            w |= _W_ENDED | ((nxt & _PSN_MASK) << _W_END_SHIFT)
+    _push(f, tm, i, w, ts)
+    return 0
+
+
+def _msg_part(f, tm, psn, last, ts):
+    """A Middle or Last seen for the first time: it ends the newest message at a Last, or
+    starts one whose head was not seen."""
+    r = tm.msgs
+    if r.n:
+        b = r.word(r.n - 1)
+        if _psn_diff(psn, b & _PSN_MASK) <= 0:
+            return 0  # below the newest message's start: a late piece of a known message
+        if not b & _W_ENDED:
+            if last:
+                r.set_word(r.n - 1, b | _W_ENDED | (((psn + 1) & _PSN_MASK) << _W_END_SHIFT))
+            return 0
+        if _psn_diff(psn, (b >> _W_END_SHIFT) & _PSN_MASK) < 0:
+            return 0  # inside the newest message
+    w = psn | _W_HEADLESS
+    if last:
+        w |= _W_ENDED | (((psn + 1) & _PSN_MASK) << _W_END_SHIFT)
+    _push(f, tm, r.n, w, ts)
+    return 0
+
+
+def _push(f, tm, i, w, ts):
+    """A message into the waiting ones at position ``i``; when ``_MAX_OUTSTANDING`` wait,
+    the oldest is counted unacknowledged."""
+    r = tm.msgs
+    if r.n == _MAX_OUTSTANDING:
+        if i == 0:  # older than every one waiting: it is that oldest
+            if not w & _W_HEADLESS:
+                f.c[_CT_UNACKED] += 1
+            return 0
+        if not r.word(0) & _W_HEADLESS:
+            f.c[_CT_UNACKED] += 1
+        r.pop()
+        i -= 1
+    r.insert(i, w, ts)
+    return 0
+
+
+def _probe(tm, psn, dup, ts):
+    """A probe packet at ``psn`` (its first sighting, ``dup`` 0), or a retransmission of
+    one: that one gives no sample (Karn's rule)."""
+    r = tm.probes
+    if r.n == 0 or _psn_diff(psn, r.word(r.n - 1) & _PSN_MASK) > 0:
+        i = r.n
+    else:
+        i = r.find(psn)
+        if i < r.n and (r.word(i) & _PSN_MASK) == psn:
+            r.set_word(i, r.word(i) | _W_RETX)
+            return 0
+    if dup:
+        return 0  # a retransmission of a packet that is no probe
+    if r.n == _MAX_OUTSTANDING:
+        if i == 0:
+            return 0
+        r.pop()
+        i -= 1
+    r.insert(i, psn, ts)
+    return 0
+
+
+def _answered(y, c):
+    """The flow whose requests the responses of ``y`` answer, by a response covering the
+    PSNs before ``c`` (flowrules, "answering flow"); None when none or two explain it."""
+    x = y.ack_of
+    if x is not None:
+        tm = x.tm
+        if tm.cov >= 0 and _psn_diff(c, tm.cov) > 0 and _psn_diff(tm.hi, c) >= 0:
+            return x  # the usual response: it moves the coverage, within what was sent
+        if _explains(tm, c) >= 0:
+            return x
+    z = None
+    for cand in y.back:
+        if cand is x or cand is y or cand.acked_by is not None or cand.tm is None:
+            continue
+        if _explains(cand.tm, c) > 0:
+            if z is not None:
+                return x  # two candidates: the link stays as it is
+            z = cand
+    if z is None:
+        return x
+    if x is not None:
+        x.acked_by = None
+    y.ack_of = z
+    z.acked_by = y
+    return z
+
+
+def _explains(tm, c):
+    """Does a response covering the PSNs before ``c`` answer the requests waiting in
+    ``tm``: 1 yes, 0 nothing waits, -1 no."""
+    r = tm.msgs
+    if r.n:
+        lo = r.word(0) & _PSN_MASK
+    elif tm.probes.n:
+        lo = tm.probes.word(0) & _PSN_MASK
+    elif tm.aside:
+        lo = tm.aside[0][0]
+    else:
+        return 0
+    if tm.probes.n and _psn_diff(tm.probes.word(0) & _PSN_MASK, lo) < 0:
+        lo = tm.probes.word(0) & _PSN_MASK
+    if tm.aside and _psn_diff(tm.aside[0][0], lo) < 0:
+        lo = tm.aside[0][0]
+    if _psn_diff(c, lo) > 0 and _psn_diff(tm.hi, c) >= 0:
+        return 1
+    return -1
+
+
+def _time_response(y, c, done, ts):
+    """A response on flow ``y`` acknowledging every request PSN before ``c``; ``done`` the
+    PSN of a READ's last response or of an atomic ACK (-1: neither), which completes that
+    READ or atomic."""
+    x = _answered(y, c)
+    if x is None:
+        return 0
+    tm = x.tm
+    if tm is None:
+        return 0
+    if tm.cov < 0 or _psn_diff(c, tm.cov) > 0:
+        tm.cov = c
+    r = tm.msgs
+    while r.n:
+        w = r.word(0)
+        if not w & _W_ENDED:
+            if done >= 0 and w & _W_OWN_RESPONSE and _psn_diff(done, w & _PSN_MASK) >= 0:
+                w |= _W_ENDED | (((done + 1) & _PSN_MASK) << _W_END_SHIFT)  # a READ's last
+            else:
+                break
+        end = (w >> _W_END_SHIFT) & _PSN_MASK
+        if _psn_diff(c, end) < 0:
+            break
+        t0 = r.time(0)
+        r.pop()
+        if w & _W_HEADLESS:
+            continue
+        if w & _W_OWN_RESPONSE and not (done >= 0 and end == ((done + 1) & _PSN_MASK)):
+            # passed without its own response: it waits for one (an implied NAK)
+            tm.aside.append([w & _PSN_MASK, end, t0])
+            if len(tm.aside) > _MAX_OUTSTANDING:
+                tm.aside.pop(0)
+                x.c[_CT_UNACKED] += 1
+            continue
+        tm.mct.add(_elapsed(t0, ts), 1)
+        x.c[_CT_TIMED] += 1
+    if done >= 0 and tm.aside:
+        for j in range(len(tm.aside)):
+            e = tm.aside[j]
+            if e[1] == ((done + 1) & _PSN_MASK):
+                del tm.aside[j]
+                tm.mct.add(_elapsed(e[2], ts), 1)
+                x.c[_CT_TIMED] += 1
+                break
+    r = tm.probes
+    while r.n:
+        w = r.word(0)
+        if _psn_diff(c, w & _PSN_MASK) <= 0:
+            break
+        t0 = r.time(0)
+        r.pop()
+        if w & _W_RETX:
+            x.c[_CT_RTT_EXCLUDED] += 1
+        else:
+            tm.rtt.add(_elapsed(t0, ts), 1)
+            x.c[_CT_RTT] += 1
+    return 0
+
+
+def _unacknowledged(f):
+    """The end: the messages still waiting were never acknowledged (those whose head was not
+    seen are not counted)."""
+    tm = f.tm
+    r = tm.msgs
+    for i in range(r.n):
+        if not r.word(i) & _W_HEADLESS:
+            f.c[_CT_UNACKED] += 1
+    f.c[_CT_UNACKED] += len(tm.aside)
+    return 0
 
 
 # -- the engine ---------------------------------------------------------------------------------
@@ -878,12 +1448,23 @@ class Analyzer:
                 f.req_first = psn
             if f.has_pending:
                 self._resolve_read(f, psn, True)
+            timed = _ACKED[op] and not bad  # flowrules, "completion times"
             if cls == _C_READ and dmalen >= 0:
                 # Its PSN count depends on the MTU: decide when the next request comes.
                 f.has_pending = True
                 f.pend_fn, f.pend_psn, f.pend_dmalen, f.pend_ts = fn, psn, dmalen, ts
+                if timed:
+                    _time_request(f, psn, pos, cls, _field(p, bth, _F_ACKREQ), 2, dmalen, ts)
                 return 0
-            if self._feed_req(f, psn, 1, fn, ts, cls == _C_READ) == _EV_DUPLICATE:
+            ev = self._feed_req(f, psn, 1, fn, ts, cls == _C_READ)
+            if timed:
+                ackreq = _field(p, bth, _F_ACKREQ)
+                if ev != _EV_DUPLICATE and pos == _P_MIDDLE and not ackreq and _extends(f, psn):
+                    f.tm.hi = (psn + 1) & _PSN_MASK  # the usual packet: nothing else to do
+                else:
+                    _time_request(f, psn, pos, cls, ackreq, 1 if ev == _EV_DUPLICATE else 0,
+                                  dmalen, ts)
+            if ev == _EV_DUPLICATE:
                 return 0
             f.c[_CT_UNIQUE] += plen
             if bad:
@@ -901,6 +1482,9 @@ class Analyzer:
                 return 0
             rule = _SYN_RULE[syn]
             v = _SYN_VALUE[syn]
+            if not bad and (rule == _SYN_ACK or rule == _SYN_RNR or rule == _SYN_NAK):
+                # flowrules, "completion times": an ACK covers its PSN, a NAK what lies before
+                _time_response(f, (psn + 1) & _PSN_MASK if rule == _SYN_ACK else psn, -1, ts)
             if rule == _SYN_ACK:
                 f.c[_CT_ACKS] += 1
                 f.ack_msn = msn
@@ -927,6 +1511,12 @@ class Analyzer:
             f.c[_CT_RSP_PAYLOAD] += plen
             if cls == _C_ATOMIC_ACK:
                 f.c[_CT_ATOMIC_ACKS] += 1
+            if not bad:  # flowrules, "completion times": a READ's last response, an atomic's
+                if pos == _P_MIDDLE and _only_covers(f, (psn + 1) & _PSN_MASK):
+                    f.ack_of.tm.cov = (psn + 1) & _PSN_MASK  # the usual READ response
+                else:
+                    _time_response(f, (psn + 1) & _PSN_MASK, psn if cls == _C_ATOMIC_ACK or
+                                   pos == _P_LAST or pos == _P_ONLY else -1, ts)
             t = f.rsp
             if t is None:
                 t = f.rsp = fast.PSNTracker()
@@ -1273,7 +1863,8 @@ class Analyzer:
             connections, lone = pair(flows)
             self._report = Report(flows, connections, lone,
                                   totals(self, flows, len(connections)), self.events,
-                                  dict(self.store.counts), dict(self.store.lines))
+                                  dict(self.store.counts), dict(self.store.lines),
+                                  latency=self._latency())
         return self._report
 
     def _close_all(self):
@@ -1285,6 +1876,8 @@ class Analyzer:
                     self._close_burst(f, side)
             if f.b_open[_SPURIOUS]:
                 self._close_spurious(f)
+            if f.tm is not None:  # flowrules, "completion times": never acknowledged
+                _unacknowledged(f)
             for st in (f.reqmsg, f.rspmsg):
                 self._release(f, st)
                 if st.kind >= 0:
@@ -1312,5 +1905,16 @@ class Analyzer:
             out.stats = s.message_stats()
             out.naks = s.nak_counts()
             out.rnr = s.rnr_counts()
+            if s.tm is not None:
+                out.completion, out.ack_rtt = s.tm.mct.summary(), s.tm.rtt.summary()
             flows.append(out)
         return flows
+
+    def _latency(self):
+        """The capture's completion and round-trip times: every flow's, together."""
+        mct, rtt = _Hist(), _Hist()
+        for f in self.flows:
+            if f.tm is not None:
+                mct.merge(f.tm.mct)
+                rtt.merge(f.tm.rtt)
+        return {"completion_ns": mct.summary(), "ack_rtt_ns": rtt.summary()}

@@ -143,6 +143,59 @@ congestion marks
     (``BECN_FIELDS``; Wireshark infiniband.bth.becn): a non-CNP packet carrying it is a
     ``becn`` event on its flow, the flow of the QP told to slow down, as a CNP would be.
     docs/protocol.md, "Congestion marks on native InfiniBand".
+completion times
+    message completion time (MCT): on a flow carrying requests of a transport with
+    acknowledgements (RC, XRC, RD; not UC or UD), from the first captured packet of a message
+    to the first response that acknowledges its last PSN.  A message starts at a request that
+    begins one (a SEND or WRITE First or Only, a READ request, an atomic, a FLUSH, ATOMIC
+    WRITE or RESYNC); the time of its first transmission is kept, so a retransmitted message
+    counts from there.  When the capture shows later packets of a message before its First (a
+    First lost before the capture point and resent), the message counts from the earliest of
+    them.  A message ends at its Last (or Only); a READ at its last response, or, when that
+    is not seen in order, at the PSN before the next message's start (PSNs are contiguous).
+    Acknowledgement is cumulative and by PSN (the AETH MSN counts messages from the QP's
+    start, which a capture begun mid-connection cannot place): an ACK with PSN p covers every
+    PSN up to p; a READ response or atomic ACK with PSN p covers every PSN up to p too; a NAK
+    (PSN sequence error, RNR, or fatal) with PSN p covers the PSNs before p, as the requester
+    reads it (rxe ``rxe_comp.c``: a response past a WQE completes it).  A selective NAK's
+    BTH PSN is its cumulative ePSN and covers what lies before it; the PSN its MSN names out
+    of order completes nothing.  A READ or atomic completes only by its own last response
+    (its last READ response, its atomic ACK): an ACK past one whose response the capture has
+    not shown is an implied NAK (docs/protocol.md, "Requester and completer"), and it then
+    waits for its response.  A message never acknowledged in the capture is counted as
+    unacknowledged (``unacknowledged_messages``), not timed; so is the oldest waiting one
+    when a flow has ``MAX_OUTSTANDING`` waiting (ConnectX's send queue holds no more).  A
+    message whose first packet is not in the capture (it began before the capture, or its
+    head was never captured) is neither timed nor counted.  Requests that are malformed
+    (walk status >= 10), and responses that are, take no part.
+ACK round-trip times
+    on the same flows: from a request packet with AckReq set, or the last packet of a
+    message (Last, Only, a READ request, an atomic), to the first response covering its PSN
+    (the coverage above); only for packets not retransmitted before that response (Karn's
+    rule: a PSN seen twice gives no sample, ``ack_rtt_excluded`` counts them).
+answering flow
+    the responses of a flow (B to A, to QP a) answer the requests of one flow the other way
+    (A to B): the one whose waiting requests the response covers, from the lowest waiting
+    PSN to the PSN after its highest request (a READ reaching as far as its DMA length at
+    the largest First/Middle payload seen, or at the smallest MTU while none was seen).
+    Found once, at the first response that only one such flow explains, and kept while the
+    responses fall in its range; a response outside it that one other flow explains moves
+    the link there (a QP number reused).  Two candidates and nothing kept: the response
+    counts for nothing.
+latency histogram
+    per flow, completion times and ACK round-trip times are kept as counts by bucket: exact
+    below 2^``LATENCY_SUB_BITS`` ns, then 2^``LATENCY_SUB_BITS`` buckets per power of two
+    (bucket width at most 2^-``LATENCY_SUB_BITS`` of its values), with the exact minimum and
+    maximum; while there are at most ``LATENCY_EXACT`` values, the values themselves too.  A
+    quantile is the nearest-rank one (rank ceil(q * n)): of at most ``LATENCY_EXACT`` values,
+    the value of that rank, exact; of more, the middle of the bucket holding that rank,
+    clamped to the minimum and maximum (the exact minimum at rank 1, the maximum at rank n):
+    within 2^-(``LATENCY_SUB_BITS`` + 1) (0.78 %) of the exact value.  (A reservoir of
+    samples would give quantiles with a random error that grows towards p99; the histogram's
+    error is fixed and its memory does not grow with the samples.)  Memory: the buckets
+    between the smallest and largest value seen, at most ``LATENCY_BUCKETS`` of 8 bytes (29
+    KB), typically a few KB, and at most ``LATENCY_EXACT`` values of 8 bytes, whatever the
+    number of messages.
 """
 
 from __future__ import annotations
@@ -182,6 +235,17 @@ MAX_OPEN_MESSAGES = 64  # abandoned messages per flow that a late packet may sti
 # Packets per flow and direction that wait behind a missing PSN for message reassembly
 # (see "messages"): twice the selective-repeat window of 128 PSNs.
 REORDER_HOLD = 256
+# Messages, and probe packets (see "ACK round-trip times"), per flow that wait for their
+# acknowledgement: ConnectX's largest send queue (max_qp_wr, 32,768 work requests; see
+# docs/protocol.md, "Acknowledgement coverage and completion").  16 bytes each, allocated as
+# they wait.
+MAX_OUTSTANDING = 32768
+LATENCY_SUB_BITS = 6  # the latency histogram's buckets per power of two: 2^6 (see above)
+# Buckets a latency histogram can have: values from 0 to 2^63 - 1 ns.
+LATENCY_BUCKETS = (64 - LATENCY_SUB_BITS) << LATENCY_SUB_BITS
+# Values a latency histogram also keeps as they are, for exact quantiles while there are no
+# more (see "latency histogram"): 512 bytes at most.
+LATENCY_EXACT = 64
 __all__ = ["BATCH", "COUNTERS", "EVENTS", "EVENT_KINDS", "KIND_KEYS", "KIND_NAMES",
            "OPINFO", "PSN_MASK", "SACK_AHEAD", "SEVERITIES", "TEXTS"]
 
@@ -286,6 +350,11 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("bad_vcrc", "bad_vcrc", "bad_vcrc"),
     Counter("malformed", "malformed", "malformed"),
     Counter("truncated", "truncated", "truncated"),
+    # "completion times", "ACK round-trip times": on the flow carrying the requests
+    Counter("timed", "timed_messages", "timed_messages"),
+    Counter("unacked", "unacknowledged_messages", "unacknowledged_messages"),
+    Counter("rtt_samples", "ack_rtt_samples", "ack_rtt_samples"),
+    Counter("rtt_excluded", "ack_rtt_excluded", "ack_rtt_excluded"),
 )
 COUNTER_INDEX: dict[str, int] = {c.name: i for i, c in enumerate(COUNTERS)}
 assert all(e.counter is None or e.counter in COUNTER_INDEX for e in EVENTS)
@@ -305,6 +374,10 @@ KIND_NAMES = ("SEND", "SEND with immediate", "SEND with invalidate", "RDMA WRITE
 KIND_KEYS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "atomic", "flush",
              "atomic_write", "read_response", "resync")
 WRITE_KINDS = (K_WRITE, K_WRITE_IMM)
+REQUEST_CLASSES = (C_DATA, C_READ, C_ATOMIC, C_ONLYREQ)
+# The transports whose responder acknowledges requests: messages on them are timed ("completion
+# times"); UC and UD have no ACKs.
+ACKED_TRANSPORTS = (Transport.RC, Transport.XRC, Transport.RD)
 # An atomic message moves one operand: the width of AtomicETH's swap/add data (docs/protocol.md).
 ATOMIC_BYTES = LAYOUTS["atomiceth"].field("swapdt").bits // 8
 
@@ -314,6 +387,7 @@ class OpInfo(NamedTuple):
     pos: int  # P_* position
     kind: int  # K_* message kind (imm/inv only on the Last/Only that carries them)
     seq: bool  # PSN-sequenced (not UD, not CNP)
+    acked: bool  # a request of a transport with acknowledgements (RC, XRC, RD)
 
 
 def _op_info(op: Any) -> OpInfo:
@@ -334,7 +408,8 @@ def _op_info(op: Any) -> OpInfo:
             Operation.ACK: (C_ACK, -1), Operation.ATOMIC_ACK: (C_ATOMIC_ACK, -1),
             Operation.CNP: (C_CNP, -1)}[o]
     seq = op.transport not in (Transport.UD, Transport.CNP)
-    return OpInfo(cls, _POS[op.position], kind, seq)
+    acked = op.transport in ACKED_TRANSPORTS and cls in REQUEST_CLASSES
+    return OpInfo(cls, _POS[op.position], kind, seq, acked)
 
 
 OPINFO: list[OpInfo | None] = [None] * 256

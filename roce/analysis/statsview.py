@@ -81,6 +81,11 @@ def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
                          if m else "0")
         rows.append((f"{rules.KIND_NAMES[rules.KIND_KEYS.index(k)]} msgs", cells))
     add("incomplete messages", [d["incomplete_messages"] for d in dicts])
+    add("messages timed", [d["timed_messages"] for d in dicts])
+    add("messages unacknowledged", [d["unacknowledged_messages"] for d in dicts])
+    rows += latency_rows([d["completion_ns"] for d in dicts], [d["ack_rtt_ns"] for d in dicts])
+    add("ACK RTT samples", [d["ack_rtt_samples"] for d in dicts])
+    add("ACK RTTs not taken (resent)", [d["ack_rtt_excluded"] for d in dicts])
     rows += _psn_rows("psn", "PSN", dicts)
     rows += _psn_rows("response_psn", "resp PSN", dicts)
     for key, label in _RECOVERY:
@@ -103,6 +108,24 @@ def flow_rows(dicts: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     return rows
 
 
+def latency_rows(completion: list[dict[str, int] | None], rtt: list[dict[str, int] | None],
+                 ) -> list[tuple[str, list[str]]]:
+    """Message completion times and ACK round-trip times (flowrules, "completion times"),
+    one value per flow (or one for the capture); rows only for what was timed."""
+    def pair(summaries: list[dict[str, int] | None], a: str, b: str) -> list[str]:
+        return [f"{pauses.duration(s[a])} / {pauses.duration(s[b])}" if s else "-"
+                for s in summaries]
+
+    rows = []
+    if any(completion):
+        rows.append(("completion min / max", pair(completion, "min", "max")))
+        rows.append(("completion p50 / p99", pair(completion, "p50", "p99")))
+    if any(rtt):
+        rows.append(("ACK RTT min / max", pair(rtt, "min", "max")))
+        rows.append(("ACK RTT p50 / p99", pair(rtt, "p50", "p99")))
+    return rows
+
+
 # The frames and their parts (flowmodel.FRAME_PARTS: each frame in one), indented under them.
 _FRAME_LINES = (("roce_packets", "RoCE packets"), ("ib_packets", "InfiniBand packets"),
                 ("malformed", "malformed"), ("truncated", "truncated by capture"),
@@ -112,9 +135,11 @@ _TOTALS = (("flows", "flows"), ("connections", "connections"), ("bytes", "bytes"
            ("payload_bytes", "payload bytes"), ("unique_payload_bytes", "unique payload bytes"),
            ("duration", "duration (s)"), ("goodput_Bps", "goodput"),
            ("throughput_Bps", "throughput"), ("messages", "messages"),
-           ("incomplete_messages", "incomplete messages"), ("gaps", "PSN gaps"),
+           ("incomplete_messages", "incomplete messages"), ("timed_messages", "messages timed"),
+           ("unacknowledged_messages", "messages unacknowledged"), ("gaps", "PSN gaps"),
            ("missing", "PSNs missing"), ("retransmissions", "retransmitted PSNs"),
            ("out_of_order", "out of order (late)"), ("wraps", "PSN wraps"), ("acks", "ACKs"),
+           ("ack_rtt_samples", "ACK RTT samples"),
            ("naks", "NAKs"), ("rnr_naks", "RNR NAKs"), ("cnps", "CNPs"), ("ecn_ce", "ECN CE"),
            ("bad_icrc", "bad ICRC"))
 
@@ -278,7 +303,8 @@ def render(report: fl.Report, name: str, out: IO[str], expert_all: bool = False,
             r.heading(heading)
         r.table([], flow_rows([dicts[f.id]]))
     r.heading(f"Totals: {name}")
-    r.table([], total_rows(t))
+    lat = report.latency
+    r.table([], total_rows(t) + latency_rows([lat["completion_ns"]], [lat["ack_rtt_ns"]]))
     if pfc is not None and pfc.frames:
         r.heading(f"PFC / PAUSE: {pfc.frames:,} frames, link rate "
                   f"{pfc.link_rate_bps / 1e9:g} Gb/s")

@@ -23,6 +23,10 @@ def _psn_keys() -> list[str]:
 
 # Every flow counter (flowrules.COUNTERS, by its JSON key), and the RNR NAKs' sum.
 _FLOW_INTS = (*(c.key for c in COUNTERS), "rnr_naks")
+# The latency summaries of a flow (JSON key: column prefix; flowrules, "completion times"),
+# each min, p50, p99 and max as durations.
+_LATENCIES = (("completion_ns", "completion"), ("ack_rtt_ns", "ack_rtt"))
+_QUANTILES = ("min", "p50", "p99", "max")
 
 
 def flow_schema() -> Any:
@@ -37,6 +41,7 @@ def flow_schema() -> Any:
     fields += [(k, pa.uint64()) for k in _FLOW_INTS]
     fields += [(f"psn.{k}", pa.uint64()) for k in _psn_keys()]
     fields += [(f"response_psn.{k}", pa.uint64()) for k in _psn_keys()]
+    fields += [(f"{col}.{q}", pa.duration("ns")) for _, col in _LATENCIES for q in _QUANTILES]
     fields += [("naks", pa.map_(pa.string(), pa.uint64())),
                ("rnr_timers_ms", pa.map_(pa.string(), pa.uint64())),
                ("messages", pa.map_(pa.string(), msg))]
@@ -59,6 +64,9 @@ def flow_rows(capture: str, flows: list[dict[str, Any]]) -> list[dict[str, Any]]
         for which in ("psn", "response_psn"):
             counts = d[which] or {}
             row.update({f"{which}.{k}": counts.get(k) for k in _psn_keys()})
+        for key, col in _LATENCIES:
+            summary = d[key] or {}
+            row.update({f"{col}.{q}": summary.get(q) for q in _QUANTILES})
         rows.append(row)
     return rows
 
@@ -146,6 +154,29 @@ def cm_rows(capture: str, connections: list[dict[str, Any]]) -> list[dict[str, A
     return [{"capture": capture, **c} for c in connections]
 
 
+def latency_schema() -> Any:
+    pa = need_pyarrow()
+    fields: list[tuple[str, Any]] = [("capture", pa.dictionary(pa.int32(), pa.string()))]
+    fields += [(f"{col}.{q}", pa.duration("ns")) for _, col in _LATENCIES for q in _QUANTILES]
+    fields += [(k, pa.uint64()) for k in _LATENCY_COUNTS]
+    return pa.schema(fields)
+
+
+# The capture's counts of what was timed (the totals' keys; flowrules, "completion times").
+_LATENCY_COUNTS = ("timed_messages", "unacknowledged_messages", "ack_rtt_samples")
+
+
+def latency_rows(capture: str, d: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row of the latency table: the capture's completion and ACK round-trip times, every
+    flow's together (``Report.to_dict()["latency"]``), and how many were timed."""
+    row: dict[str, Any] = {"capture": capture}
+    for key, col in _LATENCIES:
+        summary = d["latency"][key] or {}
+        row.update({f"{col}.{q}": summary.get(q) for q in _QUANTILES})
+    row.update({k: d["totals"][k] for k in _LATENCY_COUNTS})
+    return [row]
+
+
 # ``roce stats -T parquet -w DIR``: DIR/<name>.parquet for each, from a report's sections
 STATS_TABLES: dict[str, tuple[Any, Any]] = {
     "flows": (flow_schema, lambda cap, d: flow_rows(cap, d["flows"])),
@@ -153,6 +184,7 @@ STATS_TABLES: dict[str, tuple[Any, Any]] = {
     "congestion": (congestion_schema, lambda cap, d: congestion_rows(cap, d["congestion"])),
     "pfc": (pfc_schema, lambda cap, d: pfc_rows(cap, d["pfc"])),
     "cm": (cm_schema, lambda cap, d: cm_rows(cap, d.get("cm_connections", []))),
+    "latency": (latency_schema, latency_rows),
     "uet_pdcs": (uetflows.pdc_schema, lambda cap, d: uetflows.pdc_rows(cap, d.get("uet"))),
 }
 

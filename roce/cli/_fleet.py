@@ -8,7 +8,7 @@ call in here (``wants_*`` decides) and keep their single-capture paths as they a
 * ``roce stats FILE...``: one report per capture (one task each), then their total;
   ``--merge``: the captures as one time-ordered session, one report.  ``-T parquet -w DIR``
   writes ``DIR/<table>.parquet`` for each of ``roce.analysis.tables.STATS_TABLES``: flows, expert,
-  congestion, pfc, cm, uet_pdcs (docs/columnar-schema.md).
+  congestion, pfc, cm, latency, uet_pdcs (docs/columnar-schema.md).
 
 Exit status: 0, 1 for bad usage, 2 when any capture could not be read (the others are
 still done).
@@ -62,7 +62,7 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the captures are one session (rotating files): analyse them as "
                              "one time-ordered stream")
     add_many_arguments(parser, "with -T parquet: the directory for flows, expert, "
-                               "congestion, pfc, cm and uet_pdcs .parquet")
+                               "congestion, pfc, cm, latency and uet_pdcs .parquet")
 
 
 def _jobs_of(args: argparse.Namespace) -> int:
