@@ -41,16 +41,26 @@ import os
 import sys
 import warnings
 
+# What is compiled is what measurably speeds up the emulator's benchmarks (bench/bench_cc.py,
+# bench/bench_emulator.py, bench/emu_speed_ab.py): each module costs install time
+# (bench/RESULTS.md, "Install time").  Left interpreted, since compiling them made those runs no
+# faster: selective repeat and RACK (``core.selective``, ``core.rack``, ``core.recovery``; an sr
+# run takes ~5 % more CPU), UC and UD (``core.unreliable``), the switch's stages
+# (``net.stages``), the per-hop header helpers (``net.hop``: their per-packet rewrite is in the
+# fast path already), and in roce/emu/cc/ the few modules of ``_CC_INTERPRETED``.
+
 # roce/emu/cc/: every module is an algorithm or on its per-event path (the interface, the NIC's
-# engine, the notification point), so a new algorithm's module is compiled without a row
-# here; these few are configuration, read once per run.
-_CC_CONFIGURATION = ("__init__", "algorithms", "experiments", "params")
+# engine, the notification point), so a new algorithm's module is compiled without a row here;
+# the modules named here are not: configuration, read once per run, and what compiling
+# measurably did not speed up (the base class's defaults, TIMELY).
+_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely")
 
 
-def _cc_modules() -> list[str]:
-    where = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emu", "cc")
+def _cc_modules(where: str = "") -> list[str]:
+    """The modules of roce/emu/cc (``where``: a directory standing for it) that are compiled."""
+    where = where or os.path.join(os.path.dirname(os.path.abspath(__file__)), "emu", "cc")
     return [f"roce.emu.cc.{name[:-3]}" for name in sorted(os.listdir(where))
-            if name.endswith(".py") and name[:-3] not in _CC_CONFIGURATION]
+            if name.endswith(".py") and name[:-3] not in _CC_INTERPRETED]
 
 
 MODULES = (
@@ -60,29 +70,19 @@ MODULES = (
     "roce.emu.core.memory",
     "roce.emu.core.placement",
     "roce.emu.core.qp",
-    "roce.emu.core.rack",
-    "roce.emu.core.recovery",
     "roce.emu.core.requester",
     "roce.emu.core.responder",
-    "roce.emu.core.selective",
-    "roce.emu.core.unreliable",
     "roce.emu.core.frames",
-    *_cc_modules(),  # every congestion-control module but configuration (below)
+    *_cc_modules(),  # every congestion-control module but those of _CC_INTERPRETED
     "roce.emu.net.buffer",
     "roce.emu.net.direct",
     "roce.emu.net.faults",
-    "roce.emu.net.hop",
     "roce.emu.net.link",
     "roce.emu.net.nic",
     "roce.emu.net.pfc",
     "roce.emu.net.sim",
-    "roce.emu.net.stages",
     "roce.emu.net.switch",
 )
-
-# Modules an earlier build compiled and this one does not: an extension left beside the .py
-# by that build is never loaded (it would run the old code)
-RETIRED = ("roce.emu.fabric",)
 
 # Classes compiled as extension types, by module.  Per class: "attr": "T" types an attribute,
 # "method.name": "T" an argument or a local of that method (T: a class of this table, reached
@@ -98,7 +98,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                           "_transmit.net": "Network"}},
     "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_done.st": "LinkStats"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
-    "roce.emu.net.buffer": {"Account": {}, "SharedBuffer": {}},
+    # ``congested`` is handed to PFC as a bound method (``PfcSender.xoff``): taken from a
+    # typed object, Cython makes a cpdef method a C function of the wrong signature (an error
+    # with GCC >= 14, a call without its hidden argument otherwise)
+    "roce.emu.net.buffer": {"Account": {"congested": "def"}, "SharedBuffer": {}},
     "roce.emu.net.switch": {
         "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender"},
         "Switch": {"net": "Network", "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
@@ -177,10 +180,8 @@ class _Chooser(importlib.abc.MetaPathFinder):
         self._checked = pure
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
-        if name in RETIRED:
-            return self._source_spec(name, path)
         if name not in MODULES:
-            return None
+            return _source_spec(name, path) if name.startswith("roce.") else None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.origin is None or spec.origin.endswith(".py"):
             return None  # not built (or not found): the normal import
@@ -199,15 +200,34 @@ class _Chooser(importlib.abc.MetaPathFinder):
         return spec
 
 
-    @staticmethod
-    def _source_spec(name: str, path: object) -> object:
-        """The ``.py`` of ``name``, whatever extension sits beside it."""
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.origin is None or spec.origin.endswith(".py"):
-            return spec
-        src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
-        return importlib.util.spec_from_file_location(name, src) if os.path.exists(src) \
-            else None
+def _source_spec(name: str, path: object) -> object:
+    """The ``.py`` of a module of ``roce`` not in MODULES when a compiled form sits beside it,
+    else None (the normal import).  That compiled form is left from an earlier build, when
+    MODULES was longer (an in-place build removes it: ``leftover_builds``); nothing records
+    what it was built from, so it would run old code.  A compiled module without a ``.py``
+    beside it (``_fastpath``, the TWINS) is no leftover."""
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+        return None
+    src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
+    return importlib.util.spec_from_file_location(name, src) if os.path.exists(src) else None
+
+
+def leftover_builds(root: str) -> list[str]:
+    """Compiled modules in the source tree ``root`` that a build no longer makes: extension
+    files beside the ``.py`` of a module not in MODULES (``setup.py`` removes them after an
+    in-place build; until then ``_source_spec`` never loads them)."""
+    out = []
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    for d, _dirs, files in os.walk(os.path.join(root, "roce")):
+        for f in files:
+            stem = next((f[:-len(s)] for s in suffixes if f.endswith(s)), None)
+            if stem is None or not os.path.exists(os.path.join(d, stem + ".py")):
+                continue
+            name = ".".join(os.path.relpath(os.path.join(d, stem), root).split(os.sep))
+            if name not in MODULES:
+                out.append(os.path.join(d, f))
+    return sorted(out)
 
 
 def install_finder() -> None:
