@@ -51,9 +51,10 @@ import warnings
 
 # roce/emu/cc/: every module is an algorithm or on its per-event path (the interface, the NIC's
 # engine, the notification point), so a new algorithm's module is compiled without a row here;
-# the modules named here are not: configuration, read once per run, and what compiling
-# measurably did not speed up (the base class's defaults, TIMELY).
-_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely")
+# the modules named here are not: configuration, read once per run, what compiling
+# measurably did not speed up (the base class's defaults, TIMELY), and HPCC's reaction point,
+# which no run reaches until switches stamp its telemetry (it is not in the registry).
+_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely", "hpcc")
 
 
 def _cc_modules(where: str = "") -> list[str]:
