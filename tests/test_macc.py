@@ -14,7 +14,7 @@ from tshark_oracle import TSHARK, fields_command, tshark_value
 
 import roce
 from roce import macc
-from roce.analysis import cflows, flows, pauses
+from roce.analysis import cflows, flows, pauses, tap
 from roce.cli import main
 from roce.decoder import decode
 from roce.errors import DecodeError, RoceError
@@ -323,7 +323,7 @@ def test_tap_with_each_engine_and_format(tmp_path, engine, ng):
     acc = pauses.PauseAccount(100e9, 1_000_000)
     with open_capture(cap) as reader:
         an = flows.make_analyzer(engine=engine, batch=3)
-        an.feed_capture(pauses.Tap(reader, an, acc))
+        an.feed_capture(tap.Tap(reader, an, acc))
     rep = acc.finish()
     assert an.finish().totals["roce_packets"] == 2
     rows = {(r["from"], r["priority"]): r for r in rep.rows}
@@ -342,7 +342,7 @@ def test_tap_leaves_roce_only_blocks_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(acc, "scan_batch", lambda *a: calls.append(a))
     with open_capture(cap) as reader:
         an = flows.make_analyzer()
-        an.feed_capture(pauses.Tap(reader, an, acc))
+        an.feed_capture(tap.Tap(reader, an, acc))
     assert an.finish().totals["roce_packets"] == 50 and calls == []
 
 
@@ -422,7 +422,7 @@ def test_tap_among_other_frames(tmp_path):
     acc = pauses.PauseAccount(100e9, 1)  # every stretch is a storm: events name frames
     with open_capture(cap) as reader:
         an = flows.make_analyzer()
-        an.feed_capture(pauses.Tap(reader, an, acc))
+        an.feed_capture(tap.Tap(reader, an, acc))
     rep = acc.finish()
     assert rep.frames == 3
     rows = {(r["from"], r["priority"]): r for r in rep.rows}

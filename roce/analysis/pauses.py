@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 import struct
 import sys
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from roce import macc
@@ -239,43 +238,4 @@ class PauseReport:
         report.events = sorted([*report.events, *self.events], key=lambda e: e.frame)
 
 
-class Tap:
-    """A ``CaptureReader`` stand-in that hands an analyser the reader's records and shows
-    the blocks in which the analyser saw frames that are not RoCE to a ``PauseAccount``."""
-
-    def __init__(self, reader: Any, analyzer: Any, account: PauseAccount) -> None:
-        self._reader = reader
-        self._an = analyzer
-        self._acc = account
-
-    def can_scan_records(self) -> bool:
-        return bool(self._reader.can_scan_records())
-
-    def scan_records(self, consume: Callable[..., tuple[int, int]],
-                     *args: Any) -> Iterator[int]:
-        an, acc = self._an, self._acc
-
-        def tapped(buf: Any, pos: int, end: int, big_endian: bool, frac_mul: int,
-                   linktype: int | None) -> tuple[int, int]:
-            base, other = an.frames, an.not_roce
-            new, status = consume(buf, pos, end, big_endian, frac_mul, linktype)
-            if an.not_roce != other:
-                acc.scan_records(buf, pos, new, bool(big_endian), frac_mul, linktype, base,
-                                 an.not_roce - other)
-            return new, status
-
-        return self._reader.scan_records(tapped, *args)
-
-    def batches(self, n: int) -> Iterator[Batch]:
-        an = self._an
-        for batch in self._reader.batches(n):
-            base, other = an.frames, an.not_roce
-            yield batch
-            if an.not_roce != other:
-                self._acc.scan_batch(batch, base)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._reader, name)
-
-
-__all__ = ["DEFAULT_LINK_RATE", "DEFAULT_STORM", "PauseAccount", "PauseReport", "Tap"]
+__all__ = ["DEFAULT_LINK_RATE", "DEFAULT_STORM", "PauseAccount", "PauseReport"]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,6 +252,22 @@ class UetAnalysis:
         for i, data in enumerate(batch.datas):
             self.frame(base + i + 1, batch.ts_ns[i], bytes(data), batch.linktype,
                        batch.origlen[i])
+
+    def scan_records(self, buf: Any, pos: int, end: int, big_endian: bool, frac_mul: int,
+                     linktype: int | None, base: int, count: int) -> None:
+        """Pcap records ``buf[pos:end]``, the first numbered ``base + 1`` (``count`` of them
+        not RoCE: the walk's count, not needed here, where each frame is read)."""
+        if linktype not in WALK_LINKTYPES:
+            return
+        unpack = _HEADER[bool(big_endian)].unpack_from
+        p, number = pos, base
+        while p < end:
+            sec, frac, caplen, origlen = unpack(buf, p)
+            start = p + _RECORD
+            p = start + caplen
+            number += 1
+            self.frame(number, sec * 1_000_000_000 + frac * frac_mul, bytes(buf[start:p]),
+                       linktype, origlen)
 
     # -- per kind -------------------------------------------------------------------------
 
@@ -492,51 +507,4 @@ def pdc_rows(capture: str, uet: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
-class Tap:
-    """A ``CaptureReader`` stand-in that hands the flow engine the reader's records and gives
-    the frames of each block in which the engine found frames that are not RoCE to a
-    ``UetAnalysis``, numbered as the engine numbers them."""
-
-    def __init__(self, reader: Any, analyzer: Any, uet: UetAnalysis) -> None:
-        self._reader = reader
-        self._an = analyzer
-        self._uet = uet
-
-    def can_scan_records(self) -> bool:
-        return bool(self._reader.can_scan_records())
-
-    def scan_records(self, consume: Callable[..., tuple[int, int]],
-                     *args: Any) -> Iterator[int]:
-        an, uet = self._an, self._uet
-
-        def tapped(buf: Any, pos: int, end: int, big_endian: bool, frac_mul: int,
-                   linktype: int | None) -> tuple[int, int]:
-            base, other = an.frames, an.not_roce
-            new, status = consume(buf, pos, end, big_endian, frac_mul, linktype)
-            if an.not_roce != other and linktype in WALK_LINKTYPES:
-                unpack = _HEADER[bool(big_endian)].unpack_from
-                p, number = pos, base
-                while p < new:
-                    sec, frac, caplen, origlen = unpack(buf, p)
-                    start = p + _RECORD
-                    p = start + caplen
-                    number += 1
-                    uet.frame(number, sec * 1_000_000_000 + frac * frac_mul,
-                              bytes(buf[start:p]), linktype, origlen)
-            return new, status
-
-        return self._reader.scan_records(tapped, *args)
-
-    def batches(self, n: int) -> Iterator[Batch]:
-        an = self._an
-        for batch in self._reader.batches(n):
-            base, other = an.frames, an.not_roce
-            yield batch
-            if an.not_roce != other:
-                self._uet.scan_batch(batch, base)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._reader, name)
-
-
-__all__ = ["Holes", "Pdc", "Tap", "UetAnalysis", "pdc_rows", "pdc_schema"]
+__all__ = ["Holes", "Pdc", "UetAnalysis", "pdc_rows", "pdc_schema"]

@@ -271,7 +271,7 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
 
     from roce.analysis import flows as fl
     from roce.analysis import inner as tunnelled
-    from roce.analysis import pauses, uetflows
+    from roce.analysis import pauses, tap, uetflows
     from roce.analysis.ccstats import CcReport
     from roce.analysis.statsview import sections, write_text
 
@@ -286,7 +286,7 @@ def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
             ticker(offset if offset is not None else fh.tell() if fh is not None else 0)
 
         uet = uetflows.UetAnalysis(port)  # Ultra Ethernet's PDCs, beside the RoCE flows
-        analyzer.feed_capture(pauses.Tap(uetflows.Tap(reader, analyzer, uet), analyzer,
+        analyzer.feed_capture(tap.Tap(tap.Tap(reader, analyzer, uet), analyzer,
                                          account), tick)
         report = analyzer.finish()
         pfc = account.finish()
@@ -420,9 +420,9 @@ def _merged(args: argparse.Namespace, paths: list[str], fmt: str, port: int,
         for batch in multifile.merged_batches([s.batches(BATCH) for s in streams]):
             base, other = analyzer.frames, analyzer.not_roce
             analyzer.feed_batch(batch)
-            if analyzer.not_roce != other:  # PFC / PAUSE frames, as pauses.Tap shows them
+            if analyzer.not_roce != other:  # PFC / PAUSE frames, as tap.Tap shows them
                 account.scan_batch(batch, base)
-                uet.scan_batch(batch, base)  # UET, as uetflows.Tap shows it
+                uet.scan_batch(batch, base)  # UET, as tap.Tap shows it
             if bar.enabled:
                 frames += len(batch.datas)
                 done += sum(batch.caplen) + 16 * len(batch.datas)

@@ -22,7 +22,7 @@ from typing import IO
 
 from roce import locate
 from roce.analysis import flows as fl
-from roce.analysis import pauses, uetflows
+from roce.analysis import pauses, tap, uetflows
 from roce.analysis.statsview import EXPERT_DEFAULT, sections, write_text
 from roce.decoder.progress import Progress
 from roce.families.uet import READING_NAMES as UET_READINGS
@@ -214,10 +214,10 @@ def _analyse(reader: CaptureReader, port: int, size: int,
              uet: uetflows.UetAnalysis | None = None) -> fl.Report:
     analyzer = fl.make_analyzer(port)
     compressed = getattr(reader, "compressed", False)
-    if uet is not None:  # UET packets: seen beside the engine (uetflows.Tap)
-        reader = uetflows.Tap(reader, analyzer, uet)  # type: ignore[assignment]
-    if account is not None:  # PFC / PAUSE frames: seen beside the engine (pauses.Tap)
-        reader = pauses.Tap(reader, analyzer, account)  # type: ignore[assignment]
+    if uet is not None:  # UET packets: seen beside the engine (tap.Tap)
+        reader = tap.Tap(reader, analyzer, uet)  # type: ignore[assignment]
+    if account is not None:  # PFC / PAUSE frames: seen beside the engine (tap.Tap)
+        reader = tap.Tap(reader, analyzer, account)  # type: ignore[assignment]
     progress = Progress("analysing", size if where else 0)
 
     def tick(frames: int, offset: int | None) -> None:
