@@ -538,6 +538,22 @@ def _verdict(run: NetRun, s: Summary, finished: bool, left: int) -> str:
             f"i mod {sc.slots})")
 
 
+def network_totals(s: Summary, net: Any, cpu: float) -> None:
+    """What every simulated run reports of its network once its QPs are counted (``s.bytes``
+    and ``s.packets`` filled): virtual time, goodput, ICRC drops, each link's counters, and
+    the speed of the run in packets and packet-hops per CPU-second."""
+    s.virtual_ns = net.now
+    s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
+    for nic in net.hosts.values():
+        s.icrc_drops += nic.device.counters.icrc_drops
+    for w in net.wires:
+        s.link[w.name] = asdict(w.stats)
+    s.cpu_s = cpu
+    s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
+    s.hops = net.hops
+    s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
+
+
 def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
     sc, net, flows = run.sc, run.net, run.flows
     s = Summary(scenario=asdict(sc))
@@ -560,22 +576,13 @@ def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
     s.completed = dict(status)
     s.naks = dict(naks)
     s.bytes = sum(f.bytes for f in flows)
-    s.virtual_ns = net.now
-    s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
-    for nic in net.hosts.values():
-        s.icrc_drops += nic.device.counters.icrc_drops
-    for w in net.wires:
-        s.link[w.name] = asdict(w.stats)
+    network_totals(s, net, cpu)
     s.finished = finished
     s.outstanding = max(left, 0) if not finished else 0
     if not finished:
         s.stopped = stopped_why(sc, net, left)
     s.unverified = _verdict(run, s, finished, left)
     s.data_verified = not s.unverified
-    s.cpu_s = cpu
-    s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
-    s.hops = net.hops
-    s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
     s.fct_ns = fct_stats(every)
     if run.nics:
         s.fabric = fabric_stats(net, run.failures)

@@ -415,21 +415,12 @@ class WorkloadRun:
         s.completed = dict(self.status)
         s.naks = dict(naks)
         s.bytes = self.bytes
-        s.virtual_ns = net.now
-        s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
-        for nic in net.hosts.values():
-            s.icrc_drops += nic.device.counters.icrc_drops
-        for w in net.wires:
-            s.link[w.name] = asdict(w.stats)
+        runner.network_totals(s, net, cpu)
         left = self.posted - len(self.fcts)
         s.finished = finished
         s.outstanding = left if not finished else 0
         if not finished:
             s.stopped = runner.stopped_why(sc, net, left)
-        s.cpu_s = cpu
-        s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
-        s.hops = net.hops
-        s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
         s.fct_ns = runner.fct_stats(self.fcts)
         s.fabric = runner.fabric_stats(net, self.failures)
         s.warnings = list(net.warnings)
