@@ -7,31 +7,18 @@ from __future__ import annotations
 
 import gzip
 import os
-import struct
+import sys
 from pathlib import Path
 
 import pytest
 
-import roce
-from roce.pcapio import PcapWriter, open_capture
+from roce.pcapio import open_capture
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from bench_zero_records import ordinary as _ordinary  # noqa: E402  (the benchmark's captures)
+from bench_zero_records import zero_records as _zero_records  # noqa: E402
 
 RECORDS = 400_000
-
-
-def _zero_records(path: Path, n: int) -> None:
-    with gzip.open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        f.write(bytes(16) * n)
-
-
-def _ordinary(path: Path, n: int) -> None:
-    frames = [roce.craft("RC_RDMA_WRITE_MIDDLE", bytes(64), dqpn=0x11, psn=i).to_bytes()
-              for i in range(1024)]
-    with gzip.open(path, "wb", compresslevel=1) as f:
-        w = PcapWriter(f, nanosecond=False)
-        for i in range(n):
-            w.write(frames[i & 1023], ts_ns=i * 1000)
-        w.close()
 
 
 @pytest.fixture(scope="module")
