@@ -28,7 +28,7 @@ TOY_PORT = 5555
 TOY_MAGIC = 0xA5
 U = BitsInteger
 TOY = BitStruct("magic" / U(8) * "Magic", "flags" / U(8) * "Flags",
-                "session" / U(16) * "Toy Session")
+                "stream" / U(16) * "Toy Stream")
 TOY_LAYOUT, decode_toy, encode_toy = define("toy", TOY)
 TOY_OPTION = 4  # bytes of an option word present when flags bit 0x80 is set
 
@@ -49,9 +49,9 @@ TOY_HANDLER = Handler(
     skip=SkipRule(size=TOY_LAYOUT.size, checks=((0, 0xFF, TOY_MAGIC),),
                   extras=((1, 0x80, TOY_OPTION),), inner=LINKTYPE_ETHERNET),
     layer="toy", title="Toy Tunnel Protocol", layouts=(("toy", TOY_LAYOUT),),
-    fields=("toy", "toy.magic", "toy.flags", "toy.session"),
+    fields=("toy", "toy.magic", "toy.flags", "toy.stream"),
     encap=lambda frame, n, ident: encode_toy(
-        {"magic": TOY_MAGIC, "flags": 0x80 if n % 2 else 0, "session": ident})
+        {"magic": TOY_MAGIC, "flags": 0x80 if n % 2 else 0, "stream": ident})
     + (n.to_bytes(TOY_OPTION, "big") if n % 2 else b"") + frame,
     ident_bits=16)
 
@@ -76,7 +76,7 @@ def _run(capsys, *argv: str) -> str:
 
 @pytest.fixture
 def capture(toy, tmp_path, capsys):
-    """RC WRITEs crafted, then the same crafted inside the toy tunnel (session 7)."""
+    """RC WRITEs crafted, then the same crafted inside the toy tunnel (stream 7)."""
     bare, wrapped = tmp_path / "bare.pcap", tmp_path / "toy.pcap"
     common = ["craft", "RC_RDMA_WRITE_ONLY", "--count", "6", "--payload-size", "64",
               "--psn", "10", "--dqpn", "0x11"]
@@ -94,7 +94,7 @@ def test_craft_offers_and_builds_it(capture) -> None:
         assert outer.endswith(inner)  # the inner frame unchanged, after the toy header
         head = outer[len(outer) - len(inner) - 4 - (TOY_OPTION if n % 2 else 0):]
         assert decode_toy(head, 0) == {"magic": TOY_MAGIC, "flags": 0x80 if n % 2 else 0,
-                                      "session": 7}
+                                      "stream": 7}
         assert int.from_bytes(outer[36:38], "big") == TOY_PORT  # UDP destination port
 
 
@@ -130,9 +130,9 @@ def test_decode_shows_the_inner_roce_and_the_tunnel(capture, capsys) -> None:
         int(line.split()[6]) + 46 + (TOY_OPTION if n % 2 else 0)  # Eth + IPv4 + UDP + toy
         for n, line in enumerate(plain)]
     tree = _run(capsys, "decode", "-V", "-c", "2", str(wrapped))
-    assert "Toy Tunnel Protocol" in tree and "Toy Session: 7" in tree
+    assert "Toy Tunnel Protocol" in tree and "Toy Stream: 7" in tree
     assert "Invariant CRC" in tree
-    fields = _run(capsys, "decode", "-T", "fields", "-e", "toy.session", "-e", "bth.psn",
+    fields = _run(capsys, "decode", "-T", "fields", "-e", "toy.stream", "-e", "bth.psn",
                   "-Y", "toy.flags == 0x80", str(wrapped)).split()
     assert fields == ["7", "11", "7", "13", "7", "15"]
 
@@ -148,11 +148,11 @@ def test_parquet_types_its_columns(capture, tmp_path, capsys) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     _, wrapped = capture
     out = tmp_path / "toy.parquet"
-    _run(capsys, "decode", "-T", "parquet", "-e", "toy.session", "-e", "toy", "-e", "bth.psn",
+    _run(capsys, "decode", "-T", "parquet", "-e", "toy.stream", "-e", "toy", "-e", "bth.psn",
          "-w", str(out), str(wrapped))
     table = pq.read_table(out)
-    assert str(table.schema.field("toy.session").type) == "uint16"
-    assert table.column("toy.session").to_pylist() == [7] * 6
+    assert str(table.schema.field("toy.stream").type) == "uint16"
+    assert table.column("toy.stream").to_pylist() == [7] * 6
 
 
 def test_the_registry_row_alone_makes_the_difference(toy) -> None:
