@@ -13,11 +13,12 @@ selective repeat, and writes each ``run_network`` summary less its CPU-time fiel
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterator
+from typing import Any
 
+import equal_cli
 from bench_cc import SENDERS, scenario
 
 from roce.emu.cc import configure
@@ -53,24 +54,17 @@ def dump(path: str) -> None:
         json.dump(out, f, sort_keys=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("dump").add_argument("out")
-    c = sub.add_parser("compare")
-    c.add_argument("a")
-    c.add_argument("b")
-    args = ap.parse_args()
-    if args.cmd == "dump":
-        dump(args.out)
-        return
-    with open(args.a) as fa, open(args.b) as fb:
-        a, b = json.load(fa), json.load(fb)
+def compare(a: dict[str, Any], b: dict[str, Any]) -> int:
+    """Print the fields that differ between dumps ``a`` and ``b``; 1 if any do."""
     diffs = list(differences(a, b))
     for d in diffs[:50]:
         print(d)
     print(f"{len(set(a) | set(b))} cases compared, {len(diffs)} differing fields")
-    sys.exit(1 if diffs else 0)
+    return 1 if diffs else 0
+
+
+def main() -> None:
+    equal_cli.run(__doc__, dump, compare)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ summary, field by field, and the same frames at the same virtual times.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import itertools
@@ -32,6 +31,8 @@ import random
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+import equal_cli
 
 CPU_FIELDS = ("cpu_s", "packets_per_cpu_s", "hops_per_cpu_s")
 
@@ -200,19 +201,7 @@ def dump(path: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("dump").add_argument("out")
-    c = sub.add_parser("compare")
-    c.add_argument("a")
-    c.add_argument("b")
-    args = ap.parse_args()
-    if args.cmd == "dump":
-        dump(args.out)
-        return
-    with open(args.a) as fa, open(args.b) as fb:
-        a, b = json.load(fa), json.load(fb)
-    sys.exit(report(a, b))
+    equal_cli.run(__doc__, dump, report)
 
 
 def report(a: dict[str, Any], b: dict[str, Any]) -> int:
