@@ -383,23 +383,7 @@ def pcap_split(const uint8_t[::1] buf, Py_ssize_t pos, bint big_endian, long lon
 
 # -- the walk -----------------------------------------------------------------------------------
 
-cdef struct WalkResult:
-    int status
-    int vlans
-    int l3_kind
-    int l3_off
-    int l3_len
-    int udp_off
-    int bth_off
-    int opcode
-    int payload_off
-    int pad_off
-    int icrc_off
-    int l4_end
-    int err_header
-    int err_offset
-    int err_a
-    int err_b
+# WalkResult is declared in _fastpath.pxd (other compiled modules cimport it)
 
 
 cdef inline uint32_t rd(const uint8_t *p, int base, int f) noexcept nogil:
