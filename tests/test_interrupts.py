@@ -21,9 +21,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -370,30 +369,29 @@ def test_a_read_only_file_system(tmp_path: Path, name: str) -> None:
                                   "read-only file system")
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory the ``nobody`` user can read (pytest's own are root's alone)."""
-    d = Path(tempfile.mkdtemp(prefix="roce-perm-"))
-    d.chmod(0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d)
-
-
 @pytest.mark.parametrize("name", ["out.parquet", ""], ids=["FILE", "DIR"])
-def test_a_directory_without_write_permission(shared_dir: Path, name: str) -> None:
-    cap = shared_dir / "example.pcap"
-    shutil.copy(ROOT / "pcaps" / "example.pcap", cap)
-    cap.chmod(0o644)
+def test_a_directory_without_write_permission(tmp_path: Path, name: str) -> None:
+    # Root passes every permission check through CAP_DAC_OVERRIDE; the child keeps uid 0
+    # (so it still reads its own installation, wherever pip put it) but loses that
+    # capability, and the mode 0555 directory refuses it as it refuses any other user.
+    if shutil.which("setpriv") is None:
+        pytest.fail("setpriv (util-linux) is needed to drop CAP_DAC_OVERRIDE")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    cap = ROOT / "pcaps" / "example.pcap"
     argv = [sys.executable, "-m", "roce", "decode", "-T", "parquet", "-w",
-            str(shared_dir / name), str(cap)]
-    r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
-                        *argv], capture_output=True, text=True, timeout=60, env=ENV)
+            str(locked / name), str(cap)]
+    locked.chmod(0o555)
+    try:
+        r = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                            *argv], capture_output=True, text=True, timeout=60, env=ENV)
+    finally:
+        locked.chmod(0o755)
     assert r.returncode == 2, r.stderr
-    written = shared_dir / (name or "example.parquet")
+    written = locked / (name or "example.parquet")
     assert one_line(r.stderr) == (f"roce decode: {cap}: cannot write {written}: "
                                   "permission denied")
+    assert list(locked.iterdir()) == []
 
 
 def test_a_path_under_a_file(tmp_path: Path) -> None:
