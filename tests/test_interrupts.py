@@ -7,7 +7,8 @@ a read-only file system, a missing permission are input/output errors (exit 2), 
 The commands run as the ``roce`` script does (``python -m roce``) and are stopped as a
 service manager, a batch scheduler or ``timeout`` would stop them.  Root ignores file
 permissions, so a read-only place is a read-only tmpfs mounted in a private mount namespace
-(``unshare -m``) and a denied one is a mode 0555 directory written by root without CAP_DAC_OVERRIDE (``setpriv``).
+(``unshare -m``) and a denied one is a mode 0555 directory written by root without
+CAP_DAC_OVERRIDE (``setpriv``).
 """
 
 from __future__ import annotations
