@@ -1206,5 +1206,6 @@ include "decoder/_columns.pxi"
 
 include "families/ib/_scan.pxi"
 include "families/ib/_lines.pxi"
+include "families/uet/_lines.pxi"
 include "families/_peel.pxi"
 include "emu/net/_routed.pxi"

@@ -201,10 +201,18 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     # The columns of short malformed frames, by their bytes and lengths: a capture may hold
     # millions of alike ones (zero-length records), each otherwise decoded in Python.
     seen: dict[tuple[bytes, int, int, int], tuple[str, str, str, str, str]] = {}
+    # UET's lines in C (roce.families.uet.lines), made for a whole batch at its first frame
+    # the compiled scan calls "not RoCE": None until then, and where Python makes the line
+    uet: list[Any] = []
     for batch in reader.batches(batch_size):
         base = number
 
-        def slow(i: int, time_text: str, batch: Batch = batch, base: int = base) -> str:
+        def slow(i: int, time_text: str, batch: Batch = batch, base: int = base,
+                 rests: list[Any] = []) -> str:  # noqa: B006 - this batch's, filled once
+            if not rests:
+                rests.append(_uet_rests(uet, batch, summ, udp_port))
+            if rests[0] is not None and rests[0][i] is not None:
+                return f"{base + i:5d} {time_text} {rests[0][i]}"
             data, caplen, origlen = batch.datas[i], batch.caplen[i], batch.origlen[i]
             key = (data, batch.linktype, caplen, origlen)
             cols = seen.get(key) if len(data) <= SHORT_FRAME else None
@@ -252,6 +260,20 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             progress.update(_done(reader, done), number - 1)
         if shown >= limit:
             break
+
+
+def _uet_rests(uet: list[Any], batch: Batch, summ: summary.Summarizer,
+               udp_port: int) -> list[str | None] | None:
+    """The compiled UET lines of a batch (after the time column; None for a frame Python
+    lines), or None when the extension is not built or no registry row leads to UET.
+    ``uet`` holds the run's ``UetLines`` once made."""
+    if not uet:
+        from roce.families import registry
+        from roce.families.uet.lines import UetLines
+
+        lines = UetLines(registry(), summ.arrow, udp_port)
+        uet.append(lines if lines.enabled else None)
+    return uet[0].rests(batch) if uet[0] is not None else None
 
 
 def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,

@@ -22,6 +22,7 @@ from roce.families.uet.dissect import INVALID_HEADER, Decoded
 from roce.families.uet.layouts import FLAG_TITLES
 
 PROTOCOL = "UET"
+INVALID_RSP_TAG = "Invalid response opcode"  # Wireshark's uet.ses.rsp.invalid_opcode, as a tag
 Fields = dict[str, Any]
 
 # PDS flags shown as tags, in this order; SES flags of each request header
@@ -143,7 +144,7 @@ def info(d: Decoded) -> str:
     if "uet.encrypted" in f:
         tags.append(f"Encrypted {f['uet.encrypted']} bytes")
     if "uet.ses.rsp.invalid_opcode" in f:
-        tags.append("Invalid response opcode")
+        tags.append(INVALID_RSP_TAG)
     tags += [c.tag for c in CHECKS if c.field in f]
     text = " ".join(parts + [f"[{tag}]" for tag in tags])
     if d.kind == "truncated":
