@@ -1,5 +1,5 @@
 """UET's one-line view in C (``roce._fastpath.uet_lines``, tables from
-``roce.families.uet.lines``) against the family's Python decoding and text (``dissect``,
+``roce.families.uet.uetlines``) against the family's Python decoding and text (``dissect``,
 ``checks``, ``present`` through ``records.carried_columns``): the same line for every frame
 the C writes, on drawn frames of both readings, clean and with any field values, cut, with
 bytes flipped, and random bytes on the UET port; every clean frame without a TSS header
@@ -22,8 +22,7 @@ from roce.cli import main
 from roce.decoder import records
 from roce.families import registry, uet
 from roce.families.base.summary import Summarizer, TimeColumn
-from roce.families.uet import build
-from roce.families.uet import lines as uetlines
+from roce.families.uet import build, uetlines
 from roce.pcapio import Frame, PcapWriter
 from roce.testing.strategies import UetCase, uet_cases
 

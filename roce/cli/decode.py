@@ -201,7 +201,7 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     # The columns of short malformed frames, by their bytes and lengths: a capture may hold
     # millions of alike ones (zero-length records), each otherwise decoded in Python.
     seen: dict[tuple[bytes, int, int, int], tuple[str, str, str, str, str]] = {}
-    # UET's lines in C (roce.families.uet.lines), made for a whole batch at its first frame
+    # UET's lines in C (roce.families.uet.uetlines), made for a whole batch at its first frame
     # the compiled scan calls "not RoCE": None until then, and where Python makes the line
     uet: list[Any] = []
     for batch in reader.batches(batch_size):
@@ -269,7 +269,7 @@ def _uet_rests(uet: list[Any], batch: Batch, summ: summary.Summarizer,
     ``uet`` holds the run's ``UetLines`` once made."""
     if not uet:
         from roce.families import registry
-        from roce.families.uet.lines import UetLines
+        from roce.families.uet.uetlines import UetLines
 
         lines = UetLines(registry(), summ.arrow, udp_port)
         uet.append(lines if lines.enabled else None)

@@ -2,7 +2,7 @@
 # for every frame a UET row of the registry claims, from the frame's bytes: the walk, the
 # datagram its UDP or IP length bounds, the PDS and SES headers read by the layouts of the
 # reading, the derived fields, the expert checks, the Info text.  Every table comes from
-# roce.families.uet.lines.tables() (uet_lines_configure), which takes it from the family's
+# roce.families.uet.uetlines.tables() (uet_lines_configure), which takes it from the family's
 # layouts, codes, checks and presentation: no position, width, name or tag is written here.
 # Twin: the family's Python decoding and text (roce.families.uet.dissect, checks, present),
 # held to these lines on random frames of both readings by tests/test_uet_lines.py.
@@ -115,7 +115,7 @@ cdef int ul_slot(dict slots, str name) except -1:
 
 
 def uet_lines_configure(dict cfg):
-    """Receive the tables (roce.families.uet.lines.tables)."""
+    """Receive the tables (roce.families.uet.uetlines.tables)."""
     global UL_PDS_NAMES, UL_ACK_REQ, UL_NACK, UL_RSP, UL_RC, UL_PROTOCOL, UL_INVALID_RSP
     global UL_PDS_TAG_TEXT, UL_SES_TAG_TEXT, UL_CHECK_TAG, UL_NRES, UL_NPDS_TAGS, UL_NSES
     global UL_NCHECKS, UL_CTRL, UL_NH_NONE, UL_TSS, UL_READY
