@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag, Renamed
 
@@ -564,10 +565,26 @@ def selective_aeth(syndrome: int, psn: int, msn: int) -> bool:
     return looks_selective_nak(NAK_CODE_OF[syndrome], psn, msn)
 
 
-def define(name: str, con: Construct) -> tuple[Layout, Callable[[bytes, int], dict],
-                                               Callable[[dict], bytes]]:
+def define(name: str, con: Construct, lazy: bool = False) -> tuple[
+        Layout, Callable[[bytes, int], dict], Callable[[dict], bytes]]:
     """Layout, decoder and encoder of a header that a protocol family owns
     (``roce.families``): the same derivation as the headers above, kept out of
-    ``LAYOUTS`` so that RoCE's tables stay RoCE's."""
+    ``LAYOUTS`` so that RoCE's tables stay RoCE's.  ``lazy``: the decoder and encoder are
+    compiled at their first call (a family of many headers, most of which a run never
+    decodes or builds this way, starts faster)."""
     layout = _layout(name, con)
+    if lazy:
+        return layout, _lazily(_compile_decoder, layout), _lazily(_compile_encoder, layout)
     return layout, _compile_decoder(layout), _compile_encoder(layout)
+
+
+def _lazily(compile_: Callable[[Layout], Callable[..., Any]],
+            layout: Layout) -> Callable[..., Any]:
+    made: list[Callable[..., Any]] = []
+
+    def first_use(*args: Any) -> Any:
+        if not made:
+            made.append(compile_(layout))
+        return made[0](*args)
+
+    return first_use

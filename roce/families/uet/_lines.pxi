@@ -20,11 +20,22 @@ DEF UL_CODED = 16
 DEF UL_TAGS = 16
 DEF UL_BUF = 4096       # a line: every piece is bounded (names <= 64 bytes, numbers <= 20)
 
+cdef extern from *:
+    """
+    static inline uint64_t roce_ul_be64(const unsigned char *q) {
+        uint64_t v;
+        memcpy(&v, q, 8);
+        return __builtin_bswap64(v);
+    }
+    """
+    uint64_t ul_be64 "roce_ul_be64"(const uint8_t *q) noexcept nogil
+
 cdef struct UlField:
     int slot
     int byte0
     int nbytes
     int shift
+    int shift64  # the shift when the field is read from 8 bytes at byte0
     uint64_t mask
     bint wide  # over 64 bits: not read (no line shows it)
 
@@ -154,22 +165,19 @@ def uet_lines_configure(dict cfg):
                 L.f[j].shift, L.f[j].mask = 0, 0
             else:
                 L.f[j].shift = L.f[j].nbytes * 8 - bit % 8 - bits
+                L.f[j].shift64 = 64 - bit % 8 - bits
                 L.f[j].mask = 0xFFFFFFFFFFFFFFFFULL if bits == 64 else (<uint64_t>1 << bits) - 1
     for k, rd_ in enumerate(cfg["readings"]):
         R = &UL_R[k]
         if len(rd_["pds_chain"]) != 32 * 128 * UL_CHAIN or len(rd_["ses_chain"]) != \
                 16 * 64 * UL_CHAIN or len(rd_["ses_first"]) != 16 or len(rd_["ack_cc"]) != 16:
             raise ValueError("uet_lines_configure: chain tables of the wrong size")
-        for i in range(32 * 128 * UL_CHAIN):
-            R.pds_chain[i] = rd_["pds_chain"][i]
-        for i in range(16 * 64 * UL_CHAIN):
-            R.ses_chain[i] = rd_["ses_chain"][i]
-        for i in range(16):
-            R.ses_first[i] = rd_["ses_first"][i]
-            R.ack_cc[i] = rd_["ack_cc"][i]
-        for i in range(UL_LAYOUTS * 64 * 2):
-            R.ren_from[i] = -1
-            R.ren_to[i] = -1
+        memcpy(R.pds_chain, <const char *>(<bytes>rd_["pds_chain"]), 32 * 128 * UL_CHAIN)
+        memcpy(R.ses_chain, <const char *>(<bytes>rd_["ses_chain"]), 16 * 64 * UL_CHAIN)
+        memcpy(R.ses_first, <const char *>(<bytes>rd_["ses_first"]), 16)
+        memcpy(R.ack_cc, <const char *>(<bytes>rd_["ack_cc"]), 16)
+        memset(R.ren_from, 0xFF, sizeof(R.ren_from))  # -1: no rename
+        memset(R.ren_to, 0xFF, sizeof(R.ren_to))
         for (lid, op, hd), pairs in rd_["renames"].items():
             if len(pairs) != 1:
                 raise ValueError("uet_lines_configure: one rename per header and opcode")
@@ -189,8 +197,9 @@ def uet_lines_configure(dict cfg):
         R.ncoded = len(rd_["coded"])
         for i, (s, known) in enumerate(rd_["coded"]):
             R.coded_slot[i] = s
-            for j in range(256):
-                R.coded_known[i][j] = known[j]
+            if len(known) != 256:
+                raise ValueError("uet_lines_configure: a code table of the wrong size")
+            memcpy(R.coded_known[i], <const char *>(<bytes>known), 256)
         R.mpr_unit = rd_["mpr_unit"]
         R.probe_from, R.probe_to = rd_["probe"]
         R.p_mask = rd_["p_mask"]
@@ -346,6 +355,9 @@ cdef inline int ul_put(int lid, const uint8_t *p, int n, int pos) noexcept nogil
             UL_HAVE[L.f[j].slot] = UL_GEN
             continue
         q = p + pos + L.f[j].byte0
+        if q + 8 <= p + n:  # one 8-byte read where the packet has 8 bytes left
+            ul_set(L.f[j].slot, (ul_be64(q) >> L.f[j].shift64) & L.f[j].mask)
+            continue
         v = 0
         for k in range(L.f[j].nbytes):
             v = (v << 8) | q[k]
@@ -695,6 +707,26 @@ cdef char *ul_info(char *o, int r, int payload, bint ses_read) noexcept:
     return o
 
 
+cdef inline int ul_ipv4(char *out, const uint8_t *a) noexcept nogil:
+    """Dotted decimal, as socket.inet_ntop(AF_INET) writes it (glibc's goes through
+    sprintf: most of a line's cost); its length."""
+    cdef char *o = out
+    cdef int i
+    for i in range(4):
+        if i:
+            o[0] = 46
+            o += 1
+        o = ibl_dec(o, a[i], 0)
+    o[0] = 0
+    return <int>(o - out)
+
+
+cdef inline int ul_ipv6(char *out, const uint8_t *a) noexcept:
+    if inet_ntop(AF_INET6, a, out, 64) == NULL:
+        return 0
+    return <int>strlen(out)
+
+
 def uet_lines(list datas, list origlens, int linktype, int udp_port, bytes ports,
               bytes protos, bytes arrow):
     """Per frame of a batch: ``src -> dst UET origlen Info`` (Summarizer.line after the time
@@ -712,7 +744,7 @@ def uet_lines(list datas, list origlens, int linktype, int udp_port, bytes ports
     cdef const uint8_t *qmap = <const uint8_t *>PyBytes_AS_STRING(protos)
     cdef WalkResult w
     cdef const uint8_t *p
-    cdef int flen, code, start = 0, end = 0, pos, ses_read, ns, nd, af, a_off, a_len
+    cdef int flen, code, start = 0, end = 0, pos, ses_read, ns, nd
     cdef char buf[UL_BUF]
     cdef char src[64]
     cdef char dst[64]
@@ -748,12 +780,12 @@ def uet_lines(list datas, list origlens, int linktype, int udp_port, bytes ports
                             &ses_read)
             if pos >= 0:
                 if w.l3_kind == L3K_IPV4:
-                    af, a_off, a_len = AF_INET, 12, 4
+                    ns = ul_ipv4(src, p + w.l3_off + 12)
+                    nd = ul_ipv4(dst, p + w.l3_off + 16)
                 else:
-                    af, a_off, a_len = AF_INET6, 8, 16
-                if inet_ntop(af, p + w.l3_off + a_off, src, 64) != NULL and inet_ntop(
-                        af, p + w.l3_off + a_off + a_len, dst, 64) != NULL:
-                    ns, nd = <int>strlen(src), <int>strlen(dst)
+                    ns = ul_ipv6(src, p + w.l3_off + 8)
+                    nd = ul_ipv6(dst, p + w.l3_off + 24)
+                if ns > 0 and nd > 0:
                     o = ibl_pad(buf, src, ns, 12, True)
                     o[0] = 32
                     o = ibl_bytes(o + 1, arrow)

@@ -104,7 +104,8 @@ def _compile_put(layout: Layout, keys: tuple[str, ...]) -> Callable[[bytes, int,
 
 
 def _header(key: str, prefix: str, *subcons: Construct) -> Header:
-    layout, dec, enc = define(f"uet.{key}", BitStruct(*subcons))
+    # compiled at first use: the one-line view (C) and the plans read through ``put``
+    layout, dec, enc = define(f"uet.{key}", BitStruct(*subcons), lazy=True)
     keys = tuple(f"{prefix}.{f.name}" for f in layout.fields)
     return Header(key, prefix, layout, dec, enc, keys, _compile_put(layout, keys))
 

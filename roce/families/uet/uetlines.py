@@ -83,11 +83,16 @@ def tables() -> dict[str, Any]:
             return {ACK_CC_STATE: CHAIN_ACK_CC, STD_TAIL: CHAIN_STD_TAIL,
                     AMO: CHAIN_AMO}.get(k) or layout_id(h[k])
 
-        def chain(keys: tuple[str, ...]) -> bytes:
-            ids_ = [key_id(k) for k in keys]
-            if len(ids_) >= MAX_CHAIN:
-                raise ValueError(f"a UET chain longer than {MAX_CHAIN - 1}: {keys}")
-            return bytes(ids_ + [CHAIN_END] * (MAX_CHAIN - len(ids_)))
+        made: dict[tuple[str, ...], bytes] = {}  # few distinct chains, many (type, flags)
+
+        def chain(keys: tuple[str, ...], made: dict[tuple[str, ...], bytes] = made) -> bytes:
+            hit = made.get(keys)
+            if hit is None:
+                ids_ = [key_id(k) for k in keys]
+                if len(ids_) >= MAX_CHAIN:
+                    raise ValueError(f"a UET chain longer than {MAX_CHAIN - 1}: {keys}")
+                hit = made[keys] = bytes(ids_ + [CHAIN_END] * (MAX_CHAIN - len(ids_)))
+            return hit
 
         pds = b"".join(chain(pds_chain(typ, flags, r)) for typ in range(32)
                        for flags in range(128))
