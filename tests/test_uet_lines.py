@@ -22,7 +22,7 @@ from roce.cli import main
 from roce.decoder import records
 from roce.families import registry, uet
 from roce.families.base.summary import Summarizer, TimeColumn
-from roce.families.uet import build, uetlines
+from roce.families.uet import build, dissect, uetlines
 from roce.pcapio import Frame, PcapWriter
 from roce.testing.strategies import UetCase, uet_cases
 
@@ -139,6 +139,35 @@ def test_random_bytes_on_uet_read_as_python_reads_them(
     port = build.REF_PROV_PORT if reading == "ref-prov" else build.UET_PORT
     frame = build.frame(body, native=native, ipv6=ipv6, dport=port)
     _compare(readings, reading, [(frame, len(frame)), (frame, len(frame) + 100)])
+
+
+def _same_decoding(case: UetCase, raw: bytes) -> dissect.Decoded:
+    """The family's decoder (C field reads) gives what dissect.decode gives: the same fields
+    in the same order (JSON shows them so), layouts, layers, kind and error."""
+    fast = uetlines.decoder(case.reading, case.native)(raw)
+    slow = dissect.decode(raw, entropy=case.native, reading=case.reading)
+    assert list(fast.fields.items()) == list(slow.fields.items())
+    assert [type(v) for v in fast.fields.values()] == [type(v) for v in slow.fields.values()]
+    assert (fast.headers, fast.layers, fast.kind, str(fast.error), fast.data) == \
+        (slow.headers, slow.layers, slow.kind, str(slow.error), slow.data)
+    return fast
+
+
+@settings(max_examples=examples(400), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(reading=_READING, data=st.data())
+def test_field_reads_in_c_are_dissects(reading: str, data: st.DataObject) -> None:
+    case: UetCase = data.draw(uet_cases(reading=reading, clean=data.draw(st.booleans())))
+    raw = build.uet_bytes(case.values, case.reading, case.payload, entropy=case.native)
+    cut = data.draw(st.integers(0, len(raw)))
+    for _ in range(2):  # the second runs dissect's plan of the first
+        _same_decoding(case, raw)
+        _same_decoding(case, raw[:cut])
+        _same_decoding(case, raw[:-cut] + bytes(data.draw(st.binary(max_size=4))))
+    assert uetlines.compiled().uet_decode(raw, uet.READING_NAMES.index(reading),
+                                          case.native) is not None or \
+        case.values.get("uet.tss") or "uet.ses.rsp.invalid_opcode" in \
+        dissect.decode(raw, entropy=case.native, reading=case.reading).fields
 
 
 def test_frames_no_uet_row_claims_are_left_to_python(

@@ -30,15 +30,15 @@ READING_NAMES = ("spec", "ref-prov")
 
 
 def _decoder(reading: str, entropy: bool) -> Any:
-    loaded: list[Any] = []  # (dissect.decode, the reading), imported on the first packet
+    loaded: list[Any] = []  # the reading's decoder (uetlines.decoder), made on the first packet
 
     def decode(data: bytes, caplen: int | None = None, origlen: int | None = None) -> Any:
         if not loaded:
-            from roce.families.uet import dissect
+            from roce.families.uet import uetlines
             from roce.families.uet.layouts import READINGS
 
-            loaded.extend((dissect.decode, READINGS[reading]))
-        return loaded[0](data, caplen, origlen, entropy=entropy, reading=loaded[1])
+            loaded.append(uetlines.decoder(READINGS[reading], entropy))
+        return loaded[0](data, caplen, origlen)
 
     decode.__name__ = f"decode_{HANDLERS[reading, entropy].replace('-', '_').replace('.', '_')}"
     return decode

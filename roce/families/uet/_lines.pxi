@@ -37,7 +37,10 @@ cdef struct UlField:
     int shift
     int shift64  # the shift when the field is read from 8 bytes at byte0
     uint64_t mask
-    bint wide  # over 64 bits: not read (no line shows it)
+    bint wide  # over 64 bits: not read into a slot (no line shows it; uet_decode reads it)
+    bint boolean  # a Flag: True/False in the fields, not 1/0
+    int bit
+    int bits
 
 cdef struct UlLayout:
     int size
@@ -116,6 +119,12 @@ cdef uint64_t UL_VAL[UL_SLOTS]
 cdef uint32_t UL_HAVE[UL_SLOTS]
 cdef uint32_t UL_GEN = 0
 cdef bint UL_WIDE[UL_SLOTS]
+cdef object UL_NAMES = [None] * UL_SLOTS  # slot -> its flat field name
+cdef object UL_KEYS = [None] * UL_LAYOUTS  # layout id -> its key
+# per packet, for uet_decode: the layouts decoded in order, and the SES rename that applied
+cdef int UL_HDRS[32]
+cdef int UL_NHDRS = 0
+cdef int UL_REN_FROM = -1, UL_REN_TO = -1
 
 
 cdef int ul_slot(dict slots, str name) except -1:
@@ -146,16 +155,23 @@ def uet_lines_configure(dict cfg):
     if len(slots) > UL_SLOTS or len(cfg["layouts"]) > UL_LAYOUTS:
         raise ValueError("uet_lines_configure: more fields or layouts than the tables hold")
     memset(UL_WIDE, 0, sizeof(UL_WIDE))
+    if len(cfg["names"]) != len(slots) or len(cfg["names"]) > UL_SLOTS:
+        raise ValueError("uet_lines_configure: one name per slot")
+    for i, name in enumerate(cfg["names"]):
+        UL_NAMES[i] = name
     for i, lay in enumerate(cfg["layouts"]):
         L = &UL_L[i]
         if len(lay["fields"]) > UL_FIELDS:
             raise ValueError(f"uet_lines_configure: layout {lay['key']} has too many fields")
         L.size, L.nf, L.derive = lay["size"], len(lay["fields"]), lay["derive"]
         L.pdc_byte, L.flag_byte = lay["pdc_byte"], lay["flag_byte"]
-        for j, (s, bit, bits) in enumerate(lay["fields"]):
+        UL_KEYS[i] = lay["key"]
+        for j, (s, bit, bits, boolean) in enumerate(lay["fields"]):
             if s < 0 or s >= UL_SLOTS:
                 raise ValueError("uet_lines_configure: slot out of range")
             L.f[j].slot = s
+            L.f[j].boolean = boolean
+            L.f[j].bit, L.f[j].bits = bit, bits
             L.f[j].byte0 = bit // 8
             last = (bit + bits - 1) // 8
             L.f[j].nbytes = last - bit // 8 + 1
@@ -397,7 +413,9 @@ cdef int ul_decode(const uint8_t *p, int n, int r, bint entropy, int *ses_read) 
     cdef UlReading *R = &UL_R[r]
     cdef int pos = 0, typ, nh, flags, j, lid, start, first, op, idx
     cdef const uint8_t *chain
-    global UL_GEN
+    global UL_GEN, UL_NHDRS, UL_REN_FROM, UL_REN_TO
+    UL_NHDRS = 0
+    UL_REN_FROM = UL_REN_TO = -1
     UL_GEN += 1
     if UL_GEN == 0:  # wrapped: clear every mark
         memset(UL_HAVE, 0, sizeof(UL_HAVE))
@@ -407,9 +425,11 @@ cdef int ul_decode(const uint8_t *p, int n, int r, bint entropy, int *ses_read) 
         pos = ul_put(R.entropy, p, n, 0)
         if pos < 0:
             return -1
+        ul_hdr(R.entropy)
     if pos >= n or p[pos] >> 3 == UL_TSS or n - pos < 4:
         return -1
     ul_put(R.prologue, p, n, pos)
+    ul_hdr(R.prologue)
     typ, nh, flags = <int>UL_VAL[US_TYPE], <int>UL_VAL[US_NH], <int>UL_VAL[US_FLAGS]
     if typ == UL_CTRL:
         ul_unset(US_NH)
@@ -433,6 +453,7 @@ cdef int ul_decode(const uint8_t *p, int n, int r, bint entropy, int *ses_read) 
         pos = ul_put(lid, p, n, pos)
         if pos < 0:
             return -1
+        ul_hdr(lid)
         if UL_L[lid].derive:
             ul_derive(lid, p, start, R)
     if not UL_CARRIES_SES[typ] or nh == UL_NH_NONE:
@@ -445,6 +466,7 @@ cdef int ul_decode(const uint8_t *p, int n, int r, bint entropy, int *ses_read) 
     pos = ul_put(first, p, n, pos)
     if pos < 0:
         return -1
+    ul_hdr(first)
     if UL_L[first].flag_byte >= 0:
         ul_set(UL_L[first].flag_byte, p[start + 1])
     op = <int>UL_VAL[US_OPCODE] if ul_has(US_OPCODE) else 0
@@ -460,11 +482,20 @@ cdef int ul_decode(const uint8_t *p, int n, int r, bint entropy, int *ses_read) 
         pos = ul_put(lid, p, n, pos)
         if pos < 0:
             return -1
+        ul_hdr(lid)
     idx = (first * 64 + op) * 2 + (1 if ul_has(US_HD) and UL_VAL[US_HD] else 0)
     if R.ren_from[idx] >= 0 and ul_has(R.ren_from[idx]):
+        UL_REN_FROM, UL_REN_TO = R.ren_from[idx], R.ren_to[idx]
         ul_set(R.ren_to[idx], UL_VAL[R.ren_from[idx]])
         ul_unset(R.ren_from[idx])
     return pos
+
+
+cdef inline void ul_hdr(int lid) noexcept nogil:
+    global UL_NHDRS
+    if UL_NHDRS < 32:
+        UL_HDRS[UL_NHDRS] = lid
+        UL_NHDRS += 1
 
 
 cdef inline uint64_t ul_be(const uint8_t *q, int k) noexcept nogil:
@@ -801,3 +832,98 @@ def uet_lines(list datas, list origlens, int linktype, int udp_port, bytes ports
         Py_INCREF(line)
         PyList_SET_ITEM(out, i, line)
     return out
+
+
+# -- the flat fields (roce.families.uet.dissect.decode) ---------------------------------------
+
+cdef inline object ul_value(int s, bint boolean):
+    """A slot's value as dissect holds it: bool, signed (the PSN offsets), or int."""
+    if boolean:
+        return UL_VAL[s] != 0
+    if s == US_CLEAR_OFF or s == US_ACK_OFF or s == US_SACK_OFF:
+        return <int64_t>UL_VAL[s]
+    return UL_VAL[s]
+
+
+def uet_decode(bytes data, int r, bint entropy):
+    """dissect.decode of one packet's UET bytes, read by the layouts in C: (flat fields in
+    the order dissect's plans make them, the layouts' keys, the layers, whether an expert
+    check fires: its sentence is Python's, ``checks.check``); None where Python decodes
+    (a header cut short, a TSS header, an invalid response opcode)."""
+    if not UL_READY:
+        raise RuntimeError("uet_decode: uet_lines_configure was not called")
+    if r < 0 or r > 1:
+        raise ValueError("uet_decode: reading 0 or 1")
+    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(data)
+    cdef int n = <int>PyBytes_GET_SIZE(data), pos, ses_read, h, j, lid, s, typ, start = 0
+    cdef UlReading *R = &UL_R[r]
+    cdef UlLayout *L
+    pos = ul_decode(p, n, r, entropy, &ses_read)
+    if pos < 0:
+        return None
+    typ = <int>UL_VAL[US_TYPE]
+    if ses_read and ul_has(US_RSP_OP) and UL_RSP_INVALID[(UL_VAL[US_NH] & 15) * 64
+                                                      + (UL_VAL[US_RSP_OP] & 63)]:
+        return None  # the sentence of Wireshark's uet.ses.rsp.invalid_opcode: Python's
+    names = <list>UL_NAMES
+    keys = <list>UL_KEYS
+    cdef dict f = {"uet": True}
+    headers = PyTuple_New(UL_NHDRS)
+    for h in range(UL_NHDRS):
+        lid = UL_HDRS[h]
+        key = keys[lid]
+        Py_INCREF(key)
+        PyTuple_SET_ITEM(headers, h, key)
+        L = &UL_L[lid]
+        if lid == R.prologue:
+            f["uet.pds"] = True
+            f[names[US_TYPE]] = typ
+            if typ == UL_CTRL:
+                f[names[US_CTL]] = UL_VAL[US_CTL]
+            else:
+                f[names[US_NH]] = UL_VAL[US_NH]
+            f[names[US_FLAGS]] = UL_VAL[US_FLAGS]
+            for j in range(R.nflags[typ]):
+                s = R.flag_slot[typ][j]
+                f[names[s]] = ul_value(s, (R.flag_mask[typ][j] & (R.flag_mask[typ][j] - 1)) == 0)
+            if ses_read:
+                f["uet.ses"] = True
+            start += L.size
+            continue
+        for j in range(L.nf):
+            s = L.f[j].slot
+            if L.f[j].wide:
+                f[names[s]] = int.from_bytes(
+                    data[start + L.f[j].bit // 8:start + (L.f[j].bit + L.f[j].bits) // 8], "big")
+            elif s == UL_REN_FROM:
+                f[names[UL_REN_TO]] = UL_VAL[UL_REN_TO]
+            elif ul_has(s):  # (the provider's ACK of a probe: its opaque comes after)
+                f[names[s]] = ul_value(s, L.f[j].boolean)
+        if L.flag_byte >= 0:
+            f[names[L.flag_byte]] = UL_VAL[L.flag_byte]
+        start += L.size
+    if ul_has(US_CC_STATE):
+        f[names[US_CC_STATE]] = UL_VAL[US_CC_STATE]
+    for h in range(UL_NHDRS):  # what dissect._DERIVE adds, in its order
+        d = UL_L[UL_HDRS[h]].derive
+        if d == 2 or d == 3:
+            f[names[US_PDC_MODE]] = UL_VAL[US_PDC_MODE]
+            f[names[US_START]] = UL_VAL[US_START]
+        if d == 1 or d == 2:
+            f[names[US_CLEAR]] = UL_VAL[US_CLEAR]
+        elif d == 4:
+            if ul_has(US_PROBE):
+                f[names[US_PROBE]] = UL_VAL[US_PROBE]
+            if ul_has(US_ACK_PSN):
+                f[names[US_ACK_PSN]] = UL_VAL[US_ACK_PSN]
+        elif d == 5:
+            f[names[US_SACK_PSN]] = UL_VAL[US_SACK_PSN]
+    f["payload.len"] = n - pos
+    cdef bint fired = False
+    for j in range(UL_NCHECKS):
+        if ul_check(UL_CHECK_KIND[j], R, n - pos, ses_read):
+            fired = True
+            break
+    layers = ("uet", "uet.pds", "uet.ses") if UL_CARRIES_SES[typ] and \
+        UL_VAL[US_NH] != UL_NH_NONE else ("uet", "uet.pds")
+    return f, headers, layers, fired

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from roce.families.uet import HANDLERS, READING_NAMES, present
+from roce.families.uet import HANDLERS, READING_NAMES, dissect, present
 from roce.families.uet import codes as t
-from roce.families.uet.checks import CHECKS, CODED, RESERVED
+from roce.families.uet.checks import CHECKS, CODED, RESERVED, check
 from roce.families.uet.dissect import _DERIVE, _FLAG_BYTE
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
@@ -67,7 +67,7 @@ def tables() -> dict[str, Any]:
                 f.name == "pdc_mode_rsv" for f in h.layout.fields) else -1
             layouts.append({
                 "key": h.key, "size": h.size,
-                "fields": [(slots[k], f.bit_offset, f.bits) for k, f in
+                "fields": [(slots[k], f.bit_offset, f.bits, f.kind == "bool") for k, f in
                            zip(h.keys, h.layout.fields)],
                 "derive": DERIVES[derive.__name__] if derive is not None else 0,
                 "pdc_byte": pdc,
@@ -125,7 +125,7 @@ def tables() -> dict[str, Any]:
     pds_names = [(t.short(t.PDS_TYPES, v) if v not in (0, t.TSS_TYPE) else
                   f"Unknown({v})").encode() for v in range(32)]
     return {
-        "slots": slots, "layouts": layouts, "readings": readings,
+        "slots": slots, "names": list(slots), "layouts": layouts, "readings": readings,
         "reserved": [slots[k] for k in RESERVED if k in slots],
         "pds_tags": [(slots[k], tag.encode()) for k, tag in present._PDS_TAGS],
         "ses_tags": [(slots[f"uet.ses.{prefix}som"], [(slots[k], tag.encode())
@@ -173,6 +173,35 @@ def compiled() -> Any:
     return _EXT[0]
 
 
+def decoder(reading: Any, entropy: bool) -> Any:
+    """``dissect.decode`` for one reading and carriage, its field reads in C
+    (``roce._fastpath.uet_decode``) when the extension is built: the same fields in the same
+    order, layouts, layers; Python decodes what C leaves (cut packets, TSS, an invalid
+    response opcode) and writes the sentences of the checks that fire."""
+    ext = compiled()
+    index = READING_NAMES.index(reading.name)
+    python = dissect.decode
+    if ext is None:
+        def decode_python(data: bytes, caplen: int | None = None,
+                          origlen: int | None = None) -> dissect.Decoded:
+            return python(data, caplen, origlen, entropy=entropy, reading=reading)
+
+        return decode_python
+    fast, Decoded, walk = ext.uet_decode, dissect.Decoded, dissect.WALK  # noqa: N806
+
+    def decode(data: bytes, caplen: int | None = None,
+               origlen: int | None = None) -> dissect.Decoded:
+        got = fast(data, index, entropy)
+        if got is None:
+            return python(data, caplen, origlen, entropy=entropy, reading=reading)
+        f, headers, layers, fired = got
+        if fired:
+            check(f, reading, headers)
+        return Decoded(walk, layers, f, None, "uet", reading, headers, data)
+
+    return decode
+
+
 def row_maps(reg: Any) -> tuple[bytes, bytes]:
     """Which UDP destination ports and IP protocols lead to which UET handler in ``reg``
     (what ``roce.families.dispatch.resolve`` follows): a byte per port (65536) and per
@@ -209,4 +238,4 @@ class UetLines:
                                   self.udp_port, self.ports, self.protos, self.arrow)
 
 
-__all__ = ["MAX_CHAIN", "UetLines", "compiled", "configure", "row_maps", "tables"]
+__all__ = ["MAX_CHAIN", "UetLines", "compiled", "configure", "decoder", "row_maps", "tables"]
