@@ -22,7 +22,7 @@ from roce.cli import main
 from roce.decoder import records
 from roce.families import registry, uet
 from roce.families.base.summary import Summarizer, TimeColumn
-from roce.families.uet import build, dissect, uetlines
+from roce.families.uet import build, dissect, present, uetlines
 from roce.pcapio import Frame, PcapWriter
 from roce.testing.strategies import UetCase, uet_cases
 
@@ -168,6 +168,21 @@ def test_field_reads_in_c_are_dissects(reading: str, data: st.DataObject) -> Non
                                           case.native) is not None or \
         case.values.get("uet.tss") or "uet.ses.rsp.invalid_opcode" in \
         dissect.decode(raw, entropy=case.native, reading=case.reading).fields
+
+
+@settings(max_examples=examples(300), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(reading=_READING, data=st.data())
+def test_tree_plans_write_the_step_by_step_tree(reading: str, data: st.DataObject) -> None:
+    """``-V``'s UET lines by the generated plans are ``tree_steps``' lines, for the first
+    packet of a plan and the next, for cut packets and broken ones."""
+    case: UetCase = data.draw(uet_cases(reading=reading, clean=data.draw(st.booleans())))
+    raw = build.uet_bytes(case.values, case.reading, case.payload, entropy=case.native)
+    cut = data.draw(st.integers(0, len(raw)))
+    for packet in (raw, raw[:cut], raw[:cut] + bytes(data.draw(st.binary(max_size=8)))):
+        d = uetlines.decoder(case.reading, case.native)(packet)
+        for _ in range(2):
+            assert present.tree(d, b"") == present.tree_steps(d, b"")
 
 
 def test_frames_no_uet_row_claims_are_left_to_python(

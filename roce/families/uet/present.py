@@ -243,7 +243,20 @@ def _line(key: str, f: Fields, d: Decoded, pad: str) -> list[str]:
 
 def tree(d: Decoded, data: bytes) -> list[str]:
     """The ``-V`` lines of the UET part (``data``, the frame, is not needed: the decoded
-    packet holds its own bytes)."""
+    packet holds its own bytes): by the plan of its reading, kind, PDS type and field names
+    (``_tree_plan``), ``tree_steps``' lines."""
+    f = d.fields
+    key = (d.reading.name, d.kind, f.get("uet.pds.type"), d.headers, *f)
+    plan = _TREE_PLANS.get(key)
+    if plan is None:
+        plan = _tree_plan(key, d)
+    out = plan(f, d)
+    _tail(d, out)
+    return out
+
+
+def tree_steps(d: Decoded, data: bytes) -> list[str]:
+    """``tree`` line by line from the layouts: the reference the plans are made from."""
     f, h = d.fields, d.reading.headers
     out = [f"Ultra Ethernet Transport ({d.reading.title})"]
     pad = "        "
@@ -253,15 +266,10 @@ def tree(d: Decoded, data: bytes) -> list[str]:
         if key == "entropy":
             pad = "    "
         elif title == "PDS":
-            out.append(f"    PDS: {t.PDS_TYPES.get(f['uet.pds.type'], ('', 'Unknown'))[1]}")
+            out.append(_pds_title(f, d))
             pad = "        "
         elif title == "SES":
-            nh = f.get("uet.pds.nh", 0)
-            kind = t.NEXT_HEADERS.get(nh, ("", "SES unknown"))[1].removeprefix("SES ")
-            op = f.get("uet.ses.std.opcode")
-            what = t.short(d.reading.ses_opcodes, op) if op is not None else \
-                t.short(t.RSP_OPCODES, f.get("uet.ses.rsp.opcode", -1))
-            out.append(f"    SES: {kind[0].upper()}{kind[1:]}, {what}")
+            out.append(_ses_title(f, d))
             pad = "        "
         elif title:
             out.append(f"    {title}" if key == "tss" else f"        {title}")
@@ -273,6 +281,26 @@ def tree(d: Decoded, data: bytes) -> list[str]:
                 for name, _mask in d.reading.flags.get(f["uet.pds.type"], ()):
                     if name in f:
                         out.append(f"{sub}{FLAG_TITLES[name]}: {_value(name, f[name], d)}")
+    _tail(d, out)
+    return out
+
+
+def _pds_title(f: Fields, d: Decoded) -> str:
+    return f"    PDS: {t.PDS_TYPES.get(f['uet.pds.type'], ('', 'Unknown'))[1]}"
+
+
+def _ses_title(f: Fields, d: Decoded) -> str:
+    nh = f.get("uet.pds.nh", 0)
+    kind = t.NEXT_HEADERS.get(nh, ("", "SES unknown"))[1].removeprefix("SES ")
+    op = f.get("uet.ses.std.opcode")
+    what = t.short(d.reading.ses_opcodes, op) if op is not None else \
+        t.short(t.RSP_OPCODES, f.get("uet.ses.rsp.opcode", -1))
+    return f"    SES: {kind[0].upper()}{kind[1:]}, {what}"
+
+
+def _tail(d: Decoded, out: list[str]) -> None:
+    """The payload and the expert notes, after the headers."""
+    f = d.fields
     if "uet.encrypted" in f:
         out.append(f"    Encrypted payload: {f['uet.encrypted']} bytes (not parsed)")
     elif d.kind == "uet" and f.get("payload.len"):
@@ -280,13 +308,101 @@ def tree(d: Decoded, data: bytes) -> list[str]:
         more = "..." if len(payload) > 16 else ""
         out.append(f"    Payload: {len(payload)} bytes")
         out.append(f"        Data: {payload[:16].hex(' ')}{more}")
-    for expert in ("uet.ses.rsp.invalid_opcode", *INVALID_HEADER.values()):
+    for expert in _EXPERTS:
         if expert in f:
             out.append(f"    [Expert Info (Error/Malformed): {f[expert]}]")
     for c in CHECKS:
         if c.field in f:
             out.append(f"    [Expert Info ({c.severity}): {c.title}: {f[c.field]}]")
-    return out
 
 
-__all__ = ["PROTOCOL", "columns", "info", "tree"]
+_EXPERTS = ("uet.ses.rsp.invalid_opcode", *INVALID_HEADER.values())
+
+
+# -- tree plans: one generated function per (reading, kind, PDS type, field names) -----------
+# tree_steps' decisions depend on which fields a packet has, their types (fixed per name), the
+# reading and the PDS type; only the values vary from packet to packet.  A plan is tree_steps
+# run once on the names, written out as one list display of f-strings (as roce.families.base
+# renders RoCE's headers): titles and formats chosen once, not per field per packet.
+
+_TREE_PLANS: dict[tuple[Any, ...], Any] = {}
+
+
+def _value_code(key: str, v: Any, d: Decoded) -> str:
+    """Python source for ``_value(key, f[key], d)``: the same choice, made once."""
+    ref = f"f[{key!r}]"
+    if isinstance(v, bool):
+        return f"('Yes' if {ref} else 'No')"
+    table = None
+    if key == "uet.pds.type":
+        table = "_PDS_TYPES"
+    elif key == "uet.pds.ctl_type":
+        table = "d.reading.ctrl_types"
+    elif key == "uet.ses.std.opcode":
+        table = "d.reading.ses_opcodes"
+    elif key == "uet.ses.rsp.list" and d.reading.rsp_lists:
+        table = "d.reading.rsp_lists"
+    elif key in _NAMED:
+        table = f"_NAMED[{key!r}]"
+    if table is not None:
+        return f"_described({table}, {ref})"
+    digits = _HEX.get(key)
+    if digits is not None or key.rsplit(".", 1)[-1].startswith(("rsv", "reserved")):
+        return f"'0x' + format({ref}, '0{digits or 2}x')"
+    return f"str({ref})"
+
+
+def _line_code(key: str, f: Fields, d: Decoded, pad: str) -> list[str]:
+    """Python source for the lines ``_line(key, f, d, pad)`` makes."""
+    if key not in f:
+        key = next((k for k in _RENAMED.get(key, ()) if k in f), "")
+        if not key:
+            return []
+    v = f[key]
+    derived = _WITH_OFFSET.get(key)
+    if derived is not None and derived in f:
+        sign = (f"format(f[{key!r}], '+d')" if isinstance(v, int) and key != "uet.pds.psn_offset"
+                else f"str(f[{key!r}])")
+        head = f"{pad}{names.title(derived)}: "
+        return [f"{head!r} + str(f[{derived!r}]) + ' (' + {names.title(key)!r} + ' ' + {sign} "
+                "+ ')'"]
+    return [f"{pad + names.title(key) + ': '!r} + {_value_code(key, v, d)}"]
+
+
+def _tree_plan(key: tuple[Any, ...], d: Decoded) -> Any:
+    f, h = d.fields, d.reading.headers
+    items = [repr(f"Ultra Ethernet Transport ({d.reading.title})")]
+    pad = "        "
+    for name in d.headers:
+        header = h[name]
+        title = _BLOCKS.get(name, "")
+        if name == "entropy":
+            pad = "    "
+        elif title == "PDS":
+            items.append("_pds_title(f, d)")
+            pad = "        "
+        elif title == "SES":
+            items.append("_ses_title(f, d)")
+            pad = "        "
+        elif title:
+            items.append(repr(f"    {title}" if name == "tss" else f"        {title}"))
+            pad = "        " if name == "tss" else "            "
+        for k in header.keys:
+            items += _line_code(k, f, d, pad)
+            if k == "uet.pds.flags":
+                sub = pad + "    "
+                for flag, _mask in d.reading.flags.get(f["uet.pds.type"], ()):
+                    if flag in f:
+                        items.append(f"{sub + FLAG_TITLES[flag] + ': '!r} + "
+                                     f"{_value_code(flag, f[flag], d)}")
+    src = "def run(f, d):\n    return [" + ",\n            ".join(items) + "]\n"
+    env = {"_PDS_TYPES": t.PDS_TYPES, "_NAMED": _NAMED, "_described": t.described,
+           "_pds_title": _pds_title, "_ses_title": _ses_title}
+    exec(compile(src, f"<uet tree {key[:3]}>", "exec"), env)
+    if len(_TREE_PLANS) > 4096:
+        _TREE_PLANS.clear()
+    plan = _TREE_PLANS[key] = env["run"]
+    return plan
+
+
+__all__ = ["PROTOCOL", "columns", "info", "tree", "tree_steps"]
