@@ -313,8 +313,8 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
              flt: Callable[[Mapping[str, object]], bool] | None, limit: int, out: TextIO,
              progress: Progress, field_opts: dict[str, Any]) -> None:
     """Every mode but the plain one-liner: one record at a time."""
-    # imported here: the one-line path (the common, start-up-sensitive one) needs neither
-    from roce.decoder import output
+    # imported here: the one-line path (the common, start-up-sensitive one) needs none
+    from roce.decoder import output, records
     from roce.families.base import tree
 
     fmt = args.format
@@ -344,8 +344,6 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
             fr = rec.frame
             time_text = times.record_text(rec.ts_ns, rec.rel_ns, rec.delta_ns)
             if rec.family is not None or (rec.outer and rec.walk is fr):
-                from roce.decoder import records
-
                 cols = records.columns(rec)
             else:
                 cols = summ.columns(fr.data, rec.walk, rec.fields, fr.linktype, fr.caplen,
@@ -364,8 +362,6 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
         else:
             if args.verbose:
                 if rec.family is not None or rec.outer:
-                    from roce.decoder import records
-
                     parts.append(records.render(rec))
                 else:
                     parts.append(tree.render(rec))

@@ -367,14 +367,23 @@ def decode_frames(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
             yield record
 
 
+_RECORDS: list[Any] = []  # roce.decoder.records, imported for the first frame not RoCE
+
+
+def _records() -> Any:
+    from roce.decoder import records
+
+    _RECORDS.append(records)
+    return records
+
+
 def _unusual(number: int, ts: int, rel: int, delta: int, fr: Frame, w: Walk, udp_port: int,
              only_roce: bool) -> Record | None:
     """The record of a frame that is not a whole RoCE packet (None if it is hidden)."""
     data, caplen, origlen, linktype = fr[0], fr[2], fr[3], fr[4]
     st = w.status
     if not is_malformed(st):
-        from roce.decoder import records  # only for frames that are not RoCE
-
+        records = _RECORDS[0] if _RECORDS else _records()
         claimed = records.record(number, ts, rel, delta, fr, w, udp_port, only_roce, Record,
                                  decode_frames)
         if claimed is not None:

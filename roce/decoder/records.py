@@ -182,9 +182,16 @@ def _titles() -> tuple[dict[str, str], dict[str, str]]:
     return _TITLES[key]
 
 
+_TREE: list[Any] = []  # roce.families.base.tree, imported at the first -V tree
+
+
 def render(rec: Any) -> str:
     """The ``-V`` tree of a record with outer layers or of a family record."""
-    from roce.families.base import tree
+    if not _TREE:
+        from roce.families.base import tree as loaded
+
+        _TREE.append(loaded)
+    tree = _TREE[0]
 
     outer = _outer_lines(rec)
     if rec.family is None and rec.kind in ("roce", "truncated") and "bth" in rec.fields:

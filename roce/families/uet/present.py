@@ -250,9 +250,7 @@ def tree(d: Decoded, data: bytes) -> list[str]:
     plan = _TREE_PLANS.get(key)
     if plan is None:
         plan = _tree_plan(key, d)
-    out = plan(f, d)
-    _tail(d, out)
-    return out
+    return plan(f, d)  # type: ignore[no-any-return]
 
 
 def tree_steps(d: Decoded, data: bytes) -> list[str]:
@@ -303,17 +301,22 @@ def _tail(d: Decoded, out: list[str]) -> None:
     f = d.fields
     if "uet.encrypted" in f:
         out.append(f"    Encrypted payload: {f['uet.encrypted']} bytes (not parsed)")
-    elif d.kind == "uet" and f.get("payload.len"):
-        payload = d.data[len(d.data) - f["payload.len"]:]
-        more = "..." if len(payload) > 16 else ""
-        out.append(f"    Payload: {len(payload)} bytes")
-        out.append(f"        Data: {payload[:16].hex(' ')}{more}")
+    else:
+        out += _payload(f, d)
     for expert in _EXPERTS:
         if expert in f:
             out.append(f"    [Expert Info (Error/Malformed): {f[expert]}]")
     for c in CHECKS:
         if c.field in f:
             out.append(f"    [Expert Info ({c.severity}): {c.title}: {f[c.field]}]")
+
+
+def _payload(f: Fields, d: Decoded) -> list[str]:
+    if d.kind != "uet" or not f.get("payload.len"):
+        return []
+    payload = d.data[len(d.data) - f["payload.len"]:]
+    more = "..." if len(payload) > 16 else ""
+    return [f"    Payload: {len(payload)} bytes", f"        Data: {payload[:16].hex(' ')}{more}"]
 
 
 _EXPERTS = ("uet.ses.rsp.invalid_opcode", *INVALID_HEADER.values())
@@ -395,9 +398,18 @@ def _tree_plan(key: tuple[Any, ...], d: Decoded) -> Any:
                     if flag in f:
                         items.append(f"{sub + FLAG_TITLES[flag] + ': '!r} + "
                                      f"{_value_code(flag, f[flag], d)}")
+    # _tail: what follows the headers; which notes there are is in the key, their text not
+    if "uet.encrypted" in f:
+        items.append("'    Encrypted payload: ' + str(f['uet.encrypted']) + ' bytes (not parsed)'")
+    else:
+        items.append("*_payload(f, d)")
+    items += [f"'    [Expert Info (Error/Malformed): ' + str(f[{e!r}]) + ']'" for e in _EXPERTS
+              if e in f]
+    items += [f"{f'    [Expert Info ({c.severity}): {c.title}: '!r} + str(f[{c.field!r}]) + ']'"
+              for c in CHECKS if c.field in f]
     src = "def run(f, d):\n    return [" + ",\n            ".join(items) + "]\n"
     env = {"_PDS_TYPES": t.PDS_TYPES, "_NAMED": _NAMED, "_described": t.described,
-           "_pds_title": _pds_title, "_ses_title": _ses_title}
+           "_pds_title": _pds_title, "_ses_title": _ses_title, "_payload": _payload}
     exec(compile(src, f"<uet tree {key[:3]}>", "exec"), env)
     if len(_TREE_PLANS) > 4096:
         _TREE_PLANS.clear()
