@@ -1,9 +1,11 @@
-"""UET's one-line view in C (``roce._fastpath.uet_lines``, tables from
-``roce.families.uet.uetlines``) against the family's Python decoding and text (``dissect``,
-``checks``, ``present`` through ``records.carried_columns``): the same line for every frame
+"""UET's fast path against the family's Python: the one-line view in C
+(``roce._fastpath.uet_lines``, tables from ``roce.families.uet.uetlines``) against ``dissect``,
+``checks`` and ``present`` through ``records.carried_columns``, the same line for every frame
 the C writes, on drawn frames of both readings, clean and with any field values, cut, with
-bytes flipped, and random bytes on the UET port; every clean frame without a TSS header
-written in C; and ``roce decode``'s one-liner the same with the C path and without it."""
+bytes flipped, and random bytes on the UET port, every clean frame without a TSS header
+written in C; the field reads in C (``uet_decode``) against ``dissect.decode``, the same
+fields in the same order; the ``-V`` tree plans against ``tree_steps``; and ``roce decode``'s
+one-liner the same with the C lines and without them."""
 
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def _compare(readings: dict[str, uetlines.UetLines], reading: str,
 _READING = st.sampled_from(["spec", "ref-prov"])
 
 
-@settings(max_examples=examples(300), deadline=None,
+@settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(reading=_READING, data=st.data())
 def test_clean_frames_are_all_written_in_c_as_python_writes_them(
@@ -108,7 +110,7 @@ def test_clean_frames_are_all_written_in_c_as_python_writes_them(
     assert got[0] is not None  # no header cut short, no TSS: nothing left to Python
 
 
-@settings(max_examples=examples(400), deadline=None,
+@settings(max_examples=examples(250), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(reading=_READING, data=st.data())
 def test_any_field_values_cut_and_flipped_frames_read_as_python_reads_them(
@@ -153,7 +155,7 @@ def _same_decoding(case: UetCase, raw: bytes) -> dissect.Decoded:
     return fast
 
 
-@settings(max_examples=examples(400), deadline=None,
+@settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(reading=_READING, data=st.data())
 def test_field_reads_in_c_are_dissects(reading: str, data: st.DataObject) -> None:
@@ -170,7 +172,7 @@ def test_field_reads_in_c_are_dissects(reading: str, data: st.DataObject) -> Non
         dissect.decode(raw, entropy=case.native, reading=case.reading).fields
 
 
-@settings(max_examples=examples(300), deadline=None,
+@settings(max_examples=examples(150), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(reading=_READING, data=st.data())
 def test_tree_plans_write_the_step_by_step_tree(reading: str, data: st.DataObject) -> None:
