@@ -331,11 +331,19 @@ _EXPERTS = ("uet.ses.rsp.invalid_opcode", *INVALID_HEADER.values())
 _TREE_PLANS: dict[tuple[Any, ...], Any] = {}
 
 
+def _text(s: str) -> str:
+    """``s`` as literal text inside a generated f"..." (braces doubled)."""
+    if '"' in s or "\\" in s or "\n" in s:
+        raise ValueError(f"a UET tree text the plans cannot hold: {s!r}")
+    return s.replace("{", "{{").replace("}", "}}")
+
+
 def _value_code(key: str, v: Any, d: Decoded) -> str:
-    """Python source for ``_value(key, f[key], d)``: the same choice, made once."""
+    """``_value(key, f[key], d)`` as part of a generated f-string: the same choice, made
+    once."""
     ref = f"f[{key!r}]"
     if isinstance(v, bool):
-        return f"('Yes' if {ref} else 'No')"
+        return f"{{'Yes' if {ref} else 'No'}}"
     table = None
     if key == "uet.pds.type":
         table = "_PDS_TYPES"
@@ -348,15 +356,15 @@ def _value_code(key: str, v: Any, d: Decoded) -> str:
     elif key in _NAMED:
         table = f"_NAMED[{key!r}]"
     if table is not None:
-        return f"_described({table}, {ref})"
+        return f"{{_described({table}, {ref})}}"
     digits = _HEX.get(key)
     if digits is not None or key.rsplit(".", 1)[-1].startswith(("rsv", "reserved")):
-        return f"'0x' + format({ref}, '0{digits or 2}x')"
-    return f"str({ref})"
+        return f"0x{{{ref}:0{digits or 2}x}}"
+    return f"{{{ref}}}"
 
 
 def _line_code(key: str, f: Fields, d: Decoded, pad: str) -> list[str]:
-    """Python source for the lines ``_line(key, f, d, pad)`` makes."""
+    """Python source (an f-string) for the lines ``_line(key, f, d, pad)`` makes."""
     if key not in f:
         key = next((k for k in _RENAMED.get(key, ()) if k in f), "")
         if not key:
@@ -364,12 +372,11 @@ def _line_code(key: str, f: Fields, d: Decoded, pad: str) -> list[str]:
     v = f[key]
     derived = _WITH_OFFSET.get(key)
     if derived is not None and derived in f:
-        sign = (f"format(f[{key!r}], '+d')" if isinstance(v, int) and key != "uet.pds.psn_offset"
-                else f"str(f[{key!r}])")
-        head = f"{pad}{names.title(derived)}: "
-        return [f"{head!r} + str(f[{derived!r}]) + ' (' + {names.title(key)!r} + ' ' + {sign} "
-                "+ ')'"]
-    return [f"{pad + names.title(key) + ': '!r} + {_value_code(key, v, d)}"]
+        sign = f"{{f[{key!r}]:+d}}" if isinstance(v, int) and key != "uet.pds.psn_offset" \
+            else f"{{f[{key!r}]}}"
+        return [f'f"{_text(pad + names.title(derived))}: {{f[{derived!r}]}} '
+                f'({_text(names.title(key))} {sign})"']
+    return [f'f"{_text(pad + names.title(key))}: {_value_code(key, v, d)}"']
 
 
 def _tree_plan(key: tuple[Any, ...], d: Decoded) -> Any:
@@ -396,8 +403,8 @@ def _tree_plan(key: tuple[Any, ...], d: Decoded) -> Any:
                 sub = pad + "    "
                 for flag, _mask in d.reading.flags.get(f["uet.pds.type"], ()):
                     if flag in f:
-                        items.append(f"{sub + FLAG_TITLES[flag] + ': '!r} + "
-                                     f"{_value_code(flag, f[flag], d)}")
+                        items.append(f'f"{_text(sub + FLAG_TITLES[flag])}: '
+                                     f'{_value_code(flag, f[flag], d)}"')
     # _tail: what follows the headers; which notes there are is in the key, their text not
     if "uet.encrypted" in f:
         items.append("'    Encrypted payload: ' + str(f['uet.encrypted']) + ' bytes (not parsed)'")
