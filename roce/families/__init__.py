@@ -9,16 +9,23 @@ rows for a frame the compiled RoCE walk did not claim.  docs/architecture.md, "L
 says what each may import.
 """
 
+from typing import Any
+
 from roce.families.handler import Handler, Unwrapped
 from roce.families.registry import REGISTRY, Registry
+
+_BUILTIN: list[Any] = []  # roce.families.builtin.registry, imported at the first call
 
 
 def registry(plugins: bool = True) -> Registry:
     """The process-wide registry with the built-in rows and (``plugins``) those of the
-    ``roce.families`` entry points (``roce.families.builtin.registry``)."""
-    from roce.families.builtin import registry as loaded
+    ``roce.families`` entry points (``roce.families.builtin.registry``).  Asked per frame
+    that is not RoCE: the import is made once."""
+    if not _BUILTIN:
+        from roce.families.builtin import registry as loaded
 
-    return loaded(plugins)
+        _BUILTIN.append(loaded)
+    return _BUILTIN[0](plugins)  # type: ignore[no-any-return]
 
 
 __all__ = ["REGISTRY", "Handler", "Registry", "Unwrapped", "registry"]

@@ -355,12 +355,23 @@ def _value_code(key: str, v: Any, d: Decoded) -> str:
         table = "d.reading.rsp_lists"
     elif key in _NAMED:
         table = f"_NAMED[{key!r}]"
-    if table is not None:
-        return f"{{_described({table}, {ref})}}"
+    if table is not None:  # the texts of the table's values made once: _described's
+        return f"{{_texts({table}).get({ref}) or _described({table}, {ref})}}"
     digits = _HEX.get(key)
     if digits is not None or key.rsplit(".", 1)[-1].startswith(("rsv", "reserved")):
         return f"0x{{{ref}:0{digits or 2}x}}"
     return f"{{{ref}}}"
+
+
+_DESCRIBED: dict[int, dict[int, str]] = {}
+
+
+def _texts(table: t.Names) -> dict[int, str]:
+    """``codes.described`` of every value a table names, by the table."""
+    texts = _DESCRIBED.get(id(table))
+    if texts is None:
+        texts = _DESCRIBED[id(table)] = {v: t.described(table, v) for v in table}
+    return texts
 
 
 def _line_code(key: str, f: Fields, d: Decoded, pad: str) -> list[str]:
@@ -416,6 +427,7 @@ def _tree_plan(key: tuple[Any, ...], d: Decoded) -> Any:
               for c in CHECKS if c.field in f]
     src = "def run(f, d):\n    return [" + ",\n            ".join(items) + "]\n"
     env = {"_PDS_TYPES": t.PDS_TYPES, "_NAMED": _NAMED, "_described": t.described,
+           "_texts": _texts,
            "_pds_title": _pds_title, "_ses_title": _ses_title, "_payload": _payload}
     exec(compile(src, f"<uet tree {key[:3]}>", "exec"), env)
     if len(_TREE_PLANS) > 4096:
