@@ -121,6 +121,10 @@ class Scenario(Workload):
     pfc: bool = defaults.PFC
     lb: str = defaults.LB
     oversubscription: float = defaults.OVERSUBSCRIPTION  # leaf uplinks at rate / this
+    # the link family: roce (Ethernet, PFC, ECN) or ib (native InfiniBand: credits, LIDs,
+    # roce.emu.ib) and the subnet manager's routing of ib
+    protocol: str = defaults.PROTOCOL
+    ib_routing: str = defaults.IB_ROUTING
     # links that fail (and are repaired) during the run (roce.emu.net.failures.LinkDown)
     link_down: list[Any] = field(default_factory=list)
     detect_delay_ns: int = defaults.DETECT_DELAY_NS

@@ -114,7 +114,7 @@ def needs_nics(sc: Scenario, t: topo.Topology) -> bool:
     only a transmit scheduler does (congestion control's pacing, obeying a PFC storm), or
     a link fails (``failures`` acts on the network's wires)."""
     return (bool(t.switches) or sc.congestion_control or bool(sc.storm)
-            or bool(sc.link_down))
+            or bool(sc.link_down) or sc.protocol == "ib")
 
 
 # Scenario fields of --workload and --collective runs (roce.emu.net.workrun): refused
@@ -127,10 +127,34 @@ WORKLOAD_ONLY = (("load", "--load", "--workload"), ("duration_ns", "--duration",
                  ("chunk", "--chunk", "--collective"), ("window", "--window", "--collective"))
 
 
+# What a native InfiniBand run (--protocol ib) has nothing for: (Scenario field, option,
+# why).  InfiniBand is lossless by credits, routes by LIDs, and its congestion control
+# (FECN/BECN) is not emulated yet.
+IB_REFUSED = (("pfc", "--pfc", "InfiniBand is lossless by credits, without PFC"),
+              ("storm", "--pfc-storm", "InfiniBand has no PFC"),
+              ("ecn", "--ecn", "InfiniBand switches mark FECN, not ECN (not emulated yet)"),
+              ("lb", "--lb", "switches forward by their forwarding tables (--ib-routing)"),
+              ("link_down", "--link-down", "the subnet manager's rerouting is not emulated"),
+              ("cdf", "--workload", "InfiniBand runs --count messages per pair so far"),
+              ("collective", "--collective", "InfiniBand runs --count messages per pair so "
+               "far"))
+
+
 def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
     """A UsageError naming the first option the run's topology gives nothing to act on."""
+    base = Scenario()
+    if sc.protocol == "ib":
+        for name, opt, why in IB_REFUSED:
+            if getattr(sc, name) != getattr(base, name):
+                raise UsageError(f"{opt} with --protocol ib: {why}")
+        if sc.congestion_control:
+            raise UsageError("--cc with --protocol ib: InfiniBand's congestion control "
+                             "(FECN/BECN) is not emulated yet")
+    elif sc.ib_routing != base.ib_routing:
+        raise UsageError("--ib-routing: only with --protocol ib")
     if sc.qp_type != "rc" and nics:
         why = ("a switched network runs RC queue pairs" if t.switches else
+               "InfiniBand's HCAs run RC queue pairs" if sc.protocol == "ib" else
                "--cc and --pfc-storm run RC queue pairs")
         raise UsageError(f"--qp-type {sc.qp_type}: {why} (UC and UD run between two hosts "
                          "cabled back to back: --topology p2p)")
@@ -179,10 +203,17 @@ class NetRun:
             sc = replace(sc, time_limit_ns=defaults.time_limit_ns(nics))
         self.sc = sc
         self.trace = trace
-        net = self.net = topo.build(t, options(sc, direct=not nics))
+        if sc.protocol == "ib":
+            from roce.emu.ib.build import IbConfig
+            from roce.emu.ib.build import build as build_ib
+
+            net = self.net = build_ib(t, options(sc, direct=False),
+                                      IbConfig(routing=sc.ib_routing), ROCE_TRAFFIC_CLASS)
+        else:
+            net = self.net = topo.build(t, options(sc, direct=not nics))
         self.failures = start_failures(sc, t, net)
         if record is not None:
-            net.recorders.append(record)
+            self.record(record)
         for spec, writer in (taps or {}).items():
             attach_tap(net, spec, writer)
         pairs = traffic_of(sc, t, net)
@@ -265,6 +296,15 @@ class NetRun:
         cq_a.flows[qa.qp_num] = (f, True)
         cq_b.flows[qb.qp_num] = (f, False)
         return f
+
+    def record(self, writer: Any) -> None:
+        """Write every frame a host receives to ``writer``: Ethernet frames, or with
+        --protocol ib the InfiniBand packets as they arrived (link type 247)."""
+        if self.sc.protocol == "ib":
+            for hca in self.net.hosts.values():
+                hca.ib_recorders.append(writer)
+        else:
+            self.net.recorders.append(writer)
 
     def post(self, f: Flow) -> None:
         """Post ``f``'s next message."""
@@ -584,7 +624,12 @@ def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
     s.unverified = _verdict(run, s, finished, left)
     s.data_verified = not s.unverified
     s.fct_ns = fct_stats(every)
-    if run.nics:
+    if sc.protocol == "ib":
+        from roce.emu.ib.build import stats
+
+        s.fabric = stats(net)
+        s.warnings = list(net.warnings)
+    elif run.nics:
         s.fabric = fabric_stats(net, run.failures)
         s.warnings = list(net.warnings)
     return s
