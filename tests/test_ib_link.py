@@ -1,4 +1,4 @@
-"""InfiniBand flow-control packets (roce.families.ib.link): their 6-byte layout and LPCRC,
+"""InfiniBand flow-control packets (roce.families.ib.flowcontrol): their 6-byte layout and LPCRC,
 read back by roce and by tshark (ERF type 25 records) with the same field values."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tshark_oracle import TSHARK, fields_command
 from roce.cli import main
 from roce.errors import DecodeError
 from roce.families import erf
-from roce.families.ib import link
+from roce.families.ib import flowcontrol as link
 from roce.families.ib.crc import vcrc
 from roce.pcapio import PcapWriter
 
@@ -59,13 +59,13 @@ def test_vl15_has_no_flow_control() -> None:
 def _capture(tmp_path: Path, room: int = 0) -> Path:
     """The packets in ERF type 25 records; ``room`` zero bytes after each (in the record's
     wlen too) for tshark, which reads a link packet as an LRH first and, with FCTBS's low
-    bits like LNH 2 or 3, runs on for a BTH or GRH (roce.families.ib.link)."""
+    bits like LNH 2 or 3, runs on for a BTH or GRH (roce.families.ib.flowcontrol)."""
     path = tmp_path / f"link{room}.pcap"
     with PcapWriter(path, linktype=erf.LINKTYPE_ERF) as w:
         for i, (op, fctbs, vl, fccl) in enumerate(PACKETS):
             p = link.build(vl, fctbs, fccl, op)
-            rec = (link.erf_record(p, erf.fixed_ts(i * 1000)) if not room else
-                   erf.record(p + bytes(room), rtype=erf.ERF_TYPE_INFINIBAND_LINK))
+            rec = erf.record(p + bytes(room), rtype=erf.ERF_TYPE_INFINIBAND_LINK,
+                             ts=erf.fixed_ts(i * 1000))
             w.write(rec, ts_ns=i * 1000)
     return path
 

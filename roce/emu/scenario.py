@@ -272,14 +272,15 @@ def _where_line(s: Summary) -> str:
     """The link (two hosts cabled back to back) or the network the run used."""
     sc = s.scenario
     if sc.get("topology", defaults.TOPOLOGY) == defaults.TOPOLOGY and not sc.get(
-            "topology_file"):
+            "topology_file") and sc.get("protocol") != "ib":
         return (f"link          {sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, loss="
                 f"{sc['loss']:g} burst={sc['burst']:g} reorder={sc['reorder']:g} "
                 f"dup={sc['dup']:g} corrupt={sc['corrupt']:g}")
     flows = f"{len(s.flows)} flows, " if not s.workload else ""
+    links = (f"protocol=ib routing={sc['ib_routing']}" if sc.get("protocol") == "ib" else
+             f"lb={sc['lb']} pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
     return (f"network       {sc['topology_file'] or sc['topology']}, {flows}"
-            f"{sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, lb={sc['lb']} "
-            f"pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
+            f"{sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, {links}")
 
 
 def _simulated_text(s: Summary) -> str:
@@ -309,6 +310,10 @@ def _simulated_text(s: Summary) -> str:
     if s.networked:
         fab, fct = s.fabric, s.fct_ns
         lines += [
+            f"fabric        drops {fab['drops']}, credit overflows {fab['credit_overflows']}, "
+            f"flow-control packets {fab['fc_packets']}, credit stalls "
+            f"{fab['credit_stalls']}, max queue {fab['max_queue_bytes']} bytes"
+            if "credit_overflows" in fab else  # InfiniBand (roce.emu.ib.subnet.stats)
             f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
             f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "
             f"{fab['cnps_sent']}",

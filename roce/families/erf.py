@@ -26,7 +26,7 @@ from typing import Any
 
 from roce.errors import DecodeError
 from roce.families.handler import Unwrapped
-from roce.families.ib import link
+from roce.families.ib import flowcontrol as link
 from roce.locate import LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
 
 ERF_HEADER = 16
@@ -175,7 +175,7 @@ def record(payload: bytes, rtype: int = ERF_TYPE_INFINIBAND, ts: int = 0,
     return (head + body).ljust(rlen, b"\0")
 
 
-# Link packets (ERF type 25): the flow-control packet's layout is roce.families.ib.link's.
+# Link packets (ERF type 25): the flow-control packet's layout is roce.families.ib.flowcontrol's.
 decode_link = link.decode
 
 

@@ -6,7 +6,7 @@ flow-control packets ``due`` says are owed; ``deadline`` is the one named timer
 (``refresh``).  Rules (IBA Vol 1 7.9.4, "Flow control"):
 
 1. Credits count blocks of 64 bytes; a packet of n bytes takes ceil(n / 64) blocks
-   (``roce.families.ib.link.BLOCK``).
+   (``roce.families.ib.flowcontrol.BLOCK``).
 2. The sender keeps FCTBS, the total blocks it sent on the VL since the link came up, mod
    4096, and the credit limit (the last FCCL its peer advertised).  It may send a packet of
    b blocks only while (limit - (FCTBS + b)) mod 4096 <= 2048 (7.9.4.2): never without
@@ -31,7 +31,7 @@ VL15 (subnet management) is not flow controlled and has no state here.
 
 from __future__ import annotations
 
-from roce.families.ib import link
+from roce.families.ib import flowcontrol as link
 
 BLOCK = link.BLOCK
 MOD = link.MODULUS

@@ -5,7 +5,7 @@ Everything above the port is the ``Nic``'s, unchanged: the device and its RC QPs
 transmit scheduler (a ring of QPs per priority, round robin, pacing), the QPs' timers.  The
 port adds, per data VL, what InfiniBand's link layer asks:
 
-- out: the scheduler's next frame gets its LRH, ICRC and VCRC (``frames.Framer``), its SL
+- out: the scheduler's next frame gets its LRH, ICRC and VCRC (``framing.Framer``), its SL
   from the scheduler's priority and its VL from the SL-to-VL table; it goes only with the
   credit the peer granted on that VL (``credits.Credits``).  A packet without credit waits
   in its VL's one slot, and the scheduler's priorities on that VL are held until credit
@@ -25,10 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 from roce.emu.ib.credits import Credits
-from roce.emu.ib.frames import Framer
-from roce.emu.ib.switch import LINK_PACKET, start_refresh, tap_write, wake_refresh
-from roce.emu.ib.switch import on_refresh as _on_refresh
-from roce.emu.ib.tables import SlToVl, VlArbiter
+from roce.emu.ib.framing import Framer
+from roce.emu.ib.ibswitch import LINK_PACKET, start_refresh, tap_write, wake_refresh
+from roce.emu.ib.ibswitch import on_refresh as _on_refresh
+from roce.emu.ib.vltables import SlToVl, VlArbiter
 from roce.emu.net.nic import Nic
 
 HELD = 1 << 62  # a priority held for credit: "until" far past any run (never a deadline)

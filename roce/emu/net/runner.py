@@ -186,7 +186,11 @@ class NetRun:
     """One run, built and ready: ``net`` (the ``Network``), ``flows`` and their ``names``
     ((source, destination) host names) can be inspected or hooked before ``run()``.
     ``topology``: one already loaded (the command's, with its drop filters compiled);
-    by default ``sc``'s."""
+    by default ``sc``'s.  A link family other than Ethernet subclasses it: its
+    ``protocol``, the network it builds (``build_network``), where received frames are
+    recorded (``record``) and its counters (``fabric_stats``); ``roce.emu.ib.ibrun``."""
+
+    protocol = "roce"
 
     def __init__(self, sc: Scenario, record: Any = None,
                  taps: dict[str, Any] | None = None, trace: Any = None,
@@ -203,14 +207,10 @@ class NetRun:
             sc = replace(sc, time_limit_ns=defaults.time_limit_ns(nics))
         self.sc = sc
         self.trace = trace
-        if sc.protocol == "ib":
-            from roce.emu.ib.build import IbConfig
-            from roce.emu.ib.build import build as build_ib
-
-            net = self.net = build_ib(t, options(sc, direct=False),
-                                      IbConfig(routing=sc.ib_routing), ROCE_TRAFFIC_CLASS)
-        else:
-            net = self.net = topo.build(t, options(sc, direct=not nics))
+        if sc.protocol != self.protocol:  # the link family's own run builds its network
+            raise UsageError(f"--protocol {sc.protocol}: its runs are roce.emu.ib.ibrun.IbRun's"
+                             if sc.protocol == "ib" else f"--protocol {sc.protocol}: unknown")
+        net = self.net = self.build_network(t, sc)
         self.failures = start_failures(sc, t, net)
         if record is not None:
             self.record(record)
@@ -297,14 +297,18 @@ class NetRun:
         cq_b.flows[qb.qp_num] = (f, False)
         return f
 
+    def build_network(self, t: topo.Topology, sc: Scenario) -> Any:
+        """The network of the run: Ethernet switches and NICs (or two hosts cabled back to
+        back)."""
+        return topo.build(t, options(sc, direct=not self.nics))
+
     def record(self, writer: Any) -> None:
-        """Write every frame a host receives to ``writer``: Ethernet frames, or with
-        --protocol ib the InfiniBand packets as they arrived (link type 247)."""
-        if self.sc.protocol == "ib":
-            for hca in self.net.hosts.values():
-                hca.ib_recorders.append(writer)
-        else:
-            self.net.recorders.append(writer)
+        """Write every frame a host receives to ``writer`` (a pcap of link type 1)."""
+        self.net.recorders.append(writer)
+
+    def fabric_stats(self) -> dict[str, Any]:
+        """The network's counters for the summary's ``fabric``."""
+        return fabric_stats(self.net, self.failures)
 
     def post(self, f: Flow) -> None:
         """Post ``f``'s next message."""
@@ -624,13 +628,8 @@ def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
     s.unverified = _verdict(run, s, finished, left)
     s.data_verified = not s.unverified
     s.fct_ns = fct_stats(every)
-    if sc.protocol == "ib":
-        from roce.emu.ib.build import stats
-
-        s.fabric = stats(net)
-        s.warnings = list(net.warnings)
-    elif run.nics:
-        s.fabric = fabric_stats(net, run.failures)
+    if run.nics:
+        s.fabric = run.fabric_stats()
         s.warnings = list(net.warnings)
     return s
 

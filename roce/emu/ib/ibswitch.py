@@ -4,7 +4,7 @@ A packet arriving on a port is held in that port's receive buffer for its VL (wh
 advertised to its peer as credit: ``roce.emu.ib.credits``), forwarded by its DLID through
 the switch's linear forwarding table (``roce.emu.ib.routing``) to an output port, and
 queued there per VL.  The output port sends when its wire is free: flow-control packets it
-owes first, then the packet of the VL the arbiter picks (``roce.emu.ib.tables``) among
+owes first, then the packet of the VL the arbiter picks (``roce.emu.ib.vltables``) among
 those whose head packet fits the credit the next hop granted.  When a packet starts out of
 the switch its blocks leave the input port's buffer, which then owes its peer a
 flow-control packet: credits return hop by hop, so nothing is ever dropped for lack of
@@ -12,7 +12,7 @@ buffer, and a full buffer holds everything behind it (congestion spreads upstrea
 PFC).  A packet whose DLID the table does not have is dropped and counted.
 
 The VL out of a port is the SL-to-VL table's for the packet's SL; when it differs from the
-VL it came on, the LRH's VL and the VCRC are rewritten (``roce.emu.ib.frames.set_vl``).
+VL it came on, the LRH's VL and the VCRC are rewritten (``roce.emu.ib.framing.set_vl``).
 Ports are also the ends of links to HCAs (``roce.emu.ib.hca``), whose flow control is the
 same ``Credits``.
 """
@@ -23,10 +23,10 @@ from collections import deque
 from typing import Any
 
 from roce.emu.ib.credits import Credits
-from roce.emu.ib.frames import set_vl
-from roce.emu.ib.tables import SlToVl, VlArbiter
+from roce.emu.ib.framing import set_vl
+from roce.emu.ib.vltables import SlToVl, VlArbiter
 from roce.families import erf
-from roce.families.ib import link
+from roce.families.ib import flowcontrol as link
 
 LINK_PACKET = link.SIZE  # a frame this long on an IB wire is a flow-control packet
 # ERF flags: bit 0 is the capture interface (Wireshark: set = received, clear = sent)

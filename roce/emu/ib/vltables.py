@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from roce.families.ib.link import BLOCK, MAX_VL
+from roce.families.ib.flowcontrol import BLOCK, MAX_VL
 
 SLS = 16
 UNBOUNDED_HIGH = 255  # LimitOfHighPriority: no limit

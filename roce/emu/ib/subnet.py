@@ -2,10 +2,10 @@
 
 The topology is the switched network's (``roce.emu.net.topology``: p2p, incast, dumbbell,
 leaf-spine, fat tree, a file), its links the same ``Wire``s (rate, delay, faults); its hosts
-are ``hca.Hca``, its switches ``switch.IbSwitch``.  The subnet manager's part is done here
+are ``hca.Hca``, its switches ``ibswitch.IbSwitch``.  The subnet manager's part is done here
 once: LIDs (``routing.assign_lids``), every switch's linear forwarding table
 (``routing.forwarding_tables``), the SL-to-VL and VL arbitration tables of every port
-(``tables``), and the address maps the HCAs' framing reads.
+(``vltables``), and the address maps the HCAs' framing reads.
 
 Receive buffer per port and data VL (what each port grants in credits): a round trip of the
 link at its rate plus two largest packets, in 64-byte blocks.  That keeps one VL of a link
@@ -22,11 +22,11 @@ from typing import Any
 from roce.emu import defaults
 from roce.emu.core.verbs import Context
 from roce.emu.ib.credits import Credits, blocks, refresh_ns
-from roce.emu.ib.frames import Framer, packed
+from roce.emu.ib.framing import Framer, packed
 from roce.emu.ib.hca import Hca
+from roce.emu.ib.ibswitch import IbPort, IbSwitch
 from roce.emu.ib.routing import assign_lids, forwarding_tables
-from roce.emu.ib.switch import IbPort, IbSwitch
-from roce.emu.ib.tables import SlToVl, VlArbiter
+from roce.emu.ib.vltables import SlToVl, VlArbiter
 from roce.emu.net.faults import Faults, LinkConfig
 from roce.emu.net.link import Wire
 from roce.emu.net.sim import Network

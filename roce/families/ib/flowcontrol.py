@@ -17,8 +17,9 @@ Field names are Wireshark's (packet-infiniband.c, ``dissect_infiniband_link``):
 records of type 25 (INFINIBAND_LINK, ``roce.families.erf``) and does not check the LPCRC.
 Wireshark 4.0 first reads a link packet as if it began with an LRH (``dissect_general_info``)
 and, when the low two bits of its second byte (FCTBS's) look like LNH 2 or 3, reads on for a
-BTH or GRH past the 6 bytes and calls the record malformed; ``erf_record`` still writes the
-packet as it is on the wire (tests/test_ib_link.py compares the fields with room after it).
+BTH or GRH past the 6 bytes and calls the record malformed; the emulator's ERF records
+still hold the packet as it is on the wire (tests/test_ib_link.py compares the fields
+with room after it).
 VL15 carries no flow control (IBA 7.9.4: management packets are not credit-limited), so a
 flow-control packet names a data VL, 0-14.
 """
@@ -75,14 +76,6 @@ def decode(data: bytes, off: int = 0) -> dict:
     return f
 
 
-def erf_record(packet: bytes, ts: int = 0) -> bytes:
-    """One ERF INFINIBAND_LINK record (type 25) around a flow-control packet; ``ts`` is the
-    ERF timestamp (``roce.families.erf.fixed_ts``)."""
-    from roce.families import erf
-
-    return erf.record(packet, rtype=erf.ERF_TYPE_INFINIBAND_LINK, ts=ts)
-
-
 def valid(data: bytes, off: int = 0) -> bool:
     """Whether the LPCRC of the flow-control packet at ``data[off:]`` is right."""
     return lpcrc(data[off:off + CRC_COVERS]) == int.from_bytes(
@@ -90,4 +83,4 @@ def valid(data: bytes, off: int = 0) -> bool:
 
 
 __all__ = ["BLOCK", "FIELDS", "FLOW_CONTROL", "MODULUS", "OP_INIT", "OP_NORMAL", "SIZE",
-           "MAX_VL", "build", "decode", "erf_record", "lpcrc", "valid"]
+           "MAX_VL", "build", "decode", "lpcrc", "valid"]

@@ -1,0 +1,361 @@
+"""Native InfiniBand on the simulated network (roce.emu.ib): the credit rules, the SL-to-VL
+and VL arbitration tables, LIDs and min-hop forwarding tables, and runs of the unchanged RC
+QPs over HCAs and switches: no packet ever beyond the buffer its receiver granted, the
+flow-control packets on the wire matching the blocks the link carried, every CRC right in
+the pcap (roce decode, roce stats, tshark)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import deque
+from pathlib import Path
+
+import pytest
+from tshark_oracle import TSHARK, fields_command
+
+from roce.cli import main
+from roce.emu.ib import routing
+from roce.emu.ib.credits import HALF, MOD, Credits, blocks
+from roce.emu.ib.ibrun import IbRun
+from roce.emu.ib.vltables import SlToVl, VlArbiter
+from roce.emu.net import topology as topo
+from roce.emu.net.runner import NetRun
+from roce.emu.scenario import Scenario
+from roce.families import erf
+from roce.families.ib import flowcontrol as link
+from roce.families.ib import native as ib
+from roce.pcapio import PcapWriter, open_capture
+
+
+class Frames:
+    """A writer that keeps what it is handed: (ts_ns, bytes)."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, bytes]] = []
+
+    def write(self, data: bytes, ts_ns: int | None = None) -> None:
+        self.frames.append((ts_ns or 0, data))
+
+
+# -- the credit rules (roce.emu.ib.credits) ---------------------------------------------
+
+
+def test_no_credit_before_the_peers_first_packet() -> None:
+    cr = Credits(2, 100, 1000)
+    assert not cr.may_send(0, 1)
+    peer = Credits(2, 100, 1000)
+    first = peer.take()
+    assert link.decode(first)["infiniband_link.op"] == link.OP_INIT  # initialization
+    assert cr.on_packet(first)
+    assert cr.may_send(0, 100 * 64) and not cr.may_send(0, 100 * 64 + 1)
+    assert not cr.may_send(1, 1)  # VL 1's packet has not come yet
+
+
+def test_a_sender_never_exceeds_the_granted_credit_across_wraps() -> None:
+    """Sender and receiver, one VL, packets of varied sizes for many times 4096 blocks: the
+    sender sends only with credit, the receiver never overflows, and every flow-control
+    packet's FCTBS equals the blocks sent before it, mod 4096."""
+    tx, rx = Credits(1, 50, 1000), Credits(1, 50, 1000)
+    tx.on_packet(rx.take())
+    rx.on_packet(tx.take())
+    held: deque[int] = deque()
+    sizes = [64, 65, 1000, 4096 + 30, 200, 3000]
+    sent = 0
+    for i in range(20_000):
+        n = sizes[i % len(sizes)]
+        if tx.may_send(0, n):
+            tx.sent(0, n)
+            sent += blocks(n)
+            assert rx.received(0, n)
+            held.append(n)
+        else:
+            assert held, "stalled with nothing in the receiver's buffer"
+            for _ in range(len(held) // 2 + 1):
+                rx.released(0, held.popleft())
+            tx.on_packet(rx.take())
+            fc = tx.take()
+            if fc is not None:
+                assert link.decode(fc)["infiniband_link.fctbs"] == sent % MOD
+                rx.on_packet(fc)
+    assert sent > 3 * MOD and rx.overflows == 0 and max(rx.max_used) <= 50
+
+
+def test_receiver_grants_at_most_half_the_counter() -> None:
+    cr = Credits(1, 5000, 1000)
+    assert cr.fccl(0) == HALF
+    cr.received(0, 64 * 10)
+    assert cr.fccl(0) == 10 + HALF
+
+
+def test_overflow_is_counted_and_refused() -> None:
+    cr = Credits(1, 3, 1000)
+    assert cr.received(0, 64 * 3)
+    assert not cr.received(0, 1) and cr.overflows == 1
+
+
+def test_bad_lpcrc_is_ignored() -> None:
+    cr = Credits(1, 3, 1000)
+    p = bytearray(link.build(0, 5, 9))
+    p[5] ^= 1
+    assert not cr.on_packet(bytes(p)) and cr.bad_lpcrc == 1 and cr.limit == [0]
+
+
+def test_refresh_timer_owes_every_vl() -> None:
+    cr = Credits(3, 10, 500)
+    while cr.take() is not None:
+        pass
+    assert cr.deadline() == 500
+    cr.on_timer(500)
+    assert cr.owed == {0, 1, 2} and cr.deadline() == 1000
+
+
+# -- SL to VL, VL arbitration (roce.emu.ib.vltables) ---------------------------------------
+
+
+def test_sl_to_vl() -> None:
+    t = SlToVl.spread(4)
+    assert [t[s] for s in range(16)] == [s % 4 for s in range(16)]
+    with pytest.raises(ValueError):
+        SlToVl([15] * 16)  # VL15 carries no data
+    with pytest.raises(ValueError):
+        SlToVl([0] * 15)
+
+
+def test_arbitration_weights_and_priority() -> None:
+    # low table: VL0 weight 2 (128 bytes), VL1 weight 1 (64 bytes); 64-byte packets
+    arb = VlArbiter((), [(0, 2), (1, 1)])
+    picks = []
+    for _ in range(9):
+        vl = arb.pick(lambda v: True)
+        arb.charge(64)
+        picks.append(vl)
+    assert picks == [0, 0, 1] * 3
+    assert arb.pick(lambda v: v == 1) == 1  # a VL with nothing ready is skipped
+    # high priority first, until LimitOfHighPriority (1 x 4096 bytes) while low waits
+    arb = VlArbiter([(2, 255)], [(0, 64)], limit_high=1)
+    seq = []
+    for _ in range(4):
+        vl = arb.pick(lambda v: True)
+        arb.charge(2048)
+        seq.append(vl)
+    assert seq == [2, 2, 0, 2]
+    assert arb.pick(lambda v: v == 2) == 2  # nothing low waits: high goes on
+
+
+# -- LIDs and forwarding tables (roce.emu.ib.routing) ------------------------------------
+
+
+def _hops(t: topo.Topology, lft: dict, lids: dict, src: str, dst: str) -> int:
+    ports = routing.ports_of(t.links, t.switches)
+    node, n = t.leaf_of[src], 1
+    while node != dst:
+        node = ports[node][lft[node][lids[dst]]]
+        n += 1
+        assert n < 20, "routing loop"
+    return n
+
+
+@pytest.mark.parametrize("spec", ["fattree:4", "leafspine:3,2,2", "dumbbell:2"])
+@pytest.mark.parametrize("algo", routing.ROUTINGS)
+def test_forwarding_tables_route_every_pair_on_a_shortest_path(spec: str, algo: str) -> None:
+    t = topo.parse(spec)
+    lids = routing.assign_lids(list(t.hosts))
+    lft = routing.forwarding_tables(list(t.hosts), t.switches, t.links, lids, algo)
+    for a in t.hosts:
+        for b in t.hosts:
+            if a != b:
+                assert _hops(t, lft, lids, a, b) == len(topo.path(t, a, b)), (a, b)
+
+
+def test_routings_spread_destinations_over_uplinks() -> None:
+    t = topo.parse("fattree:4")
+    lids = routing.assign_lids(list(t.hosts))
+    ports = routing.ports_of(t.links, t.switches)
+    uplinks = [i for i, p in enumerate(ports["e1.1"]) if p in t.switches]
+    remote = [lids[h] for h in t.hosts if not h.startswith("h1.")]
+    for algo in routing.ROUTINGS:
+        lft = routing.forwarding_tables(list(t.hosts), t.switches, t.links, lids, algo)
+        use = [sum(lft["e1.1"][d] == u for d in remote) for u in uplinks]
+        assert len(use) == 2 and abs(use[0] - use[1]) <= 1, (algo, use)
+
+
+# -- runs -----------------------------------------------------------------------------
+
+
+def _run(topology: str = "incast:4", count: int = 3, size: int = 32768,
+         **kw: object) -> IbRun:
+    return IbRun(Scenario(topology=topology, protocol="ib", count=count, size=size, **kw))
+
+
+@pytest.mark.parametrize("spec", ["incast:6", "leafspine:2,2,2", "p2p"])
+def test_credits_hold_no_drop_data_verified(spec: str) -> None:
+    run = _run(spec, traffic="permutation" if spec.startswith("leaf") else None)
+    s = run.run()
+    assert s.finished and s.data_verified, s.unverified
+    f = s.fabric
+    assert f["drops"] == 0 and f["credit_overflows"] == 0 and f["unrouted"] == 0
+    assert s.retransmitted == 0 and s.timeouts == 0
+    for sw in run.net.switches.values():
+        for p in sw.ports:
+            assert max(p.credits.max_used) <= p.credits.capacity
+    if spec.startswith("incast"):
+        # six senders into one port: the credits, not a drop, held them back
+        assert f["credit_stalls"] > 0
+        assert f["max_queue_bytes"] > 0
+
+
+def _blocks_by_vl(records: list[tuple[int, bytes]], received: bool) -> list[tuple[int, bytes]]:
+    """(ts, packet) of the ERF records one way (flags bit 0: received)."""
+    out = []
+    for ts, rec in records:
+        u = erf.unwrap(rec)
+        if bool(u.fields["erf.flags"] & 1) == received:
+            out.append((ts, rec[u.offset:u.offset + u.fields["erf.wlen"]]))
+    return out
+
+
+def test_flow_control_packets_match_the_credits_the_link_used() -> None:
+    """At the receiving host's port (incast: its link is the congested one): each
+    flow-control packet from the switch carries as FCTBS the blocks of every data packet
+    that arrived before it on its VL; each data packet the host sent went within the FCCL
+    the switch last granted; each FCCL the host granted is within its buffer."""
+    run = _run("incast:3")
+    hca = run.net.hosts["r"]
+    tap = Frames()
+    hca.erf_tap = tap
+    s = run.run()
+    assert s.data_verified
+    cap = hca.credits.capacity
+    got = [0] * hca.credits.vls
+    fc_in = data_in = 0
+    for _, p in _blocks_by_vl(tap.frames, received=True):
+        if len(p) == link.SIZE:
+            f = link.decode(p)
+            assert f["infiniband_link.fctbs"] == got[f["infiniband_link.vl"]] % MOD
+            fc_in += 1
+        else:
+            got[p[0] >> 4] += blocks(len(p))
+            data_in += 1
+    limit = [None] * hca.credits.vls
+    sent = [0] * hca.credits.vls
+    received_so_far = [0] * hca.credits.vls
+    events = sorted([(ts, 0, p) for ts, p in _blocks_by_vl(tap.frames, True)]
+                    + [(ts, 1, p) for ts, p in _blocks_by_vl(tap.frames, False)],
+                    key=lambda e: (e[0], e[1]))
+    fc_out = 0
+    for _, out, p in events:
+        if len(p) == link.SIZE:
+            f = link.decode(p)
+            vl = f["infiniband_link.vl"]
+            if out:
+                # what the host granted: at most its buffer beyond what it received
+                assert (f["infiniband_link.fccl"] - received_so_far[vl]) % MOD <= cap
+                fc_out += 1
+            else:
+                limit[vl] = f["infiniband_link.fccl"]
+        elif out:
+            vl = p[0] >> 4
+            sent[vl] += blocks(len(p))
+            assert limit[vl] is not None, "data sent before any credit"
+            assert (limit[vl] - sent[vl]) % MOD <= HALF, "data sent beyond the credit"
+        else:
+            received_so_far[p[0] >> 4] += blocks(len(p))
+    assert fc_in > 3 and fc_out > 3 and data_in == s.fabric["hosts"]["r"]["rx_frames"]
+
+
+def _pcap(tmp_path: Path, spec: str = "incast:2") -> tuple[Path, object]:
+    path = tmp_path / "ib.pcap"
+    run = _run(spec, count=2, size=9000)
+    with PcapWriter(path, linktype=ib.LINKTYPE_INFINIBAND) as w:
+        run.record(w)
+        s = run.run()
+    return path, s
+
+
+def test_pcap_is_native_infiniband_with_every_crc_right(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    path, s = _pcap(tmp_path)
+    with open_capture(str(path)) as cap:
+        frames = [r.data for r in cap]
+    assert len(frames) == sum(h["rx_frames"] for h in s.fabric["hosts"].values())
+    for f in frames:
+        d = ib.decode(f)
+        assert d.error is None and d.fields["icrc.valid"] and d.fields["vcrc.valid"]
+        assert d.fields["lrh.lnh"] == 2 and d.fields["lrh.vl"] == 3 and d.fields["lrh.sl"] == 3
+    # roce stats reads the run's pcap as the emulator counted it
+    assert main(["stats", str(path), "-T", "json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    tot = rep["totals"]
+    assert tot["ib_packets"] == tot["frames"] == len(frames)
+    assert tot["bad_icrc"] == tot["bad_vcrc"] == tot["malformed"] == 0
+    assert tot["connections"] == len(s.flows) and tot["messages"] == s.posted
+    assert tot["payload_bytes"] == s.bytes and tot["retransmissions"] == s.retransmitted
+    assert tot["acks"] == sum(h["rx_frames"] for n, h in s.fabric["hosts"].items()
+                              if n != "r")
+
+
+@pytest.mark.skipif(TSHARK is None, reason="tshark is not installed")
+def test_tshark_reads_the_same_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                      ) -> None:
+    path, _ = _pcap(tmp_path)
+    # tshark 4.0 reads native InfiniBand from ERF records (type 21), not link type 247
+    with open_capture(str(path)) as cap:
+        frames = [(r.data, r.ts_ns) for r in cap]
+    path = tmp_path / "ib.erf.pcap"
+    with PcapWriter(path, linktype=erf.LINKTYPE_ERF) as w:
+        for data, ts in frames:
+            w.write(erf.record(data, ts=erf.fixed_ts(ts)), ts_ns=ts)
+    names = ["infiniband.lrh.vl", "infiniband.lrh.sl", "infiniband.lrh.dlid",
+             "infiniband.lrh.slid", "infiniband.lrh.pktlen", "infiniband.bth.opcode",
+             "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.invariant.crc",
+             "infiniband.variant.crc"]
+    theirs = subprocess.run(fields_command(path, names), capture_output=True, text=True,
+                            check=True, timeout=120).stdout.splitlines()
+    argv = ["decode", str(path), "-T", "fields"]
+    for n in names:
+        argv += ["-e", n]
+    assert main(argv) == 0
+    ours = capsys.readouterr().out.splitlines()
+    norm = [[str(int(v, 0)) for v in r.split("\t")] for r in theirs]
+    assert [[str(int(v, 0)) for v in r.split("\t")] for r in ours] == norm
+    assert len(norm) > 10
+
+
+def test_emulate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pcap, tap = tmp_path / "x.pcap", tmp_path / "r.erf"
+    assert main(["emulate", "--protocol", "ib", "--topology", "incast:2", "--count", "2",
+                 "--size", "10000", "--ib-routing", "dmodk", "-w", str(pcap), "--tap",
+                 f"r:0={tap}"]) == 0
+    out = capsys.readouterr().out
+    assert "protocol=ib routing=dmodk" in out and "credit overflows 0" in out
+    assert "data verified yes" in out
+    assert main(["decode", str(tap), "-T", "fields", "-e", "infiniband_link.fctbs"]) == 0
+    assert any(x.strip() for x in capsys.readouterr().out.splitlines())
+
+
+@pytest.mark.parametrize("argv, what", [
+    (["--pfc", "off"], "--pfc with --protocol ib"),
+    (["--ecn", "off"], "--ecn with --protocol ib"),
+    (["--cc", "dcqcn"], "--cc with --protocol ib"),
+    (["--lb", "spray"], "--lb with --protocol ib"),
+    (["--qp-type", "ud"], "--qp-type ud"),
+    (["--trace", "t.csv"], "--trace with --protocol ib"),
+])
+def test_emulate_refuses_what_ib_has_nothing_for(argv: list[str], what: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--protocol", "ib", "--topology", "incast:2", *argv]) == 1
+    assert what in capsys.readouterr().err
+
+
+def test_the_ethernet_run_refuses_ib() -> None:
+    from roce.errors import UsageError
+
+    with pytest.raises(UsageError, match="IbRun"):
+        NetRun(Scenario(topology="incast:2", protocol="ib"))
+
+
+def test_ib_routing_needs_ib(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--ib-routing", "dmodk"]) == 1
+    assert "--ib-routing: only with --protocol ib" in capsys.readouterr().err
