@@ -342,11 +342,22 @@ def test_emulate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     (["--lb", "spray"], "--lb with --protocol ib"),
     (["--qp-type", "ud"], "--qp-type ud"),
     (["--trace", "t.csv"], "--trace with --protocol ib"),
+    (["--buffer", "1M"], "--buffer with --protocol ib"),
 ])
 def test_emulate_refuses_what_ib_has_nothing_for(argv: list[str], what: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["emulate", "--protocol", "ib", "--topology", "incast:2", *argv]) == 1
     assert what in capsys.readouterr().err
+
+
+def test_a_topology_files_switch_settings_are_refused(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "net.toml"
+    f.write_text('[hosts.a]\n[hosts.b]\n[switches.sw]\npfc = true\n'
+                 '[[links]]\na = "a"\nb = "sw"\n[[links]]\na = "b"\nb = "sw"\n'
+                 '[[traffic]]\nsrc = "a"\ndst = "b"\n')
+    assert main(["emulate", "--protocol", "ib", "--topology-file", str(f)]) == 1
+    assert "switches.sw.pfc: an InfiniBand switch" in capsys.readouterr().err
 
 
 def test_the_ethernet_run_refuses_ib() -> None:

@@ -13,12 +13,19 @@ from typing import Any
 from roce.emu.ib.subnet import IbConfig, build, stats
 from roce.emu.net import runner
 from roce.emu.net.stages import ROCE_TRAFFIC_CLASS
+from roce.errors import UsageError
 
 
 class IbRun(runner.NetRun):
     protocol = "ib"
 
     def build_network(self, t: Any, sc: Any) -> Any:
+        for name, spec in t.switches.items():
+            for key, value in (("buffer", spec.buffer), ("ecn", spec.ecn), ("pfc", spec.pfc)):
+                if value is not None:
+                    raise UsageError(f"{sc.topology_file}: switches.{name}.{key}: an "
+                                     "InfiniBand switch has credits per VL, not a shared "
+                                     "buffer, ECN or PFC (--protocol ib)")
         return build(t, runner.options(sc, direct=False), IbConfig(routing=sc.ib_routing),
                      ROCE_TRAFFIC_CLASS)
 

@@ -131,6 +131,8 @@ WORKLOAD_ONLY = (("load", "--load", "--workload"), ("duration_ns", "--duration",
 # why).  InfiniBand is lossless by credits, routes by LIDs, and its congestion control
 # (FECN/BECN) is not emulated yet.
 IB_REFUSED = (("pfc", "--pfc", "InfiniBand is lossless by credits, without PFC"),
+              ("buffer", "--buffer", "each InfiniBand port holds one round trip of credit "
+               "per VL"),
               ("storm", "--pfc-storm", "InfiniBand has no PFC"),
               ("ecn", "--ecn", "InfiniBand switches mark FECN, not ECN (not emulated yet)"),
               ("lb", "--lb", "switches forward by their forwarding tables (--ib-routing)"),
