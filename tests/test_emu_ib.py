@@ -101,13 +101,19 @@ def test_bad_lpcrc_is_ignored() -> None:
     assert not cr.on_packet(bytes(p)) and cr.bad_lpcrc == 1 and cr.limit == [0]
 
 
-def test_refresh_timer_owes_every_vl() -> None:
+def test_refresh_timer_owes_every_vl_that_carried_data() -> None:
     cr = Credits(3, 10, 500)
     while cr.take() is not None:
         pass
     assert cr.deadline() == 500
+    cr.sent(0, 100)
+    cr.received(2, 100)
     cr.on_timer(500)
-    assert cr.owed == {0, 1, 2} and cr.deadline() == 1000
+    assert cr.owed == {0, 2} and cr.deadline() == 1000
+    while cr.take() is not None:
+        pass
+    cr.on_timer(1000)
+    assert cr.owed == set()  # nothing moved since
 
 
 # -- SL to VL, VL arbitration (roce.emu.ib.vltables) ---------------------------------------

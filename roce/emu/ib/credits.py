@@ -20,6 +20,9 @@ flow-control packets ``due`` says are owed; ``deadline`` is the one named timer
    for one VL.  One is owed per VL when the link comes up (Op 1, initialization), when the
    receiver releases buffer (a packet left it), and at least every ``refresh_ns`` (IBA's
    flow-control packet timer, 65,536 symbol times; here byte times at the link rate).
+   The refresh skips a VL that carried nothing since the last one: its counts have not
+   changed, so its packet would repeat the last (and an idle simulated link costs no
+   events); every VL still gets one at initialization and on every release.
    Owed packets of one VL coalesce until the port sends one: it is built when sent, with
    the counts of that moment.
 5. A packet that arrives beyond the buffer (more blocks than the receiver advertised) is a
@@ -58,7 +61,7 @@ class Credits:
     __slots__ = ("vls", "capacity", "fctbs", "limit", "abr", "used", "owed", "init_owed",
                  "refresh_ns", "next_refresh", "overflows", "packets_sent",
                  "packets_received", "bad_lpcrc", "blocks_sent", "blocks_received",
-                 "stalls", "max_used")
+                 "stalls", "max_used", "_seen")
 
     def __init__(self, vls: int, capacity_blocks: int, refresh_period_ns: int) -> None:
         if not 1 <= vls <= link.MAX_VL + 1:
@@ -83,6 +86,7 @@ class Credits:
         self.blocks_received = [0] * vls
         self.stalls = 0  # times a packet waited for credit
         self.max_used = [0] * vls
+        self._seen = [0] * vls  # blocks both ways at the last refresh, per VL
 
     # -- sender ------------------------------------------------------------------------
 
@@ -161,9 +165,15 @@ class Credits:
         return self.next_refresh
 
     def on_timer(self, now: int) -> None:
-        """``refresh``: a flow-control packet is owed on every VL (rule 4)."""
+        """``refresh``: a flow-control packet is owed on every VL that carried data since
+        the last refresh (rule 4)."""
         if now >= self.next_refresh:
-            self.owed.update(range(self.vls))
+            seen = self._seen
+            for vl in range(self.vls):
+                mark = self.blocks_sent[vl] + self.blocks_received[vl]
+                if mark != seen[vl]:
+                    seen[vl] = mark
+                    self.owed.add(vl)
             self.next_refresh = now + self.refresh_ns
 
 

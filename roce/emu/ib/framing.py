@@ -26,7 +26,7 @@ from roce.icrc import L3_IPV4, L3_LRH
 from roce.locate import OK
 
 ICRC, VCRC = 4, ibcrc.VCRC_SIZE
-_vcrc = fast._ext.ib_vcrc if fast.COMPILED else ibcrc.vcrc
+_vcrc = ibcrc.vcrc_fast
 
 
 def vcrc(data: bytes) -> int:

@@ -47,7 +47,7 @@ class IbPort:
 
     __slots__ = ("switch", "index", "name", "wire", "credits", "sl2vl", "arbiter", "queues",
                  "erf_tap", "tx_frames", "rx_frames", "drops", "queued_bytes", "max_queue_bytes",
-                 "_timer_at", "peer")
+                 "_timer_at", "peer", "busy")
 
     def __init__(self, switch: IbSwitch, index: int) -> None:
         self.switch = switch
@@ -66,6 +66,7 @@ class IbPort:
         self.tx_frames = self.rx_frames = self.drops = 0
         self.queued_bytes = self.max_queue_bytes = 0
         self._timer_at: int | None = None
+        self.busy: set[int] = set()  # VLs with a packet queued
 
     def attach(self, wire: Any) -> None:
         self.wire = wire
@@ -100,6 +101,7 @@ class IbPort:
     def enqueue(self, now: int, frame: bytes, inp: IbPort, vl_in: int) -> None:
         vl = self.sl2vl[frame[1] >> 4]
         self.queues[vl].append((frame, inp, vl_in))
+        self.busy.add(vl)
         self.queued_bytes += len(frame)
         if self.queued_bytes > self.max_queue_bytes:
             self.max_queue_bytes = self.queued_bytes
@@ -113,19 +115,31 @@ class IbPort:
                 tap_write(self.erf_tap, pkt, now, False)
             return pkt
         queues = self.queues
-
-        def ready(vl: int) -> bool:
-            q = queues[vl]
-            return bool(q) and cr.may_send(vl, len(q[0][0]))
-
-        vl = self.arbiter.pick(ready)
-        if vl is None:
-            if any(queues):
-                cr.stalls += 1
+        busy = self.busy
+        if not busy:
             return None
-        frame, inp, vl_in = queues[vl].popleft()
+        arbitrated = len(busy) > 1
+        if not arbitrated:  # one VL waiting: nothing to arbitrate
+            vl = next(iter(busy))
+            if not cr.may_send(vl, len(queues[vl][0][0])):
+                cr.stalls += 1
+                return None
+        else:
+            def ready(vl: int) -> bool:
+                q = queues[vl]
+                return bool(q) and cr.may_send(vl, len(q[0][0]))
+
+            vl = self.arbiter.pick(ready)
+            if vl is None:
+                cr.stalls += 1
+                return None
+        q = queues[vl]
+        frame, inp, vl_in = q.popleft()
+        if not q:
+            busy.discard(vl)
         n = len(frame)
-        self.arbiter.charge(n)
+        if arbitrated:
+            self.arbiter.charge(n)
         cr.sent(vl, n)
         self.queued_bytes -= n
         self.tx_frames += 1

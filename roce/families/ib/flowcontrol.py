@@ -29,7 +29,7 @@ from __future__ import annotations
 from construct import BitsInteger, BitStruct
 
 from roce.errors import DecodeError
-from roce.families.ib.crc import vcrc
+from roce.families.ib.crc import vcrc_fast
 from roce.headers import define
 
 OP_NORMAL, OP_INIT = 0, 1  # IBA 7.9.4.1
@@ -53,7 +53,7 @@ FIELDS = (PREFIX, *(f"{PREFIX}.{f.name}" for f in LAYOUT.fields))
 
 def lpcrc(first4: bytes) -> int:
     """The LPCRC of a flow-control packet's first four bytes (the value Wireshark shows)."""
-    return vcrc(first4)
+    return vcrc_fast(first4)
 
 
 def build(vl: int, fctbs: int, fccl: int, op: int = OP_NORMAL) -> bytes:
