@@ -376,3 +376,35 @@ def test_the_ethernet_run_refuses_ib() -> None:
 def test_ib_routing_needs_ib(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["emulate", "--ib-routing", "dmodk"]) == 1
     assert "--ib-routing: only with --protocol ib" in capsys.readouterr().err
+
+
+def _two_switches(traffic: list[tuple[str, str]]) -> topo.Topology:
+    """a1, a2, a3 on switch L; r and x on switch R; one link L-R."""
+    t = topo.Topology()
+    for s in ("L", "R"):
+        t.switches[s] = topo.SwitchSpec(s)
+    for h, s in (("a1", "L"), ("a2", "L"), ("a3", "L"), ("r", "R"), ("x", "R")):
+        t.host(h)
+        t.link(h, s)
+    t.link("L", "R")
+    t.traffic = traffic
+    return t
+
+
+def test_congestion_spreads_as_with_pfc() -> None:
+    """a1 and a2 send to r (2:1 into r's port), a3 to x through the same L-R link: with
+    credits, R's buffer from L fills with packets for r and holds a3's behind them, as PFC
+    pausing L does.  a3's messages take as long in both, and much longer than alone."""
+    fct = {}
+    for proto in ("ib", "roce"):
+        for crowd in (False, True):
+            traffic = [("a1", "r"), ("a2", "r"), ("a3", "x")] if crowd else [("a3", "x")]
+            sc = Scenario(topology="incast:2", protocol=proto, count=20, size=65536,
+                          ecn="on" if proto == "ib" else "off")
+            s = (IbRun if proto == "ib" else NetRun)(sc, topology=_two_switches(traffic)).run()
+            assert s.data_verified and s.fabric["drops"] == 0
+            fct[proto, crowd] = next(f["fct_ns"]["mean"] for f in s.flows if f["src"] == "a3")
+    for proto in ("ib", "roce"):
+        # alone a3 has a free path; a fair share of L-R would at most double its times
+        assert fct[proto, True] > 2.5 * fct[proto, False], fct
+    assert 0.8 < fct["ib", True] / fct["roce", True] < 1.25, fct
