@@ -379,32 +379,85 @@ def test_ib_routing_needs_ib(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _two_switches(traffic: list[tuple[str, str]]) -> topo.Topology:
-    """a1, a2, a3 on switch L; r and x on switch R; one link L-R."""
+    """a1 and a3 on switch L; a2, r and x on switch R; L-R at 200 Gb/s, every other link
+    at 100 Gb/s.  a1 and a2 into r congest R's port to r (the root); a3 to x shares only
+    the L-R link, which has room for it at full rate."""
     t = topo.Topology()
     for s in ("L", "R"):
         t.switches[s] = topo.SwitchSpec(s)
-    for h, s in (("a1", "L"), ("a2", "L"), ("a3", "L"), ("r", "R"), ("x", "R")):
+    for h, s in (("a1", "L"), ("a3", "L"), ("a2", "R"), ("r", "R"), ("x", "R")):
         t.host(h)
         t.link(h, s)
-    t.link("L", "R")
+    t.links.append(topo.LinkSpec("L", "R", rate_gbps=200.0))
     t.traffic = traffic
     return t
 
 
-def test_congestion_spreads_as_with_pfc() -> None:
-    """a1 and a2 send to r (2:1 into r's port), a3 to x through the same L-R link: with
-    credits, R's buffer from L fills with packets for r and holds a3's behind them, as PFC
-    pausing L does.  a3's messages take as long in both, and much longer than alone."""
-    fct = {}
-    for proto in ("ib", "roce"):
-        for crowd in (False, True):
-            traffic = [("a1", "r"), ("a2", "r"), ("a3", "x")] if crowd else [("a3", "x")]
-            sc = Scenario(topology="incast:2", protocol=proto, count=20, size=65536,
-                          ecn="on" if proto == "ib" else "off")
-            s = (IbRun if proto == "ib" else NetRun)(sc, topology=_two_switches(traffic)).run()
-            assert s.data_verified and s.fabric["drops"] == 0
-            fct[proto, crowd] = next(f["fct_ns"]["mean"] for f in s.flows if f["src"] == "a3")
-    for proto in ("ib", "roce"):
-        # alone a3 has a free path; a fair share of L-R would at most double its times
-        assert fct[proto, True] > 2.5 * fct[proto, False], fct
-    assert 0.8 < fct["ib", True] / fct["roce", True] < 1.25, fct
+def _a3(proto: str, crowd: bool, **kw: object) -> tuple[float, object]:
+    """a3's mean message time alone or beside the incast into r, and the summary."""
+    traffic = [("a1", "r"), ("a2", "r"), ("a3", "x")] if crowd else [("a3", "x")]
+    sc = Scenario(topology="incast:2", protocol=proto, count=30, size=65536, **kw)
+    s = (IbRun if proto == "ib" else NetRun)(sc, topology=_two_switches(traffic)).run()
+    assert s.data_verified and s.fabric["drops"] == 0
+    return next(f["fct_ns"]["mean"] for f in s.flows if f["src"] == "a3"), s
+
+
+def test_congestion_spreads_as_with_pfc_and_ib_cc_reduces_it() -> None:
+    """a3 has room on every link of its path, yet beside the incast into r its messages
+    take longer: R's buffer from L fills with a1's packets for r and holds a3's behind them,
+    by credits on InfiniBand as by PFC pauses on Ethernet (a shared buffer small enough to
+    pause).  InfiniBand's congestion control marks at the root, R's port to r, throttles a1
+    and a2, and a3 gets most of its time back."""
+    alone_ib, _ = _a3("ib", False)
+    crowd_ib, s = _a3("ib", True)
+    assert s.fabric["fecn_marked"] == 0
+    assert crowd_ib > 1.4 * alone_ib
+    alone_roce, _ = _a3("roce", False, ecn="off", buffer=300_000)
+    crowd_roce, s = _a3("roce", True, ecn="off", buffer=300_000)
+    assert s.fabric["pfc_frames"] > 0 and crowd_roce > 1.4 * alone_roce
+    crowd_cc, s = _a3("ib", True, ib_cc=True)
+    assert crowd_cc < 0.85 * crowd_ib
+    marks = {p: r["fecn_marked"] for p, r in s.fabric["ports"].items()}
+    to_r = next(p for p, r in s.fabric["ports"].items() if r["peer"] == "r")
+    assert marks[to_r] > sum(marks.values()) / 2  # the root marks; the victims hardly
+    # every mark answered, every answer heard, but for those in flight when the run ended
+    f = s.fabric
+    assert 0.9 * f["fecn_marked"] < f["becns_received"] <= f["cnps_sent"] <= f["fecn_marked"]
+
+
+# -- InfiniBand congestion control (roce.emu.ib.ibcc) ------------------------------------
+
+
+def test_ccti_steps_up_on_becn_and_decays_by_timer() -> None:
+    from roce.emu.ib.ibcc import TIMER_UNIT_NS, CcAgent, IbCcConfig
+
+    cfg = IbCcConfig(ccti_increase=2, ccti_limit=5, ccti_timer=3)
+    a = CcAgent(cfg, 100_000_000_000, 4096)
+    assert a.rate_bps(7) == 100_000_000_000
+    t = 0
+    for _ in range(4):
+        t = a.on_becn(0, 7)
+    assert a.ccti[7] == 5 and t == 3 * TIMER_UNIT_NS  # capped at CCTI_Limit
+    # entry 5: shift 2, multiplier 5: a gap of 5/4 of a largest packet after each
+    want = 100e9 / (1 + 5 / 4)  # (integer ns: the shift rounds down, as hfi1 does)
+    assert abs(a.rate_bps(7) - want) < 0.01 * want
+    seen = []
+    while t is not None:
+        t = a.on_timer(t, 7)
+        seen.append(a.ccti[7])
+    assert seen == [4, 3, 2, 1, 0] and a.rate_bps(7) == 100_000_000_000
+    assert a.on_timer(10**9, 7) is None  # no timer left: nothing happens
+
+
+def test_ib_cc_config_is_checked() -> None:
+    from roce.emu.ib.ibcc import IbCcConfig
+
+    with pytest.raises(ValueError):
+        IbCcConfig(ccti_limit=200)
+    with pytest.raises(ValueError):
+        IbCcConfig(table=((4, 1),))
+
+
+def test_ib_cc_needs_ib(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--ib-cc", "on"]) == 1
+    assert "--ib-cc: only with --protocol ib" in capsys.readouterr().err

@@ -33,6 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "tables among equal shortest paths: minhop (balance each switch's "
                         "ports) or dmodk (destination LID mod the number of uplinks; "
                         f"{defaults.IB_ROUTING})")
+    g.add_argument("--ib-cc", choices=("on", "off"), default="off",
+                   help="--protocol ib: InfiniBand congestion control (IBA Annex A10): "
+                        "switches mark FECN above a queue threshold, receivers return "
+                        "CNPs with BECN, senders step their congestion control table "
+                        "index up and let it decay by timer (off)")
     g.add_argument("--topology-file", metavar="FILE", help="hosts, switches, links and "
                    "traffic from a TOML file")
     g.add_argument("--traffic", choices=("permutation", "all-to-all"),

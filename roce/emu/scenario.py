@@ -125,6 +125,7 @@ class Scenario(Workload):
     # roce.emu.ib) and the subnet manager's routing of ib
     protocol: str = defaults.PROTOCOL
     ib_routing: str = defaults.IB_ROUTING
+    ib_cc: bool = False  # InfiniBand congestion control (roce.emu.ib.ibcc): FECN, BECN, CCT
     # links that fail (and are repaired) during the run (roce.emu.net.failures.LinkDown)
     link_down: list[Any] = field(default_factory=list)
     detect_delay_ns: int = defaults.DETECT_DELAY_NS
@@ -277,7 +278,8 @@ def _where_line(s: Summary) -> str:
                 f"{sc['loss']:g} burst={sc['burst']:g} reorder={sc['reorder']:g} "
                 f"dup={sc['dup']:g} corrupt={sc['corrupt']:g}")
     flows = f"{len(s.flows)} flows, " if not s.workload else ""
-    links = (f"protocol=ib routing={sc['ib_routing']}" if sc.get("protocol") == "ib" else
+    links = (f"protocol=ib routing={sc['ib_routing']} ib-cc="
+             f"{'on' if sc.get('ib_cc') else 'off'}" if sc.get("protocol") == "ib" else
              f"lb={sc['lb']} pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
     return (f"network       {sc['topology_file'] or sc['topology']}, {flows}"
             f"{sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, {links}")
@@ -312,7 +314,8 @@ def _simulated_text(s: Summary) -> str:
         lines += [
             f"fabric        drops {fab['drops']}, credit overflows {fab['credit_overflows']}, "
             f"flow-control packets {fab['fc_packets']}, credit stalls "
-            f"{fab['credit_stalls']}, max queue {fab['max_queue_bytes']} bytes"
+            f"{fab['credit_stalls']}, max queue {fab['max_queue_bytes']} bytes, FECN marked "
+            f"{fab['fecn_marked']}, CNPs {fab['cnps_sent']}"
             if "credit_overflows" in fab else  # InfiniBand (roce.emu.ib.subnet.stats)
             f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
             f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "

@@ -9,12 +9,12 @@ event loop ``roce.emu.net``'s.  What InfiniBand adds, one module each:
 - ``framing``: between the QPs' RoCEv2 frames and LRH-routed packets (ICRC, VCRC);
 - ``hca``: the host, a ``roce.emu.net.nic.Nic`` with an InfiniBand port;
 - ``ibswitch``: the switch, input buffers per port and VL, output queues per VL;
+- ``ibcc``: congestion control (Annex A10): FECN marking, CNPs with BECN, the CCTI;
 - ``subnet``: what the subnet manager sets up for a topology, and the subnet's counters;
 - ``ibrun``: the run (``IbRun``, the switched network's run on a subnet).
 
 Protocol facts (IBA Vol 1 ch. 7: flow control 7.9.4, VLs and SL-to-VL 7.6, arbitration
 7.6.9; ch. 18: switches and forwarding tables) are cited where each rule is written; the
-flow-control packet itself is ``roce.families.ib.flowcontrol``.  Not emulated yet: IB
-congestion control (FECN/BECN, the CCT; Annex A10), adaptive routing, LMC multipath, the
-workload generators over InfiniBand.
+flow-control packet itself is ``roce.families.ib.flowcontrol``.  Not emulated yet:
+adaptive routing, LMC multipath, up/down routing, the workload generators over InfiniBand.
 """

@@ -46,6 +46,21 @@ def set_vl(packet: bytes, vl: int) -> bytes:
     return bytes(out)
 
 
+BTH_BYTE4 = LRH_SIZE + 4  # FECN, BECN (roce.emu.ib.ibcc)
+
+
+def set_bits(packet: bytes, offset: int, bits: int) -> bytes:
+    """``packet`` with ``bits`` set in byte ``offset`` and its VCRC computed again (the ICRC
+    masks BTH byte 4: it stays)."""
+    if packet[offset] & bits == bits:
+        return packet
+    out = bytearray(packet)
+    out[offset] |= bits
+    end = len(out) - VCRC
+    out[end:] = vcrc(bytes(out[:end])).to_bytes(2, "big")
+    return bytes(out)
+
+
 class Framer:
     """One HCA's framing: its LID and address, every peer's LID by address and back."""
 
@@ -66,8 +81,12 @@ class Framer:
         w = fast.walk(frame)
         if w.status != OK:
             raise ValueError(f"the device built a frame the walk refuses (status {w.status})")
-        transport = frame[w.bth_off:w.icrc_off]
         dlid = self.lid_of[frame[w.l3_off + 16:w.l3_off + 20]]
+        return self.packet(frame[w.bth_off:w.icrc_off], sl, vl, dlid)
+
+    def packet(self, transport: bytes, sl: int, vl: int, dlid: int) -> bytes:
+        """The native InfiniBand packet of ``transport`` (BTH through pad) from here to
+        ``dlid``: LRH, ICRC, VCRC."""
         total = LRH_SIZE + len(transport) + ICRC
         lrh = encode_lrh({"vl": vl, "lver": 0, "sl": sl, "reserved2": 0, "lnh": LNH_LOCAL,
                           "dlid": dlid, "reserved5": 0, "pktlen": total // LRH_WORD,
@@ -105,4 +124,4 @@ def packed(ip: str) -> bytes:
     return ipaddress.IPv4Address(ip).packed
 
 
-__all__ = ["Framer", "packed", "set_vl", "vcrc"]
+__all__ = ["BTH_BYTE4", "Framer", "packed", "set_bits", "set_vl", "vcrc"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roce.emu.ib.ibcc import IbCcConfig
 from roce.emu.ib.subnet import IbConfig, build, stats
 from roce.emu.net import runner
 from roce.emu.net.stages import ROCE_TRAFFIC_CLASS
@@ -26,8 +27,9 @@ class IbRun(runner.NetRun):
                     raise UsageError(f"{sc.topology_file}: switches.{name}.{key}: an "
                                      "InfiniBand switch has credits per VL, not a shared "
                                      "buffer, ECN or PFC (--protocol ib)")
-        return build(t, runner.options(sc, direct=False), IbConfig(routing=sc.ib_routing),
-                     ROCE_TRAFFIC_CLASS)
+        cc = IbCcConfig() if sc.ib_cc else None
+        return build(t, runner.options(sc, direct=False),
+                     IbConfig(routing=sc.ib_routing, cc=cc), ROCE_TRAFFIC_CLASS)
 
     def record(self, writer: Any) -> None:
         """Every InfiniBand packet a host receives, as it arrived, to ``writer``."""

@@ -23,10 +23,12 @@ from collections import deque
 from typing import Any
 
 from roce.emu.ib.credits import Credits
-from roce.emu.ib.framing import set_vl
+from roce.emu.ib.framing import BTH_BYTE4, set_bits, set_vl
+from roce.emu.ib.ibcc import FECN
 from roce.emu.ib.vltables import SlToVl, VlArbiter
 from roce.families import erf
 from roce.families.ib import flowcontrol as link
+from roce.opcodes import IB_CNP_OPCODE
 
 LINK_PACKET = link.SIZE  # a frame this long on an IB wire is a flow-control packet
 # ERF flags: bit 0 is the capture interface (Wireshark: set = received, clear = sent)
@@ -47,7 +49,8 @@ class IbPort:
 
     __slots__ = ("switch", "index", "name", "wire", "credits", "sl2vl", "arbiter", "queues",
                  "erf_tap", "tx_frames", "rx_frames", "drops", "queued_bytes", "max_queue_bytes",
-                 "_timer_at", "peer", "busy")
+                 "_timer_at", "peer", "busy", "congested", "fecn_marked",
+                 "starved")
 
     def __init__(self, switch: IbSwitch, index: int) -> None:
         self.switch = switch
@@ -67,6 +70,9 @@ class IbPort:
         self.queued_bytes = self.max_queue_bytes = 0
         self._timer_at: int | None = None
         self.busy: set[int] = set()  # VLs with a packet queued
+        self.congested = 0  # packets sent above the marking threshold since the last mark
+        self.fecn_marked = 0
+        self.starved = False  # waited for credit since the last packet it sent
 
     def attach(self, wire: Any) -> None:
         self.wire = wire
@@ -123,6 +129,7 @@ class IbPort:
             vl = next(iter(busy))
             if not cr.may_send(vl, len(queues[vl][0][0])):
                 cr.stalls += 1
+                self.starved = True
                 return None
         else:
             def ready(vl: int) -> bool:
@@ -132,6 +139,7 @@ class IbPort:
             vl = self.arbiter.pick(ready)
             if vl is None:
                 cr.stalls += 1
+                self.starved = True
                 return None
         q = queues[vl]
         frame, inp, vl_in = q.popleft()
@@ -148,6 +156,15 @@ class IbPort:
         if self._timer_at is None:
             wake_refresh(self, now)
         frame = set_vl(frame, vl)
+        cc = self.switch.config.cc
+        victim, self.starved = self.starved, False
+        if cc is not None and self.queued_bytes + n > cc.threshold_bytes and \
+                frame[BTH_BYTE4 - 4] != IB_CNP_OPCODE and (not victim or cc.victim_marking):
+            self.congested += 1  # rule 1 of roce.emu.ib.ibcc: every marking_rate + 1
+            if self.congested > cc.marking_rate:
+                self.congested = 0
+                self.fecn_marked += 1
+                frame = set_bits(frame, BTH_BYTE4, FECN)
         if self.erf_tap is not None:
             tap_write(self.erf_tap, frame, now, False)
         return frame

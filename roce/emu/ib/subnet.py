@@ -24,6 +24,7 @@ from roce.emu.core.verbs import Context
 from roce.emu.ib.credits import Credits, blocks, refresh_ns
 from roce.emu.ib.framing import Framer, packed
 from roce.emu.ib.hca import Hca
+from roce.emu.ib.ibcc import IbCcConfig
 from roce.emu.ib.ibswitch import IbPort, IbSwitch
 from roce.emu.ib.routing import assign_lids, forwarding_tables
 from roce.emu.ib.vltables import SlToVl, VlArbiter
@@ -47,6 +48,7 @@ class IbConfig:
     sl2vl: SlToVl = field(default_factory=lambda: SlToVl.spread(defaults.IB_VLS))
     # a fresh arbiter per port: its pointers are the port's
     arbitration: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = None
+    cc: IbCcConfig | None = None  # congestion control (Annex A10), off by default
 
     def buffer_blocks(self, rate_bps: int, delay_ns: int) -> int:
         """A port's receive buffer per VL (module docstring)."""
@@ -120,7 +122,8 @@ def stats(net: Network) -> dict[str, Any]:
     (packets that arrived beyond the buffer their receiver granted) is zero by rule."""
     ports: dict[str, Any] = {}
     tot = {"drops": 0, "credit_overflows": 0, "fc_packets": 0, "credit_stalls": 0,
-           "max_queue_bytes": 0, "unrouted": 0}
+           "max_queue_bytes": 0, "unrouted": 0, "fecn_marked": 0, "cnps_sent": 0,
+           "becns_received": 0}
     for sw in net.switches.values():
         tot["unrouted"] += sw.unrouted
         for p in sw.ports:
@@ -130,7 +133,8 @@ def stats(net: Network) -> dict[str, Any]:
                              "fc_received": cr.packets_received, "credit_stalls": cr.stalls,
                              "max_buffer_blocks": max(cr.max_used), "buffer_blocks": cr.capacity,
                              "max_queue_bytes": p.max_queue_bytes, "tx_frames": p.tx_frames,
-                             "rx_frames": p.rx_frames}
+                             "rx_frames": p.rx_frames, "fecn_marked": p.fecn_marked}
+            tot["fecn_marked"] += p.fecn_marked
             tot["drops"] += p.drops
             tot["credit_overflows"] += cr.overflows
             tot["fc_packets"] += cr.packets_sent
@@ -142,7 +146,14 @@ def stats(net: Network) -> dict[str, Any]:
         hosts[name] = {"lid": h.framer.lid, "credit_overflows": cr.overflows,
                        "fc_sent": cr.packets_sent, "fc_received": cr.packets_received,
                        "credit_stalls": cr.stalls, "bad_crc": h.bad_crc,
-                       "tx_frames": h.tx_frames, "rx_frames": h.rx_frames}
+                       "tx_frames": h.tx_frames, "rx_frames": h.rx_frames,
+                       "cnps_sent": h.cnps_sent}
+        agent = h.cc_agent
+        if agent is not None:
+            hosts[name]["becns_received"] = agent.becns
+            hosts[name]["max_ccti"] = agent.max_ccti
+            tot["becns_received"] += agent.becns
+        tot["cnps_sent"] += h.cnps_sent
         tot["credit_overflows"] += cr.overflows
         tot["fc_packets"] += cr.packets_sent
         tot["credit_stalls"] += cr.stalls

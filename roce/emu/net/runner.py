@@ -134,7 +134,7 @@ IB_REFUSED = (("pfc", "--pfc", "InfiniBand is lossless by credits, without PFC")
               ("buffer", "--buffer", "each InfiniBand port holds one round trip of credit "
                "per VL"),
               ("storm", "--pfc-storm", "InfiniBand has no PFC"),
-              ("ecn", "--ecn", "InfiniBand switches mark FECN, not ECN (not emulated yet)"),
+              ("ecn", "--ecn", "InfiniBand switches mark FECN, not ECN (--ib-cc on)"),
               ("lb", "--lb", "switches forward by their forwarding tables (--ib-routing)"),
               ("link_down", "--link-down", "the subnet manager's rerouting is not emulated"),
               ("cdf", "--workload", "InfiniBand runs --count messages per pair so far"),
@@ -150,10 +150,12 @@ def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
             if getattr(sc, name) != getattr(base, name):
                 raise UsageError(f"{opt} with --protocol ib: {why}")
         if sc.congestion_control:
-            raise UsageError("--cc with --protocol ib: InfiniBand's congestion control "
-                             "(FECN/BECN) is not emulated yet")
-    elif sc.ib_routing != base.ib_routing:
-        raise UsageError("--ib-routing: only with --protocol ib")
+            raise UsageError("--cc with --protocol ib: InfiniBand's congestion control is "
+                             "--ib-cc on (FECN, BECN, the HCA's table)")
+    else:
+        for name, opt in (("ib_routing", "--ib-routing"), ("ib_cc", "--ib-cc")):
+            if getattr(sc, name) != getattr(base, name):
+                raise UsageError(f"{opt}: only with --protocol ib")
     if sc.qp_type != "rc" and nics:
         why = ("a switched network runs RC queue pairs" if t.switches else
                "InfiniBand's HCAs run RC queue pairs" if sc.protocol == "ib" else
