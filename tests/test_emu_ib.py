@@ -270,9 +270,9 @@ def test_flow_control_packets_match_the_credits_the_link_used() -> None:
     assert fc_in > 3 and fc_out > 3 and data_in == s.fabric["hosts"]["r"]["rx_frames"]
 
 
-def _pcap(tmp_path: Path, spec: str = "incast:2") -> tuple[Path, object]:
+def _pcap(tmp_path: Path, spec: str = "incast:2", **kw: object) -> tuple[Path, object]:
     path = tmp_path / "ib.pcap"
-    run = _run(spec, count=2, size=9000)
+    run = _run(spec, count=kw.pop("count", 2), size=kw.pop("size", 9000), **kw)
     with PcapWriter(path, linktype=ib.LINKTYPE_INFINIBAND) as w:
         run.record(w)
         s = run.run()
@@ -300,6 +300,17 @@ def test_pcap_is_native_infiniband_with_every_crc_right(tmp_path: Path,
     assert tot["payload_bytes"] == s.bytes and tot["retransmissions"] == s.retransmitted
     assert tot["acks"] == sum(h["rx_frames"] for n, h in s.fabric["hosts"].items()
                               if n != "r")
+
+
+def test_stats_counts_the_congestion_marks_the_emulator_counted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, s = _pcap(tmp_path, "incast:4", count=6, size=65536, ib_cc=True)
+    hosts = s.fabric["hosts"].values()
+    assert main(["stats", str(path), "-T", "json"]) == 0
+    tot = json.loads(capsys.readouterr().out)["totals"]
+    assert tot["bad_icrc"] == tot["bad_vcrc"] == 0
+    assert tot["ecn_ce"] == sum(h["fecn_received"] for h in hosts) > 0  # FECN as CE
+    assert tot["cnps"] == sum(h["becns_received"] for h in hosts) > 0  # IB CNPs, 0x80
 
 
 @pytest.mark.skipif(TSHARK is None, reason="tshark is not installed")

@@ -62,6 +62,7 @@ class Hca(Nic):
         self.cc_agent: CcAgent | None = None  # with congestion control (``attach``)
         self.cnps: deque[bytes] = deque()  # CNPs to send, built
         self.cnps_sent = 0
+        self.fecn_received = 0
 
     def attach(self, wire: Any) -> None:
         super().attach(wire)
@@ -104,6 +105,7 @@ class Hca(Nic):
                     self.wire.kick(now)
                 return
             if flags & FECN:
+                self.fecn_received += 1
                 self._return_cnp(frame)
         roce = self.framer.to_roce(frame)
         if roce is None:

@@ -151,6 +151,7 @@ def stats(net: Network) -> dict[str, Any]:
         agent = h.cc_agent
         if agent is not None:
             hosts[name]["becns_received"] = agent.becns
+            hosts[name]["fecn_received"] = h.fecn_received
             hosts[name]["max_ccti"] = agent.max_ccti
             tot["becns_received"] += agent.becns
         tot["cnps_sent"] += h.cnps_sent
