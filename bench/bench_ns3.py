@@ -160,7 +160,11 @@ def run_child(cmd: list[str], stdin: str | None = None, env: dict | None = None
 
 
 def roce_env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(TREE)}
+    """This tree, with Python's bytecode cache, as a user's shell has it (an environment
+    that turns the cache off would time the compiling of every module at every start)."""
+    env = {**os.environ, "PYTHONPATH": str(TREE)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def roce_case(kw: dict) -> dict:
