@@ -57,13 +57,13 @@ MIB = 1 << 20
 
 # case -> (roce's scenario keywords, lb spray on ns-3's side)
 CASES: dict[str, tuple[dict, bool]] = {
-    "incast": ({"topology": "incast:16", "size": MIB}, False),
-    "incast-dcqcn": ({"topology": "incast:16", "size": MIB, "cc": "dcqcn"}, False),
+    "incast": ({"topology": "incast:16", "size": MIB, "count": 1}, False),
+    "incast-dcqcn": ({"topology": "incast:16", "size": MIB, "count": 1, "cc": "dcqcn"}, False),
     "p2p": ({"topology": "p2p", "size": MIB, "count": 16}, False),
     "leafspine": ({"topology": "leafspine:4,2,4", "traffic": "permutation", "size": MIB,
-                   "lb": "spray", "recovery": "sr"}, True),
+                   "count": 1, "lb": "spray", "recovery": "sr"}, True),
 }
-WHOLE = {"topology": "incast:16", "size": 8 * MIB}
+WHOLE = {"topology": "incast:16", "size": 8 * MIB, "count": 1}
 LABELS = {
     "incast": "16:1 incast, no CC",
     "incast-dcqcn": "16:1 incast, DCQCN, PFC (ns-3: no CC)",
