@@ -252,10 +252,16 @@ def report(names: list[str], rates: dict, cpu: dict, hops: dict, markdown: bool)
         if markdown:
             print(f"| {LABELS[name]} | {hops[name].get('ns3', 0):,} | "
                   f"{hops[name].get('roce', 0):,} | {a:,.0f} | {b:,.0f} | {ratio:.2f} |")
+        elif not rates[name]["ns3"]:
+            print(f"{LABELS[name]}: roce {b:,.0f} packet-hops per CPU-second of the loop "
+                  "(ns-3 not run)")
         else:
             print(f"{LABELS[name]}: ns-3 {a:,.0f}, roce {b:,.0f} packet-hops per CPU-second "
                   f"of the loop, ratio {ratio:.2f}")
-    if "whole" in names:
+    if "whole" in names and not cpu["whole"]["ns3"]:
+        print(f"\nwhole process, 16:1 incast, 8 MiB per sender: roce emulate "
+              f"{med(cpu['whole']['roce']):.3f} s CPU (ns-3 not run)")
+    elif "whole" in names:
         a, b = med(cpu["whole"]["ns3"]), med(cpu["whole"]["roce"])
         print(f"\nwhole process, 16:1 incast, 8 MiB per sender: ns-3 {a:.3f} s CPU, roce "
               f"emulate {b:.3f} s CPU, ratio (ns-3 / roce) {a / b:.2f}")
