@@ -71,9 +71,12 @@ cdef class Pdc:
     cdef public dict trims, nacks
     cdef public list nack_psns
     cdef public dict controls
-    cdef public int64_t close_requests, clear_requests
+    cdef public int64_t close_requests, clear_requests, close_asked, clear_asked
+    cdef public int64_t close_handshakes, clear_handshakes
     cdef public dict open_messages
     cdef public list message_sizes
+    cdef public int64_t bin
+    cdef public tuple mark
 
 
 # -- the rules -----------------------------------------------------------------------------------
@@ -97,6 +100,8 @@ cdef class Engine:
     cdef public bint fast
     cdef public dict pdcs
     cdef public int64_t packets, encrypted, malformed, unreliable
+    cdef public int64_t interval, t0
+    cdef public dict bins
     cdef dict _routes, _names
     cdef list _shapes, _ses, _ops
 

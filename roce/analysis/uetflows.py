@@ -19,6 +19,7 @@ comparison per block.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from typing import Any
 
 from roce import _compiled
@@ -47,10 +48,12 @@ elif _BUILT:
 AVAILABLE = _ext is not None
 
 
-def make_engine(udp_port: int, *, engine: str = "auto", fast: bool = True) -> Any:
+def make_engine(udp_port: int, *, engine: str = "auto", fast: bool = True,
+                interval_ns: int = 0) -> Any:
     """A PDC engine: ``engine`` "compiled" (the build's form of ``uetref``), "reference"
     (``uetref.Engine`` interpreted) or "auto" (compiled when it is built from the source now
-    there); ``fast`` False reads every packet through the family's dissector."""
+    there); ``fast`` False reads every packet through the family's dissector; ``interval_ns``
+    keeps a timeline of that interval (``Engine.timeline``)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown UET analysis engine {engine!r}: use one of {ENGINES}")
     if engine == "compiled" or (engine == "auto" and AVAILABLE):
@@ -58,8 +61,8 @@ def make_engine(udp_port: int, *, engine: str = "auto", fast: bool = True) -> An
             why = "edited after the build" if STALE and _BUILT else "not built"
             raise UsageError(f"the compiled UET engine is not available ({why}): use the "
                              "reference engine")
-        return _ext.Engine(udp_port, fast)
-    return uetref.Engine(udp_port, fast)
+        return _ext.Engine(udp_port, fast, interval_ns)
+    return uetref.Engine(udp_port, fast, interval_ns)
 
 
 class UetAnalysis:
@@ -68,7 +71,17 @@ class UetAnalysis:
 
     def __init__(self, udp_port: int, *, engine: str = "auto", fast: bool = True) -> None:
         self.udp_port = udp_port
+        self.kind = engine
         self.engine = make_engine(udp_port, engine=engine, fast=fast)
+        self.timeline: dict[str, Any] | None = None  # add_timeline's
+
+    def add_timeline(self, frames: Iterable[Any], interval_ns: int) -> None:
+        """``roce stats --timeline``: the capture's frames (``pcapio.Frame``) again, binned by
+        ``interval_ns`` from the first (``uetref.Engine.timeline``)."""
+        e = make_engine(self.udp_port, engine=self.kind, interval_ns=interval_ns)
+        for i, f in enumerate(frames):
+            e.frame(i + 1, f.ts_ns, f.data, f.linktype, f.origlen)
+        self.timeline = e.timeline()
 
     @property
     def pdcs(self) -> dict[tuple[str, str, int], Pdc]:
@@ -97,7 +110,10 @@ class UetAnalysis:
     # -- output ---------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return self.engine.to_dict()  # type: ignore[no-any-return]
+        d: dict[str, Any] = self.engine.to_dict()
+        if self.timeline is not None:
+            d["timeline"] = self.timeline
+        return d
 
     def lines(self) -> list[str]:
         """The text report's UET section (nothing when the capture has no UET)."""
@@ -122,7 +138,8 @@ class UetAnalysis:
                        f"{p['cack_psn']} (moved by {p['cack_advances']}), ECN-marked "
                        f"{p['ecn_marked_acks']}, probes {p['probe_acks']}")
             out.append(f"    SACK holes {p['sack_holes']} (PSNs "
-                       f"{_psns(p['sack_missing_psns'])})")
+                       f"{_psns(p['sack_missing_psns'])}); PSNs SACKed past the cumulative "
+                       f"ACK {p['sack_covered']}")
             c = p["nscc"]
             if c["acks"]:
                 out.append(f"    NSCC: {c['acks']} ACKs, service time max "
@@ -131,12 +148,33 @@ class UetAnalysis:
             out.append(f"    trims {_counts(p['trims'])}; NACKs {_counts(p['nacks'])}; control "
                        f"{_counts(p['controls'])}; close {p['close_requests']}, clear "
                        f"{p['clear_requests']}")
+            out.append(f"    handshakes: close {p['close_handshakes']} (unanswered "
+                       f"{p['close_unanswered']}), clear {p['clear_handshakes']} (unanswered "
+                       f"{p['clear_unanswered']})")
             m = p["messages"]
             out.append(f"    messages {m['completed']} ({m['bytes']:,} B, {m['min']:,}-"
                        f"{m['max']:,} B), open {m['open']}")
             out.append(f"    goodput {_rate(p['goodput_bps'])}, throughput "
                        f"{_rate(p['throughput_bps'])}")
+        if self.timeline is not None:
+            out += _timeline_lines(self.timeline)
         return out
+
+
+def _timeline_lines(tl: dict[str, Any]) -> list[str]:
+    """One line per interval and PDC that had packets in it (``PDC1`` .. as ``tl["pdcs"]``
+    lists them): Gb/s of request payload, retransmissions, ECN-marked ACKs, trims, NACKs."""
+    names = {label: f"PDC{i}" for i, label in enumerate(tl["pdcs"], 1)}
+    out = [f"  Timeline: {tl['interval_ns'] / 1e3:g} us intervals"]
+    out += [f"    {n} = {label}" for label, n in names.items()]
+    out.append(f"    {'start (us)':>12} {'PDC':>6} {'Gb/s':>9} {'retx':>6} {'ECN':>6} "
+               f"{'trims':>6} {'NACKs':>6}")
+    for r in tl["rows"]:
+        for label, c in r["pdcs"].items():
+            out.append(f"    {r['start_ns'] / 1e3:>12.1f} {names[label]:>6} {c['gbps']:>9.2f} "
+                       f"{c['retransmissions']:>6} {c['ecn_marked_acks']:>6} {c['trims']:>6} "
+                       f"{c['nacks']:>6}")
+    return out
 
 
 def _psns(psns: list[Any]) -> str:

@@ -300,7 +300,8 @@ class Pdc:
                  "cack_advances", "ecn_marked_acks", "probe_acks", "sack_holes",
                  "sack_missing", "sacked", "nscc_acks", "service_time_max", "rcvd_bytes_last",
                  "ooo_max", "trims", "nacks", "nack_psns", "controls", "close_requests",
-                 "clear_requests", "open_messages", "message_sizes")
+                 "clear_requests", "close_asked", "clear_asked", "close_handshakes",
+                 "clear_handshakes", "open_messages", "message_sizes", "bin", "mark")
 
     def __init__(self, initiator: str, target: str, spdcid: int, first_frame: int,
                  first_ns: int) -> None:
@@ -328,9 +329,20 @@ class Pdc:
         self.nack_psns: list[int] = []
         self.controls: dict[str, int] = {}
         self.close_requests = self.clear_requests = 0
+        # handshakes: requests waiting for their command, requests answered
+        self.close_asked = self.clear_asked = self.close_handshakes = self.clear_handshakes = 0
         # messages by SES message ID; complete when every PSN from SOM to EOM came
         self.open_messages: dict[int, _Msg] = {}
         self.message_sizes: list[int] = []
+        # --timeline: the interval this PDC's last packet fell in, and its counters then
+        self.bin = -1
+        self.mark: tuple[int, ...] = ()
+
+    def counts(self) -> tuple[int, ...]:
+        """What a timeline row shows, so far: request bytes, retransmissions, ECN-marked
+        ACKs, trims, other NACKs."""
+        return (self.request_bytes, self.retransmissions, self.ecn_marked_acks,
+                sum(self.trims.values()), sum(self.nacks.values()))
 
     def to_dict(self) -> dict[str, Any]:
         span = self.last_ns - self.first_ns
@@ -353,6 +365,7 @@ class Pdc:
             "cack_psn": opt(self.cack), "cack_advances": self.cack_advances,
             "ecn_marked_acks": self.ecn_marked_acks, "probe_acks": self.probe_acks,
             "sack_holes": self.sack_holes, "sack_missing_psns": sorted(self.sack_missing),
+            "sack_covered": len(self.sacked),
             "nscc": {"acks": self.nscc_acks, "service_time_max": self.service_time_max,
                      "rcvd_bytes_last": opt(self.rcvd_bytes_last),
                      "ooo_count_max": self.ooo_max},
@@ -360,6 +373,8 @@ class Pdc:
             "nacks": dict(sorted(self.nacks.items())),
             "controls": dict(sorted(self.controls.items())),
             "close_requests": self.close_requests, "clear_requests": self.clear_requests,
+            "close_handshakes": self.close_handshakes, "clear_handshakes": self.clear_handshakes,
+            "close_unanswered": self.close_asked, "clear_unanswered": self.clear_asked,
             "messages": {"completed": len(sizes), "bytes": sum(sizes),
                          "min": min(sizes, default=0), "max": max(sizes, default=0),
                          "open": len(self.open_messages)},
@@ -441,8 +456,10 @@ def _ack(p, cack, marked, probe, close, clear, has_sack, sack_base, bitmap, nscc
         p.probe_acks += 1
     if close:
         p.close_requests += 1
+        p.close_asked += 1
     if clear:
         p.clear_requests += 1
+        p.clear_asked += 1
     if not has_sack:
         return 0
     holes = False
@@ -483,9 +500,23 @@ def _control(p, ct):
     p.controls[name] = p.controls.get(name, 0) + 1
     if ct in R.CLOSE_CONTROLS:
         p.close_requests += 1
+        if ct == R.CLOSE_REQUEST:
+            p.close_asked += 1
+        elif p.close_asked:
+            p.close_handshakes += 1
+            p.close_asked = 0
     elif ct in R.CLEAR_CONTROLS:
         p.clear_requests += 1
+        if ct == R.CLEAR_REQUEST:
+            p.clear_asked += 1
+        elif p.clear_asked:
+            p.clear_handshakes += 1
+            p.clear_asked = 0
     return 0
+
+
+def _label(p: Pdc) -> str:
+    return f"{p.initiator} 0x{p.spdcid:04x} -> {p.target}"
 
 
 def _addresses(f: dict[str, Any]) -> tuple[str, str]:
@@ -522,11 +553,16 @@ class Engine:
     False: every packet through the family's dissector."""
 
     __slots__ = ("udp_port", "fast", "pdcs", "packets", "encrypted", "malformed", "unreliable",
-                 "_routes", "_names", "_shapes", "_ses", "_ops")
+                 "interval", "t0", "bins", "_routes", "_names", "_shapes", "_ses", "_ops")
 
-    def __init__(self, udp_port: int, fast: bool = True) -> None:
+    def __init__(self, udp_port: int, fast: bool = True, interval_ns: int = 0) -> None:
         self.udp_port = udp_port
         self.fast = fast
+        # --timeline: intervals of ``interval_ns`` from the first frame (0: none), and per
+        # interval the counts of each PDC that had packets in it (``timeline``)
+        self.interval = interval_ns
+        self.t0 = -1
+        self.bins: dict[int, dict[Pdc, list[int]]] = {}
         self.pdcs: dict[tuple[str, str, int], Pdc] = {}
         self.packets = self.encrypted = self.malformed = self.unreliable = 0
         self._routes: dict[int, int] = {}  # walk stop (ip.proto or udp.port value) -> route
@@ -540,6 +576,8 @@ class Engine:
     def frame(self, number: int, ts: int, data: bytes, linktype: int,
               origlen: int | None = None) -> bool:
         """One frame the RoCE walk did not take: analysed if UET claims it; whether it did."""
+        if self.t0 < 0:
+            self.t0 = ts
         if linktype not in WALK_LINKTYPES:
             return False
         return self._frame(data, data, len(data), number, ts, linktype,
@@ -807,7 +845,44 @@ class Engine:
         if other >= 0 and p.dpdcid < 0:
             p.dpdcid = other
         p.last_ns = ts
+        if self.interval > 0:
+            self._bin(p, ts)
         return p
+
+    def _bin(self, p: Pdc, ts: int) -> None:
+        """--timeline: the PDC's counts since its last interval closed, when this packet
+        opens another (before the packet is counted)."""
+        k = max(ts - (ts if self.t0 < 0 else self.t0), 0) // self.interval  # earlier: the first
+        if k != p.bin:
+            self._close_bin(p)
+            p.bin, p.mark = k, p.counts()
+
+    def _close_bin(self, p: Pdc) -> None:
+        if p.bin < 0:
+            return
+        now = p.counts()
+        row = self.bins.setdefault(p.bin, {}).setdefault(p, [0] * len(now))
+        for i in range(len(now)):
+            row[i] += now[i] - p.mark[i]
+        p.bin = -1
+
+    def timeline(self) -> dict[str, Any]:
+        """Per interval (from the first frame), each PDC that had packets in it: request
+        bytes and Gb/s, retransmissions, ECN-marked ACKs, trims, other NACKs.  Only
+        intervals with packets are listed; PDCs are named as ``pdcs`` lists them."""
+        for p in self.pdcs.values():
+            self._close_bin(p)
+        order = {p: i for i, p in enumerate(self.pdcs.values())}
+        rows = []
+        for k in sorted(self.bins):
+            cells = {}
+            for p, c in sorted(self.bins[k].items(), key=lambda pc: order[pc[0]]):
+                cells[_label(p)] = {"bytes": c[0], "gbps": round(c[0] * 8 / self.interval, 6),
+                                    "retransmissions": c[1], "ecn_marked_acks": c[2],
+                                    "trims": c[3], "nacks": c[4]}
+            rows.append({"start_ns": k * self.interval, "pdcs": cells})
+        return {"interval_ns": self.interval, "pdcs": [_label(p) for p in order],
+                "rows": rows}
 
     def _ctrl_pdc(self, src, dst, spdcid, dpdcid, number, ts):
         """A control packet's PDC: the initiator's when it is known by this side's PDC ID or

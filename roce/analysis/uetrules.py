@@ -63,10 +63,13 @@ def ack_clear(f: Mapping[str, Any]) -> bool:
     return f.get("uet.pds.flags.req") == 1 or bool(f.get("uet.pds.flags.req_clr"))
 
 
-# control types that are close and clear requests (the reference provider's numbering, which
-# names control packets in the report)
-CLOSE_CONTROLS = frozenset((4, 5))  # CLOSE, CLOSE_REQ
-CLEAR_CONTROLS = frozenset((2, 3))  # CLEAR, CLEAR_REQ
+# control types of the close and clear handshakes (the reference provider's numbering, which
+# names control packets in the report): the target asks (an ACK's request bits, or CLOSE_REQ /
+# CLEAR_REQ), the initiator does (CLOSE / CLEAR).  A handshake is a request answered by the
+# command; the requests still waiting at the end of the capture are unanswered.
+CLEAR_COMMAND, CLEAR_REQUEST, CLOSE_COMMAND, CLOSE_REQUEST = 2, 3, 4, 5
+CLOSE_CONTROLS = frozenset((CLOSE_COMMAND, CLOSE_REQUEST))
+CLEAR_CONTROLS = frozenset((CLEAR_COMMAND, CLEAR_REQUEST))
 TRIM_NACKS = t.TRIM_NACKS  # counted apart from the resource NACKs
 
 
@@ -91,14 +94,20 @@ COUNTERS: tuple[tuple[str, str], ...] = (
     ("ecn_marked_acks", "ACKs with the M flag"),
     ("probe_acks", "ACKs with the P flag"),
     ("sack_holes", "ACKs whose SACK bitmap has a hole"),
+    ("sack_covered", "PSNs past the cumulative ACK that a SACK bitmap acknowledged"),
     ("close_requests", "ACKs asking to close, CLOSE and CLOSE_REQ control packets"),
     ("clear_requests", "ACKs asking to clear, CLEAR and CLEAR_REQ control packets"),
+    ("close_handshakes", "close requests a CLOSE answered"),
+    ("clear_handshakes", "clear requests a CLEAR answered"),
+    ("close_unanswered", "close requests no CLOSE answered by the end of the capture"),
+    ("clear_unanswered", "clear requests no CLEAR answered by the end of the capture"),
 )
 COUNTER_KEYS = tuple(k for k, _ in COUNTERS)
 # PSNs listed in the text report before "and N more"
 TEXT_PSNS = 8
 
-__all__ = ["CLEAR_CONTROLS", "CLOSE_CONTROLS", "COUNTERS", "COUNTER_KEYS", "FIELDS", "FLAGS",
+__all__ = ["CLEAR_COMMAND", "CLEAR_CONTROLS", "CLEAR_REQUEST", "CLOSE_COMMAND",
+           "CLOSE_CONTROLS", "CLOSE_REQUEST", "COUNTERS", "COUNTER_KEYS", "FIELDS", "FLAGS",
            "K_ACK", "K_CTRL", "K_NACK", "K_OTHER", "K_REQUEST", "NSCC_FIELDS",
            "PDC_MODE_FIELD", "SES_FIELDS", "TEXT_PSNS", "TRIM_NACKS", "ack_clear",
            "ack_close", "control_name", "kind_of", "nack_name"]
