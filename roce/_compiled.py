@@ -23,8 +23,10 @@ every module to its ``.py`` form.
 ``TWINS`` are modules the build compiles from another module's ``.py`` under a name of their
 own, so that both forms run in one process: the flow engine, ``roce/analysis/flowref.py``,
 interpreted as the reference and compiled as ``roce.analysis._flowengine`` (its C types in a
-hand-written ``_flowengine.pxd``).  The build records their sources' hashes too;
-``stale_twin`` tells their user (``roce.analysis.cflows``) whether the build still matches.
+hand-written ``_flowengine.pxd``), and Ultra Ethernet's PDC engine, ``uetref.py`` as
+``roce.analysis._uetengine`` (``_uetengine.pxd``).  The build records their sources' hashes
+too; ``stale_twin`` tells their users (``roce.analysis.cflows``, ``uetflows``) whether the
+build still matches.
 
 This module imports nothing from ``roce``: ``setup.py`` reads it before anything is built.
 """
