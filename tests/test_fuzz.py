@@ -180,6 +180,27 @@ def test_uet_analysis_runs_on_every_chunk(monkeypatch):
     assert d.replay(saved)[0].startswith("uet-flows: UET analysis raised KeyError")
 
 
+def test_uet_byte_reader_held_to_the_dissector(monkeypatch):
+    """The harness runs each chunk's UET frames through roce stats' engine and through the
+    dissector-only reference: a disagreement (here every ACK read as ECN-marked by the
+    dissector's path) is a finding."""
+    from roce.analysis import uetref
+
+    d = fuzz.DecoderFuzzer(seed=0, decode_every=0)
+    frames, _, lt, port = d.chunk_frames(0, 256)
+    assert d.check_uet(frames, lt, port) is None
+    real = uetref.Engine.packet
+
+    def marked(self, number, ts, src, dst, f):
+        if not self.fast and "uet.pds.flags.m" in f:
+            f = {**f, "uet.pds.flags.m": True}
+        return real(self, number, ts, src, dst, f)
+
+    monkeypatch.setattr(uetref.Engine, "packet", marked)
+    assert d.check_uet(frames, lt, port) == \
+        "UET analysis: the byte reader and the dissector differ in pdcs"
+
+
 def test_wire_without_the_interface_exits_2(capsys):
     rc, _, err = roce_fuzz(capsys, "wire", "-i", "nosuchif0", "--target", "192.0.2.1",
                            "--qpn", "0x11", "--count", "1")
