@@ -169,11 +169,13 @@ def test_a_pcapng_capture_reads_as_the_pcap(tmp_path: Path,
     assert a == b
 
 
-def test_roce_and_uet_in_one_capture(tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("writer", [PcapWriter, PcapNgWriter])
+def test_roce_and_uet_in_one_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     writer: Any) -> None:
     """Each analysed as alone: the RoCE flows as in a RoCE-only capture, the UET PDCs as in a
     UET-only one (frames at the same times; only frame numbers and the flows' start, counted
-    from the capture's first frame, differ)."""
+    from the capture's first frame, differ); pcap records read in place and pcapng batches
+    alike."""
     uet = pdc_frames()
     rc = [roce.craft("RC_RDMA_WRITE_ONLY", bytes(64), psn=200 + i, dqpn=0x11).to_bytes()
           for i in range(10)]
@@ -181,10 +183,10 @@ def test_roce_and_uet_in_one_capture(tmp_path: Path,
     t_uet = [i * 1000 for i in range(len(uet))]
     t_rc = [i * 1000 + 500 for i in range(len(rc))]
     mixed = sorted([(tt, f) for tt, f in zip(t_uet, uet)] + list(zip(t_rc, rc)))
-    both = _stats_json(capsys, _write(tmp_path / "mixed.pcap", [f for _, f in mixed],
+    both = _stats_json(capsys, _write(tmp_path / "mixed.pcap", [f for _, f in mixed], writer,
                                       times=[tt for tt, _ in mixed]))
-    alone_uet = _stats_json(capsys, _write(tmp_path / "uet.pcap", uet, times=t_uet))
-    alone_rc = _stats_json(capsys, _write(tmp_path / "rc.pcap", rc, times=t_rc))
+    alone_uet = _stats_json(capsys, _write(tmp_path / "uet.pcap", uet, writer, times=t_uet))
+    alone_rc = _stats_json(capsys, _write(tmp_path / "rc.pcap", rc, writer, times=t_rc))
     assert "uet" not in alone_rc
     for doc in (both, alone_rc):  # seconds from the capture's first frame: a UET frame's
         for fl in doc["flows"]:
