@@ -221,3 +221,16 @@ def test_every_ack_type_and_cc_type(ref_prov_rows: Any, reading: str) -> None:
     assert want[1]["pdcs"][0]["nscc"]["acks"] >= 1 and want[1]["pdcs"][0]["sack_holes"] >= 1
     for engine in ENGINES:
         assert _report(frames, engine, True) == want, engine
+
+
+def test_a_layout_without_a_field_the_rules_read_is_refused() -> None:
+    """Where the fields are comes from the family's layouts: a reading whose request layout
+    lost the PSN stops the engine at the first such packet instead of being read wrongly."""
+    import dataclasses
+
+    from roce.families.uet.layouts import SPEC
+
+    broken = dataclasses.replace(SPEC, headers={**SPEC.headers, "rud_rod": SPEC.headers["uud"]})
+    with pytest.raises(ValueError, match="lack a field the analysis reads"):
+        uetref._Pds(broken, t.RUD_REQ, 0)
+    assert uetref._Pds(SPEC, t.RUD_REQ, 0).size == 12  # prologue 2 + RUD/ROD 10

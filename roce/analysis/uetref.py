@@ -195,6 +195,18 @@ class _Pds:
         nscc = h[ack_cc_key(t.CC_NSCC)]
         self.s_service, self.s_rcvd, self.s_ooo = (
             _spec_of(max(self.state_at, 0), nscc.layout, k, nscc.keys) for k in R.NSCC_FIELDS)
+        # what the rules read of each kind is there: a layout that lost a field stops here, in
+        # both forms, rather than be read past its header
+        need = {_K_REQUEST: [self.s_psn, self.s_spdcid] + (
+                    [self.s_psn_offset, self.s_pdc_mode] if self.syn else [self.s_dpdcid]),
+                _K_ACK: [self.s_cack, self.s_spdcid, self.s_dpdcid],
+                _K_NACK: [self.s_code, self.s_npsn, self.s_spdcid, self.s_dpdcid],
+                R.K_CTRL: [self.s_spdcid]}.get(self.kind, [])
+        if self.s_bitmap >= 0:
+            need += [self.s_sack_off, self.s_cc_type]
+        if min(need, default=0) < 0:
+            raise ValueError(f"UET engine: the layouts of PDS type {typ} (flags {flags:#x}) "
+                             "lack a field the analysis reads")
 
 
 class _Ses:
@@ -221,6 +233,9 @@ class _Ses:
         self.size = at
         self.atomic, self.cswap = h["atomic"].size, h["cswap"].size
         self.s_mid, self.s_som, self.s_eom = (_find(h, chain, k) for k in R.SES_FIELDS)
+        if min(self.s_mid, self.s_som, self.s_eom) < 0 <= max(self.s_mid, self.s_som,
+                                                             self.s_eom):
+            raise ValueError("UET engine: the standard request lacks a message field")
 
 
 def _op_spec(reading: Any, nh: int) -> int:

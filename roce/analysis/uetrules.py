@@ -47,9 +47,6 @@ NSCC_FIELDS = ("uet.pds.ack.cc_state.service_time", "uet.pds.ack.cc_state.rcvd_b
 PDC_MODE_FIELD = "uet.pds.pdc_mode_rsv"
 # SES: a message is told by the standard request's message ID, SOM and EOM flags
 SES_FIELDS = ("uet.ses.std.message_id", "uet.ses.std.som", "uet.ses.std.eom")
-# the PDS flags the analysis reads (by type; each reading's flag table says where they are)
-FLAGS = ("uet.pds.flags.syn", "uet.pds.flags.retx", "uet.pds.flags.m", "uet.pds.flags.p",
-         "uet.pds.flags.req", "uet.pds.flags.req_cls", "uet.pds.flags.req_clr")
 
 
 def ack_close(f: Mapping[str, Any]) -> bool:
@@ -107,7 +104,7 @@ COUNTER_KEYS = tuple(k for k, _ in COUNTERS)
 TEXT_PSNS = 8
 
 __all__ = ["CLEAR_COMMAND", "CLEAR_CONTROLS", "CLEAR_REQUEST", "CLOSE_COMMAND",
-           "CLOSE_CONTROLS", "CLOSE_REQUEST", "COUNTERS", "COUNTER_KEYS", "FIELDS", "FLAGS",
+           "CLOSE_CONTROLS", "CLOSE_REQUEST", "COUNTERS", "COUNTER_KEYS", "FIELDS",
            "K_ACK", "K_CTRL", "K_NACK", "K_OTHER", "K_REQUEST", "NSCC_FIELDS",
            "PDC_MODE_FIELD", "SES_FIELDS", "TEXT_PSNS", "TRIM_NACKS", "ack_clear",
            "ack_close", "control_name", "kind_of", "nack_name"]
