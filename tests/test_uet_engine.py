@@ -234,3 +234,25 @@ def test_a_layout_without_a_field_the_rules_read_is_refused() -> None:
     with pytest.raises(ValueError, match="lack a field the analysis reads"):
         uetref._Pds(broken, t.RUD_REQ, 0)
     assert uetref._Pds(SPEC, t.RUD_REQ, 0).size == 12  # prologue 2 + RUD/ROD 10
+
+
+def test_roce_stats_on_roce_alone_never_loads_the_uet_engine(tmp_path: Path) -> None:
+    """The engine (either form) and the UET layouts it reads are imported at the first frame
+    that is not RoCE: a RoCE capture's `roce stats` starts without them."""
+    code = f"""if True:
+        import contextlib, io, sys
+        import roce
+        from roce.cli import main
+        from roce.pcapio import PcapWriter
+        with PcapWriter({str(tmp_path / "rc.pcap")!r}) as w:
+            for i in range(3):
+                w.write(roce.craft("RC_SEND_ONLY", b"x", psn=i).to_bytes(), ts_ns=i)
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["stats", {str(tmp_path / "rc.pcap")!r}]) == 0
+        print(sorted(m for m in ("roce.analysis.uetref", "roce.analysis._uetengine",
+                                 "roce.families.uet.layouts") if m in sys.modules))
+    """
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -23,8 +23,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from roce import _compiled
-from roce.analysis import uetref
-from roce.analysis.uetref import Holes, Pdc
 from roce.analysis.uetrules import COUNTER_KEYS, TEXT_PSNS
 from roce.errors import UsageError
 from roce.pcapio import Batch
@@ -35,17 +33,34 @@ _BUILT = _compiled.built_twin(MODULE)
 # The sources edited since the build (all of them when there was none): then the compiled
 # form stands aside.
 STALE = _compiled.stale_twin(MODULE)
-_ext: Any = None
-if not STALE:
-    try:
-        from roce.analysis import _uetengine as _ext
-    except ImportError:  # not built (or the fast path it cimports is not)
-        _ext = None
-elif _BUILT:
+if STALE and _BUILT:
     warnings.warn(f"roce: {', '.join(STALE)} edited after the build; the UET analysis runs "
                   "its .py form (slower). Rebuild with: pip install -e .", RuntimeWarning,
                   stacklevel=2)
-AVAILABLE = _ext is not None
+# Either form is imported when the first engine is made (``make_engine``): both bring the UET
+# family's layouts, which a capture without UET never needs (``roce stats`` on RoCE starts
+# without them).
+AVAILABLE = _BUILT and not STALE
+_ext: list[Any] = []  # the compiled module once imported (None: it would not import)
+
+
+def _compiled_form() -> Any:
+    if not _ext:
+        try:
+            from roce.analysis import _uetengine
+        except ImportError:  # the fast path it cimports is not built
+            _ext.append(None)
+        else:
+            _ext.append(_uetengine)
+    return _ext[0]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Holes", "Pdc"):  # the interpreted form's, imported when asked for
+        from roce.analysis import uetref
+
+        return getattr(uetref, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_engine(udp_port: int, *, engine: str = "auto", fast: bool = True,
@@ -56,12 +71,15 @@ def make_engine(udp_port: int, *, engine: str = "auto", fast: bool = True,
     keeps a timeline of that interval (``Engine.timeline``)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown UET analysis engine {engine!r}: use one of {ENGINES}")
-    if engine == "compiled" or (engine == "auto" and AVAILABLE):
-        if _ext is None:
-            why = "edited after the build" if STALE and _BUILT else "not built"
-            raise UsageError(f"the compiled UET engine is not available ({why}): use the "
-                             "reference engine")
-        return _ext.Engine(udp_port, fast, interval_ns)
+    ext = _compiled_form() if AVAILABLE and engine != "reference" else None
+    if engine == "compiled" and ext is None:
+        why = "edited after the build" if STALE and _BUILT else "not built"
+        raise UsageError(f"the compiled UET engine is not available ({why}): use the "
+                         "reference engine")
+    if ext is not None:
+        return ext.Engine(udp_port, fast, interval_ns)
+    from roce.analysis import uetref
+
     return uetref.Engine(udp_port, fast, interval_ns)
 
 
@@ -71,9 +89,17 @@ class UetAnalysis:
 
     def __init__(self, udp_port: int, *, engine: str = "auto", fast: bool = True) -> None:
         self.udp_port = udp_port
-        self.kind = engine
-        self.engine = make_engine(udp_port, engine=engine, fast=fast)
+        self.kind, self.fast = engine, fast
+        if engine not in ENGINES:
+            make_engine(udp_port, engine=engine)  # refused now, not at the first frame
+        self._engine: Any = None  # made when the first frame that is not RoCE comes
         self.timeline: dict[str, Any] | None = None  # add_timeline's
+
+    @property
+    def engine(self) -> Any:
+        if self._engine is None:
+            self._engine = make_engine(self.udp_port, engine=self.kind, fast=self.fast)
+        return self._engine
 
     def add_timeline(self, frames: Iterable[Any], interval_ns: int) -> None:
         """``roce stats --timeline``: the capture's frames (``pcapio.Frame``) again, binned by
@@ -84,12 +110,13 @@ class UetAnalysis:
         self.timeline = e.timeline()
 
     @property
-    def pdcs(self) -> dict[tuple[str, str, int], Pdc]:
+    def pdcs(self) -> dict[tuple[str, str, int], Any]:
+        """The PDCs so far (``uetref.Pdc``), by (initiator, target, initiator's PDC ID)."""
         return self.engine.pdcs  # type: ignore[no-any-return]
 
     @property
     def packets(self) -> int:
-        return self.engine.packets  # type: ignore[no-any-return]
+        return 0 if self._engine is None else self._engine.packets  # type: ignore[no-any-return]
 
     def frame(self, number: int, ts: int, data: bytes, linktype: int,
               origlen: int | None = None) -> bool:
@@ -238,5 +265,4 @@ def pdc_rows(capture: str, uet: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["AVAILABLE", "ENGINES", "Holes", "Pdc", "UetAnalysis", "make_engine", "pdc_rows",
-           "pdc_schema"]
+__all__ = ["AVAILABLE", "ENGINES", "UetAnalysis", "make_engine", "pdc_rows", "pdc_schema"]
