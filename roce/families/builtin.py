@@ -1,6 +1,6 @@
 """The built-in rows of the registry (RoCE, native InfiniBand, ERF, GRE, ERSPAN, VXLAN, INT-MD
-over UDP, Ultra Ethernet Transport), and ``registry()``: the process-wide registry with those rows and the
-plugins' loaded.
+over UDP, Ultra Ethernet Transport), and ``registry()``: the process-wide registry with those
+rows and the plugins' loaded.
 
 RoCE's rows name what the compiled walk already decodes (``roce.locate``); they are here so
 that decode-as (``-d udp.port==4792,roce``) and the registry's listing know RoCE.

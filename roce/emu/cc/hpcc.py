@@ -1,17 +1,18 @@
 """HPCC's reaction point: the sender's window and rate from per-hop in-band telemetry (Li et
 al., "HPCC: High Precision Congestion Control", SIGCOMM 2019, Algorithm 1).
 
-Not yet behind ``--cc``: the emulated switches do not stamp telemetry yet, so nothing calls
-``on_telemetry`` in a run; the class is the algorithm alone, driven by tests with hand-made
-hop records.  What joins it to the fabric (INT-MD over UDP stamped at each switch's egress,
-echoed by the receiving NIC on its ACKs) is a separate piece of work.
+``--cc hpcc``: the sending NIC inserts INT-MD over UDP in the QP's data packets, each switch
+pushes its record at the egress port the packet leaves by, the receiving NIC strips them and
+echoes them on its ACK, and the sending NIC's driver (roce/emu/cc/engine.py) hands them to
+``on_telemetry`` in path order (roce/families/intmd.py has the wire format).
 
 A hop record (``Hop``) is what one switch reports about the egress port a data packet left
 by: the bytes queued there, the bytes the port had sent in all (a counter), the time the
 packet left (ns) and the port's line rate.  Per ACK carrying the records of the path, with
 T = ``hpcc_base_rtt``, eta = ``hpcc_eta``, the previous ACK's records L:
 
-- per hop i: txRate = (tx_bytes - L[i].tx_bytes) x 8 / (ts - L[i].ts) and
+- per hop i: txRate = (tx_bytes - L[i].tx_bytes) x 8 / (ts - L[i].ts) (the counter is INT's
+  32-bit field: a difference below 0 wrapped once) and
   u_i = min(qlen, L[i].qlen) x 8 / (rate x T) + txRate / rate; u is the largest u_i and tau
   the time between that hop's two records, at most T;
 - U = (1 - tau / T) U + (tau / T) u (U starts at 1: a flow starts at line rate);
@@ -33,10 +34,12 @@ from typing import Any, NamedTuple
 
 from roce.emu.cc.base import CongestionControl, Output
 from roce.emu.cc.params import Param
+from roce.families.intmd import COUNTER_MOD
 from roce.psn import psn_diff
 
 _new = tuple.__new__
 _US = 1_000
+_COUNTER = COUNTER_MOD  # INT's Tx utilization field, a byte counter here
 
 
 class Hop(NamedTuple):
@@ -69,7 +72,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 
 class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window and rate",
-           params=PARAMS, profiles=PROFILES):
+           params=PARAMS, profiles=PROFILES, uses_int=True):
     """HPCC's reaction point of one QP (rules in the module docstring)."""
 
     __slots__ = ("eta", "max_stage", "t", "w_ai", "u", "wc", "w", "stage",
@@ -101,7 +104,10 @@ class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window an
             dt = new.ts - old.ts
             if dt <= 0 or new.rate_bps <= 0:
                 continue
-            tx_rate = (new.tx_bytes - old.tx_bytes) * 8e9 / dt  # bit/s
+            sent = new.tx_bytes - old.tx_bytes
+            if sent < 0:  # INT's 32-bit counter wrapped (at 100 Gb/s: every 343 ms)
+                sent += _COUNTER
+            tx_rate = sent * 8e9 / dt  # bit/s
             ui = min(new.qlen, old.qlen) * 8e9 / (new.rate_bps * self.t) + tx_rate / new.rate_bps
             if ui > u:
                 u, tau = ui, dt

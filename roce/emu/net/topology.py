@@ -332,6 +332,8 @@ class NetOptions:
     max_frame: int = defaults.MTU + 128
     # hosts of a topology without switches: DirectNic (True) or the scheduling Nic
     direct: bool = True
+    # switches stamp in-band telemetry (congestion control that reads it: HPCC)
+    telemetry: bool = False
 
 
 def build(t: Topology, o: NetOptions) -> Network:
@@ -348,7 +350,8 @@ def build(t: Topology, o: NetOptions) -> Network:
         pfc = o.pfc if spec.pfc is None else spec.pfc
         net.switches[name] = Switch(
             net, name, i + 1, buffer=BufferConfig(spec.buffer or o.buffer),
-            classifier=classifier, forwarder=fwd, pfc=pfc, max_frame=o.max_frame)
+            classifier=classifier, forwarder=fwd, pfc=pfc, max_frame=o.max_frame,
+            telemetry=o.telemetry)
     for name, ip in t.hosts.items():
         if degree.get(name, 0) != 1:
             raise UsageError(f"host {name} needs exactly one link, has {degree.get(name, 0)}")

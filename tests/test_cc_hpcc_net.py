@@ -1,0 +1,166 @@
+"""HPCC on the switched network, telemetry on the wire (INT-MD over UDP, roce/families/intmd.py):
+the switches stamp one record per hop, the receiver echoes them on its ACKs, the sender's HPCC
+reacts; the frames decode (read here byte by byte, independently of the codec); and on the same
+incast HPCC keeps the bottleneck queue near zero at high utilization where DCQCN does not."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+from roce import pcapio
+from roce.emu.cc import configure
+from roce.emu.net.runner import NetRun, NetScenario
+from roce.families import intmd
+from roce.packet import craft
+
+US = 1_000
+INT_PORT = 5000  # docs/protocol.md, "In-band telemetry (INT-MD)"
+
+
+class Frames:
+    """A recorder (``NetRun(record=...)``): every frame a NIC received, with its time."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[int, bytes]] = []
+
+    def write(self, frame: bytes, ts_ns: int = 0) -> None:
+        self.got.append((ts_ns, bytes(frame)))
+
+
+def read_int(frame: bytes) -> dict | None:
+    """The INT of a frame, read from the bytes by the specification's layout (IPv4 of 20
+    bytes, UDP to 5000, shim, INT-MD header, 24-byte records), not by roce's codec."""
+    if frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return None
+    sport, dport, ulen, _ = struct.unpack_from("!HHHH", frame, 34)
+    if dport != INT_PORT:
+        return None
+    b0, length, orig = struct.unpack_from("!BBH", frame, 42)
+    md = frame[46:58]
+    word = int.from_bytes(md[:4], "big")
+    out = {"type": b0 >> 4, "npt": (b0 >> 2) & 3, "words": length, "orig_port": orig,
+           "ver": word >> 28, "e": (word >> 26) & 1, "hop_ml": (word >> 8) & 0x1F,
+           "rhc": word & 0xFF, "instructions": int.from_bytes(md[4:6], "big"),
+           "ds_id": int.from_bytes(md[6:8], "big"),
+           "ds_instructions": int.from_bytes(md[8:10], "big"), "ip_len":
+           int.from_bytes(frame[16:18], "big"), "udp_len": ulen, "records": []}
+    end = 46 + 4 * length
+    for at in range(58, end, 24):
+        sw, qword, ts, tx, rate = struct.unpack_from("!IIQII", frame, at)
+        out["records"].append({"switch": sw, "queue": qword >> 24, "qlen": qword & 0xFFFFFF,
+                               "ts": ts, "tx": tx, "rate_mbps": rate})
+    out["bth_opcode"] = frame[end]
+    return out
+
+
+def run(topology: str, cc: str = "hpcc", size: int = 64 << 10, **kw) -> tuple[NetRun, object,
+                                                                             Frames]:
+    rec = Frames()
+    sc = NetScenario(topology=topology, op="write", size=size, count=2, depth=1, mtu=4096,
+                     rate_gbps=100.0, pfc=True, cc=configure(cc), **kw)
+    r = NetRun(sc, record=rec)
+    return r, r.run(), rec
+
+
+@pytest.mark.parametrize("topology,hops", [("incast:2", 1), ("dumbbell:1", 2)])
+def test_switches_stamp_one_record_per_hop_and_the_sender_reacts(topology, hops):
+    r, s, rec = run(topology)
+    assert s.data_verified and s.retransmitted == 0
+    data = acks = 0
+    for t, frame in rec.got:
+        f = read_int(frame)
+        if f is None:
+            continue
+        assert (f["type"], f["npt"], f["ver"], f["orig_port"]) == (1, 1, 2, 4791)
+        assert (f["hop_ml"], f["instructions"], f["ds_id"], f["ds_instructions"]) == \
+            (6, 0x9500, 1, 0x8000)
+        assert f["udp_len"] == len(frame) - 34 and f["ip_len"] == len(frame) - 14
+        recs = f["records"]
+        assert len(recs) == hops and f["words"] == 3 + 6 * hops
+        if f["bth_opcode"] == 0x11:  # an ACK: the echo, no hop left to stamp on the way back
+            acks += 1
+            assert f["rhc"] == 0 and f["e"] == 1
+            continue
+        data += 1
+        assert f["rhc"] == intmd.MAX_HOPS - hops and f["e"] == 0
+        # the last hop's record first; each hop left later than the one before, and before
+        # the receiver got the frame; line rate, the RoCE class's queue (priority 3)
+        path = recs[::-1]
+        assert all(a["ts"] < b["ts"] for a, b in zip(path, path[1:])) and path[-1]["ts"] < t
+        assert len({x["switch"] for x in recs}) == hops
+        assert all(x["rate_mbps"] == 100_000 and x["queue"] == 3 for x in recs)
+    assert data >= 2 * (64 << 10) // 4096 * len(r.flows) and acks > 0
+    for nic in r.net.hosts.values():
+        if nic.cc.algos and any(q.requester.high is not None for q in nic.device.qps.values()
+                                if getattr(q, "requester", None) is not None):
+            assert nic.cc.int_acks > 0  # the sender's HPCC read the echoes
+
+
+def test_no_telemetry_without_hpcc():
+    r, s, rec = run("dumbbell:1", cc="dcqcn")
+    assert s.data_verified and rec.got
+    assert not any(read_int(f) for _, f in rec.got)
+    assert not any(sw.telemetry for sw in r.net.switches.values())
+
+
+def test_a_path_longer_than_the_hop_count_sets_e():
+    p = craft("RC_SEND_ONLY", bytes(64), dqpn=5, psn=7)
+    frame = intmd.insert(bytes(p.to_bytes()), 14, 34)
+    for i in range(intmd.MAX_HOPS + 2):
+        frame = intmd.push(frame, 14, 34, intmd.hop_record(i + 1, 3, 0, i, 0, 100e9))
+    f = read_int(frame)
+    assert len(f["records"]) == intmd.MAX_HOPS and f["rhc"] == 0 and f["e"] == 1
+    assert [x["switch"] for x in f["records"]] == list(range(intmd.MAX_HOPS, 0, -1))
+    inner, stack = intmd.strip(frame, 14, 34)
+    assert inner == bytes(p.to_bytes()) and len(stack) == 24 * intmd.MAX_HOPS
+
+
+def test_a_capture_of_an_hpcc_run_decodes_with_int(tmp_path):
+    r, s, rec = run("dumbbell:1")
+    path = tmp_path / "hpcc.pcap"
+    pcapio.write_capture(path, [(f, t) for t, f in rec.got])
+    stamped = [(i, read_int(f)) for i, (_, f) in enumerate(rec.got)]
+    stamped = [(i, f) for i, f in stamped if f is not None]
+    assert stamped
+    out = subprocess.run(
+        ["python", "-m", "roce", "decode", "-T", "fields", "-e", "int.hops", "-e",
+         "int.rhc", "-e", "int.hop.switch_id", "-e", "int.hop.egress_ts", "-e",
+         "int.hop.qlen", "-e", "bth.opcode", "-e", "icrc.valid", "-e", "udp.dstport",
+         "-e", "outer.udp.dstport", str(path)], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(rec.got)
+    for i, f in stamped:
+        cells = lines[i].split("\t")
+        recs = f["records"]
+        assert cells[:5] == [str(len(recs)), str(f["rhc"]),
+                             ",".join(str(x["switch"]) for x in recs),
+                             ",".join(str(x["ts"]) for x in recs),
+                             ",".join(str(x["qlen"]) for x in recs)]
+        # the frame inside is the sink's view: RoCE to 4791, its ICRC the source's
+        assert cells[5:] == [str(f["bth_opcode"]), "1", "4791", "5000"]
+    tree = subprocess.run(["python", "-m", "roce", "decode", "-V", "-c", "1", str(path)],
+                          capture_output=True, text=True, check=True).stdout
+    assert "In-band Network Telemetry (INT-MD over UDP)" in tree
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+def test_tshark_reads_the_sinks_view_not_the_int_frame(tmp_path):
+    """tshark 4.0 has no INT dissector: a frame with INT is UDP to 5000 to it; the frame an
+    INT sink hands on (INT removed) is RoCE with the same BTH."""
+    p = craft("RC_SEND_ONLY", bytes(64), dqpn=0x12, psn=77)
+    plain = bytes(p.to_bytes())
+    frame = intmd.push(intmd.insert(plain, 14, 34), 14, 34,
+                       intmd.hop_record(1, 3, 100, 5, 6, 100e9))
+    inner, _ = intmd.strip(frame, 14, 34)
+    assert inner == plain
+    path = tmp_path / "t.pcap"
+    pcapio.write_capture(path, [(frame, 0), (inner, 1000)])
+    out = subprocess.run(["tshark", "-r", str(path), "-T", "fields", "-e", "udp.dstport",
+                          "-e", "infiniband.bth.psn", "-e", "infiniband.bth.destqp"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].split("\t") == ["5000", "", ""]
+    assert out[1].split("\t") == ["4791", "77", "0x000012"]
