@@ -77,6 +77,7 @@ _ROCE_PORT = locate.ROCE_PORT.to_bytes(2, "big")
 _BTH = _L3 + SIZE_OF["ip"] + SIZE_OF["udp"]
 _OPCODE = LAYOUTS["bth"].field("opcode").byte_offset
 _UDP = _L3 + SIZE_OF["ip"]
+_NO_LIMIT = 1 << 30  # a window no requester reaches: it keeps its own
 _INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
 _I0, _I1 = _INT_PORT[0], _INT_PORT[1]
 
@@ -219,12 +220,11 @@ class CcDriver:
             self._sent_at[qpn] = {}
         if cfg.cls.uses_int:
             self.telemetry = True
-            req = getattr(self.qps.get(qpn), "requester", None)
-            if req is not None:
-                req.ack_every = 1  # HPCC reacts per ACK: one per data packet (ns-3's too)
         p = self.pacers[qpn] = CcPacer(cc.rate)
         if cc.window is not None:
             self._window(qpn, cc.window)
+        elif cfg.cls.uses_int:  # no window until a packet size is known: AckReq per packet
+            self._window(qpn, _NO_LIMIT)
         return p
 
     # -- frames ------------------------------------------------------------------------------
@@ -306,7 +306,6 @@ class CcDriver:
             cc = self.algos.get(qpn)
             req = getattr(self.qps.get(qpn), "requester", None)
             if cc is not None and cc.uses_int and req is not None:
-                req.ack_every = 1  # a requester made since (a reset QP) asks it too
                 # the stack holds the last hop first: the algorithm reads the path in order
                 hops = [Hop(h.qlen, h.tx_bytes, h.egress_ts, h.rate_mbps * 1e6)
                         for h in reversed(intmd.hops(stack))]
@@ -406,7 +405,9 @@ class CcDriver:
             own = self._own[qpn] = (req, req.window, req.ack_every)
         w = max(1, min(window, own[1]))
         req.window = w
-        req.ack_every = max(1, min(own[2], w // 4))
+        cc = self.algos.get(qpn)
+        # an algorithm reading INT reacts per ACK: one per data packet (HPCC's ns-3 model too)
+        req.ack_every = 1 if cc is not None and cc.uses_int else max(1, min(own[2], w // 4))
 
     # -- rates and timers ----------------------------------------------------------------------
 

@@ -24,7 +24,10 @@ T = ``hpcc_base_rtt``, eta = ``hpcc_eta``, the previous ACK's records L:
   decrease, one more after an increase); the ACKs in between compute W from Wc without
   committing (the paper's fast reaction);
 - W stays within [``hpcc_min_rate`` x T, line rate x T] and the rate is R = W / T (an idle
-  path, U = 0, gives the largest W); the first ACK only stores its records.
+  path, U = 0, gives the largest W); the first ACK only stores its records;
+- the NIC keeps at most W bytes in flight (the paper's window: a sender paced at R may not
+  outrun the ACKs the queue delays) as a window of ceil(W / packet) packets, at least one,
+  the packet being the largest frame the QP sent (``on_sent``).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window an
     """HPCC's reaction point of one QP (rules in the module docstring)."""
 
     __slots__ = ("eta", "max_stage", "t", "w_ai", "u", "wc", "w", "stage",
-                 "last", "last_update_psn", "commits", "w_max", "w_min")
+                 "last", "last_update_psn", "commits", "w_max", "w_min", "window", "packet")
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)
@@ -95,6 +98,22 @@ class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window an
         self.last: tuple[Hop, ...] = ()  # the previous ACK's records
         self.last_update_psn: int | None = None
         self.commits = 0
+        self.packet = 0  # the largest frame the QP sent (bytes): the window's unit
+        self.window: int | None = None  # packets in flight, once a packet size is known
+
+    def _packets(self) -> int | None:
+        """W as a window of packets (module docstring), None before the QP sent."""
+        packet = self.packet
+        if not packet:
+            return None
+        n = -(-self.w // packet)  # ceil
+        return int(n) if n >= 1 else 1
+
+    def on_sent(self, now: int, nbytes: int) -> Output:
+        if nbytes > self.packet:
+            self.packet = nbytes
+            self.window = self._packets()
+        return self.output()
 
     def utilization(self, hops: Sequence[Hop]) -> float:
         """U after this ACK's records (the paper's MeasureInflight); unchanged without a
@@ -143,4 +162,5 @@ class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window an
         self.w = w
         self.last = tuple(hops)
         self.rate = w * 8e9 / self.t
+        self.window = self._packets()
         return self.output()
