@@ -18,7 +18,7 @@ from roce.families import intmd
 from roce.packet import craft
 
 US = 1_000
-INT_PORT = 5000  # docs/protocol.md, "In-band telemetry (INT-MD)"
+INT_PORT = 9555  # docs/protocol.md, "In-band telemetry (INT-MD)"
 
 
 class Frames:
@@ -33,7 +33,7 @@ class Frames:
 
 def read_int(frame: bytes) -> dict | None:
     """The INT of a frame, read from the bytes by the specification's layout (IPv4 of 20
-    bytes, UDP to 5000, shim, INT-MD header, 24-byte records), not by roce's codec."""
+    bytes, UDP to 9555, shim, INT-MD header, 24-byte records), not by roce's codec."""
     if frame[12:14] != b"\x08\x00" or frame[23] != 17:
         return None
     sport, dport, ulen, _ = struct.unpack_from("!HHHH", frame, 34)
@@ -141,15 +141,24 @@ def test_a_capture_of_an_hpcc_run_decodes_with_int(tmp_path):
                              ",".join(str(x["ts"]) for x in recs),
                              ",".join(str(x["qlen"]) for x in recs)]
         # the frame inside is the sink's view: RoCE to 4791, its ICRC the source's
-        assert cells[5:] == [str(f["bth_opcode"]), "1", "4791", "5000"]
+        assert cells[5:] == [str(f["bth_opcode"]), "1", "4791", "9555"]
     tree = subprocess.run(["python", "-m", "roce", "decode", "-V", "-c", "1", str(path)],
                           capture_output=True, text=True, check=True).stdout
     assert "In-band Network Telemetry (INT-MD over UDP)" in tree
+    # columnar output: one column per INT field, the per-hop ones as text
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = tmp_path / "hpcc.parquet"
+    subprocess.run(["python", "-m", "roce", "decode", "-T", "parquet", "-w", str(table),
+                    str(path)], capture_output=True, text=True, check=True)
+    rows = pq.read_table(table, columns=["int.hops", "int.hop.switch_id"]).to_pylist()
+    for i, f in stamped:
+        assert rows[i] == {"int.hops": len(f["records"]), "int.hop.switch_id":
+                           ",".join(str(x["switch"]) for x in f["records"])}
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
 def test_tshark_reads_the_sinks_view_not_the_int_frame(tmp_path):
-    """tshark 4.0 has no INT dissector: a frame with INT is UDP to 5000 to it; the frame an
+    """tshark 4.0 has no INT dissector: a frame with INT is UDP to 9555 to it; the frame an
     INT sink hands on (INT removed) is RoCE with the same BTH."""
     p = craft("RC_SEND_ONLY", bytes(64), dqpn=0x12, psn=77)
     plain = bytes(p.to_bytes())
@@ -162,7 +171,7 @@ def test_tshark_reads_the_sinks_view_not_the_int_frame(tmp_path):
     out = subprocess.run(["tshark", "-r", str(path), "-T", "fields", "-e", "udp.dstport",
                           "-e", "infiniband.bth.psn", "-e", "infiniband.bth.destqp"],
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out[0].split("\t") == ["5000", "", ""]
+    assert out[0].split("\t") == ["9555", "", ""]
     assert out[1].split("\t") == ["4791", "77", "0x000012"]
 
 

@@ -46,7 +46,7 @@ from roce.headers import define
 U = BitsInteger
 # The specification leaves the port that announces INT over UDP to the INT domain (section
 # 5.7.2: "a UDP destination port value"); this is ours (docs/protocol.md).
-INT_PORT = 5000
+INT_PORT = 9555
 TYPE_MD, NPT_UDP, VERSION = 1, 1, 2
 MAX_HOPS = 5  # Remaining Hop Count a source sets: HPCC's ns-3 model carries at most 5 hops
 
@@ -248,9 +248,11 @@ def unwrap(data: bytes, off: int) -> Unwrapped:
                               "int.hops": len(stack) // per if per else 0}
     if (per == HOP_SIZE and md["instructions"] == INSTRUCTIONS and md["ds_id"] == DS_ID
             and md["ds_instructions"] == DS_LINE_RATE):
+        # one value per hop, the last hop first, comma-separated (as ``-T fields`` shows a
+        # repeated field): one string column per field in columnar output
         records = hops(stack)
         for i, name in enumerate(Hop._fields):
-            fields[f"int.hop.{name}"] = tuple(r[i] for r in records)
+            fields[f"int.hop.{name}"] = ",".join(str(r[i]) for r in records)
     linktype, w = _carrier(data, off)
     udp = w.udp_off
     inner = bytearray(data[:udp + 8])
