@@ -211,3 +211,18 @@ def test_hpcc_keeps_the_queue_near_zero_at_high_utilization_where_dcqcn_does_not
     assert h["util"] >= 0.9 and h["util"] >= d["util"]
     assert h["p95_queue"] <= bdp // 2
     assert d["p95_queue"] >= 10 * bdp
+
+
+def test_a_fat_tree_path_fills_the_hop_count_and_data_verifies():
+    """fattree:4: a flow within an edge switch crosses 1 switch, within a pod 3, between
+    pods 5 (edge, aggregation, core, aggregation, edge): the 5 hops a source allows."""
+    r, s, rec = run("fattree:4", size=32 << 10)
+    assert s.data_verified and s.retransmitted == 0
+    seen = set()
+    for _, frame in rec.got:
+        f = read_int(frame)
+        if f is not None and f["bth_opcode"] != 0x11:
+            n = len(f["records"])
+            seen.add(n)
+            assert f["rhc"] == intmd.MAX_HOPS - n and f["e"] == 0
+    assert seen <= {1, 3, 5} and 5 in seen
