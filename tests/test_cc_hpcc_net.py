@@ -33,7 +33,7 @@ class Frames:
 
 def read_int(frame: bytes) -> dict | None:
     """The INT of a frame, read from the bytes by the specification's layout (IPv4 of 20
-    bytes, UDP to 9555, shim, INT-MD header, 24-byte records), not by roce's codec."""
+    bytes, UDP to 9555, shim, INT-MD header, 28-byte records), not by roce's codec."""
     if frame[12:14] != b"\x08\x00" or frame[23] != 17:
         return None
     sport, dport, ulen, _ = struct.unpack_from("!HHHH", frame, 34)
@@ -49,10 +49,10 @@ def read_int(frame: bytes) -> dict | None:
            "ds_instructions": int.from_bytes(md[8:10], "big"), "ip_len":
            int.from_bytes(frame[16:18], "big"), "udp_len": ulen, "records": []}
     end = 46 + 4 * length
-    for at in range(58, end, 24):
-        sw, qword, ts, tx, rate = struct.unpack_from("!IIQII", frame, at)
+    for at in range(58, end, 28):
+        sw, qword, ts, tx, rate = struct.unpack_from("!IIQIQ", frame, at)
         out["records"].append({"switch": sw, "queue": qword >> 24, "qlen": qword & 0xFFFFFF,
-                               "ts": ts, "tx": tx, "rate_mbps": rate})
+                               "ts": ts, "tx": tx, "rate_bps": rate})
     out["bth_opcode"] = frame[end]
     return out
 
@@ -77,10 +77,10 @@ def test_switches_stamp_one_record_per_hop_and_the_sender_reacts(topology, hops)
             continue
         assert (f["type"], f["npt"], f["ver"], f["orig_port"]) == (1, 1, 2, 4791)
         assert (f["hop_ml"], f["instructions"], f["ds_id"], f["ds_instructions"]) == \
-            (6, 0x9500, 1, 0x8000)
+            (7, 0x9500, 1, 0x8000)
         assert f["udp_len"] == len(frame) - 34 and f["ip_len"] == len(frame) - 14
         recs = f["records"]
-        assert len(recs) == hops and f["words"] == 3 + 6 * hops
+        assert len(recs) == hops and f["words"] == 3 + 7 * hops
         if f["bth_opcode"] == 0x11:  # an ACK: the echo, no hop left to stamp on the way back
             acks += 1
             assert f["rhc"] == 0 and f["e"] == 1
@@ -92,7 +92,7 @@ def test_switches_stamp_one_record_per_hop_and_the_sender_reacts(topology, hops)
         path = recs[::-1]
         assert all(a["ts"] < b["ts"] for a, b in zip(path, path[1:])) and path[-1]["ts"] < t
         assert len({x["switch"] for x in recs}) == hops
-        assert all(x["rate_mbps"] == 100_000 and x["queue"] == 3 for x in recs)
+        assert all(x["rate_bps"] == 100_000_000_000 and x["queue"] == 3 for x in recs)
     assert data >= 2 * (64 << 10) // 4096 * len(r.flows) and acks > 0
     for nic in r.net.hosts.values():
         if nic.cc.algos and any(q.requester.high is not None for q in nic.device.qps.values()
@@ -116,7 +116,7 @@ def test_a_path_longer_than_the_hop_count_sets_e():
     assert len(f["records"]) == intmd.MAX_HOPS and f["rhc"] == 0 and f["e"] == 1
     assert [x["switch"] for x in f["records"]] == list(range(intmd.MAX_HOPS, 0, -1))
     inner, stack = intmd.strip(frame, 14, 34)
-    assert inner == bytes(p.to_bytes()) and len(stack) == 24 * intmd.MAX_HOPS
+    assert inner == bytes(p.to_bytes()) and len(stack) == 28 * intmd.MAX_HOPS
 
 
 def test_a_capture_of_an_hpcc_run_decodes_with_int(tmp_path):
@@ -226,3 +226,12 @@ def test_a_fat_tree_path_fills_the_hop_count_and_data_verifies():
             seen.add(n)
             assert f["rhc"] == intmd.MAX_HOPS - n and f["e"] == 0
     assert seen <= {1, 3, 5} and 5 in seen
+
+
+@pytest.mark.parametrize("rate_bps", [1, 999_999, 100e9, 1e15])
+def test_every_link_rate_a_topology_takes_is_exact_in_a_record(rate_bps):
+    """Links run at 1 b/s to 1 Pb/s (roce.options.parse_link_rate): the record's 64-bit
+    bit/s field holds each; the queue saturates at its 24 bits, the counter wraps at 32."""
+    rec = intmd.hop_record(7, 3, 1 << 30, 12, (1 << 32) + 5, rate_bps)
+    (h,) = intmd.hops(rec)
+    assert (h.rate_bps, h.qlen, h.tx_bytes) == (int(rate_bps), (1 << 24) - 1, 5)

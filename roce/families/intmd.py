@@ -21,7 +21,8 @@ port (4791)::
   saturating at 2^24 - 1), 5 egress timestamp (8, ns), 7 egress port Tx utilization (4: the
   specification leaves its encoding to the implementation; ours is the port's count of bytes
   sent, modulo 2^32, which HPCC differentiates), then the domain-specific metadata of
-  ``DS_ID``: DS instruction bit 0, the port's line rate (4, Mb/s).  24 bytes, Hop ML 6.
+  ``DS_ID``: DS instruction bit 0, the port's line rate (8, bit/s: every link rate the
+  emulator takes, 1 b/s to 1 Pb/s, fits).  28 bytes, Hop ML 7.
 
 The ICRC covers the frame without INT: a source inserts INT after the ICRC was computed and
 a sink removes it (port, lengths, checksum restored) before the ICRC is checked; the decoder
@@ -68,7 +69,7 @@ HOP = BitStruct("switch_id" / U(32) * "Node ID",
                 "qlen" / U(24) * "Queue occupancy (bytes)",
                 "egress_ts" / U(64) * "Egress timestamp (ns)",
                 "tx_bytes" / U(32) * "Egress port Tx utilization (bytes sent, mod 2^32)",
-                "rate_mbps" / U(32) * "Port line rate (Mb/s)")
+                "rate_bps" / U(64) * "Port line rate (bit/s)")
 
 SHIM_LAYOUT, decode_shim, encode_shim = define("int", SHIM)
 MD_LAYOUT, decode_md, encode_md = define("int", MD)
@@ -86,10 +87,10 @@ def _bit(n: int) -> int:
 NODE_ID, QUEUE, EGRESS_TS, TX_UTIL = _bit(0), _bit(3), _bit(5), _bit(7)
 INSTRUCTIONS = NODE_ID | QUEUE | EGRESS_TS | TX_UTIL
 DS_ID = 0x0001  # our INT domain
-DS_LINE_RATE = _bit(0)  # domain-specific instruction: the port's line rate, Mb/s
+DS_LINE_RATE = _bit(0)  # domain-specific instruction: the port's line rate, bit/s
 QLEN_MAX = HOP_LAYOUT.field("qlen").mask
 COUNTER_MOD = 1 << HOP_LAYOUT.field("tx_bytes").bits
-RATE_MAX = HOP_LAYOUT.field("rate_mbps").mask
+RATE_MAX = HOP_LAYOUT.field("rate_bps").mask
 
 # byte positions inside the INT headers (from the layouts)
 _LEN = SHIM_LAYOUT.field("len").byte_offset
@@ -108,7 +109,7 @@ class Hop(NamedTuple):
     qlen: int
     egress_ts: int
     tx_bytes: int
-    rate_mbps: int
+    rate_bps: int
 
 
 def source_header(dport: int, rhc: int = MAX_HOPS, stack: bytes = b"") -> bytes:
@@ -128,7 +129,7 @@ def hop_record(switch_id: int, queue_id: int, qlen: int, egress_ts: int, tx_byte
     return encode_hop({"switch_id": switch_id, "queue_id": queue_id,
                        "qlen": min(qlen, QLEN_MAX), "egress_ts": egress_ts,
                        "tx_bytes": tx_bytes % COUNTER_MOD,
-                       "rate_mbps": min(int(rate_bps // 1_000_000), RATE_MAX)})
+                       "rate_bps": min(int(rate_bps), RATE_MAX)})
 
 
 def hops(stack: bytes) -> list[Hop]:

@@ -307,7 +307,7 @@ class CcDriver:
             req = getattr(self.qps.get(qpn), "requester", None)
             if cc is not None and cc.uses_int and req is not None:
                 # the stack holds the last hop first: the algorithm reads the path in order
-                hops = [Hop(h.qlen, h.tx_bytes, h.egress_ts, h.rate_mbps * 1e6)
+                hops = [Hop(h.qlen, h.tx_bytes, h.egress_ts, h.rate_bps)
                         for h in reversed(intmd.hops(stack))]
                 self.int_acks += 1
                 self.now = now
