@@ -42,7 +42,7 @@ from construct import BitsInteger, BitStruct, Flag
 from roce import fast, locate
 from roce.errors import DecodeError
 from roce.families.handler import Handler, Unwrapped
-from roce.headers import define
+from roce.headers import LAYOUTS, define
 
 U = BitsInteger
 # The specification leaves the port that announces INT over UDP to the INT domain (section
@@ -71,6 +71,7 @@ HOP = BitStruct("switch_id" / U(32) * "Node ID",
                 "tx_bytes" / U(32) * "Egress port Tx utilization (bytes sent, mod 2^32)",
                 "rate_bps" / U(64) * "Port line rate (bit/s)")
 
+IP_LAYOUT, UDP_LAYOUT = LAYOUTS["ip"], LAYOUTS["udp"]
 SHIM_LAYOUT, decode_shim, encode_shim = define("int", SHIM)
 MD_LAYOUT, decode_md, encode_md = define("int", MD)
 HOP_LAYOUT, decode_hop, encode_hop = define("int.hop", HOP)
@@ -112,58 +113,87 @@ class Hop(NamedTuple):
     rate_bps: int
 
 
+_HEADS: dict[tuple[int, int, int], bytes] = {}  # (port, hop count, words) -> the headers
+
+
 def source_header(dport: int, rhc: int = MAX_HOPS, stack: bytes = b"") -> bytes:
     """The shim and INT-MD header an INT source inserts (and a sink's echo, ``rhc`` 0, with
     the records of ``stack``)."""
     words = (MD_SIZE + len(stack)) // 4
-    return (encode_shim({"type": TYPE_MD, "npt": NPT_UDP, "len": words, "dport": dport})
+    key = (dport, rhc, words)
+    head = _HEADS.get(key)
+    if head is None:  # few shapes per run (one per path length): encoded once each
+        if len(_HEADS) > 1024:
+            _HEADS.clear()
+        head = _HEADS[key] = (
+            encode_shim({"type": TYPE_MD, "npt": NPT_UDP, "len": words, "dport": dport})
             + encode_md({"ver": VERSION, "hop_ml": HOP_WORDS, "rhc": rhc,
                          "instructions": INSTRUCTIONS, "ds_id": DS_ID,
-                         "ds_instructions": DS_LINE_RATE}) + stack)
+                         "ds_instructions": DS_LINE_RATE}))
+    return head + stack
+
+
+# the record's fields as (shift, mask) in one big-endian integer, from the layout: a switch
+# packs one per hop, a sender unpacks them per ACK (cheaper than the dict codec)
+_HOP_BITS = tuple((f.shift, f.mask) for f in HOP_LAYOUT.fields)
+(_SW, _), (_QID, _), (_QLEN, _), (_TS, _), (_TX, _), (_RATE, _) = _HOP_BITS
 
 
 def hop_record(switch_id: int, queue_id: int, qlen: int, egress_ts: int, tx_bytes: int,
                rate_bps: float) -> bytes:
     """One transit hop's record (queue occupancy saturates, the byte counter wraps, as their
     widths require)."""
-    return encode_hop({"switch_id": switch_id, "queue_id": queue_id,
-                       "qlen": min(qlen, QLEN_MAX), "egress_ts": egress_ts,
-                       "tx_bytes": tx_bytes % COUNTER_MOD,
-                       "rate_bps": min(int(rate_bps), RATE_MAX)})
+    rate = int(rate_bps)
+    return (switch_id << _SW | queue_id << _QID | (qlen if qlen < QLEN_MAX else QLEN_MAX) << _QLEN
+            | egress_ts << _TS | tx_bytes % COUNTER_MOD << _TX
+            | (rate if rate < RATE_MAX else RATE_MAX) << _RATE).to_bytes(HOP_SIZE, "big")
 
 
 def hops(stack: bytes) -> list[Hop]:
     """The records of a stack of ours, in stack order (the last hop first)."""
-    return [Hop(*decode_hop(stack, i).values())
-            for i in range(0, len(stack) - HOP_SIZE + 1, HOP_SIZE)]
+    out = []
+    for i in range(0, len(stack) - HOP_SIZE + 1, HOP_SIZE):
+        v = int.from_bytes(stack[i:i + HOP_SIZE], "big")
+        out.append(Hop(*(v >> shift & mask for shift, mask in _HOP_BITS)))
+    return out
 
 
 # -- the edits: IPv4, UDP at ``udp``, the IPv4 header at ``l3`` ---------------------------------
 
-def _ipv4_checksum(hdr: bytearray | bytes) -> int:
-    s = sum(int.from_bytes(hdr[i:i + 2], "big") for i in range(0, len(hdr), 2) if i != 10)
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+_TOTAL = IP_LAYOUT.field("len").byte_offset
+_CSUM = IP_LAYOUT.field("checksum").byte_offset
+_ULEN = UDP_LAYOUT.field("length").byte_offset
+_UDPORT = UDP_LAYOUT.field("dstport").byte_offset
+_PLEN = LAYOUTS["ipv6"].field("plen").byte_offset
+_INT_PORT = INT_PORT.to_bytes(2, "big")
+assert _TOTAL % 2 == 0  # a 16-bit word of the checksum
 
 
 def _grow(out: bytearray, l3: int, udp: int, n: int) -> None:
-    """Lengths by ``n`` bytes (IPv4 total length, its checksum, UDP length), in place."""
-    ihl = (out[l3] & 0x0F) * 4
-    total = int.from_bytes(out[l3 + 2:l3 + 4], "big") + n
-    out[l3 + 2:l3 + 4] = total.to_bytes(2, "big")
-    out[l3 + 10:l3 + 12] = _ipv4_checksum(out[l3:l3 + ihl]).to_bytes(2, "big")
-    ulen = int.from_bytes(out[udp + 4:udp + 6], "big") + n
-    out[udp + 4:udp + 6] = ulen.to_bytes(2, "big")
+    """Lengths by ``n`` bytes (IPv4 total length, UDP length) in place, the IPv4 checksum
+    updated for the one word that changed (RFC 1624: HC' = ~(~HC + ~m + m'))."""
+    at = l3 + _TOTAL
+    old = out[at] << 8 | out[at + 1]
+    new = old + n
+    out[at], out[at + 1] = new >> 8, new & 0xFF
+    c = l3 + _CSUM
+    x = (~(out[c] << 8 | out[c + 1]) & 0xFFFF) + (~old & 0xFFFF) + new
+    x = (x & 0xFFFF) + (x >> 16)
+    x = ~((x & 0xFFFF) + (x >> 16)) & 0xFFFF
+    out[c], out[c + 1] = x >> 8, x & 0xFF
+    u = udp + _ULEN
+    ulen = (out[u] << 8 | out[u + 1]) + n
+    out[u], out[u + 1] = ulen >> 8, ulen & 0xFF
 
 
 def insert(frame: bytes, l3: int, udp: int, rhc: int = MAX_HOPS, stack: bytes = b"") -> bytes:
     """The frame with INT inserted after its UDP header (a source; a sink's echo with ``rhc``
     0 and the records to carry back)."""
     at = udp + 8
-    head = source_header(int.from_bytes(frame[udp + 2:udp + 4], "big"), rhc, stack)
+    port = udp + _UDPORT
+    head = source_header(frame[port] << 8 | frame[port + 1], rhc, stack)
     out = bytearray(frame[:at])
-    out[udp + 2:udp + 4] = INT_PORT.to_bytes(2, "big")
+    out[port:port + 2] = _INT_PORT
     _grow(out, l3, udp, len(head))
     return bytes(out) + head + frame[at:]
 
@@ -197,7 +227,7 @@ def strip(frame: bytes, l3: int, udp: int) -> tuple[bytes, bytes] | None:
     if size < HEAD or len(frame) < base + size:
         return None
     out = bytearray(frame[:base])
-    out[udp + 2:udp + 4] = frame[base + _DPORT:base + _DPORT + 2]
+    out[udp + _UDPORT:udp + _UDPORT + 2] = frame[base + _DPORT:base + _DPORT + 2]
     _grow(out, l3, udp, -size)
     return bytes(out) + frame[base + size:], frame[base + HEAD:base + size]
 
@@ -257,14 +287,15 @@ def unwrap(data: bytes, off: int) -> Unwrapped:
     linktype, w = _carrier(data, off)
     udp = w.udp_off
     inner = bytearray(data[:udp + 8])
-    inner[udp + 2:udp + 4] = shim["dport"].to_bytes(2, "big")
+    inner[udp + _UDPORT:udp + _UDPORT + 2] = shim["dport"].to_bytes(2, "big")
     if w.l3_kind == locate.L3_IPV4:
         _grow(inner, w.l3_off, udp, -size)
     else:  # IPv6: the payload length, then UDP's
-        plen = int.from_bytes(inner[w.l3_off + 4:w.l3_off + 6], "big") - size
-        inner[w.l3_off + 4:w.l3_off + 6] = plen.to_bytes(2, "big")
-        ulen = int.from_bytes(inner[udp + 4:udp + 6], "big") - size
-        inner[udp + 4:udp + 6] = ulen.to_bytes(2, "big")
+        at = w.l3_off + _PLEN
+        plen = int.from_bytes(inner[at:at + 2], "big") - size
+        inner[at:at + 2] = plen.to_bytes(2, "big")
+        ulen = int.from_bytes(inner[udp + _ULEN:udp + _ULEN + 2], "big") - size
+        inner[udp + _ULEN:udp + _ULEN + 2] = ulen.to_bytes(2, "big")
     # the frame on the wire is the one with INT: its lengths are the record's
     return Unwrapped(bytes(inner) + data[off + size:], 0, linktype, "int", fields,
                      lengths=(len(data), len(data)))
