@@ -235,3 +235,17 @@ def test_every_link_rate_a_topology_takes_is_exact_in_a_record(rate_bps):
     rec = intmd.hop_record(7, 3, 1 << 30, 12, (1 << 32) + 5, rate_bps)
     (h,) = intmd.hops(rec)
     assert (h.rate_bps, h.qlen, h.tx_bytes) == (int(rate_bps), (1 << 24) - 1, 5)
+
+
+def test_cc_hpcc_and_its_knobs_on_the_command_line():
+    def emulate(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["python", "-m", "roce", "emulate", "--topology", "dumbbell:1",
+                               "--size", "16K", "--count", "1", "--cc", "hpcc", *args],
+                              capture_output=True, text=True)
+
+    ok = emulate("--cc-param", "hpcc_eta=0.5", "--cc-param", "hpcc_max_stage=2")
+    assert ok.returncode == 0 and "data verified yes" in ok.stdout
+    bad = emulate("--cc-param", "hpcc_eta=2")
+    assert bad.returncode == 1 and "hpcc_eta" in bad.stderr
+    unknown = emulate("--cc-param", "rp_ai_rate=40")
+    assert unknown.returncode == 1 and "rp_ai_rate" in unknown.stderr
