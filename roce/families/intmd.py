@@ -1,5 +1,5 @@
-"""In-band Network Telemetry, INT-MD over UDP (P4.org INT specification v2.1, section 5.7.2:
-INT over TCP/UDP with the shim header): the layouts, the byte-level edits an INT source, an
+"""In-band Network Telemetry, INT-MD over UDP (P4.org INT specification v2.1, its INT over
+TCP/UDP encapsulation with the shim header): the layouts, the byte-level edits an INT source, an
 INT transit hop and an INT sink make, and the decoder's tunnel handler.
 
 Where INT sits in a RoCEv2 frame (docs/protocol.md, "In-band telemetry (INT-MD)"): after the
@@ -45,8 +45,8 @@ from roce.families.handler import Handler, Unwrapped
 from roce.headers import LAYOUTS, define
 
 U = BitsInteger
-# The specification leaves the port that announces INT over UDP to the INT domain (section
-# 5.7.2: "a UDP destination port value"); this is ours (docs/protocol.md).
+# The specification leaves the UDP port that announces INT to the operator of the INT domain;
+# this is ours (docs/protocol.md).
 INT_PORT = 9555
 TYPE_MD, NPT_UDP, VERSION = 1, 1, 2
 MAX_HOPS = 5  # Remaining Hop Count a source sets: HPCC's ns-3 model carries at most 5 hops
