@@ -163,23 +163,13 @@ def test_uet_analysis_runs_on_every_chunk(monkeypatch):
     uet = [f for i, f in enumerate(frames) if probe.frame(i + 1, 0, f, lt, len(f))]
     assert len(uet) > 10
     bad = uet[len(uet) // 2]
-    real = uetflows.UetAnalysis.packet
-
-    def broken(self, number, ts, src, dst, f):
-        if frames_now[number - 1] == bad:
-            raise KeyError("planted")
-        return real(self, number, ts, src, dst, f)
-
     real_frame = uetflows.UetAnalysis.frame
-    frames_now: list[bytes] = []
 
     def frame(self, number, ts, data, linktype, origlen=None):
-        if number == 1:
-            frames_now.clear()
-        frames_now.append(data)
+        if data == bad:  # the analysis breaks on this frame
+            raise KeyError("planted")
         return real_frame(self, number, ts, data, linktype, origlen)
 
-    monkeypatch.setattr(uetflows.UetAnalysis, "packet", broken)
     monkeypatch.setattr(uetflows.UetAnalysis, "frame", frame)
     s = d.run_chunk(0, 256)
     (failure,) = [f for f in s.failures if f.check == "uet-flows"]
@@ -188,6 +178,27 @@ def test_uet_analysis_runs_on_every_chunk(monkeypatch):
 
     saved = Saved(Path("x.pcap"), "decoder", "uet-flows", {}, failure.detail, [bad], lt)
     assert d.replay(saved)[0].startswith("uet-flows: UET analysis raised KeyError")
+
+
+def test_uet_byte_reader_held_to_the_dissector(monkeypatch):
+    """The harness runs each chunk's UET frames through roce stats' engine and through the
+    dissector-only reference: a disagreement (here every ACK read as ECN-marked by the
+    dissector's path) is a finding."""
+    from roce.analysis import uetref
+
+    d = fuzz.DecoderFuzzer(seed=0, decode_every=0)
+    frames, _, lt, port = d.chunk_frames(0, 256)
+    assert d.check_uet(frames, lt, port) is None
+    real = uetref.Engine.packet
+
+    def marked(self, number, ts, src, dst, f):
+        if not self.fast and "uet.pds.flags.m" in f:
+            f = {**f, "uet.pds.flags.m": True}
+        return real(self, number, ts, src, dst, f)
+
+    monkeypatch.setattr(uetref.Engine, "packet", marked)
+    assert d.check_uet(frames, lt, port) == \
+        "UET analysis: the byte reader and the dissector differ in pdcs"
 
 
 def test_wire_without_the_interface_exits_2(capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -122,13 +123,15 @@ def test_a_pdc_reported_exactly(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (p["acks"], p["first_cack_psn"], p["cack_psn"], p["cack_advances"]) == \
         (3, 1001, 1005, 1)
     assert (p["ecn_marked_acks"], p["probe_acks"]) == (1, 0)
-    assert (p["sack_holes"], p["sack_missing_psns"]) == (1, [1002])
+    assert (p["sack_holes"], p["sack_missing_psns"], p["sack_covered"]) == (1, [1002], 2)
     assert p["nscc"] == {"acks": 2, "service_time_max": 30, "rcvd_bytes_last": 4096,
                          "ooo_count_max": 2}
     assert p["trims"] == {"TRIMMED": 1}
     assert p["nacks"] == {"NO_PKT_BUFFER": 1}
     assert (p["controls"], p["close_requests"], p["clear_requests"]) == \
         ({"CLOSE_REQ": 1}, 1, 0)
+    assert (p["close_handshakes"], p["close_unanswered"], p["clear_handshakes"],
+            p["clear_unanswered"]) == (0, 1, 0, 0)  # the close request waits at the end
     assert p["messages"] == {"completed": 3, "bytes": 5 * 1024 + 512 + 256, "min": 256,
                              "max": 5 * 1024, "open": 0}
     span = 13 * 1000
@@ -148,7 +151,8 @@ def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
             "reordered none") in out
     assert "ACKs 3, cumulative ACK PSN 1001 -> 1005 (moved by 1), ECN-marked 1, probes 0\n" \
         in out
-    assert "SACK holes 1 (PSNs 1002)\n" in out
+    assert "SACK holes 1 (PSNs 1002); PSNs SACKed past the cumulative ACK 2\n" in out
+    assert "handshakes: close 0 (unanswered 1), clear 0 (unanswered 0)\n" in out
     assert "messages 3 (5,888 B, 256-5,120 B), open 0\n" in out
     span = 13 * 1000
     assert f"goodput {5888 * 8 / span:.3f} Gb/s, throughput {6912 * 8 / span:.3f} Gb/s" in out
@@ -165,11 +169,13 @@ def test_a_pcapng_capture_reads_as_the_pcap(tmp_path: Path,
     assert a == b
 
 
-def test_roce_and_uet_in_one_capture(tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("writer", [PcapWriter, PcapNgWriter])
+def test_roce_and_uet_in_one_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     writer: Any) -> None:
     """Each analysed as alone: the RoCE flows as in a RoCE-only capture, the UET PDCs as in a
     UET-only one (frames at the same times; only frame numbers and the flows' start, counted
-    from the capture's first frame, differ)."""
+    from the capture's first frame, differ); pcap records read in place and pcapng batches
+    alike."""
     uet = pdc_frames()
     rc = [roce.craft("RC_RDMA_WRITE_ONLY", bytes(64), psn=200 + i, dqpn=0x11).to_bytes()
           for i in range(10)]
@@ -177,10 +183,10 @@ def test_roce_and_uet_in_one_capture(tmp_path: Path,
     t_uet = [i * 1000 for i in range(len(uet))]
     t_rc = [i * 1000 + 500 for i in range(len(rc))]
     mixed = sorted([(tt, f) for tt, f in zip(t_uet, uet)] + list(zip(t_rc, rc)))
-    both = _stats_json(capsys, _write(tmp_path / "mixed.pcap", [f for _, f in mixed],
+    both = _stats_json(capsys, _write(tmp_path / "mixed.pcap", [f for _, f in mixed], writer,
                                       times=[tt for tt, _ in mixed]))
-    alone_uet = _stats_json(capsys, _write(tmp_path / "uet.pcap", uet, times=t_uet))
-    alone_rc = _stats_json(capsys, _write(tmp_path / "rc.pcap", rc, times=t_rc))
+    alone_uet = _stats_json(capsys, _write(tmp_path / "uet.pcap", uet, writer, times=t_uet))
+    alone_rc = _stats_json(capsys, _write(tmp_path / "rc.pcap", rc, writer, times=t_rc))
     assert "uet" not in alone_rc
     for doc in (both, alone_rc):  # seconds from the capture's first frame: a UET frame's
         for fl in doc["flows"]:
@@ -383,3 +389,45 @@ def test_the_reference_providers_port_and_reading(tmp_path: Path,
         reg.tables["udp.port"].pop(4792, None)
         reg.map("udp.port", UET_PORT, "uet")
         reg.map("ip.proto", IPPROTO_UET, "uet.entropy")
+
+
+def test_close_and_clear_handshakes_paired(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A close asked by an ACK (REQ=CLOSE) and answered by CLOSE, a clear asked twice
+    (CLEAR_REQ, an ACK with REQ=CLEAR) and answered once by CLEAR, then a clear asked and
+    left waiting: two handshakes, one request unanswered."""
+    frames = [_req(1000, 64, 1, True, True, syn=True), _ack(1000, kind=t.ACK),
+              _ctrl(3), build.frame(build.uet_bytes(build.with_defaults(
+                  {"uet.pds.type": t.ACK, "uet.pds.cack_psn": 1000, "uet.pds.spdcid": TPDC,
+                   "uet.pds.dpdcid": IPDC, "uet.pds.flags.req": 1})), src=B, dst=A),
+              _ctrl(2),  # CLEAR answers both requests
+              build.frame(build.uet_bytes(build.with_defaults(
+                  {"uet.pds.type": t.ACK, "uet.pds.cack_psn": 1000, "uet.pds.spdcid": TPDC,
+                   "uet.pds.dpdcid": IPDC, "uet.pds.flags.req": 2})), src=B, dst=A),
+              _ctrl(4),  # CLOSE
+              _ctrl(3)]  # a clear asked, never done
+    (p,) = _stats_json(capsys, _write(tmp_path / "hs.pcap", frames))["uet"]["pdcs"]
+    assert (p["close_requests"], p["clear_requests"]) == (2, 4)
+    assert (p["close_handshakes"], p["close_unanswered"]) == (1, 0)
+    assert (p["clear_handshakes"], p["clear_unanswered"]) == (1, 1)
+    assert p["controls"] == {"CLEAR": 1, "CLEAR_REQ": 2, "CLOSE": 1}
+
+
+def test_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--timeline on a UET capture: per 3 us from the first frame, the PDC's request bytes
+    and Gb/s, retransmissions, ECN-marked ACKs, trims and NACKs, in JSON and text."""
+    path = _write(tmp_path / "pdc.pcap", pdc_frames())  # a frame each microsecond
+    assert main(["stats", "-T", "json", "--timeline", "3us", str(path)]) == 0
+    tl = json.loads(capsys.readouterr().out)["uet"]["timeline"]
+    label = f"{A} 0x0012 -> {B}"
+    assert (tl["interval_ns"], tl["pdcs"]) == (3000, [label])
+    got = [(r["start_ns"], r["pdcs"][label]["bytes"], r["pdcs"][label]["retransmissions"],
+            r["pdcs"][label]["ecn_marked_acks"], r["pdcs"][label]["trims"],
+            r["pdcs"][label]["nacks"]) for r in tl["rows"]]
+    assert got == [(0, 2048, 0, 0, 0, 0), (3000, 2048, 0, 1, 0, 0), (6000, 1536, 2, 0, 1, 0),
+                   (9000, 1280, 1, 0, 0, 0), (12000, 0, 0, 0, 0, 1)]
+    assert tl["rows"][1]["pdcs"][label]["gbps"] == round(2048 * 8 / 3000, 6)
+    assert main(["stats", "--timeline", "3us", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"  Timeline: 3 us intervals\n    PDC1 = {label}\n" in out
+    assert re.search(r"\n +6\.0 +PDC1 +4\.10 +2 +0 +1 +0\n", out)

@@ -252,7 +252,7 @@ with PcapWriter("pdc.pcap") as w:
     for i, frame in enumerate(frames):
         w.write(frame, ts_ns=i * 1000)  # 1 us apart
 '''),
-        "roce stats pdc.pcap | tail -n 11")
+        "roce stats pdc.pcap | tail -n 12")
 
 example("stats-pfc",
         Step("roce emulate --topology incast:2 --size 256K --count 1 --pfc-storm r --seed 1 "

@@ -138,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
                 peeled = tunnelled.analysed(again, kind, port)
                 cc.add_timeline(again if peeled is again else tunnelled.frames(peeled, port),
                                 timeline, port)
+            if uet.packets:  # Ultra Ethernet's PDCs, per interval too
+                with open_capture(args.file) as again:
+                    peeled = tunnelled.analysed(again, kind, port)
+                    uet.add_timeline(again if peeled is again else
+                                     tunnelled.frames(peeled, port), timeline)
         except CaptureError as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 2

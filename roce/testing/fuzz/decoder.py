@@ -289,17 +289,24 @@ class DecoderFuzzer:
 
     def check_uet(self, frames: list[bytes], linktype: int, port: int) -> str | None:
         """The chunk through ``roce stats``' UET analysis (``roce.analysis.uetflows``) and its
-        reports: None when nothing raised, else what did."""
+        reports, and again through the interpreted engine reading every packet with the
+        family's dissector: None when nothing raised and the two reports agree, else what
+        went wrong."""
         from roce.analysis.uetflows import UetAnalysis
 
-        a = UetAnalysis(port)
-        try:
-            for i, f in enumerate(frames):
-                a.frame(i + 1, BASE_TS_NS + i * 1000, f, linktype, len(f))
-            a.to_dict()
-            a.lines()
-        except Exception as exc:  # noqa: BLE001 - any exception is the finding
-            return f"UET analysis raised {exc_line(exc)}"
+        reports = []
+        for a in (UetAnalysis(port), UetAnalysis(port, engine="reference", fast=False)):
+            try:
+                for i, f in enumerate(frames):
+                    a.frame(i + 1, BASE_TS_NS + i * 1000, f, linktype, len(f))
+                reports.append(a.to_dict())
+                a.lines()
+            except Exception as exc:  # noqa: BLE001 - any exception is the finding
+                return f"UET analysis raised {exc_line(exc)}"
+        if reports[0] != reports[1]:
+            keys = [k for k in reports[1] if reports[0].get(k) != reports[1].get(k)]
+            return ("UET analysis: the byte reader and the dissector differ in "
+                    f"{', '.join(keys)}")
         return None
 
     def _narrow(self, frames: list[bytes], fails: Callable[[list[bytes]], bool]) -> list[bytes]:
