@@ -334,7 +334,13 @@ class NetOptions:
     direct: bool = True
 
 
-def build(t: Topology, o: NetOptions) -> Network:
+HostFactory = Callable[[Network, str, str], Any]
+
+
+def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Network:
+    """The running network of ``t``; ``host(net, name, ip)`` makes each host when given
+    (``roce.emu.uet.host``: a host the link pulls, with its own neighbours), else a RoCE
+    ``Nic`` or ``DirectNic``."""
     net = Network(o.seed)
     direct = o.direct and not t.switches
     classifier = DscpClassifier()
@@ -352,6 +358,9 @@ def build(t: Topology, o: NetOptions) -> Network:
     for name, ip in t.hosts.items():
         if degree.get(name, 0) != 1:
             raise UsageError(f"host {name} needs exactly one link, has {degree.get(name, 0)}")
+        if host is not None:
+            net.hosts[name] = host(net, name, ip)
+            continue
         ctx = Context(name, ip)
         net.hosts[name] = DirectNic(net, ctx) if direct else Nic(net, ctx, classifier)
     ends: dict[str, list[tuple[Any, Any]]] = {}  # node -> [(its endpoint, peer endpoint)]
@@ -382,7 +391,7 @@ def build(t: Topology, o: NetOptions) -> Network:
             ends.setdefault(a, []).append((src, dst))
     routes(t, net, ends)
     addresses = frozenset(t.hosts.values())
-    for name, nic in net.hosts.items():
+    for name, nic in net.hosts.items() if host is None else ():
         nic.device.neighbors = Gateway(ends[name][0][1].mac.hex(":"), addresses, nic.ctx.ip)
 
     def marker_for(sw: Switch, port: Any, rate_gbps: float) -> Any:

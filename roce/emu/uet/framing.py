@@ -36,12 +36,15 @@ class Marking:
     ecn: int = ECN_ECT0
 
 
+MARKING = Marking()  # the default
+
+
 def is_control(fields: dict[str, Any]) -> bool:
     return fields.get("uet.pds.type") in t.ACKS | t.NACKS
 
 
 def encode(fields: dict[str, Any], payload: bytes, *, src: str, dst: str, smac: bytes,
-           dmac: bytes, entropy: int, marking: Marking = Marking(), ip_id: int = 0) -> bytes:
+           dmac: bytes, entropy: int, marking: Marking = MARKING, ip_id: int = 0) -> bytes:
     """The frame of one PDS packet (its SES header included in ``fields``)."""
     control = is_control(fields)
     uet = uet_bytes(fields, payload=payload)
@@ -78,5 +81,5 @@ def decode(frame_bytes: bytes) -> Received | None:
                     hop.dscp(frame_bytes))
 
 
-__all__ = ["DSCP_ACK", "DSCP_DATA", "Marking", "Received", "UET_AT", "decode", "encode",
+__all__ = ["DSCP_ACK", "DSCP_DATA", "MARKING", "Marking", "Received", "UET_AT", "decode", "encode",
            "is_control"]

@@ -12,8 +12,9 @@ an address space per host, regions found and checked by key, rxe's order of chec
   READ when every byte of its response has arrived: the target answers a READ request with
   response-with-data packets (``uet.ses.rsp.*``: the request's message ID, the offset and
   length of each piece) that its end of the PDC sends in its own PSN space.
-* A SEND takes the target's next posted receive buffer when the first of its packets
-  arrives (any packet: RUD reorders), and completes there when all its bytes have.
+* A SEND names a receive queue at the target by its resource index (12 bits): it takes
+  that queue's next posted receive buffer when the first of its packets arrives (any
+  packet: RUD reorders), and completes there when all its bytes have.
 * What the target cannot execute (no region, a key or range the checks refuse, no posted
   receive) is counted in ``errors`` with the reason, and its data dropped.  The SES
   response that would carry the error back (a return code in an ACK) is not sent yet: the
@@ -33,6 +34,7 @@ from roce.errors import AccessError
 from roce.families.uet import codes as t
 
 MSG_ID_MASK = 0xFFFF
+RI_MAX = 0xFFF  # the SES header's resource index: 12 bits
 JOB_ID = 1  # every host of a run is one job
 RC_OK = 1  # SES return code OK
 KINDS = ("write", "read", "send")
@@ -98,7 +100,8 @@ class Ses:
         self.next_msg: dict[int, int] = {}  # PDC ID -> next message ID
         self.reads: dict[tuple[int, int], Message] = {}  # (PDC ID, message ID) -> READ
         self.incoming: dict[tuple[int, int], Incoming] = {}  # (PDC ID, message ID)
-        self.recvs: deque[tuple[int, MemoryRegion, int, int]] = deque()
+        # resource index -> its posted receive buffers
+        self.recvs: dict[int, deque[tuple[int, MemoryRegion, int, int]]] = {}
         self.completions: list[Completion] = []
         self.recv_completions: list[Completion] = []
         self.counters = SesCounters()
@@ -106,9 +109,12 @@ class Ses:
     # -- posting ---------------------------------------------------------------------------
 
     def post(self, kind: str, pdc: Pdc, wr_id: int, local: MemoryRegion, laddr: int,
-             length: int, rkey: int = 0, raddr: int = 0) -> Message:
+             length: int, rkey: int = 0, raddr: int = 0, ri: int = 0) -> Message:
         """Post a WRITE (``local`` to ``raddr``/``rkey``), READ (``raddr``/``rkey`` into
-        ``local``) or SEND (``local`` to the target's next receive buffer)."""
+        ``local``) or SEND (``local`` to the next receive buffer of the target's receive
+        queue ``ri``)."""
+        if not 0 <= ri <= RI_MAX:
+            raise ValueError(f"resource index {ri}: 0 to {RI_MAX} (12 bits)")
         if kind not in KINDS:
             raise ValueError(f"SES operation {kind!r}: one of {', '.join(KINDS)}")
         if not local.contains(laddr, length):
@@ -129,7 +135,8 @@ class Ses:
             f = {"uet.pds.nh": t.NH_STD, "uet.ses.std.opcode": OPCODES[kind],
                  "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
                  "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
-                 "uet.ses.std.som": i == 0, "uet.ses.std.eom": i == packets - 1,
+                 "uet.ses.std.resource_index": ri, "uet.ses.std.som": i == 0,
+                 "uet.ses.std.eom": i == packets - 1,
                  "uet.ses.std.request_length": length}
             if i:
                 f["uet.ses.std.payload_length"] = n
@@ -140,10 +147,14 @@ class Ses:
             self.pds.submit(pdc, f, payload, (m, i))
         return m
 
-    def post_recv(self, wr_id: int, region: MemoryRegion, addr: int, length: int) -> None:
+    def post_recv(self, wr_id: int, region: MemoryRegion, addr: int, length: int,
+                  ri: int = 0) -> None:
+        """Post a receive buffer on receive queue ``ri`` (a resource index)."""
         if not region.contains(addr, length):
             raise AccessError(f"0x{addr:x}+{length} is outside the receive region")
-        self.recvs.append((wr_id, region, addr, length))
+        if not 0 <= ri <= RI_MAX:
+            raise ValueError(f"resource index {ri}: 0 to {RI_MAX} (12 bits)")
+        self.recvs.setdefault(ri, deque()).append((wr_id, region, addr, length))
 
     # -- what the PDS calls back ---------------------------------------------------------------
 
@@ -210,10 +221,13 @@ class Ses:
         key = pdc.id, f["uet.ses.std.message_id"]
         inc = self.incoming.get(key)
         if inc is None:
-            if not self.recvs:
-                raise AccessError("a SEND found no posted receive buffer")
+            ri = f.get("uet.ses.std.resource_index", 0)
+            queue = self.recvs.get(ri)
+            if not queue:
+                raise AccessError(f"a SEND found no posted receive buffer on resource index "
+                                  f"{ri}")
             inc = self.incoming[key] = Incoming(f["uet.ses.std.request_length"],
-                                                recv=self.recvs.popleft())
+                                                recv=queue.popleft())
         assert inc.recv is not None
         wr_id, region, addr, length = inc.recv
         if off + len(payload) > length:
@@ -279,4 +293,4 @@ class Ses:
                                            m.msg_id))
 
 
-__all__ = ["KINDS", "Completion", "Message", "Ses", "SesCounters"]
+__all__ = ["KINDS", "RI_MAX", "Completion", "Message", "Ses", "SesCounters"]

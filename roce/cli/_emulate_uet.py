@@ -1,0 +1,42 @@
+"""The ``roce emulate`` options that choose the transport's protocol: RoCE (the default) or
+Ultra Ethernet Transport endpoints (``roce.emu.uet``) on the same simulated network, and
+what a UET run adds (the PDC mode, the entropy of its packets)."""
+
+from __future__ import annotations
+
+import argparse
+
+from roce.emu.uet.host import ENTROPY_MODES
+from roce.emu.uet.run import MODES, UetOptions
+
+PROTOCOLS = ("roce", "uet")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "protocol", "the endpoints' transport on the simulated network (--transport names "
+        "a real link's: raw or UDP)")
+    g.add_argument("--protocol", choices=PROTOCOLS, default=PROTOCOLS[0],
+                   help="roce (RC queue pairs; the default) or uet (Ultra Ethernet PDCs "
+                        "carrying SES writes, reads or sends)")
+    g.add_argument("--pdc-mode", choices=tuple(MODES), default=UetOptions.mode,
+                   help="--protocol uet: reliable unordered (rud; the default) or ordered "
+                        "(rod) delivery")
+    g.add_argument("--entropy", choices=ENTROPY_MODES, default=UetOptions.entropy,
+                   help="--protocol uet: the entropy (UDP source port) switches hash: one "
+                        "per PDC (pdc; the default) or a new one per packet (packet: "
+                        "spraying over every equal-cost path)")
+
+
+def options(args: argparse.Namespace) -> UetOptions | None:
+    """The UET run's options, or None for a RoCE run; a UsageError when a UET option is
+    given to a RoCE run."""
+    from roce.errors import UsageError
+
+    if getattr(args, "protocol", PROTOCOLS[0]) == "uet":
+        return UetOptions(mode=args.pdc_mode, entropy=args.entropy)
+    for opt, dest, default in (("--pdc-mode", "pdc_mode", UetOptions.mode),
+                               ("--entropy", "entropy", UetOptions.entropy)):
+        if getattr(args, dest, default) != default:
+            raise UsageError(f"{opt}: only with --protocol uet")
+    return None
