@@ -128,3 +128,65 @@ def test_refusals_name_the_option(capsys, argv, where):
 def test_roce_summary_has_no_uet_part():
     s = run_scenario(Scenario(size=4096, count=1))
     assert "uet" not in s.as_dict() and s.data_verified
+
+
+def test_trimming_switch_replaces_drops_with_nacks(capsys, tmp_path):
+    """An incast into a small lossy buffer: without trimming the switch drops and the PDS
+    waits for timeouts; with it every packet the buffer refuses goes on as its headers
+    (DSCP 40, the strict class), the receiver answers NACK TRIMMED and the sender resends
+    it at once: no timeout.  The pcap and ``roce stats`` count the same trims."""
+    base = ["--protocol", "uet", "--topology", "incast:3", "--pfc", "off", "--buffer",
+            "160K", "--size", "128K", "--count", "2", "-T", "json"]
+    code, off, _ = emulate(capsys, *base)
+    assert code == 0 and off["data_verified"]
+    assert off["fabric"]["drops"] > 0 and off["fabric"]["trimmed"] == 0
+    assert off["timeouts"] > 0
+    pcap = tmp_path / "trim.pcap"
+    code, on, _ = emulate(capsys, *base, "--trim", "-w", str(pcap))
+    assert code == 0 and on["data_verified"]
+    trims = on["fabric"]["trimmed"]
+    assert trims > 0 and on["fabric"]["drops"] == 0
+    u = on["uet"]
+    assert u["nacks_sent"] == u["nacks_received"] == {"TRIMMED": trims}
+    assert u["pds"]["trimmed"] == trims and u["pds"]["retx_nack"] == trims
+    assert on["timeouts"] == 0 and on["retransmitted"] == trims
+    assert on["virtual_ns"] < off["virtual_ns"]
+    # the trimmed frames, and only they, carry DSCP 40; the only expert notes are theirs
+    # (an SES length the cut payload no longer matches)
+    trimmed = decode_lines(capsys, pcap, "-Y", "ip.dsfield.dscp == 40")
+    assert len(trimmed) == trims
+    noted = decode_lines(capsys, pcap, "-Y", "uet.expert")
+    assert noted and set(noted) <= set(trimmed)
+    st = stats(capsys, pcap)["uet"]["pdcs"]
+    assert sum(sum(d["trims"].values()) for d in st) == trims
+
+
+def test_trim_is_refused_without_a_switch_or_for_roce(capsys):
+    code, _, err = emulate(capsys, "--protocol", "uet", "--trim")
+    assert code == 1 and "--trim" in err
+    code, _, err = emulate(capsys, "--trim", "--topology", "incast:2")
+    assert code == 1 and "--trim" in err
+
+
+def test_trimmer_cuts_to_headers_with_lengths_and_checksum():
+    from roce.emu.net import hop
+    from roce.emu.net.stages import TRIM_BYTES, TRIM_DSCP, Trimmer
+    from roce.emu.uet import framing
+    from roce.fast import ip_checksum_reference
+
+    f = {"uet.pds.type": 2, "uet.pds.psn": 7, "uet.pds.spdcid": 1, "uet.pds.dpdcid": 2,
+         "uet.pds.clear_psn_offset": -1, "uet.pds.nh": 3, "uet.ses.std.opcode": 1,
+         "uet.ses.std.payload_length": 1000, "uet.ses.std.message_offset": 4096,
+         "uet.ses.std.request_length": 8192}
+    full = framing.encode(f, bytes(1000), src="10.0.0.1", dst="10.0.0.2",
+                          smac=bytes(6), dmac=bytes(6), entropy=0xC123)
+    cut = Trimmer().cut(full)
+    assert cut is not None and len(cut) == TRIM_BYTES
+    assert hop.dscp(cut) == TRIM_DSCP and hop.ecn(cut) == hop.ecn(full)
+    ip = cut[hop.L2:hop.L2 + hop.IP_HDR]
+    assert int.from_bytes(ip[2:4], "big") == TRIM_BYTES - hop.L2
+    assert ip_checksum_reference(ip) in (0, 0xFFFF)  # the header sums to all ones
+    r = framing.decode(cut)
+    assert r is not None and r.payload == b"" and r.fields["uet.pds.psn"] == 7
+    assert r.fields["uet.ses.std.message_offset"] == 4096
+    assert Trimmer().cut(full[:TRIM_BYTES]) is None  # nothing to cut

@@ -26,6 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--protocol uet: the entropy (UDP source port) switches hash: one "
                         "per PDC (pdc; the default) or a new one per packet (packet: "
                         "spraying over every equal-cost path)")
+    g.add_argument("--trim", action="store_true",
+                   help="--protocol uet: switches trim a packet they would drop to its "
+                        "headers, re-marked (DSCP 40) and sent on ahead in the strict "
+                        "class; the receiver answers NACK TRIMMED")
 
 
 def options(args: argparse.Namespace) -> UetOptions | None:
@@ -34,9 +38,10 @@ def options(args: argparse.Namespace) -> UetOptions | None:
     from roce.errors import UsageError
 
     if getattr(args, "protocol", PROTOCOLS[0]) == "uet":
-        return UetOptions(mode=args.pdc_mode, entropy=args.entropy)
+        return UetOptions(mode=args.pdc_mode, entropy=args.entropy, trim=args.trim)
     for opt, dest, default in (("--pdc-mode", "pdc_mode", UetOptions.mode),
-                               ("--entropy", "entropy", UetOptions.entropy)):
+                               ("--entropy", "entropy", UetOptions.entropy),
+                               ("--trim", "trim", UetOptions.trim)):
         if getattr(args, dest, default) != default:
             raise UsageError(f"{opt}: only with --protocol uet")
     return None

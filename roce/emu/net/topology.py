@@ -36,12 +36,17 @@ from roce.emu.net.link import Wire
 from roce.emu.net.nic import Nic
 from roce.emu.net.sim import Network
 from roce.emu.net.stages import (
+    DSCP_CNP,
+    DSCP_ROCE,
+    PRIO_CNP,
+    PRIO_ROCE,
     DscpClassifier,
     EcmpForwarder,
     EcnConfig,
     NoMarker,
     RedMarker,
     SprayForwarder,
+    Trimmer,
 )
 from roce.emu.net.switch import Switch, SwitchPort
 from roce.errors import InputError, UsageError
@@ -332,6 +337,7 @@ class NetOptions:
     max_frame: int = defaults.MTU + 128
     # hosts of a topology without switches: DirectNic (True) or the scheduling Nic
     direct: bool = True
+    trim: Trimmer | None = None  # switches trim what they would drop (UET runs)
 
 
 HostFactory = Callable[[Network, str, str], Any]
@@ -343,7 +349,9 @@ def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Networ
     ``Nic`` or ``DirectNic``."""
     net = Network(o.seed)
     direct = o.direct and not t.switches
-    classifier = DscpClassifier()
+    classifier = (DscpClassifier() if o.trim is None else  # trimmed headers: their class
+                  DscpClassifier({DSCP_ROCE: PRIO_ROCE, DSCP_CNP: PRIO_CNP,
+                                  o.trim.dscp: o.trim.tc}))
     degree: dict[str, int] = {}
     for ln in t.links:
         for end in (ln.a, ln.b):
@@ -354,7 +362,8 @@ def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Networ
         pfc = o.pfc if spec.pfc is None else spec.pfc
         net.switches[name] = Switch(
             net, name, i + 1, buffer=BufferConfig(spec.buffer or o.buffer),
-            classifier=classifier, forwarder=fwd, pfc=pfc, max_frame=o.max_frame)
+            classifier=classifier, forwarder=fwd, pfc=pfc, max_frame=o.max_frame,
+            trimmer=o.trim)
     for name, ip in t.hosts.items():
         if degree.get(name, 0) != 1:
             raise UsageError(f"host {name} needs exactly one link, has {degree.get(name, 0)}")

@@ -26,6 +26,7 @@ from roce.emu.core.payload import Expected, fill
 from roce.emu.net import schema
 from roce.emu.net import topology as topo
 from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
+from roce.emu.net.stages import Trimmer
 from roce.emu.scenario import Scenario, Summary
 from roce.emu.uet import framing
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
@@ -43,6 +44,7 @@ class UetOptions:
 
     mode: str = "rud"  # rud | rod
     entropy: str = "pdc"  # pdc | packet (roce.emu.uet.host)
+    trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
 
 
 # Scenario fields a UET run has nothing for: (field, option, why).  Refused when not at
@@ -112,16 +114,22 @@ class UetRun:
         if not t_.switches:
             from roce.emu.net.runner import refuse_inapplicable
             refuse_inapplicable(sc, t_, True)
+            if opts.trim:
+                raise UsageError("--trim: the topology has no switch to trim packets; two "
+                                 "hosts through one switch: --topology incast:1")
         if sc.time_limit_ns is None:
             sc = replace(sc, time_limit_ns=defaults.SWITCHED_TIME_LIMIT_NS)
         self.sc, self.opts = sc, opts
         config = PdsConfig(mode=MODES[opts.mode])
         marking = framing.Marking()
+        trimmer = Trimmer() if opts.trim else None
 
         def host(net: Any, name: str, ip: str) -> UetHost:
-            return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking)
+            return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
+                           trimmer.dscp if trimmer is not None else None)
 
-        net = self.net = topo.build(t_, options(sc, direct=False), host)
+        net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
+                                    host)
         pairs = traffic_of(sc, t_, net)
         if len(pairs) > 1:
             sc.check(sides=2, qps=sc.qps * len(pairs))
@@ -295,6 +303,7 @@ class UetRun:
         s.fabric = fabric_stats(net)
         s.warnings = list(net.warnings)
         s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
+                 "trim": self.opts.trim,
                  "pds": dict(pds), "nacks_received": dict(nacks),
                  "nacks_sent": dict(nacks_sent), "ses": dict(ses),
                  "ses_errors": dict(errors),
