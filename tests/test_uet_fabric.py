@@ -190,3 +190,17 @@ def test_trimmer_cuts_to_headers_with_lengths_and_checksum():
     assert r is not None and r.payload == b"" and r.fields["uet.pds.psn"] == 7
     assert r.fields["uet.ses.std.message_offset"] == 4096
     assert Trimmer().cut(full[:TRIM_BYTES]) is None  # nothing to cut
+
+
+def test_sweep_over_the_protocol(capsys, tmp_path):
+    import csv
+
+    out = tmp_path / "p.csv"
+    assert main(["sweep", "--grid", "protocol=roce,uet", "--size", "16K", "--count", "2",
+                 "-o", str(out), "-j", "1"]) == 0
+    capsys.readouterr()
+    with open(out, newline="") as f:
+        rows = {r["protocol"]: r for r in csv.DictReader(f)}
+    assert set(rows) == {"roce", "uet"}
+    assert all(r["data_verified"] == "True" for r in rows.values())
+    assert rows["uet"]["uet.pdcs_closed"] == "1" and rows["roce"]["uet.pdcs_closed"] == ""

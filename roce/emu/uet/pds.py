@@ -341,7 +341,8 @@ class Pds:
             if out is not None:
                 return out
         # every PDC in the ring had nothing: keep only those with work in flight
-        self.rr = deque(p for p in rr if not p.idle or p.close_wanted)
+        self.rr = deque(p for p in rr if p.state not in (CLOSED, FAILED)
+                        and (not p.idle or p.close_wanted))
         return None
 
     def deadline(self) -> int | None:
