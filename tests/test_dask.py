@@ -87,3 +87,32 @@ def test_without_dask_names_the_extra(pieces: list[Path]):
     r = subprocess.run([sys.executable, "-c", code, "stats", "--scheduler", "tcp://h:8786",
                         str(pieces[0])], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and 'pip install "roce[dask]"' in r.stderr
+
+
+def test_a_workers_registry_gets_the_runs_decode_as_rows(tmp_path: Path, scheduler: str):
+    # A Dask worker is another process: the run's `-d` rows must travel with its tasks,
+    # and a worker serving the next run must not keep them.
+    d = tmp_path / "caps"
+    d.mkdir()
+    for name in ("a", "b"):
+        r = roce("craft", "uet-rud-req", "--uet-port", "49150", "--count", "5",
+                 "-w", str(d / f"{name}.pcap"), "-q")
+        assert r.returncode == 0, r.stderr
+    rows = ["-d", "udp.port==49150,uet"]
+    docs = []
+    for how in (["--scheduler", scheduler], ["-j", "1"]):
+        r = roce("stats", "-T", "json", *rows, *how, str(d))
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(r.stdout))
+    assert docs[0] == docs[1]
+    assert [f["uet"]["packets"] for f in docs[0]["files"]] == [5, 5]
+    out = tmp_path / "pq"
+    r = roce("decode", "-T", "parquet", "-w", str(out), *rows, "--scheduler", scheduler, str(d))
+    assert r.returncode == 0, r.stderr
+    table = pq.read_table(out / "a.parquet")
+    assert table.num_rows == 5
+    assert "uet" in table.column_names or any(c.startswith("uet") for c in table.column_names)
+    # the next run on the same worker, without -d: port 49150 is plain UDP again
+    r = roce("stats", "-T", "json", "--scheduler", scheduler, str(d))
+    assert r.returncode == 0, r.stderr
+    assert [f.get("uet") for f in json.loads(r.stdout)["files"]] == [None, None]

@@ -28,6 +28,7 @@ from typing import IO, Any
 from roce.decoder import multifile
 from roce.errors import UsageError
 from roce.extras import need_pyarrow
+from roce.families import rows
 from roce.options import parse_jobs
 from roce.pcapio import open_capture
 
@@ -123,7 +124,7 @@ def decode(args: argparse.Namespace,
         return 0
     results = multifile.run(
         decode_task, paths, (targets, fmt, args.fields or None, args.filter, args.udp_port,
-                             args.only_roce, args.count),
+                             args.only_roce, args.count, _rows_of(args)),
         jobs=_jobs_of(args), scheduler=args.scheduler, label="decoding")
     for r in results:
         if not isinstance(r, multifile.Failed):
@@ -158,12 +159,18 @@ def _targets(paths: list[str], write: str, fmt: str) -> dict[str, str]:
 
 def decode_task(path: str, targets: dict[str, str], fmt: str, names: list[str] | None,
                 display_filter: str | None, udp_port: int, only_roce: bool,
-                count: int | None, ticker: Any) -> Any:
-    """One capture into its columnar file (runs in a worker)."""
+                count: int | None, run_rows: rows.RunRows, ticker: Any) -> Any:
+    """One capture into its columnar file (runs in a worker, with the run's registry rows)."""
     from roce.decoder import columnar
 
-    return columnar.decode_to(path, targets[path], fmt, names, display_filter, udp_port,
-                              only_roce, count, ticker)
+    with rows.applied(run_rows):
+        return columnar.decode_to(path, targets[path], fmt, names, display_filter, udp_port,
+                                  only_roce, count, ticker)
+
+
+def _rows_of(args: argparse.Namespace) -> rows.RunRows:
+    """The run's ``-d`` and ``--uet-layout`` rows, for tasks in other processes."""
+    return rows.run_rows(getattr(args, "decode_as", None), getattr(args, "uet_layout", None))
 
 
 def _decode_text(args: argparse.Namespace, paths: list[str],
@@ -228,7 +235,8 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
         if args.scheduler is not None:
             raise UsageError("--merge reads the captures as one stream, here: no --scheduler")
         return _merged(args, paths, fmt, port, pause, cnp_interval)
-    results = multifile.run(stats_task, paths, (port, args.expert, pause, cnp_interval),
+    results = multifile.run(stats_task, paths, (port, args.expert, pause, cnp_interval,
+                                                _rows_of(args)),
                             jobs=_jobs_of(args),
                             scheduler=args.scheduler, label="analysing")
     good = [r for r in results if not isinstance(r, multifile.Failed)]
@@ -263,10 +271,16 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
 
 
 def stats_task(path: str, port: int, expert_all: bool, pause: tuple[float, int],
-               cnp_interval: int | None, ticker: Any) -> dict[str, Any]:
+               cnp_interval: int | None, run_rows: rows.RunRows, ticker: Any) -> dict[str, Any]:
     """One capture's report as plain data (runs in a worker): its JSON form and its text,
     as ``roce stats`` on that capture alone gives them (congestion control and CM pairing
     included: small, a row per flow with CNPs or CE marks and one per CM connection)."""
+    with rows.applied(run_rows):
+        return _stats_one(path, port, expert_all, pause, cnp_interval, ticker)
+
+
+def _stats_one(path: str, port: int, expert_all: bool, pause: tuple[float, int],
+               cnp_interval: int | None, ticker: Any) -> dict[str, Any]:
     import io
 
     from roce.analysis import flows as fl

@@ -154,14 +154,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def apply_registry_options(args: argparse.Namespace) -> None:
     """``-d TABLE==VALUE,FAMILY`` and ``--uet-layout``: rows of the registry for this run."""
-    layout = getattr(args, "uet_layout", "spec")
-    if getattr(args, "decode_as", None) or layout != "spec":
-        from roce.families import registry, uet
+    from roce.families import rows
 
-        for spec in args.decode_as:
-            registry().decode_as(spec)
-        if layout != "spec":  # every UET row, -d's included, reads the provider's layouts
-            uet.use_reading(registry(), layout)
+    rows.apply(rows.run_rows(getattr(args, "decode_as", None), getattr(args, "uet_layout", None)))
 
 
 # Frames up to this long whose walk says malformed are alike often enough (zero-length

@@ -85,14 +85,13 @@ def run(args: argparse.Namespace) -> int:
     rate_bps, storm_ns = args.link_rate * 1e9, args.pause_storm
     cnp_interval, timeline = args.cnp_interval, args.timeline
     if args.decode_as or args.uet_layout != "spec":  # rows of the registry for this run
-        from roce.families import registry, uet
+        from roce.families import rows, uet
 
-        for spec in args.decode_as:
-            if registry().decode_as(spec)[2] not in uet.HANDLERS.values():
+        for spec, (_t, _v, family) in zip(args.decode_as, rows.apply(rows.run_rows(
+                args.decode_as, args.uet_layout))):
+            if family not in uet.HANDLERS.values():
                 return _usage(f"-d {spec}: roce stats takes Ultra Ethernet rows (...,uet); "
                               "RoCE's UDP port is --udp-port")
-        if args.uet_layout != "spec":
-            uet.use_reading(registry(), args.uet_layout)
     from roce.cli import _fleet as fleetcmd
 
     if fleetcmd.wants_stats(args):  # several captures, --merge, Parquet tables
