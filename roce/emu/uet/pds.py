@@ -132,7 +132,10 @@ class PdsConfig:
     window: int = MPR_UNIT  # PSNs in flight past the cumulative ACK (uet-ref-prov: 128)
     ack_every: int = 8  # requests per coalesced ACK
     ack_delay_ns: int = 2_000  # the ``ack`` timer: the longest an ACK waits
-    rto_ns: int = 100_000  # the ``rto`` timer, doubled at each expiry without progress
+    # the ``rto`` timer, doubled at each expiry without progress: ours, 1 ms, above the
+    # queueing delay a window of 128 PSNs per PDC builds without congestion control (100 us
+    # fired on queued packets in bench/bench_uet_emulate.py's leaf-spine)
+    rto_ns: int = 1_000_000
     max_retries: int = 7  # rto expiries without progress before the PDC fails
     max_pdcs: int = 1 << 16  # PDCs a host holds (PDC IDs are 16 bits)
 
