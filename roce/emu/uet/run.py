@@ -222,12 +222,13 @@ class UetRun:
             if not net.run_until_any(self.ready, limit):
                 finished = False
                 break
+        end = net.now  # the work is done (or the limit passed): the run's virtual time
         for f in self.flows:  # close every PDC; let the handshakes finish
             f.src.pds.close(f.pdc)
             f.src.changed(net.now)
-        net.run_until_any([], limit)
+        net.run_until_any([], limit)  # (timers a PDC no longer needs fire here, idle)
         self._completions()
-        return self._summary(time.process_time() - cpu0, finished)
+        return self._summary(time.process_time() - cpu0, finished, end)
 
     # -- the summary ------------------------------------------------------------------------
 
@@ -247,7 +248,7 @@ class UetRun:
                             f"{src}->{dst} PDC {f.pdc.id}: {side} slot {bad[0]})")
         return ""
 
-    def _summary(self, cpu: float, finished: bool) -> Summary:
+    def _summary(self, cpu: float, finished: bool, end: int) -> Summary:
         sc, net = self.sc, self.net
         s = Summary(scenario=asdict(sc))
         pds: Counter = Counter()
@@ -283,7 +284,7 @@ class UetRun:
         s.naks = dict(nacks)
         s.ooo_accepted = pds["out_of_order"]
         s.spurious_retransmissions = pds["duplicates"]
-        s.virtual_ns = net.now
+        s.virtual_ns = end
         s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
         for w in net.wires:
             s.link[w.name] = asdict(w.stats)
