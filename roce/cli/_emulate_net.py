@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from roce.emu import defaults
+from roce.emu.ib.routing import ROUTINGS
 from roce.emu.net.failures import parse_spec
 from roce.emu.net.observe import parse_tap
 from roce.emu.net.schema import parse_ecn_text, parse_topology
@@ -23,6 +24,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="KIND",
                    help="p2p (two hosts cabled back to back; the default), incast:N, "
                         "dumbbell:N, leafspine:L,S,H, fattree:K (K pods, K^3/4 hosts)")
+    g.add_argument("--protocol", choices=defaults.PROTOCOLS, default=defaults.PROTOCOL,
+                   help="the link family: roce (Ethernet: PFC, ECN; the default), ib "
+                        "(native InfiniBand: HCAs and switches with credit-based flow "
+                        "control per VL, routed by LID; pcaps in link type 247) or uet "
+                        "(Ultra Ethernet Transport PDCs carrying SES writes, reads or "
+                        "sends on the Ethernet network)")
+    g.add_argument("--ib-routing", choices=ROUTINGS, default=defaults.IB_ROUTING,
+                   help="--protocol ib: how the subnet manager fills the forwarding "
+                        "tables among equal shortest paths: minhop (balance each switch's "
+                        "ports) or dmodk (destination LID mod the number of uplinks; "
+                        f"{defaults.IB_ROUTING})")
+    g.add_argument("--ib-cc", choices=("on", "off"), default="off",
+                   help="--protocol ib: InfiniBand congestion control (IBA Annex A10): "
+                        "switches mark FECN above a queue threshold, receivers return "
+                        "CNPs with BECN, senders step their congestion control table "
+                        "index up and let it decay by timer (off)")
     g.add_argument("--topology-file", metavar="FILE", help="hosts, switches, links and "
                    "traffic from a TOML file")
     g.add_argument("--traffic", choices=("permutation", "all-to-all"),
@@ -56,7 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tap", action="append", type=parse_tap, default=[],
                    metavar="NODE:PORT[=FILE]",
                    help="record both directions of a port (a switch's, e.g. sw:0, or a "
-                        "host's, e.g. A:0) to a pcap (default file tap-NODE-PORT.pcap); "
+                        "host's, e.g. A:0) to a pcap (default file tap-NODE-PORT.pcap; "
+                        "with --protocol ib an ERF file, flow-control packets included); "
                         "repeatable")
     g.add_argument("--trace", metavar="FILE", help="sampled queues, QP rates, pause states "
                    "(CSV; JSON lines if FILE ends in .json or .jsonl)")

@@ -1,6 +1,7 @@
-"""The ``roce emulate`` options that choose the transport's protocol: RoCE (the default) or
-Ultra Ethernet Transport endpoints (``roce.emu.uet``) on the same simulated network, and
-what a UET run adds (the PDC mode, the entropy of its packets)."""
+"""The ``roce emulate`` options of a ``--protocol uet`` run (Ultra Ethernet Transport endpoints,
+``roce.emu.uet``, on the simulated Ethernet network): the PDC mode, the entropy of its
+packets, trimming switches.  ``--protocol`` itself is the network's option
+(``roce.cli._emulate_net``)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,11 @@ import argparse
 from roce.emu.uet.host import ENTROPY_MODES
 from roce.emu.uet.run import MODES, UetOptions
 
-PROTOCOLS = ("roce", "uet")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
-        "protocol", "the endpoints' transport on the simulated network (--transport names "
-        "a real link's: raw or UDP)")
-    g.add_argument("--protocol", choices=PROTOCOLS, default=PROTOCOLS[0],
-                   help="roce (RC queue pairs; the default) or uet (Ultra Ethernet PDCs "
-                        "carrying SES writes, reads or sends)")
+        "Ultra Ethernet Transport", "what a --protocol uet run adds: the PDC mode, the "
+        "entropy switches hash, trimming switches")
     g.add_argument("--pdc-mode", choices=tuple(MODES), default=UetOptions.mode,
                    help="--protocol uet: reliable unordered (rud; the default) or ordered "
                         "(rod) delivery")
@@ -37,7 +33,7 @@ def options(args: argparse.Namespace) -> UetOptions | None:
     given to a RoCE run."""
     from roce.errors import UsageError
 
-    if getattr(args, "protocol", PROTOCOLS[0]) == "uet":
+    if getattr(args, "protocol", None) == "uet":
         return UetOptions(mode=args.pdc_mode, entropy=args.entropy, trim=args.trim)
     for opt, dest, default in (("--pdc-mode", "pdc_mode", UetOptions.mode),
                                ("--entropy", "entropy", UetOptions.entropy),

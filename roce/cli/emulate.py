@@ -23,7 +23,7 @@ from roce.emu import defaults
 from roce.emu.core.recovery import LOSS_RULES, MODES
 from roce.emu.scenario import OPS, Scenario
 from roce.errors import InputError, RemoteError, UsageError, VerificationError
-from roce.locate import ROCE_PORT
+from roce.locate import LINKTYPE_ERF, LINKTYPE_INFINIBAND, ROCE_PORT
 from roce.options import (
     PATH_MTUS,
     parse_count,
@@ -178,6 +178,9 @@ def scenario(args: argparse.Namespace, real: bool = False) -> Scenario:
         topology=args.topology, topology_file=args.topology_file, traffic=args.traffic,
         buffer=args.buffer, ecn=args.ecn, pfc=args.pfc == "on", lb=args.lb,
         oversubscription=args.oversubscription, link_down=list(args.link_down),
+        protocol=getattr(args, "protocol", defaults.PROTOCOL),
+        ib_routing=getattr(args, "ib_routing", defaults.IB_ROUTING),
+        ib_cc=getattr(args, "ib_cc", "off") == "on",
         detect_delay_ns=args.detect_delay,
         storm=list(args.pfc_storm), cc=cc, cdf=args.workload, load=args.load,
         duration_ns=args.duration, collective=args.collective, algorithm=args.algorithm,
@@ -214,6 +217,7 @@ def simulate(args: argparse.Namespace) -> Any:
     """The summary of a run on the simulated network, from ``roce emulate``'s parsed options
     (``roce sweep`` calls this once per grid point).  A bad combination is a UsageError;
     the pcap, taps and trace are written as the run goes."""
+    from roce.emu.ib.ibrun import IbRun
     from roce.emu.net.observe import Trace, tap_port
     from roce.emu.net.runner import NetRun
     from roce.outfile import open_output
@@ -227,15 +231,23 @@ def simulate(args: argparse.Namespace) -> Any:
         return _simulate_uet(args, sc, uet)
     if sc.generated:
         return _simulate_workload(args, sc)
+    ib = sc.protocol == "ib"
+    if ib and trace_path:
+        raise UsageError("--trace with --protocol ib: the trace samples Ethernet switches' "
+                         "queues and pause states (use --tap for an InfiniBand port)")
     with ExitStack() as stack:
         # every check before a file is created: a refused run leaves none
-        run = NetRun(sc, topology=topology(args))
+        run = (IbRun if ib else NetRun)(sc, topology=topology(args))
         ports = [(tap_port(run.net, where), path) for where, _, path in
                  (spec.partition("=") for spec in taps)]
         if pcap:
-            run.net.recorders.append(_open_pcap(stack, pcap))
+            run.record(_open_pcap(stack, pcap, LINKTYPE_INFINIBAND if ib else 1))
         for (port, path), spec in zip(ports, taps):
-            port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
+            name = path or f"tap-{spec.replace(':', '-')}.pcap"
+            if ib:  # an InfiniBand port's both directions, link packets too: ERF records
+                port.erf_tap = _open_pcap(stack, name, LINKTYPE_ERF)
+            else:
+                port.tap = _open_pcap(stack, name)
         if trace_path:
             out = stack.enter_context(open_output(trace_path, "w", dash=False, newline=""))
             fmt = "json" if trace_path.endswith((".json", ".jsonl")) else "csv"
@@ -296,12 +308,13 @@ def topology(args: argparse.Namespace) -> Any:
     return load(args.topology_file, make_filter)
 
 
-def _open_pcap(stack: ExitStack, path: str) -> Any:
+def _open_pcap(stack: ExitStack, path: str, linktype: int = 1) -> Any:
     """A pcap written under a temporary name and renamed when the run ends (roce.outfile):
-    an unwritable one is an InputError naming it; a failed or interrupted run leaves none."""
+    an unwritable one is an InputError naming it; a failed or interrupted run leaves none.
+    ``linktype``: Ethernet, InfiniBand (247) or ERF (197)."""
     from roce.pcapio import PcapWriter
 
-    return stack.enter_context(PcapWriter(path))
+    return stack.enter_context(PcapWriter(path, linktype=linktype))
 
 
 def _progress(stack: ExitStack, args: argparse.Namespace, total: int) -> Any:

@@ -121,6 +121,11 @@ class Scenario(Workload):
     pfc: bool = defaults.PFC
     lb: str = defaults.LB
     oversubscription: float = defaults.OVERSUBSCRIPTION  # leaf uplinks at rate / this
+    # the link family: roce (Ethernet, PFC, ECN) or ib (native InfiniBand: credits, LIDs,
+    # roce.emu.ib) and the subnet manager's routing of ib
+    protocol: str = defaults.PROTOCOL
+    ib_routing: str = defaults.IB_ROUTING
+    ib_cc: bool = False  # InfiniBand congestion control (roce.emu.ib.ibcc): FECN, BECN, CCT
     # links that fail (and are repaired) during the run (roce.emu.net.failures.LinkDown)
     link_down: list[Any] = field(default_factory=list)
     detect_delay_ns: int = defaults.DETECT_DELAY_NS
@@ -276,14 +281,16 @@ def _where_line(s: Summary) -> str:
     """The link (two hosts cabled back to back) or the network the run used."""
     sc = s.scenario
     if sc.get("topology", defaults.TOPOLOGY) == defaults.TOPOLOGY and not sc.get(
-            "topology_file"):
+            "topology_file") and sc.get("protocol") != "ib":
         return (f"link          {sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, loss="
                 f"{sc['loss']:g} burst={sc['burst']:g} reorder={sc['reorder']:g} "
                 f"dup={sc['dup']:g} corrupt={sc['corrupt']:g}")
     flows = f"{len(s.flows)} flows, " if not s.workload else ""
+    links = (f"protocol=ib routing={sc['ib_routing']} ib-cc="
+             f"{'on' if sc.get('ib_cc') else 'off'}" if sc.get("protocol") == "ib" else
+             f"lb={sc['lb']} pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
     return (f"network       {sc['topology_file'] or sc['topology']}, {flows}"
-            f"{sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, lb={sc['lb']} "
-            f"pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
+            f"{sc['rate_gbps']:g} Gb/s, {sc['delay_ns']} ns, {links}")
 
 
 def _simulated_text(s: Summary) -> str:
@@ -318,6 +325,11 @@ def _simulated_text(s: Summary) -> str:
     if s.networked:
         fab, fct = s.fabric, s.fct_ns
         lines += [
+            f"fabric        drops {fab['drops']}, credit overflows {fab['credit_overflows']}, "
+            f"flow-control packets {fab['fc_packets']}, credit stalls "
+            f"{fab['credit_stalls']}, max queue {fab['max_queue_bytes']} bytes, FECN marked "
+            f"{fab['fecn_marked']}, CNPs {fab['cnps_sent']}"
+            if "credit_overflows" in fab else  # InfiniBand (roce.emu.ib.subnet.stats)
             f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
             f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "
             f"{fab['cnps_sent']}",

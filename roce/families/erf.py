@@ -26,6 +26,7 @@ from typing import Any
 
 from roce.errors import DecodeError
 from roce.families.handler import Unwrapped
+from roce.families.ib import flowcontrol as link
 from roce.locate import LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_INFINIBAND  # noqa: F401 - erf.LINKTYPE_ERF
 
 ERF_HEADER = 16
@@ -174,20 +175,9 @@ def record(payload: bytes, rtype: int = ERF_TYPE_INFINIBAND, ts: int = 0,
     return (head + body).ljust(rlen, b"\0")
 
 
-# Link packets (ERF type 25; IBA 7.9.4 flow control): Op 4 | FCTBS 12 | VL 4 | FCCL 12 |
-# LPCRC 16.
-def decode_link(data: bytes, off: int) -> dict:
-    if len(data) - off < 6:
-        raise DecodeError(f"InfiniBand link packet truncated at byte {off}: needs 6 bytes, "
-                          f"{len(data) - off} left", "infiniband_link", off)
-    a = int.from_bytes(data[off:off + 4], "big")
-    return {"infiniband_link": True, "infiniband_link.op": a >> 28,
-            "infiniband_link.fctbs": (a >> 16) & 0xFFF, "infiniband_link.vl": (a >> 12) & 0xF,
-            "infiniband_link.fccl": a & 0xFFF,
-            "infiniband_link.lpcrc": int.from_bytes(data[off + 4:off + 6], "big")}
+# Link packets (ERF type 25): the flow-control packet's layout is roce.families.ib.flowcontrol's.
+decode_link = link.decode
 
 
 FIELDS = ("erf", "erf.ts", "erf.types", "erf.types.type", "erf.types.ext_header", "erf.flags",
-          "erf.rlen", "erf.lctr", "erf.wlen", "erf.ehdr.types", "infiniband_link",
-          "infiniband_link.op", "infiniband_link.fctbs", "infiniband_link.vl",
-          "infiniband_link.fccl", "infiniband_link.lpcrc")
+          "erf.rlen", "erf.lctr", "erf.wlen", "erf.ehdr.types", *link.FIELDS)

@@ -114,7 +114,7 @@ def needs_nics(sc: Scenario, t: topo.Topology) -> bool:
     only a transmit scheduler does (congestion control's pacing, obeying a PFC storm), or
     a link fails (``failures`` acts on the network's wires)."""
     return (bool(t.switches) or sc.congestion_control or bool(sc.storm)
-            or bool(sc.link_down))
+            or bool(sc.link_down) or sc.protocol == "ib")
 
 
 # Scenario fields of --workload and --collective runs (roce.emu.net.workrun): refused
@@ -127,10 +127,38 @@ WORKLOAD_ONLY = (("load", "--load", "--workload"), ("duration_ns", "--duration",
                  ("chunk", "--chunk", "--collective"), ("window", "--window", "--collective"))
 
 
+# What a native InfiniBand run (--protocol ib) has nothing for: (Scenario field, option,
+# why).  InfiniBand is lossless by credits, routes by LIDs, and its congestion control
+# (FECN/BECN) is not emulated yet.
+IB_REFUSED = (("pfc", "--pfc", "InfiniBand is lossless by credits, without PFC"),
+              ("buffer", "--buffer", "each InfiniBand port holds one round trip of credit "
+               "per VL"),
+              ("storm", "--pfc-storm", "InfiniBand has no PFC"),
+              ("ecn", "--ecn", "InfiniBand switches mark FECN, not ECN (--ib-cc on)"),
+              ("lb", "--lb", "switches forward by their forwarding tables (--ib-routing)"),
+              ("link_down", "--link-down", "the subnet manager's rerouting is not emulated"),
+              ("cdf", "--workload", "InfiniBand runs --count messages per pair so far"),
+              ("collective", "--collective", "InfiniBand runs --count messages per pair so "
+               "far"))
+
+
 def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
     """A UsageError naming the first option the run's topology gives nothing to act on."""
+    base = Scenario()
+    if sc.protocol == "ib":
+        for name, opt, why in IB_REFUSED:
+            if getattr(sc, name) != getattr(base, name):
+                raise UsageError(f"{opt} with --protocol ib: {why}")
+        if sc.congestion_control:
+            raise UsageError("--cc with --protocol ib: InfiniBand's congestion control is "
+                             "--ib-cc on (FECN, BECN, the HCA's table)")
+    else:
+        for name, opt in (("ib_routing", "--ib-routing"), ("ib_cc", "--ib-cc")):
+            if getattr(sc, name) != getattr(base, name):
+                raise UsageError(f"{opt}: only with --protocol ib")
     if sc.qp_type != "rc" and nics:
         why = ("a switched network runs RC queue pairs" if t.switches else
+               "InfiniBand's HCAs run RC queue pairs" if sc.protocol == "ib" else
                "--cc and --pfc-storm run RC queue pairs")
         raise UsageError(f"--qp-type {sc.qp_type}: {why} (UC and UD run between two hosts "
                          "cabled back to back: --topology p2p)")
@@ -162,7 +190,11 @@ class NetRun:
     """One run, built and ready: ``net`` (the ``Network``), ``flows`` and their ``names``
     ((source, destination) host names) can be inspected or hooked before ``run()``.
     ``topology``: one already loaded (the command's, with its drop filters compiled);
-    by default ``sc``'s."""
+    by default ``sc``'s.  A link family other than Ethernet subclasses it: its
+    ``protocol``, the network it builds (``build_network``), where received frames are
+    recorded (``record``) and its counters (``fabric_stats``); ``roce.emu.ib.ibrun``."""
+
+    protocol = "roce"
 
     def __init__(self, sc: Scenario, record: Any = None,
                  taps: dict[str, Any] | None = None, trace: Any = None,
@@ -179,10 +211,13 @@ class NetRun:
             sc = replace(sc, time_limit_ns=defaults.time_limit_ns(nics))
         self.sc = sc
         self.trace = trace
-        net = self.net = topo.build(t, options(sc, direct=not nics))
+        if sc.protocol != self.protocol:  # the link family's own run builds its network
+            raise UsageError(f"--protocol {sc.protocol}: its runs are roce.emu.ib.ibrun.IbRun's"
+                             if sc.protocol == "ib" else f"--protocol {sc.protocol}: unknown")
+        net = self.net = self.build_network(t, sc)
         self.failures = start_failures(sc, t, net)
         if record is not None:
-            net.recorders.append(record)
+            self.record(record)
         for spec, writer in (taps or {}).items():
             attach_tap(net, spec, writer)
         pairs = traffic_of(sc, t, net)
@@ -265,6 +300,19 @@ class NetRun:
         cq_a.flows[qa.qp_num] = (f, True)
         cq_b.flows[qb.qp_num] = (f, False)
         return f
+
+    def build_network(self, t: topo.Topology, sc: Scenario) -> Any:
+        """The network of the run: Ethernet switches and NICs (or two hosts cabled back to
+        back)."""
+        return topo.build(t, options(sc, direct=not self.nics))
+
+    def record(self, writer: Any) -> None:
+        """Write every frame a host receives to ``writer`` (a pcap of link type 1)."""
+        self.net.recorders.append(writer)
+
+    def fabric_stats(self) -> dict[str, Any]:
+        """The network's counters for the summary's ``fabric``."""
+        return fabric_stats(self.net, self.failures)
 
     def post(self, f: Flow) -> None:
         """Post ``f``'s next message."""
@@ -587,7 +635,7 @@ def summarise(run: NetRun, cpu: float, finished: bool, left: int) -> Summary:
     s.data_verified = not s.unverified
     s.fct_ns = fct_stats(every)
     if run.nics:
-        s.fabric = fabric_stats(net, run.failures)
+        s.fabric = run.fabric_stats()
         s.warnings = list(net.warnings)
     return s
 

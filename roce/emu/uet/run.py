@@ -62,6 +62,8 @@ NOT_FOR_UET = (
     ("link_down", "--link-down", "not with --protocol uet yet"),
     ("cdf", "--workload", "not with --protocol uet yet"),
     ("collective", "--collective", "not with --protocol uet yet"),
+    ("ib_routing", "--ib-routing", "only with --protocol ib"),
+    ("ib_cc", "--ib-cc", "only with --protocol ib"),
 )
 
 
@@ -102,6 +104,7 @@ class UetRun:
 
     def __init__(self, sc: Scenario, opts: UetOptions = UetOptions(),
                  topology: topo.Topology | None = None) -> None:
+        sc = replace(sc, protocol="uet")
         sc.check(sides=2)
         refuse(sc)
         if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:

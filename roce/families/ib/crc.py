@@ -23,6 +23,8 @@ trailer bytes read big-endian (``infiniband.invariant.crc``, ``infiniband.varian
 
 from __future__ import annotations
 
+from typing import Any
+
 from roce.icrc import LRH_VL_MASK, icrc_at
 from roce.locate import L3_GRH, L3_LRH, L3_LRH_GRH
 
@@ -81,4 +83,15 @@ def _configure() -> None:
 
 _configure()
 
-__all__ = ["VCRC_SIZE", "VCRC_TABLE", "icrc", "trailer", "vcrc"]
+
+def _fastest() -> Any:
+    from roce import fast
+
+    return fast._ext.ib_vcrc if fast._ext is not None else vcrc
+
+
+# ``vcrc`` as computed where it runs per packet (the emulator's hops, link packets): the
+# fast path's twin when it is built
+vcrc_fast: Any = _fastest()
+
+__all__ = ["VCRC_SIZE", "VCRC_TABLE", "icrc", "trailer", "vcrc", "vcrc_fast"]

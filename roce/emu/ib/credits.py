@@ -1,0 +1,180 @@
+"""Credit-based link-level flow control of one InfiniBand port, per virtual lane: ``Credits``.
+
+Sans-I/O: the port that owns it calls ``sent``, ``received``, ``released`` and
+``on_packet`` as frames move, asks ``may_send`` before it transmits, and drains the
+flow-control packets ``due`` says are owed; ``deadline`` is the one named timer
+(``refresh``).  Rules (IBA Vol 1 7.9.4, "Flow control"):
+
+1. Credits count blocks of 64 bytes; a packet of n bytes takes ceil(n / 64) blocks
+   (``roce.families.ib.flowcontrol.BLOCK``).
+2. The sender keeps FCTBS, the total blocks it sent on the VL since the link came up, mod
+   4096, and the credit limit (the last FCCL its peer advertised).  It may send a packet of
+   b blocks only while (limit - (FCTBS + b)) mod 4096 <= 2048 (7.9.4.2): never without
+   credit.  Before the peer's first flow-control packet it holds no credit (limit = FCTBS).
+3. The receiver keeps ABR, the blocks it received on the VL, mod 4096, set to the sender's
+   FCTBS whenever a flow-control packet arrives (the link keeps order, so every block sent
+   before it has arrived: 7.9.4.3), and advertises FCCL = ABR + the blocks its buffer can
+   still take, or ABR + 2048 when it can take more than 2048 (the most the 12-bit counters
+   can express).
+4. Each flow-control packet carries the port's FCTBS as a sender and its FCCL as a receiver
+   for one VL.  One is owed per VL when the link comes up (Op 1, initialization), when the
+   receiver releases buffer (a packet left it), and at least every ``refresh_ns`` (IBA's
+   flow-control packet timer, 65,536 symbol times; here byte times at the link rate).
+   The refresh skips a VL that carried nothing since the last one: its counts have not
+   changed, so its packet would repeat the last (and an idle simulated link costs no
+   events); every VL still gets one at initialization and on every release.
+   Owed packets of one VL coalesce until the port sends one: it is built when sent, with
+   the counts of that moment.
+5. A packet that arrives beyond the buffer (more blocks than the receiver advertised) is a
+   flow-control violation: counted in ``overflows`` and dropped by the port.  With the
+   rules above it never happens; the tests hold it to zero.
+
+VL15 (subnet management) is not flow controlled and has no state here.
+"""
+
+from __future__ import annotations
+
+from roce.families.ib import flowcontrol as link
+
+BLOCK = link.BLOCK
+MOD = link.MODULUS
+HALF = MOD // 2  # the most credit the counters can express at once (rule 2)
+REFRESH_SYMBOLS = 65_536  # IBA 7.9.4: the flow-control packet timer (rule 4)
+
+
+def blocks(nbytes: int) -> int:
+    """Blocks of 64 bytes a packet of ``nbytes`` takes (rule 1)."""
+    return -(-nbytes // BLOCK)
+
+
+def refresh_ns(rate_bps: int) -> int:
+    """The flow-control refresh period of a link of ``rate_bps``: 65,536 byte times."""
+    return max(1, REFRESH_SYMBOLS * 8 * 1_000_000_000 // max(rate_bps, 1))
+
+
+class Credits:
+    """Per-VL flow-control state of one port (sender toward its peer and receiver from it).
+
+    ``capacity`` is the receive buffer of each data VL in blocks (what this port may grant);
+    ``vls`` the number of data VLs (0 .. vls-1)."""
+
+    __slots__ = ("vls", "capacity", "fctbs", "limit", "abr", "used", "owed", "init_owed",
+                 "refresh_ns", "next_refresh", "overflows", "packets_sent",
+                 "packets_received", "bad_lpcrc", "blocks_sent", "blocks_received",
+                 "stalls", "max_used", "_seen")
+
+    def __init__(self, vls: int, capacity_blocks: int, refresh_period_ns: int) -> None:
+        if not 1 <= vls <= link.MAX_VL + 1:
+            raise ValueError(f"data VLs: 1-{link.MAX_VL + 1}, not {vls}")
+        if capacity_blocks < 1:
+            raise ValueError("a VL's buffer holds at least one block")
+        self.vls = vls
+        self.capacity = capacity_blocks
+        self.fctbs = [0] * vls  # rule 2, mod 4096
+        self.limit = [0] * vls  # no credit until the peer's first packet
+        self.abr = [0] * vls  # rule 3, mod 4096
+        self.used = [0] * vls  # blocks held in the receive buffer
+        self.owed: set[int] = set(range(vls))  # VLs whose flow-control packet is owed
+        self.init_owed = set(range(vls))  # ... as initialization (Op 1)
+        self.refresh_ns = refresh_period_ns
+        self.next_refresh = refresh_period_ns
+        self.overflows = 0
+        self.packets_sent = 0
+        self.packets_received = 0
+        self.bad_lpcrc = 0
+        self.blocks_sent = [0] * vls  # not wrapped: what the link carried
+        self.blocks_received = [0] * vls
+        self.stalls = 0  # times a packet waited for credit
+        self.max_used = [0] * vls
+        self._seen = [0] * vls  # blocks both ways at the last refresh, per VL
+
+    # -- sender ------------------------------------------------------------------------
+
+    def may_send(self, vl: int, nbytes: int) -> bool:
+        """Rule 2: whether a packet of ``nbytes`` on ``vl`` fits the peer's credit."""
+        return (self.limit[vl] - (self.fctbs[vl] + blocks(nbytes))) % MOD <= HALF
+
+    def sent(self, vl: int, nbytes: int) -> None:
+        b = blocks(nbytes)
+        self.fctbs[vl] = (self.fctbs[vl] + b) % MOD
+        self.blocks_sent[vl] += b
+
+    # -- receiver ----------------------------------------------------------------------
+
+    def fccl(self, vl: int) -> int:
+        """Rule 3: the credit limit this port grants on ``vl`` now."""
+        return (self.abr[vl] + min(self.capacity - self.used[vl], HALF)) % MOD
+
+    def received(self, vl: int, nbytes: int) -> bool:
+        """A data packet arrived on ``vl``: False (counted) when it overflows the buffer."""
+        b = blocks(nbytes)
+        if self.used[vl] + b > self.capacity:
+            self.overflows += 1
+            return False
+        self.abr[vl] = (self.abr[vl] + b) % MOD
+        self.used[vl] = u = self.used[vl] + b
+        if u > self.max_used[vl]:
+            self.max_used[vl] = u
+        self.blocks_received[vl] += b
+        return True
+
+    def released(self, vl: int, nbytes: int) -> None:
+        """A packet left the receive buffer: its blocks are free, a packet is owed."""
+        self.used[vl] -= blocks(nbytes)
+        self.owed.add(vl)
+
+    # -- flow-control packets ----------------------------------------------------------
+
+    def take(self) -> bytes | None:
+        """The next owed flow-control packet (lowest VL first), or None."""
+        if not self.owed:
+            return None
+        vl = min(self.owed)
+        self.owed.discard(vl)
+        op = link.OP_NORMAL
+        if vl in self.init_owed:
+            self.init_owed.discard(vl)
+            op = link.OP_INIT
+        self.packets_sent += 1
+        return link.build(vl, self.fctbs[vl], self.fccl(vl), op)
+
+    def on_packet(self, packet: bytes) -> bool:
+        """A flow-control packet from the peer: resynchronize ABR to its FCTBS, take its
+        FCCL as the limit.  False when its LPCRC is wrong or it names a VL this port does
+        not run (ignored, as a corrupted link packet is)."""
+        self.packets_received += 1
+        if not link.valid(packet):
+            self.bad_lpcrc += 1
+            return False
+        word = int.from_bytes(packet[:4], "big")
+        vl = (word >> 12) & 0xF
+        if vl >= self.vls:
+            return False
+        self.abr[vl] = (word >> 16) & 0xFFF
+        self.limit[vl] = word & 0xFFF
+        return True
+
+    # -- the refresh timer -------------------------------------------------------------
+
+    def activity(self) -> int:
+        """Blocks this link carried both ways so far (the refresh timer stops when idle)."""
+        return sum(self.blocks_sent) + sum(self.blocks_received)
+
+    def deadline(self) -> int:
+        """When the ``refresh`` timer fires next (virtual ns)."""
+        return self.next_refresh
+
+    def on_timer(self, now: int) -> None:
+        """``refresh``: a flow-control packet is owed on every VL that carried data since
+        the last refresh (rule 4)."""
+        if now >= self.next_refresh:
+            seen = self._seen
+            for vl in range(self.vls):
+                mark = self.blocks_sent[vl] + self.blocks_received[vl]
+                if mark != seen[vl]:
+                    seen[vl] = mark
+                    self.owed.add(vl)
+            self.next_refresh = now + self.refresh_ns
+
+
+__all__ = ["BLOCK", "HALF", "MOD", "Credits", "blocks", "refresh_ns"]

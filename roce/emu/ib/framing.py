@@ -1,0 +1,127 @@
+"""Between the RC queue pairs and the InfiniBand link: the HCA's framing (``Framer``).
+
+The queue pairs above are the emulator's own (``roce.emu.core``), unchanged: they build and
+read RoCEv2 frames.  An HCA keeps their transport (BTH through pad) and swaps what is
+around it:
+
+- out: the LRH (VL from the SL-to-VL table, SL, DLID of the destination's LID, SLID of its
+  own, LNH 2: IBA local, PktLen in words), then the transport, the ICRC by IBA's LRH rule
+  and the VCRC (``roce.families.ib``: the codec every decoder here reads back);
+- in: the addresses and headers the QP expects (IPv4 and UDP of the source's LID, the
+  RoCE ICRC), so the device reads it exactly as a frame from an Ethernet port.
+
+LIDs are assigned by the subnet (``roce.emu.ib.routing.assign_lids``): one per HCA port.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from roce import fast
+from roce.emu.core.frames import FrameBuilder, Path
+from roce.families.ib import crc as ibcrc
+from roce.families.ib.native import LRH_SIZE, encode_lrh
+from roce.headers import LNH_LOCAL, LRH_WORD
+from roce.icrc import L3_IPV4, L3_LRH
+from roce.locate import OK
+
+ICRC, VCRC = 4, ibcrc.VCRC_SIZE
+_vcrc = ibcrc.vcrc_fast
+
+
+def vcrc(data: bytes) -> int:
+    """The VCRC of LRH through ICRC (``roce.families.ib.crc.vcrc``, compiled when built)."""
+    return _vcrc(data)
+
+
+def set_vl(packet: bytes, vl: int) -> bytes:
+    """``packet`` leaving on ``vl``: the LRH's VL rewritten and the VCRC (which covers it)
+    computed again; the ICRC masks the VL and stays."""
+    if packet[0] >> 4 == vl:
+        return packet
+    out = bytearray(packet)
+    out[0] = (vl << 4) | (packet[0] & 0x0F)
+    end = len(out) - VCRC
+    out[end:] = vcrc(bytes(out[:end])).to_bytes(2, "big")
+    return bytes(out)
+
+
+BTH_BYTE4 = LRH_SIZE + 4  # FECN, BECN (roce.emu.ib.ibcc)
+
+
+def set_bits(packet: bytes, offset: int, bits: int) -> bytes:
+    """``packet`` with ``bits`` set in byte ``offset`` and its VCRC computed again (the ICRC
+    masks BTH byte 4: it stays)."""
+    if packet[offset] & bits == bits:
+        return packet
+    out = bytearray(packet)
+    out[offset] |= bits
+    end = len(out) - VCRC
+    out[end:] = vcrc(bytes(out[:end])).to_bytes(2, "big")
+    return bytes(out)
+
+
+class Framer:
+    """One HCA's framing: its LID and address, every peer's LID by address and back."""
+
+    __slots__ = ("lid", "ip", "lid_of", "ip_of", "mac", "peer_mac", "tclass", "_builders")
+
+    def __init__(self, lid: int, ip: str, lid_of: dict[bytes, int], ip_of: dict[int, str],
+                 mac: str, peer_mac: str, tclass: int) -> None:
+        self.lid = lid
+        self.ip = ip
+        self.lid_of = lid_of  # IPv4 address (4 bytes) -> LID
+        self.ip_of = ip_of  # LID -> dotted address
+        self.mac, self.peer_mac = mac, peer_mac
+        self.tclass = tclass
+        self._builders: dict[int, FrameBuilder] = {}
+
+    def to_ib(self, frame: bytes, sl: int, vl: int) -> bytes:
+        """The native InfiniBand packet for a RoCEv2 frame the device built."""
+        w = fast.walk(frame)
+        if w.status != OK:
+            raise ValueError(f"the device built a frame the walk refuses (status {w.status})")
+        dlid = self.lid_of[frame[w.l3_off + 16:w.l3_off + 20]]
+        return self.packet(frame[w.bth_off:w.icrc_off], sl, vl, dlid)
+
+    def packet(self, transport: bytes, sl: int, vl: int, dlid: int) -> bytes:
+        """The native InfiniBand packet of ``transport`` (BTH through pad) from here to
+        ``dlid``: LRH, ICRC, VCRC."""
+        total = LRH_SIZE + len(transport) + ICRC
+        lrh = encode_lrh({"vl": vl, "lver": 0, "sl": sl, "reserved2": 0, "lnh": LNH_LOCAL,
+                          "dlid": dlid, "reserved5": 0, "pktlen": total // LRH_WORD,
+                          "slid": self.lid})
+        pkt = lrh + transport + bytes(ICRC)
+        icrc = fast.icrc_at(pkt, 0, L3_LRH, LRH_SIZE, LRH_SIZE, total - ICRC)
+        pkt = pkt[:-ICRC] + icrc.to_bytes(4, "big")
+        return pkt + vcrc(pkt).to_bytes(2, "big")
+
+    def to_roce(self, packet: bytes) -> bytes | None:
+        """The RoCEv2 frame the device reads for an InfiniBand packet addressed here; None
+        for one whose CRCs are wrong or whose source is not in the subnet (dropped, as an
+        HCA drops it)."""
+        end = len(packet) - VCRC
+        if vcrc(packet[:end]) != int.from_bytes(packet[end:], "big"):
+            return None
+        icrc_off = end - ICRC
+        if fast.icrc_at(packet, 0, L3_LRH, LRH_SIZE, LRH_SIZE, icrc_off) != int.from_bytes(
+                packet[icrc_off:end], "big"):
+            return None
+        slid = int.from_bytes(packet[6:8], "big")
+        b = self._builders.get(slid)
+        if b is None:
+            ip = self.ip_of.get(slid)
+            if ip is None:
+                return None
+            b = self._builders[slid] = FrameBuilder(
+                Path(smac=self.peer_mac, dmac=self.mac, sip=ip, dip=self.ip,
+                     tclass=self.tclass), 0)
+        return fast.assemble(b.l2, b.l3, L3_IPV4, b.udp, packet[LRH_SIZE:icrc_off], None, b"",
+                             True, True, True)
+
+
+def packed(ip: str) -> bytes:
+    return ipaddress.IPv4Address(ip).packed
+
+
+__all__ = ["BTH_BYTE4", "Framer", "packed", "set_bits", "set_vl", "vcrc"]

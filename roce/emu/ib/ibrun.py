@@ -1,0 +1,49 @@
+"""A run on a native InfiniBand subnet (``roce emulate --protocol ib``): ``IbRun``.
+
+The switched network's run (``roce.emu.net.runner.NetRun``: the flows of RC queue pairs,
+their messages, the data checks, the summary) on the subnet ``subnet.build`` makes of the same
+topology; received packets are recorded as they arrived (link type 247) and the summary's
+``fabric`` holds the subnet's counters (``subnet.stats``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roce.emu.ib.ibcc import IbCcConfig
+from roce.emu.ib.subnet import IbConfig, build, stats
+from roce.emu.net import runner
+from roce.emu.net.stages import ROCE_TRAFFIC_CLASS
+from roce.errors import UsageError
+
+
+class IbRun(runner.NetRun):
+    protocol = "ib"
+
+    def build_network(self, t: Any, sc: Any) -> Any:
+        for name, spec in t.switches.items():
+            for key, value in (("buffer", spec.buffer), ("ecn", spec.ecn), ("pfc", spec.pfc)):
+                if value is not None:
+                    raise UsageError(f"{sc.topology_file}: switches.{name}.{key}: an "
+                                     "InfiniBand switch has credits per VL, not a shared "
+                                     "buffer, ECN or PFC (--protocol ib)")
+        cc = IbCcConfig() if sc.ib_cc else None
+        return build(t, runner.options(sc, direct=False),
+                     IbConfig(routing=sc.ib_routing, cc=cc), ROCE_TRAFFIC_CLASS)
+
+    def record(self, writer: Any) -> None:
+        """Every InfiniBand packet a host receives, as it arrived, to ``writer``."""
+        for hca in self.net.hosts.values():
+            hca.ib_recorders.append(writer)
+
+    def fabric_stats(self) -> dict[str, Any]:
+        return stats(self.net)
+
+
+def run_scenario(sc: Any, record: Any = None, taps: dict[str, Any] | None = None) -> Any:
+    """Run ``sc`` on its subnet and summarise it (``record``: a writer of every packet a
+    host receives)."""
+    return IbRun(sc, record, taps).run()
+
+
+__all__ = ["IbRun", "run_scenario"]

@@ -1,0 +1,237 @@
+"""An InfiniBand switch on the simulated network: ``IbSwitch`` and its ``IbPort``s.
+
+A packet arriving on a port is held in that port's receive buffer for its VL (what the port
+advertised to its peer as credit: ``roce.emu.ib.credits``), forwarded by its DLID through
+the switch's linear forwarding table (``roce.emu.ib.routing``) to an output port, and
+queued there per VL.  The output port sends when its wire is free: flow-control packets it
+owes first, then the packet of the VL the arbiter picks (``roce.emu.ib.vltables``) among
+those whose head packet fits the credit the next hop granted.  When a packet starts out of
+the switch its blocks leave the input port's buffer, which then owes its peer a
+flow-control packet: credits return hop by hop, so nothing is ever dropped for lack of
+buffer, and a full buffer holds everything behind it (congestion spreads upstream, as with
+PFC).  A packet whose DLID the table does not have is dropped and counted.
+
+The VL out of a port is the SL-to-VL table's for the packet's SL; when it differs from the
+VL it came on, the LRH's VL and the VCRC are rewritten (``roce.emu.ib.framing.set_vl``).
+Ports are also the ends of links to HCAs (``roce.emu.ib.hca``), whose flow control is the
+same ``Credits``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from roce.emu.ib.credits import Credits
+from roce.emu.ib.framing import BTH_BYTE4, set_bits, set_vl
+from roce.emu.ib.ibcc import FECN
+from roce.emu.ib.vltables import SlToVl, VlArbiter
+from roce.families import erf
+from roce.families.ib import flowcontrol as link
+from roce.opcodes import IB_CNP_OPCODE
+
+LINK_PACKET = link.SIZE  # a frame this long on an IB wire is a flow-control packet
+# ERF flags: bit 0 is the capture interface (Wireshark: set = received, clear = sent)
+ERF_SENT, ERF_RECEIVED = 0, 1
+
+
+def tap_write(tap: Any, frame: bytes, now: int, received: bool) -> None:
+    """One ERF record of what a port sent or received: type 25 for a flow-control packet,
+    21 for a data packet."""
+    rtype = (erf.ERF_TYPE_INFINIBAND_LINK if len(frame) == LINK_PACKET
+             else erf.ERF_TYPE_INFINIBAND)
+    tap.write(erf.record(frame, rtype=rtype, ts=erf.fixed_ts(now),
+                         flags=ERF_RECEIVED if received else ERF_SENT), ts_ns=now)
+
+
+class IbPort:
+    """One port of an ``IbSwitch``: the receive side of its link and the sending side."""
+
+    __slots__ = ("switch", "index", "name", "wire", "credits", "sl2vl", "arbiter", "queues",
+                 "erf_tap", "tx_frames", "rx_frames", "drops", "queued_bytes", "max_queue_bytes",
+                 "_timer_at", "peer", "busy", "congested", "fecn_marked",
+                 "starved")
+
+    def __init__(self, switch: IbSwitch, index: int) -> None:
+        self.switch = switch
+        self.index = index
+        self.name = f"{switch.name}:{index}"
+        self.wire: Any = None
+        self.peer: Any = None
+        cfg = switch.config
+        self.credits: Credits | None = None  # made when the wire is known (its rate)
+        self.sl2vl: SlToVl = cfg.sl2vl
+        self.arbiter: VlArbiter = cfg.arbiter()
+        # per VL: (packet, the input port, the VL it arrived on)
+        self.queues: list[deque[tuple[bytes, IbPort, int]]] = [deque()
+                                                                for _ in range(cfg.vls)]
+        self.erf_tap: Any = None
+        self.tx_frames = self.rx_frames = self.drops = 0
+        self.queued_bytes = self.max_queue_bytes = 0
+        self._timer_at: int | None = None
+        self.busy: set[int] = set()  # VLs with a packet queued
+        self.congested = 0  # packets sent above the marking threshold since the last mark
+        self.fecn_marked = 0
+        self.starved = False  # waited for credit since the last packet it sent
+
+    def attach(self, wire: Any) -> None:
+        self.wire = wire
+        self.credits = self.switch.config.credits(wire)
+        start_refresh(self, self.credits)
+
+    # -- Endpoint ----------------------------------------------------------------------
+
+    def receive(self, now: int, frame: bytes) -> None:
+        if self.erf_tap is not None:
+            tap_write(self.erf_tap, frame, now, True)
+        cr = self.credits
+        if len(frame) == LINK_PACKET:
+            if cr.on_packet(frame):
+                self.switch.kick(now, self)  # credit: this port may send again
+            return
+        self.rx_frames += 1
+        if self._timer_at is None:
+            wake_refresh(self, now)
+        vl = frame[0] >> 4
+        if vl >= cr.vls or not cr.received(vl, len(frame)):
+            self.drops += 1  # beyond the buffer: a flow-control violation (never, by rule)
+            return
+        out = self.switch.route(frame)
+        if out is None:
+            self.drops += 1
+            cr.released(vl, len(frame))
+            self.wire.kick(now)
+            return
+        out.enqueue(now, frame, self, vl)
+
+    def enqueue(self, now: int, frame: bytes, inp: IbPort, vl_in: int) -> None:
+        vl = self.sl2vl[frame[1] >> 4]
+        self.queues[vl].append((frame, inp, vl_in))
+        self.busy.add(vl)
+        self.queued_bytes += len(frame)
+        if self.queued_bytes > self.max_queue_bytes:
+            self.max_queue_bytes = self.queued_bytes
+        self.wire.kick(now)
+
+    def pull(self, now: int) -> bytes | None:
+        cr = self.credits
+        pkt = cr.take()
+        if pkt is not None:
+            if self.erf_tap is not None:
+                tap_write(self.erf_tap, pkt, now, False)
+            return pkt
+        queues = self.queues
+        busy = self.busy
+        if not busy:
+            return None
+        arbitrated = len(busy) > 1
+        if not arbitrated:  # one VL waiting: nothing to arbitrate
+            vl = next(iter(busy))
+            if not cr.may_send(vl, len(queues[vl][0][0])):
+                cr.stalls += 1
+                self.starved = True
+                return None
+        else:
+            def ready(vl: int) -> bool:
+                q = queues[vl]
+                return bool(q) and cr.may_send(vl, len(q[0][0]))
+
+            vl = self.arbiter.pick(ready)
+            if vl is None:
+                cr.stalls += 1
+                self.starved = True
+                return None
+        q = queues[vl]
+        frame, inp, vl_in = q.popleft()
+        if not q:
+            busy.discard(vl)
+        n = len(frame)
+        if arbitrated:
+            self.arbiter.charge(n)
+        cr.sent(vl, n)
+        self.queued_bytes -= n
+        self.tx_frames += 1
+        inp.credits.released(vl_in, n)  # the packet left the input buffer: credit returns
+        inp.wire.kick(now)
+        if self._timer_at is None:
+            wake_refresh(self, now)
+        frame = set_vl(frame, vl)
+        cc = self.switch.config.cc
+        victim, self.starved = self.starved, False
+        if cc is not None and self.queued_bytes + n > cc.threshold_bytes and \
+                frame[BTH_BYTE4 - 4] != IB_CNP_OPCODE and (not victim or cc.victim_marking):
+            self.congested += 1  # rule 1 of roce.emu.ib.ibcc: every marking_rate + 1
+            if self.congested > cc.marking_rate:
+                self.congested = 0
+                self.fecn_marked += 1
+                frame = set_bits(frame, BTH_BYTE4, FECN)
+        if self.erf_tap is not None:
+            tap_write(self.erf_tap, frame, now, False)
+        return frame
+
+    def next_tx(self, now: int) -> int | None:
+        if self.credits.owed:
+            return now
+        return None  # data waits for a packet or credit to arrive (both kick the wire)
+
+    def on_refresh(self, now: int, seen: int) -> None:
+        on_refresh(self, now, seen)
+
+
+def start_refresh(port: Any, credits: Credits) -> None:
+    """Arm a port's ``refresh`` timer (its ``Credits.deadline``) on the network's clock."""
+    port._timer_at = t = credits.deadline()
+    port.wire.net.at(t, port.on_refresh, credits.activity())
+
+
+def on_refresh(port: Any, now: int, seen: int) -> None:
+    """The ``refresh`` timer fired: every VL owes a packet.  It goes again while the link
+    carries data (``seen``: the link's block count when it was armed); an idle link stops
+    refreshing until its next packet (``wake_refresh``), so a run whose traffic ended has
+    no events left."""
+    cr = port.credits
+    cr.on_timer(now)
+    port.wire.kick(now)
+    if cr.activity() != seen:
+        port._timer_at = t = cr.deadline()
+        port.wire.net.at(t, port.on_refresh, cr.activity())
+    else:
+        port._timer_at = None
+
+
+def wake_refresh(port: Any, now: int) -> None:
+    """A data packet on an idle link: the ``refresh`` timer runs again."""
+    if port._timer_at is None:
+        cr = port.credits
+        cr.next_refresh = now + cr.refresh_ns
+        start_refresh(port, cr)
+
+
+class IbSwitch:
+    __slots__ = ("net", "name", "config", "ports", "lft", "unrouted")
+
+    def __init__(self, net: Any, name: str, config: Any) -> None:
+        self.net = net
+        self.name = name
+        self.config = config
+        self.ports: list[IbPort] = []
+        self.lft: dict[int, int] = {}  # DLID -> port index (roce.emu.ib.routing)
+        self.unrouted = 0
+
+    def add_port(self) -> IbPort:
+        p = IbPort(self, len(self.ports))
+        self.ports.append(p)
+        return p
+
+    def route(self, frame: bytes) -> IbPort | None:
+        i = self.lft.get(int.from_bytes(frame[2:4], "big"))
+        if i is None:
+            self.unrouted += 1
+            return None
+        return self.ports[i]
+
+    def kick(self, now: int, port: IbPort) -> None:
+        port.wire.kick(now)
+
+
+__all__ = ["IbPort", "IbSwitch", "tap_write"]

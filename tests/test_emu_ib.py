@@ -1,0 +1,474 @@
+"""Native InfiniBand on the simulated network (roce.emu.ib): the credit rules, the SL-to-VL
+and VL arbitration tables, LIDs and min-hop forwarding tables, and runs of the unchanged RC
+QPs over HCAs and switches: no packet ever beyond the buffer its receiver granted, the
+flow-control packets on the wire matching the blocks the link carried, every CRC right in
+the pcap (roce decode, roce stats, tshark)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import deque
+from pathlib import Path
+
+import pytest
+from tshark_oracle import TSHARK, fields_command
+
+from roce.cli import main
+from roce.emu.ib import routing
+from roce.emu.ib.credits import HALF, MOD, Credits, blocks
+from roce.emu.ib.ibrun import IbRun
+from roce.emu.ib.vltables import SlToVl, VlArbiter
+from roce.emu.net import topology as topo
+from roce.emu.net.runner import NetRun
+from roce.emu.scenario import Scenario
+from roce.families import erf
+from roce.families.ib import flowcontrol as link
+from roce.families.ib import native as ib
+from roce.pcapio import PcapWriter, open_capture
+
+
+class Frames:
+    """A writer that keeps what it is handed: (ts_ns, bytes)."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, bytes]] = []
+
+    def write(self, data: bytes, ts_ns: int | None = None) -> None:
+        self.frames.append((ts_ns or 0, data))
+
+
+# -- the credit rules (roce.emu.ib.credits) ---------------------------------------------
+
+
+def test_no_credit_before_the_peers_first_packet() -> None:
+    cr = Credits(2, 100, 1000)
+    assert not cr.may_send(0, 1)
+    peer = Credits(2, 100, 1000)
+    first = peer.take()
+    assert link.decode(first)["infiniband_link.op"] == link.OP_INIT  # initialization
+    assert cr.on_packet(first)
+    assert cr.may_send(0, 100 * 64) and not cr.may_send(0, 100 * 64 + 1)
+    assert not cr.may_send(1, 1)  # VL 1's packet has not come yet
+
+
+def test_a_sender_never_exceeds_the_granted_credit_across_wraps() -> None:
+    """Sender and receiver, one VL, packets of varied sizes for many times 4096 blocks: the
+    sender sends only with credit, the receiver never overflows, and every flow-control
+    packet's FCTBS equals the blocks sent before it, mod 4096."""
+    tx, rx = Credits(1, 50, 1000), Credits(1, 50, 1000)
+    tx.on_packet(rx.take())
+    rx.on_packet(tx.take())
+    held: deque[int] = deque()
+    sizes = [64, 65, 1000, 4096 + 30, 200, 3000]
+    sent = 0
+    for i in range(20_000):
+        n = sizes[i % len(sizes)]
+        if tx.may_send(0, n):
+            tx.sent(0, n)
+            sent += blocks(n)
+            assert rx.received(0, n)
+            held.append(n)
+        else:
+            assert held, "stalled with nothing in the receiver's buffer"
+            for _ in range(len(held) // 2 + 1):
+                rx.released(0, held.popleft())
+            tx.on_packet(rx.take())
+            fc = tx.take()
+            if fc is not None:
+                assert link.decode(fc)["infiniband_link.fctbs"] == sent % MOD
+                rx.on_packet(fc)
+    assert sent > 3 * MOD and rx.overflows == 0 and max(rx.max_used) <= 50
+
+
+def test_receiver_grants_at_most_half_the_counter() -> None:
+    cr = Credits(1, 5000, 1000)
+    assert cr.fccl(0) == HALF
+    cr.received(0, 64 * 10)
+    assert cr.fccl(0) == 10 + HALF
+
+
+def test_overflow_is_counted_and_refused() -> None:
+    cr = Credits(1, 3, 1000)
+    assert cr.received(0, 64 * 3)
+    assert not cr.received(0, 1) and cr.overflows == 1
+
+
+def test_bad_lpcrc_is_ignored() -> None:
+    cr = Credits(1, 3, 1000)
+    p = bytearray(link.build(0, 5, 9))
+    p[5] ^= 1
+    assert not cr.on_packet(bytes(p)) and cr.bad_lpcrc == 1 and cr.limit == [0]
+
+
+def test_refresh_timer_owes_every_vl_that_carried_data() -> None:
+    cr = Credits(3, 10, 500)
+    while cr.take() is not None:
+        pass
+    assert cr.deadline() == 500
+    cr.sent(0, 100)
+    cr.received(2, 100)
+    cr.on_timer(500)
+    assert cr.owed == {0, 2} and cr.deadline() == 1000
+    while cr.take() is not None:
+        pass
+    cr.on_timer(1000)
+    assert cr.owed == set()  # nothing moved since
+
+
+# -- SL to VL, VL arbitration (roce.emu.ib.vltables) ---------------------------------------
+
+
+def test_sl_to_vl() -> None:
+    t = SlToVl.spread(4)
+    assert [t[s] for s in range(16)] == [s % 4 for s in range(16)]
+    with pytest.raises(ValueError):
+        SlToVl([15] * 16)  # VL15 carries no data
+    with pytest.raises(ValueError):
+        SlToVl([0] * 15)
+
+
+def test_arbitration_weights_and_priority() -> None:
+    # low table: VL0 weight 2 (128 bytes), VL1 weight 1 (64 bytes); 64-byte packets
+    arb = VlArbiter((), [(0, 2), (1, 1)])
+    picks = []
+    for _ in range(9):
+        vl = arb.pick(lambda v: True)
+        arb.charge(64)
+        picks.append(vl)
+    assert picks == [0, 0, 1] * 3
+    assert arb.pick(lambda v: v == 1) == 1  # a VL with nothing ready is skipped
+    # high priority first, until LimitOfHighPriority (1 x 4096 bytes) while low waits
+    arb = VlArbiter([(2, 255)], [(0, 64)], limit_high=1)
+    seq = []
+    for _ in range(4):
+        vl = arb.pick(lambda v: True)
+        arb.charge(2048)
+        seq.append(vl)
+    assert seq == [2, 2, 0, 2]
+    assert arb.pick(lambda v: v == 2) == 2  # nothing low waits: high goes on
+
+
+# -- LIDs and forwarding tables (roce.emu.ib.routing) ------------------------------------
+
+
+def _hops(t: topo.Topology, lft: dict, lids: dict, src: str, dst: str) -> int:
+    ports = routing.ports_of(t.links, t.switches)
+    node, n = t.leaf_of[src], 1
+    while node != dst:
+        node = ports[node][lft[node][lids[dst]]]
+        n += 1
+        assert n < 20, "routing loop"
+    return n
+
+
+@pytest.mark.parametrize("spec", ["fattree:4", "leafspine:3,2,2", "dumbbell:2"])
+@pytest.mark.parametrize("algo", routing.ROUTINGS)
+def test_forwarding_tables_route_every_pair_on_a_shortest_path(spec: str, algo: str) -> None:
+    t = topo.parse(spec)
+    lids = routing.assign_lids(list(t.hosts))
+    lft = routing.forwarding_tables(list(t.hosts), t.switches, t.links, lids, algo)
+    for a in t.hosts:
+        for b in t.hosts:
+            if a != b:
+                assert _hops(t, lft, lids, a, b) == len(topo.path(t, a, b)), (a, b)
+
+
+def test_routings_spread_destinations_over_uplinks() -> None:
+    t = topo.parse("fattree:4")
+    lids = routing.assign_lids(list(t.hosts))
+    ports = routing.ports_of(t.links, t.switches)
+    uplinks = [i for i, p in enumerate(ports["e1.1"]) if p in t.switches]
+    remote = [lids[h] for h in t.hosts if not h.startswith("h1.")]
+    for algo in routing.ROUTINGS:
+        lft = routing.forwarding_tables(list(t.hosts), t.switches, t.links, lids, algo)
+        use = [sum(lft["e1.1"][d] == u for d in remote) for u in uplinks]
+        assert len(use) == 2 and abs(use[0] - use[1]) <= 1, (algo, use)
+
+
+# -- runs -----------------------------------------------------------------------------
+
+
+def _run(topology: str = "incast:4", count: int = 3, size: int = 32768,
+         **kw: object) -> IbRun:
+    return IbRun(Scenario(topology=topology, protocol="ib", count=count, size=size, **kw))
+
+
+@pytest.mark.parametrize("spec", ["incast:6", "leafspine:2,2,2", "p2p"])
+def test_credits_hold_no_drop_data_verified(spec: str) -> None:
+    run = _run(spec, traffic="permutation" if spec.startswith("leaf") else None)
+    s = run.run()
+    assert s.finished and s.data_verified, s.unverified
+    f = s.fabric
+    assert f["drops"] == 0 and f["credit_overflows"] == 0 and f["unrouted"] == 0
+    assert s.retransmitted == 0 and s.timeouts == 0
+    for sw in run.net.switches.values():
+        for p in sw.ports:
+            assert max(p.credits.max_used) <= p.credits.capacity
+    if spec.startswith("incast"):
+        # six senders into one port: the credits, not a drop, held them back
+        assert f["credit_stalls"] > 0
+        assert f["max_queue_bytes"] > 0
+
+
+def _blocks_by_vl(records: list[tuple[int, bytes]], received: bool) -> list[tuple[int, bytes]]:
+    """(ts, packet) of the ERF records one way (flags bit 0: received)."""
+    out = []
+    for ts, rec in records:
+        u = erf.unwrap(rec)
+        if bool(u.fields["erf.flags"] & 1) == received:
+            out.append((ts, rec[u.offset:u.offset + u.fields["erf.wlen"]]))
+    return out
+
+
+def test_flow_control_packets_match_the_credits_the_link_used() -> None:
+    """At the receiving host's port (incast: its link is the congested one): each
+    flow-control packet from the switch carries as FCTBS the blocks of every data packet
+    that arrived before it on its VL; each data packet the host sent went within the FCCL
+    the switch last granted; each FCCL the host granted is within its buffer."""
+    run = _run("incast:3")
+    hca = run.net.hosts["r"]
+    tap = Frames()
+    hca.erf_tap = tap
+    s = run.run()
+    assert s.data_verified
+    cap = hca.credits.capacity
+    got = [0] * hca.credits.vls
+    fc_in = data_in = 0
+    for _, p in _blocks_by_vl(tap.frames, received=True):
+        if len(p) == link.SIZE:
+            f = link.decode(p)
+            assert f["infiniband_link.fctbs"] == got[f["infiniband_link.vl"]] % MOD
+            fc_in += 1
+        else:
+            got[p[0] >> 4] += blocks(len(p))
+            data_in += 1
+    limit = [None] * hca.credits.vls
+    sent = [0] * hca.credits.vls
+    received_so_far = [0] * hca.credits.vls
+    events = sorted([(ts, 0, p) for ts, p in _blocks_by_vl(tap.frames, True)]
+                    + [(ts, 1, p) for ts, p in _blocks_by_vl(tap.frames, False)],
+                    key=lambda e: (e[0], e[1]))
+    fc_out = 0
+    for _, out, p in events:
+        if len(p) == link.SIZE:
+            f = link.decode(p)
+            vl = f["infiniband_link.vl"]
+            if out:
+                # what the host granted: at most its buffer beyond what it received
+                assert (f["infiniband_link.fccl"] - received_so_far[vl]) % MOD <= cap
+                fc_out += 1
+            else:
+                limit[vl] = f["infiniband_link.fccl"]
+        elif out:
+            vl = p[0] >> 4
+            sent[vl] += blocks(len(p))
+            assert limit[vl] is not None, "data sent before any credit"
+            assert (limit[vl] - sent[vl]) % MOD <= HALF, "data sent beyond the credit"
+        else:
+            received_so_far[p[0] >> 4] += blocks(len(p))
+    assert fc_in > 3 and fc_out > 3 and data_in == s.fabric["hosts"]["r"]["rx_frames"]
+
+
+def _pcap(tmp_path: Path, spec: str = "incast:2", **kw: object) -> tuple[Path, object]:
+    path = tmp_path / "ib.pcap"
+    run = _run(spec, count=kw.pop("count", 2), size=kw.pop("size", 9000), **kw)
+    with PcapWriter(path, linktype=ib.LINKTYPE_INFINIBAND) as w:
+        run.record(w)
+        s = run.run()
+    return path, s
+
+
+def test_pcap_is_native_infiniband_with_every_crc_right(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    path, s = _pcap(tmp_path)
+    with open_capture(str(path)) as cap:
+        frames = [r.data for r in cap]
+    assert len(frames) == sum(h["rx_frames"] for h in s.fabric["hosts"].values())
+    for f in frames:
+        d = ib.decode(f)
+        assert d.error is None and d.fields["icrc.valid"] and d.fields["vcrc.valid"]
+        assert d.fields["lrh.lnh"] == 2 and d.fields["lrh.vl"] == 3 and d.fields["lrh.sl"] == 3
+    # roce stats reads the run's pcap as the emulator counted it
+    assert main(["stats", str(path), "-T", "json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    tot = rep["totals"]
+    assert tot["ib_packets"] == tot["frames"] == len(frames)
+    assert tot["bad_icrc"] == tot["bad_vcrc"] == tot["malformed"] == 0
+    assert tot["connections"] == len(s.flows) and tot["messages"] == s.posted
+    assert tot["payload_bytes"] == s.bytes and tot["retransmissions"] == s.retransmitted
+    assert tot["acks"] == sum(h["rx_frames"] for n, h in s.fabric["hosts"].items()
+                              if n != "r")
+
+
+def test_stats_counts_the_congestion_marks_the_emulator_counted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, s = _pcap(tmp_path, "incast:4", count=6, size=65536, ib_cc=True)
+    hosts = s.fabric["hosts"].values()
+    assert main(["stats", str(path), "-T", "json"]) == 0
+    tot = json.loads(capsys.readouterr().out)["totals"]
+    assert tot["bad_icrc"] == tot["bad_vcrc"] == 0
+    assert tot["ecn_ce"] == sum(h["fecn_received"] for h in hosts) > 0  # FECN as CE
+    assert tot["cnps"] == sum(h["becns_received"] for h in hosts) > 0  # IB CNPs, 0x80
+
+
+@pytest.mark.skipif(TSHARK is None, reason="tshark is not installed")
+def test_tshark_reads_the_same_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                      ) -> None:
+    path, _ = _pcap(tmp_path)
+    # tshark 4.0 reads native InfiniBand from ERF records (type 21), not link type 247
+    with open_capture(str(path)) as cap:
+        frames = [(r.data, r.ts_ns) for r in cap]
+    path = tmp_path / "ib.erf.pcap"
+    with PcapWriter(path, linktype=erf.LINKTYPE_ERF) as w:
+        for data, ts in frames:
+            w.write(erf.record(data, ts=erf.fixed_ts(ts)), ts_ns=ts)
+    names = ["infiniband.lrh.vl", "infiniband.lrh.sl", "infiniband.lrh.dlid",
+             "infiniband.lrh.slid", "infiniband.lrh.pktlen", "infiniband.bth.opcode",
+             "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.invariant.crc",
+             "infiniband.variant.crc"]
+    theirs = subprocess.run(fields_command(path, names), capture_output=True, text=True,
+                            check=True, timeout=120).stdout.splitlines()
+    argv = ["decode", str(path), "-T", "fields"]
+    for n in names:
+        argv += ["-e", n]
+    assert main(argv) == 0
+    ours = capsys.readouterr().out.splitlines()
+    norm = [[str(int(v, 0)) for v in r.split("\t")] for r in theirs]
+    assert [[str(int(v, 0)) for v in r.split("\t")] for r in ours] == norm
+    assert len(norm) > 10
+
+
+def test_emulate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pcap, tap = tmp_path / "x.pcap", tmp_path / "r.erf"
+    assert main(["emulate", "--protocol", "ib", "--topology", "incast:2", "--count", "2",
+                 "--size", "10000", "--ib-routing", "dmodk", "-w", str(pcap), "--tap",
+                 f"r:0={tap}"]) == 0
+    out = capsys.readouterr().out
+    assert "protocol=ib routing=dmodk" in out and "credit overflows 0" in out
+    assert "data verified yes" in out
+    assert main(["decode", str(tap), "-T", "fields", "-e", "infiniband_link.fctbs"]) == 0
+    assert any(x.strip() for x in capsys.readouterr().out.splitlines())
+
+
+@pytest.mark.parametrize("argv, what", [
+    (["--pfc", "off"], "--pfc with --protocol ib"),
+    (["--ecn", "off"], "--ecn with --protocol ib"),
+    (["--cc", "dcqcn"], "--cc with --protocol ib"),
+    (["--lb", "spray"], "--lb with --protocol ib"),
+    (["--qp-type", "ud"], "--qp-type ud"),
+    (["--trace", "t.csv"], "--trace with --protocol ib"),
+    (["--buffer", "1M"], "--buffer with --protocol ib"),
+])
+def test_emulate_refuses_what_ib_has_nothing_for(argv: list[str], what: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--protocol", "ib", "--topology", "incast:2", *argv]) == 1
+    assert what in capsys.readouterr().err
+
+
+def test_a_topology_files_switch_settings_are_refused(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "net.toml"
+    f.write_text('[hosts.a]\n[hosts.b]\n[switches.sw]\npfc = true\n'
+                 '[[links]]\na = "a"\nb = "sw"\n[[links]]\na = "b"\nb = "sw"\n'
+                 '[[traffic]]\nsrc = "a"\ndst = "b"\n')
+    assert main(["emulate", "--protocol", "ib", "--topology-file", str(f)]) == 1
+    assert "switches.sw.pfc: an InfiniBand switch" in capsys.readouterr().err
+
+
+def test_the_ethernet_run_refuses_ib() -> None:
+    from roce.errors import UsageError
+
+    with pytest.raises(UsageError, match="IbRun"):
+        NetRun(Scenario(topology="incast:2", protocol="ib"))
+
+
+def test_ib_routing_needs_ib(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--ib-routing", "dmodk"]) == 1
+    assert "--ib-routing: only with --protocol ib" in capsys.readouterr().err
+
+
+def _two_switches(traffic: list[tuple[str, str]]) -> topo.Topology:
+    """a1 and a3 on switch L; a2, r and x on switch R; L-R at 200 Gb/s, every other link
+    at 100 Gb/s.  a1 and a2 into r congest R's port to r (the root); a3 to x shares only
+    the L-R link, which has room for it at full rate."""
+    t = topo.Topology()
+    for s in ("L", "R"):
+        t.switches[s] = topo.SwitchSpec(s)
+    for h, s in (("a1", "L"), ("a3", "L"), ("a2", "R"), ("r", "R"), ("x", "R")):
+        t.host(h)
+        t.link(h, s)
+    t.links.append(topo.LinkSpec("L", "R", rate_gbps=200.0))
+    t.traffic = traffic
+    return t
+
+
+def _a3(proto: str, crowd: bool, **kw: object) -> tuple[float, object]:
+    """a3's mean message time alone or beside the incast into r, and the summary."""
+    traffic = [("a1", "r"), ("a2", "r"), ("a3", "x")] if crowd else [("a3", "x")]
+    sc = Scenario(topology="incast:2", protocol=proto, count=30, size=65536, **kw)
+    s = (IbRun if proto == "ib" else NetRun)(sc, topology=_two_switches(traffic)).run()
+    assert s.data_verified and s.fabric["drops"] == 0
+    return next(f["fct_ns"]["mean"] for f in s.flows if f["src"] == "a3"), s
+
+
+def test_congestion_spreads_as_with_pfc_and_ib_cc_reduces_it() -> None:
+    """a3 has room on every link of its path, yet beside the incast into r its messages
+    take longer: R's buffer from L fills with a1's packets for r and holds a3's behind them,
+    by credits on InfiniBand as by PFC pauses on Ethernet (a shared buffer small enough to
+    pause).  InfiniBand's congestion control marks at the root, R's port to r, throttles a1
+    and a2, and a3 gets most of its time back."""
+    alone_ib, _ = _a3("ib", False)
+    crowd_ib, s = _a3("ib", True)
+    assert s.fabric["fecn_marked"] == 0
+    assert crowd_ib > 1.4 * alone_ib
+    alone_roce, _ = _a3("roce", False, ecn="off", buffer=300_000)
+    crowd_roce, s = _a3("roce", True, ecn="off", buffer=300_000)
+    assert s.fabric["pfc_frames"] > 0 and crowd_roce > 1.4 * alone_roce
+    crowd_cc, s = _a3("ib", True, ib_cc=True)
+    assert crowd_cc < 0.85 * crowd_ib
+    marks = {p: r["fecn_marked"] for p, r in s.fabric["ports"].items()}
+    to_r = next(p for p, r in s.fabric["ports"].items() if r["peer"] == "r")
+    assert marks[to_r] > sum(marks.values()) / 2  # the root marks; the victims hardly
+    # every mark answered, every answer heard, but for those in flight when the run ended
+    f = s.fabric
+    assert 0.9 * f["fecn_marked"] < f["becns_received"] <= f["cnps_sent"] <= f["fecn_marked"]
+
+
+# -- InfiniBand congestion control (roce.emu.ib.ibcc) ------------------------------------
+
+
+def test_ccti_steps_up_on_becn_and_decays_by_timer() -> None:
+    from roce.emu.ib.ibcc import TIMER_UNIT_NS, CcAgent, IbCcConfig
+
+    cfg = IbCcConfig(ccti_increase=2, ccti_limit=5, ccti_timer=3)
+    a = CcAgent(cfg, 100_000_000_000, 4096)
+    assert a.rate_bps(7) == 100_000_000_000
+    t = 0
+    for _ in range(4):
+        t = a.on_becn(0, 7)
+    assert a.ccti[7] == 5 and t == 3 * TIMER_UNIT_NS  # capped at CCTI_Limit
+    # entry 5: shift 2, multiplier 5: a gap of 5/4 of a largest packet after each
+    want = 100e9 / (1 + 5 / 4)  # (integer ns: the shift rounds down, as hfi1 does)
+    assert abs(a.rate_bps(7) - want) < 0.01 * want
+    seen = []
+    while t is not None:
+        t = a.on_timer(t, 7)
+        seen.append(a.ccti[7])
+    assert seen == [4, 3, 2, 1, 0] and a.rate_bps(7) == 100_000_000_000
+    assert a.on_timer(10**9, 7) is None  # no timer left: nothing happens
+
+
+def test_ib_cc_config_is_checked() -> None:
+    from roce.emu.ib.ibcc import IbCcConfig
+
+    with pytest.raises(ValueError):
+        IbCcConfig(ccti_limit=200)
+    with pytest.raises(ValueError):
+        IbCcConfig(table=((4, 1),))
+
+
+def test_ib_cc_needs_ib(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--ib-cc", "on"]) == 1
+    assert "--ib-cc: only with --protocol ib" in capsys.readouterr().err
