@@ -171,14 +171,14 @@ def test_trim_is_refused_without_a_switch_or_for_roce(capsys):
 def test_trimmer_cuts_to_headers_with_lengths_and_checksum():
     from roce.emu.net import hop
     from roce.emu.net.stages import TRIM_BYTES, TRIM_DSCP, Trimmer
-    from roce.emu.uet import framing
+    from roce.emu.uet import uetframes
     from roce.fast import ip_checksum_reference
 
     f = {"uet.pds.type": 2, "uet.pds.psn": 7, "uet.pds.spdcid": 1, "uet.pds.dpdcid": 2,
          "uet.pds.clear_psn_offset": -1, "uet.pds.nh": 3, "uet.ses.std.opcode": 1,
          "uet.ses.std.payload_length": 1000, "uet.ses.std.message_offset": 4096,
          "uet.ses.std.request_length": 8192}
-    full = framing.encode(f, bytes(1000), src="10.0.0.1", dst="10.0.0.2",
+    full = uetframes.encode(f, bytes(1000), src="10.0.0.1", dst="10.0.0.2",
                           smac=bytes(6), dmac=bytes(6), entropy=0xC123)
     cut = Trimmer().cut(full)
     assert cut is not None and len(cut) == TRIM_BYTES
@@ -186,7 +186,7 @@ def test_trimmer_cuts_to_headers_with_lengths_and_checksum():
     ip = cut[hop.L2:hop.L2 + hop.IP_HDR]
     assert int.from_bytes(ip[2:4], "big") == TRIM_BYTES - hop.L2
     assert ip_checksum_reference(ip) in (0, 0xFFFF)  # the header sums to all ones
-    r = framing.decode(cut)
+    r = uetframes.decode(cut)
     assert r is not None and r.payload == b"" and r.fields["uet.pds.psn"] == 7
     assert r.fields["uet.ses.std.message_offset"] == 4096
     assert Trimmer().cut(full[:TRIM_BYTES]) is None  # nothing to cut

@@ -1,6 +1,6 @@
 """Two UET hosts (PDS and SES) joined by a virtual-time loop in which a test decides each
 packet's fate: delivered, lost, delayed (reordered), duplicated or trimmed.  Every packet
-crosses as a frame through ``roce.emu.uet.framing`` (the UET family's codec both ways)."""
+crosses as a frame through ``roce.emu.uet.uetframes`` (the UET family's codec both ways)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from roce.emu.core.constants import ALL_ACCESS
 from roce.emu.core.memory import AddressSpace
-from roce.emu.uet import framing
+from roce.emu.uet import uetframes
 from roce.emu.uet.pds import Pds, PdsConfig
 from roce.emu.uet.ses import Ses
 
@@ -66,7 +66,7 @@ class Loop:
                 if o is None:
                     break
                 self.sent.append((h.ip, o.fields))
-                fr = framing.encode(o.fields, o.payload, src=h.ip, dst=o.dst, smac=h.mac,
+                fr = uetframes.encode(o.fields, o.payload, src=h.ip, dst=o.dst, smac=h.mac,
                                  dmac=self.hosts[o.dst].mac, entropy=0xC000)
                 for extra, trimmed in self.fate(next(self.count), o.fields):
                     heapq.heappush(self.events, (self.now + DELAY + extra, next(self.seq),
@@ -88,7 +88,7 @@ class Loop:
             while self.events and self.events[0][0] <= self.now:
                 _, _, dst, fr, trimmed = heapq.heappop(self.events)
                 self.frames.append((self.now, fr))
-                r = framing.decode(fr)
+                r = uetframes.decode(fr)
                 assert r is not None
                 self.hosts[dst].pds.receive(self.now, r.fields, r.payload, r.src, r.ce,
                                             trimmed)

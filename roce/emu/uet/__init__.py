@@ -7,7 +7,7 @@ semantic sublayer (SES) over it, and the host that puts both on the simulated ne
   its rules and transitions are tables at the top of the module;
 * ``ses``: WRITE, READ and SEND messages over the PDCs into the memory model of the RoCE
   queue pairs (``roce.emu.core.memory``), with message IDs, offsets and completions;
-* ``framing``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
+* ``uetframes``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
   frame and back, through the UET family's codec (no layout of its own);
 * ``host``: a UET host on ``roce.emu.net``'s links (an ``Endpoint`` the wire pulls);
 * ``run``: ``roce emulate --protocol uet``'s run: the topology, the messages, the check of

@@ -1,7 +1,7 @@
 """A UET host on the simulated network (``roce.emu.net``): its PDS and SES behind one link.
 
 The host is an ``Endpoint`` the link pulls (``roce.emu.core.endpoint.PullEndpoint``):
-``receive`` hands each frame to the PDS through the UET family's codec (``framing``), and
+``receive`` hands each frame to the PDS through the UET family's codec (``uetframes``), and
 ``pull`` gives the wire the PDS's next packet as a frame.  It drives the PDS's named timers
 on the network's event loop, and sets each packet's entropy, the UDP source port the
 switches' ECMP hash reads:
@@ -23,7 +23,7 @@ from typing import Any
 
 from roce.emu.core.memory import AddressSpace
 from roce.emu.net.pfc import PauseState
-from roce.emu.uet import framing
+from roce.emu.uet import uetframes
 from roce.emu.uet.pds import Pdc, Pds, PdsConfig
 from roce.emu.uet.ses import Ses
 
@@ -35,7 +35,7 @@ class UetHost:
     """One host: ``ip``, a MAC derived from it, its memory (``space``), SES and PDS."""
 
     def __init__(self, net: Any, name: str, ip: str, config: PdsConfig, mtu: int,
-                 entropy: str = "pdc", marking: framing.Marking = framing.MARKING,
+                 entropy: str = "pdc", marking: uetframes.Marking = uetframes.MARKING,
                  trim_dscp: int | None = None) -> None:
         if entropy not in ENTROPY_MODES:
             raise ValueError(f"entropy {entropy!r}: one of {', '.join(ENTROPY_MODES)}")
@@ -91,7 +91,7 @@ class UetHost:
             w.write(frame, ts_ns=now)
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)
-        r = framing.decode(frame)
+        r = uetframes.decode(frame)
         if r is None:
             self.not_uet += 1
             return
@@ -112,7 +112,7 @@ class UetHost:
         else:
             entropy = ENTROPY_LOW
         self.ip_id = (self.ip_id + 1) & 0xFFFF
-        frame = framing.encode(o.fields, o.payload, src=self.ip, dst=o.dst, smac=self.mac,
+        frame = uetframes.encode(o.fields, o.payload, src=self.ip, dst=o.dst, smac=self.mac,
                                dmac=self.peer_mac, entropy=entropy, marking=self.marking,
                                ip_id=self.ip_id)
         self.tx_frames += 1

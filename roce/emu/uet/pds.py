@@ -3,7 +3,7 @@ contexts), what each sends and what it does with what it receives.
 
 Nothing here reads a clock, a socket or global randomness: every entry point takes ``now``
 (integer virtual nanoseconds), packets are flat field dictionaries named as the UET family
-names them (``uet.pds.psn``...; ``roce.emu.uet.framing`` turns them into frames with the
+names them (``uet.pds.psn``...; ``roce.emu.uet.uetframes`` turns them into frames with the
 family's codec), and the layer above (``Upper``: the SES) is called back with what arrived
 and what was acknowledged.  A driver calls ``receive``, ``pull`` while it may transmit, and
 ``on_timer`` when ``deadline()`` passes.

@@ -28,7 +28,7 @@ from roce.emu.net import topology as topo
 from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
 from roce.emu.net.stages import Trimmer
 from roce.emu.scenario import Scenario, Summary
-from roce.emu.uet import framing
+from roce.emu.uet import uetframes
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
 from roce.emu.uet.pds import PdsConfig
 from roce.emu.uet.ses import KINDS, RI_MAX
@@ -124,7 +124,7 @@ class UetRun:
             sc = replace(sc, time_limit_ns=defaults.SWITCHED_TIME_LIMIT_NS)
         self.sc, self.opts = sc, opts
         config = PdsConfig(mode=MODES[opts.mode])
-        marking = framing.Marking()
+        marking = uetframes.Marking()
         trimmer = Trimmer() if opts.trim else None
 
         def host(net: Any, name: str, ip: str) -> UetHost:
