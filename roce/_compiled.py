@@ -31,15 +31,18 @@ This module imports nothing from ``roce``: ``setup.py`` reads it before anything
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
 import os
 import sys
 import warnings
+from typing import TYPE_CHECKING
+
+# ast parses sources for the .pxd generation: imported there (the build), not at every start
+if TYPE_CHECKING:
+    import ast
 
 # What is compiled is what measurably speeds up the emulator's benchmarks (bench/bench_cc.py,
 # bench/bench_emulator.py, bench/emu_speed_ab.py): each module costs install time
@@ -169,7 +172,7 @@ def stale_modules() -> list[str]:
             if built.get(name) != source_hash(path)]
 
 
-class _Chooser(importlib.abc.MetaPathFinder):
+class _Chooser:  # a meta path finder (importlib.abc would import importlib.resources)
     """Decides which form of the modules of MODULES is loaded: the compiled ones when every
     source is the one they were built from, else every ``.py`` (always, under ROCE_PURE).
     All or none: a compiled module holds the types of others, it cannot run beside the
@@ -272,11 +275,13 @@ def write_sources(root: str) -> None:
 # -- the declarations Cython reads (.pxd), generated -------------------------------------------
 
 def _is_dataclass(node: ast.ClassDef) -> bool:
+    import ast
     return any("dataclass" in ast.unparse(d) for d in node.decorator_list)
 
 
 def _attributes(node: ast.ClassDef) -> list[str]:
     """A class's attributes: its dataclass fields in order, or its ``__slots__``."""
+    import ast
     if _is_dataclass(node):
         return [s.target.id for s in node.body if isinstance(s, ast.AnnAssign)
                 and isinstance(s.target, ast.Name) and "ClassVar" not in ast.unparse(s.annotation)]
@@ -289,6 +294,7 @@ def _attributes(node: ast.ClassDef) -> list[str]:
 
 def _compilable(fn: ast.FunctionDef) -> bool:
     """A method Cython can make ``cpdef``: no closure, generator, decorator or star argument."""
+    import ast
     a = fn.args
     if fn.name.startswith("__") or fn.decorator_list or a.vararg or a.kwarg or a.kwonlyargs \
             or a.posonlyargs:
@@ -300,6 +306,7 @@ def _compilable(fn: ast.FunctionDef) -> bool:
 
 def _names(fn: ast.FunctionDef) -> list[str]:
     """A function's arguments and the names it assigns."""
+    import ast
     out = [a.arg for a in fn.args.args]
     out += [n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
     return out
@@ -307,6 +314,7 @@ def _names(fn: ast.FunctionDef) -> list[str]:
 
 def pxd_text(module: str, source: str) -> str:
     """The ``.pxd`` of ``module`` (its classes of ``CLASSES``) from its ``.py`` source."""
+    import ast
     owner = {cls: mod for mod, classes in CLASSES.items() for cls in classes}
     classes = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
     body: list[str] = []

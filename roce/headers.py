@@ -428,10 +428,55 @@ def _range_error(header: str, field: str, value: int, bits: int) -> None:
     raise ValueError(f"{header}.{field} = {value:#x} does not fit in {bits} bits")
 
 
-DECODERS: dict[str, Callable[[bytes, int], dict]] = {
-    n: _compile_decoder(lay) for n, lay in LAYOUTS.items()}
-ENCODERS: dict[str, Callable[[dict], bytes]] = {
-    n: _compile_encoder(lay) for n, lay in LAYOUTS.items()}
+class _Codecs(dict):
+    """One generated function per header of LAYOUTS, compiled when first looked up: a
+    program uses a few of them (an emulator run: Ethernet, IP, UDP, BTH and an extended
+    header or two), and compiling all of them would cost every start of roce.  A lookup
+    of one already compiled is a plain dict lookup; asking for the whole mapping (its
+    keys, length, members) compiles the rest first, so it always shows every header."""
+
+    def __init__(self, make: Callable[[Layout], Callable]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, name: str) -> Callable:
+        if name not in LAYOUTS:
+            raise KeyError(name)
+        fn = self[name] = self._make(LAYOUTS[name])
+        return fn
+
+    def _all(self) -> None:
+        for name in LAYOUTS.keys() - dict.keys(self):
+            self[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self._all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        return len(LAYOUTS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in LAYOUTS
+
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+        return self[name] if name in LAYOUTS else default
+
+    def keys(self):  # type: ignore[no-untyped-def, override]
+        self._all()
+        return dict.keys(self)
+
+    def values(self):  # type: ignore[no-untyped-def, override]
+        self._all()
+        return dict.values(self)
+
+    def items(self):  # type: ignore[no-untyped-def, override]
+        self._all()
+        return dict.items(self)
+
+
+DECODERS: dict[str, Callable[[bytes, int], dict]] = _Codecs(_compile_decoder)
+ENCODERS: dict[str, Callable[[dict], bytes]] = _Codecs(_compile_encoder)
 
 
 def derive(name: str, con: Construct) -> Layout:

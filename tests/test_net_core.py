@@ -16,6 +16,7 @@ from roce.emu.core.constants import MAX_UNACKED_PSNS
 from roce.emu.net import topology
 from roce.emu.net.runner import NetRun, NetScenario, run_scenario
 from roce.emu.scenario import Scenario
+from roce.errors import UsageError
 
 RATE = 100  # Gb/s
 DELAY = 1000  # ns
@@ -90,6 +91,40 @@ def test_permutation_is_a_seeded_derangement_across_leaves():
     assert all(t.leaf_of[a] != t.leaf_of[b] for a, b in pairs)
     assert pairs == topology.permutation(t, random.Random(5))
     assert pairs != topology.permutation(t, random.Random(6))
+
+
+def _is_derangement_across_leaves(t, pairs) -> bool:
+    return (sorted(a for a, _ in pairs) == sorted(t.hosts) == sorted(b for _, b in pairs)
+            and all(t.leaf_of[a] != t.leaf_of[b] for a, b in pairs))
+
+
+def test_permutation_of_many_hosts_per_leaf():
+    """32 hosts per leaf: a random permutation keeps ~32 pairs within a leaf, so drawing
+    until none does never ends; the permutation is repaired instead (8,192 hosts need it)."""
+    import random
+
+    for shape in ((8, 2, 32), (256, 32, 32), (2, 1, 16)):
+        t = topology.leafspine(*shape)
+        pairs = topology.permutation(t, random.Random(3))
+        assert _is_derangement_across_leaves(t, pairs), shape
+        assert pairs == topology.permutation(t, random.Random(3))
+        assert pairs != topology.permutation(t, random.Random(4))
+
+
+def test_permutation_refuses_a_leaf_with_most_hosts():
+    """No derangement exists when one switch holds more than half the hosts: refused at
+    once, saying why."""
+    import random
+
+    t = topology.Topology()
+    t.switches["a"] = topology.SwitchSpec("a")
+    t.switches["b"] = topology.SwitchSpec("b")
+    t.link("a", "b")
+    for name, sw in (("x1", "a"), ("x2", "a"), ("x3", "a"), ("y1", "b")):
+        t.host(name)
+        t.link(name, sw)
+    with pytest.raises(UsageError, match="a holds 3 of the 4 hosts"):
+        topology.permutation(t, random.Random(1))
 
 
 def test_p2p_default_is_the_two_host_fabric(capsys):

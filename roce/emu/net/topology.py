@@ -21,7 +21,7 @@ from __future__ import annotations
 import ipaddress
 import random
 from argparse import ArgumentTypeError
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,18 +194,57 @@ def oversubscribe(t: Topology, ratio: float, rate_gbps: float) -> None:
         ln.rate_gbps = (ln.rate_gbps or rate_gbps) / ratio
 
 
+# Rejection sampling draws a uniform derangement but expects e^LAMBDA draws, LAMBDA the
+# number of pairs a random permutation keeps within a switch (sum of k^2 / n over switches
+# of k hosts); past this, 10,000 draws would find none (odds below 1e-9): repair instead
+_MAX_SAME_SWITCH_PAIRS = 30
+_DRAWS = 10_000
+
+
 def permutation(t: Topology, rng: random.Random) -> list[tuple[str, str]]:
     """Each host sends to exactly one host on another switch and receives from exactly one:
-    a seeded derangement across switches (rejection sampling)."""
+    a seeded derangement across switches.  Drawn by rejection sampling where that ends
+    quickly; with many hosts per switch (32 per leaf keep ~32 pairs within a leaf: e^32
+    draws) a random permutation whose pairs within a switch are then swapped away."""
     names = list(t.hosts)
-    if len(set(t.leaf_of[h] for h in names)) < 2:
+    per_switch = Counter(t.leaf_of[h] for h in names)
+    if len(per_switch) < 2:
         raise UsageError("--traffic permutation needs hosts on at least two switches")
-    for _ in range(10_000):
-        dst = names[:]
-        rng.shuffle(dst)
-        if all(t.leaf_of[a] != t.leaf_of[b] for a, b in zip(names, dst)):
-            return list(zip(names, dst))
-    raise UsageError("--traffic permutation: no derangement across switches found")
+    switch, most = per_switch.most_common(1)[0]
+    if 2 * most > len(names):
+        raise UsageError(f"--traffic permutation: no host may send to its own switch, but "
+                         f"{switch} holds {most} of the {len(names)} hosts")
+    if sum(k * k for k in per_switch.values()) <= _MAX_SAME_SWITCH_PAIRS * len(names):
+        for _ in range(_DRAWS):
+            dst = names[:]
+            rng.shuffle(dst)
+            if all(t.leaf_of[a] != t.leaf_of[b] for a, b in zip(names, dst)):
+                return list(zip(names, dst))
+    return _repaired(t, names, rng)
+
+
+def _repaired(t: Topology, names: list[str], rng: random.Random) -> list[tuple[str, str]]:
+    """A random permutation of ``names`` with each pair inside one switch swapped with a
+    randomly chosen pair such that neither is then inside one (a scan finds one when the
+    random picks do not: one exists while no switch holds more than half the hosts)."""
+    leaf = [t.leaf_of[h] for h in names]
+    dst = list(range(len(names)))
+    rng.shuffle(dst)
+    n = len(names)
+    for i in range(n):
+        if leaf[i] != leaf[dst[i]]:
+            continue
+        for _ in range(64):
+            j = rng.randrange(n)
+            if leaf[i] != leaf[dst[j]] and leaf[j] != leaf[dst[i]]:
+                break
+        else:
+            j = next((j for j in range(n)
+                      if leaf[i] != leaf[dst[j]] and leaf[j] != leaf[dst[i]]), -1)
+            if j < 0:
+                raise UsageError("--traffic permutation: no derangement across switches found")
+        dst[i], dst[j] = dst[j], dst[i]
+    return [(names[i], names[d]) for i, d in enumerate(dst)]
 
 
 def all_to_all(t: Topology) -> list[tuple[str, str]]:

@@ -1,0 +1,95 @@
+"""Scale: a leaf-spine permutation (32 hosts per leaf, 32 spines: 32 paths between leaves,
+400 Gb/s, spraying, selective repeat, one message per host), at growing numbers of leaves,
+each run a fresh process: its CPU time, peak memory (the kernel's maximum resident set),
+packet-hops, tail FCT and whether its data verified; and the memory model fitted to them.
+
+Two message sizes separate what the hosts' registered memory costs (each flow's source
+and destination buffers, ``--size`` bytes each) from the rest: the slope of the peak
+against the hosts at a 4 KiB message is the network's and QPs' own state per host; the
+difference between the two sizes per host is the buffers' share.
+
+    python bench/bench_scale.py [--leaves 2,4,8,16] [--size 1M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+TREE = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, resource, sys
+from roce.emu.net.runner import NetScenario, run_network
+leaves, size = int(sys.argv[1]), int(sys.argv[2])
+sc = NetScenario(topology=f"leafspine:{leaves},32,32", traffic="permutation", size=size,
+                 count=1, rate_gbps=400.0, lb="spray", recovery="sr")
+s = run_network(sc)
+print(json.dumps({"hosts": leaves * 32, "size": size, "ok": s.data_verified,
+                  "cpu_s": s.cpu_s, "hops": s.hops, "p99_us": s.fct_ns["p99"] / 1e3,
+                  "max_us": s.fct_ns["max"] / 1e3 if "max" in s.fct_ns else None,
+                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def run(leaves: int, size: int) -> dict:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 1)
+        os.close(r)
+        os.execvpe(sys.executable, [sys.executable, "-c", CHILD, str(leaves), str(size)],
+                   {**os.environ, "PYTHONPATH": str(TREE)})
+    os.close(w)
+    out = b""
+    while chunk := os.read(r, 1 << 16):
+        out += chunk
+    os.close(r)
+    _, status, ru = os.wait4(pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"leafspine:{leaves},32,32 failed")
+    res = json.loads(out.decode().strip().splitlines()[-1])
+    res["process_cpu_s"] = ru.ru_utime + ru.ru_stime
+    return res
+
+
+def slope(rows: list[dict]) -> float:
+    """Least-squares bytes per host of the peak RSS."""
+    xs = [r["hosts"] for r in rows]
+    ys = [r["peak_rss"] for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return (sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+            / sum((x - mx) ** 2 for x in xs))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--leaves", default="2,4,8,16")
+    ap.add_argument("--size", default=str(1 << 20))
+    args = ap.parse_args()
+    size = int(args.size.rstrip("M")) << 20 if args.size.endswith("M") else int(args.size)
+    leaves = [int(x) for x in args.leaves.split(",")]
+    print("| hosts | message | data verified | CPU s (loop) | CPU s (process) | packet-hops | "
+          "hops / CPU-s | FCT p99 | peak RSS |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    by_size: dict[int, list[dict]] = {}
+    for n in leaves:
+        for sz in (4096, size):
+            r = run(n, sz)
+            by_size.setdefault(sz, []).append(r)
+            print(f"| {r['hosts']:,} | {sz:,} B | {'yes' if r['ok'] else 'NO'} | "
+                  f"{r['cpu_s']:.2f} | {r['process_cpu_s']:.2f} | {r['hops']:,} | "
+                  f"{r['hops'] / r['cpu_s']:,.0f} | {r['p99_us']:.1f} us | "
+                  f"{r['peak_rss'] / 2**20:,.0f} MiB |", flush=True)
+    if len(leaves) > 1:
+        small, big = slope(by_size[4096]), slope(by_size[size])
+        print(f"\nper host: {small / 1024:,.1f} KiB at a 4 KiB message (network, QPs, "
+              f"frames in flight); {big / 1024:,.1f} KiB at {size:,} B, so "
+              f"{(big - small) / size:.2f} x the message size in buffers")
+
+
+if __name__ == "__main__":
+    main()

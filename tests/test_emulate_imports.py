@@ -1,0 +1,53 @@
+"""``roce emulate`` imports what its run needs and nothing more: a short run's CPU time is
+mostly imports (bench/RESULTS.md, "roce against ns-3"), so the capture side of roce, the
+optional heavy libraries and the build-time tools stay out of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import json, sys
+from roce.cli import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
+"""
+
+# never needed by a simulated run: the decoder, the flow analysis, plots and Scapy layers
+# (roce's other commands), the heavy optional libraries, and importlib.abc, which brings
+# importlib.resources (ast, which only the build's .pxd generation uses, comes with
+# dataclasses' use of inspect all the same)
+UNWANTED = ("roce.decoder", "roce.analysis", "roce.plot", "roce.wire", "roce.families.dispatch",
+            "pandas", "pyarrow", "matplotlib", "numpy", "scapy", "dask", "hypothesis",
+            "importlib.resources", "importlib.abc")
+
+
+def _modules(*args: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", CHILD, "emulate", *args], env=env,
+                       capture_output=True, text=True, check=True, cwd=ROOT)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["rc"] == 0, r.stdout
+    return out["modules"]
+
+
+def _unwanted(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == u or m.startswith(u + ".") for u in UNWANTED)]
+
+
+def test_two_hosts_import_only_what_the_run_needs() -> None:
+    modules = _modules("--size", "4K", "--count", "1")
+    assert "roce.emu.net.runner" in modules  # the run did happen in this process
+    assert _unwanted(modules) == []
+
+
+def test_switched_network_imports_only_what_the_run_needs() -> None:
+    modules = _modules("--topology", "incast:2", "--size", "4K", "--count", "1")
+    assert "roce.emu.net.switch" in modules
+    assert _unwanted(modules) == []
