@@ -18,3 +18,8 @@ as Wireshark 5.0's ``packet-uet.c`` reads it, and the reference provider
 (``ultraethernet/uet-ref-prov``, ``uet_pds.c``: PDC states, the 128-PSN maximum PSN range,
 0-RTT establishment with the initiator's start PSN).
 """
+
+# the choices of a run's options, here so that ``roce emulate``'s parser reads them without
+# importing the endpoints (and the UET family's codec) for a run that is not UET
+PDC_MODES = ("rud", "rod")  # reliable unordered, reliable ordered (``run.MODES``)
+ENTROPY_MODES = ("pdc", "packet")  # one entropy per PDC, one per packet (``host``)

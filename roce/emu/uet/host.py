@@ -23,11 +23,10 @@ from typing import Any
 
 from roce.emu.core.memory import AddressSpace
 from roce.emu.net.pfc import PauseState
-from roce.emu.uet import uetframes
+from roce.emu.uet import ENTROPY_MODES, uetframes
 from roce.emu.uet.pds import Pdc, Pds, PdsConfig
 from roce.emu.uet.ses import Ses
 
-ENTROPY_MODES = ("pdc", "packet")
 ENTROPY_LOW = 0xC000  # entropies are drawn from the dynamic ports (RFC 6335), as RoCE's are
 
 

@@ -28,22 +28,22 @@ from roce.emu.net import topology as topo
 from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
 from roce.emu.net.stages import Trimmer
 from roce.emu.scenario import Scenario, Summary
-from roce.emu.uet import uetframes
+from roce.emu.uet import PDC_MODES, uetframes
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
 from roce.emu.uet.pds import PdsConfig
 from roce.emu.uet.ses import KINDS, RI_MAX
 from roce.errors import UsageError
 from roce.families.uet import codes as t
 
-MODES = {"rud": t.RUD_REQ, "rod": t.ROD_REQ}
+MODES = dict(zip(PDC_MODES, (t.RUD_REQ, t.ROD_REQ)))
 
 
 @dataclass(frozen=True)
 class UetOptions:
     """What a UET run adds to the scenario: the PDC mode and the entropy of its packets."""
 
-    mode: str = "rud"  # rud | rod
-    entropy: str = "pdc"  # pdc | packet (roce.emu.uet.host)
+    mode: str = PDC_MODES[0]  # rud | rod
+    entropy: str = ENTROPY_MODES[0]  # pdc | packet (roce.emu.uet.host)
     trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
 
 
