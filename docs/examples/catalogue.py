@@ -313,6 +313,13 @@ example("emulate-dcqcn",
         "--cc-param rp_ai_rate=40 --ecn-codepoint ect1 | tail -n 4",
         measured=("cpu",), cost=2)
 
+example("emulate-uet",
+        "roce emulate --protocol uet --topology incast:3 --pfc off --buffer 160K --size 128K "
+        "--count 2 --trim -w uet.pcap",
+        "roce decode uet.pcap -c 3",
+        "roce stats uet.pcap | tail -n 9",
+        measured=("cpu",), cost=2)
+
 example("emulate-topology-file",
         "roce emulate --topology-file net.toml --size 64K --count 4 --seed 1",
         measured=("cpu",), show_files=True,

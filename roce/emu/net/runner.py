@@ -495,6 +495,7 @@ def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
             st = p.stats
             row = {"peer": p.wire.dst.name, "drops": st.drops,
                    "lossless_drops": st.lossless_drops, "ecn_marked": st.ecn_marked,
+                   "trimmed": st.trimmed,
                    "pfc_pause_sent": p.pfc.pauses_sent if p.pfc else 0,
                    "pfc_xon_sent": p.pfc.xons_sent if p.pfc else 0,
                    "pfc_pause_received": p.pause.xoffs,
@@ -504,6 +505,7 @@ def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
             ports[p.name] = row
             tot["drops"] += st.drops
             tot["ecn_marked"] += st.ecn_marked
+            tot["trimmed"] += st.trimmed
             tot["pfc_frames"] += row["pfc_pause_sent"] + row["pfc_xon_sent"]
             tot["max_queue_bytes"] = max(tot["max_queue_bytes"], p.max_queue_bytes)
     hosts = {}
@@ -519,7 +521,7 @@ def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
             tot["cnps_sent"] += cc["cnps_sent"]
             tot["cnps_received"] += cc["cnps_received"]
     link_lost = sum(w.stats.lost for w in net.wires)
-    out = {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"],
+    out = {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"], "trimmed": tot["trimmed"],
            "pfc_frames": tot["pfc_frames"], "max_queue_bytes": tot["max_queue_bytes"],
            "cnps_sent": tot["cnps_sent"], "cnps_received": tot["cnps_received"],
            "link_lost": link_lost, "ports": ports, "hosts": hosts}

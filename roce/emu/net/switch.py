@@ -22,7 +22,14 @@ from roce import macc
 from roce.emu.net import hop as frames
 from roce.emu.net.buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
 from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
-from roce.emu.net.stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker
+from roce.emu.net.stages import (
+    Classifier,
+    DscpClassifier,
+    Forwarder,
+    Marker,
+    NoMarker,
+    Trimmer,
+)
 from roce.families import intmd
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
@@ -41,6 +48,7 @@ class PortStats:
     drops: int = 0
     lossless_drops: int = 0
     ecn_marked: int = 0
+    trimmed: int = 0  # cut to their headers in place of a drop (``stages.Trimmer``)
 
 
 class SwitchPort:
@@ -161,12 +169,12 @@ class SwitchPort:
 class Switch:
     __slots__ = ("net", "name", "index", "ports", "routes", "classifier", "_table", "lossless",
                  "strict", "strict_mask", "forwarder", "buffer", "pfc_enabled", "no_route",
-                 "not_ip", "max_frame", "telemetry")
+                 "not_ip", "max_frame", "telemetry", "trimmer")
 
     def __init__(self, net: Any, name: str, index: int, *, buffer: BufferConfig | BufferPolicy,
                  classifier: Classifier | None = None, forwarder: Forwarder,
                  pfc: bool = True, max_frame: int = 4096 + 128,
-                 telemetry: bool = False) -> None:
+                 telemetry: bool = False, trimmer: Trimmer | None = None) -> None:
         self.net = net
         self.name = name
         self.index = index
@@ -186,6 +194,7 @@ class Switch:
         self.not_ip = 0
         self.max_frame = max_frame
         self.telemetry = telemetry  # stamp INT-MD frames (module docstring)
+        self.trimmer = trimmer  # packet trimming in place of lossy drops (stages.Trimmer)
 
     def add_port(self) -> SwitchPort:
         i = len(self.ports)
@@ -254,8 +263,18 @@ class Switch:
             acct = out.eg_acct[tc]
             pool = buf.admit(acct, n, False)
             if pool < 0:
-                out.stats.drops += 1
-                return
+                cut = self.trimmer.cut(frame) if self.trimmer is not None else None
+                if cut is None:
+                    out.stats.drops += 1
+                    return
+                frame, tc = cut, self.trimmer.tc  # trimmed: the headers go on, ahead
+                n = len(frame)
+                acct = out.eg_acct[tc]
+                pool = buf.admit(acct, n, False)
+                if pool < 0:
+                    out.stats.drops += 1
+                    return
+                out.stats.trimmed += 1
         out.queues[tc].append((frame, acct, pool, port))
         out.queued += 1
         out.mask |= 1 << tc
