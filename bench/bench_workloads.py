@@ -14,6 +14,7 @@ CPU-second is the speed figure).
 
     PYTHONPATH=. python bench/bench_workloads.py                 # the default: 1 ms
     PYTHONPATH=. python bench/bench_workloads.py --duration 200us --ar-size 16M
+    PYTHONPATH=. python bench/bench_workloads.py --cc hpcc --cc-param hpcc_base_rtt=14
 """
 
 from __future__ import annotations
@@ -29,10 +30,16 @@ from roce.emu.scenario import Scenario
 from roce.options import parse_positive_time, parse_size
 
 
+def knobs(cc: str, params: list[str]) -> list[str]:
+    """The ``--cc-param`` settings that are knobs of ``cc`` (each applies to its own)."""
+    return [p for p in params if p.partition("=")[0] in algorithms.ALGORITHMS[cc].PARAMS]
+
+
 def flows(topology: str, load: float, cc: str, recovery: str, duration: int,
-          seed: int) -> dict:
+          seed: int, params: tuple[str, ...] = ()) -> dict:
     sc = Scenario(topology=topology, cdf="websearch", load=load, duration_ns=duration,
-                  cc=algorithms.configure(cc), recovery=recovery, seed=seed)
+                  cc=algorithms.configure(cc, overrides=knobs(cc, list(params))),
+                  recovery=recovery, seed=seed)
     t0 = time.process_time()
     s = WorkloadRun(sc).run()
     w = s.workload
@@ -46,9 +53,10 @@ def flows(topology: str, load: float, cc: str, recovery: str, duration: int,
             "table": w["slowdown_table"]}
 
 
-def allreduce(topology: str, cc: str, size: int, ranks: int, seed: int) -> dict:
+def allreduce(topology: str, cc: str, size: int, ranks: int, seed: int,
+              params: tuple[str, ...] = ()) -> dict:
     sc = Scenario(topology=topology, collective="allreduce", size=size, ranks=ranks,
-                  cc=algorithms.configure(cc), seed=seed)
+                  cc=algorithms.configure(cc, overrides=knobs(cc, list(params))), seed=seed)
     s = WorkloadRun(sc).run()
     w = s.workload
     return {"cc": cc, "busbw_GBps": w["busbw_GBps"], "algbw_GBps": w["algbw_GBps"],
@@ -69,6 +77,9 @@ def main() -> None:
     p.add_argument("--ar-size", type=parse_size, default=64 << 20)
     p.add_argument("--ar-ranks", type=int, default=16)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--cc-param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a knob for the algorithm that has it (e.g. hpcc_base_rtt=14: HPCC's "
+                   "T, the fabric's longest base RTT), repeatable")
     p.add_argument("--json", metavar="FILE", help="every figure, with the binned tables")
     a = p.parse_args()
     ccs = a.cc.split(",")
@@ -80,7 +91,7 @@ def main() -> None:
     for load in (float(x) for x in a.loads.split(",")):
         for cc in ccs:
             for rec in a.recovery.split(","):
-                r = flows(a.topology, load, cc, rec, a.duration, a.seed)
+                r = flows(a.topology, load, cc, rec, a.duration, a.seed, a.cc_param)
                 out["flows"].append(r)
                 sm, lg = r["small"], r["large"]
                 print(f"| {load:g} | {cc} | {rec} | {r['flows']} ({r['finished']}) | "
@@ -93,7 +104,7 @@ def main() -> None:
           "packet-hops per CPU-s |")
     print("|---|---|---|---|---|---|---|---|")
     for cc in ccs:
-        r = allreduce(a.ar_topology, cc, a.ar_size, a.ar_ranks, a.seed)
+        r = allreduce(a.ar_topology, cc, a.ar_size, a.ar_ranks, a.seed, a.cc_param)
         out["allreduce"].append(r)
         print(f"| {cc} | {r['busbw_GBps']:.2f} | {r['busbw_GBps'] / r['line_GBps']:.1%} | "
               f"{r['time_ms']:.2f} | {r['pfc']} | {r['ecn']} | {r['cnps']} | "

@@ -23,6 +23,7 @@ from roce.emu.cc.experiments import US, watched
 from roce.emu.net.runner import NetScenario
 
 RUNS = (("none", "on"), ("dcqcn", "on"), ("timely", "on"), ("dctcp", "on"), ("swift", "on"),
+        ("hpcc", "on"),
         ("dcqcn", "200K,200K,1"), ("dctcp", "200K,200K,1"))
 
 

@@ -3,7 +3,8 @@ between the trees run by run (this machine's speed drifts), medians of ``--round
 
 Cases: two hosts cabled back to back (``--topology p2p``: 16 RDMA WRITEs of 1 MiB, MTU 4096;
 every packet crosses one link, so packets = packet-hops), the same with 1 % loss, and the
-16:1 incast of bench/bench_fabric.py (one 1 MiB WRITE per sender, PFC on, 2 MiB buffer).
+16:1 incast of bench/bench_fabric.py (one 1 MiB WRITE per sender, PFC on, 2 MiB buffer),
+without congestion control and with DCQCN.
 Each run is a child process of its tree (``PYTHONPATH``), timed by its own CPU clock.
 
     python bench/emu_speed_ab.py /path/to/tree/a /path/to/tree/b [--rounds 7]
@@ -23,6 +24,9 @@ CASES = {
     "p2p, 16 x 1 MiB WRITE, 1% loss": {"size": 1 << 20, "count": 16, "loss": 0.01, "seed": 1},
     "incast 16:1, 1 MiB WRITE each, PFC on, 2 MiB buffer": {
         "topology": "incast:16", "size": 1 << 20, "count": 1, "buffer": 2 << 20},
+    "incast 16:1, 1 MiB WRITE each, PFC on, 2 MiB buffer, DCQCN": {
+        "topology": "incast:16", "size": 1 << 20, "count": 1, "buffer": 2 << 20,
+        "cc": "dcqcn"},
 }
 
 CHILD = """
@@ -38,7 +42,10 @@ if kw.get("topology", "p2p") == "p2p":
     s = run_scenario(Scenario(**kw))
     hops = s.packets
 else:
+    from roce.emu.cc import configure
     from roce.emu.net.runner import NetScenario, run_network
+    if "cc" in kw:
+        kw["cc"] = configure(kw["cc"])
     s = run_network(NetScenario(**kw))
     hops = s.hops
 assert s.data_verified

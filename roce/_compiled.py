@@ -57,9 +57,8 @@ if TYPE_CHECKING:
 # roce/emu/cc/: every module is an algorithm or on its per-event path (the interface, the NIC's
 # engine, the notification point), so a new algorithm's module is compiled without a row here;
 # the modules named here are not: configuration, read once per run, what compiling
-# measurably did not speed up (the base class's defaults, TIMELY), and HPCC's reaction point,
-# which no run reaches until switches stamp its telemetry (it is not in the registry).
-_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely", "hpcc")
+# measurably did not speed up (the base class's defaults, TIMELY).
+_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely")
 
 
 def _cc_modules(where: str = "") -> list[str]:
@@ -112,7 +111,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
         "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender"},
         "Switch": {"net": "Network", "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
-                   "dequeue.acct": "Account", "dequeue.inport": "SwitchPort"}},
+                   "dequeue.acct": "Account", "dequeue.inport": "SwitchPort",
+                   "stamp.port": "SwitchPort"}},
     "roce.emu.core.frames": {"FrameBuilder": {}, "Incoming": {}},
     "roce.emu.core.memory": {"MemoryRegion": {}},
     "roce.emu.core.placement": {"WriteCursor": {}},

@@ -41,7 +41,7 @@ def value(cell: str, line_gbps: float) -> float:
 
 
 def test_every_algorithm_with_knobs_is_checked():
-    assert {c for c in ALGORITHMS.values() if c.PARAMS} == {Dcqcn, Timely, Dctcp, Swift}
+    assert {c for c in ALGORITHMS.values() if c.PARAMS} == {Dcqcn, Timely, Dctcp, Swift, Hpcc}
 
 
 @pytest.mark.parametrize("cls", [Dcqcn, Timely, Dctcp, Swift, Hpcc])

@@ -2,8 +2,8 @@
 a hop from its queue and transmit rate, the largest hop chosen, the smoothing over tau / T,
 the multiplicative step toward eta, the additive stages, the commit once per RTT; then a
 fluid model of sixteen flows on one link, where the queue drains to near zero while the link
-stays at eta (the HPCC paper's claim, on the algorithm alone: the switched network does not
-carry telemetry yet)."""
+stays at eta (the HPCC paper's claim, on the algorithm alone; tests/test_cc_hpcc_net.py
+holds it on the switched network, telemetry on the wire)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,15 @@ def primed(h: Hpcc, *hops: Hop) -> Hpcc:
     return h
 
 
-def test_not_behind_cc_until_the_fabric_carries_telemetry():
-    assert "hpcc" not in ALGORITHMS
+def test_behind_cc_reading_telemetry():
+    assert ALGORITHMS["hpcc"] is Hpcc and Hpcc.uses_int and not Hpcc.uses_cnp
+
+
+def test_the_byte_counter_wraps_as_ints_field():
+    """INT's Tx utilization field is 32 bits: a counter that went back wrapped once."""
+    h = primed(flow(), Hop(0, (1 << 32) - 31_250, 0, L))
+    h.on_telemetry(T, [Hop(0, 31_250, T, L)], acked_psn=11, next_psn=30)
+    assert h.u == pytest.approx(1.0)  # 62500 bytes in T: the link full
 
 
 def test_a_full_link_without_a_queue_steps_to_eta():

@@ -179,6 +179,14 @@ example("decode-tunnel",
         "roce decode -T fields -E header=y -e outer.ip.src -e outer.ip.dst -e erspan.spanid "
         "-e ip.src -e ip.dst -e bth.destqp mirror.pcap")
 
+example("decode-int",
+        "roce emulate --topology dumbbell:1 --size 8K --count 1 --cc hpcc -w hpcc.pcap "
+        "> /dev/null",
+        "roce decode -T fields -E header=y -e frame.len -e int.hops -e int.rhc "
+        "-e int.hop.switch_id -e int.hop.qlen -e int.hop.egress_ts -e bth.opcode -e bth.psn "
+        "-e icrc.valid hpcc.pcap",
+        "roce decode -V -c 1 hpcc.pcap | head -n 67 | tail -n 25")
+
 example("decode-uet",
         "roce craft uet-write --pds-psn 1005 --spdcid 0x12 --dpdcid 0x34 --message-id 7 "
         "--buffer-offset 4096 --payload-size 4096 --som -w write.pcap > /dev/null",
@@ -303,6 +311,13 @@ example("emulate-dcqcn",
         "roce emulate --topology incast:16 --size 1M --count 1 --cc dcqcn | tail -n 4",
         "roce emulate --topology dumbbell:2 --size 256K --count 2 --cc dcqcn --cc-profile paper "
         "--cc-param rp_ai_rate=40 --ecn-codepoint ect1 | tail -n 4",
+        measured=("cpu",), cost=2)
+
+example("emulate-uet",
+        "roce emulate --protocol uet --topology incast:3 --pfc off --buffer 160K --size 128K "
+        "--count 2 --trim -w uet.pcap",
+        "roce decode uet.pcap -c 3",
+        "roce stats uet.pcap | tail -n 9",
         measured=("cpu",), cost=2)
 
 example("emulate-topology-file",

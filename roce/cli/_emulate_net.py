@@ -24,10 +24,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="KIND",
                    help="p2p (two hosts cabled back to back; the default), incast:N, "
                         "dumbbell:N, leafspine:L,S,H, fattree:K (K pods, K^3/4 hosts)")
-    g.add_argument("--protocol", choices=("roce", "ib"), default=defaults.PROTOCOL,
-                   help="the link family: roce (Ethernet: PFC, ECN; the default) or ib "
+    g.add_argument("--protocol", choices=defaults.PROTOCOLS, default=defaults.PROTOCOL,
+                   help="the link family: roce (Ethernet: PFC, ECN; the default), ib "
                         "(native InfiniBand: HCAs and switches with credit-based flow "
-                        "control per VL, routed by LID; pcaps in link type 247)")
+                        "control per VL, routed by LID; pcaps in link type 247) or uet "
+                        "(Ultra Ethernet Transport PDCs carrying SES writes, reads or "
+                        "sends on the Ethernet network)")
     g.add_argument("--ib-routing", choices=ROUTINGS, default=defaults.IB_ROUTING,
                    help="--protocol ib: how the subnet manager fills the forwarding "
                         "tables among equal shortest paths: minhop (balance each switch's "

@@ -18,6 +18,7 @@ from typing import Any
 from roce.cli import _emulate_cc as cc_cli
 from roce.cli import _emulate_net as net_cli
 from roce.cli import _emulate_traffic as traffic_cli
+from roce.cli import _emulate_uet as uet_cli
 from roce.emu import defaults
 from roce.emu.core.recovery import LOSS_RULES, MODES
 from roce.emu.scenario import OPS, Scenario
@@ -114,6 +115,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"wall-clock seconds for the run ({defaults.REAL_TIME_LIMIT_S:g})")
     net_cli.add_arguments(p)
     traffic_cli.add_arguments(p)
+    uet_cli.add_arguments(p)
 
 
 def _size(n: int) -> str:
@@ -140,7 +142,8 @@ def _simulated_only() -> dict[str, tuple[str, Any, str]]:
         elif a.dest in ("rate", "delay"):
             out[a.dest] = (a.option_strings[0], a.default, "a real link has its own")
     for module, why in ((cc_cli, "congestion control runs in the simulated NICs"),
-                        (net_cli, "a real link is no simulated network")):
+                        (net_cli, "a real link is no simulated network"),
+                        (uet_cli, "UET endpoints run on the simulated network")):
         g = argparse.ArgumentParser(add_help=False)
         module.add_arguments(g)
         for a in g._actions:
@@ -223,6 +226,9 @@ def simulate(args: argparse.Namespace) -> Any:
     if getattr(args, "interface", None) or getattr(args, "transport", None):
         raise UsageError("-i/--transport need --listen or --connect HOST")
     pcap, taps, trace_path = args.pcap, getattr(args, "tap", []), getattr(args, "trace", None)
+    uet = uet_cli.options(args)
+    if uet is not None:
+        return _simulate_uet(args, sc, uet)
     if sc.generated:
         return _simulate_workload(args, sc)
     ib = sc.protocol == "ib"
@@ -247,6 +253,26 @@ def simulate(args: argparse.Namespace) -> Any:
             fmt = "json" if trace_path.endswith((".json", ".jsonl")) else "csv"
             run.trace = Trace(out, args.trace_interval, fmt)
         return run.run(_progress(stack, args, sc.count * len(run.flows)))
+
+
+def _simulate_uet(args: argparse.Namespace, sc: Scenario, uet: Any) -> Any:
+    """A --protocol uet run (roce.emu.uet.run): the pcap and taps as for any run."""
+    from roce.emu.net.observe import tap_port
+    from roce.emu.uet.run import UetRun
+
+    if getattr(args, "trace", None):
+        raise UsageError("--trace: not with --protocol uet (it samples RoCE QPs; use --tap "
+                         "for a port's frames)")
+    taps = getattr(args, "tap", [])
+    with ExitStack() as stack:
+        run = UetRun(sc, uet, topology=topology(args))
+        ports = [(tap_port(run.net, where), path) for where, _, path in
+                 (spec.partition("=") for spec in taps)]
+        if args.pcap:
+            run.net.recorders.append(_open_pcap(stack, args.pcap))
+        for (port, path), spec in zip(ports, taps):
+            port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
+        return run.run()
 
 
 def _simulate_workload(args: argparse.Namespace, sc: Scenario) -> Any:

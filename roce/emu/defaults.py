@@ -84,6 +84,7 @@ def ack_timeout(real: bool) -> int:
     return ACK_TIMEOUT_REAL if real else ACK_TIMEOUT_SIMULATED
 
 # native InfiniBand (roce.emu.ib): --protocol ib
-PROTOCOL = "roce"
+PROTOCOLS = ("roce", "ib", "uet")  # --protocol: RoCE, native InfiniBand, UET (roce.emu.uet)
+PROTOCOL = PROTOCOLS[0]
 IB_VLS = 4  # data VLs per port (VL0-VL3: what HCAs commonly run; VL15 carries management)
 IB_ROUTING = "minhop"  # the subnet manager's routing (roce.emu.ib.routing.ROUTINGS)

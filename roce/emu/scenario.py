@@ -191,6 +191,9 @@ class Summary:
     delivered: int = 0  # messages the responders executed (RC, UC) or received (UD)
     stopped: str = ""  # why the run ended before every message completed
     unverified: str = ""  # why the data did not check out: which messages, and how
+    # --protocol uet (roce.emu.uet.run): PDC mode, entropy, PDS and SES counters; absent
+    # from ``as_dict`` for RoCE runs
+    uet: dict[str, Any] = field(default_factory=dict)
     # -- the switched network's NICs and switches -----------------------------------------
     fabric: dict[str, Any] = field(default_factory=dict)  # drops, marks, PFC, per port/host
     fct_ns: dict[str, float] = field(default_factory=dict)  # post to completion
@@ -230,6 +233,8 @@ class Summary:
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if not self.uet:
+            del d["uet"]
         for name in (() if self.networked else NETWORK_FIELDS) + (
                 () if self.real else REAL_FIELDS):
             d.pop(name, None)
@@ -243,7 +248,7 @@ class Summary:
 
     def errors_text(self) -> str:
         errs = ", ".join(f"{k}={v}" for k, v in sorted(self.completed.items())
-                         if k != "IBV_WC_SUCCESS") or "none"
+                         if k not in SUCCESS) or "none"
         if self.outstanding:
             errs += f"; {self.outstanding} not completed"
         return errs
@@ -253,6 +258,9 @@ class Summary:
         return _real_text(self) if self.real else _simulated_text(self)
 
 
+# the ``completed`` key of messages that completed well: a RoCE work completion's status,
+# a UET run's (roce.emu.uet.run)
+SUCCESS = ("IBV_WC_SUCCESS", "OK")
 _NAMES = [f.name for f in fields(Summary)]
 NETWORK_FIELDS = tuple(_NAMES[_NAMES.index("fabric"):_NAMES.index("role")])
 REAL_FIELDS = tuple(_NAMES[_NAMES.index("role"):])
@@ -286,7 +294,7 @@ def _where_line(s: Summary) -> str:
 
 
 def _simulated_text(s: Summary) -> str:
-    ok = s.completed.get("IBV_WC_SUCCESS", 0)
+    ok = sum(s.completed.get(k, 0) for k in SUCCESS)
     sc = s.scenario
     if s.workload:
         head = _workload_head(s)
@@ -297,14 +305,19 @@ def _simulated_text(s: Summary) -> str:
             _where_line(s),
             f"messages      posted {s.posted}, completed OK {ok}, errors: {s.errors_text()}",
             f"delivered     {s.delivered} of {s.total} messages reached the responder"]
+    if s.uet:
+        head[0] = head[0].replace(f"qp={sc.get('qp_type', defaults.QP_TYPE)}",
+                                  f"protocol=uet pdc={s.uet['pdc_mode']}")
     lines = head + [
         f"bytes         {s.bytes}",
         f"virtual time  {s.virtual_ns / 1e6:.3f} ms",
         f"goodput       {s.goodput_gbps:.3f} Gb/s",
         f"packets       {s.packets} ({s.retransmitted} retransmitted)",
-        _recovery_line(s),
-        f"NAKs          {_naks_text(s.naks)}; RNR NAKs {s.rnr_naks}; timeouts {s.timeouts}",
-        f"ICRC drops    {s.icrc_drops}",
+        *(_uet_lines(s) if s.uet else [
+            _recovery_line(s),
+            f"NAKs          {_naks_text(s.naks)}; RNR NAKs {s.rnr_naks}; timeouts "
+            f"{s.timeouts}",
+            f"ICRC drops    {s.icrc_drops}"]),
         f"data verified {'yes' if s.data_verified else 'NO: ' + s.unverified}",
         f"CPU           {s.cpu_s:.3f} s ({s.packets_per_cpu_s:,.0f} emulated packets per "
         "CPU-second)",
@@ -336,6 +349,20 @@ def _simulated_text(s: Summary) -> str:
     if not s.finished:
         lines.append(f"WARNING       {s.stopped}")
     return "\n".join(lines)
+
+
+def _uet_lines(s: Summary) -> list[str]:
+    """The PDS's part of a --protocol uet run (roce.emu.uet.run)."""
+    u, p = s.uet, s.uet["pds"]
+    return [
+        f"PDS           entropy={u['entropy']}: {p['syn_sent']} SYN requests, "
+        f"{p['acks_sent']} ACKs ({p['ecn_acks']} ECN-marked), {s.ooo_accepted} out-of-order "
+        f"accepted, {p['duplicates']} duplicates, {p['trimmed']} trimmed",
+        f"recovery      {s.retransmitted} retransmitted: {p['retx_nack']} on NACK, "
+        f"{p['retx_sack']} on SACK gap, {p['retx_timeout']} on timeout",
+        f"NACKs         {_naks_text(u['nacks_received'])}; timeouts {s.timeouts}",
+        f"PDCs          {p['pdcs_opened']} opened, {u['pdcs_closed']} closed, "
+        f"{p['pdcs_failed']} failed"]
 
 
 def _workload_head(s: Summary) -> list[str]:

@@ -1,6 +1,6 @@
-"""The built-in rows of the registry (RoCE, native InfiniBand, ERF, GRE, ERSPAN, VXLAN, Ultra
-Ethernet Transport), and ``registry()``: the process-wide registry with those rows and the
-plugins' loaded.
+"""The built-in rows of the registry (RoCE, native InfiniBand, ERF, GRE, ERSPAN, VXLAN, INT-MD
+over UDP, Ultra Ethernet Transport), and ``registry()``: the process-wide registry with those
+rows and the plugins' loaded.
 
 RoCE's rows name what the compiled walk already decodes (``roce.locate``); they are here so
 that decode-as (``-d udp.port==4792,roce``) and the registry's listing know RoCE.
@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from roce.errors import DecodeError
-from roce.families import erf, tunnels
+from roce.families import erf, intmd, tunnels
 from roce.families.handler import ColumnSpec, Handler, layout_columns
 from roce.families.registry import REGISTRY, Registry
 from roce.locate import (
@@ -138,6 +138,8 @@ def register(reg: Any) -> None:
     reg.add(tunnels.ERSPAN2_HANDLER, ("gre.proto", tunnels.GRE_ERSPAN2))
     reg.add(tunnels.ERSPAN3_HANDLER, ("gre.proto", tunnels.GRE_ERSPAN3))
     reg.add(tunnels.VXLAN_HANDLER, ("udp.port", tunnels.VXLAN_PORT))
+    # INT-MD over UDP (P4.org INT v2.1): telemetry before the BTH, the sink's view inside
+    reg.add(intmd.HANDLER, ("udp.port", intmd.INT_PORT))
     # Ultra Ethernet Transport: UDP 4793 (IANA), IP protocol 253 with the entropy header; the
     # reference provider's reading (uet-ref-prov*) by -d or --uet-layout ref-prov
     from roce.families import uet

@@ -17,6 +17,7 @@ from roce.emu import defaults
 from roce.emu.cc.base import CongestionControl, NoControl
 from roce.emu.cc.dcqcn import Dcqcn
 from roce.emu.cc.dctcp import Dctcp
+from roce.emu.cc.hpcc import Hpcc
 from roce.emu.cc.params import resolve
 from roce.emu.cc.swift import Swift
 from roce.emu.cc.timely import Timely
@@ -37,7 +38,7 @@ def register(cls: type[CongestionControl]) -> type[CongestionControl]:
     return cls
 
 
-_ROWS = (NoControl, Dcqcn, Timely, Dctcp, Swift)  # one row per algorithm, in --cc's order
+_ROWS = (NoControl, Dcqcn, Timely, Dctcp, Swift, Hpcc)  # one row per algorithm, in --cc's order
 for _cls in _ROWS:
     register(_cls)
 

@@ -45,13 +45,16 @@ class CongestionControl:
     get its signal;
     ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples
     (with the packets each ACK acknowledged and the path's hops: a window algorithm needs
-    ``on_ack`` even when it ignores the RTT).
+    ``on_ack`` even when it ignores the RTT); ``uses_int`` whether its data packets carry
+    in-band telemetry (INT-MD, roce/families/intmd.py) that the switches stamp and the
+    receiving NIC echoes on its ACKs, for ``on_telemetry`` (HPCC).
     """
 
     name: ClassVar[str] = "none"
     summary: ClassVar[str] = ""
     uses_cnp: ClassVar[bool] = False
     uses_rtt: ClassVar[bool] = False  # the NIC must time its packets for ``on_ack``
+    uses_int: ClassVar[bool] = False  # its packets carry INT; ACKs bring it back
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
     DEFAULT_PROFILE: ClassVar[str] = "default"
@@ -66,11 +69,11 @@ class CongestionControl:
                           params: Mapping[str, Any] | None = None,
                           profiles: Mapping[str, Mapping[str, Any]] | None = None,
                           uses_cnp: bool = False, uses_rtt: bool = False,
-                          **kw: Any) -> None:
+                          uses_int: bool = False, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         cls.name = name or cls.__name__.lower()
         cls.summary = summary
-        cls.uses_cnp, cls.uses_rtt = uses_cnp, uses_rtt
+        cls.uses_cnp, cls.uses_rtt, cls.uses_int = uses_cnp, uses_rtt, uses_int
         if params is not None:
             cls.PARAMS = params
         if profiles is not None:

@@ -18,6 +18,15 @@ at least every window / 4 packets (IRN's rule for its BDP window), so a window n
 for an AckReq.  A retransmission needs no room: go-back-N resends from the oldest
 unacknowledged PSN, which the window always admits.
 
+In-band telemetry (``telemetry``: some QP's algorithm ``uses_int``, HPCC): the NIC hands the
+driver each frame it is about to send (``int_out``: a data packet of such a QP gets an empty
+INT-MD stack, an ACK carries the records its QP's last data packet brought, roce/families/
+intmd.py) and each INT frame it receives before anything else (``int_in``: the records are
+taken off, as an INT sink does, before the QP checks the ICRC; a data packet's are kept for
+its QP's next ACK, an ACK's go to the algorithm's ``on_telemetry`` in path order).  Such a
+QP's requester asks for an ACK of every data packet (AckReq), as HPCC's ns-3 model acknowledges
+each packet: the algorithm reacts per ACK.
+
 Configuration: the device's ``CcConfig``, or a QP's own (``QueuePair.cc_config``, set through
 the verbs API), read when the QP first sends; the notification point answers CE marks for a
 receiving QP whose configuration uses CNPs.
@@ -32,11 +41,13 @@ from typing import Any
 from roce import fast, locate
 from roce.emu.cc.algorithms import ALGORITHMS, CcConfig
 from roce.emu.cc.base import CongestionControl, Output
+from roce.emu.cc.hpcc import Hop
 from roce.emu.cc.np import CNP_DSCP, CnpBuilder, NotificationPoint
 from roce.emu.core.frames import TTL
+from roce.families import intmd
 from roce.headers import AETH_ACK, ECN_CE, LAYOUTS, SIZE_OF, syndrome_type
 from roce.opcodes import OPCODES, Operation, Transport
-from roce.psn import psn_diff
+from roce.psn import PSN_MASK, psn_diff
 
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]
@@ -65,6 +76,10 @@ _DPORT = _L3 + SIZE_OF["ip"] + LAYOUTS["udp"].field("dstport").byte_offset
 _ROCE_PORT = locate.ROCE_PORT.to_bytes(2, "big")
 _BTH = _L3 + SIZE_OF["ip"] + SIZE_OF["udp"]
 _OPCODE = LAYOUTS["bth"].field("opcode").byte_offset
+_UDP = _L3 + SIZE_OF["ip"]
+_NO_LIMIT = 1 << 30  # a window no requester reaches: it keeps its own
+_INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
+_I0, _I1 = _INT_PORT[0], _INT_PORT[1]
 
 
 _ET0, _ET1 = _IPV4[0], _IPV4[1]
@@ -157,7 +172,8 @@ class CcPacer:
 class CcDriver:
     __slots__ = ("config", "line", "qps", "schedule", "send", "on_faster", "cnp_dscp", "algos",
                  "pacers", "np", "_cnps", "_sent_at", "_armed", "_want", "cnps_received",
-                 "rtt_samples", "now", "_own", "_timeouts")
+                 "rtt_samples", "now", "_own", "_timeouts", "telemetry", "_echo",
+                 "int_acks")
 
     def __init__(self, config: CcConfig, line_rate_bps: float, qps: Mapping[int, Any],
                  schedule: Callable[[int, Callable[[int], None]], None],
@@ -185,6 +201,10 @@ class CcDriver:
         self.cnps_received = 0
         self.rtt_samples = 0
         self.now = 0
+        # some QP's algorithm reads in-band telemetry: the NIC calls ``int_out``/``int_in``
+        self.telemetry = config.cls.uses_int
+        self._echo: dict[int, bytes] = {}  # QPN -> the records its last data packet brought
+        self.int_acks = 0  # ACKs whose records reached an algorithm
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -198,9 +218,13 @@ class CcDriver:
         cc = self.algos[qpn] = cfg.create(self.line, now)
         if cfg.cls.uses_rtt:
             self._sent_at[qpn] = {}
+        if cfg.cls.uses_int:
+            self.telemetry = True
         p = self.pacers[qpn] = CcPacer(cc.rate)
         if cc.window is not None:
             self._window(qpn, cc.window)
+        elif cfg.cls.uses_int:  # no window until a packet size is known: AckReq per packet
+            self._window(qpn, _NO_LIMIT)
         return p
 
     # -- frames ------------------------------------------------------------------------------
@@ -238,6 +262,60 @@ class CcDriver:
             self._congestion_experienced(now, (int.from_bytes(
                 frame[bth + _DQ_OFF:bth + _DQ_END], "big") >> _DQ_SHIFT) & _DQ_MASK)
         return False
+
+    def int_out(self, qpn: int, frame: bytes) -> bytes:
+        """A frame QP ``qpn`` is about to send (``telemetry`` on): a request of a QP whose
+        algorithm reads INT gets an empty stack (the INT source); an ACK carries the records
+        the QP's last data packet brought, if not carried yet (the sink's echo).  Frames of
+        another shape go as they are."""
+        if not (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
+                and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
+                and frame[_DPORT + 1] == _P1):
+            return frame
+        code = frame[_OP_AT]
+        if code in _ACKS:
+            stack = self._echo.pop(qpn, None)
+            if stack is not None:
+                return intmd.insert(frame, _L3, _UDP, 0, stack)
+            return frame
+        cc = self.algos.get(qpn)
+        if cc is not None and cc.uses_int and code in _REQUESTS:
+            return intmd.insert(frame, _L3, _UDP)
+        return frame
+
+    def int_in(self, now: int, frame: bytes) -> bytes:
+        """A frame the NIC received (``telemetry`` on): INT taken off (the frame as its
+        source built it, ICRC and all); a request's records kept for its QP's next ACK, an
+        ACK's handed to its QP's algorithm."""
+        if not (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
+                and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _I0
+                and frame[_DPORT + 1] == _I1):
+            return frame
+        got = intmd.strip(frame, _L3, _UDP)
+        if got is None:
+            return frame
+        inner, stack = got
+        if len(inner) <= _BTH + _SYNDROME:
+            return inner
+        code = inner[_OP_AT]
+        qpn = (int.from_bytes(inner[_BTH + _DQ_OFF:_BTH + _DQ_END], "big")
+               >> _DQ_SHIFT) & _DQ_MASK
+        if code in _REQUESTS:
+            self._echo[qpn] = stack
+        elif code in _ACKS and syndrome_type(inner[_BTH + _SYNDROME]) == AETH_ACK:
+            cc = self.algos.get(qpn)
+            req = getattr(self.qps.get(qpn), "requester", None)
+            if cc is not None and cc.uses_int and req is not None:
+                # the stack holds the last hop first: the algorithm reads the path in order
+                hops = [Hop(h.qlen, h.tx_bytes, h.egress_ts, h.rate_bps)
+                        for h in reversed(intmd.hops(stack))]
+                self.int_acks += 1
+                self.now = now
+                # the next PSN to send: after the highest that left the NIC (snd_nxt)
+                high = req.wire_high
+                nxt = req.psn if high is None else (high + 1) & PSN_MASK
+                self._apply(now, qpn, cc.on_telemetry(now, hops, _rd(inner, _BTH, _PSN), nxt))
+        return inner
 
     def _congestion_experienced(self, now: int, qpn: int) -> None:
         """A CE-marked packet for receiving QP ``qpn``: the notification point may answer."""
@@ -327,7 +405,9 @@ class CcDriver:
             own = self._own[qpn] = (req, req.window, req.ack_every)
         w = max(1, min(window, own[1]))
         req.window = w
-        req.ack_every = max(1, min(own[2], w // 4))
+        cc = self.algos.get(qpn)
+        # an algorithm reading INT reacts per ACK: one per data packet (HPCC's ns-3 model too)
+        req.ack_every = 1 if cc is not None and cc.uses_int else max(1, min(own[2], w // 4))
 
     # -- rates and timers ----------------------------------------------------------------------
 

@@ -1,17 +1,18 @@
 """HPCC's reaction point: the sender's window and rate from per-hop in-band telemetry (Li et
 al., "HPCC: High Precision Congestion Control", SIGCOMM 2019, Algorithm 1).
 
-Not yet behind ``--cc``: the emulated switches do not stamp telemetry yet, so nothing calls
-``on_telemetry`` in a run; the class is the algorithm alone, driven by tests with hand-made
-hop records.  What joins it to the fabric (INT-MD over UDP stamped at each switch's egress,
-echoed by the receiving NIC on its ACKs) is a separate piece of work.
+``--cc hpcc``: the sending NIC inserts INT-MD over UDP in the QP's data packets, each switch
+pushes its record at the egress port the packet leaves by, the receiving NIC strips them and
+echoes them on its ACK, and the sending NIC's driver (roce/emu/cc/engine.py) hands them to
+``on_telemetry`` in path order (roce/families/intmd.py has the wire format).
 
 A hop record (``Hop``) is what one switch reports about the egress port a data packet left
 by: the bytes queued there, the bytes the port had sent in all (a counter), the time the
 packet left (ns) and the port's line rate.  Per ACK carrying the records of the path, with
 T = ``hpcc_base_rtt``, eta = ``hpcc_eta``, the previous ACK's records L:
 
-- per hop i: txRate = (tx_bytes - L[i].tx_bytes) x 8 / (ts - L[i].ts) and
+- per hop i: txRate = (tx_bytes - L[i].tx_bytes) x 8 / (ts - L[i].ts) (the counter is INT's
+  32-bit field: a difference below 0 wrapped once) and
   u_i = min(qlen, L[i].qlen) x 8 / (rate x T) + txRate / rate; u is the largest u_i and tau
   the time between that hop's two records, at most T;
 - U = (1 - tau / T) U + (tau / T) u (U starts at 1: a flow starts at line rate);
@@ -23,7 +24,10 @@ T = ``hpcc_base_rtt``, eta = ``hpcc_eta``, the previous ACK's records L:
   decrease, one more after an increase); the ACKs in between compute W from Wc without
   committing (the paper's fast reaction);
 - W stays within [``hpcc_min_rate`` x T, line rate x T] and the rate is R = W / T (an idle
-  path, U = 0, gives the largest W); the first ACK only stores its records.
+  path, U = 0, gives the largest W); the first ACK only stores its records;
+- the NIC keeps at most W bytes in flight (the paper's window: a sender paced at R may not
+  outrun the ACKs the queue delays) as a window of ceil(W / packet) packets, at least one,
+  the packet being the largest frame the QP sent (``on_sent``).
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ from typing import Any, NamedTuple
 
 from roce.emu.cc.base import CongestionControl, Output
 from roce.emu.cc.params import Param
+from roce.families.intmd import COUNTER_MOD
 from roce.psn import psn_diff
 
 _new = tuple.__new__
 _US = 1_000
+_COUNTER = COUNTER_MOD  # INT's Tx utilization field, a byte counter here
 
 
 class Hop(NamedTuple):
@@ -69,11 +75,11 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 
 class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window and rate",
-           params=PARAMS, profiles=PROFILES):
+           params=PARAMS, profiles=PROFILES, uses_int=True):
     """HPCC's reaction point of one QP (rules in the module docstring)."""
 
     __slots__ = ("eta", "max_stage", "t", "w_ai", "u", "wc", "w", "stage",
-                 "last", "last_update_psn", "commits", "w_max", "w_min")
+                 "last", "last_update_psn", "commits", "w_max", "w_min", "window", "packet")
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)
@@ -92,6 +98,22 @@ class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window an
         self.last: tuple[Hop, ...] = ()  # the previous ACK's records
         self.last_update_psn: int | None = None
         self.commits = 0
+        self.packet = 0  # the largest frame the QP sent (bytes): the window's unit
+        self.window: int | None = None  # packets in flight, once a packet size is known
+
+    def _packets(self) -> int | None:
+        """W as a window of packets (module docstring), None before the QP sent."""
+        packet = self.packet
+        if not packet:
+            return None
+        n = -(-self.w // packet)  # ceil
+        return int(n) if n >= 1 else 1
+
+    def on_sent(self, now: int, nbytes: int) -> Output:
+        if nbytes > self.packet:
+            self.packet = nbytes
+            self.window = self._packets()
+        return self.output()
 
     def utilization(self, hops: Sequence[Hop]) -> float:
         """U after this ACK's records (the paper's MeasureInflight); unchanged without a
@@ -101,7 +123,10 @@ class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window an
             dt = new.ts - old.ts
             if dt <= 0 or new.rate_bps <= 0:
                 continue
-            tx_rate = (new.tx_bytes - old.tx_bytes) * 8e9 / dt  # bit/s
+            sent = new.tx_bytes - old.tx_bytes
+            if sent < 0:  # INT's 32-bit counter wrapped (at 100 Gb/s: every 343 ms)
+                sent += _COUNTER
+            tx_rate = sent * 8e9 / dt  # bit/s
             ui = min(new.qlen, old.qlen) * 8e9 / (new.rate_bps * self.t) + tx_rate / new.rate_bps
             if ui > u:
                 u, tau = ui, dt
@@ -137,4 +162,5 @@ class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window an
         self.w = w
         self.last = tuple(hops)
         self.rate = w * 8e9 / self.t
+        self.window = self._packets()
         return self.output()

@@ -122,6 +122,11 @@ class Expected:
         else:
             raise ValueError(f"unknown operation {what!r}")
 
+    def received(self, i: int, j: int) -> None:
+        """SEND message ``i`` landed in the receive buffer of slot ``j % slots`` (a
+        transport that matches receives in arrival order: UET over RUD)."""
+        self._copy(self.state["local"][i % self.slots], self.state["remote"][j % self.slots])
+
     def chunks(self, side: str, j: int) -> Iterator[bytes]:
         """The bytes slot ``j`` of ``side`` must hold, in chunks."""
         s = self.state[side][j]

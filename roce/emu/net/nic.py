@@ -96,8 +96,11 @@ class Nic:
                 self.pause.on_frame(now, frame)
                 self.wire.kick(now)
             return
-        if self.cc is not None and self.cc.received(now, frame):
-            return  # a CNP: congestion control's, not the QP's
+        if self.cc is not None:
+            if self.cc.telemetry:  # INT: taken off here, as a sink does, before the device
+                frame = self.cc.int_in(now, frame)
+            if self.cc.received(now, frame):
+                return  # a CNP: congestion control's, not the QP's
         dev = self.device
         dev.last_qp = None
         dev.receive(now, frame)
@@ -159,6 +162,8 @@ class Nic:
         tx = qp.tx
         frame = tx.pop(0)
         tag = tx.tags.popleft()
+        if self.cc is not None and self.cc.telemetry:  # INT: a data packet's, an ACK's echo
+            frame = self.cc.int_out(qp.qpn, frame)
         self.tx_frames += 1
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)

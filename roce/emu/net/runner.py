@@ -38,6 +38,7 @@ from roce.emu.net.observe import tap_port
 from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
 from roce.emu.scenario import QKEY, QP_TYPES, Scenario, Summary, add_qp_counts, kind
 from roce.errors import UsageError
+from roce.families import intmd
 
 
 @dataclass
@@ -92,9 +93,13 @@ def options(sc: Scenario, direct: bool = True) -> topo.NetOptions:
                                 ("reorder", sc.reorder), ("dup", sc.dup),
                                 ("corrupt", sc.corrupt)) if v}
     ecn = (EcnConfig() if sc.ecn == "on" else topo.parse_ecn(sc.ecn))
+    telemetry = sc.cc is not None and sc.cc.cls.uses_int
+    # a frame carrying INT grows by its headers and a record per hop (PFC headroom)
+    grown = intmd.HEAD + intmd.MAX_HOPS * intmd.HOP_SIZE if telemetry else 0
     return topo.NetOptions(seed=sc.seed, rate_gbps=sc.rate_gbps, delay_ns=sc.delay_ns,
                            faults=faults, buffer=sc.buffer, ecn=ecn, pfc=sc.pfc, lb=sc.lb,
-                           max_frame=sc.mtu + 128, direct=direct)
+                           max_frame=sc.mtu + 128 + grown, direct=direct,
+                           telemetry=telemetry)
 
 
 def topology_of(sc: Scenario) -> topo.Topology:
@@ -490,6 +495,7 @@ def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
             st = p.stats
             row = {"peer": p.wire.dst.name, "drops": st.drops,
                    "lossless_drops": st.lossless_drops, "ecn_marked": st.ecn_marked,
+                   "trimmed": st.trimmed,
                    "pfc_pause_sent": p.pfc.pauses_sent if p.pfc else 0,
                    "pfc_xon_sent": p.pfc.xons_sent if p.pfc else 0,
                    "pfc_pause_received": p.pause.xoffs,
@@ -499,6 +505,7 @@ def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
             ports[p.name] = row
             tot["drops"] += st.drops
             tot["ecn_marked"] += st.ecn_marked
+            tot["trimmed"] += st.trimmed
             tot["pfc_frames"] += row["pfc_pause_sent"] + row["pfc_xon_sent"]
             tot["max_queue_bytes"] = max(tot["max_queue_bytes"], p.max_queue_bytes)
     hosts = {}
@@ -514,7 +521,7 @@ def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
             tot["cnps_sent"] += cc["cnps_sent"]
             tot["cnps_received"] += cc["cnps_received"]
     link_lost = sum(w.stats.lost for w in net.wires)
-    out = {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"],
+    out = {"drops": tot["drops"], "ecn_marked": tot["ecn_marked"], "trimmed": tot["trimmed"],
            "pfc_frames": tot["pfc_frames"], "max_queue_bytes": tot["max_queue_bytes"],
            "cnps_sent": tot["cnps_sent"], "cnps_received": tot["cnps_received"],
            "link_lost": link_lost, "ports": ports, "hosts": hosts}

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from roce import fast
 from roce.emu.net import hop as frames
 from roce.headers import ECN_ECT0
 
@@ -79,6 +80,40 @@ class SprayForwarder:
 
     def pick(self, frame: bytes, ports: Sequence[T]) -> T:
         return ports[self.rng.randrange(len(ports))]
+
+
+# packet trimming (UET's trimming switches, docs/protocol.md "Ultra Ethernet Transport
+# emulated"): what survives of a packet, its new DSCP and the class it is forwarded in
+TRIM_BYTES = 98  # Ethernet, IPv4, UDP, a PDS request (12) and an SES standard header (44)
+TRIM_DSCP = 40  # CS5: ours (the feature takes any configured value)
+
+
+@dataclass(frozen=True)
+class Trimmer:
+    """Cuts a packet the buffer would drop to its first ``size`` bytes (its headers), with
+    the IPv4 total length, UDP length and header checksum rewritten, re-marked to ``dscp``
+    and queued in class ``tc`` (a strict-priority class, so headers overtake data).  Only
+    IPv4 UDP frames longer than ``size`` are trimmed; anything else is dropped as before."""
+
+    size: int = TRIM_BYTES
+    dscp: int = TRIM_DSCP
+    tc: int = PRIO_CNP
+
+    def cut(self, frame: bytes) -> bytes | None:
+        size = self.size
+        if len(frame) <= size or not frames.is_ipv4(frame) or frame[frames.PROTO] != 17:
+            return None
+        out = bytearray(frame[:size])
+        ip = frames.L2
+        out[ip + 2:ip + 4] = (size - ip).to_bytes(2, "big")  # total length
+        u = frames.UDP_SPORT[0]
+        out[u + 4:u + 6] = (size - u).to_bytes(2, "big")  # UDP length
+        out[frames.TOS] = (self.dscp << frames.DSCP_SHIFT) | (out[frames.TOS] & 3)
+        c = frames.CSUM[0]
+        out[c:c + 2] = b"\0\0"
+        out[c:c + 2] = fast.ip_checksum_reference(bytes(out[ip:ip + frames.IP_HDR])) \
+            .to_bytes(2, "big")
+        return bytes(out)
 
 
 class Marker(Protocol):

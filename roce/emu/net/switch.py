@@ -6,7 +6,9 @@ buffer (lossy: tail drop; lossless with PFC: pause the ingress port above the th
 queued at its egress port.  The egress port's wire pulls: PFC frames first, then the strict
 class (CNPs), then the other classes round robin, skipping classes the downstream peer paused.
 At dequeue RED may set CE (ECN-capable frames only), and the frame is routed on: new MACs,
-TTL - 1, header checksum.
+TTL - 1, header checksum.  With ``telemetry`` on (a run whose congestion control reads INT:
+HPCC) each port counts the bytes it sends and a frame carrying INT-MD gets this hop's record
+as it leaves (roce/families/intmd.py); off, the data path does not look.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from roce import macc
 from roce.emu.net import hop as frames
 from roce.emu.net.buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
 from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
-from roce.emu.net.stages import Classifier, DscpClassifier, Forwarder, Marker, NoMarker
+from roce.emu.net.stages import (
+    Classifier,
+    DscpClassifier,
+    Forwarder,
+    Marker,
+    NoMarker,
+    Trimmer,
+)
+from roce.families import intmd
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE
@@ -28,6 +38,9 @@ _DST0, _DST1 = frames.DST_IP
 _TOS, _DSCP_SHIFT, _DSCP_MASK = frames.TOS, frames.DSCP_SHIFT, frames.DSCP_MASK
 _ECN_SHIFT, _ECN_MASK, _NOT_ECT, _CE = frames.ECN_SHIFT, frames.ECN_MASK, frames.NOT_ECT, frames.CE
 _IPV4 = frames.IPV4_TYPE
+_L2, _UDP = frames.L2, frames.L2 + frames.IP_HDR
+_PROTO, (_DPORT0, _DPORT1) = frames.PROTO, frames.UDP_DPORT
+_INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
 
 
 @dataclass
@@ -35,6 +48,7 @@ class PortStats:
     drops: int = 0
     lossless_drops: int = 0
     ecn_marked: int = 0
+    trimmed: int = 0  # cut to their headers in place of a drop (``stages.Trimmer``)
 
 
 class SwitchPort:
@@ -43,7 +57,7 @@ class SwitchPort:
     __slots__ = ("switch", "index", "mac", "name", "peer_mac", "wire", "queues", "qbytes",
                  "queued", "mask", "ctrl", "rr", "stats", "rx_frames", "tx_frames",
                  "max_queue_bytes", "pause", "pfc", "in_acct", "eg_acct", "marker", "tap",
-                 "_dequeue", "_strict_mask", "receive")
+                 "_dequeue", "_strict_mask", "receive", "int_tx")
 
     def __init__(self, switch: Switch, index: int, mac: bytes) -> None:
         self.switch = switch
@@ -63,6 +77,7 @@ class SwitchPort:
         self.rx_frames = 0
         self.tx_frames = 0
         self.max_queue_bytes = 0
+        self.int_tx = 0  # bytes sent, counted while the switch stamps telemetry
         self.pause: PauseState | None = None
         self.pfc: PfcSender | None = None
         self.in_acct: list[Account | None] = [None] * CLASSES  # lossless, at ingress
@@ -154,11 +169,12 @@ class SwitchPort:
 class Switch:
     __slots__ = ("net", "name", "index", "ports", "routes", "classifier", "_table", "lossless",
                  "strict", "strict_mask", "forwarder", "buffer", "pfc_enabled", "no_route",
-                 "not_ip", "max_frame")
+                 "not_ip", "max_frame", "telemetry", "trimmer")
 
     def __init__(self, net: Any, name: str, index: int, *, buffer: BufferConfig | BufferPolicy,
                  classifier: Classifier | None = None, forwarder: Forwarder,
-                 pfc: bool = True, max_frame: int = 4096 + 128) -> None:
+                 pfc: bool = True, max_frame: int = 4096 + 128,
+                 telemetry: bool = False, trimmer: Trimmer | None = None) -> None:
         self.net = net
         self.name = name
         self.index = index
@@ -177,6 +193,8 @@ class Switch:
         self.no_route = 0
         self.not_ip = 0
         self.max_frame = max_frame
+        self.telemetry = telemetry  # stamp INT-MD frames (module docstring)
+        self.trimmer = trimmer  # packet trimming in place of lossy drops (stages.Trimmer)
 
     def add_port(self) -> SwitchPort:
         i = len(self.ports)
@@ -245,8 +263,18 @@ class Switch:
             acct = out.eg_acct[tc]
             pool = buf.admit(acct, n, False)
             if pool < 0:
-                out.stats.drops += 1
-                return
+                cut = self.trimmer.cut(frame) if self.trimmer is not None else None
+                if cut is None:
+                    out.stats.drops += 1
+                    return
+                frame, tc = cut, self.trimmer.tc  # trimmed: the headers go on, ahead
+                n = len(frame)
+                acct = out.eg_acct[tc]
+                pool = buf.admit(acct, n, False)
+                if pool < 0:
+                    out.stats.drops += 1
+                    return
+                out.stats.trimmed += 1
         out.queues[tc].append((frame, acct, pool, port))
         out.queued += 1
         out.mask |= 1 << tc
@@ -274,4 +302,19 @@ class Switch:
         mark = ecn != _NOT_ECT and port.marker.mark(port.qbytes[tc])
         if mark and ecn != _CE:
             port.stats.ecn_marked += 1
+        if self.telemetry:
+            return self.stamp(now, port, tc, frames.routed(frame, port.mac, port.peer_mac,
+                                                           mark))
         return frames.routed(frame, port.mac, port.peer_mac, mark)
+
+    def stamp(self, now: int, port: SwitchPort, tc: int, frame: bytes) -> bytes:
+        """An INT transit hop at egress: an INT-MD frame gets this hop's record (queue
+        occupancy of its class behind it, the port's bytes sent before it, now, the line
+        rate); every frame counts in the port's bytes sent."""
+        sent = port.int_tx
+        if (frame[_PROTO] == 17 and frame[_DPORT0:_DPORT1] == _INT_PORT
+                and frame[_ETYPE0:_ETYPE1] == _IPV4):
+            frame = intmd.push(frame, _L2, _UDP, intmd.hop_record(
+                self.index, tc, port.qbytes[tc], now, sent, port.wire.rate_bps))
+        port.int_tx = sent + len(frame)
+        return frame

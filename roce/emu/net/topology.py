@@ -36,12 +36,17 @@ from roce.emu.net.link import Wire
 from roce.emu.net.nic import Nic
 from roce.emu.net.sim import Network
 from roce.emu.net.stages import (
+    DSCP_CNP,
+    DSCP_ROCE,
+    PRIO_CNP,
+    PRIO_ROCE,
     DscpClassifier,
     EcmpForwarder,
     EcnConfig,
     NoMarker,
     RedMarker,
     SprayForwarder,
+    Trimmer,
 )
 from roce.emu.net.switch import Switch, SwitchPort
 from roce.errors import InputError, UsageError
@@ -371,12 +376,23 @@ class NetOptions:
     max_frame: int = defaults.MTU + 128
     # hosts of a topology without switches: DirectNic (True) or the scheduling Nic
     direct: bool = True
+    # switches stamp in-band telemetry (congestion control that reads it: HPCC)
+    telemetry: bool = False
+    trim: Trimmer | None = None  # switches trim what they would drop (UET runs)
 
 
-def build(t: Topology, o: NetOptions) -> Network:
+HostFactory = Callable[[Network, str, str], Any]
+
+
+def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Network:
+    """The running network of ``t``; ``host(net, name, ip)`` makes each host when given
+    (``roce.emu.uet.host``: a host the link pulls, with its own neighbours), else a RoCE
+    ``Nic`` or ``DirectNic``."""
     net = Network(o.seed)
     direct = o.direct and not t.switches
-    classifier = DscpClassifier()
+    classifier = (DscpClassifier() if o.trim is None else  # trimmed headers: their class
+                  DscpClassifier({DSCP_ROCE: PRIO_ROCE, DSCP_CNP: PRIO_CNP,
+                                  o.trim.dscp: o.trim.tc}))
     degree: dict[str, int] = {}
     for ln in t.links:
         for end in (ln.a, ln.b):
@@ -387,10 +403,14 @@ def build(t: Topology, o: NetOptions) -> Network:
         pfc = o.pfc if spec.pfc is None else spec.pfc
         net.switches[name] = Switch(
             net, name, i + 1, buffer=BufferConfig(spec.buffer or o.buffer),
-            classifier=classifier, forwarder=fwd, pfc=pfc, max_frame=o.max_frame)
+            classifier=classifier, forwarder=fwd, pfc=pfc, max_frame=o.max_frame,
+            telemetry=o.telemetry, trimmer=o.trim)
     for name, ip in t.hosts.items():
         if degree.get(name, 0) != 1:
             raise UsageError(f"host {name} needs exactly one link, has {degree.get(name, 0)}")
+        if host is not None:
+            net.hosts[name] = host(net, name, ip)
+            continue
         ctx = Context(name, ip)
         net.hosts[name] = DirectNic(net, ctx) if direct else Nic(net, ctx, classifier)
     ends: dict[str, list[tuple[Any, Any]]] = {}  # node -> [(its endpoint, peer endpoint)]
@@ -421,7 +441,7 @@ def build(t: Topology, o: NetOptions) -> Network:
             ends.setdefault(a, []).append((src, dst))
     routes(t, net, ends)
     addresses = frozenset(t.hosts.values())
-    for name, nic in net.hosts.items():
+    for name, nic in net.hosts.items() if host is None else ():
         nic.device.neighbors = Gateway(ends[name][0][1].mac.hex(":"), addresses, nic.ctx.ip)
 
     def marker_for(sw: Switch, port: Any, rate_gbps: float) -> Any:

@@ -1,0 +1,45 @@
+"""The ``roce emulate`` options of a ``--protocol uet`` run (Ultra Ethernet Transport endpoints,
+``roce.emu.uet``, on the simulated Ethernet network): the PDC mode, the entropy of its
+packets, trimming switches.  ``--protocol`` itself is the network's option
+(``roce.cli._emulate_net``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from roce.emu.uet import ENTROPY_MODES, PDC_MODES
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "Ultra Ethernet Transport", "what a --protocol uet run adds: the PDC mode, the "
+        "entropy switches hash, trimming switches")
+    g.add_argument("--pdc-mode", choices=PDC_MODES, default=PDC_MODES[0],
+                   help="--protocol uet: reliable unordered (rud; the default) or ordered "
+                        "(rod) delivery")
+    g.add_argument("--entropy", choices=ENTROPY_MODES, default=ENTROPY_MODES[0],
+                   help="--protocol uet: the entropy (UDP source port) switches hash: one "
+                        "per PDC (pdc; the default) or a new one per packet (packet: "
+                        "spraying over every equal-cost path)")
+    g.add_argument("--trim", action="store_true",
+                   help="--protocol uet: switches trim a packet they would drop to its "
+                        "headers, re-marked (DSCP 40) and sent on ahead in the strict "
+                        "class; the receiver answers NACK TRIMMED")
+
+
+def options(args: argparse.Namespace) -> Any:
+    """The UET run's options (``roce.emu.uet.run.UetOptions``), or None for another
+    protocol; a UsageError when a UET option is given to another protocol's run."""
+    from roce.errors import UsageError
+
+    if getattr(args, "protocol", None) == "uet":
+        from roce.emu.uet.run import UetOptions
+
+        return UetOptions(mode=args.pdc_mode, entropy=args.entropy, trim=args.trim)
+    for opt, dest, default in (("--pdc-mode", "pdc_mode", PDC_MODES[0]),
+                               ("--entropy", "entropy", ENTROPY_MODES[0]),
+                               ("--trim", "trim", False)):
+        if getattr(args, dest, default) != default:
+            raise UsageError(f"{opt}: only with --protocol uet")
+    return None

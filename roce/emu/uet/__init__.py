@@ -1,0 +1,25 @@
+"""Ultra Ethernet Transport endpoints, emulated: the packet delivery sublayer (PDS), the
+semantic sublayer (SES) over it, and the host that puts both on the simulated network.
+
+* ``pds``: one host's PDCs (packet delivery contexts), sans-I/O: establishment from a SYN
+  request, RUD and ROD delivery, cumulative ACKs with SACK bitmaps, ACK coalescing, NACKs by
+  code, retransmission on NACK, SACK gap (RACK, ``roce.emu.core.rack``) and timeout, close;
+  its rules and transitions are tables at the top of the module;
+* ``ses``: WRITE, READ and SEND messages over the PDCs into the memory model of the RoCE
+  queue pairs (``roce.emu.core.memory``), with message IDs, offsets and completions;
+* ``uetframes``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
+  frame and back, through the UET family's codec (no layout of its own);
+* ``host``: a UET host on ``roce.emu.net``'s links (an ``Endpoint`` the wire pulls);
+* ``run``: ``roce emulate --protocol uet``'s run: the topology, the messages, the check of
+  the data and the summary.
+
+Sources (docs/protocol.md, "Ultra Ethernet Transport emulated"): the UE specification 1.0
+as Wireshark 5.0's ``packet-uet.c`` reads it, and the reference provider
+(``ultraethernet/uet-ref-prov``, ``uet_pds.c``: PDC states, the 128-PSN maximum PSN range,
+0-RTT establishment with the initiator's start PSN).
+"""
+
+# the choices of a run's options, here so that ``roce emulate``'s parser reads them without
+# importing the endpoints (and the UET family's codec) for a run that is not UET
+PDC_MODES = ("rud", "rod")  # reliable unordered, reliable ordered (``run.MODES``)
+ENTROPY_MODES = ("pdc", "packet")  # one entropy per PDC, one per packet (``host``)

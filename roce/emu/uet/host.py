@@ -1,0 +1,148 @@
+"""A UET host on the simulated network (``roce.emu.net``): its PDS and SES behind one link.
+
+The host is an ``Endpoint`` the link pulls (``roce.emu.core.endpoint.PullEndpoint``):
+``receive`` hands each frame to the PDS through the UET family's codec (``uetframes``), and
+``pull`` gives the wire the PDS's next packet as a frame.  It drives the PDS's named timers
+on the network's event loop, and sets each packet's entropy, the UDP source port the
+switches' ECMP hash reads:
+
+* ``pdc``: one entropy per PDC, drawn when the PDC opens: every packet of a PDC takes one
+  path, as a flow's does under ECMP;
+* ``packet``: a new entropy for every packet (oblivious spraying, UE specification's
+  "per-packet entropy"): the same ECMP hash then spreads one PDC over every equal-cost path.
+
+ACKs and NACKs take the entropy of the PDC (or packet) they answer.  A frame whose DSCP is
+``trim_dscp`` (a switch cut it to its headers) reaches the PDS as trimmed.  UET hosts send
+no PFC frames and ignore those they receive: UET runs in a lossy class.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from roce.emu.core.memory import AddressSpace
+from roce.emu.net.pfc import PauseState
+from roce.emu.uet import ENTROPY_MODES, uetframes
+from roce.emu.uet.pds import Pdc, Pds, PdsConfig
+from roce.emu.uet.ses import Ses
+
+ENTROPY_LOW = 0xC000  # entropies are drawn from the dynamic ports (RFC 6335), as RoCE's are
+
+
+class UetHost:
+    """One host: ``ip``, a MAC derived from it, its memory (``space``), SES and PDS."""
+
+    def __init__(self, net: Any, name: str, ip: str, config: PdsConfig, mtu: int,
+                 entropy: str = "pdc", marking: uetframes.Marking = uetframes.MARKING,
+                 trim_dscp: int | None = None) -> None:
+        if entropy not in ENTROPY_MODES:
+            raise ValueError(f"entropy {entropy!r}: one of {', '.join(ENTROPY_MODES)}")
+        self.net = net
+        self.name = name
+        self.ip = ip
+        octets = [int(x) for x in ip.split(".")]
+        self.mac = bytes([0x02, 0x00, *octets])
+        self.wire: Any = None  # the outgoing link, set when the topology is built
+        self.peer_mac = b"\0" * 6
+        self.tap: Any = None
+        self.entropy = entropy
+        self.marking = marking
+        self.trim_dscp = trim_dscp
+        self.rng: random.Random = net.child_rng()
+        self.space = AddressSpace()
+        self.pd = object()
+        self.ses = Ses(self.space, self.pd, mtu)
+        self.pds = Pds(ip, config, self.ses, net.child_rng())
+        self.ses.pds = self.pds
+        self.entropies: dict[int, int] = {}  # PDC ID -> its entropy (``pdc``)
+        self.ready: list[Any] | None = None  # the runner's: this host has completions
+        self.tx_frames = 0
+        self.rx_frames = 0
+        self.not_uet = 0  # frames received that are not UET packets for this host
+        self.ip_id = 0
+        self._timer_at: int | None = None
+        # what the network's statistics read of every host (``runner.fabric_stats``)
+        self.pfc_sent = 0
+        self.cc = None
+        self._pause: PauseState | None = None
+
+    @property
+    def pause(self) -> PauseState:
+        """Never paused: UET hosts ignore pause frames (a lossy class)."""
+        if self._pause is None:
+            self._pause = PauseState(self.wire.rate_bps if self.wire is not None else 1)
+        return self._pause
+
+    def open(self, peer: str) -> Pdc:
+        pdc = self.pds.open(peer)
+        self.entropies[pdc.id] = self._draw()
+        return pdc
+
+    def _draw(self) -> int:
+        return ENTROPY_LOW + self.rng.randrange(0x10000 - ENTROPY_LOW)
+
+    # -- Endpoint ----------------------------------------------------------------------------
+
+    def receive(self, now: int, frame: bytes) -> None:
+        self.rx_frames += 1
+        for w in self.net.recorders:
+            w.write(frame, ts_ns=now)
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
+        r = uetframes.decode(frame)
+        if r is None:
+            self.not_uet += 1
+            return
+        trimmed = self.trim_dscp is not None and r.dscp == self.trim_dscp
+        self.pds.receive(now, r.fields, r.payload, r.src, r.ce, trimmed)
+        self.changed(now)
+
+    def pull(self, now: int) -> bytes | None:
+        o = self.pds.pull(now)
+        if o is None:
+            return None
+        if self.entropy == "packet":
+            entropy = self._draw()
+        elif o.pdc is not None:
+            entropy = self.entropies.get(o.pdc.id)
+            if entropy is None:  # a PDC this host accepted: its own entropy for answers
+                entropy = self.entropies[o.pdc.id] = self._draw()
+        else:
+            entropy = ENTROPY_LOW
+        self.ip_id = (self.ip_id + 1) & 0xFFFF
+        frame = uetframes.encode(o.fields, o.payload, src=self.ip, dst=o.dst, smac=self.mac,
+                               dmac=self.peer_mac, entropy=entropy, marking=self.marking,
+                               ip_id=self.ip_id)
+        self.tx_frames += 1
+        if self.tap is not None:
+            self.tap.write(frame, ts_ns=now)
+        self.changed(now, kick=False)
+        return frame
+
+    def next_tx(self, now: int) -> int | None:
+        return now if self.pds.pending() else None
+
+    # -- driving the PDS ----------------------------------------------------------------------
+
+    def changed(self, now: int, kick: bool = True) -> None:
+        """After anything the PDS did: wake the wire, arm the next timer, tell the runner
+        about completions."""
+        if kick and self.wire is not None and not self.wire.busy:
+            self.wire.kick(now)
+        d = self.pds.deadline()
+        if d is not None and (self._timer_at is None or d < self._timer_at or
+                              self._timer_at < now):
+            self._timer_at = d
+            self.net.at(max(d, now), self._on_timer, d)
+        if self.ready is not None and (self.ses.completions or self.ses.recv_completions):
+            self.ready.append(self)
+
+    def _on_timer(self, now: int, d: int) -> None:
+        if self._timer_at == d:
+            self._timer_at = None
+        self.pds.on_timer(now)
+        self.changed(now)
+
+
+__all__ = ["ENTROPY_MODES", "UetHost"]

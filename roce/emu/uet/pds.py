@@ -1,0 +1,765 @@
+"""The packet delivery sublayer (PDS) of one UET host, sans-I/O: its PDCs (packet delivery
+contexts), what each sends and what it does with what it receives.
+
+Nothing here reads a clock, a socket or global randomness: every entry point takes ``now``
+(integer virtual nanoseconds), packets are flat field dictionaries named as the UET family
+names them (``uet.pds.psn``...; ``roce.emu.uet.uetframes`` turns them into frames with the
+family's codec), and the layer above (``Upper``: the SES) is called back with what arrived
+and what was acknowledged.  A driver calls ``receive``, ``pull`` while it may transmit, and
+``on_timer`` when ``deadline()`` passes.
+
+The rules, as the tables below write them (sources in docs/protocol.md, "Ultra Ethernet
+Transport emulated"):
+
+* **Establishment** (0-RTT, the reference provider's default): an initiator's requests carry
+  SYN, the PSN offset from its start PSN and, in the PDS type, the PDC mode (RUD or ROD),
+  until the first ACK names the target's PDC ID; the target makes its PDC from the first
+  SYN request that reaches it (``TRANSITIONS``).  Each end sends requests in its own PSN
+  space; the target's (READ response data) starts at the same start PSN (our choice).
+* **Delivery**: RUD accepts any PSN within ``window`` PSNs of its cumulative PSN, once each;
+  ROD only the next PSN, and answers any other with NACK ``ROD_OOO`` naming the expected
+  one (``RECEIVE_CHECKS``).
+* **Acknowledgement**: an ACK_CC (NSCC state) carries the cumulative ACK PSN, the PSN that
+  triggered it and a 64-bit SACK bitmap from the PSN after the cumulative one; it is sent at
+  once for the reasons in ``ACK_NOW``, otherwise after ``ack_every`` requests or when the
+  named ``ack`` timer (``ack_delay_ns`` after the first unacknowledged request) fires.
+* **Retransmission**: on a NACK as ``NACK_ACTIONS`` says; on a SACK gap when RACK
+  (``roce.emu.core.rack``, RFC 8985) finds a PSN lost past the reordering window, so that
+  spraying's reordering is no loss (the named ``reorder`` timer); on the named ``rto``
+  timer, doubled at each expiry without progress, the PDC failing after ``max_retries``.
+* **Close**: once every request is acknowledged, the initiator sends a close command
+  (control type CLOSE) in its PSN space; the target acknowledges it when every PSN before
+  it has arrived and closes; the ACK closes the initiator's end.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from roce.emu.core.rack import Rack
+from roce.families.uet import codes as t
+
+PSN_MASK = 0xFFFFFFFF
+_HALF = 0x80000000
+SACK_BITS = 64  # the ACK_CC's SACK bitmap
+MPR_UNIT = 128  # PSNs per unit of the ACK's MPR (uet-ref-prov UET_PDS_MPR_GRANULARITY)
+PSN_OFFSET_MAX = 0xFFF  # the SYN request's PSN offset: 12 bits
+NSCC_BYTES_MAX = 0xFFFFFF  # ACK_CC NSCC received byte count: 24 bits
+NSCC_OOO_MAX = 0xFFFF
+
+# -- states and transitions -----------------------------------------------------------------
+
+IDLE = "idle"  # an initiator's PDC before its first request
+SYN_SENT = "syn-sent"  # requests carry SYN: no ACK has named the target's PDC yet
+ESTABLISHED = "established"
+CLOSING = "closing"  # the initiator sent its close command
+CLOSED = "closed"
+FAILED = "failed"  # retries ran out, or the peer refused the PDC
+STATES = (IDLE, SYN_SENT, ESTABLISHED, CLOSING, CLOSED, FAILED)
+
+# (state, event) -> next state; anything else is a bug in this module (``Pdc.move``)
+TRANSITIONS: dict[tuple[str, str], str] = {
+    (IDLE, "send"): SYN_SENT,
+    (IDLE, "close"): CLOSED,  # nothing was ever sent: nothing to close on the wire
+    (SYN_SENT, "send"): SYN_SENT,
+    (SYN_SENT, "ack"): ESTABLISHED,
+    (SYN_SENT, "fail"): FAILED,
+    (ESTABLISHED, "send"): ESTABLISHED,
+    (ESTABLISHED, "ack"): ESTABLISHED,
+    (ESTABLISHED, "close"): CLOSING,
+    (ESTABLISHED, "fail"): FAILED,
+    (ESTABLISHED, "closed"): CLOSED,  # the target: the close command is in sequence
+    (CLOSING, "ack"): CLOSING,
+    (CLOSING, "closed"): CLOSED,  # the initiator: its close command was acknowledged
+    (CLOSING, "fail"): FAILED,
+    (CLOSED, "ack"): CLOSED,
+    (FAILED, "ack"): FAILED,
+    (FAILED, "fail"): FAILED,
+}
+
+# -- the receiver's checks, in order: a request failing one is answered with that NACK -------
+
+RECEIVE_CHECKS: tuple[tuple[str, int], ...] = (
+    ("no PDC has this destination PDC ID and the request has no SYN", 0x0E),  # INV_DPDCID
+    ("the PDC's peer or source PDC ID differs", 0x0F),  # PDC_HDR_MISMATCH
+    ("the PDS type is not the PDC's mode", 0x16),  # PDC_MODE_MISMATCH
+    ("the PDC is closed", 0x10),  # CLOSING
+    ("the packet was trimmed", 0x01),  # TRIMMED
+    ("the PSN is past the receive window", 0x0B),  # PSN_OOR_WINDOW
+    ("an ROD PDC received a PSN other than the next", 0x0D),  # ROD_OOO
+)
+NO_PDC_AVAIL = 0x04
+INV_DPDCID, PDC_HDR_MISMATCH, PDC_MODE_MISMATCH, NACK_CLOSING = 0x0E, 0x0F, 0x16, 0x10
+TRIMMED, PSN_OOR_WINDOW, ROD_OOO = 0x01, 0x0B, 0x0D
+
+# -- what an ACK is sent at once for (otherwise: coalesced) -----------------------------------
+
+ACK_NOW: tuple[str, ...] = (
+    "ar",  # the request asked for one (AR flag: the last packet of a message)
+    "out-of-order",  # a PSN past a hole: the SACK bitmap tells the sender at once
+    "hole-filled",  # the cumulative PSN jumped: the sender stops waiting at once
+    "duplicate",  # the sender retransmitted what arrived: its ACK may have been lost
+    "close",  # the close command is in sequence
+    "every",  # ``ack_every`` requests since the last ACK
+)
+
+# -- what a NACK makes the sender do, by code ---------------------------------------------------
+
+RETRANSMIT = "retransmit"  # send the NACKed PSN again now
+GO_BACK = "go-back"  # ROD: send every unacknowledged PSN from the expected one, in order
+RETRY_LATER = "retry-later"  # resources at the target: the rto timer resends it
+FAIL = "fail"  # the PDC cannot go on
+NACK_ACTIONS: dict[int, str] = {
+    0x01: RETRANSMIT, 0x02: RETRANSMIT, 0x03: RETRANSMIT,  # TRIMMED, _LASTHOP, _ACK
+    0x04: RETRY_LATER, 0x05: RETRY_LATER, 0x06: RETRY_LATER, 0x07: RETRY_LATER,
+    0x09: RETRY_LATER, 0x0A: RETRY_LATER, 0x0B: RETRY_LATER,  # no resources, window
+    0x0D: GO_BACK,  # ROD_OOO
+    0x0E: FAIL, 0x0F: FAIL, 0x10: FAIL, 0x11: FAIL, 0x15: FAIL, 0x16: FAIL,
+}
+
+CTRL_CLOSE = 4  # control type CLOSE (codes.CTRL_TYPES)
+
+
+@dataclass(frozen=True)
+class PdsConfig:
+    """One host's PDS parameters (``roce.emu.uet.run`` sets them from the options)."""
+
+    mode: int = t.RUD_REQ  # RUD_REQ or ROD_REQ: the PDS type, and so the PDC mode
+    window: int = MPR_UNIT  # PSNs in flight past the cumulative ACK (uet-ref-prov: 128)
+    ack_every: int = 8  # requests per coalesced ACK
+    ack_delay_ns: int = 2_000  # the ``ack`` timer: the longest an ACK waits
+    # the ``rto`` timer, doubled at each expiry without progress: ours, 1 ms, above the
+    # queueing delay a window of 128 PSNs per PDC builds without congestion control (100 us
+    # fired on queued packets in bench/bench_uet_emulate.py's leaf-spine)
+    rto_ns: int = 1_000_000
+    max_retries: int = 7  # rto expiries without progress before the PDC fails
+    max_pdcs: int = 1 << 16  # PDCs a host holds (PDC IDs are 16 bits)
+
+    def check(self) -> None:
+        if self.mode not in (t.RUD_REQ, t.ROD_REQ):
+            raise ValueError(f"PDC mode {self.mode}: RUD_REQ ({t.RUD_REQ}) or ROD_REQ "
+                             f"({t.ROD_REQ})")
+        if not 1 <= self.window <= PSN_OFFSET_MAX:
+            # SYN requests carry their PSN offset in 12 bits: the whole window must fit it
+            raise ValueError(f"PDS window {self.window}: 1 to {PSN_OFFSET_MAX} PSNs")
+        if self.ack_every < 1 or self.ack_delay_ns < 0 or self.rto_ns < 1:
+            raise ValueError("ack_every and rto_ns must be >= 1, ack_delay_ns >= 0")
+        if not 1 <= self.max_pdcs <= 1 << 16:
+            raise ValueError(f"max_pdcs {self.max_pdcs}: 1 to 65536 (16-bit PDC IDs)")
+
+
+class Upper(Protocol):
+    """What the PDS calls back (the SES)."""
+
+    def on_request(self, pdc: Pdc, fields: dict[str, Any], payload: bytes) -> None:
+        """A request arrived, once (duplicates are the PDS's)."""
+
+    def on_acked(self, pdc: Pdc, token: Any) -> None:
+        """The request submitted with ``token`` was acknowledged."""
+
+    def on_failed(self, pdc: Pdc, token: Any) -> None:
+        """The request submitted with ``token`` will never be acknowledged (the PDC
+        failed)."""
+
+
+@dataclass
+class Counters:
+    requests_sent: int = 0  # first transmissions
+    retransmitted: int = 0
+    retx_nack: int = 0
+    retx_sack: int = 0  # found lost by RACK over the SACK bitmaps
+    retx_timeout: int = 0
+    timeouts: int = 0
+    syn_sent: int = 0
+    acks_sent: int = 0
+    acks_received: int = 0
+    ecn_acks: int = 0  # ACKs with the M flag
+    nacks_sent: dict[str, int] = field(default_factory=dict)
+    nacks_received: dict[str, int] = field(default_factory=dict)
+    received: int = 0  # requests accepted (each PSN once)
+    duplicates: int = 0
+    out_of_order: int = 0  # accepted past a hole
+    trimmed: int = 0
+    ce_received: int = 0
+    pdcs_opened: int = 0
+    pdcs_accepted: int = 0
+    pdcs_closed: int = 0
+    pdcs_failed: int = 0
+
+
+def ahead(a: int, b: int) -> int:
+    """How far PSN ``a`` is past ``b`` (32-bit serial arithmetic; negative when before)."""
+    d = (a - b) & PSN_MASK
+    return d - (1 << 32) if d >= _HALF else d
+
+
+@dataclass(eq=False)
+class Sent:
+    """A request sent and not yet acknowledged: what to send again."""
+
+    fields: dict[str, Any]
+    payload: bytes
+    token: Any
+    sent_at: int = 0
+    sends: int = 0
+
+
+class Pdc:
+    """One end of a PDC: its sending half (PSNs it sends) and its receiving half (PSNs its
+    peer sends)."""
+
+    def __init__(self, pdc_id: int, peer: str, mode: int, initiator: bool,
+                 start_psn: int) -> None:
+        self.id = pdc_id
+        self.peer = peer
+        self.peer_id: int | None = None
+        self.mode = mode
+        self.initiator = initiator
+        self.state = IDLE if initiator else ESTABLISHED
+        # sending half
+        self.start_psn = start_psn
+        self.next_psn = start_psn
+        self.cack = (start_psn - 1) & PSN_MASK  # the peer's cumulative ACK
+        self.syn = initiator
+        self.sent: dict[int, Sent] = {}
+        self.fresh: deque[tuple[dict[str, Any], bytes, Any]] = deque()
+        self.resend: deque[int] = deque()
+        self.resend_set: set[int] = set()
+        self.rack = Rack()
+        self.backoff = 0
+        self.close_wanted = False
+        self.holds = 0  # what the layer above still awaits on this PDC (READ responses)
+        self.close_psn: int | None = None
+        self.go_back_at: dict[int, int] = {}  # ROD: PSN -> when a go-back last resent it
+        # receiving half
+        self.rx_cack = (start_psn - 1) & PSN_MASK
+        self.rx_above: set[int] = set()
+        self.rx_close: int | None = None
+        self.unacked = 0
+        self.ack_at: int | None = None
+        self.ack_psn = self.rx_cack
+        self.rx_ce = False
+        self.rx_bytes = 0
+        self.rx_ooo = 0
+
+    def move(self, event: str) -> None:
+        nxt = TRANSITIONS.get((self.state, event))
+        if nxt is None:
+            raise RuntimeError(f"PDC {self.id}: no transition from {self.state} on {event}")
+        self.state = nxt
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, in flight or to close."""
+        return not self.fresh and not self.sent and not self.resend
+
+    def rto_deadline(self, rto_ns: int) -> int | None:
+        for sent_at, _n in self.rack.sent.values():  # send order: the first is the oldest
+            return sent_at + (rto_ns << self.backoff)
+        return None
+
+
+@dataclass
+class Out:
+    """A packet to put on the wire: to ``dst`` on ``pdc`` (None: a NACK without a PDC)."""
+
+    dst: str
+    fields: dict[str, Any]
+    payload: bytes
+    pdc: Pdc | None
+
+
+class Pds:
+    """The PDCs of one host at ``ip``; ``rng`` draws the initiators' start PSNs."""
+
+    def __init__(self, ip: str, config: PdsConfig, upper: Upper, rng: random.Random) -> None:
+        config.check()
+        self.ip = ip
+        self.config = config
+        self.upper = upper
+        self.rng = rng
+        self.pdcs: dict[int, Pdc] = {}
+        self.by_peer: dict[tuple[str, int], Pdc] = {}
+        self.next_id = 1
+        self.ctrl: deque[Out] = deque()
+        self.rr: deque[Pdc] = deque()  # PDCs that may have requests to send, round robin
+        self.counters = Counters()
+        self.on_change: Callable[[], None] | None = None  # the driver's: work or a timer
+
+    # -- the API of the layer above -----------------------------------------------------------
+
+    def open(self, peer: str, mode: int | None = None) -> Pdc:
+        """A new initiator PDC to ``peer`` (no packet yet: the first request carries SYN).
+        Its start PSN is random, at least 2^16 and below 2^31 (as the reference provider
+        draws it)."""
+        pdc_id = self._new_id()
+        start = self.rng.randrange(1 << 16, 1 << 31)
+        pdc = Pdc(pdc_id, peer, self.config.mode if mode is None else mode, True, start)
+        self.pdcs[pdc_id] = pdc
+        self.counters.pdcs_opened += 1
+        return pdc
+
+    def submit(self, pdc: Pdc, fields: dict[str, Any], payload: bytes, token: Any) -> None:
+        """Queue one request (its SES fields; the PDS adds its own when it sends it)."""
+        if pdc.state in (CLOSING, CLOSED, FAILED) or pdc.close_wanted:
+            raise RuntimeError(f"PDC {pdc.id} is {pdc.state}: no more requests")
+        pdc.fresh.append((fields, payload, token))
+        self._ready(pdc)
+
+    def close(self, pdc: Pdc) -> None:
+        """Close ``pdc`` once everything it sent is acknowledged and the layer above holds
+        it no more (an initiator's)."""
+        if pdc.state == IDLE and pdc.idle and not pdc.holds:
+            pdc.move("close")
+            self._forget(pdc)
+            return
+        pdc.close_wanted = True
+        self._ready(pdc)
+
+    # -- the driver's API ----------------------------------------------------------------------
+
+    def pending(self) -> bool:
+        """Whether ``pull`` has a packet now."""
+        if self.ctrl:
+            return True
+        for pdc in self.rr:
+            if self._sendable(pdc):
+                return True
+        return False
+
+    def pull(self, now: int) -> Out | None:
+        """The next packet to send: ACKs and NACKs first, then the PDCs' requests round
+        robin (retransmissions first within a PDC)."""
+        if self.ctrl:
+            return self.ctrl.popleft()
+        rr = self.rr
+        for _ in range(len(rr)):
+            pdc = rr[0]
+            rr.rotate(-1)
+            out = self._next_request(pdc, now)
+            if out is not None:
+                return out
+        # every PDC in the ring had nothing: keep only those with work in flight
+        self.rr = deque(p for p in rr if p.state not in (CLOSED, FAILED)
+                        and (not p.idle or p.close_wanted))
+        return None
+
+    def deadline(self) -> int | None:
+        best: int | None = None
+        rto = self.config.rto_ns
+        for pdc in self.pdcs.values():
+            d = pdc.ack_at
+            if d is not None and (best is None or d < best):
+                best = d
+            if pdc.state in (CLOSED, FAILED):
+                continue  # its sending half is over: only an ACK may be due
+            for d in (pdc.rack.deadline, pdc.rto_deadline(rto)):
+                if d is not None and (best is None or d < best):
+                    best = d
+        return best
+
+    def timers(self, pdc: Pdc) -> dict[str, int]:
+        """The named timers armed on ``pdc`` (name -> deadline)."""
+        out = {"ack": pdc.ack_at, "reorder": pdc.rack.deadline,
+               "rto": pdc.rto_deadline(self.config.rto_ns)}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def on_timer(self, now: int) -> None:
+        for pdc in list(self.pdcs.values()):
+            if pdc.ack_at is not None and pdc.ack_at <= now:
+                self._send_ack(pdc)
+            if pdc.state in (CLOSED, FAILED):
+                continue
+            if pdc.rack.deadline is not None and pdc.rack.deadline <= now:
+                self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack")
+            rto = pdc.rto_deadline(self.config.rto_ns)
+            if rto is not None and rto <= now:
+                self._timeout(pdc, now)
+
+    def receive(self, now: int, f: dict[str, Any], payload: bytes, src: str,
+                ce: bool = False, trimmed: bool = False) -> None:
+        """One decoded UET packet from ``src`` (``ce``: its IP header said Congestion
+        Experienced; ``trimmed``: a switch cut it to its headers)."""
+        typ = f.get("uet.pds.type")
+        if typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") == CTRL_CLOSE):
+            self._on_request(now, f, payload, src, ce, trimmed)
+        elif typ in t.ACKS:
+            self._on_ack(now, f, src)
+        elif typ in t.NACKS:
+            self._on_nack(now, f, src)
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        if len(self.pdcs) >= self.config.max_pdcs:
+            raise RuntimeError(f"host {self.ip}: all {self.config.max_pdcs} PDC IDs in use")
+        while self.next_id in self.pdcs or self.next_id == 0:
+            self.next_id = (self.next_id + 1) & 0xFFFF
+        pdc_id = self.next_id
+        self.next_id = (self.next_id + 1) & 0xFFFF
+        return pdc_id
+
+    def _ready(self, pdc: Pdc) -> None:
+        if pdc not in self.rr:
+            self.rr.append(pdc)
+        if self.on_change is not None:
+            self.on_change()
+
+    def _in_window(self, pdc: Pdc) -> bool:
+        return ahead(pdc.next_psn, pdc.cack) <= self.config.window
+
+    def _sendable(self, pdc: Pdc) -> bool:
+        if pdc.state in (CLOSED, FAILED):
+            return False
+        if pdc.resend:
+            return True
+        if not self._in_window(pdc):
+            return False
+        if pdc.fresh:
+            return True
+        return self._may_close(pdc)
+
+    @staticmethod
+    def _may_close(pdc: Pdc) -> bool:
+        return (pdc.close_wanted and pdc.close_psn is None and not pdc.sent and not pdc.fresh
+                and not pdc.holds)
+
+    def wake(self, pdc: Pdc) -> None:
+        """The layer above stopped holding ``pdc`` (``Pdc.holds``): a close may go."""
+        if pdc.close_wanted:
+            self._ready(pdc)
+
+    def _next_request(self, pdc: Pdc, now: int) -> Out | None:
+        if pdc.state in (CLOSED, FAILED):
+            return None
+        while pdc.resend:
+            psn = pdc.resend.popleft()
+            pdc.resend_set.discard(psn)
+            s = pdc.sent.get(psn)
+            if s is not None:
+                return self._transmit(pdc, psn, s, now, retx=True)
+        if not self._in_window(pdc):
+            return None
+        if pdc.fresh:
+            fields, payload, token = pdc.fresh.popleft()
+            psn = pdc.next_psn
+            pdc.next_psn = (psn + 1) & PSN_MASK
+            s = pdc.sent[psn] = Sent(fields, payload, token)
+            if pdc.state == IDLE:
+                pdc.move("send")
+            self.counters.requests_sent += 1
+            return self._transmit(pdc, psn, s, now, retx=False)
+        if self._may_close(pdc):
+            psn = pdc.close_psn = pdc.next_psn
+            pdc.next_psn = (psn + 1) & PSN_MASK
+            pdc.move("close")
+            s = pdc.sent[psn] = Sent({"uet.pds.type": t.CTRL, "uet.pds.ctl_type": CTRL_CLOSE,
+                                      "uet.pds.ctrl_payload": 0}, b"", None)
+            return self._transmit(pdc, psn, s, now, retx=False)
+        return None
+
+    def _transmit(self, pdc: Pdc, psn: int, s: Sent, now: int, retx: bool) -> Out:
+        f = dict(s.fields)
+        ctrl = f.get("uet.pds.type") == t.CTRL
+        if not ctrl:
+            f["uet.pds.type"] = pdc.mode
+            f["uet.pds.flags.syn"] = pdc.syn
+            if pdc.syn:
+                f["uet.pds.psn_offset"] = ahead(psn, pdc.start_psn)
+                self.counters.syn_sent += 1
+            else:
+                f["uet.pds.dpdcid"] = pdc.peer_id
+            # the clear PSN: everything up to the cumulative ACK may be forgotten
+            f["uet.pds.clear_psn_offset"] = ahead(pdc.cack, psn)
+        else:
+            f["uet.pds.dpdcid"] = pdc.peer_id or 0
+            f["uet.pds.flags.ar"] = True
+        f["uet.pds.psn"] = psn
+        f["uet.pds.spdcid"] = pdc.id
+        f["uet.pds.flags.retx"] = retx
+        s.sends += 1
+        s.sent_at = now
+        pdc.rack.on_send(psn, now)
+        if retx:
+            self.counters.retransmitted += 1
+        return Out(pdc.peer, f, s.payload, pdc)
+
+    def _queue(self, pdc: Pdc, psns: Any, why: str) -> int:
+        n = 0
+        for psn in psns:
+            if psn in pdc.sent and psn not in pdc.resend_set:
+                pdc.resend.append(psn)
+                pdc.resend_set.add(psn)
+                n += 1
+        if n:
+            c = self.counters
+            setattr(c, f"retx_{why}", getattr(c, f"retx_{why}") + n)
+            self._ready(pdc)
+        return n
+
+    def _queue_lost(self, pdc: Pdc, psns: list[int], why: str) -> None:
+        self._queue(pdc, psns, why)
+
+    def _timeout(self, pdc: Pdc, now: int) -> None:
+        self.counters.timeouts += 1
+        pdc.backoff += 1
+        if pdc.backoff > self.config.max_retries:
+            self._fail(pdc)
+            return
+        rto = self.config.rto_ns << (pdc.backoff - 1)
+        late = [psn for psn, (sent_at, _n) in pdc.rack.sent.items() if sent_at + rto <= now]
+        self._queue(pdc, late, "timeout")
+
+    def _fail(self, pdc: Pdc) -> None:
+        pdc.move("fail")
+        self.counters.pdcs_failed += 1
+        tokens = [s.token for s in pdc.sent.values()] + [tok for _f, _p, tok in pdc.fresh]
+        pdc.sent.clear()
+        pdc.fresh.clear()
+        pdc.resend.clear()
+        pdc.resend_set.clear()
+        pdc.rack.forget()
+        for tok in tokens:
+            if tok is not None:
+                self.upper.on_failed(pdc, tok)
+
+    def _forget(self, pdc: Pdc) -> None:
+        if pdc.initiator:
+            self.pdcs.pop(pdc.id, None)
+
+    # -- receiving requests --------------------------------------------------------------------
+
+    def _nack(self, code: int, f: dict[str, Any], src: str, pdc: Pdc | None) -> None:
+        c = self.counters
+        name = t.NACK_CODES[code][0]
+        c.nacks_sent[name] = c.nacks_sent.get(name, 0) + 1
+        expected = (pdc.rx_cack + 1) & PSN_MASK if pdc is not None else 0
+        nack = {"uet.pds.type": t.NACK, "uet.pds.nack.code": code,
+                "uet.pds.nack.psn": f.get("uet.pds.psn", 0),
+                "uet.pds.spdcid": pdc.id if pdc is not None else 0,
+                "uet.pds.dpdcid": f.get("uet.pds.spdcid", 0),
+                "uet.pds.nack.max_recv_psn_plus_1": expected}
+        self.ctrl.append(Out(src, nack, b"", pdc))
+        if self.on_change is not None:
+            self.on_change()
+
+    def _find(self, f: dict[str, Any], src: str, now: int) -> tuple[Pdc | None, int]:
+        """The PDC a request belongs to, made from a SYN if new; or the NACK code."""
+        typ = f["uet.pds.type"]
+        if f.get("uet.pds.flags.syn"):
+            key = (src, f["uet.pds.spdcid"])
+            pdc = self.by_peer.get(key)
+            if pdc is None:
+                if len(self.pdcs) >= self.config.max_pdcs:
+                    return None, NO_PDC_AVAIL
+                start = f["uet.pds.start_psn"]
+                pdc = Pdc(self._new_id(), src, typ, False, start)
+                pdc.peer_id = f["uet.pds.spdcid"]
+                self.pdcs[pdc.id] = pdc
+                self.by_peer[key] = pdc
+                self.counters.pdcs_accepted += 1
+            elif pdc.mode != typ:
+                return pdc, PDC_MODE_MISMATCH
+            return pdc, 0
+        pdc = self.pdcs.get(f.get("uet.pds.dpdcid", 0))
+        if pdc is None:
+            return None, INV_DPDCID
+        if pdc.peer_id is None and pdc.initiator and pdc.peer == src:
+            pdc.peer_id = f["uet.pds.spdcid"]  # the target's data came before its first ACK
+        if pdc.peer != src or pdc.peer_id != f["uet.pds.spdcid"]:
+            return None, PDC_HDR_MISMATCH
+        if typ != t.CTRL and pdc.mode != typ:
+            return pdc, PDC_MODE_MISMATCH
+        return pdc, 0
+
+    def _on_request(self, now: int, f: dict[str, Any], payload: bytes, src: str, ce: bool,
+                    trimmed: bool) -> None:
+        c = self.counters
+        pdc, code = self._find(f, src, now)
+        if code:
+            self._nack(code, f, src, pdc)
+            return
+        assert pdc is not None
+        psn = f["uet.pds.psn"]
+        d = ahead(psn, pdc.rx_cack)
+        duplicate = d <= 0 or psn in pdc.rx_above
+        if pdc.state == CLOSED and not duplicate:
+            self._nack(NACK_CLOSING, f, src, pdc)
+            return
+        if trimmed:
+            c.trimmed += 1
+            self._nack(TRIMMED, f, src, pdc)
+            return
+        if duplicate:
+            c.duplicates += 1
+            pdc.ack_psn = psn
+            self._send_ack(pdc)
+            return
+        if d > self.config.window:
+            self._nack(PSN_OOR_WINDOW, f, src, pdc)
+            return
+        if pdc.mode == t.ROD_REQ and d != 1:
+            self._nack(ROD_OOO, f, src, pdc)
+            return
+        c.received += 1
+        now_ack = bool(f.get("uet.pds.flags.ar"))
+        if d == 1:
+            pdc.rx_cack = psn
+            above = pdc.rx_above
+            if above:
+                nxt = (psn + 1) & PSN_MASK
+                while nxt in above:
+                    above.discard(nxt)
+                    pdc.rx_cack = nxt
+                    nxt = (nxt + 1) & PSN_MASK
+                    now_ack = True  # hole-filled
+        else:
+            pdc.rx_above.add(psn)
+            pdc.rx_ooo += 1
+            c.out_of_order += 1
+            now_ack = True  # out-of-order
+        if ce:
+            pdc.rx_ce = True
+            c.ce_received += 1
+        pdc.rx_bytes += len(payload)
+        pdc.unacked += 1
+        pdc.ack_psn = psn
+        if f["uet.pds.type"] == t.CTRL:
+            pdc.rx_close = psn
+        else:
+            self.upper.on_request(pdc, f, payload)
+        if pdc.rx_close is not None and ahead(pdc.rx_cack, pdc.rx_close) >= 0 \
+                and pdc.state != CLOSED:
+            pdc.move("closed")  # close: every PSN before the close command arrived
+            c.pdcs_closed += 1
+            now_ack = True
+        if now_ack or pdc.unacked >= self.config.ack_every:
+            self._send_ack(pdc)
+        elif pdc.ack_at is None:
+            pdc.ack_at = now + self.config.ack_delay_ns
+            if self.on_change is not None:
+                self.on_change()
+
+    def _send_ack(self, pdc: Pdc) -> None:
+        cack = pdc.rx_cack
+        bitmap = 0
+        base = (cack + 1) & PSN_MASK
+        for psn in pdc.rx_above:
+            i = ahead(psn, base)
+            if 0 <= i < SACK_BITS:
+                bitmap |= 1 << i
+        ack_psn = pdc.ack_psn
+        if not -0x8000 <= ahead(ack_psn, cack) <= 0x7FFF:
+            ack_psn = cack  # the offset is 16 bits signed
+        f = {"uet.pds.type": t.ACK_CC, "uet.pds.cack_psn": cack, "uet.pds.ack_psn": ack_psn,
+             "uet.pds.spdcid": pdc.id, "uet.pds.dpdcid": pdc.peer_id or 0,
+             "uet.pds.flags.m": pdc.rx_ce, "uet.pds.ack.cc_type": t.CC_NSCC,
+             "uet.pds.ack.mpr": max(1, self.config.window // MPR_UNIT),
+             "uet.pds.ack.sack_psn": base, "uet.pds.ack.sack_bitmap": bitmap,
+             "uet.pds.ack.cc_state.rcvd_bytes": min(pdc.rx_bytes, NSCC_BYTES_MAX),
+             "uet.pds.ack.cc_state.ooo_count": min(pdc.rx_ooo, NSCC_OOO_MAX)}
+        pdc.unacked = 0
+        pdc.ack_at = None
+        pdc.rx_ce = False
+        pdc.rx_bytes = 0
+        self.counters.acks_sent += 1
+        self.ctrl.append(Out(pdc.peer, f, b"", pdc))
+        if self.on_change is not None:
+            self.on_change()
+
+    # -- receiving ACKs and NACKs -------------------------------------------------------------
+
+    def _mine(self, f: dict[str, Any], src: str) -> Pdc | None:
+        pdc = self.pdcs.get(f.get("uet.pds.dpdcid", 0))
+        if pdc is None or pdc.peer != src:
+            return None
+        return pdc
+
+    def _on_ack(self, now: int, f: dict[str, Any], src: str) -> None:
+        pdc = self._mine(f, src)
+        if pdc is None or pdc.state in (IDLE, CLOSED, FAILED):
+            return
+        c = self.counters
+        c.acks_received += 1
+        if f.get("uet.pds.flags.m"):
+            c.ecn_acks += 1
+        if pdc.peer_id is None or pdc.syn:
+            pdc.peer_id = f["uet.pds.spdcid"]
+            pdc.syn = False
+        pdc.move("ack")
+        cack = f["uet.pds.cack_psn"]
+        newly: list[int] = []
+        sent = pdc.sent
+        n = ahead(cack, pdc.cack)
+        if 0 < n and ahead(cack, pdc.next_psn) < 0:
+            psn = pdc.cack
+            for _ in range(n):
+                psn = (psn + 1) & PSN_MASK
+                if psn in sent:
+                    newly.append(psn)
+            pdc.cack = cack
+        bitmap = f.get("uet.pds.ack.sack_bitmap") or 0
+        if bitmap:
+            base = f["uet.pds.ack.sack_psn"]
+            while bitmap:
+                low = bitmap & -bitmap
+                psn = (base + low.bit_length() - 1) & PSN_MASK
+                if psn in sent and ahead(psn, pdc.cack) > 0:
+                    newly.append(psn)
+                bitmap ^= low
+        if newly:
+            pdc.backoff = 0
+            resent = {psn for psn in newly if sent[psn].sends > 1}
+            pdc.rack.on_ack(newly, now, resent)
+            for psn in newly:
+                s = sent.pop(psn)
+                if psn in pdc.resend_set:
+                    pdc.resend_set.discard(psn)
+                if s.token is not None:
+                    self.upper.on_acked(pdc, s.token)
+        if pdc.close_psn is not None and ahead(pdc.cack, pdc.close_psn) >= 0:
+            pdc.move("closed")
+            c.pdcs_closed += 1
+            pdc.sent.clear()
+            pdc.resend.clear()
+            self._forget(pdc)
+            return
+        if pdc.resend:
+            pdc.resend = deque(p for p in pdc.resend if p in pdc.resend_set)
+        self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack")
+        self._ready(pdc)
+
+    def _on_nack(self, now: int, f: dict[str, Any], src: str) -> None:
+        pdc = self._mine(f, src)
+        if pdc is None or pdc.state in (CLOSED, FAILED):
+            return
+        c = self.counters
+        code = f.get("uet.pds.nack.code", 0)
+        name = t.NACK_CODES.get(code, (f"0x{code:02x}", ""))[0]
+        c.nacks_received[name] = c.nacks_received.get(name, 0) + 1
+        action = NACK_ACTIONS.get(code)
+        psn = f.get("uet.pds.nack.psn", 0)
+        if action == RETRANSMIT:
+            self._queue(pdc, (psn,), "nack")
+        elif action == GO_BACK:
+            expected = f.get("uet.pds.nack.max_recv_psn_plus_1", psn)
+            s = pdc.sent.get(psn)
+            first = pdc.sent.get(expected)
+            # one go-back per hole: not again while the expected PSN's resend, sent after
+            # the NACKed packet, is in flight
+            if s is not None and first is not None and first.sent_at <= s.sent_at:
+                n = ahead(pdc.next_psn, expected)
+                self._queue(pdc, ((expected + i) & PSN_MASK for i in range(max(n, 0))),
+                            "nack")
+        elif action == FAIL:
+            self._fail(pdc)
+        # RETRY_LATER and unknown codes: the rto timer resends
+
+
+__all__ = ["ACK_NOW", "CLOSED", "CLOSING", "ESTABLISHED", "FAILED", "IDLE", "NACK_ACTIONS",
+           "RECEIVE_CHECKS", "SYN_SENT", "TRANSITIONS", "Counters", "Out", "Pdc", "Pds",
+           "PdsConfig", "Upper", "ahead"]

@@ -1,0 +1,329 @@
+"""``roce emulate --protocol uet``: a scenario's traffic as UET PDCs on the simulated network.
+
+The topology, links, faults, switches (buffers, ECN, ECMP or spraying) and the traffic's
+(source, destination) pairs are the RoCE runs' own (``roce.emu.net.topology``,
+``roce.emu.net.runner``'s helpers); the hosts are ``UetHost``s.  Each pair gets ``qps``
+PDCs; each PDC carries ``count`` messages of ``op`` (write, read or send) and ``size``
+bytes, at most ``depth`` outstanding and never two at once in one buffer slot (RUD places a
+message's packets in any order: two messages in one slot would leave it mixed).  When every
+message completed (or failed) each PDC is closed.  The data is then checked as for RoCE
+(``roce.emu.core.payload.Expected``: message ``i`` uses slot ``i % slots``; a SEND lands in
+the receive buffer its first packet took) and the run summarised in
+``roce.emu.scenario.Summary``, its ``uet`` part holding the PDS and SES counters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from roce.emu import defaults
+from roce.emu.budget import per_qp
+from roce.emu.core.constants import ALL_ACCESS
+from roce.emu.core.payload import Expected, fill
+from roce.emu.net import schema
+from roce.emu.net import topology as topo
+from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
+from roce.emu.net.stages import Trimmer
+from roce.emu.scenario import Scenario, Summary
+from roce.emu.uet import PDC_MODES, uetframes
+from roce.emu.uet.host import ENTROPY_MODES, UetHost
+from roce.emu.uet.pds import PdsConfig
+from roce.emu.uet.ses import KINDS, RI_MAX
+from roce.errors import UsageError
+from roce.families.uet import codes as t
+
+MODES = dict(zip(PDC_MODES, (t.RUD_REQ, t.ROD_REQ)))
+
+
+@dataclass(frozen=True)
+class UetOptions:
+    """What a UET run adds to the scenario: the PDC mode and the entropy of its packets."""
+
+    mode: str = PDC_MODES[0]  # rud | rod
+    entropy: str = ENTROPY_MODES[0]  # pdc | packet (roce.emu.uet.host)
+    trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
+
+
+# Scenario fields a UET run has nothing for: (field, option, why).  Refused when not at
+# their defaults, rather than silently ignored.
+NOT_FOR_UET = (
+    ("qp_type", "--qp-type", "UET has PDCs, not queue pairs"),
+    ("recovery", "--recovery", "the PDS has its own (SACK, NACK, timeout)"),
+    ("loss_rule", "--loss-rule", "the PDS finds losses with RACK over its SACK bitmaps"),
+    ("psn", "--psn", "a PDC draws its start PSN"),
+    ("retry_cnt", "--retry-cnt", "the PDS retries until its PDC fails"),
+    ("rnr_retry", "--rnr-retry", "UET has no RNR NAK"),
+    ("timeout", "--timeout", "the PDS's rto timer is its own"),
+    ("cc", "--cc", "UET's congestion management (NSCC, RCCC) is not emulated yet"),
+    ("storm", "--pfc-storm", "UET hosts send no PFC"),
+    ("link_down", "--link-down", "not with --protocol uet yet"),
+    ("cdf", "--workload", "not with --protocol uet yet"),
+    ("collective", "--collective", "not with --protocol uet yet"),
+    ("ib_routing", "--ib-routing", "only with --protocol ib"),
+    ("ib_cc", "--ib-cc", "only with --protocol ib"),
+)
+
+
+def refuse(sc: Scenario) -> None:
+    """A UsageError naming the first option a UET run cannot honour."""
+    base = Scenario()
+    if sc.op not in KINDS:
+        raise UsageError(f"--op {sc.op}: --protocol uet runs {', '.join(KINDS)}")
+    for name, opt, why in NOT_FOR_UET:
+        if getattr(sc, name) != getattr(base, name):
+            raise UsageError(f"{opt}: not with --protocol uet ({why})")
+
+
+@dataclass(eq=False)
+class Flow:
+    """One PDC: its initiator and target hosts, buffers and what they must hold."""
+
+    index: int
+    src: UetHost
+    dst: UetHost
+    pdc: Any
+    local: Any
+    remote: Any
+    expected: Expected
+    ri: int = 0  # its receive queue at the target (SEND): one per flow into a host
+    posted: int = 0
+    done: int = 0
+    ok: int = 0
+    bytes: int = 0
+    busy: set[int] = field(default_factory=set)  # slots of messages in flight
+    post_times: dict[int, int] = field(default_factory=dict)
+    fct: list[int] = field(default_factory=list)
+    msg_of: dict[int, int] = field(default_factory=dict)  # SES message ID -> message
+
+
+class UetRun:
+    """One run, built and ready (``net``, ``flows``); ``run()`` returns its summary."""
+
+    def __init__(self, sc: Scenario, opts: UetOptions = UetOptions(),
+                 topology: topo.Topology | None = None) -> None:
+        sc = replace(sc, protocol="uet")
+        sc.check(sides=2)
+        refuse(sc)
+        if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:
+            raise UsageError(f"--pdc-mode {opts.mode} / --entropy {opts.entropy}: "
+                             f"{'|'.join(MODES)} and {'|'.join(ENTROPY_MODES)}")
+        t_ = self.topology = topology if topology is not None else topology_of(sc)
+        topo.oversubscribe(t_, sc.oversubscription, sc.rate_gbps)
+        schema.check_flows(t_, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
+                           sc.topology_file or f"--topology {sc.topology}")
+        if not t_.switches:
+            from roce.emu.net.runner import refuse_inapplicable
+            refuse_inapplicable(sc, t_, True)
+            if opts.trim:
+                raise UsageError("--trim: the topology has no switch to trim packets; two "
+                                 "hosts through one switch: --topology incast:1")
+        if sc.time_limit_ns is None:
+            sc = replace(sc, time_limit_ns=defaults.SWITCHED_TIME_LIMIT_NS)
+        self.sc, self.opts = sc, opts
+        config = PdsConfig(mode=MODES[opts.mode])
+        marking = uetframes.Marking()
+        trimmer = Trimmer() if opts.trim else None
+
+        def host(net: Any, name: str, ip: str) -> UetHost:
+            return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
+                           trimmer.dscp if trimmer is not None else None)
+
+        net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
+                                    host)
+        pairs = traffic_of(sc, t_, net)
+        if len(pairs) > 1:
+            sc.check(sides=2, qps=sc.qps * len(pairs))
+        self.ready: list[UetHost] = []
+        for h in net.hosts.values():
+            h.ready = self.ready
+        self.flows: list[Flow] = []
+        self.names: list[tuple[str, str]] = []
+        self.by_pdc: dict[tuple[str, int], Flow] = {}  # (initiator IP, its PDC ID) -> flow
+        into: dict[str, int] = {}  # host -> the last resource index its flows took
+        for src, dst in pairs:
+            a, b = net.hosts[src], net.hosts[dst]
+            for _ in range(sc.qps):
+                i = len(self.flows)
+                local = a.space.register(a.pd, sc.slot * sc.slots, ALL_ACCESS)
+                remote = b.space.register(b.pd, sc.slot * sc.slots, ALL_ACCESS)
+                fill(local.buf, sc.seed, i, "local", sc.size, sc.slots)
+                fill(remote.buf, sc.seed, i, "remote", sc.size, sc.slots)
+                ri = into[dst] = into.get(dst, -1) + 1
+                if ri > RI_MAX:
+                    raise UsageError(f"--protocol uet: host {dst} would receive {ri + 1} "
+                                     f"flows, more than its {RI_MAX + 1} receive queues "
+                                     "(12-bit resource indexes)")
+                f = Flow(i, a, b, a.open(b.ip), local, remote,
+                         Expected(sc.seed, i, sc.size, sc.slots), ri)
+                self.flows.append(f)
+                self.names.append((src, dst))
+                self.by_pdc[a.ip, f.pdc.id] = f
+
+    # -- posting and completing ----------------------------------------------------------
+
+    def _post_more(self, f: Flow) -> None:
+        sc, now = self.sc, self.net.now
+        while f.posted < sc.count and f.posted - f.done < sc.depth \
+                and f.posted % sc.slots not in f.busy:
+            i = f.posted
+            j = i % sc.slots
+            off = j * sc.slot
+            if sc.op == "send":
+                f.dst.ses.post_recv(i, f.remote, f.remote.addr + off, sc.size, f.ri)
+            m = f.src.ses.post(sc.op, f.pdc, i, f.local, f.local.addr + off, sc.size,
+                               f.remote.rkey, f.remote.addr + off, f.ri)
+            f.msg_of[m.msg_id] = i
+            f.busy.add(j)
+            f.post_times[i] = now
+            f.posted += 1
+        f.src.changed(now)
+
+    def _completions(self) -> list[Flow]:
+        touched: dict[int, Flow] = {}
+        now, sc = self.net.now, self.sc
+        for h in dict.fromkeys(self.ready):
+            for c in h.ses.recv_completions:
+                pdc = h.pds.pdcs[c.pdc]
+                f = self.by_pdc[pdc.peer, pdc.peer_id]
+                f.expected.received(f.msg_of[c.msg_id], c.wr_id)
+            h.ses.recv_completions.clear()
+            for c in h.ses.completions:
+                f = self.by_pdc[h.ip, c.pdc]
+                f.done += 1
+                f.busy.discard(c.wr_id % sc.slots)
+                f.fct.append(now - f.post_times.pop(c.wr_id))
+                if c.ok:
+                    f.ok += 1
+                    f.bytes += c.bytes
+                    if c.kind != "send":
+                        f.expected.apply(c.kind, c.wr_id)
+                elif f.posted < sc.count:  # a failed PDC takes no more work
+                    f.done += sc.count - f.posted
+                    f.posted = sc.count
+                touched[f.index] = f
+            h.ses.completions.clear()
+        self.ready.clear()
+        return list(touched.values())
+
+    def run(self) -> Summary:
+        sc, net = self.sc, self.net
+        limit = sc.time_limit_ns
+        cpu0 = time.process_time()
+        left = sc.count * len(self.flows)
+        for f in self.flows:
+            self._post_more(f)
+        finished = True
+        while left > 0:
+            for f in self._completions():
+                self._post_more(f)
+            left = sum(sc.count - f.done for f in self.flows)
+            if left <= 0:
+                break
+            if not net.run_until_any(self.ready, limit):
+                finished = False
+                break
+        end = net.now  # the work is done (or the limit passed): the run's virtual time
+        for f in self.flows:  # close every PDC; let the handshakes finish
+            f.src.pds.close(f.pdc)
+            f.src.changed(net.now)
+        net.run_until_any([], limit)  # (timers a PDC no longer needs fire here, idle)
+        self._completions()
+        return self._summary(time.process_time() - cpu0, finished, end)
+
+    # -- the summary ------------------------------------------------------------------------
+
+    def _verdict(self, finished: bool) -> str:
+        sc = self.sc
+        total = sc.count * len(self.flows)
+        ok = sum(f.ok for f in self.flows)
+        if ok != total:
+            return (f"{total - ok} of {total} message(s) did not complete" if not finished
+                    else f"{total - ok} of {total} message(s) failed")
+        for f in self.flows:
+            for side, buf in (("remote", f.remote.buf), ("local", f.local.buf)):
+                bad = f.expected.mismatched(side, buf)
+                if bad:
+                    src, dst = self.names[f.index]
+                    return (f"memory does not hold what the operations wrote (first "
+                            f"{src}->{dst} PDC {f.pdc.id}: {side} slot {bad[0]})")
+        return ""
+
+    def _summary(self, cpu: float, finished: bool, end: int) -> Summary:
+        sc, net = self.sc, self.net
+        s = Summary(scenario=asdict(sc))
+        pds: Counter = Counter()
+        nacks: Counter = Counter()
+        nacks_sent: Counter = Counter()
+        ses: Counter = Counter()
+        errors: Counter = Counter()
+        for h in net.hosts.values():
+            c = h.pds.counters
+            for k, v in asdict(c).items():
+                if isinstance(v, int):
+                    pds[k] += v
+            nacks.update(c.nacks_received)
+            nacks_sent.update(c.nacks_sent)
+            sc_ = h.ses.counters
+            for k, v in asdict(sc_).items():
+                if isinstance(v, int):
+                    ses[k] += v
+            errors.update(sc_.errors)
+        every: list[int] = []
+        for f, (src, dst) in zip(self.flows, self.names):
+            every += f.fct
+            s.flows.append({"src": src, "dst": dst, "pdc": f.pdc.id, "bytes": f.bytes,
+                            "state": f.pdc.state, "fct_ns": fct_stats(f.fct)})
+        s.posted = sum(f.posted for f in self.flows)
+        ok = sum(f.ok for f in self.flows)
+        s.completed = {"OK": ok, **({"FAILED": s.posted - ok} if s.posted > ok else {})}
+        s.bytes = sum(f.bytes for f in self.flows)
+        s.delivered = ses["messages_executed"]  # at the targets: placed, or READs answered
+        s.packets = pds["requests_sent"] + pds["retransmitted"]
+        s.retransmitted = pds["retransmitted"]
+        s.timeouts = pds["timeouts"]
+        s.naks = dict(nacks)
+        s.ooo_accepted = pds["out_of_order"]
+        s.spurious_retransmissions = pds["duplicates"]
+        s.virtual_ns = end
+        s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
+        for w in net.wires:
+            s.link[w.name] = asdict(w.stats)
+        s.cpu_s = cpu
+        s.packets_per_cpu_s = s.packets / cpu if cpu > 0 else 0.0
+        s.hops = net.hops
+        s.hops_per_cpu_s = s.hops / cpu if cpu > 0 else 0.0
+        s.finished = finished
+        s.outstanding = sum(f.posted - f.done for f in self.flows) + \
+            sum(sc.count - f.posted for f in self.flows)
+        if not finished:
+            s.stopped = (f"the virtual time limit ({sc.time_limit_ns / 1e9:g} s) ran out "
+                         f"with {s.outstanding} message(s) outstanding")
+        s.unverified = self._verdict(finished)
+        s.data_verified = not s.unverified
+        s.fct_ns = fct_stats(every)
+        s.fabric = fabric_stats(net)
+        s.warnings = list(net.warnings)
+        s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
+                 "trim": self.opts.trim,
+                 "pds": dict(pds), "nacks_received": dict(nacks),
+                 "nacks_sent": dict(nacks_sent), "ses": dict(ses),
+                 "ses_errors": dict(errors),
+                 "pdcs_closed": sum(f.pdc.state == "closed" for f in self.flows),
+                 "not_uet": sum(h.not_uet for h in net.hosts.values())}
+        return s
+
+
+def run_uet(sc: Scenario, opts: UetOptions = UetOptions(), record: Any = None,
+            topology: topo.Topology | None = None) -> Summary:
+    """Run ``sc`` with UET endpoints (``record``: a writer of every frame a host
+    receives)."""
+    r = UetRun(sc, opts, topology)
+    if record is not None:
+        r.net.recorders.append(record)
+    return r.run()
+
+
+__all__ = ["MODES", "NOT_FOR_UET", "UetOptions", "UetRun", "refuse", "run_uet"]

@@ -1,0 +1,296 @@
+"""The semantic sublayer (SES) of one UET host over its PDS: WRITE, READ and SEND messages
+between memory regions of the RoCE queue pairs' memory model (``roce.emu.core.memory``:
+an address space per host, regions found and checked by key, rxe's order of checks).
+
+* A message is cut into packets of at most ``mtu`` payload bytes, each a standard SES
+  request (``uet.ses.std.*``) carrying the message ID (16 bits per PDC), the buffer
+  offset (the target address) and memory key (the region's rkey): the first packet (SOM)
+  the request length and header data, the others their payload length and message offset,
+  so every packet is placed where it belongs whatever order it arrives in.  The last packet
+  (EOM) asks for an ACK (AR).
+* WRITE and SEND complete at the initiator when the PDS has every packet acknowledged;
+  READ when every byte of its response has arrived: the target answers a READ request with
+  response-with-data packets (``uet.ses.rsp.*``: the request's message ID, the offset and
+  length of each piece) that its end of the PDC sends in its own PSN space.
+* A SEND names a receive queue at the target by its resource index (12 bits): it takes
+  that queue's next posted receive buffer when the first of its packets arrives (any
+  packet: RUD reorders), and completes there when all its bytes have.
+* What the target cannot execute (no region, a key or range the checks refuse, no posted
+  receive) is counted in ``errors`` with the reason, and its data dropped.  The SES
+  response that would carry the error back (a return code in an ACK) is not sent yet: the
+  initiator completes such a message as delivered, and the run's data check finds it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from roce.emu.core.constants import Access
+from roce.emu.core.memory import AddressSpace, MemoryRegion
+from roce.emu.uet.pds import Pdc, Pds
+from roce.errors import AccessError
+from roce.families.uet import codes as t
+
+MSG_ID_MASK = 0xFFFF
+RI_MAX = 0xFFF  # the SES header's resource index: 12 bits
+JOB_ID = 1  # every host of a run is one job
+RC_OK = 1  # SES return code OK
+KINDS = ("write", "read", "send")
+OPCODES = {"write": t.WRITE, "read": t.READ, "send": t.SEND}
+
+
+@dataclass(eq=False)
+class Message:
+    wr_id: int
+    kind: str
+    pdc: Pdc
+    msg_id: int
+    length: int
+    packets: int
+    local: MemoryRegion
+    laddr: int
+    acked: int = 0
+    received: int = 0  # READ: response bytes arrived
+    request_acked: bool = False
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Completion:
+    wr_id: int
+    kind: str
+    ok: bool
+    bytes: int
+    pdc: int
+    msg_id: int
+
+
+@dataclass(eq=False)
+class Incoming:
+    """A message arriving at the target: how many bytes so far, and (SEND) its buffer."""
+
+    length: int
+    got: int = 0
+    recv: tuple[int, MemoryRegion, int, int] | None = None  # wr_id, region, address, length
+
+
+@dataclass
+class SesCounters:
+    messages_posted: int = 0
+    messages_completed: int = 0
+    messages_failed: int = 0
+    messages_executed: int = 0  # at the target: every byte of a message placed
+    reads_answered: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class Ses:
+    """One host's SES: ``space`` its memory, ``pd`` the protection domain its regions
+    belong to; ``pds`` is set once the PDS (which calls this back) exists."""
+
+    def __init__(self, space: AddressSpace, pd: object, mtu: int) -> None:
+        if not 1 <= mtu <= 0x3FFF:  # a packet's payload length is 14 bits
+            raise ValueError(f"SES MTU {mtu}: 1 to {0x3FFF} bytes")
+        self.space = space
+        self.pd = pd
+        self.mtu = mtu
+        self.pds: Pds | None = None
+        self.next_msg: dict[int, int] = {}  # PDC ID -> next message ID
+        self.reads: dict[tuple[int, int], Message] = {}  # (PDC ID, message ID) -> READ
+        self.incoming: dict[tuple[int, int], Incoming] = {}  # (PDC ID, message ID)
+        # resource index -> its posted receive buffers
+        self.recvs: dict[int, deque[tuple[int, MemoryRegion, int, int]]] = {}
+        self.completions: list[Completion] = []
+        self.recv_completions: list[Completion] = []
+        self.counters = SesCounters()
+
+    # -- posting ---------------------------------------------------------------------------
+
+    def post(self, kind: str, pdc: Pdc, wr_id: int, local: MemoryRegion, laddr: int,
+             length: int, rkey: int = 0, raddr: int = 0, ri: int = 0) -> Message:
+        """Post a WRITE (``local`` to ``raddr``/``rkey``), READ (``raddr``/``rkey`` into
+        ``local``) or SEND (``local`` to the next receive buffer of the target's receive
+        queue ``ri``)."""
+        if not 0 <= ri <= RI_MAX:
+            raise ValueError(f"resource index {ri}: 0 to {RI_MAX} (12 bits)")
+        if kind not in KINDS:
+            raise ValueError(f"SES operation {kind!r}: one of {', '.join(KINDS)}")
+        if not local.contains(laddr, length):
+            raise AccessError(f"0x{laddr:x}+{length} is outside the local region")
+        assert self.pds is not None
+        msg_id = self.next_msg.get(pdc.id, 0)
+        self.next_msg[pdc.id] = (msg_id + 1) & MSG_ID_MASK
+        data = kind != "read"
+        packets = max(1, -(-length // self.mtu)) if data else 1
+        m = Message(wr_id, kind, pdc, msg_id, length, packets, local, laddr)
+        self.counters.messages_posted += 1
+        if not data:
+            self.reads[pdc.id, msg_id] = m
+            pdc.holds += 1  # the PDC stays open until the response has arrived
+        for i in range(packets):
+            off = i * self.mtu
+            n = min(self.mtu, length - off) if data else 0
+            f = {"uet.pds.nh": t.NH_STD, "uet.ses.std.opcode": OPCODES[kind],
+                 "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
+                 "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
+                 "uet.ses.std.resource_index": ri, "uet.ses.std.som": i == 0,
+                 "uet.ses.std.eom": i == packets - 1,
+                 "uet.ses.std.request_length": length}
+            if i:
+                f["uet.ses.std.payload_length"] = n
+                f["uet.ses.std.message_offset"] = off
+            if i == packets - 1:
+                f["uet.pds.flags.ar"] = True  # the last packet of a message: ACK at once
+            payload = bytes(local.view(laddr + off, n)) if n else b""
+            self.pds.submit(pdc, f, payload, (m, i))
+        return m
+
+    def post_recv(self, wr_id: int, region: MemoryRegion, addr: int, length: int,
+                  ri: int = 0) -> None:
+        """Post a receive buffer on receive queue ``ri`` (a resource index)."""
+        if not region.contains(addr, length):
+            raise AccessError(f"0x{addr:x}+{length} is outside the receive region")
+        if not 0 <= ri <= RI_MAX:
+            raise ValueError(f"resource index {ri}: 0 to {RI_MAX} (12 bits)")
+        self.recvs.setdefault(ri, deque()).append((wr_id, region, addr, length))
+
+    # -- what the PDS calls back ---------------------------------------------------------------
+
+    def on_acked(self, pdc: Pdc, token: Any) -> None:
+        m, _i = token
+        if m.done:
+            return
+        if m.kind == "read":
+            m.request_acked = True
+            if m.length == 0:
+                self._complete(m, True)
+            return
+        m.acked += 1
+        if m.acked == m.packets:
+            self._complete(m, True)
+
+    def on_failed(self, pdc: Pdc, token: Any) -> None:
+        m, _i = token
+        if not m.done:
+            self._complete(m, False)
+
+    def on_request(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> None:
+        nh = f.get("uet.pds.nh")
+        if nh == t.NH_RSP_DATA:
+            self._response(pdc, f, payload)
+            return
+        op = f.get("uet.ses.std.opcode")
+        off = 0 if f.get("uet.ses.std.som") else f.get("uet.ses.std.message_offset", 0)
+        try:
+            if op == t.WRITE:
+                addr = f["uet.ses.std.buffer_offset"] + off
+                mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"],
+                                              addr, len(payload),
+                                              Access.IBV_ACCESS_REMOTE_WRITE)
+                mr.view(addr, len(payload))[:] = payload
+                self._arrived(pdc, f, len(payload))
+            elif op == t.READ:
+                self._answer_read(pdc, f)
+            elif op == t.SEND:
+                self._send_data(pdc, f, off, payload)
+            else:
+                self._error(f"opcode {op}")
+        except AccessError as exc:
+            self._error(str(exc))
+
+    # -- the target -----------------------------------------------------------------------------
+
+    def _error(self, why: str) -> None:
+        e = self.counters.errors
+        e[why] = e.get(why, 0) + 1
+
+    def _arrived(self, pdc: Pdc, f: dict[str, Any], n: int) -> Incoming:
+        key = pdc.id, f["uet.ses.std.message_id"]
+        inc = self.incoming.get(key)
+        if inc is None:
+            inc = self.incoming[key] = Incoming(f["uet.ses.std.request_length"])
+        inc.got += n
+        if inc.got >= inc.length:
+            del self.incoming[key]
+            self.counters.messages_executed += 1
+        return inc
+
+    def _send_data(self, pdc: Pdc, f: dict[str, Any], off: int, payload: bytes) -> None:
+        key = pdc.id, f["uet.ses.std.message_id"]
+        inc = self.incoming.get(key)
+        if inc is None:
+            ri = f.get("uet.ses.std.resource_index", 0)
+            queue = self.recvs.get(ri)
+            if not queue:
+                raise AccessError(f"a SEND found no posted receive buffer on resource index "
+                                  f"{ri}")
+            inc = self.incoming[key] = Incoming(f["uet.ses.std.request_length"],
+                                                recv=queue.popleft())
+        assert inc.recv is not None
+        wr_id, region, addr, length = inc.recv
+        if off + len(payload) > length:
+            raise AccessError(f"{off + len(payload)} bytes do not fit the receive buffer "
+                              f"of {length}")
+        region.view(addr + off, len(payload))[:] = payload
+        inc.got += len(payload)
+        if inc.got >= inc.length:
+            del self.incoming[key]
+            self.counters.messages_executed += 1
+            self.recv_completions.append(Completion(wr_id, "recv", True, inc.length, pdc.id,
+                                                    key[1]))
+
+    def _answer_read(self, pdc: Pdc, f: dict[str, Any]) -> None:
+        length = f["uet.ses.std.request_length"]
+        addr = f["uet.ses.std.buffer_offset"]
+        mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"], addr,
+                                      length, Access.IBV_ACCESS_REMOTE_READ)
+        assert self.pds is not None
+        msg_id = f["uet.ses.std.message_id"]
+        self.counters.reads_answered += 1
+        self.counters.messages_executed += 1
+        for off in range(0, length, self.mtu):
+            n = min(self.mtu, length - off)
+            r = {"uet.pds.nh": t.NH_RSP_DATA, "uet.ses.rsp.return_code": RC_OK,
+                 "uet.ses.rsp.message_id": msg_id, "uet.ses.rsp.job_id": JOB_ID,
+                 "uet.ses.rsp.read_req_message_id": msg_id,
+                 "uet.ses.rsp.payload_length": n, "uet.ses.rsp.mod_length": length,
+                 "uet.ses.rsp.message_offset": off}
+            if off + n == length:
+                r["uet.pds.flags.ar"] = True
+            self.pds.submit(pdc, r, bytes(mr.view(addr + off, n)), None)
+
+    # -- the initiator's READ responses ----------------------------------------------------------
+
+    def _response(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> None:
+        m = self.reads.get((pdc.id, f.get("uet.ses.rsp.read_req_message_id")))
+        if m is None or m.done:
+            self._error("a READ response for no outstanding READ")
+            return
+        off = f.get("uet.ses.rsp.message_offset", 0)
+        if off + len(payload) > m.length:
+            self._error("a READ response past the READ's length")
+            return
+        m.local.view(m.laddr + off, len(payload))[:] = payload
+        m.received += len(payload)
+        if m.received >= m.length:
+            self._complete(m, True)
+
+    def _complete(self, m: Message, ok: bool) -> None:
+        m.done = True
+        if m.kind == "read":
+            self.reads.pop((m.pdc.id, m.msg_id), None)
+            m.pdc.holds -= 1
+            if self.pds is not None:
+                self.pds.wake(m.pdc)
+        c = self.counters
+        if ok:
+            c.messages_completed += 1
+        else:
+            c.messages_failed += 1
+        self.completions.append(Completion(m.wr_id, m.kind, ok, m.length, m.pdc.id,
+                                           m.msg_id))
+
+
+__all__ = ["KINDS", "RI_MAX", "Completion", "Message", "Ses", "SesCounters"]

@@ -1,0 +1,314 @@
+"""The UET PDS and SES endpoints (roce.emu.uet.pds, .ses): PDC establishment and close,
+RUD and ROD delivery, ACKs (cumulative, SACK bitmap, coalesced), NACKs by code,
+retransmission on NACK, SACK gap and timeout, exactly-once byte-exact delivery.  Every
+packet crosses as a frame through the UET family's codec (tests/uet_helpers.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from profiles import examples
+from uet_helpers import Loop
+
+from roce.emu.uet import pds as P
+from roce.emu.uet.pds import PdsConfig
+from roce.families.uet import codes as t
+from roce.families.uet.dissect import decode as dissect
+
+RUD, ROD = t.RUD_REQ, t.ROD_REQ
+
+
+def writes(loop: Loop, n: int, size: int, kind: str = "write") -> tuple:
+    la, rb = loop.buffers(n * size)
+    pdc = loop.a.pds.open(loop.b.ip)
+    for i in range(n):
+        if kind == "send":
+            loop.b.ses.post_recv(i, rb, rb.addr + i * size, size)
+        loop.a.ses.post(kind, pdc, i, la, la.addr + i * size, size, rb.rkey,
+                        rb.addr + i * size)
+    return pdc, la, rb
+
+
+def requests(loop: Loop, ip: str) -> list[dict]:
+    return [f for src, f in loop.sent if src == ip and f["uet.pds.type"] in t.REQUESTS]
+
+
+def test_syn_until_first_ack_then_dpdcid():
+    loop = Loop()
+    pdc, la, rb = writes(loop, 1, 4 * 1024)
+    assert pdc.state == P.IDLE
+    loop._flush()
+    assert pdc.state == P.SYN_SENT
+    sent = requests(loop, loop.a.ip)
+    assert len(sent) == 4 and all(f["uet.pds.flags.syn"] for f in sent)
+    # the target makes its PDC from the SYN: its start PSN is the initiator's
+    loop.run()
+    target = next(iter(loop.b.pds.pdcs.values()))
+    assert target.peer_id == pdc.id and target.start_psn == pdc.start_psn
+    assert pdc.state == P.ESTABLISHED and pdc.peer_id == target.id
+    # on the wire: PSN offset from the start PSN, clear PSN before the start
+    first = dissect(loop.frames[0][1][42:]).fields
+    assert first["uet.pds.flags.syn"] and first["uet.pds.start_psn"] == pdc.start_psn
+    assert first["uet.pds.psn"] == pdc.start_psn and first["uet.pds.psn_offset"] == 0
+    assert first["uet.pds.clear_psn"] == (pdc.start_psn - 1) & P.PSN_MASK
+    # later requests name the target's PDC and carry no SYN
+    loop.a.ses.post("write", pdc, 9, la, la.addr, 100, rb.rkey, rb.addr)
+    loop.run()
+    last = requests(loop, loop.a.ip)[-1]
+    assert not last["uet.pds.flags.syn"] and last["uet.pds.dpdcid"] == target.id
+    assert la.buf[:100] == rb.buf[:100]
+
+
+def test_close_handshake_both_ends():
+    loop = Loop()
+    pdc, la, rb = writes(loop, 2, 3000)
+    loop.a.pds.close(pdc)
+    loop.run()
+    target = next(iter(loop.b.pds.pdcs.values()))
+    assert pdc.state == P.CLOSED and target.state == P.CLOSED
+    assert pdc.id not in loop.a.pds.pdcs
+    ctrl = [f for src, f in loop.sent if f["uet.pds.type"] == t.CTRL]
+    assert len(ctrl) == 1 and ctrl[0]["uet.pds.ctl_type"] == P.CTRL_CLOSE
+    # the close command takes the PSN after the last request
+    assert ctrl[0]["uet.pds.psn"] == (requests(loop, loop.a.ip)[-1]["uet.pds.psn"] + 1) \
+        & P.PSN_MASK
+    assert len(loop.a.ses.completions) == 2 and la.buf == rb.buf
+    with pytest.raises(RuntimeError, match="closed"):
+        loop.a.pds.submit(pdc, {}, b"", None)
+
+
+def test_close_waits_for_a_lost_request():
+    drop = {2}
+    loop = Loop(fate=lambda i, f: [] if i in drop else [(0, False)])
+    pdc, la, rb = writes(loop, 1, 4 * 1024)
+    loop.a.pds.close(pdc)
+    loop.run()
+    assert pdc.state == P.CLOSED and la.buf == rb.buf
+    assert loop.a.pds.counters.retransmitted == 1
+
+
+def test_closing_an_unused_pdc_sends_nothing():
+    loop = Loop()
+    pdc = loop.a.pds.open(loop.b.ip)
+    loop.a.pds.close(pdc)
+    loop.run()
+    assert pdc.state == P.CLOSED and not loop.sent
+
+
+@pytest.mark.parametrize("kind", ["write", "read", "send"])
+@pytest.mark.parametrize("mode", [RUD, ROD])
+def test_in_order_delivery_is_byte_exact(kind, mode):
+    loop = Loop(PdsConfig(mode=mode))
+    n, size = 4, 2500
+    pdc, la, rb = writes(loop, n, size, kind)
+    loop.run()
+    comps = loop.a.ses.completions
+    assert [c.wr_id for c in comps] == list(range(n)) and all(c.ok for c in comps)
+    assert la.buf == rb.buf
+    assert loop.a.pds.counters.retransmitted == loop.b.pds.counters.retransmitted == 0
+    if kind == "send":
+        assert [c.wr_id for c in loop.b.ses.recv_completions] == list(range(n))
+    # message IDs count up per PDC; offsets place every packet
+    ids = {f["uet.ses.std.message_id"] for f in requests(loop, loop.a.ip)}
+    assert ids == set(range(n))
+
+
+def reversed_in_fours(i, f):
+    """Requests delayed so that each group of four arrives in reverse order."""
+    if f["uet.pds.type"] not in t.REQUESTS:
+        return [(0, False)]
+    return [(300 * (3 - i % 4), False)]
+
+
+def test_rud_accepts_out_of_order_without_retransmitting():
+    loop = Loop(PdsConfig(mode=RUD), fate=reversed_in_fours)
+    pdc, la, rb = writes(loop, 2, 8 * 1024)
+    loop.run()
+    assert la.buf == rb.buf
+    c, ca = loop.b.pds.counters, loop.a.pds.counters
+    assert c.out_of_order > 0 and ca.retransmitted == 0
+    # the ACKs said so with SACK bitmaps
+    sacks = [f for src, f in loop.sent if f["uet.pds.type"] == t.ACK_CC
+             and f["uet.pds.ack.sack_bitmap"]]
+    assert sacks
+
+
+def test_rod_delivers_in_order_under_reordering():
+    seen = []
+    loop = Loop(PdsConfig(mode=ROD), fate=reversed_in_fours)
+    orig = loop.b.ses.on_request
+
+    def spy(pdc, f, payload):
+        seen.append(f["uet.pds.psn"])
+        orig(pdc, f, payload)
+    loop.b.pds.upper = type("U", (), {"on_request": staticmethod(spy),
+                                      "on_acked": loop.b.ses.on_acked,
+                                      "on_failed": loop.b.ses.on_failed})()
+    pdc, la, rb = writes(loop, 2, 8 * 1024)
+    loop.run()
+    assert la.buf == rb.buf
+    assert seen == sorted(seen) and len(seen) == 16
+    assert loop.b.pds.counters.nacks_sent.get("ROD_OOO", 0) > 0
+    assert loop.a.pds.counters.nacks_received.get("ROD_OOO", 0) > 0
+
+
+def test_loss_recovered_by_sack_gap_without_timeout():
+    loop = Loop(fate=lambda i, f: [] if i == 3 else [(0, False)])
+    pdc, la, rb = writes(loop, 1, 16 * 1024)
+    loop.run()
+    c = loop.a.pds.counters
+    assert la.buf == rb.buf
+    assert c.retx_sack == 1 and c.retx_timeout == 0 and c.timeouts == 0
+    assert loop.now < PdsConfig().rto_ns
+
+
+def test_trimmed_packet_is_nacked_and_retransmitted_once():
+    loop = Loop(fate=lambda i, f: [(0, i == 2)])
+    pdc, la, rb = writes(loop, 1, 8 * 1024)
+    loop.run()
+    assert la.buf == rb.buf
+    assert loop.b.pds.counters.nacks_sent == {"TRIMMED": 1}
+    c = loop.a.pds.counters
+    assert c.nacks_received == {"TRIMMED": 1}
+    assert c.retransmitted == c.retx_nack == 1 and c.timeouts == 0
+    nack = next(f for src, f in loop.sent if f["uet.pds.type"] == t.NACK)
+    assert nack["uet.pds.nack.psn"] == (pdc.start_psn + 2) & P.PSN_MASK
+
+
+def test_tail_loss_recovered_by_timeout():
+    # the last request of the only message: nothing after it to reveal the gap
+    loop = Loop(fate=lambda i, f: [] if i == 3 else [(0, False)])
+    pdc, la, rb = writes(loop, 1, 4 * 1024)
+    loop.run()
+    c = loop.a.pds.counters
+    assert la.buf == rb.buf
+    assert c.timeouts == 1 and c.retx_timeout == 1
+    assert loop.now >= PdsConfig().rto_ns
+
+
+def test_ack_coalescing_every_n_and_on_ar():
+    loop = Loop(PdsConfig(ack_every=8))
+    pdc, la, rb = writes(loop, 1, 20 * 1024)
+    loop.run()
+    acks = [f for src, f in loop.sent if f["uet.pds.type"] == t.ACK_CC]
+    # after the 8th and 16th request, and on the 20th (AR: the end of the message)
+    assert [(f["uet.pds.cack_psn"] - pdc.start_psn) & P.PSN_MASK for f in acks] == [7, 15, 19]
+
+
+def test_ack_timer_when_the_ar_packet_is_lost():
+    loop = Loop(PdsConfig(ack_every=8, ack_delay_ns=5000),
+                fate=lambda i, f: [] if i == 2 else [(0, False)])
+    pdc, la, rb = writes(loop, 1, 3 * 1024)
+    loop.run(until=lambda: bool(loop.b.pds.pdcs))
+    target = next(iter(loop.b.pds.pdcs.values()))
+    assert loop.b.pds.timers(target) == {"ack": loop.now + 5000}
+    loop.run()
+    acks = [f for src, f in loop.sent if f["uet.pds.type"] == t.ACK_CC]
+    assert (acks[0]["uet.pds.cack_psn"] - pdc.start_psn) & P.PSN_MASK == 1
+    assert la.buf == rb.buf
+
+
+def test_nack_codes_for_bad_requests():
+    loop = Loop()
+    b = loop.b.pds
+    # no SYN and no such PDC
+    b.receive(0, {"uet.pds.type": RUD, "uet.pds.psn": 5, "uet.pds.spdcid": 9,
+                  "uet.pds.dpdcid": 77}, b"", loop.a.ip)
+    pdc, la, rb = writes(loop, 1, 100)
+    loop.run()
+    target = next(iter(b.pdcs.values()))
+    far = (target.rx_cack + PdsConfig().window + 1) & P.PSN_MASK
+    base = {"uet.pds.spdcid": pdc.id, "uet.pds.dpdcid": target.id}
+    b.receive(1, {"uet.pds.type": RUD, "uet.pds.psn": far, **base}, b"", loop.a.ip)
+    b.receive(2, {"uet.pds.type": ROD, "uet.pds.psn": far, **base}, b"", loop.a.ip)
+    b.receive(3, {"uet.pds.type": RUD, "uet.pds.psn": far, **base}, b"", "10.9.9.9")
+    assert b.counters.nacks_sent == {"INV_DPDCID": 1, "PSN_OOR_WINDOW": 1,
+                                     "PDC_MODE_MISMATCH": 1, "PDC_HDR_MISMATCH": 1}
+    # and every NACK is a frame the codec reads back with its code
+    codes = []
+    while (o := b.pull(10)) is not None:
+        codes.append(o.fields["uet.pds.nack.code"])
+    assert codes == [P.PSN_OOR_WINDOW, P.PDC_MODE_MISMATCH, P.PDC_HDR_MISMATCH]
+
+
+def test_fatal_nack_fails_the_pdc():
+    loop = Loop()
+    pdc, la, rb = writes(loop, 1, 100)
+    loop.run()
+    target = next(iter(loop.b.pds.pdcs.values()))
+    loop.a.ses.post("write", pdc, 1, la, la.addr, 100, rb.rkey, rb.addr)
+    loop._flush()
+    loop.a.pds.receive(loop.now, {"uet.pds.type": t.NACK, "uet.pds.nack.code": 0x0F,
+                                  "uet.pds.nack.psn": 0, "uet.pds.spdcid": target.id,
+                                  "uet.pds.dpdcid": pdc.id}, b"", loop.b.ip)
+    assert pdc.state == P.FAILED
+    assert [c.ok for c in loop.a.ses.completions] == [True, False]
+
+
+def test_retries_run_out():
+    cfg = PdsConfig(rto_ns=1000, max_retries=3)
+    loop = Loop(cfg, fate=lambda i, f: [])
+    pdc, la, rb = writes(loop, 1, 100)
+    loop.run()
+    assert pdc.state == P.FAILED and loop.a.pds.counters.timeouts == 4
+    assert [c.ok for c in loop.a.ses.completions] == [False]
+    # the backoff doubled the wait each time: 1 + 2 + 4 + 8 us after the send
+    assert loop.now == 15_000
+
+
+def test_config_is_checked():
+    for bad in (PdsConfig(mode=t.UUD_REQ), PdsConfig(window=0), PdsConfig(window=5000),
+                PdsConfig(ack_every=0), PdsConfig(max_pdcs=1 << 17)):
+        with pytest.raises(ValueError):
+            bad.check()
+
+
+def test_transitions_table_refuses_the_rest():
+    pdc = P.Pdc(1, "10.0.0.2", RUD, True, 100)
+    with pytest.raises(RuntimeError, match="no transition"):
+        pdc.move("closed")
+    for (state, _event), nxt in P.TRANSITIONS.items():
+        assert state in P.STATES and nxt in P.STATES
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), loss=st.floats(0, 0.3), dup=st.floats(0, 0.3),
+       reorder=st.floats(0, 0.5), trim=st.floats(0, 0.2),
+       kind=st.sampled_from(["write", "read", "send"]), mode=st.sampled_from([RUD, ROD]),
+       n=st.integers(1, 4), size=st.integers(0, 5000))
+def test_exactly_once_byte_exact(seed, loss, dup, reorder, trim, kind, mode, n, size):
+    rng = random.Random(seed)
+
+    def fate(i, f):
+        if rng.random() < loss:
+            return []
+        copies = 2 if rng.random() < dup else 1
+        return [(rng.randrange(3000) if rng.random() < reorder else 0,
+                 f["uet.pds.type"] in t.REQUESTS and rng.random() < trim)
+                for _ in range(copies)]
+    loop = Loop(PdsConfig(mode=mode, rto_ns=20_000, max_retries=30), mtu=512, fate=fate)
+    pdc, la, rb = writes(loop, n, size, kind)
+    loop.a.pds.close(pdc)
+    loop.run()
+    comps = loop.a.ses.completions
+    assert sorted(c.wr_id for c in comps) == list(range(n)) and all(c.ok for c in comps)
+    if kind == "send":
+        # RUD: a SEND takes the receive buffer posted next when its first packet arrives;
+        # the target's completion says which message went where (message i has ID i)
+        recvs = loop.b.ses.recv_completions
+        assert sorted(c.msg_id for c in recvs) == list(range(n))
+        for c in recvs:
+            assert rb.buf[c.wr_id * size:(c.wr_id + 1) * size] == \
+                la.buf[c.msg_id * size:(c.msg_id + 1) * size]
+        if mode == ROD:
+            assert [c.msg_id for c in recvs] == list(range(n))
+    else:
+        assert la.buf == rb.buf
+    # each message executed exactly once at the target, each PSN accepted once
+    assert loop.b.ses.counters.messages_executed == n
+    target = next(iter(loop.b.pds.pdcs.values()))
+    assert target.state == P.CLOSED and pdc.state == P.CLOSED
+    assert not loop.b.ses.counters.errors and not loop.a.ses.counters.errors
