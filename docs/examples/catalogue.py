@@ -317,7 +317,7 @@ example("emulate-uet",
         "roce emulate --protocol uet --topology incast:3 --pfc off --buffer 160K --size 128K "
         "--count 2 --trim -w uet.pcap",
         "roce decode uet.pcap -c 3",
-        "roce stats uet.pcap | tail -n 9",
+        "roce stats uet.pcap | tail -n 11",
         measured=("cpu",), cost=2)
 
 example("emulate-topology-file",
