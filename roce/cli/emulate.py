@@ -257,7 +257,6 @@ def simulate(args: argparse.Namespace) -> Any:
 
 def _simulate_uet(args: argparse.Namespace, sc: Scenario, uet: Any) -> Any:
     """A --protocol uet run (roce.emu.uet.run): the pcap and taps as for any run."""
-    from roce.emu.net.observe import tap_port
     from roce.emu.uet.run import UetRun
 
     if getattr(args, "trace", None):
@@ -266,19 +265,13 @@ def _simulate_uet(args: argparse.Namespace, sc: Scenario, uet: Any) -> Any:
     taps = getattr(args, "tap", [])
     with ExitStack() as stack:
         run = UetRun(sc, uet, topology=topology(args))
-        ports = [(tap_port(run.net, where), path) for where, _, path in
-                 (spec.partition("=") for spec in taps)]
-        if args.pcap:
-            run.net.recorders.append(_open_pcap(stack, args.pcap))
-        for (port, path), spec in zip(ports, taps):
-            port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
+        _record(stack, args, run.net, taps)
         return run.run()
 
 
 def _simulate_workload(args: argparse.Namespace, sc: Scenario) -> Any:
     """A --workload or --collective run (roce.emu.net.workrun): the pcap and taps as for
     any run; the trace samples --count flows' QPs, which a workload run does not have."""
-    from roce.emu.net.observe import tap_port
     from roce.emu.net.workrun import WorkloadRun
 
     if getattr(args, "trace", None):
@@ -287,13 +280,21 @@ def _simulate_workload(args: argparse.Namespace, sc: Scenario) -> Any:
     taps = getattr(args, "tap", [])
     with ExitStack() as stack:
         run = WorkloadRun(sc, topology=topology(args))
-        ports = [(tap_port(run.net, where), path) for where, _, path in
-                 (spec.partition("=") for spec in taps)]
-        if args.pcap:
-            run.net.recorders.append(_open_pcap(stack, args.pcap))
-        for (port, path), spec in zip(ports, taps):
-            port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
+        _record(stack, args, run.net, taps)
         return run.run(_progress(stack, args, 1))
+
+
+def _record(stack: ExitStack, args: argparse.Namespace, net: Any, taps: list[str]) -> None:
+    """``-w`` and each ``--tap NODE:PORT[=FILE]`` onto a simulated network's recorders and
+    ports, closed with ``stack``."""
+    from roce.emu.net.observe import tap_port
+
+    ports = [(tap_port(net, where), path) for where, _, path in
+             (spec.partition("=") for spec in taps)]
+    if args.pcap:
+        net.recorders.append(_open_pcap(stack, args.pcap))
+    for (port, path), spec in zip(ports, taps):
+        port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
 
 
 def topology(args: argparse.Namespace) -> Any:
