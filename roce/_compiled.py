@@ -254,9 +254,11 @@ def stale_twin(name: str) -> list[str]:
     was never built."""
     built = _built().get(name)
     root = os.path.dirname(_HERE)
+    # a source an installation left out cannot have been edited: only those present count
     return [rel for rel in twin_sources(name)
-            if not isinstance(built, dict) or built.get(rel)
-            != source_hash(os.path.join(root, rel))]
+            if not isinstance(built, dict) or (os.path.exists(os.path.join(root, rel))
+                                               and built.get(rel)
+                                               != source_hash(os.path.join(root, rel)))]
 
 
 def built_twin(name: str) -> bool:
