@@ -32,7 +32,13 @@ from roce import fast
 from roce.emu.ib.credits import Credits
 from roce.emu.ib.framing import BTH_BYTE4, Framer
 from roce.emu.ib.ibcc import BECN, FECN, CcAgent
-from roce.emu.ib.ibswitch import LINK_PACKET, start_refresh, tap_write, wake_refresh
+from roce.emu.ib.ibswitch import (
+    LINK_PACKET,
+    link_packet,
+    start_refresh,
+    tap_write,
+    wake_refresh,
+)
 from roce.emu.ib.ibswitch import on_refresh as _on_refresh
 from roce.emu.ib.vltables import SlToVl, VlArbiter
 from roce.emu.net.nic import Nic
@@ -116,12 +122,10 @@ class Hca(Nic):
             self.wire.kick(now)  # the flow-control packet owed
 
     def pull(self, now: int) -> bytes | None:
-        cr = self.credits
-        pkt = cr.take()
+        pkt = link_packet(self, now)
         if pkt is not None:
-            if self.erf_tap is not None:
-                tap_write(self.erf_tap, pkt, now, False)
             return pkt
+        cr = self.credits
         cnps = self.cnps
         if cnps and not any(self.slots):
             vl = cnps[0][0] >> 4

@@ -35,6 +35,15 @@ LINK_PACKET = link.SIZE  # a frame this long on an IB wire is a flow-control pac
 ERF_SENT, ERF_RECEIVED = 0, 1
 
 
+def link_packet(port: Any, now: int) -> bytes | None:
+    """The flow-control packet ``port`` owes its link, if any, written to its ERF tap: it
+    goes out ahead of data (an HCA's and a switch port's ``pull`` alike)."""
+    pkt = port.credits.take()
+    if pkt is not None and port.erf_tap is not None:
+        tap_write(port.erf_tap, pkt, now, False)
+    return pkt
+
+
 def tap_write(tap: Any, frame: bytes, now: int, received: bool) -> None:
     """One ERF record of what a port sent or received: type 25 for a flow-control packet,
     21 for a data packet."""
@@ -114,12 +123,10 @@ class IbPort:
         self.wire.kick(now)
 
     def pull(self, now: int) -> bytes | None:
-        cr = self.credits
-        pkt = cr.take()
+        pkt = link_packet(self, now)
         if pkt is not None:
-            if self.erf_tap is not None:
-                tap_write(self.erf_tap, pkt, now, False)
             return pkt
+        cr = self.credits
         queues = self.queues
         busy = self.busy
         if not busy:
@@ -234,4 +241,4 @@ class IbSwitch:
         port.wire.kick(now)
 
 
-__all__ = ["IbPort", "IbSwitch", "tap_write"]
+__all__ = ["IbPort", "IbSwitch", "link_packet", "tap_write"]

@@ -32,7 +32,7 @@ from roce.emu.net.faults import Faults, LinkConfig
 from roce.emu.net.link import Wire
 from roce.emu.net.sim import Network
 from roce.emu.net.stages import DscpClassifier
-from roce.emu.net.topology import Gateway, NetOptions, Topology
+from roce.emu.net.topology import Gateway, NetOptions, Topology, endpoint
 from roce.errors import UsageError
 
 # The MAC the device's frames carry toward the subnet: an InfiniBand port has none, the
@@ -85,7 +85,7 @@ def build(t: Topology, o: NetOptions, cfg: IbConfig, tclass: int = 0) -> Network
     for ln in t.links:
         rate = ln.rate_gbps or o.rate_gbps
         delay = o.delay_ns if ln.delay_ns is None else ln.delay_ns
-        ea, eb = _endpoint(net, ln.a), _endpoint(net, ln.b)
+        ea, eb = endpoint(net, ln.a), endpoint(net, ln.b)
         for src, dst, fields in ((ea, eb, ln.faults),
                                  (eb, ea, ln.reverse_faults if ln.reverse_faults is not None
                                   else ln.faults)):
@@ -107,14 +107,6 @@ def build(t: Topology, o: NetOptions, cfg: IbConfig, tclass: int = 0) -> Network
         dev.neighbors = Gateway(SUBNET_MAC, addresses, hca.ctx.ip)
         hca.framer = Framer(lids[name], hca.ctx.ip, lid_of, ip_of, dev.mac, SUBNET_MAC, tclass)
     return net
-
-
-def _endpoint(net: Network, node: str) -> Any:
-    if node in net.hosts:
-        return net.hosts[node]
-    if node in net.switches:
-        return net.switches[node].add_port()
-    raise UsageError(f"link end {node!r} is neither a host nor a switch")
 
 
 def stats(net: Network) -> dict[str, Any]:

@@ -417,7 +417,7 @@ def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Networ
     for ln in t.links:
         rate = ln.rate_gbps or o.rate_gbps
         delay = o.delay_ns if ln.delay_ns is None else ln.delay_ns
-        ea, eb = _endpoint(net, ln.a), _endpoint(net, ln.b)
+        ea, eb = endpoint(net, ln.a), endpoint(net, ln.b)
         for src, dst, fields, a in (
                 (ea, eb, ln.faults, ln.a),
                 (eb, ea, ln.reverse_faults if ln.reverse_faults is not None else ln.faults,
@@ -477,7 +477,8 @@ def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Networ
     return net
 
 
-def _endpoint(net: Network, node: str) -> Any:
+def endpoint(net: Network, node: str) -> Any:
+    """The host or a new port of the switch that a link end ``node`` names."""
     if node in net.hosts:
         return net.hosts[node]
     if node in net.switches:
