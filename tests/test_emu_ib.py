@@ -15,7 +15,6 @@ import pytest
 from tshark_oracle import TSHARK, fields_command
 
 from roce.cli import main
-from roce.emu.ib import routing
 from roce.emu.ib.credits import HALF, MOD, Credits, blocks
 from roce.emu.ib.ibrun import IbRun
 from roce.emu.ib.vltables import SlToVl, VlArbiter
@@ -147,43 +146,6 @@ def test_arbitration_weights_and_priority() -> None:
         seq.append(vl)
     assert seq == [2, 2, 0, 2]
     assert arb.pick(lambda v: v == 2) == 2  # nothing low waits: high goes on
-
-
-# -- LIDs and forwarding tables (roce.emu.ib.routing) ------------------------------------
-
-
-def _hops(t: topo.Topology, lft: dict, lids: dict, src: str, dst: str) -> int:
-    ports = routing.ports_of(t.links, t.switches)
-    node, n = t.leaf_of[src], 1
-    while node != dst:
-        node = ports[node][lft[node][lids[dst]]]
-        n += 1
-        assert n < 20, "routing loop"
-    return n
-
-
-@pytest.mark.parametrize("spec", ["fattree:4", "leafspine:3,2,2", "dumbbell:2"])
-@pytest.mark.parametrize("algo", routing.ROUTINGS)
-def test_forwarding_tables_route_every_pair_on_a_shortest_path(spec: str, algo: str) -> None:
-    t = topo.parse(spec)
-    lids = routing.assign_lids(list(t.hosts))
-    lft = routing.forwarding_tables(list(t.hosts), t.switches, t.links, lids, algo)
-    for a in t.hosts:
-        for b in t.hosts:
-            if a != b:
-                assert _hops(t, lft, lids, a, b) == len(topo.path(t, a, b)), (a, b)
-
-
-def test_routings_spread_destinations_over_uplinks() -> None:
-    t = topo.parse("fattree:4")
-    lids = routing.assign_lids(list(t.hosts))
-    ports = routing.ports_of(t.links, t.switches)
-    uplinks = [i for i, p in enumerate(ports["e1.1"]) if p in t.switches]
-    remote = [lids[h] for h in t.hosts if not h.startswith("h1.")]
-    for algo in routing.ROUTINGS:
-        lft = routing.forwarding_tables(list(t.hosts), t.switches, t.links, lids, algo)
-        use = [sum(lft["e1.1"][d] == u for d in remote) for u in uplinks]
-        assert len(use) == 2 and abs(use[0] - use[1]) <= 1, (algo, use)
 
 
 # -- runs -----------------------------------------------------------------------------

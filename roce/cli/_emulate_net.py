@@ -32,9 +32,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "sends on the Ethernet network)")
     g.add_argument("--ib-routing", choices=ROUTINGS, default=defaults.IB_ROUTING,
                    help="--protocol ib: how the subnet manager fills the forwarding "
-                        "tables among equal shortest paths: minhop (balance each switch's "
-                        "ports) or dmodk (destination LID mod the number of uplinks; "
-                        f"{defaults.IB_ROUTING})")
+                        "tables: minhop (shortest paths, each switch's ports balanced), "
+                        "dmodk (destination mod the number of uplinks), updn (up/down "
+                        "from the root switches) or ftree (OpenSM's fat-tree routing: "
+                        f"fat trees and leaf-spines only; {defaults.IB_ROUTING})")
+    g.add_argument("--ib-lmc", type=int, default=0, metavar="N",
+                   help="--protocol ib: LID mask control: 2^N LIDs per HCA port (N 0-7), "
+                        "each routed by its own path, a QP's by its destination QPN (0)")
+    g.add_argument("--ib-ar", choices=("on", "off"), default="off",
+                   help="--protocol ib: adaptive routing: a switch sends each packet out "
+                        "of the least queued of its destination's equal next hops (off)")
     g.add_argument("--ib-cc", choices=("on", "off"), default="off",
                    help="--protocol ib: InfiniBand congestion control (IBA Annex A10): "
                         "switches mark FECN above a queue threshold, receivers return "

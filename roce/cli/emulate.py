@@ -181,6 +181,7 @@ def scenario(args: argparse.Namespace, real: bool = False) -> Scenario:
         protocol=getattr(args, "protocol", defaults.PROTOCOL),
         ib_routing=getattr(args, "ib_routing", defaults.IB_ROUTING),
         ib_cc=getattr(args, "ib_cc", "off") == "on",
+        ib_lmc=getattr(args, "ib_lmc", 0), ib_ar=getattr(args, "ib_ar", "off") == "on",
         detect_delay_ns=args.detect_delay,
         storm=list(args.pfc_storm), cc=cc, cdf=args.workload, load=args.load,
         duration_ns=args.duration, collective=args.collective, algorithm=args.algorithm,

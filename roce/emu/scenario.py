@@ -126,6 +126,8 @@ class Scenario(Workload):
     protocol: str = defaults.PROTOCOL
     ib_routing: str = defaults.IB_ROUTING
     ib_cc: bool = False  # InfiniBand congestion control (roce.emu.ib.ibcc): FECN, BECN, CCT
+    ib_lmc: int = 0  # LID mask control: 2^ib_lmc LIDs per HCA port (roce.emu.ib.lft)
+    ib_ar: bool = False  # adaptive routing at the switches (roce.emu.ib.ibswitch)
     # links that fail (and are repaired) during the run (roce.emu.net.failures.LinkDown)
     link_down: list[Any] = field(default_factory=list)
     detect_delay_ns: int = defaults.DETECT_DELAY_NS
@@ -286,7 +288,9 @@ def _where_line(s: Summary) -> str:
                 f"{sc['loss']:g} burst={sc['burst']:g} reorder={sc['reorder']:g} "
                 f"dup={sc['dup']:g} corrupt={sc['corrupt']:g}")
     flows = f"{len(s.flows)} flows, " if not s.workload else ""
-    links = (f"protocol=ib routing={sc['ib_routing']} ib-cc="
+    links = (f"protocol=ib routing={sc['ib_routing']}"
+             f"{' lmc=' + str(sc['ib_lmc']) if sc.get('ib_lmc') else ''}"
+             f"{' ar=on' if sc.get('ib_ar') else ''} ib-cc="
              f"{'on' if sc.get('ib_cc') else 'off'}" if sc.get("protocol") == "ib" else
              f"lb={sc['lb']} pfc={'on' if sc['pfc'] else 'off'} ecn={sc['ecn']}")
     return (f"network       {sc['topology_file'] or sc['topology']}, {flows}"
@@ -329,6 +333,7 @@ def _simulated_text(s: Summary) -> str:
             f"flow-control packets {fab['fc_packets']}, credit stalls "
             f"{fab['credit_stalls']}, max queue {fab['max_queue_bytes']} bytes, FECN marked "
             f"{fab['fecn_marked']}, CNPs {fab['cnps_sent']}"
+            + (f", adaptively rerouted {fab['ar_moved']}" if "ar_moved" in fab else "")
             if "credit_overflows" in fab else  # InfiniBand (roce.emu.ib.subnet.stats)
             f"fabric        drops {fab['drops']}, ECN marked {fab['ecn_marked']}, PFC frames "
             f"{fab['pfc_frames']}, max queue {fab['max_queue_bytes']} bytes, CNPs "

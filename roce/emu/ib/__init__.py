@@ -5,7 +5,9 @@ event loop ``roce.emu.net``'s.  What InfiniBand adds, one module each:
 
 - ``credits``: credit-based link-level flow control per VL (sans-I/O, rules at its top);
 - ``vltables``: the SL-to-VL table and VL arbitration (high/low tables of (VL, weight));
-- ``routing``: LIDs and the switches' linear forwarding tables (min-hop, destination-mod-k);
+- ``routing``: the routings by name (``route_minhop``, ``route_dmodk``, ``route_updn``,
+  ``route_ftree``, one module each) and what they share (``lft``: LIDs, LMC, ranks, the
+  tables and adaptive routing's groups);
 - ``framing``: between the QPs' RoCEv2 frames and LRH-routed packets (ICRC, VCRC);
 - ``hca``: the host, a ``roce.emu.net.nic.Nic`` with an InfiniBand port;
 - ``ibswitch``: the switch, input buffers per port and VL, output queues per VL;
@@ -16,5 +18,5 @@ event loop ``roce.emu.net``'s.  What InfiniBand adds, one module each:
 Protocol facts (IBA Vol 1 ch. 7: flow control 7.9.4, VLs and SL-to-VL 7.6, arbitration
 7.6.9; ch. 18: switches and forwarding tables) are cited where each rule is written; the
 flow-control packet itself is ``roce.families.ib.flowcontrol``.  Not emulated yet:
-adaptive routing, LMC multipath, up/down routing, the workload generators over InfiniBand.
+the workload generators over InfiniBand.
 """

@@ -10,7 +10,11 @@ around it:
 - in: the addresses and headers the QP expects (IPv4 and UDP of the source's LID, the
   RoCE ICRC), so the device reads it exactly as a frame from an Ethernet port.
 
-LIDs are assigned by the subnet (``roce.emu.ib.routing.assign_lids``): one per HCA port.
+LIDs are assigned by the subnet (``roce.emu.ib.routing.assign_lids``): 2^LMC per HCA port
+from its base LID.  With LMC above 0 a packet's path bits (the LID's low LMC bits, DLID's
+and SLID's alike) are its destination QPN mod 2^LMC: a QP's packets keep one path, and the
+QPs between two ports spread over all of them (IBA Vol 1 7.11.1: the path bits select among
+a port's LIDs, and so among its paths).
 """
 
 from __future__ import annotations
@@ -64,11 +68,13 @@ def set_bits(packet: bytes, offset: int, bits: int) -> bytes:
 class Framer:
     """One HCA's framing: its LID and address, every peer's LID by address and back."""
 
-    __slots__ = ("lid", "ip", "lid_of", "ip_of", "mac", "peer_mac", "tclass", "_builders")
+    __slots__ = ("lid", "ip", "lid_of", "ip_of", "mac", "peer_mac", "tclass", "_builders",
+                 "paths")
 
     def __init__(self, lid: int, ip: str, lid_of: dict[bytes, int], ip_of: dict[int, str],
-                 mac: str, peer_mac: str, tclass: int) -> None:
-        self.lid = lid
+                 mac: str, peer_mac: str, tclass: int, lmc: int = 0) -> None:
+        self.lid = lid  # the base LID
+        self.paths = (1 << lmc) - 1  # the path bits' mask
         self.ip = ip
         self.lid_of = lid_of  # IPv4 address (4 bytes) -> LID
         self.ip_of = ip_of  # LID -> dotted address
@@ -82,15 +88,19 @@ class Framer:
         if w.status != OK:
             raise ValueError(f"the device built a frame the walk refuses (status {w.status})")
         dlid = self.lid_of[frame[w.l3_off + 16:w.l3_off + 20]]
-        return self.packet(frame[w.bth_off:w.icrc_off], sl, vl, dlid)
+        bits = 0
+        if self.paths:
+            b = w.bth_off
+            bits = int.from_bytes(frame[b + 5:b + 8], "big") & self.paths
+        return self.packet(frame[w.bth_off:w.icrc_off], sl, vl, dlid | bits, bits)
 
-    def packet(self, transport: bytes, sl: int, vl: int, dlid: int) -> bytes:
+    def packet(self, transport: bytes, sl: int, vl: int, dlid: int, bits: int = 0) -> bytes:
         """The native InfiniBand packet of ``transport`` (BTH through pad) from here to
-        ``dlid``: LRH, ICRC, VCRC."""
+        ``dlid``, from the LID of path ``bits``: LRH, ICRC, VCRC."""
         total = LRH_SIZE + len(transport) + ICRC
         lrh = encode_lrh({"vl": vl, "lver": 0, "sl": sl, "reserved2": 0, "lnh": LNH_LOCAL,
                           "dlid": dlid, "reserved5": 0, "pktlen": total // LRH_WORD,
-                          "slid": self.lid})
+                          "slid": self.lid | bits})
         pkt = lrh + transport + bytes(ICRC)
         icrc = fast.icrc_at(pkt, 0, L3_LRH, LRH_SIZE, LRH_SIZE, total - ICRC)
         pkt = pkt[:-ICRC] + icrc.to_bytes(4, "big")
@@ -107,7 +117,7 @@ class Framer:
         if fast.icrc_at(packet, 0, L3_LRH, LRH_SIZE, LRH_SIZE, icrc_off) != int.from_bytes(
                 packet[icrc_off:end], "big"):
             return None
-        slid = int.from_bytes(packet[6:8], "big")
+        slid = int.from_bytes(packet[6:8], "big") & ~self.paths
         b = self._builders.get(slid)
         if b is None:
             ip = self.ip_of.get(slid)

@@ -168,8 +168,10 @@ class Hca(Nic):
         bth = bytearray(fast.bth_pack(IB_CNP_OPCODE, False, 0, 0xFFFF, qp.attr.dest_qp_num,
                                       False, 0))
         bth[BTH_BYTE4 - LRH_SIZE] |= BECN
-        self.cnps.append(self.framer.packet(bytes(bth), sl, self.sl2vl[sl],
-                                            int.from_bytes(packet[6:8], "big")))
+        fr = self.framer
+        self.cnps.append(fr.packet(bytes(bth), sl, self.sl2vl[sl],
+                                   int.from_bytes(packet[6:8], "big"),
+                                   int.from_bytes(packet[2:4], "big") & fr.paths))
 
     def _becn(self, now: int, qpn: int) -> None:
         """Rule 3: the QP's CCTI up, its rate down, its ``ccti_timer`` (re)armed."""

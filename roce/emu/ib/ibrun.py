@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from roce.emu.ib.ibcc import IbCcConfig
+from roce.emu.ib.lft import MAX_LMC, Unroutable
 from roce.emu.ib.subnet import IbConfig, build, stats
 from roce.emu.net import runner
 from roce.emu.net.stages import ROCE_TRAFFIC_CLASS
@@ -27,9 +28,26 @@ class IbRun(runner.NetRun):
                     raise UsageError(f"{sc.topology_file}: switches.{name}.{key}: an "
                                      "InfiniBand switch has credits per VL, not a shared "
                                      "buffer, ECN or PFC (--protocol ib)")
+        if not 0 <= sc.ib_lmc <= MAX_LMC:
+            raise UsageError(f"--ib-lmc {sc.ib_lmc}: LMC is 0-{MAX_LMC} (PortInfo:LMC, 3 "
+                             "bits)")
+        if sc.ib_ar and sc.recovery != "sr":
+            raise UsageError("--ib-ar on: a QP's packets take different paths and arrive "
+                             "out of order, which RC QPs take only with --recovery sr "
+                             "(NVIDIA runs adaptive routing for RC traffic only on HCAs that "
+                             "accept packets out of order)")
         cc = IbCcConfig() if sc.ib_cc else None
-        return build(t, runner.options(sc, direct=False),
-                     IbConfig(routing=sc.ib_routing, cc=cc), ROCE_TRAFFIC_CLASS)
+        where = sc.topology_file or sc.topology
+        try:
+            return build(t, runner.options(sc, direct=False),
+                         IbConfig(routing=sc.ib_routing, cc=cc, lmc=sc.ib_lmc,
+                                  adaptive=sc.ib_ar), ROCE_TRAFFIC_CLASS)
+        except Unroutable as e:
+            raise UsageError(f"--ib-routing {sc.ib_routing} on {where}: {e}") from None
+        except ValueError as e:
+            if "LIDs" not in str(e):
+                raise
+            raise UsageError(f"--ib-lmc {sc.ib_lmc} on {where}: {e}") from None
 
     def record(self, writer: Any) -> None:
         """Every InfiniBand packet a host receives, as it arrived, to ``writer``."""

@@ -11,6 +11,17 @@ flow-control packet: credits return hop by hop, so nothing is ever dropped for l
 buffer, and a full buffer holds everything behind it (congestion spreads upstream, as with
 PFC).  A packet whose DLID the table does not have is dropped and counted.
 
+Adaptive routing (``--ib-ar on``; IBA leaves it to vendors: NVIDIA's switches choose, per
+packet, among the ports of the DLID's AR group by their egress load, per NVIDIA's "Adaptive
+Routing" notes for its Quantum switches and OpenSM's ar_updn/AR manager): the switch's
+``ar`` holds each DLID's equal next hops as the routing computed them (``Routes.groups``:
+every one closer to the destination along the paths the routing allows, so still loop-free),
+and a packet leaves by the one whose output queue holds the fewest bytes, the forwarding
+table's own port on a tie (then the lowest).  Packets of one QP may so take different paths
+and arrive out of order: the run asks for the RC QPs' selective repeat
+(``--recovery sr``), as NVIDIA enables adaptive routing for RC traffic only on HCAs that
+accept packets out of order.
+
 The VL out of a port is the SL-to-VL table's for the packet's SL; when it differs from the
 VL it came on, the LRH's VL and the VCRC are rewritten (``roce.emu.ib.framing.set_vl``).
 Ports are also the ends of links to HCAs (``roce.emu.ib.hca``), whose flow control is the
@@ -215,7 +226,7 @@ def wake_refresh(port: Any, now: int) -> None:
 
 
 class IbSwitch:
-    __slots__ = ("net", "name", "config", "ports", "lft", "unrouted")
+    __slots__ = ("net", "name", "config", "ports", "lft", "unrouted", "ar", "ar_moved")
 
     def __init__(self, net: Any, name: str, config: Any) -> None:
         self.net = net
@@ -224,6 +235,8 @@ class IbSwitch:
         self.ports: list[IbPort] = []
         self.lft: dict[int, int] = {}  # DLID -> port index (roce.emu.ib.routing)
         self.unrouted = 0
+        self.ar: dict[int, tuple[int, ...]] | None = None  # adaptive routing's groups
+        self.ar_moved = 0  # packets adaptive routing sent off the table's port
 
     def add_port(self) -> IbPort:
         p = IbPort(self, len(self.ports))
@@ -231,11 +244,26 @@ class IbSwitch:
         return p
 
     def route(self, frame: bytes) -> IbPort | None:
-        i = self.lft.get(int.from_bytes(frame[2:4], "big"))
+        dlid = int.from_bytes(frame[2:4], "big")
+        i = self.lft.get(dlid)
         if i is None:
             self.unrouted += 1
             return None
-        return self.ports[i]
+        ports = self.ports
+        ar = self.ar
+        if ar is not None:
+            group = ar.get(dlid)
+            if group is not None:  # the least queued; the table's port, then the lowest, on a tie
+                best = i
+                least = ports[i].queued_bytes
+                for j in group:
+                    q = ports[j].queued_bytes
+                    if q < least or (q == least and best != i and j < best):
+                        best, least = j, q
+                if best != i:
+                    self.ar_moved += 1
+                    i = best
+        return ports[i]
 
     def kick(self, now: int, port: IbPort) -> None:
         port.wire.kick(now)

@@ -4,8 +4,9 @@ The topology is the switched network's (``roce.emu.net.topology``: p2p, incast, 
 leaf-spine, fat tree, a file), its links the same ``Wire``s (rate, delay, faults); its hosts
 are ``hca.Hca``, its switches ``ibswitch.IbSwitch``.  The subnet manager's part is done here
 once: LIDs (``routing.assign_lids``), every switch's linear forwarding table
-(``routing.forwarding_tables``), the SL-to-VL and VL arbitration tables of every port
-(``vltables``), and the address maps the HCAs' framing reads.
+(``routing.compute``; with adaptive routing each DLID's equal next hops too), the SL-to-VL
+and VL arbitration tables of every port (``vltables``), and the address maps the HCAs'
+framing reads.
 
 Receive buffer per port and data VL (what each port grants in credits): a round trip of the
 link at its rate plus two largest packets, in 64-byte blocks.  That keeps one VL of a link
@@ -26,7 +27,7 @@ from roce.emu.ib.framing import Framer, packed
 from roce.emu.ib.hca import Hca
 from roce.emu.ib.ibcc import IbCcConfig
 from roce.emu.ib.ibswitch import IbPort, IbSwitch
-from roce.emu.ib.routing import assign_lids, forwarding_tables
+from roce.emu.ib.routing import assign_lids, compute
 from roce.emu.ib.vltables import SlToVl, VlArbiter
 from roce.emu.net.faults import Faults, LinkConfig
 from roce.emu.net.link import Wire
@@ -49,6 +50,8 @@ class IbConfig:
     # a fresh arbiter per port: its pointers are the port's
     arbitration: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] | None = None
     cc: IbCcConfig | None = None  # congestion control (Annex A10), off by default
+    lmc: int = 0  # 2^lmc LIDs per HCA port (roce.emu.ib.lft)
+    adaptive: bool = False  # adaptive routing at the switches (roce.emu.ib.ibswitch)
 
     def buffer_blocks(self, rate_bps: int, delay_ns: int) -> int:
         """A port's receive buffer per VL (module docstring)."""
@@ -95,17 +98,21 @@ def build(t: Topology, o: NetOptions, cfg: IbConfig, tclass: int = 0) -> Network
             src.attach(w)
             src.peer = dst if isinstance(src, IbPort) else None
             net.wires.append(w)
-    lids = assign_lids(list(t.hosts))
-    for name, table in forwarding_tables(list(t.hosts), t.switches, t.links, lids,
-                                         cfg.routing).items():
-        net.switches[name].lft = table
+    lids = assign_lids(list(t.hosts), cfg.lmc)
+    routes = compute(list(t.hosts), t.switches, t.links, lids, cfg.routing, cfg.lmc)
+    for name, table in routes.lft.items():
+        sw = net.switches[name]
+        sw.lft = table
+        if cfg.adaptive:
+            sw.ar = routes.groups[name]
     lid_of = {packed(t.hosts[h]): lid for h, lid in lids.items()}
     ip_of = {lid: t.hosts[h] for h, lid in lids.items()}
     addresses = frozenset(t.hosts.values())
     for name, hca in net.hosts.items():
         dev = hca.device
         dev.neighbors = Gateway(SUBNET_MAC, addresses, hca.ctx.ip)
-        hca.framer = Framer(lids[name], hca.ctx.ip, lid_of, ip_of, dev.mac, SUBNET_MAC, tclass)
+        hca.framer = Framer(lids[name], hca.ctx.ip, lid_of, ip_of, dev.mac, SUBNET_MAC, tclass,
+                            cfg.lmc)
     return net
 
 
@@ -118,6 +125,8 @@ def stats(net: Network) -> dict[str, Any]:
            "becns_received": 0}
     for sw in net.switches.values():
         tot["unrouted"] += sw.unrouted
+        if sw.ar is not None:
+            tot["ar_moved"] = tot.get("ar_moved", 0) + sw.ar_moved
         for p in sw.ports:
             cr = p.credits
             ports[p.name] = {"peer": p.wire.dst.name, "drops": p.drops,

@@ -158,7 +158,8 @@ def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
             raise UsageError("--cc with --protocol ib: InfiniBand's congestion control is "
                              "--ib-cc on (FECN, BECN, the HCA's table)")
     else:
-        for name, opt in (("ib_routing", "--ib-routing"), ("ib_cc", "--ib-cc")):
+        for name, opt in (("ib_routing", "--ib-routing"), ("ib_cc", "--ib-cc"),
+                          ("ib_lmc", "--ib-lmc"), ("ib_ar", "--ib-ar")):
             if getattr(sc, name) != getattr(base, name):
                 raise UsageError(f"{opt}: only with --protocol ib")
     if sc.qp_type != "rc" and nics:

@@ -64,6 +64,8 @@ NOT_FOR_UET = (
     ("collective", "--collective", "not with --protocol uet yet"),
     ("ib_routing", "--ib-routing", "only with --protocol ib"),
     ("ib_cc", "--ib-cc", "only with --protocol ib"),
+    ("ib_lmc", "--ib-lmc", "only with --protocol ib"),
+    ("ib_ar", "--ib-ar", "only with --protocol ib"),
 )
 
 
