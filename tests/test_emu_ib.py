@@ -115,6 +115,33 @@ def test_refresh_timer_owes_every_vl_that_carried_data() -> None:
     assert cr.owed == set()  # nothing moved since
 
 
+def test_releases_batch_while_the_peer_holds_enough_credit() -> None:
+    """Rule 5: with ``low`` 60 of a 100-block buffer, a release owes nothing while the peer
+    holds 60 blocks or more beyond what arrived; the arrival that brings it below owes the
+    batched update; the refresh sends a batched one; the default owes on every release."""
+    cr = Credits(1, 100, 500, low_blocks=60)
+    assert link.decode(cr.take())["infiniband_link.fccl"] == 100  # initialization
+    assert cr.received(0, 640)  # 10 blocks: the peer holds 90
+    cr.released(0, 640)
+    assert cr.owed == set() and cr.batched == {0}
+    assert cr.received(0, 64 * 25)  # 65 left
+    assert cr.owed == set()
+    cr.released(0, 64 * 25)
+    assert cr.received(0, 64 * 10)  # 55 left: below low, the batched update is owed
+    assert cr.owed == {0} and cr.batched == set()
+    f = link.decode(cr.take())
+    assert f["infiniband_link.fccl"] == 45 + 90  # ABR 45, 90 blocks free
+    cr.released(0, 640)  # the peer holds 90 again: batched, until the refresh
+    assert cr.owed == set() and cr.batched == {0}
+    cr.on_timer(500)
+    assert cr.owed == {0} and cr.batched == set()
+    every = Credits(1, 100, 500)
+    every.take()
+    every.received(0, 64)
+    every.released(0, 64)
+    assert every.owed == {0}
+
+
 # -- SL to VL, VL arbitration (roce.emu.ib.vltables) ---------------------------------------
 
 

@@ -25,7 +25,18 @@ flow-control packets ``due`` says are owed; ``deadline`` is the one named timer
    events); every VL still gets one at initialization and on every release.
    Owed packets of one VL coalesce until the port sends one: it is built when sent, with
    the counts of that moment.
-5. A packet that arrives beyond the buffer (more blocks than the receiver advertised) is a
+5. Batching (``low``): a release owes a packet at once only while the peer runs low, that
+   is when the credit it holds beyond what has arrived here (the last FCCL sent - ABR) is
+   below ``low`` blocks; otherwise the release waits, owed when an arrival brings that
+   credit below ``low`` or at the next refresh, whichever is first.  IBA asks a receiver
+   for a flow-control packet at least every 65,536 symbol times and never to grant more
+   than its buffer holds (7.9.4.2-7.9.4.3); it does not ask for one per freed packet.  The
+   port sets ``low`` to a round trip of its link plus one largest packet: while the peer
+   holds that much, it can send through the round trip an update takes (half of it the
+   packets in flight, half the update's own flight) and a largest packet's wait for the
+   wire, so batching never makes it wait.  ``low`` of the whole buffer (the default)
+   owes a packet on every release.
+6. A packet that arrives beyond the buffer (more blocks than the receiver advertised) is a
    flow-control violation: counted in ``overflows`` and dropped by the port.  With the
    rules above it never happens; the tests hold it to zero.
 
@@ -61,9 +72,10 @@ class Credits:
     __slots__ = ("vls", "capacity", "fctbs", "limit", "abr", "used", "owed", "init_owed",
                  "refresh_ns", "next_refresh", "overflows", "packets_sent",
                  "packets_received", "bad_lpcrc", "blocks_sent", "blocks_received",
-                 "stalls", "max_used", "_seen")
+                 "stalls", "max_used", "_seen", "adv", "low", "batched")
 
-    def __init__(self, vls: int, capacity_blocks: int, refresh_period_ns: int) -> None:
+    def __init__(self, vls: int, capacity_blocks: int, refresh_period_ns: int,
+                 low_blocks: int | None = None) -> None:
         if not 1 <= vls <= link.MAX_VL + 1:
             raise ValueError(f"data VLs: 1-{link.MAX_VL + 1}, not {vls}")
         if capacity_blocks < 1:
@@ -87,6 +99,9 @@ class Credits:
         self.stalls = 0  # times a packet waited for credit
         self.max_used = [0] * vls
         self._seen = [0] * vls  # blocks both ways at the last refresh, per VL
+        self.adv = [0] * vls  # the FCCL last sent, per VL (rule 5)
+        self.low = capacity_blocks if low_blocks is None else low_blocks  # rule 5
+        self.batched: set[int] = set()  # VLs with a release not yet owed (rule 5)
 
     # -- sender ------------------------------------------------------------------------
 
@@ -111,17 +126,24 @@ class Credits:
         if self.used[vl] + b > self.capacity:
             self.overflows += 1
             return False
-        self.abr[vl] = (self.abr[vl] + b) % MOD
+        self.abr[vl] = a = (self.abr[vl] + b) % MOD
         self.used[vl] = u = self.used[vl] + b
         if u > self.max_used[vl]:
             self.max_used[vl] = u
         self.blocks_received[vl] += b
+        if vl in self.batched and (self.adv[vl] - a) % MOD < self.low:  # rule 5
+            self.batched.discard(vl)
+            self.owed.add(vl)
         return True
 
     def released(self, vl: int, nbytes: int) -> None:
-        """A packet left the receive buffer: its blocks are free, a packet is owed."""
+        """A packet left the receive buffer: its blocks are free, a packet is owed now or
+        batched (rule 5)."""
         self.used[vl] -= blocks(nbytes)
-        self.owed.add(vl)
+        if (self.adv[vl] - self.abr[vl]) % MOD < self.low:
+            self.owed.add(vl)
+        else:
+            self.batched.add(vl)
 
     # -- flow-control packets ----------------------------------------------------------
 
@@ -136,7 +158,9 @@ class Credits:
             self.init_owed.discard(vl)
             op = link.OP_INIT
         self.packets_sent += 1
-        return link.build(vl, self.fctbs[vl], self.fccl(vl), op)
+        self.batched.discard(vl)
+        self.adv[vl] = fccl = self.fccl(vl)
+        return link.build(vl, self.fctbs[vl], fccl, op)
 
     def on_packet(self, packet: bytes) -> bool:
         """A flow-control packet from the peer: resynchronize ABR to its FCTBS, take its
@@ -166,8 +190,10 @@ class Credits:
 
     def on_timer(self, now: int) -> None:
         """``refresh``: a flow-control packet is owed on every VL that carried data since
-        the last refresh (rule 4)."""
+        the last refresh (rule 4) or has a release batched (rule 5)."""
         if now >= self.next_refresh:
+            self.owed |= self.batched
+            self.batched.clear()
             seen = self._seen
             for vl in range(self.vls):
                 mark = self.blocks_sent[vl] + self.blocks_received[vl]

@@ -210,7 +210,7 @@ def on_refresh(port: Any, now: int, seen: int) -> None:
     cr = port.credits
     cr.on_timer(now)
     port.wire.kick(now)
-    if cr.activity() != seen:
+    if cr.activity() != seen or cr.batched:
         port._timer_at = t = cr.deadline()
         port.wire.net.at(t, port.on_refresh, cr.activity())
     else:

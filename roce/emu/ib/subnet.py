@@ -9,9 +9,12 @@ and VL arbitration tables of every port (``vltables``), and the address maps the
 framing reads.
 
 Receive buffer per port and data VL (what each port grants in credits): a round trip of the
-link at its rate plus two largest packets, in 64-byte blocks.  That keeps one VL of a link
-at line rate while every packet waits for credit (a smaller buffer leaves the link idle
-part of each round trip); like PFC's headroom (``roce.emu.net.buffer``) it grows with the
+link at its rate plus three largest packets, in 64-byte blocks.  A round trip and two
+packets keep one VL of a link at line rate while every packet waits for credit (a smaller
+buffer leaves the link idle part of each round trip); the third lets a receiver batch its
+flow-control packets (``credits`` rule 5, ``low`` the buffer less that packet) without
+the sender ever waiting for one (bench/RESULTS.md, "Native InfiniBand against RoCE",
+measures both).  Like PFC's headroom (``roce.emu.net.buffer``) it grows with the
 link, not with anything the user typed.
 """
 
@@ -54,14 +57,15 @@ class IbConfig:
     adaptive: bool = False  # adaptive routing at the switches (roce.emu.ib.ibswitch)
 
     def buffer_blocks(self, rate_bps: int, delay_ns: int) -> int:
-        """A port's receive buffer per VL (module docstring)."""
+        """A port's receive buffer per VL (module docstring): a round trip, three packets."""
         round_trip = 2 * delay_ns * rate_bps // 8 // 1_000_000_000
-        return blocks(round_trip + 2 * self.max_frame)
+        return blocks(round_trip + 3 * self.max_frame)
 
     def credits(self, wire: Any) -> Credits:
         """The flow-control state of the port that sends on ``wire``."""
-        return Credits(self.vls, self.buffer_blocks(wire.rate_bps, wire.delay_ns),
-                       refresh_ns(wire.rate_bps))
+        cap = self.buffer_blocks(wire.rate_bps, wire.delay_ns)
+        return Credits(self.vls, cap, refresh_ns(wire.rate_bps),
+                       cap - blocks(self.max_frame))  # a round trip, two largest packets
 
     def arbiter(self) -> VlArbiter:
         if self.arbitration is None:
