@@ -87,6 +87,12 @@ MODULES = (
     "roce.emu.net.pfc",
     "roce.emu.net.sim",
     "roce.emu.net.switch",
+    # native InfiniBand's per-packet path (bench/RESULTS.md, "Native InfiniBand against RoCE")
+    "roce.emu.ib.credits",
+    "roce.emu.ib.vltables",
+    "roce.emu.ib.framing",
+    "roce.emu.ib.ibswitch",
+    "roce.emu.ib.hca",
 )
 
 # Classes compiled as extension types, by module.  Per class: "attr": "T" types an attribute,
@@ -127,6 +133,16 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
     "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
+    "roce.emu.ib.credits": {"Credits": {}},
+    "roce.emu.ib.vltables": {"SlToVl": {}, "_Table": {},
+                             "VlArbiter": {"high": "_Table", "low": "_Table"}},
+    "roce.emu.ib.framing": {"Framer": {}},
+    "roce.emu.ib.ibswitch": {
+        "IbPort": {"switch": "IbSwitch", "wire": "Wire", "credits": "Credits",
+                   "sl2vl": "SlToVl", "arbiter": "VlArbiter", "pull.cr": "Credits",
+                   "pull.inp": "IbPort", "receive.cr": "Credits", "receive.out": "IbPort",
+                   "enqueue.inp": "IbPort"},
+        "IbSwitch": {"net": "Network"}},
     "roce.emu.net.nic": {"Nic": {"wire": "Wire", "net": "Network", "pause": "PauseState",
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
                                  "receive.qp": "QueuePair", "pull.qp": "QueuePair",

@@ -2,7 +2,7 @@
 scenarios, run in this process (compiled) and in a child with ROCE_PURE=1 (the .py files),
 give identical summaries, field by field.  Scenarios are drawn by hypothesis across the
 switched network's topologies, operations, PFC, congestion control, recovery modes and load
-balancing, and the two-host fabric's faults."""
+balancing, native InfiniBand, and the two-host fabric's faults."""
 
 from __future__ import annotations
 
@@ -112,6 +112,11 @@ def test_pure_form_loads_the_py_files() -> None:
      "timeout": 6},
     {"topology": "leafspine:2,2,2", "cdf": "alistorage", "duration_ns": 30_000, "load": 0.8,
      "recovery": "sr", "oversubscription": 2.0},
+    # native InfiniBand (roce.emu.ib): credits, batching, VL arbitration, FECN and CNPs,
+    # adaptive routing and LMC paths
+    {"protocol": "ib", "topology": "incast:4", "size": 64 << 10, "count": 3, "ib_cc": True},
+    {"protocol": "ib", "topology": "fattree:4", "traffic": "permutation", "size": 20_000,
+     "count": 2, "ib_routing": "ftree", "ib_lmc": 1, "ib_ar": True, "recovery": "sr"},
 ])
 def test_compiled_and_pure_emulator_agree(specs: list[dict]) -> None:
     pure = _pure(specs)

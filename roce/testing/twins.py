@@ -50,6 +50,10 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
         from roce.emu.net.workrun import WorkloadRun
 
         s = WorkloadRun(Scenario(**kw, cc=None if cc == "none" else configure(cc))).run()
+    elif kw.get("protocol") == "ib":  # a native InfiniBand subnet (roce.emu.ib)
+        from roce.emu.ib.ibrun import IbRun
+
+        s = IbRun(Scenario(**kw)).run()
     elif net:
         s = run_network(NetScenario(**kw, cc=None if cc == "none" else configure(cc)))
     else:

@@ -134,8 +134,7 @@ class Hca(Nic):
                 return self._send(now, vl, cnps.popleft())
         slots = self.slots
         while True:
-            vl = self.arbiter.pick(lambda v: slots[v] is not None
-                                   and cr.may_send(v, len(slots[v])))
+            vl = self.arbiter.pick(self._slot_ready)
             if vl is not None:
                 frame = slots[vl]
                 slots[vl] = None
@@ -194,6 +193,11 @@ class Hca(Nic):
         pacer = self.pacers.get(qpn)
         if pacer is not None:
             pacer.rate_bps = self.cc_agent.rate_bps(qpn)
+
+    def _slot_ready(self, vl: int) -> bool:
+        """Whether ``vl``'s slot holds a packet the peer's credit lets go."""
+        s = self.slots[vl]
+        return s is not None and self.credits.may_send(vl, len(s))
 
     def _sl(self, frame: bytes) -> int:
         """A frame's SL: the scheduler's priority for it (its traffic class, one map)."""

@@ -150,11 +150,7 @@ class IbPort:
                 self.starved = True
                 return None
         else:
-            def ready(vl: int) -> bool:
-                q = queues[vl]
-                return bool(q) and cr.may_send(vl, len(q[0][0]))
-
-            vl = self.arbiter.pick(ready)
+            vl = self.arbiter.pick(self.ready)
             if vl is None:
                 cr.stalls += 1
                 self.starved = True
@@ -186,6 +182,11 @@ class IbPort:
         if self.erf_tap is not None:
             tap_write(self.erf_tap, frame, now, False)
         return frame
+
+    def ready(self, vl: int) -> bool:
+        """Whether ``vl`` has a packet queued that the next hop's credit lets go."""
+        q = self.queues[vl]
+        return bool(q) and self.credits.may_send(vl, len(q[0][0]))
 
     def next_tx(self, now: int) -> int | None:
         if self.credits.owed:
