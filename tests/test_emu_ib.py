@@ -12,9 +12,12 @@ from collections import deque
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tshark_oracle import TSHARK, fields_command
 
 from roce.cli import main
+from roce.emu.ib import framing
 from roce.emu.ib.credits import HALF, MOD, Credits, blocks
 from roce.emu.ib.ibrun import IbRun
 from roce.emu.ib.vltables import SlToVl, VlArbiter
@@ -140,6 +143,15 @@ def test_releases_batch_while_the_peer_holds_enough_credit() -> None:
     every.received(0, 64)
     every.released(0, 64)
     assert every.owed == {0}
+
+
+@given(st.integers(0, 15), st.integers(0, 15), st.integers(0, 0xFFFF), st.integers(0, 0x7FF),
+       st.integers(0, 0xFFFF))
+def test_the_hcas_lrh_is_the_layouts(vl: int, sl: int, dlid: int, pktlen: int,
+                                     slid: int) -> None:
+    assert framing.lrh(vl, sl, dlid, pktlen, slid) == ib.encode_lrh(
+        {"vl": vl, "lver": 0, "sl": sl, "reserved2": 0, "lnh": 2, "dlid": dlid,
+         "reserved5": 0, "pktlen": pktlen, "slid": slid})
 
 
 # -- SL to VL, VL arbitration (roce.emu.ib.vltables) ---------------------------------------
@@ -461,3 +473,45 @@ def test_ib_cc_config_is_checked() -> None:
 def test_ib_cc_needs_ib(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["emulate", "--ib-cc", "on"]) == 1
     assert "--ib-cc: only with --protocol ib" in capsys.readouterr().err
+
+
+def test_the_tap_read_back_by_roce_decode_matches_the_credits_and_counters(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The ERF tap of the switch's port to the incast's receiver, written by ``roce
+    emulate`` and read back by ``roce decode``: every flow-control packet's FCTBS is the
+    blocks its sender had sent on the VL before it, every data packet the switch sent went
+    within the FCCL the receiver had granted, every FCCL the switch granted within its
+    buffer, and the record counts are the emulator's counters of that port."""
+    tap = tmp_path / "sw3.erf"
+    assert main(["emulate", "--protocol", "ib", "--topology", "incast:3", "--count", "4",
+                 "--size", "30000", "--tap", f"sw:3={tap}", "-T", "json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["data_verified"]
+    port = s["fabric"]["ports"]["sw:3"]
+    assert port["peer"] == "r"
+    assert main(["decode", str(tap), "-T", "json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    sent = {0: [0] * 4, 1: [0] * 4}  # by direction (ERF flags bit 0: received), per VL
+    limit: list[int | None] = [None] * 4
+    counts = {(kind, d): 0 for kind in ("fc", "data") for d in (0, 1)}
+    for r in recs:
+        way = r["erf.flags"] & 1
+        if r["erf.types.type"] == erf.ERF_TYPE_INFINIBAND_LINK:
+            vl = r["infiniband_link.vl"]
+            assert r["infiniband_link.fctbs"] == sent[way][vl] % MOD
+            if way:  # the receiver's grant: the switch's limit from now on
+                limit[vl] = r["infiniband_link.fccl"]
+            else:  # the switch's grant: within its buffer beyond what it received
+                assert (r["infiniband_link.fccl"] - sent[1][vl]) % MOD <= port["buffer_blocks"]
+            counts[("fc", way)] += 1
+        else:
+            assert r["erf.types.type"] == erf.ERF_TYPE_INFINIBAND
+            assert r["icrc.valid"] and r["vcrc.valid"]
+            vl = r["lrh.vl"]
+            sent[way][vl] += blocks(r["lrh.pktlen"] * 4 + 2)
+            if not way:
+                assert limit[vl] is not None and (limit[vl] - sent[0][vl]) % MOD <= HALF
+            counts[("data", way)] += 1
+    assert counts == {("fc", 0): port["fc_sent"], ("fc", 1): port["fc_received"],
+                      ("data", 0): port["tx_frames"], ("data", 1): port["rx_frames"]}
+    assert port["tx_frames"] > 40 and port["fc_received"] > 3

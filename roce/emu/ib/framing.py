@@ -20,17 +20,28 @@ a port's LIDs, and so among its paths).
 from __future__ import annotations
 
 import ipaddress
+import struct
 
 from roce import fast
 from roce.emu.core.frames import FrameBuilder, Path
 from roce.families.ib import crc as ibcrc
-from roce.families.ib.native import LRH_SIZE, encode_lrh
+from roce.families.ib.native import LRH_SIZE
 from roce.headers import LNH_LOCAL, LRH_WORD
 from roce.icrc import L3_IPV4, L3_LRH
 from roce.locate import OK
 
 ICRC, VCRC = 4, ibcrc.VCRC_SIZE
 _vcrc = ibcrc.vcrc_fast
+_LRH = struct.Struct(">BBHHH")  # VL|LVer, SL|rsv|LNH, DLID, rsv|PktLen, SLID (IBA 7.7)
+# where the device's frames (Ethernet II, IPv4 without options, UDP) put the destination
+# address and the BTH; any other frame is walked (``Framer.to_ib``)
+_ETH, _IPV4_DST, _BTH = 14, 14 + 16, 14 + 20 + 8
+
+
+def lrh(vl: int, sl: int, dlid: int, pktlen: int, slid: int) -> bytes:
+    """A local LRH (LNH 2, LVer 0): ``roce.families.ib.native``'s LRH layout packed at once
+    (the emulator frames every packet; tests/test_emu_ib.py holds it to ``encode_lrh``)."""
+    return _LRH.pack(vl << 4, sl << 4 | LNH_LOCAL, dlid, pktlen & 0x7FF, slid)
 
 
 def vcrc(data: bytes) -> int:
@@ -46,7 +57,7 @@ def set_vl(packet: bytes, vl: int) -> bytes:
     out = bytearray(packet)
     out[0] = (vl << 4) | (packet[0] & 0x0F)
     end = len(out) - VCRC
-    out[end:] = vcrc(bytes(out[:end])).to_bytes(2, "big")
+    out[end:] = _vcrc(memoryview(out)[:end]).to_bytes(2, "big")
     return bytes(out)
 
 
@@ -61,7 +72,7 @@ def set_bits(packet: bytes, offset: int, bits: int) -> bytes:
     out = bytearray(packet)
     out[offset] |= bits
     end = len(out) - VCRC
-    out[end:] = vcrc(bytes(out[:end])).to_bytes(2, "big")
+    out[end:] = _vcrc(memoryview(out)[:end]).to_bytes(2, "big")
     return bytes(out)
 
 
@@ -84,34 +95,39 @@ class Framer:
 
     def to_ib(self, frame: bytes, sl: int, vl: int) -> bytes:
         """The native InfiniBand packet for a RoCEv2 frame the device built."""
-        w = fast.walk(frame)
-        if w.status != OK:
-            raise ValueError(f"the device built a frame the walk refuses (status {w.status})")
-        dlid = self.lid_of[frame[w.l3_off + 16:w.l3_off + 20]]
+        if frame[12] == 0x08 and frame[13] == 0x00 and frame[_ETH] == 0x45:
+            dst, b, end = frame[_IPV4_DST:_IPV4_DST + 4], _BTH, len(frame) - ICRC
+        else:
+            w = fast.walk(frame)
+            if w.status != OK:
+                raise ValueError(f"the device built a frame the walk refuses (status "
+                                 f"{w.status})")
+            dst, b, end = frame[w.l3_off + 16:w.l3_off + 20], w.bth_off, w.icrc_off
+        dlid = self.lid_of[dst]
         bits = 0
         if self.paths:
-            b = w.bth_off
             bits = int.from_bytes(frame[b + 5:b + 8], "big") & self.paths
-        return self.packet(frame[w.bth_off:w.icrc_off], sl, vl, dlid | bits, bits)
+        return self.packet(frame[b:end], sl, vl, dlid | bits, bits)
 
     def packet(self, transport: bytes, sl: int, vl: int, dlid: int, bits: int = 0) -> bytes:
         """The native InfiniBand packet of ``transport`` (BTH through pad) from here to
         ``dlid``, from the LID of path ``bits``: LRH, ICRC, VCRC."""
         total = LRH_SIZE + len(transport) + ICRC
-        lrh = encode_lrh({"vl": vl, "lver": 0, "sl": sl, "reserved2": 0, "lnh": LNH_LOCAL,
-                          "dlid": dlid, "reserved5": 0, "pktlen": total // LRH_WORD,
-                          "slid": self.lid | bits})
-        pkt = lrh + transport + bytes(ICRC)
-        icrc = fast.icrc_at(pkt, 0, L3_LRH, LRH_SIZE, LRH_SIZE, total - ICRC)
-        pkt = pkt[:-ICRC] + icrc.to_bytes(4, "big")
-        return pkt + vcrc(pkt).to_bytes(2, "big")
+        # the ICRC's walk needs bytes: LRH and transport, the ICRC's place, once
+        pkt = b"".join((lrh(vl, sl, dlid, total // LRH_WORD, self.lid | bits), transport,
+                        b"\0\0\0\0"))
+        end = total - ICRC
+        out = bytearray(pkt)
+        out[end:] = fast.icrc_at(pkt, 0, L3_LRH, LRH_SIZE, LRH_SIZE, end).to_bytes(4, "big")
+        out += _vcrc(out).to_bytes(2, "big")
+        return bytes(out)
 
     def to_roce(self, packet: bytes) -> bytes | None:
         """The RoCEv2 frame the device reads for an InfiniBand packet addressed here; None
         for one whose CRCs are wrong or whose source is not in the subnet (dropped, as an
         HCA drops it)."""
         end = len(packet) - VCRC
-        if vcrc(packet[:end]) != int.from_bytes(packet[end:], "big"):
+        if _vcrc(memoryview(packet)[:end]) != int.from_bytes(packet[end:], "big"):
             return None
         icrc_off = end - ICRC
         if fast.icrc_at(packet, 0, L3_LRH, LRH_SIZE, LRH_SIZE, icrc_off) != int.from_bytes(
