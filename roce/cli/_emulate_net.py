@@ -8,11 +8,17 @@ from __future__ import annotations
 import argparse
 
 from roce.emu import defaults
-from roce.emu.ib.routing import ROUTINGS
+from roce.emu.ib.routing import MAX_LMC, ROUTINGS
 from roce.emu.net.failures import parse_spec
 from roce.emu.net.observe import parse_tap
 from roce.emu.net.schema import parse_ecn_text, parse_topology
-from roce.options import parse_oversubscription, parse_positive_time, parse_size, parse_time
+from roce.options import (
+    bounded_int,
+    parse_oversubscription,
+    parse_positive_time,
+    parse_size,
+    parse_time,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "dmodk (destination mod the number of uplinks), updn (up/down "
                         "from the root switches) or ftree (OpenSM's fat-tree routing: "
                         f"fat trees and leaf-spines only; {defaults.IB_ROUTING})")
-    g.add_argument("--ib-lmc", type=int, default=0, metavar="N",
+    g.add_argument("--ib-lmc", type=bounded_int(0, MAX_LMC, "an LMC (3 bits)"), default=0,
+                   metavar="N",
                    help="--protocol ib: LID mask control: 2^N LIDs per HCA port (N 0-7), "
                         "each routed by its own path, a QP's by its destination QPN (0)")
     g.add_argument("--ib-ar", choices=("on", "off"), default="off",
