@@ -25,7 +25,7 @@ print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
 # dataclasses' use of inspect all the same)
 UNWANTED = ("roce.decoder", "roce.analysis", "roce.plot", "roce.wire", "roce.families.dispatch",
             "pandas", "pyarrow", "matplotlib", "numpy", "scapy", "dask", "hypothesis",
-            "importlib.resources", "importlib.abc")
+            "importlib.resources", "importlib.abc", "construct")
 
 
 def _modules(*args: str) -> list[str]:
@@ -41,7 +41,8 @@ def _startup() -> set[str]:
     """What this interpreter imports before roce runs at all (site's .pth files may bring
     importlib.resources, say): not roce's doing, so not held against it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sorted(sys.modules)))"],
+    r = subprocess.run([sys.executable, "-c",
+                        "import json, sys; print(json.dumps(sorted(sys.modules)))"],
                        env=env, capture_output=True, text=True, check=True, cwd=ROOT)
     return set(json.loads(r.stdout))
 
