@@ -33,7 +33,6 @@ This module imports nothing from ``roce``: ``setup.py`` reads it before anything
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import json
@@ -144,9 +143,24 @@ SOURCES = "_compiled_sources.json"  # written by the build beside this file: mod
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _sha256() -> object:
+    """SHA-256 as CPython builds it in: importing ``hashlib`` loads and starts OpenSSL, a few
+    milliseconds of every start of roce for the hashes checked at import."""
+    for name in ("_sha2", "_sha256"):  # Python 3.12+, 3.11
+        try:
+            return importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            pass
+    import hashlib
+    return hashlib.sha256
+
+
+_SHA256 = _sha256()
+
+
 def source_hash(path: str) -> str:
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        return _SHA256(f.read()).hexdigest()
 
 
 def pure_requested() -> bool:
