@@ -89,13 +89,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only ``command``'s module is imported (start-up time matters when a
-    command runs over a pipe or in a loop)."""
+    """The parser; only ``command``'s module is imported, and only its sub-parser built when
+    it is one of COMMANDS (start-up time matters when a command runs over a pipe or in a
+    loop; ``roce -h`` and a word that is no command get every one)."""
     parser = _Parser(prog="roce",
                      description="RoCEv2 at the packet level: craft, decode, analyse, emulate.")
     parser.add_argument("--version", action="version", version=f"roce {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
+        if command in COMMANDS and name != command:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
         if name == command:
