@@ -216,11 +216,14 @@ class _Chooser:  # a meta path finder (importlib.abc would import importlib.reso
         self._checked = pure
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        """The spec of a module of ``roce`` (None for others: the normal import).  Having
+        looked a module up, it answers with what it found, so the normal import does not
+        search the package's directory again (a third of the finding at start)."""
         if name not in MODULES:
             return _source_spec(name, path) if name.startswith("roce.") else None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.origin is None or spec.origin.endswith(".py"):
-            return None  # not built (or not found): the normal import
+            return spec  # not built (or not found): the .py, as the normal import finds it
         src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
         if not os.path.exists(src):
             return None
@@ -238,13 +241,15 @@ class _Chooser:  # a meta path finder (importlib.abc would import importlib.reso
 
 def _source_spec(name: str, path: object) -> object:
     """The ``.py`` of a module of ``roce`` not in MODULES when a compiled form sits beside it,
-    else None (the normal import).  That compiled form is left from an earlier build, when
-    MODULES was longer (an in-place build removes it: ``leftover_builds``); nothing records
-    what it was built from, so it would run old code.  A compiled module without a ``.py``
-    beside it (``_fastpath``, the TWINS) is no leftover."""
+    else the ``.py`` the normal import finds (None for a compiled module without a ``.py``
+    and for what is not found: the normal import).  That compiled form is left from an
+    earlier build, when MODULES was longer (an in-place build removes it:
+    ``leftover_builds``); nothing records what it was built from, so it would run old code.
+    A compiled module without a ``.py`` beside it (``_fastpath``, the TWINS) is no
+    leftover."""
     spec = importlib.machinery.PathFinder.find_spec(name, path)
     if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
-        return None
+        return spec
     src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
     return importlib.util.spec_from_file_location(name, src) if os.path.exists(src) else None
 
