@@ -49,8 +49,8 @@ class CongestionControl:
     in-band telemetry (INT-MD, roce/families/intmd.py) that the switches stamp and the
     receiving NIC echoes on its ACKs, for ``on_telemetry`` (HPCC).  ``protocol`` is the
     transport it controls: ``roce`` (a QP, driven by ``roce.emu.cc.engine``) or ``uet`` (a PDC,
-    driven by ``roce.emu.uet.cm`` through the ``on_ack_cc``/``on_loss`` events); ``none``
-    controls nothing and goes with either.
+    driven by ``roce.emu.uet.congestion`` through the ``on_ack_cc``/``on_loss`` events);
+    ``none`` controls nothing and goes with either.
     """
 
     name: ClassVar[str] = "none"
@@ -123,7 +123,7 @@ class CongestionControl:
     def on_timer(self, now: int, name: str) -> Output:
         return self.output()
 
-    # -- UET events (``protocol = "uet"``; roce.emu.uet.cm) ------------------------------------
+    # -- UET events (``protocol = "uet"``; roce.emu.uet.congestion) -------------------------
 
     def on_ack_cc(self, now: int, rtt_ns: int | None, acked_bytes: int, marked: bool
                   ) -> Output:

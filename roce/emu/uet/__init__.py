@@ -9,7 +9,7 @@ semantic sublayer (SES) over it, and the host that puts both on the simulated ne
   queue pairs (``roce.emu.core.memory``), with message IDs, offsets and completions;
 * ``uetframes``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
   frame and back, through the UET family's codec (no layout of its own);
-* ``cm``: congestion management, the PDS's hooks into NSCC and RCCC (``roce.emu.cc``);
+* ``congestion``: congestion management, the PDS's hooks into NSCC and RCCC (``roce.emu.cc``);
 * ``reps``: REPS, recycling the entropies whose ACKs came back unmarked;
 * ``host``: a UET host on ``roce.emu.net``'s links (an ``Endpoint`` the wire pulls);
 * ``run``: ``roce emulate --protocol uet``'s run: the topology, the messages, the check of

@@ -14,7 +14,7 @@ switches' ECMP hash reads:
   (``roce.emu.uet.reps``).
 
 With a congestion-control configuration for UET (``--cc nscc|rccc``), the host's PDS
-admits requests through ``roce.emu.uet.cm`` (``cc``, which the run's statistics read).
+admits requests through ``roce.emu.uet.congestion`` (``cc``, which the run's statistics read).
 
 ACKs and NACKs take the entropy of the PDC (or packet) they answer.  A frame whose DSCP is
 ``trim_dscp`` (a switch cut it to its headers) reaches the PDS as trimmed.  UET hosts send
@@ -30,7 +30,7 @@ from roce.emu.cc.algorithms import CcConfig
 from roce.emu.core.memory import AddressSpace
 from roce.emu.net.pfc import PauseState
 from roce.emu.uet import ENTROPY_MODES, uetframes
-from roce.emu.uet.cm import Congestion
+from roce.emu.uet.congestion import Congestion
 from roce.emu.uet.pds import Pdc, Pds, PdsConfig
 from roce.emu.uet.reps import Reps
 from roce.emu.uet.ses import Ses

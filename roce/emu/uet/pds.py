@@ -291,7 +291,7 @@ class Pds:
         self.rr: deque[Pdc] = deque()  # PDCs that may have requests to send, round robin
         self.counters = Counters()
         self.on_change: Callable[[], None] | None = None  # the driver's: work or a timer
-        # congestion management (roce.emu.uet.cm.Congestion), None: windows of PSNs alone
+        # congestion management (roce.emu.uet.congestion.Congestion); None: PSN windows alone
         self.cm: Any = None
         # REPS (roce.emu.uet.reps): told which PSNs each ACK acknowledged, and how marked
         self.on_acked_psns: Callable[[Pdc, list[int], bool], None] | None = None
