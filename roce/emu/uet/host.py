@@ -46,7 +46,7 @@ class UetHost:
     __slots__ = ("net", "name", "ip", "mac", "wire", "peer_mac", "tap", "entropy", "marking",
                  "trim_dscp", "rng", "space", "pd", "ses", "pds", "entropies", "ready",
                  "tx_frames", "rx_frames", "not_uet", "ip_id", "_timer_at", "pfc_sent", "cc",
-                 "_pause")
+                 "_pause", "reps")
 
     def __init__(self, net: Any, name: str, ip: str, config: PdsConfig, mtu: int,
                  entropy: str = "pdc", marking: uetframes.Marking = uetframes.MARKING,

@@ -216,7 +216,8 @@ class Pdc:
     __slots__ = ("id", "peer", "peer_id", "mode", "initiator", "state", "start_psn", "next_psn",
                  "cack", "syn", "sent", "fresh", "resend", "resend_set", "rack", "backoff",
                  "close_wanted", "holds", "close_psn", "go_back_at", "rx_cack", "rx_above",
-                 "rx_close", "unacked", "ack_at", "ack_psn", "rx_ce", "rx_bytes", "rx_ooo")
+                 "rx_close", "unacked", "ack_at", "ack_psn", "rx_ce", "rx_bytes", "rx_ooo",
+                 "ack_psn_at")
 
     def __init__(self, pdc_id: int, peer: str, mode: int, initiator: bool,
                  start_psn: int) -> None:
@@ -284,7 +285,7 @@ class Pds:
     """The PDCs of one host at ``ip``; ``rng`` draws the initiators' start PSNs."""
 
     __slots__ = ("ip", "config", "upper", "rng", "pdcs", "by_peer", "next_id", "ctrl", "rr",
-                 "counters", "on_change")
+                 "counters", "on_change", "cm", "on_acked_psns")
 
     def __init__(self, ip: str, config: PdsConfig, upper: Upper, rng: random.Random) -> None:
         config.check()
