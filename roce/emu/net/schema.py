@@ -651,14 +651,15 @@ def flow_count(t: Any, traffic: str | None) -> int:
 
 def check_flows(t: Any, traffic: str | None, qps: int, per_qp: int, where: str) -> None:
     """UsageError when the flows of ``traffic`` on ``t``, ``qps`` QPs each costing
-    ``per_qp`` bytes (``budget.per_qp``), and the network itself do not fit the budget."""
+    ``per_qp`` bytes (``budget.per_qp``: with its frames in flight), the network itself and
+    the interpreter do not fit the budget."""
     flows = flow_count(t, traffic)
     structure = cost(shape_of(t))
     have = budget.available()
-    need = structure + flows * qps * per_qp
+    need = budget.INTERPRETER + structure + flows * qps * per_qp
     if need <= have:
         return
-    most = max(0, (have - structure) // max(1, qps * per_qp))
+    most = max(0, (have - budget.INTERPRETER - structure) // max(1, qps * per_qp))
     how = f"--traffic {traffic}" if traffic else "its traffic"
     raise UsageError(f"{where} with {how}: {flows} flows of {qps} QP(s) would need "
                      f"{budget.human(need)} of memory, {budget.human(have)} is available "
