@@ -3,12 +3,16 @@
 each run a fresh process: its CPU time, peak memory (the kernel's maximum resident set),
 packet-hops, tail FCT and whether its data verified; and the memory model fitted to them.
 
-Two message sizes separate what the hosts' registered memory costs (each flow's source
-and destination buffers, ``--size`` bytes each) from the rest: the slope of the peak
+Two message sizes separate what a message costs from the rest: the slope of the peak
 against the hosts at a 4 KiB message is the network's and QPs' own state per host; the
-difference between the two sizes per host is the buffers' share.
+difference between the two sizes per host is the frames in flight (WRITE regions hold seeded
+patterns, not buffers: roce.emu.core.patterned; ``--real`` holds the buffers in full, as
+runs did before).  A spine of 100 or more 400 Gb/s ports gets a buffer of what its reserves
+and PFC headroom set apart plus the default 12 MiB (the default leaves it no shared pool).
+The model's other terms are measured apart: one frame in flight (its bytes, its event) and
+one QP pair (tracemalloc).
 
-    python bench/bench_scale.py [--leaves 2,4,8,16] [--size 1M]
+    python bench/bench_scale.py [--leaves 2,4,8,16] [--size 1M] [--real]
 """
 
 from __future__ import annotations
@@ -80,30 +84,69 @@ def slope(rows: list[dict]) -> float:
             / sum((x - mx) ** 2 for x in xs))
 
 
+def frame_bytes(mtu: int = 4096) -> int:
+    """What one full WRITE frame costs while it crosses a link: the frame (Ethernet, IPv4,
+    UDP, BTH, RETH, ``mtu`` bytes of payload, ICRC) as a ``bytes`` object, the event tuple
+    that carries it and that event's time and sequence integers."""
+    frame = bytes(14 + 20 + 8 + 12 + 16 + mtu + 4)
+    event = (1 << 40, 1 << 30, print, frame)
+    return (sys.getsizeof(frame) + sys.getsizeof(event) + sys.getsizeof(event[0])
+            + sys.getsizeof(event[1]))
+
+
+def qp_pair_bytes(size: int, real: bool) -> float:
+    """Bytes one more QP pair (its two QPs, CQ entries, regions) takes between two hosts:
+    tracemalloc of a run built with 101 pairs less one with 1, over 100."""
+    import tracemalloc
+
+    from roce.emu.net.runner import NetRun, NetScenario
+
+    def built(qps: int) -> int:
+        tracemalloc.start()
+        try:
+            run = NetRun(NetScenario(topology="incast:1", size=size, count=1, qps=qps),
+                         real_memory=real)
+            return tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+            del run
+
+    return (built(101) - built(1)) / 100
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--leaves", default="2,4,8,16")
     ap.add_argument("--size", default=str(1 << 20))
+    ap.add_argument("--real", action="store_true",
+                    help="hold every buffer in full (the runs before regions held patterns)")
     args = ap.parse_args()
     size = int(args.size.rstrip("M")) << 20 if args.size.endswith("M") else int(args.size)
     leaves = [int(x) for x in args.leaves.split(",")]
     print("| hosts | message | data verified | CPU s (loop) | CPU s (process) | packet-hops | "
-          "hops / CPU-s | FCT p99 | peak RSS |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+          "hops / CPU-s | FCT p99 | FCT max | peak RSS | switch buffer |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     by_size: dict[int, list[dict]] = {}
     for n in leaves:
         for sz in (4096, size):
-            r = run(n, sz)
+            r = run(n, sz, args.real)
             by_size.setdefault(sz, []).append(r)
+            fmax = f"{r['max_us']:.1f} us" if r.get("max_us") is not None else "-"
             print(f"| {r['hosts']:,} | {sz:,} B | {'yes' if r['ok'] else 'NO'} | "
                   f"{r['cpu_s']:.2f} | {r['process_cpu_s']:.2f} | {r['hops']:,} | "
-                  f"{r['hops'] / r['cpu_s']:,.0f} | {r['p99_us']:.1f} us | "
-                  f"{r['peak_rss'] / 2**20:,.0f} MiB |", flush=True)
+                  f"{r['hops'] / r['cpu_s']:,.0f} | {r['p99_us']:.1f} us | {fmax} | "
+                  f"{r['peak_rss'] / 2**20:,.0f} MiB | {r['buffer'] / 2**20:.1f} MiB |",
+                  flush=True)
     if len(leaves) > 1:
         small, big = slope(by_size[4096]), slope(by_size[size])
+        frame = frame_bytes()
         print(f"\nper host: {small / 1024:,.1f} KiB at a 4 KiB message (network, QPs, "
               f"frames in flight); {big / 1024:,.1f} KiB at {size:,} B, so "
-              f"{(big - small) / size:.2f} x the message size in buffers")
+              f"{(big - small) / size:.2f} x the message size more")
+        print(f"per frame in flight (4 KiB payload): {frame:,} B, so "
+              f"{(big - small) / frame:,.0f} more frames in flight per host at peak")
+    for sz in (4096, size):
+        print(f"per QP pair, {sz:,} B messages: {qp_pair_bytes(sz, args.real):,.0f} B")
 
 
 if __name__ == "__main__":

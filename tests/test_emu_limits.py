@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from roce import cli
 from roce.emu import budget
 from roce.emu.core import payload
-from roce.emu.net.runner import run_scenario
+from roce.emu.net import schema
+from roce.emu.net.runner import NetScenario, flow_bytes, run_scenario, topology_of
 from roce.emu.scenario import Scenario, kind
 from roce.errors import UsageError, VerificationError
 
@@ -117,6 +118,33 @@ def test_large_message_needs_no_copy_of_its_data() -> None:
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["data_verified"] is True
         assert base and lo <= peak - base < hi, (op, (peak - base) / size)
+
+
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_the_budget_counts_what_a_run_takes(op: str) -> None:
+    """What the check counts before a run (the network, the QPs, their buffers or none,
+    their frames in flight, the interpreter) is at least what the run takes at its peak,
+    and not wildly more: a 16-host leaf-spine permutation of 1 MiB messages at 400 Gb/s."""
+    spec = "leafspine:2,4,8"
+    res, peak = child(["emulate", "--topology", spec, "--traffic", "permutation", "--op", op,
+                       "--size", "1M", "--count", "1", "--rate", "400", "--lb", "spray",
+                       "--recovery", "sr", "-T", "json"], timeout=120)
+    assert res.returncode == 0, res.stderr
+    sc = NetScenario(topology=spec, traffic="permutation", op=op, size=1 << 20, count=1,
+                     rate_gbps=400.0, lb="spray", recovery="sr")
+    t = topology_of(sc)
+    need = schema.flows_need(t, sc.traffic, sc.qps, flow_bytes(sc, t, op == "write"))
+    assert peak <= need < 3 * peak, (op, peak, need)
+
+
+def test_frames_in_flight_are_bounded_by_the_window() -> None:
+    assert budget.in_flight(1 << 20, 2, 4096, 104) == 104
+    assert budget.in_flight(10_000, 2, 4096, 104) == 6  # two messages of 3 frames
+    assert budget.in_flight(0, 1, 4096, 104) == 1
+    assert budget.in_flight(1 << 20, 1, 1024, None) == 1024  # no window: the message
+    with_frames = budget.per_qp(1 << 20, 1, 2, True, 104, 4096)
+    assert with_frames == 2 * budget.QP_OVERHEAD + 104 * (4096 + budget.FRAME_OVERHEAD)
+    assert budget.per_qp(1 << 20, 1, 2) == 2 * (budget.QP_OVERHEAD + (1 << 20))
 
 
 # -- QP types on the simulated fabric ---------------------------------------------------------

@@ -25,8 +25,8 @@ QP_OVERHEAD = 16 << 10  # bytes one emulated QP costs beyond its buffers (object
 # "Scale": the fitted model)
 FRAME_OVERHEAD = 512
 # what the interpreter and roce's modules take before a run makes anything (the peak RSS of
-# a run of one 4 KiB WRITE between two hosts, rounded up)
-INTERPRETER = 64 << 20
+# a run of one 4 KiB WRITE between two hosts: 35 MB here, rounded up)
+INTERPRETER = 48 << 20
 MAX_QPNS = QPN_COUNT - 0x11  # QPNs are 24 bits (roce.qpn); rxe numbers QPs from 17
 # bytes one posted receive costs (the work request, its scatter entry, its place in the
 # receive queue); tests/test_oob_schema.py measures it

@@ -24,7 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from roce.emu.core.payload import seeded_range, slot_label
+from roce.emu.core.payload import CHUNK, piece, seeded_range, slot_label
 
 
 def _add(edges: list[int], a: int, b: int) -> None:
@@ -55,7 +55,8 @@ class Patterned:
     pattern of (``seed``, ``qp``, ``side``) and expects copies of ``target``'s (None: any
     write is recorded as bytes)."""
 
-    __slots__ = ("seed", "qp", "side", "target", "slot", "length", "good", "odd", "writes")
+    __slots__ = ("seed", "qp", "side", "target", "slot", "length", "good", "odd", "writes",
+                 "_keys", "_pieces")
 
     def __init__(self, seed: int, qp: int, side: str, slot: int, slots: int,
                  target: str | None = None) -> None:
@@ -65,11 +66,23 @@ class Patterned:
         self.good: list[int] = []  # ranges holding target's pattern
         self.odd: list[tuple[int, bytes]] = []  # other writes, in order, later ones win
         self.writes = 0
+        # the last piece made of each side: a frame smaller than a piece (an MTU under
+        # 4096) reuses it, rather than making it again up to its own end
+        self._keys: dict[str, tuple[int, int]] = {}
+        self._pieces: dict[str, bytes] = {}
 
     def pattern(self, side: str, off: int, n: int) -> bytes:
         """Bytes [off, off + n) of the region had it started as ``side``'s pattern."""
         slot = self.slot
         j, lo = divmod(off, slot)
+        k, plo = divmod(lo, CHUNK)
+        if plo + n <= CHUNK and lo + n <= slot:  # within one piece: a frame's payload
+            key = (j, k)
+            if self._keys.get(side) != key:
+                self._keys[side] = key
+                self._pieces[side] = piece(slot_label(self.seed, self.qp, side, j), k,
+                                           min(CHUNK, slot - k * CHUNK))
+            return self._pieces[side][plo:plo + n]
         if lo + n <= slot:
             return seeded_range(slot_label(self.seed, self.qp, side, j), lo, n)
         out = bytearray()
@@ -108,7 +121,11 @@ class Patterned:
         if self.odd:  # what this write covers no longer holds the odd bytes
             self.odd = [p for o, d in self.odd for p in _outside(o, d, off, end)]
         if self.target is not None and data == self.pattern(self.target, off, n):
-            _add(self.good, off, end)
+            good = self.good
+            if good and good[-1] == off:  # the next bytes of the last range: in order
+                good[-1] = end
+            else:
+                _add(good, off, end)
         else:
             _remove(self.good, off, end)
             self.odd.append((off, bytes(data)))
@@ -143,6 +160,9 @@ def _outside(o: int, d: bytes, a: int, b: int) -> list[tuple[int, bytes]]:
     return parts
 
 
+_WHOLE = slice(None)
+
+
 class PatternView:
     """Bytes [off, off + n) of a ``Patterned`` region, as a memoryview of a buffer would be
     used: ``len``, slices (read now), slice assignment (a write), ``bytes``."""
@@ -156,6 +176,8 @@ class PatternView:
         return self.n
 
     def _span(self, key: slice) -> tuple[int, int]:
+        if key == _WHOLE:  # ``view[:] = data``: how memory is written
+            return 0, self.n
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("a pattern view takes contiguous slices")
         lo, hi, _ = key.indices(self.n)

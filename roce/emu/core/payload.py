@@ -53,6 +53,11 @@ def seeded_chunks(label: str, length: int) -> Iterator[bytes]:
         k += 1
 
 
+def piece(label: str, k: int, n: int = CHUNK) -> bytes:
+    """The first ``n`` bytes of piece ``k`` of the stream of ``label``."""
+    return hashlib.shake_128(f"{label}/{k}".encode()).digest(n)
+
+
 def seeded_range(label: str, start: int, n: int) -> bytes:
     """Bytes [start, start + n) of the stream ``seeded_chunks(label, ...)`` yields."""
     k, lo = divmod(start, CHUNK)

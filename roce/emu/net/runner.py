@@ -222,10 +222,7 @@ class NetRun:
         topo.oversubscribe(t, sc.oversubscription, sc.rate_gbps)
         # every flow's QPs, buffers and frames in flight, and the network, fit before any
         # is made
-        schema.check_flows(t, sc.traffic, sc.qps,
-                           per_qp(sc.size, sc.slots, 2, self.patterned,
-                                  budget.in_flight(sc.size, sc.depth, sc.mtu, window(sc, t)),
-                                  sc.mtu),
+        schema.check_flows(t, sc.traffic, sc.qps, flow_bytes(sc, t, self.patterned),
                            sc.topology_file or f"--topology {sc.topology}")
         nics = self.nics = needs_nics(sc, t)
         refuse_inapplicable(sc, t, nics)
@@ -439,6 +436,15 @@ def run_network(sc: Scenario, record: Any = None, taps: dict[str, Any] | None = 
     return run_scenario(sc, record, progress, taps, trace)
 
 
+def flow_bytes(sc: Scenario, t: topo.Topology, patterned: bool) -> int:
+    """What one QP pair of ``sc`` on ``t`` costs at most (``budget.per_qp``): its QPs, its
+    buffers unless ``patterned``, and the frames its window lets be in flight (of the
+    messages it has outstanding at once)."""
+    return per_qp(sc.size, sc.slots, 2, patterned,
+                  budget.in_flight(sc.size, min(sc.depth, sc.count), sc.mtu, window(sc, t)),
+                  sc.mtu)
+
+
 def rtt_ns(sc: Scenario, t: topo.Topology) -> int:
     """The round trip selective repeat's BDP cap is made for: one link between two hosts
     cabled back to back; a path of up to 4 links (leaf-spine), store-and-forward, through
@@ -456,9 +462,10 @@ def bdp_of(sc: Scenario, rtt: int) -> int:
 
 
 def window(sc: Scenario, t: topo.Topology) -> int | None:
-    """The PSNs an RC requester of ``sc`` keeps in flight at most (None: UC and UD have no
-    window)."""
-    if sc.qp_type != "rc":
+    """The frames of its own an RC QP pair of ``sc`` has in flight at most: the PSNs its
+    requester keeps in flight (None: no bound but the messages: UC and UD have no window,
+    and a READ's responder sends its whole response at once)."""
+    if sc.qp_type != "rc" or sc.op in ("read", "mixed"):
         return None
     if sc.recovery == defaults.RECOVERY:
         return MAX_UNACKED_PSNS
