@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roce.emu import defaults
+from roce.emu.budget import human
 from roce.emu.core.verbs import Context
 from roce.emu.net import schema
 from roce.emu.net.buffer import BufferConfig, headroom_bytes
@@ -417,11 +418,11 @@ def check_buffers(t: Topology, o: NetOptions, classifier: Any) -> None:
             ports = sum((ln.a == name) + (ln.b == name) for ln in t.links)
             least = -(-(need + o.max_frame) // (1 << 20)) << 20
             where = (f"the buffer of switch {name} in the topology file" if spec.buffer
-                     else f"--buffer {o.buffer}")
+                     else f"--buffer {human(o.buffer)}")
             raise UsageError(f"{where}: switch {name}'s {ports} ports set apart {need} bytes "
                              f"for reserves and PFC headroom, more than its {size}-byte "
-                             f"buffer leaves room for (a buffer of at least "
-                             f"{least >> 20}M: --buffer {least >> 20}M)")
+                             f"buffer leaves room for a frame (a buffer of at least "
+                             f"{least >> 20}M fits: --buffer {least >> 20}M)")
 
 
 def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Network:
