@@ -137,6 +137,19 @@ def test_the_budget_counts_what_a_run_takes(op: str) -> None:
     assert peak <= need < 3 * peak, (op, peak, need)
 
 
+def test_8192_hosts_fit_in_8_gb_once_regions_hold_patterns(monkeypatch) -> None:
+    """The 8,192-host permutation of 1 MiB WRITEs (leafspine:256,32,32, 400 Gb/s, spraying,
+    selective repeat) is let through with 8 GB when its regions hold patterns, and refused
+    when they would hold buffers (16 GiB of them): the check counts what each holds."""
+    monkeypatch.setattr(budget, "available", lambda: 8 * 10**9)
+    sc = NetScenario(topology="leafspine:256,32,32", traffic="permutation", size=1 << 20,
+                     count=1, rate_gbps=400.0, lb="spray", recovery="sr")
+    t = topology_of(sc)
+    schema.check_flows(t, sc.traffic, sc.qps, flow_bytes(sc, t, True), "here")
+    with pytest.raises(UsageError, match="8192 flows"):
+        schema.check_flows(t, sc.traffic, sc.qps, flow_bytes(sc, t, False), "here")
+
+
 def test_frames_in_flight_are_bounded_by_the_window() -> None:
     assert budget.in_flight(1 << 20, 2, 4096, 104) == 104
     assert budget.in_flight(10_000, 2, 4096, 104) == 6  # two messages of 3 frames
