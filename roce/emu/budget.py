@@ -21,8 +21,10 @@ from roce.qpn import QPN_COUNT
 
 QP_OVERHEAD = 16 << 10  # bytes one emulated QP costs beyond its buffers (objects, queues)
 # bytes a frame in flight costs beyond its payload: its headers and ICRC, the bytes object,
-# the event that carries it across a link and its place in a queue (bench/RESULTS.md,
-# "Scale": the fitted model)
+# the event that carries it across a link (243 for a 4 KiB WRITE: bench/bench_scale.py
+# ``frame_bytes``), and the ACKs, selective NAKs and queue places that go with it; at peak
+# the hosts of a leaf-spine permutation have ~85 % of their window in flight
+# (bench/RESULTS.md, "Scale")
 FRAME_OVERHEAD = 512
 # what the interpreter and roce's modules take before a run makes anything (the peak RSS of
 # a run of one 4 KiB WRITE between two hosts: 35 MB here, rounded up)

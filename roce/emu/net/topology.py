@@ -419,10 +419,10 @@ def check_buffers(t: Topology, o: NetOptions, classifier: Any) -> None:
             least = -(-(need + o.max_frame) // (1 << 20)) << 20
             where = (f"the buffer of switch {name} in the topology file" if spec.buffer
                      else f"--buffer {human(o.buffer)}")
-            raise UsageError(f"{where}: switch {name}'s {ports} ports set apart {need} bytes "
-                             f"for reserves and PFC headroom, more than its {size}-byte "
-                             f"buffer leaves room for a frame (a buffer of at least "
-                             f"{least >> 20}M fits: --buffer {least >> 20}M)")
+            raise UsageError(f"{where}: too small for switch {name}: its {ports} ports set "
+                             f"apart {need} bytes for reserves and PFC headroom, leaving its "
+                             f"{size}-byte buffer no room for a shared frame (a buffer of at "
+                             f"least {least >> 20}M fits: --buffer {least >> 20}M)")
 
 
 def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Network:
