@@ -100,6 +100,19 @@ def test_patterned_runs_equal_real_memory(kw: dict) -> None:
     assert sum(f.remote.content.writes for f in lazy.flows) > 0
 
 
+@pytest.mark.parametrize("kw", [
+    dict(topology="p2p", op="send", qp_type="ud", size=1000, count=5, mtu=1024),
+    dict(topology="p2p", op="write", qp_type="uc", size=10_000, count=5, mtu=1024, loss=0.05),
+], ids=["ud", "uc lossy"])
+def test_patterned_verdicts_equal_real_memory(kw: dict) -> None:
+    """UD (a GRH scattered before the data) and lossy UC (messages partly placed: the data
+    does not verify): the same summary, verdict included, as with buffers."""
+    sc = NetScenario(**kw)
+    a, b = summary_fields(NetRun(sc).run()), summary_fields(NetRun(sc, real_memory=True).run())
+    assert a == b
+    assert a["data_verified"] is (kw["qp_type"] == "ud")
+
+
 def test_read_and_atomic_runs_hold_bytes() -> None:
     for op in ("read", "atomic", "mixed"):
         assert not NetRun(NetScenario(topology="incast:2", op=op, size=4096,
