@@ -128,8 +128,9 @@ def test_a_buffer_reserves_do_not_fit_is_refused_before_building(monkeypatch) ->
     monkeypatch.setattr(topology, "Switch", lambda *a, **k: made.append(1) or real(*a, **k))
     t = topology.parse("dumbbell:255")
     opts = topology.NetOptions(rate_gbps=400.0)
-    with pytest.raises(topology.UsageError, match=r"--buffer 12M: too small for switch \S+: its 256 "
-                       r"ports set apart \d+ bytes .*--buffer (\d+)M\)") as e:
+    with pytest.raises(topology.UsageError,
+                       match=r"--buffer 12M: too small for switch \S+: its 256 ports set "
+                             r"apart \d+ bytes .*--buffer (\d+)M\)") as e:
         topology.build(t, opts)
     assert made == []
     least = int(str(e.value).rsplit("--buffer ", 1)[1].rstrip("M)")) << 20
