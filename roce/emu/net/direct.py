@@ -133,7 +133,7 @@ class DirectNic:
             self.timer_at = None
         elif self.timer_at != d:
             self.timer_at = d
-            self.net.at(max(d, now), timer_event, (self, d))
+            self.net.events.at(max(d, now), timer_event, (self, d))
 
     def _transmit(self, now: int, frame: bytes) -> None:
         link = self.links.get(frame[_DST_OFF:_DST_END])
@@ -144,8 +144,9 @@ class DirectNic:
         if self.tap is not None:  # written when its serialization starts
             net.at(max(now, link.busy_until), _write, (self.tap, frame))
         deliver = link.dst.receive
+        events = net.events
         for t, f in link.fate(now, frame):
-            net.at(t, deliver, f)
+            events.at(t, deliver, f)
 
     def stale(self, deadline: int) -> bool:
         """Whether a timer event for ``deadline`` was superseded (re-armed or cleared)."""
