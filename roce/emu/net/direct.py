@@ -64,10 +64,12 @@ class Link:
 
     def fate(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
         """(arrival time, frame) for each copy that reaches the other end."""
+        faults = self.faults
+        c = faults.config  # not through the ``config`` property: once per frame
         start = max(now, self.busy_until)
-        self.busy_until = start + int(len(frame) * 8 / self.config.rate_gbps)  # bits/(Gb/s)=ns
-        arrival = self.busy_until + self.config.delay_ns
-        return [(arrival + extra, f) for extra, f in self.faults.apply(now, frame)]
+        self.busy_until = start + int(len(frame) * 8 / c.rate_gbps)  # bits/(Gb/s)=ns
+        arrival = self.busy_until + c.delay_ns
+        return [(arrival + extra, f) for extra, f in faults.apply(now, frame)]
 
 
 class DirectNic:

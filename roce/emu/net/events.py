@@ -7,7 +7,7 @@ An event is a callback and its argument at a virtual time (integer nanoseconds);
 Two forms, one order: this module's ``EventQueue`` is the reference, a ``heapq`` of
 ``(time, sequence, callback, argument)`` tuples, which the interpreted emulator runs; the
 compiled one runs its C twin (``roce._fastpath.EventQueue``, roce/emu/net/_events.pxi): a heap
-of (int64 time, int64 sequence) keys in a C array, no tuple per event and no Python
+of (int64 time, int64 sequence) keys in a C array, no tuple per pending event and no Python
 comparison.  ``queue_for`` picks the form; tests/test_events.py holds the two to one order.
 Times are what a signed 64-bit integer holds (292 years of nanoseconds): both forms refuse
 others with ``OverflowError``.
