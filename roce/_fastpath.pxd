@@ -1,8 +1,9 @@
 # The fast path's C interface to other compiled modules (a cimport reaches these in C).
 # Two readers: the compiled flow engine (roce/analysis/_flowengine.pxd, the build's form of
 # roce/analysis/flowref.py) walks frames, checks ICRCs and VCRCs and sequences PSNs with them;
-# the compiled emulator's loop and wires schedule on ``EventQueue``.  Declarations only: the definitions are in _fastpath.pyx and the .pxi files it
-# includes; Cython holds the two to one signature.
+# the compiled emulator's loop and wires schedule on ``EventQueue``.  Declarations only: the
+# definitions are in _fastpath.pyx and the .pxi files it includes; Cython holds the two to one
+# signature.
 
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t
 

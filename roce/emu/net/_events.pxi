@@ -2,7 +2,8 @@
 # array, the callbacks and arguments in a list beside it (one slot per pending event, so the
 # cyclic collector sees them).  Twin: roce.emu.net.events.EventQueue (heapq of tuples); the
 # same order, ties in time broken by the order of scheduling (hypothesis test in
-# tests/test_events.py).  No tuple per event and no Python comparison.
+# tests/test_events.py).  No tuple held per pending event and no Python comparison; taking an
+# event off makes one (time, callback, argument) tuple for the loop.
 
 cdef inline bint _ev_less(EvKey *a, EvKey *b) noexcept nogil:
     return a.t < b.t or (a.t == b.t and a.seq < b.seq)
