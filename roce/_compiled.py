@@ -33,7 +33,6 @@ This module imports nothing from ``roce``: ``setup.py`` reads it before anything
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import json
@@ -87,6 +86,10 @@ MODULES = (
     "roce.emu.net.pfc",
     "roce.emu.net.sim",
     "roce.emu.net.switch",
+    # Ultra Ethernet's PDS, SES and host (``--protocol uet``): per packet as the QP's parts
+    "roce.emu.uet.pds",
+    "roce.emu.uet.ses",
+    "roce.emu.uet.host",
 )
 
 # Classes compiled as extension types, by module.  Per class: "attr": "T" types an attribute,
@@ -134,6 +137,17 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
                                  "receive.qp": "QueuePair", "pull.qp": "QueuePair",
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
+    "roce.emu.uet.pds": {
+        "Pdc": {}, "Sent": {}, "Out": {"pdc": "Pdc"},
+        "Pds": {"pull.pdc": "Pdc", "deadline.pdc": "Pdc", "on_timer.pdc": "Pdc",
+                "_in_window.pdc": "Pdc", "_sendable.pdc": "Pdc", "_next_request.pdc": "Pdc",
+                "_next_request.s": "Sent", "_transmit.pdc": "Pdc", "_transmit.s": "Sent",
+                "_queue.pdc": "Pdc", "_on_request.pdc": "Pdc", "_send_ack.pdc": "Pdc",
+                "_on_ack.pdc": "Pdc", "_on_ack.s": "Sent", "_on_nack.pdc": "Pdc"}},
+    "roce.emu.uet.ses": {"Ses": {"pds": "Pds"}},
+    # ``_on_timer`` is handed to the event loop as a bound method (as ``Network.at`` is)
+    "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
+                                      "_on_timer": "def"}},
 }
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
@@ -150,9 +164,24 @@ SOURCES = "_compiled_sources.json"  # written by the build beside this file: mod
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _sha256() -> object:
+    """SHA-256 as CPython builds it in: importing ``hashlib`` loads and starts OpenSSL, a few
+    milliseconds of every start of roce for the hashes checked at import."""
+    for name in ("_sha2", "_sha256"):  # Python 3.12+, 3.11
+        try:
+            return importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            pass
+    import hashlib
+    return hashlib.sha256
+
+
+_SHA256 = _sha256()
+
+
 def source_hash(path: str) -> str:
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        return _SHA256(f.read()).hexdigest()
 
 
 def pure_requested() -> bool:
@@ -193,11 +222,14 @@ class _Chooser:  # a meta path finder (importlib.abc would import importlib.reso
         self._checked = pure
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        """The spec of a module of ``roce`` (None for others: the normal import).  Having
+        looked a module up, it answers with what it found, so the normal import does not
+        search the package's directory again (a third of the finding at start)."""
         if name not in MODULES:
             return _source_spec(name, path) if name.startswith("roce.") else None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.origin is None or spec.origin.endswith(".py"):
-            return None  # not built (or not found): the normal import
+            return spec  # not built (or not found): the .py, as the normal import finds it
         src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
         if not os.path.exists(src):
             return None
@@ -215,13 +247,15 @@ class _Chooser:  # a meta path finder (importlib.abc would import importlib.reso
 
 def _source_spec(name: str, path: object) -> object:
     """The ``.py`` of a module of ``roce`` not in MODULES when a compiled form sits beside it,
-    else None (the normal import).  That compiled form is left from an earlier build, when
-    MODULES was longer (an in-place build removes it: ``leftover_builds``); nothing records
-    what it was built from, so it would run old code.  A compiled module without a ``.py``
-    beside it (``_fastpath``, the TWINS) is no leftover."""
+    else the ``.py`` the normal import finds (None for a compiled module without a ``.py``
+    and for what is not found: the normal import).  That compiled form is left from an
+    earlier build, when MODULES was longer (an in-place build removes it:
+    ``leftover_builds``); nothing records what it was built from, so it would run old code.
+    A compiled module without a ``.py`` beside it (``_fastpath``, the TWINS) is no
+    leftover."""
     spec = importlib.machinery.PathFinder.find_spec(name, path)
     if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
-        return None
+        return spec
     src = os.path.join(os.path.dirname(spec.origin), name.rpartition(".")[2] + ".py")
     return importlib.util.spec_from_file_location(name, src) if os.path.exists(src) else None
 
