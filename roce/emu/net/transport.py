@@ -21,7 +21,7 @@ counters to the run's summary (``count``, ``fabric_stats``, ``stopped``).
 
 ``QpTransport`` is RoCE's: RC queue pairs on the switched network's NICs.  Native InfiniBand
 (``roce.emu.ib.ibrun.IbTransport``) is the same queue pairs on HCAs; Ultra Ethernet
-(``roce.emu.uet.transport.UetTransport``) posts SES messages on PDCs.
+(``roce.emu.uet.uettransport.UetTransport``) posts SES messages on PDCs.
 
 How RoCE maps transfers to QPs: each open-loop flow has a QP pair of its own, made when it
 is posted and destroyed when it completes, as the HPCC simulator gives each flow a QP (no

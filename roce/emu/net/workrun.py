@@ -361,8 +361,9 @@ class WorkloadRun:
             "completed_iterations": len(rows),
             "time_ns": mean("time_ns"), "algbw_GBps": mean("algbw_GBps"),
             "busbw_GBps": mean("busbw_GBps"), "line_rate_GBps": self.sc.rate_gbps / 8,
-            "pfc_frames": fab["pfc_frames"], "ecn_marked": fab["ecn_marked"],
-            "cnps": fab["cnps_sent"], "retransmitted": s.retransmitted,
+            # an InfiniBand subnet has no PFC or ECN (its FECN marks are in ``fabric``)
+            "pfc_frames": fab.get("pfc_frames", 0), "ecn_marked": fab.get("ecn_marked", 0),
+            "cnps": fab.get("cnps_sent", 0), "retransmitted": s.retransmitted,
         }
 
 
