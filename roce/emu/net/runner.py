@@ -18,6 +18,7 @@ there.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -107,10 +108,13 @@ def topology_of(sc: Scenario) -> topo.Topology:
 
 
 def traffic_of(sc: Scenario, t: topo.Topology, net: Any) -> list[tuple[str, str]]:
+    """The (source, destination) pairs of ``--count`` traffic.  A permutation is drawn from
+    a generator seeded by ``--seed`` alone (not the network's), so every protocol, load
+    balancing and switch configuration pairs the hosts alike."""
     if sc.traffic == "all-to-all":
         return topo.all_to_all(t)
     if sc.traffic == "permutation" or (sc.traffic is None and not t.traffic):
-        return topo.permutation(t, net.child_rng())
+        return topo.permutation(t, random.Random(f"permutation/{sc.seed}"))
     return t.traffic
 
 

@@ -40,6 +40,7 @@ frames, ECN marks, CNPs and retransmissions.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections import Counter, deque
@@ -65,6 +66,18 @@ def workload_rng(seed: int) -> random.Random:
     """The generator a run's workload draws from: seeded by ``--seed`` alone, so every
     protocol, load balancing and switch configuration gets the same transfers."""
     return random.Random(f"workload/{seed}")
+
+
+DIGEST_MASK = (1 << 64) - 1
+
+
+def transfer_hash(t: Transfer) -> int:
+    """64 bits of BLAKE2b over what makes a transfer (id, hosts, size, arrival, place in a
+    collective).  Their sum (mod 2**64) is the workload report's ``transfers_digest``: the
+    same for two runs that posted the same transfers, whatever the order."""
+    text = f"{t.id},{t.src},{t.dst},{t.size},{t.at_ns},{t.iteration},{t.step},{t.phase}," \
+           f"{t.piece},{t.block}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 def workload_of(sc: Scenario, hosts: int) -> Workload:
@@ -172,6 +185,7 @@ class WorkloadRun:
         self.waiting: dict[tuple[int, int], deque] = {}
         self.status: Counter = Counter()
         self.posted = 0
+        self.digest = 0  # of the transfers posted (``transfer_hash``), in any order
         self.bytes = 0
         self.fcts: list[int] = []
         self.bad: list[str] = []  # transfers that did not check out, in words
@@ -200,6 +214,7 @@ class WorkloadRun:
 
     def _post(self, t: Transfer) -> None:
         self.posted += 1
+        self.digest = (self.digest + transfer_hash(t)) & DIGEST_MASK
         self.post_ns[t.id] = self.net.now
         if self.op == "write":
             pair = (t.src, t.dst)
@@ -333,7 +348,8 @@ class WorkloadRun:
         large = [r.slowdown for r in rows if r.size >= defaults.SMALL_FLOW_BYTES]
         generated = src.generated  # type: ignore[attr-defined]
         return {
-            "kind": "flows", "cdf": sc.cdf, "load": sc.load, "duration_ns": sc.duration_ns,
+            "kind": "flows", "transfers_digest": f"{self.digest:016x}", "cdf": sc.cdf,
+            "load": sc.load, "duration_ns": sc.duration_ns,
             "hosts": n,
             "offered_load": src.offered_load(n, sc.rate_gbps,  # type: ignore[attr-defined]
                                              sc.duration_ns),
@@ -355,7 +371,8 @@ class WorkloadRun:
         def mean(key: str) -> float:
             return sum(r[key] for r in rows) / len(rows) if rows else 0.0
         return {
-            "kind": "collective", "op": wl.op, "algorithm": wl.algorithm,  # type: ignore
+            "kind": "collective", "transfers_digest": f"{self.digest:016x}",
+            "op": wl.op, "algorithm": wl.algorithm,  # type: ignore[attr-defined]
             "ranks": wl.ranks, "size": wl.size, "chunk": wl.chunk,  # type: ignore
             "window": wl.window, "iterations": rows,  # type: ignore[attr-defined]
             "completed_iterations": len(rows),
@@ -375,5 +392,5 @@ def run_workload(sc: Scenario, record: Any = None,
     return WorkloadRun(sc, record, taps, transport=transport).run(progress)
 
 
-__all__ = ["PER_TRANSFER", "WorkloadRun", "refuse_options", "run_workload", "workload_of",
-           "workload_rng"]
+__all__ = ["PER_TRANSFER", "WorkloadRun", "refuse_options", "run_workload", "transfer_hash",
+           "workload_of", "workload_rng"]
