@@ -129,8 +129,9 @@ def _nscc_available() -> bool:
 def plan(args: argparse.Namespace) -> tuple[list[tuple[cmp.Contender, argparse.Namespace]],
                                             list[str]]:
     """Each contender with the emulate options of its run (emulate's defaults, the shared
-    options, its own), and the notes the report carries; every option checked before any
-    run."""
+    options, its own), and the notes the report carries.  Every option and value is checked
+    here, before any run; what a run's protocol has nothing for is refused when that
+    contender's run is built (a UsageError naming the contender)."""
     base_parser = _parser("roce compare")
     shared: dict[str, Any] = {}
     for a in base_parser._actions:
