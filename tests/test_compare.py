@@ -137,12 +137,23 @@ def test_contenders_from_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     (["-w", "x.pcap"], "--write is not for a comparison"),
     (["--contender", "a=--protocol ib --cc dcqcn"], "contender a: --cc with --protocol ib"),
     (["--contender", "a=--protocol 'uet"], "No closing quotation"),
+    (["--topology", "p2p"], None),
 ])
-def test_bad_contenders_are_usage_errors(args: list[str], what: str,
+def test_bad_contenders_are_usage_errors(args: list[str], what: str | None,
                                          capsys: pytest.CaptureFixture[str]):
     code, out, err = run_cli(["compare", "--no-progress", *RING, *args], capsys)
+    if what is None:  # p2p: the first contender needing a switch is refused by name
+        assert code == 1 and "contender roce-sr-spray: --lb spray: the topology has no " \
+            "switch" in err, err
+        return
     assert code == 1 and what in err, err
     assert out == ""
+
+
+def test_a_network_is_required(capsys: pytest.CaptureFixture[str]):
+    code, out, err = run_cli(["compare", "--no-progress", "--collective", "allreduce"],
+                             capsys)
+    assert code == 1 and "give the network: --topology" in err
 
 
 @pytest.mark.parametrize("text,what", [
