@@ -141,16 +141,16 @@ def plan(args: argparse.Namespace) -> tuple[list[tuple[cmp.Contender, argparse.N
                                  "(each contender is one run on the simulated network; the "
                                  "report is the output)")
             shared[a.dest] = getattr(args, a.dest)
-    if "topology" not in shared and "topology_file" not in shared:
-        raise UsageError("give the network: --topology (incast:8, leafspine:L,S,H, "
-                         "fattree:K ...) or --topology-file; the contenders differ in what "
-                         "switches and links do, which two hosts cabled back to back lack")
     notes: list[str] = []
     found: list[tuple[cmp.Contender, dict[str, Any]]] = []
     if args.contenders:
         from_file, file_shared = _from_toml(args.contenders)
         found += from_file
         shared = {**file_shared, **shared}
+    if "topology" not in shared and "topology_file" not in shared:
+        raise UsageError("give the network: --topology (incast:8, leafspine:L,S,H, "
+                         "fattree:K ...) or --topology-file; the contenders differ in what "
+                         "switches and links do, which two hosts cabled back to back lack")
     for spec in args.contender:
         name, eq, words = spec.partition("=")
         where = f"--contender {spec}"
