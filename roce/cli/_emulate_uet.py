@@ -20,8 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(rod) delivery")
     g.add_argument("--entropy", choices=ENTROPY_MODES, default=ENTROPY_MODES[0],
                    help="--protocol uet: the entropy (UDP source port) switches hash: one "
-                        "per PDC (pdc; the default) or a new one per packet (packet: "
-                        "spraying over every equal-cost path)")
+                        "per PDC (pdc; the default), a new one per packet (packet: "
+                        "spraying over every equal-cost path), or REPS (reps: entropies "
+                        "whose ACKs came back unmarked are used again)")
     g.add_argument("--trim", action="store_true",
                    help="--protocol uet: switches trim a packet they would drop to its "
                         "headers, re-marked (DSCP 40) and sent on ahead in the strict "

@@ -9,6 +9,8 @@ semantic sublayer (SES) over it, and the host that puts both on the simulated ne
   queue pairs (``roce.emu.core.memory``), with message IDs, offsets and completions;
 * ``uetframes``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
   frame and back, through the UET family's codec (no layout of its own);
+* ``congestion``: congestion management, the PDS's hooks into NSCC and RCCC (``roce.emu.cc``);
+* ``reps``: REPS, recycling the entropies whose ACKs came back unmarked;
 * ``host``: a UET host on ``roce.emu.net``'s links (an ``Endpoint`` the wire pulls);
 * ``run``: ``roce emulate --protocol uet``'s run: the topology, the messages, the check of
   the data and the summary.
@@ -22,4 +24,5 @@ as Wireshark 5.0's ``packet-uet.c`` reads it, and the reference provider
 # the choices of a run's options, here so that ``roce emulate``'s parser reads them without
 # importing the endpoints (and the UET family's codec) for a run that is not UET
 PDC_MODES = ("rud", "rod")  # reliable unordered, reliable ordered (``run.MODES``)
-ENTROPY_MODES = ("pdc", "packet")  # one entropy per PDC, one per packet (``host``)
+# one entropy per PDC, one per packet, recycled entropies (``host``, ``reps``)
+ENTROPY_MODES = ("pdc", "packet", "reps")

@@ -43,7 +43,7 @@ class UetOptions:
     """What a UET run adds to the scenario: the PDC mode and the entropy of its packets."""
 
     mode: str = PDC_MODES[0]  # rud | rod
-    entropy: str = ENTROPY_MODES[0]  # pdc | packet (roce.emu.uet.host)
+    entropy: str = ENTROPY_MODES[0]  # pdc | packet | reps (roce.emu.uet.host)
     trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
 
 
@@ -57,7 +57,6 @@ NOT_FOR_UET = (
     ("retry_cnt", "--retry-cnt", "the PDS retries until its PDC fails"),
     ("rnr_retry", "--rnr-retry", "UET has no RNR NAK"),
     ("timeout", "--timeout", "the PDS's rto timer is its own"),
-    ("cc", "--cc", "UET's congestion management (NSCC, RCCC) is not emulated yet"),
     ("storm", "--pfc-storm", "UET hosts send no PFC"),
     ("link_down", "--link-down", "not with --protocol uet yet"),
     ("ib_routing", "--ib-routing", "only with --protocol ib"),
@@ -84,13 +83,15 @@ def check_options(opts: UetOptions) -> None:
 
 def uet_counters(hosts: Any) -> dict[str, Any]:
     """The PDS and SES counters of ``hosts`` (``UetHost``s), summed: ``pds``,
-    ``nacks_received`` and ``nacks_sent`` by code, ``ses``, ``ses_errors`` by reason, and
-    ``not_uet`` (frames received that were not UET packets for their host)."""
+    ``nacks_received`` and ``nacks_sent`` by code, ``ses``, ``ses_errors`` by reason,
+    ``not_uet`` (frames received that were not UET packets for their host) and ``reps``
+    (REPS's entropy counters, empty without ``--entropy reps``)."""
     pds: Counter = Counter()
     nacks: Counter = Counter()
     nacks_sent: Counter = Counter()
     ses: Counter = Counter()
     errors: Counter = Counter()
+    reps: Counter = Counter()
     not_uet = 0
     for h in hosts:
         c = h.pds.counters
@@ -105,8 +106,11 @@ def uet_counters(hosts: Any) -> dict[str, Any]:
                 ses[k] += v
         errors.update(sc_.errors)
         not_uet += h.not_uet
+        if h.reps is not None:
+            reps.update(h.reps.stats())
     return {"pds": dict(pds), "nacks_received": dict(nacks), "nacks_sent": dict(nacks_sent),
-            "ses": dict(ses), "ses_errors": dict(errors), "not_uet": not_uet}
+            "ses": dict(ses), "ses_errors": dict(errors), "not_uet": not_uet,
+            "reps": dict(reps)}
 
 
 @dataclass(eq=False)
@@ -162,7 +166,7 @@ class UetRun:
 
         def host(net: Any, name: str, ip: str) -> UetHost:
             return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
-                           trimmer.dscp if trimmer is not None else None)
+                           trimmer.dscp if trimmer is not None else None, sc.cc)
 
         net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
                                     host)
@@ -330,7 +334,10 @@ class UetRun:
                  "nacks_sent": u["nacks_sent"], "ses": u["ses"],
                  "ses_errors": u["ses_errors"],
                  "pdcs_closed": sum(f.pdc.state == "closed" for f in self.flows),
+                 "cc": sc.cc.algorithm if sc.cc is not None else "none",
                  "not_uet": u["not_uet"]}
+        if u["reps"]:
+            s.uet["reps"] = u["reps"]
         return s
 
 

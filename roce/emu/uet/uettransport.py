@@ -3,7 +3,9 @@
 The workload driver (``roce.emu.net.workrun``) posts transfers through the interface every
 transport has (``roce.emu.net.transport``); this one carries them on ``UetHost``s
 (``roce.emu.uet.host``) over the switched Ethernet network the RoCE runs use, with the
-run's PDC mode, entropy and trimming (``roce.emu.uet.run.UetOptions``).
+run's PDC mode, entropy and trimming (``roce.emu.uet.run.UetOptions``) and its congestion
+management (``--cc nscc|rccc``: each host's PDS admits requests through it, as in a
+``--count`` UET run).
 
 - Every ordered pair of hosts has one PDC, opened when its first transfer is posted: a PDC
   carries any number of messages (a QP per flow is RoCE's way to give each flow fresh
@@ -79,7 +81,7 @@ class UetTransport(Transport):
 
         def host(net: Any, name: str, ip: str) -> UetHost:
             return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
-                           trimmer.dscp if trimmer is not None else None)
+                           trimmer.dscp if trimmer is not None else None, sc.cc)
 
         return topo.build(t, replace(runner.options(sc, direct=False), trim=trimmer), host)
 
@@ -156,10 +158,15 @@ class UetTransport(Transport):
         s.ooo_accepted = pds.get("out_of_order", 0)
         s.spurious_retransmissions = pds.get("duplicates", 0)
         s.delivered = u["ses"].get("messages_executed", 0)
+        sc = self.shared.sc  # type: ignore[union-attr]
+        reps = u.pop("reps")
         s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
                  "trim": self.opts.trim, **u,
+                 "cc": sc.cc.algorithm if sc.cc is not None else "none",
                  # PDCs stay open to the end of the run, as a collective's QPs do
                  "pdcs_closed": sum(pdc.state == "closed" for pdc, _ in self.pdcs.values())}
+        if reps:
+            s.uet["reps"] = reps
 
     def stopped(self, sc: Scenario, left: int) -> str:
         return (f"the virtual time limit ({sc.time_limit_ns / 1e9:g} s) ran out with {left} "
