@@ -87,6 +87,18 @@ def test_uet_recovers_trimmed_and_lost_packets_with_the_data_verified():
         s.uet["pds"]["retx_sack"] == s.retransmitted
 
 
+def test_uet_workload_runs_its_congestion_management():
+    """--cc nscc on a UET workload run: every host's PDS admits requests through NSCC (its
+    counters are in the fabric's host rows) and the summary names it."""
+    from roce.emu.cc.algorithms import configure
+
+    sc = Scenario(**RING, protocol="uet", pfc=False, cc=configure("nscc"))
+    s = WorkloadRun(sc, transport=UetTransport(UetOptions(trim=True))).run()
+    assert s.data_verified, s.unverified
+    assert s.uet["cc"] == "nscc"
+    assert all("cc" in h for h in s.fabric["hosts"].values())
+
+
 class _Careless(QpTransport):
     """Reports every transfer done without moving a byte."""
 

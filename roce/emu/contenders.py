@@ -9,7 +9,8 @@ project exists for:
 - ``roce-pfc-dcqcn``: RoCE, lossless (PFC), DCQCN, go-back-N, ECMP;
 - ``roce-sr-spray``: RoCE, PFC off, DCQCN, selective repeat, packets sprayed;
 - ``uet-rud-trim``: UET, reliable unordered delivery, trimming switches, a new entropy per
-  packet (spraying on the ECMP hash), NSCC when the emulator has it (``NSCC``);
+  packet (spraying on the ECMP hash), NSCC when the emulator's ``--cc`` offers it (``NSCC``;
+  without it the report's notes say the contender ran without congestion control);
 - ``ib-cc``: native InfiniBand, credit-based links, IB congestion control on.
 
 ``report`` turns each contender's summary (``roce.emu.scenario.Summary.as_dict()``) into one
