@@ -1,8 +1,9 @@
 # The fast path's C interface to other compiled modules (a cimport reaches these in C).
-# Today one reader: the compiled flow engine (roce/analysis/_flowengine.pxd, the build's form
-# of roce/analysis/flowref.py) walks frames, checks ICRCs and VCRCs and sequences PSNs with
-# them.  Declarations only: the definitions are in _fastpath.pyx and the .pxi files it
-# includes; Cython holds the two to one signature.
+# Two readers: the compiled flow engine (roce/analysis/_flowengine.pxd, the build's form of
+# roce/analysis/flowref.py) walks frames, checks ICRCs and VCRCs and sequences PSNs with them;
+# the compiled emulator's loop and wires schedule on ``EventQueue``.  Declarations only: the
+# definitions are in _fastpath.pyx and the .pxi files it includes; Cython holds the two to one
+# signature.
 
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t
 
@@ -55,3 +56,26 @@ cdef class PSNTracker:
     cdef void _drop(self, int i) noexcept
     cdef bint _fill(self, uint32_t psn) except -1
     cpdef bint missing_below(self, uint32_t psn, int64_t floor=*)
+
+
+cdef struct EvKey:
+    int64_t t
+    int64_t seq
+    Py_ssize_t slot
+
+
+cdef class EventQueue:
+    # the twin of roce.emu.net.events.EventQueue (emu/net/_events.pxi): the emulator's loop
+    cdef EvKey *heap
+    cdef Py_ssize_t *free_slots
+    cdef Py_ssize_t n, cap, nslots, nfree
+    cdef int64_t next_seq
+    cdef list objs  # slot -> callback at 2 * slot, argument at 2 * slot + 1
+
+    cdef int _grow(self) except -1
+    cpdef at(self, int64_t t, object fn, object arg=*)
+    cdef void _sift_down(self, Py_ssize_t i) noexcept
+    cpdef object first(self)
+    cpdef tuple pop_until(self, int64_t limit)
+    cpdef tuple pop(self)
+    cpdef Py_ssize_t remove(self, object fn) except -1

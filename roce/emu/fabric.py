@@ -16,7 +16,6 @@ own, in the order the links are made, so a seed reproduces a run bit for bit.
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappop
 from typing import Any
 
 from roce.emu.core.verbs import Context
@@ -94,7 +93,7 @@ class Fabric:
         events = self.net.events
         if not events:
             return False
-        t, _, fn, arg = heappop(events)
+        t, fn, arg = events.pop()
         if fn is timer_event and arg[0].stale(arg[1]):
             return True
         self.net.now = t
@@ -107,7 +106,7 @@ class Fabric:
         n = 0
         events = self.net.events
         while events:
-            if until is not None and events[0][0] > until:
+            if until is not None and events.first() > until:
                 self.net.now = until
                 break
             if max_events is not None and n >= max_events:
@@ -127,7 +126,7 @@ class Fabric:
         """Run until ``predicate()`` holds; False if time ran past ``limit_ns`` first."""
         events = self.net.events
         while not predicate():
-            if not events or events[0][0] > limit_ns:
+            if not events or events.first() > limit_ns:
                 return False
             self.step()
         return True

@@ -60,7 +60,7 @@ def backlogged(topology: str, cc: str | None, duration_ns: int,
 
     for f, t in zip(run.flows, starts):
         net.at(t, lambda now, flow: top_up(flow), f)
-    while net.events and net.events[0][0] <= duration_ns:
+    while net.events and net.events.first() <= duration_ns:
         net.run_until_any(run.ready, duration_ns)
         for f in run.completions():
             top_up(f)

@@ -64,10 +64,12 @@ class Link:
 
     def fate(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
         """(arrival time, frame) for each copy that reaches the other end."""
+        faults = self.faults
+        c = faults.config  # not through the ``config`` property: once per frame
         start = max(now, self.busy_until)
-        self.busy_until = start + int(len(frame) * 8 / self.config.rate_gbps)  # bits/(Gb/s)=ns
-        arrival = self.busy_until + self.config.delay_ns
-        return [(arrival + extra, f) for extra, f in self.faults.apply(now, frame)]
+        self.busy_until = start + int(len(frame) * 8 / c.rate_gbps)  # bits/(Gb/s)=ns
+        arrival = self.busy_until + c.delay_ns
+        return [(arrival + extra, f) for extra, f in faults.apply(now, frame)]
 
 
 class DirectNic:
@@ -133,7 +135,7 @@ class DirectNic:
             self.timer_at = None
         elif self.timer_at != d:
             self.timer_at = d
-            self.net.at(max(d, now), timer_event, (self, d))
+            self.net.events.at(max(d, now), timer_event, (self, d))
 
     def _transmit(self, now: int, frame: bytes) -> None:
         link = self.links.get(frame[_DST_OFF:_DST_END])
@@ -144,8 +146,9 @@ class DirectNic:
         if self.tap is not None:  # written when its serialization starts
             net.at(max(now, link.busy_until), _write, (self.tap, frame))
         deliver = link.dst.receive
+        events = net.events
         for t, f in link.fate(now, frame):
-            net.at(t, deliver, f)
+            events.at(t, deliver, f)
 
     def stale(self, deadline: int) -> bool:
         """Whether a timer event for ``deadline`` was superseded (re-armed or cleared)."""

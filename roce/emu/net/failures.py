@@ -26,7 +26,6 @@ the names against a topology (``UsageError`` naming the option and listing the l
 
 from __future__ import annotations
 
-import heapq
 from argparse import ArgumentTypeError
 from dataclasses import dataclass
 from typing import Any
@@ -171,13 +170,8 @@ class LinkFailures:
     def _drop_in_flight(self, receive: Any, w: Any) -> int:
         """Take the arrivals at ``receive`` off the event heap: the frames propagating on
         ``w`` (its destination has no other incoming wire)."""
-        events = self.net.events
-        keep = [ev for ev in events if not (ev[2] == receive)]
-        lost = len(events) - len(keep)
-        if lost:
-            events[:] = keep
-            heapq.heapify(events)
-            w.stats.lost += lost
+        lost = self.net.events.remove(receive)
+        w.stats.lost += lost
         return lost
 
     def reroute(self) -> None:

@@ -10,7 +10,6 @@ accumulates and a saturated wire runs at exactly its rate.
 
 from __future__ import annotations
 
-from heapq import heappush
 from typing import Any
 
 from roce.emu.core.endpoint import Endpoint, PullEndpoint
@@ -19,8 +18,7 @@ from roce.emu.net.faults import Faults, LinkStats
 
 class Wire:
     __slots__ = ("net", "src", "dst", "rate_bps", "delay_ns", "faults", "name", "busy",
-                 "free_at", "_period_start", "_period_bits", "_wake_at", "_events", "_seq",
-                 "_stats")
+                 "free_at", "_period_start", "_period_bits", "_wake_at", "_events", "_stats")
 
     def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
                  delay_ns: int, faults: Faults, name: str) -> None:
@@ -36,11 +34,10 @@ class Wire:
         self._period_start = 0
         self._period_bits = 0
         self._wake_at: int | None = None
-        # looked up once, not per frame: the network's heap and tie-breaker (``Network.at``
-        # inline) and the counters.  The endpoints' ``pull``/``receive`` are looked up per
-        # frame: a tap or a test may replace them after the wire is made
+        # looked up once, not per frame: the network's event queue (``Network.at`` inline)
+        # and the counters.  The endpoints' ``pull``/``receive`` are looked up per frame: a
+        # tap or a test may replace them after the wire is made
         self._events = net.events
-        self._seq = net.seq
         self._stats = faults.stats
 
     @property
@@ -62,7 +59,7 @@ class Wire:
             t = self.src.next_tx(now)
             if t is not None and t > now and self._wake_at != t:
                 self._wake_at = t
-                heappush(self._events, (t, next(self._seq), self._wake, t))
+                self._events.at(t, self._wake, t)
             return
         self.busy = True
         # the end of serialization: exact within a busy period (module docstring)
@@ -72,7 +69,7 @@ class Wire:
             bits = self._period_bits
         self._period_bits = bits = bits + len(frame) * 8
         self.free_at = end = self._period_start - (-bits * 1_000_000_000 // self.rate_bps)
-        heappush(self._events, (end, next(self._seq), self._done, frame))
+        self._events.at(end, self._done, frame)
 
     def _wake(self, now: int, t: int) -> None:
         if self._wake_at == t:
@@ -87,9 +84,9 @@ class Wire:
             st = self._stats
             st.frames += 1
             st.bytes += len(frame)
-            heappush(self._events, (arrive, next(self._seq), self.dst.receive, frame))
+            self._events.at(arrive, self.dst.receive, frame)
         else:
-            dst, events, seq = self.dst.receive, self._events, self._seq
+            dst, events = self.dst.receive, self._events
             for extra, f in faults.apply(now, frame):
-                heappush(events, (arrive + extra, next(seq), dst, f))
+                events.at(arrive + extra, dst, f)
         self.kick(now)

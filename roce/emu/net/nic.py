@@ -243,11 +243,11 @@ class Nic:
             from roce.emu.cc import CcConfig
             from roce.emu.cc.engine import CcDriver
 
-            net = self.net
+            events = self.net.events
             self.cc = CcDriver(cfg or CcConfig(), self.wire.rate_bps, self.device.qps,
-                               lambda t, fn: net.at(t, _call, fn),
+                               lambda t, fn: events.at(t, _call, fn),
                                self._send_ctrl,
-                               on_faster=lambda now: net.at(now, self._kick_wire))
+                               on_faster=lambda now: events.at(now, self._kick_wire))
         return self.cc
 
     def _kick_wire(self, now: int, _: Any = None) -> None:
@@ -299,7 +299,7 @@ class Nic:
             self._timer_at = None
         elif d != self._timer_at:
             self._timer_at = d
-            self.net.at(max(d, now), self._timer, d)
+            self.net.events.at(max(d, now), self._timer, d)
 
     def _note(self, qp: Any) -> None:
         d = qp.deadline()

@@ -1,30 +1,32 @@
 """The switched network's event loop: ``Network``.
 
-Events are ``(time, sequence, callback, argument)`` on one heap; a callback gets
-``(now, argument)``.  Time is integer nanoseconds; the sequence number breaks ties in
-scheduling order, so a run is a pure function of the topology, the traffic and the seed
-(one ``random.Random(seed)`` hands every random consumer its own stream).
+Events wait on one queue (``roce.emu.net.events``: a callback gets ``(now, argument)``, ties
+in time run in scheduling order), so a run is a pure function of the topology, the traffic
+and the seed (one ``random.Random(seed)`` hands every random consumer its own stream).  Time
+is integer nanoseconds.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
 from collections.abc import Callable
 from typing import Any
 
+from roce.emu.net.events import TIME_MAX, queue_for
+
+# this module's own form decides the queue's: compiled, ``events`` is typed as the C queue
+_COMPILED = not __file__.endswith(".py")
+
 
 class Network:
-    __slots__ = ("seed", "now", "rng", "events", "seq", "hosts", "switches", "wires", "recorders",
+    __slots__ = ("seed", "now", "rng", "events", "hosts", "switches", "wires", "recorders",
                  "warnings")
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self.now = 0
         self.rng = random.Random(seed)
-        self.events: list[tuple[int, int, Callable[[int, Any], None], Any]] = []
-        self.seq = itertools.count()  # tie-breaker: scheduling order
+        self.events = queue_for(_COMPILED)  # what is scheduled: ``at``
         self.hosts: dict[str, Any] = {}  # name -> Nic
         self.switches: dict[str, Any] = {}  # name -> Switch
         self.wires: list[Any] = []
@@ -36,7 +38,8 @@ class Network:
         return random.Random(self.rng.getrandbits(64))
 
     def at(self, t: int, fn: Callable[[int, Any], None], arg: Any = None) -> None:
-        heapq.heappush(self.events, (t, next(self.seq), fn, arg))
+        """Schedule ``fn(t, arg)`` at virtual time ``t`` (``EventQueue.at``)."""
+        self.events.at(t, fn, arg)
 
     @property
     def hops(self) -> int:
@@ -46,12 +49,13 @@ class Network:
     def run_until_any(self, items: list, limit_ns: int) -> bool:
         """Run events until ``items`` is not empty (something a callback appends to); False
         when no event is left or the next one lies past ``limit_ns``."""
-        ev = self.events
-        pop = heapq.heappop
+        q = self.events
+        limit = min(limit_ns, TIME_MAX)
         while not items:
-            if not ev or ev[0][0] > limit_ns:
+            ev = q.pop_until(limit)
+            if ev is None:
                 return False
-            t, _, fn, arg = pop(ev)
+            t, fn, arg = ev
             self.now = t
             fn(t, arg)
         return True
