@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from roce import cli
 from roce.emu import budget
 from roce.emu.core import payload
-from roce.emu.net.runner import run_scenario
+from roce.emu.net import schema
+from roce.emu.net.runner import NetScenario, flow_bytes, run_scenario, topology_of
 from roce.emu.scenario import Scenario, kind
 from roce.errors import UsageError, VerificationError
 
@@ -103,18 +104,62 @@ def test_budget_names_the_bound(monkeypatch) -> None:
 
 
 def test_large_message_needs_no_copy_of_its_data() -> None:
-    """A 128 MiB WRITE: the two emulated buffers are the only copies (no seeded buffer
-    built whole, no expected image, no gathered message): peak RSS stays under the
-    baseline + 2 x 128 MiB + a quarter of one more."""
+    """A 128 MiB READ: the two emulated buffers are the only copies of the data at rest (no
+    seeded buffer built whole, no expected image, no gathered message); the responder
+    queues its response's frames at once (one more message): peak RSS stays under the
+    baseline + 3 x 128 MiB + a quarter of one more.  A 128 MiB WRITE holds no buffer at all
+    (its regions hold the seeded pattern, roce.emu.core.patterned): its peak is within a
+    16th of one of the 4 KiB run's."""
     size = 128 << 20
     res, base = child(["emulate", "--size", "4K", "--count", "1", "-T", "json"])
     assert res.returncode == 0, res.stderr
-    res, peak = child(["emulate", "--size", "128M", "--count", "1", "-T", "json"],
-                      timeout=300)
+    for op, lo, hi in (("read", 2 * size * 0.9, 3 * size + size // 4),
+                       ("write", -size // 16, size // 16)):
+        res, peak = child(["emulate", "--op", op, "--size", "128M", "--count", "1",
+                           "-T", "json"], timeout=300)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["data_verified"] is True
+        assert base and lo <= peak - base < hi, (op, (peak - base) / size)
+
+
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_the_budget_counts_what_a_run_takes(op: str) -> None:
+    """What the check counts before a run (the network, the QPs, their buffers or none,
+    their frames in flight, the interpreter) is at least what the run takes at its peak,
+    and not wildly more: a 16-host leaf-spine permutation of 1 MiB messages at 400 Gb/s."""
+    spec = "leafspine:2,4,8"
+    res, peak = child(["emulate", "--topology", spec, "--traffic", "permutation", "--op", op,
+                       "--size", "1M", "--count", "1", "--rate", "400", "--lb", "spray",
+                       "--recovery", "sr", "-T", "json"], timeout=120)
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["data_verified"] is True
-    assert base and peak - base < 2 * size + size // 4, (peak - base) / size
-    assert peak - base > 2 * size * 0.9  # the two buffers themselves are measured
+    sc = NetScenario(topology=spec, traffic="permutation", op=op, size=1 << 20, count=1,
+                     rate_gbps=400.0, lb="spray", recovery="sr")
+    t = topology_of(sc)
+    need = schema.flows_need(t, sc.traffic, sc.qps, flow_bytes(sc, t, op == "write"))
+    assert peak <= need < 3 * peak, (op, peak, need)
+
+
+def test_8192_hosts_fit_in_8_gb_once_regions_hold_patterns(monkeypatch) -> None:
+    """The 8,192-host permutation of 1 MiB WRITEs (leafspine:256,32,32, 400 Gb/s, spraying,
+    selective repeat) is let through with 8 GB when its regions hold patterns, and refused
+    when they would hold buffers (16 GiB of them): the check counts what each holds."""
+    monkeypatch.setattr(budget, "available", lambda: 8 * 10**9)
+    sc = NetScenario(topology="leafspine:256,32,32", traffic="permutation", size=1 << 20,
+                     count=1, rate_gbps=400.0, lb="spray", recovery="sr")
+    t = topology_of(sc)
+    schema.check_flows(t, sc.traffic, sc.qps, flow_bytes(sc, t, True), "here")
+    with pytest.raises(UsageError, match="8192 flows"):
+        schema.check_flows(t, sc.traffic, sc.qps, flow_bytes(sc, t, False), "here")
+
+
+def test_frames_in_flight_are_bounded_by_the_window() -> None:
+    assert budget.in_flight(1 << 20, 2, 4096, 104) == 104
+    assert budget.in_flight(10_000, 2, 4096, 104) == 6  # two messages of 3 frames
+    assert budget.in_flight(0, 1, 4096, 104) == 1
+    assert budget.in_flight(1 << 20, 1, 1024, None) == 1024  # no window: the message
+    with_frames = budget.per_qp(1 << 20, 1, 2, True, 104, 4096)
+    assert with_frames == 2 * budget.QP_OVERHEAD + 104 * (4096 + budget.FRAME_OVERHEAD)
+    assert budget.per_qp(1 << 20, 1, 2) == 2 * (budget.QP_OVERHEAD + (1 << 20))
 
 
 # -- QP types on the simulated fabric ---------------------------------------------------------

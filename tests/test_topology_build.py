@@ -102,3 +102,39 @@ def test_routes_are_the_shortest_paths_of_every_host(switches: int, data) -> Non
     got = {name: {k: [p.name for p in v] for k, v in sw.routes.items()}
            for name, sw in net.switches.items()}
     assert got == _reference_routes(t, net)
+
+
+@pytest.mark.parametrize("spec,o", [
+    ("leafspine:2,2,4", {}),
+    ("incast:5", {"pfc": False}),
+    ("dumbbell:3", {"rate_gbps": 400.0, "delay_ns": 3000}),
+    ("leafspine:3,2,2", {"max_frame": 1200}),
+])
+def test_carved_is_what_switches_set_apart(spec: str, o: dict) -> None:
+    """What the check before building counts is what the built switches carve."""
+    t = topology.parse(spec)
+    opts = topology.NetOptions(**o)
+    net = topology.build(t, opts)
+    want = topology.carved(t, opts, next(iter(net.switches.values())).classifier)
+    assert want == {n: sw.buffer.carved for n, sw in net.switches.items()}
+    assert all(v > 0 for v in want.values())
+
+
+def test_a_buffer_reserves_do_not_fit_is_refused_before_building(monkeypatch) -> None:
+    """A 256-port spine at 400 Gb/s sets apart ~31 MB: the default 12 MiB is refused before
+    a switch is made, naming the least --buffer that fits, and that one builds."""
+    made = []
+    real = topology.Switch
+    monkeypatch.setattr(topology, "Switch", lambda *a, **k: made.append(1) or real(*a, **k))
+    t = topology.parse("dumbbell:255")
+    opts = topology.NetOptions(rate_gbps=400.0)
+    with pytest.raises(topology.UsageError,
+                       match=r"--buffer 12M: too small for switch \S+: its 256 ports set "
+                             r"apart \d+ bytes .*--buffer (\d+)M\)") as e:
+        topology.build(t, opts)
+    assert made == []
+    least = int(str(e.value).rsplit("--buffer ", 1)[1].rstrip("M)")) << 20
+    with pytest.raises(topology.UsageError):  # a MiB less does not fit
+        topology.build(t, topology.NetOptions(rate_gbps=400.0, buffer=least - (1 << 20)))
+    topology.build(t, topology.NetOptions(rate_gbps=400.0, buffer=least))
+    assert made

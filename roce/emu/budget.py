@@ -20,6 +20,15 @@ from roce.errors import UsageError
 from roce.qpn import QPN_COUNT
 
 QP_OVERHEAD = 16 << 10  # bytes one emulated QP costs beyond its buffers (objects, queues)
+# bytes a frame in flight costs beyond its payload: its headers and ICRC, the bytes object,
+# the event that carries it across a link (243 for a 4 KiB WRITE: bench/bench_scale.py
+# ``frame_bytes``), and the ACKs, selective NAKs and queue places that go with it; at peak
+# the hosts of a leaf-spine permutation have ~85 % of their window in flight
+# (bench/RESULTS.md, "Scale")
+FRAME_OVERHEAD = 512
+# what the interpreter and roce's modules take before a run makes anything (the peak RSS of
+# a run of one 4 KiB WRITE between two hosts: 35 MB here, rounded up)
+INTERPRETER = 48 << 20
 MAX_QPNS = QPN_COUNT - 0x11  # QPNs are 24 bits (roce.qpn); rxe numbers QPs from 17
 # bytes one posted receive costs (the work request, its scatter entry, its place in the
 # receive queue); tests/test_oob_schema.py measures it
@@ -82,21 +91,33 @@ def check(need: int, option: str, value: object, bound: str, what: str) -> None:
                          f"{human(have)} is available here ({option} at most {bound})")
 
 
-def per_qp(size: int, slots: int, sides: int) -> int:
+def per_qp(size: int, slots: int, sides: int, patterned: bool = False,
+           frames: int = 0, mtu: int = 0) -> int:
     """Bytes one QP of a workload costs: its overhead and ``slots`` message buffers on each of
-    ``sides`` devices in this process."""
+    ``sides`` devices in this process (``patterned``: regions holding seeded patterns,
+    ``roce.emu.core.patterned``, no buffers), and its ``frames`` in flight at most, of
+    ``mtu`` bytes of payload each (``in_flight``)."""
     from roce.emu.core.payload import slot_bytes
 
-    return sides * (QP_OVERHEAD + slots * slot_bytes(size))
+    return (sides * (QP_OVERHEAD + (0 if patterned else slots * slot_bytes(size)))
+            + frames * (min(size, mtu) + FRAME_OVERHEAD))
 
 
-def workload(size: int, slots: int, qps: int, sides: int) -> None:
+def in_flight(size: int, depth: int, mtu: int, window: int | None) -> int:
+    """Frames one QP can have in flight at once: its ``depth`` outstanding messages of
+    ``size`` bytes in ``mtu`` packets, at most ``window`` (the requester's PSNs in flight;
+    None: no window, UC and UD)."""
+    frames = depth * max(1, -(-size // max(mtu, 1)))
+    return frames if window is None else min(window, frames)
+
+
+def workload(size: int, slots: int, qps: int, sides: int, patterned: bool = False) -> None:
     """Check a workload of ``qps`` QPs with ``slots`` slots for ``size``-byte messages on
     ``sides`` devices in this process (2 on the simulated fabric, 1 at each end of a real
     link): ``--qps`` first (its bound counts the buffers too), then ``--size``."""
     from roce.emu.core.payload import slot_bytes
 
-    per = per_qp(size, slots, sides)
+    per = per_qp(size, slots, sides, patterned)
     have = available()
     most = min(MAX_QPNS, have // per)
     if qps > most and (most >= 1 or qps > MAX_QPNS):  # not even one QP fits: --size

@@ -57,10 +57,11 @@ class Workload:
     recovery: str = defaults.RECOVERY  # gbn | sr (roce.emu.core.recovery)
     loss_rule: str = defaults.LOSS_RULE  # sr's loss rule (roce.emu.core.recovery)
 
-    def check(self, sides: int = 2, qps: int | None = None) -> None:
+    def check(self, sides: int = 2, qps: int | None = None, patterned: bool = False) -> None:
         """Refuse what cannot run (``UsageError`` naming the option), before any memory is
         taken: ``sides`` is how many of the two devices live in this process, ``qps`` how
-        many QP pairs the run makes (default ``--qps``: one pair of hosts)."""
+        many QP pairs the run makes (default ``--qps``: one pair of hosts); ``patterned``:
+        its regions hold seeded patterns, not buffers (``roce.emu.core.patterned``)."""
         if self.op not in OPS:
             raise UsageError(f"--op must be one of {', '.join(OPS)}")
         if self.qp_type not in ALLOWED:
@@ -85,7 +86,8 @@ class Workload:
             raise UsageError(f"--size {self.size}: a UD message is one packet, at most --mtu "
                              f"{self.mtu} bytes")
         check_protocol(self.cc, self.protocol)
-        budget.workload(self.size, self.slots, self.qps if qps is None else qps, sides)
+        budget.workload(self.size, self.slots, self.qps if qps is None else qps, sides,
+                        patterned)
 
     @property
     def slot(self) -> int:

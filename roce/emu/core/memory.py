@@ -4,11 +4,16 @@ An emulated device has a virtual address space: every MR gets a VA range, SGEs a
 addresses in it.  Keys are ``index << 8 | key`` (rxe): the index finds the MR, the low byte
 must match.  ``lookup_remote`` applies the responder's checks in rxe's order and says which
 failed; ``lookup_local`` does the same for SGEs.
+
+A region holds its bytes in ``buf``, or, registered with a ``content``
+(``roce.emu.core.patterned.Patterned``), holds a seeded pattern and what was written over
+it without a buffer: ``view`` hands out the one or the other, sliced and assigned alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from roce.emu.core.constants import Access
 from roce.errors import AccessError
@@ -27,12 +32,17 @@ class MemoryRegion:
     rkey: int
     buf: bytearray
     valid: bool = True
+    content: Any = None  # a Patterned: the region's bytes, ``buf`` left empty
 
     def contains(self, addr: int, length: int) -> bool:
         return self.addr <= addr and addr + length <= self.addr + self.length
 
-    def view(self, addr: int, length: int) -> memoryview:
+    def view(self, addr: int, length: int) -> Any:
+        """Bytes [addr, addr + length): a memoryview of ``buf``, or a view of ``content``
+        that reads and writes the same way."""
         off = addr - self.addr
+        if self.content is not None:
+            return self.content.view(off, length)
         return memoryview(self.buf)[off:off + length]
 
 
@@ -44,13 +54,16 @@ class AddressSpace:
     next_index: int = 1
     regions: dict[int, MemoryRegion] = field(default_factory=dict)
 
-    def register(self, pd: object, length: int, access: Access, key: int = 0) -> MemoryRegion:
+    def register(self, pd: object, length: int, access: Access, key: int = 0,
+                 content: Any = None) -> MemoryRegion:
+        """A new MR of ``length`` bytes, zeroed, or holding ``content`` (no buffer)."""
         index = self.next_index
         self.next_index += 1
         k = (index << 8) | (key & 0xFF)
         addr = self.next_va
         self.next_va += (length + VA_ALIGN - 1) // VA_ALIGN * VA_ALIGN + VA_ALIGN
-        mr = MemoryRegion(pd, addr, length, int(access), k, k, bytearray(length))
+        mr = MemoryRegion(pd, addr, length, int(access), k, k,
+                          bytearray(0 if content is not None else length), True, content)
         self.regions[index] = mr
         return mr
 
@@ -96,7 +109,7 @@ class AddressSpace:
             raise AccessError(f"0x{addr:x}+{length} is outside lkey 0x{lkey:08x}")
         return mr
 
-    def views(self, pd: object, sges: list) -> list[memoryview]:
+    def views(self, pd: object, sges: list) -> list:
         """Views of the local memory a gather list names, checked now (raises AccessError).
 
         Zero-length SGEs are skipped without a lookup, as rxe's ``copy_data`` does: an empty
@@ -129,7 +142,7 @@ class AddressSpace:
             raise AccessError(f"{len(data) - pos} bytes do not fit the receive buffer")
 
 
-def take(views: list[memoryview], offset: int, n: int) -> bytes | memoryview:
+def take(views: list, offset: int, n: int) -> bytes | memoryview:
     """Bytes [offset, offset + n) of the concatenation of ``views``, copying only when the
     range spans two of them."""
     parts = []

@@ -19,8 +19,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-CHUNK = 1 << 20
+# bytes of one piece of a pattern: one path MTU of 4096, so a frame's payload is made from
+# one or two pieces (a SHAKE output is a prefix of any longer one: a range costs no more than
+# the piece ends it reaches)
+CHUNK = 4096
 MAX_SLOTS = 4
 SLOT_BUDGET = 64 << 20  # bytes of slots per side of a QP; larger messages get fewer slots
 HEAD = 8  # bytes an atomic touches; also the smallest slot
@@ -49,7 +53,29 @@ def seeded_chunks(label: str, length: int) -> Iterator[bytes]:
         k += 1
 
 
-def _label(seed: int, qp: int, side: str, slot: int) -> str:
+def piece(label: str, k: int, n: int = CHUNK) -> bytes:
+    """The first ``n`` bytes of piece ``k`` of the stream of ``label``."""
+    return hashlib.shake_128(f"{label}/{k}".encode()).digest(n)
+
+
+def seeded_range(label: str, start: int, n: int) -> bytes:
+    """Bytes [start, start + n) of the stream ``seeded_chunks(label, ...)`` yields."""
+    k, lo = divmod(start, CHUNK)
+    end = start + n
+    if lo + n <= CHUNK:  # one piece: the common case, a frame within a piece
+        return hashlib.shake_128(f"{label}/{k}".encode()).digest(lo + n)[lo:]
+    out = bytearray()
+    pos = k * CHUNK
+    while pos < end:
+        piece = hashlib.shake_128(f"{label}/{k}".encode()).digest(min(CHUNK, end - pos))
+        out += piece[max(start - pos, 0):]
+        pos += CHUNK
+        k += 1
+    return bytes(out)
+
+
+def slot_label(seed: int, qp: int, side: str, slot: int) -> str:
+    """What seeds slot ``slot`` of ``side``'s buffer of QP ``qp``."""
     return f"roce-emu/{seed}/{qp}/{side}/{slot}"
 
 
@@ -58,7 +84,7 @@ def fill(buf: bytearray, seed: int, qp: int, side: str, size: int, slots: int) -
     slot = slot_bytes(size)
     for j in range(slots):
         pos = j * slot
-        for chunk in seeded_chunks(_label(seed, qp, side, j), slot):
+        for chunk in seeded_chunks(slot_label(seed, qp, side, j), slot):
             buf[pos:pos + len(chunk)] = chunk
             pos += len(chunk)
 
@@ -85,14 +111,7 @@ class Expected:
 
     def _initial(self, side: str, j: int, start: int, n: int) -> bytes:
         """Bytes [start, start + n) of slot (side, j) as it started."""
-        out = bytearray()
-        pos = 0
-        for chunk in seeded_chunks(_label(self.seed, self.qp, side, j), start + n):
-            lo = max(start - pos, 0)
-            if lo < len(chunk):
-                out += chunk[lo:]
-            pos += len(chunk)
-        return bytes(out)
+        return seeded_range(slot_label(self.seed, self.qp, side, j), start, n)
 
     def _head(self, s: _Slot) -> bytes:
         if s.head is None:
@@ -131,7 +150,7 @@ class Expected:
         """The bytes slot ``j`` of ``side`` must hold, in chunks."""
         s = self.state[side][j]
         first = True
-        label = _label(self.seed, self.qp, *s.src)
+        label = slot_label(self.seed, self.qp, *s.src)
         for chunk in seeded_chunks(label, self.slot):
             if first and s.head is not None:
                 chunk = s.head + chunk[HEAD:]
@@ -146,20 +165,29 @@ class Expected:
             return head[:n]
         return head + self._initial(s.src[0], s.src[1], HEAD, n - HEAD)
 
-    def matches(self, side: str, buf: bytearray | memoryview) -> bool:
-        """Whether ``buf`` (the side's whole buffer) holds what it must."""
+    def matches(self, side: str, buf: Any) -> bool:
+        """Whether ``buf`` (the side's whole buffer: bytes, or the ``Patterned`` content of
+        a region that does not hold them) holds what it must."""
         return all(self._slot_matches(side, buf, j) for j in range(self.slots))
 
-    def mismatched(self, side: str, buf: bytearray | memoryview) -> list[int]:
+    def mismatched(self, side: str, buf: Any) -> list[int]:
         """The slots of ``buf`` that do not hold what they must (message ``i`` used slot
         ``i % slots``; the last one to use it decides its contents)."""
         return [j for j in range(self.slots) if not self._slot_matches(side, buf, j)]
 
-    def _slot_matches(self, side: str, buf: bytearray | memoryview, j: int) -> bool:
-        view = memoryview(buf)
+    def _slot_matches(self, side: str, buf: Any, j: int) -> bool:
         pos = j * self.slot
+        whole = getattr(buf, "whole", None)
+        if whole is not None:  # a Patterned region: a slot holding one pattern in full
+            s = self.state[side][j]
+            if s.head is None and (whole(j), j) == s.src:  # is known without its bytes
+                return True
+            read = buf.read
+        else:
+            view = memoryview(buf)
+            read = lambda pos, n: bytes(view[pos:pos + n])  # noqa: E731
         for chunk in self.chunks(side, j):
-            if bytes(view[pos:pos + len(chunk)]) != chunk:  # memcmp, not per item
+            if read(pos, len(chunk)) != chunk:  # memcmp, not per item
                 return False
             pos += len(chunk)
         return True

@@ -85,11 +85,14 @@ class MR:
     """A registered memory region: ``buf`` is its bytes, ``addr`` its virtual address."""
 
     def __init__(self, pd: PD, length: int, access: int = Access.IBV_ACCESS_LOCAL_WRITE,
-                 key: int = 0) -> None:
+                 key: int = 0, content: Any = None) -> None:
         self.pd = pd
-        self._mr: MemoryRegion = pd.ctx.device.memory.register(pd, length, Access(access), key)
+        self._mr: MemoryRegion = pd.ctx.device.memory.register(pd, length, Access(access), key,
+                                                               content)
 
     buf = property(lambda self: self._mr.buf)
+    # a region registered with a ``content`` (roce.emu.core.patterned) holds it, not ``buf``
+    content = property(lambda self: self._mr.content)
     addr = property(lambda self: self._mr.addr)
     length = property(lambda self: self._mr.length)
     lkey = property(lambda self: self._mr.lkey)

@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from roce.emu import defaults
+from roce.emu import budget, defaults
 from roce.emu.budget import per_qp
-from roce.emu.core.constants import ALL_ACCESS, WCStatus, WROpcode
+from roce.emu.core.constants import ALL_ACCESS, MAX_UNACKED_PSNS, WCStatus, WROpcode
+from roce.emu.core.patterned import Patterned
 from roce.emu.core.payload import Expected, fill
 from roce.emu.core.qp import AHAttr, QPAttr, QPCap
 from roce.emu.core.unreliable import GRH_BYTES
@@ -40,6 +41,14 @@ from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnCon
 from roce.emu.scenario import QKEY, QP_TYPES, Scenario, Summary, add_qp_counts, kind
 from roce.errors import UsageError
 from roce.families import intmd
+
+# the operations whose runs hold patterns rather than buffers (``NetRun``)
+PATTERNED_OPS = ("write", "send")
+
+
+def memory_of(mr: MR) -> Any:
+    """What ``mr`` holds, for ``Expected.mismatched``: its bytes or its pattern content."""
+    return mr.content if mr.content is not None else mr.buf
 
 
 @dataclass
@@ -204,12 +213,17 @@ class NetRun:
 
     def __init__(self, sc: Scenario, record: Any = None,
                  taps: dict[str, Any] | None = None, trace: Any = None,
-                 topology: topo.Topology | None = None) -> None:
-        sc.check(sides=2)  # before the topology is read or anything allocated
+                 topology: topo.Topology | None = None, real_memory: bool = False) -> None:
+        # WRITE and SEND only copy seeded slots: their regions hold patterns, not bytes
+        # (``roce.emu.core.patterned``), unless ``real_memory``; READ and atomics change the
+        # requester's memory and the responder's in place, so their runs hold bytes
+        self.patterned = not real_memory and sc.op in PATTERNED_OPS
+        sc.check(sides=2, patterned=self.patterned)  # before anything is read or allocated
         t = self.topology = topology if topology is not None else topology_of(sc)
         topo.oversubscribe(t, sc.oversubscription, sc.rate_gbps)
-        # every flow's QPs and buffers, and the network, fit before any is made
-        schema.check_flows(t, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
+        # every flow's QPs, buffers and frames in flight, and the network, fit before any
+        # is made
+        schema.check_flows(t, sc.traffic, sc.qps, flow_bytes(sc, t, self.patterned),
                            sc.topology_file or f"--topology {sc.topology}")
         nics = self.nics = needs_nics(sc, t)
         refuse_inapplicable(sc, t, nics)
@@ -228,7 +242,7 @@ class NetRun:
             attach_tap(net, spec, writer)
         pairs = traffic_of(sc, t, net)
         if len(pairs) > 1:  # the memory of every pair's QPs, not one pair's
-            sc.check(sides=2, qps=sc.qps * len(pairs))
+            sc.check(sides=2, qps=sc.qps * len(pairs), patterned=self.patterned)
         for name in sc.storm:
             if name not in net.hosts:
                 raise UsageError(f"--pfc-storm {name}: no such host (the hosts: "
@@ -242,11 +256,7 @@ class NetRun:
                 if sc.cc.enabled:
                     for nic in net.hosts.values():
                         nic.ctx.set_congestion_control(sc.cc)
-        # selective repeat's BDP cap: one link between two hosts cabled back to back; a path
-        # of up to 4 links (leaf-spine), store-and-forward, through switches
-        rtt = (2 * sc.delay_ns if not t.switches else
-               8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps)))
-        set_recovery([nic.ctx for nic in net.hosts.values()], sc, rtt)
+        set_recovery([nic.ctx for nic in net.hosts.values()], sc, rtt_ns(sc, t))
         self.ready: list[HostCQ] = []
         self.flows: list[Flow] = []
         self.names: list[tuple[str, str]] = []
@@ -297,10 +307,16 @@ class NetRun:
                     retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry, traffic_class=tclass,
                     resolve=True)
         index, slots = len(self.flows), sc.slots
-        local = MR(pd_a, sc.slot * slots, ALL_ACCESS)
-        remote = MR(pd_b, sc.slot * slots, ALL_ACCESS)
-        fill(local.buf, sc.seed, index, "local", sc.size, slots)
-        fill(remote.buf, sc.seed, index, "remote", sc.size, slots)
+        if self.patterned:  # no buffers: the bytes are made as frames are built and checked
+            local = MR(pd_a, sc.slot * slots, ALL_ACCESS,
+                       content=Patterned(sc.seed, index, "local", sc.slot, slots))
+            remote = MR(pd_b, sc.slot * slots, ALL_ACCESS,
+                        content=Patterned(sc.seed, index, "remote", sc.slot, slots, "local"))
+        else:
+            local = MR(pd_a, sc.slot * slots, ALL_ACCESS)
+            remote = MR(pd_b, sc.slot * slots, ALL_ACCESS)
+            fill(local.buf, sc.seed, index, "local", sc.size, slots)
+            fill(remote.buf, sc.seed, index, "remote", sc.size, slots)
         f = Flow(index, qa, qb, local, remote, Expected(sc.seed, index, sc.size, slots), ah,
                  grh)
         cq_a.flows[qa.qp_num] = (f, True)
@@ -421,15 +437,48 @@ def run_network(sc: Scenario, record: Any = None, taps: dict[str, Any] | None = 
     return run_scenario(sc, record, progress, taps, trace)
 
 
-def set_recovery(contexts: Any, sc: Scenario, rtt_ns: int) -> None:
-    """The scenario's recovery mode on every device; selective repeat's BDP cap from the
-    link rate and ``rtt_ns`` plus one MTU frame each way."""
-    if sc.recovery == defaults.RECOVERY:
-        return
+def flow_bytes(sc: Scenario, t: topo.Topology, patterned: bool) -> int:
+    """What one QP pair of ``sc`` on ``t`` costs at most (``budget.per_qp``): its QPs, its
+    buffers unless ``patterned``, and the frames its window lets be in flight (of the
+    messages it has outstanding at once)."""
+    return per_qp(sc.size, sc.slots, 2, patterned,
+                  budget.in_flight(sc.size, min(sc.depth, sc.count), sc.mtu, window(sc, t)),
+                  sc.mtu)
+
+
+def rtt_ns(sc: Scenario, t: topo.Topology) -> int:
+    """The round trip selective repeat's BDP cap is made for: one link between two hosts
+    cabled back to back; a path of up to 4 links (leaf-spine), store-and-forward, through
+    switches."""
+    return (2 * sc.delay_ns if not t.switches else
+            8 * sc.delay_ns + 6 * (sc.mtu + 100) * 8 // max(1, int(sc.rate_gbps)))
+
+
+def bdp_of(sc: Scenario, rtt: int) -> int:
+    """Selective repeat's BDP cap: the link rate and ``rtt`` plus one MTU frame each way."""
     from roce.emu.core.recovery import bdp_packets
 
     frame_ns = int((sc.mtu + 100) * 8 / sc.rate_gbps)
-    bdp = bdp_packets(sc.rate_gbps, rtt_ns + 2 * frame_ns, sc.mtu)
+    return bdp_packets(sc.rate_gbps, rtt + 2 * frame_ns, sc.mtu)
+
+
+def window(sc: Scenario, t: topo.Topology) -> int | None:
+    """The frames of its own an RC QP pair of ``sc`` has in flight at most: the PSNs its
+    requester keeps in flight (None: no bound but the messages: UC and UD have no window,
+    and a READ's responder sends its whole response at once)."""
+    if sc.qp_type != "rc" or sc.op in ("read", "mixed"):
+        return None
+    if sc.recovery == defaults.RECOVERY:
+        return MAX_UNACKED_PSNS
+    return min(MAX_UNACKED_PSNS, bdp_of(sc, rtt_ns(sc, t)))
+
+
+def set_recovery(contexts: Any, sc: Scenario, rtt: int) -> None:
+    """The scenario's recovery mode on every device; selective repeat's BDP cap
+    (``bdp_of``)."""
+    if sc.recovery == defaults.RECOVERY:
+        return
+    bdp = bdp_of(sc, rtt)
     for ctx in contexts:
         ctx.set_recovery(sc.recovery, bdp_packets=bdp, loss_rule=sc.loss_rule)
 
@@ -580,8 +629,8 @@ def _verdict(run: NetRun, s: Summary, finished: bool, left: int) -> str:
                 + _which(run, bad))
     bad = []
     for f in flows:
-        slots = [f"{side} slot {j}" for side, buf in (("remote", f.remote.buf),
-                                                      ("local", f.local.buf))
+        slots = [f"{side} slot {j}" for side, buf in (("remote", memory_of(f.remote)),
+                                                      ("local", memory_of(f.local)))
                  for j in f.expected.mismatched(side, buf)]
         if slots:
             bad.append((f, ", ".join(slots)))

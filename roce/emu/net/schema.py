@@ -649,16 +649,23 @@ def flow_count(t: Any, traffic: str | None) -> int:
     return len(t.traffic)
 
 
+def flows_need(t: Any, traffic: str | None, qps: int, per_qp: int) -> int:
+    """Bytes a run of the flows of ``traffic`` on ``t`` takes at most: ``qps`` QPs each
+    costing ``per_qp`` bytes (``budget.per_qp``: with its frames in flight), the network
+    itself and the interpreter."""
+    return (budget.INTERPRETER + cost(shape_of(t))
+            + flow_count(t, traffic) * qps * per_qp)
+
+
 def check_flows(t: Any, traffic: str | None, qps: int, per_qp: int, where: str) -> None:
-    """UsageError when the flows of ``traffic`` on ``t``, ``qps`` QPs each costing
-    ``per_qp`` bytes (``budget.per_qp``), and the network itself do not fit the budget."""
+    """UsageError when ``flows_need`` does not fit the budget."""
     flows = flow_count(t, traffic)
     structure = cost(shape_of(t))
     have = budget.available()
-    need = structure + flows * qps * per_qp
+    need = flows_need(t, traffic, qps, per_qp)
     if need <= have:
         return
-    most = max(0, (have - structure) // max(1, qps * per_qp))
+    most = max(0, (have - budget.INTERPRETER - structure) // max(1, qps * per_qp))
     how = f"--traffic {traffic}" if traffic else "its traffic"
     raise UsageError(f"{where} with {how}: {flows} flows of {qps} QP(s) would need "
                      f"{budget.human(need)} of memory, {budget.human(have)} is available "
@@ -667,5 +674,6 @@ def check_flows(t: Any, traffic: str | None, qps: int, per_qp: int, where: str) 
 
 __all__ = ["FAULTS", "FILE", "MAX_AUTO_HOSTS", "MAX_PORTS", "MAX_SWITCHES", "Bad", "Checked",
            "Shape", "auto_ip", "check", "check_flows", "check_named", "check_shape", "cost",
+           "flows_need",
            "key_rows", "key_table", "ecn", "flow_count", "named", "named_shape",
            "parse_ecn_text", "parse_topology", "shape_of"]

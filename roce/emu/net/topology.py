@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roce.emu import defaults
+from roce.emu.budget import human
 from roce.emu.core.verbs import Context
 from roce.emu.net import schema
-from roce.emu.net.buffer import BufferConfig
+from roce.emu.net.buffer import BufferConfig, headroom_bytes
 from roce.emu.net.direct import DirectNic, Link
 from roce.emu.net.faults import Faults, LinkConfig
 from roce.emu.net.link import Wire
@@ -384,6 +385,46 @@ class NetOptions:
 HostFactory = Callable[[Network, str, str], Any]
 
 
+def carved(t: Topology, o: NetOptions, classifier: Any) -> dict[str, int]:
+    """Bytes each switch's buffer sets apart before sharing any (``Switch.finish``): on every
+    port, a reserve per class, and for each lossless class its PFC headroom for the link
+    feeding the port (``buffer.headroom_bytes``)."""
+    out = dict.fromkeys(t.switches, 0)
+    for ln in t.links:
+        rate = ln.rate_gbps or o.rate_gbps
+        delay = o.delay_ns if ln.delay_ns is None else ln.delay_ns
+        for sw in (ln.a, ln.b):
+            if sw not in out:
+                continue
+            spec = t.switches[sw]
+            pfc = o.pfc if spec.pfc is None else spec.pfc
+            lossless = classifier.lossless if pfc else frozenset()
+            size = BufferConfig(spec.buffer or o.buffer)
+            reserve = size.reserve if size.reserve is not None else o.max_frame
+            out[sw] += sum(reserve + (headroom_bytes(rate, delay, o.max_frame)
+                                      if tc in lossless else 0)
+                           for tc in classifier.classes)
+    return out
+
+
+def check_buffers(t: Topology, o: NetOptions, classifier: Any) -> None:
+    """Refuse, before building, a switch whose buffer its reserves and PFC headroom leave
+    without a shared frame, naming the least ``--buffer`` (or the file's ``buffer``) that
+    fits it: a 256-port spine at 400 Gb/s needs ~31 MB where the default is 12 MiB."""
+    for name, need in carved(t, o, classifier).items():
+        spec = t.switches[name]
+        size = spec.buffer or o.buffer
+        if size - need < o.max_frame:
+            ports = sum((ln.a == name) + (ln.b == name) for ln in t.links)
+            least = -(-(need + o.max_frame) // (1 << 20)) << 20
+            where = (f"the buffer of switch {name} in the topology file" if spec.buffer
+                     else f"--buffer {human(o.buffer)}")
+            raise UsageError(f"{where}: too small for switch {name}: its {ports} ports set "
+                             f"apart {need} bytes for reserves and PFC headroom, leaving its "
+                             f"{size}-byte buffer no room for a shared frame (a buffer of at "
+                             f"least {least >> 20}M fits: --buffer {least >> 20}M)")
+
+
 def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Network:
     """The running network of ``t``; ``host(net, name, ip)`` makes each host when given
     (``roce.emu.uet.host``: a host the link pulls, with its own neighbours), else a RoCE
@@ -397,6 +438,7 @@ def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Networ
     for ln in t.links:
         for end in (ln.a, ln.b):
             degree[end] = degree.get(end, 0) + 1
+    check_buffers(t, o, classifier)  # before any switch is made
     for i, (name, spec) in enumerate(t.switches.items()):
         fwd = (SprayForwarder(net.child_rng()) if o.lb == "spray"
                else EcmpForwarder(net.rng.getrandbits(32)))

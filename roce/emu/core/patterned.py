@@ -1,0 +1,218 @@
+"""A memory region that holds a seeded pattern without holding its bytes.
+
+A run that only copies seeded slots (WRITE and SEND from a requester's buffer to a
+responder's: ``roce.emu.core.payload``) needs neither buffer in full: the source's bytes are
+a function of (seed, QP, side, position), made a frame's payload at a time as frames are
+built, and the destination only has to end up holding the source's pattern.  ``Patterned``
+is such a region's content: it starts as the pattern of ``side`` (``base``) and records what
+is written to it -- a write that carries ``target``'s pattern at the same offsets (what a
+correct WRITE or SEND of the same slot carries) as a range (``good``: sorted boundaries,
+merged, so an in-order message is one range), any other write as its bytes (``odd``), later
+writes over earlier ones as memory would.  So it is exact memory, of O(ranges) size: reading
+any range gives what a ``bytearray`` would hold (``read``), and a corrupted, misplaced,
+duplicated or missing byte shows as a slot not holding what ``payload.Expected`` says
+(``Expected.mismatched`` asks ``whole`` first, so a slot written in full with the right
+pattern is checked without regenerating it).
+
+``MemoryRegion.view`` hands out a ``PatternView`` of it where it hands out a memoryview of a
+``bytearray``: slicing reads, slice assignment writes, so the transport's code is the same
+for both kinds of region.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import Any
+
+from roce.emu.core.payload import CHUNK, piece, seeded_range, slot_label
+
+# Pieces made lately, shared by every region: the requester makes a piece to build its
+# frames and the responder the same one to check them as they land; with the piece still
+# here from the first, the second costs no hashing (half of a WRITE run's pattern work).
+# Oldest out first; 1,024 pieces (4 MiB) outlast what an incast's switch buffers hold.
+_PIECES: dict[tuple[str, int, int], bytes] = {}
+_PIECES_MAX = 1024
+
+
+def _piece(label: str, k: int, n: int) -> bytes:
+    """``payload.piece``, through the shared pieces made lately."""
+    key = (label, k, n)
+    got = _PIECES.get(key)
+    if got is None:
+        if len(_PIECES) >= _PIECES_MAX:
+            del _PIECES[next(iter(_PIECES))]
+        got = _PIECES[key] = piece(label, k, n)
+    return got
+
+
+def _add(edges: list[int], a: int, b: int) -> None:
+    """Add [a, b) to the ranges whose boundaries ``edges`` lists (even: start, odd: end)."""
+    i, j = bisect_left(edges, a), bisect_right(edges, b)
+    edges[i:j] = ([a] if i % 2 == 0 else []) + ([b] if j % 2 == 0 else [])
+
+
+def _remove(edges: list[int], a: int, b: int) -> None:
+    """Remove [a, b) from the ranges ``edges`` lists."""
+    i, j = bisect_left(edges, a), bisect_right(edges, b)
+    edges[i:j] = ([a] if i % 2 else []) + ([b] if j % 2 else [])
+
+
+def _covers(edges: list[int], a: int, b: int) -> bool:
+    """Whether one range of ``edges`` holds all of [a, b)."""
+    i = bisect_right(edges, a)
+    return i % 2 == 1 and edges[i] >= b
+
+
+def _touches(edges: list[int], a: int, b: int) -> bool:
+    """Whether any range of ``edges`` meets [a, b)."""
+    return bisect_right(edges, a) % 2 == 1 or bisect_left(edges, b) != bisect_right(edges, a)
+
+
+class Patterned:
+    """The content of a region of ``slots`` slots of ``slot`` bytes that starts as the
+    pattern of (``seed``, ``qp``, ``side``) and expects copies of ``target``'s (None: any
+    write is recorded as bytes)."""
+
+    __slots__ = ("seed", "qp", "side", "target", "slot", "length", "good", "odd", "writes",
+                 "_keys", "_pieces")
+
+    def __init__(self, seed: int, qp: int, side: str, slot: int, slots: int,
+                 target: str | None = None) -> None:
+        self.seed, self.qp, self.side, self.target = seed, qp, side, target
+        self.slot = slot
+        self.length = slot * slots
+        self.good: list[int] = []  # ranges holding target's pattern
+        self.odd: list[tuple[int, bytes]] = []  # other writes, in order, later ones win
+        self.writes = 0
+        # the last piece made of each side: a frame smaller than a piece (an MTU under
+        # 4096) reuses it, rather than making it again up to its own end
+        self._keys: dict[str, tuple[int, int]] = {}
+        self._pieces: dict[str, bytes] = {}
+
+    def pattern(self, side: str, off: int, n: int) -> bytes:
+        """Bytes [off, off + n) of the region had it started as ``side``'s pattern."""
+        slot = self.slot
+        j, lo = divmod(off, slot)
+        k, plo = divmod(lo, CHUNK)
+        if plo + n <= CHUNK and lo + n <= slot:  # within one piece: a frame's payload
+            key = (j, k)
+            if self._keys.get(side) != key:
+                self._keys[side] = key
+                self._pieces[side] = _piece(slot_label(self.seed, self.qp, side, j), k,
+                                            min(CHUNK, slot - k * CHUNK))
+            return self._pieces[side][plo:plo + n]
+        if lo + n <= slot:
+            return seeded_range(slot_label(self.seed, self.qp, side, j), lo, n)
+        out = bytearray()
+        while n > 0:
+            m = min(slot - lo, n)
+            out += seeded_range(slot_label(self.seed, self.qp, side, j), lo, m)
+            n -= m
+            j, lo = j + 1, 0
+        return bytes(out)
+
+    def read(self, off: int, n: int) -> bytes:
+        """What bytes [off, off + n) of the region hold."""
+        out = self.pattern(self.side, off, n)
+        if not self.good and not self.odd:
+            return out
+        buf = bytearray(out)
+        end = off + n
+        good = self.good
+        for k in range(0, len(good), 2):
+            a, b = max(good[k], off), min(good[k + 1], end)
+            if a < b:
+                buf[a - off:b - off] = self.pattern(self.target, a, b - a)  # type: ignore[arg-type]
+        for o, data in self.odd:
+            a, b = max(o, off), min(o + len(data), end)
+            if a < b:
+                buf[a - off:b - off] = data[a - o:b - o]
+        return bytes(buf)
+
+    def write(self, off: int, data: Any) -> None:
+        """Bytes [off, off + len(data)) now hold ``data``."""
+        n = len(data)
+        if not n:
+            return
+        self.writes += 1
+        end = off + n
+        if self.odd:  # what this write covers no longer holds the odd bytes
+            self.odd = [p for o, d in self.odd for p in _outside(o, d, off, end)]
+        if self.target is not None and data == self.pattern(self.target, off, n):
+            good = self.good
+            if good and good[-1] == off:  # the next bytes of the last range: in order
+                good[-1] = end
+            else:
+                _add(good, off, end)
+        else:
+            _remove(self.good, off, end)
+            self.odd.append((off, bytes(data)))
+
+    def whole(self, j: int) -> str | None:
+        """The side whose initial pattern slot ``j`` holds, byte for byte, when that is
+        known without reading it (untouched: its own side; written in full with the
+        target's pattern: the target); None otherwise."""
+        a, b = j * self.slot, (j + 1) * self.slot
+        if any(o < b and a < o + len(d) for o, d in self.odd):
+            return None
+        if _covers(self.good, a, b):
+            return self.target
+        if not _touches(self.good, a, b):
+            return self.side
+        return None
+
+    def view(self, off: int, n: int) -> PatternView:
+        return PatternView(self, off, n)
+
+
+def _outside(o: int, d: bytes, a: int, b: int) -> list[tuple[int, bytes]]:
+    """The parts of the write of ``d`` at ``o`` outside [a, b)."""
+    end = o + len(d)
+    if end <= a or b <= o:
+        return [(o, d)]
+    parts = []
+    if o < a:
+        parts.append((o, d[:a - o]))
+    if b < end:
+        parts.append((b, d[b - o:]))
+    return parts
+
+
+_WHOLE = slice(None)
+
+
+class PatternView:
+    """Bytes [off, off + n) of a ``Patterned`` region, as a memoryview of a buffer would be
+    used: ``len``, slices (read now), slice assignment (a write), ``bytes``."""
+
+    __slots__ = ("content", "off", "n")
+
+    def __init__(self, content: Patterned, off: int, n: int) -> None:
+        self.content, self.off, self.n = content, off, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _span(self, key: slice) -> tuple[int, int]:
+        if key == _WHOLE:  # ``view[:] = data``: how memory is written
+            return 0, self.n
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("a pattern view takes contiguous slices")
+        lo, hi, _ = key.indices(self.n)
+        return lo, max(hi, lo)
+
+    def __getitem__(self, key: slice) -> bytes:
+        lo, hi = self._span(key)
+        return self.content.read(self.off + lo, hi - lo)
+
+    def __setitem__(self, key: slice, data: Any) -> None:
+        lo, hi = self._span(key)
+        if len(data) != hi - lo:
+            raise ValueError(f"{len(data)} bytes do not fit a range of {hi - lo}")
+        self.content.write(self.off + lo, data)
+
+    def __bytes__(self) -> bytes:
+        return self.content.read(self.off, self.n)
+
+    def __eq__(self, other: object) -> bool:
+        return bytes(self) == other
