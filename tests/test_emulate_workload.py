@@ -278,7 +278,7 @@ def test_each_flow_has_its_own_qp_destroyed_when_it_completes():
     s = run.run()
     w = s.workload
     assert s.data_verified and w["finished"] == w["flows"] > 10
-    assert run.connections == {}
+    assert run.transport.connections == {}
     assert all(not nic.device.qps for nic in run.net.hosts.values())
     assert s.delivered == w["finished"]
     assert s.packets >= w["finished"] * 2  # a request and an ACK each, at least

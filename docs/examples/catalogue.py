@@ -320,6 +320,10 @@ example("emulate-uet",
         "roce stats uet.pcap | tail -n 11",
         measured=("cpu",), cost=2)
 
+example("compare-ring",
+        "roce compare --topology leafspine:2,2,2 --collective allreduce --size 1M --no-progress",
+        measured=("compare-cpu",), cost=2)
+
 example("emulate-topology-file",
         "roce emulate --topology-file net.toml --size 64K --count 4 --seed 1",
         measured=("cpu",), show_files=True,

@@ -76,6 +76,9 @@ MEASURED: dict[str, list[tuple[str, str]]] = {
     "send-rate": [(r"( on \S+ in )[\d.]+ s; [\d,.]+ pps, [\d.]+ ([kMG]?b/s)",
                    rf"\g<1>{M} s; {M} pps, {M} \2"),
                   (r"(?m)( on \S+ in )[\d.]+ s$", rf"\g<1>{M} s")],
+    # roce compare: "cpu  roce-pfc-dcqcn  0.021 s, 47,293 packet-hops per CPU-second"
+    "compare-cpu": [(r"(?m)^(cpu +\S+ +)[\d.]+ s, [\d,]+ (packet-hops per CPU-second)$",
+                     rf"\g<1>{M} s, {M} \2")],
     # a live capture's time column (roce sniff, roce target's rx/tx lines)
     "live-time": [(r"(?m)^((?:rx|tx)? *\d+) \d+\.\d{9} ", rf"\g<1> {M:<11} ")],
     # roce emulate --listen/--connect: wall time, the goodput and latency measured on it

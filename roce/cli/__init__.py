@@ -45,6 +45,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulate": ("roce.cli.emulate", "run RC queue pairs over a simulated fabric, print a summary"),
     "sweep": ("roce.cli.sweep",
               "run emulate over a grid of options, one table row per run (CSV, Parquet)"),
+    "compare": ("roce.cli.compare",
+                "run named configurations (RoCE, UET, InfiniBand) on one workload, side by "
+                "side"),
     "relay": ("roce.cli.relay",
               "an impairing wire between two interfaces (loss, reordering, delay)"),
     "target": ("roce.cli.target",

@@ -227,10 +227,10 @@ def simulate(args: argparse.Namespace) -> Any:
         raise UsageError("-i/--transport need --listen or --connect HOST")
     pcap, taps, trace_path = args.pcap, getattr(args, "tap", []), getattr(args, "trace", None)
     uet = uet_cli.options(args)
+    if sc.generated:
+        return _simulate_workload(args, sc, transport(sc, uet))
     if uet is not None:
         return _simulate_uet(args, sc, uet)
-    if sc.generated:
-        return _simulate_workload(args, sc)
     ib = sc.protocol == "ib"
     if ib and trace_path:
         raise UsageError("--trace with --protocol ib: the trace samples Ethernet switches' "
@@ -271,9 +271,27 @@ def _simulate_uet(args: argparse.Namespace, sc: Scenario, uet: Any) -> Any:
         return run.run()
 
 
-def _simulate_workload(args: argparse.Namespace, sc: Scenario) -> Any:
-    """A --workload or --collective run (roce.emu.net.workrun): the pcap and taps as for
-    any run; the trace samples --count flows' QPs, which a workload run does not have."""
+def transport(sc: Scenario, uet: Any = None) -> Any:
+    """The transport a --workload or --collective run of ``sc.protocol`` posts its
+    transfers on (``roce.emu.net.transport``): RoCE's RC queue pairs, the same on an
+    InfiniBand subnet's HCAs, or UET's PDCs with ``uet`` (``UetOptions``)."""
+    if sc.protocol == "uet":
+        from roce.emu.uet.uettransport import UetTransport
+
+        return UetTransport(uet)
+    if sc.protocol == "ib":
+        from roce.emu.ib.ibrun import IbTransport
+
+        return IbTransport()
+    from roce.emu.net.transport import QpTransport
+
+    return QpTransport()
+
+
+def _simulate_workload(args: argparse.Namespace, sc: Scenario, tr: Any) -> Any:
+    """A --workload or --collective run (roce.emu.net.workrun) on transport ``tr``: the
+    pcap and taps as for any run; the trace samples --count flows' QPs, which a workload
+    run does not have."""
     from roce.emu.net.workrun import WorkloadRun
 
     if getattr(args, "trace", None):
@@ -281,22 +299,33 @@ def _simulate_workload(args: argparse.Namespace, sc: Scenario) -> Any:
                          "of --count traffic; use --tap for a port's frames)")
     taps = getattr(args, "tap", [])
     with ExitStack() as stack:
-        run = WorkloadRun(sc, topology=topology(args))
-        _record(stack, args, run.net, taps)
+        run = WorkloadRun(sc, topology=topology(args), transport=tr)
+        _record(stack, args, run.net, taps, tr)
         return run.run(_progress(stack, args, 1))
 
 
-def _record(stack: ExitStack, args: argparse.Namespace, net: Any, taps: list[str]) -> None:
+def _record(stack: ExitStack, args: argparse.Namespace, net: Any, taps: list[str],
+            tr: Any = None) -> None:
     """``-w`` and each ``--tap NODE:PORT[=FILE]`` onto a simulated network's recorders and
-    ports, closed with ``stack``."""
+    ports, closed with ``stack``; with a transport ``tr``, the pcap in its link type
+    (InfiniBand's 247) and an InfiniBand port's taps as ERF records (both directions, link
+    packets too)."""
     from roce.emu.net.observe import tap_port
 
     ports = [(tap_port(net, where), path) for where, _, path in
              (spec.partition("=") for spec in taps)]
+    ib = tr is not None and tr.linktype == LINKTYPE_INFINIBAND
     if args.pcap:
-        net.recorders.append(_open_pcap(stack, args.pcap))
+        if tr is None:
+            net.recorders.append(_open_pcap(stack, args.pcap))
+        else:
+            tr.record(_open_pcap(stack, args.pcap, tr.linktype))
     for (port, path), spec in zip(ports, taps):
-        port.tap = _open_pcap(stack, path or f"tap-{spec.replace(':', '-')}.pcap")
+        name = path or f"tap-{spec.replace(':', '-')}.pcap"
+        if ib:
+            port.erf_tap = _open_pcap(stack, name, LINKTYPE_ERF)
+        else:
+            port.tap = _open_pcap(stack, name)
 
 
 def topology(args: argparse.Namespace) -> Any:

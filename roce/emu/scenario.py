@@ -377,16 +377,19 @@ def _workload_head(s: Summary) -> list[str]:
     """The first lines of a --workload or --collective run: what ran, where, the
     transfers."""
     sc, w = s.scenario, s.workload
-    ok = s.completed.get("IBV_WC_SUCCESS", 0)
+    ok = sum(s.completed.get(k, 0) for k in SUCCESS)
     if w["kind"] == "flows":
         what = (f"workload      {w['cdf']} load={w['load']:g} duration="
                 f"{w['duration_ns'] / 1e6:g}ms over {w['hosts']} hosts")
     else:
         what = (f"collective    {w['op']} {w['algorithm']} size={w['size']} ranks={w['ranks']} "
                 f"iterations={sc['iterations']} chunk={w['chunk']} window={w['window']}")
+    where = _where_line(s)
+    if s.uet:  # the --count run's scenario line names it; a workload's network line does
+        where = where.replace(" lb=", f" protocol=uet pdc={s.uet['pdc_mode']} lb=", 1)
     return [
         what + f" mtu={sc['mtu']} seed={sc['seed']}",
-        _where_line(s),
+        where,
         f"transfers     posted {s.posted}, completed OK {ok}, errors: {s.errors_text()}",
     ]
 

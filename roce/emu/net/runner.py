@@ -18,6 +18,7 @@ there.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -116,10 +117,13 @@ def topology_of(sc: Scenario) -> topo.Topology:
 
 
 def traffic_of(sc: Scenario, t: topo.Topology, net: Any) -> list[tuple[str, str]]:
+    """The (source, destination) pairs of ``--count`` traffic.  A permutation is drawn from
+    a generator seeded by ``--seed`` alone (not the network's), so every protocol, load
+    balancing and switch configuration pairs the hosts alike."""
     if sc.traffic == "all-to-all":
         return topo.all_to_all(t)
     if sc.traffic == "permutation" or (sc.traffic is None and not t.traffic):
-        return topo.permutation(t, net.child_rng())
+        return topo.permutation(t, random.Random(f"permutation/{sc.seed}"))
     return t.traffic
 
 
@@ -142,18 +146,15 @@ WORKLOAD_ONLY = (("load", "--load", "--workload"), ("duration_ns", "--duration",
 
 
 # What a native InfiniBand run (--protocol ib) has nothing for: (Scenario field, option,
-# why).  InfiniBand is lossless by credits, routes by LIDs, and its congestion control
-# (FECN/BECN) is not emulated yet.
+# why).  InfiniBand is lossless by credits, routes by LIDs, and has its own congestion
+# control (FECN/BECN, --ib-cc).
 IB_REFUSED = (("pfc", "--pfc", "InfiniBand is lossless by credits, without PFC"),
               ("buffer", "--buffer", "each InfiniBand port holds one round trip of credit "
                "per VL"),
               ("storm", "--pfc-storm", "InfiniBand has no PFC"),
               ("ecn", "--ecn", "InfiniBand switches mark FECN, not ECN (--ib-cc on)"),
               ("lb", "--lb", "switches forward by their forwarding tables (--ib-routing)"),
-              ("link_down", "--link-down", "the subnet manager's rerouting is not emulated"),
-              ("cdf", "--workload", "InfiniBand runs --count messages per pair so far"),
-              ("collective", "--collective", "InfiniBand runs --count messages per pair so "
-               "far"))
+              ("link_down", "--link-down", "the subnet manager's rerouting is not emulated"))
 
 
 def refuse_inapplicable(sc: Scenario, t: topo.Topology, nics: bool) -> None:
@@ -650,7 +651,9 @@ def network_totals(s: Summary, net: Any, cpu: float) -> None:
     s.virtual_ns = net.now
     s.goodput_gbps = s.bytes * 8 / s.virtual_ns if s.virtual_ns else 0.0
     for nic in net.hosts.values():
-        s.icrc_drops += nic.device.counters.icrc_drops
+        device = getattr(nic, "device", None)  # a UET host has no RoCE device
+        if device is not None:
+            s.icrc_drops += device.counters.icrc_drops
     for w in net.wires:
         s.link[w.name] = asdict(w.stats)
     s.cpu_s = cpu

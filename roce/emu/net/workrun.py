@@ -5,28 +5,21 @@
 any topology in place of ``--count`` messages per pair.  The run drives the generator's
 ``Source`` on virtual time:
 
-- after the topology is built, ``wl.start(hosts, rate, net.child_rng())`` (hosts in the
-  topology's order: a collective's rank ``i`` is host ``i``), so the seed gives the same
-  transfers every time;
-- every transfer ``ready(now)`` hands out is posted at once as one RC message; a named
-  event (``_arrival``) wakes the loop at ``next_time()``, an open-loop flow's arrival;
-- each completion goes back with ``complete(transfer, now)``, until ``done`` or the
-  virtual time limit.
+- after the topology is built, ``wl.start(hosts, rate, rng)`` (hosts in the topology's
+  order: a collective's rank ``i`` is host ``i``; ``rng`` seeded from ``--seed`` alone,
+  ``workload_rng``), so the seed gives the same transfers every time, whatever the
+  transport, load balancing or switches draw from the network's generator;
+- every transfer ``ready(now)`` hands out is posted at once on the run's transport
+  (``roce.emu.net.transport``: one interface, RoCE's RC queue pairs, native InfiniBand's on
+  HCAs, Ultra Ethernet's PDCs); a named event (``_arrival``) wakes the loop at
+  ``next_time()``, an open-loop flow's arrival;
+- each completion the transport reports goes back with ``complete(transfer, now)``, until
+  ``done`` or the virtual time limit.
 
-Open-loop flows are RDMA WRITEs and complete at the sender (as the HPCC simulator measures
-FCT: the last ACK).  Each flow has a QP pair of its own, made when it arrives and destroyed
-when it completes, as the HPCC simulator gives each flow a QP: no flow queues behind
-another, and each starts with fresh congestion-control state (a QP reused after a throttled
-flow would start the next one at that flow's rate: Timely's 10 Mb/s floor, for one).  The
-QPs alive are the flows in flight, at most ``defaults.FLOW_QPS_PER_PAIR`` per pair of hosts:
-past that a flow waits for one of its pair to complete (its FCT counts the wait).  What a
-destroyed QP counted (packets, retransmissions, NAKs) is added to the summary first.
-
-A collective's transfers are SENDs, one QP per connection (source, destination), and
-complete at the receiver: the receive completion, matched in order (RC delivers a
-connection's messages in order) to the transfers posted on it.  The receiver keeps
-``window`` receives posted per connection, the most the graph has in flight on it, and
-posts one again as each completes.
+Open-loop flows are WRITEs and complete at the sender (as the HPCC simulator measures FCT:
+the last ACK).  At most ``defaults.FLOW_QPS_PER_PAIR`` flows of one pair of hosts are in
+flight: past that a flow waits for one of its pair to complete (its FCT counts the wait).
+A collective's transfers are SENDs and complete at the receiver.
 
 Registered memory is two buffers, not one per message: one *source* holding a seeded
 pattern and one *sink*, each as large as the largest transfer (the CDF's largest size, or
@@ -35,9 +28,8 @@ the collective's chunk), registered by every host over the same bytes.  Every tr
 sink at the same time write the same bytes at the same places, and each is checked when it
 completes: the completion is a success with its byte count, and the sink holds the pattern
 where it landed (a byte placed at a wrong offset, or changed on the way, shows; a lost
-packet is the transport's to recover: RC completes a message only when every packet of it
-arrived in order).  Memory is therefore two transfers' worth, whatever the hosts, flows or
-ranks.
+packet is the transport's to recover).  Memory is therefore two transfers' worth, whatever
+the hosts, flows or ranks.
 
 ``run()`` returns the one ``Summary`` of every run, with ``workload``: for flows the offered
 and carried load, flows finished and not, the binned slowdown table and the slowdown of
@@ -48,23 +40,20 @@ frames, ECN marks, CNPs and retransmissions.
 
 from __future__ import annotations
 
+import hashlib
+import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from roce.emu import budget, defaults
-from roce.emu.budget import QP_OVERHEAD
-from roce.emu.core.constants import ALL_ACCESS, WCStatus, WROpcode
 from roce.emu.core.payload import seeded_chunks
-from roce.emu.core.qp import QPCap
-from roce.emu.core.verbs import PD, QP, QPInitAttr, connect
-from roce.emu.core.work import SGE, RecvWR, SendWR
 from roce.emu.net import runner
 from roce.emu.net import topology as topo
-from roce.emu.net.stages import DSCP_ROCE, ROCE_TRAFFIC_CLASS
-from roce.emu.scenario import QP_TYPES, Scenario, Summary, add_qp_counts
+from roce.emu.net.transport import OPS, PER_TRANSFER, QpTransport, Shared, Transport
+from roce.emu.scenario import Scenario, Summary
 from roce.emu.workload import cdf as cdfs
 from roce.emu.workload import fct
 from roce.emu.workload.collective import DEFAULT_CHUNK, DEFAULT_WINDOW, Collective
@@ -72,10 +61,23 @@ from roce.emu.workload.openloop import OpenLoop
 from roce.emu.workload.traffic import Transfer, Workload
 from roce.errors import UsageError
 
-# Bytes the runner keeps per transfer beyond the source's own: a flow may make a QP on each
-# host (the pool), and its completion time and row.
-PER_TRANSFER = 2 * QP_OVERHEAD + 256
-CQ_ENTRIES = 1 << 30  # a host's CQ: bounded by its QPs' work, never by this number
+
+def workload_rng(seed: int) -> random.Random:
+    """The generator a run's workload draws from: seeded by ``--seed`` alone, so every
+    protocol, load balancing and switch configuration gets the same transfers."""
+    return random.Random(f"workload/{seed}")
+
+
+DIGEST_MASK = (1 << 64) - 1
+
+
+def transfer_hash(t: Transfer) -> int:
+    """64 bits of BLAKE2b over what makes a transfer (id, hosts, size, arrival, place in a
+    collective).  Their sum (mod 2**64) is the workload report's ``transfers_digest``: the
+    same for two runs that posted the same transfers, whatever the order."""
+    text = f"{t.id},{t.src},{t.dst},{t.size},{t.at_ns},{t.iteration},{t.step},{t.phase}," \
+           f"{t.piece},{t.block}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 def workload_of(sc: Scenario, hosts: int) -> Workload:
@@ -127,38 +129,17 @@ def refuse_options(sc: Scenario) -> None:
             raise UsageError("--load and --duration: only with --workload")
 
 
-@dataclass(eq=False)
-class Connection:
-    """One QP pair from host ``src`` to ``dst`` (host indexes) and what it carries: an
-    open-loop flow's pool member carries one flow at a time (``flow``), a collective's
-    connection its transfers in order (``queue``)."""
-
-    src: int
-    dst: int
-    qa: QP
-    qb: QP
-    flow: Transfer | None = None
-    queue: deque = field(default_factory=deque)  # posted, not yet received, in order
-    backlog: deque = field(default_factory=deque)  # handed out, waiting for the send queue
-    sending: int = 0  # sends posted and not yet completed at the sender
-    broken: bool = False  # a completion with an error: the QP takes no more work
-
-
-@dataclass
-class _Host:
-    pd: PD
-    cq: runner.HostCQ
-    source: Any  # MemoryRegion over the shared pattern
-    sink: Any  # MemoryRegion over the shared sink
-
-
 class WorkloadRun:
-    """One workload run, built and ready (``net`` may be hooked before ``run()``)."""
+    """One workload run, built and ready (``net`` may be hooked before ``run()``);
+    ``transport``: how its transfers travel (RoCE's RC queue pairs by default)."""
 
     def __init__(self, sc: Scenario, record: Any = None,
                  taps: dict[str, Any] | None = None,
-                 topology: topo.Topology | None = None) -> None:
+                 topology: topo.Topology | None = None,
+                 transport: Transport | None = None) -> None:
         refuse_options(sc)
+        tr = self.transport = transport if transport is not None else QpTransport()
+        tr.check(sc)
         # the checks of --op, --recovery, --psn... with the buffer checks left to the
         # workload's own (--size is a collective's buffer, never one message)
         replace(sc, size=1, count=1).check(sides=2)
@@ -183,48 +164,45 @@ class WorkloadRun:
         self._paths: dict[tuple[str, str], tuple[int, float]] = {}
         budget.check(2 * self.largest, *self._buffer_option(),
                      "a source and a sink as large as the largest transfer")
-        net = self.net = topo.build(t, runner.options(sc, direct=False))
+        net = self.net = tr.build(t, sc)
         self.failures = runner.start_failures(sc, t, net)
         if record is not None:
-            net.recorders.append(record)
+            tr.record(record)
         for spec, writer in (taps or {}).items():
             runner.attach_tap(net, spec, writer)
-        self.tclass = ROCE_TRAFFIC_CLASS
-        if sc.cc is not None:
-            self.tclass = DSCP_ROCE << 2 | sc.cc.ecn
-            if sc.cc.enabled:
-                for nic in net.hosts.values():
-                    nic.ctx.set_congestion_control(sc.cc)
-        # selective repeat's BDP cap: the base RTT between the first and the last host (the
-        # farthest apart in the named topologies' order: other pods of a fat tree)
-        far = self.ideal_path(self.hosts[0], self.hosts[-1])[0]
-        runner.set_recovery([nic.ctx for nic in net.hosts.values()], sc, far)
         self.pattern = bytearray(b"".join(seeded_chunks(f"workload/{sc.seed}",
                                                         self.largest)))
         self.sink = bytearray(self.largest)
-        self.ready: list[Any] = []
-        self._hosts: list[_Host | None] = [None] * len(self.hosts)
-        self.sizes: Counter = Counter()  # flows in flight per pair (open-loop)
+        # selective repeat's BDP cap: the base RTT between the first and the last host (the
+        # farthest apart in the named topologies' order: other pods of a fat tree)
+        far = self.ideal_path(self.hosts[0], self.hosts[-1])[0]
+        window = wl.window if isinstance(wl, Collective) else 1
+        tr.done = self._done
+        tr.start(net, Shared(sc, self.hosts, self.pattern, self.sink, self.largest, window,
+                             far))
+        self.op = OPS[0] if sc.cdf is not None else OPS[1]
+        self.in_flight: Counter = Counter()  # flows in flight per pair (open-loop)
         self.waiting: dict[tuple[int, int], deque] = {}
-        self.connections: dict[int, Connection] = {}  # alive, by id
-        # what destroyed QPs counted, and the summary's counters (``summarise``)
-        self.counts = Summary(scenario={})
-        self.naks: Counter = Counter()
-        self.conn_of: dict[tuple[int, int], Connection] = {}
         self.status: Counter = Counter()
         self.posted = 0
+        self.digest = 0  # of the transfers posted (``transfer_hash``), in any order
         self.bytes = 0
         self.fcts: list[int] = []
         self.bad: list[str] = []  # transfers that did not check out, in words
         self.post_ns: dict[int, int] = {}
         self._wake_at: int | None = None
-        self.src = wl.start(self.hosts, sc.rate_gbps, net.child_rng())
+        self._woken = False
+        self.src = wl.start(self.hosts, sc.rate_gbps, workload_rng(sc.seed))
+
+    @property
+    def ready(self) -> list[Any]:
+        return self.transport.ready
 
     def _largest(self) -> int:
         wl = self.workload
         if isinstance(wl, OpenLoop):
             return max(1, int(wl.cdf.points[-1][0]))
-        return min(wl.chunk, wl.size)
+        return min(wl.chunk, wl.size)  # type: ignore[attr-defined]
 
     def _buffer_option(self) -> tuple[str, str, str]:
         sc = self.sc
@@ -232,88 +210,19 @@ class WorkloadRun:
             return ("--workload", sc.cdf, "a CDF whose largest flow fits")
         return ("--chunk", budget.human(self.largest), "a smaller --chunk")
 
-    # -- hosts and connections ---------------------------------------------------------
-
-    def _host(self, i: int) -> _Host:
-        h = self._hosts[i]
-        if h is None:
-            ctx = self.net.hosts[self.hosts[i]].ctx
-            pd = PD(ctx)
-            memory = ctx.device.memory
-            source = memory.register(pd, self.largest, ALL_ACCESS)
-            source.buf = self.pattern  # every host's source and sink: the same bytes
-            sink = memory.register(pd, self.largest, ALL_ACCESS)
-            sink.buf = self.sink
-            h = self._hosts[i] = _Host(pd, runner.HostCQ(ctx, CQ_ENTRIES, self.ready),
-                                       source, sink)
-        return h
-
-    def _connect(self, src: int, dst: int, depth: int) -> Connection:
-        sc = self.sc
-        a, b = self._host(src), self._host(dst)
-        cap = QPCap(max_send_wr=depth, max_recv_wr=depth)
-        qa = QP(a.pd, QPInitAttr(qp_type=QP_TYPES["rc"], send_cq=a.cq, recv_cq=a.cq, cap=cap))
-        qb = QP(b.pd, QPInitAttr(qp_type=QP_TYPES["rc"], send_cq=b.cq, recv_cq=b.cq, cap=cap))
-        connect(qa, qb, path_mtu=sc.mtu, psn_a=sc.psn, psn_b=sc.psn, timeout=sc.timeout,
-                retry_cnt=sc.retry_cnt, rnr_retry=sc.rnr_retry, traffic_class=self.tclass,
-                resolve=True)
-        c = Connection(src, dst, qa, qb)
-        a.cq.flows[qa.qp_num] = (c, True)
-        b.cq.flows[qb.qp_num] = (c, False)
-        self.connections[id(c)] = c
-        return c
-
-    def _retire(self, c: Connection) -> None:
-        """Destroy a flow's QP pair, its counters added to the summary's first."""
-        add_qp_counts(self.counts, self.naks, [c.qa.core, c.qb.core])
-        self.counts.delivered += c.qb.core.counters.messages_executed
-        for qp, host in ((c.qa, c.src), (c.qb, c.dst)):
-            del self._host(host).cq.flows[qp.qp_num]
-            qp.close()
-        del self.connections[id(c)]
-
     # -- posting -----------------------------------------------------------------------
 
     def _post(self, t: Transfer) -> None:
         self.posted += 1
+        self.digest = (self.digest + transfer_hash(t)) & DIGEST_MASK
         self.post_ns[t.id] = self.net.now
-        if self.sc.cdf is not None:
+        if self.op == "write":
             pair = (t.src, t.dst)
-            if self.sizes[pair] < defaults.FLOW_QPS_PER_PAIR:
-                self.sizes[pair] += 1
-                self._write(self._connect(t.src, t.dst, 1), t)
-            else:
+            if self.in_flight[pair] >= defaults.FLOW_QPS_PER_PAIR:
                 self.waiting.setdefault(pair, deque()).append(t)
-            return
-        c = self.conn_of.get((t.src, t.dst))
-        window = self.workload.window  # type: ignore[attr-defined]
-        if c is None:
-            # a receive completes before the sender hears the ACK: the send queue holds
-            # up to twice the window, and a transfer beyond that waits for a send to
-            # complete (the graph already holds the window per connection)
-            c = self.conn_of[(t.src, t.dst)] = self._connect(t.src, t.dst, 2 * window)
-            sink = self._host(t.dst).sink
-            for _ in range(window):
-                c.qb.post_recv(RecvWR(wr_id=0, sg_list=[SGE(sink.addr, self.largest,
-                                                             sink.lkey)]))
-        if c.sending >= 2 * window:
-            c.backlog.append(t)
-        else:
-            self._send(c, t)
-
-    def _send(self, c: Connection, t: Transfer) -> None:
-        c.queue.append(t)
-        c.sending += 1
-        source = self._host(t.src).source
-        c.qa.post_send(SendWR(wr_id=t.id, opcode=WROpcode.IBV_WR_SEND,
-                              sg_list=[SGE(source.addr, t.size, source.lkey)]))
-
-    def _write(self, c: Connection, t: Transfer) -> None:
-        c.flow = t
-        source, sink = self._host(t.src).source, self._host(t.dst).sink
-        c.qa.post_send(SendWR(wr_id=t.id, opcode=WROpcode.IBV_WR_RDMA_WRITE,
-                              sg_list=[SGE(source.addr, t.size, source.lkey)],
-                              remote_addr=sink.addr, rkey=sink.rkey))
+                return
+            self.in_flight[pair] += 1
+        self.transport.post(t, self.op)
 
     def _feed(self) -> None:
         """Post what the source has ready now; wake the loop at its next arrival."""
@@ -332,56 +241,26 @@ class WorkloadRun:
 
     # -- completions -------------------------------------------------------------------
 
-    def _check(self, t: Transfer, wc: Any) -> bool:
-        if wc.status != WCStatus.IBV_WC_SUCCESS:
-            self.bad.append(f"transfer {t.id} ({self.hosts[t.src]}->{self.hosts[t.dst]}, "
-                            f"{t.size} bytes): {WCStatus(wc.status).name}")
-            return False
-        if wc.byte_len != t.size or self.sink[:t.size] != self.pattern[:t.size]:
-            self.bad.append(f"transfer {t.id} ({self.hosts[t.src]}->{self.hosts[t.dst]}, "
-                            f"{t.size} bytes): {wc.byte_len} bytes arrived, "
-                            "not what was sent")
-            return False
-        return True
-
-    def _done(self, t: Transfer, wc: Any, now: int) -> None:
-        self.status[WCStatus(wc.status).name] += 1
-        if self._check(t, wc):
+    def _done(self, t: Transfer, ok: bool, nbytes: int, status: str) -> None:
+        """The transport's callback: ``t`` completed (``ok``, ``nbytes`` arrived)."""
+        now = self.net.now
+        self.status[status] += 1
+        where = f"transfer {t.id} ({self.hosts[t.src]}->{self.hosts[t.dst]}, {t.size} bytes)"
+        if not ok:
+            self.bad.append(f"{where}: {status}")
+        elif nbytes != t.size or self.sink[:t.size] != self.pattern[:t.size]:
+            self.bad.append(f"{where}: {nbytes} bytes arrived, not what was sent")
+        else:
             self.bytes += t.size
             self.fcts.append(now - self.post_ns.pop(t.id))
             self.src.complete(t, now)
-
-    def _reap(self) -> None:
-        now = self.net.now
-        batch = [cq for cq in dict.fromkeys(self.ready) if cq is not None]
-        self.ready.clear()
-        flows = self.sc.cdf is not None
-        for cq in batch:
-            for wc in cq.poll(len(cq)):
-                c, sending = cq.flows[wc.qp_num]
-                if flows:
-                    t, c.flow = c.flow, None
-                    self._done(t, wc, now)
-                    self._retire(c)
-                    waiting = self.waiting.get((c.src, c.dst))
-                    if waiting:
-                        self._write(self._connect(c.src, c.dst, 1), waiting.popleft())
-                    else:
-                        self.sizes[(c.src, c.dst)] -= 1
-                elif sending:
-                    c.sending -= 1
-                    if wc.status != WCStatus.IBV_WC_SUCCESS:
-                        self.status[WCStatus(wc.status).name] += 1
-                        c.broken = True
-                    elif c.backlog:
-                        self._send(c, c.backlog.popleft())
-                else:
-                    t = c.queue.popleft()
-                    if wc.status == WCStatus.IBV_WC_SUCCESS:
-                        sink = self._host(c.dst).sink
-                        c.qb.post_recv(RecvWR(wr_id=0, sg_list=[SGE(sink.addr, self.largest,
-                                                                     sink.lkey)]))
-                    self._done(t, wc, now)
+        if self.op == "write":
+            pair = (t.src, t.dst)
+            waiting = self.waiting.get(pair)
+            if waiting:
+                self.transport.post(waiting.popleft(), self.op)
+            else:
+                self.in_flight[pair] -= 1
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> Summary:
         sc, net, src = self.sc, self.net, self.src
@@ -395,7 +274,7 @@ class WorkloadRun:
                 if net.events:  # the limit ended the run, not a lack of events
                     net.now = max(net.now, limit)
                 break
-            self._reap()
+            self.transport.reap()
             self._feed()
             if progress is not None:
                 progress(len(self.fcts), max(self.posted, 1))
@@ -404,25 +283,20 @@ class WorkloadRun:
     # -- the summary -------------------------------------------------------------------
 
     def summarise(self, cpu: float, finished: bool) -> Summary:
-        sc, net = self.sc, self.net
-        s = self.counts  # what destroyed QPs counted, then the QPs alive
-        s.scenario = asdict(sc)
-        naks = self.naks
-        for c in self.connections.values():
-            add_qp_counts(s, naks, [c.qa.core, c.qb.core])
-            s.delivered += c.qb.core.counters.messages_executed
+        sc, net, tr = self.sc, self.net, self.transport
+        s = Summary(scenario=asdict(sc))
+        tr.count(s)
         s.posted = self.posted
         s.completed = dict(self.status)
-        s.naks = dict(naks)
         s.bytes = self.bytes
         runner.network_totals(s, net, cpu)
         left = self.posted - len(self.fcts)
         s.finished = finished
         s.outstanding = left if not finished else 0
         if not finished:
-            s.stopped = runner.stopped_why(sc, net, left)
+            s.stopped = tr.stopped(sc, left)
         s.fct_ns = runner.fct_stats(self.fcts)
-        s.fabric = runner.fabric_stats(net, self.failures)
+        s.fabric = tr.fabric_stats(self.failures)
         s.warnings = list(net.warnings)
         s.workload = (self._flows_report(s) if sc.cdf is not None
                       else self._collective_report(s))
@@ -474,7 +348,8 @@ class WorkloadRun:
         large = [r.slowdown for r in rows if r.size >= defaults.SMALL_FLOW_BYTES]
         generated = src.generated  # type: ignore[attr-defined]
         return {
-            "kind": "flows", "cdf": sc.cdf, "load": sc.load, "duration_ns": sc.duration_ns,
+            "kind": "flows", "transfers_digest": f"{self.digest:016x}", "cdf": sc.cdf,
+            "load": sc.load, "duration_ns": sc.duration_ns,
             "hosts": n,
             "offered_load": src.offered_load(n, sc.rate_gbps,  # type: ignore[attr-defined]
                                              sc.duration_ns),
@@ -496,23 +371,26 @@ class WorkloadRun:
         def mean(key: str) -> float:
             return sum(r[key] for r in rows) / len(rows) if rows else 0.0
         return {
-            "kind": "collective", "op": wl.op, "algorithm": wl.algorithm,  # type: ignore
+            "kind": "collective", "transfers_digest": f"{self.digest:016x}",
+            "op": wl.op, "algorithm": wl.algorithm,  # type: ignore[attr-defined]
             "ranks": wl.ranks, "size": wl.size, "chunk": wl.chunk,  # type: ignore
             "window": wl.window, "iterations": rows,  # type: ignore[attr-defined]
             "completed_iterations": len(rows),
             "time_ns": mean("time_ns"), "algbw_GBps": mean("algbw_GBps"),
             "busbw_GBps": mean("busbw_GBps"), "line_rate_GBps": self.sc.rate_gbps / 8,
-            "pfc_frames": fab["pfc_frames"], "ecn_marked": fab["ecn_marked"],
-            "cnps": fab["cnps_sent"], "retransmitted": s.retransmitted,
+            # an InfiniBand subnet has no PFC or ECN (its FECN marks are in ``fabric``)
+            "pfc_frames": fab.get("pfc_frames", 0), "ecn_marked": fab.get("ecn_marked", 0),
+            "cnps": fab.get("cnps_sent", 0), "retransmitted": s.retransmitted,
         }
 
 
 def run_workload(sc: Scenario, record: Any = None,
                  progress: Callable[[int, int], None] | None = None,
-                 taps: dict[str, Any] | None = None) -> Summary:
+                 taps: dict[str, Any] | None = None,
+                 transport: Transport | None = None) -> Summary:
     """Run a ``--workload`` or ``--collective`` scenario and summarise it."""
-    return WorkloadRun(sc, record, taps).run(progress)
+    return WorkloadRun(sc, record, taps, transport=transport).run(progress)
 
 
-__all__ = ["Connection", "PER_TRANSFER", "WorkloadRun", "refuse_options", "run_workload",
-           "workload_of"]
+__all__ = ["PER_TRANSFER", "WorkloadRun", "refuse_options", "run_workload", "transfer_hash",
+           "workload_of", "workload_rng"]

@@ -59,8 +59,6 @@ NOT_FOR_UET = (
     ("timeout", "--timeout", "the PDS's rto timer is its own"),
     ("storm", "--pfc-storm", "UET hosts send no PFC"),
     ("link_down", "--link-down", "not with --protocol uet yet"),
-    ("cdf", "--workload", "not with --protocol uet yet"),
-    ("collective", "--collective", "not with --protocol uet yet"),
     ("ib_routing", "--ib-routing", "only with --protocol ib"),
     ("ib_cc", "--ib-cc", "only with --protocol ib"),
     ("ib_lmc", "--ib-lmc", "only with --protocol ib"),
@@ -76,6 +74,45 @@ def refuse(sc: Scenario) -> None:
     for name, opt, why in NOT_FOR_UET:
         if getattr(sc, name) != getattr(base, name):
             raise UsageError(f"{opt}: not with --protocol uet ({why})")
+
+
+def check_options(opts: UetOptions) -> None:
+    """A UsageError naming a PDC mode or entropy that does not exist."""
+    if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:
+        raise UsageError(f"--pdc-mode {opts.mode} / --entropy {opts.entropy}: "
+                         f"{'|'.join(MODES)} and {'|'.join(ENTROPY_MODES)}")
+
+
+def uet_counters(hosts: Any) -> dict[str, Any]:
+    """The PDS and SES counters of ``hosts`` (``UetHost``s), summed: ``pds``,
+    ``nacks_received`` and ``nacks_sent`` by code, ``ses``, ``ses_errors`` by reason,
+    ``not_uet`` (frames received that were not UET packets for their host) and ``reps``
+    (REPS's entropy counters, empty without ``--entropy reps``)."""
+    pds: Counter = Counter()
+    nacks: Counter = Counter()
+    nacks_sent: Counter = Counter()
+    ses: Counter = Counter()
+    errors: Counter = Counter()
+    reps: Counter = Counter()
+    not_uet = 0
+    for h in hosts:
+        c = h.pds.counters
+        for k, v in asdict(c).items():
+            if isinstance(v, int):
+                pds[k] += v
+        nacks.update(c.nacks_received)
+        nacks_sent.update(c.nacks_sent)
+        sc_ = h.ses.counters
+        for k, v in asdict(sc_).items():
+            if isinstance(v, int):
+                ses[k] += v
+        errors.update(sc_.errors)
+        not_uet += h.not_uet
+        if h.reps is not None:
+            reps.update(h.reps.stats())
+    return {"pds": dict(pds), "nacks_received": dict(nacks), "nacks_sent": dict(nacks_sent),
+            "ses": dict(ses), "ses_errors": dict(errors), "not_uet": not_uet,
+            "reps": dict(reps)}
 
 
 @dataclass(eq=False)
@@ -108,9 +145,10 @@ class UetRun:
         sc = replace(sc, protocol="uet")
         sc.check(sides=2)
         refuse(sc)
-        if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:
-            raise UsageError(f"--pdc-mode {opts.mode} / --entropy {opts.entropy}: "
-                             f"{'|'.join(MODES)} and {'|'.join(ENTROPY_MODES)}")
+        if sc.generated:
+            raise UsageError("--workload and --collective over UET run through the "
+                             "workload driver (roce.emu.uet.uettransport.UetTransport)")
+        check_options(opts)
         t_ = self.topology = topology if topology is not None else topology_of(sc)
         topo.oversubscribe(t_, sc.oversubscription, sc.rate_gbps)
         schema.check_flows(t_, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
@@ -255,23 +293,8 @@ class UetRun:
     def _summary(self, cpu: float, finished: bool, end: int) -> Summary:
         sc, net = self.sc, self.net
         s = Summary(scenario=asdict(sc))
-        pds: Counter = Counter()
-        nacks: Counter = Counter()
-        nacks_sent: Counter = Counter()
-        ses: Counter = Counter()
-        errors: Counter = Counter()
-        for h in net.hosts.values():
-            c = h.pds.counters
-            for k, v in asdict(c).items():
-                if isinstance(v, int):
-                    pds[k] += v
-            nacks.update(c.nacks_received)
-            nacks_sent.update(c.nacks_sent)
-            sc_ = h.ses.counters
-            for k, v in asdict(sc_).items():
-                if isinstance(v, int):
-                    ses[k] += v
-            errors.update(sc_.errors)
+        u = uet_counters(net.hosts.values())
+        pds, ses, nacks = Counter(u["pds"]), Counter(u["ses"]), u["nacks_received"]
         every: list[int] = []
         for f, (src, dst) in zip(self.flows, self.names):
             every += f.fct
@@ -309,18 +332,14 @@ class UetRun:
         s.warnings = list(net.warnings)
         s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
                  "trim": self.opts.trim,
-                 "pds": dict(pds), "nacks_received": dict(nacks),
-                 "nacks_sent": dict(nacks_sent), "ses": dict(ses),
-                 "ses_errors": dict(errors),
+                 "pds": u["pds"], "nacks_received": u["nacks_received"],
+                 "nacks_sent": u["nacks_sent"], "ses": u["ses"],
+                 "ses_errors": u["ses_errors"],
                  "pdcs_closed": sum(f.pdc.state == "closed" for f in self.flows),
                  "cc": sc.cc.algorithm if sc.cc is not None else "none",
-                 "not_uet": sum(h.not_uet for h in net.hosts.values())}
-        reps = Counter()
-        for h in net.hosts.values():
-            if h.reps is not None:
-                reps.update(h.reps.stats())
-        if reps:
-            s.uet["reps"] = dict(reps)
+                 "not_uet": u["not_uet"]}
+        if u["reps"]:
+            s.uet["reps"] = u["reps"]
         return s
 
 
@@ -334,4 +353,5 @@ def run_uet(sc: Scenario, opts: UetOptions = UetOptions(), record: Any = None,
     return r.run()
 
 
-__all__ = ["MODES", "NOT_FOR_UET", "UetOptions", "UetRun", "refuse", "run_uet"]
+__all__ = ["MODES", "NOT_FOR_UET", "UetOptions", "UetRun", "check_options", "refuse", "run_uet",
+           "uet_counters"]
