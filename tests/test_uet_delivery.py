@@ -38,3 +38,43 @@ def test_stats_counts_no_payload_for_a_trimmed_copy(capsys, tmp_path):
         assert m["completed"] == 2 and m["open"] == 0
         assert m["bytes"] == 2 * 128 * 1024
         assert m["min"] == m["max"] == 128 * 1024
+
+
+def test_uud_run_reports_exactly_what_was_lost():
+    """UUD over a lossy link that also duplicates: nothing is resent; the summary's lost
+    packets are exactly the frames the link lost (a duplicate is no arrival), and the data
+    check names a message the loss left incomplete."""
+    sc = Scenario(op="write", size=32 * 1024, count=8, loss=0.05, dup=0.05, seed=3)
+    s = run_uet(sc, UetOptions(mode="uud"))
+    link = [v for k, v in s.link.items() if k.startswith("A")]
+    lost_frames = sum(v["lost"] for v in link)
+    assert lost_frames > 0 and sum(v["duplicated"] for v in link) > 0
+    u = s.uet
+    assert u["uud_lost"]["packets"] == lost_frames
+    assert u["pds"]["retransmitted"] == 0 and u["pds"]["acks_sent"] == 0
+    assert u["uud_lost"]["messages"] == 8 - s.delivered > 0
+    assert not s.data_verified
+    assert s.unverified.startswith(f"{8 - s.delivered} of 8 message(s) lost")
+
+
+def test_rudi_run_tolerates_duplicates_and_loss(capsys, tmp_path):
+    pcap = tmp_path / "rudi.pcap"
+    code = main(["emulate", "--no-progress", "--protocol", "uet", "--pdc-mode", "rudi",
+                 "--size", "32K", "--count", "6", "--loss", "0.03", "--dup", "0.1",
+                 "-w", str(pcap), "-T", "json"])
+    s = json.loads(capsys.readouterr().out)
+    assert code == 0 and s["data_verified"] and s["completed"] == {"OK": 6}
+    assert s["uet"]["ses"]["repeated"] > 0 and s["retransmitted"] > 0
+    assert s["uet"]["pds"]["syn_sent"] == 0 and s["uet"]["pdcs_closed"] == 1
+    assert main(["decode", str(pcap), "-Y", "uet.expert"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["decode", str(pcap), "-Y", "uet.pds.type == 5"]) == 0  # RUDI_RESP
+    assert capsys.readouterr().out.count("RUDI_RESP") > 0
+
+
+def test_connectionless_modes_refuse_other_operations(capsys):
+    for mode, op in (("rudi", "send"), ("uud", "read"), ("uud", "send")):
+        code = main(["emulate", "--no-progress", "--protocol", "uet", "--pdc-mode", mode,
+                     "--op", op])
+        err = capsys.readouterr().err
+        assert code == 1 and f"--pdc-mode {mode} carries" in err

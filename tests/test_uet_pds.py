@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from profiles import examples
 from uet_helpers import Loop
@@ -18,7 +18,7 @@ from roce.emu.uet.pds import PdsConfig
 from roce.families.uet import codes as t
 from roce.families.uet.dissect import decode as dissect
 
-RUD, ROD = t.RUD_REQ, t.ROD_REQ
+RUD, ROD, RUDI, UUD = t.RUD_REQ, t.ROD_REQ, t.RUDI_REQ, t.UUD_REQ
 
 
 def writes(loop: Loop, n: int, size: int, kind: str = "write") -> tuple:
@@ -260,7 +260,7 @@ def test_retries_run_out():
 
 
 def test_config_is_checked():
-    for bad in (PdsConfig(mode=t.UUD_REQ), PdsConfig(window=0), PdsConfig(window=5000),
+    for bad in (PdsConfig(mode=t.ACK), PdsConfig(window=0), PdsConfig(window=5000),
                 PdsConfig(ack_every=0), PdsConfig(max_pdcs=1 << 17)):
         with pytest.raises(ValueError):
             bad.check()
@@ -277,9 +277,11 @@ def test_transitions_table_refuses_the_rest():
 @settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), loss=st.floats(0, 0.3), dup=st.floats(0, 0.3),
        reorder=st.floats(0, 0.5), trim=st.floats(0, 0.2),
-       kind=st.sampled_from(["write", "read", "send"]), mode=st.sampled_from([RUD, ROD]),
+       kind=st.sampled_from(["write", "read", "send"]),
+       mode=st.sampled_from([RUD, ROD, RUDI]),
        n=st.integers(1, 4), size=st.integers(0, 5000))
 def test_exactly_once_byte_exact(seed, loss, dup, reorder, trim, kind, mode, n, size):
+    assume(not (mode == RUDI and kind == "send"))  # RUDI carries idempotent operations
     rng = random.Random(seed)
 
     def fate(i, f):
@@ -287,7 +289,7 @@ def test_exactly_once_byte_exact(seed, loss, dup, reorder, trim, kind, mode, n, 
             return []
         copies = 2 if rng.random() < dup else 1
         return [(rng.randrange(3000) if rng.random() < reorder else 0,
-                 f["uet.pds.type"] in t.REQUESTS and rng.random() < trim)
+                 f["uet.pds.type"] in t.REQUESTS | t.RUDI and rng.random() < trim)
                 for _ in range(copies)]
     loop = Loop(PdsConfig(mode=mode, rto_ns=20_000, max_retries=30), mtu=512, fate=fate)
     pdc, la, rb = writes(loop, n, size, kind)
@@ -307,8 +309,78 @@ def test_exactly_once_byte_exact(seed, loss, dup, reorder, trim, kind, mode, n, 
             assert [c.msg_id for c in recvs] == list(range(n))
     else:
         assert la.buf == rb.buf
-    # each message executed exactly once at the target, each PSN accepted once
+    # each message executed exactly once at the target, each PSN accepted once (RUDI: each
+    # piece that came again placed again, and counted apart)
     assert loop.b.ses.counters.messages_executed == n
     target = next(iter(loop.b.pds.pdcs.values()))
-    assert target.state == P.CLOSED and pdc.state == P.CLOSED
+    assert pdc.state == P.CLOSED
+    # a RUDI target has no PDC to close: its context of the peer's requests stays
+    assert target.state == (P.ESTABLISHED if mode == RUDI else P.CLOSED)
     assert not loop.b.ses.counters.errors and not loop.a.ses.counters.errors
+
+
+def every_packet_twice(i, f):
+    return [(0, False), (700, False)]
+
+
+@pytest.mark.parametrize("kind", ["write", "read"])
+def test_rudi_tolerates_duplicates(kind):
+    """Every packet arrives twice, both ways: the RUDI target keeps no per-packet state, so
+    each copy executes again (the same bytes in the same place, a READ answered again) and is
+    answered again; every message completes once, byte-exact."""
+    loop = Loop(PdsConfig(mode=RUDI), fate=every_packet_twice)
+    n, size = 3, 2500
+    pdc, la, rb = writes(loop, n, size, kind)
+    loop.a.pds.close(pdc)
+    loop.run()
+    assert la.buf == rb.buf and pdc.state == P.CLOSED
+    assert sorted(c.wr_id for c in loop.a.ses.completions) == list(range(n))
+    assert all(c.ok for c in loop.a.ses.completions)
+    assert loop.b.ses.counters.messages_executed == n
+    # the duplicates came, executed again, and were answered again
+    assert loop.b.pds.counters.duplicates == 0  # the PDS cannot tell: no state
+    assert loop.b.ses.counters.repeated + loop.a.ses.counters.repeated > 0
+    b = loop.b.pds.counters
+    assert b.rudi_responses_sent == b.received and b.received > n
+    # on the wire: RUDI requests and responses only, no PDC (no SYN, PSN or close)
+    types = {f["uet.pds.type"] for _src, f in loop.sent}
+    assert types == {t.RUDI_REQ, t.RUDI_RESP}
+    for _t, fr in loop.frames:
+        d = dissect(fr[42:])
+        assert not d.fields.get("uet.expert"), d.fields
+    resp = next(f for _src, f in loop.sent if f["uet.pds.type"] == t.RUDI_RESP)
+    assert resp["uet.ses.rsp.return_code"] == 1  # OK
+
+
+def test_rudi_recovers_a_loss_and_a_trim():
+    loop = Loop(PdsConfig(mode=RUDI, rto_ns=20_000),
+                fate=lambda i, f: [] if i == 2 else [(0, i == 4)])
+    pdc, la, rb = writes(loop, 2, 4000)
+    loop.run()
+    assert la.buf == rb.buf
+    c = loop.a.pds.counters
+    assert c.nacks_received == {"TRIMMED": 1} and c.retransmitted >= 2
+
+
+@pytest.mark.parametrize("mode", [RUDI, UUD])
+def test_connectionless_modes_refuse_what_they_cannot_carry(mode):
+    loop = Loop(PdsConfig(mode=mode))
+    la, rb = loop.buffers(100)
+    pdc = loop.a.pds.open(loop.b.ip)
+    with pytest.raises(ValueError, match="carries"):
+        loop.a.ses.post("send", pdc, 0, la, la.addr, 100, rb.rkey, rb.addr)
+
+
+def test_uud_loss_is_loss():
+    """UUD: sent once, no response, no retransmission; the lost packet's message is never
+    executed, and the sender knows nothing of it."""
+    loop = Loop(PdsConfig(mode=UUD), fate=lambda i, f: [] if i == 5 else [(0, False)])
+    pdc, la, rb = writes(loop, 3, 2048)  # two packets each
+    loop.a.pds.close(pdc)
+    loop.run()
+    assert [c.ok for c in loop.a.ses.completions] == [True] * 3 and pdc.state == P.CLOSED
+    a, b = loop.a.pds.counters, loop.b.pds.counters
+    assert a.requests_sent == 6 and a.retransmitted == 0 and b.received == 5
+    assert loop.b.ses.counters.messages_executed == 2
+    assert {f["uet.pds.type"] for _src, f in loop.sent} == {t.UUD_REQ}
+    assert la.buf[:4096] == rb.buf[:4096] and la.buf[4096:] != rb.buf[4096:]

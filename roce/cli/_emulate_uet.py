@@ -16,8 +16,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Ultra Ethernet Transport", "what a --protocol uet run adds: the PDC mode, the "
         "entropy switches hash, trimming switches")
     g.add_argument("--pdc-mode", choices=PDC_MODES, default=PDC_MODES[0],
-                   help="--protocol uet: reliable unordered (rud; the default) or ordered "
-                        "(rod) delivery")
+                   help="--protocol uet: reliable unordered (rud; the default), reliable "
+                        "ordered (rod), reliable unordered for idempotent operations (rudi: "
+                        "write, read) or unreliable unordered (uud: write) delivery")
     g.add_argument("--entropy", choices=ENTROPY_MODES, default=ENTROPY_MODES[0],
                    help="--protocol uet: the entropy (UDP source port) switches hash: one "
                         "per PDC (pdc; the default) or a new one per packet (packet: "

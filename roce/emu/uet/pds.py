@@ -19,6 +19,16 @@ Transport emulated"):
 * **Delivery**: RUD accepts any PSN within ``window`` PSNs of its cumulative PSN, once each;
   ROD only the next PSN, and answers any other with NACK ``ROD_OOO`` naming the expected
   one (``RECEIVE_CHECKS``).
+* **Connectionless modes** (``CONNECTIONLESS``): RUDI (reliable unordered delivery of
+  idempotent operations) and UUD (unreliable unordered) have no PDC on the wire: no SYN, no
+  PDC IDs, no PSNs, no close handshake.  A RUDI request carries a packet ID (one counter per
+  host, so that the response names the packet and the context that sent it) and is answered
+  by a RUDI response with the same ID and an SES response (the return code); the target keeps
+  no per-packet state: a duplicate executes again, harmlessly, and is answered again.  The
+  sender resends on RACK (a later ID answered) and on the ``rto`` timer, as for RUD.  A UUD
+  request is sent once: no response, no retransmission; the sender counts it done when it
+  leaves, the target counts what arrives, and what is lost stays lost.  At each end the
+  context of a peer's requests is one per peer address (``Pds.peer_context``).
 * **Acknowledgement**: an ACK_CC (NSCC state) carries the cumulative ACK PSN, the PSN that
   triggered it and a 64-bit SACK bitmap from the PSN after the cumulative one; it is sent at
   once for the reasons in ``ACK_NOW``, otherwise after ``ack_every`` requests or when the
@@ -60,6 +70,9 @@ CLOSING = "closing"  # the initiator sent its close command
 CLOSED = "closed"
 FAILED = "failed"  # retries ran out, or the peer refused the PDC
 STATES = (IDLE, SYN_SENT, ESTABLISHED, CLOSING, CLOSED, FAILED)
+# PDC modes with no PDC on the wire (no SYN, PDC IDs, PSNs or close handshake)
+CONNECTIONLESS = frozenset((t.RUDI_REQ, t.UUD_REQ))
+MODES = (t.RUD_REQ, t.ROD_REQ, *sorted(CONNECTIONLESS))
 
 # (state, event) -> next state; anything else is a bug in this module (``Pdc.move``)
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -79,6 +92,9 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (CLOSED, "ack"): CLOSED,
     (FAILED, "ack"): FAILED,
     (FAILED, "fail"): FAILED,
+    # RUDI and UUD: open with the first request, released locally once idle
+    (IDLE, "open"): ESTABLISHED,
+    (ESTABLISHED, "release"): CLOSED,
 }
 
 # -- the receiver's checks, in order: a request failing one is answered with that NACK -------
@@ -122,13 +138,14 @@ NACK_ACTIONS: dict[int, str] = {
 }
 
 CTRL_CLOSE = 4  # control type CLOSE (codes.CTRL_TYPES)
+RC_OK = 1  # SES return code OK (codes.RETURN_CODES)
 
 
 @dataclass(frozen=True)
 class PdsConfig:
     """One host's PDS parameters (``roce.emu.uet.run`` sets them from the options)."""
 
-    mode: int = t.RUD_REQ  # RUD_REQ or ROD_REQ: the PDS type, and so the PDC mode
+    mode: int = t.RUD_REQ  # RUD_REQ, ROD_REQ, RUDI_REQ or UUD_REQ: the PDS type (``MODES``)
     window: int = MPR_UNIT  # PSNs in flight past the cumulative ACK (uet-ref-prov: 128)
     ack_every: int = 8  # requests per coalesced ACK
     ack_delay_ns: int = 2_000  # the ``ack`` timer: the longest an ACK waits
@@ -140,9 +157,9 @@ class PdsConfig:
     max_pdcs: int = 1 << 16  # PDCs a host holds (PDC IDs are 16 bits)
 
     def check(self) -> None:
-        if self.mode not in (t.RUD_REQ, t.ROD_REQ):
-            raise ValueError(f"PDC mode {self.mode}: RUD_REQ ({t.RUD_REQ}) or ROD_REQ "
-                             f"({t.ROD_REQ})")
+        if self.mode not in MODES:
+            raise ValueError(f"PDC mode {self.mode}: one of "
+                             + ", ".join(f"{t.PDS_TYPES[m][0]} ({m})" for m in MODES))
         if not 1 <= self.window <= PSN_OFFSET_MAX:
             # SYN requests carry their PSN offset in 12 bits: the whole window must fit it
             raise ValueError(f"PDS window {self.window}: 1 to {PSN_OFFSET_MAX} PSNs")
@@ -155,8 +172,9 @@ class PdsConfig:
 class Upper(Protocol):
     """What the PDS calls back (the SES)."""
 
-    def on_request(self, pdc: Pdc, fields: dict[str, Any], payload: bytes) -> None:
-        """A request arrived, once (duplicates are the PDS's)."""
+    def on_request(self, pdc: Pdc, fields: dict[str, Any], payload: bytes) -> int | None:
+        """A request arrived, once (duplicates are the PDS's; RUDI's come again): its SES
+        return code (None: OK)."""
 
     def on_acked(self, pdc: Pdc, token: Any) -> None:
         """The request submitted with ``token`` was acknowledged."""
@@ -189,6 +207,9 @@ class Counters:
     pdcs_accepted: int = 0
     pdcs_closed: int = 0
     pdcs_failed: int = 0
+    rudi_responses_sent: int = 0
+    rudi_responses_received: int = 0
+    uud_lost: int = 0  # UUD requests trimmed at the target (a dropped one is never seen)
 
 
 def ahead(a: int, b: int) -> int:
@@ -289,6 +310,11 @@ class Pds:
         self.rr: deque[Pdc] = deque()  # PDCs that may have requests to send, round robin
         self.counters = Counters()
         self.on_change: Callable[[], None] | None = None  # the driver's: work or a timer
+        # RUDI and UUD: the host's packet IDs, the RUDI packets awaiting a response (ID ->
+        # the context that sent it), and the context of each peer's requests
+        self.next_pkt_id = rng.randrange(1 << 16, 1 << 31)
+        self.by_pkt: dict[int, Pdc] = {}
+        self.peers: dict[tuple[str, int], Pdc] = {}
 
     # -- the API of the layer above -----------------------------------------------------------
 
@@ -298,7 +324,10 @@ class Pds:
         draws it)."""
         pdc_id = self._new_id()
         start = self.rng.randrange(1 << 16, 1 << 31)
-        pdc = Pdc(pdc_id, peer, self.config.mode if mode is None else mode, True, start)
+        mode = self.config.mode if mode is None else mode
+        if mode not in MODES:
+            raise ValueError(f"PDC mode {mode}: one of {MODES}")
+        pdc = Pdc(pdc_id, peer, mode, True, start)
         self.pdcs[pdc_id] = pdc
         self.counters.pdcs_opened += 1
         return pdc
@@ -316,6 +345,9 @@ class Pds:
         if pdc.state == IDLE and pdc.idle and not pdc.holds:
             pdc.move("close")
             self._forget(pdc)
+            return
+        if pdc.mode in CONNECTIONLESS and pdc.idle and not pdc.holds:
+            self._release(pdc)
             return
         pdc.close_wanted = True
         self._ready(pdc)
@@ -385,7 +417,11 @@ class Pds:
         """One decoded UET packet from ``src`` (``ce``: its IP header said Congestion
         Experienced; ``trimmed``: a switch cut it to its headers)."""
         typ = f.get("uet.pds.type")
-        if typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") == CTRL_CLOSE):
+        if typ in CONNECTIONLESS:
+            self._on_connectionless(now, f, payload, src, ce, trimmed)
+        elif typ == t.RUDI_RESP:
+            self._on_rudi_response(now, f, src)
+        elif typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") == CTRL_CLOSE):
             self._on_request(now, f, payload, src, ce, trimmed)
         elif typ in t.ACKS:
             self._on_ack(now, f, src)
@@ -410,6 +446,8 @@ class Pds:
             self.on_change()
 
     def _in_window(self, pdc: Pdc) -> bool:
+        if pdc.mode in CONNECTIONLESS:
+            return len(pdc.sent) < self.config.window
         return ahead(pdc.next_psn, pdc.cack) <= self.config.window
 
     def _sendable(self, pdc: Pdc) -> bool:
@@ -444,6 +482,8 @@ class Pds:
                 return self._transmit(pdc, psn, s, now, retx=True)
         if not self._in_window(pdc):
             return None
+        if pdc.fresh and pdc.mode in CONNECTIONLESS:
+            return self._connectionless(pdc, now)
         if pdc.fresh:
             fields, payload, token = pdc.fresh.popleft()
             psn = pdc.next_psn
@@ -453,6 +493,9 @@ class Pds:
                 pdc.move("send")
             self.counters.requests_sent += 1
             return self._transmit(pdc, psn, s, now, retx=False)
+        if self._may_close(pdc) and pdc.mode in CONNECTIONLESS:
+            self._release(pdc)
+            return None
         if self._may_close(pdc):
             psn = pdc.close_psn = pdc.next_psn
             pdc.next_psn = (psn + 1) & PSN_MASK
@@ -465,7 +508,12 @@ class Pds:
     def _transmit(self, pdc: Pdc, psn: int, s: Sent, now: int, retx: bool) -> Out:
         f = dict(s.fields)
         ctrl = f.get("uet.pds.type") == t.CTRL
-        if not ctrl:
+        if pdc.mode in CONNECTIONLESS:
+            f["uet.pds.type"] = pdc.mode
+            f.pop("uet.pds.flags.ar", None)  # no such flag: every RUDI request is answered
+            if pdc.mode == t.RUDI_REQ:
+                f["uet.pds.rudi.pkt_id"] = psn
+        elif not ctrl:
             f["uet.pds.type"] = pdc.mode
             f["uet.pds.flags.syn"] = pdc.syn
             if pdc.syn:
@@ -478,9 +526,10 @@ class Pds:
         else:
             f["uet.pds.dpdcid"] = pdc.peer_id or 0
             f["uet.pds.flags.ar"] = True
-        f["uet.pds.psn"] = psn
-        f["uet.pds.spdcid"] = pdc.id
-        f["uet.pds.flags.retx"] = retx
+        if pdc.mode not in CONNECTIONLESS:
+            f["uet.pds.psn"] = psn
+            f["uet.pds.spdcid"] = pdc.id
+            f["uet.pds.flags.retx"] = retx
         s.sends += 1
         s.sent_at = now
         pdc.rack.on_send(psn, now)
@@ -515,7 +564,12 @@ class Pds:
         self._queue(pdc, late, "timeout")
 
     def _fail(self, pdc: Pdc) -> None:
-        pdc.move("fail")
+        if pdc.mode in CONNECTIONLESS:  # nothing of it is on the wire: fail it locally
+            pdc.state = FAILED
+            for psn in pdc.sent:
+                self.by_pkt.pop(psn, None)
+        else:
+            pdc.move("fail")
         self.counters.pdcs_failed += 1
         tokens = [s.token for s in pdc.sent.values()] + [tok for _f, _p, tok in pdc.fresh]
         pdc.sent.clear()
@@ -530,6 +584,96 @@ class Pds:
     def _forget(self, pdc: Pdc) -> None:
         if pdc.initiator:
             self.pdcs.pop(pdc.id, None)
+
+    # -- RUDI and UUD ------------------------------------------------------------------------
+
+    def _connectionless(self, pdc: Pdc, now: int) -> Out:
+        """The next fresh request of a RUDI or UUD context, under a new packet ID."""
+        fields, payload, token = pdc.fresh.popleft()
+        pid = self.next_pkt_id
+        self.next_pkt_id = (pid + 1) & PSN_MASK
+        if pdc.state == IDLE:
+            pdc.move("open")
+        self.counters.requests_sent += 1
+        s = Sent(fields, payload, token)
+        if pdc.mode == t.UUD_REQ:  # sent once: done as it leaves
+            out = self._transmit(pdc, pid, s, now, retx=False)
+            pdc.rack.forget()
+            if token is not None:
+                self.upper.on_acked(pdc, token)
+            return out
+        pdc.sent[pid] = s
+        self.by_pkt[pid] = pdc
+        return self._transmit(pdc, pid, s, now, retx=False)
+
+    def _release(self, pdc: Pdc) -> None:
+        """A RUDI or UUD context with nothing left to send or await: closed, locally."""
+        if pdc.state == IDLE:
+            pdc.move("close")
+        elif pdc.state == ESTABLISHED:
+            pdc.move("release")
+            self.counters.pdcs_closed += 1
+        self._forget(pdc)
+
+    def peer_context(self, src: str, mode: int) -> Pdc:
+        """The context of ``src``'s RUDI or UUD requests here (made by the first)."""
+        key = (src, mode)
+        pdc = self.peers.get(key)
+        if pdc is None:
+            pdc = self.peers[key] = Pdc(self._new_id(), src, mode, False, 0)
+            self.pdcs[pdc.id] = pdc
+            self.counters.pdcs_accepted += 1
+        return pdc
+
+    def _on_connectionless(self, now: int, f: dict[str, Any], payload: bytes, src: str,
+                           ce: bool, trimmed: bool) -> None:
+        c = self.counters
+        typ = f["uet.pds.type"]
+        if ce:
+            c.ce_received += 1
+        if trimmed:
+            c.trimmed += 1
+            if typ == t.UUD_REQ:
+                c.uud_lost += 1  # unreliable: nobody resends it
+            else:
+                self._nack(TRIMMED, {"uet.pds.psn": f["uet.pds.rudi.pkt_id"]}, src, None)
+            return
+        if len(self.pdcs) >= self.config.max_pdcs and (src, typ) not in self.peers:
+            return  # no context left: a RUDI sender's timer resends it
+        pdc = self.peer_context(src, typ)
+        c.received += 1
+        code = self.upper.on_request(pdc, f, payload)
+        if typ == t.RUDI_REQ:
+            mid = f.get("uet.ses.std.message_id", f.get("uet.ses.rsp.read_req_message_id", 0))
+            r = {"uet.pds.type": t.RUDI_RESP, "uet.pds.rudi.pkt_id": f["uet.pds.rudi.pkt_id"],
+                 "uet.pds.nh": t.NH_RSP, "uet.ses.rsp.opcode": t.RSP_RESPONSE,
+                 "uet.ses.rsp.return_code": RC_OK if code is None else code,
+                 "uet.ses.rsp.message_id": mid, "uet.ses.rsp.job_id":
+                     f.get("uet.ses.std.job_id", f.get("uet.ses.rsp.job_id", 0)),
+                 "uet.ses.rsp.mod_length": len(payload)}
+            c.rudi_responses_sent += 1
+            self.ctrl.append(Out(src, r, b"", pdc))
+            if self.on_change is not None:
+                self.on_change()
+
+    def _on_rudi_response(self, now: int, f: dict[str, Any], src: str) -> None:
+        pid = f.get("uet.pds.rudi.pkt_id", 0)
+        pdc = self.by_pkt.get(pid)
+        if pdc is None or pdc.peer != src:
+            return  # a duplicate's response, or a packet given up
+        self.counters.rudi_responses_received += 1
+        del self.by_pkt[pid]
+        s = pdc.sent.pop(pid)
+        pdc.resend_set.discard(pid)
+        pdc.backoff = 0
+        pdc.rack.on_ack([pid], now, {pid} if s.sends > 1 else set())
+        code = f.get("uet.ses.rsp.return_code", RC_OK)
+        if s.token is not None:
+            if code != RC_OK and hasattr(self.upper, "on_error"):
+                self.upper.on_error(pdc, s.token, code)
+            self.upper.on_acked(pdc, s.token)
+        self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack")
+        self._ready(pdc)
 
     # -- receiving requests --------------------------------------------------------------------
 
@@ -735,6 +879,10 @@ class Pds:
 
     def _on_nack(self, now: int, f: dict[str, Any], src: str) -> None:
         pdc = self._mine(f, src)
+        if not f.get("uet.pds.dpdcid"):  # a RUDI packet's NACK names its packet ID
+            rudi = self.by_pkt.get(f.get("uet.pds.nack.psn", 0))
+            if rudi is not None and rudi.peer == src:
+                pdc = rudi
         if pdc is None or pdc.state in (CLOSED, FAILED):
             return
         c = self.counters

@@ -31,18 +31,18 @@ from roce.emu.scenario import Scenario, Summary
 from roce.emu.uet import PDC_MODES, uetframes
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
 from roce.emu.uet.pds import PdsConfig
-from roce.emu.uet.ses import KINDS, RI_MAX
+from roce.emu.uet.ses import CARRIES, KINDS, RI_MAX
 from roce.errors import UsageError
 from roce.families.uet import codes as t
 
-MODES = dict(zip(PDC_MODES, (t.RUD_REQ, t.ROD_REQ)))
+MODES = dict(zip(PDC_MODES, (t.RUD_REQ, t.ROD_REQ, t.RUDI_REQ, t.UUD_REQ)))
 
 
 @dataclass(frozen=True)
 class UetOptions:
     """What a UET run adds to the scenario: the PDC mode and the entropy of its packets."""
 
-    mode: str = PDC_MODES[0]  # rud | rod
+    mode: str = PDC_MODES[0]  # rud | rod | rudi | uud
     entropy: str = ENTROPY_MODES[0]  # pdc | packet (roce.emu.uet.host)
     trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
 
@@ -110,6 +110,12 @@ class UetRun:
         if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:
             raise UsageError(f"--pdc-mode {opts.mode} / --entropy {opts.entropy}: "
                              f"{'|'.join(MODES)} and {'|'.join(ENTROPY_MODES)}")
+        carries = CARRIES[MODES[opts.mode]]
+        if sc.op not in carries:
+            why = {"rudi": "idempotent operations only", "uud": "unreliable: nothing "
+                   "would complete a lost READ or free a lost SEND's buffer"}[opts.mode]
+            raise UsageError(f"--op {sc.op}: --pdc-mode {opts.mode} carries "
+                             f"{', '.join(carries)} ({why})")
         t_ = self.topology = topology if topology is not None else topology_of(sc)
         topo.oversubscribe(t_, sc.oversubscription, sc.rate_gbps)
         schema.check_flows(t_, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
@@ -242,6 +248,13 @@ class UetRun:
         if ok != total:
             return (f"{total - ok} of {total} message(s) did not complete" if not finished
                     else f"{total - ok} of {total} message(s) failed")
+        if self.opts.mode == "uud":
+            # a lost packet's slot may be written again by a later message: the count of
+            # messages the targets executed is what tells
+            done = sum(h.ses.counters.messages_executed for h in self.net.hosts.values())
+            if done < total:
+                return (f"{total - done} of {total} message(s) lost in part or whole (UUD: "
+                        "nothing resends them)")
         for f in self.flows:
             for side, buf in (("remote", f.remote.buf), ("local", f.local.buf)):
                 bad = f.expected.mismatched(side, buf)
@@ -306,13 +319,21 @@ class UetRun:
         s.fct_ns = fct_stats(every)
         s.fabric = fabric_stats(net)
         s.warnings = list(net.warnings)
+        lost = {}
+        if self.opts.mode == "uud":  # what was sent once and never arrived
+            # the targets keep no per-packet state, but their SES knows the pieces it
+            # placed: a duplicate is one it placed before (``repeated``)
+            lost = {"packets": pds["requests_sent"] - pds["received"] + ses["repeated"],
+                          "trimmed": pds["uud_lost"],
+                          "messages": s.posted - ses["messages_executed"]}
         s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
                  "trim": self.opts.trim,
                  "pds": dict(pds), "nacks_received": dict(nacks),
                  "nacks_sent": dict(nacks_sent), "ses": dict(ses),
                  "ses_errors": dict(errors),
                  "pdcs_closed": sum(f.pdc.state == "closed" for f in self.flows),
-                 "not_uet": sum(h.not_uet for h in net.hosts.values())}
+                 "not_uet": sum(h.not_uet for h in net.hosts.values()),
+                 **({"uud_lost": lost} if lost else {})}
         return s
 
 

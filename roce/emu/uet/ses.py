@@ -29,7 +29,7 @@ from typing import Any
 
 from roce.emu.core.constants import Access
 from roce.emu.core.memory import AddressSpace, MemoryRegion
-from roce.emu.uet.pds import Pdc, Pds
+from roce.emu.uet.pds import CONNECTIONLESS, Pdc, Pds
 from roce.errors import AccessError
 from roce.families.uet import codes as t
 
@@ -39,6 +39,18 @@ JOB_ID = 1  # every host of a run is one job
 RC_OK = 1  # SES return code OK
 KINDS = ("write", "read", "send")
 OPCODES = {"write": t.WRITE, "read": t.READ, "send": t.SEND}
+# what each PDC mode carries: RUDI only idempotent operations (a SEND consumes a receive
+# buffer: executed twice it would take two); UUD only WRITEs (nothing would tell a READ that
+# its response was lost, and a SEND's lost packet would hold its receive buffer for ever)
+CARRIES: dict[int, tuple[str, ...]] = {t.RUD_REQ: KINDS, t.ROD_REQ: KINDS,
+                                       t.RUDI_REQ: ("write", "read"), t.UUD_REQ: ("write",)}
+FINISHED_MAX = MSG_ID_MASK + 1  # RUDI messages remembered as executed: one ID space
+
+
+def space(pdc: Pdc) -> Any:
+    """The message ID space of ``pdc``: its own, or, for RUDI and UUD (no PDC IDs on the
+    wire), the peer's: one per pair of hosts."""
+    return pdc.peer if pdc.mode in CONNECTIONLESS else pdc.id
 
 
 @dataclass(eq=False)
@@ -53,6 +65,7 @@ class Message:
     laddr: int
     acked: int = 0
     received: int = 0  # READ: response bytes arrived
+    pieces: set[int] = field(default_factory=set)  # READ: offsets of the pieces arrived
     request_acked: bool = False
     done: bool = False
 
@@ -73,6 +86,7 @@ class Incoming:
 
     length: int
     got: int = 0
+    offsets: set[int] = field(default_factory=set)  # pieces placed (RUDI's come again)
     recv: tuple[int, MemoryRegion, int, int] | None = None  # wr_id, region, address, length
 
 
@@ -83,6 +97,7 @@ class SesCounters:
     messages_failed: int = 0
     messages_executed: int = 0  # at the target: every byte of a message placed
     reads_answered: int = 0
+    repeated: int = 0  # RUDI: pieces that came again, placed again (idempotent)
     errors: dict[str, int] = field(default_factory=dict)
 
 
@@ -97,9 +112,11 @@ class Ses:
         self.pd = pd
         self.mtu = mtu
         self.pds: Pds | None = None
-        self.next_msg: dict[int, int] = {}  # PDC ID -> next message ID
-        self.reads: dict[tuple[int, int], Message] = {}  # (PDC ID, message ID) -> READ
-        self.incoming: dict[tuple[int, int], Incoming] = {}  # (PDC ID, message ID)
+        # keyed by message ID space (``space``: a PDC ID, or a peer for RUDI and UUD)
+        self.next_msg: dict[Any, int] = {}  # space -> next message ID
+        self.reads: dict[tuple[Any, int], Message] = {}  # (space, message ID) -> READ
+        self.incoming: dict[tuple[Any, int], Incoming] = {}  # (space, message ID)
+        self.finished: dict[tuple[Any, int], None] = {}  # RUDI: executed, the latest
         # resource index -> its posted receive buffers
         self.recvs: dict[int, deque[tuple[int, MemoryRegion, int, int]]] = {}
         self.completions: list[Completion] = []
@@ -117,17 +134,21 @@ class Ses:
             raise ValueError(f"resource index {ri}: 0 to {RI_MAX} (12 bits)")
         if kind not in KINDS:
             raise ValueError(f"SES operation {kind!r}: one of {', '.join(KINDS)}")
+        if kind not in CARRIES[pdc.mode]:
+            raise ValueError(f"SES operation {kind!r}: a {t.PDS_TYPES[pdc.mode][0]} PDC "
+                             f"carries {', '.join(CARRIES[pdc.mode])}")
         if not local.contains(laddr, length):
             raise AccessError(f"0x{laddr:x}+{length} is outside the local region")
         assert self.pds is not None
-        msg_id = self.next_msg.get(pdc.id, 0)
-        self.next_msg[pdc.id] = (msg_id + 1) & MSG_ID_MASK
+        sp = space(pdc)
+        msg_id = self.next_msg.get(sp, 0)
+        self.next_msg[sp] = (msg_id + 1) & MSG_ID_MASK
         data = kind != "read"
         packets = max(1, -(-length // self.mtu)) if data else 1
         m = Message(wr_id, kind, pdc, msg_id, length, packets, local, laddr)
         self.counters.messages_posted += 1
         if not data:
-            self.reads[pdc.id, msg_id] = m
+            self.reads[sp, msg_id] = m
             pdc.holds += 1  # the PDC stays open until the response has arrived
         for i in range(packets):
             off = i * self.mtu
@@ -176,11 +197,11 @@ class Ses:
         if not m.done:
             self._complete(m, False)
 
-    def on_request(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> None:
+    def on_request(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> int | None:
         nh = f.get("uet.pds.nh")
         if nh == t.NH_RSP_DATA:
             self._response(pdc, f, payload)
-            return
+            return None
         op = f.get("uet.ses.std.opcode")
         off = 0 if f.get("uet.ses.std.som") else f.get("uet.ses.std.message_offset", 0)
         try:
@@ -199,6 +220,7 @@ class Ses:
                 self._error(f"opcode {op}")
         except AccessError as exc:
             self._error(str(exc))
+        return None
 
     # -- the target -----------------------------------------------------------------------------
 
@@ -206,19 +228,31 @@ class Ses:
         e = self.counters.errors
         e[why] = e.get(why, 0) + 1
 
-    def _arrived(self, pdc: Pdc, f: dict[str, Any], n: int) -> Incoming:
-        key = pdc.id, f["uet.ses.std.message_id"]
+    def _arrived(self, pdc: Pdc, f: dict[str, Any], n: int) -> None:
+        key = space(pdc), f["uet.ses.std.message_id"]
+        if key in self.finished:  # RUDI: a piece of a message executed already, again
+            self.counters.repeated += 1
+            return
         inc = self.incoming.get(key)
         if inc is None:
             inc = self.incoming[key] = Incoming(f["uet.ses.std.request_length"])
+        if pdc.mode in CONNECTIONLESS:
+            off = 0 if f.get("uet.ses.std.som") else f.get("uet.ses.std.message_offset", 0)
+            if off in inc.offsets:
+                self.counters.repeated += 1
+                return
+            inc.offsets.add(off)
         inc.got += n
         if inc.got >= inc.length:
             del self.incoming[key]
             self.counters.messages_executed += 1
-        return inc
+            if pdc.mode in CONNECTIONLESS:
+                self.finished[key] = None
+                if len(self.finished) > FINISHED_MAX:
+                    del self.finished[next(iter(self.finished))]
 
     def _send_data(self, pdc: Pdc, f: dict[str, Any], off: int, payload: bytes) -> None:
-        key = pdc.id, f["uet.ses.std.message_id"]
+        key = space(pdc), f["uet.ses.std.message_id"]
         inc = self.incoming.get(key)
         if inc is None:
             ri = f.get("uet.ses.std.resource_index", 0)
@@ -249,7 +283,13 @@ class Ses:
         assert self.pds is not None
         msg_id = f["uet.ses.std.message_id"]
         self.counters.reads_answered += 1
-        self.counters.messages_executed += 1
+        key = space(pdc), msg_id
+        if key not in self.finished:  # RUDI: a READ answered again is not executed again
+            self.counters.messages_executed += 1
+            if pdc.mode in CONNECTIONLESS:
+                self.finished[key] = None
+                if len(self.finished) > FINISHED_MAX:
+                    del self.finished[next(iter(self.finished))]
         for off in range(0, length, self.mtu):
             n = min(self.mtu, length - off)
             r = {"uet.pds.nh": t.NH_RSP_DATA, "uet.ses.rsp.return_code": RC_OK,
@@ -264,15 +304,22 @@ class Ses:
     # -- the initiator's READ responses ----------------------------------------------------------
 
     def _response(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> None:
-        m = self.reads.get((pdc.id, f.get("uet.ses.rsp.read_req_message_id")))
+        m = self.reads.get((space(pdc), f.get("uet.ses.rsp.read_req_message_id")))
         if m is None or m.done:
-            self._error("a READ response for no outstanding READ")
+            if pdc.mode in CONNECTIONLESS:  # RUDI: the response to a READ answered again
+                self.counters.repeated += 1
+            else:
+                self._error("a READ response for no outstanding READ")
             return
         off = f.get("uet.ses.rsp.message_offset", 0)
         if off + len(payload) > m.length:
             self._error("a READ response past the READ's length")
             return
         m.local.view(m.laddr + off, len(payload))[:] = payload
+        if off in m.pieces:
+            self.counters.repeated += 1
+            return
+        m.pieces.add(off)
         m.received += len(payload)
         if m.received >= m.length:
             self._complete(m, True)
@@ -280,7 +327,7 @@ class Ses:
     def _complete(self, m: Message, ok: bool) -> None:
         m.done = True
         if m.kind == "read":
-            self.reads.pop((m.pdc.id, m.msg_id), None)
+            self.reads.pop((space(m.pdc), m.msg_id), None)
             m.pdc.holds -= 1
             if self.pds is not None:
                 self.pds.wake(m.pdc)
@@ -293,4 +340,4 @@ class Ses:
                                            m.msg_id))
 
 
-__all__ = ["KINDS", "RI_MAX", "Completion", "Message", "Ses", "SesCounters"]
+__all__ = ["CARRIES", "KINDS", "RI_MAX", "Completion", "Message", "Ses", "SesCounters"]
