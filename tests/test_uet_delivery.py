@@ -78,3 +78,29 @@ def test_connectionless_modes_refuse_other_operations(capsys):
                      "--op", op])
         err = capsys.readouterr().err
         assert code == 1 and f"--pdc-mode {mode} carries" in err
+
+
+def test_target_initiated_handshakes_pair_up_in_stats(capsys, tmp_path):
+    """--pdc-close target: each target asks for a clear command and then a close; roce stats
+    pairs every request with the initiator's command, none left unanswered."""
+    sc = Scenario(op="read", size=16 * 1024, count=3, topology="leafspine:2,2,2", loss=0.01)
+    s, pcap = recorded(tmp_path, sc, UetOptions(close="target", entropy="packet"))
+    assert s.uet["pdcs_closed"] == 4 and s.uet["pds"]["pdcs_closed"] == 8
+    assert s.uet["controls_sent"] == {"CLEAR_REQ": 4, "CLEAR": 4, "CLOSE_REQ": 4, "CLOSE": 4}
+    # (the targets' READ response data are PSN spaces of their own: rows with no control)
+    rows = [d for d in stats(capsys, pcap)["pdcs"] if d["controls"]]
+    assert len(rows) == 4
+    for d in rows:
+        assert d["close_handshakes"] == d["clear_handshakes"] == 1, d
+        assert d["close_unanswered"] == d["clear_unanswered"] == 0
+        assert set(d["controls"]) == {"CLEAR_REQ", "CLEAR", "CLOSE_REQ", "CLOSE"}
+    assert main(["decode", str(pcap), "-Y", "uet.expert"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_pdc_close_target_is_refused_without_a_pdc(capsys):
+    code = main(["emulate", "--no-progress", "--protocol", "uet", "--pdc-mode", "uud",
+                 "--pdc-close", "target"])
+    assert code == 1 and "no PDC on the wire" in capsys.readouterr().err
+    code = main(["emulate", "--no-progress", "--pdc-close", "target"])
+    assert code == 1 and "--pdc-close: only with --protocol uet" in capsys.readouterr().err

@@ -384,3 +384,82 @@ def test_uud_loss_is_loss():
     assert loop.b.ses.counters.messages_executed == 2
     assert {f["uet.pds.type"] for _src, f in loop.sent} == {t.UUD_REQ}
     assert la.buf[:4096] == rb.buf[:4096] and la.buf[4096:] != rb.buf[4096:]
+
+
+def controls(loop: Loop) -> list[tuple[str, int]]:
+    return [(src, f["uet.pds.ctl_type"]) for src, f in loop.sent
+            if f["uet.pds.type"] == t.CTRL and not f["uet.pds.flags.retx"]]
+
+
+def test_target_asks_to_close():
+    loop = Loop()
+    pdc, la, rb = writes(loop, 2, 3000)
+    loop.run()
+    target = next(iter(loop.b.pds.pdcs.values()))
+    loop.b.pds.request_close(target)
+    loop.run()
+    assert target.state == P.CLOSED and pdc.state == P.CLOSED
+    # CLOSE_REQ in the target's PSN space (its first), answered by the initiator's CLOSE
+    assert controls(loop) == [(loop.b.ip, P.CTRL_CLOSE_REQ), (loop.a.ip, P.CTRL_CLOSE)]
+    req = next(f for _s, f in loop.sent if f.get("uet.pds.ctl_type") == P.CTRL_CLOSE_REQ)
+    assert req["uet.pds.psn"] == target.start_psn and req["uet.pds.dpdcid"] == pdc.id
+    assert loop.a.pds.counters.controls_received == {"CLOSE_REQ": 1}
+    assert la.buf == rb.buf
+
+
+def test_target_asks_to_close_while_the_initiator_is_busy():
+    """The initiator closes only once its messages are acknowledged."""
+    loop = Loop(fate=lambda i, f: [] if i == 3 else [(0, False)])
+    pdc, la, rb = writes(loop, 1, 8000)
+    loop.run(until=lambda: bool(loop.b.pds.pdcs) and loop.now > 0)
+    target = next(iter(loop.b.pds.pdcs.values()))
+    assert pdc.sent  # work in flight, one packet lost
+    loop.b.pds.request_close(target)
+    loop.run()
+    assert pdc.state == P.CLOSED and target.state == P.CLOSED
+    assert [c.ok for c in loop.a.ses.completions] == [True] and la.buf == rb.buf
+    assert loop.a.pds.counters.retransmitted == 1
+
+
+def test_clear_from_either_end():
+    loop = Loop()
+    pdc, la, rb = writes(loop, 2, 3000)
+    loop.run()
+    target = next(iter(loop.b.pds.pdcs.values()))
+    # the initiator clears: the clear PSN is its cumulative ACK PSN, the target acknowledges
+    loop.a.pds.clear(pdc)
+    loop.run()
+    assert target.rx_cleared == (pdc.start_psn + 5) & P.PSN_MASK  # 6 requests
+    assert not pdc.sent  # the clear command was acknowledged
+    # the target asks for one: the initiator sends another, clearing its own CLEAR's PSN
+    loop.b.pds.request_clear(target)
+    loop.run()
+    assert controls(loop) == [(loop.a.ip, P.CTRL_CLEAR), (loop.b.ip, P.CTRL_CLEAR_REQ),
+                              (loop.a.ip, P.CTRL_CLEAR)]
+    assert target.rx_cleared == (pdc.start_psn + 6) & P.PSN_MASK
+    assert pdc.state == target.state == P.ESTABLISHED
+    # each end's control packets are the right end's
+    with pytest.raises(RuntimeError, match="target's"):
+        loop.a.pds.request_close(pdc)
+    with pytest.raises(RuntimeError, match="initiator's"):
+        loop.b.pds.clear(target)
+
+
+def test_handshake_controls_survive_loss():
+    """Control packets travel in their sender's PSN space: a lost one is resent."""
+    lost = set()
+
+    def fate(i, f):
+        if f["uet.pds.type"] == t.CTRL and f["uet.pds.ctl_type"] not in lost:
+            lost.add(f["uet.pds.ctl_type"])
+            return []
+        return [(0, False)]
+    loop = Loop(PdsConfig(rto_ns=20_000), fate=fate)
+    pdc, la, rb = writes(loop, 1, 100)
+    loop.run()
+    target = next(iter(loop.b.pds.pdcs.values()))
+    loop.b.pds.request_clear(target)
+    loop.b.pds.request_close(target)
+    loop.run()
+    assert lost == {P.CTRL_CLEAR_REQ, P.CTRL_CLEAR, P.CTRL_CLOSE_REQ, P.CTRL_CLOSE}
+    assert pdc.state == target.state == P.CLOSED

@@ -127,4 +127,4 @@ cdef class Engine:
     cdef Pdc _pdc(self, str initiator, str target, int64_t pdcid, int64_t number, int64_t ts,
                   int64_t other)
     cdef Pdc _ctrl_pdc(self, str src, str dst, int64_t spdcid, int64_t dpdcid, int64_t number,
-                       int64_t ts)
+                       int64_t ts, int64_t ct)

@@ -834,7 +834,7 @@ class Engine:
         else:
             spdcid = _read(p, pos, sh.s_spdcid)
             dpdcid = _read(p, pos, sh.s_dpdcid) if sh.s_dpdcid >= 0 else -1
-            _control(self._ctrl_pdc(src, dst, spdcid, dpdcid, number, ts), nh)
+            _control(self._ctrl_pdc(src, dst, spdcid, dpdcid, number, ts, nh), nh)
         return 1
 
     def _name(self, key: bytes, l3k: int) -> tuple[str, str]:
@@ -882,8 +882,9 @@ class Engine:
             q = self._pdc(dst, src, f["uet.pds.dpdcid"], number, ts, f["uet.pds.spdcid"])
             _nack(q, f["uet.pds.nack.code"], f["uet.pds.nack.psn"])
         elif k == R.K_CTRL:
+            ct = f["uet.pds.ctl_type"]
             _control(self._ctrl_pdc(src, dst, f["uet.pds.spdcid"], f.get("uet.pds.dpdcid", -1),
-                                    number, ts), f["uet.pds.ctl_type"])
+                                    number, ts, ct), ct)
         else:  # RUDI and UUD: no PDC
             self.unreliable += 1
 
@@ -937,10 +938,15 @@ class Engine:
         return {"interval_ns": self.interval, "pdcs": [_label(p) for p in order],
                 "rows": rows}
 
-    def _ctrl_pdc(self, src, dst, spdcid, dpdcid, number, ts):
-        """A control packet's PDC: the initiator's when it is known by this side's PDC ID or
-        the packet has no DPDCID (the reference provider's SYN control packet); else the
-        target's answer to a PDC known by the other side's, or a PDC first seen here."""
+    def _ctrl_pdc(self, src, dst, spdcid, dpdcid, number, ts, ct):
+        """A control packet's PDC: a target's request (``uetrules.TARGET_CONTROLS``) the PDC
+        its DPDCID names at the initiator, when known (the target's own requests, READ
+        response data, are a PSN space of their own under its PDC ID); else the initiator's
+        when it is known by this side's PDC ID or the packet has no DPDCID (the reference
+        provider's SYN control packet); else the target's answer to a PDC known by the other
+        side's, or a PDC first seen here."""
+        if ct in R.TARGET_CONTROLS and dpdcid >= 0 and (dst, src, dpdcid) in self.pdcs:
+            return self._pdc(dst, src, dpdcid, number, ts, spdcid)
         if (src, dst, spdcid) in self.pdcs or dpdcid < 0:
             return self._pdc(src, dst, spdcid, number, ts, -1)
         if (dst, src, dpdcid) in self.pdcs:

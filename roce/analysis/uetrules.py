@@ -71,6 +71,7 @@ def ack_clear(f: Mapping[str, Any]) -> bool:
 CLEAR_COMMAND, CLEAR_REQUEST, CLOSE_COMMAND, CLOSE_REQUEST = 2, 3, 4, 5
 CLOSE_CONTROLS = frozenset((CLOSE_COMMAND, CLOSE_REQUEST))
 CLEAR_CONTROLS = frozenset((CLEAR_COMMAND, CLEAR_REQUEST))
+TARGET_CONTROLS = frozenset((CLEAR_REQUEST, CLOSE_REQUEST))  # sent by the target
 TRIM_NACKS = t.TRIM_NACKS  # counted apart from the resource NACKs
 
 
@@ -107,9 +108,8 @@ COUNTER_KEYS = tuple(k for k, _ in COUNTERS)
 # PSNs listed in the text report before "and N more"
 TEXT_PSNS = 8
 
-__all__ = ["CLEAR_COMMAND", "CLEAR_CONTROLS", "CLEAR_REQUEST", "CLOSE_COMMAND",
-           "CLOSE_CONTROLS", "CLOSE_REQUEST", "COUNTERS", "COUNTER_KEYS", "DATA_OPCODES",
-           "FIELDS", "LENGTH_FIELDS",
-           "K_ACK", "K_CTRL", "K_NACK", "K_OTHER", "K_REQUEST", "NSCC_FIELDS",
-           "PDC_MODE_FIELD", "SES_FIELDS", "TEXT_PSNS", "TRIM_NACKS", "ack_clear",
-           "ack_close", "control_name", "kind_of", "nack_name"]
+__all__ = ["CLEAR_COMMAND", "CLEAR_CONTROLS", "CLEAR_REQUEST", "CLOSE_COMMAND", "CLOSE_CONTROLS",
+           "CLOSE_REQUEST", "COUNTERS", "COUNTER_KEYS", "DATA_OPCODES", "FIELDS", "K_ACK", "K_CTRL",
+           "K_NACK", "K_OTHER", "K_REQUEST", "LENGTH_FIELDS", "NSCC_FIELDS", "PDC_MODE_FIELD",
+           "SES_FIELDS", "TARGET_CONTROLS", "TEXT_PSNS", "TRIM_NACKS", "ack_clear", "ack_close",
+           "control_name", "kind_of", "nack_name"]

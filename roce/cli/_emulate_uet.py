@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from roce.emu.uet import ENTROPY_MODES, PDC_MODES
+from roce.emu.uet import CLOSERS, ENTROPY_MODES, PDC_MODES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,6 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--protocol uet: the entropy (UDP source port) switches hash: one "
                         "per PDC (pdc; the default) or a new one per packet (packet: "
                         "spraying over every equal-cost path)")
+    g.add_argument("--pdc-close", choices=CLOSERS, default=CLOSERS[0],
+                   help="--protocol uet: who ends each PDC when the run's messages are "
+                        "done: the initiator closes (the default), or the target asks for a "
+                        "clear command and then a close (CLEAR_REQ, CLOSE_REQ)")
     g.add_argument("--trim", action="store_true",
                    help="--protocol uet: switches trim a packet they would drop to its "
                         "headers, re-marked (DSCP 40) and sent on ahead in the strict "
@@ -37,10 +41,12 @@ def options(args: argparse.Namespace) -> Any:
     if getattr(args, "protocol", None) == "uet":
         from roce.emu.uet.run import UetOptions
 
-        return UetOptions(mode=args.pdc_mode, entropy=args.entropy, trim=args.trim)
+        return UetOptions(mode=args.pdc_mode, entropy=args.entropy, trim=args.trim,
+                          close=args.pdc_close)
     for opt, dest, default in (("--pdc-mode", "pdc_mode", PDC_MODES[0]),
                                ("--entropy", "entropy", ENTROPY_MODES[0]),
-                               ("--trim", "trim", False)):
+                               ("--trim", "trim", False),
+                               ("--pdc-close", "pdc_close", CLOSERS[0])):
         if getattr(args, dest, default) != default:
             raise UsageError(f"{opt}: only with --protocol uet")
     return None

@@ -26,3 +26,6 @@ as Wireshark 5.0's ``packet-uet.c`` reads it, and the reference provider
 # unreliable unordered (``run.MODES``)
 PDC_MODES = ("rud", "rod", "rudi", "uud")
 ENTROPY_MODES = ("pdc", "packet")  # one entropy per PDC, one per packet (``host``)
+# who starts a PDC's end: the initiator closes; or the target asks it to clear, then to close
+# (control types CLEAR_REQ and CLOSE_REQ, ``pds.CONTROLS``)
+CLOSERS = ("initiator", "target")

@@ -40,6 +40,12 @@ Transport emulated"):
 * **Close**: once every request is acknowledged, the initiator sends a close command
   (control type CLOSE) in its PSN space; the target acknowledges it when every PSN before
   it has arrived and closes; the ACK closes the initiator's end.
+* **Handshakes from either end** (``CONTROLS``): control packets travel in their sender's
+  PSN space, so they are acknowledged and resent as requests are, and act when every PSN
+  before them has arrived.  The target asks for a close with CLOSE_REQ: the initiator closes
+  as above once its work is done.  Either end clears: the initiator with a clear command
+  (CLEAR, its payload the clear PSN: everything up to it is acknowledged and may be
+  forgotten), acknowledged by the target; the target asks for one with CLEAR_REQ.
 """
 
 from __future__ import annotations
@@ -119,7 +125,7 @@ ACK_NOW: tuple[str, ...] = (
     "out-of-order",  # a PSN past a hole: the SACK bitmap tells the sender at once
     "hole-filled",  # the cumulative PSN jumped: the sender stops waiting at once
     "duplicate",  # the sender retransmitted what arrived: its ACK may have been lost
-    "close",  # the close command is in sequence
+    "control",  # a control packet (close, clear, or a request for one) is in sequence
     "every",  # ``ack_every`` requests since the last ACK
 )
 
@@ -137,7 +143,18 @@ NACK_ACTIONS: dict[int, str] = {
     0x0E: FAIL, 0x0F: FAIL, 0x10: FAIL, 0x11: FAIL, 0x15: FAIL, 0x16: FAIL,
 }
 
-CTRL_CLOSE = 4  # control type CLOSE (codes.CTRL_TYPES)
+CTRL_CLEAR, CTRL_CLEAR_REQ, CTRL_CLOSE, CTRL_CLOSE_REQ = 2, 3, 4, 5  # codes.CTRL_TYPES
+# -- control packets: (control type) -> what its receiver does, and who may send it ------------
+CLOSE_NOW = "close"  # the close command: close when every PSN before it arrived
+CLOSE_SOON = "close-when-done"  # the target asks: the initiator closes once its work is done
+CLEARED = "cleared"  # the clear command: forget the receive state up to its clear PSN
+CLEAR_SOON = "clear"  # the target asks: the initiator sends a clear command
+CONTROLS: dict[int, tuple[str, str]] = {  # type -> (action, sender)
+    CTRL_CLOSE: (CLOSE_NOW, "initiator"),
+    CTRL_CLOSE_REQ: (CLOSE_SOON, "target"),
+    CTRL_CLEAR: (CLEARED, "initiator"),
+    CTRL_CLEAR_REQ: (CLEAR_SOON, "target"),
+}
 RC_OK = 1  # SES return code OK (codes.RETURN_CODES)
 
 
@@ -207,6 +224,8 @@ class Counters:
     pdcs_accepted: int = 0
     pdcs_closed: int = 0
     pdcs_failed: int = 0
+    controls_sent: dict[str, int] = field(default_factory=dict)  # by control type name
+    controls_received: dict[str, int] = field(default_factory=dict)
     rudi_responses_sent: int = 0
     rudi_responses_received: int = 0
     uud_lost: int = 0  # UUD requests trimmed at the target (a dropped one is never seen)
@@ -260,6 +279,7 @@ class Pdc:
         self.rx_cack = (start_psn - 1) & PSN_MASK
         self.rx_above: set[int] = set()
         self.rx_close: int | None = None
+        self.rx_cleared: int | None = None  # the clear PSN of the peer's last clear command
         self.unacked = 0
         self.ack_at: int | None = None
         self.ack_psn = self.rx_cack
@@ -352,6 +372,30 @@ class Pds:
         pdc.close_wanted = True
         self._ready(pdc)
 
+    def clear(self, pdc: Pdc) -> None:
+        """Send a clear command on ``pdc`` (an initiator's, established): its clear PSN is
+        the cumulative ACK PSN when it leaves."""
+        self._control(pdc, CTRL_CLEAR)
+
+    def request_close(self, pdc: Pdc) -> None:
+        """Ask the initiator of ``pdc`` (a target's) to close it."""
+        self._control(pdc, CTRL_CLOSE_REQ)
+
+    def request_clear(self, pdc: Pdc) -> None:
+        """Ask the initiator of ``pdc`` (a target's) for a clear command."""
+        self._control(pdc, CTRL_CLEAR_REQ)
+
+    def _control(self, pdc: Pdc, ctl: int) -> None:
+        sender = CONTROLS[ctl][1]
+        if (sender == "initiator") != pdc.initiator or pdc.mode in CONNECTIONLESS:
+            raise RuntimeError(f"PDC {pdc.id}: {t.CTRL_TYPES[ctl][0]} is the {sender}'s, on "
+                               "a PDC (RUD or ROD)")
+        if pdc.state != ESTABLISHED or pdc.close_wanted or pdc.peer_id is None:
+            raise RuntimeError(f"PDC {pdc.id} is {pdc.state}: no {t.CTRL_TYPES[ctl][0]}")
+        pdc.fresh.append(({"uet.pds.type": t.CTRL, "uet.pds.ctl_type": ctl,
+                           "uet.pds.ctrl_payload": 0}, b"", None))
+        self._ready(pdc)
+
     # -- the driver's API ----------------------------------------------------------------------
 
     def pending(self) -> bool:
@@ -421,7 +465,7 @@ class Pds:
             self._on_connectionless(now, f, payload, src, ce, trimmed)
         elif typ == t.RUDI_RESP:
             self._on_rudi_response(now, f, src)
-        elif typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") == CTRL_CLOSE):
+        elif typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
             self._on_request(now, f, payload, src, ce, trimmed)
         elif typ in t.ACKS:
             self._on_ack(now, f, src)
@@ -491,7 +535,8 @@ class Pds:
             s = pdc.sent[psn] = Sent(fields, payload, token)
             if pdc.state == IDLE:
                 pdc.move("send")
-            self.counters.requests_sent += 1
+            if fields.get("uet.pds.type") != t.CTRL:
+                self.counters.requests_sent += 1
             return self._transmit(pdc, psn, s, now, retx=False)
         if self._may_close(pdc) and pdc.mode in CONNECTIONLESS:
             self._release(pdc)
@@ -526,6 +571,13 @@ class Pds:
         else:
             f["uet.pds.dpdcid"] = pdc.peer_id or 0
             f["uet.pds.flags.ar"] = True
+            ctl = f["uet.pds.ctl_type"]
+            if ctl == CTRL_CLEAR:  # the clear PSN: what the peer acknowledged by now
+                f["uet.pds.ctrl_payload"] = pdc.cack
+            if not retx:
+                name = t.CTRL_TYPES[ctl][0]
+                c = self.counters.controls_sent
+                c[name] = c.get(name, 0) + 1
         if pdc.mode not in CONNECTIONLESS:
             f["uet.pds.psn"] = psn
             f["uet.pds.spdcid"] = pdc.id
@@ -773,7 +825,8 @@ class Pds:
         pdc.unacked += 1
         pdc.ack_psn = psn
         if f["uet.pds.type"] == t.CTRL:
-            pdc.rx_close = psn
+            self._on_control(pdc, f)
+            now_ack = True
         else:
             self.upper.on_request(pdc, f, payload)
         if pdc.rx_close is not None and ahead(pdc.rx_cack, pdc.rx_close) >= 0 \
@@ -787,6 +840,25 @@ class Pds:
             pdc.ack_at = now + self.config.ack_delay_ns
             if self.on_change is not None:
                 self.on_change()
+
+    def _on_control(self, pdc: Pdc, f: dict[str, Any]) -> None:
+        """A control packet in sequence: what ``CONTROLS`` says its receiver does."""
+        ctl = f["uet.pds.ctl_type"]
+        name = t.CTRL_TYPES[ctl][0]
+        c = self.counters.controls_received
+        c[name] = c.get(name, 0) + 1
+        action, sender = CONTROLS[ctl]
+        if (sender == "initiator") == pdc.initiator:
+            return  # sent by the wrong end: nothing to do (the ACK still answers it)
+        if action == CLOSE_NOW:
+            pdc.rx_close = f["uet.pds.psn"]
+        elif action == CLOSE_SOON:
+            if pdc.state not in (CLOSING, CLOSED, FAILED):
+                self.close(pdc)
+        elif action == CLEARED:
+            pdc.rx_cleared = f.get("uet.pds.ctrl_payload", 0)
+        elif action == CLEAR_SOON and pdc.state == ESTABLISHED and not pdc.close_wanted:
+            self.clear(pdc)
 
     def _send_ack(self, pdc: Pdc) -> None:
         cack = pdc.rx_cack

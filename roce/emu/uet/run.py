@@ -28,7 +28,7 @@ from roce.emu.net import topology as topo
 from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
 from roce.emu.net.stages import Trimmer
 from roce.emu.scenario import Scenario, Summary
-from roce.emu.uet import PDC_MODES, uetframes
+from roce.emu.uet import CLOSERS, PDC_MODES, uetframes
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
 from roce.emu.uet.pds import PdsConfig
 from roce.emu.uet.ses import CARRIES, KINDS, RI_MAX
@@ -45,6 +45,7 @@ class UetOptions:
     mode: str = PDC_MODES[0]  # rud | rod | rudi | uud
     entropy: str = ENTROPY_MODES[0]  # pdc | packet (roce.emu.uet.host)
     trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
+    close: str = CLOSERS[0]  # initiator | target: who starts each PDC's clear and close
 
 
 # Scenario fields a UET run has nothing for: (field, option, why).  Refused when not at
@@ -110,6 +111,11 @@ class UetRun:
         if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:
             raise UsageError(f"--pdc-mode {opts.mode} / --entropy {opts.entropy}: "
                              f"{'|'.join(MODES)} and {'|'.join(ENTROPY_MODES)}")
+        if opts.close not in CLOSERS:
+            raise UsageError(f"--pdc-close {opts.close}: {'|'.join(CLOSERS)}")
+        if opts.close == "target" and opts.mode in ("rudi", "uud"):
+            raise UsageError(f"--pdc-close target: --pdc-mode {opts.mode} has no PDC on the "
+                             "wire to close")
         carries = CARRIES[MODES[opts.mode]]
         if sc.op not in carries:
             why = {"rudi": "idempotent operations only", "uud": "unreliable: nothing "
@@ -233,8 +239,16 @@ class UetRun:
                 break
         end = net.now  # the work is done (or the limit passed): the run's virtual time
         for f in self.flows:  # close every PDC; let the handshakes finish
-            f.src.pds.close(f.pdc)
-            f.src.changed(net.now)
+            target = f.dst.pds.by_peer.get((f.src.ip, f.pdc.id))
+            if self.opts.close == "target" and target is not None \
+                    and target.state == "established":
+                # the target asks for a clear command, then for the close
+                f.dst.pds.request_clear(target)
+                f.dst.pds.request_close(target)
+                f.dst.changed(net.now)
+            else:
+                f.src.pds.close(f.pdc)
+                f.src.changed(net.now)
         net.run_until_any([], limit)  # (timers a PDC no longer needs fire here, idle)
         self._completions()
         return self._summary(time.process_time() - cpu0, finished, end)
@@ -326,7 +340,11 @@ class UetRun:
             lost = {"packets": pds["requests_sent"] - pds["received"] + ses["repeated"],
                           "trimmed": pds["uud_lost"],
                           "messages": s.posted - ses["messages_executed"]}
+        controls: Counter = Counter()
+        for h in net.hosts.values():
+            controls.update(h.pds.counters.controls_sent)
         s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
+                 "close": self.opts.close, "controls_sent": dict(controls),
                  "trim": self.opts.trim,
                  "pds": dict(pds), "nacks_received": dict(nacks),
                  "nacks_sent": dict(nacks_sent), "ses": dict(ses),
