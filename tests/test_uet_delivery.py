@@ -8,7 +8,7 @@ import json
 
 from roce.cli import main
 from roce.emu.scenario import Scenario
-from roce.emu.uet.run import UetOptions, run_uet
+from roce.emu.uet.run import UetOptions, UetRun, run_uet
 from roce.pcapio import PcapWriter
 
 INCAST = Scenario(op="write", size=128 * 1024, count=2, topology="incast:3", pfc=False,
@@ -104,3 +104,53 @@ def test_pdc_close_target_is_refused_without_a_pdc(capsys):
     assert code == 1 and "no PDC on the wire" in capsys.readouterr().err
     code = main(["emulate", "--no-progress", "--pdc-close", "target"])
     assert code == 1 and "--pdc-close: only with --protocol uet" in capsys.readouterr().err
+
+
+def test_stats_agrees_exactly_on_a_sprayed_trimmed_run(capsys, tmp_path):
+    """All-to-all on a leaf-spine in a lossy class (no PFC) with small buffers: what the
+    switches would drop they trim; every packet takes its own path (--entropy packet).  The
+    pcap holds every frame a host received, which is every frame sent (nothing is dropped):
+    roce stats must count exactly what the emulator did, PDC by PDC: PSNs, requests,
+    retransmissions, trims, NACKs, ACKs and bytes.  Each trimmed packet was resent once, on
+    its NACK, with no timeout."""
+    sc = Scenario(op="write", size=64 * 1024, count=2, topology="leafspine:2,2,2",
+                  traffic="all-to-all", pfc=False, buffer=80 * 1024)
+    pcap = tmp_path / "sprayed.pcap"
+    with PcapWriter(str(pcap)) as w:
+        r = UetRun(sc, UetOptions(entropy="packet", trim=True))
+        r.net.recorders.append(w)
+        s = r.run()
+    assert s.data_verified, s.unverified
+    p, u = s.uet["pds"], s.uet
+    trims = s.fabric["trimmed"]
+    assert trims > 0 and s.fabric["drops"] == 0 and p["out_of_order"] > 0
+    assert p["trimmed"] == trims and u["nacks_sent"] == {"TRIMMED": trims}
+    assert p["retx_nack"] == p["retransmitted"] == trims and s.timeouts == 0
+    rows = {(d["initiator"], d["spdcid"]): d for d in stats(capsys, pcap)["pdcs"]}
+    assert len(rows) == len(r.flows) == 12
+    for f in r.flows:
+        d = rows[f.src.ip, f.pdc.id]
+        target = f.dst.pds.by_peer[f.src.ip, f.pdc.id]
+        assert d["target"] == f.dst.ip and d["dpdcid"] == target.id
+        # PSNs: the start the SYNs declared, the highest request's (the close command took
+        # the PSN after it), none missing
+        assert d["start_psn"] == f.pdc.start_psn
+        assert d["highest_psn"] == (f.pdc.next_psn - 2) & 0xFFFFFFFF
+        assert d["missing"] == 0 and d["spurious_retransmissions"] == 0
+        n = (f.pdc.next_psn - 1 - f.pdc.start_psn) & 0xFFFFFFFF  # requests of this PDC
+        retx = sum(d["trims"].values())
+        assert d["requests"] == n + retx and d["retransmissions"] == retx
+        assert d["nacks"] == {}
+        # bytes: each message whole once; every copy's payload as it arrived (a trimmed copy
+        # none, its resend all: the messages' bytes once)
+        m = d["messages"]
+        assert m["completed"] == 2 and m["bytes"] == 2 * sc.size
+        assert m["min"] == m["max"] == sc.size
+        assert d["request_bytes"] == 2 * sc.size
+        assert d["controls"] == {"CLOSE": 1}
+    total = list(rows.values())
+    assert sum(d["requests"] for d in total) == p["requests_sent"] + p["retransmitted"]
+    assert sum(d["syn"] for d in total) == p["syn_sent"]
+    assert sum(d["acks"] for d in total) == p["acks_sent"]
+    assert sum(d["ecn_marked_acks"] for d in total) == p["ecn_acks"]
+    assert sum(sum(d["trims"].values()) for d in total) == trims
