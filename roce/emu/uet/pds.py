@@ -332,7 +332,7 @@ class Pds:
         self.on_change: Callable[[], None] | None = None  # the driver's: work or a timer
         # RUDI and UUD: the host's packet IDs, the RUDI packets awaiting a response (ID ->
         # the context that sent it), and the context of each peer's requests
-        self.next_pkt_id = rng.randrange(1 << 16, 1 << 31)
+        self.next_pkt_id: int | None = None  # drawn by the first RUDI or UUD request
         self.by_pkt: dict[int, Pdc] = {}
         self.peers: dict[tuple[str, int], Pdc] = {}
 
@@ -643,6 +643,8 @@ class Pds:
         """The next fresh request of a RUDI or UUD context, under a new packet ID."""
         fields, payload, token = pdc.fresh.popleft()
         pid = self.next_pkt_id
+        if pid is None:  # as a start PSN is drawn
+            pid = self.rng.randrange(1 << 16, 1 << 31)
         self.next_pkt_id = (pid + 1) & PSN_MASK
         if pdc.state == IDLE:
             pdc.move("open")
