@@ -154,3 +154,17 @@ def test_stats_agrees_exactly_on_a_sprayed_trimmed_run(capsys, tmp_path):
     assert sum(d["acks"] for d in total) == p["acks_sent"]
     assert sum(d["ecn_marked_acks"] for d in total) == p["ecn_acks"]
     assert sum(sum(d["trims"].values()) for d in total) == trims
+
+
+def test_refused_messages_are_counted_per_return_code(capsys):
+    """Targets whose regions were invalidated refuse every WRITE with BAD_MKEY: the initiators
+    complete each with that code, and the summary and JSON count them per code."""
+    sc = Scenario(op="write", size=16 * 1024, count=3, topology="incast:2")
+    r = UetRun(sc, UetOptions())
+    r.flows[0].remote.valid = False
+    s = r.run()
+    assert s.completed == {"OK": 3, "BAD_MKEY": 3}
+    assert s.uet["ses_refused"] == {"BAD_MKEY": 3} and s.uet["ses_errors"] == {}
+    assert s.uet["pds"]["ses_responses_sent"] == 3 and s.uet["pdcs_closed"] == 2
+    assert not s.data_verified and "(BAD_MKEY=3)" in s.unverified
+    assert "errors: BAD_MKEY=3" in s.text()

@@ -463,3 +463,104 @@ def test_handshake_controls_survive_loss():
     loop.run()
     assert lost == {P.CTRL_CLEAR_REQ, P.CTRL_CLEAR, P.CTRL_CLOSE_REQ, P.CTRL_CLOSE}
     assert pdc.state == target.state == P.CLOSED
+
+
+def responses(loop: Loop) -> list[dict]:
+    return [f for src, f in loop.sent if src == loop.b.ip and f.get("uet.pds.nh") == t.NH_RSP
+            and f["uet.pds.type"] in t.REQUESTS]
+
+
+def late_responses(i, f):
+    """SES responses arrive long after every ACK (another path, a deep queue)."""
+    return [(50_000 if f.get("uet.pds.nh") == t.NH_RSP else 0, False)]
+
+
+@pytest.mark.parametrize("mode", [RUD, ROD])
+def test_write_with_a_bad_key_completes_with_its_return_code(mode):
+    loop = Loop(PdsConfig(mode=mode), fate=late_responses)
+    la, rb = loop.buffers(3 * 4096)
+    before = bytes(rb.buf)
+    pdc = loop.a.pds.open(loop.b.ip)
+    loop.a.ses.post("write", pdc, 0, la, la.addr, 3000, rb.rkey + 1, rb.addr)  # no such key
+    loop.a.ses.post("write", pdc, 1, la, la.addr + 4096, 3000, rb.rkey, rb.addr + 4096)
+    loop.a.pds.close(pdc)
+    loop.run()
+    comps = {c.wr_id: c for c in loop.a.ses.completions}
+    assert comps[0].status == "BAD_MKEY" and not comps[0].ok
+    assert comps[1].status == "OK" and comps[1].ok
+    assert rb.buf[:4096] == before[:4096] and rb.buf[4096:7096] == la.buf[4096:7096]
+    assert loop.b.ses.counters.refused == {"BAD_MKEY": 1}
+    # one response, in the target's PSN space, naming the message and the code
+    (r,) = responses(loop)
+    assert r["uet.ses.rsp.return_code"] == 0x1C and r["uet.ses.rsp.message_id"] == 0
+    assert pdc.state == P.CLOSED
+
+
+@pytest.mark.parametrize("kind, where, code", [
+    ("write", "beyond", "AT_OUT_OF_RANGE"), ("read", "beyond", "AT_OUT_OF_RANGE"),
+    ("read", "badkey", "BAD_MKEY"), ("send", "noqueue", "BAD_INDEX"),
+    ("send", "short", "TOO_LONG")])
+def test_ses_refusals_by_return_code(kind, where, code):
+    loop = Loop()
+    la, rb = loop.buffers(8192)
+    pdc = loop.a.pds.open(loop.b.ip)
+    addr, key, ri = rb.addr, rb.rkey, 0
+    if where == "beyond":
+        addr = rb.addr + 8000
+    elif where == "badkey":
+        key = rb.rkey ^ 0x100
+    elif where == "noqueue":
+        ri = 7
+    elif where == "short":
+        loop.b.ses.post_recv(0, rb, rb.addr, 1000)
+    loop.a.ses.post(kind, pdc, 0, la, la.addr, 3000, key, addr, ri)
+    loop.a.pds.close(pdc)
+    loop.run()
+    (c,) = loop.a.ses.completions
+    assert c.status == code and not c.ok
+    assert loop.b.ses.counters.refused == {code: 1}
+    assert pdc.state == P.CLOSED and not loop.b.ses.recv_completions
+
+
+def test_send_finding_its_queue_empty_is_no_match():
+    loop = Loop()
+    la, rb = loop.buffers(8192)
+    pdc = loop.a.pds.open(loop.b.ip)
+    loop.b.ses.post_recv(0, rb, rb.addr, 4096)
+    for i in range(2):
+        loop.a.ses.post("send", pdc, i, la, la.addr, 3000, 0, 0)
+    loop.run()
+    assert [c.status for c in loop.a.ses.completions] == ["OK", "NO_MATCH"]
+    assert [c.wr_id for c in loop.b.ses.recv_completions] == [0]
+
+
+def test_a_lost_ses_response_is_resent():
+    drop = []
+
+    def fate(i, f):
+        if f.get("uet.pds.nh") == t.NH_RSP and not drop:
+            drop.append(i)
+            return []
+        return [(0, False)]
+    loop = Loop(PdsConfig(rto_ns=20_000), fate=fate)
+    la, rb = loop.buffers(4096)
+    pdc = loop.a.pds.open(loop.b.ip)
+    loop.a.ses.post("write", pdc, 0, la, la.addr, 4096, rb.rkey, rb.addr + 1)
+    loop.run()
+    assert drop and [c.status for c in loop.a.ses.completions] == ["AT_OUT_OF_RANGE"]
+    assert len(responses(loop)) == 2 and loop.b.pds.counters.retransmitted == 1
+
+
+def test_rudi_response_carries_the_return_code():
+    loop = Loop(PdsConfig(mode=RUDI), fate=every_packet_twice)
+    la, rb = loop.buffers(8192)
+    pdc = loop.a.pds.open(loop.b.ip)
+    loop.a.ses.post("write", pdc, 0, la, la.addr, 3000, rb.rkey, rb.addr + 6000)
+    loop.a.ses.post("read", pdc, 1, la, la.addr, 3000, rb.rkey, rb.addr)
+    loop.a.pds.close(pdc)
+    loop.run()
+    st = {c.wr_id: c.status for c in loop.a.ses.completions}
+    assert st == {0: "AT_OUT_OF_RANGE", 1: "OK"} and la.buf[:3000] == rb.buf[:3000]
+    codes = {f["uet.ses.rsp.return_code"] for _s, f in loop.sent
+             if f["uet.pds.type"] == t.RUDI_RESP}
+    assert codes == {1, 0x0C}

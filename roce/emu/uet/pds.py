@@ -227,6 +227,7 @@ class Counters:
     controls_sent: dict[str, int] = field(default_factory=dict)  # by control type name
     controls_received: dict[str, int] = field(default_factory=dict)
     rudi_responses_sent: int = 0
+    ses_responses_sent: int = 0  # SES responses carrying an error (a return code not OK)
     rudi_responses_received: int = 0
     uud_lost: int = 0  # UUD requests trimmed at the target (a dropped one is never seen)
 
@@ -280,6 +281,8 @@ class Pdc:
         self.rx_above: set[int] = set()
         self.rx_close: int | None = None
         self.rx_cleared: int | None = None  # the clear PSN of the peer's last clear command
+        # PSNs the SES refused: (request, payload bytes, CE) until their answer is acknowledged
+        self.rx_held: dict[int, tuple[dict[str, Any], int, bool]] = {}
         self.unacked = 0
         self.ack_at: int | None = None
         self.ack_psn = self.rx_cack
@@ -302,6 +305,23 @@ class Pdc:
         for sent_at, _n in self.rack.sent.values():  # send order: the first is the oldest
             return sent_at + (rto_ns << self.backoff)
         return None
+
+
+@dataclass(frozen=True)
+class _Held:
+    """The token of an SES error response: the refused PSN it releases once acknowledged."""
+
+    psn: int
+
+
+def ses_response(f: dict[str, Any], rc: int, n: int) -> dict[str, Any]:
+    """The SES response (next header RSP, opcode RESPONSE) to request ``f``, return code
+    ``rc``, ``n`` bytes modified."""
+    mid = f.get("uet.ses.std.message_id", f.get("uet.ses.rsp.read_req_message_id", 0))
+    return {"uet.pds.nh": t.NH_RSP, "uet.ses.rsp.opcode": t.RSP_RESPONSE,
+            "uet.ses.rsp.return_code": rc, "uet.ses.rsp.message_id": mid,
+            "uet.ses.rsp.job_id": f.get("uet.ses.std.job_id", f.get("uet.ses.rsp.job_id", 0)),
+            "uet.ses.rsp.mod_length": n}
 
 
 @dataclass
@@ -698,13 +718,11 @@ class Pds:
         c.received += 1
         code = self.upper.on_request(pdc, f, payload)
         if typ == t.RUDI_REQ:
-            mid = f.get("uet.ses.std.message_id", f.get("uet.ses.rsp.read_req_message_id", 0))
+            ok = code is None or code == RC_OK
             r = {"uet.pds.type": t.RUDI_RESP, "uet.pds.rudi.pkt_id": f["uet.pds.rudi.pkt_id"],
-                 "uet.pds.nh": t.NH_RSP, "uet.ses.rsp.opcode": t.RSP_RESPONSE,
-                 "uet.ses.rsp.return_code": RC_OK if code is None else code,
-                 "uet.ses.rsp.message_id": mid, "uet.ses.rsp.job_id":
-                     f.get("uet.ses.std.job_id", f.get("uet.ses.rsp.job_id", 0)),
-                 "uet.ses.rsp.mod_length": len(payload)}
+                 **ses_response(f, RC_OK if ok else code, len(payload) if ok else 0)}
+            if not ok:
+                c.ses_responses_sent += 1
             c.rudi_responses_sent += 1
             self.ctrl.append(Out(src, r, b"", pdc))
             if self.on_change is not None:
@@ -797,12 +815,39 @@ class Pds:
             pdc.ack_psn = psn
             self._send_ack(pdc)
             return
+        if psn in pdc.rx_held:  # refused by the SES: acknowledged once its answer is
+            c.duplicates += 1
+            return
         if d > self.config.window:
             self._nack(PSN_OOR_WINDOW, f, src, pdc)
             return
         if pdc.mode == t.ROD_REQ and d != 1:
             self._nack(ROD_OOO, f, src, pdc)
             return
+        if f["uet.pds.type"] != t.CTRL:
+            rc = self.upper.on_request(pdc, f, payload)
+            if rc is not None and rc != RC_OK:
+                self._hold(pdc, f, rc, len(payload), ce)
+                return
+        self._accept(now, pdc, f, len(payload), ce)
+
+    def _hold(self, pdc: Pdc, f: dict[str, Any], rc: int, n: int, ce: bool) -> None:
+        """The SES could not execute the request: answer with its SES response (return code
+        ``rc``) as a request of this end, and acknowledge the refused PSN only once that
+        answer is acknowledged, so that the initiator learns the error before its message
+        could complete (whatever order the packets take)."""
+        psn = f["uet.pds.psn"]
+        pdc.rx_held[psn] = (f, n, ce)
+        self.counters.ses_responses_sent += 1
+        self.submit(pdc, {**ses_response(f, rc, 0), "uet.pds.flags.ar": True}, b"",
+                    _Held(psn))
+
+    def _accept(self, now: int, pdc: Pdc, f: dict[str, Any], n: int, ce: bool) -> None:
+        """A request in the window, new and executed (a control packet: about to act):
+        the receive state moves, and an ACK goes now or later (``ACK_NOW``)."""
+        c = self.counters
+        psn = f["uet.pds.psn"]
+        d = ahead(psn, pdc.rx_cack)
         c.received += 1
         now_ack = bool(f.get("uet.pds.flags.ar"))
         if d == 1:
@@ -823,14 +868,12 @@ class Pds:
         if ce:
             pdc.rx_ce = True
             c.ce_received += 1
-        pdc.rx_bytes += len(payload)
+        pdc.rx_bytes += n
         pdc.unacked += 1
         pdc.ack_psn = psn
         if f["uet.pds.type"] == t.CTRL:
             self._on_control(pdc, f)
             now_ack = True
-        else:
-            self.upper.on_request(pdc, f, payload)
         if pdc.rx_close is not None and ahead(pdc.rx_cack, pdc.rx_close) >= 0 \
                 and pdc.state != CLOSED:
             pdc.move("closed")  # close: every PSN before the close command arrived
@@ -937,7 +980,10 @@ class Pds:
                 s = sent.pop(psn)
                 if psn in pdc.resend_set:
                     pdc.resend_set.discard(psn)
-                if s.token is not None:
+                if isinstance(s.token, _Held):  # the answer arrived: the refused PSN too
+                    f0, n0, ce0 = pdc.rx_held.pop(s.token.psn)
+                    self._accept(now, pdc, f0, n0, ce0)
+                elif s.token is not None:
                     self.upper.on_acked(pdc, s.token)
         if pdc.close_psn is not None and ahead(pdc.cack, pdc.close_psn) >= 0:
             pdc.move("closed")

@@ -31,7 +31,7 @@ from roce.emu.scenario import Scenario, Summary
 from roce.emu.uet import CLOSERS, PDC_MODES, uetframes
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
 from roce.emu.uet.pds import PdsConfig
-from roce.emu.uet.ses import CARRIES, KINDS, RI_MAX
+from roce.emu.uet.ses import CARRIES, FAILED, KINDS, RI_MAX
 from roce.errors import UsageError
 from roce.families.uet import codes as t
 
@@ -93,6 +93,7 @@ class Flow:
     posted: int = 0
     done: int = 0
     ok: int = 0
+    statuses: Counter = field(default_factory=Counter)  # completions by status
     bytes: int = 0
     busy: set[int] = field(default_factory=set)  # slots of messages in flight
     post_times: dict[int, int] = field(default_factory=dict)
@@ -207,12 +208,13 @@ class UetRun:
                 f.done += 1
                 f.busy.discard(c.wr_id % sc.slots)
                 f.fct.append(now - f.post_times.pop(c.wr_id))
+                f.statuses[c.status] += 1
                 if c.ok:
                     f.ok += 1
                     f.bytes += c.bytes
                     if c.kind != "send":
                         f.expected.apply(c.kind, c.wr_id)
-                elif f.posted < sc.count:  # a failed PDC takes no more work
+                elif c.status == FAILED and f.posted < sc.count:  # a failed PDC: no more work
                     f.done += sc.count - f.posted
                     f.posted = sc.count
                 touched[f.index] = f
@@ -260,8 +262,14 @@ class UetRun:
         total = sc.count * len(self.flows)
         ok = sum(f.ok for f in self.flows)
         if ok != total:
-            return (f"{total - ok} of {total} message(s) did not complete" if not finished
-                    else f"{total - ok} of {total} message(s) failed")
+            if not finished:
+                return f"{total - ok} of {total} message(s) did not complete"
+            statuses: Counter = Counter()
+            for f in self.flows:
+                statuses.update(f.statuses)
+            statuses.pop("OK", None)
+            return (f"{total - ok} of {total} message(s) failed (" + ", ".join(
+                f"{k}={v}" for k, v in sorted(statuses.items())) + ")")
         if self.opts.mode == "uud":
             # a lost packet's slot may be written again by a later message: the count of
             # messages the targets executed is what tells
@@ -286,6 +294,7 @@ class UetRun:
         nacks_sent: Counter = Counter()
         ses: Counter = Counter()
         errors: Counter = Counter()
+        refused: Counter = Counter()
         for h in net.hosts.values():
             c = h.pds.counters
             for k, v in asdict(c).items():
@@ -298,6 +307,7 @@ class UetRun:
                 if isinstance(v, int):
                     ses[k] += v
             errors.update(sc_.errors)
+            refused.update(sc_.refused)
         every: list[int] = []
         for f, (src, dst) in zip(self.flows, self.names):
             every += f.fct
@@ -305,7 +315,12 @@ class UetRun:
                             "state": f.pdc.state, "fct_ns": fct_stats(f.fct)})
         s.posted = sum(f.posted for f in self.flows)
         ok = sum(f.ok for f in self.flows)
-        s.completed = {"OK": ok, **({"FAILED": s.posted - ok} if s.posted > ok else {})}
+        # by status: OK, the return code a target refused a message with, or FAILED (the
+        # PDC failed); what was posted and never completed is ``outstanding``
+        statuses: Counter = Counter()
+        for f in self.flows:
+            statuses.update(f.statuses)
+        s.completed = {"OK": ok, **{k: v for k, v in sorted(statuses.items()) if k != "OK"}}
         s.bytes = sum(f.bytes for f in self.flows)
         s.delivered = ses["messages_executed"]  # at the targets: placed, or READs answered
         s.packets = pds["requests_sent"] + pds["retransmitted"]
@@ -348,7 +363,7 @@ class UetRun:
                  "trim": self.opts.trim,
                  "pds": dict(pds), "nacks_received": dict(nacks),
                  "nacks_sent": dict(nacks_sent), "ses": dict(ses),
-                 "ses_errors": dict(errors),
+                 "ses_errors": dict(errors), "ses_refused": dict(refused),
                  "pdcs_closed": sum(f.pdc.state == "closed" for f in self.flows),
                  "not_uet": sum(h.not_uet for h in net.hosts.values()),
                  **({"uud_lost": lost} if lost else {})}

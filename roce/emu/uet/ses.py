@@ -15,10 +15,14 @@ an address space per host, regions found and checked by key, rxe's order of chec
 * A SEND names a receive queue at the target by its resource index (12 bits): it takes
   that queue's next posted receive buffer when the first of its packets arrives (any
   packet: RUD reorders), and completes there when all its bytes have.
-* What the target cannot execute (no region, a key or range the checks refuse, no posted
-  receive) is counted in ``errors`` with the reason, and its data dropped.  The SES
-  response that would carry the error back (a return code in an ACK) is not sent yet: the
-  initiator completes such a message as delivered, and the run's data check finds it.
+* What the target cannot execute is refused with an SES return code (``REFUSALS``: a
+  memory key that maps no region, a range outside it, an access it does not grant, a SEND
+  to a resource index with no receive queue or none posted, longer than its buffer, an
+  opcode we do not run), counted by code name in ``refused``; the rest of that message's
+  data is dropped.  The return code goes back in an SES response: on RUD and ROD as a
+  request of the target's end (``pds.Pds._hold``: the refused PSN is acknowledged only once
+  the response is), on RUDI in the RUDI response; the initiator completes the message with
+  that code (``Completion.status``).  UUD has no response: the target only counts it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,29 @@ MSG_ID_MASK = 0xFFFF
 RI_MAX = 0xFFF  # the SES header's resource index: 12 bits
 JOB_ID = 1  # every host of a run is one job
 RC_OK = 1  # SES return code OK
+# what failed -> the return code a target answers with (codes.RETURN_CODES names them)
+REFUSALS: dict[str, str] = {
+    "key": "BAD_MKEY",  # no region has the memory key, or it was invalidated
+    "pd": "BAD_MKEY",  # the region is another protection domain's: it maps no buffer here
+    "access": "PERM_VIOLATION",  # the region does not grant the access
+    "range": "AT_OUT_OF_RANGE",  # the range is outside the region
+    "align": "AMO_UNALIGNED",
+    "no-queue": "BAD_INDEX",  # a SEND's resource index has no receive queue
+    "no-buffer": "NO_MATCH",  # the receive queue has no buffer posted
+    "too-long": "TOO_LONG",  # the SEND is longer than its receive buffer
+    "opcode": "UNSUPPORTED_OP",
+}
+RETURN_CODE: dict[str, int] = {why: t.lookup_name(t.RETURN_CODES, name)  # type: ignore[misc]
+                               for why, name in REFUSALS.items()}
+FAILED = "FAILED"  # a completion's status when its PDC failed (no return code)
+
+
+class Refused(Exception):
+    """The target cannot execute a message: ``why`` a key of ``REFUSALS``."""
+
+    def __init__(self, why: str, text: str) -> None:
+        super().__init__(text)
+        self.why = why
 KINDS = ("write", "read", "send")
 OPCODES = {"write": t.WRITE, "read": t.READ, "send": t.SEND}
 # what each PDC mode carries: RUDI only idempotent operations (a SEND consumes a receive
@@ -78,6 +105,7 @@ class Completion:
     bytes: int
     pdc: int
     msg_id: int
+    status: str = "OK"  # OK, the return code's name the target answered with, or FAILED
 
 
 @dataclass(eq=False)
@@ -98,6 +126,7 @@ class SesCounters:
     messages_executed: int = 0  # at the target: every byte of a message placed
     reads_answered: int = 0
     repeated: int = 0  # RUDI: pieces that came again, placed again (idempotent)
+    refused: dict[str, int] = field(default_factory=dict)  # at the target, by return code
     errors: dict[str, int] = field(default_factory=dict)
 
 
@@ -117,6 +146,8 @@ class Ses:
         self.reads: dict[tuple[Any, int], Message] = {}  # (space, message ID) -> READ
         self.incoming: dict[tuple[Any, int], Incoming] = {}  # (space, message ID)
         self.finished: dict[tuple[Any, int], None] = {}  # RUDI: executed, the latest
+        self.refusals: dict[tuple[Any, int], int] = {}  # messages refused: return code
+        self.outstanding: dict[tuple[Any, int], Message] = {}  # posted, not complete
         # resource index -> its posted receive buffers
         self.recvs: dict[int, deque[tuple[int, MemoryRegion, int, int]]] = {}
         self.completions: list[Completion] = []
@@ -147,6 +178,7 @@ class Ses:
         packets = max(1, -(-length // self.mtu)) if data else 1
         m = Message(wr_id, kind, pdc, msg_id, length, packets, local, laddr)
         self.counters.messages_posted += 1
+        self.outstanding[sp, msg_id] = m
         if not data:
             self.reads[sp, msg_id] = m
             pdc.holds += 1  # the PDC stays open until the response has arrived
@@ -195,15 +227,29 @@ class Ses:
     def on_failed(self, pdc: Pdc, token: Any) -> None:
         m, _i = token
         if not m.done:
-            self._complete(m, False)
+            self._complete(m, False, FAILED)
+
+    def on_error(self, pdc: Pdc, token: Any, rc: int) -> None:
+        """The target answered a packet of the message of ``token`` with return code
+        ``rc`` (RUDI)."""
+        m, _i = token
+        if not m.done:
+            self._complete(m, False, t.short(t.RETURN_CODES, rc))
 
     def on_request(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> int | None:
         nh = f.get("uet.pds.nh")
         if nh == t.NH_RSP_DATA:
             self._response(pdc, f, payload)
             return None
+        if nh == t.NH_RSP:
+            self._answered(pdc, f)
+            return None
         op = f.get("uet.ses.std.opcode")
         off = 0 if f.get("uet.ses.std.som") else f.get("uet.ses.std.message_offset", 0)
+        key = space(pdc), f.get("uet.ses.std.message_id")
+        rc = self.refusals.get(key)
+        if rc is not None:  # the rest of a refused message: dropped (RUDI: answered again)
+            return rc if pdc.mode in CONNECTIONLESS else None
         try:
             if op == t.WRITE:
                 addr = f["uet.ses.std.buffer_offset"] + off
@@ -217,11 +263,29 @@ class Ses:
             elif op == t.SEND:
                 self._send_data(pdc, f, off, payload)
             else:
-                self._error(f"opcode {op}")
+                raise Refused("opcode", f"opcode {op}")
         except AccessError as exc:
-            self._error(str(exc))
+            return self._refuse(key, exc.check or "key")
+        except Refused as exc:
+            return self._refuse(key, exc.why)
         return None
 
+    def _refuse(self, key: tuple[Any, int], why: str) -> int:
+        rc = RETURN_CODE[why]
+        r = self.counters.refused
+        r[REFUSALS[why]] = r.get(REFUSALS[why], 0) + 1
+        self.incoming.pop(key, None)
+        self.refusals[key] = rc
+        if len(self.refusals) > FINISHED_MAX:  # one ID space remembered
+            del self.refusals[next(iter(self.refusals))]
+        return rc
+
+    def _answered(self, pdc: Pdc, f: dict[str, Any]) -> None:
+        """An SES response to one of our messages (RUD, ROD): an error completes it."""
+        m = self.outstanding.get((space(pdc), f.get("uet.ses.rsp.message_id")))
+        rc = f.get("uet.ses.rsp.return_code", RC_OK)
+        if m is not None and not m.done and rc != RC_OK:
+            self._complete(m, False, t.short(t.RETURN_CODES, rc))
     # -- the target -----------------------------------------------------------------------------
 
     def _error(self, why: str) -> None:
@@ -257,16 +321,18 @@ class Ses:
         if inc is None:
             ri = f.get("uet.ses.std.resource_index", 0)
             queue = self.recvs.get(ri)
+            if queue is None:
+                raise Refused("no-queue", f"resource index {ri} has no receive queue")
             if not queue:
-                raise AccessError(f"a SEND found no posted receive buffer on resource index "
-                                  f"{ri}")
+                raise Refused("no-buffer", f"a SEND found no posted receive buffer on "
+                                           f"resource index {ri}")
             inc = self.incoming[key] = Incoming(f["uet.ses.std.request_length"],
                                                 recv=queue.popleft())
         assert inc.recv is not None
         wr_id, region, addr, length = inc.recv
         if off + len(payload) > length:
-            raise AccessError(f"{off + len(payload)} bytes do not fit the receive buffer "
-                              f"of {length}")
+            raise Refused("too-long", f"{off + len(payload)} bytes do not fit the receive "
+                                      f"buffer of {length}")
         region.view(addr + off, len(payload))[:] = payload
         inc.got += len(payload)
         if inc.got >= inc.length:
@@ -324,8 +390,9 @@ class Ses:
         if m.received >= m.length:
             self._complete(m, True)
 
-    def _complete(self, m: Message, ok: bool) -> None:
+    def _complete(self, m: Message, ok: bool, status: str = "OK") -> None:
         m.done = True
+        self.outstanding.pop((space(m.pdc), m.msg_id), None)
         if m.kind == "read":
             self.reads.pop((space(m.pdc), m.msg_id), None)
             m.pdc.holds -= 1
@@ -337,7 +404,8 @@ class Ses:
         else:
             c.messages_failed += 1
         self.completions.append(Completion(m.wr_id, m.kind, ok, m.length, m.pdc.id,
-                                           m.msg_id))
+                                           m.msg_id, status))
 
 
-__all__ = ["CARRIES", "KINDS", "RI_MAX", "Completion", "Message", "Ses", "SesCounters"]
+__all__ = ["CARRIES", "FAILED", "KINDS", "REFUSALS", "RETURN_CODE", "RI_MAX", "Completion",
+           "Message", "Refused", "Ses", "SesCounters"]
