@@ -156,6 +156,28 @@ def test_a_capture_of_an_hpcc_run_decodes_with_int(tmp_path):
                            ",".join(str(x["switch"]) for x in f["records"])}
 
 
+def test_stats_reads_an_hpcc_capture_through_its_int_headers(tmp_path):
+    """``roce stats`` peels INT-MD as it peels tunnels: every frame of an HPCC run is a RoCE
+    packet with a good ICRC, and each connection carries the bytes the run wrote."""
+    import json
+
+    r, s, rec = run("incast:2")
+    path = tmp_path / "hpcc.pcap"
+    pcapio.write_capture(path, [(f, t) for t, f in rec.got])
+    assert sum(read_int(f) is not None for _, f in rec.got) == len(rec.got)
+    out = subprocess.run(["python", "-m", "roce", "stats", "-T", "json", str(path)],
+                         capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout)
+    totals = report["totals"]
+    assert (totals["roce_packets"], totals["not_roce"], totals["bad_icrc"]) == \
+        (len(rec.got), 0, 0)
+    assert len(report["connections"]) == 2
+    data = sorted(f["src"] for f in report["flows"] if f["payload_bytes"])
+    assert data == ["10.0.0.1", "10.0.0.2"]
+    assert [f["unique_payload_bytes"] for f in report["flows"] if f["payload_bytes"]] == \
+        [2 * (64 << 10)] * 2
+
+
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
 def test_tshark_reads_the_sinks_view_not_the_int_frame(tmp_path):
     """tshark 4.0 has no INT dissector: a frame with INT is UDP to 9555 to it; the frame an

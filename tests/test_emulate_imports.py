@@ -41,8 +41,9 @@ def _startup() -> set[str]:
     """What this interpreter imports before roce runs at all (site's .pth files may bring
     importlib.resources, say): not roce's doing, so not held against it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sorted(sys.modules)))"],
-                       env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    probe = "import json, sys; print(json.dumps(sorted(sys.modules)))"
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                       text=True, check=True, cwd=ROOT)
     return set(json.loads(r.stdout))
 
 

@@ -684,8 +684,12 @@ def test_peel_twins_agree(picks: list, port_vxlan: int) -> None:
 
     if not hasattr(fast._ext, "peel"):
         pytest.skip("compiled fast path not built")
-    frames = frames_with_flips(
-        [*_tunnel_frames(), roce.craft("RC_SEND_ONLY", b"x").to_bytes()], picks)
+    from roce.families import intmd
+
+    plain = roce.craft("RC_SEND_ONLY", b"x").to_bytes()
+    # INT-MD is cut out of the frame's middle, not skipped over: its handler only unwraps
+    stamped = intmd.insert(plain, 14, 34, stack=intmd.hop_record(3, 0, 500, 9, 1, 10**11))
+    frames = frames_with_flips([*_tunnel_frames(), plain, stamped], picks)
     reg = registry()
     if port_vxlan != 4789:
         reg.map("udp.port", port_vxlan, "vxlan")

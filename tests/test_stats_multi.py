@@ -97,3 +97,36 @@ def test_merge_has_the_sections_of_the_whole(caps, tmp_path):
     assert all("cnp_interval" not in f["expert"]["counts"] for f in per_file)
     _, text, _ = roce_cli("stats", "--merge", *cm_parts)
     assert "CM connection 1" in text and "RTU" in text
+
+
+@pytest.mark.parametrize("counts", [(20, 10), (40, 30)])
+def test_totals_of_several_captures_time_every_message_together(tmp_path: Path, counts) -> None:
+    """The totals of several captures carry the completion and ACK round-trip times of all
+    their messages together (histograms merged), not one capture's nor a mix of each one's
+    percentiles: two captures whose messages each complete in one time give the nearest-rank
+    percentiles of the two times with their counts (exact up to ``LATENCY_EXACT`` values,
+    within half a bucket beyond)."""
+    from roce.analysis.flowrules import LATENCY_EXACT, LATENCY_SUB_BITS
+
+    paths = []
+    for name, size, count in (("a", "16K", counts[0]), ("b", "64K", counts[1])):
+        path = tmp_path / f"{name}.pcap"
+        rc, _, err = roce_cli("emulate", "--size", size, "--count", str(count), "-w", str(path))
+        assert rc == 0, err
+        paths.append(str(path))
+    one = [stats_json(p)["latency"]["completion_ns"] for p in paths]
+    assert all(s["min"] == s["max"] for s in one)  # each capture: a single completion time
+    (fast, n_fast), (slow, n_slow) = sorted((s["min"], n) for s, n in zip(one, counts))
+    both = stats_json(*paths)["total"]["latency"]["completion_ns"]
+    n = n_fast + n_slow
+    want = {q: fast if -(-n * q // 100) <= n_fast else slow for q in (50, 99)}
+    assert (both["min"], both["max"]) == (fast, slow)
+    if n <= LATENCY_EXACT:
+        assert (both["p50"], both["p99"]) == (want[50], want[99])
+    else:
+        for q in (50, 99):
+            assert abs(both[f"p{q}"] - want[q]) <= want[q] / (1 << (LATENCY_SUB_BITS + 1))
+    rc, out, _ = roce_cli("stats", *paths)
+    assert rc == 0
+    total = out[out.index("Totals: 2 of 2 captures"):]
+    assert "completion p50 / p99" in total and "ACK RTT p50 / p99" in total

@@ -317,4 +317,4 @@ cdef class Analyzer:
     @cython.locals(s=_Flow)
     cdef list _flows_out(self)
     @cython.locals(mct=_Hist, rtt=_Hist, f=_Flow)
-    cdef dict _latency(self)
+    cdef tuple _latency(self)

@@ -241,6 +241,9 @@ class Report:
     # the capture's completion and ACK round-trip times, every flow's together:
     # {"completion_ns": {min, p50, p99, max} or None, "ack_rtt_ns": ...}
     latency: dict[str, Any] = field(default_factory=lambda: dict(LATENCY_NONE))
+    # the same as histograms in plain data (flowref ``_Hist.state``), for the totals of
+    # several captures (``flows.merged_latency``); not part of the JSON report
+    latency_hists: dict[str, Any] = field(default_factory=dict)
 
     def lines(self) -> dict[str, int]:
         """Expert lines made per kind (a kind that does not fold: one line per event)."""

@@ -690,12 +690,43 @@ class _Hist:
                 return min(max(v, self.least), self.most)
         return self.most
 
+    def state(self):
+        """The histogram as plain data, for reports of several captures whose percentiles
+        need every capture's values together (``roce.analysis.flows.merged_latency``)."""
+        kept = self.n if self.n <= _LEXACT else 0
+        return {"n": self.n, "least": self.least, "most": self.most, "lo": self.lo,
+                "b": [self.b[j] for j in range(self.size)],
+                "ex": [self.ex[j] for j in range(kept)]}
+
+    def load(self, state):
+        """Take the values of ``state`` (``state()``'s plain data) in place of its own."""
+        self.n, self.least, self.most = state["n"], state["least"], state["most"]
+        self.lo, self.size = state["lo"], len(state["b"])
+        self.b = array("q", state["b"])
+        self.ex, self.excap = array("q", state["ex"]), len(state["ex"])
+        return 0
+
     def summary(self) -> dict[str, int] | None:
         """min, p50, p99, max in ns (None: no values)."""
         if self.n == 0:
             return None
         return {"min": self.least, "p50": self.quantile(50, 100),
                 "p99": self.quantile(99, 100), "max": self.most}
+
+
+def merged_latency(hists):
+    """The summaries of several reports' ``latency_hists`` merged (run interpreted: the
+    totals of several captures, ``roce.analysis.flows.merged_latency``)."""
+    out = {}
+    for key in ("completion_ns", "ack_rtt_ns"):
+        total = _Hist()
+        for h in hists:
+            if h.get(key):
+                one = _Hist()
+                one.load(h[key])
+                total.merge(one)
+        out[key] = total.summary()
+    return out
 
 
 class _Timing:
@@ -1861,10 +1892,11 @@ class Analyzer:
             self.events = self.store.kept()
             flows = self._flows_out()
             connections, lone = pair(flows)
+            latency, hists = self._latency()
             self._report = Report(flows, connections, lone,
                                   totals(self, flows, len(connections)), self.events,
                                   dict(self.store.counts), dict(self.store.lines),
-                                  latency=self._latency())
+                                  latency=latency, latency_hists=hists)
         return self._report
 
     def _close_all(self):
@@ -1911,10 +1943,12 @@ class Analyzer:
         return flows
 
     def _latency(self):
-        """The capture's completion and round-trip times: every flow's, together."""
+        """The capture's completion and round-trip times, every flow's together: their
+        summaries, and their histograms as plain data."""
         mct, rtt = _Hist(), _Hist()
         for f in self.flows:
             if f.tm is not None:
                 mct.merge(f.tm.mct)
                 rtt.merge(f.tm.rtt)
-        return {"completion_ns": mct.summary(), "ack_rtt_ns": rtt.summary()}
+        return ({"completion_ns": mct.summary(), "ack_rtt_ns": rtt.summary()},
+                {"completion_ns": mct.state(), "ack_rtt_ns": rtt.state()})

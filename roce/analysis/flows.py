@@ -79,3 +79,13 @@ def analyse(frames: Iterable[Any], udp_port: int = locate.ROCE_PORT, *, batch: i
     else:
         a.feed(frames)
     return a.finish()
+
+
+
+def merged_latency(hists: list[dict[str, Any]]) -> dict[str, Any]:
+    """The completion and ACK round-trip times of several reports together (each report's
+    ``latency_hists``): their histograms merged, so that the percentiles are those of every
+    value, not a mix of each report's percentiles (``flowref.merged_latency``)."""
+    from roce.analysis import flowref
+
+    return flowref.merged_latency(hists)

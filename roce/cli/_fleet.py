@@ -244,7 +244,10 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
     for r in good:
         _warn_stats(r)
     out = sys.stdout
+    from roce.analysis.flows import merged_latency
+
     total = sum_totals([r["report"]["totals"] for r in good])
+    latency = merged_latency([r["latency_hists"] for r in good])
     counts: dict[str, int] = {}
     for r in good:
         for k, v in r["report"]["expert"]["counts"].items():
@@ -253,7 +256,7 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
         json.dump({"files": [{"capture": r["capture"], **r["report"]} for r in good],
                    "failed": [{"file": r.path, "error": r.message} for r in results
                               if isinstance(r, multifile.Failed)],
-                   "total": {"files": len(good), "totals": total,
+                   "total": {"files": len(good), "totals": total, "latency": latency,
                              "expert_counts": dict(sorted(counts.items()))}}, out, indent=1)
         out.write("\n")
     elif fmt == "parquet":
@@ -265,7 +268,8 @@ def stats(args: argparse.Namespace, fmt: str, port: int,
         for r in good:
             out.write(r["text"])
         if len(paths) > 1:
-            _render_total(out, f"{len(good)} of {len(paths)} captures", total, counts)
+            _render_total(out, f"{len(good)} of {len(paths)} captures", total, latency,
+                          counts)
     out.flush()
     return status
 
@@ -317,7 +321,7 @@ def _stats_one(path: str, port: int, expert_all: bool, pause: tuple[float, int],
             text.write("\n" + "\n".join(uet.lines()) + "\n")
         return {"capture": {"file": reader.name, "format": reader.format,
                             "compressed": reader.compressed},
-                "report": doc, "text": text.getvalue()}
+                "report": doc, "text": text.getvalue(), "latency_hists": report.latency_hists}
 
 
 class open_input:  # noqa: N801 - used as a context manager, reads as a function
@@ -392,12 +396,13 @@ class _Empty:
     first_ts = last_ts = -1
 
 
-def _render_total(out: IO[str], name: str, t: dict[str, Any], counts: dict[str, int]) -> None:
-    from roce.analysis.statsview import total_rows
+def _render_total(out: IO[str], name: str, t: dict[str, Any], latency: dict[str, Any],
+                  counts: dict[str, int]) -> None:
+    from roce.analysis.statsview import latency_rows, total_rows
 
     title = f"Totals: {name}"
     out.write(f"\n{title}\n{'=' * len(title)}\n")
-    rows = total_rows(t)
+    rows = total_rows(t) + latency_rows([latency["completion_ns"]], [latency["ack_rtt_ns"]])
     width = max(len(label) for label, _ in rows)
     vwidth = max(len(v[0]) for _, v in rows)
     for label, (value,) in rows:

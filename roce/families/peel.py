@@ -73,8 +73,44 @@ def peel(batch: Any, udp_port: int) -> Any:
     ext = _compiled_peel()
     if ext is None:
         return peel_reference(batch, udp_port)
-    return Batch(ext.peel(batch.datas, batch.linktype, udp_port), batch.ts_ns, batch.caplen,
-                 batch.origlen, batch.linktype)
+    datas = ext.peel(batch.datas, batch.linktype, udp_port)
+    _unwrap_rest(batch.datas, datas, batch.linktype, udp_port)
+    return Batch(datas, batch.ts_ns, batch.caplen, batch.origlen, batch.linktype)
+
+
+def _unwrap_rest(before: list[bytes], datas: list[bytes], linktype: int, udp_port: int) -> None:
+    """Frames of tunnels whose inner frame is not a suffix of the outer one (INT-MD is cut
+    out of the middle of a frame: ``roce/families/intmd.py``): their handler has ``unwrap``
+    and no ``skip``, so the skip rules left them as they were; each is replaced in ``datas``
+    by the frame its handler rebuilds.  Only frames the skips left unchanged are walked."""
+    from roce import fast
+    from roce.errors import DecodeError
+    from roce.locate import NR_PORT, NR_PROTO
+
+    tables = registry().tables
+    by_proto, by_port = tables["ip.proto"], tables["udp.port"]
+    if not any(h.unwrap is not None and h.skip is None
+               for rows in (by_proto, by_port) for h in rows.values()):
+        return
+    walk = fast.walk
+    for i, data in enumerate(datas):
+        if data is not before[i]:
+            continue
+        w = walk(data, linktype, udp_port)
+        if w.status == NR_PROTO:
+            handler, off = by_proto.get(w.err_a), w.l3_off + w.l3_len
+        elif w.status == NR_PORT:
+            handler, off = by_port.get(w.err_a), w.udp_off + 8
+        else:
+            continue
+        if handler is None or handler.skip is not None or handler.unwrap is None:
+            continue
+        try:
+            u = handler.unwrap(data, off)
+        except DecodeError:  # cut or wrong: the per-frame path reports it
+            continue
+        if u.linktype == linktype:
+            datas[i] = u.data[u.offset:]
 
 
 _PEEL_STATE: list[Any] = [None]  # the rows the compiled peel was last configured with
@@ -153,6 +189,7 @@ def peel_reference(batch: Any, udp_port: int) -> Any:
             handler = tables[row[0]].get(row[1])
         if inner_lt == linktype:  # one link type per batch: Ethernet in Ethernet
             datas[i] = data[off:]
+    _unwrap_rest(list(batch.datas), datas, linktype, udp_port)
     return Batch(datas, batch.ts_ns, batch.caplen, batch.origlen, linktype)
 
 
@@ -172,4 +209,4 @@ def starts_tunnel(batch: Any, udp_port: int) -> bool:
         handler = tables["udp.port"].get(w.err_a)
     else:
         return False
-    return handler is not None and handler.skip is not None
+    return handler is not None and (handler.skip is not None or handler.unwrap is not None)
