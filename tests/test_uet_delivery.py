@@ -168,3 +168,23 @@ def test_refused_messages_are_counted_per_return_code(capsys):
     assert s.uet["pds"]["ses_responses_sent"] == 3 and s.uet["pdcs_closed"] == 2
     assert not s.data_verified and "(BAD_MKEY=3)" in s.unverified
     assert "errors: BAD_MKEY=3" in s.text()
+
+
+def test_atomic_and_mixed_runs_verify_as_roce_does(capsys):
+    """--op atomic: fetch-and-add 1 on each target region's first 8 bytes, the values found
+    checked as RoCE atomics are; --op mixed cycles write, read, send and atomic.  Lossy and
+    sprayed."""
+    for op in ("atomic", "mixed"):
+        sc = Scenario(op=op, size=4096, count=8, topology="leafspine:2,2,2", loss=0.03,
+                      seed=4)
+        r = UetRun(sc, UetOptions(entropy="packet"))
+        start = [int.from_bytes(f.remote.buf[:8], "little") for f in r.flows]
+        s = r.run()
+        assert s.data_verified, s.unverified
+        assert s.completed == {"OK": 32} and s.retransmitted > 0
+        atomics = 8 if op == "atomic" else 2
+        if op == "atomic":  # (mixed also writes slot 0)
+            for f, v in zip(r.flows, start):
+                assert int.from_bytes(f.remote.buf[:8], "little") == v + atomics
+        assert sum(h.ses.counters.atomics_executed for h in r.net.hosts.values()) == \
+            4 * atomics

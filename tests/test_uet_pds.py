@@ -564,3 +564,58 @@ def test_rudi_response_carries_the_return_code():
     codes = {f["uet.ses.rsp.return_code"] for _s, f in loop.sent
              if f["uet.pds.type"] == t.RUDI_RESP}
     assert codes == {1, 0x0C}
+
+
+def test_atomics_fetch_add_and_compare_swap_once_each():
+    """Every packet twice: the PDS hands each request to the SES once, so an atomic executes
+    once; the value it found comes back as response data."""
+    from roce.emu.uet.ses import AMO_CSWAP, Amo
+    loop = Loop(fate=every_packet_twice)
+    la, rb = loop.buffers(64)
+    rb.buf[8:16] = (41).to_bytes(8, "little")
+    pdc = loop.a.pds.open(loop.b.ip)
+    post = loop.a.ses.post
+    post("atomic", pdc, 0, la, la.addr, 8, rb.rkey, rb.addr + 8)  # fetch-add 1
+    post("atomic", pdc, 1, la, la.addr + 8, 8, rb.rkey, rb.addr + 8,
+         amo=Amo(AMO_CSWAP, compare=42, swap=7))
+    post("atomic", pdc, 2, la, la.addr + 16, 8, rb.rkey, rb.addr + 8,
+         amo=Amo(AMO_CSWAP, compare=42, swap=9))  # finds 7: no swap
+    post("atomic", pdc, 3, la, la.addr + 24, 8, rb.rkey, rb.addr + 8,
+         amo=Amo(operand=-2))  # adds 2^64 - 2
+    loop.a.pds.close(pdc)
+    loop.run()
+    assert [(c.wr_id, c.status) for c in loop.a.ses.completions] == [
+        (0, "OK"), (1, "OK"), (2, "OK"), (3, "OK")]
+    got = [int.from_bytes(la.buf[i:i + 8], "little") for i in range(0, 32, 8)]
+    assert got == [41, 42, 7, 7] and int.from_bytes(rb.buf[8:16], "little") == 5
+    assert loop.b.ses.counters.atomics_executed == 4
+    ops = [f for src, f in loop.sent if f.get("uet.ses.std.opcode") == t.FETCHING_ATOMIC]
+    assert ops[0]["uet.ses.atomic_op_ext_hdr.atomic_opcode"] == 0x02  # SUM
+    assert ops[1]["uet.ses.comp_swap_ext_hdr.comp_value"] == 42
+    for _t, fr in loop.frames:
+        assert not dissect(fr[42:]).fields.get("uet.expert")
+
+
+@pytest.mark.parametrize("case, code", [
+    ("unaligned", "AMO_UNALIGNED"), ("no-atomic-access", "PERM_VIOLATION"),
+    ("min", "AMO_UNSUPPORTED_OP"), ("float", "AMO_UNSUPPORTED_DT")])
+def test_atomic_refusals(case, code):
+    from roce.emu.core.constants import Access
+    from roce.emu.uet.ses import Amo
+    loop = Loop()
+    la, rb = loop.buffers(64)
+    pdc = loop.a.pds.open(loop.b.ip)
+    addr, key, amo = rb.addr, rb.rkey, Amo()
+    if case == "unaligned":
+        addr += 4
+    elif case == "no-atomic-access":
+        key = loop.b.space.register(loop.b.pd, 64, Access.IBV_ACCESS_REMOTE_WRITE).rkey
+        addr = loop.b.space.regions[key >> 8].addr
+    elif case == "min":
+        amo = Amo(op=0x00)
+    else:
+        amo = Amo(dtype=0x0B)  # DOUBLE
+    loop.a.ses.post("atomic", pdc, 0, la, la.addr, 8, key, addr, amo=amo)
+    loop.run()
+    assert [c.status for c in loop.a.ses.completions] == [code]
+    assert pdc.holds == 0  # the refused atomic awaits no response data

@@ -27,11 +27,11 @@ from roce.emu.net import schema
 from roce.emu.net import topology as topo
 from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
 from roce.emu.net.stages import Trimmer
-from roce.emu.scenario import Scenario, Summary
+from roce.emu.scenario import Scenario, Summary, kind
 from roce.emu.uet import CLOSERS, PDC_MODES, uetframes
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
 from roce.emu.uet.pds import PdsConfig
-from roce.emu.uet.ses import CARRIES, FAILED, KINDS, RI_MAX
+from roce.emu.uet.ses import AMO_BYTES, CARRIES, FAILED, KINDS, RI_MAX
 from roce.errors import UsageError
 from roce.families.uet import codes as t
 
@@ -71,8 +71,8 @@ NOT_FOR_UET = (
 def refuse(sc: Scenario) -> None:
     """A UsageError naming the first option a UET run cannot honour."""
     base = Scenario()
-    if sc.op not in KINDS:
-        raise UsageError(f"--op {sc.op}: --protocol uet runs {', '.join(KINDS)}")
+    if sc.op not in (*KINDS, "mixed"):
+        raise UsageError(f"--op {sc.op}: --protocol uet runs {', '.join(KINDS)} or mixed")
     for name, opt, why in NOT_FOR_UET:
         if getattr(sc, name) != getattr(base, name):
             raise UsageError(f"{opt}: not with --protocol uet ({why})")
@@ -96,6 +96,7 @@ class Flow:
     statuses: Counter = field(default_factory=Counter)  # completions by status
     bytes: int = 0
     busy: set[int] = field(default_factory=set)  # slots of messages in flight
+    slots_of: dict[int, tuple[int, ...]] = field(default_factory=dict)  # message -> its slots
     post_times: dict[int, int] = field(default_factory=dict)
     fct: list[int] = field(default_factory=list)
     msg_of: dict[int, int] = field(default_factory=dict)  # SES message ID -> message
@@ -118,9 +119,10 @@ class UetRun:
             raise UsageError(f"--pdc-close target: --pdc-mode {opts.mode} has no PDC on the "
                              "wire to close")
         carries = CARRIES[MODES[opts.mode]]
-        if sc.op not in carries:
+        if not all(kind(sc.op, i) in carries for i in range(4)):
             why = {"rudi": "idempotent operations only", "uud": "unreliable: nothing "
-                   "would complete a lost READ or free a lost SEND's buffer"}[opts.mode]
+                   "would complete a lost READ or atomic or free a lost SEND's buffer"
+                   }.get(opts.mode, "")
             raise UsageError(f"--op {sc.op}: --pdc-mode {opts.mode} carries "
                              f"{', '.join(carries)} ({why})")
         t_ = self.topology = topology if topology is not None else topology_of(sc)
@@ -179,17 +181,28 @@ class UetRun:
 
     def _post_more(self, f: Flow) -> None:
         sc, now = self.sc, self.net.now
-        while f.posted < sc.count and f.posted - f.done < sc.depth \
-                and f.posted % sc.slots not in f.busy:
+        while f.posted < sc.count and f.posted - f.done < sc.depth:
             i = f.posted
             j = i % sc.slots
+            what = kind(sc.op, i)
+            # an atomic adds to the remote buffer's first 8 bytes (slot 0), as RoCE's do,
+            # and fetches into its own slot: it waits for both, and they for it, so that
+            # the check follows the order the target executed them in
+            slots = (j, 0) if what == "atomic" else (j,)
+            if any(x in f.busy for x in slots):
+                break
             off = j * sc.slot
-            if sc.op == "send":
+            if what == "send":
                 f.dst.ses.post_recv(i, f.remote, f.remote.addr + off, sc.size, f.ri)
-            m = f.src.ses.post(sc.op, f.pdc, i, f.local, f.local.addr + off, sc.size,
-                               f.remote.rkey, f.remote.addr + off, f.ri)
+            if what == "atomic":
+                m = f.src.ses.post(what, f.pdc, i, f.local, f.local.addr + off, AMO_BYTES,
+                                   f.remote.rkey, f.remote.addr, f.ri)
+            else:
+                m = f.src.ses.post(what, f.pdc, i, f.local, f.local.addr + off, sc.size,
+                                   f.remote.rkey, f.remote.addr + off, f.ri)
             f.msg_of[m.msg_id] = i
-            f.busy.add(j)
+            f.busy.update(slots)
+            f.slots_of[i] = slots
             f.post_times[i] = now
             f.posted += 1
         f.src.changed(now)
@@ -206,7 +219,7 @@ class UetRun:
             for c in h.ses.completions:
                 f = self.by_pdc[h.ip, c.pdc]
                 f.done += 1
-                f.busy.discard(c.wr_id % sc.slots)
+                f.busy.difference_update(f.slots_of.pop(c.wr_id, ()))
                 f.fct.append(now - f.post_times.pop(c.wr_id))
                 f.statuses[c.status] += 1
                 if c.ok:

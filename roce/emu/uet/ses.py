@@ -15,6 +15,13 @@ an address space per host, regions found and checked by key, rxe's order of chec
 * A SEND names a receive queue at the target by its resource index (12 bits): it takes
   that queue's next posted receive buffer when the first of its packets arrives (any
   packet: RUD reorders), and completes there when all its bytes have.
+* An atomic (``Amo``) is one FETCHING_ATOMIC request with the SES atomic extension header:
+  the atomic opcode (SUM: fetch-and-add, its operand the 8-byte payload; CSWAP: compare and
+  swap, the compare and swap values in the 36-byte extension) on a UINT64 or INT64, at an
+  8-byte aligned address of a region granting remote atomics (the memory model's checks,
+  as for RoCE atomics); the value it found comes back as response data, as a READ's does,
+  into the initiator's 8 bytes.  Memory is little-endian, as the RoCE queue pairs' atomics
+  leave it.
 * What the target cannot execute is refused with an SES return code (``REFUSALS``: a
   memory key that maps no region, a range outside it, an access it does not grant, a SEND
   to a resource index with no receive queue or none posted, longer than its buffer, an
@@ -47,7 +54,10 @@ REFUSALS: dict[str, str] = {
     "pd": "BAD_MKEY",  # the region is another protection domain's: it maps no buffer here
     "access": "PERM_VIOLATION",  # the region does not grant the access
     "range": "AT_OUT_OF_RANGE",  # the range is outside the region
-    "align": "AMO_UNALIGNED",
+    "align": "AMO_UNALIGNED",  # an atomic's address is not 8-byte aligned
+    "amo-op": "AMO_UNSUPPORTED_OP",  # an atomic opcode other than SUM and CSWAP
+    "amo-type": "AMO_UNSUPPORTED_DT",  # a data type other than INT64, UINT64
+    "amo-size": "AMO_UNSUPPORTED_SIZE",  # a length other than 8 bytes
     "no-queue": "BAD_INDEX",  # a SEND's resource index has no receive queue
     "no-buffer": "NO_MATCH",  # the receive queue has no buffer posted
     "too-long": "TOO_LONG",  # the SEND is longer than its receive buffer
@@ -58,17 +68,48 @@ RETURN_CODE: dict[str, int] = {why: t.lookup_name(t.RETURN_CODES, name)  # type:
 FAILED = "FAILED"  # a completion's status when its PDC failed (no return code)
 
 
+AMO_SUM, AMO_CSWAP = 0x02, 0x0D  # atomic opcodes (codes.AMO_OPCODES): fetch-add, CAS
+AMO_TYPES = (0x06, 0x07)  # INT64, UINT64: the 8-byte atomics the memory model runs
+AMO_BYTES = 8
+_AT, _CS = "uet.ses.atomic_op_ext_hdr.", "uet.ses.comp_swap_ext_hdr."
+
+
+@dataclass(frozen=True)
+class Amo:
+    """An atomic: ``op`` AMO_SUM (add ``operand``) or AMO_CSWAP (``swap`` in when the
+    memory holds ``compare``), on a 64-bit integer of data type ``dtype``."""
+
+    op: int = AMO_SUM
+    operand: int = 1
+    compare: int = 0
+    swap: int = 0
+    dtype: int = 0x07  # UINT64
+
+    def fields(self) -> dict[str, Any]:
+        if self.op == AMO_CSWAP:
+            return {_CS + "atomic_opcode": self.op, _CS + "atomic_data_type": self.dtype,
+                    _CS + "comp_value": self.compare, _CS + "swap_value": self.swap}
+        return {_AT + "atomic_opcode": self.op, _AT + "atomic_data_type": self.dtype}
+
+    def payload(self) -> bytes:
+        if self.op == AMO_CSWAP:
+            return b""  # the operands are in the extension header
+        return (self.operand & 0xFFFFFFFFFFFFFFFF).to_bytes(AMO_BYTES, "little")
+
+
 class Refused(Exception):
     """The target cannot execute a message: ``why`` a key of ``REFUSALS``."""
 
     def __init__(self, why: str, text: str) -> None:
         super().__init__(text)
         self.why = why
-KINDS = ("write", "read", "send")
-OPCODES = {"write": t.WRITE, "read": t.READ, "send": t.SEND}
+KINDS = ("write", "read", "send", "atomic")
+OPCODES = {"write": t.WRITE, "read": t.READ, "send": t.SEND, "atomic": t.FETCHING_ATOMIC}
+RESPONDED = ("read", "atomic")  # complete when their response data has arrived
 # what each PDC mode carries: RUDI only idempotent operations (a SEND consumes a receive
 # buffer: executed twice it would take two); UUD only WRITEs (nothing would tell a READ that
 # its response was lost, and a SEND's lost packet would hold its receive buffer for ever)
+# (an atomic is not idempotent either: a fetch-and-add executed twice adds twice)
 CARRIES: dict[int, tuple[str, ...]] = {t.RUD_REQ: KINDS, t.ROD_REQ: KINDS,
                                        t.RUDI_REQ: ("write", "read"), t.UUD_REQ: ("write",)}
 FINISHED_MAX = MSG_ID_MASK + 1  # RUDI messages remembered as executed: one ID space
@@ -125,6 +166,7 @@ class SesCounters:
     messages_failed: int = 0
     messages_executed: int = 0  # at the target: every byte of a message placed
     reads_answered: int = 0
+    atomics_executed: int = 0
     repeated: int = 0  # RUDI: pieces that came again, placed again (idempotent)
     refused: dict[str, int] = field(default_factory=dict)  # at the target, by return code
     errors: dict[str, int] = field(default_factory=dict)
@@ -157,10 +199,12 @@ class Ses:
     # -- posting ---------------------------------------------------------------------------
 
     def post(self, kind: str, pdc: Pdc, wr_id: int, local: MemoryRegion, laddr: int,
-             length: int, rkey: int = 0, raddr: int = 0, ri: int = 0) -> Message:
+             length: int, rkey: int = 0, raddr: int = 0, ri: int = 0,
+             amo: Amo = Amo()) -> Message:
         """Post a WRITE (``local`` to ``raddr``/``rkey``), READ (``raddr``/``rkey`` into
-        ``local``) or SEND (``local`` to the next receive buffer of the target's receive
-        queue ``ri``)."""
+        ``local``), SEND (``local`` to the next receive buffer of the target's receive
+        queue ``ri``) or atomic (``amo`` at ``raddr``/``rkey``, the value found into the
+        ``length``, 8, bytes at ``local``)."""
         if not 0 <= ri <= RI_MAX:
             raise ValueError(f"resource index {ri}: 0 to {RI_MAX} (12 bits)")
         if kind not in KINDS:
@@ -170,11 +214,13 @@ class Ses:
                              f"carries {', '.join(CARRIES[pdc.mode])}")
         if not local.contains(laddr, length):
             raise AccessError(f"0x{laddr:x}+{length} is outside the local region")
+        if kind == "atomic" and length != AMO_BYTES:
+            raise ValueError(f"an atomic is {AMO_BYTES} bytes, not {length}")
         assert self.pds is not None
         sp = space(pdc)
         msg_id = self.next_msg.get(sp, 0)
         self.next_msg[sp] = (msg_id + 1) & MSG_ID_MASK
-        data = kind != "read"
+        data = kind in ("write", "send")
         packets = max(1, -(-length // self.mtu)) if data else 1
         m = Message(wr_id, kind, pdc, msg_id, length, packets, local, laddr)
         self.counters.messages_posted += 1
@@ -197,6 +243,9 @@ class Ses:
             if i == packets - 1:
                 f["uet.pds.flags.ar"] = True  # the last packet of a message: ACK at once
             payload = bytes(local.view(laddr + off, n)) if n else b""
+            if kind == "atomic":
+                f.update(amo.fields())
+                payload = amo.payload()
             self.pds.submit(pdc, f, payload, (m, i))
         return m
 
@@ -215,7 +264,7 @@ class Ses:
         m, _i = token
         if m.done:
             return
-        if m.kind == "read":
+        if m.kind in RESPONDED:
             m.request_acked = True
             if m.length == 0:
                 self._complete(m, True)
@@ -260,6 +309,8 @@ class Ses:
                 self._arrived(pdc, f, len(payload))
             elif op == t.READ:
                 self._answer_read(pdc, f)
+            elif op == t.FETCHING_ATOMIC:
+                self._atomic(pdc, f, payload)
             elif op == t.SEND:
                 self._send_data(pdc, f, off, payload)
             else:
@@ -341,6 +392,50 @@ class Ses:
             self.recv_completions.append(Completion(wr_id, "recv", True, inc.length, pdc.id,
                                                     key[1]))
 
+    def _atomic(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> None:
+        """Execute a fetching atomic and answer with the value it found."""
+        cswap = _CS + "atomic_opcode" in f
+        pre = _CS if cswap else _AT
+        op, dtype = f.get(pre + "atomic_opcode"), f.get(pre + "atomic_data_type")
+        if op not in (AMO_SUM, AMO_CSWAP):
+            raise Refused("amo-op", f"atomic opcode {op}")
+        if dtype not in AMO_TYPES:
+            raise Refused("amo-type", f"atomic data type {dtype}")
+        if f["uet.ses.std.request_length"] != AMO_BYTES or \
+                (op == AMO_SUM and len(payload) != AMO_BYTES):
+            raise Refused("amo-size", f"an atomic of {f['uet.ses.std.request_length']} bytes")
+        addr = f["uet.ses.std.buffer_offset"]
+        mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"], addr,
+                                      AMO_BYTES, Access.IBV_ACCESS_REMOTE_ATOMIC, atomic=True)
+        mem = mr.view(addr, AMO_BYTES)
+        old = bytes(mem)
+        value = int.from_bytes(old, "little")
+        if op == AMO_SUM:
+            new = (value + int.from_bytes(payload, "little")) & 0xFFFFFFFFFFFFFFFF
+        else:
+            new = f[_CS + "swap_value"] if value == f[_CS + "comp_value"] & \
+                0xFFFFFFFFFFFFFFFF else value
+        mem[:] = (new & 0xFFFFFFFFFFFFFFFF).to_bytes(AMO_BYTES, "little")
+        self.counters.messages_executed += 1
+        self.counters.atomics_executed += 1
+        self._respond(pdc, f["uet.ses.std.message_id"], old)
+
+    def _respond(self, pdc: Pdc, msg_id: int, data: bytes | memoryview) -> None:
+        """Response data (a READ's, an atomic's value) in packets of this end, each copied
+        from ``data`` as it is cut."""
+        assert self.pds is not None
+        length = len(data)
+        for off in range(0, length, self.mtu):
+            n = min(self.mtu, length - off)
+            r = {"uet.pds.nh": t.NH_RSP_DATA, "uet.ses.rsp.return_code": RC_OK,
+                 "uet.ses.rsp.message_id": msg_id, "uet.ses.rsp.job_id": JOB_ID,
+                 "uet.ses.rsp.read_req_message_id": msg_id,
+                 "uet.ses.rsp.payload_length": n, "uet.ses.rsp.mod_length": length,
+                 "uet.ses.rsp.message_offset": off}
+            if off + n == length:
+                r["uet.pds.flags.ar"] = True
+            self.pds.submit(pdc, r, bytes(data[off:off + n]), None)
+
     def _answer_read(self, pdc: Pdc, f: dict[str, Any]) -> None:
         length = f["uet.ses.std.request_length"]
         addr = f["uet.ses.std.buffer_offset"]
@@ -356,16 +451,7 @@ class Ses:
                 self.finished[key] = None
                 if len(self.finished) > FINISHED_MAX:
                     del self.finished[next(iter(self.finished))]
-        for off in range(0, length, self.mtu):
-            n = min(self.mtu, length - off)
-            r = {"uet.pds.nh": t.NH_RSP_DATA, "uet.ses.rsp.return_code": RC_OK,
-                 "uet.ses.rsp.message_id": msg_id, "uet.ses.rsp.job_id": JOB_ID,
-                 "uet.ses.rsp.read_req_message_id": msg_id,
-                 "uet.ses.rsp.payload_length": n, "uet.ses.rsp.mod_length": length,
-                 "uet.ses.rsp.message_offset": off}
-            if off + n == length:
-                r["uet.pds.flags.ar"] = True
-            self.pds.submit(pdc, r, bytes(mr.view(addr + off, n)), None)
+        self._respond(pdc, msg_id, mr.view(addr, length))
 
     # -- the initiator's READ responses ----------------------------------------------------------
 
@@ -393,7 +479,7 @@ class Ses:
     def _complete(self, m: Message, ok: bool, status: str = "OK") -> None:
         m.done = True
         self.outstanding.pop((space(m.pdc), m.msg_id), None)
-        if m.kind == "read":
+        if m.kind in RESPONDED:
             self.reads.pop((space(m.pdc), m.msg_id), None)
             m.pdc.holds -= 1
             if self.pds is not None:
