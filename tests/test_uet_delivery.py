@@ -188,3 +188,14 @@ def test_atomic_and_mixed_runs_verify_as_roce_does(capsys):
                 assert int.from_bytes(f.remote.buf[:8], "little") == v + atomics
         assert sum(h.ses.counters.atomics_executed for h in r.net.hosts.values()) == \
             4 * atomics
+
+
+def test_rendezvous_sends_on_a_lossy_sprayed_run(capsys):
+    code = main(["emulate", "--no-progress", "--protocol", "uet", "--op", "send", "--size",
+                 "20K", "--count", "6", "--rendezvous", "6K", "--loss", "0.03", "--entropy",
+                 "packet", "--topology", "leafspine:2,2,2", "-T", "json"])
+    s = json.loads(capsys.readouterr().out)
+    assert code == 0 and s["data_verified"] and s["completed"] == {"OK": 24}
+    assert s["uet"]["ses"]["pulls"] == 24 and s["retransmitted"] > 0
+    assert main(["emulate", "--no-progress", "--rendezvous", "4K"]) == 1
+    assert "--rendezvous: only with --protocol uet" in capsys.readouterr().err

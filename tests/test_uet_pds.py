@@ -279,8 +279,9 @@ def test_transitions_table_refuses_the_rest():
        reorder=st.floats(0, 0.5), trim=st.floats(0, 0.2),
        kind=st.sampled_from(["write", "read", "send"]),
        mode=st.sampled_from([RUD, ROD, RUDI]),
-       n=st.integers(1, 4), size=st.integers(0, 5000))
-def test_exactly_once_byte_exact(seed, loss, dup, reorder, trim, kind, mode, n, size):
+       n=st.integers(1, 4), size=st.integers(0, 5000), rendezvous=st.sampled_from([0, 700]))
+def test_exactly_once_byte_exact(seed, loss, dup, reorder, trim, kind, mode, n, size,
+                                 rendezvous):
     assume(not (mode == RUDI and kind == "send"))  # RUDI carries idempotent operations
     rng = random.Random(seed)
 
@@ -292,6 +293,8 @@ def test_exactly_once_byte_exact(seed, loss, dup, reorder, trim, kind, mode, n, 
                  f["uet.pds.type"] in t.REQUESTS | t.RUDI and rng.random() < trim)
                 for _ in range(copies)]
     loop = Loop(PdsConfig(mode=mode, rto_ns=20_000, max_retries=30), mtu=512, fate=fate)
+    for h in (loop.a, loop.b):
+        h.ses.rendezvous = rendezvous  # SENDs past it: eager bytes, then the target pulls
     pdc, la, rb = writes(loop, n, size, kind)
     loop.a.pds.close(pdc)
     loop.run()
@@ -619,3 +622,33 @@ def test_atomic_refusals(case, code):
     loop.run()
     assert [c.status for c in loop.a.ses.completions] == [code]
     assert pdc.holds == 0  # the refused atomic awaits no response data
+
+
+def test_rendezvous_send_pulls_the_rest_with_a_read():
+    """A SEND longer than the threshold: its first bytes go eagerly with the rendezvous
+    extension header; the target places them and pulls the rest with a READ of its own end
+    into the same receive buffer; both ends complete once, the bytes exact."""
+    loop = Loop(mtu=1024)
+    for h in (loop.a, loop.b):
+        h.ses.rendezvous = 1500
+    n, size = 2, 5000
+    pdc, la, rb = writes(loop, n, size, "send")
+    loop.a.pds.close(pdc)
+    loop.run()
+    assert [c.status for c in loop.a.ses.completions] == ["OK", "OK"]
+    assert sorted(c.wr_id for c in loop.b.ses.recv_completions) == [0, 1]
+    assert la.buf == rb.buf and pdc.state == P.CLOSED
+    sends = [f for src, f in loop.sent if f.get("uet.ses.std.opcode") == t.RENDEZVOUS_SEND]
+    assert len(sends) == 2 * n  # 1,500 eager bytes: two packets each
+    rv = sends[0]
+    assert rv["uet.ses.rendv_ext_hdr.eager_length"] == 1500
+    assert rv["uet.ses.rendv_ext_hdr.read_offset"] == la.addr + 1500
+    assert rv["uet.ses.rendv_ext_hdr.read_match_bits"] == la.rkey
+    assert rv["uet.ses.std.request_length"] == size
+    pulls = [f for src, f in loop.sent if src == loop.b.ip
+             and f.get("uet.ses.std.opcode") == t.READ]
+    assert [f["uet.ses.std.request_length"] for f in pulls] == [size - 1500] * n
+    assert loop.b.ses.counters.pulls == n and loop.b.ses.counters.messages_executed == n
+    assert not loop.a.ses.completions[0].kind == "read"  # the pull is no completion of ours
+    for _t, fr in loop.frames:
+        assert not dissect(fr[42:]).fields.get("uet.expert")

@@ -9,6 +9,7 @@ import argparse
 from typing import Any
 
 from roce.emu.uet import CLOSERS, ENTROPY_MODES, PDC_MODES
+from roce.options import parse_size
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,6 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--protocol uet: who ends each PDC when the run's messages are "
                         "done: the initiator closes (the default), or the target asks for a "
                         "clear command and then a close (CLEAR_REQ, CLOSE_REQ)")
+    g.add_argument("--rendezvous", type=parse_size, default=0, metavar="SIZE",
+                   help="--protocol uet: a SEND longer than SIZE is a rendezvous send: its "
+                        "first SIZE bytes go eagerly, the target pulls the rest with a READ "
+                        "(0, the default: every SEND is eager)")
     g.add_argument("--trim", action="store_true",
                    help="--protocol uet: switches trim a packet they would drop to its "
                         "headers, re-marked (DSCP 40) and sent on ahead in the strict "
@@ -42,11 +47,12 @@ def options(args: argparse.Namespace) -> Any:
         from roce.emu.uet.run import UetOptions
 
         return UetOptions(mode=args.pdc_mode, entropy=args.entropy, trim=args.trim,
-                          close=args.pdc_close)
+                          close=args.pdc_close, rendezvous=args.rendezvous)
     for opt, dest, default in (("--pdc-mode", "pdc_mode", PDC_MODES[0]),
                                ("--entropy", "entropy", ENTROPY_MODES[0]),
                                ("--trim", "trim", False),
-                               ("--pdc-close", "pdc_close", CLOSERS[0])):
+                               ("--pdc-close", "pdc_close", CLOSERS[0]),
+                               ("--rendezvous", "rendezvous", 0)):
         if getattr(args, dest, default) != default:
             raise UsageError(f"{opt}: only with --protocol uet")
     return None

@@ -374,7 +374,8 @@ class Pds:
 
     def submit(self, pdc: Pdc, fields: dict[str, Any], payload: bytes, token: Any) -> None:
         """Queue one request (its SES fields; the PDS adds its own when it sends it)."""
-        if pdc.state in (CLOSING, CLOSED, FAILED) or pdc.close_wanted:
+        # after ``close``, only what the layer above still holds the PDC for (``holds``)
+        if pdc.state in (CLOSING, CLOSED, FAILED) or (pdc.close_wanted and not pdc.holds):
             raise RuntimeError(f"PDC {pdc.id} is {pdc.state}: no more requests")
         pdc.fresh.append((fields, payload, token))
         self._ready(pdc)

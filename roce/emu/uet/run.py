@@ -46,6 +46,7 @@ class UetOptions:
     entropy: str = ENTROPY_MODES[0]  # pdc | packet (roce.emu.uet.host)
     trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
     close: str = CLOSERS[0]  # initiator | target: who starts each PDC's clear and close
+    rendezvous: int = 0  # SENDs longer than this many bytes are rendezvous sends (0: none)
 
 
 # Scenario fields a UET run has nothing for: (field, option, why).  Refused when not at
@@ -113,6 +114,9 @@ class UetRun:
         if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:
             raise UsageError(f"--pdc-mode {opts.mode} / --entropy {opts.entropy}: "
                              f"{'|'.join(MODES)} and {'|'.join(ENTROPY_MODES)}")
+        if not 0 <= opts.rendezvous <= 0xFFFFFFFF:
+            raise UsageError(f"--rendezvous {opts.rendezvous}: 0 to {0xFFFFFFFF} bytes (the "
+                             "eager length is 32 bits)")
         if opts.close not in CLOSERS:
             raise UsageError(f"--pdc-close {opts.close}: {'|'.join(CLOSERS)}")
         if opts.close == "target" and opts.mode in ("rudi", "uud"):
@@ -144,7 +148,7 @@ class UetRun:
 
         def host(net: Any, name: str, ip: str) -> UetHost:
             return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
-                           trimmer.dscp if trimmer is not None else None)
+                           trimmer.dscp if trimmer is not None else None, opts.rendezvous)
 
         net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
                                     host)
@@ -372,6 +376,7 @@ class UetRun:
         for h in net.hosts.values():
             controls.update(h.pds.counters.controls_sent)
         s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
+                 "rendezvous": self.opts.rendezvous,
                  "close": self.opts.close, "controls_sent": dict(controls),
                  "trim": self.opts.trim,
                  "pds": dict(pds), "nacks_received": dict(nacks),

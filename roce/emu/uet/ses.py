@@ -22,6 +22,13 @@ an address space per host, regions found and checked by key, rxe's order of chec
   as for RoCE atomics); the value it found comes back as response data, as a READ's does,
   into the initiator's 8 bytes.  Memory is little-endian, as the RoCE queue pairs' atomics
   leave it.
+* A rendezvous SEND (``rendezvous``: a SEND longer than that many bytes, 0 never) sends its
+  first ``rendezvous`` bytes eagerly as RENDEZVOUS_SEND packets whose rendezvous extension
+  header says how many (eager length) and where the rest is (read offset: the initiator's
+  address past them; read match bits: its region's key); the target places them in the
+  receive buffer the message takes and pulls the rest with a READ of its own end, into the
+  same buffer; the receive completes when the READ does, and the SEND when the initiator's
+  answer to that READ is acknowledged.
 * What the target cannot execute is refused with an SES return code (``REFUSALS``: a
   memory key that maps no region, a range outside it, an access it does not grant, a SEND
   to a resource index with no receive queue or none posted, longer than its buffer, an
@@ -72,6 +79,7 @@ AMO_SUM, AMO_CSWAP = 0x02, 0x0D  # atomic opcodes (codes.AMO_OPCODES): fetch-add
 AMO_TYPES = (0x06, 0x07)  # INT64, UINT64: the 8-byte atomics the memory model runs
 AMO_BYTES = 8
 _AT, _CS = "uet.ses.atomic_op_ext_hdr.", "uet.ses.comp_swap_ext_hdr."
+_RV = "uet.ses.rendv_ext_hdr."
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,10 @@ class Message:
     pieces: set[int] = field(default_factory=set)  # READ: offsets of the pieces arrived
     request_acked: bool = False
     done: bool = False
+    pull: int = 0  # rendezvous SEND: bytes the target pulls (0: not a rendezvous)
+    pull_packets: int = -1  # the packets of the answer to its READ (-1: not answered yet)
+    pull_acked: int = 0
+    then: Any = None  # a READ of the SES's own (a rendezvous pull): called when complete
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,7 @@ class SesCounters:
     messages_executed: int = 0  # at the target: every byte of a message placed
     reads_answered: int = 0
     atomics_executed: int = 0
+    pulls: int = 0  # rendezvous SENDs' READs a target sent
     repeated: int = 0  # RUDI: pieces that came again, placed again (idempotent)
     refused: dict[str, int] = field(default_factory=dict)  # at the target, by return code
     errors: dict[str, int] = field(default_factory=dict)
@@ -176,9 +189,13 @@ class Ses:
     """One host's SES: ``space`` its memory, ``pd`` the protection domain its regions
     belong to; ``pds`` is set once the PDS (which calls this back) exists."""
 
-    def __init__(self, space: AddressSpace, pd: object, mtu: int) -> None:
+    def __init__(self, space: AddressSpace, pd: object, mtu: int, rendezvous: int = 0) -> None:
         if not 1 <= mtu <= 0x3FFF:  # a packet's payload length is 14 bits
             raise ValueError(f"SES MTU {mtu}: 1 to {0x3FFF} bytes")
+        if not 0 <= rendezvous <= 0xFFFFFFFF:  # the eager length is 32 bits
+            raise ValueError(f"rendezvous threshold {rendezvous}: 0 to {0xFFFFFFFF} bytes")
+        self.rendezvous = rendezvous
+        self.pulls: dict[tuple[Any, int], Message] = {}  # (space, read offset) -> SEND
         self.space = space
         self.pd = pd
         self.mtu = mtu
@@ -221,8 +238,14 @@ class Ses:
         msg_id = self.next_msg.get(sp, 0)
         self.next_msg[sp] = (msg_id + 1) & MSG_ID_MASK
         data = kind in ("write", "send")
-        packets = max(1, -(-length // self.mtu)) if data else 1
-        m = Message(wr_id, kind, pdc, msg_id, length, packets, local, laddr)
+        rv = kind == "send" and 0 < self.rendezvous < length and pdc.mode not in CONNECTIONLESS
+        eager = self.rendezvous if rv else length  # the bytes sent in the SEND's packets
+        packets = max(1, -(-eager // self.mtu)) if data else 1
+        m = Message(wr_id, kind, pdc, msg_id, length, packets, local, laddr,
+                    pull=length - eager)
+        if rv:
+            self.pulls[sp, laddr + eager] = m
+            pdc.holds += 1  # the PDC stays open until the target has pulled the rest
         self.counters.messages_posted += 1
         self.outstanding[sp, msg_id] = m
         if not data:
@@ -230,7 +253,7 @@ class Ses:
             pdc.holds += 1  # the PDC stays open until the response has arrived
         for i in range(packets):
             off = i * self.mtu
-            n = min(self.mtu, length - off) if data else 0
+            n = min(self.mtu, eager - off) if data else 0
             f = {"uet.pds.nh": t.NH_STD, "uet.ses.std.opcode": OPCODES[kind],
                  "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
                  "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
@@ -246,6 +269,11 @@ class Ses:
             if kind == "atomic":
                 f.update(amo.fields())
                 payload = amo.payload()
+            if rv:
+                f.update({"uet.ses.std.opcode": t.RENDEZVOUS_SEND, _RV + "eager_length": eager,
+                          _RV + "read_offset": laddr + eager,
+                          _RV + "read_match_bits": local.rkey,
+                          _RV + "read_resource_index": ri})
             self.pds.submit(pdc, f, payload, (m, i))
         return m
 
@@ -269,8 +297,11 @@ class Ses:
             if m.length == 0:
                 self._complete(m, True)
             return
-        m.acked += 1
-        if m.acked == m.packets:
+        if _i < 0:  # a packet of the answer to a rendezvous SEND's READ
+            m.pull_acked += 1
+        else:
+            m.acked += 1
+        if m.acked == m.packets and (not m.pull or m.pull_acked == m.pull_packets):
             self._complete(m, True)
 
     def on_failed(self, pdc: Pdc, token: Any) -> None:
@@ -311,7 +342,7 @@ class Ses:
                 self._answer_read(pdc, f)
             elif op == t.FETCHING_ATOMIC:
                 self._atomic(pdc, f, payload)
-            elif op == t.SEND:
+            elif op in (t.SEND, t.RENDEZVOUS_SEND):
                 self._send_data(pdc, f, off, payload)
             else:
                 raise Refused("opcode", f"opcode {op}")
@@ -385,8 +416,25 @@ class Ses:
             raise Refused("too-long", f"{off + len(payload)} bytes do not fit the receive "
                                       f"buffer of {length}")
         region.view(addr + off, len(payload))[:] = payload
+        if f["uet.ses.std.request_length"] > length:
+            raise Refused("too-long", f"{f['uet.ses.std.request_length']} bytes do not fit "
+                                      f"the receive buffer of {length}")
         inc.got += len(payload)
-        if inc.got >= inc.length:
+        eager = f.get(_RV + "eager_length", inc.length)
+        if inc.got >= eager and inc.got < inc.length:  # a rendezvous: pull the rest
+            del self.incoming[key]
+            rest = inc.length - eager
+
+            def received(ok: bool) -> None:
+                if ok:
+                    self.counters.messages_executed += 1
+                    self.recv_completions.append(Completion(wr_id, "recv", True,
+                                                            inc.length, pdc.id, key[1]))
+            pull = self.post("read", pdc, -1, region, addr + eager, rest,
+                             f[_RV + "read_match_bits"], f[_RV + "read_offset"])
+            pull.then = received
+            self.counters.pulls += 1
+        elif inc.got >= inc.length:
             del self.incoming[key]
             self.counters.messages_executed += 1
             self.recv_completions.append(Completion(wr_id, "recv", True, inc.length, pdc.id,
@@ -420,9 +468,11 @@ class Ses:
         self.counters.atomics_executed += 1
         self._respond(pdc, f["uet.ses.std.message_id"], old)
 
-    def _respond(self, pdc: Pdc, msg_id: int, data: bytes | memoryview) -> None:
+    def _respond(self, pdc: Pdc, msg_id: int, data: bytes | memoryview,
+                 token: Any = None) -> int:
         """Response data (a READ's, an atomic's value) in packets of this end, each copied
-        from ``data`` as it is cut."""
+        from ``data`` as it is cut (``token``: what their acknowledgements report); how many
+        packets."""
         assert self.pds is not None
         length = len(data)
         for off in range(0, length, self.mtu):
@@ -434,7 +484,8 @@ class Ses:
                  "uet.ses.rsp.message_offset": off}
             if off + n == length:
                 r["uet.pds.flags.ar"] = True
-            self.pds.submit(pdc, r, bytes(data[off:off + n]), None)
+            self.pds.submit(pdc, r, bytes(data[off:off + n]), token)
+        return -(-length // self.mtu)
 
     def _answer_read(self, pdc: Pdc, f: dict[str, Any]) -> None:
         length = f["uet.ses.std.request_length"]
@@ -451,7 +502,11 @@ class Ses:
                 self.finished[key] = None
                 if len(self.finished) > FINISHED_MAX:
                     del self.finished[next(iter(self.finished))]
-        self._respond(pdc, msg_id, mr.view(addr, length))
+        m = self.pulls.pop((space(pdc), addr), None)
+        if m is not None and m.pull == length and not m.done:  # a rendezvous SEND's rest
+            m.pull_packets = self._respond(pdc, msg_id, mr.view(addr, length), (m, -1))
+        else:
+            self._respond(pdc, msg_id, mr.view(addr, length))
 
     # -- the initiator's READ responses ----------------------------------------------------------
 
@@ -479,11 +534,19 @@ class Ses:
     def _complete(self, m: Message, ok: bool, status: str = "OK") -> None:
         m.done = True
         self.outstanding.pop((space(m.pdc), m.msg_id), None)
+        if m.pull:
+            self.pulls.pop((space(m.pdc), m.laddr + m.length - m.pull), None)
+            m.pdc.holds -= 1
+            if self.pds is not None:
+                self.pds.wake(m.pdc)
         if m.kind in RESPONDED:
             self.reads.pop((space(m.pdc), m.msg_id), None)
             m.pdc.holds -= 1
             if self.pds is not None:
                 self.pds.wake(m.pdc)
+        if m.then is not None:  # the SES's own READ: not the application's completion
+            m.then(ok)
+            return
         c = self.counters
         if ok:
             c.messages_completed += 1
