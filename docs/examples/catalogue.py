@@ -276,7 +276,7 @@ example("columnar-duckdb",
 example("columnar-many",
         f"{MAIN_RUN} -w caps/write.pcap > /dev/null",
         "roce emulate --op read --size 256K --count 8 --seed 3 -w caps/read.pcap > /dev/null",
-        "roce stats caps/ -j 2 | tail -n 34", files={"caps/": ""}, cost=1.5)
+        "roce stats caps/ -j 2 | tail -n 38", files={"caps/": ""}, cost=1.5)
 
 # ---------------------------------------------------------------------------------------------
 # docs/guide/emulate.md
