@@ -143,7 +143,7 @@ def test_rod_delivers_in_order_under_reordering():
 
     def spy(pdc, f, payload):
         seen.append(f["uet.pds.psn"])
-        orig(pdc, f, payload)
+        return orig(pdc, f, payload)
     loop.b.pds.upper = type("U", (), {"on_request": staticmethod(spy),
                                       "on_acked": loop.b.ses.on_acked,
                                       "on_failed": loop.b.ses.on_failed})()

@@ -40,6 +40,11 @@ Transport emulated"):
 * **Close**: once every request is acknowledged, the initiator sends a close command
   (control type CLOSE) in its PSN space; the target acknowledges it when every PSN before
   it has arrived and closes; the ACK closes the initiator's end.
+* **SES refusals**: a request the SES cannot execute (``Upper.on_request`` returns a return
+  code) is held: the SES response carrying the code goes as a request of this end, and the
+  refused PSN is accepted and acknowledged only once that response is acknowledged, so the
+  initiator has the code before its message could complete; RUDI carries it in the RUDI
+  response.
 * **Handshakes from either end** (``CONTROLS``): control packets travel in their sender's
   PSN space, so they are acknowledged and resent as requests are, and act when every PSN
   before them has arrived.  The target asks for a close with CLOSE_REQ: the initiator closes
@@ -199,6 +204,10 @@ class Upper(Protocol):
     def on_failed(self, pdc: Pdc, token: Any) -> None:
         """The request submitted with ``token`` will never be acknowledged (the PDC
         failed)."""
+
+    def on_error(self, pdc: Pdc, token: Any, rc: int) -> None:
+        """The RUDI request submitted with ``token`` was answered with return code ``rc``
+        (not OK), before ``on_acked``."""
 
 
 @dataclass
@@ -742,7 +751,7 @@ class Pds:
         pdc.rack.on_ack([pid], now, {pid} if s.sends > 1 else set())
         code = f.get("uet.ses.rsp.return_code", RC_OK)
         if s.token is not None:
-            if code != RC_OK and hasattr(self.upper, "on_error"):
+            if code != RC_OK:
                 self.upper.on_error(pdc, s.token, code)
             self.upper.on_acked(pdc, s.token)
         self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack")
