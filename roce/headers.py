@@ -1,12 +1,17 @@
-"""Header layouts in Construct: the one place where field names, widths and order are written.
+"""Header layouts: field names, widths and order of RoCE's headers as the codec reads them.
 
-Each header is a flat ``BitStruct`` of integer fields.  Field names are Wireshark's (without the
-``infiniband.`` prefix), so ``bth.destqp`` here is ``infiniband.bth.destqp`` in tshark.
+The definitions are written once, in Construct, in ``roce.headerdefs`` (and ``roce.macc``'s and
+the INT family's in theirs).  This module derives ``LAYOUTS`` from them: for every header its
+size and, for every field, the bit shift and mask inside the header read as one big-endian
+integer.  The packet codec, the fast path's offset tables and the Scapy layers all use
+``LAYOUTS``; nothing else restates a field position.
 
-From the Construct definitions this module derives ``LAYOUTS``: for every header its size and,
-for every field, the bit shift and mask inside the header read as one big-endian integer.  The
-packet codec, the fast path's offset tables and the Scapy layers all use ``LAYOUTS``; nothing
-else restates a field position.
+Deriving needs Construct, whose import is a third of a short emulator run's CPU time; so the
+derived layouts are kept in a generated record, ``roce/_layoutrecord.py`` (``write_record``
+writes it), with the SHA-256 of each definitions module it was derived from.  ``recorded``
+reads a module's layouts from the record when that hash is the module's now, and derives them
+with Construct otherwise, with a ``RuntimeWarning`` naming the module: a stale record is never
+used.  ``tests/test_layout_record.py`` holds the record equal to what Construct derives.
 
 It also owns the meaning of the AETH syndrome (IBA 9.7.5.1: type, credit count, RNR timer,
 NAK code).
@@ -14,250 +19,29 @@ NAK code).
 
 from __future__ import annotations
 
-import socket
+import importlib
+import importlib.util
+import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from construct import BitsInteger, BitStruct, Construct, ExprAdapter, Flag, Renamed
+from roce._compiled import source_hash
+from roce.addresses import CONVERTERS
+from roce.addresses import ip4_dec as _ip4_dec  # noqa: F401 - the fast path's address kinds
+from roce.addresses import ip6_dec as _ip6_dec  # noqa: F401
+from roce.addresses import mac_dec as _mac_dec  # noqa: F401
 
-from roce.options import mac_bytes
+if TYPE_CHECKING:
+    from construct import Construct
 
-# -- address adapters: addresses are strings in Python, integers on the wire -----------------
-
-
-def _mac_dec(obj: int, ctx: object = None) -> str:
-    return obj.to_bytes(6, "big").hex(":")
-
-
-def _memo(parse: Callable[[str], int]) -> Callable:
-    """Addresses repeat from packet to packet: remember the last few thousand parses."""
-    cache: dict[str, int] = {}
-
-    def enc(obj: str | bytes | int, ctx: object = None) -> int:
-        if type(obj) is int:
-            return obj
-        try:
-            return cache[obj]  # type: ignore[index]
-        except (KeyError, TypeError):
-            pass
-        value = int.from_bytes(obj, "big") if isinstance(obj, bytes) else parse(obj)
-        if len(cache) > 4096:
-            cache.clear()
-        if isinstance(obj, str):
-            cache[obj] = value
-        return value
-
-    return enc
-
-
-@_memo
-def _mac_enc(obj: str) -> int:
-    # six octets, each group one octet: "1:2:3:4:5:6" is 01:02:03:04:05:06 (roce.options)
-    return int.from_bytes(mac_bytes(obj), "big")
-
-
-def _ip4_dec(obj: int, ctx: object = None) -> str:
-    return socket.inet_ntop(socket.AF_INET, obj.to_bytes(4, "big"))
-
-
-@_memo
-def _ip4_enc(obj: str) -> int:
-    return int.from_bytes(socket.inet_pton(socket.AF_INET, obj), "big")
-
-
-def _ip6_dec(obj: int, ctx: object = None) -> str:
-    return socket.inet_ntop(socket.AF_INET6, obj.to_bytes(16, "big"))
-
-
-@_memo
-def _ip6_enc(obj: str) -> int:
-    return int.from_bytes(socket.inet_pton(socket.AF_INET6, obj), "big")
-
-
-MacAddress = ExprAdapter(BitsInteger(48), _mac_dec, _mac_enc)
-IPv4Address = ExprAdapter(BitsInteger(32), _ip4_dec, _ip4_enc)
-IPv6Address = ExprAdapter(BitsInteger(128), _ip6_dec, _ip6_enc)
-
-# Python-side converters for the adapters above, used by the compiled codec.
-_CONVERTERS: dict[int, tuple[Callable, Callable]] = {
-    id(MacAddress): (_mac_dec, _mac_enc),
-    id(IPv4Address): (_ip4_dec, _ip4_enc),
-    id(IPv6Address): (_ip6_dec, _ip6_enc),
-}
-
-U = BitsInteger
-
-# -- L2 / L3 / L4 ------------------------------------------------------------------------------
-
-ETH = BitStruct(
-    "dst" / MacAddress * "Destination",
-    "src" / MacAddress * "Source",
-    "type" / U(16) * "Type",
-)
-VLAN = BitStruct(
-    "priority" / U(3) * "Priority",
-    "dei" / U(1) * "DEI",
-    "id" / U(12) * "ID",
-    "etype" / U(16) * "Type",
-)
-# Linux cooked captures (libpcap LINKTYPE_LINUX_SLL / SLL2): only what we need to find L3.
-SLL = BitStruct(
-    "pkttype" / U(16) * "Packet type",
-    "hatype" / U(16) * "Link-layer address type",
-    "halen" / U(16) * "Link-layer address length",
-    "src" / U(64) * "Source",
-    "etype" / U(16) * "Protocol",
-)
-SLL2 = BitStruct(
-    "etype" / U(16) * "Protocol",
-    "reserved" / U(16) * "Reserved",
-    "ifindex" / U(32) * "Interface index",
-    "hatype" / U(16) * "Link-layer address type",
-    "pkttype" / U(8) * "Packet type",
-    "halen" / U(8) * "Link-layer address length",
-    "src" / U(64) * "Source",
-)
 # ECN codepoints of the IP ECN field (RFC 3168): RoCE data goes ECT(0) or ECT(1); a switch
 # marks congestion by setting CE.
 ECN_NOT_ECT, ECN_ECT1, ECN_ECT0, ECN_CE = 0, 1, 2, 3
-
-IPV4 = BitStruct(
-    "version" / U(4) * "Version",
-    "ihl" / U(4) * "Header Length",
-    "dsfield.dscp" / U(6) * "Differentiated Services Codepoint",
-    "dsfield.ecn" / U(2) * "Explicit Congestion Notification",
-    "len" / U(16) * "Total Length",
-    "id" / U(16) * "Identification",
-    "flags.rb" / U(1) * "Reserved bit",
-    "flags.df" / U(1) * "Don't fragment",
-    "flags.mf" / U(1) * "More fragments",
-    "frag_offset" / U(13) * "Fragment Offset",
-    "ttl" / U(8) * "Time to Live",
-    "proto" / U(8) * "Protocol",
-    "checksum" / U(16) * "Header Checksum",
-    "src" / IPv4Address * "Source Address",
-    "dst" / IPv4Address * "Destination Address",
-)
-IPV6 = BitStruct(
-    "version" / U(4) * "Version",
-    "tclass" / U(8) * "Traffic Class",
-    "flow" / U(20) * "Flow Label",
-    "plen" / U(16) * "Payload Length",
-    "nxt" / U(8) * "Next Header",
-    "hlim" / U(8) * "Hop Limit",
-    "src" / IPv6Address * "Source Address",
-    "dst" / IPv6Address * "Destination Address",
-)
-UDP = BitStruct(
-    "srcport" / U(16) * "Source Port",
-    "dstport" / U(16) * "Destination Port",
-    "length" / U(16) * "Length",
-    "checksum" / U(16) * "Checksum",
-)
-# RoCEv1 Global Route Header (IBA 8.3); GIDs shown as IPv6 addresses, as tools do.
-GRH = BitStruct(
-    "ipver" / U(4) * "IP Version",
-    "tclass" / U(8) * "Traffic Class",
-    "flowlabel" / U(20) * "Flow Label",
-    "paylen" / U(16) * "Payload Length",
-    "nxthdr" / U(8) * "Next Header",
-    "hoplmt" / U(8) * "Hop Limit",
-    "sgid" / IPv6Address * "Source GID",
-    "dgid" / IPv6Address * "Destination GID",
-)
-
-# Native InfiniBand Local Route Header (IBA 7.7).  Not one of RoCE's headers (it stays out of
-# HEADERS and LAYOUTS): roce.families.ib.native decodes it; the structural walk (roce.locate,
-# the fast path) reads LNH and PktLen from LRH_LAYOUT to find BTH in a link type 247 packet.
-LRH = BitStruct(
-    "vl" / U(4) * "Virtual Lane",
-    "lver" / U(4) * "Link Version",
-    "sl" / U(4) * "Service Level",
-    "reserved2" / U(2) * "Reserved (2 bits)",
-    "lnh" / U(2) * "Link Next Header",
-    "dlid" / U(16) * "Destination Local ID",
-    "reserved5" / U(5) * "Reserved (5 bits)",
-    "pktlen" / U(11) * "Packet Length",
-    "slid" / U(16) * "Source Local ID",
-)
 # LRH LNH (IBA 7.7.5): what follows the LRH.  PktLen counts 4-byte words (IBA 7.7.8).
 LNH_RAW, LNH_IP, LNH_LOCAL, LNH_GLOBAL = 0, 1, 2, 3
 LRH_WORD = 4
-
-# -- InfiniBand transport headers (IBA 9.2, 9.3) ------------------------------------------------
-
-BTH = BitStruct(
-    "opcode" / U(8) * "Opcode",
-    "se" / Flag * "Solicited Event",
-    "m" / Flag * "MigReq",
-    "padcnt" / U(2) * "Pad Count",
-    "tver" / U(4) * "Header Version",
-    "p_key" / U(16) * "Partition Key",
-    "fecn" / Flag * "FECN",
-    "becn" / Flag * "BECN",
-    "reserved" / U(6) * "Reserved (6 bits)",
-    "destqp" / U(24) * "Destination Queue Pair",
-    "a" / Flag * "Acknowledge Request",
-    "reserved7" / U(7) * "Reserved (7 bits)",
-    "psn" / U(24) * "Packet Sequence Number",
-)
-RDETH = BitStruct(
-    "reserved" / U(8) * "Reserved",
-    "eecnxt" / U(24) * "E2E Context",
-)
-DETH = BitStruct(
-    "q_key" / U(32) * "Queue Key",
-    "reserved" / U(8) * "Reserved",
-    "srcqp" / U(24) * "Source Queue Pair",
-)
-RETH = BitStruct(
-    "va" / U(64) * "Virtual Address",
-    "r_key" / U(32) * "Remote Key",
-    "dmalen" / U(32) * "DMA Length",
-)
-ATOMICETH = BitStruct(
-    "va" / U(64) * "Virtual Address",
-    "r_key" / U(32) * "Remote Key",
-    "swapdt" / U(64) * "Swap (Or Add) Data",
-    "cmpdt" / U(64) * "Compare Data",
-)
-AETH = BitStruct(
-    "syndrome" / U(8) * "Syndrome",
-    "msn" / U(24) * "Message Sequence Number",
-)
-ATOMICACKETH = BitStruct(
-    "origremdt" / U(64) * "Original Remote Data",
-)
-IMMDT = BitStruct(
-    "immdt" / U(32) * "Immediate Data",
-)
-IETH = BitStruct(
-    "ieth" / U(32) * "RKey",
-)  # the R_Key to invalidate; Wireshark: infiniband.ieth
-XRCETH = BitStruct(
-    "reserved" / U(8) * "Reserved",
-    "xrcsrq" / U(24) * "XRC Target SRQ",
-)
-FETH = BitStruct(
-    "reserved" / U(26) * "Reserved",
-    "sel" / U(2) * "Selectivity Level",
-    "plt" / U(4) * "Placement Type",
-)
-CNP = BitStruct(
-    "reserved" / U(128) * "Reserved",
-)
-
-# Each field carries its display name (Wireshark's, where Wireshark has the field) as its
-# Construct docstring: the decoder's tree reads it from LAYOUTS.
-
-# Header name (the field-name prefix) -> definition.  Opcode rows name headers by these keys.
-HEADERS: dict[str, Construct] = {
-    "eth": ETH, "vlan": VLAN, "sll": SLL, "sll2": SLL2, "ip": IPV4, "ipv6": IPV6, "udp": UDP,
-    "grh": GRH, "bth": BTH, "rdeth": RDETH, "deth": DETH, "reth": RETH,
-    "atomiceth": ATOMICETH, "aeth": AETH, "atomicacketh": ATOMICACKETH, "immdt": IMMDT,
-    "ieth": IETH, "xrceth": XRCETH, "feth": FETH, "cnp": CNP,
-}
 
 # Human names for the decoder's tree.
 TITLES: dict[str, str] = {
@@ -274,7 +58,7 @@ TITLES: dict[str, str] = {
 }
 
 
-# -- layouts derived from the definitions ------------------------------------------------------
+# -- layouts: derived from the definitions, or read from their record --------------------------
 
 
 @dataclass(frozen=True)
@@ -307,38 +91,143 @@ class Layout:
         raise KeyError(f"{self.name} has no field {name!r}")
 
 
-def _layout(header: str, con: Construct) -> Layout:
-    size = con.sizeof()
-    total = size * 8
-    fields: list[Field] = []
-    pos = 0
+# A field as the record keeps it: (name, bits, kind, title), the kind "int", "bool" or an
+# address kind of roce.addresses.CONVERTERS; offsets, shifts and masks follow from the order.
+RecordedField = tuple[str, int, str, str]
+
+# The definitions modules whose layouts the record keeps.  Each has ``DEFINITIONS`` (key ->
+# Construct ``BitStruct``) and may have ``NAMES`` (key -> layout name, where it is not the key:
+# two headers may share a field-name prefix).
+RECORDED = ("roce.headerdefs", "roce.maccdefs", "roce.families.intmddefs")
+RECORD_MODULE = "roce._layoutrecord"
+_RECORD_HEADER = ('"""The header layouts Construct derives from the definitions modules of\n'
+                  '``roce.headers.RECORDED``, with the SHA-256 of each module\'s source: '
+                  'generated by\n``roce.headers.write_record``, do not edit (regenerate: '
+                  'python -c\n"import roce.headers as h; h.write_record()")."""\n')
+
+
+def _fields(header: str, con: Any) -> tuple[int, tuple[RecordedField, ...]]:
+    """What Construct says of a flat ``BitStruct``: its size and its fields."""
+    from construct import BitsInteger, Flag, Renamed
+
+    from roce.headerdefs import ADDRESS_KINDS
+
+    out: list[RecordedField] = []
     for sub in con.subcon.subcons:
         # `"name" / X * "doc"` nests two Renamed wrappers: unwrap, keeping name and doc
         name, docs, inner = sub.name, sub.docs, sub.subcon
         while isinstance(inner, Renamed):
             name, docs, inner = name or inner.name, docs or inner.docs, inner.subcon
-        dec = enc = None
         if inner is Flag:
             bits, kind = 1, "bool"
         elif isinstance(inner, BitsInteger):
             bits, kind = inner.length, "int"
-        elif id(inner) in _CONVERTERS:
-            bits, kind = inner.subcon.length, "addr"
-            dec, enc = _CONVERTERS[id(inner)]
+        elif id(inner) in ADDRESS_KINDS:
+            bits, kind = inner.subcon.length, ADDRESS_KINDS[id(inner)]
         else:  # pragma: no cover - a definition error, found at import
             raise TypeError(f"{header}.{name}: unsupported construct {inner!r}")
+        out.append((name, bits, kind, docs or name))
+    return con.sizeof(), tuple(out)
+
+
+def _make(header: str, size: int, recorded: tuple[RecordedField, ...]) -> Layout:
+    total = size * 8
+    fields: list[Field] = []
+    pos = 0
+    for name, bits, kind, title in recorded:
+        dec = enc = None
+        if kind not in ("int", "bool"):
+            dec, enc = CONVERTERS[kind]
+            kind = "addr"
         fields.append(Field(name, pos, bits, total - pos - bits, (1 << bits) - 1, kind,
-                            dec, enc, docs or name))
+                            dec, enc, title))
         pos += bits
     assert pos == total, header
     return Layout(header, size, tuple(fields))
 
 
-LAYOUTS: dict[str, Layout] = {name: _layout(name, con) for name, con in HEADERS.items()}
+def _layout(header: str, con: Any) -> Layout:
+    return _make(header, *_fields(header, con))
 
 
+def _source(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:  # pragma: no cover - a RECORDED typo
+        raise ImportError(f"no module {module}")
+    return spec.origin
+
+
+def _derived_entries(module: str) -> dict[str, tuple[str, int, tuple[RecordedField, ...]]]:
+    """key -> (layout name, size, fields) of the definitions of ``module``, by Construct."""
+    defs = importlib.import_module(module)
+    names = getattr(defs, "NAMES", {})
+    return {key: (names.get(key, key), *_fields(names.get(key, key), con))
+            for key, con in defs.DEFINITIONS.items()}
+
+
+def derived(module: str) -> dict[str, Layout]:
+    """The layouts of the definitions module ``module`` (by key), derived with Construct."""
+    return {key: _make(name, size, fields)
+            for key, (name, size, fields) in _derived_entries(module).items()}
+
+
+def recorded(module: str) -> dict[str, Layout]:
+    """The layouts of the definitions module ``module`` (by key): from the record when it was
+    made from the module's source as it is now, else derived with Construct, with a
+    ``RuntimeWarning`` (a stale record is never used)."""
+    try:
+        record = importlib.import_module(RECORD_MODULE).RECORD
+    except ImportError:
+        record = {}
+    entry = record.get(module)
+    if entry is not None and entry[0] == source_hash(_source(module)):
+        return {key: _make(name, size, fields) for key, (name, size, fields) in entry[1].items()}
+    warnings.warn(f"roce: {module} differs from what {RECORD_MODULE} was generated from; "
+                  "deriving its header layouts with Construct (a slower start). Regenerate: "
+                  'python -c "import roce.headers as h; h.write_record()"',
+                  RuntimeWarning, stacklevel=2)
+    return derived(module)
+
+
+def record_text() -> str:
+    """The text of ``roce/_layoutrecord.py``: every module of RECORDED, derived now."""
+    lines = [_RECORD_HEADER, "RECORD = {"]
+    for module in RECORDED:
+        lines += [f"    {module!r}: (", f"        {source_hash(_source(module))!r},", "        {"]
+        for key, (name, size, fields) in _derived_entries(module).items():
+            lines.append(f"            {key!r}: ({name!r}, {size}, (")
+            lines += [f"                {f!r}," for f in fields]
+            lines.append("            )),")
+        lines.append("        },")
+        lines.append("    ),")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_record() -> str:
+    """Write ``roce/_layoutrecord.py`` beside this module; returns its path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_layoutrecord.py")
+    with open(path, "w") as f:
+        f.write(record_text())
+    return path
+
+
+_DEFINED = recorded("roce.headerdefs")
+LAYOUTS: dict[str, Layout] = {name: lay for name, lay in _DEFINED.items() if name != "lrh"}
 SIZE_OF: dict[str, int] = {name: lay.size for name, lay in LAYOUTS.items()}
-LRH_LAYOUT = _layout("lrh", LRH)
+LRH_LAYOUT = _DEFINED["lrh"]
+
+
+def __getattr__(name: str) -> Any:
+    """The Construct definitions (``HEADERS``, ``BTH``, ``U``, ...) are ``roce.headerdefs``';
+    reached from here, they are imported at first use."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    defs = importlib.import_module("roce.headerdefs")
+    try:
+        return getattr(defs, name)
+    except AttributeError:
+        raise AttributeError(f"module 'roce.headers' has no attribute {name!r}") from None
 
 
 # -- a compiled codec: one int.from_bytes per header, shifts and masks per field -----------
@@ -486,10 +375,12 @@ def derive(name: str, con: Construct) -> Layout:
     return _layout(name, con)
 
 
-def compile_codec(layout: Layout) -> tuple[Callable[[bytes, int], dict],
-                                           Callable[[dict], bytes]]:
+def compile_codec(layout: Layout, lazy: bool = False) -> tuple[
+        Callable[[bytes, int], dict], Callable[[dict], bytes]]:
     """The generated (decoder, encoder) pair of a derived layout, as ``DECODERS`` and
-    ``ENCODERS`` hold for this module's headers."""
+    ``ENCODERS`` hold for this module's headers; ``lazy``: each compiled at its first call."""
+    if lazy:
+        return _lazily(_compile_decoder, layout), _lazily(_compile_encoder, layout)
     return _compile_decoder(layout), _compile_encoder(layout)
 
 

@@ -1,10 +1,11 @@
 """MAC Control frames: IEEE 802.3x PAUSE and IEEE 802.1Qbb Priority-based Flow Control (PFC).
 
-This module owns the MAC Control layouts (as Construct definitions, in the manner of
-``roce.headers``), their field names (Wireshark's ``macc`` protocol: ``macc.opcode``,
-``macc.pause_time``, ``macc.cbfc.enbv``, ``macc.cbfc.enbv.c0``..``c7``,
-``macc.cbfc.pause_time.c0``..``c7``), and the frame codec the simulated switches and NICs
-use: ``build_pfc``, ``build_pause``, ``parse_macc`` and ``quanta_to_ns``.
+This module owns the MAC Control frames: their layouts (defined in Construct in
+``roce.maccdefs``, read as ``roce.headers`` reads its own), their field names (Wireshark's
+``macc`` protocol: ``macc.opcode``, ``macc.pause_time``, ``macc.cbfc.enbv``,
+``macc.cbfc.enbv.c0``..``c7``, ``macc.cbfc.pause_time.c0``..``c7``), and the frame codec
+the simulated switches and NICs use: ``build_pfc``, ``build_pause``, ``parse_macc`` and
+``quanta_to_ns``.
 
 Protocol facts (docs/protocol.md "MAC Control: PAUSE and PFC": IEEE 802.3 Annex 31B,
 IEEE 802.1Qbb clause 36; Wireshark ``packet-maccontrol.c``):
@@ -27,49 +28,30 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from construct import BitStruct, Flag
-
 from roce.errors import DecodeError, UsageError
-from roce.headers import ENCODERS, SIZE_OF, Layout, U, compile_codec, derive
+from roce.headers import ENCODERS, SIZE_OF, Layout, compile_codec, recorded
 from roce.headers import LAYOUTS as HEADER_LAYOUTS
 from roce.locate import ETHERTYPE_MACC, ETHERTYPE_VLAN, MAX_VLAN_TAGS
 
 PFC_DST_MAC: bytes = bytes.fromhex("0180c2000001")
 OPCODE_PAUSE = 0x0001
 OPCODE_PFC = 0x0101
-PRIORITIES = range(8)  # 802.1Q priorities = PFC classes
 QUANTUM_BITS = 512  # one pause quantum, in bit times (802.3 31B.2)
 MAX_QUANTA = 0xFFFF
 MIN_FRAME = 60  # Ethernet minimum without the FCS
 PROTOCOL = "macc"  # Wireshark's protocol (field-name prefix)
 TITLE = "MAC Control"
 
-# -- layouts -----------------------------------------------------------------------------------
-# Field names are Wireshark's without the "macc." prefix; the docstrings are its display
-# names.  The opcode is its own header so each body is chosen by it (as Wireshark does).
+# -- layouts (roce.maccdefs) ---------------------------------------------------------------------
 
-MACC = BitStruct(
-    "opcode" / U(16) * "Opcode",
-)
-PAUSE = BitStruct(
-    "pause_time" / U(16) * "pause_time",
-)
-CBFC = BitStruct(
-    "cbfc.enbv" / U(16) * "CBFC Class Enable Vector",
-    *(f"cbfc.pause_time.c{p}" / U(16) * f"C{p}" for p in PRIORITIES),
-)
-# The bits of ``cbfc.enbv``, MSB first: Wireshark shows them as the vector's children.
-ENBV = BitStruct(
-    "reserved" / U(8) * "Reserved (must be 0)",
-    *(f"c{p}" / Flag * f"C{p}" for p in reversed(PRIORITIES)),
-)
+LAYOUTS: dict[str, Layout] = recorded("roce.maccdefs")
+HEADERS = tuple(LAYOUTS)  # the header names (flat-field prefixes)
+# 802.1Q priorities = PFC classes: one pause time each after the CBFC's enable vector
+PRIORITIES = range(len(LAYOUTS["macc.cbfc"].fields) - 1)
 
-# Header name (flat-field prefix) -> definition, and the body each opcode carries.
-HEADERS = {"macc": MACC, "macc.pause": PAUSE, "macc.cbfc": CBFC, "macc.cbfc.enbv": ENBV}
+# The body each opcode carries.
 BODY = {OPCODE_PAUSE: "macc.pause", OPCODE_PFC: "macc.cbfc"}
 OPCODE_NAMES = {OPCODE_PAUSE: "Pause", OPCODE_PFC: "Class Based Flow Control [CBFC] Pause"}
-
-LAYOUTS: dict[str, Layout] = {name: derive(name, con) for name, con in HEADERS.items()}
 
 
 class _Codecs(dict):  # type: ignore[type-arg]

@@ -25,7 +25,7 @@ print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
 # dataclasses' use of inspect all the same)
 UNWANTED = ("roce.decoder", "roce.analysis", "roce.plot", "roce.wire", "roce.families.dispatch",
             "pandas", "pyarrow", "matplotlib", "numpy", "scapy", "dask", "hypothesis",
-            "importlib.resources", "importlib.abc")
+            "importlib.resources", "importlib.abc", "construct")
 
 
 def _modules(*args: str) -> list[str]:

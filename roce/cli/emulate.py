@@ -217,7 +217,6 @@ def simulate(args: argparse.Namespace) -> Any:
     """The summary of a run on the simulated network, from ``roce emulate``'s parsed options
     (``roce sweep`` calls this once per grid point).  A bad combination is a UsageError;
     the pcap, taps and trace are written as the run goes."""
-    from roce.emu.ib.ibrun import IbRun
     from roce.emu.net.observe import Trace, tap_port
     from roce.emu.net.runner import NetRun
     from roce.outfile import open_output
@@ -235,6 +234,8 @@ def simulate(args: argparse.Namespace) -> Any:
     if ib and trace_path:
         raise UsageError("--trace with --protocol ib: the trace samples Ethernet switches' "
                          "queues and pause states (use --tap for an InfiniBand port)")
+    if ib:  # the InfiniBand fabric and its families, only for an InfiniBand run
+        from roce.emu.ib.ibrun import IbRun
     with ExitStack() as stack:
         # every check before a file is created: a refused run leaves none
         run = (IbRun if ib else NetRun)(sc, topology=topology(args))

@@ -37,44 +37,23 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from construct import BitsInteger, BitStruct, Flag
-
 from roce import fast, locate
 from roce.errors import DecodeError
 from roce.families.handler import Handler, Unwrapped
-from roce.headers import LAYOUTS, define
+from roce.headers import LAYOUTS, compile_codec, recorded
 
-U = BitsInteger
 # The specification leaves the UDP port that announces INT to the operator of the INT domain;
 # this is ours (docs/protocol.md).
 INT_PORT = 9555
 TYPE_MD, NPT_UDP, VERSION = 1, 1, 2
 MAX_HOPS = 5  # Remaining Hop Count a source sets: HPCC's ns-3 model carries at most 5 hops
 
-SHIM = BitStruct("type" / U(4) * "Type", "npt" / U(2) * "Next Protocol Type",
-                 "shim_reserved" / U(2) * "Reserved",
-                 "len" / U(8) * "Length (4-byte words after the shim)",
-                 "dport" / U(16) * "Original UDP destination port")
-MD = BitStruct("ver" / U(4) * "Version", "d" / Flag * "Discard",
-               "e" / Flag * "Max hop count exceeded", "m" / Flag * "MTU exceeded",
-               "reserved" / U(12) * "Reserved",
-               "hop_ml" / U(5) * "Per-hop metadata length (4-byte words)",
-               "rhc" / U(8) * "Remaining hop count",
-               "instructions" / U(16) * "Instruction bitmap",
-               "ds_id" / U(16) * "Domain specific ID",
-               "ds_instructions" / U(16) * "Domain specific instructions",
-               "ds_flags" / U(16) * "Domain specific flags")
-HOP = BitStruct("switch_id" / U(32) * "Node ID",
-                "queue_id" / U(8) * "Queue ID",
-                "qlen" / U(24) * "Queue occupancy (bytes)",
-                "egress_ts" / U(64) * "Egress timestamp (ns)",
-                "tx_bytes" / U(32) * "Egress port Tx utilization (bytes sent, mod 2^32)",
-                "rate_bps" / U(64) * "Port line rate (bit/s)")
-
 IP_LAYOUT, UDP_LAYOUT = LAYOUTS["ip"], LAYOUTS["udp"]
-SHIM_LAYOUT, decode_shim, encode_shim = define("int", SHIM)
-MD_LAYOUT, decode_md, encode_md = define("int", MD)
-HOP_LAYOUT, decode_hop, encode_hop = define("int.hop", HOP)
+_LAYOUTS = recorded("roce.families.intmddefs")  # defined there, in Construct
+SHIM_LAYOUT, MD_LAYOUT, HOP_LAYOUT = _LAYOUTS["shim"], _LAYOUTS["md"], _LAYOUTS["hop"]
+decode_shim, encode_shim = compile_codec(SHIM_LAYOUT, lazy=True)
+decode_md, encode_md = compile_codec(MD_LAYOUT, lazy=True)
+decode_hop, encode_hop = compile_codec(HOP_LAYOUT, lazy=True)
 SHIM_SIZE, MD_SIZE, HOP_SIZE = SHIM_LAYOUT.size, MD_LAYOUT.size, HOP_LAYOUT.size
 HEAD = SHIM_SIZE + MD_SIZE  # what a source inserts
 HOP_WORDS = HOP_SIZE // 4

@@ -3,7 +3,8 @@ their interpreted form (roce/_compiled.py).
 
 A spec is a JSON-able dict: ``{"net": bool, "cc": NAME, ...}`` (any algorithm ``--cc``
 takes) plus any ``Scenario``/``NetScenario`` field (``link_down`` as lists ``[link, down_ns,
-up_ns]``; with ``cdf`` or ``collective`` the run is a workload's, ``roce.emu.net.workrun``).
+up_ns]``; with ``cdf`` or ``collective`` the run is a workload's, ``roce.emu.net.workrun``;
+with ``uet``, a dict of ``UetOptions`` fields, a run of UET endpoints, ``roce.emu.uet.run``).
 ``run_spec`` returns the run's summary as a dict, less the fields that measure the machine
 (CPU time and rates per CPU-second), so two runs of one spec are equal field by field when
 the emulator's rules are the same.
@@ -46,7 +47,12 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
         from roce.emu.net.failures import LinkDown
 
         kw["link_down"] = [LinkDown(*x) for x in kw["link_down"]]
-    if kw.get("cdf") or kw.get("collective"):  # a workload generator's transfers
+    if "uet" in kw:  # UET endpoints on the same network
+        from roce.emu.uet.run import UetOptions, run_uet
+
+        s = run_uet(Scenario(**{k: v for k, v in kw.items() if k != "uet"}),
+                    UetOptions(**kw["uet"]))
+    elif kw.get("cdf") or kw.get("collective"):  # a workload generator's transfers
         from roce.emu.net.workrun import WorkloadRun
 
         s = WorkloadRun(Scenario(**kw, cc=None if cc == "none" else configure(cc))).run()

@@ -33,6 +33,11 @@ ENTROPY_LOW = 0xC000  # entropies are drawn from the dynamic ports (RFC 6335), a
 class UetHost:
     """One host: ``ip``, a MAC derived from it, its memory (``space``), SES and PDS."""
 
+    __slots__ = ("net", "name", "ip", "mac", "wire", "peer_mac", "tap", "entropy", "marking",
+                 "trim_dscp", "rng", "space", "pd", "ses", "pds", "entropies", "ready",
+                 "tx_frames", "rx_frames", "not_uet", "ip_id", "_timer_at", "pfc_sent", "cc",
+                 "_pause")
+
     def __init__(self, net: Any, name: str, ip: str, config: PdsConfig, mtu: int,
                  entropy: str = "pdc", marking: uetframes.Marking = uetframes.MARKING,
                  trim_dscp: int | None = None, rendezvous: int = 0) -> None:

@@ -262,6 +262,12 @@ class Pdc:
     """One end of a PDC: its sending half (PSNs it sends) and its receiving half (PSNs its
     peer sends)."""
 
+    __slots__ = ("id", "peer", "peer_id", "mode", "initiator", "state", "start_psn", "next_psn",
+                 "cack", "syn", "sent", "fresh", "resend", "resend_set", "rack", "backoff",
+                 "close_wanted", "holds", "close_psn", "go_back_at", "rx_cack", "rx_above",
+                 "rx_close", "unacked", "ack_at", "ack_psn", "rx_ce", "rx_bytes", "rx_ooo",
+                 "rx_cleared", "rx_held")
+
     def __init__(self, pdc_id: int, peer: str, mode: int, initiator: bool,
                  start_psn: int) -> None:
         self.id = pdc_id
@@ -345,6 +351,9 @@ class Out:
 
 class Pds:
     """The PDCs of one host at ``ip``; ``rng`` draws the initiators' start PSNs."""
+
+    __slots__ = ("ip", "config", "upper", "rng", "pdcs", "by_peer", "next_id", "ctrl", "rr",
+                 "counters", "on_change", "next_pkt_id", "by_pkt", "peers")
 
     def __init__(self, ip: str, config: PdsConfig, upper: Upper, rng: random.Random) -> None:
         config.check()

@@ -189,6 +189,10 @@ class Ses:
     """One host's SES: ``space`` its memory, ``pd`` the protection domain its regions
     belong to; ``pds`` is set once the PDS (which calls this back) exists."""
 
+    __slots__ = ("space", "pd", "mtu", "pds", "next_msg", "reads", "incoming", "recvs",
+                 "completions", "recv_completions", "counters", "rendezvous", "pulls",
+                 "finished", "refusals", "outstanding")
+
     def __init__(self, space: AddressSpace, pd: object, mtu: int, rendezvous: int = 0) -> None:
         if not 1 <= mtu <= 0x3FFF:  # a packet's payload length is 14 bits
             raise ValueError(f"SES MTU {mtu}: 1 to {0x3FFF} bytes")

@@ -13,6 +13,7 @@ not fit its field is a ``ValueError`` naming the field.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from roce.families.uet import IPPROTO_UET, REF_PROV_PORT, UET_PORT
@@ -45,6 +46,50 @@ ENTROPY_BASE = 0xC000  # default UDP source port / entropy: a fixed value in the
 
 
 def _encode(h: Header, v: dict[str, Any], renames: dict[str, str] | None = None) -> bytes:
+    """Header ``h`` from the flat values ``v`` (``renames``: flat key -> the key its value is
+    taken from).  Runs the straight-line encoder ``_plan`` makes of it; that one hands values
+    other than integers in range to ``_encode_checked``, which says what is wrong."""
+    key = (id(h), tuple(renames.items()) if renames else ())
+    hit = _PLANS.get(key)
+    if hit is None:
+        hit = _PLANS[key] = (h, _plan(h, renames or {}))
+    return hit[1](v)
+
+
+# (id of a Header, renames) -> (the Header, kept alive so that its id stays its own; encoder)
+_PLANS: dict[tuple[int, tuple[tuple[str, str], ...]], tuple[Header, Callable]] = {}
+_INTS = frozenset((int, bool))
+
+
+def _plan(h: Header, renames: dict[str, str]) -> Callable[[dict[str, Any]], bytes]:
+    """Straight-line Python encoding ``h`` (as ``roce.headers`` generates its codecs): each
+    value read once, checked against its field and shifted into one integer; anything else
+    (a missing value, None, a value of another type or out of range) goes to
+    ``_encode_checked``, so the bytes and the errors are its own."""
+    if any(f.kind == "addr" for f in h.layout.fields):  # pragma: no cover - none in UET
+        return lambda v: _encode_checked(h, v, renames)
+    env: dict[str, Any] = {"INTS": _INTS, "slow": _encode_checked, "h": h, "renames": renames}
+    reads, checks, terms = [], [], []
+    for i, (key, f) in enumerate(zip(h.keys, h.layout.fields)):
+        src = renames.get(key, key)
+        reads.append(f"    x{i} = v.get({src!r}, 0)")
+        if src in SIGNED:
+            checks.append(f"type(x{i}) in INTS and -0x8000 <= x{i} <= 0x7FFF")
+            term = f"(x{i} & 0xFFFF)"
+        else:
+            checks.append(f"type(x{i}) in INTS and 0 <= x{i} <= {f.mask:#x}")
+            term = f"x{i}"
+        terms.append(f"({term} << {f.shift})" if f.shift else term)
+    src = "\n".join(["def enc(v):", *reads,
+                     f"    if not ({' and '.join(checks) or 'True'}):",
+                     "        return slow(h, v, renames)",
+                     f"    return ({' | '.join(terms) or '0'}).to_bytes({h.layout.size}, 'big')"])
+    exec(compile(src + "\n", f"<uet encoder {h.key}>", "exec"), env)
+    return env["enc"]
+
+
+def _encode_checked(h: Header, v: dict[str, Any],
+                    renames: dict[str, str] | None = None) -> bytes:
     d: dict[str, Any] = {}
     for key, fld in zip(h.keys, h.layout.fields):
         src = (renames or {}).get(key, key)
