@@ -147,7 +147,9 @@ class Message:
     pull: int = 0  # rendezvous SEND: bytes the target pulls (0: not a rendezvous)
     pull_packets: int = -1  # the packets of the answer to its READ (-1: not answered yet)
     pull_acked: int = 0
-    then: Any = None  # a READ of the SES's own (a rendezvous pull): called when complete
+    # a READ of the SES's own (a rendezvous pull): the receive it completes, (wr_id, length,
+    # PDC ID, message ID)
+    then: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -427,16 +429,9 @@ class Ses:
         eager = f.get(_RV + "eager_length", inc.length)
         if inc.got >= eager and inc.got < inc.length:  # a rendezvous: pull the rest
             del self.incoming[key]
-            rest = inc.length - eager
-
-            def received(ok: bool) -> None:
-                if ok:
-                    self.counters.messages_executed += 1
-                    self.recv_completions.append(Completion(wr_id, "recv", True,
-                                                            inc.length, pdc.id, key[1]))
-            pull = self.post("read", pdc, -1, region, addr + eager, rest,
+            pull = self.post("read", pdc, -1, region, addr + eager, inc.length - eager,
                              f[_RV + "read_match_bits"], f[_RV + "read_offset"])
-            pull.then = received
+            pull.then = (wr_id, inc.length, pdc.id, key[1])
             self.counters.pulls += 1
         elif inc.got >= inc.length:
             del self.incoming[key]
@@ -548,8 +543,12 @@ class Ses:
             m.pdc.holds -= 1
             if self.pds is not None:
                 self.pds.wake(m.pdc)
-        if m.then is not None:  # the SES's own READ: not the application's completion
-            m.then(ok)
+        if m.then is not None:  # the SES's own READ: the receive it completes, if it did
+            if ok:
+                wr_id, length, pdc_id, msg_id = m.then
+                self.counters.messages_executed += 1
+                self.recv_completions.append(Completion(wr_id, "recv", True, length, pdc_id,
+                                                        msg_id))
             return
         c = self.counters
         if ok:
