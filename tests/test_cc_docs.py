@@ -11,6 +11,8 @@ import pytest
 
 from roce.emu.cc import ALGORITHMS, Dcqcn, Dctcp, Swift, Timely
 from roce.emu.cc.hpcc import Hpcc
+from roce.emu.cc.nscc import Nscc
+from roce.emu.cc.rccc import Rccc
 
 DOC = (Path(__file__).parent.parent / "docs" / "congestion-control.md").read_text()
 
@@ -41,10 +43,11 @@ def value(cell: str, line_gbps: float) -> float:
 
 
 def test_every_algorithm_with_knobs_is_checked():
-    assert {c for c in ALGORITHMS.values() if c.PARAMS} == {Dcqcn, Timely, Dctcp, Swift, Hpcc}
+    assert {c for c in ALGORITHMS.values() if c.PARAMS} == {Dcqcn, Timely, Dctcp, Swift, Hpcc,
+                                                                 Nscc, Rccc}
 
 
-@pytest.mark.parametrize("cls", [Dcqcn, Timely, Dctcp, Swift, Hpcc])
+@pytest.mark.parametrize("cls", [Dcqcn, Timely, Dctcp, Swift, Hpcc, Nscc, Rccc])
 def test_doc_tables_match_profiles(cls):
     table = rows(cls)
     assert set(table) == set(cls.PARAMS)

@@ -79,5 +79,5 @@ def test_its_knobs_are_checked_by_the_shared_parameter_rules(toy) -> None:
 
 
 def test_unregistered_names_are_refused_with_the_registry_listed() -> None:
-    with pytest.raises(UsageError, match="none, dcqcn, timely, dctcp, swift, hpcc$"):
+    with pytest.raises(UsageError, match="none, dcqcn, timely, dctcp, swift, hpcc, nscc, rccc$"):
         algorithms.configure("fraction")

@@ -22,8 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "write, read) or unreliable unordered (uud: write) delivery")
     g.add_argument("--entropy", choices=ENTROPY_MODES, default=ENTROPY_MODES[0],
                    help="--protocol uet: the entropy (UDP source port) switches hash: one "
-                        "per PDC (pdc; the default) or a new one per packet (packet: "
-                        "spraying over every equal-cost path)")
+                        "per PDC (pdc; the default), a new one per packet (packet: "
+                        "spraying over every equal-cost path), or REPS (reps: entropies "
+                        "whose ACKs came back unmarked are used again)")
     g.add_argument("--pdc-close", choices=CLOSERS, default=CLOSERS[0],
                    help="--protocol uet: who ends each PDC when the run's messages are "
                         "done: the initiator closes (the default), or the target asks for a "

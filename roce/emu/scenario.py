@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from roce.emu import budget, defaults
-from roce.emu.cc.algorithms import CcConfig
+from roce.emu.cc.algorithms import CcConfig, check_protocol
 from roce.emu.core.constants import QPType
 from roce.emu.core.payload import slot_bytes, slots_for
 from roce.emu.core.recovery import LOSS_RULES, MODES
@@ -84,6 +84,7 @@ class Workload:
         if self.qp_type == "ud" and self.size > self.mtu:
             raise UsageError(f"--size {self.size}: a UD message is one packet, at most --mtu "
                              f"{self.mtu} bytes")
+        check_protocol(self.cc, self.protocol)
         budget.workload(self.size, self.slots, self.qps if qps is None else qps, sides)
 
     @property

@@ -18,7 +18,9 @@ from roce.emu.cc.base import CongestionControl, NoControl
 from roce.emu.cc.dcqcn import Dcqcn
 from roce.emu.cc.dctcp import Dctcp
 from roce.emu.cc.hpcc import Hpcc
+from roce.emu.cc.nscc import Nscc
 from roce.emu.cc.params import resolve
+from roce.emu.cc.rccc import Rccc
 from roce.emu.cc.swift import Swift
 from roce.emu.cc.timely import Timely
 from roce.errors import UsageError
@@ -38,7 +40,8 @@ def register(cls: type[CongestionControl]) -> type[CongestionControl]:
     return cls
 
 
-_ROWS = (NoControl, Dcqcn, Timely, Dctcp, Swift, Hpcc)  # one row per algorithm, in --cc's order
+# one row per algorithm, in --cc's order: RoCE's, then UET's (``protocol``)
+_ROWS = (NoControl, Dcqcn, Timely, Dctcp, Swift, Hpcc, Nscc, Rccc)
 for _cls in _ROWS:
     register(_cls)
 
@@ -90,6 +93,23 @@ def configure(algorithm: str = "none", profile: str | None = None,
                      algorithm)
     cls(params, line_rate_gbps * 1e9)  # the knobs together: an algorithm's own checks
     return CcConfig(algorithm, name, params, ECN_CODEPOINTS[ecn])
+
+
+def for_protocol(protocol: str) -> list[str]:
+    """The algorithms ``--cc`` takes with ``--protocol PROTOCOL`` (``none`` with any)."""
+    return [n for n, c in ALGORITHMS.items()
+            if c is NoControl or (c.protocol == "uet") == (protocol == "uet")]
+
+
+def check_protocol(config: CcConfig | None, protocol: str) -> None:
+    """A UsageError when ``--cc`` names another transport's algorithm (NSCC with RoCE,
+    DCQCN with UET)."""
+    if config is None or not config.enabled:
+        return
+    if config.algorithm not in for_protocol(protocol):
+        raise UsageError(f"--cc {config.algorithm}: {config.cls.protocol.upper()}'s congestion "
+                         f"control, not for --protocol {protocol} (it takes "
+                         f"{', '.join(for_protocol(protocol))})")
 
 
 def profiles() -> dict[str, list[str]]:

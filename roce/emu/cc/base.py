@@ -47,7 +47,10 @@ class CongestionControl:
     (with the packets each ACK acknowledged and the path's hops: a window algorithm needs
     ``on_ack`` even when it ignores the RTT); ``uses_int`` whether its data packets carry
     in-band telemetry (INT-MD, roce/families/intmd.py) that the switches stamp and the
-    receiving NIC echoes on its ACKs, for ``on_telemetry`` (HPCC).
+    receiving NIC echoes on its ACKs, for ``on_telemetry`` (HPCC).  ``protocol`` is the
+    transport it controls: ``roce`` (a QP, driven by ``roce.emu.cc.engine``) or ``uet`` (a PDC,
+    driven by ``roce.emu.uet.congestion`` through the ``on_ack_cc``/``on_loss`` events);
+    ``none`` controls nothing and goes with either.
     """
 
     name: ClassVar[str] = "none"
@@ -55,6 +58,7 @@ class CongestionControl:
     uses_cnp: ClassVar[bool] = False
     uses_rtt: ClassVar[bool] = False  # the NIC must time its packets for ``on_ack``
     uses_int: ClassVar[bool] = False  # its packets carry INT; ACKs bring it back
+    protocol: ClassVar[str] = "roce"  # the transport it controls: roce | uet
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
     DEFAULT_PROFILE: ClassVar[str] = "default"
@@ -69,9 +73,11 @@ class CongestionControl:
                           params: Mapping[str, Any] | None = None,
                           profiles: Mapping[str, Mapping[str, Any]] | None = None,
                           uses_cnp: bool = False, uses_rtt: bool = False,
-                          uses_int: bool = False, **kw: Any) -> None:
+                          uses_int: bool = False, protocol: str = "roce",
+                          **kw: Any) -> None:
         super().__init_subclass__(**kw)
         cls.name = name or cls.__name__.lower()
+        cls.protocol = protocol
         cls.summary = summary
         cls.uses_cnp, cls.uses_rtt, cls.uses_int = uses_cnp, uses_rtt, uses_int
         if params is not None:
@@ -115,6 +121,19 @@ class CongestionControl:
         return self.output()
 
     def on_timer(self, now: int, name: str) -> Output:
+        return self.output()
+
+    # -- UET events (``protocol = "uet"``; roce.emu.uet.congestion) -------------------------
+
+    def on_ack_cc(self, now: int, rtt_ns: int | None, acked_bytes: int, marked: bool
+                  ) -> Output:
+        """An ACK_CC: ``rtt_ns`` the round trip of the packet that triggered it less the
+        receiver's service time (None: no sample, e.g. a retransmitted packet's), the bytes
+        the receiver took since its last ACK, whether it saw a CE mark since."""
+        return self.output()
+
+    def on_loss(self, now: int) -> Output:
+        """A packet of the PDC was lost (trimmed, found missing by SACK, or timed out)."""
         return self.output()
 
     # -- what the driver reads ------------------------------------------------------------

@@ -10,6 +10,8 @@ semantic sublayer (SES) over it, and the host that puts both on the simulated ne
   queue pairs (``roce.emu.core.memory``), with message IDs, offsets and completions;
 * ``uetframes``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
   frame and back, through the UET family's codec (no layout of its own);
+* ``congestion``: congestion management, the PDS's hooks into NSCC and RCCC (``roce.emu.cc``);
+* ``reps``: REPS, recycling the entropies whose ACKs came back unmarked;
 * ``host``: a UET host on ``roce.emu.net``'s links (an ``Endpoint`` the wire pulls);
 * ``run``: ``roce emulate --protocol uet``'s run: the topology, the messages, the check of
   the data and the summary.
@@ -25,7 +27,8 @@ as Wireshark 5.0's ``packet-uet.c`` reads it, and the reference provider
 # reliable unordered, reliable ordered, reliable unordered for idempotent operations,
 # unreliable unordered (``run.MODES``)
 PDC_MODES = ("rud", "rod", "rudi", "uud")
-ENTROPY_MODES = ("pdc", "packet")  # one entropy per PDC, one per packet (``host``)
+# one entropy per PDC, one per packet, recycled entropies (``host``, ``reps``)
+ENTROPY_MODES = ("pdc", "packet", "reps")
 # who starts a PDC's end: the initiator closes; or the target asks it to clear, then to close
 # (control types CLEAR_REQ and CLOSE_REQ, ``pds.CONTROLS``)
 CLOSERS = ("initiator", "target")

@@ -9,7 +9,12 @@ switches' ECMP hash reads:
 * ``pdc``: one entropy per PDC, drawn when the PDC opens: every packet of a PDC takes one
   path, as a flow's does under ECMP;
 * ``packet``: a new entropy for every packet (oblivious spraying, UE specification's
-  "per-packet entropy"): the same ECMP hash then spreads one PDC over every equal-cost path.
+  "per-packet entropy"): the same ECMP hash then spreads one PDC over every equal-cost path;
+* ``reps``: each request takes an entropy whose ACK came back unmarked, or a fresh one
+  (``roce.emu.uet.reps``).
+
+With a congestion-control configuration for UET (``--cc nscc|rccc``), the host's PDS
+admits requests through ``roce.emu.uet.congestion`` (``cc``, which the run's statistics read).
 
 ACKs and NACKs take the entropy of the PDC (or packet) they answer.  A frame whose DSCP is
 ``trim_dscp`` (a switch cut it to its headers) reaches the PDS as trimmed.  UET hosts send
@@ -21,12 +26,17 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from roce.emu.cc.algorithms import CcConfig
 from roce.emu.core.memory import AddressSpace
 from roce.emu.net.pfc import PauseState
 from roce.emu.uet import ENTROPY_MODES, uetframes
+from roce.emu.uet.congestion import Congestion
 from roce.emu.uet.pds import Pdc, Pds, PdsConfig
+from roce.emu.uet.reps import Reps
 from roce.emu.uet.ses import Ses
+from roce.families.uet import codes as t
 
+REQUESTS = t.REQUESTS  # what REPS sprays: requests (ACKs keep their PDC's entropy)
 ENTROPY_LOW = 0xC000  # entropies are drawn from the dynamic ports (RFC 6335), as RoCE's are
 
 
@@ -36,11 +46,12 @@ class UetHost:
     __slots__ = ("net", "name", "ip", "mac", "wire", "peer_mac", "tap", "entropy", "marking",
                  "trim_dscp", "rng", "space", "pd", "ses", "pds", "entropies", "ready",
                  "tx_frames", "rx_frames", "not_uet", "ip_id", "_timer_at", "pfc_sent", "cc",
-                 "_pause")
+                 "_pause", "reps")
 
     def __init__(self, net: Any, name: str, ip: str, config: PdsConfig, mtu: int,
                  entropy: str = "pdc", marking: uetframes.Marking = uetframes.MARKING,
-                 trim_dscp: int | None = None, rendezvous: int = 0) -> None:
+                 trim_dscp: int | None = None, cc: CcConfig | None = None,
+                 rendezvous: int = 0) -> None:
         if entropy not in ENTROPY_MODES:
             raise ValueError(f"entropy {entropy!r}: one of {', '.join(ENTROPY_MODES)}")
         self.net = net
@@ -69,7 +80,13 @@ class UetHost:
         self._timer_at: int | None = None
         # what the network's statistics read of every host (``runner.fabric_stats``)
         self.pfc_sent = 0
-        self.cc = None
+        self.cc: Congestion | None = None
+        if cc is not None and cc.enabled:
+            self.cc = self.pds.cm = Congestion(cc, self._line_rate, mtu)
+        self.reps: Reps | None = None
+        if entropy == "reps":
+            self.reps = Reps(self._draw)
+            self.pds.on_acked_psns = self.reps.acked
         self._pause: PauseState | None = None
 
     @property
@@ -83,6 +100,9 @@ class UetHost:
         pdc = self.pds.open(peer)
         self.entropies[pdc.id] = self._draw()
         return pdc
+
+    def _line_rate(self) -> float:
+        return float(self.wire.rate_bps) if self.wire is not None else 1e9
 
     def _draw(self) -> int:
         return ENTROPY_LOW + self.rng.randrange(0x10000 - ENTROPY_LOW)
@@ -109,6 +129,9 @@ class UetHost:
             return None
         if self.entropy == "packet":
             entropy = self._draw()
+        elif self.reps is not None and o.pdc is not None and "uet.pds.psn" in o.fields \
+                and o.fields.get("uet.pds.type") in REQUESTS:
+            entropy = self.reps.pick(o.pdc, o.fields["uet.pds.psn"])
         elif o.pdc is not None:
             entropy = self.entropies.get(o.pdc.id)
             if entropy is None:  # a PDC this host accepted: its own entropy for answers

@@ -71,6 +71,7 @@ MPR_UNIT = 128  # PSNs per unit of the ACK's MPR (uet-ref-prov UET_PDS_MPR_GRANU
 PSN_OFFSET_MAX = 0xFFF  # the SYN request's PSN offset: 12 bits
 NSCC_BYTES_MAX = 0xFFFFFF  # ACK_CC NSCC received byte count: 24 bits
 NSCC_OOO_MAX = 0xFFFF
+NSCC_SERVICE_MAX = 0xFFFF  # ACK_CC NSCC service time: 16 bits (ns, ours: saturating)
 
 # -- states and transitions -----------------------------------------------------------------
 
@@ -266,7 +267,7 @@ class Pdc:
                  "cack", "syn", "sent", "fresh", "resend", "resend_set", "rack", "backoff",
                  "close_wanted", "holds", "close_psn", "go_back_at", "rx_cack", "rx_above",
                  "rx_close", "unacked", "ack_at", "ack_psn", "rx_ce", "rx_bytes", "rx_ooo",
-                 "rx_cleared", "rx_held")
+                 "ack_psn_at", "rx_cleared", "rx_held")
 
     def __init__(self, pdc_id: int, peer: str, mode: int, initiator: bool,
                  start_psn: int) -> None:
@@ -304,6 +305,7 @@ class Pdc:
         self.rx_ce = False
         self.rx_bytes = 0
         self.rx_ooo = 0
+        self.ack_psn_at = 0  # when the packet that the next ACK names arrived
 
     def move(self, event: str) -> None:
         nxt = TRANSITIONS.get((self.state, event))
@@ -353,7 +355,8 @@ class Pds:
     """The PDCs of one host at ``ip``; ``rng`` draws the initiators' start PSNs."""
 
     __slots__ = ("ip", "config", "upper", "rng", "pdcs", "by_peer", "next_id", "ctrl", "rr",
-                 "counters", "on_change", "next_pkt_id", "by_pkt", "peers")
+                 "counters", "on_change", "cm", "on_acked_psns", "next_pkt_id", "by_pkt",
+                 "peers")
 
     def __init__(self, ip: str, config: PdsConfig, upper: Upper, rng: random.Random) -> None:
         config.check()
@@ -368,6 +371,10 @@ class Pds:
         self.rr: deque[Pdc] = deque()  # PDCs that may have requests to send, round robin
         self.counters = Counters()
         self.on_change: Callable[[], None] | None = None  # the driver's: work or a timer
+        # congestion management (roce.emu.uet.congestion.Congestion); None: PSN windows alone
+        self.cm: Any = None
+        # REPS (roce.emu.uet.reps): told which PSNs each ACK acknowledged, and how marked
+        self.on_acked_psns: Callable[[Pdc, list[int], bool], None] | None = None
         # RUDI and UUD: the host's packet IDs, the RUDI packets awaiting a response (ID ->
         # the context that sent it), and the context of each peer's requests
         self.next_pkt_id: int | None = None  # drawn by the first RUDI or UUD request
@@ -486,11 +493,11 @@ class Pds:
     def on_timer(self, now: int) -> None:
         for pdc in list(self.pdcs.values()):
             if pdc.ack_at is not None and pdc.ack_at <= now:
-                self._send_ack(pdc)
+                self._send_ack(pdc, now)
             if pdc.state in (CLOSED, FAILED):
                 continue
             if pdc.rack.deadline is not None and pdc.rack.deadline <= now:
-                self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack")
+                self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack", now)
             rto = pdc.rto_deadline(self.config.rto_ns)
             if rto is not None and rto <= now:
                 self._timeout(pdc, now)
@@ -541,8 +548,12 @@ class Pds:
         if not self._in_window(pdc):
             return False
         if pdc.fresh:
-            return True
+            return self._admits(pdc)
         return self._may_close(pdc)
+
+    def _admits(self, pdc: Pdc) -> bool:
+        """Congestion management lets the PDC's next fresh request go (``cm``)."""
+        return self.cm is None or self.cm.admits(pdc, len(pdc.fresh[0][1]))
 
     @staticmethod
     def _may_close(pdc: Pdc) -> bool:
@@ -568,6 +579,8 @@ class Pds:
         if pdc.fresh and pdc.mode in CONNECTIONLESS:
             return self._connectionless(pdc, now)
         if pdc.fresh:
+            if not self._admits(pdc):
+                return None
             fields, payload, token = pdc.fresh.popleft()
             psn = pdc.next_psn
             pdc.next_psn = (psn + 1) & PSN_MASK
@@ -626,23 +639,28 @@ class Pds:
         pdc.rack.on_send(psn, now)
         if retx:
             self.counters.retransmitted += 1
+        if self.cm is not None:
+            self.cm.sent(pdc, psn, len(s.payload), now, retx)
         return Out(pdc.peer, f, s.payload, pdc)
 
-    def _queue(self, pdc: Pdc, psns: Any, why: str) -> int:
-        n = 0
+    def _queue(self, pdc: Pdc, psns: Any, why: str, now: int = 0) -> int:
+        queued = []
         for psn in psns:
             if psn in pdc.sent and psn not in pdc.resend_set:
                 pdc.resend.append(psn)
                 pdc.resend_set.add(psn)
-                n += 1
+                queued.append(psn)
+        n = len(queued)
+        if n and self.cm is not None:
+            self.cm.lost(pdc, queued, now)
         if n:
             c = self.counters
             setattr(c, f"retx_{why}", getattr(c, f"retx_{why}") + n)
             self._ready(pdc)
         return n
 
-    def _queue_lost(self, pdc: Pdc, psns: list[int], why: str) -> None:
-        self._queue(pdc, psns, why)
+    def _queue_lost(self, pdc: Pdc, psns: list[int], why: str, now: int = 0) -> None:
+        self._queue(pdc, psns, why, now)
 
     def _timeout(self, pdc: Pdc, now: int) -> None:
         self.counters.timeouts += 1
@@ -652,7 +670,7 @@ class Pds:
             return
         rto = self.config.rto_ns << (pdc.backoff - 1)
         late = [psn for psn, (sent_at, _n) in pdc.rack.sent.items() if sent_at + rto <= now]
-        self._queue(pdc, late, "timeout")
+        self._queue(pdc, late, "timeout", now)
 
     def _fail(self, pdc: Pdc) -> None:
         if pdc.mode in CONNECTIONLESS:  # nothing of it is on the wire: fail it locally
@@ -763,7 +781,7 @@ class Pds:
             if code != RC_OK:
                 self.upper.on_error(pdc, s.token, code)
             self.upper.on_acked(pdc, s.token)
-        self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack")
+        self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack", now)
         self._ready(pdc)
 
     # -- receiving requests --------------------------------------------------------------------
@@ -832,7 +850,8 @@ class Pds:
         if duplicate:
             c.duplicates += 1
             pdc.ack_psn = psn
-            self._send_ack(pdc)
+            pdc.ack_psn_at = now
+            self._send_ack(pdc, now)
             return
         if psn in pdc.rx_held:  # refused by the SES: acknowledged once its answer is
             c.duplicates += 1
@@ -888,8 +907,11 @@ class Pds:
             pdc.rx_ce = True
             c.ce_received += 1
         pdc.rx_bytes += n
+        if self.cm is not None:
+            self.cm.arrived(pdc, now, n)
         pdc.unacked += 1
         pdc.ack_psn = psn
+        pdc.ack_psn_at = now
         if f["uet.pds.type"] == t.CTRL:
             self._on_control(pdc, f)
             now_ack = True
@@ -899,7 +921,7 @@ class Pds:
             c.pdcs_closed += 1
             now_ack = True
         if now_ack or pdc.unacked >= self.config.ack_every:
-            self._send_ack(pdc)
+            self._send_ack(pdc, now)
         elif pdc.ack_at is None:
             pdc.ack_at = now + self.config.ack_delay_ns
             if self.on_change is not None:
@@ -924,7 +946,7 @@ class Pds:
         elif action == CLEAR_SOON and pdc.state == ESTABLISHED and not pdc.close_wanted:
             self.clear(pdc)
 
-    def _send_ack(self, pdc: Pdc) -> None:
+    def _send_ack(self, pdc: Pdc, now: int) -> None:
         cack = pdc.rx_cack
         bitmap = 0
         base = (cack + 1) & PSN_MASK
@@ -940,8 +962,18 @@ class Pds:
              "uet.pds.flags.m": pdc.rx_ce, "uet.pds.ack.cc_type": t.CC_NSCC,
              "uet.pds.ack.mpr": max(1, self.config.window // MPR_UNIT),
              "uet.pds.ack.sack_psn": base, "uet.pds.ack.sack_bitmap": bitmap,
+             # NSCC state: the time the named packet waited here for this ACK, the bytes
+             # received since the last ACK, the packets accepted out of order so far
+             "uet.pds.ack.cc_state.service_time": min(now - pdc.ack_psn_at,
+                                                      NSCC_SERVICE_MAX),
              "uet.pds.ack.cc_state.rcvd_bytes": min(pdc.rx_bytes, NSCC_BYTES_MAX),
              "uet.pds.ack.cc_state.ooo_count": min(pdc.rx_ooo, NSCC_OOO_MAX)}
+        if self.cm is not None:
+            credit = self.cm.ack_state(pdc, now)
+            if credit is not None:  # RCCC: the credit CC state in place of NSCC's
+                for k in ("uet.pds.ack.cc_state.service_time", "uet.pds.ack.cc_state.rcvd_bytes"):
+                    del f[k]
+                f.update(credit)
         pdc.unacked = 0
         pdc.ack_at = None
         pdc.rx_ce = False
@@ -971,6 +1003,7 @@ class Pds:
             pdc.peer_id = f["uet.pds.spdcid"]
             pdc.syn = False
         pdc.move("ack")
+        rtt = self._rtt_sample(pdc, now, f)
         cack = f["uet.pds.cack_psn"]
         newly: list[int] = []
         sent = pdc.sent
@@ -991,6 +1024,10 @@ class Pds:
                 if psn in sent and ahead(psn, pdc.cack) > 0:
                     newly.append(psn)
                 bitmap ^= low
+        if self.cm is not None:
+            self.cm.acked(pdc, now, newly, rtt, f)
+        if self.on_acked_psns is not None and newly:
+            self.on_acked_psns(pdc, newly, bool(f.get("uet.pds.flags.m")))
         if newly:
             pdc.backoff = 0
             resent = {psn for psn in newly if sent[psn].sends > 1}
@@ -1013,8 +1050,17 @@ class Pds:
             return
         if pdc.resend:
             pdc.resend = deque(p for p in pdc.resend if p in pdc.resend_set)
-        self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack")
+        self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack", now)
         self._ready(pdc)
+
+    @staticmethod
+    def _rtt_sample(pdc: Pdc, now: int, f: dict[str, Any]) -> int | None:
+        """The round trip of the packet an ACK_CC names, less the service time the receiver
+        reports: None if it was acknowledged before or sent more than once (ambiguous)."""
+        s = pdc.sent.get(f.get("uet.pds.ack_psn", -1))
+        if s is None or s.sends != 1:
+            return None
+        return max(now - s.sent_at - f.get("uet.pds.ack.cc_state.service_time", 0), 0)
 
     def _on_nack(self, now: int, f: dict[str, Any], src: str) -> None:
         pdc = self._mine(f, src)
@@ -1031,7 +1077,9 @@ class Pds:
         action = NACK_ACTIONS.get(code)
         psn = f.get("uet.pds.nack.psn", 0)
         if action == RETRANSMIT:
-            self._queue(pdc, (psn,), "nack")
+            self._queue(pdc, (psn,), "nack", now)
+            if code in (TRIMMED, 0x02, 0x03) and self.on_acked_psns is not None:
+                self.on_acked_psns(pdc, [psn], True)  # a trimmed packet's path was full
         elif action == GO_BACK:
             expected = f.get("uet.pds.nack.max_recv_psn_plus_1", psn)
             s = pdc.sent.get(psn)
@@ -1041,7 +1089,7 @@ class Pds:
             if s is not None and first is not None and first.sent_at <= s.sent_at:
                 n = ahead(pdc.next_psn, expected)
                 self._queue(pdc, ((expected + i) & PSN_MASK for i in range(max(n, 0))),
-                            "nack")
+                            "nack", now)
         elif action == FAIL:
             self._fail(pdc)
         # RETRY_LATER and unknown codes: the rto timer resends

@@ -43,7 +43,7 @@ class UetOptions:
     """What a UET run adds to the scenario: the PDC mode and the entropy of its packets."""
 
     mode: str = PDC_MODES[0]  # rud | rod | rudi | uud
-    entropy: str = ENTROPY_MODES[0]  # pdc | packet (roce.emu.uet.host)
+    entropy: str = ENTROPY_MODES[0]  # pdc | packet | reps (roce.emu.uet.host)
     trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
     close: str = CLOSERS[0]  # initiator | target: who starts each PDC's clear and close
     rendezvous: int = 0  # SENDs longer than this many bytes are rendezvous sends (0: none)
@@ -59,7 +59,6 @@ NOT_FOR_UET = (
     ("retry_cnt", "--retry-cnt", "the PDS retries until its PDC fails"),
     ("rnr_retry", "--rnr-retry", "UET has no RNR NAK"),
     ("timeout", "--timeout", "the PDS's rto timer is its own"),
-    ("cc", "--cc", "UET's congestion management (NSCC, RCCC) is not emulated yet"),
     ("storm", "--pfc-storm", "UET hosts send no PFC"),
     ("link_down", "--link-down", "not with --protocol uet yet"),
     ("cdf", "--workload", "not with --protocol uet yet"),
@@ -148,7 +147,8 @@ class UetRun:
 
         def host(net: Any, name: str, ip: str) -> UetHost:
             return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
-                           trimmer.dscp if trimmer is not None else None, opts.rendezvous)
+                           trimmer.dscp if trimmer is not None else None, sc.cc,
+                           opts.rendezvous)
 
         net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
                                     host)
@@ -383,8 +383,15 @@ class UetRun:
                  "nacks_sent": dict(nacks_sent), "ses": dict(ses),
                  "ses_errors": dict(errors), "ses_refused": dict(refused),
                  "pdcs_closed": sum(f.pdc.state == "closed" for f in self.flows),
+                 "cc": sc.cc.algorithm if sc.cc is not None else "none",
                  "not_uet": sum(h.not_uet for h in net.hosts.values()),
                  **({"uud_lost": lost} if lost else {})}
+        reps = Counter()
+        for h in net.hosts.values():
+            if h.reps is not None:
+                reps.update(h.reps.stats())
+        if reps:
+            s.uet["reps"] = dict(reps)
         return s
 
 
