@@ -166,11 +166,13 @@ class RecoveryError(UsageError):
 
 
 class AccessError(RoceError):
-    """A key, PD, range, access or alignment check failed; ``why`` names it."""
+    """A key, PD, range, access or alignment check failed; ``why`` names it, ``check`` says
+    which (``key``, ``pd``, ``access``, ``range``, ``align``; "" when not said)."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, check: str = "") -> None:
         super().__init__(why)
         self.why = why
+        self.check = check
 
 
 class FieldNameError(UsageError, TypeError):

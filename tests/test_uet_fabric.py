@@ -113,7 +113,8 @@ def test_incast_sends_land_in_their_own_receive_queues(capsys):
 
 
 @pytest.mark.parametrize("argv, where", [
-    (["--protocol", "uet", "--op", "atomic"], "--op atomic"),
+    (["--protocol", "uet", "--pdc-mode", "rudi", "--op", "atomic"], "--op atomic"),
+    (["--protocol", "uet", "--pdc-mode", "uud", "--op", "mixed"], "--op mixed"),
     (["--protocol", "uet", "--cc", "dcqcn"], "--cc"),
     (["--protocol", "uet", "--recovery", "sr"], "--recovery"),
     (["--pdc-mode", "rod"], "--pdc-mode"),

@@ -47,12 +47,12 @@ cdef class _Pds:
 
 @cython.final
 cdef class _Ses:
-    cdef int64_t size, amo_at, atomic, cswap, s_mid, s_som, s_eom
+    cdef int64_t size, amo_at, atomic, cswap, s_mid, s_som, s_eom, s_rlen, s_plen
 
 
 @cython.final
 cdef class _Msg:
-    cdef int64_t som, eom, nbytes, pkts
+    cdef int64_t som, eom, ends, nbytes, pkts
 
 
 @cython.final
@@ -83,7 +83,9 @@ cdef class Pdc:
 @cython.locals(ahead=int64_t, u=int64_t, again=bint, m=_Msg)
 cdef int _request(Pdc p, int64_t psn, int64_t size, bint syn, int64_t start_psn,
                   int64_t pdc_mode, int64_t dpdcid, bint retx, int64_t mid, bint som,
-                  bint eom) except -1
+                  bint eom, bint cut) except -1
+cdef inline bint _cut(int64_t size, bint som, bint eom, int64_t request_length,
+                      int64_t payload_length) noexcept
 cdef bint _acknowledged(Pdc p, int64_t psn) except -1
 @cython.locals(holes=bint, top=int, i=int, q=int64_t)
 cdef int _ack(Pdc p, int64_t cack, bint marked, bint probe, bint close, bint clear,
@@ -115,6 +117,7 @@ cdef class Engine:
                     int64_t ts, int linktype, int64_t origlen) except -1
     @cython.locals(r=int, pos=Py_ssize_t, b0=int, word=int, typ=int, nh=int, flags=int,
                    i=Py_ssize_t, sh=_Pds, body=Py_ssize_t, mid=int64_t, som=bint, eom=bint,
+                   cut=bint,
                    o=int64_t, op=int64_t, j=Py_ssize_t, ses=_Ses, top=Py_ssize_t, k=int,
                    key=bytes, names=tuple, src=str, dst=str, psn=int64_t, q=Pdc,
                    cack=int64_t, nscc=bint, spdcid=int64_t, dpdcid=int64_t)
@@ -124,4 +127,4 @@ cdef class Engine:
     cdef Pdc _pdc(self, str initiator, str target, int64_t pdcid, int64_t number, int64_t ts,
                   int64_t other)
     cdef Pdc _ctrl_pdc(self, str src, str dst, int64_t spdcid, int64_t dpdcid, int64_t number,
-                       int64_t ts)
+                       int64_t ts, int64_t ct)

@@ -211,22 +211,27 @@ class _Pds:
 
 class _Ses:
     """The SES header of one (reading, next header, opcode): its size before an atomic
-    extension, where that extension starts (-1: none) and its two sizes, and where a
-    standard request's message ID, SOM and EOM are (-1: not a standard request)."""
+    extension, where that extension starts (-1: none) and its two sizes, where a standard
+    request's message ID, SOM and EOM are (-1: not a standard request), and, for an opcode
+    that carries data, where its request length and (past the first packet) payload length
+    are (-1: no data, so no length to hold the payload to)."""
 
-    __slots__ = ("size", "amo_at", "atomic", "cswap", "s_mid", "s_som", "s_eom")
+    __slots__ = ("size", "amo_at", "atomic", "cswap", "s_mid", "s_som", "s_eom", "s_rlen",
+                 "s_plen")
 
     def __init__(self, reading: Any, nh: int, op: int) -> None:
         h = reading.headers
         if h["std.som"].size != h["std.cont"].size:
             raise ValueError("UET engine: the standard request's two tails differ in size")
         chain: list[tuple[int, str]] = []
+        cont: list[tuple[int, str]] = []  # the same chain with the tail past the first packet
         at = 0
         self.amo_at = -1
         for key in ses_chain(nh, op, reading):
             if key == AMO:
                 self.amo_at = at
                 break
+            cont.append((at, "std.cont" if key == STD_TAIL else key))
             key = "std.som" if key == STD_TAIL else key
             chain.append((at, key))
             at += h[key].size
@@ -236,6 +241,12 @@ class _Ses:
         if min(self.s_mid, self.s_som, self.s_eom) < 0 <= max(self.s_mid, self.s_som,
                                                              self.s_eom):
             raise ValueError("UET engine: the standard request lacks a message field")
+        self.s_rlen = self.s_plen = -1
+        if self.s_mid >= 0 and op in R.DATA_OPCODES:
+            self.s_rlen = _find(h, chain, R.LENGTH_FIELDS[0])
+            self.s_plen = _find(h, cont, R.LENGTH_FIELDS[1])
+            if min(self.s_rlen, self.s_plen) < 0:
+                raise ValueError("UET engine: the standard request lacks a length field")
 
 
 def _op_spec(reading: Any, nh: int) -> int:
@@ -294,13 +305,14 @@ class Holes:
 
 
 class _Msg:
-    """A message by SES message ID: unwrapped PSN of its SOM and EOM packets (-1: not seen
-    yet), its bytes and packets so far."""
+    """A message by SES message ID: unwrapped PSN of its SOM and EOM packets (``ends``: bit 1
+    when the SOM packet came, bit 2 the EOM packet; an unwrapped PSN may be negative, a PSN
+    before the first one the capture shows), its bytes and packets so far."""
 
-    __slots__ = ("som", "eom", "nbytes", "pkts")
+    __slots__ = ("som", "eom", "ends", "nbytes", "pkts")
 
     def __init__(self) -> None:
-        self.som = self.eom = -1
+        self.som = self.eom = self.ends = 0
         self.nbytes = self.pkts = 0
 
 
@@ -400,8 +412,11 @@ class Pdc:
 
 # -- the rules, per kind of packet --------------------------------------------------------------
 
-def _request(p, psn, size, syn, start_psn, pdc_mode, dpdcid, retx, mid, som, eom):
-    """A PSN-sequenced request (``mid`` -1: no standard SES header)."""
+def _request(p, psn, size, syn, start_psn, pdc_mode, dpdcid, retx, mid, som, eom, cut):
+    """A PSN-sequenced request (``mid`` -1: no standard SES header; ``cut``: its payload is
+    shorter than its SES header says, ``_cut``: a trimmed copy, whose PSN counts as
+    seen on the wire but whose data did not arrive, so it is neither a PSN received nor part
+    of its message)."""
     p.requests += 1
     p.request_bytes += size
     if syn:
@@ -430,7 +445,7 @@ def _request(p, psn, size, syn, start_psn, pdc_mode, dpdcid, retx, mid, som, eom
             p.recovered.append(psn)
         else:
             p.reordered.append(psn)
-    if again:
+    if again or cut:
         return 0
     p.seen.add(u)
     p.unique_bytes += size
@@ -442,14 +457,29 @@ def _request(p, psn, size, syn, start_psn, pdc_mode, dpdcid, retx, mid, som, eom
         p.open_messages[mid] = m
     if som:
         m.som = u
+        m.ends |= 1
     if eom:
         m.eom = u
+        m.ends |= 2
     m.nbytes += size
     m.pkts += 1
-    if m.som >= 0 and m.eom >= m.som and m.pkts == m.eom - m.som + 1:  # every PSN of it came
+    if m.ends == 3 and m.eom >= m.som and m.pkts == m.eom - m.som + 1:  # every PSN of it came
         p.message_sizes.append(m.nbytes)
         del p.open_messages[mid]
     return 0
+
+
+def _cut(size, som, eom, request_length, payload_length):
+    """Is a data request's payload (``size`` bytes) shorter than its SES header says: a
+    trimmed copy (UE specification: a trimming switch keeps the headers and drops the
+    payload)?  Past the first packet the header says its payload length; a first packet that
+    is also the last carries the whole request length; a first packet of a longer message at
+    least one byte (its size, one MTU, is not in the header)."""
+    if not som:
+        return size < payload_length
+    if eom:
+        return size < request_length
+    return size == 0 < request_length
 
 
 def _acknowledged(p, psn):
@@ -729,7 +759,7 @@ class Engine:
         if body > end:
             return 0
         mid = -1
-        som = eom = False
+        som = eom = cut = False
         if sh.ses and nh != _NH_NONE:
             o = self._ops[r * 16 + nh]
             op = 0
@@ -755,6 +785,9 @@ class Engine:
                 mid = _read(p, body, ses.s_mid)
                 som = _read(p, body, ses.s_som) != 0
                 eom = _read(p, body, ses.s_eom) != 0
+                if ses.s_rlen >= 0:
+                    cut = _cut(end - top, som, eom, _read(p, body, ses.s_rlen),
+                                0 if som else _read(p, body, ses.s_plen))
             body = top
         self.packets += 1
         k = sh.kind
@@ -775,10 +808,10 @@ class Engine:
             q = self._pdc(src, dst, _read(p, pos, sh.s_spdcid), number, ts, -1)
             if sh.syn:
                 _request(q, psn, end - body, True, (psn - _read(p, pos, sh.s_psn_offset)) & _M32,
-                         _read(p, pos, sh.s_pdc_mode), -1, sh.retx, mid, som, eom)
+                         _read(p, pos, sh.s_pdc_mode), -1, sh.retx, mid, som, eom, cut)
             else:
                 _request(q, psn, end - body, False, 0, 0, _read(p, pos, sh.s_dpdcid), sh.retx,
-                         mid, som, eom)
+                         mid, som, eom, cut)
         elif k == _K_ACK:
             q = self._pdc(dst, src, _read(p, pos, sh.s_dpdcid), number, ts,
                           _read(p, pos, sh.s_spdcid))
@@ -801,7 +834,7 @@ class Engine:
         else:
             spdcid = _read(p, pos, sh.s_spdcid)
             dpdcid = _read(p, pos, sh.s_dpdcid) if sh.s_dpdcid >= 0 else -1
-            _control(self._ctrl_pdc(src, dst, spdcid, dpdcid, number, ts), nh)
+            _control(self._ctrl_pdc(src, dst, spdcid, dpdcid, number, ts, nh), nh)
         return 1
 
     def _name(self, key: bytes, l3k: int) -> tuple[str, str]:
@@ -823,12 +856,17 @@ class Engine:
         if k == _K_REQUEST:
             syn = bool(f["uet.pds.flags.syn"])
             mid = f.get("uet.ses.std.message_id")
+            som = mid is not None and bool(f["uet.ses.std.som"])
+            eom = mid is not None and bool(f["uet.ses.std.eom"])
+            size = f.get("payload.len", 0)
+            cut = mid is not None and f.get("uet.ses.std.opcode") in R.DATA_OPCODES and \
+                _cut(size, som, eom, f.get("uet.ses.std.request_length", 0),
+                      f.get("uet.ses.std.payload_length", 0))
             _request(self._pdc(src, dst, f["uet.pds.spdcid"], number, ts, -1),
-                     f["uet.pds.psn"], f.get("payload.len", 0), syn,
+                     f["uet.pds.psn"], size, syn,
                      f["uet.pds.start_psn"] if syn else 0, f["uet.pds.pdc_mode"] if syn else 0,
                      -1 if syn else f["uet.pds.dpdcid"], bool(f["uet.pds.flags.retx"]),
-                     -1 if mid is None else mid, mid is not None and bool(f["uet.ses.std.som"]),
-                     mid is not None and bool(f["uet.ses.std.eom"]))
+                     -1 if mid is None else mid, som, eom, cut)
         elif k == _K_ACK:
             q = self._pdc(dst, src, f["uet.pds.dpdcid"], number, ts, f["uet.pds.spdcid"])
             bitmap = f.get("uet.pds.ack.sack_bitmap")
@@ -844,8 +882,9 @@ class Engine:
             q = self._pdc(dst, src, f["uet.pds.dpdcid"], number, ts, f["uet.pds.spdcid"])
             _nack(q, f["uet.pds.nack.code"], f["uet.pds.nack.psn"])
         elif k == R.K_CTRL:
+            ct = f["uet.pds.ctl_type"]
             _control(self._ctrl_pdc(src, dst, f["uet.pds.spdcid"], f.get("uet.pds.dpdcid", -1),
-                                    number, ts), f["uet.pds.ctl_type"])
+                                    number, ts, ct), ct)
         else:  # RUDI and UUD: no PDC
             self.unreliable += 1
 
@@ -899,10 +938,15 @@ class Engine:
         return {"interval_ns": self.interval, "pdcs": [_label(p) for p in order],
                 "rows": rows}
 
-    def _ctrl_pdc(self, src, dst, spdcid, dpdcid, number, ts):
-        """A control packet's PDC: the initiator's when it is known by this side's PDC ID or
-        the packet has no DPDCID (the reference provider's SYN control packet); else the
-        target's answer to a PDC known by the other side's, or a PDC first seen here."""
+    def _ctrl_pdc(self, src, dst, spdcid, dpdcid, number, ts, ct):
+        """A control packet's PDC: a target's request (``uetrules.TARGET_CONTROLS``) the PDC
+        its DPDCID names at the initiator, when known (the target's own requests, READ
+        response data, are a PSN space of their own under its PDC ID); else the initiator's
+        when it is known by this side's PDC ID or the packet has no DPDCID (the reference
+        provider's SYN control packet); else the target's answer to a PDC known by the other
+        side's, or a PDC first seen here."""
+        if ct in R.TARGET_CONTROLS and dpdcid >= 0 and (dst, src, dpdcid) in self.pdcs:
+            return self._pdc(dst, src, dpdcid, number, ts, spdcid)
         if (src, dst, spdcid) in self.pdcs or dpdcid < 0:
             return self._pdc(src, dst, spdcid, number, ts, -1)
         if (dst, src, dpdcid) in self.pdcs:

@@ -47,6 +47,10 @@ NSCC_FIELDS = ("uet.pds.ack.cc_state.service_time", "uet.pds.ack.cc_state.rcvd_b
 PDC_MODE_FIELD = "uet.pds.pdc_mode_rsv"
 # SES: a message is told by the standard request's message ID, SOM and EOM flags
 SES_FIELDS = ("uet.ses.std.message_id", "uet.ses.std.som", "uet.ses.std.eom")
+# ... and, for the opcodes whose packets carry message data, the lengths the payload is held
+# to (``uetref._cut``: a trimmed copy carries less)
+LENGTH_FIELDS = ("uet.ses.std.request_length", "uet.ses.std.payload_length")
+DATA_OPCODES = t.DATA_OPCODES
 
 
 def ack_close(f: Mapping[str, Any]) -> bool:
@@ -67,6 +71,7 @@ def ack_clear(f: Mapping[str, Any]) -> bool:
 CLEAR_COMMAND, CLEAR_REQUEST, CLOSE_COMMAND, CLOSE_REQUEST = 2, 3, 4, 5
 CLOSE_CONTROLS = frozenset((CLOSE_COMMAND, CLOSE_REQUEST))
 CLEAR_CONTROLS = frozenset((CLEAR_COMMAND, CLEAR_REQUEST))
+TARGET_CONTROLS = frozenset((CLEAR_REQUEST, CLOSE_REQUEST))  # sent by the target
 TRIM_NACKS = t.TRIM_NACKS  # counted apart from the resource NACKs
 
 
@@ -103,8 +108,8 @@ COUNTER_KEYS = tuple(k for k, _ in COUNTERS)
 # PSNs listed in the text report before "and N more"
 TEXT_PSNS = 8
 
-__all__ = ["CLEAR_COMMAND", "CLEAR_CONTROLS", "CLEAR_REQUEST", "CLOSE_COMMAND",
-           "CLOSE_CONTROLS", "CLOSE_REQUEST", "COUNTERS", "COUNTER_KEYS", "FIELDS",
-           "K_ACK", "K_CTRL", "K_NACK", "K_OTHER", "K_REQUEST", "NSCC_FIELDS",
-           "PDC_MODE_FIELD", "SES_FIELDS", "TEXT_PSNS", "TRIM_NACKS", "ack_clear",
-           "ack_close", "control_name", "kind_of", "nack_name"]
+__all__ = ["CLEAR_COMMAND", "CLEAR_CONTROLS", "CLEAR_REQUEST", "CLOSE_COMMAND", "CLOSE_CONTROLS",
+           "CLOSE_REQUEST", "COUNTERS", "COUNTER_KEYS", "DATA_OPCODES", "FIELDS", "K_ACK", "K_CTRL",
+           "K_NACK", "K_OTHER", "K_REQUEST", "LENGTH_FIELDS", "NSCC_FIELDS", "PDC_MODE_FIELD",
+           "SES_FIELDS", "TARGET_CONTROLS", "TEXT_PSNS", "TRIM_NACKS", "ack_clear", "ack_close",
+           "control_name", "kind_of", "nack_name"]

@@ -370,7 +370,14 @@ def _uet_lines(s: Summary) -> list[str]:
         f"{p['retx_sack']} on SACK gap, {p['retx_timeout']} on timeout",
         f"NACKs         {_naks_text(u['nacks_received'])}; timeouts {s.timeouts}",
         f"PDCs          {p['pdcs_opened']} opened, {u['pdcs_closed']} closed, "
-        f"{p['pdcs_failed']} failed"]
+        f"{p['pdcs_failed']} failed" + (
+            "; control packets " + _naks_text(u["controls_sent"])
+            if u.get("close") == "target" else ""),
+        *([f"RUDI          {p['rudi_responses_sent']} responses sent, "
+           f"{u['ses']['repeated']} pieces executed again (duplicates)"]
+          if u['pdc_mode'] == "rudi" else []),
+        *([f"UUD lost      {lo['packets']} packets ({lo['trimmed']} trimmed), "
+           f"{lo['messages']} messages incomplete"] if (lo := u.get("uud_lost")) else [])]
 
 
 def _workload_head(s: Summary) -> list[str]:

@@ -83,17 +83,18 @@ class AddressSpace:
         """The MR a remote request may touch, in rxe's order of checks."""
         mr = self.regions.get(rkey >> 8)
         if mr is None or mr.rkey != rkey:
-            raise AccessError(f"no MR with rkey 0x{rkey:08x}")
+            raise AccessError(f"no MR with rkey 0x{rkey:08x}", "key")
         if not mr.valid:
-            raise AccessError(f"rkey 0x{rkey:08x} was invalidated")
+            raise AccessError(f"rkey 0x{rkey:08x} was invalidated", "key")
         if mr.pd is not pd:
-            raise AccessError(f"rkey 0x{rkey:08x} belongs to another PD")
+            raise AccessError(f"rkey 0x{rkey:08x} belongs to another PD", "pd")
         if not mr.access & need:
-            raise AccessError(f"rkey 0x{rkey:08x} lacks {Access(need).name}")
+            raise AccessError(f"rkey 0x{rkey:08x} lacks {Access(need).name}", "access")
         if not mr.contains(addr, length):
-            raise AccessError(f"0x{addr:x}+{length} is outside rkey 0x{rkey:08x}")
+            raise AccessError(f"0x{addr:x}+{length} is outside rkey 0x{rkey:08x}",
+                              "range")
         if atomic and addr % 8:
-            raise AccessError(f"atomic address 0x{addr:x} is not 8-byte aligned")
+            raise AccessError(f"atomic address 0x{addr:x} is not 8-byte aligned", "align")
         return mr
 
     def lookup_local(self, pd: object, lkey: int, addr: int, length: int,

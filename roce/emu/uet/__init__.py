@@ -4,7 +4,8 @@ semantic sublayer (SES) over it, and the host that puts both on the simulated ne
 * ``pds``: one host's PDCs (packet delivery contexts), sans-I/O: establishment from a SYN
   request, RUD and ROD delivery, cumulative ACKs with SACK bitmaps, ACK coalescing, NACKs by
   code, retransmission on NACK, SACK gap (RACK, ``roce.emu.core.rack``) and timeout, close;
-  its rules and transitions are tables at the top of the module;
+  RUDI and UUD with no PDC on the wire; its rules and transitions are tables at the top of
+  the module;
 * ``ses``: WRITE, READ and SEND messages over the PDCs into the memory model of the RoCE
   queue pairs (``roce.emu.core.memory``), with message IDs, offsets and completions;
 * ``uetframes``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
@@ -23,6 +24,11 @@ as Wireshark 5.0's ``packet-uet.c`` reads it, and the reference provider
 
 # the choices of a run's options, here so that ``roce emulate``'s parser reads them without
 # importing the endpoints (and the UET family's codec) for a run that is not UET
-PDC_MODES = ("rud", "rod")  # reliable unordered, reliable ordered (``run.MODES``)
+# reliable unordered, reliable ordered, reliable unordered for idempotent operations,
+# unreliable unordered (``run.MODES``)
+PDC_MODES = ("rud", "rod", "rudi", "uud")
 # one entropy per PDC, one per packet, recycled entropies (``host``, ``reps``)
 ENTROPY_MODES = ("pdc", "packet", "reps")
+# who starts a PDC's end: the initiator closes; or the target asks it to clear, then to close
+# (control types CLEAR_REQ and CLOSE_REQ, ``pds.CONTROLS``)
+CLOSERS = ("initiator", "target")

@@ -50,7 +50,8 @@ class UetHost:
 
     def __init__(self, net: Any, name: str, ip: str, config: PdsConfig, mtu: int,
                  entropy: str = "pdc", marking: uetframes.Marking = uetframes.MARKING,
-                 trim_dscp: int | None = None, cc: CcConfig | None = None) -> None:
+                 trim_dscp: int | None = None, cc: CcConfig | None = None,
+                 rendezvous: int = 0) -> None:
         if entropy not in ENTROPY_MODES:
             raise ValueError(f"entropy {entropy!r}: one of {', '.join(ENTROPY_MODES)}")
         self.net = net
@@ -67,7 +68,7 @@ class UetHost:
         self.rng: random.Random = net.child_rng()
         self.space = AddressSpace()
         self.pd = object()
-        self.ses = Ses(self.space, self.pd, mtu)
+        self.ses = Ses(self.space, self.pd, mtu, rendezvous)
         self.pds = Pds(ip, config, self.ses, net.child_rng())
         self.ses.pds = self.pds
         self.entropies: dict[int, int] = {}  # PDC ID -> its entropy (``pdc``)

@@ -19,6 +19,16 @@ Transport emulated"):
 * **Delivery**: RUD accepts any PSN within ``window`` PSNs of its cumulative PSN, once each;
   ROD only the next PSN, and answers any other with NACK ``ROD_OOO`` naming the expected
   one (``RECEIVE_CHECKS``).
+* **Connectionless modes** (``CONNECTIONLESS``): RUDI (reliable unordered delivery of
+  idempotent operations) and UUD (unreliable unordered) have no PDC on the wire: no SYN, no
+  PDC IDs, no PSNs, no close handshake.  A RUDI request carries a packet ID (one counter per
+  host, so that the response names the packet and the context that sent it) and is answered
+  by a RUDI response with the same ID and an SES response (the return code); the target keeps
+  no per-packet state: a duplicate executes again, harmlessly, and is answered again.  The
+  sender resends on RACK (a later ID answered) and on the ``rto`` timer, as for RUD.  A UUD
+  request is sent once: no response, no retransmission; the sender counts it done when it
+  leaves, the target counts what arrives, and what is lost stays lost.  At each end the
+  context of a peer's requests is one per peer address (``Pds.peer_context``).
 * **Acknowledgement**: an ACK_CC (NSCC state) carries the cumulative ACK PSN, the PSN that
   triggered it and a 64-bit SACK bitmap from the PSN after the cumulative one; it is sent at
   once for the reasons in ``ACK_NOW``, otherwise after ``ack_every`` requests or when the
@@ -30,6 +40,17 @@ Transport emulated"):
 * **Close**: once every request is acknowledged, the initiator sends a close command
   (control type CLOSE) in its PSN space; the target acknowledges it when every PSN before
   it has arrived and closes; the ACK closes the initiator's end.
+* **SES refusals**: a request the SES cannot execute (``Upper.on_request`` returns a return
+  code) is held: the SES response carrying the code goes as a request of this end, and the
+  refused PSN is accepted and acknowledged only once that response is acknowledged, so the
+  initiator has the code before its message could complete; RUDI carries it in the RUDI
+  response.
+* **Handshakes from either end** (``CONTROLS``): control packets travel in their sender's
+  PSN space, so they are acknowledged and resent as requests are, and act when every PSN
+  before them has arrived.  The target asks for a close with CLOSE_REQ: the initiator closes
+  as above once its work is done.  Either end clears: the initiator with a clear command
+  (CLEAR, its payload the clear PSN: everything up to it is acknowledged and may be
+  forgotten), acknowledged by the target; the target asks for one with CLEAR_REQ.
 """
 
 from __future__ import annotations
@@ -61,6 +82,9 @@ CLOSING = "closing"  # the initiator sent its close command
 CLOSED = "closed"
 FAILED = "failed"  # retries ran out, or the peer refused the PDC
 STATES = (IDLE, SYN_SENT, ESTABLISHED, CLOSING, CLOSED, FAILED)
+# PDC modes with no PDC on the wire (no SYN, PDC IDs, PSNs or close handshake)
+CONNECTIONLESS = frozenset((t.RUDI_REQ, t.UUD_REQ))
+MODES = (t.RUD_REQ, t.ROD_REQ, *sorted(CONNECTIONLESS))
 
 # (state, event) -> next state; anything else is a bug in this module (``Pdc.move``)
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -80,6 +104,9 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (CLOSED, "ack"): CLOSED,
     (FAILED, "ack"): FAILED,
     (FAILED, "fail"): FAILED,
+    # RUDI and UUD: open with the first request, released locally once idle
+    (IDLE, "open"): ESTABLISHED,
+    (ESTABLISHED, "release"): CLOSED,
 }
 
 # -- the receiver's checks, in order: a request failing one is answered with that NACK -------
@@ -104,7 +131,7 @@ ACK_NOW: tuple[str, ...] = (
     "out-of-order",  # a PSN past a hole: the SACK bitmap tells the sender at once
     "hole-filled",  # the cumulative PSN jumped: the sender stops waiting at once
     "duplicate",  # the sender retransmitted what arrived: its ACK may have been lost
-    "close",  # the close command is in sequence
+    "control",  # a control packet (close, clear, or a request for one) is in sequence
     "every",  # ``ack_every`` requests since the last ACK
 )
 
@@ -122,14 +149,26 @@ NACK_ACTIONS: dict[int, str] = {
     0x0E: FAIL, 0x0F: FAIL, 0x10: FAIL, 0x11: FAIL, 0x15: FAIL, 0x16: FAIL,
 }
 
-CTRL_CLOSE = 4  # control type CLOSE (codes.CTRL_TYPES)
+CTRL_CLEAR, CTRL_CLEAR_REQ, CTRL_CLOSE, CTRL_CLOSE_REQ = 2, 3, 4, 5  # codes.CTRL_TYPES
+# -- control packets: (control type) -> what its receiver does, and who may send it ------------
+CLOSE_NOW = "close"  # the close command: close when every PSN before it arrived
+CLOSE_SOON = "close-when-done"  # the target asks: the initiator closes once its work is done
+CLEARED = "cleared"  # the clear command: forget the receive state up to its clear PSN
+CLEAR_SOON = "clear"  # the target asks: the initiator sends a clear command
+CONTROLS: dict[int, tuple[str, str]] = {  # type -> (action, sender)
+    CTRL_CLOSE: (CLOSE_NOW, "initiator"),
+    CTRL_CLOSE_REQ: (CLOSE_SOON, "target"),
+    CTRL_CLEAR: (CLEARED, "initiator"),
+    CTRL_CLEAR_REQ: (CLEAR_SOON, "target"),
+}
+RC_OK = 1  # SES return code OK (codes.RETURN_CODES)
 
 
 @dataclass(frozen=True)
 class PdsConfig:
     """One host's PDS parameters (``roce.emu.uet.run`` sets them from the options)."""
 
-    mode: int = t.RUD_REQ  # RUD_REQ or ROD_REQ: the PDS type, and so the PDC mode
+    mode: int = t.RUD_REQ  # RUD_REQ, ROD_REQ, RUDI_REQ or UUD_REQ: the PDS type (``MODES``)
     window: int = MPR_UNIT  # PSNs in flight past the cumulative ACK (uet-ref-prov: 128)
     ack_every: int = 8  # requests per coalesced ACK
     ack_delay_ns: int = 2_000  # the ``ack`` timer: the longest an ACK waits
@@ -141,9 +180,9 @@ class PdsConfig:
     max_pdcs: int = 1 << 16  # PDCs a host holds (PDC IDs are 16 bits)
 
     def check(self) -> None:
-        if self.mode not in (t.RUD_REQ, t.ROD_REQ):
-            raise ValueError(f"PDC mode {self.mode}: RUD_REQ ({t.RUD_REQ}) or ROD_REQ "
-                             f"({t.ROD_REQ})")
+        if self.mode not in MODES:
+            raise ValueError(f"PDC mode {self.mode}: one of "
+                             + ", ".join(f"{t.PDS_TYPES[m][0]} ({m})" for m in MODES))
         if not 1 <= self.window <= PSN_OFFSET_MAX:
             # SYN requests carry their PSN offset in 12 bits: the whole window must fit it
             raise ValueError(f"PDS window {self.window}: 1 to {PSN_OFFSET_MAX} PSNs")
@@ -156,8 +195,9 @@ class PdsConfig:
 class Upper(Protocol):
     """What the PDS calls back (the SES)."""
 
-    def on_request(self, pdc: Pdc, fields: dict[str, Any], payload: bytes) -> None:
-        """A request arrived, once (duplicates are the PDS's)."""
+    def on_request(self, pdc: Pdc, fields: dict[str, Any], payload: bytes) -> int | None:
+        """A request arrived, once (duplicates are the PDS's; RUDI's come again): its SES
+        return code (None: OK)."""
 
     def on_acked(self, pdc: Pdc, token: Any) -> None:
         """The request submitted with ``token`` was acknowledged."""
@@ -165,6 +205,10 @@ class Upper(Protocol):
     def on_failed(self, pdc: Pdc, token: Any) -> None:
         """The request submitted with ``token`` will never be acknowledged (the PDC
         failed)."""
+
+    def on_error(self, pdc: Pdc, token: Any, rc: int) -> None:
+        """The RUDI request submitted with ``token`` was answered with return code ``rc``
+        (not OK), before ``on_acked``."""
 
 
 @dataclass
@@ -190,6 +234,12 @@ class Counters:
     pdcs_accepted: int = 0
     pdcs_closed: int = 0
     pdcs_failed: int = 0
+    controls_sent: dict[str, int] = field(default_factory=dict)  # by control type name
+    controls_received: dict[str, int] = field(default_factory=dict)
+    rudi_responses_sent: int = 0
+    ses_responses_sent: int = 0  # SES responses carrying an error (a return code not OK)
+    rudi_responses_received: int = 0
+    uud_lost: int = 0  # UUD requests trimmed at the target (a dropped one is never seen)
 
 
 def ahead(a: int, b: int) -> int:
@@ -217,7 +267,7 @@ class Pdc:
                  "cack", "syn", "sent", "fresh", "resend", "resend_set", "rack", "backoff",
                  "close_wanted", "holds", "close_psn", "go_back_at", "rx_cack", "rx_above",
                  "rx_close", "unacked", "ack_at", "ack_psn", "rx_ce", "rx_bytes", "rx_ooo",
-                 "ack_psn_at")
+                 "ack_psn_at", "rx_cleared", "rx_held")
 
     def __init__(self, pdc_id: int, peer: str, mode: int, initiator: bool,
                  start_psn: int) -> None:
@@ -246,6 +296,9 @@ class Pdc:
         self.rx_cack = (start_psn - 1) & PSN_MASK
         self.rx_above: set[int] = set()
         self.rx_close: int | None = None
+        self.rx_cleared: int | None = None  # the clear PSN of the peer's last clear command
+        # PSNs the SES refused: (request, payload bytes, CE) until their answer is acknowledged
+        self.rx_held: dict[int, tuple[dict[str, Any], int, bool]] = {}
         self.unacked = 0
         self.ack_at: int | None = None
         self.ack_psn = self.rx_cack
@@ -271,6 +324,23 @@ class Pdc:
         return None
 
 
+@dataclass(frozen=True)
+class _Held:
+    """The token of an SES error response: the refused PSN it releases once acknowledged."""
+
+    psn: int
+
+
+def ses_response(f: dict[str, Any], rc: int, n: int) -> dict[str, Any]:
+    """The SES response (next header RSP, opcode RESPONSE) to request ``f``, return code
+    ``rc``, ``n`` bytes modified."""
+    mid = f.get("uet.ses.std.message_id", f.get("uet.ses.rsp.read_req_message_id", 0))
+    return {"uet.pds.nh": t.NH_RSP, "uet.ses.rsp.opcode": t.RSP_RESPONSE,
+            "uet.ses.rsp.return_code": rc, "uet.ses.rsp.message_id": mid,
+            "uet.ses.rsp.job_id": f.get("uet.ses.std.job_id", f.get("uet.ses.rsp.job_id", 0)),
+            "uet.ses.rsp.mod_length": n}
+
+
 @dataclass
 class Out:
     """A packet to put on the wire: to ``dst`` on ``pdc`` (None: a NACK without a PDC)."""
@@ -285,7 +355,8 @@ class Pds:
     """The PDCs of one host at ``ip``; ``rng`` draws the initiators' start PSNs."""
 
     __slots__ = ("ip", "config", "upper", "rng", "pdcs", "by_peer", "next_id", "ctrl", "rr",
-                 "counters", "on_change", "cm", "on_acked_psns")
+                 "counters", "on_change", "cm", "on_acked_psns", "next_pkt_id", "by_pkt",
+                 "peers")
 
     def __init__(self, ip: str, config: PdsConfig, upper: Upper, rng: random.Random) -> None:
         config.check()
@@ -304,6 +375,11 @@ class Pds:
         self.cm: Any = None
         # REPS (roce.emu.uet.reps): told which PSNs each ACK acknowledged, and how marked
         self.on_acked_psns: Callable[[Pdc, list[int], bool], None] | None = None
+        # RUDI and UUD: the host's packet IDs, the RUDI packets awaiting a response (ID ->
+        # the context that sent it), and the context of each peer's requests
+        self.next_pkt_id: int | None = None  # drawn by the first RUDI or UUD request
+        self.by_pkt: dict[int, Pdc] = {}
+        self.peers: dict[tuple[str, int], Pdc] = {}
 
     # -- the API of the layer above -----------------------------------------------------------
 
@@ -313,14 +389,18 @@ class Pds:
         draws it)."""
         pdc_id = self._new_id()
         start = self.rng.randrange(1 << 16, 1 << 31)
-        pdc = Pdc(pdc_id, peer, self.config.mode if mode is None else mode, True, start)
+        mode = self.config.mode if mode is None else mode
+        if mode not in MODES:
+            raise ValueError(f"PDC mode {mode}: one of {MODES}")
+        pdc = Pdc(pdc_id, peer, mode, True, start)
         self.pdcs[pdc_id] = pdc
         self.counters.pdcs_opened += 1
         return pdc
 
     def submit(self, pdc: Pdc, fields: dict[str, Any], payload: bytes, token: Any) -> None:
         """Queue one request (its SES fields; the PDS adds its own when it sends it)."""
-        if pdc.state in (CLOSING, CLOSED, FAILED) or pdc.close_wanted:
+        # after ``close``, only what the layer above still holds the PDC for (``holds``)
+        if pdc.state in (CLOSING, CLOSED, FAILED) or (pdc.close_wanted and not pdc.holds):
             raise RuntimeError(f"PDC {pdc.id} is {pdc.state}: no more requests")
         pdc.fresh.append((fields, payload, token))
         self._ready(pdc)
@@ -332,7 +412,34 @@ class Pds:
             pdc.move("close")
             self._forget(pdc)
             return
+        if pdc.mode in CONNECTIONLESS and pdc.idle and not pdc.holds:
+            self._release(pdc)
+            return
         pdc.close_wanted = True
+        self._ready(pdc)
+
+    def clear(self, pdc: Pdc) -> None:
+        """Send a clear command on ``pdc`` (an initiator's, established): its clear PSN is
+        the cumulative ACK PSN when it leaves."""
+        self._control(pdc, CTRL_CLEAR)
+
+    def request_close(self, pdc: Pdc) -> None:
+        """Ask the initiator of ``pdc`` (a target's) to close it."""
+        self._control(pdc, CTRL_CLOSE_REQ)
+
+    def request_clear(self, pdc: Pdc) -> None:
+        """Ask the initiator of ``pdc`` (a target's) for a clear command."""
+        self._control(pdc, CTRL_CLEAR_REQ)
+
+    def _control(self, pdc: Pdc, ctl: int) -> None:
+        sender = CONTROLS[ctl][1]
+        if (sender == "initiator") != pdc.initiator or pdc.mode in CONNECTIONLESS:
+            raise RuntimeError(f"PDC {pdc.id}: {t.CTRL_TYPES[ctl][0]} is the {sender}'s, on "
+                               "a PDC (RUD or ROD)")
+        if pdc.state != ESTABLISHED or pdc.close_wanted or pdc.peer_id is None:
+            raise RuntimeError(f"PDC {pdc.id} is {pdc.state}: no {t.CTRL_TYPES[ctl][0]}")
+        pdc.fresh.append(({"uet.pds.type": t.CTRL, "uet.pds.ctl_type": ctl,
+                           "uet.pds.ctrl_payload": 0}, b"", None))
         self._ready(pdc)
 
     # -- the driver's API ----------------------------------------------------------------------
@@ -400,7 +507,11 @@ class Pds:
         """One decoded UET packet from ``src`` (``ce``: its IP header said Congestion
         Experienced; ``trimmed``: a switch cut it to its headers)."""
         typ = f.get("uet.pds.type")
-        if typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") == CTRL_CLOSE):
+        if typ in CONNECTIONLESS:
+            self._on_connectionless(now, f, payload, src, ce, trimmed)
+        elif typ == t.RUDI_RESP:
+            self._on_rudi_response(now, f, src)
+        elif typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
             self._on_request(now, f, payload, src, ce, trimmed)
         elif typ in t.ACKS:
             self._on_ack(now, f, src)
@@ -425,6 +536,8 @@ class Pds:
             self.on_change()
 
     def _in_window(self, pdc: Pdc) -> bool:
+        if pdc.mode in CONNECTIONLESS:
+            return len(pdc.sent) < self.config.window
         return ahead(pdc.next_psn, pdc.cack) <= self.config.window
 
     def _sendable(self, pdc: Pdc) -> bool:
@@ -463,6 +576,8 @@ class Pds:
                 return self._transmit(pdc, psn, s, now, retx=True)
         if not self._in_window(pdc):
             return None
+        if pdc.fresh and pdc.mode in CONNECTIONLESS:
+            return self._connectionless(pdc, now)
         if pdc.fresh:
             if not self._admits(pdc):
                 return None
@@ -472,8 +587,12 @@ class Pds:
             s = pdc.sent[psn] = Sent(fields, payload, token)
             if pdc.state == IDLE:
                 pdc.move("send")
-            self.counters.requests_sent += 1
+            if fields.get("uet.pds.type") != t.CTRL:
+                self.counters.requests_sent += 1
             return self._transmit(pdc, psn, s, now, retx=False)
+        if self._may_close(pdc) and pdc.mode in CONNECTIONLESS:
+            self._release(pdc)
+            return None
         if self._may_close(pdc):
             psn = pdc.close_psn = pdc.next_psn
             pdc.next_psn = (psn + 1) & PSN_MASK
@@ -486,7 +605,12 @@ class Pds:
     def _transmit(self, pdc: Pdc, psn: int, s: Sent, now: int, retx: bool) -> Out:
         f = dict(s.fields)
         ctrl = f.get("uet.pds.type") == t.CTRL
-        if not ctrl:
+        if pdc.mode in CONNECTIONLESS:
+            f["uet.pds.type"] = pdc.mode
+            f.pop("uet.pds.flags.ar", None)  # no such flag: every RUDI request is answered
+            if pdc.mode == t.RUDI_REQ:
+                f["uet.pds.rudi.pkt_id"] = psn
+        elif not ctrl:
             f["uet.pds.type"] = pdc.mode
             f["uet.pds.flags.syn"] = pdc.syn
             if pdc.syn:
@@ -499,9 +623,17 @@ class Pds:
         else:
             f["uet.pds.dpdcid"] = pdc.peer_id or 0
             f["uet.pds.flags.ar"] = True
-        f["uet.pds.psn"] = psn
-        f["uet.pds.spdcid"] = pdc.id
-        f["uet.pds.flags.retx"] = retx
+            ctl = f["uet.pds.ctl_type"]
+            if ctl == CTRL_CLEAR:  # the clear PSN: what the peer acknowledged by now
+                f["uet.pds.ctrl_payload"] = pdc.cack
+            if not retx:
+                name = t.CTRL_TYPES[ctl][0]
+                c = self.counters.controls_sent
+                c[name] = c.get(name, 0) + 1
+        if pdc.mode not in CONNECTIONLESS:
+            f["uet.pds.psn"] = psn
+            f["uet.pds.spdcid"] = pdc.id
+            f["uet.pds.flags.retx"] = retx
         s.sends += 1
         s.sent_at = now
         pdc.rack.on_send(psn, now)
@@ -541,7 +673,12 @@ class Pds:
         self._queue(pdc, late, "timeout", now)
 
     def _fail(self, pdc: Pdc) -> None:
-        pdc.move("fail")
+        if pdc.mode in CONNECTIONLESS:  # nothing of it is on the wire: fail it locally
+            pdc.state = FAILED
+            for psn in pdc.sent:
+                self.by_pkt.pop(psn, None)
+        else:
+            pdc.move("fail")
         self.counters.pdcs_failed += 1
         tokens = [s.token for s in pdc.sent.values()] + [tok for _f, _p, tok in pdc.fresh]
         pdc.sent.clear()
@@ -556,6 +693,96 @@ class Pds:
     def _forget(self, pdc: Pdc) -> None:
         if pdc.initiator:
             self.pdcs.pop(pdc.id, None)
+
+    # -- RUDI and UUD ------------------------------------------------------------------------
+
+    def _connectionless(self, pdc: Pdc, now: int) -> Out:
+        """The next fresh request of a RUDI or UUD context, under a new packet ID."""
+        fields, payload, token = pdc.fresh.popleft()
+        pid = self.next_pkt_id
+        if pid is None:  # as a start PSN is drawn
+            pid = self.rng.randrange(1 << 16, 1 << 31)
+        self.next_pkt_id = (pid + 1) & PSN_MASK
+        if pdc.state == IDLE:
+            pdc.move("open")
+        self.counters.requests_sent += 1
+        s = Sent(fields, payload, token)
+        if pdc.mode == t.UUD_REQ:  # sent once: done as it leaves
+            out = self._transmit(pdc, pid, s, now, retx=False)
+            pdc.rack.forget()
+            if token is not None:
+                self.upper.on_acked(pdc, token)
+            return out
+        pdc.sent[pid] = s
+        self.by_pkt[pid] = pdc
+        return self._transmit(pdc, pid, s, now, retx=False)
+
+    def _release(self, pdc: Pdc) -> None:
+        """A RUDI or UUD context with nothing left to send or await: closed, locally."""
+        if pdc.state == IDLE:
+            pdc.move("close")
+        elif pdc.state == ESTABLISHED:
+            pdc.move("release")
+            self.counters.pdcs_closed += 1
+        self._forget(pdc)
+
+    def peer_context(self, src: str, mode: int) -> Pdc:
+        """The context of ``src``'s RUDI or UUD requests here (made by the first)."""
+        key = (src, mode)
+        pdc = self.peers.get(key)
+        if pdc is None:
+            pdc = self.peers[key] = Pdc(self._new_id(), src, mode, False, 0)
+            self.pdcs[pdc.id] = pdc
+            self.counters.pdcs_accepted += 1
+        return pdc
+
+    def _on_connectionless(self, now: int, f: dict[str, Any], payload: bytes, src: str,
+                           ce: bool, trimmed: bool) -> None:
+        c = self.counters
+        typ = f["uet.pds.type"]
+        if ce:
+            c.ce_received += 1
+        if trimmed:
+            c.trimmed += 1
+            if typ == t.UUD_REQ:
+                c.uud_lost += 1  # unreliable: nobody resends it
+            else:
+                self._nack(TRIMMED, {"uet.pds.psn": f["uet.pds.rudi.pkt_id"]}, src, None)
+            return
+        if len(self.pdcs) >= self.config.max_pdcs and (src, typ) not in self.peers:
+            return  # no context left: a RUDI sender's timer resends it
+        pdc = self.peer_context(src, typ)
+        c.received += 1
+        code = self.upper.on_request(pdc, f, payload)
+        if typ == t.RUDI_REQ:
+            ok = code is None or code == RC_OK
+            r = {"uet.pds.type": t.RUDI_RESP, "uet.pds.rudi.pkt_id": f["uet.pds.rudi.pkt_id"],
+                 **ses_response(f, RC_OK if ok else code, len(payload) if ok else 0)}
+            if not ok:
+                c.ses_responses_sent += 1
+            c.rudi_responses_sent += 1
+            self.ctrl.append(Out(src, r, b"", pdc))
+            if self.on_change is not None:
+                self.on_change()
+
+    def _on_rudi_response(self, now: int, f: dict[str, Any], src: str) -> None:
+        pid = f.get("uet.pds.rudi.pkt_id", 0)
+        pdc = self.by_pkt.get(pid)
+        if pdc is None or pdc.peer != src:
+            return  # a duplicate's response, or a packet given up
+        self.counters.rudi_responses_received += 1
+        del self.by_pkt[pid]
+        s = pdc.sent.pop(pid)
+        pdc.resend_set.discard(pid)
+        pdc.backoff = 0
+        pdc.rack.on_ack([pid], now, {pid} if s.sends > 1 else set())
+        code = f.get("uet.ses.rsp.return_code", RC_OK)
+        if s.token is not None:
+            if code != RC_OK:
+                self.upper.on_error(pdc, s.token, code)
+            self.upper.on_acked(pdc, s.token)
+        self._queue_lost(pdc, pdc.rack.lost(now, pdc.resend_set), "sack", now)
+        self._ready(pdc)
 
     # -- receiving requests --------------------------------------------------------------------
 
@@ -626,12 +853,39 @@ class Pds:
             pdc.ack_psn_at = now
             self._send_ack(pdc, now)
             return
+        if psn in pdc.rx_held:  # refused by the SES: acknowledged once its answer is
+            c.duplicates += 1
+            return
         if d > self.config.window:
             self._nack(PSN_OOR_WINDOW, f, src, pdc)
             return
         if pdc.mode == t.ROD_REQ and d != 1:
             self._nack(ROD_OOO, f, src, pdc)
             return
+        if f["uet.pds.type"] != t.CTRL:
+            rc = self.upper.on_request(pdc, f, payload)
+            if rc is not None and rc != RC_OK:
+                self._hold(pdc, f, rc, len(payload), ce)
+                return
+        self._accept(now, pdc, f, len(payload), ce)
+
+    def _hold(self, pdc: Pdc, f: dict[str, Any], rc: int, n: int, ce: bool) -> None:
+        """The SES could not execute the request: answer with its SES response (return code
+        ``rc``) as a request of this end, and acknowledge the refused PSN only once that
+        answer is acknowledged, so that the initiator learns the error before its message
+        could complete (whatever order the packets take)."""
+        psn = f["uet.pds.psn"]
+        pdc.rx_held[psn] = (f, n, ce)
+        self.counters.ses_responses_sent += 1
+        self.submit(pdc, {**ses_response(f, rc, 0), "uet.pds.flags.ar": True}, b"",
+                    _Held(psn))
+
+    def _accept(self, now: int, pdc: Pdc, f: dict[str, Any], n: int, ce: bool) -> None:
+        """A request in the window, new and executed (a control packet: about to act):
+        the receive state moves, and an ACK goes now or later (``ACK_NOW``)."""
+        c = self.counters
+        psn = f["uet.pds.psn"]
+        d = ahead(psn, pdc.rx_cack)
         c.received += 1
         now_ack = bool(f.get("uet.pds.flags.ar"))
         if d == 1:
@@ -652,16 +906,15 @@ class Pds:
         if ce:
             pdc.rx_ce = True
             c.ce_received += 1
-        pdc.rx_bytes += len(payload)
+        pdc.rx_bytes += n
         if self.cm is not None:
-            self.cm.arrived(pdc, now, len(payload))
+            self.cm.arrived(pdc, now, n)
         pdc.unacked += 1
         pdc.ack_psn = psn
         pdc.ack_psn_at = now
         if f["uet.pds.type"] == t.CTRL:
-            pdc.rx_close = psn
-        else:
-            self.upper.on_request(pdc, f, payload)
+            self._on_control(pdc, f)
+            now_ack = True
         if pdc.rx_close is not None and ahead(pdc.rx_cack, pdc.rx_close) >= 0 \
                 and pdc.state != CLOSED:
             pdc.move("closed")  # close: every PSN before the close command arrived
@@ -673,6 +926,25 @@ class Pds:
             pdc.ack_at = now + self.config.ack_delay_ns
             if self.on_change is not None:
                 self.on_change()
+
+    def _on_control(self, pdc: Pdc, f: dict[str, Any]) -> None:
+        """A control packet in sequence: what ``CONTROLS`` says its receiver does."""
+        ctl = f["uet.pds.ctl_type"]
+        name = t.CTRL_TYPES[ctl][0]
+        c = self.counters.controls_received
+        c[name] = c.get(name, 0) + 1
+        action, sender = CONTROLS[ctl]
+        if (sender == "initiator") == pdc.initiator:
+            return  # sent by the wrong end: nothing to do (the ACK still answers it)
+        if action == CLOSE_NOW:
+            pdc.rx_close = f["uet.pds.psn"]
+        elif action == CLOSE_SOON:
+            if pdc.state not in (CLOSING, CLOSED, FAILED):
+                self.close(pdc)
+        elif action == CLEARED:
+            pdc.rx_cleared = f.get("uet.pds.ctrl_payload", 0)
+        elif action == CLEAR_SOON and pdc.state == ESTABLISHED and not pdc.close_wanted:
+            self.clear(pdc)
 
     def _send_ack(self, pdc: Pdc, now: int) -> None:
         cack = pdc.rx_cack
@@ -764,7 +1036,10 @@ class Pds:
                 s = sent.pop(psn)
                 if psn in pdc.resend_set:
                     pdc.resend_set.discard(psn)
-                if s.token is not None:
+                if isinstance(s.token, _Held):  # the answer arrived: the refused PSN too
+                    f0, n0, ce0 = pdc.rx_held.pop(s.token.psn)
+                    self._accept(now, pdc, f0, n0, ce0)
+                elif s.token is not None:
                     self.upper.on_acked(pdc, s.token)
         if pdc.close_psn is not None and ahead(pdc.cack, pdc.close_psn) >= 0:
             pdc.move("closed")
@@ -789,6 +1064,10 @@ class Pds:
 
     def _on_nack(self, now: int, f: dict[str, Any], src: str) -> None:
         pdc = self._mine(f, src)
+        if not f.get("uet.pds.dpdcid"):  # a RUDI packet's NACK names its packet ID
+            rudi = self.by_pkt.get(f.get("uet.pds.nack.psn", 0))
+            if rudi is not None and rudi.peer == src:
+                pdc = rudi
         if pdc is None or pdc.state in (CLOSED, FAILED):
             return
         c = self.counters

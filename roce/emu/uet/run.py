@@ -27,24 +27,26 @@ from roce.emu.net import schema
 from roce.emu.net import topology as topo
 from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
 from roce.emu.net.stages import Trimmer
-from roce.emu.scenario import Scenario, Summary
-from roce.emu.uet import PDC_MODES, uetframes
+from roce.emu.scenario import Scenario, Summary, kind
+from roce.emu.uet import CLOSERS, PDC_MODES, uetframes
 from roce.emu.uet.host import ENTROPY_MODES, UetHost
 from roce.emu.uet.pds import PdsConfig
-from roce.emu.uet.ses import KINDS, RI_MAX
+from roce.emu.uet.ses import AMO_BYTES, CARRIES, FAILED, KINDS, RI_MAX
 from roce.errors import UsageError
 from roce.families.uet import codes as t
 
-MODES = dict(zip(PDC_MODES, (t.RUD_REQ, t.ROD_REQ)))
+MODES = dict(zip(PDC_MODES, (t.RUD_REQ, t.ROD_REQ, t.RUDI_REQ, t.UUD_REQ)))
 
 
 @dataclass(frozen=True)
 class UetOptions:
     """What a UET run adds to the scenario: the PDC mode and the entropy of its packets."""
 
-    mode: str = PDC_MODES[0]  # rud | rod
+    mode: str = PDC_MODES[0]  # rud | rod | rudi | uud
     entropy: str = ENTROPY_MODES[0]  # pdc | packet | reps (roce.emu.uet.host)
     trim: bool = False  # switches trim what they would drop (roce.emu.net.stages.Trimmer)
+    close: str = CLOSERS[0]  # initiator | target: who starts each PDC's clear and close
+    rendezvous: int = 0  # SENDs longer than this many bytes are rendezvous sends (0: none)
 
 
 # Scenario fields a UET run has nothing for: (field, option, why).  Refused when not at
@@ -69,23 +71,33 @@ NOT_FOR_UET = (
 def refuse(sc: Scenario) -> None:
     """A UsageError naming the first option a UET run cannot honour."""
     base = Scenario()
-    if sc.op not in KINDS:
-        raise UsageError(f"--op {sc.op}: --protocol uet runs {', '.join(KINDS)}")
+    if sc.op not in (*KINDS, "mixed"):
+        raise UsageError(f"--op {sc.op}: --protocol uet runs {', '.join(KINDS)} or mixed")
     for name, opt, why in NOT_FOR_UET:
         if getattr(sc, name) != getattr(base, name):
             raise UsageError(f"{opt}: not with --protocol uet ({why})")
 
 
 def check_options(opts: UetOptions) -> None:
-    """A UsageError naming a PDC mode or entropy that does not exist."""
+    """A UsageError naming a PDC mode or entropy that does not exist, or a rendezvous
+    threshold or closing end that cannot be."""
     if opts.mode not in MODES or opts.entropy not in ENTROPY_MODES:
         raise UsageError(f"--pdc-mode {opts.mode} / --entropy {opts.entropy}: "
                          f"{'|'.join(MODES)} and {'|'.join(ENTROPY_MODES)}")
+    if not 0 <= opts.rendezvous <= 0xFFFFFFFF:
+        raise UsageError(f"--rendezvous {opts.rendezvous}: 0 to {0xFFFFFFFF} bytes (the "
+                         "eager length is 32 bits)")
+    if opts.close not in CLOSERS:
+        raise UsageError(f"--pdc-close {opts.close}: {'|'.join(CLOSERS)}")
+    if opts.close == "target" and opts.mode in ("rudi", "uud"):
+        raise UsageError(f"--pdc-close target: --pdc-mode {opts.mode} has no PDC on the "
+                         "wire to close")
 
 
 def uet_counters(hosts: Any) -> dict[str, Any]:
     """The PDS and SES counters of ``hosts`` (``UetHost``s), summed: ``pds``,
     ``nacks_received`` and ``nacks_sent`` by code, ``ses``, ``ses_errors`` by reason,
+    ``ses_refused`` by return code,
     ``not_uet`` (frames received that were not UET packets for their host) and ``reps``
     (REPS's entropy counters, empty without ``--entropy reps``)."""
     pds: Counter = Counter()
@@ -93,6 +105,7 @@ def uet_counters(hosts: Any) -> dict[str, Any]:
     nacks_sent: Counter = Counter()
     ses: Counter = Counter()
     errors: Counter = Counter()
+    refused: Counter = Counter()
     reps: Counter = Counter()
     not_uet = 0
     for h in hosts:
@@ -107,11 +120,13 @@ def uet_counters(hosts: Any) -> dict[str, Any]:
             if isinstance(v, int):
                 ses[k] += v
         errors.update(sc_.errors)
+        refused.update(sc_.refused)
         not_uet += h.not_uet
         if h.reps is not None:
             reps.update(h.reps.stats())
     return {"pds": dict(pds), "nacks_received": dict(nacks), "nacks_sent": dict(nacks_sent),
-            "ses": dict(ses), "ses_errors": dict(errors), "not_uet": not_uet,
+            "ses": dict(ses), "ses_errors": dict(errors), "ses_refused": dict(refused),
+            "not_uet": not_uet,
             "reps": dict(reps)}
 
 
@@ -130,8 +145,10 @@ class Flow:
     posted: int = 0
     done: int = 0
     ok: int = 0
+    statuses: Counter = field(default_factory=Counter)  # completions by status
     bytes: int = 0
     busy: set[int] = field(default_factory=set)  # slots of messages in flight
+    slots_of: dict[int, tuple[int, ...]] = field(default_factory=dict)  # message -> its slots
     post_times: dict[int, int] = field(default_factory=dict)
     fct: list[int] = field(default_factory=list)
     msg_of: dict[int, int] = field(default_factory=dict)  # SES message ID -> message
@@ -149,6 +166,13 @@ class UetRun:
             raise UsageError("--workload and --collective over UET run through the "
                              "workload driver (roce.emu.uet.uettransport.UetTransport)")
         check_options(opts)
+        carries = CARRIES[MODES[opts.mode]]
+        if not all(kind(sc.op, i) in carries for i in range(4)):
+            why = {"rudi": "idempotent operations only", "uud": "unreliable: nothing "
+                   "would complete a lost READ or atomic or free a lost SEND's buffer"
+                   }.get(opts.mode, "")
+            raise UsageError(f"--op {sc.op}: --pdc-mode {opts.mode} carries "
+                             f"{', '.join(carries)} ({why})")
         t_ = self.topology = topology if topology is not None else topology_of(sc)
         topo.oversubscribe(t_, sc.oversubscription, sc.rate_gbps)
         schema.check_flows(t_, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
@@ -168,7 +192,8 @@ class UetRun:
 
         def host(net: Any, name: str, ip: str) -> UetHost:
             return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
-                           trimmer.dscp if trimmer is not None else None, sc.cc)
+                           trimmer.dscp if trimmer is not None else None, sc.cc,
+                           opts.rendezvous)
 
         net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
                                     host)
@@ -205,17 +230,28 @@ class UetRun:
 
     def _post_more(self, f: Flow) -> None:
         sc, now = self.sc, self.net.now
-        while f.posted < sc.count and f.posted - f.done < sc.depth \
-                and f.posted % sc.slots not in f.busy:
+        while f.posted < sc.count and f.posted - f.done < sc.depth:
             i = f.posted
             j = i % sc.slots
+            what = kind(sc.op, i)
+            # an atomic adds to the remote buffer's first 8 bytes (slot 0), as RoCE's do,
+            # and fetches into its own slot: it waits for both, and they for it, so that
+            # the check follows the order the target executed them in
+            slots = (j, 0) if what == "atomic" else (j,)
+            if any(x in f.busy for x in slots):
+                break
             off = j * sc.slot
-            if sc.op == "send":
+            if what == "send":
                 f.dst.ses.post_recv(i, f.remote, f.remote.addr + off, sc.size, f.ri)
-            m = f.src.ses.post(sc.op, f.pdc, i, f.local, f.local.addr + off, sc.size,
-                               f.remote.rkey, f.remote.addr + off, f.ri)
+            if what == "atomic":
+                m = f.src.ses.post(what, f.pdc, i, f.local, f.local.addr + off, AMO_BYTES,
+                                   f.remote.rkey, f.remote.addr, f.ri)
+            else:
+                m = f.src.ses.post(what, f.pdc, i, f.local, f.local.addr + off, sc.size,
+                                   f.remote.rkey, f.remote.addr + off, f.ri)
             f.msg_of[m.msg_id] = i
-            f.busy.add(j)
+            f.busy.update(slots)
+            f.slots_of[i] = slots
             f.post_times[i] = now
             f.posted += 1
         f.src.changed(now)
@@ -232,14 +268,15 @@ class UetRun:
             for c in h.ses.completions:
                 f = self.by_pdc[h.ip, c.pdc]
                 f.done += 1
-                f.busy.discard(c.wr_id % sc.slots)
+                f.busy.difference_update(f.slots_of.pop(c.wr_id, ()))
                 f.fct.append(now - f.post_times.pop(c.wr_id))
+                f.statuses[c.status] += 1
                 if c.ok:
                     f.ok += 1
                     f.bytes += c.bytes
                     if c.kind != "send":
                         f.expected.apply(c.kind, c.wr_id)
-                elif f.posted < sc.count:  # a failed PDC takes no more work
+                elif c.status == FAILED and f.posted < sc.count:  # a failed PDC: no more work
                     f.done += sc.count - f.posted
                     f.posted = sc.count
                 touched[f.index] = f
@@ -266,8 +303,16 @@ class UetRun:
                 break
         end = net.now  # the work is done (or the limit passed): the run's virtual time
         for f in self.flows:  # close every PDC; let the handshakes finish
-            f.src.pds.close(f.pdc)
-            f.src.changed(net.now)
+            target = f.dst.pds.by_peer.get((f.src.ip, f.pdc.id))
+            if self.opts.close == "target" and target is not None \
+                    and target.state == "established":
+                # the target asks for a clear command, then for the close
+                f.dst.pds.request_clear(target)
+                f.dst.pds.request_close(target)
+                f.dst.changed(net.now)
+            else:
+                f.src.pds.close(f.pdc)
+                f.src.changed(net.now)
         net.run_until_any([], limit)  # (timers a PDC no longer needs fire here, idle)
         self._completions()
         return self._summary(time.process_time() - cpu0, finished, end)
@@ -279,8 +324,21 @@ class UetRun:
         total = sc.count * len(self.flows)
         ok = sum(f.ok for f in self.flows)
         if ok != total:
-            return (f"{total - ok} of {total} message(s) did not complete" if not finished
-                    else f"{total - ok} of {total} message(s) failed")
+            if not finished:
+                return f"{total - ok} of {total} message(s) did not complete"
+            statuses: Counter = Counter()
+            for f in self.flows:
+                statuses.update(f.statuses)
+            statuses.pop("OK", None)
+            return (f"{total - ok} of {total} message(s) failed (" + ", ".join(
+                f"{k}={v}" for k, v in sorted(statuses.items())) + ")")
+        if self.opts.mode == "uud":
+            # a lost packet's slot may be written again by a later message: the count of
+            # messages the targets executed is what tells
+            done = sum(h.ses.counters.messages_executed for h in self.net.hosts.values())
+            if done < total:
+                return (f"{total - done} of {total} message(s) lost in part or whole (UUD: "
+                        "nothing resends them)")
         for f in self.flows:
             for side, buf in (("remote", f.remote.buf), ("local", f.local.buf)):
                 bad = f.expected.mismatched(side, buf)
@@ -302,7 +360,12 @@ class UetRun:
                             "state": f.pdc.state, "fct_ns": fct_stats(f.fct)})
         s.posted = sum(f.posted for f in self.flows)
         ok = sum(f.ok for f in self.flows)
-        s.completed = {"OK": ok, **({"FAILED": s.posted - ok} if s.posted > ok else {})}
+        # by status: OK, the return code a target refused a message with, or FAILED (the
+        # PDC failed); what was posted and never completed is ``outstanding``
+        statuses: Counter = Counter()
+        for f in self.flows:
+            statuses.update(f.statuses)
+        s.completed = {"OK": ok, **{k: v for k, v in sorted(statuses.items()) if k != "OK"}}
         s.bytes = sum(f.bytes for f in self.flows)
         s.delivered = ses["messages_executed"]  # at the targets: placed, or READs answered
         s.packets = pds["requests_sent"] + pds["retransmitted"]
@@ -330,14 +393,27 @@ class UetRun:
         s.fct_ns = fct_stats(every)
         s.fabric = fabric_stats(net)
         s.warnings = list(net.warnings)
+        lost = {}
+        if self.opts.mode == "uud":  # what was sent once and never arrived
+            # the targets keep no per-packet state, but their SES knows the pieces it
+            # placed: a duplicate is one it placed before (``repeated``)
+            lost = {"packets": pds["requests_sent"] - pds["received"] + ses["repeated"],
+                          "trimmed": pds["uud_lost"],
+                          "messages": s.posted - ses["messages_executed"]}
+        controls: Counter = Counter()
+        for h in net.hosts.values():
+            controls.update(h.pds.counters.controls_sent)
         s.uet = {"pdc_mode": self.opts.mode, "entropy": self.opts.entropy,
+                 "rendezvous": self.opts.rendezvous,
+                 "close": self.opts.close, "controls_sent": dict(controls),
                  "trim": self.opts.trim,
                  "pds": u["pds"], "nacks_received": u["nacks_received"],
                  "nacks_sent": u["nacks_sent"], "ses": u["ses"],
-                 "ses_errors": u["ses_errors"],
+                 "ses_errors": u["ses_errors"], "ses_refused": u["ses_refused"],
                  "pdcs_closed": sum(f.pdc.state == "closed" for f in self.flows),
                  "cc": sc.cc.algorithm if sc.cc is not None else "none",
-                 "not_uet": u["not_uet"]}
+                 "not_uet": u["not_uet"],
+                 **({"uud_lost": lost} if lost else {})}
         if u["reps"]:
             s.uet["reps"] = u["reps"]
         return s

@@ -24,7 +24,7 @@ UDP_HDR = 8
 UET_AT = hop.L2 + hop.IP_HDR + UDP_HDR  # where the PDS starts in our frames
 _ULEN = hop.UDP_SPORT[0] + 4  # the UDP length field
 DSCP_DATA = 0  # CS0 (uet-ref-prov: UET_DEFAULT_TC)
-DSCP_ACK = 46  # EF: ACKs, NACKs and control packets
+DSCP_ACK = 46  # EF: ACKs, NACKs, RUDI responses and control packets
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,10 @@ MARKING = Marking()  # the default
 
 
 def is_control(fields: dict[str, Any]) -> bool:
-    return fields.get("uet.pds.type") in t.ACKS | t.NACKS
+    return fields.get("uet.pds.type") in _CONTROL
+
+
+_CONTROL = t.ACKS | t.NACKS | {t.RUDI_RESP}  # answers: DSCP ``Marking.control``, not ECT
 
 
 def encode(fields: dict[str, Any], payload: bytes, *, src: str, dst: str, smac: bytes,
