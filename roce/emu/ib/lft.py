@@ -172,5 +172,20 @@ def route_host_port(fabric: Fabric, routes: Routes, host: str, dlid: int) -> str
     return top
 
 
+def route_least_loaded(fabric: Fabric, routes: Routes, load: dict[tuple[str, int], int],
+                       s: str, dlid: int, offset: int, hops: list[int]) -> int:
+    """Switch ``s`` forwards LID ``dlid`` (``offset`` past its port's base LID) on one of
+    its equal next hops ``hops``: a base LID on the one that carries the fewest LIDs so far
+    (``load``, counted here; the lowest port on a tie), another LID of the port by LMC
+    multipath (``Fabric.spread``).  The port chosen."""
+    if offset == 0:
+        port = min(hops, key=lambda i: (load.get((s, i), 0), i))
+    else:
+        port = fabric.spread(s, hops, routes.lft[s][dlid - offset], offset)
+    load[(s, port)] = load.get((s, port), 0) + 1
+    routes.set(s, dlid, port, hops)
+    return port
+
+
 __all__ = ["MAX_LMC", "MAX_UNICAST_LID", "Fabric", "Routes", "Unroutable", "bfs", "lids",
-           "ports_of", "route_host_port"]
+           "ports_of", "route_host_port", "route_least_loaded"]

@@ -5,7 +5,7 @@ LIDs of a port beyond its base by ``Fabric.spread`` (``roce.emu.ib.lft``)."""
 
 from __future__ import annotations
 
-from roce.emu.ib.lft import Fabric, Routes, route_host_port
+from roce.emu.ib.lft import Fabric, Routes, route_host_port, route_least_loaded
 
 
 def route(fabric: Fabric) -> Routes:
@@ -18,12 +18,7 @@ def route(fabric: Fabric) -> Routes:
             if s == top or s not in dist:
                 continue
             hops = fabric.closer(s, dist)
-            if j == 0:
-                port = min(hops, key=lambda i: (load.get((s, i), 0), i))
-            else:
-                port = fabric.spread(s, hops, routes.lft[s][dlid - j], j)
-            load[(s, port)] = load.get((s, port), 0) + 1
-            routes.set(s, dlid, port, hops)
+            route_least_loaded(fabric, routes, load, s, dlid, j, hops)
     return routes
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from roce.emu.ib.lft import Fabric, Routes, Unroutable, bfs, route_host_port
+from roce.emu.ib.lft import Fabric, Routes, Unroutable, bfs, route_host_port, route_least_loaded
 
 INF = 1 << 30
 
@@ -59,12 +59,7 @@ def route(fabric: Fabric) -> Routes:
             else:
                 hops = [i for i, p in enumerate(ports[s])
                         if p in ports and is_up(s, p) and any_.get(p, INF) == any_[s] - 1]
-            if j == 0:
-                port = min(hops, key=lambda i: (load.get((s, i), 0), i))
-            else:
-                port = fabric.spread(s, hops, routes.lft[s][dlid - j], j)
-            load[(s, port)] = load.get((s, port), 0) + 1
-            routes.set(s, dlid, port, hops)
+            route_least_loaded(fabric, routes, load, s, dlid, j, hops)
     return routes
 
 

@@ -109,16 +109,11 @@ def uet_counters(hosts: Any) -> dict[str, Any]:
     reps: Counter = Counter()
     not_uet = 0
     for h in hosts:
-        c = h.pds.counters
-        for k, v in asdict(c).items():
-            if isinstance(v, int):
-                pds[k] += v
+        c, sc_ = h.pds.counters, h.ses.counters
+        pds.update({k: v for k, v in asdict(c).items() if isinstance(v, int)})
+        ses.update({k: v for k, v in asdict(sc_).items() if isinstance(v, int)})
         nacks.update(c.nacks_received)
         nacks_sent.update(c.nacks_sent)
-        sc_ = h.ses.counters
-        for k, v in asdict(sc_).items():
-            if isinstance(v, int):
-                ses[k] += v
         errors.update(sc_.errors)
         refused.update(sc_.refused)
         not_uet += h.not_uet
