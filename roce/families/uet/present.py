@@ -228,11 +228,17 @@ def _value(key: str, v: Any, d: Decoded) -> str:
     return str(v)
 
 
+def _present(key: str, f: Fields) -> str:
+    """``key``, or the name its field has in ``f``'s reading; "" when neither is there."""
+    if key in f:
+        return key
+    return next((k for k in _RENAMED.get(key, ()) if k in f), "")
+
+
 def _line(key: str, f: Fields, d: Decoded, pad: str) -> list[str]:
-    if key not in f:
-        key = next((k for k in _RENAMED.get(key, ()) if k in f), "")
-        if not key:
-            return []
+    key = _present(key, f)
+    if not key:
+        return []
     v = f[key]
     derived = _WITH_OFFSET.get(key)
     if derived is not None and derived in f:
@@ -376,10 +382,9 @@ def _texts(table: t.Names) -> dict[int, str]:
 
 def _line_code(key: str, f: Fields, d: Decoded, pad: str) -> list[str]:
     """Python source (an f-string) for the lines ``_line(key, f, d, pad)`` makes."""
-    if key not in f:
-        key = next((k for k in _RENAMED.get(key, ()) if k in f), "")
-        if not key:
-            return []
+    key = _present(key, f)
+    if not key:
+        return []
     v = f[key]
     derived = _WITH_OFFSET.get(key)
     if derived is not None and derived in f:
