@@ -55,7 +55,8 @@ print(json.dumps({"hops": hops, "cpu_s": s.cpu_s, "virtual_ns": s.virtual_ns}))
 
 def once(tree: str, kw: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": tree}
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(kw)], env=env,
+    # in the tree: ``python -c`` puts the working directory before PYTHONPATH on sys.path
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(kw)], env=env, cwd=tree,
                        capture_output=True, text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
