@@ -488,3 +488,200 @@ void roce_crc32_force(const char *name)
         }
     }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Reflected CRC-16 (InfiniBand's VCRC, IBA 7.8.2)                           */
+/* ------------------------------------------------------------------------ */
+/*
+ * The polynomial arrives from roce.families.ib.crc (roce_crc16r_setup), which
+ * owns it; everything here is derived from it.
+ *
+ * slice-by-8: c16_tab[k][b] is the register after byte b then k zero bytes,
+ * from a zero register.  The register's two bytes are xored into the first two
+ * message bytes, so eight bytes are one lookup each.
+ *
+ * pclmulqdq-sse4: the bit convention of the CRC-32 above (in a block loaded
+ * little-endian bit i is the coefficient of x^(127-i) relative to the block's
+ * end).  Folding a block forward over F bits:
+ *     new = clmul(lo64, x^(F+63) mod P) ^ clmul(hi64, x^(F-1) mod P) ^ next
+ * with each constant (degree < 16) stored as bit j <-> x^(63-j): the product's
+ * bit k is then the coefficient of x^(126-k), one short of the block's x^(127-k),
+ * which the constants' extra x^-1 makes up (F+64 and F bits become F+63 and F-1).
+ * The folded 128 bits are congruent, mod P, to everything before the point
+ * reached, and a CRC's register from zero depends only on its message mod P:
+ * the last 16 bytes of state and the < 16 bytes left go through the tables.
+ */
+static uint16_t c16_tab[8][256];
+static uint16_t c16_poly;  /* 0: not set up */
+
+static uint16_t crc16_sb8(uint16_t c, const unsigned char *p, size_t n)
+{
+    while (n >= 8) {
+        unsigned a = ((unsigned)p[0] | ((unsigned)p[1] << 8)) ^ c;
+        c = c16_tab[7][a & 0xffu] ^ c16_tab[6][a >> 8] ^ c16_tab[5][p[2]] ^
+            c16_tab[4][p[3]] ^ c16_tab[3][p[4]] ^ c16_tab[2][p[5]] ^
+            c16_tab[1][p[6]] ^ c16_tab[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = (uint16_t)((c >> 8) ^ c16_tab[0][(c ^ *p++) & 0xffu]);
+    return c;
+}
+
+#ifdef ROCE_CRC32_X86
+/* x^e mod P as stored for a fold: coefficient x^i at bit 63-i. */
+static uint64_t c16_k[8];
+enum { K16_F512_LO, K16_F512_HI, K16_F384_LO, K16_F384_HI, K16_F256_LO, K16_F256_HI,
+       K16_F128_LO, K16_F128_HI };
+
+static uint64_t c16_xpow(unsigned e)
+{
+    /* the normal (unreflected) polynomial: P = x^16 + reverse(poly) */
+    unsigned pn = 0, r = 1, i;
+    uint64_t out = 0;
+    for (i = 0; i < 16; i++)
+        if (c16_poly & (1u << i))
+            pn |= 1u << (15 - i);
+    while (e--) {
+        r <<= 1;
+        if (r & 0x10000u)
+            r ^= 0x10000u | pn;
+    }
+    for (i = 0; i < 16; i++)
+        if (r & (1u << i))
+            out |= 1ULL << (63 - i);
+    return out;
+}
+
+static inline ROCE_T128 __attribute__((always_inline)) __m128i
+k16(int lo)
+{
+    return _mm_set_epi64x((long long)c16_k[lo + 1], (long long)c16_k[lo]);
+}
+
+/* the register after the folded state x (16 bytes) and p[0..n) (n < 16) */
+static inline ROCE_T128 __attribute__((always_inline)) uint16_t
+finish16(__m128i x, const unsigned char *p, size_t n)
+{
+    unsigned char b[16];
+    _mm_storeu_si128((__m128i *)b, x);
+    return crc16_sb8(crc16_sb8(0, b, 16), p, n);
+}
+
+static ROCE_T128 uint16_t crc16_pclmul(uint16_t c, const unsigned char *p,
+                                        size_t n)
+{
+    __m128i x0, k;
+    if (n < 32)
+        return crc16_sb8(c, p, n);
+    x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
+                       _mm_cvtsi32_si128((int)c));
+    p += 16;
+    n -= 16;
+    if (n >= 48) {
+        __m128i x1 = _mm_loadu_si128((const __m128i *)p);
+        __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+        __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+        p += 48;
+        n -= 48;
+        k = k16(K16_F512_LO);
+        while (n >= 64) {
+            x0 = fold128(x0, k, _mm_loadu_si128((const __m128i *)p));
+            x1 = fold128(x1, k, _mm_loadu_si128((const __m128i *)(p + 16)));
+            x2 = fold128(x2, k, _mm_loadu_si128((const __m128i *)(p + 32)));
+            x3 = fold128(x3, k, _mm_loadu_si128((const __m128i *)(p + 48)));
+            p += 64;
+            n -= 64;
+        }
+        /* lanes 0..2 are 384, 256, 128 bits before lane 3 */
+        x0 = clmul_fold(x0, k16(K16_F384_LO));
+        x1 = clmul_fold(x1, k16(K16_F256_LO));
+        x2 = clmul_fold(x2, k16(K16_F128_LO));
+        x0 = _mm_xor_si128(_mm_xor_si128(x0, x1), _mm_xor_si128(x2, x3));
+    }
+    k = k16(K16_F128_LO);
+    while (n >= 16) {
+        x0 = fold128(x0, k, _mm_loadu_si128((const __m128i *)p));
+        p += 16;
+        n -= 16;
+    }
+    return finish16(x0, p, n);
+}
+#endif /* ROCE_CRC32_X86 */
+
+typedef uint16_t (*crc16_kernel_fn)(uint16_t, const unsigned char *, size_t);
+
+static const struct {
+    const char *name;
+    crc16_kernel_fn fn;
+    int (*supported)(void);
+} crc16_kernels[] = {
+#ifdef ROCE_CRC32_X86
+    {"pclmulqdq-sse4", crc16_pclmul, cpu_has_pclmul},
+#endif
+    {"slice-by-8", crc16_sb8, cpu_always},
+};
+#define N_KERNELS16 ((int)(sizeof(crc16_kernels) / sizeof(crc16_kernels[0])))
+static int crc16_active; /* index + 1 of the kernel in use; 0 before setup */
+
+static int crc16_auto_select(void)
+{
+    int i;
+    for (i = 0; i < N_KERNELS16 - 1; i++)
+        if (crc16_kernels[i].supported())
+            break;
+    return i + 1;
+}
+
+void roce_crc16r_setup(uint16_t poly)
+{
+    unsigned i, k;
+    for (i = 0; i < 256; i++) {
+        unsigned c = i;
+        for (k = 0; k < 8; k++)
+            c = (c >> 1) ^ ((unsigned)poly & (0u - (c & 1u)));
+        c16_tab[0][i] = (uint16_t)c;
+    }
+    for (k = 1; k < 8; k++)
+        for (i = 0; i < 256; i++)
+            c16_tab[k][i] = (uint16_t)((c16_tab[k - 1][i] >> 8) ^
+                                       c16_tab[0][c16_tab[k - 1][i] & 0xffu]);
+    c16_poly = poly;
+#ifdef ROCE_CRC32_X86
+    {
+        static const unsigned f[4] = {512, 384, 256, 128};
+        for (i = 0; i < 4; i++) {
+            c16_k[2 * i] = c16_xpow(f[i] + 63);
+            c16_k[2 * i + 1] = c16_xpow(f[i] - 1);
+        }
+    }
+#endif
+    crc16_active = crc16_auto_select();
+}
+
+uint16_t roce_crc16r(uint16_t reg, const unsigned char *buf, size_t len)
+{
+    if (len == 0 || crc16_active == 0)
+        return reg;
+    return crc16_kernels[crc16_active - 1].fn(reg, buf, len);
+}
+
+const char *roce_crc16r_impl(void)
+{
+    return crc16_active ? crc16_kernels[crc16_active - 1].name : "none";
+}
+
+void roce_crc16r_force(const char *name)
+{
+    int i;
+    if (crc16_active == 0)
+        return;
+    if (name == NULL) {
+        crc16_active = crc16_auto_select();
+        return;
+    }
+    for (i = 0; i < N_KERNELS16; i++)
+        if (strcmp(name, crc16_kernels[i].name) == 0 && crc16_kernels[i].supported())
+            crc16_active = i + 1;
+}

@@ -1,5 +1,6 @@
 /*
- * _crc32.h - fast CRC-32 (zlib / Ethernet / gzip polynomial) for the RoCEv2 ICRC.
+ * _crc32.h - fast CRC-32 (zlib / Ethernet / gzip polynomial) for the RoCEv2 ICRC,
+ * and a fast reflected CRC-16 for InfiniBand's VCRC and LPCRC.
  *
  * CRC parameters: reflected polynomial 0xEDB88320, initial value ~0, final xor ~0.
  * roce_crc32() has exactly the semantics of zlib's crc32(): start with crc = 0,
@@ -33,6 +34,25 @@ const char *roce_crc32_impl(void);
  * names and kernels the CPU cannot run are ignored.  NULL restores the
  * automatic choice. */
 void roce_crc32_force(const char *name);
+
+/*
+ * Reflected CRC-16 (InfiniBand's VCRC and LPCRC, IBA 7.8.2).  The polynomial is
+ * the caller's: roce_crc16r_setup() builds the tables and folding constants of
+ * the bit-reflected polynomial `poly` (0xD008 for IBA's 0x100B) and must run
+ * once before roce_crc16r() (roce.families.ib.crc hands it the polynomial at
+ * import).  roce_crc16r() works on the raw register: `reg` in (the initial
+ * value to start), the register after buf[0..len) out, with no final xor or
+ * byte order applied.  Kernels, chosen at run time:
+ *   "pclmulqdq-sse4"  x86-64, PCLMULQDQ + SSE4.1, folds 4 x 128 bits per step
+ *   "slice-by-8"      portable table-driven kernel
+ */
+void roce_crc16r_setup(uint16_t poly);
+uint16_t roce_crc16r(uint16_t reg, const unsigned char *buf, size_t len);
+
+/* Name of the CRC-16 kernel in use; force one by name (testing aid, as for
+ * the CRC-32: unknown or unsupported names are ignored, NULL is automatic). */
+const char *roce_crc16r_impl(void);
+void roce_crc16r_force(const char *name);
 
 #ifdef __cplusplus
 }

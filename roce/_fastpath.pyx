@@ -35,6 +35,10 @@ cdef extern from "_crc32.h":
     uint32_t roce_crc32(uint32_t crc, const unsigned char *buf, size_t len) nogil
     const char *roce_crc32_impl()
     void roce_crc32_force(const char *name)
+    void roce_crc16r_setup(uint16_t poly)
+    uint16_t roce_crc16r(uint16_t reg, const unsigned char *buf, size_t len) nogil
+    const char *roce_crc16r_impl()
+    void roce_crc16r_force(const char *name)
 
 # -- configuration, filled by configure() ------------------------------------------------------
 

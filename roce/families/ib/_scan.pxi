@@ -1,46 +1,43 @@
 # Native InfiniBand in C: the bulk scan behind `roce decode`'s one-line path for link type
-# 247, and the VCRC.  Twins: roce.families.ib.native.scan_reference and roce.families.ib.crc.vcrc
-# (hypothesis tests in tests/test_families.py prove agreement).  The LRH field positions,
+# 247, and the VCRC (by _crc32.c's CRC-16, carry-less-multiply folding).  Twins:
+# roce.families.ib.native.scan_reference and roce.families.ib.crc.vcrc (hypothesis tests in
+# tests/test_families.py and tests/test_vcrc.py prove agreement).  The LRH field positions,
 # the VCRC polynomial and the VL mask come from roce.families (ib_configure); the BTH, GRH,
 # ETH plans and ICRC masks are the RoCE tables configure() loaded.
 
-cdef uint16_t VCRC_T[16][256]  # slicing-by-16: VCRC_T[k] advances a byte k places further
 cdef uint16_t VCRC_INIT_V = 0xFFFF
 cdef int IB_VCRC = 2
 cdef bint IB_VCRC_READY = False
 
 
 def ib_configure(dict cfg):
-    """Receive the VCRC table (roce.families.ib.crc) and the VCRC size."""
+    """Receive the VCRC's polynomial (bit-reflected), initial value and size
+    (roce.families.ib.crc); the CRC-16 kernels of _crc32.c derive their tables and folding
+    constants from the polynomial."""
     global VCRC_INIT_V, IB_VCRC, IB_VCRC_READY
-    cdef int i, k
-    for i, v in enumerate(cfg["vcrc_table"]):
-        VCRC_T[0][i] = v
-    for k in range(1, 16):
-        for i in range(256):
-            VCRC_T[k][i] = (VCRC_T[k - 1][i] >> 8) ^ VCRC_T[0][VCRC_T[k - 1][i] & 0xFF]
+    roce_crc16r_setup(cfg["vcrc_poly"])
     VCRC_INIT_V = cfg["vcrc_init"]
     IB_VCRC = cfg["vcrc_size"]
     IB_VCRC_READY = True
 
 
 cdef inline uint16_t vcrc_raw(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef uint16_t c = VCRC_INIT_V
-    cdef Py_ssize_t i = 0
-    while n - i >= 16:  # sixteen bytes a step (the table-driven byte loop, unrolled by tables)
-        c ^= <uint16_t>(p[i] | (p[i + 1] << 8))
-        c = (VCRC_T[15][c & 0xFF] ^ VCRC_T[14][c >> 8] ^ VCRC_T[13][p[i + 2]]
-             ^ VCRC_T[12][p[i + 3]] ^ VCRC_T[11][p[i + 4]] ^ VCRC_T[10][p[i + 5]]
-             ^ VCRC_T[9][p[i + 6]] ^ VCRC_T[8][p[i + 7]] ^ VCRC_T[7][p[i + 8]]
-             ^ VCRC_T[6][p[i + 9]] ^ VCRC_T[5][p[i + 10]] ^ VCRC_T[4][p[i + 11]]
-             ^ VCRC_T[3][p[i + 12]] ^ VCRC_T[2][p[i + 13]] ^ VCRC_T[1][p[i + 14]]
-             ^ VCRC_T[0][p[i + 15]])
-        i += 16
-    while i < n:
-        c = VCRC_T[0][(c ^ p[i]) & 0xFF] ^ (c >> 8)
-        i += 1
-    c ^= 0xFFFF
+    cdef uint16_t c = roce_crc16r(VCRC_INIT_V, p, n) ^ 0xFFFF
     return <uint16_t>(((c & 0xFF) << 8) | (c >> 8))  # stored little-endian, read big-endian
+
+
+def vcrc_impl():
+    """Name of the CRC-16 (VCRC) kernel in use."""
+    return roce_crc16r_impl().decode()
+
+
+def vcrc_force(name):
+    """Testing aid: force a CRC-16 (VCRC) kernel by name (None: automatic)."""
+    if name is None:
+        roce_crc16r_force(NULL)
+    else:
+        b = name.encode()
+        roce_crc16r_force(b)
 
 
 def ib_vcrc(const uint8_t[::1] data):

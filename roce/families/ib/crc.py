@@ -72,12 +72,12 @@ def trailer(icrc_value: int, vcrc_value: int | None = None) -> bytes:
 
 
 def _configure() -> None:
-    """Hand the fast path the VCRC table (its ``ib_vcrc``, the IB scan and the flow engine
-    check VCRCs with it)."""
+    """Hand the fast path the VCRC's polynomial (its ``ib_vcrc``, the IB scan and the flow
+    engine check VCRCs by _crc32.c's CRC-16 of it; ``vcrc`` here is the reference)."""
     from roce import fast
 
     if fast._ext is not None:
-        fast._ext.ib_configure({"vcrc_table": list(VCRC_TABLE), "vcrc_init": VCRC_INIT,
+        fast._ext.ib_configure({"vcrc_poly": VCRC_POLY_REFLECTED, "vcrc_init": VCRC_INIT,
                                 "vcrc_size": VCRC_SIZE})
 
 
