@@ -101,7 +101,9 @@ MODULES = (
 # Classes compiled as extension types, by module.  Per class: "attr": "T" types an attribute,
 # "method.name": "T" an argument or a local of that method (T: a class of this table or of
 # C_TYPES, reached in C once typed); "method": "def" keeps a method a plain def.  Every other
-# method without a closure, a generator or a decorator becomes ``cpdef``.
+# method without a closure, a generator or a decorator becomes ``cpdef``.  A class has no base,
+# or one class of this table (an override of its ``cpdef`` method must compile as ``cpdef``
+# too: the same arguments, no closure or generator).
 CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # ``at`` is handed around as a bound method (``PfcSender``); Cython cannot take a cpdef
     # method with optional arguments as a value from a typed object
@@ -153,6 +155,13 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
                                  "receive.qp": "QueuePair", "pull.qp": "QueuePair",
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
+    # a Nic with an InfiniBand port; ``_slot_ready`` and ``_ccti_timer`` are handed on as
+    # bound methods (to the VL arbiter, to the event loop)
+    "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl",
+                                "arbiter": "VlArbiter", "framer": "Framer",
+                                "receive.cr": "Credits", "pull.cr": "Credits",
+                                "next_tx.cr": "Credits", "_slot_ready": "def",
+                                "_ccti_timer": "def"}},
     "roce.emu.uet.pds": {
         "Pdc": {}, "Sent": {}, "Out": {"pdc": "Pdc"},
         "Pds": {"pull.pdc": "Pdc", "deadline.pdc": "Pdc", "on_timer.pdc": "Pdc",
@@ -383,8 +392,14 @@ def pxd_text(module: str, source: str) -> str:
     used: set[str] = set()
     for name, typed in CLASSES[module].items():
         node = classes.get(name)
-        if node is None or node.bases:
-            raise ValueError(f"{module}.{name}: no such class without bases")
+        if node is None:
+            raise ValueError(f"{module}.{name}: no such class")
+        # a base is one extension type of CLASSES (its attributes and methods are its own)
+        bases = [b.id if isinstance(b, ast.Name) else "" for b in node.bases]
+        if len(bases) > 1 or any(b not in owner or b in C_TYPES for b in bases):
+            raise ValueError(f"{module}.{name}: a compiled class has no base or one class of "
+                             "CLASSES")
+        used.update(bases)
         attrs = _attributes(node)
         methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
         plain: set[str] = set()  # methods kept def
@@ -405,7 +420,7 @@ def pxd_text(module: str, source: str) -> str:
             used.add(t)
             if var:
                 var_types.setdefault(meth, {})[var] = t
-        body.append(f"\ncdef class {name}:")
+        body.append(f"\ncdef class {name}{''.join(f'({b})' for b in bases)}:")
         body += [f"    cdef public {typed.get(a, 'object')} {a}" for a in attrs]
         for meth, fn in methods.items():
             if meth in plain or not _compilable(fn):

@@ -31,7 +31,7 @@ def test_every_class_is_declared_from_its_module() -> None:
         text = _compiled.pxd_text(module, _source(module))
         assert text.startswith(_compiled.PXD_HEADER)
         for name in classes:
-            assert f"\ncdef class {name}:\n" in text
+            assert f"\ncdef class {name}:\n" in text or f"\ncdef class {name}(" in text
 
 
 def test_declarations_follow_the_source_and_the_table() -> None:
@@ -68,6 +68,15 @@ class Port:
 class Loose:
     def run(self):
         self.x = 1
+
+class FastPort(Port):
+    __slots__ = ("lane",)
+
+    def pull(self, now, extra=None):
+        return self.lane
+
+class Twice(Port, Stats):
+    __slots__ = ()
 '''
 
 
@@ -94,7 +103,17 @@ def test_generator_output_for_a_small_module(monkeypatch: pytest.MonkeyPatch) ->
     ]
 
 
+def test_generator_declares_a_subclass_of_a_class_of_the_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _with_table(monkeypatch, {"Stats": {}, "Port": {}, "FastPort": {"lane": "Stats"}})
+    assert "\ncdef class FastPort(Port):\n    cdef public Stats lane\n" \
+           "    cpdef pull(self, now, extra=*)\n" in text  # its own attributes only
+
+
 @pytest.mark.parametrize("table, message", [
+    ({"FastPort": {}}, "FastPort: a compiled class has no base or one class of CLASSES"),
+    ({"Port": {}, "Stats": {}, "Twice": {}},
+     "Twice: a compiled class has no base or one class of CLASSES"),
     ({"Loose": {}}, "Loose: a compiled class lists its attributes in __slots__"),
     ({"Port": {"stats": "Nothing"}}, "Port: stats typed Nothing, not a class of CLASSES"),
     ({"Stats": {}, "Port": {"pull.nope": "Stats"}}, "Port: pull.nope names nothing there"),

@@ -51,8 +51,13 @@ HELD = 1 << 62  # a priority held for credit: "until" far past any run (never a 
 class Hca(Nic):
     """A ``Nic`` whose port speaks InfiniBand's link layer (module docstring)."""
 
+    # the refresh timer's deadline is the Nic's ``_timer_at``
+    __slots__ = ("ib_config", "framer", "credits", "sl2vl", "arbiter", "slots", "ib_recorders",
+                 "erf_tap", "overflows", "bad_crc", "cc_agent", "cnps", "cnps_sent",
+                 "fecn_received")
+
     def __init__(self, net: Any, ctx: Any, classifier: Any, config: Any) -> None:
-        super().__init__(net, ctx, classifier)
+        Nic.__init__(self, net, ctx, classifier)
         self.pfc = False  # InfiniBand has no PFC: credits
         self.ib_config = config
         self.framer: Framer | None = None  # the subnet's addresses (``build``)
@@ -71,7 +76,7 @@ class Hca(Nic):
         self.fecn_received = 0
 
     def attach(self, wire: Any) -> None:
-        super().attach(wire)
+        Nic.attach(self, wire)
         cfg = self.ib_config
         self.credits = cfg.credits(wire)
         if cfg.cc is not None:
@@ -146,8 +151,7 @@ class Hca(Nic):
             sl = self._sl(frame)
             vl = self.sl2vl[sl]
             packet = self.framer.to_ib(frame, sl, vl)
-            if slots[vl] is None and cr.may_send(vl, len(packet)) and not any(
-                    s is not None for s in slots):
+            if not any(slots) and cr.may_send(vl, len(packet)):  # no packet waits
                 return self._send(now, vl, packet)
             if slots[vl] is None:
                 slots[vl] = packet
@@ -224,8 +228,10 @@ class Hca(Nic):
         if cr.owed or (self.cnps and cr.may_send(self.cnps[0][0] >> 4, len(self.cnps[0]))):
             return now
         slots = self.slots
-        if any(s is not None and cr.may_send(v, len(s)) for v, s in enumerate(slots)):
-            return now
+        for vl in range(len(slots)):
+            s = slots[vl]
+            if s is not None and cr.may_send(vl, len(s)):
+                return now
         t = Nic.next_tx(self, now)
         return None if t is None or t >= HELD else t
 

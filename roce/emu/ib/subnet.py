@@ -100,7 +100,8 @@ def build(t: Topology, o: NetOptions, cfg: IbConfig, tclass: int = 0) -> Network
             w = Wire(net, src, dst, rate, delay, Faults(lc, net.child_rng()),
                      f"{src.name}->{dst.name}")
             src.attach(w)
-            src.peer = dst if isinstance(src, IbPort) else None
+            if isinstance(src, IbPort):
+                src.peer = dst
             net.wires.append(w)
     lids = assign_lids(list(t.hosts), cfg.lmc)
     routes = compute(list(t.hosts), t.switches, t.links, lids, cfg.routing, cfg.lmc)
