@@ -25,8 +25,10 @@ from roce.emu.net import topology as topo
 from roce.emu.net.runner import NetRun
 from roce.emu.scenario import Scenario
 from roce.families import erf
+from roce.families.ib import crc as ibcrc
 from roce.families.ib import flowcontrol as link
 from roce.families.ib import native as ib
+from roce.locate import L3_LRH
 from roce.pcapio import PcapWriter, open_capture
 
 
@@ -515,3 +517,49 @@ def test_the_tap_read_back_by_roce_decode_matches_the_credits_and_counters(
     assert counts == {("fc", 0): port["fc_sent"], ("fc", 1): port["fc_received"],
                       ("data", 0): port["tx_frames"], ("data", 1): port["rx_frames"]}
     assert port["tx_frames"] > 40 and port["fc_received"] > 3
+
+
+def test_every_corrupted_packet_into_an_hca_is_caught_and_counted() -> None:
+    """Corruption on every link: each data packet an HCA receives whose VCRC or ICRC is wrong
+    (by the table-driven references of roce.families.ib.crc) is dropped and counted in
+    ``bad_crc``, one on a VL the port does not run in ``overflows``, and each flow-control
+    packet whose LPCRC is wrong in ``bad_lpcrc``: the fast checks miss none and invent none."""
+    run = _run("incast:3", count=6, corrupt=0.02, seed=5)
+    taps = {}
+    for name, hca in run.net.hosts.items():
+        hca.erf_tap = taps[name] = Frames()
+    run.run()
+    caught = 0
+    for name, hca in run.net.hosts.items():
+        bad = wrong_vl = bad_fc = 0
+        for _, p in _blocks_by_vl(taps[name].frames, received=True):
+            if len(p) == link.SIZE:
+                bad_fc += ibcrc.vcrc(p[:4]) != int.from_bytes(p[4:6], "big")
+                continue
+            if p[0] >> 4 >= hca.credits.vls:
+                wrong_vl += 1
+                continue
+            end = len(p) - 2
+            icrc_off = end - 4
+            ok = (ibcrc.vcrc(p[:end]) == int.from_bytes(p[end:], "big")
+                  and ibcrc.icrc(p, L3_LRH, ib.LRH_SIZE, icrc_off)
+                  == int.from_bytes(p[icrc_off:end], "big"))
+            bad += not ok
+        assert (hca.bad_crc, hca.overflows, hca.credits.bad_lpcrc) == (bad, wrong_vl, bad_fc)
+        caught += bad
+    assert caught > 0  # the run did corrupt packets that reached an HCA
+
+
+@given(st.binary(min_size=12, max_size=300), st.integers(min_value=0))
+def test_a_flipped_bit_anywhere_is_refused_by_the_hca(transport: bytes, bit: int) -> None:
+    fr = framing.Framer(3, "10.0.0.1", {}, {5: "10.0.0.2"}, "02:00:00:00:00:01",
+                        "02:00:00:00:00:02", 0)
+    packet = fr.packet(transport, 0, 0, 3)
+    peer = bytearray(packet)
+    peer[6:8] = (5).to_bytes(2, "big")  # from LID 5, whose address the framer knows
+    peer = framing.frame_reference(bytes(peer[:8]), transport)
+    assert fr.to_roce(peer) is not None
+    bit %= len(peer) * 8
+    flipped = bytearray(peer)
+    flipped[bit // 8] ^= 0x80 >> (bit % 8)
+    assert fr.to_roce(bytes(flipped)) is None

@@ -167,10 +167,10 @@ class Credits:
         FCCL as the limit.  False when its LPCRC is wrong or it names a VL this port does
         not run (ignored, as a corrupted link packet is)."""
         self.packets_received += 1
-        if not link.valid(packet):
+        word = link.checked_word_fast(packet)
+        if word < 0:
             self.bad_lpcrc += 1
             return False
-        word = int.from_bytes(packet[:4], "big")
         vl = (word >> 12) & 0xF
         if vl >= self.vls:
             return False

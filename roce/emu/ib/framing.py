@@ -44,6 +44,34 @@ def lrh(vl: int, sl: int, dlid: int, pktlen: int, slid: int) -> bytes:
     return _LRH.pack(vl << 4, sl << 4 | LNH_LOCAL, dlid, pktlen & 0x7FF, slid)
 
 
+def frame_reference(lrh_bytes: bytes, transport: bytes) -> bytes:
+    """The native InfiniBand packet of an LRH (IBA local) and ``transport`` (BTH through
+    pad): LRH, transport, the ICRC by IBA's LRH rule, the VCRC (``roce.families.ib``)."""
+    end = len(lrh_bytes) + len(transport)
+    pkt = lrh_bytes + transport + bytes(ICRC)  # the ICRC's walk needs its place
+    out = bytearray(pkt)
+    out[end:] = fast.icrc_at(pkt, 0, L3_LRH, LRH_SIZE, LRH_SIZE, end).to_bytes(4, "big")
+    out += ibcrc.vcrc(out).to_bytes(2, "big")
+    return bytes(out)
+
+
+def frame_ok_reference(packet: bytes) -> bool:
+    """Whether ``packet``'s VCRC, then its ICRC (IBA's LRH rule), are right: what an HCA
+    checks of every packet it receives."""
+    end = len(packet) - VCRC
+    if ibcrc.vcrc(memoryview(packet)[:end]) != int.from_bytes(packet[end:], "big"):
+        return False
+    icrc_off = end - ICRC
+    return fast.icrc_at(packet, 0, L3_LRH, LRH_SIZE, LRH_SIZE, icrc_off) == int.from_bytes(
+        packet[icrc_off:end], "big")
+
+
+# the two per packet, in C when the fast path is built (tests/test_ib_fast.py holds them to
+# the references)
+_frame = frame_reference if fast._ext is None else fast._ext.ib_frame
+_frame_ok = frame_ok_reference if fast._ext is None else fast._ext.ib_frame_ok
+
+
 def vcrc(data: bytes) -> int:
     """The VCRC of LRH through ICRC (``roce.families.ib.crc.vcrc``, compiled when built)."""
     return _vcrc(data)
@@ -113,26 +141,15 @@ class Framer:
         """The native InfiniBand packet of ``transport`` (BTH through pad) from here to
         ``dlid``, from the LID of path ``bits``: LRH, ICRC, VCRC."""
         total = LRH_SIZE + len(transport) + ICRC
-        # the ICRC's walk needs bytes: LRH and transport, the ICRC's place, once
-        pkt = b"".join((lrh(vl, sl, dlid, total // LRH_WORD, self.lid | bits), transport,
-                        b"\0\0\0\0"))
-        end = total - ICRC
-        out = bytearray(pkt)
-        out[end:] = fast.icrc_at(pkt, 0, L3_LRH, LRH_SIZE, LRH_SIZE, end).to_bytes(4, "big")
-        out += _vcrc(out).to_bytes(2, "big")
-        return bytes(out)
+        return _frame(lrh(vl, sl, dlid, total // LRH_WORD, self.lid | bits), transport)
 
     def to_roce(self, packet: bytes) -> bytes | None:
         """The RoCEv2 frame the device reads for an InfiniBand packet addressed here; None
         for one whose CRCs are wrong or whose source is not in the subnet (dropped, as an
         HCA drops it)."""
-        end = len(packet) - VCRC
-        if _vcrc(memoryview(packet)[:end]) != int.from_bytes(packet[end:], "big"):
+        if not _frame_ok(packet):
             return None
-        icrc_off = end - ICRC
-        if fast.icrc_at(packet, 0, L3_LRH, LRH_SIZE, LRH_SIZE, icrc_off) != int.from_bytes(
-                packet[icrc_off:end], "big"):
-            return None
+        icrc_off = len(packet) - VCRC - ICRC
         slid = int.from_bytes(packet[6:8], "big") & ~self.paths
         b = self._builders.get(slid)
         if b is None:
@@ -150,4 +167,5 @@ def packed(ip: str) -> bytes:
     return ipaddress.IPv4Address(ip).packed
 
 
-__all__ = ["BTH_BYTE4", "Framer", "packed", "set_bits", "set_vl", "vcrc"]
+__all__ = ["BTH_BYTE4", "Framer", "frame_ok_reference", "frame_reference", "packed", "set_bits",
+           "set_vl", "vcrc"]

@@ -139,7 +139,11 @@ class Hca(Nic):
                 return self._send(now, vl, cnps.popleft())
         slots = self.slots
         while True:
-            vl = self.arbiter.pick(self._slot_ready)
+            if any(slots):
+                vl = self.arbiter.pick(self._slot_ready)
+            else:  # nothing waits: the arbiter passes its turn as a pick that finds none
+                self.arbiter.idle()
+                vl = None
             if vl is not None:
                 frame = slots[vl]
                 slots[vl] = None

@@ -62,6 +62,12 @@ class _Table:
             self.left = self.entries[self.at][1] * BLOCK
         return None
 
+    def idle(self) -> None:
+        """What ``pick`` does when no VL is ready: every entry tried in turn, the one after
+        the current entry is current, with its whole weight."""
+        self.at = (self.at + 1) % len(self.entries)
+        self.left = self.entries[self.at][1] * BLOCK
+
     def charge(self, nbytes: int) -> None:
         self.left -= nbytes
 
@@ -105,6 +111,14 @@ class VlArbiter:
             self._last = self.high if vl is not None else None
             return vl
         return None
+
+    def idle(self) -> None:
+        """What ``pick`` does when ``ready`` says no for every VL, without asking it (a port
+        with nothing waiting): each table's turn passes."""
+        if self.high.entries:
+            self.high.idle()
+        if self.low.entries:
+            self.low.idle()
 
     def charge(self, nbytes: int) -> None:
         """The packet ``pick`` chose went: it uses its entry's weight."""

@@ -47,6 +47,66 @@ def ib_vcrc(const uint8_t[::1] data):
     return vcrc_raw(&data[0], data.shape[0])
 
 
+def ib_link_packet(uint32_t word):
+    """A link packet's six bytes: ``word`` big-endian, then its LPCRC (the VCRC's CRC-16 over
+    those four bytes, read big-endian).  Twin of roce.families.ib.flowcontrol.packet."""
+    cdef uint8_t b[6]
+    cdef uint16_t c
+    b[0] = word >> 24
+    b[1] = (word >> 16) & 0xFF
+    b[2] = (word >> 8) & 0xFF
+    b[3] = word & 0xFF
+    c = vcrc_raw(b, 4)
+    b[4] = c >> 8
+    b[5] = c & 0xFF
+    return PyBytes_FromStringAndSize(<const char *>b, 6)
+
+
+def ib_link_word(const uint8_t[::1] p):
+    """The first four bytes of the link packet ``p`` as a big-endian word when its LPCRC is
+    right; -1 when it is wrong or ``p`` is shorter than a link packet.  Twin of
+    roce.families.ib.flowcontrol.checked_word."""
+    if p.shape[0] < 6 or vcrc_raw(&p[0], 4) != ((<uint16_t>p[4] << 8) | p[5]):
+        return -1
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+def ib_frame(const uint8_t[::1] lrh, const uint8_t[::1] transport):
+    """An InfiniBand packet: the LRH (IBA local: BTH follows), ``transport`` (BTH through
+    pad), the ICRC by IBA's LRH rule and the VCRC.  Twin of
+    roce.emu.ib.framing.frame_reference."""
+    if lrh.shape[0] != IB_LRH or transport.shape[0] < SZ_BTH:
+        raise ValueError("ib_frame: an LRH of %d bytes and a transport from a BTH" % IB_LRH)
+    cdef Py_ssize_t t = transport.shape[0], end = IB_LRH + t + 4
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, end + IB_VCRC)
+    cdef uint8_t *q = <uint8_t *>PyBytes_AS_STRING(out)
+    cdef uint32_t crc
+    cdef uint16_t v
+    memcpy(q, &lrh[0], IB_LRH)
+    memcpy(q + IB_LRH, &transport[0], t)
+    crc = ib_icrc_raw(q, False, IB_LRH, end - 4)
+    q[end - 4] = crc & 0xFF  # the ICRC is stored little-endian
+    q[end - 3] = (crc >> 8) & 0xFF
+    q[end - 2] = (crc >> 16) & 0xFF
+    q[end - 1] = crc >> 24
+    v = vcrc_raw(q, end)
+    q[end] = v >> 8
+    q[end + 1] = v & 0xFF
+    return out
+
+
+def ib_frame_ok(bytes packet):
+    """Whether the VCRC and then the ICRC (by IBA's LRH rule, BTH after the LRH, whatever
+    its LNH says) of ``packet`` are right.  Twin of roce.emu.ib.framing.frame_ok_reference."""
+    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(packet)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(packet), end = n - IB_VCRC
+    if end < 0 or vcrc_raw(p, end) != ((<uint16_t>p[end] << 8) | p[end + 1]):
+        return False
+    if end - 4 < IB_LRH + SZ_BTH:
+        raise ValueError("ib_frame_ok: a packet shorter than an LRH, a BTH and the CRCs")
+    return bswap32(ib_icrc_raw(p, False, IB_LRH, end - 4)) == stored(p, end - 4)
+
+
 cdef uint32_t ib_icrc_raw(const uint8_t *p, bint grh, int bth_off, int icrc_off) noexcept nogil:
     cdef uint8_t buf[8 + 40 + 12]
     cdef int i, k

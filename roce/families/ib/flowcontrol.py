@@ -26,6 +26,8 @@ flow-control packet names a data VL, 0-14.
 
 from __future__ import annotations
 
+from typing import Any
+
 from construct import BitsInteger, BitStruct
 
 from roce.errors import DecodeError
@@ -56,15 +58,41 @@ def lpcrc(first4: bytes) -> int:
     return vcrc_fast(first4)
 
 
+def packet(word: int) -> bytes:
+    """A flow-control packet of its first four bytes, ``word`` (big-endian): the word, then
+    its LPCRC."""
+    head = word.to_bytes(4, "big")
+    return head + lpcrc(head).to_bytes(2, "big")
+
+
+def checked_word(data: bytes) -> int:
+    """The first four bytes of the flow-control packet ``data`` as a big-endian word when
+    its LPCRC is right; -1 when it is wrong or ``data`` is shorter than a packet."""
+    if len(data) < SIZE or not valid(data):
+        return -1
+    return int.from_bytes(data[:CRC_COVERS], "big")
+
+
+def _fast() -> tuple[Any, Any]:
+    from roce import fast
+
+    if fast._ext is None:
+        return packet, checked_word
+    return fast._ext.ib_link_packet, fast._ext.ib_link_word
+
+
+# the two per link packet (the emulator builds and reads one per data packet-hop or so), in
+# C when the fast path is built (tests/test_ib_fast.py holds them to the two above)
+packet_fast, checked_word_fast = _fast()
+
+
 def build(vl: int, fctbs: int, fccl: int, op: int = OP_NORMAL) -> bytes:
     """The 6 bytes of a flow-control packet; FCTBS and FCCL are taken mod 4096."""
     if not 0 <= vl <= MAX_VL:
         raise ValueError(f"flow control names a data VL 0-{MAX_VL}, not {vl}")
     # the layout of FLOW_CONTROL, packed as one word (a packet per data packet-hop: the
     # emulator builds many; tests/test_ib_link.py decodes it by the Construct layout)
-    head = ((op & 0xF) << 28 | (fctbs % MODULUS) << 16 | vl << 12 | fccl % MODULUS
-            ).to_bytes(4, "big")
-    return head + vcrc_fast(head).to_bytes(2, "big")
+    return packet_fast((op & 0xF) << 28 | (fctbs % MODULUS) << 16 | vl << 12 | fccl % MODULUS)
 
 
 def decode(data: bytes, off: int = 0) -> dict:
@@ -85,4 +113,5 @@ def valid(data: bytes, off: int = 0) -> bool:
 
 
 __all__ = ["BLOCK", "FIELDS", "FLOW_CONTROL", "MODULUS", "OP_INIT", "OP_NORMAL", "SIZE",
-           "MAX_VL", "build", "decode", "lpcrc", "valid"]
+           "MAX_VL", "build", "checked_word", "checked_word_fast", "decode", "lpcrc", "packet",
+           "packet_fast", "valid"]
