@@ -127,10 +127,9 @@ class Hca(Nic):
             self.wire.kick(now)  # the flow-control packet owed
 
     def pull(self, now: int) -> bytes | None:
-        pkt = link_packet(self, now)
-        if pkt is not None:
-            return pkt
         cr = self.credits
+        if cr.owed:  # (``link_packet`` has one exactly then)
+            return link_packet(self, now)
         cnps = self.cnps
         if cnps and not any(self.slots):
             vl = cnps[0][0] >> 4

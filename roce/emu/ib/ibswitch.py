@@ -134,10 +134,9 @@ class IbPort:
         self.wire.kick(now)
 
     def pull(self, now: int) -> bytes | None:
-        pkt = link_packet(self, now)
-        if pkt is not None:
-            return pkt
         cr = self.credits
+        if cr.owed:  # (``link_packet`` has one exactly then)
+            return link_packet(self, now)
         queues = self.queues
         busy = self.busy
         if not busy:
@@ -169,7 +168,8 @@ class IbPort:
         inp.wire.kick(now)
         if self._timer_at is None:
             wake_refresh(self, now)
-        frame = set_vl(frame, vl)
+        if frame[0] >> 4 != vl:
+            frame = set_vl(frame, vl)
         cc = self.switch.config.cc
         victim, self.starved = self.starved, False
         if cc is not None and self.queued_bytes + n > cc.threshold_bytes and \
