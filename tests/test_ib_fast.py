@@ -11,10 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roce import fast
+from roce.emu.core import frames
 from roce.emu.ib import framing
+from roce.emu.ib.ibrun import IbRun
 from roce.emu.ib.vltables import VlArbiter
+from roce.emu.net.runner import NetRun
+from roce.emu.scenario import Scenario
 from roce.families.ib import crc as ibcrc
 from roce.families.ib import flowcontrol as link
+from roce.opcodes import OPCODES
 
 _ext = fast._ext
 needs_ext = pytest.mark.skipif(_ext is None, reason="compiled fast path not built")
@@ -106,3 +111,21 @@ def test_idle_is_a_pick_that_finds_nothing(high: list, low: list, limit: int,
                 None if x._last is None else x._last is x.high)
 
     assert state(a) == state(b)
+
+
+def test_the_device_checks_the_icrc_unless_the_port_built_it_after_checking() -> None:
+    """An Ethernet NIC's device drops a frame whose ICRC is wrong; an HCA checks the
+    InfiniBand packet's CRCs in ``Framer.to_roce`` and makes the RoCE ICRC itself, so its
+    device does not compute that ICRC again (a corrupted packet is still caught there:
+    tests/test_emu_ib.py)."""
+    b = frames.FrameBuilder(frames.Path(smac="02:00:00:00:00:01", dmac="02:00:00:00:00:02",
+                                        sip="10.0.0.1", dip="10.0.0.2"), 0)
+    frame = b.build(OPCODES[0x0A], 0x11, 7, {"reth": {"va": 0, "r_key": 1, "dma_len": 4}},
+                    b"abcd")
+    bad = frame[:-1] + bytes([frame[-1] ^ 1])  # the ICRC's last byte
+    assert frames.receive(frame)[0] == 0 and frames.receive(bad) == (-1, None)
+    status, pkt = frames.receive(bad, icrc_checked=True)
+    assert status == 0 and pkt is not None and pkt.psn == 7
+    hca = IbRun(Scenario(topology="incast:2", protocol="ib", count=1)).net.hosts["r"]
+    assert hca.icrc_checked and not NetRun(Scenario(topology="incast:2", count=1)
+                                           ).net.hosts["r"].icrc_checked

@@ -86,9 +86,10 @@ class Device:
 
     # -- the sans-I/O surface --------------------------------------------------------------
 
-    def receive(self, now: int, frame: bytes) -> None:
+    def receive(self, now: int, frame: bytes, icrc_checked: bool = False) -> None:
+        """A frame from the wire (``icrc_checked``: ``frames.receive``'s)."""
         self.counters.frames_in += 1
-        status, pkt = receive(frame)
+        status, pkt = receive(frame, icrc_checked)
         if pkt is None:
             if status == -1:
                 self.counters.icrc_drops += 1

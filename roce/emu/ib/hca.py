@@ -59,6 +59,7 @@ class Hca(Nic):
     def __init__(self, net: Any, ctx: Any, classifier: Any, config: Any) -> None:
         Nic.__init__(self, net, ctx, classifier)
         self.pfc = False  # InfiniBand has no PFC: credits
+        self.icrc_checked = True  # ``Framer.to_roce`` checked VCRC and ICRC, made the RoCE ICRC
         self.ib_config = config
         self.framer: Framer | None = None  # the subnet's addresses (``build``)
         self.credits: Credits | None = None

@@ -40,7 +40,7 @@ class Nic:
     __slots__ = ("net", "ctx", "name", "device", "mac", "classifier", "wire", "pause", "ctrl",
                  "pacers", "pacer_factory", "_prio", "_rings", "_rr_prio", "_busy", "_timer_at",
                  "_theap", "_tcache", "_kick_pending", "_held_until", "rx_frames", "tx_frames",
-                 "pfc_sent", "cc", "pfc", "tap")
+                 "pfc_sent", "cc", "pfc", "tap", "icrc_checked")
 
     def __init__(self, net: Any, ctx: Context, classifier: Classifier) -> None:
         self.net = net
@@ -76,6 +76,10 @@ class Nic:
         self.pfc_sent = 0
         self.pfc = True  # obey pause frames (PFC on at the peer; ``topology.build``)
         self.tap: Any = None  # a writer for what this port sends and receives
+        # the frames ``receive`` gets were built by this port after it checked the packets
+        # they came in, their ICRC with them (an InfiniBand HCA): the device does not check
+        # that ICRC again (roce.emu.core.frames.receive)
+        self.icrc_checked = False
         self.cc: Any = None  # roce.emu.cc.engine.CcDriver once congestion control is on
 
     def attach(self, wire: Any) -> None:
@@ -103,7 +107,7 @@ class Nic:
                 return  # a CNP: congestion control's, not the QP's
         dev = self.device
         dev.last_qp = None
-        dev.receive(now, frame)
+        dev.receive(now, frame, self.icrc_checked)
         if self._busy and not self.wire.busy:
             self.wire.kick(now)  # an ACK or response to send
         qp = dev.last_qp
