@@ -160,7 +160,9 @@ class Credits:
         self.packets_sent += 1
         self.batched.discard(vl)
         self.adv[vl] = fccl = self.fccl(vl)
-        return link.build(vl, self.fctbs[vl], fccl, op)
+        # ``link.build``'s word, packed here: VL, FCTBS and FCCL are in range by the rules
+        return link.packet_fast(op << link.OP_SHIFT | self.fctbs[vl] << link.FCTBS_SHIFT
+                                | vl << link.VL_SHIFT | fccl << link.FCCL_SHIFT)
 
     def on_packet(self, packet: bytes) -> bool:
         """A flow-control packet from the peer: resynchronize ABR to its FCTBS, take its
@@ -171,11 +173,11 @@ class Credits:
         if word < 0:
             self.bad_lpcrc += 1
             return False
-        vl = (word >> 12) & 0xF
+        vl = (word >> link.VL_SHIFT) & 0xF
         if vl >= self.vls:
             return False
-        self.abr[vl] = (word >> 16) & 0xFFF
-        self.limit[vl] = word & 0xFFF
+        self.abr[vl] = (word >> link.FCTBS_SHIFT) & (MOD - 1)
+        self.limit[vl] = (word >> link.FCCL_SHIFT) & (MOD - 1)
         return True
 
     # -- the refresh timer -------------------------------------------------------------

@@ -49,6 +49,8 @@ FLOW_CONTROL = BitStruct(
 )
 LAYOUT, _decode, _encode = define(PREFIX, FLOW_CONTROL)
 SIZE = LAYOUT.size  # 6
+# FLOW_CONTROL's first four bytes as one big-endian word: where each field starts (its low bit)
+OP_SHIFT, FCTBS_SHIFT, VL_SHIFT, FCCL_SHIFT = 28, 16, 12, 0
 CRC_COVERS = SIZE - 2  # the LPCRC covers the bytes before it
 FIELDS = (PREFIX, *(f"{PREFIX}.{f.name}" for f in LAYOUT.fields))
 
@@ -92,7 +94,8 @@ def build(vl: int, fctbs: int, fccl: int, op: int = OP_NORMAL) -> bytes:
         raise ValueError(f"flow control names a data VL 0-{MAX_VL}, not {vl}")
     # the layout of FLOW_CONTROL, packed as one word (a packet per data packet-hop: the
     # emulator builds many; tests/test_ib_link.py decodes it by the Construct layout)
-    return packet_fast((op & 0xF) << 28 | (fctbs % MODULUS) << 16 | vl << 12 | fccl % MODULUS)
+    return packet_fast((op & 0xF) << OP_SHIFT | (fctbs % MODULUS) << FCTBS_SHIFT
+                       | vl << VL_SHIFT | (fccl % MODULUS) << FCCL_SHIFT)
 
 
 def decode(data: bytes, off: int = 0) -> dict:
@@ -112,6 +115,6 @@ def valid(data: bytes, off: int = 0) -> bool:
         data[off + CRC_COVERS:off + SIZE], "big")
 
 
-__all__ = ["BLOCK", "FIELDS", "FLOW_CONTROL", "MODULUS", "OP_INIT", "OP_NORMAL", "SIZE",
-           "MAX_VL", "build", "checked_word", "checked_word_fast", "decode", "lpcrc", "packet",
-           "packet_fast", "valid"]
+__all__ = ["BLOCK", "FCCL_SHIFT", "FCTBS_SHIFT", "FIELDS", "FLOW_CONTROL", "MAX_VL", "MODULUS",
+           "OP_INIT", "OP_NORMAL", "OP_SHIFT", "SIZE", "VL_SHIFT", "build", "checked_word",
+           "checked_word_fast", "decode", "lpcrc", "packet", "packet_fast", "valid"]
