@@ -153,7 +153,7 @@ class Hca(Nic):
             if frame is None:
                 return None
             sl = self._sl(frame)
-            vl = self.sl2vl[sl]
+            vl = self.sl2vl.table[sl]  # (the table itself: per packet, no call)
             packet = self.framer.to_ib(frame, sl, vl)
             if not any(slots) and cr.may_send(vl, len(packet)):  # no packet waits
                 return self._send(now, vl, packet)
@@ -214,8 +214,9 @@ class Hca(Nic):
     def _hold(self, vl: int, until: int) -> None:
         """Hold (``HELD``) or free (0) the scheduler's priorities that map to ``vl``."""
         u = self.pause.until
+        table = self.sl2vl.table
         for prio in range(len(u)):
-            if self.sl2vl[prio] == vl:
+            if table[prio] == vl:
                 u[prio] = until
 
     def _send(self, now: int, vl: int, packet: bytes) -> bytes:

@@ -125,7 +125,7 @@ class IbPort:
         out.enqueue(now, frame, self, vl)
 
     def enqueue(self, now: int, frame: bytes, inp: IbPort, vl_in: int) -> None:
-        vl = self.sl2vl[frame[1] >> 4]
+        vl = self.sl2vl.table[frame[1] >> 4]  # (the table itself: per packet, no call)
         self.queues[vl].append((frame, inp, vl_in))
         self.busy.add(vl)
         self.queued_bytes += len(frame)
