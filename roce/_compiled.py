@@ -155,12 +155,12 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
                                  "receive.qp": "QueuePair", "pull.qp": "QueuePair",
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
-    # a Nic with an InfiniBand port; ``_slot_ready`` and ``_ccti_timer`` are handed on as
-    # bound methods (to the VL arbiter, to the event loop)
+    # a Nic with an InfiniBand port; ``_ccti_timer`` is handed on as a bound method (to the
+    # event loop)
     "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl",
                                 "arbiter": "VlArbiter", "framer": "Framer",
                                 "receive.cr": "Credits", "pull.cr": "Credits",
-                                "next_tx.cr": "Credits", "_slot_ready": "def",
+                                "next_tx.cr": "Credits", "_ready.cr": "Credits",
                                 "_ccti_timer": "def"}},
     "roce.emu.uet.pds": {
         "Pdc": {}, "Sent": {}, "Out": {"pdc": "Pdc"},

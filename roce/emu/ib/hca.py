@@ -140,7 +140,7 @@ class Hca(Nic):
         slots = self.slots
         while True:
             if any(slots):
-                vl = self.arbiter.pick(self._slot_ready)
+                vl = self.arbiter.pick(self._ready().__getitem__)
             else:  # nothing waits: the arbiter passes its turn as a pick that finds none
                 self.arbiter.idle()
                 vl = None
@@ -202,10 +202,17 @@ class Hca(Nic):
         if pacer is not None:
             pacer.rate_bps = self.cc_agent.rate_bps(qpn)
 
-    def _slot_ready(self, vl: int) -> bool:
-        """Whether ``vl``'s slot holds a packet the peer's credit lets go."""
-        s = self.slots[vl]
-        return s is not None and self.credits.may_send(vl, len(s))
+    def _ready(self) -> list[bool]:
+        """Per VL, whether its slot holds a packet the peer's credit lets go (the arbiter's
+        ``ready``, asked up front: ``may_send`` changes nothing)."""
+        slots = self.slots
+        cr = self.credits
+        out = [False] * len(slots)
+        for vl in range(len(slots)):
+            s = slots[vl]
+            if s is not None:
+                out[vl] = cr.may_send(vl, len(s))
+        return out
 
     def _sl(self, frame: bytes) -> int:
         """A frame's SL: the scheduler's priority for it (its traffic class, one map)."""
