@@ -77,6 +77,12 @@ class FastPort(Port):
 
 class Twice(Port, Stats):
     __slots__ = ()
+
+def helper(x, y=2):
+    return x + y
+
+def closure():
+    return lambda: 1
 '''
 
 
@@ -101,6 +107,15 @@ def test_generator_output_for_a_small_module(monkeypatch: pytest.MonkeyPatch) ->
         "    @cython.locals(st=Stats)",
         "    cpdef pull(self, now, extra=*)",
     ]
+
+
+def test_generator_declares_the_functions_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_compiled, "FUNCTIONS", {"pkg.mod": ("helper",)})
+    assert _with_table(monkeypatch, {"Stats": {}}).endswith("\ncpdef helper(x, y=*)\n")
+    for name in ("closure", "missing"):
+        monkeypatch.setattr(_compiled, "FUNCTIONS", {"pkg.mod": (name,)})
+        with pytest.raises(ValueError, match=f"pkg.mod.{name}: no such function that compiles"):
+            _with_table(monkeypatch, {"Stats": {}})
 
 
 def test_generator_declares_a_subclass_of_a_class_of_the_table(
