@@ -49,6 +49,10 @@ from roce.families.ib import flowcontrol as link
 
 BLOCK = link.BLOCK
 MOD = link.MODULUS
+# the flow-control packet's word and its two conversions (per packet: module globals here)
+OP_SHIFT, FCTBS_SHIFT = link.OP_SHIFT, link.FCTBS_SHIFT
+VL_SHIFT, FCCL_SHIFT = link.VL_SHIFT, link.FCCL_SHIFT
+_packet, _checked_word = link.packet_fast, link.checked_word_fast
 HALF = MOD // 2  # the most credit the counters can express at once (rule 2)
 REFRESH_SYMBOLS = 65_536  # IBA 7.9.4: the flow-control packet timer (rule 4)
 
@@ -161,23 +165,23 @@ class Credits:
         self.batched.discard(vl)
         self.adv[vl] = fccl = self.fccl(vl)
         # ``link.build``'s word, packed here: VL, FCTBS and FCCL are in range by the rules
-        return link.packet_fast(op << link.OP_SHIFT | self.fctbs[vl] << link.FCTBS_SHIFT
-                                | vl << link.VL_SHIFT | fccl << link.FCCL_SHIFT)
+        return _packet(op << OP_SHIFT | self.fctbs[vl] << FCTBS_SHIFT | vl << VL_SHIFT
+                       | fccl << FCCL_SHIFT)
 
     def on_packet(self, packet: bytes) -> bool:
         """A flow-control packet from the peer: resynchronize ABR to its FCTBS, take its
         FCCL as the limit.  False when its LPCRC is wrong or it names a VL this port does
         not run (ignored, as a corrupted link packet is)."""
         self.packets_received += 1
-        word = link.checked_word_fast(packet)
+        word = _checked_word(packet)
         if word < 0:
             self.bad_lpcrc += 1
             return False
-        vl = (word >> link.VL_SHIFT) & 0xF
+        vl = (word >> VL_SHIFT) & 0xF
         if vl >= self.vls:
             return False
-        self.abr[vl] = (word >> link.FCTBS_SHIFT) & (MOD - 1)
-        self.limit[vl] = (word >> link.FCCL_SHIFT) & (MOD - 1)
+        self.abr[vl] = (word >> FCTBS_SHIFT) & (MOD - 1)
+        self.limit[vl] = (word >> FCCL_SHIFT) & (MOD - 1)
         return True
 
     # -- the refresh timer -------------------------------------------------------------

@@ -70,6 +70,7 @@ def frame_ok_reference(packet: bytes) -> bool:
 # the references)
 _frame = frame_reference if fast._ext is None else fast._ext.ib_frame
 _frame_ok = frame_ok_reference if fast._ext is None else fast._ext.ib_frame_ok
+_assemble = fast.assemble
 
 
 def vcrc(data: bytes) -> int:
@@ -159,8 +160,8 @@ class Framer:
             b = self._builders[slid] = FrameBuilder(
                 Path(smac=self.peer_mac, dmac=self.mac, sip=ip, dip=self.ip,
                      tclass=self.tclass), 0)
-        return fast.assemble(b.l2, b.l3, L3_IPV4, b.udp, packet[LRH_SIZE:icrc_off], None, b"",
-                             True, True, True)
+        return _assemble(b.l2, b.l3, L3_IPV4, b.udp, packet[LRH_SIZE:icrc_off], None, b"",
+                         True, True, True)
 
 
 def packed(ip: str) -> bytes:
