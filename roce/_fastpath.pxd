@@ -33,8 +33,8 @@ cdef int do_walk(const uint8_t *p, int n, int linktype, int udp_port,
 # the ICRC of a walked frame, as stored little-endian (roce.icrc.icrc_at byte-swapped)
 cdef uint32_t icrc_raw(const uint8_t *p, int l3_off, int l3_kind, int l3_len, int bth_off,
                        int end) noexcept nogil
-# native InfiniBand's VCRC over p[:n] (roce.families.ibcrc.vcrc; its table arrives with
-# ib_configure, when roce.families.ibcrc is imported)
+# native InfiniBand's VCRC over p[:n] (twin of roce.families.ib.crc.vcrc; its polynomial
+# arrives with ib_configure, when roce.families.ib.crc is imported)
 cdef uint16_t vcrc_raw(const uint8_t *p, Py_ssize_t n) noexcept nogil
 
 
