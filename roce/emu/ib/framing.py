@@ -151,7 +151,7 @@ class Framer:
         if not _frame_ok(packet):
             return None
         icrc_off = len(packet) - VCRC - ICRC
-        slid = int.from_bytes(packet[6:8], "big") & ~self.paths
+        slid = (packet[6] << 8 | packet[7]) & ~self.paths  # the LRH's SLID, its base LID
         b = self._builders.get(slid)
         if b is None:
             ip = self.ip_of.get(slid)

@@ -70,7 +70,7 @@ class IbPort:
     __slots__ = ("switch", "index", "name", "wire", "credits", "sl2vl", "arbiter", "queues",
                  "erf_tap", "tx_frames", "rx_frames", "drops", "queued_bytes", "max_queue_bytes",
                  "_timer_at", "peer", "busy", "congested", "fecn_marked",
-                 "starved")
+                 "starved", "cc")
 
     def __init__(self, switch: IbSwitch, index: int) -> None:
         self.switch = switch
@@ -93,6 +93,7 @@ class IbPort:
         self.congested = 0  # packets sent above the marking threshold since the last mark
         self.fecn_marked = 0
         self.starved = False  # waited for credit since the last packet it sent
+        self.cc = cfg.cc  # congestion control's marking (roce.emu.ib.ibcc), or None
 
     def attach(self, wire: Any) -> None:
         self.wire = wire
@@ -170,7 +171,7 @@ class IbPort:
             wake_refresh(self, now)
         if frame[0] >> 4 != vl:
             frame = set_vl(frame, vl)
-        cc = self.switch.config.cc
+        cc = self.cc
         victim, self.starved = self.starved, False
         if cc is not None and self.queued_bytes + n > cc.threshold_bytes and \
                 frame[BTH_BYTE4 - 4] != IB_CNP_OPCODE and (not victim or cc.victim_marking):
@@ -245,7 +246,7 @@ class IbSwitch:
         return p
 
     def route(self, frame: bytes) -> IbPort | None:
-        dlid = int.from_bytes(frame[2:4], "big")
+        dlid = frame[2] << 8 | frame[3]  # the LRH's DLID
         i = self.lft.get(dlid)
         if i is None:
             self.unrouted += 1
