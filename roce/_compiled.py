@@ -102,8 +102,8 @@ MODULES = (
 # "method.name": "T" an argument or a local of that method (T: a class of this table or of
 # C_TYPES, reached in C once typed); "method": "def" keeps a method a plain def.  Every other
 # method without a closure, a generator or a decorator becomes ``cpdef``.  A class has no base,
-# or one class of this table (an override of its ``cpdef`` method must compile as ``cpdef``
-# too: the same arguments, no closure or generator).
+# or one class of this table that ``OPEN`` names (an override of its ``cpdef`` method must
+# compile as ``cpdef`` too: the same arguments, no closure or generator).
 CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # ``at`` is handed around as a bound method (``PfcSender``); Cython cannot take a cpdef
     # method with optional arguments as a value from a typed object
@@ -174,6 +174,11 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
                                       "_on_timer": "def"}},
 }
+# The classes of CLASSES that other classes subclass (selective repeat's requester, responder
+# and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC).  Every
+# other one is final (``@cython.final``): Cython then calls its methods without checking for an
+# override, and writes less C for each.
+OPEN = frozenset({"Nic", "Requester", "Responder", "Completer"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}
@@ -407,9 +412,10 @@ def pxd_text(module: str, source: str) -> str:
             raise ValueError(f"{module}.{name}: no such class")
         # a base is one extension type of CLASSES (its attributes and methods are its own)
         bases = [b.id if isinstance(b, ast.Name) else "" for b in node.bases]
-        if len(bases) > 1 or any(b not in owner or b in C_TYPES for b in bases):
+        if len(bases) > 1 or any(b not in owner or b in C_TYPES or b not in OPEN
+                                 for b in bases):
             raise ValueError(f"{module}.{name}: a compiled class has no base or one class of "
-                             "CLASSES")
+                             "CLASSES that OPEN names")
         used.update(bases)
         attrs = _attributes(node)
         methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
@@ -431,7 +437,8 @@ def pxd_text(module: str, source: str) -> str:
             used.add(t)
             if var:
                 var_types.setdefault(meth, {})[var] = t
-        body.append(f"\ncdef class {name}{''.join(f'({b})' for b in bases)}:")
+        body += [""] if name in OPEN else ["", "@cython.final"]
+        body.append(f"cdef class {name}{''.join(f'({b})' for b in bases)}:")
         body += [f"    cdef public {typed.get(a, 'object')} {a}" for a in attrs]
         for meth, fn in methods.items():
             if meth in plain or not _compilable(fn):
@@ -458,7 +465,7 @@ def pxd_text(module: str, source: str) -> str:
                     + ", ".join(a + ("=*" if i >= first_default else "")
                                 for i, a in enumerate(args)) + ")")
     head = [PXD_HEADER.rstrip("\n")]
-    if any(line.startswith("    @cython.locals") for line in body):
+    if any(line.startswith(("    @cython.locals", "@cython.final")) for line in body):
         head.append("cimport cython")
     head += [f"from {owner[t]} cimport {t}" for t in sorted(used) if owner[t] != module]
     return "\n".join(head) + "\n" + "\n".join(body) + "\n"
