@@ -176,8 +176,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
 }
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC).  Every
-# other one is final (``@cython.final``): Cython then calls its methods without checking for an
-# override, and writes less C for each.
+# other one but such a subclass is final (``@cython.final``): Cython then calls its methods
+# without checking for an override, and writes less C for each.
 OPEN = frozenset({"Nic", "Requester", "Responder", "Completer"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
@@ -437,7 +437,8 @@ def pxd_text(module: str, source: str) -> str:
             used.add(t)
             if var:
                 var_types.setdefault(meth, {})[var] = t
-        body += [""] if name in OPEN else ["", "@cython.final"]
+        # a subclass is not final either: Cython refuses a final class's overrides
+        body += [""] if name in OPEN or bases else ["", "@cython.final"]
         body.append(f"cdef class {name}{''.join(f'({b})' for b in bases)}:")
         body += [f"    cdef public {typed.get(a, 'object')} {a}" for a in attrs]
         for meth, fn in methods.items():
