@@ -139,9 +139,10 @@ class Hca(Nic):
                 return self._send(now, vl, cnps.popleft())
         slots = self.slots
         while True:
-            if any(slots):
-                vl = self.arbiter.pick(self._ready().__getitem__)
-            else:  # nothing waits: the arbiter passes its turn as a pick that finds none
+            ready = self._ready() if any(slots) else None
+            if ready is not None and any(ready):
+                vl = self.arbiter.pick(ready.__getitem__)
+            else:  # nothing waits, or nothing may go: the turn passes as a pick finding none
                 self.arbiter.idle()
                 vl = None
             if vl is not None:
