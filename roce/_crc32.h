@@ -43,8 +43,9 @@ void roce_crc32_force(const char *name);
  * import).  roce_crc16r() works on the raw register: `reg` in (the initial
  * value to start), the register after buf[0..len) out, with no final xor or
  * byte order applied.  Kernels, chosen at run time:
- *   "pclmulqdq-sse4"  x86-64, PCLMULQDQ + SSE4.1, folds 4 x 128 bits per step
- *   "slice-by-8"      portable table-driven kernel
+ *   "vpclmulqdq-avx512"  x86-64, VPCLMULQDQ + AVX-512, folds 4 x 512 bits per step
+ *   "pclmulqdq-sse4"     x86-64, PCLMULQDQ + SSE4.1, folds 4 x 128 bits per step
+ *   "slice-by-8"         portable table-driven kernel
  */
 void roce_crc16r_setup(uint16_t poly);
 uint16_t roce_crc16r(uint16_t reg, const unsigned char *buf, size_t len);

@@ -15,7 +15,7 @@ from roce.families.ib import crc as ibcrc
 _ext = fast._ext
 pytestmark = pytest.mark.skipif(_ext is None, reason="compiled fast path not built")
 
-KERNELS = ("pclmulqdq-sse4", "slice-by-8")
+KERNELS = ("vpclmulqdq-avx512", "pclmulqdq-sse4", "slice-by-8")
 
 
 @pytest.fixture(params=KERNELS)
@@ -31,9 +31,10 @@ def kernel(request):
 
 def test_vcrc_kernel_lengths_and_alignments(kernel: str) -> None:
     rng = random.Random(kernel)
-    # every length through the kernels' thresholds (32 bytes: one lane; 64: four lanes) and
-    # past them, at every alignment mod 4, and packet sizes
-    for n in [*range(0, 300), 4095, 4096, 4097, 4126, 9000]:
+    # every length through the kernels' thresholds (32 bytes: one lane; 64: four lanes; 256:
+    # four 512-bit lanes) and past them, at every alignment mod 4, and packet sizes
+    for n in [*range(0, 300), *range(500, 530), 767, 768, 1023, 1024, 1025, 1279, 2047,
+              2048, 2049, 4095, 4096, 4097, 4126, 9000, 65536 + 13]:
         off = n % 4
         buf = rng.randbytes(n + off)
         data = memoryview(buf)[off:]
