@@ -1,6 +1,8 @@
 """A PDS packet (flat fields named as ``roce.families.uet`` names them, and a payload) to an
-Ethernet frame and back, through the UET family's codec: ``build.uet_bytes`` and
-``build.frame`` to send, ``dissect.decode`` to receive.  There is no layout here.
+Ethernet frame and back.  Sending: ``uetcodec``'s generated encoder of the packet's shape and
+its path's frame template, which ``build.uet_bytes`` and ``build.frame`` (``encode_reference``)
+stand behind for whatever those do not cover.  Receiving: ``dissect.decode`` without its
+expert checks.  There is no layout here.
 
 Frames are what a UET NIC puts on a routed fabric: IPv4 and UDP to port 4793 (IANA), the UDP
 source port carrying the entropy value that switches hash (UE specification 1.0, 3.5.10.1:
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roce.emu.net import hop
+from roce.emu.uet.uetcodec import path, uet_fast
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import frame, uet_bytes
@@ -48,7 +51,25 @@ _CONTROL = t.ACKS | t.NACKS | {t.RUDI_RESP}  # answers: DSCP ``Marking.control``
 
 def encode(fields: dict[str, Any], payload: bytes, *, src: str, dst: str, smac: bytes,
            dmac: bytes, entropy: int, marking: Marking = MARKING, ip_id: int = 0) -> bytes:
-    """The frame of one PDS packet (its SES header included in ``fields``)."""
+    """The frame of one PDS packet (its SES header included in ``fields``): by the generated
+    encoders and path templates of ``uetcodec`` where they cover it, else by ``build``."""
+    control = fields.get("uet.pds.type") in _CONTROL
+    dscp = marking.control if control else marking.data
+    ecn = 0 if control else marking.ecn
+    uet = uet_fast(fields, payload)
+    if uet is None:
+        uet = uet_bytes(fields, payload=payload)
+    out = path(src, dst, smac, dmac, dscp, ecn).frame(uet, entropy, ip_id)
+    if out is None:
+        out = frame(uet, src=src, dst=dst, smac=smac.hex(":"), dmac=dmac.hex(":"),
+                    sport=entropy, dport=UET_PORT, dscp=dscp, ecn=ecn, ip_id=ip_id)
+    return out
+
+
+def encode_reference(fields: dict[str, Any], payload: bytes, *, src: str, dst: str,
+                     smac: bytes, dmac: bytes, entropy: int, marking: Marking = MARKING,
+                     ip_id: int = 0) -> bytes:
+    """``encode`` through the family's builder alone: what the fast one is held to."""
     control = is_control(fields)
     uet = uet_bytes(fields, payload=payload)
     return frame(uet, src=src, dst=dst, smac=smac.hex(":"), dmac=dmac.hex(":"),
@@ -68,21 +89,36 @@ class Received:
 
 def decode(frame_bytes: bytes) -> Received | None:
     """The PDS packet in a frame our hosts build (IPv4, UDP to port 4793), or None when
-    the frame is something else or does not decode as UET."""
-    if len(frame_bytes) < UET_AT or not hop.is_ipv4(frame_bytes):
+    the frame is something else or does not decode as UET.  The expert checks are left out:
+    no PDS decision reads them (``roce decode`` and ``roce stats`` run them on the pcaps)."""
+    if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0:_ETYPE1] != hop.IPV4_TYPE:
         return None
-    if int.from_bytes(frame_bytes[hop.UDP_DPORT[0]:hop.UDP_DPORT[1]], "big") != UET_PORT:
+    if int.from_bytes(frame_bytes[_DPORT0:_DPORT1], "big") != UET_PORT:
         return None
     ulen = int.from_bytes(frame_bytes[_ULEN:_ULEN + 2], "big")
     data = frame_bytes[UET_AT:UET_AT - UDP_HDR + ulen]
-    d = dissect(data)
-    if d.error is not None or "uet.pds.type" not in d.fields:
+    d = dissect(data, checks=False)
+    fields = d.fields
+    if d.error is not None or "uet.pds.type" not in fields:
         return None
-    payload = data[len(data) - d.fields.get("payload.len", 0):]
-    src = ".".join(str(b) for b in frame_bytes[hop.SRC_IP[0]:hop.SRC_IP[1]])
-    return Received(d.fields, bytes(payload), src, hop.ecn(frame_bytes) == ECN_CE,
-                    hop.dscp(frame_bytes))
+    payload = data[len(data) - fields.get("payload.len", 0):]
+    raw = frame_bytes[_SRC0:_SRC1]
+    src = _ADDRESSES.get(raw)
+    if src is None:
+        if len(_ADDRESSES) > 4096:
+            _ADDRESSES.clear()
+        src = _ADDRESSES[raw] = ".".join(str(b) for b in raw)
+    tos = frame_bytes[hop.TOS]
+    return Received(fields, bytes(payload), src,
+                    (tos >> hop.ECN_SHIFT) & hop.ECN_MASK == ECN_CE,
+                    (tos >> hop.DSCP_SHIFT) & hop.DSCP_MASK)
+
+
+_ETYPE0, _ETYPE1 = hop.ETYPE
+_DPORT0, _DPORT1 = hop.UDP_DPORT
+_SRC0, _SRC1 = hop.SRC_IP
+_ADDRESSES: dict[bytes, str] = {}  # source address bytes -> dotted quad, per source once
 
 
 __all__ = ["DSCP_ACK", "DSCP_DATA", "MARKING", "Marking", "Received", "UET_AT", "decode", "encode",
-           "is_control"]
+           "encode_reference", "is_control"]

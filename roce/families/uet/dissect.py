@@ -111,21 +111,24 @@ def _flags(flags: int, table: tuple[tuple[str, int], ...], f: dict[str, Any]) ->
 
 
 def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *,
-           entropy: bool = False, reading: Reading = SPEC) -> Decoded:
+           entropy: bool = False, reading: Reading = SPEC, checks: bool = True) -> Decoded:
     """Decode the UET bytes of one packet (after UDP, or after IP with ``entropy``): a whole
-    packet through the plan of its layouts (``_plan``), anything else step by step."""
+    packet through the plan of its layouts (``_plan``), anything else step by step.
+    ``checks=False`` leaves the expert checks out (the emulator, which reads no expert
+    field, decodes so); every other field and every error are the same."""
     key = _selectors(data, entropy, reading)
     if key is not None:
         plan = _PLANS.get(key)
         if plan is None:
             plan = _plan(key, data, entropy, reading)
         if plan is not None and len(data) >= plan[0]:
-            return plan[1](data)
-    return decode_steps(data, caplen, origlen, entropy=entropy, reading=reading)
+            return plan[1](data, checks)
+    return decode_steps(data, caplen, origlen, entropy=entropy, reading=reading, checks=checks)
 
 
 def decode_steps(data: bytes, caplen: int | None = None, origlen: int | None = None, *,
-                 entropy: bool = False, reading: Reading = SPEC) -> Decoded:
+                 entropy: bool = False, reading: Reading = SPEC,
+                 checks: bool = True) -> Decoded:
     """``decode`` one layout at a time: the reference the plans are held to, and what reads
     cut and broken packets (saying where they break)."""
     got: list[str] = []
@@ -170,7 +173,8 @@ def decode_steps(data: bytes, caplen: int | None = None, origlen: int | None = N
     del f[_GOT]
     f["payload.len"] = len(data) - pos
     headers = tuple(got)
-    check(f, reading, headers)
+    if checks:
+        check(f, reading, headers)
     return Decoded(WALK, tuple(layers), f, None, "uet", reading, headers, data)
 
 
@@ -457,10 +461,12 @@ def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
     env["unpack"] = __import__("struct").Struct("!" + "".join(fmt)).unpack_from
     words = ", ".join(f"w{i}" for i in range(nwords))
     src = "\n".join([
-        "def run(data):", f"    {words}, = unpack(data, 0)" if nwords else "    pass", *lines,
+        "def run(data, checks):",
+        f"    {words}, = unpack(data, 0)" if nwords else "    pass", *lines,
         "    f = {'uet': True, " + ", ".join(items) + "}", *derives, *tail,
         f"    f['payload.len'] = len(data) - {end}",
-        "    check(f, reading, _headers)",
+        "    if checks:",
+        "        check(f, reading, _headers)",
         "    return Decoded(WALK, _layers, f, None, 'uet', reading, _headers, data)"]) + "\n"
     exec(compile(src, f"<uet plan {key}>", "exec"), env)
     if len(_PLANS) > 4096:
