@@ -1,5 +1,6 @@
-"""The emulator's fast UET encoder: the few packet shapes the PDS sends, each packed by one
-generated function, and the Ethernet / IPv4 / UDP prefix of a frame from a per-path template.
+"""The emulator's fast UET codec: the few packet shapes the PDS sends, each packed by one
+generated function; the Ethernet / IPv4 / UDP prefix of a frame from a per-path template; and
+the reading of a received packet by the decoder's plan found from bytes at fixed places.
 
 ``build.uet_bytes`` and ``build.frame`` are the reference (and the fallback) these are held to,
 byte for byte (tests/test_uet_codec.py): the shape of a field dictionary (its keys in order and
@@ -25,9 +26,12 @@ from typing import Any
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import default_next_header, frame
+from roce.families.uet.dissect import Decoded, plan_of
+from roce.families.uet.dissect import decode as dissect
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
     AMO,
+    SES_HEADERS,
     SIGNED,
     SPEC,
     STD_TAIL,
@@ -195,6 +199,65 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
     return env["enc"]  # type: ignore[no-any-return]
 
 
+# -- reading ---------------------------------------------------------------------------------
+# ``dissect.decode`` chooses its plan by values it reads all over a packet (``_selectors``);
+# in the packets the PDS reads those values sit in the prologue and at most two bytes after
+# it (an ACK's CC type; a request's SES opcode and flags), at places the prologue fixes.  So
+# the prologue and those bytes, as they are, name the plan: ``read`` looks it up by them and
+# runs it without the expert checks.  What has no such place (TSS, an atomic extension chosen
+# by its own first byte) or is cut short is ``dissect.decode``'s.
+
+_PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
+_SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
+_AMO_KEYS = frozenset(("atomic", "cswap"))
+_SPANS: dict[bytes, tuple[int, int] | None] = {}
+_READS: dict[bytes, Any] = {}  # prologue + selector bytes -> dissect's plan, or False
+
+
+def _span(prologue: bytes) -> tuple[int, int] | None:
+    """Where the selector bytes after a prologue are (start, end; (0, 0): none), or None
+    when its packets are not ``read``'s (TSS)."""
+    word = int.from_bytes(prologue, "big")
+    typ, nh, flags = ((word >> s) & m for s, m in _PRO)
+    if typ == t.TSS_TYPE:
+        return None
+    heads, size = SPEC.headers, len(prologue)
+    for k in pds_chain(typ, flags, SPEC):
+        if k == "ack.ext":
+            return size, size + 1  # the CC type: its first byte
+        size += 8 if k == ACK_CC_STATE else heads[k].size
+    if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
+        return size, size + 2
+    return 0, 0
+
+
+def read(data: bytes) -> Decoded:
+    """``dissect.decode(data, checks=False)``, the plan found by fixed-place bytes."""
+    pro = data[:2]
+    span = _SPANS.get(pro, _SPANS)
+    if span is _SPANS:
+        if len(pro) < 2:
+            return dissect(data, checks=False)
+        if len(_SPANS) > 4096:
+            _SPANS.clear()
+        span = _SPANS[pro] = _span(pro)
+    if span is None:
+        return dissect(data, checks=False)
+    key = pro + data[span[0]:span[1]] if span[1] else pro
+    plan = _READS.get(key)
+    if plan is None:
+        if len(data) < span[1]:
+            return dissect(data, checks=False)
+        if len(_READS) > 4096:
+            _READS.clear()
+        plan = _READS[key] = plan_of(data) or False
+        if plan and _AMO_KEYS & set(plan[1](data, False).headers):
+            plan = _READS[key] = False  # which extension: by a byte at no fixed place
+    if plan and len(data) >= plan[0]:
+        return plan[1](data, False)  # type: ignore[no-any-return]
+    return dissect(data, checks=False)
+
+
 # -- the Ethernet / IPv4 / UDP prefix ---------------------------------------------------------
 
 L2, IP_HDR, UDP_HDR = SIZE_OF["eth"], SIZE_OF["ip"], SIZE_OF["udp"]
@@ -281,4 +344,4 @@ def path(src: str, dst: str, smac: bytes, dmac: bytes, dscp: int, ecn: int) -> P
     return p
 
 
-__all__ = ["PREFIX", "Path", "path", "uet_fast"]
+__all__ = ["PREFIX", "Path", "path", "read", "uet_fast"]

@@ -2,7 +2,7 @@
 Ethernet frame and back.  Sending: ``uetcodec``'s generated encoder of the packet's shape and
 its path's frame template, which ``build.uet_bytes`` and ``build.frame`` (``encode_reference``)
 stand behind for whatever those do not cover.  Receiving: ``dissect.decode`` without its
-expert checks.  There is no layout here.
+expert checks, its plan found by ``uetcodec.read``.  There is no layout here.
 
 Frames are what a UET NIC puts on a routed fabric: IPv4 and UDP to port 4793 (IANA), the UDP
 source port carrying the entropy value that switches hash (UE specification 1.0, 3.5.10.1:
@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from roce.emu.net import hop
-from roce.emu.uet.uetcodec import path, uet_fast
+from roce.emu.uet.uetcodec import path, read, uet_fast
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import frame, uet_bytes
-from roce.families.uet.dissect import decode as dissect
 from roce.headers import ECN_CE, ECN_ECT0
 
 UDP_HDR = 8
@@ -97,7 +96,7 @@ def decode(frame_bytes: bytes) -> Received | None:
         return None
     ulen = int.from_bytes(frame_bytes[_ULEN:_ULEN + 2], "big")
     data = frame_bytes[UET_AT:UET_AT - UDP_HDR + ulen]
-    d = dissect(data, checks=False)
+    d = read(data)
     fields = d.fields
     if d.error is not None or "uet.pds.type" not in fields:
         return None

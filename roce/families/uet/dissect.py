@@ -16,6 +16,7 @@ bytes; the fields decoded before it stay, with Wireshark's expert field for that
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roce.errors import DecodeError
@@ -116,14 +117,22 @@ def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *
     packet through the plan of its layouts (``_plan``), anything else step by step.
     ``checks=False`` leaves the expert checks out (the emulator, which reads no expert
     field, decodes so); every other field and every error are the same."""
-    key = _selectors(data, entropy, reading)
-    if key is not None:
-        plan = _PLANS.get(key)
-        if plan is None:
-            plan = _plan(key, data, entropy, reading)
-        if plan is not None and len(data) >= plan[0]:
-            return plan[1](data, checks)
+    plan = plan_of(data, entropy, reading)
+    if plan is not None and len(data) >= plan[0]:
+        return plan[1](data, checks)
     return decode_steps(data, caplen, origlen, entropy=entropy, reading=reading, checks=checks)
+
+
+def plan_of(data: bytes, entropy: bool = False,
+            reading: Reading = SPEC) -> tuple[int, Callable[[bytes, bool], Decoded]] | None:
+    """The plan ``decode`` runs for packets chosen as this one is (by every value it branches
+    on): (the bytes it reads, ``run(data, checks)``), or None when those values cannot be
+    read (the bytes run out first: ``decode_steps`` says where)."""
+    key = _selectors(data, entropy, reading)
+    if key is None:
+        return None
+    plan = _PLANS.get(key)
+    return plan if plan is not None else _plan(key, data, entropy, reading)
 
 
 def decode_steps(data: bytes, caplen: int | None = None, origlen: int | None = None, *,
@@ -475,4 +484,4 @@ def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
     return plan
 
 
-__all__ = ["Decoded", "INVALID_HEADER", "WALK", "decode", "decode_steps", "signed16"]
+__all__ = ["Decoded", "INVALID_HEADER", "WALK", "decode", "decode_steps", "plan_of", "signed16"]
