@@ -245,14 +245,15 @@ def read(data: bytes) -> Decoded:
         return dissect(data, checks=False)
     key = pro + data[span[0]:span[1]] if span[1] else pro
     plan = _READS.get(key)
-    if plan is None:
-        if len(data) < span[1]:
+    if plan is None:  # learnt from a whole packet of the key, the first one
+        plan = plan_of(data) if len(data) >= span[1] else None
+        if plan is None or len(data) < plan[0]:
             return dissect(data, checks=False)
+        if _AMO_KEYS & set(plan[1](data, False).headers):
+            plan = False  # which extension: by a byte at no fixed place
         if len(_READS) > 4096:
             _READS.clear()
-        plan = _READS[key] = plan_of(data) or False
-        if plan and _AMO_KEYS & set(plan[1](data, False).headers):
-            plan = _READS[key] = False  # which extension: by a byte at no fixed place
+        _READS[key] = plan
     if plan and len(data) >= plan[0]:
         return plan[1](data, False)  # type: ignore[no-any-return]
     return dissect(data, checks=False)
