@@ -90,29 +90,30 @@ def decode(frame_bytes: bytes) -> Received | None:
     """The PDS packet in a frame our hosts build (IPv4, UDP to port 4793), or None when
     the frame is something else or does not decode as UET.  The expert checks are left out:
     no PDS decision reads them (``roce decode`` and ``roce stats`` run them on the pcaps)."""
-    if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0:_ETYPE1] != hop.IPV4_TYPE:
+    if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0:_ETYPE1] != _IPV4 or \
+            frame_bytes[_DPORT0:_DPORT1] != _PORT:
         return None
-    if int.from_bytes(frame_bytes[_DPORT0:_DPORT1], "big") != UET_PORT:
-        return None
-    ulen = int.from_bytes(frame_bytes[_ULEN:_ULEN + 2], "big")
-    data = frame_bytes[UET_AT:UET_AT - UDP_HDR + ulen]
+    data = frame_bytes[UET_AT:_UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])]
     d = read(data)
     fields = d.fields
     if d.error is not None or "uet.pds.type" not in fields:
         return None
-    payload = data[len(data) - fields.get("payload.len", 0):]
     raw = frame_bytes[_SRC0:_SRC1]
     src = _ADDRESSES.get(raw)
     if src is None:
         if len(_ADDRESSES) > 4096:
             _ADDRESSES.clear()
         src = _ADDRESSES[raw] = ".".join(str(b) for b in raw)
-    tos = frame_bytes[hop.TOS]
-    return Received(fields, bytes(payload), src,
-                    (tos >> hop.ECN_SHIFT) & hop.ECN_MASK == ECN_CE,
-                    (tos >> hop.DSCP_SHIFT) & hop.DSCP_MASK)
+    tos = frame_bytes[_TOS]
+    return Received(fields, data[len(data) - fields.get("payload.len", 0):], src,
+                    (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE, (tos >> _DSCP_SHIFT) & _DSCP_MASK)
 
 
+# the places and values decode reads, looked up once
+_IPV4, _PORT = hop.IPV4_TYPE, UET_PORT.to_bytes(2, "big")
+_UDP_AT = UET_AT - UDP_HDR
+_TOS, _ECN_SHIFT, _ECN_MASK = hop.TOS, hop.ECN_SHIFT, hop.ECN_MASK
+_DSCP_SHIFT, _DSCP_MASK = hop.DSCP_SHIFT, hop.DSCP_MASK
 _ETYPE0, _ETYPE1 = hop.ETYPE
 _DPORT0, _DPORT1 = hop.UDP_DPORT
 _SRC0, _SRC1 = hop.SRC_IP
