@@ -7,10 +7,17 @@ How the build spends its time (bench/RESULTS.md, "Install time"; docs/architectu
 - Cython writes the C of a module only when what it reads changed (``_buildcache``: by
   content, never by file times), in ``build/cython``, on every core.
 - The C compiler runs on every core, the longest compiles first (``_fastpath``, the flow
-  engine), as soon as a module's C is written.  ``_fastpath``'s hand-written C loops get
-  ``-O3``, the flow engine's typed C ``-O2`` (as fast as -O3 there), the emulator's generated
-  C ``-O1``: -O2 ran the emulator 2-3 % faster and took 1.7 times as long to compile.  No
-  debug information (``-g0``): a third of the compile time, nothing at run time.
+  engines), as soon as a module's C is written.  Everything at ``-O1``: -O2 ran the
+  emulator 2-3 % faster and took 1.7 times as long to compile; ``_fastpath`` decodes as fast
+  at -O1 as at -O3 in half the compile time (its ICRC calls lost ~10 %, 20 ns per 4 KiB
+  frame); the flow engines' analysis lost 10 % (4 ms on 200,000 packets) for 45 % less
+  compile time.  Below -O1 the emulator lost 10 % (-Og) to 45 % (-O0).  No debug
+  information (``-g0``): a third of the compile time, nothing at run time.
+- Cython's utility code (reference counting, calls, exceptions, its function and generator
+  types) is one shared module, ``roce._cyutility``, instead of a copy compiled into every
+  module: 12 % less C to compile across the emulator's modules.  The emulator's extension
+  types are final unless Python subclasses them (``_compiled.OPEN``), and none is
+  picklable (``auto_pickle`` off: nothing pickles them): less C again.
 - Each linked module is kept in ``build/ext-cache`` under the SHA-256 of what it is made of;
   a later build of the same sources (``pip install -e .`` after ``pip install .``) copies it
   instead of compiling.  ``ROCE_BUILD_CACHE=0`` turns the cache off.
@@ -34,21 +41,24 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 CYTHON_DIR = os.path.join("build", "cython")  # generated C (relative: the build runs in ROOT)
+# Cython's utility code, shared by every module instead of compiled into each one
+SHARED = "roce._cyutility"
+SHARED_C = os.path.join(CYTHON_DIR, "roce", "_cyutility.c")
 # what GCC >= 14 refuses by default fails the build with any GCC (and clang)
 STRICT = ["-Werror=incompatible-pointer-types"]
 # -g0 everywhere: debug information was a third of the compile time and most of the wheel's
-# size, and nothing at run time
-FASTPATH_FLAGS = ["-O3", "-g0", *STRICT]
+# size, and nothing at run time.  -O1 everywhere: what each level costs and gives is in the
+# docstring above.
+FASTPATH_FLAGS = ["-O1", "-g0", *STRICT]
 EMULATOR_FLAGS = ["-O1", "-g0", *STRICT]
 # Annotations stay hints (annotation_typing off): the compiled form must behave exactly as
 # the interpreted one.
-EMULATOR_DIRECTIVES = {"annotation_typing": False, "binding": True}
+EMULATOR_DIRECTIVES = {"annotation_typing": False, "binding": True, "auto_pickle": False}
 # The flow engine (roce/analysis/flowref.py compiled, unchanged, as roce.analysis._flowengine,
 # beside the .py that stays the interpreted reference: _compiled.TWINS).  Its C types are in
 # roce/analysis/_flowengine.pxd, so here annotations stay hints too; Python's division, and no
 # bounds checks (the source indexes only what it checked).
-# -O2: the engine ran as fast as at -O3 (bench/bench_stats_ab.py) and compiles in 2/3 the time
-TWIN_FLAGS = ["-O2", "-g0", *STRICT]
+TWIN_FLAGS = ["-O1", "-g0", *STRICT]
 TWIN_DIRECTIVES = {"annotation_typing": False, "boundscheck": False, "wraparound": False,
                    "initializedcheck": False, "cdivision": False}
 
@@ -116,9 +126,10 @@ class BuildExt(build_ext):
         where = cache_lib["cache_dir"](os.path.join(ROOT, "build", "ext-cache"))
         self._cache = cache_lib["Cache"](where) if where else None
         self._cc_version = compiler_version(getattr(self.compiler, "compiler_so", None) or [])
+        _write_shared_c()  # before the order: its size places it among the others
         # the longest compiles first: _fastpath, then the largest sources
         order = sorted(self.extensions, key=lambda e: (e.name != "roce._fastpath",
-                                                       -os.path.getsize(e.sources[0])))
+                                                       -_size(e.sources[0])))
         todo = self._stale_c(order)
         self._say(f"building {len(order)} extension modules, {jobs} at a time; C to write "
                   f"with Cython: {len(todo)} (new or changed sources)")
@@ -128,7 +139,8 @@ class BuildExt(build_ext):
             # to them (pip's backend runs this file's code without a module to import it from)
             c_files = {name: (cython_pool.submit(
                 cythonize, [Extension(name, sources=[source])], language_level=3,
-                quiet=True, force=True, build_dir=CYTHON_DIR, compiler_directives=directives),
+                quiet=True, force=True, build_dir=CYTHON_DIR, compiler_directives=directives,
+                shared_utility_qualified_name=SHARED),
                 c_file, fp) for name, (source, directives, c_file, fp) in todo.items()}
             with ThreadPoolExecutor(jobs) as pool:
                 futures = {pool.submit(self._build_one, ext, c_files.get(ext.name)): ext
@@ -173,7 +185,7 @@ class BuildExt(build_ext):
             files = [src] + sorted(os.path.normpath(p) for p in deps - {src}
                                    if not os.path.relpath(p).startswith(os.pardir))
             fp = cache_lib["cython_fingerprint"](
-                Cython.__version__, {"language_level": 3, **directives}, files)
+                Cython.__version__, {"language_level": 3, "shared": SHARED, **directives}, files)
             if _read_fingerprint(c_file) != [fp, _sha256_or_none(c_file)]:
                 todo[ext.name] = (src, directives, c_file, fp)
             ext.sources = [c_file, *ext.sources[1:]]
@@ -213,6 +225,29 @@ class BuildExt(build_ext):
         print(f"roce build: {text}", flush=True)
 
 
+def _write_shared_c() -> None:
+    """The C of ``roce._cyutility``: Cython's utility code that the modules it writes import
+    instead of each carrying a copy.  Written again when Cython's version changed."""
+    fp = cache_lib["cython_fingerprint"](Cython.__version__, {"shared": SHARED}, [])
+    if _read_fingerprint(SHARED_C) == [fp, _sha256_or_none(SHARED_C)]:
+        return
+    from Cython.Build.SharedModule import generate_shared_module
+    from Cython.Compiler.Main import CompilationOptions
+
+    os.makedirs(os.path.dirname(SHARED_C), exist_ok=True)
+    generate_shared_module(CompilationOptions(shared_c_file_path=SHARED_C,
+                                              shared_utility_qualified_name=None,
+                                              language_level=3))
+    _write_fingerprint(SHARED_C, fp)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def _sha256_or_none(path: str) -> object:
     try:
         return cache_lib["file_sha256"](path)
@@ -245,7 +280,8 @@ def extensions() -> list[Extension]:
     twins = [Extension(name, sources=[src.replace(".", "/") + ".py"],
                        extra_compile_args=list(TWIN_FLAGS))
              for name, src in compiled["TWINS"].items()]
-    return [fast, *emulator, *twins]
+    shared = Extension(SHARED, sources=[SHARED_C], extra_compile_args=list(EMULATOR_FLAGS))
+    return [fast, shared, *emulator, *twins]
 
 
 compiled = runpy.run_path(os.path.join(ROOT, "roce", "_compiled.py"))

@@ -165,6 +165,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
                                       "_on_timer": "def"}},
 }
+# The classes of CLASSES that Python subclasses (selective repeat's requester, responder and
+# completer; InfiniBand's HCA is a NIC).  Every other one is final (``@cython.final``): Cython
+# then calls its methods without checking for an override, and writes less C for each.
+OPEN = frozenset({"Nic", "Requester", "Responder", "Completer"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}
@@ -405,7 +409,8 @@ def pxd_text(module: str, source: str) -> str:
             used.add(t)
             if var:
                 var_types.setdefault(meth, {})[var] = t
-        body.append(f"\ncdef class {name}:")
+        body += [""] if name in OPEN else ["", "@cython.final"]
+        body.append(f"cdef class {name}:")
         body += [f"    cdef public {typed.get(a, 'object')} {a}" for a in attrs]
         for meth, fn in methods.items():
             if meth in plain or not _compilable(fn):
@@ -422,7 +427,7 @@ def pxd_text(module: str, source: str) -> str:
         if body[-1].endswith(":"):
             body.append("    pass")
     head = [PXD_HEADER.rstrip("\n")]
-    if any(line.startswith("    @cython.locals") for line in body):
+    if any(line.startswith(("    @cython.locals", "@cython.final")) for line in body):
         head.append("cimport cython")
     head += [f"from {owner[t]} cimport {t}" for t in sorted(used) if owner[t] != module]
     return "\n".join(head) + "\n" + "\n".join(body) + "\n"

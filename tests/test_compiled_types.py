@@ -82,10 +82,12 @@ def test_generator_output_for_a_small_module(monkeypatch: pytest.MonkeyPatch) ->
     assert text.splitlines()[1:] == [
         "cimport cython",
         "",
+        "@cython.final",
         "cdef class Stats:",
         "    cdef public object frames",
         "    cdef public object bytes",
         "",
+        "@cython.final",
         "cdef class Port:",
         "    cdef public Stats stats",
         "    cdef public object peer",
@@ -106,6 +108,40 @@ def test_generator_refuses_what_it_cannot_declare(monkeypatch: pytest.MonkeyPatc
                                                   message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _with_table(monkeypatch, table)
+
+
+def test_the_classes_python_subclasses_are_the_open_ones() -> None:
+    """A final extension type cannot be subclassed in Python: ``OPEN`` must name exactly the
+    classes of CLASSES that some class in roce/ derives from."""
+    import ast
+    compiled = {name for classes in _compiled.CLASSES.values() for name in classes}
+    derived = set()
+    root = os.path.dirname(_compiled.__file__)
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(d, f)) as src:
+                    tree = ast.parse(src.read())
+                derived |= {b.id for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+                            for b in n.bases if isinstance(b, ast.Name) and b.id in compiled}
+    assert derived == _compiled.OPEN
+
+
+def test_only_the_open_classes_are_declared_without_final() -> None:
+    for module, classes in _compiled.CLASSES.items():
+        lines = _compiled.pxd_text(module, _source(module)).splitlines()
+        for name in classes:
+            above = lines[lines.index(f"cdef class {name}:") - 1]
+            assert (above == "@cython.final") == (name not in _compiled.OPEN), (module, name)
+
+
+@needs_build
+def test_a_final_class_refuses_a_python_subclass() -> None:
+    from roce.emu.core.requester import Requester
+    from roce.emu.net.link import Wire
+    with pytest.raises(TypeError):
+        type("MyWire", (Wire,), {})
+    assert issubclass(type("MyRequester", (Requester,), {}), Requester)
 
 
 @needs_build
