@@ -78,6 +78,14 @@ def refuse(sc: Scenario) -> None:
             raise UsageError(f"{opt}: not with --protocol uet ({why})")
 
 
+def net_options(sc: Scenario, trimmer: Trimmer | None) -> topo.NetOptions:
+    """The switched network of a UET run: RoCE's options, the switches trimming with
+    ``trimmer``, and a corrupted frame discarded by the receiving port's FCS check (UET's
+    packets carry no end-to-end CRC that would catch it at the endpoint)."""
+    o = replace(options(sc, direct=False), trim=trimmer)
+    return replace(o, faults={**o.faults, "fcs": True}) if o.faults.get("corrupt") else o
+
+
 def check_options(opts: UetOptions) -> None:
     """A UsageError naming a PDC mode or entropy that does not exist, or a rendezvous
     threshold or closing end that cannot be."""
@@ -190,8 +198,7 @@ class UetRun:
                            trimmer.dscp if trimmer is not None else None, sc.cc,
                            opts.rendezvous)
 
-        net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
-                                    host)
+        net = self.net = topo.build(t_, net_options(sc, trimmer), host)
         pairs = traffic_of(sc, t_, net)
         if len(pairs) > 1:
             sc.check(sides=2, qps=sc.qps * len(pairs))
