@@ -46,6 +46,25 @@ def test_p2p_run_verifies_data_and_decodes(capsys, tmp_path, op):
     assert decode_lines(capsys, pcap, "-Y", "uet.expert") == []
 
 
+@pytest.mark.parametrize("extra", [
+    ["--topology", "incast:2", "--size", "64K", "--count", "4"],
+    ["--topology", "leafspine:2,2,2", "--collective", "allreduce", "--size", "256K"]],
+    ids=["incast", "collective"])
+def test_corrupted_frames_are_discarded_by_the_port_and_resent(capsys, extra):
+    """UET packets carry no end-to-end CRC: a frame corrupted on a link is discarded by the
+    receiving port's FCS check, never delivered with a flipped bit; the PDS resends what
+    it carried."""
+    argv = ["--protocol", "uet", "--pfc", "off", "--corrupt", "0.02", "--seed", "5", *extra]
+    code, s, _ = emulate(capsys, *argv, "-T", "json")
+    assert code == 0 and s["data_verified"]
+    assert s["fabric"]["link_corrupted"] > 0 and s["retransmitted"] > 0
+    code, out, _ = emulate(capsys, *argv)
+    assert code == 0
+    fcs = [ln for ln in out.splitlines() if ln.startswith("FCS drops")]
+    assert fcs == [f"FCS drops     {s['fabric']['link_corrupted']} frames corrupted on links, "
+                   "discarded by the receiving port"]
+
+
 def test_text_summary_names_the_protocol(capsys):
     code, out, _ = emulate(capsys, "--protocol", "uet", "--size", "16K", "--count", "2")
     assert code == 0

@@ -377,7 +377,10 @@ def _uet_lines(s: Summary) -> list[str]:
            f"{u['ses']['repeated']} pieces executed again (duplicates)"]
           if u['pdc_mode'] == "rudi" else []),
         *([f"UUD lost      {lo['packets']} packets ({lo['trimmed']} trimmed), "
-           f"{lo['messages']} messages incomplete"] if (lo := u.get("uud_lost")) else [])]
+           f"{lo['messages']} messages incomplete"] if (lo := u.get("uud_lost")) else []),
+        # UET's packets carry no end-to-end CRC: the receiving port's FCS discards them
+        *([f"FCS drops     {bad} frames corrupted on links, discarded by the receiving port"]
+          if (bad := (s.fabric or {}).get("link_corrupted")) else [])]
 
 
 def _workload_head(s: Summary) -> list[str]:

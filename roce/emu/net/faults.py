@@ -37,6 +37,11 @@ class LinkConfig:
     reorder_jitter_ns: int = 20_000
     dup: float = 0.0
     corrupt: float = 0.0
+    # What catches a corrupted frame.  False: the endpoint's own check (RoCE's ICRC, IB's
+    # VCRC and ICRC), so the frame arrives with one bit flipped.  True: only the receiving
+    # port's Ethernet FCS, as for UET, whose packets carry no end-to-end CRC: the port
+    # discards the frame, and nothing reaches the endpoint (counted in ``corrupted``).
+    fcs: bool = False
     drop_nth: frozenset[int] = frozenset()  # 1-based frame numbers on this direction
     drop_acks_between: tuple[int, int] | None = None  # virtual ns window
     # Drop the frames whose flat fields (``roce.packet.Packet.fields()``) it accepts, e.g. a
@@ -96,8 +101,10 @@ class Faults:
             st.lost += 1
             return []
         if c.corrupt and rng.random() < c.corrupt:
-            frame = self._flip(frame)
             st.corrupted += 1
+            if c.fcs:  # the receiving port's FCS check discards it
+                return []
+            frame = self._flip(frame)
         extra = 0
         if c.reorder and rng.random() < c.reorder:
             extra = rng.randrange(1, max(2, c.reorder_jitter_ns))

@@ -576,6 +576,9 @@ def fabric_stats(net: Any, failures: Any = None) -> dict[str, Any]:
            "pfc_frames": tot["pfc_frames"], "max_queue_bytes": tot["max_queue_bytes"],
            "cnps_sent": tot["cnps_sent"], "cnps_received": tot["cnps_received"],
            "link_lost": link_lost, "ports": ports, "hosts": hosts}
+    corrupted = sum(w.stats.corrupted for w in net.wires)
+    if corrupted:  # a run with --corrupt: caught by the ICRC, or (UET) by the port's FCS
+        out["link_corrupted"] = corrupted
     if failures is not None:
         out["link_failures"] = failures.stats()
     return out

@@ -9,7 +9,10 @@ semantic sublayer (SES) over it, and the host that puts both on the simulated ne
 * ``ses``: WRITE, READ and SEND messages over the PDCs into the memory model of the RoCE
   queue pairs (``roce.emu.core.memory``), with message IDs, offsets and completions;
 * ``uetframes``: a PDS packet (flat fields, as ``roce.families.uet`` names them) to an Ethernet
-  frame and back, through the UET family's codec (no layout of its own);
+  frame and back (no layout of its own): ``uetcodec`` builds the shapes the PDS sends, the
+  UET family's codec the rest and is what both are held to;
+* ``uetcodec``: the fast encoder, one function generated per packet shape from the family's
+  layouts, and the frame prefix of each path from a template (``build.frame``'s bytes);
 * ``congestion``: congestion management, the PDS's hooks into NSCC and RCCC (``roce.emu.cc``);
 * ``reps``: REPS, recycling the entropies whose ACKs came back unmarked;
 * ``host``: a UET host on ``roce.emu.net``'s links (an ``Endpoint`` the wire pulls);

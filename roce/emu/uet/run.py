@@ -22,10 +22,19 @@ from typing import Any
 from roce.emu import defaults
 from roce.emu.budget import per_qp
 from roce.emu.core.constants import ALL_ACCESS
+from roce.emu.core.patterned import Patterned
 from roce.emu.core.payload import Expected, fill
 from roce.emu.net import schema
 from roce.emu.net import topology as topo
-from roce.emu.net.runner import fabric_stats, fct_stats, options, topology_of, traffic_of
+from roce.emu.net.runner import (
+    PATTERNED_OPS,
+    fabric_stats,
+    fct_stats,
+    memory_of,
+    options,
+    topology_of,
+    traffic_of,
+)
 from roce.emu.net.stages import Trimmer
 from roce.emu.scenario import Scenario, Summary, kind
 from roce.emu.uet import CLOSERS, PDC_MODES, uetframes
@@ -76,6 +85,14 @@ def refuse(sc: Scenario) -> None:
     for name, opt, why in NOT_FOR_UET:
         if getattr(sc, name) != getattr(base, name):
             raise UsageError(f"{opt}: not with --protocol uet ({why})")
+
+
+def net_options(sc: Scenario, trimmer: Trimmer | None) -> topo.NetOptions:
+    """The switched network of a UET run: RoCE's options, the switches trimming with
+    ``trimmer``, and a corrupted frame discarded by the receiving port's FCS check (UET's
+    packets carry no end-to-end CRC that would catch it at the endpoint)."""
+    o = replace(options(sc, direct=False), trim=trimmer)
+    return replace(o, faults={**o.faults, "fcs": True}) if o.faults.get("corrupt") else o
 
 
 def check_options(opts: UetOptions) -> None:
@@ -153,9 +170,12 @@ class UetRun:
     """One run, built and ready (``net``, ``flows``); ``run()`` returns its summary."""
 
     def __init__(self, sc: Scenario, opts: UetOptions = UetOptions(),
-                 topology: topo.Topology | None = None) -> None:
+                 topology: topo.Topology | None = None, real_memory: bool = False) -> None:
         sc = replace(sc, protocol="uet")
-        sc.check(sides=2)
+        # WRITE and SEND copy seeded slots: the regions hold patterns, not buffers
+        # (``roce.emu.core.patterned``, as RoCE's ``NetRun``), unless ``real_memory``
+        self.patterned = not real_memory and sc.op in PATTERNED_OPS
+        sc.check(sides=2, patterned=self.patterned)
         refuse(sc)
         if sc.generated:
             raise UsageError("--workload and --collective over UET run through the "
@@ -170,7 +190,8 @@ class UetRun:
                              f"{', '.join(carries)} ({why})")
         t_ = self.topology = topology if topology is not None else topology_of(sc)
         topo.oversubscribe(t_, sc.oversubscription, sc.rate_gbps)
-        schema.check_flows(t_, sc.traffic, sc.qps, per_qp(sc.size, sc.slots, 2),
+        schema.check_flows(t_, sc.traffic, sc.qps,
+                           per_qp(sc.size, sc.slots, 2, self.patterned),
                            sc.topology_file or f"--topology {sc.topology}")
         if not t_.switches:
             from roce.emu.net.runner import refuse_inapplicable
@@ -190,11 +211,10 @@ class UetRun:
                            trimmer.dscp if trimmer is not None else None, sc.cc,
                            opts.rendezvous)
 
-        net = self.net = topo.build(t_, replace(options(sc, direct=False), trim=trimmer),
-                                    host)
+        net = self.net = topo.build(t_, net_options(sc, trimmer), host)
         pairs = traffic_of(sc, t_, net)
         if len(pairs) > 1:
-            sc.check(sides=2, qps=sc.qps * len(pairs))
+            sc.check(sides=2, qps=sc.qps * len(pairs), patterned=self.patterned)
         self.ready: list[UetHost] = []
         for h in net.hosts.values():
             h.ready = self.ready
@@ -206,10 +226,17 @@ class UetRun:
             a, b = net.hosts[src], net.hosts[dst]
             for _ in range(sc.qps):
                 i = len(self.flows)
-                local = a.space.register(a.pd, sc.slot * sc.slots, ALL_ACCESS)
-                remote = b.space.register(b.pd, sc.slot * sc.slots, ALL_ACCESS)
-                fill(local.buf, sc.seed, i, "local", sc.size, sc.slots)
-                fill(remote.buf, sc.seed, i, "remote", sc.size, sc.slots)
+                n = sc.slot * sc.slots
+                if self.patterned:
+                    local = a.space.register(a.pd, n, ALL_ACCESS, content=Patterned(
+                        sc.seed, i, "local", sc.slot, sc.slots))
+                    remote = b.space.register(b.pd, n, ALL_ACCESS, content=Patterned(
+                        sc.seed, i, "remote", sc.slot, sc.slots, "local"))
+                else:
+                    local = a.space.register(a.pd, n, ALL_ACCESS)
+                    remote = b.space.register(b.pd, n, ALL_ACCESS)
+                    fill(local.buf, sc.seed, i, "local", sc.size, sc.slots)
+                    fill(remote.buf, sc.seed, i, "remote", sc.size, sc.slots)
                 ri = into[dst] = into.get(dst, -1) + 1
                 if ri > RI_MAX:
                     raise UsageError(f"--protocol uet: host {dst} would receive {ri + 1} "
@@ -335,8 +362,8 @@ class UetRun:
                 return (f"{total - done} of {total} message(s) lost in part or whole (UUD: "
                         "nothing resends them)")
         for f in self.flows:
-            for side, buf in (("remote", f.remote.buf), ("local", f.local.buf)):
-                bad = f.expected.mismatched(side, buf)
+            for side, mr in (("remote", f.remote), ("local", f.local)):
+                bad = f.expected.mismatched(side, memory_of(mr))
                 if bad:
                     src, dst = self.names[f.index]
                     return (f"memory does not hold what the operations wrote (first "

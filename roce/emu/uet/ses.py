@@ -78,6 +78,10 @@ FAILED = "FAILED"  # a completion's status when its PDC failed (no return code)
 AMO_SUM, AMO_CSWAP = 0x02, 0x0D  # atomic opcodes (codes.AMO_OPCODES): fetch-add, CAS
 AMO_TYPES = (0x06, 0x07)  # INT64, UINT64: the 8-byte atomics the memory model runs
 AMO_BYTES = 8
+# the accesses a remote request needs, as plain ints: an IntFlag's ``&`` runs in Python
+_REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
+_REMOTE_READ = int(Access.IBV_ACCESS_REMOTE_READ)
+_REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
 _AT, _CS = "uet.ses.atomic_op_ext_hdr.", "uet.ses.comp_swap_ext_hdr."
 _RV = "uet.ses.rendv_ext_hdr."
 
@@ -341,7 +345,7 @@ class Ses:
                 addr = f["uet.ses.std.buffer_offset"] + off
                 mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"],
                                               addr, len(payload),
-                                              Access.IBV_ACCESS_REMOTE_WRITE)
+                                              _REMOTE_WRITE)
                 mr.view(addr, len(payload))[:] = payload
                 self._arrived(pdc, f, len(payload))
             elif op == t.READ:
@@ -453,7 +457,7 @@ class Ses:
             raise Refused("amo-size", f"an atomic of {f['uet.ses.std.request_length']} bytes")
         addr = f["uet.ses.std.buffer_offset"]
         mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"], addr,
-                                      AMO_BYTES, Access.IBV_ACCESS_REMOTE_ATOMIC, atomic=True)
+                                      AMO_BYTES, _REMOTE_ATOMIC, atomic=True)
         mem = mr.view(addr, AMO_BYTES)
         old = bytes(mem)
         value = int.from_bytes(old, "little")
@@ -490,7 +494,7 @@ class Ses:
         length = f["uet.ses.std.request_length"]
         addr = f["uet.ses.std.buffer_offset"]
         mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"], addr,
-                                      length, Access.IBV_ACCESS_REMOTE_READ)
+                                      length, _REMOTE_READ)
         assert self.pds is not None
         msg_id = f["uet.ses.std.message_id"]
         self.counters.reads_answered += 1

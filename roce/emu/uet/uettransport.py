@@ -23,11 +23,10 @@ The summary's ``uet`` part holds the PDS and SES counters (``run.uet_counters``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from roce.emu.core.constants import ALL_ACCESS
-from roce.emu.net import runner
 from roce.emu.net import topology as topo
 from roce.emu.net.stages import Trimmer
 from roce.emu.net.transport import Shared, Transport
@@ -35,7 +34,7 @@ from roce.emu.scenario import Scenario, Summary
 from roce.emu.uet import uetframes
 from roce.emu.uet.host import UetHost
 from roce.emu.uet.pds import PdsConfig
-from roce.emu.uet.run import MODES, UetOptions, check_options, refuse, uet_counters
+from roce.emu.uet.run import MODES, UetOptions, check_options, net_options, refuse, uet_counters
 from roce.emu.uet.ses import RI_MAX
 from roce.emu.workload.traffic import Transfer
 from roce.errors import UsageError
@@ -83,7 +82,7 @@ class UetTransport(Transport):
             return UetHost(net, name, ip, config, sc.mtu, opts.entropy, marking,
                            trimmer.dscp if trimmer is not None else None, sc.cc)
 
-        return topo.build(t, replace(runner.options(sc, direct=False), trim=trimmer), host)
+        return topo.build(t, net_options(sc, trimmer), host)
 
     def start(self, net: Any, shared: Shared) -> None:
         super().start(net, shared)

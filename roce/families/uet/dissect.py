@@ -16,6 +16,7 @@ bytes; the fields decoded before it stay, with Wireshark's expert field for that
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from roce.errors import DecodeError
@@ -111,21 +112,32 @@ def _flags(flags: int, table: tuple[tuple[str, int], ...], f: dict[str, Any]) ->
 
 
 def decode(data: bytes, caplen: int | None = None, origlen: int | None = None, *,
-           entropy: bool = False, reading: Reading = SPEC) -> Decoded:
+           entropy: bool = False, reading: Reading = SPEC, checks: bool = True) -> Decoded:
     """Decode the UET bytes of one packet (after UDP, or after IP with ``entropy``): a whole
-    packet through the plan of its layouts (``_plan``), anything else step by step."""
+    packet through the plan of its layouts (``_plan``), anything else step by step.
+    ``checks=False`` leaves the expert checks out (the emulator, which reads no expert
+    field, decodes so); every other field and every error are the same."""
+    plan = plan_of(data, entropy, reading)
+    if plan is not None and len(data) >= plan[0]:
+        return plan[1](data, checks)
+    return decode_steps(data, caplen, origlen, entropy=entropy, reading=reading, checks=checks)
+
+
+def plan_of(data: bytes, entropy: bool = False,
+            reading: Reading = SPEC) -> tuple[int, Callable[[bytes, bool], Decoded]] | None:
+    """The plan ``decode`` runs for packets chosen as this one is (by every value it branches
+    on): (the bytes it reads, ``run(data, checks)``), or None when those values cannot be
+    read (the bytes run out first: ``decode_steps`` says where)."""
     key = _selectors(data, entropy, reading)
-    if key is not None:
-        plan = _PLANS.get(key)
-        if plan is None:
-            plan = _plan(key, data, entropy, reading)
-        if plan is not None and len(data) >= plan[0]:
-            return plan[1](data)
-    return decode_steps(data, caplen, origlen, entropy=entropy, reading=reading)
+    if key is None:
+        return None
+    plan = _PLANS.get(key)
+    return plan if plan is not None else _plan(key, data, entropy, reading)
 
 
 def decode_steps(data: bytes, caplen: int | None = None, origlen: int | None = None, *,
-                 entropy: bool = False, reading: Reading = SPEC) -> Decoded:
+                 entropy: bool = False, reading: Reading = SPEC,
+                 checks: bool = True) -> Decoded:
     """``decode`` one layout at a time: the reference the plans are held to, and what reads
     cut and broken packets (saying where they break)."""
     got: list[str] = []
@@ -170,7 +182,8 @@ def decode_steps(data: bytes, caplen: int | None = None, origlen: int | None = N
     del f[_GOT]
     f["payload.len"] = len(data) - pos
     headers = tuple(got)
-    check(f, reading, headers)
+    if checks:
+        check(f, reading, headers)
     return Decoded(WALK, tuple(layers), f, None, "uet", reading, headers, data)
 
 
@@ -457,10 +470,12 @@ def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
     env["unpack"] = __import__("struct").Struct("!" + "".join(fmt)).unpack_from
     words = ", ".join(f"w{i}" for i in range(nwords))
     src = "\n".join([
-        "def run(data):", f"    {words}, = unpack(data, 0)" if nwords else "    pass", *lines,
+        "def run(data, checks):",
+        f"    {words}, = unpack(data, 0)" if nwords else "    pass", *lines,
         "    f = {'uet': True, " + ", ".join(items) + "}", *derives, *tail,
         f"    f['payload.len'] = len(data) - {end}",
-        "    check(f, reading, _headers)",
+        "    if checks:",
+        "        check(f, reading, _headers)",
         "    return Decoded(WALK, _layers, f, None, 'uet', reading, _headers, data)"]) + "\n"
     exec(compile(src, f"<uet plan {key}>", "exec"), env)
     if len(_PLANS) > 4096:
@@ -469,4 +484,4 @@ def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
     return plan
 
 
-__all__ = ["Decoded", "INVALID_HEADER", "WALK", "decode", "decode_steps", "signed16"]
+__all__ = ["Decoded", "INVALID_HEADER", "WALK", "decode", "decode_steps", "plan_of", "signed16"]

@@ -1,0 +1,348 @@
+"""The emulator's fast UET codec: the few packet shapes the PDS sends, each packed by one
+generated function; the Ethernet / IPv4 / UDP prefix of a frame from a per-path template; and
+the reading of a received packet by the decoder's plan found from bytes at fixed places.
+
+``build.uet_bytes`` and ``build.frame`` are the reference (and the fallback) these are held to,
+byte for byte (tests/test_uet_codec.py): the shape of a field dictionary (its keys in order and
+the values that choose layouts: PDS type, next header, SYN, SES opcode, SOM, CC type) picks
+the layouts by the family's own rules (``layouts.pds_chain``, ``ses_chain``, ``renamed``), and
+the generated function packs every field at the offset, width and shift its layout gives, with
+one ``struct`` call.  Anything the generated code does not cover (a value that is not an integer
+in range, a TSS or atomic extension, a whole flags byte given) returns None, and the caller
+builds through ``build.uet_bytes``, whose bytes and errors are then its own.
+
+The prefix is ``build.frame``'s own bytes for an empty UET packet on that path (addresses,
+DSCP, ECN), with the per-packet fields patched at the offsets ``roce.headers`` gives: IPv4
+total length, identification and checksum (the ones' complement sum of the fixed words kept,
+RFC 1071), the UDP source port (the entropy) and length.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from roce.families.uet import UET_PORT
+from roce.families.uet import codes as t
+from roce.families.uet.build import default_next_header, frame
+from roce.families.uet.dissect import Decoded, plan_of
+from roce.families.uet.dissect import decode as dissect
+from roce.families.uet.layouts import (
+    ACK_CC_STATE,
+    AMO,
+    SES_HEADERS,
+    SIGNED,
+    SPEC,
+    STD_TAIL,
+    SYN_MASK,
+    ack_cc_key,
+    carries_ses,
+    pds_chain,
+    renamed,
+    ses_chain,
+)
+from roce.headers import LAYOUTS, SIZE_OF
+
+PSN_MASK = 0xFFFFFFFF
+_INTS = frozenset((int, bool))
+TYPE, NH, OP, CC = "uet.pds.type", "uet.pds.nh", "uet.ses.std.opcode", "uet.pds.ack.cc_type"
+SYN, SOM, HD, TSS = ("uet.pds.flags.syn", "uet.ses.std.som", "uet.ses.med_req.flags.hd",
+                     "uet.tss")
+# (derived value, its base, the offset field it stands for): build._derived's rules
+_OFFSETS = (("uet.pds.clear_psn", "uet.pds.psn", "uet.pds.clear_psn_offset"),
+            ("uet.pds.ack_psn", "uet.pds.cack_psn", "uet.pds.ack_psn_offset"),
+            ("uet.pds.ack.sack_psn", "uet.pds.cack_psn", "uet.pds.ack.sack_psn_offset"))
+
+Encoder = Callable[[dict[str, Any], bytes], "bytes | None"]
+_SHAPES: dict[tuple[Any, ...], Encoder | None] = {}
+
+
+def uet_fast(fields: dict[str, Any], payload: bytes) -> bytes | None:
+    """``build.uet_bytes(fields, payload=payload)`` (the specification's reading, no entropy
+    header) for the shapes the generated encoders cover; None for anything else."""
+    g = fields.get
+    key = (tuple(fields), g(TYPE), g(NH), g(OP), g(CC), not g(SYN), not g(SOM), not g(HD),
+           not g(TSS))
+    enc = _SHAPES.get(key, _SHAPES)
+    if enc is _SHAPES:
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        enc = _SHAPES[key] = _compile(key)
+    return None if enc is None else enc(fields, payload)
+
+
+def _compile(key: tuple[Any, ...]) -> Encoder | None:
+    """The generated encoder of one shape, or None when the shape is not one it covers."""
+    names, typ, nh, op, cc, no_syn, no_som, no_hd, no_tss = key
+    have = set(names)
+    if not no_tss or "uet.pds.flags" in have:
+        return None
+    for k, x in ((TYPE, typ), (NH, nh), (OP, op), (CC, cc)):
+        if k in have and type(x) not in _INTS:
+            return None  # None, or a value of another type: uet_bytes says what it makes of it
+    typ = int(typ) if TYPE in have else t.RUD_REQ
+    nh = int(nh) if NH in have else default_next_header(typ)
+    op = int(op) if OP in have else 0
+    cc = int(cc) if CC in have else 0
+    reading, heads = SPEC, SPEC.headers
+    locals_: dict[str, str] = {}  # flat key -> the local variable holding its value
+    reads: list[str] = []
+    for i, k in enumerate(names):
+        locals_[k] = f"x{i}"
+        reads.append(f"    x{i} = v[{k!r}]")
+    checks = [f"type({locals_[k]}) in INTS" for k in names]
+    lines: list[str] = []
+    # flags, composed as build.compose_flags composes them (None where it would refuse)
+    lines.append("    fl = 0")
+    for name, mask in reading.flags.get(typ, ()):
+        if name not in have:
+            continue
+        x = locals_[name]
+        low = (mask & -mask).bit_length() - 1
+        lines.append(f"    if {x}:")
+        if mask & (mask - 1):
+            lines += [f"        if ({x} << {low}) & {~mask & 0x7F:#x} or {x} < 0 or "
+                      f"({x} << {low}) > 0x7F:", "            return None",
+                      f"        fl |= {x} << {low}"]
+        else:
+            lines += [f"        if {x} != 1:", "            return None", f"        fl |= {mask}"]
+    syn_bit = 0 if no_syn else SYN_MASK
+    lines += [f"    if fl & {SYN_MASK} != {syn_bit}:", "        return None"]
+    values: dict[str, str] = {k: locals_[k] for k in names}
+    ctrl = typ == t.CTRL
+    # the derived PSNs given for the offsets they stand for (build._derived)
+    for n, (derived, base, off) in enumerate(_OFFSETS):
+        if derived in have and off not in have:
+            b = locals_.get(base, "0")
+            lines += [f"    d{n} = ({locals_[derived]} - {b}) & {PSN_MASK}",
+                      f"    if d{n} & 0x80000000:", f"        d{n} -= 0x100000000"]
+            values[off] = f"d{n}"
+    if "uet.pds.start_psn" in have and "uet.pds.psn_offset" not in have:
+        lines.append(f"    d9 = ({locals_.get('uet.pds.psn', '0')} - "
+                     f"{locals_['uet.pds.start_psn']}) & {PSN_MASK}")
+        values["uet.pds.psn_offset"] = "d9"
+    # the layouts, in wire order, each with the flat key its fields are taken from
+    pro = heads["prologue"]
+    plan: list[tuple[Any, dict[str, str], dict[str, str]]] = []
+    pro_values = {TYPE: str(typ), NH: values.get("uet.pds.ctl_type", "0") if ctrl else str(nh),
+                  "uet.pds.flags": "fl"}
+    plan.append((pro, {}, pro_values))
+    flags_known = syn_bit
+    for k in pds_chain(typ, flags_known, reading):
+        if k == ACK_CC_STATE:
+            if "uet.pds.ack.cc_state" in have:
+                plan.append((heads["ack.cc_raw"], {}, values))
+                continue
+            k = ack_cc_key(cc)
+        plan.append((heads[k], renamed(k, reading, flags_known), values))
+    if carries_ses(typ):
+        consts = dict(values)
+        if nh in t.RSP_OPCODES_OF and "uet.ses.rsp.opcode" not in have:
+            consts["uet.ses.rsp.opcode"] = str(t.RSP_RESPONSE if nh == t.NH_RSP
+                                               else t.RSP_WITH_DATA)
+        for k in ses_chain(nh, op, reading):
+            if k == AMO:
+                return None  # the extension by atomic opcode: uet_bytes
+            renames = renamed(k, reading, 0, op, not no_hd)
+            if k == STD_TAIL:
+                k = "std.cont" if no_som else "std.som"
+            plan.append((heads[k], renames, consts))
+    # every field: its value expression, checked against its width, shifted into its word
+    groups: list[list[Any]] = []  # [first byte, end byte, [(expr, field)]] over the whole
+    at = 0
+    for h, renames, vals in plan:
+        for fk, f in zip(h.keys, h.layout.fields):
+            src = renames.get(fk, fk)
+            expr = vals.get(src, "0")
+            if h is pro and src == TYPE or (h is pro and src == NH and not ctrl):
+                if not 0 <= int(expr) <= f.mask:
+                    return None
+            elif expr != "0" and expr != "fl":
+                if src in SIGNED:
+                    checks.append(f"-0x8000 <= {expr} <= 0x7FFF")
+                    expr = f"({expr} & 0xFFFF)"
+                else:
+                    checks.append(f"0 <= {expr} <= {f.mask:#x}")
+            bit_end = at * 8 + f.bit_offset + f.bits
+            first, end = at + f.bit_offset // 8, (bit_end + 7) // 8
+            if groups and first < groups[-1][1]:
+                groups[-1][1] = max(groups[-1][1], end)
+                groups[-1][2].append((expr, bit_end))
+            else:
+                groups.append([first, end, [(expr, bit_end)]])
+        at += h.size
+    fmt, words = [], []
+    for first, end, fields in groups:
+        size = end - first
+        terms = []
+        for expr, bit_end in fields:
+            shift = end * 8 - bit_end
+            if expr != "0":
+                terms.append(f"({expr} << {shift})" if shift else expr)
+        word = " | ".join(terms) if terms else "0"
+        code = {1: "B", 2: "H", 4: "I", 8: "Q"}.get(size)
+        if code is None:
+            fmt.append(f"{size}s")
+            word = f"({word}).to_bytes({size}, 'big')"
+        else:
+            fmt.append(code)
+        words.append(word)
+    src = "\n".join(["def enc(v, payload):", *reads,
+                     f"    if not ({' and '.join(checks[:len(names)]) or 'True'}):",
+                     "        return None", *lines,
+                     f"    if not ({' and '.join(checks[len(names):]) or 'True'}):",
+                     "        return None",
+                     f"    return pack({', '.join(words)}) + payload"]) + "\n"
+    env: dict[str, Any] = {"INTS": _INTS, "pack": struct.Struct("!" + "".join(fmt)).pack}
+    exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
+    return env["enc"]  # type: ignore[no-any-return]
+
+
+# -- reading ---------------------------------------------------------------------------------
+# ``dissect.decode`` chooses its plan by values it reads all over a packet (``_selectors``);
+# in the packets the PDS reads those values sit in the prologue and at most two bytes after
+# it (an ACK's CC type; a request's SES opcode and flags), at places the prologue fixes.  So
+# the prologue and those bytes, as they are, name the plan: ``read`` looks it up by them and
+# runs it without the expert checks.  What has no such place (TSS, an atomic extension chosen
+# by its own first byte) or is cut short is ``dissect.decode``'s.
+
+_PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
+_SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
+_AMO_KEYS = frozenset(("atomic", "cswap"))
+_SPANS: dict[bytes, tuple[int, int] | None] = {}
+_READS: dict[bytes, Any] = {}  # prologue + selector bytes -> dissect's plan, or False
+
+
+def _span(prologue: bytes) -> tuple[int, int] | None:
+    """Where the selector bytes after a prologue are (start, end; (0, 0): none), or None
+    when its packets are not ``read``'s (TSS)."""
+    word = int.from_bytes(prologue, "big")
+    typ, nh, flags = ((word >> s) & m for s, m in _PRO)
+    if typ == t.TSS_TYPE:
+        return None
+    heads, size = SPEC.headers, len(prologue)
+    for k in pds_chain(typ, flags, SPEC):
+        if k == "ack.ext":
+            return size, size + 1  # the CC type: its first byte
+        size += 8 if k == ACK_CC_STATE else heads[k].size
+    if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
+        return size, size + 2
+    return 0, 0
+
+
+def read(data: bytes) -> Decoded:
+    """``dissect.decode(data, checks=False)``, the plan found by fixed-place bytes."""
+    pro = data[:2]
+    span = _SPANS.get(pro, _SPANS)
+    if span is _SPANS:
+        if len(pro) < 2:
+            return dissect(data, checks=False)
+        if len(_SPANS) > 4096:
+            _SPANS.clear()
+        span = _SPANS[pro] = _span(pro)
+    if span is None:
+        return dissect(data, checks=False)
+    key = pro + data[span[0]:span[1]] if span[1] else pro
+    plan = _READS.get(key)
+    if plan is None:  # learnt from a whole packet of the key, the first one
+        plan = plan_of(data) if len(data) >= span[1] else None
+        if plan is None or len(data) < plan[0]:
+            return dissect(data, checks=False)
+        if _AMO_KEYS & set(plan[1](data, False).headers):
+            plan = False  # which extension: by a byte at no fixed place
+        if len(_READS) > 4096:
+            _READS.clear()
+        _READS[key] = plan
+    if plan and len(data) >= plan[0]:
+        return plan[1](data, False)  # type: ignore[no-any-return]
+    return dissect(data, checks=False)
+
+
+# -- the Ethernet / IPv4 / UDP prefix ---------------------------------------------------------
+
+L2, IP_HDR, UDP_HDR = SIZE_OF["eth"], SIZE_OF["ip"], SIZE_OF["udp"]
+PREFIX = L2 + IP_HDR + UDP_HDR
+MIN_FRAME = 60  # build.frame pads shorter frames, as Ethernet requires
+
+
+def _at(header: str, name: str, base: int) -> int:
+    f = LAYOUTS[header].field(name)
+    assert f.bits == 16 and f.bit_offset % 8 == 0, (header, name)
+    return base + f.byte_offset
+
+
+IP_LEN, IP_ID, IP_CSUM = (_at("ip", n, L2) for n in ("len", "id", "checksum"))
+UDP_SPORT, UDP_LEN = (_at("udp", n, L2 + IP_HDR) for n in ("srcport", "length"))
+_PATCHED = sorted(((IP_LEN, "iplen"), (IP_ID, "ipid"), (IP_CSUM, "csum"),
+                   (UDP_SPORT, "sport"), (UDP_LEN, "ulen")))
+
+
+def _prefix_packer() -> Callable[..., bytes]:
+    """``pack(template, iplen, ipid, csum, sport, ulen)``: the template's bytes with the five
+    16-bit fields put at their offsets (one ``struct`` call, the gaps copied)."""
+    fmt, args, pos = [], [], 0
+    for off, name in _PATCHED:
+        if off > pos:
+            fmt.append(f"{off - pos}s")
+            args.append(f"t[{pos}:{off}]")
+        fmt.append("H")
+        args.append(name)
+        pos = off + 2
+    if pos < PREFIX:
+        fmt.append(f"{PREFIX - pos}s")
+        args.append(f"t[{pos}:{PREFIX}]")
+    src = (f"def put(t, iplen, ipid, csum, sport, ulen):\n"
+           f"    return pack({', '.join(args)})\n")
+    env: dict[str, Any] = {"pack": struct.Struct("!" + "".join(fmt)).pack}
+    exec(compile(src, "<uet frame prefix>", "exec"), env)
+    return env["put"]  # type: ignore[no-any-return]
+
+
+_PUT = _prefix_packer()
+
+
+class Path:
+    """One path's frame prefix: ``build.frame``'s bytes for it, and the ones' complement sum
+    of its IPv4 header without the words each packet changes."""
+
+    __slots__ = ("template", "base")
+
+    def __init__(self, src: str, dst: str, smac: str, dmac: str, dscp: int, ecn: int) -> None:
+        self.template = frame(b"", src=src, dst=dst, smac=smac, dmac=dmac, sport=0,
+                              dport=UET_PORT, dscp=dscp, ecn=ecn, ip_id=0)[:PREFIX]
+        skip = {IP_LEN, IP_ID, IP_CSUM}
+        t_ = self.template
+        self.base = sum((t_[i] << 8) | t_[i + 1] for i in range(L2, L2 + IP_HDR, 2)
+                        if i not in skip)
+
+    def frame(self, uet: bytes, sport: int, ip_id: int) -> bytes | None:
+        """The frame of ``uet`` on this path (None when a value does not fit its field)."""
+        n = len(uet)
+        iplen = IP_HDR + UDP_HDR + n
+        if iplen > 0xFFFF or not 0 <= sport <= 0xFFFF or not 0 <= ip_id <= 0xFFFF:
+            return None
+        s = self.base + iplen + ip_id
+        s = (s & 0xFFFF) + (s >> 16)
+        s = (s & 0xFFFF) + (s >> 16)
+        out = _PUT(self.template, iplen, ip_id, ~s & 0xFFFF, sport, UDP_HDR + n) + uet
+        if len(out) < MIN_FRAME:
+            out += bytes(MIN_FRAME - len(out))
+        return out
+
+
+_PATHS: dict[tuple[Any, ...], Path] = {}
+
+
+def path(src: str, dst: str, smac: bytes, dmac: bytes, dscp: int, ecn: int) -> Path:
+    """The (cached) prefix template of one path and packet class."""
+    key = (src, dst, smac, dmac, dscp, ecn)
+    p = _PATHS.get(key)
+    if p is None:
+        if len(_PATHS) > 4096:
+            _PATHS.clear()
+        p = _PATHS[key] = Path(src, dst, smac.hex(":"), dmac.hex(":"), dscp, ecn)
+    return p
+
+
+__all__ = ["PREFIX", "Path", "path", "read", "uet_fast"]
