@@ -253,7 +253,7 @@ class Sent:
     """A request sent and not yet acknowledged: what to send again."""
 
     fields: dict[str, Any]
-    payload: bytes
+    payload: Any  # bytes, or where they lie (``ses.Piece``): ``bytes(payload)`` reads them
     token: Any
     sent_at: int = 0
     sends: int = 0
@@ -639,9 +639,12 @@ class Pds:
         pdc.rack.on_send(psn, now)
         if retx:
             self.counters.retransmitted += 1
+        # read now, at each sending (``ses.Piece``): a packet in flight is held as where its
+        # data lies, as a NIC re-reads host memory to resend, not as a copy
+        data = bytes(s.payload)
         if self.cm is not None:
-            self.cm.sent(pdc, psn, len(s.payload), now, retx)
-        return Out(pdc.peer, f, s.payload, pdc)
+            self.cm.sent(pdc, psn, len(data), now, retx)
+        return Out(pdc.peer, f, data, pdc)
 
     def _queue(self, pdc: Pdc, psns: Any, why: str, now: int = 0) -> int:
         queued = []

@@ -177,6 +177,24 @@ class Incoming:
     recv: tuple[int, MemoryRegion, int, int] | None = None  # wr_id, region, address, length
 
 
+class Piece:
+    """Bytes [``addr``, ``addr`` + ``n``) of ``region``, read each time the PDS sends them
+    (``bytes(piece)``): neither a posted message nor a packet awaiting its ACK holds a copy of
+    its data, only the frames on the wire do (an 8,192-host permutation of 1 MiB messages
+    would otherwise hold them all)."""
+
+    __slots__ = ("region", "addr", "n")
+
+    def __init__(self, region: MemoryRegion, addr: int, n: int) -> None:
+        self.region, self.addr, self.n = region, addr, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.region.view(self.addr, self.n))
+
+
 @dataclass
 class SesCounters:
     messages_posted: int = 0
@@ -275,7 +293,7 @@ class Ses:
                 f["uet.ses.std.message_offset"] = off
             if i == packets - 1:
                 f["uet.pds.flags.ar"] = True  # the last packet of a message: ACK at once
-            payload = bytes(local.view(laddr + off, n)) if n else b""
+            payload = Piece(local, laddr + off, n) if n else b""
             if kind == "atomic":
                 f.update(amo.fields())
                 payload = amo.payload()
