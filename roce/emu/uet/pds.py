@@ -36,7 +36,10 @@ Transport emulated"):
 * **Retransmission**: on a NACK as ``NACK_ACTIONS`` says; on a SACK gap when RACK
   (``roce.emu.core.rack``, RFC 8985) finds a PSN lost past the reordering window, so that
   spraying's reordering is no loss (the named ``reorder`` timer); on the named ``rto``
-  timer, doubled at each expiry without progress, the PDC failing after ``max_retries``.
+  timer, doubled at each expiry without progress, the PDC failing after ``max_retries``:
+  the expiry resends the earliest PSN not acknowledged (RFC 6298, 5.4; the one a lost
+  retransmission leaves missing, sent last, when a full window lets nothing after it go)
+  and every one sent longer than the current timeout ago.
 * **Close**: once every request is acknowledged, the initiator sends a close command
   (control type CLOSE) in its PSN space; the target acknowledges it when every PSN before
   it has arrived and closes; the ACK closes the initiator's end.
@@ -673,6 +676,13 @@ class Pds:
             return
         rto = self.config.rto_ns << (pdc.backoff - 1)
         late = [psn for psn, (sent_at, _n) in pdc.rack.sent.items() if sent_at + rto <= now]
+        first, gap = None, 0
+        for psn in pdc.sent:
+            d = ahead(psn, pdc.cack)
+            if first is None or d < gap:
+                first, gap = psn, d
+        if first is not None and first not in late:
+            late.insert(0, first)
         self._queue(pdc, late, "timeout", now)
 
     def _fail(self, pdc: Pdc) -> None:
