@@ -260,6 +260,7 @@ class Sent:
     token: Any
     sent_at: int = 0
     sends: int = 0
+    why: str = ""  # what queued it to be sent again: nack, sack or timeout (``_queue``)
 
 
 class Pdc:
@@ -640,8 +641,11 @@ class Pds:
         s.sends += 1
         s.sent_at = now
         pdc.rack.on_send(psn, now)
-        if retx:
-            self.counters.retransmitted += 1
+        if retx:  # counted as sent, by what queued it (a PSN queued may be acknowledged
+            # before its turn, and is not sent again then)
+            c = self.counters
+            c.retransmitted += 1
+            setattr(c, f"retx_{s.why}", getattr(c, f"retx_{s.why}") + 1)
         # read now, at each sending (``ses.Piece``): a packet in flight is held as where its
         # data lies, as a NIC re-reads host memory to resend, not as a copy
         data = bytes(s.payload)
@@ -655,13 +659,12 @@ class Pds:
             if psn in pdc.sent and psn not in pdc.resend_set:
                 pdc.resend.append(psn)
                 pdc.resend_set.add(psn)
+                pdc.sent[psn].why = why
                 queued.append(psn)
         n = len(queued)
         if n and self.cm is not None:
             self.cm.lost(pdc, queued, now)
         if n:
-            c = self.counters
-            setattr(c, f"retx_{why}", getattr(c, f"retx_{why}") + n)
             self._ready(pdc)
         return n
 
