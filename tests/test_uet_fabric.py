@@ -65,6 +65,16 @@ def test_corrupted_frames_are_discarded_by_the_port_and_resent(capsys, extra):
                    "discarded by the receiving port"]
 
 
+def test_lossy_sprayed_run_loses_no_pdc(capsys):
+    """A run where a lost retransmission met a full window: every PDC completes (before,
+    the timeouts resent only what had arrived and one PDC failed after 128 ms)."""
+    code, s, _ = emulate(capsys, "--protocol", "uet", "--topology", "leafspine:2,2,4",
+                         "--pfc", "off", "--trim", "--entropy", "packet", "--loss", "0.01",
+                         "--size", "256K", "--count", "4", "--seed", "2", "-T", "json")
+    assert code == 0 and s["data_verified"] and s["uet"]["pds"]["pdcs_failed"] == 0
+    assert s["virtual_ns"] < 5_000_000
+
+
 def test_text_summary_names_the_protocol(capsys):
     code, out, _ = emulate(capsys, "--protocol", "uet", "--size", "16K", "--count", "2")
     assert code == 0

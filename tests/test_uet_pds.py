@@ -189,6 +189,28 @@ def test_tail_loss_recovered_by_timeout():
     assert loop.now >= PdsConfig().rto_ns
 
 
+def test_timeout_resends_the_earliest_psn_not_acknowledged():
+    """The first request is lost, then its retransmission too; the requests beyond the SACK
+    bitmap's 64 PSNs cannot be acknowledged before it arrives, and were sent before that
+    retransmission: the timeout must resend the earliest PSN (RFC 6298, 5.4), not only
+    those sent longest ago, or the PDC spends its retries resending what arrived."""
+    first: list[int] = []
+
+    def fate(i: int, f: dict) -> list[tuple[int, bool]]:
+        if f.get("uet.pds.type") in t.REQUESTS and f.get("uet.pds.psn") == pdc.start_psn:
+            first.append(i)
+            if len(first) <= 2:
+                return []
+        return [(0, False)]
+
+    loop = Loop(fate=fate)
+    pdc, la, rb = writes(loop, 1, 100 * 1024)
+    loop.run()
+    c = loop.a.pds.counters
+    assert len(first) == 3 and c.pdcs_failed == 0 and la.buf == rb.buf
+    assert c.timeouts == 1 and pdc.backoff == 0
+
+
 def test_ack_coalescing_every_n_and_on_ar():
     loop = Loop(PdsConfig(ack_every=8))
     pdc, la, rb = writes(loop, 1, 20 * 1024)

@@ -36,7 +36,10 @@ Transport emulated"):
 * **Retransmission**: on a NACK as ``NACK_ACTIONS`` says; on a SACK gap when RACK
   (``roce.emu.core.rack``, RFC 8985) finds a PSN lost past the reordering window, so that
   spraying's reordering is no loss (the named ``reorder`` timer); on the named ``rto``
-  timer, doubled at each expiry without progress, the PDC failing after ``max_retries``.
+  timer, doubled at each expiry without progress, the PDC failing after ``max_retries``:
+  the expiry resends the earliest PSN not acknowledged (RFC 6298, 5.4; the one a lost
+  retransmission leaves missing, sent last, when a full window lets nothing after it go)
+  and every one sent longer than the current timeout ago.
 * **Close**: once every request is acknowledged, the initiator sends a close command
   (control type CLOSE) in its PSN space; the target acknowledges it when every PSN before
   it has arrived and closes; the ACK closes the initiator's end.
@@ -257,6 +260,7 @@ class Sent:
     token: Any
     sent_at: int = 0
     sends: int = 0
+    why: str = ""  # what queued it to be sent again: nack, sack or timeout (``_queue``)
 
 
 class Pdc:
@@ -637,8 +641,11 @@ class Pds:
         s.sends += 1
         s.sent_at = now
         pdc.rack.on_send(psn, now)
-        if retx:
-            self.counters.retransmitted += 1
+        if retx:  # counted as sent, by what queued it (a PSN queued may be acknowledged
+            # before its turn, and is not sent again then)
+            c = self.counters
+            c.retransmitted += 1
+            setattr(c, f"retx_{s.why}", getattr(c, f"retx_{s.why}") + 1)
         # read now, at each sending (``ses.Piece``): a packet in flight is held as where its
         # data lies, as a NIC re-reads host memory to resend, not as a copy
         data = bytes(s.payload)
@@ -652,13 +659,12 @@ class Pds:
             if psn in pdc.sent and psn not in pdc.resend_set:
                 pdc.resend.append(psn)
                 pdc.resend_set.add(psn)
+                pdc.sent[psn].why = why
                 queued.append(psn)
         n = len(queued)
         if n and self.cm is not None:
             self.cm.lost(pdc, queued, now)
         if n:
-            c = self.counters
-            setattr(c, f"retx_{why}", getattr(c, f"retx_{why}") + n)
             self._ready(pdc)
         return n
 
@@ -673,6 +679,13 @@ class Pds:
             return
         rto = self.config.rto_ns << (pdc.backoff - 1)
         late = [psn for psn, (sent_at, _n) in pdc.rack.sent.items() if sent_at + rto <= now]
+        first, gap = None, 0
+        for psn in pdc.sent:
+            d = ahead(psn, pdc.cack)
+            if first is None or d < gap:
+                first, gap = psn, d
+        if first is not None and first not in late:
+            late.insert(0, first)
         self._queue(pdc, late, "timeout", now)
 
     def _fail(self, pdc: Pdc) -> None:
