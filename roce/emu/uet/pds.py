@@ -37,9 +37,10 @@ Transport emulated"):
   (``roce.emu.core.rack``, RFC 8985) finds a PSN lost past the reordering window, so that
   spraying's reordering is no loss (the named ``reorder`` timer); on the named ``rto``
   timer, doubled at each expiry without progress, the PDC failing after ``max_retries``:
-  the expiry resends the earliest PSN not acknowledged (RFC 6298, 5.4; the one a lost
-  retransmission leaves missing, sent last, when a full window lets nothing after it go)
-  and every one sent longer than the current timeout ago.
+  the expiry resends every PSN sent longer than the current timeout ago, and the earliest
+  PSN not acknowledged once it was sent a timeout (undoubled) ago (RFC 6298, 5.4: the one a
+  lost retransmission leaves missing, sent after the others when a full window lets
+  nothing new go).
 * **Close**: once every request is acknowledged, the initiator sends a close command
   (control type CLOSE) in its PSN space; the target acknowledges it when every PSN before
   it has arrived and closes; the ACK closes the initiator's end.
@@ -323,8 +324,14 @@ class Pdc:
         return not self.fresh and not self.sent and not self.resend
 
     def rto_deadline(self, rto_ns: int) -> int | None:
-        for sent_at, _n in self.rack.sent.values():  # send order: the first is the oldest
-            return sent_at + (rto_ns << self.backoff)
+        """When the ``rto`` timer expires: the oldest sending not queued to be sent again
+        (one queued waits for its turn on the wire, and its timer starts when it goes; else
+        expiries would follow each other at once, doubling the timeout with nothing
+        resent)."""
+        queued = self.resend_set
+        for psn, (sent_at, _n) in self.rack.sent.items():  # send order: oldest first
+            if psn not in queued:
+                return sent_at + (rto_ns << self.backoff)
         return None
 
 
@@ -679,12 +686,16 @@ class Pds:
             return
         rto = self.config.rto_ns << (pdc.backoff - 1)
         late = [psn for psn, (sent_at, _n) in pdc.rack.sent.items() if sent_at + rto <= now]
+        # the earliest PSN not acknowledged, once its own last sending is a timeout old: the
+        # doubled timeout alone can pass over it for ever when it was resent after the
+        # others (each expiry then resends only the oldest of them)
         first, gap = None, 0
         for psn in pdc.sent:
             d = ahead(psn, pdc.cack)
             if first is None or d < gap:
                 first, gap = psn, d
-        if first is not None and first not in late:
+        if first is not None and first not in late \
+                and pdc.sent[first].sent_at + self.config.rto_ns <= now:
             late.insert(0, first)
         self._queue(pdc, late, "timeout", now)
 
