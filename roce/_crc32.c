@@ -249,58 +249,95 @@ finish128(__m128i x, const unsigned char *p, size_t r)
     return (uint32_t)_mm_extract_epi32(t, 1);
 }
 
-/* 16 <= n < 64: fold 16 bytes at a time on a single 128-bit lane. */
-static inline ROCE_T128 __attribute__((always_inline)) uint32_t
-crc_clmul_short(uint32_t c, const unsigned char *p, size_t n)
+/* Fold constants of one CRC, (lo, hi) = (clmul with the low, the high 64 bits)
+ * for a fold forward over F bits; one set per polynomial, the folding below
+ * is shared by every CRC. */
+struct kpair { unsigned long long lo, hi; };
+struct fold_k {
+    struct kpair f2048, f1536, f1024; /* 4 x 512-bit lanes into one */
+    struct kpair f512, f384, f256, f128;
+};
+
+static const struct fold_k crc32_fk = {
+    {K_X2080, K_X2016}, {K_X1568, K_X1504}, {K_X1056, K_X992},
+    {K_X544, K_X480}, {K_X416, K_X352}, {K_X288, K_X224}, {K_X160, K_X96},
+};
+
+static inline ROCE_T128 __attribute__((always_inline)) __m128i
+kv128(struct kpair k)
 {
-    const __m128i k = _mm_set_epi64x((long long)K_X96, (long long)K_X160);
-    __m128i x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
-                              _mm_cvtsi32_si128((int)c));
-    p += 16;
-    n -= 16;
+    return _mm_set_epi64x((long long)k.hi, (long long)k.lo);
+}
+
+/* Folds 16-byte blocks into x until fewer than 16 bytes are left. */
+static inline ROCE_T128 __attribute__((always_inline)) __m128i
+fold_tail128(__m128i x, const unsigned char **pp, size_t *pn,
+             const struct fold_k *fk)
+{
+    const __m128i k = kv128(fk->f128);
+    const unsigned char *p = *pp;
+    size_t n = *pn;
     while (n >= 16) {
         x = fold128(x, k, _mm_loadu_si128((const __m128i *)p));
         p += 16;
         n -= 16;
     }
-    return finish128(x, p, n);
+    *pp = p;
+    *pn = n;
+    return x;
 }
 
-/* PCLMULQDQ kernel: 4 x 128-bit lanes. */
+/*
+ * x0 is the first 16 bytes with the register already xored in, p[0..n) the
+ * rest.  From 48 more bytes on, 4 x 128-bit lanes (64 bytes per step) are
+ * folded and then reduced to one; returns the folded state of everything up
+ * to *pp, with *pn < 16 bytes left.
+ */
+static inline ROCE_T128 __attribute__((always_inline)) __m128i
+fold_lanes128(__m128i x0, const unsigned char **pp, size_t *pn,
+              const struct fold_k *fk)
+{
+    const unsigned char *p = *pp;
+    size_t n = *pn;
+    if (n >= 48) {
+        const __m128i k = kv128(fk->f512);
+        __m128i x1 = _mm_loadu_si128((const __m128i *)p);
+        __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+        __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+        p += 48;
+        n -= 48;
+        while (n >= 64) {
+            x0 = fold128(x0, k, _mm_loadu_si128((const __m128i *)p));
+            x1 = fold128(x1, k, _mm_loadu_si128((const __m128i *)(p + 16)));
+            x2 = fold128(x2, k, _mm_loadu_si128((const __m128i *)(p + 32)));
+            x3 = fold128(x3, k, _mm_loadu_si128((const __m128i *)(p + 48)));
+            p += 64;
+            n -= 64;
+        }
+        /* Lanes 0..2 are 384, 256, 128 bits before lane 3: fold in parallel. */
+        x0 = clmul_fold(x0, kv128(fk->f384));
+        x1 = clmul_fold(x1, kv128(fk->f256));
+        x2 = clmul_fold(x2, kv128(fk->f128));
+        x0 = _mm_xor_si128(_mm_xor_si128(x0, x1), _mm_xor_si128(x2, x3));
+    }
+    *pp = p;
+    *pn = n;
+    return fold_tail128(x0, pp, pn, fk);
+}
+
+/* PCLMULQDQ kernel: 4 x 128-bit lanes (from ROCE_CLMUL_MIN to 63 bytes, one). */
 static ROCE_T128 uint32_t crc_pclmul(uint32_t c, const unsigned char *p,
                                      size_t n)
 {
-    __m128i x0, x1, x2, x3, k;
-    if (n < 64)
-        return n < ROCE_CLMUL_MIN ? crc_sb8(c, p, n) : crc_clmul_short(c, p, n);
-    x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
-                       _mm_cvtsi32_si128((int)c));
-    x1 = _mm_loadu_si128((const __m128i *)(p + 16));
-    x2 = _mm_loadu_si128((const __m128i *)(p + 32));
-    x3 = _mm_loadu_si128((const __m128i *)(p + 48));
-    p += 64;
-    n -= 64;
-    k = _mm_set_epi64x((long long)K_X480, (long long)K_X544);
-    while (n >= 64) {
-        x0 = fold128(x0, k, _mm_loadu_si128((const __m128i *)p));
-        x1 = fold128(x1, k, _mm_loadu_si128((const __m128i *)(p + 16)));
-        x2 = fold128(x2, k, _mm_loadu_si128((const __m128i *)(p + 32)));
-        x3 = fold128(x3, k, _mm_loadu_si128((const __m128i *)(p + 48)));
-        p += 64;
-        n -= 64;
-    }
-    /* Lanes 0..2 are 384, 256, 128 bits before lane 3: fold in parallel. */
-    x0 = clmul_fold(x0, _mm_set_epi64x((long long)K_X352, (long long)K_X416));
-    x1 = clmul_fold(x1, _mm_set_epi64x((long long)K_X224, (long long)K_X288));
-    x2 = clmul_fold(x2, _mm_set_epi64x((long long)K_X96, (long long)K_X160));
-    x0 = _mm_xor_si128(_mm_xor_si128(x0, x1), _mm_xor_si128(x2, x3));
-    k = _mm_set_epi64x((long long)K_X96, (long long)K_X160);
-    while (n >= 16) {
-        x0 = fold128(x0, k, _mm_loadu_si128((const __m128i *)p));
-        p += 16;
-        n -= 16;
-    }
-    return finish128(x0, p, n);
+    __m128i x;
+    if (n < ROCE_CLMUL_MIN)
+        return crc_sb8(c, p, n);
+    x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
+                      _mm_cvtsi32_si128((int)c));
+    p += 16;
+    n -= 16;
+    x = fold_lanes128(x, &p, &n, &crc32_fk);
+    return finish128(x, p, n);
 }
 
 #ifdef ROCE_CRC32_AVX512
@@ -308,9 +345,9 @@ static ROCE_T128 uint32_t crc_pclmul(uint32_t c, const unsigned char *p,
     __attribute__((target("vpclmulqdq,avx512f,avx512bw,avx512vl,pclmul,sse4.1")))
 
 static inline ROCE_T512 __attribute__((always_inline)) __m512i
-bcast_k(unsigned long long hi, unsigned long long lo)
+kv512(struct kpair k)
 {
-    return _mm512_broadcast_i32x4(_mm_set_epi64x((long long)hi, (long long)lo));
+    return _mm512_broadcast_i32x4(_mm_set_epi64x((long long)k.hi, (long long)k.lo));
 }
 
 static inline ROCE_T512 __attribute__((always_inline)) __m512i
@@ -321,24 +358,29 @@ fold512(__m512i z, __m512i k, __m512i d)
                                      d, 0x96);
 }
 
-/* VPCLMULQDQ kernel: 4 x 512-bit lanes = 256 bytes per step. */
-static ROCE_T512 uint32_t crc_avx512(uint32_t c, const unsigned char *p,
-                                     size_t n)
+/*
+ * z is the first 64 bytes with the register already xored in, p[0..n) the
+ * rest.  From 192 more bytes on, 4 x 512-bit lanes (256 bytes per step) are
+ * folded and then reduced to one; that lane takes 64 bytes per step, is
+ * reduced to 128 bits, and the 16-byte tail is folded.  Returns the folded
+ * state of everything up to *pp, with *pn < 16 bytes left.
+ */
+static inline ROCE_T512 __attribute__((always_inline)) __m128i
+fold_lanes512(__m512i z, const unsigned char **pp, size_t *pn,
+              const struct fold_k *fk)
 {
-    __m512i z, k;
+    const unsigned char *p = *pp;
+    size_t n = *pn;
+    __m512i k;
     __m128i x;
-    if (n < 64)
-        return n < ROCE_CLMUL_MIN ? crc_sb8(c, p, n) : crc_clmul_short(c, p, n);
-    z = _mm512_xor_si512(_mm512_loadu_si512((const void *)p),
-                         _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
-    if (n >= 256) {
-        __m512i z1 = _mm512_loadu_si512((const void *)(p + 64));
-        __m512i z2 = _mm512_loadu_si512((const void *)(p + 128));
-        __m512i z3 = _mm512_loadu_si512((const void *)(p + 192));
+    if (n >= 192) {
+        __m512i z1 = _mm512_loadu_si512((const void *)p);
+        __m512i z2 = _mm512_loadu_si512((const void *)(p + 64));
+        __m512i z3 = _mm512_loadu_si512((const void *)(p + 128));
         __m512i a, b;
-        p += 256;
-        n -= 256;
-        k = bcast_k(K_X2016, K_X2080);
+        p += 192;
+        n -= 192;
+        k = kv512(fk->f2048);
         while (n >= 256) {
             z = fold512(z, k, _mm512_loadu_si512((const void *)p));
             z1 = fold512(z1, k, _mm512_loadu_si512((const void *)(p + 64)));
@@ -348,20 +390,17 @@ static ROCE_T512 uint32_t crc_avx512(uint32_t c, const unsigned char *p,
             n -= 256;
         }
         /* z, z1, z2 are 1536, 1024, 512 bits before z3: fold in parallel. */
-        k = bcast_k(K_X1504, K_X1568);
+        k = kv512(fk->f1536);
         a = _mm512_clmulepi64_epi128(z, k, 0x00);
         b = _mm512_clmulepi64_epi128(z, k, 0x11);
         z3 = _mm512_ternarylogic_epi64(z3, a, b, 0x96);
-        k = bcast_k(K_X992, K_X1056);
+        k = kv512(fk->f1024);
         a = _mm512_clmulepi64_epi128(z1, k, 0x00);
         b = _mm512_clmulepi64_epi128(z1, k, 0x11);
         z3 = _mm512_ternarylogic_epi64(z3, a, b, 0x96);
-        z = fold512(z2, bcast_k(K_X480, K_X544), z3);
-    } else {
-        p += 64;
-        n -= 64;
+        z = fold512(z2, kv512(fk->f512), z3);
     }
-    k = bcast_k(K_X480, K_X544);
+    k = kv512(fk->f512);
     while (n >= 64) {
         z = fold512(z, k, _mm512_loadu_si512((const void *)p));
         p += 64;
@@ -369,10 +408,10 @@ static ROCE_T512 uint32_t crc_avx512(uint32_t c, const unsigned char *p,
     }
     /* 512 -> 128: lanes 0..2 are 384, 256, 128 bits before lane 3. */
     {
-        const __m512i kl = _mm512_set_epi64(0, 0,
-                                            (long long)K_X96, (long long)K_X160,
-                                            (long long)K_X224, (long long)K_X288,
-                                            (long long)K_X352, (long long)K_X416);
+        const __m512i kl = _mm512_set_epi64(
+            0, 0, (long long)fk->f128.hi, (long long)fk->f128.lo,
+            (long long)fk->f256.hi, (long long)fk->f256.lo,
+            (long long)fk->f384.hi, (long long)fk->f384.lo);
         __m512i s = _mm512_ternarylogic_epi64(
             _mm512_clmulepi64_epi128(z, kl, 0x00),
             _mm512_clmulepi64_epi128(z, kl, 0x11),
@@ -382,12 +421,24 @@ static ROCE_T512 uint32_t crc_avx512(uint32_t c, const unsigned char *p,
         x = _mm_xor_si128(_mm256_castsi256_si128(h),
                           _mm256_extracti128_si256(h, 1));
     }
-    while (n >= 16) {
-        x = fold128(x, _mm_set_epi64x((long long)K_X96, (long long)K_X160),
-                    _mm_loadu_si128((const __m128i *)p));
-        p += 16;
-        n -= 16;
-    }
+    *pp = p;
+    *pn = n;
+    return fold_tail128(x, pp, pn, fk);
+}
+
+/* VPCLMULQDQ kernel: 4 x 512-bit lanes = 256 bytes per step. */
+static ROCE_T512 uint32_t crc_avx512(uint32_t c, const unsigned char *p,
+                                     size_t n)
+{
+    __m512i z;
+    __m128i x;
+    if (n < 64)
+        return crc_pclmul(c, p, n);
+    z = _mm512_xor_si512(_mm512_loadu_si512((const void *)p),
+                         _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
+    p += 64;
+    n -= 64;
+    x = fold_lanes512(z, &p, &n, &crc32_fk);
     return finish128(x, p, n);
 }
 #endif /* ROCE_CRC32_AVX512 */
@@ -533,11 +584,7 @@ static uint16_t crc16_sb8(uint16_t c, const unsigned char *p, size_t n)
 
 #ifdef ROCE_CRC32_X86
 /* x^e mod P as stored for a fold: coefficient x^i at bit 63-i. */
-static uint64_t c16_k[14];
-enum { K16_F2048_LO, K16_F2048_HI, K16_F1536_LO, K16_F1536_HI, K16_F1024_LO, K16_F1024_HI,
-       K16_F512_LO, K16_F512_HI, K16_F384_LO, K16_F384_HI, K16_F256_LO, K16_F256_HI,
-       K16_F128_LO, K16_F128_HI };
-static const unsigned c16_folds[7] = {2048, 1536, 1024, 512, 384, 256, 128};
+static struct fold_k c16_fk;
 
 static uint64_t c16_xpow(unsigned e)
 {
@@ -558,10 +605,13 @@ static uint64_t c16_xpow(unsigned e)
     return out;
 }
 
-static inline ROCE_T128 __attribute__((always_inline)) __m128i
-k16(int lo)
+/* the constants of a fold forward over f bits */
+static struct kpair c16_pair(unsigned f)
 {
-    return _mm_set_epi64x((long long)c16_k[lo + 1], (long long)c16_k[lo]);
+    struct kpair k;
+    k.lo = c16_xpow(f + 63);
+    k.hi = c16_xpow(f - 1);
+    return k;
 }
 
 /* the register after the folded state x (16 bytes) and p[0..n) (n < 16) */
@@ -576,110 +626,31 @@ finish16(__m128i x, const unsigned char *p, size_t n)
 static ROCE_T128 uint16_t crc16_pclmul(uint16_t c, const unsigned char *p,
                                         size_t n)
 {
-    __m128i x0, k;
+    __m128i x;
     if (n < 32)
         return crc16_sb8(c, p, n);
-    x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
-                       _mm_cvtsi32_si128((int)c));
+    x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
+                      _mm_cvtsi32_si128((int)c));
     p += 16;
     n -= 16;
-    if (n >= 48) {
-        __m128i x1 = _mm_loadu_si128((const __m128i *)p);
-        __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 16));
-        __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32));
-        p += 48;
-        n -= 48;
-        k = k16(K16_F512_LO);
-        while (n >= 64) {
-            x0 = fold128(x0, k, _mm_loadu_si128((const __m128i *)p));
-            x1 = fold128(x1, k, _mm_loadu_si128((const __m128i *)(p + 16)));
-            x2 = fold128(x2, k, _mm_loadu_si128((const __m128i *)(p + 32)));
-            x3 = fold128(x3, k, _mm_loadu_si128((const __m128i *)(p + 48)));
-            p += 64;
-            n -= 64;
-        }
-        /* lanes 0..2 are 384, 256, 128 bits before lane 3 */
-        x0 = clmul_fold(x0, k16(K16_F384_LO));
-        x1 = clmul_fold(x1, k16(K16_F256_LO));
-        x2 = clmul_fold(x2, k16(K16_F128_LO));
-        x0 = _mm_xor_si128(_mm_xor_si128(x0, x1), _mm_xor_si128(x2, x3));
-    }
-    k = k16(K16_F128_LO);
-    while (n >= 16) {
-        x0 = fold128(x0, k, _mm_loadu_si128((const __m128i *)p));
-        p += 16;
-        n -= 16;
-    }
-    return finish16(x0, p, n);
+    x = fold_lanes128(x, &p, &n, &c16_fk);
+    return finish16(x, p, n);
 }
 
 #ifdef ROCE_CRC32_AVX512
-static inline ROCE_T512 __attribute__((always_inline)) __m512i
-k16x4(int lo)
-{
-    return bcast_k(c16_k[lo + 1], c16_k[lo]);
-}
-
 /* 4 x 512-bit lanes = 256 bytes per step (below 256 bytes: the 128-bit kernel). */
 static ROCE_T512 uint16_t crc16_avx512(uint16_t c, const unsigned char *p,
                                         size_t n)
 {
-    __m512i z, z1, z2, z3, k, a, b;
+    __m512i z;
     __m128i x;
     if (n < 256)
         return crc16_pclmul(c, p, n);
     z = _mm512_xor_si512(_mm512_loadu_si512((const void *)p),
                          _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
-    z1 = _mm512_loadu_si512((const void *)(p + 64));
-    z2 = _mm512_loadu_si512((const void *)(p + 128));
-    z3 = _mm512_loadu_si512((const void *)(p + 192));
-    p += 256;
-    n -= 256;
-    k = k16x4(K16_F2048_LO);
-    while (n >= 256) {
-        z = fold512(z, k, _mm512_loadu_si512((const void *)p));
-        z1 = fold512(z1, k, _mm512_loadu_si512((const void *)(p + 64)));
-        z2 = fold512(z2, k, _mm512_loadu_si512((const void *)(p + 128)));
-        z3 = fold512(z3, k, _mm512_loadu_si512((const void *)(p + 192)));
-        p += 256;
-        n -= 256;
-    }
-    /* z, z1, z2 are 1536, 1024, 512 bits before z3 */
-    k = k16x4(K16_F1536_LO);
-    a = _mm512_clmulepi64_epi128(z, k, 0x00);
-    b = _mm512_clmulepi64_epi128(z, k, 0x11);
-    z3 = _mm512_ternarylogic_epi64(z3, a, b, 0x96);
-    k = k16x4(K16_F1024_LO);
-    a = _mm512_clmulepi64_epi128(z1, k, 0x00);
-    b = _mm512_clmulepi64_epi128(z1, k, 0x11);
-    z3 = _mm512_ternarylogic_epi64(z3, a, b, 0x96);
-    k = k16x4(K16_F512_LO);
-    z = fold512(z2, k, z3);
-    while (n >= 64) {
-        z = fold512(z, k, _mm512_loadu_si512((const void *)p));
-        p += 64;
-        n -= 64;
-    }
-    /* 512 -> 128: 128-bit lanes 0..2 are 384, 256, 128 bits before lane 3 */
-    {
-        const __m512i kl = _mm512_set_epi64(
-            0, 0, (long long)c16_k[K16_F128_HI], (long long)c16_k[K16_F128_LO],
-            (long long)c16_k[K16_F256_HI], (long long)c16_k[K16_F256_LO],
-            (long long)c16_k[K16_F384_HI], (long long)c16_k[K16_F384_LO]);
-        __m512i s = _mm512_ternarylogic_epi64(
-            _mm512_clmulepi64_epi128(z, kl, 0x00),
-            _mm512_clmulepi64_epi128(z, kl, 0x11),
-            _mm512_maskz_mov_epi64(0xC0, z), 0x96);
-        __m256i h = _mm256_xor_si256(_mm512_castsi512_si256(s),
-                                     _mm512_extracti64x4_epi64(s, 1));
-        x = _mm_xor_si128(_mm256_castsi256_si128(h),
-                          _mm256_extracti128_si256(h, 1));
-    }
-    while (n >= 16) {
-        x = fold128(x, k16(K16_F128_LO), _mm_loadu_si128((const __m128i *)p));
-        p += 16;
-        n -= 16;
-    }
+    p += 64;
+    n -= 64;
+    x = fold_lanes512(z, &p, &n, &c16_fk);
     return finish16(x, p, n);
 }
 #endif /* ROCE_CRC32_AVX512 */
@@ -727,10 +698,13 @@ void roce_crc16r_setup(uint16_t poly)
                                        c16_tab[0][c16_tab[k - 1][i] & 0xffu]);
     c16_poly = poly;
 #ifdef ROCE_CRC32_X86
-    for (i = 0; i < 7; i++) {
-        c16_k[2 * i] = c16_xpow(c16_folds[i] + 63);
-        c16_k[2 * i + 1] = c16_xpow(c16_folds[i] - 1);
-    }
+    c16_fk.f2048 = c16_pair(2048);
+    c16_fk.f1536 = c16_pair(1536);
+    c16_fk.f1024 = c16_pair(1024);
+    c16_fk.f512 = c16_pair(512);
+    c16_fk.f384 = c16_pair(384);
+    c16_fk.f256 = c16_pair(256);
+    c16_fk.f128 = c16_pair(128);
 #endif
     crc16_active = crc16_auto_select();
 }
