@@ -204,14 +204,16 @@ fold128(__m128i x, __m128i k, __m128i d)
 }
 
 /*
- * Finish: x is the folded state of everything before p; p[0..r) (r < 16) are
- * the remaining bytes, and at least 16 bytes before p + r are readable.
- * Returns the raw CRC register.
+ * Finish: x is the folded state of every whole 16-byte block of p[0..n)
+ * (n >= 16); the r = n % 16 bytes after them are merged here.  Returns the raw
+ * CRC register.
  */
 static inline ROCE_T128 __attribute__((always_inline)) uint32_t
-finish128(__m128i x, const unsigned char *p, size_t r)
+finish128(__m128i x, const unsigned char *p, size_t n)
 {
+    const size_t r = n & 15;
     __m128i t, q;
+    p += n - r;
     if (r) {
         /* The stream is x (16 bytes) || p[0..r).  Its last 16 bytes are
          * b = x[r..16) || p[0..r), preceded by a = x[0..r) which is folded
@@ -269,36 +271,30 @@ kv128(struct kpair k)
     return _mm_set_epi64x((long long)k.hi, (long long)k.lo);
 }
 
-/* Folds 16-byte blocks into x until fewer than 16 bytes are left. */
+/*
+ * Each fold_* helper takes x, the folded state of everything before p, and
+ * folds every whole 16-byte block of p[0..n) into it: the n % 16 bytes from
+ * p + n - n % 16 on are left to the CRC's finish.
+ */
 static inline ROCE_T128 __attribute__((always_inline)) __m128i
-fold_tail128(__m128i x, const unsigned char **pp, size_t *pn,
+fold_tail128(__m128i x, const unsigned char *p, size_t n,
              const struct fold_k *fk)
 {
     const __m128i k = kv128(fk->f128);
-    const unsigned char *p = *pp;
-    size_t n = *pn;
     while (n >= 16) {
         x = fold128(x, k, _mm_loadu_si128((const __m128i *)p));
         p += 16;
         n -= 16;
     }
-    *pp = p;
-    *pn = n;
     return x;
 }
 
-/*
- * x0 is the first 16 bytes with the register already xored in, p[0..n) the
- * rest.  From 48 more bytes on, 4 x 128-bit lanes (64 bytes per step) are
- * folded and then reduced to one; returns the folded state of everything up
- * to *pp, with *pn < 16 bytes left.
- */
+/* From 48 bytes on, x0 and the next 48 bytes start 4 x 128-bit lanes (64
+ * bytes per step), reduced to one lane before the 16-byte tail. */
 static inline ROCE_T128 __attribute__((always_inline)) __m128i
-fold_lanes128(__m128i x0, const unsigned char **pp, size_t *pn,
+fold_lanes128(__m128i x0, const unsigned char *p, size_t n,
               const struct fold_k *fk)
 {
-    const unsigned char *p = *pp;
-    size_t n = *pn;
     if (n >= 48) {
         const __m128i k = kv128(fk->f512);
         __m128i x1 = _mm_loadu_si128((const __m128i *)p);
@@ -320,9 +316,7 @@ fold_lanes128(__m128i x0, const unsigned char **pp, size_t *pn,
         x2 = clmul_fold(x2, kv128(fk->f128));
         x0 = _mm_xor_si128(_mm_xor_si128(x0, x1), _mm_xor_si128(x2, x3));
     }
-    *pp = p;
-    *pn = n;
-    return fold_tail128(x0, pp, pn, fk);
+    return fold_tail128(x0, p, n, fk);
 }
 
 /* PCLMULQDQ kernel: 4 x 128-bit lanes (from ROCE_CLMUL_MIN to 63 bytes, one). */
@@ -334,9 +328,7 @@ static ROCE_T128 uint32_t crc_pclmul(uint32_t c, const unsigned char *p,
         return crc_sb8(c, p, n);
     x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
                       _mm_cvtsi32_si128((int)c));
-    p += 16;
-    n -= 16;
-    x = fold_lanes128(x, &p, &n, &crc32_fk);
+    x = fold_lanes128(x, p + 16, n - 16, &crc32_fk);
     return finish128(x, p, n);
 }
 
@@ -359,18 +351,15 @@ fold512(__m512i z, __m512i k, __m512i d)
 }
 
 /*
- * z is the first 64 bytes with the register already xored in, p[0..n) the
- * rest.  From 192 more bytes on, 4 x 512-bit lanes (256 bytes per step) are
- * folded and then reduced to one; that lane takes 64 bytes per step, is
- * reduced to 128 bits, and the 16-byte tail is folded.  Returns the folded
- * state of everything up to *pp, with *pn < 16 bytes left.
+ * As fold_lanes128 with z the folded state of the 64 bytes before p: from 192
+ * bytes on, z and the next 192 bytes start 4 x 512-bit lanes (256 bytes per
+ * step), reduced to one; that lane takes 64 bytes per step, is reduced to 128
+ * bits, and the 16-byte tail follows.
  */
 static inline ROCE_T512 __attribute__((always_inline)) __m128i
-fold_lanes512(__m512i z, const unsigned char **pp, size_t *pn,
+fold_lanes512(__m512i z, const unsigned char *p, size_t n,
               const struct fold_k *fk)
 {
-    const unsigned char *p = *pp;
-    size_t n = *pn;
     __m512i k;
     __m128i x;
     if (n >= 192) {
@@ -421,9 +410,7 @@ fold_lanes512(__m512i z, const unsigned char **pp, size_t *pn,
         x = _mm_xor_si128(_mm256_castsi256_si128(h),
                           _mm256_extracti128_si256(h, 1));
     }
-    *pp = p;
-    *pn = n;
-    return fold_tail128(x, pp, pn, fk);
+    return fold_tail128(x, p, n, fk);
 }
 
 /* VPCLMULQDQ kernel: 4 x 512-bit lanes = 256 bytes per step. */
@@ -436,9 +423,7 @@ static ROCE_T512 uint32_t crc_avx512(uint32_t c, const unsigned char *p,
         return crc_pclmul(c, p, n);
     z = _mm512_xor_si512(_mm512_loadu_si512((const void *)p),
                          _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
-    p += 64;
-    n -= 64;
-    x = fold_lanes512(z, &p, &n, &crc32_fk);
+    x = fold_lanes512(z, p + 64, n - 64, &crc32_fk);
     return finish128(x, p, n);
 }
 #endif /* ROCE_CRC32_AVX512 */
@@ -614,13 +599,14 @@ static struct kpair c16_pair(unsigned f)
     return k;
 }
 
-/* the register after the folded state x (16 bytes) and p[0..n) (n < 16) */
+/* the register after p[0..n) (n >= 16), x being the folded state of its whole
+ * 16-byte blocks: x's 16 bytes, then the n % 16 bytes after the blocks */
 static inline ROCE_T128 __attribute__((always_inline)) uint16_t
 finish16(__m128i x, const unsigned char *p, size_t n)
 {
     unsigned char b[16];
     _mm_storeu_si128((__m128i *)b, x);
-    return crc16_sb8(crc16_sb8(0, b, 16), p, n);
+    return crc16_sb8(crc16_sb8(0, b, 16), p + (n & ~(size_t)15), n & 15);
 }
 
 static ROCE_T128 uint16_t crc16_pclmul(uint16_t c, const unsigned char *p,
@@ -631,9 +617,7 @@ static ROCE_T128 uint16_t crc16_pclmul(uint16_t c, const unsigned char *p,
         return crc16_sb8(c, p, n);
     x = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
                       _mm_cvtsi32_si128((int)c));
-    p += 16;
-    n -= 16;
-    x = fold_lanes128(x, &p, &n, &c16_fk);
+    x = fold_lanes128(x, p + 16, n - 16, &c16_fk);
     return finish16(x, p, n);
 }
 
@@ -648,9 +632,7 @@ static ROCE_T512 uint16_t crc16_avx512(uint16_t c, const unsigned char *p,
         return crc16_pclmul(c, p, n);
     z = _mm512_xor_si512(_mm512_loadu_si512((const void *)p),
                          _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
-    p += 64;
-    n -= 64;
-    x = fold_lanes512(z, &p, &n, &c16_fk);
+    x = fold_lanes512(z, p + 64, n - 64, &c16_fk);
     return finish16(x, p, n);
 }
 #endif /* ROCE_CRC32_AVX512 */
