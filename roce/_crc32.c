@@ -319,9 +319,10 @@ fold_lanes128(__m128i x0, const unsigned char *p, size_t n,
     return fold_tail128(x0, p, n, fk);
 }
 
-/* PCLMULQDQ kernel: 4 x 128-bit lanes (from ROCE_CLMUL_MIN to 63 bytes, one). */
-static ROCE_T128 uint32_t crc_pclmul(uint32_t c, const unsigned char *p,
-                                     size_t n)
+/* 4 x 128-bit lanes (from ROCE_CLMUL_MIN to 63 bytes, one); inlined into both
+ * kernels, the AVX-512 one's short inputs included. */
+static inline ROCE_T128 __attribute__((always_inline)) uint32_t
+crc_clmul128(uint32_t c, const unsigned char *p, size_t n)
 {
     __m128i x;
     if (n < ROCE_CLMUL_MIN)
@@ -330,6 +331,13 @@ static ROCE_T128 uint32_t crc_pclmul(uint32_t c, const unsigned char *p,
                       _mm_cvtsi32_si128((int)c));
     x = fold_lanes128(x, p + 16, n - 16, &crc32_fk);
     return finish128(x, p, n);
+}
+
+/* PCLMULQDQ kernel */
+static ROCE_T128 uint32_t crc_pclmul(uint32_t c, const unsigned char *p,
+                                     size_t n)
+{
+    return crc_clmul128(c, p, n);
 }
 
 #ifdef ROCE_CRC32_AVX512
@@ -420,7 +428,7 @@ static ROCE_T512 uint32_t crc_avx512(uint32_t c, const unsigned char *p,
     __m512i z;
     __m128i x;
     if (n < 64)
-        return crc_pclmul(c, p, n);
+        return crc_clmul128(c, p, n);
     z = _mm512_xor_si512(_mm512_loadu_si512((const void *)p),
                          _mm512_castsi128_si512(_mm_cvtsi32_si128((int)c)));
     x = fold_lanes512(z, p + 64, n - 64, &crc32_fk);
@@ -536,11 +544,10 @@ void roce_crc32_force(const char *name)
  * from a zero register.  The register's two bytes are xored into the first two
  * message bytes, so eight bytes are one lookup each.
  *
- * pclmulqdq-sse4 (and vpclmulqdq-avx512, the same on 4 x 512-bit registers, 256
- * bytes per step, then reduced to 128 bits as the CRC-32's is): the bit
- * convention of the CRC-32 above (in a block loaded
- * little-endian bit i is the coefficient of x^(127-i) relative to the block's
- * end).  Folding a block forward over F bits:
+ * pclmulqdq-sse4 and vpclmulqdq-avx512: the CRC-32's folding routines
+ * (fold_lanes128, fold_lanes512) with this polynomial's constants, c16_fk; the
+ * bit convention of the CRC-32 above (in a block loaded little-endian bit i
+ * is the coefficient of x^(127-i) relative to the block's end).  Folding a block forward over F bits:
  *     new = clmul(lo64, x^(F+63) mod P) ^ clmul(hi64, x^(F-1) mod P) ^ next
  * with each constant (degree < 16) stored as bit j <-> x^(63-j): the product's
  * bit k is then the coefficient of x^(126-k), one short of the block's x^(127-k),
