@@ -11,8 +11,9 @@ How the build spends its time (bench/RESULTS.md, "Install time"; docs/architectu
   emulator 2-3 % faster and took 1.7 times as long to compile; ``_fastpath`` decodes as fast
   at -O1 as at -O3 in half the compile time (its ICRC calls lost ~10 %, 20 ns per 4 KiB
   frame); the flow engines' analysis lost 10 % (4 ms on 200,000 packets) for 45 % less
-  compile time.  Below -O1 the emulator lost 10 % (-Og) to 45 % (-O0).  No debug
-  information (``-g0``): a third of the compile time, nothing at run time.
+  compile time.  Below -O1 the emulator lost 10 % (-Og) to 45 % (-O0); two of -O1's
+  passes (``LEAN``) are left out, 14 % of the compile time for nothing measurable.  No
+  debug information (``-g0``): a third of the compile time, nothing at run time.
 - Cython's utility code (reference counting, calls, exceptions, its function and generator
   types) is one shared module, ``roce._cyutility``, instead of a copy compiled into every
   module: 12 % less C to compile across the emulator's modules.  The emulator's extension
@@ -49,8 +50,12 @@ STRICT = ["-Werror=incompatible-pointer-types"]
 # -g0 everywhere: debug information was a third of the compile time and most of the wheel's
 # size, and nothing at run time.  -O1 everywhere: what each level costs and gives is in the
 # docstring above.
-FASTPATH_FLAGS = ["-O1", "-g0", *STRICT]
-EMULATOR_FLAGS = ["-O1", "-g0", *STRICT]
+# Two passes of -O1 that are a seventh of its time on Cython's C and buy nothing measurable
+# there (points-to analysis; jump threading and redundancy elimination over dominators):
+# bench/emu_speed_ab.py 0.98-1.01, bench/bench_stats_ab.py 0.99-1.02 without them
+LEAN = ["-fno-tree-pta", "-fno-tree-dominator-opts"]
+FASTPATH_FLAGS = ["-O1", *LEAN, "-g0", *STRICT]
+EMULATOR_FLAGS = ["-O1", *LEAN, "-g0", *STRICT]
 # Annotations stay hints (annotation_typing off): the compiled form must behave exactly as
 # the interpreted one.
 EMULATOR_DIRECTIVES = {"annotation_typing": False, "binding": True, "auto_pickle": False}
@@ -58,7 +63,7 @@ EMULATOR_DIRECTIVES = {"annotation_typing": False, "binding": True, "auto_pickle
 # beside the .py that stays the interpreted reference: _compiled.TWINS).  Its C types are in
 # roce/analysis/_flowengine.pxd, so here annotations stay hints too; Python's division, and no
 # bounds checks (the source indexes only what it checked).
-TWIN_FLAGS = ["-O1", "-g0", *STRICT]
+TWIN_FLAGS = ["-O1", *LEAN, "-g0", *STRICT]
 TWIN_DIRECTIVES = {"annotation_typing": False, "boundscheck": False, "wraparound": False,
                    "initializedcheck": False, "cdivision": False}
 
