@@ -563,3 +563,15 @@ def test_a_flipped_bit_anywhere_is_refused_by_the_hca(transport: bytes, bit: int
     flipped = bytearray(peer)
     flipped[bit // 8] ^= 0x80 >> (bit % 8)
     assert fr.to_roce(bytes(flipped)) is None
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_tail_loss_is_recovered_by_the_qp_timeout(seed):
+    """A lost last packet leaves only the QP's ACK timeout to resend it.  The HCA's credit
+    refresh timer once shared the NIC's timer field: a refresh superseded the pending QP
+    timeout, and the run ended at its time limit with the data not verified and no
+    timeout counted (these seeds)."""
+    sc = Scenario(op="write", size=64 << 10, count=4, topology="incast:4", protocol="ib",
+                  loss=0.01, seed=seed)
+    s = IbRun(sc, topology=topo.parse("incast:4")).run(None)
+    assert s.data_verified and s.timeouts >= 1

@@ -51,8 +51,11 @@ HELD = 1 << 62  # a priority held for credit: "until" far past any run (never a 
 class Hca(Nic):
     """A ``Nic`` whose port speaks InfiniBand's link layer (module docstring)."""
 
-    # the refresh timer's deadline is the Nic's ``_timer_at``
-    __slots__ = ("ib_config", "framer", "credits", "sl2vl", "arbiter", "slots", "ib_recorders",
+    # ``refresh_at``: the ``refresh`` timer's deadline, apart from the Nic's QP timer
+    # (``_timer_at``: sharing it, a refresh superseded a pending QP timeout, and a pending QP
+    # timeout kept an idle link's refresh from starting again)
+    __slots__ = ("refresh_at", "ib_config", "framer", "credits", "sl2vl", "arbiter", "slots",
+                 "ib_recorders",
                  "erf_tap", "overflows", "bad_crc", "cc_agent", "cnps", "cnps_sent",
                  "fecn_received")
 
@@ -70,7 +73,7 @@ class Hca(Nic):
         self.erf_tap: Any = None  # ERF writer of what the port sends and receives
         self.overflows = 0
         self.bad_crc = 0
-        self._timer_at: int | None = None
+        self.refresh_at: int | None = None
         self.cc_agent: CcAgent | None = None  # with congestion control (``attach``)
         self.cnps: deque[bytes] = deque()  # CNPs to send, built
         self.cnps_sent = 0
@@ -97,7 +100,7 @@ class Hca(Nic):
             if cr.on_packet(frame) and any(self.slots):
                 self.wire.kick(now)
             return
-        if self._timer_at is None:
+        if self.refresh_at is None:
             wake_refresh(self, now)
         for w in self.ib_recorders:
             w.write(frame, ts_ns=now)
@@ -230,7 +233,7 @@ class Hca(Nic):
     def _send(self, now: int, vl: int, packet: bytes) -> bytes:
         self.arbiter.charge(len(packet))
         self.credits.sent(vl, len(packet))
-        if self._timer_at is None:
+        if self.refresh_at is None:
             wake_refresh(self, now)
         if self.erf_tap is not None:
             tap_write(self.erf_tap, packet, now, False)

@@ -69,7 +69,7 @@ class IbPort:
 
     __slots__ = ("switch", "index", "name", "wire", "credits", "sl2vl", "arbiter", "queues",
                  "erf_tap", "tx_frames", "rx_frames", "drops", "queued_bytes", "max_queue_bytes",
-                 "_timer_at", "peer", "busy", "congested", "fecn_marked",
+                 "refresh_at", "peer", "busy", "congested", "fecn_marked",
                  "starved", "cc")
 
     def __init__(self, switch: IbSwitch, index: int) -> None:
@@ -88,7 +88,7 @@ class IbPort:
         self.erf_tap: Any = None
         self.tx_frames = self.rx_frames = self.drops = 0
         self.queued_bytes = self.max_queue_bytes = 0
-        self._timer_at: int | None = None
+        self.refresh_at: int | None = None  # the ``refresh`` timer's deadline (None: idle)
         self.busy: set[int] = set()  # VLs with a packet queued
         self.congested = 0  # packets sent above the marking threshold since the last mark
         self.fecn_marked = 0
@@ -111,7 +111,7 @@ class IbPort:
                 self.switch.kick(now, self)  # credit: this port may send again
             return
         self.rx_frames += 1
-        if self._timer_at is None:
+        if self.refresh_at is None:
             wake_refresh(self, now)
         vl = frame[0] >> 4
         if vl >= cr.vls or not cr.received(vl, len(frame)):
@@ -167,7 +167,7 @@ class IbPort:
         self.tx_frames += 1
         inp.credits.released(vl_in, n)  # the packet left the input buffer: credit returns
         inp.wire.kick(now)
-        if self._timer_at is None:
+        if self.refresh_at is None:
             wake_refresh(self, now)
         if frame[0] >> 4 != vl:
             frame = set_vl(frame, vl)
@@ -200,7 +200,7 @@ class IbPort:
 
 def start_refresh(port: Any, credits: Credits) -> None:
     """Arm a port's ``refresh`` timer (its ``Credits.deadline``) on the network's clock."""
-    port._timer_at = t = credits.deadline()
+    port.refresh_at = t = credits.deadline()
     port.wire.net.at(t, port.on_refresh, credits.activity())
 
 
@@ -213,15 +213,15 @@ def on_refresh(port: Any, now: int, seen: int) -> None:
     cr.on_timer(now)
     port.wire.kick(now)
     if cr.activity() != seen or cr.batched:
-        port._timer_at = t = cr.deadline()
+        port.refresh_at = t = cr.deadline()
         port.wire.net.at(t, port.on_refresh, cr.activity())
     else:
-        port._timer_at = None
+        port.refresh_at = None
 
 
 def wake_refresh(port: Any, now: int) -> None:
     """A data packet on an idle link: the ``refresh`` timer runs again."""
-    if port._timer_at is None:
+    if port.refresh_at is None:
         cr = port.credits
         cr.next_refresh = now + cr.refresh_ns
         start_refresh(port, cr)
