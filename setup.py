@@ -37,6 +37,7 @@ from contextlib import nullcontext
 import Cython
 from Cython.Build import cythonize
 from Cython.Build.Dependencies import create_dependency_tree
+from Cython.Build.SharedModule import generate_shared_module
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -123,17 +124,17 @@ class BuildExt(build_ext):
         self.check_extensions_list(self.extensions)
         jobs = max(1, int(self.parallel))
         start = time.monotonic()
-        omp = openmp_flags()
-        for ext in self.extensions:
-            if ext.name == "roce._fastpath":
-                ext.extra_compile_args += omp
-                ext.extra_link_args += omp
+        # nothing before the first Cython job but what decides it: the OpenMP probe runs
+        # beside it, wanted only when _fastpath's C is compiled
+        side = ThreadPoolExecutor(1)
+        self._omp = side.submit(openmp_flags)
+        side.shutdown(wait=False)
         where = cache_lib["cache_dir"](os.path.join(ROOT, "build", "ext-cache"))
         self._cache = cache_lib["Cache"](where) if where else None
         self._cc_version = compiler_version(getattr(self.compiler, "compiler_so", None) or [])
-        _write_shared_c()  # before the order: its size places it among the others
-        # the longest compiles first: _fastpath, then the largest sources
+        # the longest compiles first: _fastpath, the shared utility code, then the largest
         order = sorted(self.extensions, key=lambda e: (e.name != "roce._fastpath",
+                                                       e.name != SHARED,
                                                        -_size(e.sources[0])))
         todo = self._stale_c(order)
         self._say(f"building {len(order)} extension modules, {jobs} at a time; C to write "
@@ -145,7 +146,8 @@ class BuildExt(build_ext):
             c_files = {name: (cython_pool.submit(
                 cythonize, [Extension(name, sources=[source])], language_level=3,
                 quiet=True, force=True, build_dir=CYTHON_DIR, compiler_directives=directives,
-                shared_utility_qualified_name=SHARED),
+                shared_utility_qualified_name=SHARED) if name != SHARED else
+                cython_pool.submit(generate_shared_module, _shared_options()),
                 c_file, fp) for name, (source, directives, c_file, fp) in todo.items()}
             with ThreadPoolExecutor(jobs) as pool:
                 futures = {pool.submit(self._build_one, ext, c_files.get(ext.name)): ext
@@ -175,6 +177,12 @@ class BuildExt(build_ext):
         for ext in order:
             src = ext.sources[0]
             base, kind = os.path.splitext(src)
+            if ext.name == SHARED:  # Cython's utility code: new with each Cython version
+                fp = cache_lib["cython_fingerprint"](Cython.__version__, {"shared": SHARED}, [])
+                if _read_fingerprint(SHARED_C) != [fp, _sha256_or_none(SHARED_C)]:
+                    os.makedirs(os.path.dirname(SHARED_C), exist_ok=True)
+                    todo[SHARED] = (None, None, SHARED_C, fp)
+                continue
             if kind not in (".py", ".pyx"):
                 continue
             twin = ext.name in compiled["TWINS"]
@@ -201,6 +209,10 @@ class BuildExt(build_ext):
             job, c_file, fingerprint = cython
             job.result()  # Cython's C for it is written (or its error raised here)
             _write_fingerprint(c_file, fingerprint)
+        if ext.name == "roce._fastpath":  # its batch ICRC uses every core where it can
+            omp = self._omp.result()
+            ext.extra_compile_args += omp
+            ext.extra_link_args += omp
         t = time.monotonic()
         dest = self.get_ext_fullpath(ext.name)
         key = self._key(ext)
@@ -230,20 +242,13 @@ class BuildExt(build_ext):
         print(f"roce build: {text}", flush=True)
 
 
-def _write_shared_c() -> None:
-    """The C of ``roce._cyutility``: Cython's utility code that the modules it writes import
-    instead of each carrying a copy.  Written again when Cython's version changed."""
-    fp = cache_lib["cython_fingerprint"](Cython.__version__, {"shared": SHARED}, [])
-    if _read_fingerprint(SHARED_C) == [fp, _sha256_or_none(SHARED_C)]:
-        return
-    from Cython.Build.SharedModule import generate_shared_module
+def _shared_options() -> object:
+    """Cython's options for writing ``roce._cyutility``'s C: Cython's utility code, which
+    the modules it writes import instead of each carrying a copy."""
     from Cython.Compiler.Main import CompilationOptions
 
-    os.makedirs(os.path.dirname(SHARED_C), exist_ok=True)
-    generate_shared_module(CompilationOptions(shared_c_file_path=SHARED_C,
-                                              shared_utility_qualified_name=None,
-                                              language_level=3))
-    _write_fingerprint(SHARED_C, fp)
+    return CompilationOptions(shared_c_file_path=SHARED_C, shared_utility_qualified_name=None,
+                              language_level=3)
 
 
 def _size(path: str) -> int:
