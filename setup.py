@@ -26,6 +26,7 @@ How the build spends its time (bench/RESULTS.md, "Install time"; docs/architectu
 """
 
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -37,9 +38,14 @@ from contextlib import nullcontext
 import Cython
 from Cython.Build import cythonize
 from Cython.Build.Dependencies import create_dependency_tree
-from Cython.Build.SharedModule import generate_shared_module
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+# the shared utility module (``SHARED``) came with Cython 3.1 (pyproject.toml asks for it; a
+# build without isolation may bring an older one)
+if tuple(map(int, re.match(r"(\d+)\.(\d+)", Cython.__version__).groups())) < (3, 1):
+    sys.exit(f"roce's build needs Cython >= 3.1, found {Cython.__version__}: "
+             "pip install -U 'Cython>=3.1'")
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 CYTHON_DIR = os.path.join("build", "cython")  # generated C (relative: the build runs in ROOT)
@@ -137,6 +143,7 @@ class BuildExt(build_ext):
                                                        e.name != SHARED,
                                                        -_size(e.sources[0])))
         todo = self._stale_c(order)
+        from Cython.Build.SharedModule import generate_shared_module  # Cython >= 3.1
         self._say(f"building {len(order)} extension modules, {jobs} at a time; C to write "
                   f"with Cython: {len(todo)} (new or changed sources)")
         made = {"compiled": 0, "cached": 0}
