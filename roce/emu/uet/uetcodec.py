@@ -26,7 +26,7 @@ from typing import Any
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import default_next_header, frame
-from roce.families.uet.dissect import Decoded, plan_of
+from roce.families.uet.dissect import decode_steps
 from roce.families.uet.dissect import decode as dissect
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
@@ -199,70 +199,10 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
     return env["enc"]  # type: ignore[no-any-return]
 
 
-# -- reading ---------------------------------------------------------------------------------
-# ``dissect.decode`` chooses its plan by values it reads all over a packet (``_selectors``);
-# in the packets the PDS reads those values sit in the prologue and at most two bytes after
-# it (an ACK's CC type; a request's SES opcode and flags), at places the prologue fixes.  So
-# the prologue and those bytes, as they are, name the plan: ``read`` looks it up by them and
-# runs it without the expert checks.  What has no such place (TSS, an atomic extension chosen
-# by its own first byte) or is cut short is ``dissect.decode``'s.
-
-_PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
-_SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
-_AMO_KEYS = frozenset(("atomic", "cswap"))
-_SPANS: dict[bytes, tuple[int, int] | None] = {}
-_READS: dict[bytes, Any] = {}  # prologue + selector bytes -> dissect's plan, or False
-
-
-def _span(prologue: bytes) -> tuple[int, int] | None:
-    """Where the selector bytes after a prologue are (start, end; (0, 0): none), or None
-    when its packets are not ``read``'s (TSS)."""
-    word = int.from_bytes(prologue, "big")
-    typ, nh, flags = ((word >> s) & m for s, m in _PRO)
-    if typ == t.TSS_TYPE:
-        return None
-    heads, size = SPEC.headers, len(prologue)
-    for k in pds_chain(typ, flags, SPEC):
-        if k == "ack.ext":
-            return size, size + 1  # the CC type: its first byte
-        size += 8 if k == ACK_CC_STATE else heads[k].size
-    if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
-        return size, size + 2
-    return 0, 0
-
-
-def read(data: bytes) -> Decoded:
-    """``dissect.decode(data, checks=False)``, the plan found by fixed-place bytes."""
-    pro = data[:2]
-    span = _SPANS.get(pro, _SPANS)
-    if span is _SPANS:
-        if len(pro) < 2:
-            return dissect(data, checks=False)
-        if len(_SPANS) > 4096:
-            _SPANS.clear()
-        span = _SPANS[pro] = _span(pro)
-    if span is None:
-        return dissect(data, checks=False)
-    key = pro + data[span[0]:span[1]] if span[1] else pro
-    plan = _READS.get(key)
-    if plan is None:  # learnt from a whole packet of the key, the first one
-        plan = plan_of(data) if len(data) >= span[1] else None
-        if plan is None or len(data) < plan[0]:
-            return dissect(data, checks=False)
-        if _AMO_KEYS & set(plan[1](data, False).headers):
-            plan = False  # which extension: by a byte at no fixed place
-        if len(_READS) > 4096:
-            _READS.clear()
-        _READS[key] = plan
-    if plan and len(data) >= plan[0]:
-        return plan[1](data, False)  # type: ignore[no-any-return]
-    return dissect(data, checks=False)
-
-
 # -- the Ethernet / IPv4 / UDP prefix ---------------------------------------------------------
 
 L2, IP_HDR, UDP_HDR = SIZE_OF["eth"], SIZE_OF["ip"], SIZE_OF["udp"]
-PREFIX = L2 + IP_HDR + UDP_HDR
+PREFIX = UET_AT = L2 + IP_HDR + UDP_HDR  # where the UET packet starts in a frame
 MIN_FRAME = 60  # build.frame pads shorter frames, as Ethernet requires
 
 
@@ -345,4 +285,180 @@ def path(src: str, dst: str, smac: bytes, dmac: bytes, dscp: int, ecn: int) -> P
     return p
 
 
-__all__ = ["PREFIX", "Path", "path", "read", "uet_fast"]
+# -- reading ---------------------------------------------------------------------------------
+# What the emulator reads of a received packet is ``RECEIVED``: the fields the PDS, the SES and
+# the congestion manager take from it (by ``f.get`` or ``f[...]``; tests/test_uet_codec.py runs
+# them on every shape they receive and fails on a field read outside it).  ``receive`` builds
+# only those, at the offsets the family's layouts give, by one function generated per packet
+# shape: ``dissect.decode`` chooses its layouts by values it reads all over a packet
+# (``_selectors``); in the packets the PDS reads those values sit in the prologue and at most
+# two bytes after it (an ACK's CC type; a request's SES opcode and flags), at places the
+# prologue fixes.  So the prologue and those bytes, as they are, name the shape: the first
+# whole packet of a shape is decoded step by step (``decode_steps``), and the layouts it read
+# make the reader of every later one.  What has no such place (TSS, an atomic extension chosen
+# by its own first byte) or is cut short goes to ``dissect.decode``, its fields then narrowed
+# to ``RECEIVED``: the same errors, the same values.
+
+RECEIVED = frozenset((
+    # the PDS: prologue, request, SYN, ACK, NACK, control and RUDI headers
+    TYPE, NH, "uet.pds.ctl_type", SYN, "uet.pds.flags.ar", "uet.pds.flags.m",
+    "uet.pds.psn", "uet.pds.spdcid", "uet.pds.dpdcid", "uet.pds.start_psn",
+    "uet.pds.cack_psn", "uet.pds.ack_psn", "uet.pds.ack.sack_psn", "uet.pds.ack.sack_bitmap",
+    CC, "uet.pds.ack.cc_state.service_time", "uet.pds.ack.cc_state.rcvd_bytes",
+    "uet.pds.ack.cc_state.credit", "uet.pds.nack.code", "uet.pds.nack.psn",
+    "uet.pds.nack.max_recv_psn_plus_1", "uet.pds.ctrl_payload", "uet.pds.rudi.pkt_id",
+    # the SES: requests, their extensions, responses
+    OP, "uet.ses.std.som", "uet.ses.std.message_id", "uet.ses.std.job_id",
+    "uet.ses.std.buffer_offset", "uet.ses.std.mem_key_match_bits",
+    "uet.ses.std.resource_index", "uet.ses.std.request_length", "uet.ses.std.message_offset",
+    "uet.ses.atomic_op_ext_hdr.atomic_opcode", "uet.ses.atomic_op_ext_hdr.atomic_data_type",
+    "uet.ses.comp_swap_ext_hdr.atomic_opcode", "uet.ses.comp_swap_ext_hdr.atomic_data_type",
+    "uet.ses.comp_swap_ext_hdr.comp_value", "uet.ses.comp_swap_ext_hdr.swap_value",
+    "uet.ses.rendv_ext_hdr.eager_length", "uet.ses.rendv_ext_hdr.read_offset",
+    "uet.ses.rendv_ext_hdr.read_match_bits", "uet.ses.rsp.message_id", "uet.ses.rsp.job_id",
+    "uet.ses.rsp.return_code", "uet.ses.rsp.read_req_message_id",
+    "uet.ses.rsp.message_offset",
+))
+# derived fields: (derived, base, offset, the offset's sign: +1 signed 16 bits, -1 unsigned)
+_DERIVED = (*((d, b, o, 1) for d, b, o in _OFFSETS),
+            ("uet.pds.start_psn", "uet.pds.psn", "uet.pds.psn_offset", -1))
+
+_PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
+_SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
+_AMO_KEYS = frozenset(("atomic", "cswap"))
+_SPANS: dict[bytes, tuple[int, int] | None] = {}
+Reader = Callable[[bytes], dict[str, Any]]
+_READERS: dict[bytes, "tuple[int, Reader] | bool"] = {}  # shape -> (size, reader), or False
+
+
+def _span(prologue: bytes) -> tuple[int, int] | None:
+    """Where the selector bytes after a prologue are (start, end; (0, 0): none), or None
+    when its packets are not ``receive``'s (TSS)."""
+    word = int.from_bytes(prologue, "big")
+    typ, nh, flags = ((word >> s) & m for s, m in _PRO)
+    if typ == t.TSS_TYPE:
+        return None
+    heads, size = SPEC.headers, len(prologue)
+    for k in pds_chain(typ, flags, SPEC):
+        if k == "ack.ext":
+            return size, size + 1  # the CC type: its first byte
+        size += 8 if k == ACK_CC_STATE else heads[k].size
+    if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
+        return size, size + 2
+    return 0, 0
+
+
+def _reader(data: bytes) -> tuple[int, Reader] | bool:
+    """The reader of packets shaped as ``data`` (a whole one): (the bytes it reads, a
+    function of the frame giving the ``RECEIVED`` fields); False when its shape is not
+    ``receive``'s (an atomic extension: chosen by a byte at no fixed place), True when
+    ``data`` does not decode (nothing learnt)."""
+    d = decode_steps(data, checks=False)
+    if d.error is not None:
+        return True
+    if _AMO_KEYS & set(d.headers):
+        return False
+    heads, got = SPEC.headers, d.fields
+    typ, flags = got[TYPE], got["uet.pds.flags"]
+    op, hd = got.get(OP, 0), bool(got.get(HD))
+    # the prologue's fields are the shape's: constants
+    items = [f"{k!r}: {got[k]!r}" for k in (TYPE, NH, "uet.pds.ctl_type",
+                                             *(n for n, _m in SPEC.flags.get(typ, ())))
+             if k in got and k in RECEIVED]
+    wanted = set(RECEIVED)  # and what the derived fields of RECEIVED are made from
+    for derived, base, off, _sign in _DERIVED:
+        if derived in RECEIVED:
+            wanted |= {base, off}
+    fmt, lines, names = [], [], {}
+    pos = done = 0  # where the next layout starts; the bytes the format covers so far
+    nwords = 0
+    for key in d.headers:
+        h = heads[key]
+        if key == "prologue":
+            pos += h.size
+            continue
+        renames = renamed(key, SPEC, flags if key == "ack" else 0, op, hd)
+        groups: list[list[Any]] = []
+        for k, f in zip(h.keys, h.layout.fields):
+            k = renames.get(k, k)
+            if k not in wanted:
+                continue
+            a, b = pos + f.bit_offset // 8, pos + (f.bit_offset + f.bits + 7) // 8
+            if groups and a < groups[-1][1]:
+                groups[-1][1] = max(groups[-1][1], b)
+                groups[-1][2].append((k, f))
+            else:
+                groups.append([a, b, [(k, f)]])
+        for a, b, fields in groups:
+            if a > done:
+                fmt.append(f"{a - done}x")
+            word = f"w{nwords}"
+            nwords += 1
+            size = b - a
+            code = {1: "B", 2: "H", 4: "I", 8: "Q"}.get(size)
+            fmt.append(code or f"{size}s")
+            if code is None:
+                lines.append(f"    {word} = from_bytes({word}, 'big')")
+            for k, f in fields:
+                shift = (b - pos) * 8 - f.bit_offset - f.bits
+                expr = word if f.bits == size * 8 else (
+                    f"(({word} >> {shift}) & {f.mask:#x})" if shift else f"({word} & {f.mask:#x})")
+                if f.kind == "bool":
+                    expr = f"_B[{expr}]"
+                local = f"v{len(names)}"
+                names[k] = local
+                lines.append(f"    {local} = {expr}")
+            done = b
+        pos += h.size
+    for k, local in names.items():
+        if k in RECEIVED:
+            items.append(f"{k!r}: {local}")
+    for derived, base, off, sign in _DERIVED:
+        if derived in RECEIVED and off in names:
+            o, bv = names[off], names.get(base, "0")
+            if sign > 0:
+                o = f"({o} - 0x10000 if {o} & 0x8000 else {o})"
+                items.append(f"{derived!r}: ({bv} + {o}) & {PSN_MASK:#x}")
+            else:
+                items.append(f"{derived!r}: ({bv} - {o}) & {PSN_MASK:#x}")
+    words = ", ".join(f"w{i}" for i in range(nwords))
+    src = "\n".join(["def rd(fr):",
+                     f"    {words}, = unpack(fr, {UET_AT})" if nwords else "    pass", *lines,
+                     "    return {" + ", ".join(items) + "}"]) + "\n"
+    env: dict[str, Any] = {"_B": (False, True), "from_bytes": int.from_bytes,
+                           "unpack": struct.Struct("!" + "".join(fmt)).unpack_from}
+    exec(compile(src, f"<uet reader {typ}>", "exec"), env)
+    return pos, env["rd"]
+
+
+def receive(frame: bytes, end: int) -> tuple[dict[str, Any], int] | None:
+    """The ``RECEIVED`` fields of the UET packet at ``UET_AT`` in ``frame`` (its UDP length
+    ends it at ``end``) and where its payload starts in ``frame``: what ``dissect.decode``
+    (without expert checks) decodes of ``frame[UET_AT:end]``, narrowed to ``RECEIVED``; None
+    when that is an error."""
+    n = min(len(frame), end) - UET_AT
+    pro = frame[UET_AT:UET_AT + 2]
+    span = _SPANS.get(pro, _SPANS)
+    if span is _SPANS and n >= 2:
+        if len(_SPANS) > 4096:
+            _SPANS.clear()
+        span = _SPANS[pro] = _span(pro)
+    if span is not _SPANS and span is not None and n >= span[1]:
+        key = pro + frame[UET_AT + span[0]:UET_AT + span[1]] if span[1] else pro
+        rd = _READERS.get(key)
+        if rd is None:  # learnt from a whole packet of the shape, the first one
+            rd = _reader(frame[UET_AT:UET_AT + n])
+            if rd is not True:
+                if len(_READERS) > 4096:
+                    _READERS.clear()
+                _READERS[key] = rd
+        if rd is not True and rd is not False and n >= rd[0]:
+            return rd[1](frame), UET_AT + rd[0]
+    d = dissect(frame[UET_AT:end], checks=False)
+    if d.error is not None:
+        return None
+    f = d.fields
+    return {k: v for k, v in f.items() if k in RECEIVED}, UET_AT + n - f["payload.len"]
+
+
+__all__ = ["PREFIX", "RECEIVED", "UET_AT", "Path", "path", "receive", "uet_fast"]

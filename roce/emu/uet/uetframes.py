@@ -1,8 +1,9 @@
 """A PDS packet (flat fields named as ``roce.families.uet`` names them, and a payload) to an
 Ethernet frame and back.  Sending: ``uetcodec``'s generated encoder of the packet's shape and
 its path's frame template, which ``build.uet_bytes`` and ``build.frame`` (``encode_reference``)
-stand behind for whatever those do not cover.  Receiving: ``dissect.decode`` without its
-expert checks, its plan found by ``uetcodec.read``.  There is no layout here.
+stand behind for whatever those do not cover.  Receiving: the fields the PDS, SES and
+congestion manager read (``uetcodec.RECEIVED``), by ``uetcodec``'s reader generated per packet
+shape, ``dissect.decode`` without its expert checks behind it.  There is no layout here.
 
 Frames are what a UET NIC puts on a routed fabric: IPv4 and UDP to port 4793 (IANA), the UDP
 source port carrying the entropy value that switches hash (UE specification 1.0, 3.5.10.1:
@@ -16,14 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from roce.emu.net import hop
-from roce.emu.uet.uetcodec import path, read, uet_fast
+from roce.emu.uet.uetcodec import UET_AT, path, receive, uet_fast
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import frame, uet_bytes
 from roce.headers import ECN_CE, ECN_ECT0
 
 UDP_HDR = 8
-UET_AT = hop.L2 + hop.IP_HDR + UDP_HDR  # where the PDS starts in our frames
 _ULEN = hop.UDP_SPORT[0] + 4  # the UDP length field
 DSCP_DATA = 0  # CS0 (uet-ref-prov: UET_DEFAULT_TC)
 DSCP_ACK = 46  # EF: ACKs, NACKs, RUDI responses and control packets
@@ -88,15 +88,16 @@ class Received:
 
 def decode(frame_bytes: bytes) -> Received | None:
     """The PDS packet in a frame our hosts build (IPv4, UDP to port 4793), or None when
-    the frame is something else or does not decode as UET.  The expert checks are left out:
-    no PDS decision reads them (``roce decode`` and ``roce stats`` run them on the pcaps)."""
+    the frame is something else or does not decode as UET.  Its fields are those the PDS,
+    SES and congestion manager read (``uetcodec.RECEIVED``), as ``dissect.decode`` reads them;
+    the expert checks are left out: no PDS decision reads them (``roce decode`` and ``roce
+    stats`` run them on the pcaps)."""
     if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0:_ETYPE1] != _IPV4 or \
             frame_bytes[_DPORT0:_DPORT1] != _PORT:
         return None
-    data = frame_bytes[UET_AT:_UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])]
-    d = read(data)
-    fields = d.fields
-    if d.error is not None or "uet.pds.type" not in fields:
+    end = _UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])
+    got = receive(frame_bytes, end)
+    if got is None or "uet.pds.type" not in got[0]:
         return None
     raw = frame_bytes[_SRC0:_SRC1]
     src = _ADDRESSES.get(raw)
@@ -105,7 +106,7 @@ def decode(frame_bytes: bytes) -> Received | None:
             _ADDRESSES.clear()
         src = _ADDRESSES[raw] = ".".join(str(b) for b in raw)
     tos = frame_bytes[_TOS]
-    return Received(fields, data[len(data) - fields.get("payload.len", 0):], src,
+    return Received(got[0], frame_bytes[got[1]:end], src,
                     (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE, (tos >> _DSCP_SHIFT) & _DSCP_MASK)
 
 
