@@ -227,7 +227,8 @@ RUNS: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
     (dict(mode="rudi"), dict(op="read", size=20000, count=2, loss=0.05, dup=0.05, seed=4)),
     (dict(mode="uud"), dict(op="write", size=9000, count=2, seed=6)),
     (dict(close="target"), dict(op="atomic", count=3, seed=7, reorder=0.2)),
-    (dict(rendezvous=16384), dict(op="mixed", size=12000, count=6, seed=8, loss=0.05, corrupt=0.02)),
+    (dict(rendezvous=16384), dict(op="mixed", size=12000, count=6, seed=8, loss=0.05,
+                                  corrupt=0.02)),
 )
 
 

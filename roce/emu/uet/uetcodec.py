@@ -26,8 +26,8 @@ from typing import Any
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import default_next_header, frame
-from roce.families.uet.dissect import decode_steps
 from roce.families.uet.dissect import decode as dissect
+from roce.families.uet.dissect import decode_steps
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
     AMO,
@@ -328,7 +328,7 @@ _SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in 
 _AMO_KEYS = frozenset(("atomic", "cswap"))
 _SPANS: dict[bytes, tuple[int, int] | None] = {}
 Reader = Callable[[bytes], dict[str, Any]]
-_READERS: dict[bytes, "tuple[int, Reader] | bool"] = {}  # shape -> (size, reader), or False
+_READERS: dict[bytes, tuple[int, Reader] | bool] = {}  # shape -> (size, reader), or False
 
 
 def _span(prologue: bytes) -> tuple[int, int] | None:
