@@ -54,27 +54,51 @@ _OFFSETS = (("uet.pds.clear_psn", "uet.pds.psn", "uet.pds.clear_psn_offset"),
             ("uet.pds.ack_psn", "uet.pds.cack_psn", "uet.pds.ack_psn_offset"),
             ("uet.pds.ack.sack_psn", "uet.pds.cack_psn", "uet.pds.ack.sack_psn_offset"))
 
-Encoder = Callable[[dict[str, Any], bytes], "bytes | None"]
+Encoder = Callable[[dict[str, Any]], Any]  # the header's bytes, None, or MISS
 _SHAPES: dict[tuple[Any, ...], Encoder | None] = {}
+# The keys of a field dictionary, in order -> the encoder of the shape last seen with them:
+# it checks the values that choose layouts itself (``MISS`` when they differ), so that a
+# packet of the shape before it costs no key built of them.
+_BY_KEYS: dict[tuple[str, ...], Encoder] = {}
+MISS = object()
 
 
-def uet_fast(fields: dict[str, Any], payload: bytes) -> bytes | None:
-    """``build.uet_bytes(fields, payload=payload)`` (the specification's reading, no entropy
+def uet_header(fields: dict[str, Any]) -> bytes | None:
+    """``build.uet_bytes(fields)`` less its payload (the specification's reading, no entropy
     header) for the shapes the generated encoders cover; None for anything else."""
+    names = tuple(fields)
+    enc = _BY_KEYS.get(names)
+    if enc is not None:
+        out = enc(fields)
+        if out is not MISS:
+            return out  # type: ignore[no-any-return]
     g = fields.get
-    key = (tuple(fields), g(TYPE), g(NH), g(OP), g(CC), not g(SYN), not g(SOM), not g(HD),
+    key = (names, g(TYPE), g(NH), g(OP), g(CC), not g(SYN), not g(SOM), not g(HD),
            not g(TSS))
-    enc = _SHAPES.get(key, _SHAPES)
+    enc = _SHAPES.get(key, _SHAPES)  # type: ignore[arg-type]
     if enc is _SHAPES:
         if len(_SHAPES) > 4096:
             _SHAPES.clear()
         enc = _SHAPES[key] = _compile(key)
-    return None if enc is None else enc(fields, payload)
+    if enc is None:
+        return None
+    if len(_BY_KEYS) > 4096:
+        _BY_KEYS.clear()
+    _BY_KEYS[names] = enc
+    return enc(fields)  # type: ignore[no-any-return]
+
+
+def uet_fast(fields: dict[str, Any], payload: bytes) -> bytes | None:
+    """``build.uet_bytes(fields, payload=payload)`` for the shapes the generated encoders
+    cover; None for anything else."""
+    head = uet_header(fields)
+    return None if head is None else head + payload
 
 
 def _compile(key: tuple[Any, ...]) -> Encoder | None:
     """The generated encoder of one shape, or None when the shape is not one it covers."""
     names, typ, nh, op, cc, no_syn, no_som, no_hd, no_tss = key
+    nh_raw = nh
     have = set(names)
     if not no_tss or "uet.pds.flags" in have:
         return None
@@ -188,13 +212,21 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
         else:
             fmt.append(code)
         words.append(word)
-    src = "\n".join(["def enc(v, payload):", *reads,
+    # the values that chose this shape's layouts, as its key has them
+    chose = [f"{locals_[k]} != {x!r}" for k, x in ((TYPE, key[1]), (NH, nh_raw), (OP, key[3]),
+                                                    (CC, key[4])) if k in have]
+    chose += [f"(not {locals_[k]}) != {x}" for k, x in ((SYN, no_syn), (SOM, no_som),
+                                                         (HD, no_hd), (TSS, no_tss)) if k in have]
+    src = "\n".join(["def enc(v):", *reads,
+                     f"    if {' or '.join(chose)}:" if chose else "    pass",
+                     "        return MISS" if chose else "",
                      f"    if not ({' and '.join(checks[:len(names)]) or 'True'}):",
                      "        return None", *lines,
                      f"    if not ({' and '.join(checks[len(names):]) or 'True'}):",
                      "        return None",
-                     f"    return pack({', '.join(words)}) + payload"]) + "\n"
-    env: dict[str, Any] = {"INTS": _INTS, "pack": struct.Struct("!" + "".join(fmt)).pack}
+                     f"    return pack({', '.join(words)})"]) + "\n"
+    env: dict[str, Any] = {"INTS": _INTS, "MISS": MISS,
+                           "pack": struct.Struct("!" + "".join(fmt)).pack}
     exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
     return env["enc"]  # type: ignore[no-any-return]
 
@@ -219,24 +251,38 @@ _PATCHED = sorted(((IP_LEN, "iplen"), (IP_ID, "ipid"), (IP_CSUM, "csum"),
 
 
 def _prefix_packer() -> Callable[..., bytes]:
-    """``pack(template, iplen, ipid, csum, sport, ulen)``: the template's bytes with the five
-    16-bit fields put at their offsets (one ``struct`` call, the gaps copied)."""
-    fmt, args, pos = [], [], 0
+    """``put(gaps, iplen, ipid, csum, sport, ulen)``: a prefix of the five 16-bit fields put
+    between the template's bytes around them (``gaps``, cut once per path), one ``struct``
+    call."""
+    fmt, args, pos, n = [], [], 0, 0
     for off, name in _PATCHED:
         if off > pos:
             fmt.append(f"{off - pos}s")
-            args.append(f"t[{pos}:{off}]")
+            args.append(f"g[{n}]")
+            n += 1
         fmt.append("H")
         args.append(name)
         pos = off + 2
     if pos < PREFIX:
         fmt.append(f"{PREFIX - pos}s")
-        args.append(f"t[{pos}:{PREFIX}]")
-    src = (f"def put(t, iplen, ipid, csum, sport, ulen):\n"
+        args.append(f"g[{n}]")
+    src = (f"def put(g, iplen, ipid, csum, sport, ulen):\n"
            f"    return pack({', '.join(args)})\n")
     env: dict[str, Any] = {"pack": struct.Struct("!" + "".join(fmt)).pack}
     exec(compile(src, "<uet frame prefix>", "exec"), env)
     return env["put"]  # type: ignore[no-any-return]
+
+
+def _gaps(template: bytes) -> tuple[bytes, ...]:
+    """The template's bytes between the fields ``_PUT`` puts, in order."""
+    out, pos = [], 0
+    for off, _name in _PATCHED:
+        if off > pos:
+            out.append(template[pos:off])
+        pos = off + 2
+    if pos < PREFIX:
+        out.append(template[pos:PREFIX])
+    return tuple(out)
 
 
 _PUT = _prefix_packer()
@@ -246,7 +292,7 @@ class Path:
     """One path's frame prefix: ``build.frame``'s bytes for it, and the ones' complement sum
     of its IPv4 header without the words each packet changes."""
 
-    __slots__ = ("template", "base")
+    __slots__ = ("template", "base", "gaps")
 
     def __init__(self, src: str, dst: str, smac: str, dmac: str, dscp: int, ecn: int) -> None:
         self.template = frame(b"", src=src, dst=dst, smac=smac, dmac=dmac, sport=0,
@@ -255,17 +301,24 @@ class Path:
         t_ = self.template
         self.base = sum((t_[i] << 8) | t_[i + 1] for i in range(L2, L2 + IP_HDR, 2)
                         if i not in skip)
+        self.gaps = _gaps(t_)
 
     def frame(self, uet: bytes, sport: int, ip_id: int) -> bytes | None:
         """The frame of ``uet`` on this path (None when a value does not fit its field)."""
-        n = len(uet)
+        return self.wrap(uet, b"", sport, ip_id)
+
+    def wrap(self, head: bytes, payload: bytes, sport: int, ip_id: int) -> bytes | None:
+        """The frame of the UET packet ``head`` + ``payload`` on this path, its payload copied
+        once (None when a value does not fit its field)."""
+        n = len(head) + len(payload)
         iplen = IP_HDR + UDP_HDR + n
         if iplen > 0xFFFF or not 0 <= sport <= 0xFFFF or not 0 <= ip_id <= 0xFFFF:
             return None
         s = self.base + iplen + ip_id
         s = (s & 0xFFFF) + (s >> 16)
         s = (s & 0xFFFF) + (s >> 16)
-        out = _PUT(self.template, iplen, ip_id, ~s & 0xFFFF, sport, UDP_HDR + n) + uet
+        out = b"".join((_PUT(self.gaps, iplen, ip_id, ~s & 0xFFFF, sport, UDP_HDR + n), head,
+                        payload))
         if len(out) < MIN_FRAME:
             out += bytes(MIN_FRAME - len(out))
         return out
@@ -461,4 +514,5 @@ def receive(frame: bytes, end: int) -> tuple[dict[str, Any], int] | None:
     return {k: v for k, v in f.items() if k in RECEIVED}, UET_AT + n - f["payload.len"]
 
 
-__all__ = ["PREFIX", "RECEIVED", "UET_AT", "Path", "path", "receive", "uet_fast"]
+__all__ = ["PREFIX", "RECEIVED", "UET_AT", "Path", "path", "receive", "uet_fast",
+           "uet_header"]

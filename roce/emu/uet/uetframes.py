@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roce.emu.net import hop
-from roce.emu.uet.uetcodec import UET_AT, path, receive, uet_fast
+from roce.emu.uet.uetcodec import UET_AT, path, receive, uet_header
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import frame, uet_bytes
@@ -55,10 +55,14 @@ def encode(fields: dict[str, Any], payload: bytes, *, src: str, dst: str, smac: 
     control = fields.get("uet.pds.type") in _CONTROL
     dscp = marking.control if control else marking.data
     ecn = 0 if control else marking.ecn
-    uet = uet_fast(fields, payload)
-    if uet is None:
+    head = uet_header(fields)
+    if head is None:
         uet = uet_bytes(fields, payload=payload)
-    out = path(src, dst, smac, dmac, dscp, ecn).frame(uet, entropy, ip_id)
+        out = path(src, dst, smac, dmac, dscp, ecn).frame(uet, entropy, ip_id)
+    else:
+        out = path(src, dst, smac, dmac, dscp, ecn).wrap(head, payload, entropy, ip_id)
+        if out is None:
+            uet = head + payload
     if out is None:
         out = frame(uet, src=src, dst=dst, smac=smac.hex(":"), dmac=dmac.hex(":"),
                     sport=entropy, dport=UET_PORT, dscp=dscp, ecn=ecn, ip_id=ip_id)
