@@ -350,7 +350,7 @@ real = uetframes.decode
 def watched(frame):
     r = real(frame)
     if r is not None:
-        r.fields = Watched(r.fields)
+        r = r._replace(fields=Watched(r.fields))
     return r
 
 uetframes.decode = watched

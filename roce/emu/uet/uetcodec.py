@@ -379,25 +379,24 @@ _DERIVED = (*((d, b, o, 1) for d, b, o in _OFFSETS),
 _PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
 _SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
 _AMO_KEYS = frozenset(("atomic", "cswap"))
-_SPANS: dict[bytes, tuple[int, int] | None] = {}
+_SPANS: dict[int, tuple[int, int]] = {}  # prologue -> where its selector bytes are
 Reader = Callable[[bytes], dict[str, Any]]
-_READERS: dict[bytes, tuple[int, Reader] | bool] = {}  # shape -> (size, reader), or False
+_READERS: dict[int, tuple[int, Reader] | bool] = {}  # shape -> (size, reader), or False
 
 
-def _span(prologue: bytes) -> tuple[int, int] | None:
-    """Where the selector bytes after a prologue are (start, end; (0, 0): none), or None
-    when its packets are not ``receive``'s (TSS)."""
-    word = int.from_bytes(prologue, "big")
-    typ, nh, flags = ((word >> s) & m for s, m in _PRO)
+def _span(prologue: int) -> tuple[int, int]:
+    """Where the selector bytes after a prologue are and how many (0: none; -1: its packets
+    are not ``receive``'s, TSS)."""
+    typ, nh, flags = ((prologue >> s) & m for s, m in _PRO)
     if typ == t.TSS_TYPE:
-        return None
-    heads, size = SPEC.headers, len(prologue)
+        return 0, -1
+    heads, size = SPEC.headers, SPEC.headers["prologue"].size
     for k in pds_chain(typ, flags, SPEC):
         if k == "ack.ext":
-            return size, size + 1  # the CC type: its first byte
+            return size, 1  # the CC type: its first byte
         size += 8 if k == ACK_CC_STATE else heads[k].size
     if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
-        return size, size + 2
+        return size, 2
     return 0, 0
 
 
@@ -490,23 +489,31 @@ def receive(frame: bytes, end: int) -> tuple[dict[str, Any], int] | None:
     (without expert checks) decodes of ``frame[UET_AT:end]``, narrowed to ``RECEIVED``; None
     when that is an error."""
     n = min(len(frame), end) - UET_AT
-    pro = frame[UET_AT:UET_AT + 2]
-    span = _SPANS.get(pro, _SPANS)
-    if span is _SPANS and n >= 2:
-        if len(_SPANS) > 4096:
-            _SPANS.clear()
-        span = _SPANS[pro] = _span(pro)
-    if span is not _SPANS and span is not None and n >= span[1]:
-        key = pro + frame[UET_AT + span[0]:UET_AT + span[1]] if span[1] else pro
-        rd = _READERS.get(key)
-        if rd is None:  # learnt from a whole packet of the shape, the first one
-            rd = _reader(frame[UET_AT:UET_AT + n])
-            if rd is not True:
-                if len(_READERS) > 4096:
-                    _READERS.clear()
-                _READERS[key] = rd
-        if rd is not True and rd is not False and n >= rd[0]:
-            return rd[1](frame), UET_AT + rd[0]
+    if n >= 2:
+        pro = (frame[UET_AT] << 8) | frame[UET_AT + 1]
+        span = _SPANS.get(pro)
+        if span is None:
+            if len(_SPANS) > 4096:
+                _SPANS.clear()
+            span = _SPANS[pro] = _span(pro)
+        at, width = span
+        if width >= 0 and n >= at + width:
+            # the shape: the prologue, its selector bytes and how many
+            if width == 0:
+                key = pro << 2
+            elif width == 1:
+                key = (((pro << 8) | frame[UET_AT + at]) << 2) | 1
+            else:
+                key = (((pro << 16) | (frame[UET_AT + at] << 8) | frame[UET_AT + at + 1]) << 2) | 2
+            rd = _READERS.get(key)
+            if rd is None:  # learnt from a whole packet of the shape, the first one
+                rd = _reader(frame[UET_AT:UET_AT + n])
+                if rd is not True:
+                    if len(_READERS) > 4096:
+                        _READERS.clear()
+                    _READERS[key] = rd
+            if rd is not True and rd is not False and n >= rd[0]:  # type: ignore[index]
+                return rd[1](frame), UET_AT + rd[0]  # type: ignore[index]
     d = dissect(frame[UET_AT:end], checks=False)
     if d.error is not None:
         return None

@@ -14,7 +14,7 @@ provider marks them), the data packets ECN-capable so that switches can mark the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from roce.emu.net import hop
 from roce.emu.uet.uetcodec import UET_AT, path, receive, uet_header
@@ -81,8 +81,10 @@ def encode_reference(fields: dict[str, Any], payload: bytes, *, src: str, dst: s
                  ecn=0 if control else marking.ecn, ip_id=ip_id)
 
 
-@dataclass
-class Received:
+class Received(NamedTuple):
+    """What a host takes from a frame: the ``RECEIVED`` fields, the payload, the source
+    address, whether it was marked CE, its DSCP."""
+
     fields: dict[str, Any]
     payload: bytes
     src: str
@@ -96,8 +98,9 @@ def decode(frame_bytes: bytes) -> Received | None:
     SES and congestion manager read (``uetcodec.RECEIVED``), as ``dissect.decode`` reads them;
     the expert checks are left out: no PDS decision reads them (``roce decode`` and ``roce
     stats`` run them on the pcaps)."""
-    if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0:_ETYPE1] != _IPV4 or \
-            frame_bytes[_DPORT0:_DPORT1] != _PORT:
+    if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0] != _IPV4_0 or \
+            frame_bytes[_ETYPE0 + 1] != _IPV4_1 or frame_bytes[_DPORT0] != _PORT_0 or \
+            frame_bytes[_DPORT0 + 1] != _PORT_1:
         return None
     end = _UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])
     got = receive(frame_bytes, end)
@@ -115,12 +118,13 @@ def decode(frame_bytes: bytes) -> Received | None:
 
 
 # the places and values decode reads, looked up once
-_IPV4, _PORT = hop.IPV4_TYPE, UET_PORT.to_bytes(2, "big")
+_IPV4_0, _IPV4_1 = hop.IPV4_TYPE
+_PORT_0, _PORT_1 = UET_PORT.to_bytes(2, "big")
 _UDP_AT = UET_AT - UDP_HDR
 _TOS, _ECN_SHIFT, _ECN_MASK = hop.TOS, hop.ECN_SHIFT, hop.ECN_MASK
 _DSCP_SHIFT, _DSCP_MASK = hop.DSCP_SHIFT, hop.DSCP_MASK
-_ETYPE0, _ETYPE1 = hop.ETYPE
-_DPORT0, _DPORT1 = hop.UDP_DPORT
+_ETYPE0 = hop.ETYPE[0]
+_DPORT0 = hop.UDP_DPORT[0]
 _SRC0, _SRC1 = hop.SRC_IP
 _ADDRESSES: dict[bytes, str] = {}  # source address bytes -> dotted quad, per source once
 
