@@ -490,9 +490,12 @@ class Pds:
                 best = d
             if pdc.state in (CLOSED, FAILED):
                 continue  # its sending half is over: only an ACK may be due
-            for d in (pdc.rack.deadline, pdc.rto_deadline(rto)):
-                if d is not None and (best is None or d < best):
-                    best = d
+            d = pdc.rack.deadline
+            if d is not None and (best is None or d < best):
+                best = d
+            d = pdc.rto_deadline(rto)
+            if d is not None and (best is None or d < best):
+                best = d
         return best
 
     def timers(self, pdc: Pdc) -> dict[str, int]:

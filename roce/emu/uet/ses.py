@@ -84,6 +84,7 @@ _REMOTE_READ = int(Access.IBV_ACCESS_REMOTE_READ)
 _REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
 _AT, _CS = "uet.ses.atomic_op_ext_hdr.", "uet.ses.comp_swap_ext_hdr."
 _RV = "uet.ses.rendv_ext_hdr."
+_RV_EAGER = _RV + "eager_length"  # read per SEND packet: one string, not one per packet
 
 
 @dataclass(frozen=True)
@@ -448,7 +449,7 @@ class Ses:
             raise Refused("too-long", f"{f['uet.ses.std.request_length']} bytes do not fit "
                                       f"the receive buffer of {length}")
         inc.got += len(payload)
-        eager = f.get(_RV + "eager_length", inc.length)
+        eager = f.get(_RV_EAGER, inc.length)
         if inc.got >= eager and inc.got < inc.length:  # a rendezvous: pull the rest
             del self.incoming[key]
             pull = self.post("read", pdc, -1, region, addr + eager, inc.length - eager,

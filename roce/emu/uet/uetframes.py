@@ -52,6 +52,12 @@ def encode(fields: dict[str, Any], payload: bytes, *, src: str, dst: str, smac: 
            dmac: bytes, entropy: int, marking: Marking = MARKING, ip_id: int = 0) -> bytes:
     """The frame of one PDS packet (its SES header included in ``fields``): by the generated
     encoders and path templates of ``uetcodec`` where they cover it, else by ``build``."""
+    return frame_of(fields, payload, src, dst, smac, dmac, entropy, marking, ip_id)
+
+
+def frame_of(fields: dict[str, Any], payload: bytes, src: str, dst: str, smac: bytes,
+             dmac: bytes, entropy: int, marking: Marking, ip_id: int) -> bytes:
+    """``encode`` with its arguments in order (a host's call per packet, without keywords)."""
     control = fields.get("uet.pds.type") in _CONTROL
     dscp = marking.control if control else marking.data
     ecn = 0 if control else marking.ecn
@@ -130,4 +136,4 @@ _ADDRESSES: dict[bytes, str] = {}  # source address bytes -> dotted quad, per so
 
 
 __all__ = ["DSCP_ACK", "DSCP_DATA", "MARKING", "Marking", "Received", "UET_AT", "decode", "encode",
-           "encode_reference", "is_control"]
+           "encode_reference", "frame_of", "is_control"]
