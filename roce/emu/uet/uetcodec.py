@@ -111,11 +111,12 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
     cc = int(cc) if CC in have else 0
     reading, heads = SPEC, SPEC.headers
     locals_: dict[str, str] = {}  # flat key -> the local variable holding its value
-    reads: list[str] = []
     for i, k in enumerate(names):
         locals_[k] = f"x{i}"
-        reads.append(f"    x{i} = v[{k!r}]")
-    checks = [f"type({locals_[k]}) in INTS" for k in names]
+    # the values in the dictionary's order (its keys are ``names``, in order: the callers'
+    # lookup), every one an int or a bool
+    reads = [f"    {''.join(x + ', ' for x in locals_.values())}= v.values()"] if names else []
+    checks = ["ints(map(type, v.values()))"]
     lines: list[str] = []
     # flags, composed as build.compose_flags composes them (None where it would refuse)
     lines.append("    fl = 0")
@@ -220,12 +221,12 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
     src = "\n".join(["def enc(v):", *reads,
                      f"    if {' or '.join(chose)}:" if chose else "    pass",
                      "        return MISS" if chose else "",
-                     f"    if not ({' and '.join(checks[:len(names)]) or 'True'}):",
+                     f"    if not {checks[0]}:",
                      "        return None", *lines,
-                     f"    if not ({' and '.join(checks[len(names):]) or 'True'}):",
+                     f"    if not ({' and '.join(checks[1:]) or 'True'}):",
                      "        return None",
                      f"    return pack({', '.join(words)})"]) + "\n"
-    env: dict[str, Any] = {"INTS": _INTS, "MISS": MISS,
+    env: dict[str, Any] = {"ints": _INTS.issuperset, "MISS": MISS,
                            "pack": struct.Struct("!" + "".join(fmt)).pack}
     exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
     return env["enc"]  # type: ignore[no-any-return]
