@@ -166,6 +166,10 @@ CONTROLS: dict[int, tuple[str, str]] = {  # type -> (action, sender)
     CTRL_CLEAR_REQ: (CLEAR_SOON, "target"),
 }
 RC_OK = 1  # SES return code OK (codes.RETURN_CODES)
+# the packet types read per packet, as module globals (compiled: no attribute lookup on
+# ``codes`` each time)
+_CTRL, _RUDI_RESP, _ROD_REQ = t.CTRL, t.RUDI_RESP, t.ROD_REQ
+_REQUESTS, _ACKS, _NACKS = t.REQUESTS, t.ACKS, t.NACKS
 
 
 @dataclass(frozen=True)
@@ -523,13 +527,13 @@ class Pds:
         typ = f.get("uet.pds.type")
         if typ in CONNECTIONLESS:
             self._on_connectionless(now, f, payload, src, ce, trimmed)
-        elif typ == t.RUDI_RESP:
+        elif typ == _RUDI_RESP:
             self._on_rudi_response(now, f, src)
-        elif typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
+        elif typ in _REQUESTS or (typ == _CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
             self._on_request(now, f, payload, src, ce, trimmed)
-        elif typ in t.ACKS:
+        elif typ in _ACKS:
             self._on_ack(now, f, src)
-        elif typ in t.NACKS:
+        elif typ in _NACKS:
             self._on_nack(now, f, src)
 
     # -- sending ----------------------------------------------------------------------------
@@ -601,7 +605,7 @@ class Pds:
             s = pdc.sent[psn] = Sent(fields, payload, token)
             if pdc.state == IDLE:
                 pdc.move("send")
-            if fields.get("uet.pds.type") != t.CTRL:
+            if fields.get("uet.pds.type") != _CTRL:
                 self.counters.requests_sent += 1
             return self._transmit(pdc, psn, s, now, retx=False)
         if self._may_close(pdc) and pdc.mode in CONNECTIONLESS:
@@ -618,7 +622,7 @@ class Pds:
 
     def _transmit(self, pdc: Pdc, psn: int, s: Sent, now: int, retx: bool) -> Out:
         f = dict(s.fields)
-        ctrl = f.get("uet.pds.type") == t.CTRL
+        ctrl = f.get("uet.pds.type") == _CTRL
         if pdc.mode in CONNECTIONLESS:
             f["uet.pds.type"] = pdc.mode
             f.pop("uet.pds.flags.ar", None)  # no such flag: every RUDI request is answered
@@ -855,7 +859,7 @@ class Pds:
             pdc.peer_id = f["uet.pds.spdcid"]  # the target's data came before its first ACK
         if pdc.peer != src or pdc.peer_id != f["uet.pds.spdcid"]:
             return None, PDC_HDR_MISMATCH
-        if typ != t.CTRL and pdc.mode != typ:
+        if typ != _CTRL and pdc.mode != typ:
             return pdc, PDC_MODE_MISMATCH
         return pdc, 0
 
@@ -889,10 +893,10 @@ class Pds:
         if d > self.config.window:
             self._nack(PSN_OOR_WINDOW, f, src, pdc)
             return
-        if pdc.mode == t.ROD_REQ and d != 1:
+        if pdc.mode == _ROD_REQ and d != 1:
             self._nack(ROD_OOO, f, src, pdc)
             return
-        if f["uet.pds.type"] != t.CTRL:
+        if f["uet.pds.type"] != _CTRL:
             rc = self.upper.on_request(pdc, f, payload)
             if rc is not None and rc != RC_OK:
                 self._hold(pdc, f, rc, len(payload), ce)
@@ -942,7 +946,7 @@ class Pds:
         pdc.unacked += 1
         pdc.ack_psn = psn
         pdc.ack_psn_at = now
-        if f["uet.pds.type"] == t.CTRL:
+        if f["uet.pds.type"] == _CTRL:
             self._on_control(pdc, f)
             now_ack = True
         if pdc.rx_close is not None and ahead(pdc.rx_cack, pdc.rx_close) >= 0 \
