@@ -126,6 +126,10 @@ RESPONDED = ("read", "atomic")  # complete when their response data has arrived
 CARRIES: dict[int, tuple[str, ...]] = {t.RUD_REQ: KINDS, t.ROD_REQ: KINDS,
                                        t.RUDI_REQ: ("write", "read"), t.UUD_REQ: ("write",)}
 FINISHED_MAX = MSG_ID_MASK + 1  # RUDI messages remembered as executed: one ID space
+# the codes read per packet, as module globals (compiled: no attribute lookup on ``codes``)
+_NH_STD, _NH_RSP, _NH_RSP_DATA = t.NH_STD, t.NH_RSP, t.NH_RSP_DATA
+_WRITE, _READ, _ATOMIC = t.WRITE, t.READ, t.FETCHING_ATOMIC
+_SENDS = (t.SEND, t.RENDEZVOUS_SEND)
 
 
 def space(pdc: Pdc) -> Any:
@@ -283,7 +287,7 @@ class Ses:
         for i in range(packets):
             off = i * self.mtu
             n = min(self.mtu, eager - off) if data else 0
-            f = {"uet.pds.nh": t.NH_STD, "uet.ses.std.opcode": OPCODES[kind],
+            f = {"uet.pds.nh": _NH_STD, "uet.ses.std.opcode": OPCODES[kind],
                  "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
                  "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
                  "uet.ses.std.resource_index": ri, "uet.ses.std.som": i == 0,
@@ -347,10 +351,10 @@ class Ses:
 
     def on_request(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> int | None:
         nh = f.get("uet.pds.nh")
-        if nh == t.NH_RSP_DATA:
+        if nh == _NH_RSP_DATA:
             self._response(pdc, f, payload)
             return None
-        if nh == t.NH_RSP:
+        if nh == _NH_RSP:
             self._answered(pdc, f)
             return None
         op = f.get("uet.ses.std.opcode")
@@ -360,18 +364,18 @@ class Ses:
         if rc is not None:  # the rest of a refused message: dropped (RUDI: answered again)
             return rc if pdc.mode in CONNECTIONLESS else None
         try:
-            if op == t.WRITE:
+            if op == _WRITE:
                 addr = f["uet.ses.std.buffer_offset"] + off
                 mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"],
                                               addr, len(payload),
                                               _REMOTE_WRITE)
                 mr.view(addr, len(payload))[:] = payload
                 self._arrived(pdc, f, len(payload))
-            elif op == t.READ:
+            elif op == _READ:
                 self._answer_read(pdc, f)
-            elif op == t.FETCHING_ATOMIC:
+            elif op == _ATOMIC:
                 self._atomic(pdc, f, payload)
-            elif op in (t.SEND, t.RENDEZVOUS_SEND):
+            elif op in _SENDS:
                 self._send_data(pdc, f, off, payload)
             else:
                 raise Refused("opcode", f"opcode {op}")
