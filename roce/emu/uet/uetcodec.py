@@ -1,6 +1,8 @@
 """The emulator's fast UET codec: the few packet shapes the PDS sends, each packed by one
 generated function; the Ethernet / IPv4 / UDP prefix of a frame from a per-path template; and
-the reading of a received packet by the decoder's plan found from bytes at fixed places.
+the reading of a received packet: the fields the PDS, SES and congestion manager read of it
+(``RECEIVED``), by one function generated per packet shape, found from bytes at fixed places
+(the family's decoder, ``dissect.decode``, behind it and held equal to it on those fields).
 
 ``build.uet_bytes`` and ``build.frame`` are the reference (and the fallback) these are held to,
 byte for byte (tests/test_uet_codec.py): the shape of a field dictionary (its keys in order and
@@ -9,7 +11,9 @@ the layouts by the family's own rules (``layouts.pds_chain``, ``ses_chain``, ``r
 the generated function packs every field at the offset, width and shift its layout gives, with
 one ``struct`` call.  Anything the generated code does not cover (a value that is not an integer
 in range, a TSS or atomic extension, a whole flags byte given) returns None, and the caller
-builds through ``build.uet_bytes``, whose bytes and errors are then its own.
+builds through ``build.uet_bytes``, whose bytes and errors are then its own.  The encoder of
+the shape last seen with a dictionary's keys is tried first, and says ``MISS`` when the values
+that choose layouts differ from its shape's.
 
 The prefix is ``build.frame``'s own bytes for an empty UET packet on that path (addresses,
 DSCP, ECN), with the per-packet fields patched at the offsets ``roce.headers`` gives: IPv4
