@@ -179,20 +179,25 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
             plan.append((heads[k], renames, consts))
     # every field: its value expression, checked against its width, shifted into its word
     groups: list[list[Any]] = []  # [first byte, end byte, [(expr, field)]] over the whole
+    ranged: list[tuple[str, int, int]] = []  # (range check, its group, the field's bits)
     at = 0
     for h, renames, vals in plan:
         for fk, f in zip(h.keys, h.layout.fields):
             src = renames.get(fk, fk)
             expr = vals.get(src, "0")
+            check = ""
             if h is pro and src == TYPE or (h is pro and src == NH and not ctrl):
                 if not 0 <= int(expr) <= f.mask:
                     return None
             elif expr != "0" and expr != "fl":
                 if src in SIGNED:
-                    checks.append(f"-0x8000 <= {expr} <= 0x7FFF")
+                    check = f"-0x8000 <= {expr} <= 0x7FFF"
                     expr = f"({expr} & 0xFFFF)"
+                elif expr.isdigit():  # a value of the shape: checked now
+                    if int(expr) > f.mask:
+                        return None
                 else:
-                    checks.append(f"0 <= {expr} <= {f.mask:#x}")
+                    check = f"0 <= {expr} <= {f.mask:#x}"
             bit_end = at * 8 + f.bit_offset + f.bits
             first, end = at + f.bit_offset // 8, (bit_end + 7) // 8
             if groups and first < groups[-1][1]:
@@ -200,7 +205,16 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
                 groups[-1][2].append((expr, bit_end))
             else:
                 groups.append([first, end, [(expr, bit_end)]])
+            if check:
+                ranged.append((check, len(groups) - 1, f.bits))
         at += h.size
+    # a field alone in a word of its width is checked by ``struct`` (its error: None); the
+    # others here
+    for check, g, bits in ranged:
+        first, end, fields = groups[g]
+        if not (len(fields) == 1 and bits == (end - first) * 8 and end - first in (1, 2, 4, 8)
+                and not check.startswith("-")):
+            checks.append(check)
     fmt, words = [], []
     for first, end, fields in groups:
         size = end - first
@@ -229,8 +243,9 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
                      "        return None", *lines,
                      f"    if not ({' and '.join(checks[1:]) or 'True'}):",
                      "        return None",
-                     f"    return pack({', '.join(words)})"]) + "\n"
-    env: dict[str, Any] = {"ints": _INTS.issuperset, "MISS": MISS,
+                     "    try:", f"        return pack({', '.join(words)})",
+                     "    except StructError:", "        return None"]) + "\n"
+    env: dict[str, Any] = {"ints": _INTS.issuperset, "MISS": MISS, "StructError": struct.error,
                            "pack": struct.Struct("!" + "".join(fmt)).pack}
     exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
     return env["enc"]  # type: ignore[no-any-return]
