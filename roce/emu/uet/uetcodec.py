@@ -508,7 +508,10 @@ def receive(frame: bytes, end: int) -> tuple[dict[str, Any], int] | None:
     ends it at ``end``) and where its payload starts in ``frame``: what ``dissect.decode``
     (without expert checks) decodes of ``frame[UET_AT:end]``, narrowed to ``RECEIVED``; None
     when that is an error."""
-    n = min(len(frame), end) - UET_AT
+    n = len(frame)
+    if end < n:
+        n = end
+    n -= UET_AT
     if n >= 2:
         pro = (frame[UET_AT] << 8) | frame[UET_AT + 1]
         span = _SPANS.get(pro)

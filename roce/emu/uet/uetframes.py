@@ -104,9 +104,8 @@ def decode(frame_bytes: bytes) -> Received | None:
     SES and congestion manager read (``uetcodec.RECEIVED``), as ``dissect.decode`` reads them;
     the expert checks are left out: no PDS decision reads them (``roce decode`` and ``roce
     stats`` run them on the pcaps)."""
-    if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0] != _IPV4_0 or \
-            frame_bytes[_ETYPE0 + 1] != _IPV4_1 or frame_bytes[_DPORT0] != _PORT_0 or \
-            frame_bytes[_DPORT0 + 1] != _PORT_1:
+    if len(frame_bytes) < UET_AT or not frame_bytes.startswith(_IPV4, _ETYPE0) or \
+            not frame_bytes.startswith(_PORT, _DPORT0):
         return None
     end = _UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])
     got = receive(frame_bytes, end)
@@ -119,13 +118,15 @@ def decode(frame_bytes: bytes) -> Received | None:
             _ADDRESSES.clear()
         src = _ADDRESSES[raw] = ".".join(str(b) for b in raw)
     tos = frame_bytes[_TOS]
-    return Received(got[0], frame_bytes[got[1]:end], src,
-                    (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE, (tos >> _DSCP_SHIFT) & _DSCP_MASK)
+    # the tuple made in C (a named tuple's own constructor is Python)
+    return _tuple(Received, (got[0], frame_bytes[got[1]:end], src,
+                             (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE,
+                             (tos >> _DSCP_SHIFT) & _DSCP_MASK))
 
 
 # the places and values decode reads, looked up once
-_IPV4_0, _IPV4_1 = hop.IPV4_TYPE
-_PORT_0, _PORT_1 = UET_PORT.to_bytes(2, "big")
+_IPV4, _PORT = hop.IPV4_TYPE, UET_PORT.to_bytes(2, "big")
+_tuple = tuple.__new__
 _UDP_AT = UET_AT - UDP_HDR
 _TOS, _ECN_SHIFT, _ECN_MASK = hop.TOS, hop.ECN_SHIFT, hop.ECN_MASK
 _DSCP_SHIFT, _DSCP_MASK = hop.DSCP_SHIFT, hop.DSCP_MASK
