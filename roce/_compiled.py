@@ -170,7 +170,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                 "_queue.pdc": "Pdc", "_on_request.pdc": "Pdc", "_send_ack.pdc": "Pdc",
                 "_on_ack.pdc": "Pdc", "_on_ack.s": "Sent", "_on_nack.pdc": "Pdc"}},
     # ``Piece``: one per data packet, made when a message is posted and read at each sending
-    "roce.emu.uet.ses": {"Ses": {"pds": "Pds"}, "Piece": {}},
+    "roce.emu.uet.ses": {"Ses": {"pds": "Pds"}, "Piece": {"region": "MemoryRegion"}},
     # ``_on_timer`` is handed to the event loop as a bound method (as ``Network.at`` is)
     "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
                                       "_on_timer": "def"}},

@@ -414,10 +414,14 @@ class Pds:
 
     def submit(self, pdc: Pdc, fields: dict[str, Any], payload: bytes, token: Any) -> None:
         """Queue one request (its SES fields; the PDS adds its own when it sends it)."""
+        self.submit_all(pdc, [(fields, payload, token)])
+
+    def submit_all(self, pdc: Pdc, requests: list[tuple[dict[str, Any], Any, Any]]) -> None:
+        """Queue requests (fields, payload, token), in order: a message's packets at once."""
         # after ``close``, only what the layer above still holds the PDC for (``holds``)
         if pdc.state in (CLOSING, CLOSED, FAILED) or (pdc.close_wanted and not pdc.holds):
             raise RuntimeError(f"PDC {pdc.id} is {pdc.state}: no more requests")
-        pdc.fresh.append((fields, payload, token))
+        pdc.fresh.extend(requests)
         self._ready(pdc)
 
     def close(self, pdc: Pdc) -> None:

@@ -284,22 +284,25 @@ class Ses:
         if not data:
             self.reads[sp, msg_id] = m
             pdc.holds += 1  # the PDC stays open until the response has arrived
+        mtu, opcode, last = self.mtu, OPCODES[kind], packets - 1
+        atomic = kind == "atomic"
+        requests = []
         for i in range(packets):
-            off = i * self.mtu
-            n = min(self.mtu, eager - off) if data else 0
-            f = {"uet.pds.nh": _NH_STD, "uet.ses.std.opcode": OPCODES[kind],
+            off = i * mtu
+            n = (mtu if eager - off > mtu else eager - off) if data else 0
+            f = {"uet.pds.nh": _NH_STD, "uet.ses.std.opcode": opcode,
                  "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
                  "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
                  "uet.ses.std.resource_index": ri, "uet.ses.std.som": i == 0,
-                 "uet.ses.std.eom": i == packets - 1,
+                 "uet.ses.std.eom": i == last,
                  "uet.ses.std.request_length": length}
             if i:
                 f["uet.ses.std.payload_length"] = n
                 f["uet.ses.std.message_offset"] = off
-            if i == packets - 1:
+            if i == last:
                 f["uet.pds.flags.ar"] = True  # the last packet of a message: ACK at once
             payload = Piece(local, laddr + off, n) if n else b""
-            if kind == "atomic":
+            if atomic:
                 f.update(amo.fields())
                 payload = amo.payload()
             if rv:
@@ -307,7 +310,8 @@ class Ses:
                           _RV + "read_offset": laddr + eager,
                           _RV + "read_match_bits": local.rkey,
                           _RV + "read_resource_index": ri})
-            self.pds.submit(pdc, f, payload, (m, i))
+            requests.append((f, payload, (m, i)))
+        self.pds.submit_all(pdc, requests)
         return m
 
     def post_recv(self, wr_id: int, region: MemoryRegion, addr: int, length: int,
