@@ -261,7 +261,7 @@ class Sent:
     """A request sent and not yet acknowledged: what to send again."""
 
     fields: dict[str, Any]
-    payload: Any  # bytes, or where they lie (``ses.Piece``): ``bytes(payload)`` reads them
+    payload: Any  # bytes, or where they lie (``ses.Piece``: ``payload.data()`` reads them)
     token: Any
     sent_at: int = 0
     sends: int = 0
@@ -665,8 +665,10 @@ class Pds:
             c.retransmitted += 1
             setattr(c, f"retx_{s.why}", getattr(c, f"retx_{s.why}") + 1)
         # read now, at each sending (``ses.Piece``): a packet in flight is held as where its
-        # data lies, as a NIC re-reads host memory to resend, not as a copy
-        data = bytes(s.payload)
+        # data lies, as a NIC re-reads host memory to resend, not as a copy; the frame is
+        # built from it at once (the driver's ``pull``), so a view of it is all it needs
+        p = s.payload
+        data = p if type(p) is bytes else p.data() if hasattr(p, "data") else bytes(p)
         if self.cm is not None:
             self.cm.sent(pdc, psn, len(data), now, retx)
         return Out(pdc.peer, f, data, pdc)

@@ -199,6 +199,13 @@ class Piece:
     def __bytes__(self) -> bytes:
         return bytes(self.region.view(self.addr, self.n))
 
+    def data(self) -> Any:
+        """Its bytes as they are now, for a frame built at once: a view of the region's
+        buffer (the frame is their one copy), or ``bytes(self)`` when the region has no
+        buffer (patterned content)."""
+        v = self.region.view(self.addr, self.n)
+        return v if type(v) is memoryview else bytes(v)
+
 
 @dataclass
 class SesCounters:
