@@ -362,7 +362,7 @@ class Out:
 
     dst: str
     fields: dict[str, Any]
-    payload: bytes
+    payload: Any  # bytes, or a request's data as a view of memory: framed as it is pulled
     pdc: Pdc | None
 
 
