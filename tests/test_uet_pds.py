@@ -674,3 +674,52 @@ def test_rendezvous_send_pulls_the_rest_with_a_read():
     assert not loop.a.ses.completions[0].kind == "read"  # the pull is no completion of ours
     for _t, fr in loop.frames:
         assert not dissect(fr[42:]).fields.get("uet.expert")
+
+
+class WatchedLoop(Loop):
+    """A Loop that checks, around every packet pulled, that only a pull the PDS flags as
+    ``armed`` brings its deadline forward (the host recomputes it after those alone)."""
+
+    pulls = armed = 0
+
+    def _pull(self, h):
+        before = h.pds.deadline()  # reading it clears the flag
+        assert not h.pds.armed
+        o = h.pds.pull(self.now)
+        armed = h.pds.armed
+        after = h.pds.deadline()
+        if o is not None:
+            self.pulls += 1
+            self.armed += armed
+        if not armed:
+            assert after is None or (before is not None and after >= before), (before, after)
+        return o
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), loss=st.floats(0, 0.3), trim=st.floats(0, 0.2),
+       mode=st.sampled_from([RUD, ROD, RUDI, UUD]), n=st.integers(1, 4),
+       size=st.integers(0, 5000))
+def test_only_an_armed_pull_brings_the_deadline_forward(seed, loss, trim, mode, n, size):
+    rng = random.Random(seed)
+
+    def fate(i, f):
+        if rng.random() < loss:
+            return []
+        return [(rng.randrange(2000), f["uet.pds.type"] in t.REQUESTS | t.RUDI
+                 and rng.random() < trim)]
+    loop = WatchedLoop(PdsConfig(mode=mode, rto_ns=20_000, max_retries=30), mtu=512,
+                       fate=fate)
+    pdc, _la, _rb = writes(loop, n, size, "read" if mode == ROD else "write")
+    loop.a.pds.close(pdc)
+    loop.run()
+    assert loop.pulls
+
+
+def test_a_window_of_packets_arms_the_rto_timer_once():
+    loop = WatchedLoop(mtu=512)
+    pdc, la, rb = writes(loop, 1, 40 * 512)
+    loop._flush()  # the whole message in one window: its first packet arms the timer
+    assert loop.pulls == 40 and loop.armed == 1
+    loop.run()
+    assert la.buf == rb.buf and loop.armed < loop.pulls / 4

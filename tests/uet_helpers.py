@@ -59,10 +59,14 @@ class Loop:
         rb.buf[:] = r.randbytes(size)
         return la, rb
 
+    def _pull(self, h: Host) -> Any:
+        """The host's next packet (a test may watch each pull here)."""
+        return h.pds.pull(self.now)
+
     def _flush(self) -> None:
         for h in (self.a, self.b):
             while True:
-                o = h.pds.pull(self.now)
+                o = self._pull(h)
                 if o is None:
                     break
                 self.sent.append((h.ip, o.fields))

@@ -152,7 +152,14 @@ class UetHost:
         self.tx_frames += 1
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)
-        self.changed(now, kick=False)
+        # a packet leaving can bring the PDS's deadline forward only by arming an rto timer
+        # (``Pds.armed``): every other change is later, or none, so a timer armed no later
+        # than the deadline stays right (``changed`` would not move it)
+        at = self._timer_at
+        if self.pds.armed or at is None or at < now:
+            self.changed(now, kick=False)
+        elif self.ready is not None and (self.ses.completions or self.ses.recv_completions):
+            self.ready.append(self)
         return frame
 
     def next_tx(self, now: int) -> int | None:

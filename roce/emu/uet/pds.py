@@ -371,7 +371,7 @@ class Pds:
 
     __slots__ = ("ip", "config", "upper", "rng", "pdcs", "by_peer", "next_id", "ctrl", "rr",
                  "counters", "on_change", "cm", "on_acked_psns", "next_pkt_id", "by_pkt",
-                 "peers")
+                 "peers", "armed")
 
     def __init__(self, ip: str, config: PdsConfig, upper: Upper, rng: random.Random) -> None:
         config.check()
@@ -395,6 +395,9 @@ class Pds:
         self.next_pkt_id: int | None = None  # drawn by the first RUDI or UUD request
         self.by_pkt: dict[int, Pdc] = {}
         self.peers: dict[tuple[str, int], Pdc] = {}
+        # a send may have armed an ``rto`` timer since ``deadline()`` was last read: the
+        # only way ``pull`` can bring the deadline forward (``pull_armed``)
+        self.armed = False
 
     # -- the API of the layer above -----------------------------------------------------------
 
@@ -490,6 +493,8 @@ class Pds:
         return None
 
     def deadline(self) -> int | None:
+        """The earliest of the named timers of every PDC (None: none armed)."""
+        self.armed = False
         best: int | None = None
         rto = self.config.rto_ns
         for pdc in self.pdcs.values():
@@ -658,7 +663,13 @@ class Pds:
             f["uet.pds.flags.retx"] = retx
         s.sends += 1
         s.sent_at = now
-        pdc.rack.on_send(psn, now)
+        rack = pdc.rack
+        # the rto timer is armed by this send only if every other PSN in flight is queued
+        # to be sent again (``rto_deadline``): then no more of them are in flight than
+        # queued (this one, if a retransmission, in flight and no longer queued)
+        if len(rack.sent) - (psn in rack.sent) <= len(pdc.resend_set):
+            self.armed = True
+        rack.on_send(psn, now)
         if retx:  # counted as sent, by what queued it (a PSN queued may be acknowledged
             # before its turn, and is not sent again then)
             c = self.counters
