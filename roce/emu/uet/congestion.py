@@ -34,6 +34,18 @@ from roce.families.uet import codes as t
 NSCC_OOO_MAX = 0xFFFF
 
 
+class _Half:
+    """A PDC's sending half as congestion management sees it: its algorithm, its payload
+    bytes in flight by PSN and their sum (one dictionary lookup per hook)."""
+
+    __slots__ = ("cc", "flight", "bytes")
+
+    def __init__(self, cc: CongestionControl) -> None:
+        self.cc = cc
+        self.flight: dict[int, int] = {}  # PSN -> payload bytes
+        self.bytes = 0
+
+
 class Congestion:
     """One host's congestion management; ``line_rate`` gives its link's rate (b/s) when the
     first algorithm is made (the link is cabled after the host)."""
@@ -44,83 +56,83 @@ class Congestion:
         self.mtu = mtu
         self.credit = config.algorithm == "rccc"
         self.algos: dict[int, CongestionControl] = {}  # PDC ID -> its sending half's
-        self.flight: dict[int, dict[int, int]] = {}  # PDC ID -> PSN -> payload bytes
-        self.in_flight: dict[int, int] = {}  # PDC ID -> payload bytes in flight
+        self.halves: dict[int, _Half] = {}  # PDC ID -> its sending half
         self.grants: Grants | None = None
         self.rtt_samples = 0
         self.losses = 0
         self.held = 0  # times a request was held for want of window or credit
 
     def algo(self, pdc: Any) -> CongestionControl:
-        cc = self.algos.get(pdc.id)
-        if cc is None:
+        return self.half(pdc).cc
+
+    def half(self, pdc: Any) -> _Half:
+        """PDC ``pdc``'s sending half, made (its algorithm told the MTU) at the first call."""
+        h = self.halves.get(pdc.id)
+        if h is None:
             cc = self.algos[pdc.id] = self.config.create(self.line_rate())
             set_mtu = getattr(cc, "set_mtu", None)
             if set_mtu is not None:
                 set_mtu(self.mtu)
-        return cc
+            h = self.halves[pdc.id] = _Half(cc)
+        return h
 
     # -- the sending half ------------------------------------------------------------------
 
     def admits(self, pdc: Any, nbytes: int) -> bool:
         """Whether PDC ``pdc`` may send a new request of ``nbytes`` of payload now."""
-        n = self.in_flight.get(pdc.id, 0)
-        if n == 0:
+        h = self.halves.get(pdc.id)
+        if h is None or h.bytes == 0:
             return True
-        cc = self.algos.get(pdc.id)
-        if cc is None:
-            cc = self.algo(pdc)
-        ok = cc.balance() >= nbytes if self.credit else n + nbytes <= cc.cwnd
+        ok = h.cc.balance() >= nbytes if self.credit else h.bytes + nbytes <= h.cc.cwnd
         if not ok:
             self.held += 1
         return ok
 
     def sent(self, pdc: Any, psn: int, nbytes: int, now: int, retx: bool) -> None:
-        i = pdc.id
-        cc = self.algos.get(i)
-        if cc is None:
-            cc = self.algo(pdc)
+        h = self.halves.get(pdc.id)
+        if h is None:
+            h = self.half(pdc)
         if not retx and self.credit:
-            cc.on_sent(now, nbytes)
-        flight = self.flight.get(i)
-        if flight is None:
-            flight = self.flight[i] = {}
+            h.cc.on_sent(now, nbytes)
+        flight = h.flight
         if psn not in flight:
             flight[psn] = nbytes
-            self.in_flight[i] = self.in_flight.get(i, 0) + nbytes
+            h.bytes += nbytes
 
-    def _leave(self, pdc: Any, psns: Any) -> None:
-        flight = self.flight.get(pdc.id)
+    @staticmethod
+    def _leave(h: _Half, psns: Any) -> None:
+        flight = h.flight
         if not flight:
             return
         n = 0
+        pop = flight.pop
         for psn in psns:
-            n += flight.pop(psn, 0)
-        if n:
-            self.in_flight[pdc.id] -= n
+            n += pop(psn, 0)
+        h.bytes -= n
 
     def acked(self, pdc: Any, now: int, psns: list[int], rtt_ns: int | None,
               f: dict[str, Any]) -> None:
         """An ACK_CC of ``pdc`` that newly acknowledged ``psns``; ``rtt_ns`` as the NSCC
         sample (None: none)."""
-        self._leave(pdc, psns)
-        cc = self.algos.get(pdc.id)
-        if cc is None:
-            cc = self.algo(pdc)
+        h = self.halves.get(pdc.id)
+        if h is None:
+            h = self.half(pdc)
+        self._leave(h, psns)
         if self.credit:
             if f.get("uet.pds.ack.cc_type") == t.CC_CREDIT:
-                cc.on_credit(now, f.get("uet.pds.ack.cc_state.credit", 0))
+                h.cc.on_credit(now, f.get("uet.pds.ack.cc_state.credit", 0))
             return
         if rtt_ns is not None:
             self.rtt_samples += 1
-        cc.on_ack_cc(now, rtt_ns, f.get("uet.pds.ack.cc_state.rcvd_bytes", 0),
-                     bool(f.get("uet.pds.flags.m")))
+        h.cc.on_ack_cc(now, rtt_ns, f.get("uet.pds.ack.cc_state.rcvd_bytes", 0),
+                       bool(f.get("uet.pds.flags.m")))
 
     def lost(self, pdc: Any, psns: list[int], now: int) -> None:
         """Packets of ``pdc`` found lost (trimmed, SACK gap, timeout)."""
-        self._leave(pdc, psns)
+        h = self.half(pdc)
+        self._leave(h, psns)
         self.losses += 1
-        self.algo(pdc).on_loss(now)
+        h.cc.on_loss(now)
 
     # -- the receiving half ------------------------------------------------------------------
 
