@@ -63,6 +63,10 @@ class Loop:
         """The host's next packet (a test may watch each pull here)."""
         return h.pds.pull(self.now)
 
+    def _receive(self, h: Host, r: Any, trimmed: bool) -> None:
+        """A packet decoded for the host (a test may watch each one here)."""
+        h.pds.receive(self.now, r.fields, r.payload, r.src, r.ce, trimmed)
+
     def _flush(self) -> None:
         for h in (self.a, self.b):
             while True:
@@ -94,7 +98,6 @@ class Loop:
                 self.frames.append((self.now, fr))
                 r = uetframes.decode(fr)
                 assert r is not None
-                self.hosts[dst].pds.receive(self.now, r.fields, r.payload, r.src, r.ce,
-                                            trimmed)
+                self._receive(self.hosts[dst], r, trimmed)
             for h in (self.a, self.b):
                 h.pds.on_timer(self.now)

@@ -129,7 +129,7 @@ class UetHost:
             return
         trimmed = self.trim_dscp is not None and r.dscp == self.trim_dscp
         self.pds.receive(now, r.fields, r.payload, r.src, r.ce, trimmed)
-        self.changed(now)
+        self.changed(now, True, False)
 
     def pull(self, now: int) -> bytes | None:
         o = self.pds.pull(now)
@@ -152,14 +152,7 @@ class UetHost:
         self.tx_frames += 1
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)
-        # a packet leaving can bring the PDS's deadline forward only by arming an rto timer
-        # (``Pds.armed``): every other change is later, or none, so a timer armed no later
-        # than the deadline stays right (``changed`` would not move it)
-        at = self._timer_at
-        if self.pds.armed or at is None or at < now:
-            self.changed(now, kick=False)
-        elif self.ready is not None and (self.ses.completions or self.ses.recv_completions):
-            self.ready.append(self)
+        self.changed(now, False, False)
         return frame
 
     def next_tx(self, now: int) -> int | None:
@@ -167,14 +160,22 @@ class UetHost:
 
     # -- driving the PDS ----------------------------------------------------------------------
 
-    def changed(self, now: int, kick: bool = True) -> None:
+    def changed(self, now: int, kick: bool = True, anything: bool = True) -> None:
         """After anything the PDS did: wake the wire, arm the next timer, tell the runner
-        about completions."""
+        about completions.  Not ``anything``: after a packet the PDS received or sent, whose
+        timers then came forward only if it says so (``Pds.armed``); otherwise the timer
+        armed, no later than the deadline was, stays right, and the deadline is not read."""
         if kick and self.wire is not None and not self.wire.busy:
             self.wire.kick(now)
-        d = self.pds.deadline()
-        if d is not None and (self._timer_at is None or d < self._timer_at or
-                              self._timer_at < now):
+        pds = self.pds
+        at = self._timer_at
+        if not (anything or pds.armed or at is None or at < now):
+            if self.ready is not None and (self.ses.completions or self.ses.recv_completions):
+                self.ready.append(self)
+            return
+        pds.armed = False
+        d = pds.deadline()
+        if d is not None and (at is None or d < at or at < now):
             self._timer_at = d
             self.net.at(max(d, now), self._on_timer, d)
         if self.ready is not None and (self.ses.completions or self.ses.recv_completions):

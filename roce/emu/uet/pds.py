@@ -333,6 +333,10 @@ class Pdc:
         expiries would follow each other at once, doubling the timeout with nothing
         resent)."""
         queued = self.resend_set
+        if not queued:  # the oldest sending of all
+            for sent_at, _n in self.rack.sent.values():
+                return sent_at + (rto_ns << self.backoff)
+            return None
         for psn, (sent_at, _n) in self.rack.sent.items():  # send order: oldest first
             if psn not in queued:
                 return sent_at + (rto_ns << self.backoff)
@@ -395,8 +399,12 @@ class Pds:
         self.next_pkt_id: int | None = None  # drawn by the first RUDI or UUD request
         self.by_pkt: dict[int, Pdc] = {}
         self.peers: dict[tuple[str, int], Pdc] = {}
-        # a send may have armed an ``rto`` timer since ``deadline()`` was last read: the
-        # only way ``pull`` can bring the deadline forward (``pull_armed``)
+        # a timer may have come forward (``deadline()`` may be earlier) since the driver last
+        # cleared this: set by a send that arms an ``rto`` timer, a request that arms the
+        # ``ack`` timer, and any packet received other than a request.  Nothing else that
+        # ``pull`` or a request received does can bring the deadline forward (every other
+        # change disarms a timer or moves it later), so a driver re-reads ``deadline()``
+        # after those only when this is set (``UetHost.changed``).
         self.armed = False
 
     # -- the API of the layer above -----------------------------------------------------------
@@ -494,7 +502,6 @@ class Pds:
 
     def deadline(self) -> int | None:
         """The earliest of the named timers of every PDC (None: none armed)."""
-        self.armed = False
         best: int | None = None
         rto = self.config.rto_ns
         for pdc in self.pdcs.values():
@@ -534,12 +541,14 @@ class Pds:
         """One decoded UET packet from ``src`` (``ce``: its IP header said Congestion
         Experienced; ``trimmed``: a switch cut it to its headers)."""
         typ = f.get("uet.pds.type")
+        if typ in _REQUESTS or (typ == _CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
+            self._on_request(now, f, payload, src, ce, trimmed)
+            return
+        self.armed = True  # acknowledgements move every timer of a sending half
         if typ in CONNECTIONLESS:
             self._on_connectionless(now, f, payload, src, ce, trimmed)
         elif typ == _RUDI_RESP:
             self._on_rudi_response(now, f, src)
-        elif typ in _REQUESTS or (typ == _CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
-            self._on_request(now, f, payload, src, ce, trimmed)
         elif typ in _ACKS:
             self._on_ack(now, f, src)
         elif typ in _NACKS:
@@ -975,6 +984,7 @@ class Pds:
             self._send_ack(pdc, now)
         elif pdc.ack_at is None:
             pdc.ack_at = now + self.config.ack_delay_ns
+            self.armed = True
             if self.on_change is not None:
                 self.on_change()
 
