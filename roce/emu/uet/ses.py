@@ -294,18 +294,24 @@ class Ses:
         mtu, opcode, last = self.mtu, OPCODES[kind], packets - 1
         atomic = kind == "atomic"
         requests = []
+        # the fields every packet of the message has, copied for each (a copy of a small
+        # dictionary costs less than building it key by key), in the packets' key order
+        head = {"uet.pds.nh": _NH_STD, "uet.ses.std.opcode": opcode,
+                "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
+                "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
+                "uet.ses.std.resource_index": ri, "uet.ses.std.som": False,
+                "uet.ses.std.eom": False, "uet.ses.std.request_length": length}
         for i in range(packets):
             off = i * mtu
             n = (mtu if eager - off > mtu else eager - off) if data else 0
-            f = {"uet.pds.nh": _NH_STD, "uet.ses.std.opcode": opcode,
-                 "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
-                 "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
-                 "uet.ses.std.resource_index": ri, "uet.ses.std.som": i == 0,
-                 "uet.ses.std.eom": i == last,
-                 "uet.ses.std.request_length": length}
+            f = head.copy()
+            if i == last:
+                f["uet.ses.std.eom"] = True
             if i:
                 f["uet.ses.std.payload_length"] = n
                 f["uet.ses.std.message_offset"] = off
+            else:
+                f["uet.ses.std.som"] = True
             if i == last:
                 f["uet.pds.flags.ar"] = True  # the last packet of a message: ACK at once
             payload = Piece(local, laddr + off, n) if n else b""
