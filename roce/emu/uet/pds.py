@@ -495,9 +495,13 @@ class Pds:
             out = self._next_request(pdc, now)
             if out is not None:
                 return out
-        # every PDC in the ring had nothing: keep only those with work in flight
-        self.rr = deque(p for p in rr if p.state not in (CLOSED, FAILED)
-                        and (not p.idle or p.close_wanted))
+        # every PDC in the ring had nothing: keep only those with work in flight (the ring
+        # is left as it is when that is every one of them, as it mostly is: a window full)
+        for pdc in rr:
+            if pdc.state in (CLOSED, FAILED) or (pdc.idle and not pdc.close_wanted):
+                self.rr = deque([p for p in rr if p.state not in (CLOSED, FAILED)
+                                 and (not p.idle or p.close_wanted)])
+                break
         return None
 
     def deadline(self) -> int | None:
