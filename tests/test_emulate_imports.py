@@ -63,3 +63,13 @@ def test_switched_network_imports_only_what_the_run_needs() -> None:
     modules = _modules("--topology", "incast:2", "--size", "4K", "--count", "1")
     assert "roce.emu.net.switch" in modules
     assert _unwanted(modules) == []
+
+
+def test_only_the_chosen_congestion_control_is_imported() -> None:
+    """``--cc``'s choices and help come from the registry's rows; a run imports the module
+    of the algorithm it runs, not the others."""
+    algorithms = ("dcqcn", "timely", "dctcp", "swift", "nscc", "rccc")
+    plain = _modules("--size", "4K", "--count", "1")
+    assert [a for a in algorithms if f"roce.emu.cc.{a}" in plain] == []
+    dcqcn = _modules("--topology", "incast:2", "--cc", "dcqcn", "--size", "4K", "--count", "1")
+    assert [a for a in algorithms if f"roce.emu.cc.{a}" in dcqcn] == ["dcqcn"]

@@ -9,7 +9,7 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from roce import __version__, interrupts, outfile
 from roce.errors import InputError, RoceError, UsageError, VerificationError
@@ -59,6 +59,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class Deferred(str):
+    """A help text made only when help is shown: it reads a registry (``--cc``'s algorithms,
+    ``--workload``'s generators) whose modules a run that does not use them never imports
+    (the fixed cost of ``roce emulate``, bench/RESULTS.md "roce against ns-3")."""
+
+    make: Callable[[], str]
+
+    def __new__(cls, make: Callable[[], str]) -> Deferred:
+        self = super().__new__(cls, "")
+        self.make = make
+        return self
+
+
 _INNERMOST = "_roce_parser"  # namespace attribute: the sub-command that left words over
 
 
@@ -71,6 +84,12 @@ class _Parser(argparse.ArgumentParser):
     report them under its own name: each parser notes itself on the namespace when it
     leaves words over (the innermost notes first), and ``parse_args`` lets that one speak.
     """
+
+    def format_help(self) -> str:
+        for action in self._actions:
+            if isinstance(action.help, Deferred):
+                action.help = action.help.make()
+        return super().format_help()
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(1, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
