@@ -54,6 +54,7 @@ class Congestion:
         self.config = config
         self.line_rate = line_rate
         self.mtu = mtu
+        # RCCC: credit, and grants counted at the receiver (the PDS calls ``arrived`` only then)
         self.credit = config.algorithm == "rccc"
         self.algos: dict[int, CongestionControl] = {}  # PDC ID -> its sending half's
         self.halves: dict[int, _Half] = {}  # PDC ID -> its sending half

@@ -971,8 +971,9 @@ class Pds:
             pdc.rx_ce = True
             c.ce_received += 1
         pdc.rx_bytes += n
-        if self.cm is not None:
-            self.cm.arrived(pdc, now, n)
+        cm = self.cm
+        if cm is not None and cm.credit:  # only RCCC's receiver counts arrivals (grants)
+            cm.arrived(pdc, now, n)
         pdc.unacked += 1
         pdc.ack_psn = psn
         pdc.ack_psn_at = now
