@@ -214,6 +214,33 @@ def test_credits_hold_no_drop_data_verified(spec: str) -> None:
         assert f["max_queue_bytes"] > 0
 
 
+def test_the_counts_kept_per_packet_match_what_they_count() -> None:
+    """What the ports keep as counts instead of scanning (an HCA's ``waiting``: its slots
+    holding a packet; ``Credits.activity``: the blocks both ways on every VL) match a scan at
+    every step of a congested run."""
+    run = _run("incast:4", count=4, qps=3)
+    net = run.net
+    ports = [h for h in net.hosts.values()] + [p for sw in net.switches.values()
+                                              for p in sw.ports]
+    seen = 0
+
+    def check(now: int, _: object) -> None:
+        nonlocal seen
+        for port in ports:
+            cr = port.credits
+            assert cr.activity() == sum(cr.blocks_sent) + sum(cr.blocks_received)
+        for h in net.hosts.values():
+            assert h.waiting == sum(s is not None for s in h.slots)
+            seen += h.waiting
+        if net.events:
+            net.at(now + 200, check)
+
+    net.at(0, check)
+    s = run.run()
+    assert s.finished and s.data_verified
+    assert seen > 0  # packets did wait for credit
+
+
 def _blocks_by_vl(records: list[tuple[int, bytes]], received: bool) -> list[tuple[int, bytes]]:
     """(ts, packet) of the ERF records one way (flags bit 0: received)."""
     out = []

@@ -52,6 +52,7 @@ MOD = link.MODULUS
 # the flow-control packet's word and its two conversions (per packet: module globals here)
 OP_SHIFT, FCTBS_SHIFT = link.OP_SHIFT, link.FCTBS_SHIFT
 VL_SHIFT, FCCL_SHIFT = link.VL_SHIFT, link.FCCL_SHIFT
+OP_NORMAL, OP_INIT = link.OP_NORMAL, link.OP_INIT
 _packet, _checked_word = link.packet_fast, link.checked_word_fast
 HALF = MOD // 2  # the most credit the counters can express at once (rule 2)
 REFRESH_SYMBOLS = 65_536  # IBA 7.9.4: the flow-control packet timer (rule 4)
@@ -76,7 +77,7 @@ class Credits:
     __slots__ = ("vls", "capacity", "fctbs", "limit", "abr", "used", "owed", "init_owed",
                  "refresh_ns", "next_refresh", "overflows", "packets_sent",
                  "packets_received", "bad_lpcrc", "blocks_sent", "blocks_received",
-                 "stalls", "max_used", "_seen", "adv", "low", "batched")
+                 "stalls", "max_used", "_seen", "adv", "low", "batched", "carried")
 
     def __init__(self, vls: int, capacity_blocks: int, refresh_period_ns: int,
                  low_blocks: int | None = None) -> None:
@@ -106,17 +107,20 @@ class Credits:
         self.adv = [0] * vls  # the FCCL last sent, per VL (rule 5)
         self.low = capacity_blocks if low_blocks is None else low_blocks  # rule 5
         self.batched: set[int] = set()  # VLs with a release not yet owed (rule 5)
+        self.carried = 0  # blocks both ways on every VL (``activity``: kept, not summed)
 
     # -- sender ------------------------------------------------------------------------
 
     def may_send(self, vl: int, nbytes: int) -> bool:
         """Rule 2: whether a packet of ``nbytes`` on ``vl`` fits the peer's credit."""
-        return (self.limit[vl] - (self.fctbs[vl] + blocks(nbytes))) % MOD <= HALF
+        # (``blocks`` written out here and below: per packet, no call)
+        return (self.limit[vl] - self.fctbs[vl] + nbytes // -BLOCK) % MOD <= HALF
 
     def sent(self, vl: int, nbytes: int) -> None:
-        b = blocks(nbytes)
+        b = -(nbytes // -BLOCK)
         self.fctbs[vl] = (self.fctbs[vl] + b) % MOD
         self.blocks_sent[vl] += b
+        self.carried += b
 
     # -- receiver ----------------------------------------------------------------------
 
@@ -126,15 +130,17 @@ class Credits:
 
     def received(self, vl: int, nbytes: int) -> bool:
         """A data packet arrived on ``vl``: False (counted) when it overflows the buffer."""
-        b = blocks(nbytes)
-        if self.used[vl] + b > self.capacity:
+        b = -(nbytes // -BLOCK)
+        u = self.used[vl] + b
+        if u > self.capacity:
             self.overflows += 1
             return False
         self.abr[vl] = a = (self.abr[vl] + b) % MOD
-        self.used[vl] = u = self.used[vl] + b
+        self.used[vl] = u
         if u > self.max_used[vl]:
             self.max_used[vl] = u
         self.blocks_received[vl] += b
+        self.carried += b
         if vl in self.batched and (self.adv[vl] - a) % MOD < self.low:  # rule 5
             self.batched.discard(vl)
             self.owed.add(vl)
@@ -143,7 +149,7 @@ class Credits:
     def released(self, vl: int, nbytes: int) -> None:
         """A packet left the receive buffer: its blocks are free, a packet is owed now or
         batched (rule 5)."""
-        self.used[vl] -= blocks(nbytes)
+        self.used[vl] += nbytes // -BLOCK
         if (self.adv[vl] - self.abr[vl]) % MOD < self.low:
             self.owed.add(vl)
         else:
@@ -153,16 +159,21 @@ class Credits:
 
     def take(self) -> bytes | None:
         """The next owed flow-control packet (lowest VL first), or None."""
-        if not self.owed:
+        owed = self.owed
+        if not owed:
             return None
-        vl = min(self.owed)
-        self.owed.discard(vl)
-        op = link.OP_NORMAL
-        if vl in self.init_owed:
+        if len(owed) == 1:  # (the one VL: no search)
+            vl = owed.pop()
+        else:
+            vl = min(owed)
+            owed.discard(vl)
+        op = OP_NORMAL
+        if self.init_owed and vl in self.init_owed:
             self.init_owed.discard(vl)
-            op = link.OP_INIT
+            op = OP_INIT
         self.packets_sent += 1
-        self.batched.discard(vl)
+        if self.batched:
+            self.batched.discard(vl)
         self.adv[vl] = fccl = self.fccl(vl)
         # ``link.build``'s word, packed here: VL, FCTBS and FCCL are in range by the rules
         return _packet(op << OP_SHIFT | self.fctbs[vl] << FCTBS_SHIFT | vl << VL_SHIFT
@@ -188,7 +199,7 @@ class Credits:
 
     def activity(self) -> int:
         """Blocks this link carried both ways so far (the refresh timer stops when idle)."""
-        return sum(self.blocks_sent) + sum(self.blocks_received)
+        return self.carried
 
     def deadline(self) -> int:
         """When the ``refresh`` timer fires next (virtual ns)."""
