@@ -120,6 +120,20 @@ def test_generator_declares_the_functions_of_the_table(monkeypatch: pytest.Monke
             _with_table(monkeypatch, {"Stats": {}})
 
 
+def test_generator_types_the_arguments_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function's argument typed by ``FUNCTION_ARGS`` is declared as that class (its
+    methods then called in C); one the function does not have, or a type that is no class of
+    CLASSES, is refused."""
+    monkeypatch.setattr(_compiled, "FUNCTIONS", {"pkg.mod": ("helper",)})
+    monkeypatch.setattr(_compiled, "FUNCTION_ARGS", {"pkg.mod": {"helper.x": "Stats"}})
+    assert _with_table(monkeypatch, {"Stats": {}}).endswith("\ncpdef helper(Stats x, y=*)\n")
+    for key, t, what in (("helper.z", "Stats", "helper.z names no argument"),
+                         ("helper.x", "Nothing", "helper.x typed Nothing, not a class")):
+        monkeypatch.setattr(_compiled, "FUNCTION_ARGS", {"pkg.mod": {key: t}})
+        with pytest.raises(ValueError, match=f"pkg.mod.{what}"):
+            _with_table(monkeypatch, {"Stats": {}})
+
+
 def test_generator_declares_a_subclass_of_a_class_of_the_table(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_compiled, "OPEN", frozenset({"Port"}))

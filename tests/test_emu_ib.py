@@ -592,6 +592,32 @@ def test_a_flipped_bit_anywhere_is_refused_by_the_hca(transport: bytes, bit: int
     assert fr.to_roce(bytes(flipped)) is None
 
 
+def test_the_frames_an_hca_hands_its_device_carry_their_icrc_when_recorded() -> None:
+    """The RoCE frame an HCA makes of each packet for its device has its ICRC computed only
+    when something records the frames the NIC receives (the device does not check it: the
+    HCA checked the packet's); recorded, every one is right, and the run is the same."""
+    from roce import fast
+
+    plain = _run("incast:2", count=2)
+    s0 = plain.run()
+    run = _run("incast:2", count=2)
+    seen = Frames()
+    run.net.recorders.append(seen)
+    s1 = run.run()
+    assert s0.data_verified and s1.data_verified and s0.virtual_ns == s1.virtual_ns
+    data = [f for _, f in seen.frames if len(f) > 100]
+    assert len(data) >= 2 * 2 * 32768 // 4096
+    for f in data:
+        w = fast.walk(f)
+        assert fast.icrc_at(f, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off) == \
+            int.from_bytes(f[w.icrc_off:w.icrc_off + 4], "big")
+    fr = framing.Framer(3, "10.0.0.1", {}, {5: "10.0.0.2"}, "02:00:00:00:00:01",
+                        "02:00:00:00:00:02", 0)
+    peer = framing.frame_reference(framing.lrh(0, 0, 3, 0, 5), bytes(range(40)))
+    full, bare = fr.to_roce(peer), fr.to_roce(peer, False)
+    assert bare[:-4] == full[:-4] and bare[-4:] == bytes(4) != full[-4:]
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_tail_loss_is_recovered_by_the_qp_timeout(seed):
     """A lost last packet leaves only the QP's ACK timeout to resend it.  The HCA's credit

@@ -69,7 +69,7 @@ class Hca(Nic):
     def __init__(self, net: Any, ctx: Any, classifier: Any, config: Any) -> None:
         Nic.__init__(self, net, ctx, classifier)
         self.pfc = False  # InfiniBand has no PFC: credits
-        self.icrc_checked = True  # ``Framer.to_roce`` checked VCRC and ICRC, made the RoCE ICRC
+        self.icrc_checked = True  # ``Framer.to_roce`` checked VCRC and ICRC
         self.ib_config = config
         self.framer: Framer | None = None  # the subnet's addresses (``build``)
         self.credits: Credits | None = None
@@ -132,7 +132,8 @@ class Hca(Nic):
             if flags & FECN:
                 self.fecn_received += 1
                 self._return_cnp(frame)
-        roce = self.framer.to_roce(frame)
+        # (the RoCE ICRC only for a recorder or a tap of the frames the NIC receives)
+        roce = self.framer.to_roce(frame, self.tap is not None or bool(self.net.recorders))
         if roce is None:
             self.bad_crc += 1
         else:
@@ -143,7 +144,7 @@ class Hca(Nic):
     def pull(self, now: int) -> bytes | None:
         cr = self.credits
         if cr.owed:  # (``link_packet`` has one exactly then)
-            return link_packet(self, now)
+            return link_packet(cr, self.erf_tap, now)
         cnps = self.cnps
         if cnps and not self.waiting:
             vl = cnps[0][0] >> 4

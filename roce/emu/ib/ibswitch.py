@@ -46,12 +46,13 @@ LINK_PACKET = link.SIZE  # a frame this long on an IB wire is a flow-control pac
 ERF_SENT, ERF_RECEIVED = 0, 1
 
 
-def link_packet(port: Any, now: int) -> bytes | None:
-    """The flow-control packet ``port`` owes its link, if any, written to its ERF tap: it
-    goes out ahead of data (an HCA's and a switch port's ``pull`` alike)."""
-    pkt = port.credits.take()
-    if pkt is not None and port.erf_tap is not None:
-        tap_write(port.erf_tap, pkt, now, False)
+def link_packet(credits: Credits, tap: Any, now: int) -> bytes | None:
+    """The flow-control packet a port owes its link (``credits``), if any, written to its ERF
+    ``tap`` (None: no tap): it goes out ahead of data (an HCA's and a switch port's ``pull``
+    alike; each hands its own typed credits, so taking the packet is a C call)."""
+    pkt = credits.take()
+    if pkt is not None and tap is not None:
+        tap_write(tap, pkt, now, False)
     return pkt
 
 
@@ -137,14 +138,15 @@ class IbPort:
     def pull(self, now: int) -> bytes | None:
         cr = self.credits
         if cr.owed:  # (``link_packet`` has one exactly then)
-            return link_packet(self, now)
+            return link_packet(cr, self.erf_tap, now)
         queues = self.queues
         busy = self.busy
         if not busy:
             return None
         arbitrated = len(busy) > 1
         if not arbitrated:  # one VL waiting: nothing to arbitrate
-            vl = next(iter(busy))
+            for vl in busy:  # (its one member)
+                break
             if not cr.may_send(vl, len(queues[vl][0][0])):
                 cr.stalls += 1
                 self.starved = True
@@ -211,10 +213,12 @@ def on_refresh(port: Any, now: int, seen: int) -> None:
     no events left."""
     cr = port.credits
     cr.on_timer(now)
-    port.wire.kick(now)
-    if cr.activity() != seen or cr.batched:
+    wire = port.wire
+    wire.kick(now)
+    carried = cr.activity()
+    if carried != seen or cr.batched:
         port.refresh_at = t = cr.deadline()
-        port.wire.net.at(t, port.on_refresh, cr.activity())
+        wire.net.at(t, port.on_refresh, carried)
     else:
         port.refresh_at = None
 
