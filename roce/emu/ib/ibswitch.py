@@ -145,8 +145,7 @@ class IbPort:
             return None
         arbitrated = len(busy) > 1
         if not arbitrated:  # one VL waiting: nothing to arbitrate
-            for vl in busy:  # (its one member)
-                break
+            vl = next(iter(busy))
             if not cr.may_send(vl, len(queues[vl][0][0])):
                 cr.stalls += 1
                 self.starved = True
