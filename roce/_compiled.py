@@ -141,7 +141,20 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
     "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
-    "roce.emu.ib.credits": {"Credits": {}},
+    # locals the credit rules bound (12-bit counters, blocks of one packet or one link's
+    # total): C integers (``SCALARS``)
+    "roce.emu.ib.credits": {"Credits": {
+        **{f"may_send.{v}": "long" for v in ("limit", "sent", "n", "block", "mod", "half")},
+        **{f"sent.{v}": "long" for v in ("n", "block", "mod", "b", "sent")},
+        **{f"fccl.{v}": "long" for v in ("abr", "free", "mod", "half")},
+        **{f"received.{v}": "long" for v in ("n", "block", "mod", "b", "u", "cap", "a", "top",
+                                             "adv", "low")},
+        **{f"released.{v}": "long" for v in ("n", "block", "mod", "u", "adv", "abr", "low")},
+        **{f"take.{v}": "long" for v in ("vl", "op", "fccl", "sent", "op_at", "sent_at",
+                                         "vl_at", "fccl_at")},
+        **{f"on_packet.{v}": "long" for v in ("word", "vl", "mask", "sent_at", "vl_at",
+                                              "fccl_at")},
+        **{f"on_timer.{v}": "long" for v in ("vl", "vls")}}},
     "roce.emu.ib.vltables": {"SlToVl": {}, "_Table": {},
                              "VlArbiter": {"high": "_Table", "low": "_Table"}},
     "roce.emu.ib.framing": {"Framer": {}},
@@ -174,6 +187,11 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
                                       "_on_timer": "def"}},
 }
+# C types a method's local may take in CLASSES ("method.local": "long"): its arithmetic then
+# runs in C, without a Python integer per step.  Never an attribute's or an argument's type:
+# what Python code sees stays the .py's.  Only for locals whose values the rules bound (a
+# C long holds them; the compiled form would raise OverflowError where the .py would not).
+SCALARS = frozenset({"long"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
@@ -433,13 +451,19 @@ def pxd_text(module: str, source: str) -> str:
                     raise ValueError(f"{module}.{name}: no method {meth}")
                 plain.add(meth)
                 continue
-            if t not in owner:
+            if t in SCALARS:
+                if not var or meth not in methods or var in [a.arg for a in
+                                                             methods[meth].args.args]:
+                    raise ValueError(f"{module}.{name}: {key} typed {t}: a C type is for a "
+                                     "method's locals")
+            elif t not in owner:
                 raise ValueError(f"{module}.{name}: {key} typed {t}, not a class of CLASSES "
                                  "or C_TYPES")
             known = attrs if not var else _names(methods[meth]) if meth in methods else []
             if (var or meth) not in known:
                 raise ValueError(f"{module}.{name}: {key} names nothing there")
-            used.add(t)
+            if t not in SCALARS:
+                used.add(t)
             if var:
                 var_types.setdefault(meth, {})[var] = t
         # a subclass is not final either: Cython refuses a final class's overrides

@@ -120,6 +120,18 @@ def test_generator_declares_the_functions_of_the_table(monkeypatch: pytest.Monke
             _with_table(monkeypatch, {"Stats": {}})
 
 
+def test_generator_types_a_methods_locals_as_c_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"method.local": "long"`` declares a local a C long (its arithmetic then runs in C);
+    an attribute or an argument keeps its Python type, so the table refuses it there."""
+    text = _with_table(monkeypatch, {"Stats": {}, "Port": {"pull.st": "long"}})
+    assert "    @cython.locals(st=long)\n    cpdef pull(self, now, extra=*)\n" in text
+    assert "cimport long" not in text
+    for key in ("stats", "pull.now"):
+        with pytest.raises(ValueError, match=f"Port: {key} typed long: a C type is for a "
+                                             "method's locals"):
+            _with_table(monkeypatch, {"Stats": {}, "Port": {key: "long"}})
+
+
 def test_generator_types_the_arguments_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """A function's argument typed by ``FUNCTION_ARGS`` is declared as that class (its
     methods then called in C); one the function does not have, or a type that is no class of

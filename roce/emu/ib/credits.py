@@ -110,15 +110,22 @@ class Credits:
         self.carried = 0  # blocks both ways on every VL (``activity``: kept, not summed)
 
     # -- sender ------------------------------------------------------------------------
+    # Per packet: the methods below read the lists and constants into locals first, which
+    # the build makes C integers (``roce._compiled.CLASSES``: values the rules bound), so
+    # their arithmetic runs without a Python integer per step.  ``blocks`` is written out in
+    # them: -(n // -BLOCK).
 
     def may_send(self, vl: int, nbytes: int) -> bool:
         """Rule 2: whether a packet of ``nbytes`` on ``vl`` fits the peer's credit."""
-        # (``blocks`` written out here and below: per packet, no call)
-        return (self.limit[vl] - self.fctbs[vl] + nbytes // -BLOCK) % MOD <= HALF
+        limit, sent, n = self.limit[vl], self.fctbs[vl], nbytes
+        block, mod, half = BLOCK, MOD, HALF
+        return (limit - (sent - n // -block)) % mod <= half
 
     def sent(self, vl: int, nbytes: int) -> None:
-        b = -(nbytes // -BLOCK)
-        self.fctbs[vl] = (self.fctbs[vl] + b) % MOD
+        n, block, mod = nbytes, BLOCK, MOD
+        b = -(n // -block)
+        sent = self.fctbs[vl]
+        self.fctbs[vl] = (sent + b) % mod
         self.blocks_sent[vl] += b
         self.carried += b
 
@@ -126,31 +133,43 @@ class Credits:
 
     def fccl(self, vl: int) -> int:
         """Rule 3: the credit limit this port grants on ``vl`` now."""
-        return (self.abr[vl] + min(self.capacity - self.used[vl], HALF)) % MOD
+        abr, free = self.abr[vl], self.capacity - self.used[vl]
+        mod, half = MOD, HALF
+        return (abr + min(free, half)) % mod
 
     def received(self, vl: int, nbytes: int) -> bool:
         """A data packet arrived on ``vl``: False (counted) when it overflows the buffer."""
-        b = -(nbytes // -BLOCK)
-        u = self.used[vl] + b
-        if u > self.capacity:
+        n, block, mod = nbytes, BLOCK, MOD
+        b = -(n // -block)
+        u, cap = self.used[vl], self.capacity
+        u += b
+        if u > cap:
             self.overflows += 1
             return False
-        self.abr[vl] = a = (self.abr[vl] + b) % MOD
+        a = self.abr[vl]
+        a = (a + b) % mod
+        self.abr[vl] = a
         self.used[vl] = u
-        if u > self.max_used[vl]:
+        top = self.max_used[vl]
+        if u > top:
             self.max_used[vl] = u
         self.blocks_received[vl] += b
         self.carried += b
-        if vl in self.batched and (self.adv[vl] - a) % MOD < self.low:  # rule 5
-            self.batched.discard(vl)
-            self.owed.add(vl)
+        if self.batched and vl in self.batched:  # rule 5
+            adv, low = self.adv[vl], self.low
+            if (adv - a) % mod < low:
+                self.batched.discard(vl)
+                self.owed.add(vl)
         return True
 
     def released(self, vl: int, nbytes: int) -> None:
         """A packet left the receive buffer: its blocks are free, a packet is owed now or
         batched (rule 5)."""
-        self.used[vl] += nbytes // -BLOCK
-        if (self.adv[vl] - self.abr[vl]) % MOD < self.low:
+        n, block, mod = nbytes, BLOCK, MOD
+        u = self.used[vl]
+        self.used[vl] = u + n // -block
+        adv, abr, low = self.adv[vl], self.abr[vl], self.low
+        if (adv - abr) % mod < low:
             self.owed.add(vl)
         else:
             self.batched.add(vl)
@@ -174,10 +193,12 @@ class Credits:
         self.packets_sent += 1
         if self.batched:
             self.batched.discard(vl)
-        self.adv[vl] = fccl = self.fccl(vl)
+        fccl = self.fccl(vl)
+        self.adv[vl] = fccl
+        sent = self.fctbs[vl]
+        op_at, sent_at, vl_at, fccl_at = OP_SHIFT, FCTBS_SHIFT, VL_SHIFT, FCCL_SHIFT
         # ``link.build``'s word, packed here: VL, FCTBS and FCCL are in range by the rules
-        return _packet(op << OP_SHIFT | self.fctbs[vl] << FCTBS_SHIFT | vl << VL_SHIFT
-                       | fccl << FCCL_SHIFT)
+        return _packet(op << op_at | sent << sent_at | vl << vl_at | fccl << fccl_at)
 
     def on_packet(self, packet: bytes) -> bool:
         """A flow-control packet from the peer: resynchronize ABR to its FCTBS, take its
@@ -188,11 +209,12 @@ class Credits:
         if word < 0:
             self.bad_lpcrc += 1
             return False
-        vl = (word >> VL_SHIFT) & 0xF
+        sent_at, vl_at, fccl_at, mask = FCTBS_SHIFT, VL_SHIFT, FCCL_SHIFT, MOD - 1
+        vl = (word >> vl_at) & 0xF
         if vl >= self.vls:
             return False
-        self.abr[vl] = (word >> FCTBS_SHIFT) & (MOD - 1)
-        self.limit[vl] = (word >> FCCL_SHIFT) & (MOD - 1)
+        self.abr[vl] = (word >> sent_at) & mask
+        self.limit[vl] = (word >> fccl_at) & mask
         return True
 
     # -- the refresh timer -------------------------------------------------------------
@@ -212,7 +234,8 @@ class Credits:
             self.owed |= self.batched
             self.batched.clear()
             seen = self._seen
-            for vl in range(self.vls):
+            vls = self.vls
+            for vl in range(vls):
                 mark = self.blocks_sent[vl] + self.blocks_received[vl]
                 if mark != seen[vl]:
                     seen[vl] = mark
