@@ -155,7 +155,11 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
         **{f"on_packet.{v}": "long" for v in ("word", "vl", "mask", "sent_at", "vl_at",
                                               "fccl_at")},
         **{f"on_timer.{v}": "long" for v in ("vl", "vls")}}},
-    "roce.emu.ib.vltables": {"SlToVl": {}, "_Table": {},
+    "roce.emu.ib.vltables": {"SlToVl": {},
+                             "_Table": {**{f"pick.{v}": "long" for v in ("n", "at", "block",
+                                                                         "weight")},
+                                        **{f"idle.{v}": "long" for v in ("n", "at", "block",
+                                                                         "weight")}},
                              "VlArbiter": {"high": "_Table", "low": "_Table"}},
     "roce.emu.ib.framing": {"Framer": {}},
     "roce.emu.ib.ibswitch": {
