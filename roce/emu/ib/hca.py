@@ -152,8 +152,9 @@ class Hca(Nic):
                 self.cnps_sent += 1
                 return self._send(now, vl, cnps.popleft())
         slots = self.slots
+        alone = False  # the one waiting packet is the one just found without credit
         while True:
-            ready = self._ready() if self.waiting else None
+            ready = self._ready() if self.waiting and not alone else None
             if ready is not None:
                 vl = self.arbiter.pick(ready.__getitem__)
             else:  # nothing waits, or nothing may go: the turn passes as a pick finding none
@@ -171,7 +172,8 @@ class Hca(Nic):
             sl = self._sl(frame)
             vl = self.sl2vl.table[sl]  # (the table itself: per packet, no call)
             packet = self.framer.to_ib(frame, sl, vl)
-            if not self.waiting and cr.may_send(vl, len(packet)):  # no packet waits
+            alone = not self.waiting
+            if alone and cr.may_send(vl, len(packet)):  # no packet waits
                 return self._send(now, vl, packet)
             if slots[vl] is None:
                 slots[vl] = packet

@@ -37,6 +37,7 @@ from roce.emu.ib.credits import Credits
 from roce.emu.ib.framing import BTH_BYTE4, set_bits, set_vl
 from roce.emu.ib.ibcc import FECN
 from roce.emu.ib.vltables import SlToVl, VlArbiter
+from roce.emu.net.link import Wire
 from roce.families import erf
 from roce.families.ib import flowcontrol as link
 from roce.opcodes import IB_CNP_OPCODE
@@ -211,15 +212,19 @@ def on_refresh(port: Any, now: int, seen: int) -> None:
     refreshing until its next packet (``wake_refresh``), so a run whose traffic ended has
     no events left."""
     cr = port.credits
-    cr.on_timer(now)
-    wire = port.wire
+    port.refresh_at = t = refresh(cr, port.wire, now, seen)
+    if t is not None:
+        port.wire.net.at(t, port.on_refresh, cr.activity())
+
+
+def refresh(credits: Credits, wire: Wire, now: int, seen: int) -> int | None:
+    """``on_refresh``'s work on a port's typed ``credits`` and ``wire`` (in C): the timer's
+    packets owed and the wire kicked; the timer's next deadline, or None when idle."""
+    credits.on_timer(now)
     wire.kick(now)
-    carried = cr.activity()
-    if carried != seen or cr.batched:
-        port.refresh_at = t = cr.deadline()
-        wire.net.at(t, port.on_refresh, carried)
-    else:
-        port.refresh_at = None
+    if credits.activity() != seen or credits.batched:
+        return credits.deadline()
+    return None
 
 
 def wake_refresh(port: Any, now: int) -> None:
