@@ -144,6 +144,9 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # locals the credit rules bound (12-bit counters, blocks of one packet or one link's
     # total): C integers (``SCALARS``)
     "roce.emu.ib.credits": {"Credits": {
+        **{a: "list" for a in ("fctbs", "limit", "abr", "used", "blocks_sent",
+                               "blocks_received", "max_used", "_seen", "adv")},
+        **{a: "set" for a in ("owed", "init_owed", "batched")},
         **{f"may_send.{v}": "long" for v in ("limit", "sent", "n", "block", "mod", "half")},
         **{f"sent.{v}": "long" for v in ("n", "block", "mod", "b", "sent")},
         **{f"fccl.{v}": "long" for v in ("abr", "free", "mod", "half")},
@@ -164,6 +167,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.ib.framing": {"Framer": {}},
     "roce.emu.ib.ibswitch": {
         "IbPort": {"switch": "IbSwitch", "wire": "Wire", "credits": "Credits",
+                   "queues": "list", "busy": "set",
                    "sl2vl": "SlToVl", "arbiter": "VlArbiter", "pull.cr": "Credits",
                    "pull.inp": "IbPort", "receive.cr": "Credits", "receive.out": "IbPort",
                    "enqueue.inp": "IbPort"},
@@ -174,7 +178,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
     # a Nic with an InfiniBand port; ``_ccti_timer`` is handed on as a bound method (to the
     # event loop)
-    "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl",
+    "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl", "slots": "list",
                                 "arbiter": "VlArbiter", "framer": "Framer",
                                 "receive.cr": "Credits", "pull.cr": "Credits",
                                 "next_tx.cr": "Credits", "_ready.cr": "Credits",
@@ -196,6 +200,11 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
 # what Python code sees stays the .py's.  Only for locals whose values the rules bound (a
 # C long holds them; the compiled form would raise OverflowError where the .py would not).
 SCALARS = frozenset({"long"})
+# Builtin containers an attribute or a method's local may be typed as in CLASSES ("owed":
+# "set"): Cython then tests, indexes and adds in C (``PySet_Add``, a list's item), without a
+# method call.  Not an argument's type: what callers hand in stays the .py's.  The attribute
+# then holds that type only, as the .py always gives it.
+CONTAINERS = frozenset({"list", "set"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
@@ -462,13 +471,17 @@ def pxd_text(module: str, source: str) -> str:
                                                              methods[meth].args.args]:
                     raise ValueError(f"{module}.{name}: {key} typed {t}: a C type is for a "
                                      "method's locals")
+            elif t in CONTAINERS:
+                if var and meth in methods and var in [a.arg for a in methods[meth].args.args]:
+                    raise ValueError(f"{module}.{name}: {key} typed {t}: a builtin type is "
+                                     "for an attribute or a method's locals")
             elif t not in owner:
                 raise ValueError(f"{module}.{name}: {key} typed {t}, not a class of CLASSES "
                                  "or C_TYPES")
             known = attrs if not var else _names(methods[meth]) if meth in methods else []
             if (var or meth) not in known:
                 raise ValueError(f"{module}.{name}: {key} names nothing there")
-            if t not in SCALARS:
+            if t not in SCALARS and t not in CONTAINERS:
                 used.add(t)
             if var:
                 var_types.setdefault(meth, {})[var] = t

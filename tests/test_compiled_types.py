@@ -132,6 +132,20 @@ def test_generator_types_a_methods_locals_as_c_integers(monkeypatch: pytest.Monk
             _with_table(monkeypatch, {"Stats": {}, "Port": {key: "long"}})
 
 
+def test_generator_types_attributes_and_locals_as_builtin_containers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"list"`` or ``"set"`` types an attribute or a local as that builtin (Cython then
+    indexes, tests and adds without a method call); an argument keeps its Python type."""
+    text = _with_table(monkeypatch, {"Stats": {"frames": "list"},
+                                     "Port": {"pull.st": "set"}})
+    assert "    cdef public list frames\n" in text
+    assert "    @cython.locals(st=set)\n    cpdef pull(self, now, extra=*)\n" in text
+    assert "cimport list" not in text and "cimport set" not in text
+    with pytest.raises(ValueError, match="Port: pull.now typed set: a builtin type is for an "
+                                         "attribute or a method's locals"):
+        _with_table(monkeypatch, {"Stats": {}, "Port": {"pull.now": "set"}})
+
+
 def test_generator_types_the_arguments_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """A function's argument typed by ``FUNCTION_ARGS`` is declared as that class (its
     methods then called in C); one the function does not have, or a type that is no class of
