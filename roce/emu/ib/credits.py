@@ -117,46 +117,46 @@ class Credits:
 
     def may_send(self, vl: int, nbytes: int) -> bool:
         """Rule 2: whether a packet of ``nbytes`` on ``vl`` fits the peer's credit."""
-        limit, sent, n = self.limit[vl], self.fctbs[vl], nbytes
-        block, mod, half = BLOCK, MOD, HALF
+        v, n, block, mod, half = vl, nbytes, BLOCK, MOD, HALF
+        limit, sent = self.limit[v], self.fctbs[v]
         return (limit - (sent - n // -block)) % mod <= half
 
     def sent(self, vl: int, nbytes: int) -> None:
-        n, block, mod = nbytes, BLOCK, MOD
+        v, n, block, mod = vl, nbytes, BLOCK, MOD
         b = -(n // -block)
-        sent = self.fctbs[vl]
-        self.fctbs[vl] = (sent + b) % mod
-        self.blocks_sent[vl] += b
+        sent = self.fctbs[v]
+        self.fctbs[v] = (sent + b) % mod
+        self.blocks_sent[v] += b
         self.carried += b
 
     # -- receiver ----------------------------------------------------------------------
 
     def fccl(self, vl: int) -> int:
         """Rule 3: the credit limit this port grants on ``vl`` now."""
-        abr, free = self.abr[vl], self.capacity - self.used[vl]
-        mod, half = MOD, HALF
+        v, mod, half = vl, MOD, HALF
+        abr, free = self.abr[v], self.capacity - self.used[v]
         return (abr + min(free, half)) % mod
 
     def received(self, vl: int, nbytes: int) -> bool:
         """A data packet arrived on ``vl``: False (counted) when it overflows the buffer."""
-        n, block, mod = nbytes, BLOCK, MOD
+        v, n, block, mod = vl, nbytes, BLOCK, MOD
         b = -(n // -block)
-        u, cap = self.used[vl], self.capacity
+        u, cap = self.used[v], self.capacity
         u += b
         if u > cap:
             self.overflows += 1
             return False
-        a = self.abr[vl]
+        a = self.abr[v]
         a = (a + b) % mod
-        self.abr[vl] = a
-        self.used[vl] = u
-        top = self.max_used[vl]
+        self.abr[v] = a
+        self.used[v] = u
+        top = self.max_used[v]
         if u > top:
-            self.max_used[vl] = u
-        self.blocks_received[vl] += b
+            self.max_used[v] = u
+        self.blocks_received[v] += b
         self.carried += b
         if self.batched and vl in self.batched:  # rule 5
-            adv, low = self.adv[vl], self.low
+            adv, low = self.adv[v], self.low
             if (adv - a) % mod < low:
                 self.batched.discard(vl)
                 self.owed.add(vl)
@@ -165,10 +165,10 @@ class Credits:
     def released(self, vl: int, nbytes: int) -> None:
         """A packet left the receive buffer: its blocks are free, a packet is owed now or
         batched (rule 5)."""
-        n, block, mod = nbytes, BLOCK, MOD
-        u = self.used[vl]
-        self.used[vl] = u + n // -block
-        adv, abr, low = self.adv[vl], self.abr[vl], self.low
+        v, n, block, mod = vl, nbytes, BLOCK, MOD
+        u = self.used[v]
+        self.used[v] = u + n // -block
+        adv, abr, low = self.adv[v], self.abr[v], self.low
         if (adv - abr) % mod < low:
             self.owed.add(vl)
         else:
