@@ -50,7 +50,11 @@ HELD = 1 << 62  # a priority held for credit: "until" far past any run (never a 
 
 def prios_by_vl(table: tuple[int, ...], prios: int, vls: int) -> tuple[tuple[int, ...], ...]:
     """Per VL, the scheduler's priorities (0 .. ``prios``-1) the SL-to-VL ``table`` maps to it."""
-    return tuple(tuple(p for p in range(prios) if table[p] == vl) for vl in range(vls))
+    out: list[list[int]] = [[] for _ in range(vls)]
+    for p in range(prios):
+        if table[p] < vls:
+            out[table[p]].append(p)
+    return tuple(map(tuple, out))
 
 
 class Hca(Nic):
