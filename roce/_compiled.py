@@ -141,8 +141,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
     "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
-    # locals the credit rules bound (12-bit counters, blocks of one packet or one link's
-    # total): C integers (``SCALARS``)
+    # locals the credit rules bound (12-bit counters, a packet's bytes and blocks, the blocks
+    # a buffer holds): C integers (``SCALARS``); what the buffer's size reaches is not one
     "roce.emu.ib.credits": {"Credits": {
         **{a: "list" for a in ("fctbs", "limit", "abr", "used", "blocks_sent",
                                "blocks_received", "max_used", "_seen", "adv")},
@@ -150,11 +150,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
         **{f"may_send.{x}": "long" for x in ("v", "limit", "sent", "n", "block", "mod",
                                              "half")},
         **{f"sent.{x}": "long" for x in ("v", "n", "block", "mod", "b", "sent")},
-        **{f"fccl.{x}": "long" for x in ("v", "abr", "free", "mod", "half")},
-        **{f"received.{x}": "long" for x in ("v", "n", "block", "mod", "b", "u", "cap", "a",
-                                             "top", "adv", "low")},
-        **{f"released.{x}": "long" for x in ("v", "n", "block", "mod", "u", "adv", "abr",
-                                             "low")},
+        **{f"fccl.{x}": "long" for x in ("v", "abr", "grant", "mod", "half")},
+        **{f"received.{x}": "long" for x in ("v", "n", "block", "mod", "b", "u", "a", "top",
+                                             "adv")},
+        **{f"released.{x}": "long" for x in ("v", "n", "block", "mod", "u", "adv", "abr")},
         **{f"take.{v}": "long" for v in ("vl", "op", "fccl", "sent", "op_at", "sent_at",
                                          "vl_at", "fccl_at")},
         **{f"on_packet.{v}": "long" for v in ("word", "vl", "mask", "sent_at", "vl_at",

@@ -120,6 +120,20 @@ def test_refresh_timer_owes_every_vl_that_carried_data() -> None:
     assert cr.owed == set()  # nothing moved since
 
 
+def test_a_buffer_beyond_64_bits_keeps_the_rules() -> None:
+    """A port's buffer is a round trip of its link: the longest delay at the highest rate the
+    options take is more blocks than a C integer holds.  The rules run on it as on any other
+    (the compiled credits keep what the buffer's size reaches in Python integers)."""
+    huge = 1 << 80
+    cr = Credits(1, huge, 1000, huge - 65)
+    assert link.decode(cr.take())["infiniband_link.fccl"] == HALF  # the most 12 bits grant
+    assert cr.received(0, 4096) and cr.used == [64]
+    cr.released(0, 4096)
+    assert cr.owed == {0} and cr.fccl(0) == (64 + HALF) % MOD
+    cr.on_packet(link.build(0, 0, 100))
+    assert cr.may_send(0, 100 * 64) and not cr.may_send(0, 100 * 64 + 1)
+
+
 def test_releases_batch_while_the_peer_holds_enough_credit() -> None:
     """Rule 5: with ``low`` 60 of a 100-block buffer, a release owes nothing while the peer
     holds 60 blocks or more beyond what arrived; the arrival that brings it below owes the

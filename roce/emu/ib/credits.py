@@ -111,9 +111,12 @@ class Credits:
 
     # -- sender ------------------------------------------------------------------------
     # Per packet: the methods below read the lists and constants into locals first, which
-    # the build makes C integers (``roce._compiled.CLASSES``: values the rules bound), so
-    # their arithmetic runs without a Python integer per step.  ``blocks`` is written out in
-    # them: -(n // -BLOCK).
+    # the build makes C integers (``roce._compiled.CLASSES``), so their arithmetic runs
+    # without a Python integer per step: only values the rules bound (12-bit counters, a
+    # packet's bytes and blocks, the blocks a buffer holds, at most what 12 bits grant).
+    # What the buffer's size reaches (``capacity``, ``low``: a round trip of the link, more
+    # than 64 bits at the longest delay) stays a Python integer.  ``blocks`` is written out
+    # in them: -(n // -BLOCK).
 
     def may_send(self, vl: int, nbytes: int) -> bool:
         """Rule 2: whether a packet of ``nbytes`` on ``vl`` fits the peer's credit."""
@@ -135,15 +138,16 @@ class Credits:
         """Rule 3: the credit limit this port grants on ``vl`` now."""
         v, mod, half = vl, MOD, HALF
         abr, free = self.abr[v], self.capacity - self.used[v]
-        return (abr + min(free, half)) % mod
+        grant = half if free > half else free
+        return (abr + grant) % mod
 
     def received(self, vl: int, nbytes: int) -> bool:
         """A data packet arrived on ``vl``: False (counted) when it overflows the buffer."""
         v, n, block, mod = vl, nbytes, BLOCK, MOD
         b = -(n // -block)
-        u, cap = self.used[v], self.capacity
+        u = self.used[v]
         u += b
-        if u > cap:
+        if u > self.capacity:
             self.overflows += 1
             return False
         a = self.abr[v]
@@ -156,8 +160,8 @@ class Credits:
         self.blocks_received[v] += b
         self.carried += b
         if self.batched and vl in self.batched:  # rule 5
-            adv, low = self.adv[v], self.low
-            if (adv - a) % mod < low:
+            adv = self.adv[v]
+            if (adv - a) % mod < self.low:
                 self.batched.discard(vl)
                 self.owed.add(vl)
         return True
@@ -168,8 +172,8 @@ class Credits:
         v, n, block, mod = vl, nbytes, BLOCK, MOD
         u = self.used[v]
         self.used[v] = u + n // -block
-        adv, abr, low = self.adv[v], self.abr[v], self.low
-        if (adv - abr) % mod < low:
+        adv, abr = self.adv[v], self.abr[v]
+        if (adv - abr) % mod < self.low:
             self.owed.add(vl)
         else:
             self.batched.add(vl)
