@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 # ast parses sources for the .pxd generation: imported there (the build), not at every start
 if TYPE_CHECKING:
     import ast
+    from collections.abc import Callable
 
 # What is compiled is what measurably speeds up the emulator's benchmarks (bench/bench_cc.py,
 # bench/bench_emulator.py, bench/emu_speed_ab.py): each module costs install time
@@ -191,7 +192,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                 "_next_request.s": "Sent", "_transmit.pdc": "Pdc", "_transmit.s": "Sent",
                 "_queue.pdc": "Pdc", "_on_request.pdc": "Pdc", "_send_ack.pdc": "Pdc",
                 "_on_ack.pdc": "Pdc", "_on_ack.s": "Sent", "_on_nack.pdc": "Pdc"}},
-    "roce.emu.uet.ses": {"Ses": {"pds": "Pds"}},
+    # ``Piece``: one per data packet, made when a message is posted and read at each sending
+    "roce.emu.uet.ses": {"Ses": {"pds": "Pds"}, "Piece": {"region": "MemoryRegion"}},
     # ``_on_timer`` is handed to the event loop as a bound method (as ``Network.at`` is)
     "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
                                       "_on_timer": "def"}},
@@ -223,6 +225,8 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "roce.emu.ib.framing": ("lrh",),
     "roce.emu.ib.ibswitch": ("link_packet", "on_refresh", "refresh", "start_refresh",
                              "wake_refresh"),
+    "roce.emu.uet.pds": ("ahead",),  # PSN distances: several per packet
+    "roce.emu.uet.ses": ("space",),  # a message's ID space: per packet
 }
 # Arguments of those functions typed as a class of CLASSES, by module: "function.argument":
 # "T" (the function then reaches T's methods in C, as a method reaches a typed attribute's).
@@ -262,6 +266,17 @@ def source_hash(path: str) -> str:
         return _SHA256(f.read()).hexdigest()
 
 
+_hash_of: Callable[[str], str] = source_hash  # what stale_modules compares; see cache_hashes
+
+
+def cache_hashes(file_hash: Callable[[str, Callable[[str], str]], str]) -> None:
+    """Have ``stale_modules`` take each source's digest through ``file_hash(path, digest)``
+    (roce.codecache: computed again only when the file changed).  Not imported here: the
+    build runs this file alone (setup.py), without the package."""
+    global _hash_of
+    _hash_of = lambda path: file_hash(path, source_hash)  # noqa: E731
+
+
 def pure_requested() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
@@ -285,7 +300,7 @@ def stale_modules() -> list[str]:
     """The sources edited since the build (all of them when nothing was built)."""
     built = _built()
     return [name for name, path in _sources(os.path.dirname(_HERE)).items()
-            if built.get(name) != source_hash(path)]
+            if built.get(name) != _hash_of(path)]
 
 
 class _Chooser:  # a meta path finder (importlib.abc would import importlib.resources)
