@@ -144,14 +144,12 @@ class Framer:
         total = LRH_SIZE + len(transport) + ICRC
         return _frame(lrh(vl, sl, dlid, total // LRH_WORD, self.lid | bits), transport)
 
-    def to_roce(self, packet: bytes, icrc: bool = True, check: bool = True) -> bytes | None:
+    def to_roce(self, packet: bytes, icrc: bool = True) -> bytes | None:
         """The RoCEv2 frame the device reads for an InfiniBand packet addressed here; None
         for one whose CRCs are wrong or whose source is not in the subnet (dropped, as an
         HCA drops it).  Its ICRC is computed when ``icrc`` says something records the frame;
-        otherwise it is zero: the device does not check it (the HCA checked the packet's).
-        ``check`` False skips the CRC checks, for a subnet where no link corrupts: every
-        packet's CRCs are then right by construction."""
-        if check and not _frame_ok(packet):
+        otherwise it is zero: the device does not check it (the HCA checked the packet's)."""
+        if not _frame_ok(packet):
             return None
         icrc_off = len(packet) - VCRC - ICRC
         slid = (packet[6] << 8 | packet[7]) & ~self.paths  # the LRH's SLID, its base LID

@@ -66,14 +66,14 @@ class Hca(Nic):
     # ``waiting``: how many of ``slots`` hold a packet (asked per pull and per flow-control
     # packet: a count, not a scan); ``prios_of``: per VL, the scheduler's priorities on it
     __slots__ = ("refresh_at", "ib_config", "framer", "credits", "sl2vl", "arbiter", "slots",
-                 "waiting", "prios_of", "crc_checks", "ib_recorders",
+                 "waiting", "prios_of", "ib_recorders",
                  "erf_tap", "overflows", "bad_crc", "cc_agent", "cnps", "cnps_sent",
                  "fecn_received")
 
     def __init__(self, net: Any, ctx: Any, classifier: Any, config: Any) -> None:
         Nic.__init__(self, net, ctx, classifier)
         self.pfc = False  # InfiniBand has no PFC: credits
-        self.icrc_checked = True  # ``Framer.to_roce`` checked VCRC and ICRC (``crc_checks``)
+        self.icrc_checked = True  # ``Framer.to_roce`` checked VCRC and ICRC
         self.ib_config = config
         self.framer: Framer | None = None  # the subnet's addresses (``build``)
         self.credits: Credits | None = None
@@ -81,9 +81,6 @@ class Hca(Nic):
         self.arbiter: VlArbiter = config.arbiter()
         self.slots: list[bytes | None] = [None] * config.vls
         self.waiting = 0
-        # whether a packet's VCRC and ICRC are checked: always, but where no link of the
-        # subnet corrupts (``subnet.build``), where they are right by construction
-        self.crc_checks = True
         self.prios_of: tuple[tuple[int, ...], ...] = ()  # (``attach``: the scheduler's)
         self.ib_recorders: list[Any] = []
         self.erf_tap: Any = None  # ERF writer of what the port sends and receives
@@ -140,8 +137,7 @@ class Hca(Nic):
                 self.fecn_received += 1
                 self._return_cnp(frame)
         # (the RoCE ICRC only for a recorder or a tap of the frames the NIC receives)
-        roce = self.framer.to_roce(frame, self.tap is not None or bool(self.net.recorders),
-                                   self.crc_checks)
+        roce = self.framer.to_roce(frame, self.tap is not None or bool(self.net.recorders))
         if roce is None:
             self.bad_crc += 1
         else:

@@ -113,11 +113,7 @@ def build(t: Topology, o: NetOptions, cfg: IbConfig, tclass: int = 0) -> Network
     lid_of = {packed(t.hosts[h]): lid for h, lid in lids.items()}
     ip_of = {lid: t.hosts[h] for h, lid in lids.items()}
     addresses = frozenset(t.hosts.values())
-    # a packet's CRCs can be wrong only where a link corrupts (``Faults``): elsewhere the
-    # HCAs' checks would pass every packet, and are skipped
-    corrupting = any(w.faults.config.corrupt for w in net.wires)
     for name, hca in net.hosts.items():
-        hca.crc_checks = corrupting
         dev = hca.device
         dev.neighbors = Gateway(SUBNET_MAC, addresses, hca.ctx.ip)
         hca.framer = Framer(lids[name], hca.ctx.ip, lid_of, ip_of, dev.mac, SUBNET_MAC, tclass,
