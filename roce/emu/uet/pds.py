@@ -6,7 +6,8 @@ Nothing here reads a clock, a socket or global randomness: every entry point tak
 names them (``uet.pds.psn``...; ``roce.emu.uet.uetframes`` turns them into frames with the
 family's codec), and the layer above (``Upper``: the SES) is called back with what arrived
 and what was acknowledged.  A driver calls ``receive``, ``pull`` while it may transmit, and
-``on_timer`` when ``deadline()`` passes.
+``on_timer`` when ``deadline()`` passes; ``armed`` tells it whether a packet received or sent
+may have brought the deadline forward (otherwise the timer it armed stays right).
 
 The rules, as the tables below write them (sources in docs/protocol.md, "Ultra Ethernet
 Transport emulated"):
