@@ -88,28 +88,31 @@ def wall(cmd: list[str], rounds: int) -> float:
 
 
 def wall_pair(ours: list[str], theirs: list[str], rounds: int,
-              env: dict[str, str] | None = None) -> tuple[float, float]:
+              env: dict[str, str] | None = None, cwd: Path | None = None
+              ) -> tuple[float, float]:
     """Medians of ``ours`` and ``theirs`` run alternately, round by round, after one warm-up
-    run of each: a change of load during the run weighs on both sides alike."""
+    run of each: a change of load during the run weighs on both sides alike.  ``cwd``: where
+    they run (``python -m`` imports from there first)."""
     env = env or ENV
     samples: tuple[list[float], list[float]] = ([], [])
     for i in range(rounds + 1):
         for side, cmd in enumerate((ours, theirs)):
             t = time.perf_counter()
             subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           check=True, env=env)
+                           check=True, env=env, cwd=cwd)
             if i:  # round 0 warms the page cache and the bytecode cache
                 samples[side].append(time.perf_counter() - t)
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
-def peak_rss_mb(cmd: list[str]) -> float:
+def peak_rss_mb(cmd: list[str], env: dict[str, str] | None = None,
+                cwd: Path | None = None) -> float:
     """Peak RSS of a child (ru_maxrss of the one child we wait for)."""
     code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], "
             "stdout=subprocess.DEVNULL, check=True); "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     out = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True,
-                         check=True)
+                         check=True, env=env, cwd=cwd)
     return int(out.stdout.strip()) / 1024
 
 
@@ -129,15 +132,16 @@ def main() -> None:
     only = set(args.only.split(","))
     if only - set(ROWS):
         ap.error(f"--only: unknown rows {sorted(only - set(ROWS))}")
-    env = ENV
-    if args.tree is not None:
+    env, cwd = ENV, None
+    if args.tree is not None:  # run in the tree: python -m puts the working directory first
         roce_cmd = [sys.executable, "-m", "roce"]
-        env = {**ENV, "PYTHONPATH": str(args.tree.resolve())}
+        cwd = args.tree.resolve()
+        env = {**ENV, "PYTHONPATH": str(cwd)}
     else:
         roce_cmd = [roce_entry_point()]
     tshark = shutil.which("tshark")
     with tempfile.TemporaryDirectory() as d:
-        cap = args.capture or Path(d) / "bench.pcap"
+        cap = (args.capture or Path(d) / "bench.pcap").resolve()
         if args.capture is None:
             n = make_capture(cap, args.packets)
         else:
@@ -161,16 +165,17 @@ def main() -> None:
             rounds = args.rounds if key in ("decode", "stats") else max(3, args.rounds // 2)
             if tshark:
                 ours, theirs = wall_pair([*roce_cmd, *ours_args], [tshark, *ts_args], rounds,
-                                         env)
+                                         env, cwd)
             else:
-                ours = wall([*roce_cmd, *ours_args], rounds)
+                ours = statistics.median(
+                    wall_pair([*roce_cmd, *ours_args], ["true"], rounds, env, cwd)[:1])
                 theirs = float("nan")
             rows.append((name, n / ours, n / theirs, theirs / ours, target))
         rss = nbig = None
         if "stats" in only:
             big = Path(d) / "big.pcap"
             nbig = make_big_capture(big, 200_000_000)
-            rss = peak_rss_mb([*roce_cmd, "stats", str(big)])
+            rss = peak_rss_mb([*roce_cmd, "stats", str(big)], env, cwd)
     where = f"python -m roce from {args.tree}" if args.tree else roce_cmd[0]
     print(f"roce {roce.__version__} ({where}), {n} packets ({mb:.0f} MB), {args.rounds} rounds "
           f"(tree and json rows: {max(3, args.rounds // 2)}), median wall time, roce and "
