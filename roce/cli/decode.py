@@ -22,6 +22,7 @@ from roce.decoder.decode import (
     PIPE_BATCH,
     Record,
     decode_frames,
+    decode_json,
     filter_macros,
     header_fields,
     known_fields,
@@ -304,6 +305,36 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
     return summ.line(number, time_text, rec.fields.get("frame.len", fr.origlen), cols), tunnel
 
 
+def _json(reader: CaptureReader, args: argparse.Namespace, limit: int, writer: Any,
+          progress: Progress) -> None:
+    """``-T json`` / ``jsonl`` without a filter: good RoCE frames come written already
+    (``decode_json``), the others as records."""
+    frames: Any = reader
+    seen = [0, 0]  # bytes (with record headers) and frames read, for the progress bar
+    if progress.enabled:
+
+        def counted(frames: Any = reader) -> Any:
+            for fr in frames:
+                seen[0] += fr[2] + 16
+                seen[1] += 1
+                if not seen[1] % 1024:
+                    progress.update(_done(reader, seen[0]), seen[1])
+                yield fr
+
+        frames = counted()
+    shown = 0
+    add, add_text = writer.add, writer.add_text
+    for item in decode_json(frames, args.udp_port, args.only_roce):
+        if type(item) is str:
+            add_text(item)
+        else:
+            add(item)
+        shown += 1
+        if shown >= limit:
+            break
+    writer.close()
+
+
 def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,
              flt: Callable[[Mapping[str, object]], bool] | None, limit: int, out: TextIO,
              progress: Progress, field_opts: dict[str, Any]) -> None:
@@ -320,6 +351,9 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
         writer = output.FieldsWriter(out, args.fields, **field_opts)
     elif fmt == "csv":
         writer = output.CsvWriter(out, args.fields)
+    if isinstance(writer, output.JsonWriter) and flt is None:
+        _json(reader, args, limit, writer, progress)
+        return
     want_summary = writer is None and (not args.verbose or args.print_summary)
     want_columns = writer.needs_columns if writer is not None else want_summary
     times = summ.times
