@@ -10,7 +10,7 @@
 Three paths produce the output.  The one-line path (no ``-Y``, no ``-T``, no ``-V``) scans
 frames a batch at a time with ``roce.fast.scan`` and formats lines straight from its
 columns (``summary.Summarizer.fast_lines``); nothing per header becomes a Python object.
-``-T json`` / ``jsonl`` without ``-Y`` goes through ``decode_json``: a good frame's object
+``-T json`` / ``jsonl`` and ``-V`` without ``-Y`` go through ``decode_text``: a good frame's object
 is written as text by code generated per header chain (``_compile_json``) from the values
 it reads, with no dict and no record.  Every other mode (and every frame that is not a
 whole RoCE packet) goes through ``decode_frames``, which yields one ``Record`` per frame
@@ -366,7 +366,7 @@ def _compile_json(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
     """The ``-T json`` text of a good frame of this header chain, straight from the words
     its decoder reads: what ``json.dumps(output.json_object(record))`` writes for the
     record ``decode_frames`` makes of it (the members' texts are ``output.json_member``'s;
-    tests/test_decode_json.py holds the two to it), without the dict and the record."""
+    tests/test_decode_text.py holds the two to it), without the dict and the record."""
     from roce.decoder import output
 
     src = _plan_source(linktype, vlans, l3_kind, opcode)
@@ -398,8 +398,39 @@ def _compile_json(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
     return env["json_text"]  # type: ignore[no-any-return]
 
 
+def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Callable[..., str]:
+    """The ``-V`` tree of a good frame of this header chain, straight from the words its
+    decoder reads: what ``tree.render`` writes for the record ``decode_frames`` makes of it
+    (the same generated f-string, ``tree.body_source``, over the decoded values instead of
+    the record's dict; tests/test_decode_text.py holds the two to it)."""
+    from roce.families.base import tree
+
+    src = _plan_source(linktype, vlans, l3_kind, opcode)
+    env = src.env
+    exprs = {key: expr for key, expr, _ in src.items if not key.startswith("_SYN[")}
+    ip = SIZE_OF["ip"]
+    maybe = {"aeth.selective": src.selective or "None",
+             "ip.options": (f"data[w.l3_off + {ip}:w.l3_off + w.l3_len] if w.l3_len > {ip} "
+                            "else None") if src.options else "None"}
+    body = tree.body_source(src.layers, env, value=lambda key: f"({exprs[key]})",
+                            optional=lambda key: f"({maybe[key]})")
+    env.update(_FRAME=tree.frame_text, _TAIL=tree.roce_tail, _LAYERS=src.layers)
+    in_ib = any(h in tree.IB_HEADERS for h in src.layers)
+    lines = ["def tree_text(data, w, number, ts, rel, delta, origlen, caplen):"]
+    lines += [f"    {stmt}" for stmt in src.body]
+    lines.append(f'    return f"{{_FRAME(number, ts, rel, delta, caplen, origlen, {linktype}, '
+                 f'_LAYERS)}}\\n{body}{{_TAIL(data, w, stored, icrc_of(data, w) == stored, '
+                 f'{in_ib})}}\\n\\n"')
+    text = "\n".join(lines) + "\n"
+    exec(compile(text, f"<roce.decoder.decode tree {src.name}>", "exec"), env)
+    return env["tree_text"]  # type: ignore[no-any-return]
+
+
 _PLANS: dict[tuple[int, int, int, int], _Plan] = {}
-_JSON_PLANS: dict[tuple[int, int, int, int], Callable[..., str]] = {}
+# per output ("json", "tree"): header chain -> the function writing a good frame's text
+_TEXT_PLANS: dict[str, dict[tuple[int, int, int, int], Callable[..., str]]] = {
+    "json": {}, "tree": {}}
+_TEXT_COMPILERS = {"json": _compile_json, "tree": _compile_tree}
 
 
 def _plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
@@ -410,11 +441,13 @@ def _plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
     return plan
 
 
-def _json_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Callable[..., str]:
+def _text_plan(output: str, linktype: int, vlans: int, l3_kind: int,
+               opcode: int) -> Callable[..., str]:
     key = (linktype, vlans, l3_kind, opcode)
-    plan = _JSON_PLANS.get(key)
+    plans = _TEXT_PLANS[output]
+    plan = plans.get(key)
     if plan is None:
-        plan = _JSON_PLANS[key] = _compile_json(*key)
+        plan = plans[key] = _TEXT_COMPILERS[output](*key)
     return plan
 
 
@@ -427,22 +460,26 @@ def decode_frames(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
     With ``only_roce`` frames that are not RoCE are skipped; malformed frames that got
     as far as the RoCE headers (or the RoCEv2 port) are kept.
     """
-    return _decode(frames, udp_port, only_roce, False)  # type: ignore[return-value]
+    return _decode(frames, udp_port, only_roce, None)  # type: ignore[return-value]
 
 
-def decode_json(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
+def decode_text(frames: Iterable[Frame], output: str, udp_port: int = ROCE_PORT,
                 only_roce: bool = False) -> Iterator[Record | str]:
-    """``decode_frames`` for ``-T json``: a good RoCE frame comes as the text of its JSON
-    object (``output.JsonWriter.add_text``), written by code generated per header chain
-    (``_compile_json``), every other frame as its record (``output.JsonWriter.add``)."""
-    return _decode(frames, udp_port, only_roce, True)
+    """``decode_frames`` for one output, ``"json"`` (``-T json``: a good frame's object,
+    for ``output.JsonWriter.add_text``) or ``"tree"`` (``-V``: its whole tree, as
+    ``tree.render`` writes it): a good RoCE frame comes as its text, written by code
+    generated per header chain (``_compile_json``, ``_compile_tree``) from the values it
+    reads, with no dict and no record; every other frame as its record."""
+    if output not in _TEXT_PLANS:
+        raise ValueError(f"no text output {output!r}: {', '.join(_TEXT_PLANS)}")
+    return _decode(frames, udp_port, only_roce, output)
 
 
 def _decode(frames: Iterable[Frame], udp_port: int, only_roce: bool,
-            as_json: bool) -> Iterator[Record | str]:
+            output: str | None) -> Iterator[Record | str]:
     walk = fast.walk
     plans = _PLANS
-    texts = _JSON_PLANS
+    texts = _TEXT_PLANS[output] if output is not None else None
     first = prev = None
     for number, fr in enumerate(frames, 1):
         data, ts, caplen, origlen, linktype = fr[0], fr[1], fr[2], fr[3], fr[4]
@@ -452,10 +489,11 @@ def _decode(frames: Iterable[Frame], udp_port: int, only_roce: bool,
         prev = ts
         w = walk(data, linktype, udp_port)
         if w.status == OK:
-            if as_json:
+            if texts is not None:
                 text = texts.get((linktype, w.vlans, w.l3_kind, w.opcode))
                 if text is None:
-                    text = _json_plan(linktype, w.vlans, w.l3_kind, w.opcode)
+                    text = _text_plan(output,  # type: ignore[arg-type]
+                                      linktype, w.vlans, w.l3_kind, w.opcode)
                 yield text(data, w, number, ts, ts - first, delta, origlen, caplen)
                 continue
             plan = plans.get((linktype, w.vlans, w.l3_kind, w.opcode))
@@ -654,5 +692,5 @@ def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
                           names=resolver())
 
 
-__all__ = ["Record", "decode_frames", "decode_json", "filter_macros", "header_fields",
+__all__ = ["Record", "decode_frames", "decode_text", "filter_macros", "header_fields",
            "known_fields", "make_filter", "resolve_value"]

@@ -1,7 +1,8 @@
-"""``roce decode -T json``'s generated writer (``roce.decoder.decode.decode_json``: a good
-frame's object written as text by code generated per header chain) against the reference
-(``json.dumps`` of ``output.json_object`` of the record ``decode_frames`` makes): the same
-text for every frame, good, broken, cut or not RoCE."""
+"""``roce decode``'s generated writers of ``-T json`` and ``-V`` (``roce.decoder.decode.
+decode_text``: a good frame's JSON object or tree written as text by code generated per
+header chain) against the references, ``json.dumps`` of ``output.json_object`` and
+``tree.render`` of the record ``decode_frames`` makes: the same text for every frame,
+good, broken, cut or not RoCE."""
 
 from __future__ import annotations
 
@@ -15,23 +16,33 @@ from profiles import examples
 
 from roce import craft
 from roce.cli import main
-from roce.decoder import output
-from roce.decoder.decode import decode_frames, decode_json
+from roce.decoder import output, records
+from roce.decoder.decode import Record, decode_frames, decode_text
+from roce.families.base import tree
 from roce.headers import AETH_NAK, NAK_PSN_SEQUENCE_ERROR, syndrome
 from roce.locate import LINKTYPE_ETHERNET
 from roce.pcapio import Frame, PcapWriter
 from roce.testing.strategies import mutations, packets
 
 
-def reference(frames: list[Frame]) -> list[str]:
-    return [json.dumps(output.json_object(rec), ensure_ascii=False, allow_nan=False)
-            for rec in decode_frames(frames)]
+def json_text(rec: Record) -> str:
+    return json.dumps(output.json_object(rec), ensure_ascii=False, allow_nan=False)
 
 
-def generated(frames: list[Frame]) -> list[str]:
-    return [item if type(item) is str else
-            json.dumps(output.json_object(item), ensure_ascii=False, allow_nan=False)
-            for item in decode_json(frames)]
+def tree_text(rec: Record) -> str:
+    return records.render(rec) if rec.family is not None or rec.outer else tree.render(rec)
+
+
+REFERENCE = {"json": json_text, "tree": tree_text}
+
+
+def reference(frames: list[Frame], out: str = "json") -> list[str]:
+    return [REFERENCE[out](rec) for rec in decode_frames(frames)]
+
+
+def generated(frames: list[Frame], out: str = "json") -> list[str]:
+    return [item if type(item) is str else REFERENCE[out](item)
+            for item in decode_text(frames, out)]
 
 
 SLL = b"\x00\x00\x00\x01\x00\x06" + bytes(range(8)) + b"\x08\x00"
@@ -78,6 +89,12 @@ def test_generated_json_equals_json_dumps(frames: list[Frame]) -> None:
     assert generated(frames) == reference(frames)
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(captures())
+def test_generated_tree_equals_the_records_tree(frames: list[Frame]) -> None:
+    assert generated(frames, "tree") == reference(frames, "tree")
+
+
 def test_selective_nak_and_every_syndrome_type() -> None:
     """aeth.selective (added only when true) and the syndrome value's name per type."""
     frames = []
@@ -89,6 +106,8 @@ def test_selective_nak_and_every_syndrome_type() -> None:
                                             "aeth.msn": msn, "bth.psn": psn})
         data = p.to_bytes()
         frames.append(Frame(data, 1000 * i, len(data), len(data), LINKTYPE_ETHERNET, 0))
+    assert generated(frames, "tree") == reference(frames, "tree")
+    assert "arrived out of order" in generated(frames, "tree")[0]
     texts = generated(frames)
     assert texts == reference(frames)
     assert '"aeth.selective": true' in texts[0]
@@ -98,28 +117,32 @@ def test_selective_nak_and_every_syndrome_type() -> None:
         "aeth.syndrome.reserved_value"))] == [31, 12, 3]
 
 
-@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "tree"])
 def test_command_output_equals_the_record_path(capsys: pytest.CaptureFixture[str],
                                                tmp_path: Path, fmt: str) -> None:
-    """``-T json`` without a filter (generated text) and with one that keeps every frame
-    (the record path) print the same bytes; ``-c`` stops both at the same frame."""
+    """``-T json`` and ``-V`` without a filter (generated text) and with one that keeps every
+    frame (the record path) print the same bytes; ``-c`` stops both at the same frame."""
     path = tmp_path / "c.pcap"
     with PcapWriter(path) as w:
         for i, op in enumerate(["RC_SEND_ONLY", "RC_RDMA_WRITE_FIRST", "RC_ACKNOWLEDGE",
                                 "RC_RDMA_READ_REQUEST", "UD_SEND_ONLY"]):
             w.write(craft(op, bytes(8 * i), **({"bth.psn": i})).to_bytes(), ts_ns=i * 1001)
         w.write(b"\x00" * 20, ts_ns=9999)  # not RoCE
+    mode = ["-V"] if fmt == "tree" else ["-T", fmt]
     for extra in ([], ["-c", "3"]):
         capsys.readouterr()
-        assert main(["decode", "-T", fmt, str(path), *extra]) == 0
+        assert main(["decode", *mode, str(path), *extra]) == 0
         fast = capsys.readouterr().out
-        assert main(["decode", "-T", fmt, str(path), "-Y", "frame.number > 0", *extra]) == 0
+        assert main(["decode", *mode, str(path), "-Y", "frame.number > 0", *extra]) == 0
         assert capsys.readouterr().out == fast
-        assert len(json.loads(fast) if fmt == "json" else fast.splitlines()) == (
-            3 if extra else 6)
+        count = (fast.count("\nFrame ") + 1 if fmt == "tree" else
+                 len(json.loads(fast)) if fmt == "json" else len(fast.splitlines()))
+        assert count == (3 if extra else 6)
 
 
 def test_member_rules_refuse_what_they_cannot_write() -> None:
+    with pytest.raises(ValueError, match="no text output"):
+        decode_text([], "csv")
     with pytest.raises(ValueError, match="kind 'set'"):
         output.json_member("x", "v", "set")
     with pytest.raises(ValueError, match="f-string"):
