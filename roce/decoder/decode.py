@@ -398,11 +398,19 @@ def _compile_json(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
     return env["json_text"]  # type: ignore[no-any-return]
 
 
+# header -> its bytes -> its block of the tree: the blocks of the headers below the transport
+# depend on their own bytes alone, and a capture's frames repeat them (a few hosts, ports
+# and lengths), so each is written once (``_compile_tree``)
+_BLOCKS: dict[str, dict[bytes, str]] = {}
+BLOCKS_KEPT = 4096  # blocks kept per header; the table starts over past it
+
+
 def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Callable[..., str]:
     """The ``-V`` tree of a good frame of this header chain, straight from the words its
     decoder reads: what ``tree.render`` writes for the record ``decode_frames`` makes of it
-    (the same generated f-string, ``tree.body_source``, over the decoded values instead of
-    the record's dict; tests/test_decode_text.py holds the two to it)."""
+    (the same generated f-strings, ``tree.block_sources``, over the decoded values instead
+    of the record's dict; tests/test_decode_text.py holds the two to it).  The blocks of
+    the link, network and UDP headers are looked up by the header's bytes (``_BLOCKS``)."""
     from roce.families.base import tree
 
     src = _plan_source(linktype, vlans, l3_kind, opcode)
@@ -412,15 +420,36 @@ def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
     maybe = {"aeth.selective": src.selective or "None",
              "ip.options": (f"data[w.l3_off + {ip}:w.l3_off + w.l3_len] if w.l3_len > {ip} "
                             "else None") if src.options else "None"}
-    body = tree.body_source(src.layers, env, value=lambda key: f"({exprs[key]})",
-                            optional=lambda key: f"({maybe[key]})")
+    blocks = tree.block_sources(src.layers, env, value=lambda key: f"({exprs[key]})",
+                                optional=lambda key: f"({maybe[key]})")
+    l2 = _L2.get(linktype)
+    where = {"ip": "w.l3_off:w.l3_off + w.l3_len", "ipv6": f"w.l3_off:w.l3_off + {SIZE_OF['ipv6']}",
+             "grh": f"w.l3_off:w.l3_off + {SIZE_OF['grh']}",
+             "udp": f"w.udp_off:w.udp_off + {SIZE_OF['udp']}"}
+    if l2 is not None:
+        where[l2] = f"0:{SIZE_OF[l2]}"
+        for i in range(vlans):
+            at = SIZE_OF[l2] + i * SIZE_OF["vlan"]
+            where[fields.VLAN_NAMES[i]] = f"{at}:{at + SIZE_OF['vlan']}"
+    body = []
+    out = []
+    for i, (header, block) in enumerate(blocks):
+        if header not in where:
+            out.append(block)
+            continue
+        env[f"M{i}"] = _BLOCKS.setdefault(header, {})
+        body += [f"k{i} = data[{where[header]}]", f"b{i} = M{i}.get(k{i})",
+                 f"if b{i} is None:",
+                 f"    if len(M{i}) >= {BLOCKS_KEPT}:", f"        M{i}.clear()",
+                 f'    b{i} = M{i}[k{i}] = f"{block}"']
+        out.append(f"{{b{i}}}")
     env.update(_FRAME=tree.frame_text, _TAIL=tree.roce_tail, _LAYERS=src.layers)
     in_ib = any(h in tree.IB_HEADERS for h in src.layers)
     lines = ["def tree_text(data, w, number, ts, rel, delta, origlen, caplen):"]
-    lines += [f"    {stmt}" for stmt in src.body]
+    lines += [f"    {stmt}" for stmt in src.body + body]
     lines.append(f'    return f"{{_FRAME(number, ts, rel, delta, caplen, origlen, {linktype}, '
-                 f'_LAYERS)}}\\n{body}{{_TAIL(data, w, stored, icrc_of(data, w) == stored, '
-                 f'{in_ib})}}\\n\\n"')
+                 f'_LAYERS)}}\\n{"".join(out)}{{_TAIL(data, w, stored, '
+                 f'icrc_of(data, w) == stored, {in_ib})}}\\n\\n"')
     text = "\n".join(lines) + "\n"
     exec(compile(text, f"<roce.decoder.decode tree {src.name}>", "exec"), env)
     return env["tree_text"]  # type: ignore[no-any-return]

@@ -258,19 +258,20 @@ def _literal(text: str) -> str:
             .replace("}", "}}").replace("\n", "\\n"))
 
 
-def body_source(layers: tuple[str, ...], env: dict[str, Any], ib_title: str | None = None,
-                value: Callable[[str], str] = _flat,
-                optional: Callable[[str], str] = _flat_optional) -> str:
-    """The header part of the tree for one header chain as the inside of one f-string
-    (double-quoted): ``value(key)`` is the expression of a flat field's value (``bth.psn``;
-    by default ``f['bth.psn']``, the record's flat fields), ``optional(key)`` that of a field
-    that may be absent (None then).  The helpers and constants it calls are put in
-    ``env``.  The decoder generates its own tree writer from the same source, with the
-    values it decodes as expressions (``roce.decoder.decode``)."""
+def block_sources(layers: tuple[str, ...], env: dict[str, Any], ib_title: str | None = None,
+                  value: Callable[[str], str] = _flat,
+                  optional: Callable[[str], str] = _flat_optional) -> list[tuple[str, str]]:
+    """The header part of the tree for one header chain as the insides of f-strings
+    (double-quoted), one per header: (header, source).  ``value(key)`` is the expression of
+    a flat field's value (``bth.psn``; by default ``f['bth.psn']``, the record's flat
+    fields), ``optional(key)`` that of a field that may be absent (None then).  The helpers
+    and constants it calls are put in ``env``.  A header's block reads its own fields only.
+    The decoder generates its own tree writer from the same source, with the values it
+    decodes as expressions (``roce.decoder.decode``)."""
     env.update({"_etype": _etype, "_proto": _proto, "_ecn": _ecn, "_tclass": _tclass,
                 "_opcode": _opcode, "_syndrome": _syndrome, "_msn": _msn,
                 "_options": _options, "_macc": macctrl.tree})
-    parts: list[str] = []
+    blocks: list[tuple[str, str]] = []
 
     def const(text: str) -> str:
         """A constant passed to a helper, by name: no text needs quoting in the source."""
@@ -281,8 +282,9 @@ def body_source(layers: tuple[str, ...], env: dict[str, Any], ib_title: str | No
     in_ib = False
     for header in layers:
         if header == macctrl.PROTOCOL:  # PAUSE / PFC: a block of its own (macctrl.tree)
-            parts.append("{_macc(f)}")
+            blocks.append((header, "{_macc(f)}"))
             continue
+        parts: list[str] = []
         ib = header in IB_HEADERS
         if ib and not in_ib:
             parts.append(_literal(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"
@@ -309,7 +311,14 @@ def body_source(layers: tuple[str, ...], env: dict[str, Any], ib_title: str | No
             parts.append(_literal(f"{pad}{label}: ") + template.replace("@", v) + "\\n")
         if header == "ip":
             parts.append(f"{{_options({optional('ip.options')})}}")
-    return "".join(parts)
+        blocks.append((header, "".join(parts)))
+    return blocks
+
+
+def body_source(layers: tuple[str, ...], env: dict[str, Any],
+                ib_title: str | None = None) -> str:
+    """``block_sources`` over the record's flat fields, as the inside of one f-string."""
+    return "".join(src for _, src in block_sources(layers, env, ib_title))
 
 
 def _compile(layers: tuple[str, ...],
@@ -380,8 +389,11 @@ def frame_text(number: int, ts_ns: int, rel_ns: int, delta_ns: int, cap: int, wi
     return (
         f"Frame {number}{fixed[0]}{when}.{frac:09d} UTC\n"
         f"    Epoch Time: {sec}.{frac:09d} seconds\n"
-        f"    [Time delta from previous captured frame: {_seconds(delta_ns)} seconds]\n"
-        f"    [Time since reference or first frame: {_seconds(rel_ns)} seconds]\n"
+        f"    [Time delta from previous captured frame: "
+        f"{_seconds(delta_ns) if delta_ns < 0 else f'{delta_ns // NS}.{delta_ns % NS:09d}'}"
+        " seconds]\n"
+        f"    [Time since reference or first frame: "
+        f"{_seconds(rel_ns) if rel_ns < 0 else f'{rel_ns // NS}.{rel_ns % NS:09d}'} seconds]\n"
         f"    Frame Number: {number}{fixed[1]}")
 
 
@@ -411,10 +423,11 @@ def _preview(data: bytes) -> str:
 def roce_tail(data: bytes, w: Walk, stored: int, valid: bool, in_ib: bool) -> str:
     """Payload, pad, ICRC and trailer of a whole RoCE packet."""
     pad = "    " if in_ib else ""
-    payload = data[w.payload_off:w.pad_off]
-    out = f"{pad}Payload: {len(payload)} bytes"
-    if payload:
-        out += f"\n{pad}    Data: {_preview(payload)}"
+    size = w.pad_off - w.payload_off
+    out = f"{pad}Payload: {size} bytes"
+    if size > 0:  # the preview's bytes only, not a copy of the payload
+        end = min(w.pad_off, w.payload_off + PAYLOAD_PREVIEW + 1)
+        out += f"\n{pad}    Data: {_preview(data[w.payload_off:end])}"
     if w.icrc_off > w.pad_off:
         out += f"\n{pad}Pad: {w.icrc_off - w.pad_off} bytes"
     if valid:
