@@ -117,6 +117,18 @@ def test_selective_nak_and_every_syndrome_type() -> None:
         "aeth.syndrome.reserved_value"))] == [31, 12, 3]
 
 
+def test_blocks_kept_by_bytes_tell_roce_v1_from_v2() -> None:
+    """The same BTH under a GRH (RoCEv1) and under UDP (RoCEv2), and the same Ethernet
+    header before both: each tree as the record's, whichever came first."""
+    frames = []
+    for i, version in enumerate((2, 1, 2, 1)):
+        data = craft("RC_SEND_ONLY", b"x" * 5, roce_version=version, psn=7).to_bytes()
+        frames.append(Frame(data, i, len(data), len(data), LINKTYPE_ETHERNET, 0))
+    texts = generated(frames, "tree")
+    assert texts == reference(frames, "tree")
+    assert ["InfiniBand (RoCEv2)" in t for t in texts] == [True, False, True, False]
+
+
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "tree"])
 def test_command_output_equals_the_record_path(capsys: pytest.CaptureFixture[str],
                                                tmp_path: Path, fmt: str) -> None:

@@ -398,10 +398,11 @@ def _compile_json(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
     return env["json_text"]  # type: ignore[no-any-return]
 
 
-# header -> its bytes -> its block of the tree: the blocks of the headers below the transport
-# depend on their own bytes alone, and a capture's frames repeat them (a few hosts, ports
-# and lengths), so each is written once (``_compile_tree``)
-_BLOCKS: dict[str, dict[bytes, str]] = {}
+# (header, RoCEv1) -> its bytes -> its block of the tree: the blocks of the link, network and
+# UDP headers, and BTH's but for the PSN, depend on those bytes alone (and BTH's on the
+# InfiniBand node's title, RoCEv1 or v2, above it), and a capture's frames repeat them (a few
+# hosts, ports, lengths and QPs), so each is written once (``_compile_tree``)
+_BLOCKS: dict[tuple[str, bool], dict[bytes, str]] = {}
 BLOCKS_KEPT = 4096  # blocks kept per header; the table starts over past it
 
 
@@ -420,12 +421,16 @@ def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
     maybe = {"aeth.selective": src.selective or "None",
              "ip.options": (f"data[w.l3_off + {ip}:w.l3_off + w.l3_len] if w.l3_len > {ip} "
                             "else None") if src.options else "None"}
+    # BTH's block but for the PSN, its last field (byte-aligned): by the bytes before it
+    psn_at = LAYOUTS["bth"].fields[-1].bit_offset // 8
     blocks = tree.block_sources(src.layers, env, value=lambda key: f"({exprs[key]})",
-                                optional=lambda key: f"({maybe[key]})")
+                                optional=lambda key: f"({maybe[key]})",
+                                last_apart=frozenset(("bth",)))
     l2 = _L2.get(linktype)
     where = {"ip": "w.l3_off:w.l3_off + w.l3_len", "ipv6": f"w.l3_off:w.l3_off + {SIZE_OF['ipv6']}",
              "grh": f"w.l3_off:w.l3_off + {SIZE_OF['grh']}",
-             "udp": f"w.udp_off:w.udp_off + {SIZE_OF['udp']}"}
+             "udp": f"w.udp_off:w.udp_off + {SIZE_OF['udp']}",
+             "bth": f"w.bth_off:w.bth_off + {psn_at}"}
     if l2 is not None:
         where[l2] = f"0:{SIZE_OF[l2]}"
         for i in range(vlans):
@@ -437,7 +442,7 @@ def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
         if header not in where:
             out.append(block)
             continue
-        env[f"M{i}"] = _BLOCKS.setdefault(header, {})
+        env[f"M{i}"] = _BLOCKS.setdefault((header, l3_kind == L3_GRH), {})
         body += [f"k{i} = data[{where[header]}]", f"b{i} = M{i}.get(k{i})",
                  f"if b{i} is None:",
                  f"    if len(M{i}) >= {BLOCKS_KEPT}:", f"        M{i}.clear()",

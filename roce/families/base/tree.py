@@ -260,10 +260,12 @@ def _literal(text: str) -> str:
 
 def block_sources(layers: tuple[str, ...], env: dict[str, Any], ib_title: str | None = None,
                   value: Callable[[str], str] = _flat,
-                  optional: Callable[[str], str] = _flat_optional) -> list[tuple[str, str]]:
+                  optional: Callable[[str], str] = _flat_optional,
+                  last_apart: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """The header part of the tree for one header chain as the insides of f-strings
-    (double-quoted), one per header: (header, source).  ``value(key)`` is the expression of
-    a flat field's value (``bth.psn``; by default ``f['bth.psn']``, the record's flat
+    (double-quoted), one per header: (header, source); the last field's line of a header
+    of ``last_apart`` is a block of its own, named ``header.last``.  ``value(key)`` is the
+    expression of a flat field's value (``bth.psn``; by default ``f['bth.psn']``, the record's flat
     fields), ``optional(key)`` that of a field that may be absent (None then).  The helpers
     and constants it calls are put in ``env``.  A header's block reads its own fields only.
     The decoder generates its own tree writer from the same source, with the values it
@@ -297,7 +299,11 @@ def block_sources(layers: tuple[str, ...], env: dict[str, Any], ib_title: str | 
             facts = facts.replace(f"f['{key}']", value(key))
         parts.append(_literal(("    " if ib else "") + TITLES.get(base, header)) + facts + "\\n")
         single = header in SINGLE_FIELD
+        last = LAYOUTS[base].fields[-1]
         for fld, key in zip(LAYOUTS[base].fields, FLAT_KEYS[header]):
+            if fld is last and header in last_apart:
+                blocks.append((header, "".join(parts)))
+                parts, header = [], f"{header}.last"
             label = fld.title
             template = FIELD_FORMAT.get((base, fld.name)) or (BOOL if fld.kind == "bool" else DEC)
             v = value(header if single else key)
