@@ -305,6 +305,11 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
     return summ.line(number, time_text, rec.fields.get("frame.len", fr.origlen), cols), tunnel
 
 
+def _batch(args: argparse.Namespace) -> int:
+    """Frames read at a time: from a pipe they trickle in, do not wait for many."""
+    return PIPE_BATCH if (args.read_file or args.file) == "-" else BATCH
+
+
 def _counted(reader: CaptureReader, progress: Progress) -> Any:
     """The reader's frames; counted for the progress bar when it shows."""
     if not progress.enabled:
@@ -329,7 +334,7 @@ def _json(reader: CaptureReader, args: argparse.Namespace, limit: int, writer: A
     shown = 0
     add, add_text = writer.add, writer.add_text
     for item in decode_text(_counted(reader, progress), "json", args.udp_port,
-                            args.only_roce):
+                            args.only_roce, _batch(args)):
         if type(item) is str:
             add_text(item)
         else:
@@ -350,7 +355,7 @@ def _trees(reader: CaptureReader, args: argparse.Namespace, limit: int, out: Tex
     parts: list[str] = []
     shown = 0
     for item in decode_text(_counted(reader, progress), "tree", args.udp_port,
-                            args.only_roce):
+                            args.only_roce, _batch(args)):
         if type(item) is str:
             parts.append(item)
         elif item.family is not None or item.outer:

@@ -27,6 +27,7 @@ fatal), 1 for bad usage or a bad filter, 2 when the input is not a readable capt
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -498,15 +499,28 @@ def decode_frames(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
 
 
 def decode_text(frames: Iterable[Frame], output: str, udp_port: int = ROCE_PORT,
-                only_roce: bool = False) -> Iterator[Record | str]:
+                only_roce: bool = False, batch: int = BATCH) -> Iterator[Record | str]:
     """``decode_frames`` for one output, ``"json"`` (``-T json``: a good frame's object,
     for ``output.JsonWriter.add_text``) or ``"tree"`` (``-V``: its whole tree, as
     ``tree.render`` writes it): a good RoCE frame comes as its text, written by code
     generated per header chain (``_compile_json``, ``_compile_tree``) from the values it
-    reads, with no dict and no record; every other frame as its record."""
+    reads, with no dict and no record; every other frame as its record.  A classic pcap
+    reader's records are cut in C ``batch`` at a time (``CaptureReader.batches``)."""
     if output not in _TEXT_PLANS:
         raise ValueError(f"no text output {output!r}: {', '.join(_TEXT_PLANS)}")
-    return _decode(frames, udp_port, only_roce, output)
+    return _decode(_batched(frames, batch), udp_port, only_roce, output)
+
+
+def _batched(frames: Iterable[Frame], batch: int) -> Iterable[tuple[Any, ...]]:
+    """The frames of a classic pcap reader not read yet as Frame-shaped tuples from its
+    batches (cut in C: no Frame made per frame); any other iterable as it is."""
+    can = getattr(frames, "can_scan_records", None)
+    if can is None or not can():
+        return frames
+    return itertools.chain.from_iterable(
+        zip(b.datas, b.ts_ns, b.caplen, b.origlen, itertools.repeat(b.linktype),
+            itertools.repeat(0))
+        for b in frames.batches(batch))  # type: ignore[attr-defined]
 
 
 def _decode(frames: Iterable[Frame], udp_port: int, only_roce: bool,
@@ -537,6 +551,8 @@ def _decode(frames: Iterable[Frame], udp_port: int, only_roce: bool,
                          plan.decode(data, w, number, ts, ts - first, delta, origlen, caplen),
                          None, "roce", udp_port)
             continue
+        if texts is not None and type(fr) is not Frame:  # ``_batched``'s tuples
+            fr = Frame(*fr)  # a record's frame is a Frame
         record = _unusual(number, ts, ts - first, delta, fr, w, udp_port, only_roce)
         if record is not None:
             yield record
