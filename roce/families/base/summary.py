@@ -571,20 +571,22 @@ class Summarizer:
                      slow: Callable[[int, str], str]) -> list[str]:
         """The lines of frames ``index`` of a scanned batch (``c``: the scan's columns),
         ``texts`` their time texts, in Python: the reference of the compiled formatter."""
-        datas, origlens = batch.datas, list(batch.origlen)
+        datas = batch.datas
         n = len(datas)
-        # lists, not the arrays: zip over arrays costs three times as much per item
-        columns: list[Sequence[Any]] = [
-            (c[name] if len(c[name]) == n else c[name][:n]).tolist()
-            for name in ("status", "l3_kind", "l3_off", "bth_off", "opcode", "destqp", "psn",
-                         "flags", "ecn", "icrc_ok", "key0", "key1", "key2")]
-        columns.insert(1, datas)
-        columns.append(origlens)
+        names = ("status", "l3_kind", "l3_off", "bth_off", "opcode", "destqp", "psn", "flags",
+                 "ecn", "icrc_ok", "key0", "key1", "key2")
+        columns: list[Sequence[Any]]
         numbers: Sequence[int]
         if isinstance(index, range) and len(index) == n:
+            # lists, not the arrays: zip over arrays costs three times as much per item
+            columns = [(c[name] if len(c[name]) == n else c[name][:n]).tolist()
+                       for name in names]
+            columns.insert(1, datas)
+            columns.append(list(batch.origlen))
             numbers = range(first_number, first_number + n)
-        else:
-            columns = [[col[i] for i in index] for col in columns]
+        else:  # some frames (what the compiled formatter left): their items alone
+            columns = [[col[i] for i in index] for col in (
+                c["status"], datas, *(c[name] for name in names[1:]), batch.origlen)]
             numbers = [first_number + i for i in index]
         # Numbers as text up front: past 9999 no padding is needed and map(str) is cheap.
         if numbers and numbers[0] >= 10000:
