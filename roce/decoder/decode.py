@@ -10,14 +10,14 @@
 Three paths produce the output.  The one-line path (no ``-Y``, no ``-T``, no ``-V``) scans
 frames a batch at a time with ``roce.fast.scan`` and formats lines straight from its
 columns (``summary.Summarizer.fast_lines``); nothing per header becomes a Python object.
-``-T json`` / ``jsonl`` and ``-V`` without ``-Y`` go through ``decode_text``: a good frame's object
-is written as text by code generated per header chain (``_compile_json``) from the values
-it reads, with no dict and no record.  Every other mode (and every frame that is not a
-whole RoCE packet) goes through ``decode_frames``, which yields one ``Record`` per frame
-with the flat field dict (``bth.psn``, ``reth.va``...) that filters, writers, the summary
-and the tree read; for good frames that dict comes from a decoder generated per header
-chain (``_compile_plan``).  Both generated functions come from one reading of the layouts
-(``_plan_source``).
+``-T json`` / ``jsonl`` and ``-V`` without ``-Y`` go through ``decode_text``: a good frame's
+JSON object or tree is written as text by code generated per header chain
+(``_compile_json``, ``_compile_tree``) from the values it reads, with no dict and no
+record.  Every other mode (and every frame that is not a whole RoCE packet) goes through
+``decode_frames``, which yields one ``Record`` per frame with the flat field dict
+(``bth.psn``, ``reth.va``...) that filters, writers, the summary and the tree read; for
+good frames that dict comes from a decoder generated per header chain (``_compile_plan``).
+The three generated functions come from one reading of the layouts (``_plan_source``).
 
 ``decode_frames`` is also the reusable API (``roce sniff`` feeds it live frames).
 
@@ -234,7 +234,7 @@ _MEMOS: dict[Callable[..., str], tuple[dict[bytes, str], Callable[[bytes], str]]
 
 class _Source(NamedTuple):
     """A header chain's decoder as source pieces, from which the flat dict's function and
-    the ``-T json`` text's function are both generated: one reading of the layouts."""
+    the ``-T json`` and ``-V`` texts' functions are generated: one reading of the layouts."""
     env: dict[str, Any]
     body: list[str]  # the statements that read the words and set the locals
     items: list[tuple[str, str, str]]  # (flat key, expression, kind) in the dict's order
@@ -248,7 +248,8 @@ def _plan_source(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Sourc
     env: dict[str, Any] = {"_B": (False, True), "NS": NS, "from_bytes": int.from_bytes,
                            "icrc_of": fast.icrc_of, "_SYN": _SYNDROME_KEYS,
                            "_SEL": selective_aeth}
-    # kinds: "int", "float", "bool", "true" (a constant True), "str", "pair:K" (two of K)
+    # kinds (output.json_member's): "int", "float", "bool", "true" (a constant True), "str",
+    # "pair:K1:K2" (a tuple of two locals)
     items = [("frame.number", "number", "int"), ("frame.time_epoch", "ts / NS", "float"),
              ("frame.time_relative", "rel / NS", "float"),
              ("frame.time_delta", "delta / NS", "float"), ("frame.len", "origlen", "int"),
@@ -412,7 +413,8 @@ def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
     decoder reads: what ``tree.render`` writes for the record ``decode_frames`` makes of it
     (the same generated f-strings, ``tree.block_sources``, over the decoded values instead
     of the record's dict; tests/test_decode_text.py holds the two to it).  The blocks of
-    the link, network and UDP headers are looked up by the header's bytes (``_BLOCKS``)."""
+    the link, network and UDP headers, and BTH's but for its PSN, are looked up by the
+    header's bytes (``_BLOCKS``)."""
     from roce.families.base import tree
 
     src = _plan_source(linktype, vlans, l3_kind, opcode)
