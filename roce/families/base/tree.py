@@ -429,11 +429,16 @@ def _preview(data: bytes) -> str:
 def roce_tail(data: bytes, w: Walk, stored: int, valid: bool, in_ib: bool) -> str:
     """Payload, pad, ICRC and trailer of a whole RoCE packet."""
     pad = "    " if in_ib else ""
-    size = w.pad_off - w.payload_off
-    out = f"{pad}Payload: {size} bytes"
-    if size > 0:  # the preview's bytes only, not a copy of the payload
-        end = min(w.pad_off, w.payload_off + PAYLOAD_PREVIEW + 1)
-        out += f"\n{pad}    Data: {_preview(data[w.payload_off:end])}"
+    at = w.payload_off
+    size = w.pad_off - at
+    # as _preview of the payload, from the preview's bytes only (not a copy of the payload)
+    if size > PAYLOAD_PREVIEW:
+        out = (f"{pad}Payload: {size} bytes\n{pad}    Data: "
+               f"{data[at:at + PAYLOAD_PREVIEW].hex(' ')}...")
+    elif size > 0:
+        out = f"{pad}Payload: {size} bytes\n{pad}    Data: {data[at:at + size].hex(' ')}"
+    else:
+        out = f"{pad}Payload: {size} bytes"
     if w.icrc_off > w.pad_off:
         out += f"\n{pad}Pad: {w.icrc_off - w.pad_off} bytes"
     if valid:
