@@ -31,15 +31,15 @@ IPPROTO_GRE = 47
 VXLAN_PORT = 4789
 GRE_C, GRE_K, GRE_S = 0x8000, 0x2000, 0x1000
 
-# defined in Construct in tunnelsdefs, read from the layouts' record
+# defined in Construct in tunnelsdefs, read from the layouts' record; codecs made at first use
 _DEFINED = recorded("roce.families.tunnelsdefs")
 GRE_LAYOUT, ERSPAN2_LAYOUT, ERSPAN3_LAYOUT, PLATFORM_LAYOUT, VXLAN_LAYOUT = (
     _DEFINED[k] for k in ("gre", "erspan2", "erspan3", "erspan3.platform", "vxlan"))
-decode_gre, encode_gre = compile_codec(GRE_LAYOUT)
-decode_erspan2, encode_erspan2 = compile_codec(ERSPAN2_LAYOUT)
-decode_erspan3, encode_erspan3 = compile_codec(ERSPAN3_LAYOUT)
-decode_platform, encode_platform = compile_codec(PLATFORM_LAYOUT)
-decode_vxlan, encode_vxlan = compile_codec(VXLAN_LAYOUT)
+decode_gre, encode_gre = compile_codec(GRE_LAYOUT, lazy=True)
+decode_erspan2, encode_erspan2 = compile_codec(ERSPAN2_LAYOUT, lazy=True)
+decode_erspan3, encode_erspan3 = compile_codec(ERSPAN3_LAYOUT, lazy=True)
+decode_platform, encode_platform = compile_codec(PLATFORM_LAYOUT, lazy=True)
+decode_vxlan, encode_vxlan = compile_codec(VXLAN_LAYOUT, lazy=True)
 LAYOUTS = {"gre": GRE_LAYOUT, "erspan2": ERSPAN2_LAYOUT, "erspan3": ERSPAN3_LAYOUT,
            "erspan3.platform": PLATFORM_LAYOUT, "vxlan": VXLAN_LAYOUT}
 VXLAN_FLAG_I = 0x0800  # the VNI-valid bit of the 16-bit flags word

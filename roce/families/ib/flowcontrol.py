@@ -41,7 +41,7 @@ MAX_VL = 14  # VL15 is not flow controlled (module docstring)
 # defined in Construct in flowcontroldefs (FLOW_CONTROL), read from the layouts' record
 LAYOUT = recorded("roce.families.ib.flowcontroldefs")["flowcontrol"]
 assert LAYOUT.name == PREFIX
-_decode, _encode = compile_codec(LAYOUT)
+_decode, _encode = compile_codec(LAYOUT, lazy=True)
 SIZE = LAYOUT.size  # 6
 # the packet's first four bytes as one big-endian word: where each field starts (its low bit)
 OP_SHIFT, FCTBS_SHIFT, VL_SHIFT, FCCL_SHIFT = 28, 16, 12, 0
