@@ -11,8 +11,10 @@ Build, parse, decode and analyse RoCE frames; the public API::
 
 from __future__ import annotations
 
-# first: it chooses which form of the compiled emulator modules loads (roce/_compiled.py)
-from roce import _compiled  # noqa: F401
+# first: it chooses which form of the compiled emulator modules loads (roce/_compiled.py);
+# then the methods dataclasses compiles for roce's classes, and the digests of the sources
+# the compiled modules were built from, come from a cache (roce/codecache.py)
+from roce import _compiled, codecache  # noqa: F401
 from roce.errors import (
     AccessError,
     CaptureError,
@@ -39,15 +41,15 @@ from roce.errors import (
 )
 from roce.fast import COMPILED
 from roce.opcodes import (
-           IB_OPCODES,
-           OPCODES,
-           ROCE_OPCODES,
-           Link,
-           Opcode,
-           Operation,
-           Position,
-           Transport,
-           lookup,
+    IB_OPCODES,
+    OPCODES,
+    ROCE_OPCODES,
+    Link,
+    Opcode,
+    Operation,
+    Position,
+    Transport,
+    lookup,
 )
 from roce.packet import Packet, craft, icrc_of_frame, parse
 

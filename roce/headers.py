@@ -32,6 +32,7 @@ from roce.addresses import CONVERTERS
 from roce.addresses import ip4_dec as _ip4_dec  # noqa: F401 - the fast path's address kinds
 from roce.addresses import ip6_dec as _ip6_dec  # noqa: F401
 from roce.addresses import mac_dec as _mac_dec  # noqa: F401
+from roce.codecache import file_hash
 
 if TYPE_CHECKING:
     from construct import Construct
@@ -181,7 +182,7 @@ def recorded(module: str) -> dict[str, Layout]:
     except ImportError:
         record = {}
     entry = record.get(module)
-    if entry is not None and entry[0] == source_hash(_source(module)):
+    if entry is not None and entry[0] == file_hash(_source(module), source_hash):
         return {key: _make(name, size, fields) for key, (name, size, fields) in entry[1].items()}
     warnings.warn(f"roce: {module} differs from what {RECORD_MODULE} was generated from; "
                   "deriving its header layouts with Construct (a slower start). Regenerate: "

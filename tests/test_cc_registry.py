@@ -81,3 +81,16 @@ def test_its_knobs_are_checked_by_the_shared_parameter_rules(toy) -> None:
 def test_unregistered_names_are_refused_with_the_registry_listed() -> None:
     with pytest.raises(UsageError, match="none, dcqcn, timely, dctcp, swift, hpcc, nscc, rccc$"):
         algorithms.configure("fraction")
+
+
+def test_rows_name_the_classes_they_load() -> None:
+    """A row's name is its class line's: the registry imports the module on first use and
+    refuses a row that names the class otherwise."""
+    names = list(algorithms.ALGORITHMS)
+    assert names[:2] == ["none", "dcqcn"] and len(names) == len(set(names))
+    for name, cls in algorithms.ALGORITHMS.items():
+        assert cls.name == name and cls.__module__.startswith("roce.emu.cc.")
+    wrong = algorithms._Registry([("dctcp", "dcqcn", "Dcqcn")])
+    assert "dctcp" in wrong and list(wrong) == ["dctcp"]
+    with pytest.raises(RuntimeError, match="class line says 'dcqcn'"):
+        wrong["dctcp"]

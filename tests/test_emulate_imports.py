@@ -63,3 +63,36 @@ def test_switched_network_imports_only_what_the_run_needs() -> None:
     modules = _modules("--topology", "incast:2", "--size", "4K", "--count", "1")
     assert "roce.emu.net.switch" in modules
     assert _unwanted(modules) == []
+
+
+def test_only_the_chosen_congestion_control_is_imported() -> None:
+    """``--cc``'s choices and help come from the registry's rows; a run imports the module
+    of the algorithm it runs, not the others."""
+    algorithms = ("dcqcn", "timely", "dctcp", "swift", "nscc", "rccc")
+    plain = _modules("--size", "4K", "--count", "1")
+    assert [a for a in algorithms if f"roce.emu.cc.{a}" in plain] == []
+    dcqcn = _modules("--topology", "incast:2", "--cc", "dcqcn", "--size", "4K", "--count", "1")
+    assert [a for a in algorithms if f"roce.emu.cc.{a}" in dcqcn] == ["dcqcn"]
+
+
+FREEZE = """
+import gc, json, sys
+from roce.cli import main
+sys.argv = ["roce", "emulate", "--size", "4K", "--count", "1"]
+rc = main() if "{how}" == "process" else main(sys.argv[1:])
+print(json.dumps({{"rc": rc, "frozen": gc.get_freeze_count()}}))
+"""
+
+
+def test_the_command_freezes_its_imports_a_library_call_does_not() -> None:
+    """``roce COMMAND`` (``main()`` reading ``sys.argv``) puts what its imports made out of the
+    collector's sight; ``main(argv)`` called by a program (the tests) leaves its caller's
+    garbage collectable."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen = {}
+    for how in ("process", "library"):
+        r = subprocess.run([sys.executable, "-c", FREEZE.format(how=how)], env=env,
+                           capture_output=True, text=True, check=True, cwd=ROOT)
+        seen[how] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert seen["process"]["rc"] == 0 and seen["process"]["frozen"] > 10_000
+    assert seen["library"] == {"rc": 0, "frozen": 0}

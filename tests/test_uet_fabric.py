@@ -246,3 +246,18 @@ def test_sweep_over_the_protocol(capsys, tmp_path):
     assert set(rows) == {"roce", "uet"}
     assert all(r["data_verified"] == "True" for r in rows.values())
     assert rows["uet"]["uet.pdcs_closed"] == "1" and rows["roce"]["uet.pdcs_closed"] == ""
+
+
+def test_a_host_draws_its_entropies_as_randrange_does():
+    """A host draws entropies from getrandbits without ``randrange``'s Python call: the same
+    numbers, so a run's paths (and virtual times) are those of the same seed before."""
+    import random
+
+    from roce.emu.uet.host import ENTROPIES, ENTROPY_LOW
+
+    host = next(iter(UetRun(Scenario(op="write", size=4096, count=1)).net.hosts.values()))
+    for seed in range(20):
+        host.rng = random.Random(seed)
+        ref = random.Random(seed)
+        assert [host._draw() for _ in range(200)] == \
+            [ENTROPY_LOW + ref.randrange(ENTROPIES) for _ in range(200)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from roce.cli import Deferred
 from roce.emu.cc.algorithms import (
     ALGORITHMS,
     ECN_CODEPOINTS,
@@ -14,13 +15,17 @@ from roce.emu.cc.algorithms import (
 )
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def _profiles_help() -> str:
     names = ", ".join(f"{a}: {'/'.join(ps)}" for a, ps in profiles().items() if a != "none")
+    return f"published parameter set ({names}; default the first)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
         "congestion control", "per-QP rate control in the emulated NICs (switched network)")
-    g.add_argument("--cc", choices=list(ALGORITHMS), default="none", help=choices_help())
+    g.add_argument("--cc", choices=list(ALGORITHMS), default="none", help=Deferred(choices_help))
     g.add_argument("--cc-profile", metavar="NAME",
-                   help=f"published parameter set ({names}; default the first)")
+                   help=Deferred(_profiles_help))
     g.add_argument("--cc-param", action="append", default=[], metavar="NAME=VALUE",
                    help="override one parameter, e.g. rp_ai_rate=40 (repeatable; names and "
                         "units in docs/congestion-control.md)")

@@ -13,14 +13,15 @@
 - ``engine``: the NIC's glue (frames in, rates and windows out); ``experiments``: long runs.
 """
 
-from roce.emu.cc.algorithms import ALGORITHMS, CcConfig, configure
-from roce.emu.cc.base import CongestionControl, NoControl, Output
-from roce.emu.cc.dcqcn import Dcqcn
-from roce.emu.cc.dctcp import Dctcp
-from roce.emu.cc.np import CnpBuilder, NotificationPoint, cnp_frame
-from roce.emu.cc.swift import Swift
-from roce.emu.cc.timely import Timely
+from roce.lazyexports import lazy_exports
 
-__all__ = ["ALGORITHMS", "CcConfig", "CnpBuilder", "CongestionControl", "Dcqcn", "Dctcp",
-           "NoControl", "NotificationPoint", "Output", "Swift", "Timely", "cnp_frame",
-           "configure"]
+# name -> the module defining it, imported when the name is first read: a run loads only
+# the algorithm it uses
+_EXPORTS = {
+    "ALGORITHMS": "algorithms", "CcConfig": "algorithms", "configure": "algorithms",
+    "CongestionControl": "base", "NoControl": "base", "Output": "base", "Dcqcn": "dcqcn",
+    "Dctcp": "dctcp", "CnpBuilder": "np", "NotificationPoint": "np", "cnp_frame": "np",
+    "Swift": "swift", "Timely": "timely",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

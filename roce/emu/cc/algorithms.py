@@ -9,27 +9,66 @@ registry; the build compiles every module of this package that is not configurat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import importlib
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from roce.emu import defaults
 from roce.emu.cc.base import CongestionControl, NoControl
-from roce.emu.cc.dcqcn import Dcqcn
-from roce.emu.cc.dctcp import Dctcp
-from roce.emu.cc.hpcc import Hpcc
-from roce.emu.cc.nscc import Nscc
 from roce.emu.cc.params import resolve
-from roce.emu.cc.rccc import Rccc
-from roce.emu.cc.swift import Swift
-from roce.emu.cc.timely import Timely
 from roce.errors import UsageError
 from roce.headers import ECN_ECT0, ECN_ECT1
 
 # --ecn-codepoint: what data packets carry in the IP ECN field (RFC 3168; RFC 8311 for ECT(1))
 ECN_CODEPOINTS = {"ect0": ECN_ECT0, "ect1": ECN_ECT1}
 
-ALGORITHMS: dict[str, type[CongestionControl]] = {}
+# one row per algorithm, in --cc's order: RoCE's, then UET's (``protocol``): the name its
+# class line gives it, and the module of this package and the class that implement it
+_ROWS = (("none", "base", "NoControl"), ("dcqcn", "dcqcn", "Dcqcn"),
+         ("timely", "timely", "Timely"), ("dctcp", "dctcp", "Dctcp"),
+         ("swift", "swift", "Swift"), ("hpcc", "hpcc", "Hpcc"), ("nscc", "nscc", "Nscc"),
+         ("rccc", "rccc", "Rccc"))
+
+
+class _Registry(MutableMapping):
+    """Name -> class, in registration order.  A row's module is imported when its class is
+    first asked for, so a run (and ``--cc``'s choices) loads only the algorithm it uses."""
+
+    def __init__(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        self._rows = {name: (module, cls) for name, module, cls in rows}
+        self._classes: dict[str, type[CongestionControl]] = {}
+
+    def __getitem__(self, name: str) -> type[CongestionControl]:
+        cls = self._classes.get(name)
+        if cls is None:
+            module, attr = self._rows[name]  # KeyError: not registered
+            cls = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
+            if cls.name != name:
+                raise RuntimeError(f"_ROWS names {module}.{attr} {name!r}; its class line "
+                                   f"says {cls.name!r}")
+            self._classes[name] = cls
+        return cls
+
+    def __setitem__(self, name: str, cls: type[CongestionControl]) -> None:
+        self._rows.setdefault(name, (cls.__module__, cls.__qualname__))
+        self._classes[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._rows[name]
+        self._classes.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._rows
+
+
+ALGORITHMS: MutableMapping[str, type[CongestionControl]] = _Registry(_ROWS)
 
 
 def register(cls: type[CongestionControl]) -> type[CongestionControl]:
@@ -38,12 +77,6 @@ def register(cls: type[CongestionControl]) -> type[CongestionControl]:
         raise UsageError(f"congestion control {cls.name!r} is registered already")
     ALGORITHMS[cls.name] = cls
     return cls
-
-
-# one row per algorithm, in --cc's order: RoCE's, then UET's (``protocol``)
-_ROWS = (NoControl, Dcqcn, Timely, Dctcp, Swift, Hpcc, Nscc, Rccc)
-for _cls in _ROWS:
-    register(_cls)
 
 
 @dataclass(frozen=True)
@@ -71,7 +104,7 @@ class CcConfig:
     def np_interval_ns(self) -> int:
         """The notification point's spacing (the DCQCN knob, or NVIDIA's default)."""
         us = self.params.get("np_min_time_between_cnps",
-                             Dcqcn.PROFILES["nvidia"]["np_min_time_between_cnps"])
+                             ALGORITHMS["dcqcn"].PROFILES["nvidia"]["np_min_time_between_cnps"])
         return int(us * 1_000)
 
     def create(self, line_rate_bps: float, now: int = 0) -> CongestionControl:
@@ -97,8 +130,11 @@ def configure(algorithm: str = "none", profile: str | None = None,
 
 def for_protocol(protocol: str) -> list[str]:
     """The algorithms ``--cc`` takes with ``--protocol PROTOCOL`` (``none`` with any)."""
-    return [n for n, c in ALGORITHMS.items()
-            if c is NoControl or (c.protocol == "uet") == (protocol == "uet")]
+    return [n for n, c in ALGORITHMS.items() if _takes(c, protocol)]
+
+
+def _takes(cls: type[CongestionControl], protocol: str) -> bool:
+    return cls is NoControl or (cls.protocol == "uet") == (protocol == "uet")
 
 
 def check_protocol(config: CcConfig | None, protocol: str) -> None:
@@ -106,7 +142,7 @@ def check_protocol(config: CcConfig | None, protocol: str) -> None:
     DCQCN with UET)."""
     if config is None or not config.enabled:
         return
-    if config.algorithm not in for_protocol(protocol):
+    if not _takes(config.cls, protocol):  # (the others' modules stay unimported)
         raise UsageError(f"--cc {config.algorithm}: {config.cls.protocol.upper()}'s congestion "
                          f"control, not for --protocol {protocol} (it takes "
                          f"{', '.join(for_protocol(protocol))})")

@@ -12,7 +12,9 @@ semantic sublayer (SES) over it, and the host that puts both on the simulated ne
   frame and back (no layout of its own): ``uetcodec`` builds the shapes the PDS sends, the
   UET family's codec the rest and is what both are held to;
 * ``uetcodec``: the fast encoder, one function generated per packet shape from the family's
-  layouts, and the frame prefix of each path from a template (``build.frame``'s bytes);
+  layouts, and the frame prefix of each path from a template (``build.frame``'s bytes); the
+  fast reader, one function per packet shape building only the fields the PDS, SES and
+  congestion manager read (``RECEIVED``: the contract), the family's decoder behind it;
 * ``congestion``: congestion management, the PDS's hooks into NSCC and RCCC (``roce.emu.cc``);
 * ``reps``: REPS, recycling the entropies whose ACKs came back unmarked;
 * ``host``: a UET host on ``roce.emu.net``'s links (an ``Endpoint`` the wire pulls);

@@ -67,20 +67,27 @@ class Congestion:
         n = self.in_flight.get(pdc.id, 0)
         if n == 0:
             return True
-        cc = self.algo(pdc)
+        cc = self.algos.get(pdc.id)
+        if cc is None:
+            cc = self.algo(pdc)
         ok = cc.balance() >= nbytes if self.credit else n + nbytes <= cc.cwnd
         if not ok:
             self.held += 1
         return ok
 
     def sent(self, pdc: Any, psn: int, nbytes: int, now: int, retx: bool) -> None:
-        cc = self.algo(pdc)
+        i = pdc.id
+        cc = self.algos.get(i)
+        if cc is None:
+            cc = self.algo(pdc)
         if not retx and self.credit:
             cc.on_sent(now, nbytes)
-        flight = self.flight.setdefault(pdc.id, {})
+        flight = self.flight.get(i)
+        if flight is None:
+            flight = self.flight[i] = {}
         if psn not in flight:
             flight[psn] = nbytes
-            self.in_flight[pdc.id] = self.in_flight.get(pdc.id, 0) + nbytes
+            self.in_flight[i] = self.in_flight.get(i, 0) + nbytes
 
     def _leave(self, pdc: Any, psns: Any) -> None:
         flight = self.flight.get(pdc.id)
@@ -97,7 +104,9 @@ class Congestion:
         """An ACK_CC of ``pdc`` that newly acknowledged ``psns``; ``rtt_ns`` as the NSCC
         sample (None: none)."""
         self._leave(pdc, psns)
-        cc = self.algo(pdc)
+        cc = self.algos.get(pdc.id)
+        if cc is None:
+            cc = self.algo(pdc)
         if self.credit:
             if f.get("uet.pds.ack.cc_type") == t.CC_CREDIT:
                 cc.on_credit(now, f.get("uet.pds.ack.cc_state.credit", 0))

@@ -38,6 +38,8 @@ from roce.families.uet import codes as t
 
 REQUESTS = t.REQUESTS  # what REPS sprays: requests (ACKs keep their PDC's entropy)
 ENTROPY_LOW = 0xC000  # entropies are drawn from the dynamic ports (RFC 6335), as RoCE's are
+ENTROPIES = 0x10000 - ENTROPY_LOW
+_ENTROPY_BITS = ENTROPIES.bit_length()
 
 
 class UetHost:
@@ -105,7 +107,13 @@ class UetHost:
         return float(self.wire.rate_bps) if self.wire is not None else 1e9
 
     def _draw(self) -> int:
-        return ENTROPY_LOW + self.rng.randrange(0x10000 - ENTROPY_LOW)
+        """``ENTROPY_LOW + rng.randrange(ENTROPIES)``, drawn as ``random.Random.randrange``
+        draws it (bits of the range's length until one is below it: the same numbers) with
+        no Python call per draw but ``getrandbits``'s."""
+        r = self.rng.getrandbits(_ENTROPY_BITS)
+        while r >= ENTROPIES:
+            r = self.rng.getrandbits(_ENTROPY_BITS)
+        return ENTROPY_LOW + r
 
     # -- Endpoint ----------------------------------------------------------------------------
 
@@ -139,9 +147,8 @@ class UetHost:
         else:
             entropy = ENTROPY_LOW
         self.ip_id = (self.ip_id + 1) & 0xFFFF
-        frame = uetframes.encode(o.fields, o.payload, src=self.ip, dst=o.dst, smac=self.mac,
-                               dmac=self.peer_mac, entropy=entropy, marking=self.marking,
-                               ip_id=self.ip_id)
+        frame = uetframes.frame_of(o.fields, o.payload, self.ip, o.dst, self.mac,
+                                   self.peer_mac, entropy, self.marking, self.ip_id)
         self.tx_frames += 1
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)

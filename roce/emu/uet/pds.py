@@ -166,6 +166,10 @@ CONTROLS: dict[int, tuple[str, str]] = {  # type -> (action, sender)
     CTRL_CLEAR_REQ: (CLEAR_SOON, "target"),
 }
 RC_OK = 1  # SES return code OK (codes.RETURN_CODES)
+# the packet types read per packet, as module globals (compiled: no attribute lookup on
+# ``codes`` each time)
+_CTRL, _RUDI_RESP, _ROD_REQ = t.CTRL, t.RUDI_RESP, t.ROD_REQ
+_REQUESTS, _ACKS, _NACKS = t.REQUESTS, t.ACKS, t.NACKS
 
 
 @dataclass(frozen=True)
@@ -257,7 +261,7 @@ class Sent:
     """A request sent and not yet acknowledged: what to send again."""
 
     fields: dict[str, Any]
-    payload: Any  # bytes, or where they lie (``ses.Piece``): ``bytes(payload)`` reads them
+    payload: Any  # bytes, or where they lie (``ses.Piece``: ``payload.data()`` reads them)
     token: Any
     sent_at: int = 0
     sends: int = 0
@@ -358,7 +362,7 @@ class Out:
 
     dst: str
     fields: dict[str, Any]
-    payload: bytes
+    payload: Any  # bytes, or a request's data as a view of memory: framed as it is pulled
     pdc: Pdc | None
 
 
@@ -410,10 +414,14 @@ class Pds:
 
     def submit(self, pdc: Pdc, fields: dict[str, Any], payload: bytes, token: Any) -> None:
         """Queue one request (its SES fields; the PDS adds its own when it sends it)."""
+        self.submit_all(pdc, [(fields, payload, token)])
+
+    def submit_all(self, pdc: Pdc, requests: list[tuple[dict[str, Any], Any, Any]]) -> None:
+        """Queue requests (fields, payload, token), in order: a message's packets at once."""
         # after ``close``, only what the layer above still holds the PDC for (``holds``)
         if pdc.state in (CLOSING, CLOSED, FAILED) or (pdc.close_wanted and not pdc.holds):
             raise RuntimeError(f"PDC {pdc.id} is {pdc.state}: no more requests")
-        pdc.fresh.append((fields, payload, token))
+        pdc.fresh.extend(requests)
         self._ready(pdc)
 
     def close(self, pdc: Pdc) -> None:
@@ -490,9 +498,12 @@ class Pds:
                 best = d
             if pdc.state in (CLOSED, FAILED):
                 continue  # its sending half is over: only an ACK may be due
-            for d in (pdc.rack.deadline, pdc.rto_deadline(rto)):
-                if d is not None and (best is None or d < best):
-                    best = d
+            d = pdc.rack.deadline
+            if d is not None and (best is None or d < best):
+                best = d
+            d = pdc.rto_deadline(rto)
+            if d is not None and (best is None or d < best):
+                best = d
         return best
 
     def timers(self, pdc: Pdc) -> dict[str, int]:
@@ -520,13 +531,13 @@ class Pds:
         typ = f.get("uet.pds.type")
         if typ in CONNECTIONLESS:
             self._on_connectionless(now, f, payload, src, ce, trimmed)
-        elif typ == t.RUDI_RESP:
+        elif typ == _RUDI_RESP:
             self._on_rudi_response(now, f, src)
-        elif typ in t.REQUESTS or (typ == t.CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
+        elif typ in _REQUESTS or (typ == _CTRL and f.get("uet.pds.ctl_type") in CONTROLS):
             self._on_request(now, f, payload, src, ce, trimmed)
-        elif typ in t.ACKS:
+        elif typ in _ACKS:
             self._on_ack(now, f, src)
-        elif typ in t.NACKS:
+        elif typ in _NACKS:
             self._on_nack(now, f, src)
 
     # -- sending ----------------------------------------------------------------------------
@@ -598,7 +609,7 @@ class Pds:
             s = pdc.sent[psn] = Sent(fields, payload, token)
             if pdc.state == IDLE:
                 pdc.move("send")
-            if fields.get("uet.pds.type") != t.CTRL:
+            if fields.get("uet.pds.type") != _CTRL:
                 self.counters.requests_sent += 1
             return self._transmit(pdc, psn, s, now, retx=False)
         if self._may_close(pdc) and pdc.mode in CONNECTIONLESS:
@@ -615,7 +626,7 @@ class Pds:
 
     def _transmit(self, pdc: Pdc, psn: int, s: Sent, now: int, retx: bool) -> Out:
         f = dict(s.fields)
-        ctrl = f.get("uet.pds.type") == t.CTRL
+        ctrl = f.get("uet.pds.type") == _CTRL
         if pdc.mode in CONNECTIONLESS:
             f["uet.pds.type"] = pdc.mode
             f.pop("uet.pds.flags.ar", None)  # no such flag: every RUDI request is answered
@@ -654,8 +665,10 @@ class Pds:
             c.retransmitted += 1
             setattr(c, f"retx_{s.why}", getattr(c, f"retx_{s.why}") + 1)
         # read now, at each sending (``ses.Piece``): a packet in flight is held as where its
-        # data lies, as a NIC re-reads host memory to resend, not as a copy
-        data = bytes(s.payload)
+        # data lies, as a NIC re-reads host memory to resend, not as a copy; the frame is
+        # built from it at once (the driver's ``pull``), so a view of it is all it needs
+        p = s.payload
+        data = p if type(p) is bytes else p.data() if hasattr(p, "data") else bytes(p)
         if self.cm is not None:
             self.cm.sent(pdc, psn, len(data), now, retx)
         return Out(pdc.peer, f, data, pdc)
@@ -852,7 +865,7 @@ class Pds:
             pdc.peer_id = f["uet.pds.spdcid"]  # the target's data came before its first ACK
         if pdc.peer != src or pdc.peer_id != f["uet.pds.spdcid"]:
             return None, PDC_HDR_MISMATCH
-        if typ != t.CTRL and pdc.mode != typ:
+        if typ != _CTRL and pdc.mode != typ:
             return pdc, PDC_MODE_MISMATCH
         return pdc, 0
 
@@ -886,10 +899,10 @@ class Pds:
         if d > self.config.window:
             self._nack(PSN_OOR_WINDOW, f, src, pdc)
             return
-        if pdc.mode == t.ROD_REQ and d != 1:
+        if pdc.mode == _ROD_REQ and d != 1:
             self._nack(ROD_OOO, f, src, pdc)
             return
-        if f["uet.pds.type"] != t.CTRL:
+        if f["uet.pds.type"] != _CTRL:
             rc = self.upper.on_request(pdc, f, payload)
             if rc is not None and rc != RC_OK:
                 self._hold(pdc, f, rc, len(payload), ce)
@@ -939,7 +952,7 @@ class Pds:
         pdc.unacked += 1
         pdc.ack_psn = psn
         pdc.ack_psn_at = now
-        if f["uet.pds.type"] == t.CTRL:
+        if f["uet.pds.type"] == _CTRL:
             self._on_control(pdc, f)
             now_ack = True
         if pdc.rx_close is not None and ahead(pdc.rx_cack, pdc.rx_close) >= 0 \

@@ -84,6 +84,7 @@ _REMOTE_READ = int(Access.IBV_ACCESS_REMOTE_READ)
 _REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
 _AT, _CS = "uet.ses.atomic_op_ext_hdr.", "uet.ses.comp_swap_ext_hdr."
 _RV = "uet.ses.rendv_ext_hdr."
+_RV_EAGER = _RV + "eager_length"  # read per SEND packet: one string, not one per packet
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,10 @@ RESPONDED = ("read", "atomic")  # complete when their response data has arrived
 CARRIES: dict[int, tuple[str, ...]] = {t.RUD_REQ: KINDS, t.ROD_REQ: KINDS,
                                        t.RUDI_REQ: ("write", "read"), t.UUD_REQ: ("write",)}
 FINISHED_MAX = MSG_ID_MASK + 1  # RUDI messages remembered as executed: one ID space
+# the codes read per packet, as module globals (compiled: no attribute lookup on ``codes``)
+_NH_STD, _NH_RSP, _NH_RSP_DATA = t.NH_STD, t.NH_RSP, t.NH_RSP_DATA
+_WRITE, _READ, _ATOMIC = t.WRITE, t.READ, t.FETCHING_ATOMIC
+_SENDS = (t.SEND, t.RENDEZVOUS_SEND)
 
 
 def space(pdc: Pdc) -> Any:
@@ -193,6 +198,13 @@ class Piece:
 
     def __bytes__(self) -> bytes:
         return bytes(self.region.view(self.addr, self.n))
+
+    def data(self) -> Any:
+        """Its bytes as they are now, for a frame built at once: a view of the region's
+        buffer (the frame is their one copy), or ``bytes(self)`` when the region has no
+        buffer (patterned content)."""
+        v = self.region.view(self.addr, self.n)
+        return v if type(v) is memoryview else bytes(v)
 
 
 @dataclass
@@ -279,22 +291,25 @@ class Ses:
         if not data:
             self.reads[sp, msg_id] = m
             pdc.holds += 1  # the PDC stays open until the response has arrived
+        mtu, opcode, last = self.mtu, OPCODES[kind], packets - 1
+        atomic = kind == "atomic"
+        requests = []
         for i in range(packets):
-            off = i * self.mtu
-            n = min(self.mtu, eager - off) if data else 0
-            f = {"uet.pds.nh": t.NH_STD, "uet.ses.std.opcode": OPCODES[kind],
+            off = i * mtu
+            n = (mtu if eager - off > mtu else eager - off) if data else 0
+            f = {"uet.pds.nh": _NH_STD, "uet.ses.std.opcode": opcode,
                  "uet.ses.std.message_id": msg_id, "uet.ses.std.job_id": JOB_ID,
                  "uet.ses.std.buffer_offset": raddr, "uet.ses.std.mem_key_match_bits": rkey,
                  "uet.ses.std.resource_index": ri, "uet.ses.std.som": i == 0,
-                 "uet.ses.std.eom": i == packets - 1,
+                 "uet.ses.std.eom": i == last,
                  "uet.ses.std.request_length": length}
             if i:
                 f["uet.ses.std.payload_length"] = n
                 f["uet.ses.std.message_offset"] = off
-            if i == packets - 1:
+            if i == last:
                 f["uet.pds.flags.ar"] = True  # the last packet of a message: ACK at once
             payload = Piece(local, laddr + off, n) if n else b""
-            if kind == "atomic":
+            if atomic:
                 f.update(amo.fields())
                 payload = amo.payload()
             if rv:
@@ -302,7 +317,8 @@ class Ses:
                           _RV + "read_offset": laddr + eager,
                           _RV + "read_match_bits": local.rkey,
                           _RV + "read_resource_index": ri})
-            self.pds.submit(pdc, f, payload, (m, i))
+            requests.append((f, payload, (m, i)))
+        self.pds.submit_all(pdc, requests)
         return m
 
     def post_recv(self, wr_id: int, region: MemoryRegion, addr: int, length: int,
@@ -346,10 +362,10 @@ class Ses:
 
     def on_request(self, pdc: Pdc, f: dict[str, Any], payload: bytes) -> int | None:
         nh = f.get("uet.pds.nh")
-        if nh == t.NH_RSP_DATA:
+        if nh == _NH_RSP_DATA:
             self._response(pdc, f, payload)
             return None
-        if nh == t.NH_RSP:
+        if nh == _NH_RSP:
             self._answered(pdc, f)
             return None
         op = f.get("uet.ses.std.opcode")
@@ -359,18 +375,18 @@ class Ses:
         if rc is not None:  # the rest of a refused message: dropped (RUDI: answered again)
             return rc if pdc.mode in CONNECTIONLESS else None
         try:
-            if op == t.WRITE:
+            if op == _WRITE:
                 addr = f["uet.ses.std.buffer_offset"] + off
                 mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"],
                                               addr, len(payload),
                                               _REMOTE_WRITE)
                 mr.view(addr, len(payload))[:] = payload
                 self._arrived(pdc, f, len(payload))
-            elif op == t.READ:
+            elif op == _READ:
                 self._answer_read(pdc, f)
-            elif op == t.FETCHING_ATOMIC:
+            elif op == _ATOMIC:
                 self._atomic(pdc, f, payload)
-            elif op in (t.SEND, t.RENDEZVOUS_SEND):
+            elif op in _SENDS:
                 self._send_data(pdc, f, off, payload)
             else:
                 raise Refused("opcode", f"opcode {op}")
@@ -448,7 +464,7 @@ class Ses:
             raise Refused("too-long", f"{f['uet.ses.std.request_length']} bytes do not fit "
                                       f"the receive buffer of {length}")
         inc.got += len(payload)
-        eager = f.get(_RV + "eager_length", inc.length)
+        eager = f.get(_RV_EAGER, inc.length)
         if inc.got >= eager and inc.got < inc.length:  # a rendezvous: pull the rest
             del self.incoming[key]
             pull = self.post("read", pdc, -1, region, addr + eager, inc.length - eager,

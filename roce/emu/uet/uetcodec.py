@@ -1,6 +1,8 @@
 """The emulator's fast UET codec: the few packet shapes the PDS sends, each packed by one
 generated function; the Ethernet / IPv4 / UDP prefix of a frame from a per-path template; and
-the reading of a received packet by the decoder's plan found from bytes at fixed places.
+the reading of a received packet: the fields the PDS, SES and congestion manager read of it
+(``RECEIVED``), by one function generated per packet shape, found from bytes at fixed places
+(the family's decoder, ``dissect.decode``, behind it and held equal to it on those fields).
 
 ``build.uet_bytes`` and ``build.frame`` are the reference (and the fallback) these are held to,
 byte for byte (tests/test_uet_codec.py): the shape of a field dictionary (its keys in order and
@@ -9,7 +11,9 @@ the layouts by the family's own rules (``layouts.pds_chain``, ``ses_chain``, ``r
 the generated function packs every field at the offset, width and shift its layout gives, with
 one ``struct`` call.  Anything the generated code does not cover (a value that is not an integer
 in range, a TSS or atomic extension, a whole flags byte given) returns None, and the caller
-builds through ``build.uet_bytes``, whose bytes and errors are then its own.
+builds through ``build.uet_bytes``, whose bytes and errors are then its own.  The encoder of
+the shape last seen with a dictionary's keys is tried first, and says ``MISS`` when the values
+that choose layouts differ from its shape's.
 
 The prefix is ``build.frame``'s own bytes for an empty UET packet on that path (addresses,
 DSCP, ECN), with the per-packet fields patched at the offsets ``roce.headers`` gives: IPv4
@@ -26,8 +30,8 @@ from typing import Any
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import default_next_header, frame
-from roce.families.uet.dissect import Decoded, plan_of
 from roce.families.uet.dissect import decode as dissect
+from roce.families.uet.dissect import decode_steps
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
     AMO,
@@ -54,27 +58,51 @@ _OFFSETS = (("uet.pds.clear_psn", "uet.pds.psn", "uet.pds.clear_psn_offset"),
             ("uet.pds.ack_psn", "uet.pds.cack_psn", "uet.pds.ack_psn_offset"),
             ("uet.pds.ack.sack_psn", "uet.pds.cack_psn", "uet.pds.ack.sack_psn_offset"))
 
-Encoder = Callable[[dict[str, Any], bytes], "bytes | None"]
+Encoder = Callable[[dict[str, Any]], Any]  # the header's bytes, None, or MISS
 _SHAPES: dict[tuple[Any, ...], Encoder | None] = {}
+# The keys of a field dictionary, in order -> the encoder of the shape last seen with them:
+# it checks the values that choose layouts itself (``MISS`` when they differ), so that a
+# packet of the shape before it costs no key built of them.
+_BY_KEYS: dict[tuple[str, ...], Encoder] = {}
+MISS = object()
 
 
-def uet_fast(fields: dict[str, Any], payload: bytes) -> bytes | None:
-    """``build.uet_bytes(fields, payload=payload)`` (the specification's reading, no entropy
+def uet_header(fields: dict[str, Any]) -> bytes | None:
+    """``build.uet_bytes(fields)`` less its payload (the specification's reading, no entropy
     header) for the shapes the generated encoders cover; None for anything else."""
+    names = tuple(fields)
+    enc = _BY_KEYS.get(names)
+    if enc is not None:
+        out = enc(fields)
+        if out is not MISS:
+            return out  # type: ignore[no-any-return]
     g = fields.get
-    key = (tuple(fields), g(TYPE), g(NH), g(OP), g(CC), not g(SYN), not g(SOM), not g(HD),
+    key = (names, g(TYPE), g(NH), g(OP), g(CC), not g(SYN), not g(SOM), not g(HD),
            not g(TSS))
-    enc = _SHAPES.get(key, _SHAPES)
+    enc = _SHAPES.get(key, _SHAPES)  # type: ignore[arg-type]
     if enc is _SHAPES:
         if len(_SHAPES) > 4096:
             _SHAPES.clear()
         enc = _SHAPES[key] = _compile(key)
-    return None if enc is None else enc(fields, payload)
+    if enc is None:
+        return None
+    if len(_BY_KEYS) > 4096:
+        _BY_KEYS.clear()
+    _BY_KEYS[names] = enc
+    return enc(fields)  # type: ignore[no-any-return]
+
+
+def uet_fast(fields: dict[str, Any], payload: bytes) -> bytes | None:
+    """``build.uet_bytes(fields, payload=payload)`` for the shapes the generated encoders
+    cover; None for anything else."""
+    head = uet_header(fields)
+    return None if head is None else head + payload
 
 
 def _compile(key: tuple[Any, ...]) -> Encoder | None:
     """The generated encoder of one shape, or None when the shape is not one it covers."""
     names, typ, nh, op, cc, no_syn, no_som, no_hd, no_tss = key
+    nh_raw = nh
     have = set(names)
     if not no_tss or "uet.pds.flags" in have:
         return None
@@ -87,11 +115,12 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
     cc = int(cc) if CC in have else 0
     reading, heads = SPEC, SPEC.headers
     locals_: dict[str, str] = {}  # flat key -> the local variable holding its value
-    reads: list[str] = []
     for i, k in enumerate(names):
         locals_[k] = f"x{i}"
-        reads.append(f"    x{i} = v[{k!r}]")
-    checks = [f"type({locals_[k]}) in INTS" for k in names]
+    # the values in the dictionary's order (its keys are ``names``, in order: the callers'
+    # lookup), every one an int or a bool
+    reads = [f"    {''.join(x + ', ' for x in locals_.values())}= v.values()"] if names else []
+    checks = ["ints(map(type, v.values()))"]
     lines: list[str] = []
     # flags, composed as build.compose_flags composes them (None where it would refuse)
     lines.append("    fl = 0")
@@ -150,20 +179,25 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
             plan.append((heads[k], renames, consts))
     # every field: its value expression, checked against its width, shifted into its word
     groups: list[list[Any]] = []  # [first byte, end byte, [(expr, field)]] over the whole
+    ranged: list[tuple[str, int, int]] = []  # (range check, its group, the field's bits)
     at = 0
     for h, renames, vals in plan:
         for fk, f in zip(h.keys, h.layout.fields):
             src = renames.get(fk, fk)
             expr = vals.get(src, "0")
+            check = ""
             if h is pro and src == TYPE or (h is pro and src == NH and not ctrl):
                 if not 0 <= int(expr) <= f.mask:
                     return None
             elif expr != "0" and expr != "fl":
                 if src in SIGNED:
-                    checks.append(f"-0x8000 <= {expr} <= 0x7FFF")
+                    check = f"-0x8000 <= {expr} <= 0x7FFF"
                     expr = f"({expr} & 0xFFFF)"
+                elif expr.isdigit():  # a value of the shape: checked now
+                    if int(expr) > f.mask:
+                        return None
                 else:
-                    checks.append(f"0 <= {expr} <= {f.mask:#x}")
+                    check = f"0 <= {expr} <= {f.mask:#x}"
             bit_end = at * 8 + f.bit_offset + f.bits
             first, end = at + f.bit_offset // 8, (bit_end + 7) // 8
             if groups and first < groups[-1][1]:
@@ -171,7 +205,16 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
                 groups[-1][2].append((expr, bit_end))
             else:
                 groups.append([first, end, [(expr, bit_end)]])
+            if check:
+                ranged.append((check, len(groups) - 1, f.bits))
         at += h.size
+    # a field alone in a word of its width is checked by ``struct`` (its error: None); the
+    # others here
+    for check, g, bits in ranged:
+        first, end, fields = groups[g]
+        if not (len(fields) == 1 and bits == (end - first) * 8 and end - first in (1, 2, 4, 8)
+                and not check.startswith("-")):
+            checks.append(check)
     fmt, words = [], []
     for first, end, fields in groups:
         size = end - first
@@ -188,81 +231,30 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
         else:
             fmt.append(code)
         words.append(word)
-    src = "\n".join(["def enc(v, payload):", *reads,
-                     f"    if not ({' and '.join(checks[:len(names)]) or 'True'}):",
+    # the values that chose this shape's layouts, as its key has them
+    chose = [f"{locals_[k]} != {x!r}" for k, x in ((TYPE, key[1]), (NH, nh_raw), (OP, key[3]),
+                                                    (CC, key[4])) if k in have]
+    chose += [f"(not {locals_[k]}) != {x}" for k, x in ((SYN, no_syn), (SOM, no_som),
+                                                         (HD, no_hd), (TSS, no_tss)) if k in have]
+    src = "\n".join(["def enc(v):", *reads,
+                     f"    if {' or '.join(chose)}:" if chose else "    pass",
+                     "        return MISS" if chose else "",
+                     f"    if not {checks[0]}:",
                      "        return None", *lines,
-                     f"    if not ({' and '.join(checks[len(names):]) or 'True'}):",
+                     f"    if not ({' and '.join(checks[1:]) or 'True'}):",
                      "        return None",
-                     f"    return pack({', '.join(words)}) + payload"]) + "\n"
-    env: dict[str, Any] = {"INTS": _INTS, "pack": struct.Struct("!" + "".join(fmt)).pack}
+                     "    try:", f"        return pack({', '.join(words)})",
+                     "    except StructError:", "        return None"]) + "\n"
+    env: dict[str, Any] = {"ints": _INTS.issuperset, "MISS": MISS, "StructError": struct.error,
+                           "pack": struct.Struct("!" + "".join(fmt)).pack}
     exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
     return env["enc"]  # type: ignore[no-any-return]
-
-
-# -- reading ---------------------------------------------------------------------------------
-# ``dissect.decode`` chooses its plan by values it reads all over a packet (``_selectors``);
-# in the packets the PDS reads those values sit in the prologue and at most two bytes after
-# it (an ACK's CC type; a request's SES opcode and flags), at places the prologue fixes.  So
-# the prologue and those bytes, as they are, name the plan: ``read`` looks it up by them and
-# runs it without the expert checks.  What has no such place (TSS, an atomic extension chosen
-# by its own first byte) or is cut short is ``dissect.decode``'s.
-
-_PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
-_SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
-_AMO_KEYS = frozenset(("atomic", "cswap"))
-_SPANS: dict[bytes, tuple[int, int] | None] = {}
-_READS: dict[bytes, Any] = {}  # prologue + selector bytes -> dissect's plan, or False
-
-
-def _span(prologue: bytes) -> tuple[int, int] | None:
-    """Where the selector bytes after a prologue are (start, end; (0, 0): none), or None
-    when its packets are not ``read``'s (TSS)."""
-    word = int.from_bytes(prologue, "big")
-    typ, nh, flags = ((word >> s) & m for s, m in _PRO)
-    if typ == t.TSS_TYPE:
-        return None
-    heads, size = SPEC.headers, len(prologue)
-    for k in pds_chain(typ, flags, SPEC):
-        if k == "ack.ext":
-            return size, size + 1  # the CC type: its first byte
-        size += 8 if k == ACK_CC_STATE else heads[k].size
-    if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
-        return size, size + 2
-    return 0, 0
-
-
-def read(data: bytes) -> Decoded:
-    """``dissect.decode(data, checks=False)``, the plan found by fixed-place bytes."""
-    pro = data[:2]
-    span = _SPANS.get(pro, _SPANS)
-    if span is _SPANS:
-        if len(pro) < 2:
-            return dissect(data, checks=False)
-        if len(_SPANS) > 4096:
-            _SPANS.clear()
-        span = _SPANS[pro] = _span(pro)
-    if span is None:
-        return dissect(data, checks=False)
-    key = pro + data[span[0]:span[1]] if span[1] else pro
-    plan = _READS.get(key)
-    if plan is None:  # learnt from a whole packet of the key, the first one
-        plan = plan_of(data) if len(data) >= span[1] else None
-        if plan is None or len(data) < plan[0]:
-            return dissect(data, checks=False)
-        if _AMO_KEYS & set(plan[1](data, False).headers):
-            plan = False  # which extension: by a byte at no fixed place
-        if len(_READS) > 4096:
-            _READS.clear()
-        _READS[key] = plan
-    if plan and len(data) >= plan[0]:
-        return plan[1](data, False)  # type: ignore[no-any-return]
-    return dissect(data, checks=False)
 
 
 # -- the Ethernet / IPv4 / UDP prefix ---------------------------------------------------------
 
 L2, IP_HDR, UDP_HDR = SIZE_OF["eth"], SIZE_OF["ip"], SIZE_OF["udp"]
-PREFIX = L2 + IP_HDR + UDP_HDR
+PREFIX = UET_AT = L2 + IP_HDR + UDP_HDR  # where the UET packet starts in a frame
 MIN_FRAME = 60  # build.frame pads shorter frames, as Ethernet requires
 
 
@@ -279,24 +271,38 @@ _PATCHED = sorted(((IP_LEN, "iplen"), (IP_ID, "ipid"), (IP_CSUM, "csum"),
 
 
 def _prefix_packer() -> Callable[..., bytes]:
-    """``pack(template, iplen, ipid, csum, sport, ulen)``: the template's bytes with the five
-    16-bit fields put at their offsets (one ``struct`` call, the gaps copied)."""
-    fmt, args, pos = [], [], 0
+    """``put(gaps, iplen, ipid, csum, sport, ulen)``: a prefix of the five 16-bit fields put
+    between the template's bytes around them (``gaps``, cut once per path), one ``struct``
+    call."""
+    fmt, args, pos, n = [], [], 0, 0
     for off, name in _PATCHED:
         if off > pos:
             fmt.append(f"{off - pos}s")
-            args.append(f"t[{pos}:{off}]")
+            args.append(f"g[{n}]")
+            n += 1
         fmt.append("H")
         args.append(name)
         pos = off + 2
     if pos < PREFIX:
         fmt.append(f"{PREFIX - pos}s")
-        args.append(f"t[{pos}:{PREFIX}]")
-    src = (f"def put(t, iplen, ipid, csum, sport, ulen):\n"
+        args.append(f"g[{n}]")
+    src = (f"def put(g, iplen, ipid, csum, sport, ulen):\n"
            f"    return pack({', '.join(args)})\n")
     env: dict[str, Any] = {"pack": struct.Struct("!" + "".join(fmt)).pack}
     exec(compile(src, "<uet frame prefix>", "exec"), env)
     return env["put"]  # type: ignore[no-any-return]
+
+
+def _gaps(template: bytes) -> tuple[bytes, ...]:
+    """The template's bytes between the fields ``_PUT`` puts, in order."""
+    out, pos = [], 0
+    for off, _name in _PATCHED:
+        if off > pos:
+            out.append(template[pos:off])
+        pos = off + 2
+    if pos < PREFIX:
+        out.append(template[pos:PREFIX])
+    return tuple(out)
 
 
 _PUT = _prefix_packer()
@@ -306,7 +312,7 @@ class Path:
     """One path's frame prefix: ``build.frame``'s bytes for it, and the ones' complement sum
     of its IPv4 header without the words each packet changes."""
 
-    __slots__ = ("template", "base")
+    __slots__ = ("template", "base", "gaps")
 
     def __init__(self, src: str, dst: str, smac: str, dmac: str, dscp: int, ecn: int) -> None:
         self.template = frame(b"", src=src, dst=dst, smac=smac, dmac=dmac, sport=0,
@@ -315,17 +321,24 @@ class Path:
         t_ = self.template
         self.base = sum((t_[i] << 8) | t_[i + 1] for i in range(L2, L2 + IP_HDR, 2)
                         if i not in skip)
+        self.gaps = _gaps(t_)
 
     def frame(self, uet: bytes, sport: int, ip_id: int) -> bytes | None:
         """The frame of ``uet`` on this path (None when a value does not fit its field)."""
-        n = len(uet)
+        return self.wrap(uet, b"", sport, ip_id)
+
+    def wrap(self, head: bytes, payload: bytes, sport: int, ip_id: int) -> bytes | None:
+        """The frame of the UET packet ``head`` + ``payload`` on this path, its payload copied
+        once (None when a value does not fit its field)."""
+        n = len(head) + len(payload)
         iplen = IP_HDR + UDP_HDR + n
         if iplen > 0xFFFF or not 0 <= sport <= 0xFFFF or not 0 <= ip_id <= 0xFFFF:
             return None
         s = self.base + iplen + ip_id
         s = (s & 0xFFFF) + (s >> 16)
         s = (s & 0xFFFF) + (s >> 16)
-        out = _PUT(self.template, iplen, ip_id, ~s & 0xFFFF, sport, UDP_HDR + n) + uet
+        out = b"".join((_PUT(self.gaps, iplen, ip_id, ~s & 0xFFFF, sport, UDP_HDR + n), head,
+                        payload))
         if len(out) < MIN_FRAME:
             out += bytes(MIN_FRAME - len(out))
         return out
@@ -345,4 +358,191 @@ def path(src: str, dst: str, smac: bytes, dmac: bytes, dscp: int, ecn: int) -> P
     return p
 
 
-__all__ = ["PREFIX", "Path", "path", "read", "uet_fast"]
+# -- reading ---------------------------------------------------------------------------------
+# What the emulator reads of a received packet is ``RECEIVED``: the fields the PDS, the SES and
+# the congestion manager take from it (by ``f.get`` or ``f[...]``; tests/test_uet_codec.py runs
+# them on every shape they receive and fails on a field read outside it).  ``receive`` builds
+# only those, at the offsets the family's layouts give, by one function generated per packet
+# shape: ``dissect.decode`` chooses its layouts by values it reads all over a packet
+# (``_selectors``); in the packets the PDS reads those values sit in the prologue and at most
+# two bytes after it (an ACK's CC type; a request's SES opcode and flags), at places the
+# prologue fixes.  So the prologue and those bytes, as they are, name the shape: the first
+# whole packet of a shape is decoded step by step (``decode_steps``), and the layouts it read
+# make the reader of every later one.  What has no such place (TSS, an atomic extension chosen
+# by its own first byte) or is cut short goes to ``dissect.decode``, its fields then narrowed
+# to ``RECEIVED``: the same errors, the same values.
+
+RECEIVED = frozenset((
+    # the PDS: prologue, request, SYN, ACK, NACK, control and RUDI headers
+    TYPE, NH, "uet.pds.ctl_type", SYN, "uet.pds.flags.ar", "uet.pds.flags.m",
+    "uet.pds.psn", "uet.pds.spdcid", "uet.pds.dpdcid", "uet.pds.start_psn",
+    "uet.pds.cack_psn", "uet.pds.ack_psn", "uet.pds.ack.sack_psn", "uet.pds.ack.sack_bitmap",
+    CC, "uet.pds.ack.cc_state.service_time", "uet.pds.ack.cc_state.rcvd_bytes",
+    "uet.pds.ack.cc_state.credit", "uet.pds.nack.code", "uet.pds.nack.psn",
+    "uet.pds.nack.max_recv_psn_plus_1", "uet.pds.ctrl_payload", "uet.pds.rudi.pkt_id",
+    # the SES: requests, their extensions, responses
+    OP, "uet.ses.std.som", "uet.ses.std.message_id", "uet.ses.std.job_id",
+    "uet.ses.std.buffer_offset", "uet.ses.std.mem_key_match_bits",
+    "uet.ses.std.resource_index", "uet.ses.std.request_length", "uet.ses.std.message_offset",
+    "uet.ses.atomic_op_ext_hdr.atomic_opcode", "uet.ses.atomic_op_ext_hdr.atomic_data_type",
+    "uet.ses.comp_swap_ext_hdr.atomic_opcode", "uet.ses.comp_swap_ext_hdr.atomic_data_type",
+    "uet.ses.comp_swap_ext_hdr.comp_value", "uet.ses.comp_swap_ext_hdr.swap_value",
+    "uet.ses.rendv_ext_hdr.eager_length", "uet.ses.rendv_ext_hdr.read_offset",
+    "uet.ses.rendv_ext_hdr.read_match_bits", "uet.ses.rsp.message_id", "uet.ses.rsp.job_id",
+    "uet.ses.rsp.return_code", "uet.ses.rsp.read_req_message_id",
+    "uet.ses.rsp.message_offset",
+))
+# derived fields: (derived, base, offset, the offset's sign: +1 signed 16 bits, -1 unsigned)
+_DERIVED = (*((d, b, o, 1) for d, b, o in _OFFSETS),
+            ("uet.pds.start_psn", "uet.pds.psn", "uet.pds.psn_offset", -1))
+
+_PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
+_SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
+_AMO_KEYS = frozenset(("atomic", "cswap"))
+_SPANS: dict[int, tuple[int, int]] = {}  # prologue -> where its selector bytes are
+Reader = Callable[[bytes], dict[str, Any]]
+_READERS: dict[int, tuple[int, Reader] | bool] = {}  # shape -> (size, reader), or False
+
+
+def _span(prologue: int) -> tuple[int, int]:
+    """Where the selector bytes after a prologue are and how many (0: none; -1: its packets
+    are not ``receive``'s, TSS)."""
+    typ, nh, flags = ((prologue >> s) & m for s, m in _PRO)
+    if typ == t.TSS_TYPE:
+        return 0, -1
+    heads, size = SPEC.headers, SPEC.headers["prologue"].size
+    for k in pds_chain(typ, flags, SPEC):
+        if k == "ack.ext":
+            return size, 1  # the CC type: its first byte
+        size += 8 if k == ACK_CC_STATE else heads[k].size
+    if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
+        return size, 2
+    return 0, 0
+
+
+def _reader(data: bytes) -> tuple[int, Reader] | bool:
+    """The reader of packets shaped as ``data`` (a whole one): (the bytes it reads, a
+    function of the frame giving the ``RECEIVED`` fields); False when its shape is not
+    ``receive``'s (an atomic extension: chosen by a byte at no fixed place), True when
+    ``data`` does not decode (nothing learnt)."""
+    d = decode_steps(data, checks=False)
+    if d.error is not None:
+        return True
+    if _AMO_KEYS & set(d.headers):
+        return False
+    heads, got = SPEC.headers, d.fields
+    typ, flags = got[TYPE], got["uet.pds.flags"]
+    op, hd = got.get(OP, 0), bool(got.get(HD))
+    # the prologue's fields are the shape's: constants
+    items = [f"{k!r}: {got[k]!r}" for k in (TYPE, NH, "uet.pds.ctl_type",
+                                             *(n for n, _m in SPEC.flags.get(typ, ())))
+             if k in got and k in RECEIVED]
+    wanted = set(RECEIVED)  # and what the derived fields of RECEIVED are made from
+    for derived, base, off, _sign in _DERIVED:
+        if derived in RECEIVED:
+            wanted |= {base, off}
+    fmt, lines, names = [], [], {}
+    pos = done = 0  # where the next layout starts; the bytes the format covers so far
+    nwords = 0
+    for key in d.headers:
+        h = heads[key]
+        if key == "prologue":
+            pos += h.size
+            continue
+        renames = renamed(key, SPEC, flags if key == "ack" else 0, op, hd)
+        groups: list[list[Any]] = []
+        for k, f in zip(h.keys, h.layout.fields):
+            k = renames.get(k, k)
+            if k not in wanted:
+                continue
+            a, b = pos + f.bit_offset // 8, pos + (f.bit_offset + f.bits + 7) // 8
+            if groups and a < groups[-1][1]:
+                groups[-1][1] = max(groups[-1][1], b)
+                groups[-1][2].append((k, f))
+            else:
+                groups.append([a, b, [(k, f)]])
+        for a, b, fields in groups:
+            if a > done:
+                fmt.append(f"{a - done}x")
+            word = f"w{nwords}"
+            nwords += 1
+            size = b - a
+            code = {1: "B", 2: "H", 4: "I", 8: "Q"}.get(size)
+            fmt.append(code or f"{size}s")
+            if code is None:
+                lines.append(f"    {word} = from_bytes({word}, 'big')")
+            for k, f in fields:
+                shift = (b - pos) * 8 - f.bit_offset - f.bits
+                expr = word if f.bits == size * 8 else (
+                    f"(({word} >> {shift}) & {f.mask:#x})" if shift else f"({word} & {f.mask:#x})")
+                if f.kind == "bool":
+                    expr = f"_B[{expr}]"
+                local = f"v{len(names)}"
+                names[k] = local
+                lines.append(f"    {local} = {expr}")
+            done = b
+        pos += h.size
+    for k, local in names.items():
+        if k in RECEIVED:
+            items.append(f"{k!r}: {local}")
+    for derived, base, off, sign in _DERIVED:
+        if derived in RECEIVED and off in names:
+            o, bv = names[off], names.get(base, "0")
+            if sign > 0:
+                o = f"({o} - 0x10000 if {o} & 0x8000 else {o})"
+                items.append(f"{derived!r}: ({bv} + {o}) & {PSN_MASK:#x}")
+            else:
+                items.append(f"{derived!r}: ({bv} - {o}) & {PSN_MASK:#x}")
+    words = ", ".join(f"w{i}" for i in range(nwords))
+    src = "\n".join(["def rd(fr):",
+                     f"    {words}, = unpack(fr, {UET_AT})" if nwords else "    pass", *lines,
+                     "    return {" + ", ".join(items) + "}"]) + "\n"
+    env: dict[str, Any] = {"_B": (False, True), "from_bytes": int.from_bytes,
+                           "unpack": struct.Struct("!" + "".join(fmt)).unpack_from}
+    exec(compile(src, f"<uet reader {typ}>", "exec"), env)
+    return pos, env["rd"]
+
+
+def receive(frame: bytes, end: int) -> tuple[dict[str, Any], int] | None:
+    """The ``RECEIVED`` fields of the UET packet at ``UET_AT`` in ``frame`` (its UDP length
+    ends it at ``end``) and where its payload starts in ``frame``: what ``dissect.decode``
+    (without expert checks) decodes of ``frame[UET_AT:end]``, narrowed to ``RECEIVED``; None
+    when that is an error."""
+    n = len(frame)
+    if end < n:
+        n = end
+    n -= UET_AT
+    if n >= 2:
+        pro = (frame[UET_AT] << 8) | frame[UET_AT + 1]
+        span = _SPANS.get(pro)
+        if span is None:
+            if len(_SPANS) > 4096:
+                _SPANS.clear()
+            span = _SPANS[pro] = _span(pro)
+        at, width = span
+        if width >= 0 and n >= at + width:
+            # the shape: the prologue, its selector bytes and how many
+            if width == 0:
+                key = pro << 2
+            elif width == 1:
+                key = (((pro << 8) | frame[UET_AT + at]) << 2) | 1
+            else:
+                key = (((pro << 16) | (frame[UET_AT + at] << 8) | frame[UET_AT + at + 1]) << 2) | 2
+            rd = _READERS.get(key)
+            if rd is None:  # learnt from a whole packet of the shape, the first one
+                rd = _reader(frame[UET_AT:UET_AT + n])
+                if rd is not True:
+                    if len(_READERS) > 4096:
+                        _READERS.clear()
+                    _READERS[key] = rd
+            if rd is not True and rd is not False and n >= rd[0]:  # type: ignore[index]
+                return rd[1](frame), UET_AT + rd[0]  # type: ignore[index]
+    d = dissect(frame[UET_AT:end], checks=False)
+    if d.error is not None:
+        return None
+    f = d.fields
+    return {k: v for k, v in f.items() if k in RECEIVED}, UET_AT + n - f["payload.len"]
+
+
+__all__ = ["PREFIX", "RECEIVED", "UET_AT", "Path", "path", "receive", "uet_fast",
+           "uet_header"]

@@ -1,8 +1,9 @@
 """A PDS packet (flat fields named as ``roce.families.uet`` names them, and a payload) to an
 Ethernet frame and back.  Sending: ``uetcodec``'s generated encoder of the packet's shape and
 its path's frame template, which ``build.uet_bytes`` and ``build.frame`` (``encode_reference``)
-stand behind for whatever those do not cover.  Receiving: ``dissect.decode`` without its
-expert checks, its plan found by ``uetcodec.read``.  There is no layout here.
+stand behind for whatever those do not cover.  Receiving: the fields the PDS, SES and
+congestion manager read (``uetcodec.RECEIVED``), by ``uetcodec``'s reader generated per packet
+shape, ``dissect.decode`` without its expert checks behind it.  There is no layout here.
 
 Frames are what a UET NIC puts on a routed fabric: IPv4 and UDP to port 4793 (IANA), the UDP
 source port carrying the entropy value that switches hash (UE specification 1.0, 3.5.10.1:
@@ -13,17 +14,16 @@ provider marks them), the data packets ECN-capable so that switches can mark the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from roce.emu.net import hop
-from roce.emu.uet.uetcodec import path, read, uet_fast
+from roce.emu.uet.uetcodec import UET_AT, path, receive, uet_header
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import frame, uet_bytes
 from roce.headers import ECN_CE, ECN_ECT0
 
 UDP_HDR = 8
-UET_AT = hop.L2 + hop.IP_HDR + UDP_HDR  # where the PDS starts in our frames
 _ULEN = hop.UDP_SPORT[0] + 4  # the UDP length field
 DSCP_DATA = 0  # CS0 (uet-ref-prov: UET_DEFAULT_TC)
 DSCP_ACK = 46  # EF: ACKs, NACKs, RUDI responses and control packets
@@ -52,13 +52,23 @@ def encode(fields: dict[str, Any], payload: bytes, *, src: str, dst: str, smac: 
            dmac: bytes, entropy: int, marking: Marking = MARKING, ip_id: int = 0) -> bytes:
     """The frame of one PDS packet (its SES header included in ``fields``): by the generated
     encoders and path templates of ``uetcodec`` where they cover it, else by ``build``."""
+    return frame_of(fields, payload, src, dst, smac, dmac, entropy, marking, ip_id)
+
+
+def frame_of(fields: dict[str, Any], payload: bytes, src: str, dst: str, smac: bytes,
+             dmac: bytes, entropy: int, marking: Marking, ip_id: int) -> bytes:
+    """``encode`` with its arguments in order (a host's call per packet, without keywords)."""
     control = fields.get("uet.pds.type") in _CONTROL
     dscp = marking.control if control else marking.data
     ecn = 0 if control else marking.ecn
-    uet = uet_fast(fields, payload)
-    if uet is None:
+    head = uet_header(fields)
+    if head is None:
         uet = uet_bytes(fields, payload=payload)
-    out = path(src, dst, smac, dmac, dscp, ecn).frame(uet, entropy, ip_id)
+        out = path(src, dst, smac, dmac, dscp, ecn).frame(uet, entropy, ip_id)
+    else:
+        out = path(src, dst, smac, dmac, dscp, ecn).wrap(head, payload, entropy, ip_id)
+        if out is None:
+            uet = head + payload
     if out is None:
         out = frame(uet, src=src, dst=dst, smac=smac.hex(":"), dmac=dmac.hex(":"),
                     sport=entropy, dport=UET_PORT, dscp=dscp, ecn=ecn, ip_id=ip_id)
@@ -77,8 +87,10 @@ def encode_reference(fields: dict[str, Any], payload: bytes, *, src: str, dst: s
                  ecn=0 if control else marking.ecn, ip_id=ip_id)
 
 
-@dataclass
-class Received:
+class Received(NamedTuple):
+    """What a host takes from a frame: the ``RECEIVED`` fields, the payload, the source
+    address, whether it was marked CE, its DSCP."""
+
     fields: dict[str, Any]
     payload: bytes
     src: str
@@ -88,15 +100,16 @@ class Received:
 
 def decode(frame_bytes: bytes) -> Received | None:
     """The PDS packet in a frame our hosts build (IPv4, UDP to port 4793), or None when
-    the frame is something else or does not decode as UET.  The expert checks are left out:
-    no PDS decision reads them (``roce decode`` and ``roce stats`` run them on the pcaps)."""
-    if len(frame_bytes) < UET_AT or frame_bytes[_ETYPE0:_ETYPE1] != _IPV4 or \
-            frame_bytes[_DPORT0:_DPORT1] != _PORT:
+    the frame is something else or does not decode as UET.  Its fields are those the PDS,
+    SES and congestion manager read (``uetcodec.RECEIVED``), as ``dissect.decode`` reads them;
+    the expert checks are left out: no PDS decision reads them (``roce decode`` and ``roce
+    stats`` run them on the pcaps)."""
+    if len(frame_bytes) < UET_AT or not frame_bytes.startswith(_IPV4, _ETYPE0) or \
+            not frame_bytes.startswith(_PORT, _DPORT0):
         return None
-    data = frame_bytes[UET_AT:_UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])]
-    d = read(data)
-    fields = d.fields
-    if d.error is not None or "uet.pds.type" not in fields:
+    end = _UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])
+    got = receive(frame_bytes, end)
+    if got is None or "uet.pds.type" not in got[0]:
         return None
     raw = frame_bytes[_SRC0:_SRC1]
     src = _ADDRESSES.get(raw)
@@ -105,20 +118,23 @@ def decode(frame_bytes: bytes) -> Received | None:
             _ADDRESSES.clear()
         src = _ADDRESSES[raw] = ".".join(str(b) for b in raw)
     tos = frame_bytes[_TOS]
-    return Received(fields, data[len(data) - fields.get("payload.len", 0):], src,
-                    (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE, (tos >> _DSCP_SHIFT) & _DSCP_MASK)
+    # the tuple made in C (a named tuple's own constructor is Python)
+    return _tuple(Received, (got[0], frame_bytes[got[1]:end], src,
+                             (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE,
+                             (tos >> _DSCP_SHIFT) & _DSCP_MASK))
 
 
 # the places and values decode reads, looked up once
 _IPV4, _PORT = hop.IPV4_TYPE, UET_PORT.to_bytes(2, "big")
+_tuple = tuple.__new__
 _UDP_AT = UET_AT - UDP_HDR
 _TOS, _ECN_SHIFT, _ECN_MASK = hop.TOS, hop.ECN_SHIFT, hop.ECN_MASK
 _DSCP_SHIFT, _DSCP_MASK = hop.DSCP_SHIFT, hop.DSCP_MASK
-_ETYPE0, _ETYPE1 = hop.ETYPE
-_DPORT0, _DPORT1 = hop.UDP_DPORT
+_ETYPE0 = hop.ETYPE[0]
+_DPORT0 = hop.UDP_DPORT[0]
 _SRC0, _SRC1 = hop.SRC_IP
 _ADDRESSES: dict[bytes, str] = {}  # source address bytes -> dotted quad, per source once
 
 
 __all__ = ["DSCP_ACK", "DSCP_DATA", "MARKING", "Marking", "Received", "UET_AT", "decode", "encode",
-           "encode_reference", "is_control"]
+           "encode_reference", "frame_of", "is_control"]

@@ -1,0 +1,104 @@
+"""The start-up cache (roce/codecache.py): dataclass methods and source digests are served
+from it in the next process, exactly as compiled; a damaged or unwritable cache costs time,
+never a run."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from roce import codecache
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = ("import json, roce.codecache as c, roce.emu.net.runner; "
+         "print(json.dumps(dict(c.stats, path=c.path())))")
+
+
+def child(prefix: Path, *flags: str, code: str = PROBE) -> dict:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(prefix), PYTHONPATH=str(ROOT))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    out = subprocess.run([sys.executable, *flags, "-c", code], env=env, cwd=prefix,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_second_start_compiles_nothing(tmp_path: Path) -> None:
+    first = child(tmp_path)
+    assert first["compiled"] > 50  # the emulator's classes (some share a method's text)
+    assert Path(first["path"]).is_file() and first["path"].startswith(str(tmp_path))
+    second = child(tmp_path)
+    assert second["compiled"] == 0
+    assert second["hits"] == first["compiled"] + first["hits"]
+    assert second["hashed"] == 0  # the sources' digests too
+
+
+def test_cached_code_is_what_exec_compiles(tmp_path: Path) -> None:
+    where = Path(child(tmp_path)["path"])
+    data = where.read_bytes()
+    table = marshal.loads(data[data.index(b"\n") + 1 + 4:])
+    assert len(table["code"]) > 50
+    for source, code in table["code"].items():
+        assert code == compile(source, "<string>", "exec")
+
+
+@pytest.mark.parametrize("damage", [b"", b"garbage", None])
+def test_damaged_cache_is_rebuilt(tmp_path: Path, damage: bytes | None) -> None:
+    where = Path(child(tmp_path)["path"])
+    good = where.read_bytes()
+    # cut in the middle, not ours, or another Python's magic number
+    where.write_bytes(good[:len(good) // 2] if damage is None else damage)
+    again = child(tmp_path)
+    assert again["compiled"] > 50
+    assert child(tmp_path)["compiled"] == 0  # rewritten whole
+
+
+def test_nothing_written_without_bytecode(tmp_path: Path) -> None:
+    out = child(tmp_path, "-B")
+    assert out["compiled"] > 50 and not Path(out["path"]).exists()
+
+
+def test_unwritable_cache_costs_only_time(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = child(blocker.parent, code=PROBE.replace("import json", "import sys; "
+                f"sys.pycache_prefix = {str(blocker)!r}; import json"))
+    assert out["compiled"] > 50 and out["path"].startswith(str(blocker))
+
+
+def test_only_roce_classes_are_served() -> None:
+    before = dict(codecache.stats)
+
+    @dataclass(frozen=True)
+    class Outside:  # this module is not roce's: compiled by dataclasses as always
+        a: int
+        b: str = "x"
+
+    assert codecache.stats == before
+    assert Outside(1) == Outside(1, "x")
+    assert repr(Outside(2)) == "test_only_roce_classes_are_served.<locals>.Outside(a=2, b='x')"
+
+
+def test_file_hash_follows_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "src.py"
+    f.write_text("a = 1\n")
+    calls: list[str] = []
+
+    def digest(p: str) -> str:
+        calls.append(p)
+        return Path(p).read_text()
+
+    assert codecache.file_hash(str(f), digest) == "a = 1\n"
+    assert codecache.file_hash(str(f), digest) == "a = 1\n" and len(calls) == 1
+    f.write_text("a = 22\n")  # size and time change
+    assert codecache.file_hash(str(f), digest) == "a = 22\n" and len(calls) == 2
+    st = f.stat()
+    f.write_text("a = 33\n")  # same size: the time tells
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert codecache.file_hash(str(f), digest) == "a = 33\n" and len(calls) == 3
