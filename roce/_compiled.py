@@ -142,12 +142,34 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
     "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
-    "roce.emu.ib.credits": {"Credits": {}},
-    "roce.emu.ib.vltables": {"SlToVl": {}, "_Table": {},
+    # locals the credit rules bound (12-bit counters, a packet's bytes and blocks, the blocks
+    # a buffer holds): C integers (``SCALARS``); what the buffer's size reaches is not one
+    "roce.emu.ib.credits": {"Credits": {
+        **{a: "list" for a in ("fctbs", "limit", "abr", "used", "blocks_sent",
+                               "blocks_received", "max_used", "_seen", "adv")},
+        **{a: "set" for a in ("owed", "init_owed", "batched")},
+        **{f"may_send.{x}": "long" for x in ("v", "limit", "sent", "n", "block", "mod",
+                                             "half")},
+        **{f"sent.{x}": "long" for x in ("v", "n", "block", "mod", "b", "sent")},
+        **{f"fccl.{x}": "long" for x in ("v", "abr", "grant", "mod", "half")},
+        **{f"received.{x}": "long" for x in ("v", "n", "block", "mod", "b", "u", "a", "top",
+                                             "adv")},
+        **{f"released.{x}": "long" for x in ("v", "n", "block", "mod", "u", "adv", "abr")},
+        **{f"take.{v}": "long" for v in ("vl", "op", "fccl", "sent", "op_at", "sent_at",
+                                         "vl_at", "fccl_at")},
+        **{f"on_packet.{v}": "long" for v in ("word", "vl", "mask", "sent_at", "vl_at",
+                                              "fccl_at")},
+        **{f"on_timer.{v}": "long" for v in ("vl", "vls")}}},
+    "roce.emu.ib.vltables": {"SlToVl": {},
+                             "_Table": {**{f"pick.{v}": "long" for v in ("n", "at", "block",
+                                                                         "weight")},
+                                        **{f"idle.{v}": "long" for v in ("n", "at", "block",
+                                                                         "weight")}},
                              "VlArbiter": {"high": "_Table", "low": "_Table"}},
     "roce.emu.ib.framing": {"Framer": {}},
     "roce.emu.ib.ibswitch": {
         "IbPort": {"switch": "IbSwitch", "wire": "Wire", "credits": "Credits",
+                   "queues": "list", "busy": "set",
                    "sl2vl": "SlToVl", "arbiter": "VlArbiter", "pull.cr": "Credits",
                    "pull.inp": "IbPort", "receive.cr": "Credits", "receive.out": "IbPort",
                    "enqueue.inp": "IbPort"},
@@ -158,7 +180,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
     # a Nic with an InfiniBand port; ``_ccti_timer`` is handed on as a bound method (to the
     # event loop)
-    "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl",
+    "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl", "slots": "list",
                                 "arbiter": "VlArbiter", "framer": "Framer",
                                 "receive.cr": "Credits", "pull.cr": "Credits",
                                 "next_tx.cr": "Credits", "_ready.cr": "Credits",
@@ -176,6 +198,16 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
                                       "_on_timer": "def"}},
 }
+# C types a method's local may take in CLASSES ("method.local": "long"): its arithmetic then
+# runs in C, without a Python integer per step.  Never an attribute's or an argument's type:
+# what Python code sees stays the .py's.  Only for locals whose values the rules bound (a
+# C long holds them; the compiled form would raise OverflowError where the .py would not).
+SCALARS = frozenset({"long"})
+# Builtin containers an attribute or a method's local may be typed as in CLASSES ("owed":
+# "set"): Cython then tests, indexes and adds in C (``PySet_Add``, a list's item), without a
+# method call.  Not an argument's type: what callers hand in stays the .py's.  The attribute
+# then holds that type only, as the .py always gives it.
+CONTAINERS = frozenset({"list", "set"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
@@ -191,9 +223,16 @@ C_TYPES = {"EventQueue": "roce._fastpath"}
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     "roce.emu.ib.credits": ("blocks",),
     "roce.emu.ib.framing": ("lrh",),
-    "roce.emu.ib.ibswitch": ("link_packet",),
+    "roce.emu.ib.ibswitch": ("link_packet", "on_refresh", "refresh", "start_refresh",
+                             "wake_refresh"),
     "roce.emu.uet.pds": ("ahead",),  # PSN distances: several per packet
     "roce.emu.uet.ses": ("space",),  # a message's ID space: per packet
+}
+# Arguments of those functions typed as a class of CLASSES, by module: "function.argument":
+# "T" (the function then reaches T's methods in C, as a method reaches a typed attribute's).
+FUNCTION_ARGS: dict[str, dict[str, str]] = {
+    "roce.emu.ib.ibswitch": {"link_packet.credits": "Credits", "refresh.credits": "Credits",
+                             "refresh.wire": "Wire"},
 }
 PXD_HEADER = "# Generated by the build from the .py beside it and roce/_compiled.py: do not edit.\n"
 
@@ -443,13 +482,23 @@ def pxd_text(module: str, source: str) -> str:
                     raise ValueError(f"{module}.{name}: no method {meth}")
                 plain.add(meth)
                 continue
-            if t not in owner:
+            if t in SCALARS:
+                if not var or meth not in methods or var in [a.arg for a in
+                                                             methods[meth].args.args]:
+                    raise ValueError(f"{module}.{name}: {key} typed {t}: a C type is for a "
+                                     "method's locals")
+            elif t in CONTAINERS:
+                if var and meth in methods and var in [a.arg for a in methods[meth].args.args]:
+                    raise ValueError(f"{module}.{name}: {key} typed {t}: a builtin type is "
+                                     "for an attribute or a method's locals")
+            elif t not in owner:
                 raise ValueError(f"{module}.{name}: {key} typed {t}, not a class of CLASSES "
                                  "or C_TYPES")
             known = attrs if not var else _names(methods[meth]) if meth in methods else []
             if (var or meth) not in known:
                 raise ValueError(f"{module}.{name}: {key} names nothing there")
-            used.add(t)
+            if t not in SCALARS and t not in CONTAINERS:
+                used.add(t)
             if var:
                 var_types.setdefault(meth, {})[var] = t
         # a subclass is not final either: Cython refuses a final class's overrides
@@ -476,9 +525,22 @@ def pxd_text(module: str, source: str) -> str:
         if fn is None or not _compilable(fn):
             raise ValueError(f"{module}.{name}: no such function that compiles as cpdef")
         args = [a.arg for a in fn.args.args]
+        types = {}
+        for key, t in FUNCTION_ARGS.get(module, {}).items():
+            func, _, arg = key.partition(".")
+            if func != name:
+                continue
+            if arg not in args:
+                raise ValueError(f"{module}.{key} names no argument of {name}")
+            if t not in owner:
+                raise ValueError(f"{module}.{key} typed {t}, not a class of CLASSES or "
+                                 "C_TYPES")
+            used.add(t)
+            types[arg] = t
         first_default = len(args) - len(fn.args.defaults)
         body.append(f"\ncpdef {name}("
-                    + ", ".join(a + ("=*" if i >= first_default else "")
+                    + ", ".join((f"{types[a]} " if a in types else "") + a
+                                + ("=*" if i >= first_default else "")
                                 for i, a in enumerate(args)) + ")")
     head = [PXD_HEADER.rstrip("\n")]
     if any(line.startswith(("    @cython.locals", "@cython.final")) for line in body):

@@ -120,6 +120,46 @@ def test_generator_declares_the_functions_of_the_table(monkeypatch: pytest.Monke
             _with_table(monkeypatch, {"Stats": {}})
 
 
+def test_generator_types_a_methods_locals_as_c_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"method.local": "long"`` declares a local a C long (its arithmetic then runs in C);
+    an attribute or an argument keeps its Python type, so the table refuses it there."""
+    text = _with_table(monkeypatch, {"Stats": {}, "Port": {"pull.st": "long"}})
+    assert "    @cython.locals(st=long)\n    cpdef pull(self, now, extra=*)\n" in text
+    assert "cimport long" not in text
+    for key in ("stats", "pull.now"):
+        with pytest.raises(ValueError, match=f"Port: {key} typed long: a C type is for a "
+                                             "method's locals"):
+            _with_table(monkeypatch, {"Stats": {}, "Port": {key: "long"}})
+
+
+def test_generator_types_attributes_and_locals_as_builtin_containers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"list"`` or ``"set"`` types an attribute or a local as that builtin (Cython then
+    indexes, tests and adds without a method call); an argument keeps its Python type."""
+    text = _with_table(monkeypatch, {"Stats": {"frames": "list"},
+                                     "Port": {"pull.st": "set"}})
+    assert "    cdef public list frames\n" in text
+    assert "    @cython.locals(st=set)\n    cpdef pull(self, now, extra=*)\n" in text
+    assert "cimport list" not in text and "cimport set" not in text
+    with pytest.raises(ValueError, match="Port: pull.now typed set: a builtin type is for an "
+                                         "attribute or a method's locals"):
+        _with_table(monkeypatch, {"Stats": {}, "Port": {"pull.now": "set"}})
+
+
+def test_generator_types_the_arguments_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function's argument typed by ``FUNCTION_ARGS`` is declared as that class (its
+    methods then called in C); one the function does not have, or a type that is no class of
+    CLASSES, is refused."""
+    monkeypatch.setattr(_compiled, "FUNCTIONS", {"pkg.mod": ("helper",)})
+    monkeypatch.setattr(_compiled, "FUNCTION_ARGS", {"pkg.mod": {"helper.x": "Stats"}})
+    assert _with_table(monkeypatch, {"Stats": {}}).endswith("\ncpdef helper(Stats x, y=*)\n")
+    for key, t, what in (("helper.z", "Stats", "helper.z names no argument"),
+                         ("helper.x", "Nothing", "helper.x typed Nothing, not a class")):
+        monkeypatch.setattr(_compiled, "FUNCTION_ARGS", {"pkg.mod": {key: t}})
+        with pytest.raises(ValueError, match=f"pkg.mod.{what}"):
+            _with_table(monkeypatch, {"Stats": {}})
+
+
 def test_generator_declares_a_subclass_of_a_class_of_the_table(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_compiled, "OPEN", frozenset({"Port"}))

@@ -120,6 +120,20 @@ def test_refresh_timer_owes_every_vl_that_carried_data() -> None:
     assert cr.owed == set()  # nothing moved since
 
 
+def test_a_buffer_beyond_64_bits_keeps_the_rules() -> None:
+    """A port's buffer is a round trip of its link: the longest delay at the highest rate the
+    options take is more blocks than a C integer holds.  The rules run on it as on any other
+    (the compiled credits keep what the buffer's size reaches in Python integers)."""
+    huge = 1 << 80
+    cr = Credits(1, huge, 1000, huge - 65)
+    assert link.decode(cr.take())["infiniband_link.fccl"] == HALF  # the most 12 bits grant
+    assert cr.received(0, 4096) and cr.used == [64]
+    cr.released(0, 4096)
+    assert cr.owed == {0} and cr.fccl(0) == (64 + HALF) % MOD
+    cr.on_packet(link.build(0, 0, 100))
+    assert cr.may_send(0, 100 * 64) and not cr.may_send(0, 100 * 64 + 1)
+
+
 def test_releases_batch_while_the_peer_holds_enough_credit() -> None:
     """Rule 5: with ``low`` 60 of a 100-block buffer, a release owes nothing while the peer
     holds 60 blocks or more beyond what arrived; the arrival that brings it below owes the
@@ -212,6 +226,33 @@ def test_credits_hold_no_drop_data_verified(spec: str) -> None:
         # six senders into one port: the credits, not a drop, held them back
         assert f["credit_stalls"] > 0
         assert f["max_queue_bytes"] > 0
+
+
+def test_the_counts_kept_per_packet_match_what_they_count() -> None:
+    """What the ports keep as counts instead of scanning (an HCA's ``waiting``: its slots
+    holding a packet; ``Credits.activity``: the blocks both ways on every VL) match a scan at
+    every step of a congested run."""
+    run = _run("incast:4", count=4, qps=3)
+    net = run.net
+    ports = [h for h in net.hosts.values()] + [p for sw in net.switches.values()
+                                              for p in sw.ports]
+    seen = 0
+
+    def check(now: int, _: object) -> None:
+        nonlocal seen
+        for port in ports:
+            cr = port.credits
+            assert cr.activity() == sum(cr.blocks_sent) + sum(cr.blocks_received)
+        for h in net.hosts.values():
+            assert h.waiting == sum(s is not None for s in h.slots)
+            seen += h.waiting
+        if net.events:
+            net.at(now + 200, check)
+
+    net.at(0, check)
+    s = run.run()
+    assert s.finished and s.data_verified
+    assert seen > 0  # packets did wait for credit
 
 
 def _blocks_by_vl(records: list[tuple[int, bytes]], received: bool) -> list[tuple[int, bytes]]:
@@ -563,6 +604,32 @@ def test_a_flipped_bit_anywhere_is_refused_by_the_hca(transport: bytes, bit: int
     flipped = bytearray(peer)
     flipped[bit // 8] ^= 0x80 >> (bit % 8)
     assert fr.to_roce(bytes(flipped)) is None
+
+
+def test_the_frames_an_hca_hands_its_device_carry_their_icrc_when_recorded() -> None:
+    """The RoCE frame an HCA makes of each packet for its device has its ICRC computed only
+    when something records the frames the NIC receives (the device does not check it: the
+    HCA checked the packet's); recorded, every one is right, and the run is the same."""
+    from roce import fast
+
+    plain = _run("incast:2", count=2)
+    s0 = plain.run()
+    run = _run("incast:2", count=2)
+    seen = Frames()
+    run.net.recorders.append(seen)
+    s1 = run.run()
+    assert s0.data_verified and s1.data_verified and s0.virtual_ns == s1.virtual_ns
+    data = [f for _, f in seen.frames if len(f) > 100]
+    assert len(data) >= 2 * 2 * 32768 // 4096
+    for f in data:
+        w = fast.walk(f)
+        assert fast.icrc_at(f, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off) == \
+            int.from_bytes(f[w.icrc_off:w.icrc_off + 4], "big")
+    fr = framing.Framer(3, "10.0.0.1", {}, {5: "10.0.0.2"}, "02:00:00:00:00:01",
+                        "02:00:00:00:00:02", 0)
+    peer = framing.frame_reference(framing.lrh(0, 0, 3, 0, 5), bytes(range(40)))
+    full, bare = fr.to_roce(peer), fr.to_roce(peer, False)
+    assert bare[:-4] == full[:-4] and bare[-4:] == bytes(4) != full[-4:]
 
 
 @pytest.mark.parametrize("seed", [1, 2])

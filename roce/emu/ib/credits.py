@@ -52,6 +52,7 @@ MOD = link.MODULUS
 # the flow-control packet's word and its two conversions (per packet: module globals here)
 OP_SHIFT, FCTBS_SHIFT = link.OP_SHIFT, link.FCTBS_SHIFT
 VL_SHIFT, FCCL_SHIFT = link.VL_SHIFT, link.FCCL_SHIFT
+OP_NORMAL, OP_INIT = link.OP_NORMAL, link.OP_INIT
 _packet, _checked_word = link.packet_fast, link.checked_word_fast
 HALF = MOD // 2  # the most credit the counters can express at once (rule 2)
 REFRESH_SYMBOLS = 65_536  # IBA 7.9.4: the flow-control packet timer (rule 4)
@@ -76,7 +77,7 @@ class Credits:
     __slots__ = ("vls", "capacity", "fctbs", "limit", "abr", "used", "owed", "init_owed",
                  "refresh_ns", "next_refresh", "overflows", "packets_sent",
                  "packets_received", "bad_lpcrc", "blocks_sent", "blocks_received",
-                 "stalls", "max_used", "_seen", "adv", "low", "batched")
+                 "stalls", "max_used", "_seen", "adv", "low", "batched", "carried")
 
     def __init__(self, vls: int, capacity_blocks: int, refresh_period_ns: int,
                  low_blocks: int | None = None) -> None:
@@ -106,45 +107,73 @@ class Credits:
         self.adv = [0] * vls  # the FCCL last sent, per VL (rule 5)
         self.low = capacity_blocks if low_blocks is None else low_blocks  # rule 5
         self.batched: set[int] = set()  # VLs with a release not yet owed (rule 5)
+        self.carried = 0  # blocks both ways on every VL (``activity``: kept, not summed)
 
     # -- sender ------------------------------------------------------------------------
+    # Per packet: the methods below read the lists and constants into locals first, which
+    # the build makes C integers (``roce._compiled.CLASSES``), so their arithmetic runs
+    # without a Python integer per step: only values the rules bound (12-bit counters, a
+    # packet's bytes and blocks, the blocks a buffer holds, at most what 12 bits grant).
+    # What the buffer's size reaches (``capacity``, ``low``: a round trip of the link, more
+    # than 64 bits at the longest delay) stays a Python integer.  ``blocks`` is written out
+    # in them: -(n // -BLOCK).
 
     def may_send(self, vl: int, nbytes: int) -> bool:
         """Rule 2: whether a packet of ``nbytes`` on ``vl`` fits the peer's credit."""
-        return (self.limit[vl] - (self.fctbs[vl] + blocks(nbytes))) % MOD <= HALF
+        v, n, block, mod, half = vl, nbytes, BLOCK, MOD, HALF
+        limit, sent = self.limit[v], self.fctbs[v]
+        return (limit - (sent - n // -block)) % mod <= half
 
     def sent(self, vl: int, nbytes: int) -> None:
-        b = blocks(nbytes)
-        self.fctbs[vl] = (self.fctbs[vl] + b) % MOD
-        self.blocks_sent[vl] += b
+        v, n, block, mod = vl, nbytes, BLOCK, MOD
+        b = -(n // -block)
+        sent = self.fctbs[v]
+        self.fctbs[v] = (sent + b) % mod
+        self.blocks_sent[v] += b
+        self.carried += b
 
     # -- receiver ----------------------------------------------------------------------
 
     def fccl(self, vl: int) -> int:
         """Rule 3: the credit limit this port grants on ``vl`` now."""
-        return (self.abr[vl] + min(self.capacity - self.used[vl], HALF)) % MOD
+        v, mod, half = vl, MOD, HALF
+        abr, free = self.abr[v], self.capacity - self.used[v]
+        grant = half if free > half else free
+        return (abr + grant) % mod
 
     def received(self, vl: int, nbytes: int) -> bool:
         """A data packet arrived on ``vl``: False (counted) when it overflows the buffer."""
-        b = blocks(nbytes)
-        if self.used[vl] + b > self.capacity:
+        v, n, block, mod = vl, nbytes, BLOCK, MOD
+        b = -(n // -block)
+        u = self.used[v]
+        u += b
+        if u > self.capacity:
             self.overflows += 1
             return False
-        self.abr[vl] = a = (self.abr[vl] + b) % MOD
-        self.used[vl] = u = self.used[vl] + b
-        if u > self.max_used[vl]:
-            self.max_used[vl] = u
-        self.blocks_received[vl] += b
-        if vl in self.batched and (self.adv[vl] - a) % MOD < self.low:  # rule 5
-            self.batched.discard(vl)
-            self.owed.add(vl)
+        a = self.abr[v]
+        a = (a + b) % mod
+        self.abr[v] = a
+        self.used[v] = u
+        top = self.max_used[v]
+        if u > top:
+            self.max_used[v] = u
+        self.blocks_received[v] += b
+        self.carried += b
+        if self.batched and vl in self.batched:  # rule 5
+            adv = self.adv[v]
+            if (adv - a) % mod < self.low:
+                self.batched.discard(vl)
+                self.owed.add(vl)
         return True
 
     def released(self, vl: int, nbytes: int) -> None:
         """A packet left the receive buffer: its blocks are free, a packet is owed now or
         batched (rule 5)."""
-        self.used[vl] -= blocks(nbytes)
-        if (self.adv[vl] - self.abr[vl]) % MOD < self.low:
+        v, n, block, mod = vl, nbytes, BLOCK, MOD
+        u = self.used[v]
+        self.used[v] = u + n // -block
+        adv, abr = self.adv[v], self.abr[v]
+        if (adv - abr) % mod < self.low:
             self.owed.add(vl)
         else:
             self.batched.add(vl)
@@ -153,20 +182,27 @@ class Credits:
 
     def take(self) -> bytes | None:
         """The next owed flow-control packet (lowest VL first), or None."""
-        if not self.owed:
+        owed = self.owed
+        if not owed:
             return None
-        vl = min(self.owed)
-        self.owed.discard(vl)
-        op = link.OP_NORMAL
-        if vl in self.init_owed:
+        if len(owed) == 1:  # (the one VL: no search)
+            vl = owed.pop()
+        else:
+            vl = min(owed)
+            owed.discard(vl)
+        op = OP_NORMAL
+        if self.init_owed and vl in self.init_owed:
             self.init_owed.discard(vl)
-            op = link.OP_INIT
+            op = OP_INIT
         self.packets_sent += 1
-        self.batched.discard(vl)
-        self.adv[vl] = fccl = self.fccl(vl)
+        if self.batched:
+            self.batched.discard(vl)
+        fccl = self.fccl(vl)
+        self.adv[vl] = fccl
+        sent = self.fctbs[vl]
+        op_at, sent_at, vl_at, fccl_at = OP_SHIFT, FCTBS_SHIFT, VL_SHIFT, FCCL_SHIFT
         # ``link.build``'s word, packed here: VL, FCTBS and FCCL are in range by the rules
-        return _packet(op << OP_SHIFT | self.fctbs[vl] << FCTBS_SHIFT | vl << VL_SHIFT
-                       | fccl << FCCL_SHIFT)
+        return _packet(op << op_at | sent << sent_at | vl << vl_at | fccl << fccl_at)
 
     def on_packet(self, packet: bytes) -> bool:
         """A flow-control packet from the peer: resynchronize ABR to its FCTBS, take its
@@ -177,18 +213,19 @@ class Credits:
         if word < 0:
             self.bad_lpcrc += 1
             return False
-        vl = (word >> VL_SHIFT) & 0xF
+        sent_at, vl_at, fccl_at, mask = FCTBS_SHIFT, VL_SHIFT, FCCL_SHIFT, MOD - 1
+        vl = (word >> vl_at) & 0xF
         if vl >= self.vls:
             return False
-        self.abr[vl] = (word >> FCTBS_SHIFT) & (MOD - 1)
-        self.limit[vl] = (word >> FCCL_SHIFT) & (MOD - 1)
+        self.abr[vl] = (word >> sent_at) & mask
+        self.limit[vl] = (word >> fccl_at) & mask
         return True
 
     # -- the refresh timer -------------------------------------------------------------
 
     def activity(self) -> int:
         """Blocks this link carried both ways so far (the refresh timer stops when idle)."""
-        return sum(self.blocks_sent) + sum(self.blocks_received)
+        return self.carried
 
     def deadline(self) -> int:
         """When the ``refresh`` timer fires next (virtual ns)."""
@@ -201,7 +238,8 @@ class Credits:
             self.owed |= self.batched
             self.batched.clear()
             seen = self._seen
-            for vl in range(self.vls):
+            vls = self.vls
+            for vl in range(vls):
                 mark = self.blocks_sent[vl] + self.blocks_received[vl]
                 if mark != seen[vl]:
                     seen[vl] = mark

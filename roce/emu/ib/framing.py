@@ -144,10 +144,11 @@ class Framer:
         total = LRH_SIZE + len(transport) + ICRC
         return _frame(lrh(vl, sl, dlid, total // LRH_WORD, self.lid | bits), transport)
 
-    def to_roce(self, packet: bytes) -> bytes | None:
+    def to_roce(self, packet: bytes, icrc: bool = True) -> bytes | None:
         """The RoCEv2 frame the device reads for an InfiniBand packet addressed here; None
         for one whose CRCs are wrong or whose source is not in the subnet (dropped, as an
-        HCA drops it)."""
+        HCA drops it).  Its ICRC is computed when ``icrc`` says something records the frame;
+        otherwise it is zero: the device does not check it (the HCA checked the packet's)."""
         if not _frame_ok(packet):
             return None
         icrc_off = len(packet) - VCRC - ICRC
@@ -160,8 +161,8 @@ class Framer:
             b = self._builders[slid] = FrameBuilder(
                 Path(smac=self.peer_mac, dmac=self.mac, sip=ip, dip=self.ip,
                      tclass=self.tclass), 0)
-        return _assemble(b.l2, b.l3, L3_IPV4, b.udp, packet[LRH_SIZE:icrc_off], None, b"",
-                         True, True, True)
+        return _assemble(b.l2, b.l3, L3_IPV4, b.udp, packet[LRH_SIZE:icrc_off],
+                         None if icrc else 0, b"", True, True, True)
 
 
 def packed(ip: str) -> bytes:

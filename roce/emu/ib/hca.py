@@ -48,27 +48,40 @@ from roce.opcodes import IB_CNP_OPCODE
 HELD = 1 << 62  # a priority held for credit: "until" far past any run (never a deadline)
 
 
+def prios_by_vl(table: tuple[int, ...], prios: int, vls: int) -> tuple[tuple[int, ...], ...]:
+    """Per VL, the scheduler's priorities (0 .. ``prios``-1) the SL-to-VL ``table`` maps to it."""
+    out: list[list[int]] = [[] for _ in range(vls)]
+    for p in range(prios):
+        if table[p] < vls:
+            out[table[p]].append(p)
+    return tuple(map(tuple, out))
+
+
 class Hca(Nic):
     """A ``Nic`` whose port speaks InfiniBand's link layer (module docstring)."""
 
     # ``refresh_at``: the ``refresh`` timer's deadline, apart from the Nic's QP timer
     # (``_timer_at``: sharing it, a refresh superseded a pending QP timeout, and a pending QP
     # timeout kept an idle link's refresh from starting again)
+    # ``waiting``: how many of ``slots`` hold a packet (asked per pull and per flow-control
+    # packet: a count, not a scan); ``prios_of``: per VL, the scheduler's priorities on it
     __slots__ = ("refresh_at", "ib_config", "framer", "credits", "sl2vl", "arbiter", "slots",
-                 "ib_recorders",
+                 "waiting", "prios_of", "ib_recorders",
                  "erf_tap", "overflows", "bad_crc", "cc_agent", "cnps", "cnps_sent",
                  "fecn_received")
 
     def __init__(self, net: Any, ctx: Any, classifier: Any, config: Any) -> None:
         Nic.__init__(self, net, ctx, classifier)
         self.pfc = False  # InfiniBand has no PFC: credits
-        self.icrc_checked = True  # ``Framer.to_roce`` checked VCRC and ICRC, made the RoCE ICRC
+        self.icrc_checked = True  # ``Framer.to_roce`` checked VCRC and ICRC
         self.ib_config = config
         self.framer: Framer | None = None  # the subnet's addresses (``build``)
         self.credits: Credits | None = None
         self.sl2vl: SlToVl = config.sl2vl
         self.arbiter: VlArbiter = config.arbiter()
         self.slots: list[bytes | None] = [None] * config.vls
+        self.waiting = 0
+        self.prios_of: tuple[tuple[int, ...], ...] = ()  # (``attach``: the scheduler's)
         self.ib_recorders: list[Any] = []
         self.erf_tap: Any = None  # ERF writer of what the port sends and receives
         self.overflows = 0
@@ -82,6 +95,7 @@ class Hca(Nic):
     def attach(self, wire: Any) -> None:
         Nic.attach(self, wire)
         cfg = self.ib_config
+        self.prios_of = prios_by_vl(self.sl2vl.table, len(self.pause.until), cfg.vls)
         self.credits = cfg.credits(wire)
         if cfg.cc is not None:
             self.cc_agent = CcAgent(cfg.cc, wire.rate_bps, cfg.max_frame)
@@ -97,7 +111,7 @@ class Hca(Nic):
             tap_write(self.erf_tap, frame, now, True)
         cr = self.credits
         if len(frame) == LINK_PACKET:
-            if cr.on_packet(frame) and any(self.slots):
+            if cr.on_packet(frame) and self.waiting:
                 self.wire.kick(now)
             return
         if self.refresh_at is None:
@@ -122,7 +136,8 @@ class Hca(Nic):
             if flags & FECN:
                 self.fecn_received += 1
                 self._return_cnp(frame)
-        roce = self.framer.to_roce(frame)
+        # (the RoCE ICRC only for a recorder or a tap of the frames the NIC receives)
+        roce = self.framer.to_roce(frame, self.tap is not None or bool(self.net.recorders))
         if roce is None:
             self.bad_crc += 1
         else:
@@ -133,17 +148,18 @@ class Hca(Nic):
     def pull(self, now: int) -> bytes | None:
         cr = self.credits
         if cr.owed:  # (``link_packet`` has one exactly then)
-            return link_packet(self, now)
+            return link_packet(cr, self.erf_tap, now)
         cnps = self.cnps
-        if cnps and not any(self.slots):
+        if cnps and not self.waiting:
             vl = cnps[0][0] >> 4
             if cr.may_send(vl, len(cnps[0])):
                 self.cnps_sent += 1
                 return self._send(now, vl, cnps.popleft())
         slots = self.slots
+        alone = False  # the one waiting packet is the one just found without credit
         while True:
-            ready = self._ready() if any(slots) else None
-            if ready is not None and any(ready):
+            ready = self._ready() if self.waiting and not alone else None
+            if ready is not None:
                 vl = self.arbiter.pick(ready.__getitem__)
             else:  # nothing waits, or nothing may go: the turn passes as a pick finding none
                 self.arbiter.idle()
@@ -151,6 +167,7 @@ class Hca(Nic):
             if vl is not None:
                 frame = slots[vl]
                 slots[vl] = None
+                self.waiting -= 1
                 self._hold(vl, 0)  # its priorities may send again
                 return self._send(now, vl, frame)
             frame = Nic.pull(self, now)
@@ -159,10 +176,12 @@ class Hca(Nic):
             sl = self._sl(frame)
             vl = self.sl2vl.table[sl]  # (the table itself: per packet, no call)
             packet = self.framer.to_ib(frame, sl, vl)
-            if not any(slots) and cr.may_send(vl, len(packet)):  # no packet waits
+            alone = not self.waiting
+            if alone and cr.may_send(vl, len(packet)):  # no packet waits
                 return self._send(now, vl, packet)
             if slots[vl] is None:
                 slots[vl] = packet
+                self.waiting += 1
                 cr.stalls += 1
                 self._hold(vl, HELD)
             else:  # cannot happen: a VL with a waiting packet is held
@@ -206,16 +225,18 @@ class Hca(Nic):
         if pacer is not None:
             pacer.rate_bps = self.cc_agent.rate_bps(qpn)
 
-    def _ready(self) -> list[bool]:
+    def _ready(self) -> list[bool] | None:
         """Per VL, whether its slot holds a packet the peer's credit lets go (the arbiter's
-        ``ready``, asked up front: ``may_send`` changes nothing)."""
+        ``ready``, asked up front: ``may_send`` changes nothing); None when none may go."""
         slots = self.slots
         cr = self.credits
-        out = [False] * len(slots)
+        out = None
         for vl in range(len(slots)):
             s = slots[vl]
-            if s is not None:
-                out[vl] = cr.may_send(vl, len(s))
+            if s is not None and cr.may_send(vl, len(s)):
+                if out is None:
+                    out = [False] * len(slots)
+                out[vl] = True
         return out
 
     def _sl(self, frame: bytes) -> int:
@@ -225,10 +246,8 @@ class Hca(Nic):
     def _hold(self, vl: int, until: int) -> None:
         """Hold (``HELD``) or free (0) the scheduler's priorities that map to ``vl``."""
         u = self.pause.until
-        table = self.sl2vl.table
-        for prio in range(len(u)):
-            if table[prio] == vl:
-                u[prio] = until
+        for prio in self.prios_of[vl]:
+            u[prio] = until
 
     def _send(self, now: int, vl: int, packet: bytes) -> bytes:
         self.arbiter.charge(len(packet))
@@ -243,11 +262,12 @@ class Hca(Nic):
         cr = self.credits
         if cr.owed or (self.cnps and cr.may_send(self.cnps[0][0] >> 4, len(self.cnps[0]))):
             return now
-        slots = self.slots
-        for vl in range(len(slots)):
-            s = slots[vl]
-            if s is not None and cr.may_send(vl, len(s)):
-                return now
+        if self.waiting:
+            slots = self.slots
+            for vl in range(len(slots)):
+                s = slots[vl]
+                if s is not None and cr.may_send(vl, len(s)):
+                    return now
         t = Nic.next_tx(self, now)
         return None if t is None or t >= HELD else t
 

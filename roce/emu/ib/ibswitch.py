@@ -37,6 +37,7 @@ from roce.emu.ib.credits import Credits
 from roce.emu.ib.framing import BTH_BYTE4, set_bits, set_vl
 from roce.emu.ib.ibcc import FECN
 from roce.emu.ib.vltables import SlToVl, VlArbiter
+from roce.emu.net.link import Wire
 from roce.families import erf
 from roce.families.ib import flowcontrol as link
 from roce.opcodes import IB_CNP_OPCODE
@@ -46,12 +47,13 @@ LINK_PACKET = link.SIZE  # a frame this long on an IB wire is a flow-control pac
 ERF_SENT, ERF_RECEIVED = 0, 1
 
 
-def link_packet(port: Any, now: int) -> bytes | None:
-    """The flow-control packet ``port`` owes its link, if any, written to its ERF tap: it
-    goes out ahead of data (an HCA's and a switch port's ``pull`` alike)."""
-    pkt = port.credits.take()
-    if pkt is not None and port.erf_tap is not None:
-        tap_write(port.erf_tap, pkt, now, False)
+def link_packet(credits: Credits, tap: Any, now: int) -> bytes | None:
+    """The flow-control packet a port owes its link (``credits``), if any, written to its ERF
+    ``tap`` (None: no tap): it goes out ahead of data (an HCA's and a switch port's ``pull``
+    alike; each hands its own typed credits, so taking the packet is a C call)."""
+    pkt = credits.take()
+    if pkt is not None and tap is not None:
+        tap_write(tap, pkt, now, False)
     return pkt
 
 
@@ -137,7 +139,7 @@ class IbPort:
     def pull(self, now: int) -> bytes | None:
         cr = self.credits
         if cr.owed:  # (``link_packet`` has one exactly then)
-            return link_packet(self, now)
+            return link_packet(cr, self.erf_tap, now)
         queues = self.queues
         busy = self.busy
         if not busy:
@@ -210,13 +212,19 @@ def on_refresh(port: Any, now: int, seen: int) -> None:
     refreshing until its next packet (``wake_refresh``), so a run whose traffic ended has
     no events left."""
     cr = port.credits
-    cr.on_timer(now)
-    port.wire.kick(now)
-    if cr.activity() != seen or cr.batched:
-        port.refresh_at = t = cr.deadline()
+    port.refresh_at = t = refresh(cr, port.wire, now, seen)
+    if t is not None:
         port.wire.net.at(t, port.on_refresh, cr.activity())
-    else:
-        port.refresh_at = None
+
+
+def refresh(credits: Credits, wire: Wire, now: int, seen: int) -> int | None:
+    """``on_refresh``'s work on a port's typed ``credits`` and ``wire`` (in C): the timer's
+    packets owed and the wire kicked; the timer's next deadline, or None when idle."""
+    credits.on_timer(now)
+    wire.kick(now)
+    if credits.activity() != seen or credits.batched:
+        return credits.deadline()
+    return None
 
 
 def wake_refresh(port: Any, now: int) -> None:

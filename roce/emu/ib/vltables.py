@@ -52,21 +52,31 @@ class _Table:
         self.at = 0
         self.left = self.entries[0][1] * BLOCK if self.entries else 0
 
+    # (``pick`` and ``idle`` on locals the build makes C integers: ``roce._compiled``)
+
     def pick(self, ready: Callable[[int], bool]) -> int | None:
-        n = len(self.entries)
+        entries = self.entries
+        n, at, block = len(entries), self.at, BLOCK
         for _ in range(n + 1):
-            vl = self.entries[self.at][0]
+            vl = entries[at][0]
             if self.left > 0 and ready(vl):
+                self.at = at
                 return vl
-            self.at = (self.at + 1) % n
-            self.left = self.entries[self.at][1] * BLOCK
+            at = (at + 1) % n
+            weight = entries[at][1]
+            self.left = weight * block
+        self.at = at
         return None
 
     def idle(self) -> None:
         """What ``pick`` does when no VL is ready: every entry tried in turn, the one after
         the current entry is current, with its whole weight."""
-        self.at = (self.at + 1) % len(self.entries)
-        self.left = self.entries[self.at][1] * BLOCK
+        entries = self.entries
+        n, at, block = len(entries), self.at, BLOCK
+        at = (at + 1) % n
+        weight = entries[at][1]
+        self.at = at
+        self.left = weight * block
 
     def charge(self, nbytes: int) -> None:
         self.left -= nbytes

@@ -18,7 +18,8 @@ from roce.emu.net.faults import Faults, LinkStats
 
 class Wire:
     __slots__ = ("net", "src", "dst", "rate_bps", "delay_ns", "faults", "name", "busy",
-                 "free_at", "_period_start", "_period_bits", "_wake_at", "_events", "_stats")
+                 "free_at", "_period_start", "_period_bits", "_wake_at", "_events", "_stats",
+                 "_done_cb")
 
     def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
                  delay_ns: int, faults: Faults, name: str) -> None:
@@ -38,6 +39,7 @@ class Wire:
         # and the counters.  The endpoints' ``pull``/``receive`` are looked up per frame: a
         # tap or a test may replace them after the wire is made
         self._events = net.events
+        self._done_cb = self._done  # (bound once: scheduled per frame)
         self._stats = faults.stats
 
     @property
@@ -69,7 +71,7 @@ class Wire:
             bits = self._period_bits
         self._period_bits = bits = bits + len(frame) * 8
         self.free_at = end = self._period_start - (-bits * 1_000_000_000 // self.rate_bps)
-        self._events.at(end, self._done, frame)
+        self._events.at(end, self._done_cb, frame)
 
     def _wake(self, now: int, t: int) -> None:
         if self._wake_at == t:

@@ -62,28 +62,36 @@ def ib_link_packet(uint32_t word):
     return PyBytes_FromStringAndSize(<const char *>b, 6)
 
 
-def ib_link_word(const uint8_t[::1] p):
+# (``ib_link_word`` and ``ib_frame`` read a bytes object in place, and any other buffer as the
+# bytes it holds: the emulator hands bytes per packet, and a typed memoryview's setup cost
+# more than the work)
+
+def ib_link_word(p):
     """The first four bytes of the link packet ``p`` as a big-endian word when its LPCRC is
     right; -1 when it is wrong or ``p`` is shorter than a link packet.  Twin of
     roce.families.ib.flowcontrol.checked_word."""
-    if p.shape[0] < 6 or vcrc_raw(&p[0], 4) != ((<uint16_t>p[4] << 8) | p[5]):
+    cdef bytes b = p if PyBytes_Check(p) else bytes(p)
+    cdef const uint8_t *q = <const uint8_t *>PyBytes_AS_STRING(b)
+    if PyBytes_GET_SIZE(b) < 6 or vcrc_raw(q, 4) != ((<uint16_t>q[4] << 8) | q[5]):
         return -1
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+    return (<uint32_t>q[0] << 24) | (<uint32_t>q[1] << 16) | (<uint32_t>q[2] << 8) | q[3]
 
 
-def ib_frame(const uint8_t[::1] lrh, const uint8_t[::1] transport):
+def ib_frame(lrh, transport):
     """An InfiniBand packet: the LRH (IBA local: BTH follows), ``transport`` (BTH through
     pad), the ICRC by IBA's LRH rule and the VCRC.  Twin of
     roce.emu.ib.framing.frame_reference."""
-    if lrh.shape[0] != IB_LRH or transport.shape[0] < SZ_BTH:
+    cdef bytes h = lrh if PyBytes_Check(lrh) else bytes(lrh)
+    cdef bytes tr = transport if PyBytes_Check(transport) else bytes(transport)
+    if PyBytes_GET_SIZE(h) != IB_LRH or PyBytes_GET_SIZE(tr) < SZ_BTH:
         raise ValueError("ib_frame: an LRH of %d bytes and a transport from a BTH" % IB_LRH)
-    cdef Py_ssize_t t = transport.shape[0], end = IB_LRH + t + 4
+    cdef Py_ssize_t t = PyBytes_GET_SIZE(tr), end = IB_LRH + t + 4
     cdef bytes out = PyBytes_FromStringAndSize(NULL, end + IB_VCRC)
     cdef uint8_t *q = <uint8_t *>PyBytes_AS_STRING(out)
     cdef uint32_t crc
     cdef uint16_t v
-    memcpy(q, &lrh[0], IB_LRH)
-    memcpy(q + IB_LRH, &transport[0], t)
+    memcpy(q, PyBytes_AS_STRING(h), IB_LRH)
+    memcpy(q + IB_LRH, PyBytes_AS_STRING(tr), t)
     crc = ib_icrc_raw(q, False, IB_LRH, end - 4)
     q[end - 4] = crc & 0xFF  # the ICRC is stored little-endian
     q[end - 3] = (crc >> 8) & 0xFF
