@@ -1210,6 +1210,7 @@ include "decoder/_columns.pxi"
 
 include "families/ib/_scan.pxi"
 include "families/ib/_lines.pxi"
+include "families/base/_lines.pxi"  # RoCE's one-line text: ib/_lines.pxi's writers
 include "families/uet/_lines.pxi"
 include "families/_peel.pxi"
 include "emu/net/_routed.pxi"

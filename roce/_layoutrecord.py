@@ -216,4 +216,61 @@ RECORD = {
             )),
         },
     ),
+    'roce.families.ib.flowcontroldefs': (
+        'de3be6a10c67b8b0085305ed89153ffc1b3b982e8c37f48ed1e1cfbf1bdfb140',
+        {
+            'flowcontrol': ('infiniband_link', 6, (
+                ('op', 4, 'int', 'Operand'),
+                ('fctbs', 12, 'int', 'Flow Control Total Blocks Sent'),
+                ('vl', 4, 'int', 'Virtual Lane'),
+                ('fccl', 12, 'int', 'Flow Control Credit Limit'),
+                ('lpcrc', 16, 'int', 'Link Packet Cyclic Redundancy Check'),
+            )),
+        },
+    ),
+    'roce.families.tunnelsdefs': (
+        'b7bed15d1fb550a1d36bbe9b15fc915546489c3c6bd00db7528ff58b253cdbb6',
+        {
+            'gre': ('gre', 4, (
+                ('flags_and_version', 16, 'int', 'Flags and Version'),
+                ('proto', 16, 'int', 'Protocol Type'),
+            )),
+            'erspan2': ('erspan', 8, (
+                ('version', 4, 'int', 'Version'),
+                ('vlan', 12, 'int', 'Vlan'),
+                ('cos', 3, 'int', 'COS'),
+                ('encap', 2, 'int', 'Encap'),
+                ('truncated', 1, 'int', 'Truncated'),
+                ('spanid', 10, 'int', 'SpanID'),
+                ('reserved', 12, 'int', 'Reserved'),
+                ('index', 20, 'int', 'Index'),
+            )),
+            'erspan3': ('erspan', 12, (
+                ('version', 4, 'int', 'Version'),
+                ('vlan', 12, 'int', 'Vlan'),
+                ('cos', 3, 'int', 'COS'),
+                ('bso', 2, 'int', 'Bad/Short/Oversized'),
+                ('truncated', 1, 'int', 'Truncated'),
+                ('spanid', 10, 'int', 'SpanID'),
+                ('timestamp', 32, 'int', 'Timestamp'),
+                ('sgt', 16, 'int', 'Security Group Tag'),
+                ('p', 1, 'int', 'Has Ethernet PDU'),
+                ('ft', 5, 'int', 'Frame Type'),
+                ('hw', 6, 'int', 'Hardware ID'),
+                ('direction', 1, 'int', 'Direction'),
+                ('gra', 2, 'int', 'Timestamp granularity'),
+                ('o', 1, 'int', 'Optional Sub headers'),
+            )),
+            'erspan3.platform': ('erspan', 8, (
+                ('platid', 6, 'int', 'Platform ID'),
+                ('platinfo', 58, 'int', 'Platform Specific Info'),
+            )),
+            'vxlan': ('vxlan', 8, (
+                ('flags', 16, 'int', 'Flags'),
+                ('gbp', 16, 'int', 'Group Policy ID'),
+                ('vni', 24, 'int', 'VXLAN Network Identifier (VNI)'),
+                ('reserved8', 8, 'int', 'Reserved'),
+            )),
+        },
+    ),
 }

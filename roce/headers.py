@@ -99,7 +99,8 @@ RecordedField = tuple[str, int, str, str]
 # The definitions modules whose layouts the record keeps.  Each has ``DEFINITIONS`` (key ->
 # Construct ``BitStruct``) and may have ``NAMES`` (key -> layout name, where it is not the key:
 # two headers may share a field-name prefix).
-RECORDED = ("roce.headerdefs", "roce.maccdefs", "roce.families.intmddefs")
+RECORDED = ("roce.headerdefs", "roce.maccdefs", "roce.families.intmddefs",
+            "roce.families.ib.flowcontroldefs", "roce.families.tunnelsdefs")
 RECORD_MODULE = "roce._layoutrecord"
 _RECORD_HEADER = ('"""The header layouts Construct derives from the definitions modules of\n'
                   '``roce.headers.RECORDED``, with the SHA-256 of each module\'s source: '

@@ -22,6 +22,7 @@ from roce.decoder.decode import (
     PIPE_BATCH,
     Record,
     decode_frames,
+    decode_text,
     filter_macros,
     header_fields,
     known_fields,
@@ -304,6 +305,73 @@ def _family_line(number: int, time_text: str, batch: Batch, i: int, w: Walk,
     return summ.line(number, time_text, rec.fields.get("frame.len", fr.origlen), cols), tunnel
 
 
+def _batch(args: argparse.Namespace) -> int:
+    """Frames read at a time: from a pipe they trickle in, do not wait for many."""
+    return PIPE_BATCH if (args.read_file or args.file) == "-" else BATCH
+
+
+def _counted(reader: CaptureReader, progress: Progress) -> Any:
+    """The reader's frames; counted for the progress bar when it shows."""
+    if not progress.enabled:
+        return reader
+    seen = [0, 0]  # bytes (with record headers) and frames read
+
+    def counted() -> Any:
+        for fr in reader:
+            seen[0] += fr[2] + 16
+            seen[1] += 1
+            if not seen[1] % 1024:
+                progress.update(_done(reader, seen[0]), seen[1])
+            yield fr
+
+    return counted()
+
+
+def _json(reader: CaptureReader, args: argparse.Namespace, limit: int, writer: Any,
+          progress: Progress) -> None:
+    """``-T json`` / ``jsonl`` without a filter: good RoCE frames come written already
+    (``decode_text``), the others as records."""
+    shown = 0
+    add, add_text = writer.add, writer.add_text
+    for item in decode_text(_counted(reader, progress), "json", args.udp_port,
+                            args.only_roce, _batch(args)):
+        if type(item) is str:
+            add_text(item)
+        else:
+            add(item)
+        shown += 1
+        if shown >= limit:
+            break
+    writer.close()
+
+
+def _trees(reader: CaptureReader, args: argparse.Namespace, limit: int, out: TextIO,
+           progress: Progress) -> None:
+    """``-V`` alone (no filter, summary or dump): good RoCE frames' trees come written
+    already (``decode_text``), the others' from their records."""
+    from roce.decoder import records
+    from roce.families.base import tree
+
+    parts: list[str] = []
+    shown = 0
+    for item in decode_text(_counted(reader, progress), "tree", args.udp_port,
+                            args.only_roce, _batch(args)):
+        if type(item) is str:
+            parts.append(item)
+        elif item.family is not None or item.outer:
+            parts.append(records.render(item))
+        else:
+            parts.append(tree.render(item))
+        if len(parts) >= 256:
+            out.write("".join(parts))
+            parts.clear()
+        shown += 1
+        if shown >= limit:
+            break
+    if parts:
+        out.write("".join(parts))
+
+
 def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Namespace,
              flt: Callable[[Mapping[str, object]], bool] | None, limit: int, out: TextIO,
              progress: Progress, field_opts: dict[str, Any]) -> None:
@@ -320,6 +388,13 @@ def _records(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Nam
         writer = output.FieldsWriter(out, args.fields, **field_opts)
     elif fmt == "csv":
         writer = output.CsvWriter(out, args.fields)
+    if isinstance(writer, output.JsonWriter) and flt is None:
+        _json(reader, args, limit, writer, progress)
+        return
+    if writer is None and flt is None and args.verbose and not (args.print_summary
+                                                                or args.hexdump):
+        _trees(reader, args, limit, out, progress)
+        return
     want_summary = writer is None and (not args.verbose or args.print_summary)
     want_columns = writer.needs_columns if writer is not None else want_summary
     times = summ.times

@@ -7,13 +7,17 @@
     roce decode -Y 'nak or rnr' capture.pcap       display filter (macros, opcode names)
     roce decode -T fields -e bth.psn -e reth.va f  tab-separated fields (also json/jsonl/csv)
 
-Two paths produce the output.  The one-line path (no ``-Y``, no ``-T``, no ``-V``) scans
+Three paths produce the output.  The one-line path (no ``-Y``, no ``-T``, no ``-V``) scans
 frames a batch at a time with ``roce.fast.scan`` and formats lines straight from its
 columns (``summary.Summarizer.fast_lines``); nothing per header becomes a Python object.
-Every other mode goes through ``decode_frames``, which yields one ``Record`` per frame
-with the flat field dict (``bth.psn``, ``reth.va``...) that filters, writers, the summary
-and the tree read; for good frames that dict comes from a decoder generated per header
-chain (``_compile_plan``).
+``-T json`` / ``jsonl`` and ``-V`` without ``-Y`` go through ``decode_text``: a good frame's
+JSON object or tree is written as text by code generated per header chain
+(``_compile_json``, ``_compile_tree``) from the values it reads, with no dict and no
+record.  Every other mode (and every frame that is not a whole RoCE packet) goes through
+``decode_frames``, which yields one ``Record`` per frame with the flat field dict
+(``bth.psn``, ``reth.va``...) that filters, writers, the summary and the tree read; for
+good frames that dict comes from a decoder generated per header chain (``_compile_plan``).
+The three generated functions come from one reading of the layouts (``_plan_source``).
 
 ``decode_frames`` is also the reusable API (``roce sniff`` feeds it live frames).
 
@@ -23,6 +27,7 @@ fatal), 1 for bad usage or a bad filter, 2 when the input is not a readable capt
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -227,16 +232,32 @@ def _address_memo(convert: Callable[[int], str]) -> tuple[dict[bytes, str],
 _MEMOS: dict[Callable[..., str], tuple[dict[bytes, str], Callable[[bytes], str]]] = {}
 
 
-def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
+class _Source(NamedTuple):
+    """A header chain's decoder as source pieces, from which the flat dict's function and
+    the ``-T json`` and ``-V`` texts' functions are generated: one reading of the layouts."""
+    env: dict[str, Any]
+    body: list[str]  # the statements that read the words and set the locals
+    items: list[tuple[str, str, str]]  # (flat key, expression, kind) in the dict's order
+    selective: str | None  # the condition for aeth.selective (added when true)
+    options: bool  # IPv4: ip.options follows when the header is longer than 20 bytes
+    layers: tuple[str, ...]
+    name: str
+
+
+def _plan_source(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Source:
     env: dict[str, Any] = {"_B": (False, True), "NS": NS, "from_bytes": int.from_bytes,
                            "icrc_of": fast.icrc_of, "_SYN": _SYNDROME_KEYS,
                            "_SEL": selective_aeth}
-    items = ["'frame.number': number", "'frame.time_epoch': ts / NS",
-             "'frame.time_relative': rel / NS", "'frame.time_delta': delta / NS",
-             "'frame.len': origlen", "'frame.cap_len': caplen"]
+    # kinds (output.json_member's): "int", "float", "bool", "true" (a constant True), "str",
+    # "pair:K1:K2" (a tuple of two locals)
+    items = [("frame.number", "number", "int"), ("frame.time_epoch", "ts / NS", "float"),
+             ("frame.time_relative", "rel / NS", "float"),
+             ("frame.time_delta", "delta / NS", "float"), ("frame.len", "origlen", "int"),
+             ("frame.cap_len", "caplen", "int")]
     pre: list[str] = []  # statements after the struct reads
     layers: list[str] = []
     local: dict[str, str] = {}  # flat key -> local variable holding the value
+    kinds: dict[str, str] = {}  # flat key -> kind, for the pairs
     groups: list[tuple[list[str], list[str]]] = [([], []), ([], [])]  # (format, vars)
 
     def header(name: str, group: int) -> None:
@@ -245,7 +266,7 @@ def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan
         fmt, names = groups[group]
         single = _SINGLE.get(name)
         if single is None:
-            items.append(f"{name!r}: True")
+            items.append((name, "True", "true"))
         pair = _PAIRS.get(name, ())
         keys = dict(zip((f.name for f in LAYOUTS[base].fields), _KEYS[name]))
         for seg in _segments(base):
@@ -261,20 +282,22 @@ def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan
                         memo = _MEMOS[fld.decode] = _address_memo(fld.decode)  # type: ignore
                     env[f"C{var}"], env[f"F{var}"] = memo
                     pre.append(f"{var} = C{var}.get({var}) or F{var}({var})")
-                    expr = var
+                    expr, kind = var, "str"
                 else:
                     word = f"from_bytes({var}, 'big')" if seg.raw else var
                     shift = (seg.end * 8) - fld.bit_offset - fld.bits
                     expr = word if shift == 0 and fld.bits == size * 8 else (
                         f"(({word} >> {shift}) & {fld.mask:#x})" if shift else
                         f"({word} & {fld.mask:#x})")
+                    kind = "int"
                     if fld.kind == "bool":
-                        expr = f"_B[{expr}]"
+                        expr, kind = f"_B[{expr}]", "bool"
                 if fld.name in pair or key in _SELECTIVE_FROM:
                     loc = local[key] = f"x{len(local)}"
                     pre.append(f"{loc} = {expr}")
                     expr = loc
-                items.append(f"{name!r}: {expr}" if single else f"{key!r}: {expr}")
+                kinds[key] = kind
+                items.append((name if single else key, expr, kind))
 
     l2 = _L2.get(linktype)
     if l2 is not None:
@@ -291,40 +314,160 @@ def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan
     if "aeth" in layers:
         syn = local["aeth.syndrome"]
         kind = f"({syn} >> {SYNDROME_TYPE_SHIFT}) & 3"
-        items += [f"'aeth.syndrome.reserved': {syn} >> 7",
-                  f"'aeth.syndrome.opcode': {kind}",
-                  f"_SYN[{kind}]: {syn} & {SYNDROME_VALUE_MASK}"]
+        pre.append(f"k = {kind}")
+        items += [("aeth.syndrome.reserved", f"{syn} >> 7", "int"),
+                  ("aeth.syndrome.opcode", "k", "int"),
+                  ("_SYN[k]", f"{syn} & {SYNDROME_VALUE_MASK}", "int")]
     v1 = l3 == "grh"
-    items += ["'payload.len': w.pad_off - w.payload_off", f"'roce.version': {1 if v1 else 2}",
-              "'roce': True", f"'roce.v{1 if v1 else 2}': True", "'icrc': stored",
-              "'icrc.valid': icrc_of(data, w) == stored"]
+    items += [("payload.len", "w.pad_off - w.payload_off", "int"),
+              ("roce.version", str(1 if v1 else 2), "int"), ("roce", "True", "true"),
+              (f"roce.v{1 if v1 else 2}", "True", "true"), ("icrc", "stored", "int"),
+              ("icrc.valid", "icrc_of(data, w) == stored", "bool")]
     for name, (first, second, both) in _PAIRS.items():
         if name in layers:
-            items.append(f"{both!r}: ({local[f'{name}.{first}']}, {local[f'{name}.{second}']})")
-    lines = ["def decode(data, w, number, ts, rel, delta, origlen, caplen):"]
+            a, b = f"{name}.{first}", f"{name}.{second}"
+            items.append((both, f"({local[a]}, {local[b]})", f"pair:{kinds[a]}:{kinds[b]}"))
+    body = []
     for i, (fmt, names) in enumerate(groups):
         env[f"U{i}"] = struct.Struct("!" + "".join(fmt)).unpack_from
         start = "0" if i == 0 else ("w.bth_off" if v1 else "w.udp_off")
-        lines.append(f"    {', '.join(names)}, = U{i}(data, {start})")
-    lines += [*(f"    {stmt}" for stmt in pre),
-              "    stored = from_bytes(data[w.icrc_off:w.l4_end], 'big')",
-              "    f = {" + ", ".join(items) + "}"]
-    if "aeth" in layers:  # present only when true, as Wireshark's analysis flags
-        lines += [f"    if _SEL({local['aeth.syndrome']}, {local['bth.psn']}, "
-                  f"{local['aeth.msn']}):",
-                  "        f['aeth.selective'] = True"]
-    if l3 == "ip":
+        body.append(f"{', '.join(names)}, = U{i}(data, {start})")
+    body += [*pre, "stored = from_bytes(data[w.icrc_off:w.l4_end], 'big')"]
+    selective = (f"_SEL({local['aeth.syndrome']}, {local['bth.psn']}, {local['aeth.msn']})"
+                 if "aeth" in layers else None)
+    return _Source(env, body, items, selective, l3 == "ip", tuple(layers),
+                   f"{linktype}/{vlans}/{l3}/{opcode:#x}")
+
+
+def _key_source(key: str) -> str:
+    """A flat key as a dict display's key: a literal, or the expression that picks it (the
+    syndrome value's name, ``_SYN[k]``)."""
+    return key if key.startswith("_SYN[") else repr(key)
+
+
+def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
+    src = _plan_source(linktype, vlans, l3_kind, opcode)
+    lines = ["def decode(data, w, number, ts, rel, delta, origlen, caplen):"]
+    lines += [f"    {stmt}" for stmt in src.body]
+    lines.append("    f = {" + ", ".join(f"{_key_source(k)}: {e}" for k, e, _ in src.items)
+                 + "}")
+    if src.selective is not None:  # present only when true, as Wireshark's analysis flags
+        lines += [f"    if {src.selective}:", "        f['aeth.selective'] = True"]
+    if src.options:
         lines += [f"    if w.l3_len > {SIZE_OF['ip']}:",
                   f"        f['ip.options'] = data[w.l3_off + {SIZE_OF['ip']}:"
                   "w.l3_off + w.l3_len]"]
     lines.append("    return f")
-    src = "\n".join(lines) + "\n"
-    exec(compile(src, f"<roce.decoder.decode plan {linktype}/{vlans}/{l3}/{opcode:#x}>", "exec"),
-         env)
-    return _Plan(env["decode"], tuple(layers))
+    text = "\n".join(lines) + "\n"
+    env = src.env
+    exec(compile(text, f"<roce.decoder.decode plan {src.name}>", "exec"), env)
+    return _Plan(env["decode"], src.layers)
+
+
+def _compile_json(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Callable[..., str]:
+    """The ``-T json`` text of a good frame of this header chain, straight from the words
+    its decoder reads: what ``json.dumps(output.json_object(record))`` writes for the
+    record ``decode_frames`` makes of it (the members' texts are ``output.json_member``'s;
+    tests/test_decode_text.py holds the two to it), without the dict and the record."""
+    from roce.decoder import output
+
+    src = _plan_source(linktype, vlans, l3_kind, opcode)
+    env = src.env
+    env.update(output.JSON_ENV)
+    env["_SYNJ"] = tuple(output.json_key(k) for k in _SYNDROME_KEYS)
+    pieces = []
+    for key, expr, kind in src.items:
+        if key == "frame.len":  # json_object puts the exact arrival time before it
+            pieces.append(output.json_member("frame.time_ns", "ts", "int"))
+        if key.startswith("_SYN["):  # the syndrome value's name depends on its type
+            pieces.append(f"{{_SYNJ[k]}}{output.json_member(None, expr, kind)}")
+            continue
+        pieces.append(output.json_member(key, expr, kind))
+    lines = ["def json_text(data, w, number, ts, rel, delta, origlen, caplen):"]
+    lines += [f"    {stmt}" for stmt in src.body]
+    lines.append(f"    t = f'''{{{{{', '.join(pieces)}'''")
+    if src.selective is not None:
+        member = output.json_member("aeth.selective", "True", "true")
+        lines += [f"    if {src.selective}:", f"        t += f''', {member}'''"]
+    if src.options:
+        member = output.json_member("ip.options",
+                                    f"data[w.l3_off + {SIZE_OF['ip']}:w.l3_off + w.l3_len]",
+                                    "bytes")
+        lines += [f"    if w.l3_len > {SIZE_OF['ip']}:", f"        t += f''', {member}'''"]
+    lines.append("    return t + '}'")
+    text = "\n".join(lines) + "\n"
+    exec(compile(text, f"<roce.decoder.decode json {src.name}>", "exec"), env)
+    return env["json_text"]  # type: ignore[no-any-return]
+
+
+# (header, RoCEv1) -> its bytes -> its block of the tree: the blocks of the link, network and
+# UDP headers, and BTH's but for the PSN, depend on those bytes alone (and BTH's on the
+# InfiniBand node's title, RoCEv1 or v2, above it), and a capture's frames repeat them (a few
+# hosts, ports, lengths and QPs), so each is written once (``_compile_tree``)
+_BLOCKS: dict[tuple[str, bool], dict[bytes, str]] = {}
+BLOCKS_KEPT = 4096  # blocks kept per header; the table starts over past it
+
+
+def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Callable[..., str]:
+    """The ``-V`` tree of a good frame of this header chain, straight from the words its
+    decoder reads: what ``tree.render`` writes for the record ``decode_frames`` makes of it
+    (the same generated f-strings, ``tree.block_sources``, over the decoded values instead
+    of the record's dict; tests/test_decode_text.py holds the two to it).  The blocks of
+    the link, network and UDP headers, and BTH's but for its PSN, are looked up by the
+    header's bytes (``_BLOCKS``)."""
+    from roce.families.base import tree
+
+    src = _plan_source(linktype, vlans, l3_kind, opcode)
+    env = src.env
+    exprs = {key: expr for key, expr, _ in src.items if not key.startswith("_SYN[")}
+    ip = SIZE_OF["ip"]
+    maybe = {"aeth.selective": src.selective or "None",
+             "ip.options": (f"data[w.l3_off + {ip}:w.l3_off + w.l3_len] if w.l3_len > {ip} "
+                            "else None") if src.options else "None"}
+    # BTH's block but for the PSN, its last field (byte-aligned): by the bytes before it
+    psn_at = LAYOUTS["bth"].fields[-1].bit_offset // 8
+    blocks = tree.block_sources(src.layers, env, value=lambda key: f"({exprs[key]})",
+                                optional=lambda key: f"({maybe[key]})",
+                                last_apart=frozenset(("bth",)))
+    l2 = _L2.get(linktype)
+    where = {"ip": "w.l3_off:w.l3_off + w.l3_len", "ipv6": f"w.l3_off:w.l3_off + {SIZE_OF['ipv6']}",
+             "grh": f"w.l3_off:w.l3_off + {SIZE_OF['grh']}",
+             "udp": f"w.udp_off:w.udp_off + {SIZE_OF['udp']}",
+             "bth": f"w.bth_off:w.bth_off + {psn_at}"}
+    if l2 is not None:
+        where[l2] = f"0:{SIZE_OF[l2]}"
+        for i in range(vlans):
+            at = SIZE_OF[l2] + i * SIZE_OF["vlan"]
+            where[fields.VLAN_NAMES[i]] = f"{at}:{at + SIZE_OF['vlan']}"
+    body = []
+    out = []
+    for i, (header, block) in enumerate(blocks):
+        if header not in where:
+            out.append(block)
+            continue
+        env[f"M{i}"] = _BLOCKS.setdefault((header, l3_kind == L3_GRH), {})
+        body += [f"k{i} = data[{where[header]}]", f"b{i} = M{i}.get(k{i})",
+                 f"if b{i} is None:",
+                 f"    if len(M{i}) >= {BLOCKS_KEPT}:", f"        M{i}.clear()",
+                 f'    b{i} = M{i}[k{i}] = f"{block}"']
+        out.append(f"{{b{i}}}")
+    env.update(_FRAME=tree.frame_text, _TAIL=tree.roce_tail, _LAYERS=src.layers)
+    in_ib = any(h in tree.IB_HEADERS for h in src.layers)
+    lines = ["def tree_text(data, w, number, ts, rel, delta, origlen, caplen):"]
+    lines += [f"    {stmt}" for stmt in src.body + body]
+    lines.append(f'    return f"{{_FRAME(number, ts, rel, delta, caplen, origlen, {linktype}, '
+                 f'_LAYERS)}}\\n{"".join(out)}{{_TAIL(data, w, stored, '
+                 f'icrc_of(data, w) == stored, {in_ib})}}\\n\\n"')
+    text = "\n".join(lines) + "\n"
+    exec(compile(text, f"<roce.decoder.decode tree {src.name}>", "exec"), env)
+    return env["tree_text"]  # type: ignore[no-any-return]
 
 
 _PLANS: dict[tuple[int, int, int, int], _Plan] = {}
+# per output ("json", "tree"): header chain -> the function writing a good frame's text
+_TEXT_PLANS: dict[str, dict[tuple[int, int, int, int], Callable[..., str]]] = {
+    "json": {}, "tree": {}}
+_TEXT_COMPILERS = {"json": _compile_json, "tree": _compile_tree}
 
 
 def _plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
@@ -332,6 +475,16 @@ def _plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan:
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _compile_plan(*key)
+    return plan
+
+
+def _text_plan(output: str, linktype: int, vlans: int, l3_kind: int,
+               opcode: int) -> Callable[..., str]:
+    key = (linktype, vlans, l3_kind, opcode)
+    plans = _TEXT_PLANS[output]
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _TEXT_COMPILERS[output](*key)
     return plan
 
 
@@ -344,8 +497,39 @@ def decode_frames(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
     With ``only_roce`` frames that are not RoCE are skipped; malformed frames that got
     as far as the RoCE headers (or the RoCEv2 port) are kept.
     """
+    return _decode(frames, udp_port, only_roce, None)  # type: ignore[return-value]
+
+
+def decode_text(frames: Iterable[Frame], output: str, udp_port: int = ROCE_PORT,
+                only_roce: bool = False, batch: int = BATCH) -> Iterator[Record | str]:
+    """``decode_frames`` for one output, ``"json"`` (``-T json``: a good frame's object,
+    for ``output.JsonWriter.add_text``) or ``"tree"`` (``-V``: its whole tree, as
+    ``tree.render`` writes it): a good RoCE frame comes as its text, written by code
+    generated per header chain (``_compile_json``, ``_compile_tree``) from the values it
+    reads, with no dict and no record; every other frame as its record.  A classic pcap
+    reader's records are cut in C ``batch`` at a time (``CaptureReader.batches``)."""
+    if output not in _TEXT_PLANS:
+        raise ValueError(f"no text output {output!r}: {', '.join(_TEXT_PLANS)}")
+    return _decode(_batched(frames, batch), udp_port, only_roce, output)
+
+
+def _batched(frames: Iterable[Frame], batch: int) -> Iterable[tuple[Any, ...]]:
+    """The frames of a classic pcap reader not read yet as Frame-shaped tuples from its
+    batches (cut in C: no Frame made per frame); any other iterable as it is."""
+    can = getattr(frames, "can_scan_records", None)
+    if can is None or not can():
+        return frames
+    return itertools.chain.from_iterable(
+        zip(b.datas, b.ts_ns, b.caplen, b.origlen, itertools.repeat(b.linktype),
+            itertools.repeat(0))
+        for b in frames.batches(batch))  # type: ignore[attr-defined]
+
+
+def _decode(frames: Iterable[Frame], udp_port: int, only_roce: bool,
+            output: str | None) -> Iterator[Record | str]:
     walk = fast.walk
     plans = _PLANS
+    texts = _TEXT_PLANS[output] if output is not None else None
     first = prev = None
     for number, fr in enumerate(frames, 1):
         data, ts, caplen, origlen, linktype = fr[0], fr[1], fr[2], fr[3], fr[4]
@@ -355,6 +539,13 @@ def decode_frames(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
         prev = ts
         w = walk(data, linktype, udp_port)
         if w.status == OK:
+            if texts is not None:
+                text = texts.get((linktype, w.vlans, w.l3_kind, w.opcode))
+                if text is None:
+                    text = _text_plan(output,  # type: ignore[arg-type]
+                                      linktype, w.vlans, w.l3_kind, w.opcode)
+                yield text(data, w, number, ts, ts - first, delta, origlen, caplen)
+                continue
             plan = plans.get((linktype, w.vlans, w.l3_kind, w.opcode))
             if plan is None:
                 plan = _plan(linktype, w.vlans, w.l3_kind, w.opcode)
@@ -362,6 +553,8 @@ def decode_frames(frames: Iterable[Frame], udp_port: int = ROCE_PORT,
                          plan.decode(data, w, number, ts, ts - first, delta, origlen, caplen),
                          None, "roce", udp_port)
             continue
+        if texts is not None and type(fr) is not Frame:  # ``_batched``'s tuples
+            fr = Frame(*fr)  # a record's frame is a Frame
         record = _unusual(number, ts, ts - first, delta, fr, w, udp_port, only_roce)
         if record is not None:
             yield record
@@ -551,5 +744,5 @@ def make_filter(expr: str) -> Callable[[Mapping[str, object]], bool]:
                           names=resolver())
 
 
-__all__ = ["Record", "decode_frames", "filter_macros", "header_fields", "known_fields",
-           "make_filter", "resolve_value"]
+__all__ = ["Record", "decode_frames", "decode_text", "filter_macros", "header_fields",
+           "known_fields", "make_filter", "resolve_value"]

@@ -172,6 +172,53 @@ def json_object(record: RecordLike) -> dict[str, Any]:
     return obj
 
 
+# -- JSON text from generated code ---------------------------------------------------------------
+# roce.decoder.decode generates, per header chain, a function that writes a good frame's
+# JSON object as text straight from the values it decodes (no dict, no record, no
+# json.dumps).  These are the rules it writes each member by, the same as ``json_object``
+# and ``json.dumps`` (default separators, ``ensure_ascii=False``) make of a value of that
+# kind; tests/test_decode_json.py compares the two on drawn frames.
+
+JSON_ENV: dict[str, Any] = {"_JB": ("false", "true"),
+                            "_JS": json.encoder.encode_basestring}  # type: ignore[attr-defined]
+
+
+def json_key(key: str) -> str:
+    """A member's name and the separator after it: ``"bth.psn": ``."""
+    return json.dumps(key, ensure_ascii=False) + ": "
+
+
+def _json_value(expr: str, kind: str) -> str:
+    if kind == "int":  # str(int) is int.__repr__, what json writes
+        return f"{{{expr}}}"
+    if kind == "float":  # finite seconds: json writes float.__repr__
+        return f"{{{expr}!r}}"
+    if kind == "bool":  # a bool, or a 0/1 int that json_object would have as one
+        return f"{{_JB[{expr}]}}"
+    if kind == "true":
+        return "true"
+    if kind == "str":
+        return f"{{_JS({expr})}}"
+    if kind == "bytes":  # json_value: bytes as hex
+        return f'"{{({expr}).hex()}}"'
+    if kind.startswith("pair:"):  # a tuple of two locals: a list
+        first, second = kind.split(":")[1:]
+        a, b = expr.strip("()").split(", ")
+        return f"[{_json_value(a, first)}, {_json_value(b, second)}]"
+    raise ValueError(f"no JSON rule for a value of kind {kind!r}")
+
+
+def json_member(key: str | None, expr: str, kind: str) -> str:
+    """The source of one member in a generated f-string (triple-quoted): ``key``'s name
+    (None: the caller writes it) and the value of the Python expression ``expr`` as JSON
+    writes a value of ``kind`` ("int", "float", "bool", "true", "str", "bytes", or
+    "pair:KIND:KIND", a tuple of two locals)."""
+    name = "" if key is None else json_key(key)
+    if "{" in name or "}" in name or "'" in name or "\\" in name:
+        raise ValueError(f"field name {key!r} cannot be written in a generated f-string")
+    return name + _json_value(expr, kind)
+
+
 class JsonWriter(_Chunked):
     """``-T json``: one array, one object per packet; ``-T jsonl``: one object a line.
 
@@ -185,7 +232,10 @@ class JsonWriter(_Chunked):
         self.count = 0
 
     def add(self, record: RecordLike) -> None:
-        text = json.dumps(json_object(record), ensure_ascii=False, allow_nan=False)
+        self.add_text(json.dumps(json_object(record), ensure_ascii=False, allow_nan=False))
+
+    def add_text(self, text: str) -> None:
+        """Add one packet's object, written already (``roce.decoder.decode.decode_json``)."""
         if self.lines:
             self._emit(text + "\n")
         else:

@@ -12,20 +12,18 @@
 * VXLAN (RFC 7348, UDP 4789): 8 bytes (flags 16 | group policy 16 | VNI 24 | reserved 8),
   then Ethernet.
 
-Layouts are Construct definitions (``roce.headers.define``); field names are Wireshark's
+Layouts are Construct definitions (``roce.families.tunnelsdefs``, recorded as RoCE's are:
+``roce.headers.recorded``); field names are Wireshark's
 (``erspan.spanid``, ``gre.proto``, ``vxlan.vni``).  Each ``unwrap`` returns where the
 inner frame starts and its link type, or the next header's dispatch row.
 """
 
 from __future__ import annotations
 
-from construct import BitsInteger, BitStruct
-
 from roce.errors import DecodeError
 from roce.families.handler import Handler, SkipRule, Unwrapped
-from roce.headers import define
+from roce.headers import compile_codec, recorded
 
-U = BitsInteger
 LINKTYPE_ETHERNET, LINKTYPE_RAW = 1, 101
 GRE_ETHERNET, GRE_ERSPAN2, GRE_ERSPAN3 = 0x6558, 0x88BE, 0x22EB
 GRE_IPV4, GRE_IPV6 = 0x0800, 0x86DD
@@ -33,34 +31,15 @@ IPPROTO_GRE = 47
 VXLAN_PORT = 4789
 GRE_C, GRE_K, GRE_S = 0x8000, 0x2000, 0x1000
 
-GRE = BitStruct("flags_and_version" / U(16) * "Flags and Version",
-                "proto" / U(16) * "Protocol Type")
-ERSPAN2 = BitStruct(
-    "version" / U(4) * "Version", "vlan" / U(12) * "Vlan", "cos" / U(3) * "COS",
-    "encap" / U(2) * "Encap", "truncated" / U(1) * "Truncated",
-    "spanid" / U(10) * "SpanID", "reserved" / U(12) * "Reserved",
-    "index" / U(20) * "Index",
-)
-ERSPAN3 = BitStruct(
-    "version" / U(4) * "Version", "vlan" / U(12) * "Vlan", "cos" / U(3) * "COS",
-    "bso" / U(2) * "Bad/Short/Oversized", "truncated" / U(1) * "Truncated",
-    "spanid" / U(10) * "SpanID", "timestamp" / U(32) * "Timestamp",
-    "sgt" / U(16) * "Security Group Tag", "p" / U(1) * "Has Ethernet PDU",
-    "ft" / U(5) * "Frame Type", "hw" / U(6) * "Hardware ID",
-    "direction" / U(1) * "Direction", "gra" / U(2) * "Timestamp granularity",
-    "o" / U(1) * "Optional Sub headers",
-)
-ERSPAN3_PLATFORM = BitStruct("platid" / U(6) * "Platform ID",
-                             "platinfo" / U(58) * "Platform Specific Info")
-VXLAN = BitStruct("flags" / U(16) * "Flags", "gbp" / U(16) * "Group Policy ID",
-                  "vni" / U(24) * "VXLAN Network Identifier (VNI)",
-                  "reserved8" / U(8) * "Reserved")
-
-GRE_LAYOUT, decode_gre, encode_gre = define("gre", GRE)
-ERSPAN2_LAYOUT, decode_erspan2, encode_erspan2 = define("erspan", ERSPAN2)
-ERSPAN3_LAYOUT, decode_erspan3, encode_erspan3 = define("erspan", ERSPAN3)
-PLATFORM_LAYOUT, decode_platform, encode_platform = define("erspan", ERSPAN3_PLATFORM)
-VXLAN_LAYOUT, decode_vxlan, encode_vxlan = define("vxlan", VXLAN)
+# defined in Construct in tunnelsdefs, read from the layouts' record; codecs made at first use
+_DEFINED = recorded("roce.families.tunnelsdefs")
+GRE_LAYOUT, ERSPAN2_LAYOUT, ERSPAN3_LAYOUT, PLATFORM_LAYOUT, VXLAN_LAYOUT = (
+    _DEFINED[k] for k in ("gre", "erspan2", "erspan3", "erspan3.platform", "vxlan"))
+decode_gre, encode_gre = compile_codec(GRE_LAYOUT, lazy=True)
+decode_erspan2, encode_erspan2 = compile_codec(ERSPAN2_LAYOUT, lazy=True)
+decode_erspan3, encode_erspan3 = compile_codec(ERSPAN3_LAYOUT, lazy=True)
+decode_platform, encode_platform = compile_codec(PLATFORM_LAYOUT, lazy=True)
+decode_vxlan, encode_vxlan = compile_codec(VXLAN_LAYOUT, lazy=True)
 LAYOUTS = {"gre": GRE_LAYOUT, "erspan2": ERSPAN2_LAYOUT, "erspan3": ERSPAN3_LAYOUT,
            "erspan3.platform": PLATFORM_LAYOUT, "vxlan": VXLAN_LAYOUT}
 VXLAN_FLAG_I = 0x0800  # the VNI-valid bit of the 16-bit flags word

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import socket
 import time
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -528,34 +529,70 @@ class Summarizer:
         ``first_number``.
 
         At most ``limit`` lines; ``slow(i, time_text)`` makes the line of frame ``i`` when
-        the walk did not succeed (malformed, truncated or not RoCE).
+        the walk did not succeed (malformed, truncated or not RoCE).  Without colour, and
+        when every frame of the batch is shown, the compiled formatter
+        (``roce._fastpath.roce_lines``) writes the lines it can and ``python_lines`` the
+        rest; otherwise ``python_lines`` writes them all.
         """
-        datas, stamps, origlens = batch.datas, batch.ts_ns, list(batch.origlen)
+        datas, stamps = batch.datas, batch.ts_ns
         n = len(datas)
         c = self._scan(datas, batch.linktype)
-        # lists, not the arrays: zip over arrays costs three times as much per item
-        columns: list[Sequence[Any]] = [
-            (c[name] if len(c[name]) == n else c[name][:n]).tolist()
-            for name in ("status", "l3_kind", "l3_off", "bth_off", "opcode", "destqp", "psn",
-                         "flags", "ecn", "icrc_ok", "key0", "key1", "key2")]
-        status = columns[0]
-        columns.insert(1, datas)
-        columns.append(origlens)
+        if _LINES is not None and not self.colour and not only_roce and n <= limit and n:
+            texts: list[str] | None = None
+            times = None
+            plan = self.times.relative_plan(stamps, n)
+            if plan is None:
+                texts = self.times.batch(stamps, range(n))
+            else:
+                if not (isinstance(stamps, array) and stamps.typecode == "q"):
+                    stamps = array("q", stamps)
+                times = (plan[0].encode(), plan[1], plan[2], stamps)
+            out, missing = _LINES(datas, c, n, first_number, texts, list(batch.origlen),
+                                  self.arrow.encode(), times)
+            if missing:
+                rest = self.python_lines(batch, c, first_number, missing, [
+                    texts[i] if texts is not None else _planned_time(times, i)
+                    for i in missing], slow)
+                for i, line in zip(missing, rest):
+                    out[i] = line
+            return out
         index: Sequence[int]
         if only_roce or limit < n:
+            status = c["status"]
             index = [i for i in range(n) if not only_roce or status[i] == OK
                      or is_malformed(status[i])][:limit]
-            columns = [[col[i] for i in index] for col in columns]
-            numbers: Sequence[int] = [first_number + i for i in index]
         else:
             index = range(n)
+        return self.python_lines(batch, c, first_number, index,
+                                 self.times.batch(stamps, index), slow)
+
+    def python_lines(self, batch: Any, c: dict[str, Any], first_number: int,
+                     index: Sequence[int], texts: list[str],
+                     slow: Callable[[int, str], str]) -> list[str]:
+        """The lines of frames ``index`` of a scanned batch (``c``: the scan's columns),
+        ``texts`` their time texts, in Python: the reference of the compiled formatter."""
+        datas = batch.datas
+        n = len(datas)
+        names = ("status", "l3_kind", "l3_off", "bth_off", "opcode", "destqp", "psn", "flags",
+                 "ecn", "icrc_ok", "key0", "key1", "key2")
+        columns: list[Sequence[Any]]
+        numbers: Sequence[int]
+        if isinstance(index, range) and len(index) == n:
+            # lists, not the arrays: zip over arrays costs three times as much per item
+            columns = [(c[name] if len(c[name]) == n else c[name][:n]).tolist()
+                       for name in names]
+            columns.insert(1, datas)
+            columns.append(list(batch.origlen))
             numbers = range(first_number, first_number + n)
+        else:  # some frames (what the compiled formatter left): their items alone
+            columns = [[col[i] for i in index] for col in (
+                c["status"], datas, *(c[name] for name in names[1:]), batch.origlen)]
+            numbers = [first_number + i for i in index]
         # Numbers as text up front: past 9999 no padding is needed and map(str) is cheap.
         if numbers and numbers[0] >= 10000:
             labels = list(map(str, numbers))
         else:
             labels = [f"{x:5d}" for x in numbers]
-        texts = self.times.batch(stamps, index)
         mid_cache, kinds, ft, syn_parts = self._mid, KIND, FLAGS_BY_BITS, SYNDROME_PARTS
         maybe_sack = _MAYBE_SACK
         colour = self.colour
@@ -625,6 +662,40 @@ class Summarizer:
                 return data[pos]
             pos += SIZE_OF[name]
         return None
+
+
+def _planned_time(times: Any, i: int) -> str:
+    """Frame ``i``'s time text from a ``TimeColumn.relative_plan`` (as ``_relative``)."""
+    prefix, base, digits, stamps = times
+    x = stamps[i] - base
+    return prefix.decode() + (f"{x:09d}" if digits == 9 else f"{x // 1000:06d}")
+
+
+def configure_lines(ext: Any) -> None:
+    """Hand the compiled formatter (``roce_lines``) its text tables, all from this module."""
+    protocol: list[bytes | None] = [None] * 256
+    for kind, name in _L3_PROTO.items():
+        protocol[kind] = name.encode()
+    ext.roce_lines_configure({
+        "names": [t.encode() for t in NAMES],
+        "syn_pre": [SYNDROME_PARTS[s][0].encode() for s in range(256)],
+        "syn_post": [SYNDROME_PARTS[s][1].encode() for s in range(256)],
+        "flags": [t.encode() for t in FLAGS_BY_BITS], "protocol": protocol,
+        "kinds": list(KIND), "maybe_sack": list(_MAYBE_SACK),
+        "k": {"none": K_NONE, "reth": K_RETH, "aeth": K_AETH, "deth": K_DETH, "imm": K_IMM,
+              "ieth": K_IETH, "cnp": K_CNP},
+        "flag_a": FLAG_A, "l3_ipv4": L3_IPV4, "src4": _SRC4, "src6": _SRC6})
+
+
+def _compiled_lines() -> Any:
+    ext = getattr(fast, "_ext", None)
+    if ext is None or not hasattr(ext, "roce_lines"):
+        return None
+    configure_lines(ext)
+    return ext.roce_lines
+
+
+_LINES = _compiled_lines()
 
 
 __all__ = ["ARROW", "FLAG_TEXT", "Summarizer", "TimeColumn", "TIME_MODES", "eth_facts",

@@ -14,6 +14,7 @@ Display names come from the layouts (each field's Construct docstring in ``roce.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -218,13 +219,12 @@ def _syndrome(syn: int, pad: str) -> str:
             f"{pad}    {detail}\n")
 
 
-def _msn(f: Mapping[str, Any], line: str) -> str:
+def _msn(msn: int, selective: Any, psn: int, line: str) -> str:
     """The AETH MSN line; a selective NAK's MSN is the PSN that arrived out of order
     (``aeth.selective``; docs/protocol.md, "Selective repeat (IRN) encoding")."""
-    msn = f["aeth.msn"]
-    if f.get("aeth.selective"):
+    if selective:
         return (f"{line}{msn} [selective NAK: PSN {msn} arrived out of order, "
-                f"ePSN {f['bth.psn']}]\n")
+                f"ePSN {psn}]\n")
     return f"{line}{msn}\n"
 
 
@@ -240,55 +240,99 @@ _TITLE_FACTS = {
 }
 
 
-def _options(f: Mapping[str, Any]) -> str:
-    opts = f.get("ip.options")
+def _options(opts: bytes | None) -> str:
     return f"    Options: ({len(opts)} bytes) {opts.hex()}\n" if opts else ""
+
+
+def _flat(key: str) -> str:
+    return f"f[{key!r}]"
+
+
+def _flat_optional(key: str) -> str:
+    return f"f.get({key!r})"
+
+
+def _literal(text: str) -> str:
+    """``text`` as the literal part of a generated f-string delimited by double quotes."""
+    return (text.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{")
+            .replace("}", "}}").replace("\n", "\\n"))
+
+
+def block_sources(layers: tuple[str, ...], env: dict[str, Any], ib_title: str | None = None,
+                  value: Callable[[str], str] = _flat,
+                  optional: Callable[[str], str] = _flat_optional,
+                  last_apart: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """The header part of the tree for one header chain as the insides of f-strings
+    (double-quoted), one per header: (header, source); the last field's line of a header
+    of ``last_apart`` is a block of its own, named ``header.last``.  ``value(key)`` is the
+    expression of a flat field's value (``bth.psn``; by default ``f['bth.psn']``, the record's flat
+    fields), ``optional(key)`` that of a field that may be absent (None then).  The helpers
+    and constants it calls are put in ``env``.  A header's block reads its own fields only.
+    The decoder generates its own tree writer from the same source, with the values it
+    decodes as expressions (``roce.decoder.decode``)."""
+    env.update({"_etype": _etype, "_proto": _proto, "_ecn": _ecn, "_tclass": _tclass,
+                "_opcode": _opcode, "_syndrome": _syndrome, "_msn": _msn,
+                "_options": _options, "_macc": macctrl.tree})
+    blocks: list[tuple[str, str]] = []
+
+    def const(text: str) -> str:
+        """A constant passed to a helper, by name: no text needs quoting in the source."""
+        name = f"K{len(env)}"
+        env[name] = text
+        return name
+
+    in_ib = False
+    for header in layers:
+        if header == macctrl.PROTOCOL:  # PAUSE / PFC: a block of its own (macctrl.tree)
+            blocks.append((header, "{_macc(f)}"))
+            continue
+        parts: list[str] = []
+        ib = header in IB_HEADERS
+        if ib and not in_ib:
+            parts.append(_literal(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"
+                                  if ib_title is None else ib_title))
+            in_ib = True
+        pad = "        " if ib else "    "
+        base = "vlan" if header == "vlan2" else header
+        facts = _TITLE_FACTS.get(header, "")
+        for key in re.findall(r"f\['([^']+)'\]", facts):
+            facts = facts.replace(f"f['{key}']", value(key))
+        parts.append(_literal(("    " if ib else "") + TITLES.get(base, header)) + facts + "\\n")
+        single = header in SINGLE_FIELD
+        last = LAYOUTS[base].fields[-1]
+        for fld, key in zip(LAYOUTS[base].fields, FLAT_KEYS[header]):
+            if fld is last and header in last_apart:
+                blocks.append((header, "".join(parts)))
+                parts, header = [], f"{header}.last"
+            label = fld.title
+            template = FIELD_FORMAT.get((base, fld.name)) or (BOOL if fld.kind == "bool" else DEC)
+            v = value(header if single else key)
+            if template == SYNDROME:
+                parts.append(f"{{_syndrome({v}, {const(pad)})}}")
+                continue
+            if template == MSN:
+                parts.append(f"{{_msn({v}, {optional('aeth.selective')}, {value('bth.psn')}, "
+                             f"{const(pad + label + ': ')})}}")
+                continue
+            parts.append(_literal(f"{pad}{label}: ") + template.replace("@", v) + "\\n")
+        if header == "ip":
+            parts.append(f"{{_options({optional('ip.options')})}}")
+        blocks.append((header, "".join(parts)))
+    return blocks
+
+
+def body_source(layers: tuple[str, ...], env: dict[str, Any],
+                ib_title: str | None = None) -> str:
+    """``block_sources`` over the record's flat fields, as the inside of one f-string."""
+    return "".join(src for _, src in block_sources(layers, env, ib_title))
 
 
 def _compile(layers: tuple[str, ...],
              ib_title: str | None = None) -> Callable[[Mapping[str, Any]], str]:
     """The header part of the tree for one header chain, as a single generated f-string
     over the record's flat fields (``bth.psn``...): ``render(fields) -> lines``."""
-    env: dict[str, Any] = {"_etype": _etype, "_proto": _proto, "_ecn": _ecn,
-                           "_tclass": _tclass, "_opcode": _opcode, "_syndrome": _syndrome,
-                           "_msn": _msn, "_options": _options, "_macc": macctrl.tree}
-    parts: list[str] = []
-
-    def text(value: str) -> str:
-        """A constant as a replacement field, so no text needs quoting in the source."""
-        name = f"K{len(env)}"
-        env[name] = value
-        return f"{{{name}}}"
-
-    in_ib = False
-    for header in layers:
-        if header == macctrl.PROTOCOL:  # PAUSE / PFC: a block of its own (macctrl.tree)
-            parts.append("{_macc(f)}")
-            continue
-        ib = header in IB_HEADERS
-        if ib and not in_ib:
-            parts.append(text(f"InfiniBand ({'RoCEv1' if 'grh' in layers else 'RoCEv2'})\n"
-                              if ib_title is None else ib_title))
-            in_ib = True
-        pad = "        " if ib else "    "
-        base = "vlan" if header == "vlan2" else header
-        parts.append(text(("    " if ib else "") + TITLES.get(base, header))
-                     + _TITLE_FACTS.get(header, "") + "\\n")
-        single = header in SINGLE_FIELD
-        for fld, key in zip(LAYOUTS[base].fields, FLAT_KEYS[header]):
-            label = fld.title
-            template = FIELD_FORMAT.get((base, fld.name)) or (BOOL if fld.kind == "bool" else DEC)
-            value = f"f[{(header if single else key)!r}]"
-            if template == SYNDROME:
-                parts.append(f"{{_syndrome({value}, {pad!r})}}")
-                continue
-            if template == MSN:
-                parts.append(f"{{_msn(f, {pad + label + ': '!r})}}")
-                continue
-            parts.append(text(f"{pad}{label}: ") + template.replace("@", value) + "\\n")
-        if header == "ip":
-            parts.append("{_options(f)}")
-    src = f"def render(f):\n    return f\"{''.join(parts)}\"\n"
+    env: dict[str, Any] = {}
+    src = f'def render(f):\n    return f"{body_source(layers, env, ib_title)}"\n'
     exec(compile(src, f"<roce.families.base.tree {':'.join(layers)}>", "exec"), env)
     return env["render"]  # type: ignore[no-any-return]
 
@@ -322,29 +366,47 @@ def _seconds(ns: int) -> str:
 
 
 _CLOCK: dict[int, str] = {}  # whole second -> "YYYY-mm-dd HH:MM:SS": frames share seconds
+# (captured length, length on the wire, link type, layers) -> the frame block's text around
+# the arrival time and the frame number: a capture's frames share a few lengths
+_FRAME_TEXT: dict[tuple[int, int, int, tuple[str, ...]], tuple[str, str]] = {}
 
 
-def _frame_lines(rec: RecordLike) -> str:
-    fr = rec.frame
-    sec, frac = divmod(rec.ts_ns, NS)
+def frame_text(number: int, ts_ns: int, rel_ns: int, delta_ns: int, cap: int, wire: int,
+               lt: int, layers: tuple[str, ...]) -> str:
+    """The frame block (without its last newline)."""
+    sec, frac = divmod(ts_ns, NS)
     when = _CLOCK.get(sec)
     if when is None:
         if len(_CLOCK) > 4096:
             _CLOCK.clear()
         when = _CLOCK[sec] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec))
-    cap, wire, lt = fr[2], fr[3], fr[4]  # by index: any Frame-shaped tuple will do
+    fixed = _FRAME_TEXT.get((cap, wire, lt, layers))
+    if fixed is None:
+        if len(_FRAME_TEXT) > 4096:
+            _FRAME_TEXT.clear()
+        fixed = _FRAME_TEXT[cap, wire, lt, layers] = (
+            f": {wire} bytes on wire ({wire * 8} bits), "
+            f"{cap} bytes captured ({cap * 8} bits)\n"
+            f"    Encapsulation type: {_LINKTYPES.get(lt, 'Unknown')} ({lt})\n"
+            f"    Arrival Time: ",
+            f"\n    Frame Length: {wire} bytes ({wire * 8} bits)\n"
+            f"    Capture Length: {cap} bytes ({cap * 8} bits)\n"
+            f"    [Protocols in frame: {':'.join(layers) or 'data'}]")
     return (
-        f"Frame {rec.number}: {wire} bytes on wire ({wire * 8} bits), "
-        f"{cap} bytes captured ({cap * 8} bits)\n"
-        f"    Encapsulation type: {_LINKTYPES.get(lt, 'Unknown')} ({lt})\n"
-        f"    Arrival Time: {when}.{frac:09d} UTC\n"
+        f"Frame {number}{fixed[0]}{when}.{frac:09d} UTC\n"
         f"    Epoch Time: {sec}.{frac:09d} seconds\n"
-        f"    [Time delta from previous captured frame: {_seconds(rec.delta_ns)} seconds]\n"
-        f"    [Time since reference or first frame: {_seconds(rec.rel_ns)} seconds]\n"
-        f"    Frame Number: {rec.number}\n"
-        f"    Frame Length: {wire} bytes ({wire * 8} bits)\n"
-        f"    Capture Length: {cap} bytes ({cap * 8} bits)\n"
-        f"    [Protocols in frame: {':'.join(rec.layers) or 'data'}]")
+        f"    [Time delta from previous captured frame: "
+        f"{_seconds(delta_ns) if delta_ns < 0 else f'{delta_ns // NS}.{delta_ns % NS:09d}'}"
+        " seconds]\n"
+        f"    [Time since reference or first frame: "
+        f"{_seconds(rel_ns) if rel_ns < 0 else f'{rel_ns // NS}.{rel_ns % NS:09d}'} seconds]\n"
+        f"    Frame Number: {number}{fixed[1]}")
+
+
+def _frame_lines(rec: RecordLike) -> str:
+    fr = rec.frame  # by index: any Frame-shaped tuple will do
+    return frame_text(rec.number, rec.ts_ns, rec.rel_ns, rec.delta_ns, fr[2], fr[3], fr[4],
+                      rec.layers)
 
 
 def render(rec: RecordLike) -> str:
@@ -364,27 +426,38 @@ def _preview(data: bytes) -> str:
     return data[:PAYLOAD_PREVIEW].hex(" ") + more
 
 
+def roce_tail(data: bytes, w: Walk, stored: int, valid: bool, in_ib: bool) -> str:
+    """Payload, pad, ICRC and trailer of a whole RoCE packet."""
+    pad = "    " if in_ib else ""
+    at = w.payload_off
+    size = w.pad_off - at
+    # as _preview of the payload, from the preview's bytes only (not a copy of the payload)
+    if size > PAYLOAD_PREVIEW:
+        out = (f"{pad}Payload: {size} bytes\n{pad}    Data: "
+               f"{data[at:at + PAYLOAD_PREVIEW].hex(' ')}...")
+    elif size > 0:
+        out = f"{pad}Payload: {size} bytes\n{pad}    Data: {data[at:at + size].hex(' ')}"
+    else:
+        out = f"{pad}Payload: {size} bytes"
+    if w.icrc_off > w.pad_off:
+        out += f"\n{pad}Pad: {w.icrc_off - w.pad_off} bytes"
+    if valid:
+        out += f"\n{pad}Invariant CRC: 0x{stored:08x} [correct]"
+    else:
+        want = fast.icrc_of(data, w)
+        out += f"\n{pad}Invariant CRC: 0x{stored:08x} [incorrect, should be 0x{want:08x}]"
+    if w.l4_end < len(data):
+        out += f"\nEthernet trailer: {len(data) - w.l4_end} bytes"
+    return out
+
+
 def _tail(rec: RecordLike, in_ib: bool) -> list[str]:
     """Payload, pad, ICRC and trailer for RoCE; the reason for anything else."""
     w, data, f = rec.walk, rec.frame[0], rec.fields
     pad = "    " if in_ib else ""
     out: list[str] = []
     if rec.kind == "roce":
-        payload = data[w.payload_off:w.pad_off]
-        out.append(f"{pad}Payload: {len(payload)} bytes")
-        if payload:
-            out.append(f"{pad}    Data: {_preview(payload)}")
-        if w.icrc_off > w.pad_off:
-            out.append(f"{pad}Pad: {w.icrc_off - w.pad_off} bytes")
-        stored = f["icrc"]
-        if f["icrc.valid"]:
-            out.append(f"{pad}Invariant CRC: 0x{stored:08x} [correct]")
-        else:
-            want = fast.icrc_of(data, w)
-            out.append(f"{pad}Invariant CRC: 0x{stored:08x} [incorrect, should be 0x{want:08x}]")
-        if w.l4_end < len(data):
-            out.append(f"Ethernet trailer: {len(data) - w.l4_end} bytes")
-        return out
+        return [roce_tail(data, w, f["icrc"], f["icrc.valid"], in_ib)]
     if rec.kind == "truncated":
         if w.payload_off >= 0:
             payload = data[w.payload_off:]

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from construct import BitsInteger, BitStruct
-
 from roce.errors import DecodeError
 from roce.families.ib.crc import vcrc_fast
-from roce.headers import define
+from roce.headers import compile_codec, recorded
 
 OP_NORMAL, OP_INIT = 0, 1  # IBA 7.9.4.1
 BLOCK = 64  # bytes per credit block (IBA 7.9.4.2)
@@ -40,16 +38,12 @@ MODULUS = 4096  # FCTBS and FCCL count blocks mod 2^12
 PREFIX = "infiniband_link"
 MAX_VL = 14  # VL15 is not flow controlled (module docstring)
 
-FLOW_CONTROL = BitStruct(
-    "op" / BitsInteger(4) * "Operand",
-    "fctbs" / BitsInteger(12) * "Flow Control Total Blocks Sent",
-    "vl" / BitsInteger(4) * "Virtual Lane",
-    "fccl" / BitsInteger(12) * "Flow Control Credit Limit",
-    "lpcrc" / BitsInteger(16) * "Link Packet Cyclic Redundancy Check",
-)
-LAYOUT, _decode, _encode = define(PREFIX, FLOW_CONTROL)
+# defined in Construct in flowcontroldefs (FLOW_CONTROL), read from the layouts' record
+LAYOUT = recorded("roce.families.ib.flowcontroldefs")["flowcontrol"]
+assert LAYOUT.name == PREFIX
+_decode, _encode = compile_codec(LAYOUT, lazy=True)
 SIZE = LAYOUT.size  # 6
-# FLOW_CONTROL's first four bytes as one big-endian word: where each field starts (its low bit)
+# the packet's first four bytes as one big-endian word: where each field starts (its low bit)
 OP_SHIFT, FCTBS_SHIFT, VL_SHIFT, FCCL_SHIFT = 28, 16, 12, 0
 CRC_COVERS = SIZE - 2  # the LPCRC covers the bytes before it
 FIELDS = (PREFIX, *(f"{PREFIX}.{f.name}" for f in LAYOUT.fields))
@@ -92,8 +86,8 @@ def build(vl: int, fctbs: int, fccl: int, op: int = OP_NORMAL) -> bytes:
     """The 6 bytes of a flow-control packet; FCTBS and FCCL are taken mod 4096."""
     if not 0 <= vl <= MAX_VL:
         raise ValueError(f"flow control names a data VL 0-{MAX_VL}, not {vl}")
-    # the layout of FLOW_CONTROL, packed as one word (a packet per data packet-hop: the
-    # emulator builds many; tests/test_ib_link.py decodes it by the Construct layout)
+    # the layout of flowcontroldefs.FLOW_CONTROL, packed as one word (a packet per data
+    # packet-hop: the emulator builds many; tests/test_ib_link.py decodes it by the layout)
     return packet_fast((op & 0xF) << OP_SHIFT | (fctbs % MODULUS) << FCTBS_SHIFT
                        | vl << VL_SHIFT | (fccl % MODULUS) << FCCL_SHIFT)
 
@@ -115,6 +109,6 @@ def valid(data: bytes, off: int = 0) -> bool:
         data[off + CRC_COVERS:off + SIZE], "big")
 
 
-__all__ = ["BLOCK", "FCCL_SHIFT", "FCTBS_SHIFT", "FIELDS", "FLOW_CONTROL", "MAX_VL", "MODULUS",
+__all__ = ["BLOCK", "FCCL_SHIFT", "FCTBS_SHIFT", "FIELDS", "MAX_VL", "MODULUS",
            "OP_INIT", "OP_NORMAL", "OP_SHIFT", "SIZE", "VL_SHIFT", "build", "checked_word",
            "checked_word_fast", "decode", "lpcrc", "packet", "packet_fast", "valid"]
