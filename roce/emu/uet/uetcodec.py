@@ -31,7 +31,7 @@ from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import default_next_header, frame
 from roce.families.uet.dissect import decode as dissect
-from roce.families.uet.dissect import decode_steps
+from roce.families.uet.dissect import decode_steps, layout_words
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
     AMO,
@@ -450,37 +450,15 @@ def _reader(data: bytes) -> tuple[int, Reader] | bool:
             pos += h.size
             continue
         renames = renamed(key, SPEC, flags if key == "ack" else 0, op, hd)
-        groups: list[list[Any]] = []
-        for k, f in zip(h.keys, h.layout.fields):
-            k = renames.get(k, k)
-            if k not in wanted:
-                continue
-            a, b = pos + f.bit_offset // 8, pos + (f.bit_offset + f.bits + 7) // 8
-            if groups and a < groups[-1][1]:
-                groups[-1][1] = max(groups[-1][1], b)
-                groups[-1][2].append((k, f))
-            else:
-                groups.append([a, b, [(k, f)]])
-        for a, b, fields in groups:
-            if a > done:
-                fmt.append(f"{a - done}x")
-            word = f"w{nwords}"
-            nwords += 1
-            size = b - a
-            code = {1: "B", 2: "H", 4: "I", 8: "Q"}.get(size)
-            fmt.append(code or f"{size}s")
-            if code is None:
-                lines.append(f"    {word} = from_bytes({word}, 'big')")
-            for k, f in fields:
-                shift = (b - pos) * 8 - f.bit_offset - f.bits
-                expr = word if f.bits == size * 8 else (
-                    f"(({word} >> {shift}) & {f.mask:#x})" if shift else f"({word} & {f.mask:#x})")
-                if f.kind == "bool":
-                    expr = f"_B[{expr}]"
-                local = f"v{len(names)}"
-                names[k] = local
-                lines.append(f"    {local} = {expr}")
-            done = b
+        codes, conv, exprs, done, nwords = layout_words(
+            [(k, f) for k, f in ((renames.get(k, k), f) for k, f in zip(h.keys, h.layout.fields))
+             if k in wanted], pos, done, nwords)
+        fmt += codes
+        lines += conv
+        for k, expr in exprs:
+            local = f"v{len(names)}"
+            names[k] = local
+            lines.append(f"    {local} = {expr}")
         pos += h.size
     for k, local in names.items():
         if k in RECEIVED:

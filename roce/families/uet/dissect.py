@@ -397,6 +397,45 @@ def _selectors(data: bytes, entropy: bool, reading: Reading) -> tuple[Any, ...] 
     return name, entropy, sp, typ, flags, nh, cc, op, som, hd, cswap
 
 
+def layout_words(fields: list[tuple[str, Any]], pos: int, done: int, nwords: int
+                 ) -> tuple[list[str], list[str], list[tuple[str, str]], int, int]:
+    """How one ``struct`` call reads ``fields`` ((key, field) of a layout that starts at byte
+    ``pos``, in order) as words ``w<nwords>``, ``w<nwords + 1>`` ..., fields that share bytes
+    sharing a word: the format codes (from byte ``done``, gaps skipped), the lines making
+    the words wider than 8 bytes integers, each key's expression over its word (a boolean
+    through ``_B``), and the byte and word number where the next layout's reading goes on.
+    The one rule of a generated reader of UET's layouts (this module's plans, the
+    emulator's ``uetcodec``)."""
+    groups: list[list[Any]] = []
+    for k, f in fields:
+        a, b = pos + f.bit_offset // 8, pos + (f.bit_offset + f.bits + 7) // 8
+        if groups and a < groups[-1][1]:
+            groups[-1][1] = max(groups[-1][1], b)
+            groups[-1][2].append((k, f))
+        else:
+            groups.append([a, b, [(k, f)]])
+    fmt: list[str] = []
+    lines: list[str] = []
+    exprs: list[tuple[str, str]] = []
+    for a, b, members in groups:
+        if a > done:
+            fmt.append(f"{a - done}x")
+        word = f"w{nwords}"
+        nwords += 1
+        size = b - a
+        code = {1: "B", 2: "H", 4: "I", 8: "Q"}.get(size)
+        fmt.append(code or f"{size}s")
+        if code is None:
+            lines.append(f"    {word} = from_bytes({word}, 'big')")
+        for k, f in members:
+            shift = (b - pos) * 8 - f.bit_offset - f.bits
+            expr = word if f.bits == size * 8 else (
+                f"(({word} >> {shift}) & {f.mask:#x})" if shift else f"({word} & {f.mask:#x})")
+            exprs.append((k, f"_B[{expr}]" if f.kind == "bool" else expr))
+        done = b
+    return fmt, lines, exprs, done, nwords
+
+
 def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
           reading: Reading) -> tuple[int, Any] | None:
     """The plan for packets of ``key``, made from this one (None when it is cut short)."""
@@ -414,37 +453,21 @@ def _plan(key: tuple[Any, ...], data: bytes, entropy: bool,
     consts = {k: v for k, v in d.fields.items() if k in ("uet", "uet.tss", "uet.pds", "uet.ses")
               or k.startswith("uet.pds.flags") or k in ("uet.pds.type", "uet.pds.nh",
                                                         "uet.pds.ctl_type")}
-    pos = nwords = 0
+    pos = done = nwords = 0
     op, hd = key[7], key[9] == 1
     for name in d.headers:
         layout = h[name]
         renames = renamed(name, reading, 0, op, hd) if name in SES_HEADERS.values() else {}
         if name == "prologue":  # its values choose the plan: constants in it
             items += [f"{k!r}: {v!r}" for k, v in consts.items() if k != "uet"]
-            fmt.append(f"{layout.size}x")
-            pos += layout.size
+            pos += layout.size  # (skipped by the next word's format)
             continue
-        groups: list[list[Any]] = []
-        for k, f in zip(layout.keys, layout.layout.fields):
-            a, b = f.bit_offset // 8, (f.bit_offset + f.bits + 7) // 8
-            if groups and a < groups[-1][1]:
-                groups[-1][1] = max(groups[-1][1], b)
-                groups[-1][2].append((renames.get(k, k), f))
-            else:
-                groups.append([a, b, [(renames.get(k, k), f)]])
-        for a, b, fields in groups:
-            word = f"w{nwords}"
-            nwords += 1
-            size = b - a
-            code = {1: "B", 2: "H", 4: "I", 8: "Q"}.get(size)
-            fmt.append(code or f"{size}s")
-            if code is None:
-                lines.append(f"    {word} = from_bytes({word}, 'big')")
-            for k, f in fields:
-                shift = b * 8 - f.bit_offset - f.bits
-                expr = word if f.bits == size * 8 else (
-                    f"(({word} >> {shift}) & {f.mask:#x})" if shift else f"({word} & {f.mask:#x})")
-                items.append(f"{k!r}: {'_B[' + expr + ']' if f.kind == 'bool' else expr}")
+        codes, conv, exprs, done, nwords = layout_words(
+            [(renames.get(k, k), f) for k, f in zip(layout.keys, layout.layout.fields)],
+            pos, done, nwords)
+        fmt += codes
+        lines += conv
+        items += [f"{k!r}: {expr}" for k, expr in exprs]
         if name in ("std", "small", "medium"):
             items.append(f"{_FLAG_BYTE[name]!r}: data[{pos + 1}]")
         if name in _DERIVE:
