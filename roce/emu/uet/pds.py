@@ -68,8 +68,8 @@ from typing import Any, Protocol
 
 from roce.emu.core.rack import Rack
 from roce.families.uet import codes as t
+from roce.families.uet.layouts import PSN_MASK
 
-PSN_MASK = 0xFFFFFFFF
 _HALF = 0x80000000
 SACK_BITS = 64  # the ACK_CC's SACK bitmap
 MPR_UNIT = 128  # PSNs per unit of the ACK's MPR (uet-ref-prov UET_PDS_MPR_GRANULARITY)

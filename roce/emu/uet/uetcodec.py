@@ -35,6 +35,7 @@ from roce.families.uet.dissect import decode_steps, layout_words
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
     AMO,
+    PSN_MASK,
     SES_HEADERS,
     SIGNED,
     SPEC,
@@ -48,7 +49,6 @@ from roce.families.uet.layouts import (
 )
 from roce.headers import LAYOUTS, SIZE_OF
 
-PSN_MASK = 0xFFFFFFFF
 _INTS = frozenset((int, bool))
 TYPE, NH, OP, CC = "uet.pds.type", "uet.pds.nh", "uet.ses.std.opcode", "uet.pds.ack.cc_type"
 SYN, SOM, HD, TSS = ("uet.pds.flags.syn", "uet.ses.std.som", "uet.ses.med_req.flags.hd",

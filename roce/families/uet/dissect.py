@@ -25,6 +25,7 @@ from roce.families.uet.checks import check
 from roce.families.uet.layouts import (
     ACK_CC_STATE,
     AMO,
+    PSN_MASK,
     READINGS,
     SES_HEADERS,
     SPEC,
@@ -39,7 +40,6 @@ from roce.families.uet.layouts import (
 )
 from roce.locate import L3_NONE, OK, Walk
 
-PSN_MASK = 0xFFFFFFFF
 # the walk a family record carries (records read layers and fields, not offsets)
 WALK = Walk(OK, 0, L3_NONE, -1, 0, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0)
 

@@ -125,6 +125,8 @@ TSS_SSI = _header("tss.ssi", T, _u("ssi", 32, "SSI"))
 _CLEAR = _u("clear_psn_offset", 16, "Clear PSN offset")
 RUD_ROD = _header("rud_rod", P, _CLEAR, _u("psn", 32, "PSN"), _u("spdcid", 16, "Source PDC ID"),
                   _u("dpdcid", 16, "Destination PDC ID"))
+# the PSN space (a PDC's PSNs, RUDI's packet IDs): the width of the header's PSN field
+PSN_MASK = RUD_ROD.layout.field("psn").mask
 CC_STATE = _header("cc", P, _u("cc_state.ccc_id", 8, "CCC ID"),
                    _u("cc_state.credit_target", 24, "Credit Target"))
 RUDI = _header("rudi", P, _u("rudi.rsvd", 16, "Reserved"), _u("rudi.pkt_id", 32, "RUDI ID"))
@@ -517,6 +519,6 @@ DIFFERENCES: tuple[Difference, ...] = (
 )
 
 
-__all__ = ["AMO", "ACK_CC_STATE", "DIFFERENCES", "READINGS", "REF_PROV", "SES_HEADERS", "SIGNED",
-           "SPEC", "STD_TAIL", "Difference", "Header", "Reading", "ack_cc_key", "carries_ses",
-           "pds_chain", "renamed", "ses_chain"]
+__all__ = ["AMO", "ACK_CC_STATE", "DIFFERENCES", "PSN_MASK", "READINGS", "REF_PROV",
+           "SES_HEADERS", "SIGNED", "SPEC", "STD_TAIL", "Difference", "Header", "Reading",
+           "ack_cc_key", "carries_ses", "pds_chain", "renamed", "ses_chain"]
