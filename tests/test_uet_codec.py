@@ -2,7 +2,8 @@
 per-shape encoders and path templates, ``roce.emu.uet.uetcodec``) gives the bytes, and the
 errors, of ``build.uet_bytes`` + ``build.frame`` for any field dictionary; ``uetframes.decode``
 (a reader generated per packet shape, building only the fields the PDS, SES and congestion
-manager read: ``uetcodec.RECEIVED``) gives ``dissect.decode``'s values of those fields, for
+manager read: ``uetcodec.RECEIVED``; and its C twin, ``uetcodec.decode_native``, the same
+answer) gives ``dissect.decode``'s values of those fields, for
 good, corrupted and cut frames of any shape and of every shape the PDS sends; the PDS, SES and
 congestion manager read no other field; and the shapes the PDS really sends take the fast
 paths, both ways."""
@@ -145,6 +146,27 @@ def _reference_receive(frame: bytes) -> tuple | None:
             frame[15] & 3 == ECN_CE, frame[15] >> 2)
 
 
+# the readers of a frame: Python's generated ones, and the C twin where the fast path is built
+READERS = (uetcodec.decode_python,) + ((uetcodec.decode_native,) if uetcodec._RECEIVE else ())
+
+
+def _received(frame: bytes) -> tuple | None:
+    """What every reader takes from ``frame``, the same for each (the twins agree)."""
+    outs = []
+    for read in READERS:
+        r = read(frame)
+        outs.append(None if r is None else (r.fields, r.payload, r.src, r.ce, r.dscp))
+        assert r is None or type(r) is uetframes.Received, read
+    assert all(o == outs[0] for o in outs), (frame.hex(), outs)
+    return outs[0]
+
+
+def test_the_c_reader_is_the_hosts_when_built() -> None:
+    from roce import fast
+    assert (uetframes.decode is uetcodec.decode_native) == bool(fast.COMPILED)
+    assert (uetcodec._RECEIVE is not None) == bool(fast.COMPILED)
+
+
 @settings(max_examples=300)
 @given(packets(), st.lists(st.integers(0, 8 * 400), max_size=3), st.integers(0, 400),
        st.booleans())
@@ -163,9 +185,7 @@ def test_fast_decoder_reads_what_the_family_decodes(pkt: tuple, flips: list[int]
             frame[12 + bit // 8] ^= 0x80 >> (bit % 8)
     if cut:
         del frame[max(0, len(frame) - cut):]
-    r = uetframes.decode(bytes(frame))
-    got = None if r is None else (r.fields, r.payload, r.src, r.ce, r.dscp)
-    assert got == _reference_receive(bytes(frame))
+    assert _received(bytes(frame)) == _reference_receive(bytes(frame))
 
 
 def test_the_pds_shapes_take_the_fast_path(monkeypatch: Any) -> None:
@@ -201,7 +221,7 @@ def test_a_frame_the_fast_decoder_does_not_take_is_refused_as_before() -> None:
     for frame in (good[:uetframes.UET_AT - 1], good[:uetframes.UET_AT + 3],
                   good[:12] + b"\x86\xdd" + good[14:], good[:36] + b"\x12\xb8" + good[38:],
                   bytes(rng.randrange(256) for _ in range(80))):
-        assert uetframes.decode(frame) is None
+        assert _received(frame) is None
         assert _reference_receive(frame) is None
 
 
@@ -229,9 +249,7 @@ def test_a_cut_packet_first_of_its_shape() -> None:
         dissect(whole[uetframes.UET_AT:uetframes.UET_AT - 8 + ulen])  # the decoder's plan
         for n in (8 + 3, ulen - 101, ulen, 8 + 5, ulen - 101, ulen, 8 + 1):
             frame = whole[:38] + n.to_bytes(2, "big") + whole[40:]
-            r = uetframes.decode(frame)
-            got = None if r is None else (r.fields, r.payload, r.src, r.ce, r.dscp)
-            assert got == _reference_receive(frame), (typ, n)
+            assert _received(frame) == _reference_receive(frame), (typ, n)
 
 
 # Small runs that between them send every shape of packet the PDS sends: each PDC mode, SYN
@@ -294,11 +312,16 @@ def test_the_pds_shapes_are_read_by_generated_readers(monkeypatch: Any) -> None:
 
     monkeypatch.setattr(uetcodec, "dissect", counted)
     for fr in frames:
-        r = uetframes.decode(fr)
+        r = uetcodec.decode_python(fr)
         assert r is not None and (r.fields, r.payload, r.src, r.ce, r.dscp) == \
             _reference_receive(fr)
     assert slow and all(dissect(d).fields.get("uet.ses.std.opcode") == t.FETCHING_ATOMIC
                         for d in slow)
+    if uetcodec._RECEIVE is not None:  # and C reads every one of them, atomics included
+        for fr in frames:
+            r = uetcodec._RECEIVE(fr)
+            assert r is not None and (r.fields, r.payload, r.src, r.ce, r.dscp) == \
+                _reference_receive(fr)
 
 
 @settings(max_examples=300)
@@ -318,9 +341,7 @@ def test_fast_reader_reads_the_pds_shapes_as_the_decoder(data: st.DataObject, fl
             frame[at] ^= 0x80 >> (bit % 8)
     if cut:
         del frame[max(0, len(frame) - cut):]
-    r = uetframes.decode(bytes(frame))
-    got = None if r is None else (r.fields, r.payload, r.src, r.ce, r.dscp)
-    assert got == _reference_receive(bytes(frame))
+    assert _received(bytes(frame)) == _reference_receive(bytes(frame))
 
 
 # Run in a child with ROCE_PURE=1: compiled, the PDS and SES read a dict with C calls that

@@ -1,8 +1,9 @@
 """The emulator's fast UET codec: the few packet shapes the PDS sends, each packed by one
-generated function; the Ethernet / IPv4 / UDP prefix of a frame from a per-path template; and
-the reading of a received packet: the fields the PDS, SES and congestion manager read of it
-(``RECEIVED``), by one function generated per packet shape, found from bytes at fixed places
-(the family's decoder, ``dissect.decode``, behind it and held equal to it on those fields).
+generated function, the Ethernet / IPv4 / UDP prefix of its frame (a per-path template) in the
+same ``struct`` call; and the reading of a received packet: the fields the PDS, SES and
+congestion manager read of it (``RECEIVED``), by one function generated per packet shape,
+found from bytes at fixed places, or by its twin in C where the fast path is built (the
+family's decoder, ``dissect.decode``, behind both and held equal to them on those fields).
 
 ``build.uet_bytes`` and ``build.frame`` are the reference (and the fallback) these are held to,
 byte for byte (tests/test_uet_codec.py): the shape of a field dictionary (its keys in order and
@@ -23,10 +24,12 @@ RFC 1071), the UDP source port (the entropy) and length.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from roce.emu.net import hop
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import default_next_header, frame
@@ -47,7 +50,7 @@ from roce.families.uet.layouts import (
     renamed,
     ses_chain,
 )
-from roce.headers import LAYOUTS, SIZE_OF
+from roce.headers import ECN_CE, LAYOUTS, SIZE_OF
 
 _INTS = frozenset((int, bool))
 TYPE, NH, OP, CC = "uet.pds.type", "uet.pds.nh", "uet.ses.std.opcode", "uet.pds.ack.cc_type"
@@ -58,38 +61,65 @@ _OFFSETS = (("uet.pds.clear_psn", "uet.pds.psn", "uet.pds.clear_psn_offset"),
             ("uet.pds.ack_psn", "uet.pds.cack_psn", "uet.pds.ack_psn_offset"),
             ("uet.pds.ack.sack_psn", "uet.pds.cack_psn", "uet.pds.ack.sack_psn_offset"))
 
-Encoder = Callable[[dict[str, Any]], Any]  # the header's bytes, None, or MISS
-_SHAPES: dict[tuple[Any, ...], Encoder | None] = {}
-# The keys of a field dictionary, in order -> the encoder of the shape last seen with them:
-# it checks the values that choose layouts itself (``MISS`` when they differ), so that a
+# A shape's pair of generated functions, one body: ``enc(fields)``, the header's bytes, and
+# ``frm(fields, gaps, base, sport, ip_id, payload)``, the whole frame on a path (``Path``'s
+# gaps and checksum base); each gives None or MISS as the module docstring says.
+Encoders = tuple[Callable[[dict[str, Any]], Any], Callable[..., Any]]
+_SHAPES: dict[tuple[Any, ...], Encoders | None] = {}
+# The keys of a field dictionary, in order -> the encoders of the shape last seen with them:
+# they check the values that choose layouts themselves (``MISS`` when they differ), so that a
 # packet of the shape before it costs no key built of them.
-_BY_KEYS: dict[tuple[str, ...], Encoder] = {}
+_BY_KEYS: dict[tuple[str, ...], Encoders] = {}
 MISS = object()
+
+
+def _encoders(fields: dict[str, Any], names: tuple[str, ...]) -> Encoders | None:
+    """The encoders of the shape of ``fields`` (its keys ``names``), learnt for those keys;
+    None for a shape they do not cover."""
+    g = fields.get
+    key = (names, g(TYPE), g(NH), g(OP), g(CC), not g(SYN), not g(SOM), not g(HD),
+           not g(TSS))
+    encs = _SHAPES.get(key, _SHAPES)  # type: ignore[arg-type]
+    if encs is _SHAPES:
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        encs = _SHAPES[key] = _compile(key)
+    if encs is not None:
+        if len(_BY_KEYS) > 4096:
+            _BY_KEYS.clear()
+        _BY_KEYS[names] = encs  # type: ignore[assignment]
+    return encs  # type: ignore[return-value]
 
 
 def uet_header(fields: dict[str, Any]) -> bytes | None:
     """``build.uet_bytes(fields)`` less its payload (the specification's reading, no entropy
     header) for the shapes the generated encoders cover; None for anything else."""
     names = tuple(fields)
-    enc = _BY_KEYS.get(names)
-    if enc is not None:
-        out = enc(fields)
+    encs = _BY_KEYS.get(names)
+    if encs is not None:
+        out = encs[0](fields)
         if out is not MISS:
             return out  # type: ignore[no-any-return]
-    g = fields.get
-    key = (names, g(TYPE), g(NH), g(OP), g(CC), not g(SYN), not g(SOM), not g(HD),
-           not g(TSS))
-    enc = _SHAPES.get(key, _SHAPES)  # type: ignore[arg-type]
-    if enc is _SHAPES:
-        if len(_SHAPES) > 4096:
-            _SHAPES.clear()
-        enc = _SHAPES[key] = _compile(key)
-    if enc is None:
-        return None
-    if len(_BY_KEYS) > 4096:
-        _BY_KEYS.clear()
-    _BY_KEYS[names] = enc
-    return enc(fields)  # type: ignore[no-any-return]
+    encs = _encoders(fields, names)
+    return None if encs is None else encs[0](fields)  # type: ignore[no-any-return]
+
+
+def frame_fast(fields: dict[str, Any], payload: bytes, src: str, dst: str, smac: bytes,
+               dmac: bytes, dscp: int, ecn: int, sport: int, ip_id: int) -> bytes | None:
+    """``path(src, dst, smac, dmac, dscp, ecn).wrap(uet_header(fields), payload, sport,
+    ip_id)`` in one generated function: the frame of the packet; None where either would
+    give None."""
+    p = _PATHS.get((src, dst, smac, dmac, dscp, ecn))
+    if p is None:
+        p = path(src, dst, smac, dmac, dscp, ecn)
+    names = tuple(fields)
+    encs = _BY_KEYS.get(names)
+    if encs is not None:
+        out = encs[1](fields, p.gaps, p.base, sport, ip_id, payload)
+        if out is not MISS:
+            return out  # type: ignore[no-any-return]
+    encs = _encoders(fields, names)
+    return None if encs is None else encs[1](fields, p.gaps, p.base, sport, ip_id, payload)
 
 
 def uet_fast(fields: dict[str, Any], payload: bytes) -> bytes | None:
@@ -99,8 +129,8 @@ def uet_fast(fields: dict[str, Any], payload: bytes) -> bytes | None:
     return None if head is None else head + payload
 
 
-def _compile(key: tuple[Any, ...]) -> Encoder | None:
-    """The generated encoder of one shape, or None when the shape is not one it covers."""
+def _compile(key: tuple[Any, ...]) -> Encoders | None:
+    """The generated encoders of one shape, or None when the shape is not one they cover."""
     names, typ, nh, op, cc, no_syn, no_som, no_hd, no_tss = key
     nh_raw = nh
     have = set(names)
@@ -118,10 +148,13 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
     for i, k in enumerate(names):
         locals_[k] = f"x{i}"
     # the values in the dictionary's order (its keys are ``names``, in order: the callers'
-    # lookup), every one an int or a bool
+    # lookup), every one to be an int or a bool: a value an operation or a ``struct`` code
+    # takes refuses any other type by raising (TypeError, AttributeError, struct.error: the
+    # encoder then gives None); the others (compared only, or not packed) by a type check
     reads = [f"    {''.join(x + ', ' for x in locals_.values())}= v.values()"] if names else []
-    checks = ["ints(map(type, v.values()))"]
+    checks = [""]  # the type check, once what is operated on is known
     lines: list[str] = []
+    ops: list[str] = []  # the lines that operate on values (with ``words``: what they take)
     # flags, composed as build.compose_flags composes them (None where it would refuse)
     lines.append("    fl = 0")
     for name, mask in reading.flags.get(typ, ()):
@@ -131,9 +164,10 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
         low = (mask & -mask).bit_length() - 1
         lines.append(f"    if {x}:")
         if mask & (mask - 1):
-            lines += [f"        if ({x} << {low}) & {~mask & 0x7F:#x} or {x} < 0 or "
-                      f"({x} << {low}) > 0x7F:", "            return None",
-                      f"        fl |= {x} << {low}"]
+            ops += [f"        if ({x} << {low}) & {~mask & 0x7F:#x} or {x} < 0 or "
+                    f"({x} << {low}) > 0x7F:", "            return None",
+                    f"        fl |= {x} << {low}"]
+            lines += ops[-3:]
         else:
             lines += [f"        if {x} != 1:", "            return None", f"        fl |= {mask}"]
     syn_bit = 0 if no_syn else SYN_MASK
@@ -144,12 +178,13 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
     for n, (derived, base, off) in enumerate(_OFFSETS):
         if derived in have and off not in have:
             b = locals_.get(base, "0")
-            lines += [f"    d{n} = ({locals_[derived]} - {b}) & {PSN_MASK}",
-                      f"    if d{n} & 0x80000000:", f"        d{n} -= 0x100000000"]
+            ops.append(f"    d{n} = ({locals_[derived]} - {b}) & {PSN_MASK}")
+            lines += [ops[-1], f"    if d{n} & 0x80000000:", f"        d{n} -= 0x100000000"]
             values[off] = f"d{n}"
     if "uet.pds.start_psn" in have and "uet.pds.psn_offset" not in have:
-        lines.append(f"    d9 = ({locals_.get('uet.pds.psn', '0')} - "
-                     f"{locals_['uet.pds.start_psn']}) & {PSN_MASK}")
+        ops.append(f"    d9 = ({locals_.get('uet.pds.psn', '0')} - "
+                   f"{locals_['uet.pds.start_psn']}) & {PSN_MASK}")
+        lines.append(ops[-1])
         values["uet.pds.psn_offset"] = "d9"
     # the layouts, in wire order, each with the flat key its fields are taken from
     pro = heads["prologue"]
@@ -236,19 +271,38 @@ def _compile(key: tuple[Any, ...]) -> Encoder | None:
                                                     (CC, key[4])) if k in have]
     chose += [f"(not {locals_[k]}) != {x}" for k, x in ((SYN, no_syn), (SOM, no_som),
                                                          (HD, no_hd), (TSS, no_tss)) if k in have]
-    src = "\n".join(["def enc(v):", *reads,
-                     f"    if {' or '.join(chose)}:" if chose else "    pass",
-                     "        return MISS" if chose else "",
-                     f"    if not {checks[0]}:",
-                     "        return None", *lines,
-                     f"    if not ({' and '.join(checks[1:]) or 'True'}):",
-                     "        return None",
-                     "    try:", f"        return pack({', '.join(words)})",
-                     "    except StructError:", "        return None"]) + "\n"
-    env: dict[str, Any] = {"ints": _INTS.issuperset, "MISS": MISS, "StructError": struct.error,
-                           "pack": struct.Struct("!" + "".join(fmt)).pack}
+    operated = set(re.findall(r"\bx\d+\b", "\n".join([*ops, *words])))
+    typed = [x for x in locals_.values() if x not in operated]
+    checks[0] = " and ".join(f"type({x}) in ints" for x in typed) or "True"
+    # one body, two ends: the header's bytes (``enc``), or the whole frame on a path, the
+    # prefix's words packed in the same ``struct`` call (``frm``)
+    body = [*reads, f"    if {' or '.join(chose)}:" if chose else "    pass",
+            "        return MISS" if chose else "", f"    if not ({checks[0]}):",
+            "        return None", "    try:", *("    " + x for x in lines),
+            f"        if not ({' and '.join(checks[1:]) or 'True'}):", "            return None"]
+    size = at  # the header's bytes
+    pad = [f"    if len(out) < {MIN_FRAME}:", f"        out += bytes({MIN_FRAME} - len(out))"] \
+        if size + PREFIX < MIN_FRAME else []
+    src = "\n".join([
+        "def enc(v):", *body,
+        f"        return pack({', '.join(words)})",
+        "    except REFUSED:", "        return None",
+        "def frm(v, g, base, sport, ipid, payload):", *body,
+        f"        n = {size + IP_HDR + UDP_HDR} + len(payload)",
+        "        if n > 0xFFFF or not 0 <= sport <= 0xFFFF or not 0 <= ipid <= 0xFFFF:",
+        "            return None",
+        "        s = base + n + ipid",
+        "        s = (s & 0xFFFF) + (s >> 16)",
+        "        s = (s & 0xFFFF) + (s >> 16)",
+        f"        out = packf({', '.join([*_PREFIX_ARGS, *words])}) + payload",
+        "    except REFUSED:", "        return None", *pad,
+        "    return out"]) + "\n"
+    env: dict[str, Any] = {"ints": _INTS, "MISS": MISS,
+                           "REFUSED": (TypeError, AttributeError, struct.error),
+                           "pack": struct.Struct("!" + "".join(fmt)).pack,
+                           "packf": struct.Struct("!" + "".join([*_PREFIX_FMT, *fmt])).pack}
     exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
-    return env["enc"]  # type: ignore[no-any-return]
+    return env["enc"], env["frm"]
 
 
 # -- the Ethernet / IPv4 / UDP prefix ---------------------------------------------------------
@@ -270,10 +324,10 @@ _PATCHED = sorted(((IP_LEN, "iplen"), (IP_ID, "ipid"), (IP_CSUM, "csum"),
                    (UDP_SPORT, "sport"), (UDP_LEN, "ulen")))
 
 
-def _prefix_packer() -> Callable[..., bytes]:
-    """``put(gaps, iplen, ipid, csum, sport, ulen)``: a prefix of the five 16-bit fields put
-    between the template's bytes around them (``gaps``, cut once per path), one ``struct``
-    call."""
+def _prefix_plan(exprs: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The ``struct`` codes and argument expressions of a prefix: the five 16-bit fields
+    (``exprs``: their values by name) between the template's bytes around them (``g``, the
+    path's gaps, cut once per path)."""
     fmt, args, pos, n = [], [], 0, 0
     for off, name in _PATCHED:
         if off > pos:
@@ -281,11 +335,22 @@ def _prefix_packer() -> Callable[..., bytes]:
             args.append(f"g[{n}]")
             n += 1
         fmt.append("H")
-        args.append(name)
+        args.append(exprs[name])
         pos = off + 2
     if pos < PREFIX:
         fmt.append(f"{PREFIX - pos}s")
         args.append(f"g[{n}]")
+    return fmt, args
+
+
+# in a generated ``frm``: ``n`` is the IPv4 total length, ``s`` the folded checksum sum
+_PREFIX_FMT, _PREFIX_ARGS = _prefix_plan({"iplen": "n", "ipid": "ipid", "csum": "~s & 0xFFFF",
+                                          "sport": "sport", "ulen": f"n - {IP_HDR}"})
+
+
+def _prefix_packer() -> Callable[..., bytes]:
+    """``put(g, iplen, ipid, csum, sport, ulen)``: a prefix in one ``struct`` call."""
+    fmt, args = _prefix_plan({k: k for _o, k in _PATCHED})
     src = (f"def put(g, iplen, ipid, csum, sport, ulen):\n"
            f"    return pack({', '.join(args)})\n")
     env: dict[str, Any] = {"pack": struct.Struct("!" + "".join(fmt)).pack}
@@ -358,19 +423,54 @@ def path(src: str, dst: str, smac: bytes, dmac: bytes, dscp: int, ecn: int) -> P
     return p
 
 
+# the places and values decode reads, looked up once
+_IPV4, _PORT = hop.IPV4_TYPE, UET_PORT.to_bytes(2, "big")
+_ETHERTYPE = int.from_bytes(_IPV4, "big")
+_UDP_AT = UET_AT - UDP_HDR
+_ULEN = UDP_LEN
+_TOS, _ECN_SHIFT, _ECN_MASK = hop.TOS, hop.ECN_SHIFT, hop.ECN_MASK
+_DSCP_SHIFT, _DSCP_MASK = hop.DSCP_SHIFT, hop.DSCP_MASK
+_ETYPE0 = hop.ETYPE[0]
+_DPORT0 = hop.UDP_DPORT[0]
+_SRC0, _SRC1 = hop.SRC_IP
+_ADDRESSES: dict[bytes, str] = {}  # source address bytes -> dotted quad, per source once
+
+
+def _head() -> tuple[int, int, Callable[..., tuple[Any, ...]]]:
+    """One ``struct`` reading of what ``decode`` checks and keeps of a frame's first bytes:
+    (where it starts, where it ends, its ``unpack_from``) giving the EtherType, the TOS
+    byte, the source address's bytes, the UDP destination port and length, and the UET
+    prologue, at the places ``roce.headers`` gives."""
+    parts = sorted(((_ETYPE0, "H"), (_TOS, "B"), (_SRC0, f"{_SRC1 - _SRC0}s"),
+                    (_DPORT0, "H"), (_ULEN, "H"), (UET_AT, "H")))
+    fmt, pos = [], parts[0][0]
+    for off, code in parts:
+        if off > pos:
+            fmt.append(f"{off - pos}x")
+        fmt.append(code)
+        pos = off + struct.calcsize("!" + code)
+    return parts[0][0], pos, struct.Struct("!" + "".join(fmt)).unpack_from
+
+
+_HEAD_AT, _HEAD_END, _HEAD = _head()
+
+
 # -- reading ---------------------------------------------------------------------------------
 # What the emulator reads of a received packet is ``RECEIVED``: the fields the PDS, the SES and
 # the congestion manager take from it (by ``f.get`` or ``f[...]``; tests/test_uet_codec.py runs
-# them on every shape they receive and fails on a field read outside it).  ``receive`` builds
-# only those, at the offsets the family's layouts give, by one function generated per packet
+# them on every shape they receive and fails on a field read outside it).  ``decode_python``
+# builds only those, at the offsets the family's layouts give, by one function generated per packet
 # shape: ``dissect.decode`` chooses its layouts by values it reads all over a packet
 # (``_selectors``); in the packets the PDS reads those values sit in the prologue and at most
 # two bytes after it (an ACK's CC type; a request's SES opcode and flags), at places the
 # prologue fixes.  So the prologue and those bytes, as they are, name the shape: the first
 # whole packet of a shape is decoded step by step (``decode_steps``), and the layouts it read
 # make the reader of every later one.  What has no such place (TSS, an atomic extension chosen
-# by its own first byte) or is cut short goes to ``dissect.decode``, its fields then narrowed
-# to ``RECEIVED``: the same errors, the same values.
+# by its own first byte, an ACK's SES request header after its CC type) or is cut short goes to
+# ``dissect.decode``, its fields then narrowed to ``RECEIVED``: the same errors, the same
+# values.  ``decode_native`` is its twin in C (roce/emu/uet/_receive.pxi: the family's C walk
+# of ``roce decode``'s UET lines, told which slots ``RECEIVED`` names), what a host calls
+# where the fast path is built.
 
 RECEIVED = frozenset((
     # the PDS: prologue, request, SYN, ACK, NACK, control and RUDI headers
@@ -400,22 +500,25 @@ _PRO = [(f.shift, f.mask) for f in SPEC.headers["prologue"].layout.fields]
 _SES_FIRST = ("std", "small", "medium")  # request headers: opcode and flags in bytes 0-1
 _AMO_KEYS = frozenset(("atomic", "cswap"))
 _SPANS: dict[int, tuple[int, int]] = {}  # prologue -> where its selector bytes are
-Reader = Callable[[bytes], dict[str, Any]]
+Reader = Callable[[bytes, int, int, str], 'Received']  # (frame, end, TOS, source)
 _READERS: dict[int, tuple[int, Reader] | bool] = {}  # shape -> (size, reader), or False
 
 
 def _span(prologue: int) -> tuple[int, int]:
     """Where the selector bytes after a prologue are and how many (0: none; -1: its packets
-    are not ``receive``'s, TSS)."""
+    are not ``decode``'s: TSS, or selectors in two places)."""
     typ, nh, flags = ((prologue >> s) & m for s, m in _PRO)
     if typ == t.TSS_TYPE:
         return 0, -1
     heads, size = SPEC.headers, SPEC.headers["prologue"].size
+    ses_first = carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST
     for k in pds_chain(typ, flags, SPEC):
         if k == "ack.ext":
-            return size, 1  # the CC type: its first byte
+            # the CC type: its first byte; an SES request header after it would have its
+            # opcode choose too (two places: not a shape of ``decode``'s, which no PDS sends)
+            return (0, -1) if ses_first else (size, 1)
         size += 8 if k == ACK_CC_STATE else heads[k].size
-    if carries_ses(typ) and SES_HEADERS.get(nh) in _SES_FIRST:
+    if ses_first:
         return size, 2
     return 0, 0
 
@@ -423,7 +526,7 @@ def _span(prologue: int) -> tuple[int, int]:
 def _reader(data: bytes) -> tuple[int, Reader] | bool:
     """The reader of packets shaped as ``data`` (a whole one): (the bytes it reads, a
     function of the frame giving the ``RECEIVED`` fields); False when its shape is not
-    ``receive``'s (an atomic extension: chosen by a byte at no fixed place), True when
+    ``decode``'s (an atomic extension: chosen by a byte at no fixed place), True when
     ``data`` does not decode (nothing learnt)."""
     d = decode_steps(data, checks=False)
     if d.error is not None:
@@ -472,55 +575,139 @@ def _reader(data: bytes) -> tuple[int, Reader] | bool:
             else:
                 items.append(f"{derived!r}: ({bv} - {o}) & {PSN_MASK:#x}")
     words = ", ".join(f"w{i}" for i in range(nwords))
-    src = "\n".join(["def rd(fr):",
+    # the whole ``Received`` (the frame's TOS and source address as ``decode`` read them)
+    src = "\n".join(["def rd(fr, end, tos, src):",
                      f"    {words}, = unpack(fr, {UET_AT})" if nwords else "    pass", *lines,
-                     "    return {" + ", ".join(items) + "}"]) + "\n"
+                     "    return new(Received, ({" + ", ".join(items) + "}, "
+                     f"fr[{UET_AT + pos}:end], src, (tos >> {_ECN_SHIFT}) & {_ECN_MASK} == "
+                     f"{ECN_CE}, (tos >> {_DSCP_SHIFT}) & {_DSCP_MASK}))"]) + "\n"
     env: dict[str, Any] = {"_B": (False, True), "from_bytes": int.from_bytes,
-                           "unpack": struct.Struct("!" + "".join(fmt)).unpack_from}
+                           "unpack": struct.Struct("!" + "".join(fmt)).unpack_from,
+                           "new": tuple.__new__, "Received": Received}
     exec(compile(src, f"<uet reader {typ}>", "exec"), env)
     return pos, env["rd"]
 
 
-def receive(frame: bytes, end: int) -> tuple[dict[str, Any], int] | None:
-    """The ``RECEIVED`` fields of the UET packet at ``UET_AT`` in ``frame`` (its UDP length
-    ends it at ``end``) and where its payload starts in ``frame``: what ``dissect.decode``
-    (without expert checks) decodes of ``frame[UET_AT:end]``, narrowed to ``RECEIVED``; None
-    when that is an error."""
+class Received(NamedTuple):
+    """What a host takes from a frame: the ``RECEIVED`` fields, the payload, the source
+    address, whether it was marked CE, its DSCP."""
+
+    fields: dict[str, Any]
+    payload: bytes
+    src: str
+    ce: bool
+    dscp: int
+
+
+def decode_python(frame: bytes) -> Received | None:
+    """The PDS packet in a frame our hosts build (IPv4, UDP to port 4793), or None when the
+    frame is something else or does not decode as UET.  Its fields are the ``RECEIVED`` ones
+    of what ``dissect.decode`` (without expert checks: no PDS decision reads them; ``roce
+    decode`` and ``roce stats`` run them on the pcaps) decodes of the UET packet, which the
+    UDP length ends; the payload is what follows its headers.  This runs once per frame a
+    host receives (``decode``, when the fast path is not built): what it reads of the
+    Ethernet, IPv4 and UDP headers and the UET prologue is one ``struct`` call, and the
+    shape's reader makes the whole answer."""
+    if len(frame) < _HEAD_END:
+        return _general(frame)
+    etype, tos, raw, dport, ulen, pro = _HEAD(frame, _HEAD_AT)
+    if etype != _ETHERTYPE or dport != UET_PORT:
+        return None
+    end = _UDP_AT + ulen
     n = len(frame)
     if end < n:
         n = end
     n -= UET_AT
-    if n >= 2:
-        pro = (frame[UET_AT] << 8) | frame[UET_AT + 1]
-        span = _SPANS.get(pro)
-        if span is None:
-            if len(_SPANS) > 4096:
-                _SPANS.clear()
-            span = _SPANS[pro] = _span(pro)
-        at, width = span
-        if width >= 0 and n >= at + width:
-            # the shape: the prologue, its selector bytes and how many
-            if width == 0:
-                key = pro << 2
-            elif width == 1:
-                key = (((pro << 8) | frame[UET_AT + at]) << 2) | 1
-            else:
-                key = (((pro << 16) | (frame[UET_AT + at] << 8) | frame[UET_AT + at + 1]) << 2) | 2
-            rd = _READERS.get(key)
-            if rd is None:  # learnt from a whole packet of the shape, the first one
-                rd = _reader(frame[UET_AT:UET_AT + n])
-                if rd is not True:
-                    if len(_READERS) > 4096:
-                        _READERS.clear()
-                    _READERS[key] = rd
-            if rd is not True and rd is not False and n >= rd[0]:  # type: ignore[index]
-                return rd[1](frame), UET_AT + rd[0]  # type: ignore[index]
-    d = dissect(frame[UET_AT:end], checks=False)
-    if d.error is not None:
+    span = _SPANS.get(pro)
+    if span is None:
+        if len(_SPANS) > 4096:
+            _SPANS.clear()
+        span = _SPANS[pro] = _span(pro)
+    at, width = span
+    if width < 0 or n < at + width:
+        return _general(frame)
+    # the shape: the prologue, its selector bytes and how many
+    if width == 0:
+        key = pro << 2
+    elif width == 1:
+        key = (((pro << 8) | frame[UET_AT + at]) << 2) | 1
+    else:
+        key = (((pro << 16) | (frame[UET_AT + at] << 8) | frame[UET_AT + at + 1]) << 2) | 2
+    rd = _READERS.get(key)
+    if rd is None:  # learnt from a whole packet of the shape, the first one
+        rd = _reader(frame[UET_AT:UET_AT + n])
+        if rd is not True:
+            if len(_READERS) > 4096:
+                _READERS.clear()
+            _READERS[key] = rd
+    if rd is True or rd is False or n < rd[0]:  # type: ignore[index]
+        return _general(frame)
+    src = _ADDRESSES.get(raw)
+    if src is None:
+        src = _address(raw)
+    return rd[1](frame, end, tos, src)  # type: ignore[index,no-any-return]
+
+
+def _general(frame: bytes) -> Received | None:
+    """``decode`` of any frame by ``dissect.decode``: what no reader takes (cut short, TSS,
+    an atomic extension, an error)."""
+    if len(frame) < UET_AT or not frame.startswith(_IPV4, _ETYPE0) or \
+            not frame.startswith(_PORT, _DPORT0):
         return None
+    end = _UDP_AT + ((frame[_ULEN] << 8) | frame[_ULEN + 1])
+    d = dissect(frame[UET_AT:end], checks=False)
     f = d.fields
-    return {k: v for k, v in f.items() if k in RECEIVED}, UET_AT + n - f["payload.len"]
+    if d.error is not None or TYPE not in f:
+        return None
+    start = min(len(frame), end) - f["payload.len"]
+    tos = frame[_TOS]
+    return Received({k: v for k, v in f.items() if k in RECEIVED}, frame[start:end],
+                    _address(frame[_SRC0:_SRC1]), (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE,
+                    (tos >> _DSCP_SHIFT) & _DSCP_MASK)
 
 
-__all__ = ["PREFIX", "RECEIVED", "UET_AT", "Path", "path", "receive", "uet_fast",
-           "uet_header"]
+def _address(raw: bytes) -> str:
+    """The dotted quad of an IPv4 address's bytes, kept per source."""
+    src = _ADDRESSES.get(raw)
+    if src is None:
+        if len(_ADDRESSES) > 4096:
+            _ADDRESSES.clear()
+        src = _ADDRESSES[raw] = ".".join(str(b) for b in raw)
+    return src
+
+
+
+
+def _native() -> Callable[[bytes], Received | None] | None:
+    """``roce._fastpath.uet_receive`` (roce/emu/uet/_receive.pxi) configured with this
+    module's places, values and ``RECEIVED``; None when the fast path is not built."""
+    from roce.families.uet import READING_NAMES, uetlines
+
+    ext = uetlines.compiled()
+    if ext is None or not hasattr(ext, "uet_receive"):
+        return None
+    ext.uet_receive_configure({
+        "reading": READING_NAMES.index(SPEC.name), "received": sorted(RECEIVED),
+        "etype_at": _ETYPE0, "ethertype": _ETHERTYPE, "tos_at": _TOS, "src_at": _SRC0,
+        "dport_at": _DPORT0, "port": UET_PORT, "ulen_at": _ULEN, "udp_at": _UDP_AT,
+        "uet_at": UET_AT, "ecn_shift": _ECN_SHIFT, "ecn_mask": _ECN_MASK, "ecn_ce": ECN_CE,
+        "dscp_shift": _DSCP_SHIFT, "dscp_mask": _DSCP_MASK, "tuple": Received})
+    return ext.uet_receive  # type: ignore[no-any-return]
+
+
+_RECEIVE = _native()
+
+
+def decode_native(frame: bytes) -> Received | None:
+    """``decode_python`` with the reading in C (``uet_receive``, its twin), Python's reader
+    behind it for what C leaves."""
+    got = _RECEIVE(frame)  # type: ignore[misc]
+    return got if got is not None else decode_python(frame)
+
+
+# what a host calls per frame: the C reading when the fast path is built
+decode = decode_native if _RECEIVE is not None else decode_python
+
+
+__all__ = ["PREFIX", "RECEIVED", "UET_AT", "Path", "Received", "decode", "decode_native",
+           "decode_python", "frame_fast", "path", "uet_fast", "uet_header"]

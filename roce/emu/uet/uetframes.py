@@ -14,17 +14,14 @@ provider marks them), the data packets ECN-capable so that switches can mark the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from roce.emu.net import hop
-from roce.emu.uet.uetcodec import UET_AT, path, receive, uet_header
+from roce.emu.uet.uetcodec import UET_AT, Received, decode, frame_fast, path
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
 from roce.families.uet.build import frame, uet_bytes
-from roce.headers import ECN_CE, ECN_ECT0
+from roce.headers import ECN_ECT0
 
-UDP_HDR = 8
-_ULEN = hop.UDP_SPORT[0] + 4  # the UDP length field
 DSCP_DATA = 0  # CS0 (uet-ref-prov: UET_DEFAULT_TC)
 DSCP_ACK = 46  # EF: ACKs, NACKs, RUDI responses and control packets
 
@@ -58,20 +55,17 @@ def encode(fields: dict[str, Any], payload: bytes, *, src: str, dst: str, smac: 
 def frame_of(fields: dict[str, Any], payload: bytes, src: str, dst: str, smac: bytes,
              dmac: bytes, entropy: int, marking: Marking, ip_id: int) -> bytes:
     """``encode`` with its arguments in order (a host's call per packet, without keywords)."""
-    control = fields.get("uet.pds.type") in _CONTROL
-    dscp = marking.control if control else marking.data
-    ecn = 0 if control else marking.ecn
-    head = uet_header(fields)
-    if head is None:
+    if fields.get("uet.pds.type") in _CONTROL:
+        dscp, ecn = marking.control, 0
+    else:
+        dscp, ecn = marking.data, marking.ecn
+    out = frame_fast(fields, payload, src, dst, smac, dmac, dscp, ecn, entropy, ip_id)
+    if out is None:  # a shape or a value the generated code leaves to the family's builder
         uet = uet_bytes(fields, payload=payload)
         out = path(src, dst, smac, dmac, dscp, ecn).frame(uet, entropy, ip_id)
-    else:
-        out = path(src, dst, smac, dmac, dscp, ecn).wrap(head, payload, entropy, ip_id)
         if out is None:
-            uet = head + payload
-    if out is None:
-        out = frame(uet, src=src, dst=dst, smac=smac.hex(":"), dmac=dmac.hex(":"),
-                    sport=entropy, dport=UET_PORT, dscp=dscp, ecn=ecn, ip_id=ip_id)
+            out = frame(uet, src=src, dst=dst, smac=smac.hex(":"), dmac=dmac.hex(":"),
+                        sport=entropy, dport=UET_PORT, dscp=dscp, ecn=ecn, ip_id=ip_id)
     return out
 
 
@@ -85,55 +79,6 @@ def encode_reference(fields: dict[str, Any], payload: bytes, *, src: str, dst: s
                  sport=entropy, dport=UET_PORT,
                  dscp=marking.control if control else marking.data,
                  ecn=0 if control else marking.ecn, ip_id=ip_id)
-
-
-class Received(NamedTuple):
-    """What a host takes from a frame: the ``RECEIVED`` fields, the payload, the source
-    address, whether it was marked CE, its DSCP."""
-
-    fields: dict[str, Any]
-    payload: bytes
-    src: str
-    ce: bool
-    dscp: int
-
-
-def decode(frame_bytes: bytes) -> Received | None:
-    """The PDS packet in a frame our hosts build (IPv4, UDP to port 4793), or None when
-    the frame is something else or does not decode as UET.  Its fields are those the PDS,
-    SES and congestion manager read (``uetcodec.RECEIVED``), as ``dissect.decode`` reads them;
-    the expert checks are left out: no PDS decision reads them (``roce decode`` and ``roce
-    stats`` run them on the pcaps)."""
-    if len(frame_bytes) < UET_AT or not frame_bytes.startswith(_IPV4, _ETYPE0) or \
-            not frame_bytes.startswith(_PORT, _DPORT0):
-        return None
-    end = _UDP_AT + ((frame_bytes[_ULEN] << 8) | frame_bytes[_ULEN + 1])
-    got = receive(frame_bytes, end)
-    if got is None or "uet.pds.type" not in got[0]:
-        return None
-    raw = frame_bytes[_SRC0:_SRC1]
-    src = _ADDRESSES.get(raw)
-    if src is None:
-        if len(_ADDRESSES) > 4096:
-            _ADDRESSES.clear()
-        src = _ADDRESSES[raw] = ".".join(str(b) for b in raw)
-    tos = frame_bytes[_TOS]
-    # the tuple made in C (a named tuple's own constructor is Python)
-    return _tuple(Received, (got[0], frame_bytes[got[1]:end], src,
-                             (tos >> _ECN_SHIFT) & _ECN_MASK == ECN_CE,
-                             (tos >> _DSCP_SHIFT) & _DSCP_MASK))
-
-
-# the places and values decode reads, looked up once
-_IPV4, _PORT = hop.IPV4_TYPE, UET_PORT.to_bytes(2, "big")
-_tuple = tuple.__new__
-_UDP_AT = UET_AT - UDP_HDR
-_TOS, _ECN_SHIFT, _ECN_MASK = hop.TOS, hop.ECN_SHIFT, hop.ECN_MASK
-_DSCP_SHIFT, _DSCP_MASK = hop.DSCP_SHIFT, hop.DSCP_MASK
-_ETYPE0 = hop.ETYPE[0]
-_DPORT0 = hop.UDP_DPORT[0]
-_SRC0, _SRC1 = hop.SRC_IP
-_ADDRESSES: dict[bytes, str] = {}  # source address bytes -> dotted quad, per source once
 
 
 __all__ = ["DSCP_ACK", "DSCP_DATA", "MARKING", "Marking", "Received", "UET_AT", "decode", "encode",

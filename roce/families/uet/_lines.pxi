@@ -845,6 +845,80 @@ cdef inline object ul_value(int s, bint boolean):
     return UL_VAL[s]
 
 
+cdef int ul_fields(dict f, bytes data, int base, int r, int typ, bint ses_read,
+                   const uint8_t *want) except -1:
+    """The flat fields of the packet ``ul_decode`` just read (at ``base`` in ``data``) into
+    ``f``, in the order dissect's plans make them: every one (``want`` NULL, with the layer
+    marks ``uet``, ``uet.pds``, ``uet.ses``), or only the slots ``want`` marks."""
+    cdef UlReading *R = &UL_R[r]
+    cdef UlLayout *L
+    cdef int h, j, lid, s, d, start = base
+    names = <list>UL_NAMES
+    if want == NULL:
+        f["uet"] = True
+    for h in range(UL_NHDRS):
+        lid = UL_HDRS[h]
+        L = &UL_L[lid]
+        if lid == R.prologue:
+            if want == NULL:
+                f["uet.pds"] = True
+            if want == NULL or want[US_TYPE]:
+                f[names[US_TYPE]] = typ
+            if typ == UL_CTRL:
+                if want == NULL or want[US_CTL]:
+                    f[names[US_CTL]] = UL_VAL[US_CTL]
+            elif want == NULL or want[US_NH]:
+                f[names[US_NH]] = UL_VAL[US_NH]
+            if want == NULL or want[US_FLAGS]:
+                f[names[US_FLAGS]] = UL_VAL[US_FLAGS]
+            for j in range(R.nflags[typ]):
+                s = R.flag_slot[typ][j]
+                if want == NULL or want[s]:
+                    f[names[s]] = ul_value(s, (R.flag_mask[typ][j] & (R.flag_mask[typ][j] - 1))
+                                           == 0)
+            if ses_read and want == NULL:
+                f["uet.ses"] = True
+            start += L.size
+            continue
+        for j in range(L.nf):
+            s = L.f[j].slot
+            if L.f[j].wide:
+                if want == NULL or want[s]:
+                    f[names[s]] = int.from_bytes(
+                        data[start + L.f[j].bit // 8:start + (L.f[j].bit + L.f[j].bits) // 8],
+                        "big")
+            elif s == UL_REN_FROM:
+                if want == NULL or want[UL_REN_TO]:
+                    f[names[UL_REN_TO]] = UL_VAL[UL_REN_TO]
+            # (the provider's ACK of a probe: its opaque comes after)
+            elif ul_has(s) and (want == NULL or want[s]):
+                f[names[s]] = ul_value(s, L.f[j].boolean)
+        if L.flag_byte >= 0 and (want == NULL or want[L.flag_byte]):
+            f[names[L.flag_byte]] = UL_VAL[L.flag_byte]
+        start += L.size
+    if ul_has(US_CC_STATE) and (want == NULL or want[US_CC_STATE]):
+        f[names[US_CC_STATE]] = UL_VAL[US_CC_STATE]
+    for h in range(UL_NHDRS):  # what dissect._DERIVE adds, in its order
+        d = UL_L[UL_HDRS[h]].derive
+        if d == 2 or d == 3:
+            if want == NULL or want[US_PDC_MODE]:
+                f[names[US_PDC_MODE]] = UL_VAL[US_PDC_MODE]
+            if want == NULL or want[US_START]:
+                f[names[US_START]] = UL_VAL[US_START]
+        if d == 1 or d == 2:
+            if want == NULL or want[US_CLEAR]:
+                f[names[US_CLEAR]] = UL_VAL[US_CLEAR]
+        elif d == 4:
+            if ul_has(US_PROBE) and (want == NULL or want[US_PROBE]):
+                f[names[US_PROBE]] = UL_VAL[US_PROBE]
+            if ul_has(US_ACK_PSN) and (want == NULL or want[US_ACK_PSN]):
+                f[names[US_ACK_PSN]] = UL_VAL[US_ACK_PSN]
+        elif d == 5:
+            if want == NULL or want[US_SACK_PSN]:
+                f[names[US_SACK_PSN]] = UL_VAL[US_SACK_PSN]
+    return 0
+
+
 def uet_decode(bytes data, int r, bint entropy):
     """dissect.decode of one packet's UET bytes, read by the layouts in C: (flat fields in
     the order dissect's plans make them, the layouts' keys, the layers, whether an expert
@@ -855,9 +929,8 @@ def uet_decode(bytes data, int r, bint entropy):
     if r < 0 or r > 1:
         raise ValueError("uet_decode: reading 0 or 1")
     cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(data)
-    cdef int n = <int>PyBytes_GET_SIZE(data), pos, ses_read, h, j, lid, s, typ, start = 0
+    cdef int n = <int>PyBytes_GET_SIZE(data), pos, ses_read, h, j, lid, typ
     cdef UlReading *R = &UL_R[r]
-    cdef UlLayout *L
     pos = ul_decode(p, n, r, entropy, &ses_read)
     if pos < 0:
         return None
@@ -865,59 +938,14 @@ def uet_decode(bytes data, int r, bint entropy):
     if ses_read and ul_has(US_RSP_OP) and UL_RSP_INVALID[(UL_VAL[US_NH] & 15) * 64
                                                       + (UL_VAL[US_RSP_OP] & 63)]:
         return None  # the sentence of Wireshark's uet.ses.rsp.invalid_opcode: Python's
-    names = <list>UL_NAMES
     keys = <list>UL_KEYS
-    cdef dict f = {"uet": True}
     headers = PyTuple_New(UL_NHDRS)
     for h in range(UL_NHDRS):
-        lid = UL_HDRS[h]
-        key = keys[lid]
+        key = keys[UL_HDRS[h]]
         Py_INCREF(key)
         PyTuple_SET_ITEM(headers, h, key)
-        L = &UL_L[lid]
-        if lid == R.prologue:
-            f["uet.pds"] = True
-            f[names[US_TYPE]] = typ
-            if typ == UL_CTRL:
-                f[names[US_CTL]] = UL_VAL[US_CTL]
-            else:
-                f[names[US_NH]] = UL_VAL[US_NH]
-            f[names[US_FLAGS]] = UL_VAL[US_FLAGS]
-            for j in range(R.nflags[typ]):
-                s = R.flag_slot[typ][j]
-                f[names[s]] = ul_value(s, (R.flag_mask[typ][j] & (R.flag_mask[typ][j] - 1)) == 0)
-            if ses_read:
-                f["uet.ses"] = True
-            start += L.size
-            continue
-        for j in range(L.nf):
-            s = L.f[j].slot
-            if L.f[j].wide:
-                f[names[s]] = int.from_bytes(
-                    data[start + L.f[j].bit // 8:start + (L.f[j].bit + L.f[j].bits) // 8], "big")
-            elif s == UL_REN_FROM:
-                f[names[UL_REN_TO]] = UL_VAL[UL_REN_TO]
-            elif ul_has(s):  # (the provider's ACK of a probe: its opaque comes after)
-                f[names[s]] = ul_value(s, L.f[j].boolean)
-        if L.flag_byte >= 0:
-            f[names[L.flag_byte]] = UL_VAL[L.flag_byte]
-        start += L.size
-    if ul_has(US_CC_STATE):
-        f[names[US_CC_STATE]] = UL_VAL[US_CC_STATE]
-    for h in range(UL_NHDRS):  # what dissect._DERIVE adds, in its order
-        d = UL_L[UL_HDRS[h]].derive
-        if d == 2 or d == 3:
-            f[names[US_PDC_MODE]] = UL_VAL[US_PDC_MODE]
-            f[names[US_START]] = UL_VAL[US_START]
-        if d == 1 or d == 2:
-            f[names[US_CLEAR]] = UL_VAL[US_CLEAR]
-        elif d == 4:
-            if ul_has(US_PROBE):
-                f[names[US_PROBE]] = UL_VAL[US_PROBE]
-            if ul_has(US_ACK_PSN):
-                f[names[US_ACK_PSN]] = UL_VAL[US_ACK_PSN]
-        elif d == 5:
-            f[names[US_SACK_PSN]] = UL_VAL[US_SACK_PSN]
+    cdef dict f = {}
+    ul_fields(f, data, 0, r, typ, ses_read, NULL)
     f["payload.len"] = n - pos
     cdef bint fired = False
     for j in range(UL_NCHECKS):
