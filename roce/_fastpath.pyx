@@ -1213,6 +1213,7 @@ include "families/ib/_lines.pxi"
 include "families/base/_lines.pxi"  # RoCE's one-line text: ib/_lines.pxi's writers
 include "families/uet/_lines.pxi"
 include "emu/uet/_receive.pxi"  # the emulator's UET reading: _lines.pxi's walk
+include "emu/uet/_frame.pxi"  # the emulator's UET frames, by uetcodec's plans
 include "families/_peel.pxi"
 include "emu/net/_routed.pxi"
 include "emu/net/_events.pxi"

@@ -94,6 +94,34 @@ def test_fast_encoder_builds_what_the_family_builds(pkt: tuple, entropy: int, ip
         _outcome(uetframes.encode_reference, fields, payload, **kw)
 
 
+@settings(max_examples=400)
+@given(packets(), st.integers(-2, 0x10001), st.integers(-2, 0x10001), st.integers(0, 70000))
+def test_c_frame_plans_build_what_the_python_encoders_build(pkt: tuple, sport: int, ip_id: int,
+                                                            n: int) -> None:
+    """The twin of each shape's generated ``frm`` in C (``_frame.pxi``): the same frame, or
+    None, for any values; where it hands back (MISS), a value is not an int or a bool."""
+    fields, _payload = pkt
+    payload = bytes(range(256)) * (n // 256)
+    encs = uetcodec._encoders(fields, tuple(fields))
+    if encs is None or uetcodec._FRAME is None:
+        return
+    if encs[2] is None:  # only a value wider than 64 bits leaves a shape to Python alone
+        assert any(WIDTH.get(k, 0) > 64 for k in fields), fields
+        return
+    p = uetcodec.path("10.0.0.1", "10.1.2.3", PATH["smac"], PATH["dmac"], 46, 0)
+    c = uetcodec._FRAME(encs[2], fields, p.template, p.base, sport, ip_id, payload)
+    py = encs[1](fields, p.gaps, p.base, sport, ip_id, payload)
+    if c is uetcodec.MISS:
+        assert any(type(v) not in (int, bool) for v in fields.values()), (fields, py)
+    else:
+        assert c == py, fields
+
+
+def test_the_c_frame_maker_is_there_when_built() -> None:
+    from roce import fast
+    assert (uetcodec._FRAME is not None) == bool(fast.COMPILED)
+
+
 @settings(max_examples=200)
 @given(packets(), st.data())
 def test_a_shape_then_another_with_the_same_keys(pkt: tuple, data: st.DataObject) -> None:
@@ -199,6 +227,9 @@ def test_the_pds_shapes_take_the_fast_path(monkeypatch: Any) -> None:
         kw = dict(zip(("src", "dst", "smac", "dmac", "entropy", "marking", "ip_id"), args))
         assert out == uetframes.encode_reference(fields, payload, **kw)
         seen["fast" if uetcodec.uet_fast(fields, payload) is not None else "slow"] += 1
+        if uetcodec._FRAME is not None:  # and its shape has its plan in C
+            encs = uetcodec._encoders(fields, tuple(fields))
+            assert encs is not None and encs[2] is not None
         return out
 
     monkeypatch.setattr(uetframes, "frame_of", guarded)

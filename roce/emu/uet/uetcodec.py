@@ -63,8 +63,9 @@ _OFFSETS = (("uet.pds.clear_psn", "uet.pds.psn", "uet.pds.clear_psn_offset"),
 
 # A shape's pair of generated functions, one body: ``enc(fields)``, the header's bytes, and
 # ``frm(fields, gaps, base, sport, ip_id, payload)``, the whole frame on a path (``Path``'s
-# gaps and checksum base); each gives None or MISS as the module docstring says.
-Encoders = tuple[Callable[[dict[str, Any]], Any], Callable[..., Any]]
+# gaps and checksum base); each gives None or MISS as the module docstring says.  Third, the
+# shape as a plan for ``frm``'s twin in C (roce/emu/uet/_frame.pxi), or None.
+Encoders = tuple[Callable[[dict[str, Any]], Any], Callable[..., Any], Any]
 _SHAPES: dict[tuple[Any, ...], Encoders | None] = {}
 # The keys of a field dictionary, in order -> the encoders of the shape last seen with them:
 # they check the values that choose layouts themselves (``MISS`` when they differ), so that a
@@ -114,11 +115,18 @@ def frame_fast(fields: dict[str, Any], payload: bytes, src: str, dst: str, smac:
         p = path(src, dst, smac, dmac, dscp, ecn)
     names = tuple(fields)
     encs = _BY_KEYS.get(names)
-    if encs is not None:
-        out = encs[1](fields, p.gaps, p.base, sport, ip_id, payload)
+    if encs is None:
+        encs = _encoders(fields, names)
+        if encs is None:
+            return None
+    if encs[2] is not None:  # the shape's plan in C: None and bytes are the Python encoder's
+        out = _FRAME(encs[2], fields, p.template, p.base, sport, ip_id, payload)
         if out is not MISS:
             return out  # type: ignore[no-any-return]
-    encs = _encoders(fields, names)
+    out = encs[1](fields, p.gaps, p.base, sport, ip_id, payload)
+    if out is not MISS:
+        return out  # type: ignore[no-any-return]
+    encs = _encoders(fields, names)  # another shape with the same keys
     return None if encs is None else encs[1](fields, p.gaps, p.base, sport, ip_id, payload)
 
 
@@ -174,18 +182,22 @@ def _compile(key: tuple[Any, ...]) -> Encoders | None:
     lines += [f"    if fl & {SYN_MASK} != {syn_bit}:", "        return None"]
     values: dict[str, str] = {k: locals_[k] for k in names}
     ctrl = typ == t.CTRL
+    derived: list[tuple[str, int, int, int]] = []  # (its local, from, less, signed): the C plan's
     # the derived PSNs given for the offsets they stand for (build._derived)
-    for n, (derived, base, off) in enumerate(_OFFSETS):
-        if derived in have and off not in have:
+    for n, (derived_key, base, off) in enumerate(_OFFSETS):
+        if derived_key in have and off not in have:
             b = locals_.get(base, "0")
-            ops.append(f"    d{n} = ({locals_[derived]} - {b}) & {PSN_MASK}")
+            ops.append(f"    d{n} = ({locals_[derived_key]} - {b}) & {PSN_MASK}")
             lines += [ops[-1], f"    if d{n} & 0x80000000:", f"        d{n} -= 0x100000000"]
             values[off] = f"d{n}"
+            derived.append((f"d{n}", _index(locals_[derived_key]), _index(b), 1))
     if "uet.pds.start_psn" in have and "uet.pds.psn_offset" not in have:
         ops.append(f"    d9 = ({locals_.get('uet.pds.psn', '0')} - "
                    f"{locals_['uet.pds.start_psn']}) & {PSN_MASK}")
         lines.append(ops[-1])
         values["uet.pds.psn_offset"] = "d9"
+        derived.append(("d9", _index(locals_.get("uet.pds.psn", "0")),
+                        _index(locals_["uet.pds.start_psn"]), 0))
     # the layouts, in wire order, each with the flat key its fields are taken from
     pro = heads["prologue"]
     plan: list[tuple[Any, dict[str, str], dict[str, str]]] = []
@@ -215,12 +227,14 @@ def _compile(key: tuple[Any, ...]) -> Encoders | None:
     # every field: its value expression, checked against its width, shifted into its word
     groups: list[list[Any]] = []  # [first byte, end byte, [(expr, field)]] over the whole
     ranged: list[tuple[str, int, int]] = []  # (range check, its group, the field's bits)
+    placed: list[tuple[str, int, int, int]] = []  # (value, bit end, bits, check): the C plan's
     at = 0
     for h, renames, vals in plan:
         for fk, f in zip(h.keys, h.layout.fields):
             src = renames.get(fk, fk)
             expr = vals.get(src, "0")
             check = ""
+            given, kind = expr, 0  # the C plan's check: 0 none, 1 unsigned, 2 signed 16-bit
             if h is pro and src == TYPE or (h is pro and src == NH and not ctrl):
                 if not 0 <= int(expr) <= f.mask:
                     return None
@@ -228,12 +242,16 @@ def _compile(key: tuple[Any, ...]) -> Encoders | None:
                 if src in SIGNED:
                     check = f"-0x8000 <= {expr} <= 0x7FFF"
                     expr = f"({expr} & 0xFFFF)"
+                    kind = 2
                 elif expr.isdigit():  # a value of the shape: checked now
                     if int(expr) > f.mask:
                         return None
                 else:
                     check = f"0 <= {expr} <= {f.mask:#x}"
+                    kind = 1
             bit_end = at * 8 + f.bit_offset + f.bits
+            if given != "0":
+                placed.append((given, bit_end, f.bits, kind))
             first, end = at + f.bit_offset // 8, (bit_end + 7) // 8
             if groups and first < groups[-1][1]:
                 groups[-1][1] = max(groups[-1][1], end)
@@ -302,7 +320,35 @@ def _compile(key: tuple[Any, ...]) -> Encoders | None:
                            "pack": struct.Struct("!" + "".join(fmt)).pack,
                            "packf": struct.Struct("!" + "".join([*_PREFIX_FMT, *fmt])).pack}
     exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
-    return env["enc"], env["frm"]
+    # the same shape as a plan for C (``_frame.pxi``), where the fast path is built
+    plan = None
+    if _PLAN is not None:
+        at_of = {d: i for i, (d, _a, _b, _s) in enumerate(derived)}
+        spec = (size, len(names),
+                tuple((_index(locals_[k]), 1, int(x)) for k, x in
+                      ((TYPE, key[1]), (NH, nh_raw), (OP, key[3]), (CC, key[4])) if k in have)
+                + tuple((_index(locals_[k]), 2, int(not x)) for k, x in
+                        ((SYN, no_syn), (SOM, no_som), (HD, no_hd), (TSS, no_tss)) if k in have),
+                tuple((_index(locals_[name]), mask, (mask & -mask).bit_length() - 1,
+                       int(bool(mask & (mask - 1))))
+                      for name, mask in reading.flags.get(typ, ()) if name in have),
+                (SYN_MASK, syn_bit),
+                tuple((a, b, sgn) for _d, a, b, sgn in derived),
+                tuple(((3, 0, 0) if v == "fl" else (0, 0, int(v)) if v.isdigit()
+                       else (2, at_of[v], 0) if v in at_of else (1, _index(v), 0))[:2]
+                      + (end, bits, kind, int(v) if v.isdigit() else 0)
+                      for v, end, bits, kind in placed))
+        try:
+            plan = _PLAN(spec)
+        except ValueError:  # larger than the plan holds: Python's encoder alone
+            plan = None
+    return env["enc"], env["frm"], plan
+
+
+def _index(local: str) -> int:
+    """The place in the dictionary of the value a generated local holds (``x3``: 3); -1 for
+    the constant 0 a missing base stands for."""
+    return -1 if local == "0" else int(local[1:])
 
 
 # -- the Ethernet / IPv4 / UDP prefix ---------------------------------------------------------
@@ -678,24 +724,28 @@ def _address(raw: bytes) -> str:
 
 
 
-def _native() -> Callable[[bytes], Received | None] | None:
-    """``roce._fastpath.uet_receive`` (roce/emu/uet/_receive.pxi) configured with this
-    module's places, values and ``RECEIVED``; None when the fast path is not built."""
+def _native() -> tuple[Any, Any, Any]:
+    """``roce._fastpath``'s UET reading and frame making (roce/emu/uet/_receive.pxi,
+    _frame.pxi) configured with this module's places, values and ``RECEIVED``: (the reader,
+    the frame maker, its plan type); Nones when the fast path is not built."""
     from roce.families.uet import READING_NAMES, uetlines
 
     ext = uetlines.compiled()
     if ext is None or not hasattr(ext, "uet_receive"):
-        return None
+        return None, None, None
     ext.uet_receive_configure({
         "reading": READING_NAMES.index(SPEC.name), "received": sorted(RECEIVED),
         "etype_at": _ETYPE0, "ethertype": _ETHERTYPE, "tos_at": _TOS, "src_at": _SRC0,
         "dport_at": _DPORT0, "port": UET_PORT, "ulen_at": _ULEN, "udp_at": _UDP_AT,
         "uet_at": UET_AT, "ecn_shift": _ECN_SHIFT, "ecn_mask": _ECN_MASK, "ecn_ce": ECN_CE,
         "dscp_shift": _DSCP_SHIFT, "dscp_mask": _DSCP_MASK, "tuple": Received})
-    return ext.uet_receive  # type: ignore[no-any-return]
+    ext.uet_frame_configure({
+        "at": (IP_LEN, IP_ID, IP_CSUM, UDP_SPORT, UDP_LEN), "prefix": PREFIX, "ip": IP_HDR,
+        "udp": UDP_HDR, "min_frame": MIN_FRAME, "psn_mask": PSN_MASK, "miss": MISS})
+    return ext.uet_receive, ext.uet_frame, ext.UetFramePlan
 
 
-_RECEIVE = _native()
+_RECEIVE, _FRAME, _PLAN = _native()
 
 
 def decode_native(frame: bytes) -> Received | None:
