@@ -57,8 +57,11 @@ if TYPE_CHECKING:
 # roce/emu/cc/: every module is an algorithm or on its per-event path (the interface, the NIC's
 # engine, the notification point), so a new algorithm's module is compiled without a row here;
 # the modules named here are not: configuration, read once per run, what compiling
-# measurably did not speed up (the base class's defaults, TIMELY).
-_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely")
+# measurably did not speed up (the base class's defaults, TIMELY; DCTCP and Swift: a 16:1
+# incast of 4 MiB each took 1.02x and 0.99x the CPU interpreted, medians of 5 alternating
+# runs, where HPCC took 1.04x and UET's RCCC 1.03-1.07x: those stay compiled).
+_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely", "dctcp",
+                   "swift")
 
 
 def _cc_modules(where: str = "") -> list[str]:
