@@ -77,3 +77,64 @@ def test_a_batch_across_seconds(mode: str) -> None:
     assert [line.split()[1] for line in got] == (
         ["0.000000000", "0.000001500", "2.000001000"] if mode == "r" else
         ["0.000000000", "0.000001500", "1.999999500"])
+
+
+def _with_rests(frames: list[Frame], mode: str, digits: int, first: int,
+                rest_of: dict[int, str | None]) -> tuple[list[str], list[str]]:
+    """One batch's lines with ``rests`` (another family's text after the time column, by
+    frame: what ``rest_lines`` writes in C) and through ``slow`` alone (its Python twin)."""
+    batch = batches(frames, len(frames))[0]
+    n = len(batch.datas)
+    made = [rest_of.get(i) for i in range(n)]
+
+    def slow_rest(i: int, time_text: str) -> str:
+        return f"{first + i:5d} {time_text} {made[i]}" if made[i] is not None else \
+            slow(i, time_text)
+
+    compiled = summary.Summarizer(summary.TimeColumn(mode, digits))
+    python = summary.Summarizer(summary.TimeColumn(mode, digits))
+    got = compiled.fast_lines(batch, first, False, 10**9, slow_rest, lambda: made)
+    cols = python._scan(batch.datas, batch.linktype)
+    want = python.python_lines(batch, cols, first, range(n),
+                               python.times.batch(batch.ts_ns, range(n)), slow_rest)
+    return got, want
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(same_link(), st.sampled_from(summary.TIME_MODES), st.sampled_from((6, 9)),
+       st.sampled_from((1, 9998, 123456)), st.data())
+def test_rest_lines_equal_the_per_frame_path(frames: list[Frame], mode: str, digits: int,
+                                             first: int, data: st.DataObject) -> None:
+    """The frames RoCE's formatter leaves whose text another family made (UET's, in C)
+    are written by ``rest_lines`` as the per-frame path writes them; the others still go
+    through ``slow``."""
+    rest_of = {i: data.draw(st.one_of(st.none(), st.text(max_size=80)))
+               for i in range(len(frames))}
+    got, want = _with_rests(frames, mode, digits, first, rest_of)
+    assert got == want
+
+
+def test_a_uet_capture_is_lined_in_c(tmp_path: object) -> None:
+    """Every frame of a UET capture gets its line from ``uet_lines`` and ``rest_lines``: no
+    per-frame Python call (``slow``)."""
+    from roce.emu.uet import uetframes
+    from roce.families.uet import uetlines
+    from roce.families import registry
+
+    frames = [uetframes.encode({"uet.pds.type": 7, "uet.pds.cack_psn": k}, b"",
+                               src="10.0.0.1", dst="10.0.0.2", smac=bytes(6),
+                               dmac=bytes(6), entropy=0xC000) for k in range(20)]
+    batch = Batch(frames, [1000 * k for k in range(20)], [len(f) for f in frames],
+                  [len(f) for f in frames], 1)
+    summ = summary.Summarizer(summary.TimeColumn("r", 9))
+    rests = uetlines.UetLines(registry(), summ.arrow, 4791).rests(batch)
+    assert rests is not None and all(r is not None for r in rests)
+    calls: list[int] = []
+
+    def counted(i: int, time_text: str) -> str:
+        calls.append(i)
+        return slow(i, time_text)
+
+    lines = summ.fast_lines(batch, 1, False, 10**9, counted, lambda: rests)
+    assert calls == []
+    assert all(" UET " in line and "ACK" in line for line in lines), lines[:2]

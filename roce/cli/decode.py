@@ -203,12 +203,17 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
     for batch in reader.batches(batch_size):
         base = number
 
+        def rests(batch: Batch = batch, made: list[Any] = []) -> Any:  # noqa: B006
+            """This batch's UET lines after the time column, made once (None: none)."""
+            if not made:
+                made.append(_uet_rests(uet, batch, summ, udp_port))
+            return made[0]
+
         def slow(i: int, time_text: str, batch: Batch = batch, base: int = base,
-                 rests: list[Any] = []) -> str:  # noqa: B006 - this batch's, filled once
-            if not rests:
-                rests.append(_uet_rests(uet, batch, summ, udp_port))
-            if rests[0] is not None and rests[0][i] is not None:
-                return f"{base + i:5d} {time_text} {rests[0][i]}"
+                 rests: Any = rests) -> str:
+            rest = rests()
+            if rest is not None and rest[i] is not None:  # rest_lines' twin
+                return f"{base + i:5d} {time_text} {rest[i]}"
             data, caplen, origlen = batch.datas[i], batch.caplen[i], batch.origlen[i]
             key = (data, batch.linktype, caplen, origlen)
             cols = seen.get(key) if len(data) <= SHORT_FRAME else None
@@ -242,7 +247,7 @@ def _lines(reader: CaptureReader, summ: summary.Summarizer, args: argparse.Names
             # once a tunnel has been seen, peel tunnels before the compiled scan
             tunnels = tunnels or peel.starts_tunnel(batch, udp_port)
             lines = summ.fast_lines(peel.peel(batch, udp_port) if tunnels else batch,
-                                    base, False, room, slow)
+                                    base, False, room, slow, rests)
         else:  # a link type a registered family owns may format its own batches
             lines = families.batch_lines(batch, base, summ, room, slow)
         if only_roce:

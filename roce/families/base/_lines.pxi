@@ -48,6 +48,72 @@ def roce_lines_configure(dict cfg):
     RL_READY = True
 
 
+cdef Py_ssize_t rl_time(char *tbuf, const char **tt, Py_ssize_t i, list texts, bytes prefix,
+                        int64_t base, bint nine, const int64_t[::1] stamps) except -1:
+    """Frame ``i``'s time text (``*tt``, its length back): ``texts[i]``, or when ``texts`` is
+    None the plan's (``prefix``, ``base``, nine digits or six, ``stamps``) written in
+    ``tbuf``; a length over IBL_MAX_TIME where Python writes it (outside the plan's second)."""
+    cdef int64_t x
+    cdef char *o
+    cdef Py_ssize_t tlen
+    if texts is not None:
+        tt[0] = PyUnicode_AsUTF8AndSize(<object>PyList_GET_ITEM(texts, i), &tlen)
+        return tlen
+    x = stamps[i] - base
+    if x < 0 or x >= 1000000000:
+        return IBL_MAX_TIME + 1
+    o = ibl_bytes(tbuf, prefix)
+    o = ibl_dec0(o, x, 9) if nine else ibl_dec0(o, x // 1000, 6)
+    tt[0] = tbuf
+    return o - tbuf
+
+
+def rest_lines(list out, list missing, list rests, Py_ssize_t first_number, list texts,
+               tuple times, const uint8_t[::1] status):
+    """The lines of the frames of ``missing`` (indexes into a batch whose lines are ``out``,
+    as ``roce_lines`` left them) that the scan did not pass (``status``: not 0, the frames
+    Python's lines hand to ``slow``) and whose text after the time column another family
+    made (``rests[i]``, a str; None: Python makes the line): number, time, that text, put
+    into ``out``; back, the indexes still missing.  The time column as ``roce_lines`` takes
+    it.  Twin: the f-string of ``roce.cli.decode``'s per-frame path."""
+    cdef const int64_t[::1] stamps = None
+    cdef bytes prefix = b""
+    cdef int64_t base = 0
+    cdef bint nine = True
+    cdef char tbuf[IBL_MAX_TIME + 32]
+    cdef char buf[IBL_MAX_TIME + 64]
+    cdef const char *tt = NULL
+    cdef char *o
+    cdef Py_ssize_t i, tlen, n = PyList_GET_SIZE(out)
+    if texts is None:
+        prefix, base, digits, stamps = times
+        nine = digits == 9
+        if len(prefix) > IBL_MAX_TIME:
+            raise ValueError("rest_lines: bad time plan")
+    left = []
+    for j in missing:
+        i = j
+        if i < 0 or i >= n or i >= PyList_GET_SIZE(rests) or i >= status.shape[0] or (
+                texts is None and i >= stamps.shape[0]) or (
+                texts is not None and i >= PyList_GET_SIZE(texts)):
+            raise IndexError("rest_lines: a frame outside the batch")
+        rest = <object>PyList_GET_ITEM(rests, i)
+        if rest is None or not status[i]:
+            left.append(j)
+            continue
+        tlen = rl_time(tbuf, &tt, i, texts, prefix, base, nine, stamps)
+        if tlen > IBL_MAX_TIME:
+            left.append(j)
+            continue
+        o = ibl_dec(buf, first_number + i, 5)
+        o[0] = 32
+        memcpy(o + 1, tt, tlen)
+        o += 1 + tlen
+        o[0] = 32
+        out[i] = PyUnicode_DecodeUTF8(buf, o + 1 - buf, NULL) + <str>rest
+    return left
+
+
 def roce_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, list texts,
                list origlens, bytes arrow, tuple times=None):
     """(lines, missing): lines for frames 0..n-1 of a batch scanned by ``scan``, numbered
@@ -55,7 +121,7 @@ def roce_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, lis
     time column is ``texts``, or, when ``texts`` is None, ``times``: (the seconds and the
     point as bytes, base ns, digits, the frames' int64 time stamps), as ``ib_lines`` takes
     it."""
-    cdef const int64_t[::1] stamps
+    cdef const int64_t[::1] stamps = None
     cdef bytes prefix = b""
     cdef int64_t base = 0, x
     cdef bint nine = True
@@ -111,17 +177,7 @@ def roce_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, lis
                 or (kind == RL_K_AETH and not RL_SACK[c_k0[i] & 255])
                 or kind == RL_K_CNP or kind == RL_K_DETH or kind == RL_K_IMM
                 or kind == RL_K_IETH):
-            if texts is None:
-                x = stamps[i] - base
-                o = ibl_bytes(tbuf, prefix)
-                if x < 0 or x >= 1000000000:  # outside the plan's second: Python's text
-                    tlen = IBL_MAX_TIME + 1
-                else:
-                    o = ibl_dec0(o, x, 9) if nine else ibl_dec0(o, x // 1000, 6)
-                    tlen = o - tbuf
-                    tt = tbuf
-            else:
-                tt = PyUnicode_AsUTF8AndSize(<object>PyList_GET_ITEM(texts, i), &tlen)
+            tlen = rl_time(tbuf, &tt, i, texts, prefix, base, nine, stamps)
             if tlen <= IBL_MAX_TIME:
                 f = <object>PyList_GET_ITEM(datas, i)
                 p = <const uint8_t *>PyBytes_AS_STRING(f) + c_l3_off[i]

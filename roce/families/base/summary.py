@@ -524,14 +524,17 @@ class Summarizer:
         return value
 
     def fast_lines(self, batch: Any, first_number: int, only_roce: bool, limit: int,
-                   slow: Callable[[int, str], str]) -> list[str]:
+                   slow: Callable[[int, str], str],
+                   rests: Callable[[], list[str | None] | None] | None = None) -> list[str]:
         """Lines for a ``pcapio.Batch`` (frames of one link type as columns), numbered from
         ``first_number``.
 
         At most ``limit`` lines; ``slow(i, time_text)`` makes the line of frame ``i`` when
         the walk did not succeed (malformed, truncated or not RoCE).  Without colour, and
         when every frame of the batch is shown, the compiled formatter
-        (``roce._fastpath.roce_lines``) writes the lines it can and ``python_lines`` the
+        (``roce._fastpath.roce_lines``) writes the lines it can, then the lines of frames
+        another family wrote the text after the time column of (``rests()``, asked once a
+        frame is left: per frame a str, or None; ``rest_lines``), and ``python_lines`` the
         rest; otherwise ``python_lines`` writes them all.
         """
         datas, stamps = batch.datas, batch.ts_ns
@@ -549,6 +552,11 @@ class Summarizer:
                 times = (plan[0].encode(), plan[1], plan[2], stamps)
             out, missing = _LINES(datas, c, n, first_number, texts, list(batch.origlen),
                                   self.arrow.encode(), times)
+            if missing and rests is not None:
+                made = rests()
+                if made is not None:
+                    missing = _REST_LINES(out, missing, made, first_number, texts, times,
+                                          c["status"])
             if missing:
                 rest = self.python_lines(batch, c, first_number, missing, [
                     texts[i] if texts is not None else _planned_time(times, i)
@@ -687,15 +695,15 @@ def configure_lines(ext: Any) -> None:
         "flag_a": FLAG_A, "l3_ipv4": L3_IPV4, "src4": _SRC4, "src6": _SRC6})
 
 
-def _compiled_lines() -> Any:
+def _compiled_lines() -> tuple[Any, Any]:
     ext = getattr(fast, "_ext", None)
     if ext is None or not hasattr(ext, "roce_lines"):
-        return None
+        return None, None
     configure_lines(ext)
-    return ext.roce_lines
+    return ext.roce_lines, ext.rest_lines
 
 
-_LINES = _compiled_lines()
+_LINES, _REST_LINES = _compiled_lines()
 
 
 __all__ = ["ARROW", "FLAG_TEXT", "Summarizer", "TimeColumn", "TIME_MODES", "eth_facts",
