@@ -48,8 +48,9 @@ def roce_lines_configure(dict cfg):
     RL_READY = True
 
 
-cdef Py_ssize_t rl_time(char *tbuf, const char **tt, Py_ssize_t i, list texts, bytes prefix,
-                        int64_t base, bint nine, const int64_t[::1] stamps) except -1:
+cdef inline Py_ssize_t rl_time(char *tbuf, const char **tt, Py_ssize_t i, list texts,
+                               bytes prefix, int64_t base, bint nine,
+                               const int64_t *stamps) except -1:
     """Frame ``i``'s time text (``*tt``, its length back): ``texts[i]``, or when ``texts`` is
     None the plan's (``prefix``, ``base``, nine digits or six, ``stamps``) written in
     ``tbuf``; a length over IBL_MAX_TIME where Python writes it (outside the plan's second)."""
@@ -85,11 +86,14 @@ def rest_lines(list out, list missing, list rests, Py_ssize_t first_number, list
     cdef const char *tt = NULL
     cdef char *o
     cdef Py_ssize_t i, tlen, n = PyList_GET_SIZE(out)
+    cdef const int64_t *sp = NULL
     if texts is None:
         prefix, base, digits, stamps = times
         nine = digits == 9
         if len(prefix) > IBL_MAX_TIME:
             raise ValueError("rest_lines: bad time plan")
+        if stamps.shape[0]:
+            sp = &stamps[0]
     left = []
     for j in missing:
         i = j
@@ -101,7 +105,7 @@ def rest_lines(list out, list missing, list rests, Py_ssize_t first_number, list
         if rest is None or not status[i]:
             left.append(j)
             continue
-        tlen = rl_time(tbuf, &tt, i, texts, prefix, base, nine, stamps)
+        tlen = rl_time(tbuf, &tt, i, texts, prefix, base, nine, sp)
         if tlen > IBL_MAX_TIME:
             left.append(j)
             continue
@@ -128,11 +132,14 @@ def roce_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, lis
     cdef char tbuf[IBL_MAX_TIME + 32]
     if not RL_READY:
         raise RuntimeError("roce_lines: roce_lines_configure was not called")
+    cdef const int64_t *sp = NULL
     if texts is None:
         prefix, base, digits, stamps = times
         nine = digits == 9
         if len(prefix) > IBL_MAX_TIME or stamps.shape[0] < n:
             raise ValueError("roce_lines: bad time plan")
+        if n:
+            sp = &stamps[0]
     elif n > PyList_GET_SIZE(texts):
         raise ValueError("roce_lines: fewer time texts than n")
     if n > PyList_GET_SIZE(datas) or n > PyList_GET_SIZE(origlens):
@@ -177,7 +184,7 @@ def roce_lines(list datas, dict cols, Py_ssize_t n, Py_ssize_t first_number, lis
                 or (kind == RL_K_AETH and not RL_SACK[c_k0[i] & 255])
                 or kind == RL_K_CNP or kind == RL_K_DETH or kind == RL_K_IMM
                 or kind == RL_K_IETH):
-            tlen = rl_time(tbuf, &tt, i, texts, prefix, base, nine, stamps)
+            tlen = rl_time(tbuf, &tt, i, texts, prefix, base, nine, sp)
             if tlen <= IBL_MAX_TIME:
                 f = <object>PyList_GET_ITEM(datas, i)
                 p = <const uint8_t *>PyBytes_AS_STRING(f) + c_l3_off[i]

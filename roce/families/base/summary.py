@@ -552,11 +552,14 @@ class Summarizer:
                 times = (plan[0].encode(), plan[1], plan[2], stamps)
             out, missing = _LINES(datas, c, n, first_number, texts, list(batch.origlen),
                                   self.arrow.encode(), times)
-            if missing and rests is not None:
+            status = c["status"]
+            # asked only for frames the scan did not pass (what ``slow`` would get): making
+            # another family's texts may import it
+            if missing and rests is not None and any(status[i] for i in missing):
                 made = rests()
                 if made is not None:
                     missing = _REST_LINES(out, missing, made, first_number, texts, times,
-                                          c["status"])
+                                          status)
             if missing:
                 rest = self.python_lines(batch, c, first_number, missing, [
                     texts[i] if texts is not None else _planned_time(times, i)
