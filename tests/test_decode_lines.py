@@ -118,8 +118,8 @@ def test_a_uet_capture_is_lined_in_c(tmp_path: object) -> None:
     """Every frame of a UET capture gets its line from ``uet_lines`` and ``rest_lines``: no
     per-frame Python call (``slow``)."""
     from roce.emu.uet import uetframes
-    from roce.families.uet import uetlines
     from roce.families import registry
+    from roce.families.uet import uetlines
 
     frames = [uetframes.encode({"uet.pds.type": 7, "uet.pds.cack_psn": k}, b"",
                                src="10.0.0.1", dst="10.0.0.2", smac=bytes(6),
