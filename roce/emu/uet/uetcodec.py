@@ -108,8 +108,8 @@ def uet_header(fields: dict[str, Any]) -> bytes | None:
 def frame_fast(fields: dict[str, Any], payload: bytes, src: str, dst: str, smac: bytes,
                dmac: bytes, dscp: int, ecn: int, sport: int, ip_id: int) -> bytes | None:
     """``path(src, dst, smac, dmac, dscp, ecn).wrap(uet_header(fields), payload, sport,
-    ip_id)`` in one generated function: the frame of the packet; None where either would
-    give None."""
+    ip_id)`` in one step: the shape's plan run in C where the fast path is built, else its
+    generated ``frm``; the frame of the packet, None where either would give None."""
     p = _PATHS.get((src, dst, smac, dmac, dscp, ecn))
     if p is None:
         p = path(src, dst, smac, dmac, dscp, ecn)
