@@ -411,6 +411,30 @@ def test_emulate_refuses_what_ib_has_nothing_for(argv: list[str], what: str,
     assert what in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, what", [
+    (["--pfc", "on"], "--pfc with --protocol ib"),
+    (["--pfc=on"], "--pfc with --protocol ib"),
+    (["--lb", "ecmp"], "--lb with --protocol ib"),
+    (["--buffer", "12M"], "--buffer with --protocol ib"),
+    (["--ecn", "100K,400K,0.2"], "--ecn with --protocol ib"),
+    (["--collective", "allreduce", "--size", "64K", "--pfc", "on"],
+     "--pfc with --protocol ib"),
+])
+def test_emulate_refuses_an_ethernet_option_typed_with_its_default(
+        argv: list[str], what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Typed, an option InfiniBand has nothing for is refused whatever its value: the
+    default's value says nothing of it, and accepting it would say it acted."""
+    assert main(["emulate", "--protocol", "ib", "--topology", "incast:2", *argv]) == 1
+    assert what in capsys.readouterr().err
+
+
+def test_ethernet_options_typed_with_their_defaults_still_run_roce(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["emulate", "--topology", "incast:2", "--size", "8K", "--count", "1",
+                 "--pfc", "on", "--lb", "ecmp"]) == 0
+    assert "data verified yes" in capsys.readouterr().out
+
+
 def test_a_topology_files_switch_settings_are_refused(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "net.toml"

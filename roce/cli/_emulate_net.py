@@ -21,6 +21,25 @@ from roce.options import (
 )
 
 
+class Given(argparse.Action):
+    """``store``, and the option's destination noted in the namespace's ``given_options``:
+    an option some runs refuse however it is set (``--pfc on`` with ``--protocol ib``),
+    which its value alone cannot tell from the default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        given = getattr(namespace, "given_options", None)
+        if given is None:
+            given = namespace.given_options = set()
+        given.add(self.dest)
+
+
+def given(args: argparse.Namespace) -> frozenset[str]:
+    """The destinations of the ``Given`` options typed on the command line."""
+    return frozenset(getattr(args, "given_options", None) or ())
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
         "simulated network",
@@ -60,16 +79,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="who sends to whom (default: the topology's own; leaf-spine: "
                         "permutation)")
     g.add_argument("--buffer", type=parse_size, default=defaults.BUFFER, metavar="SIZE",
+                   action=Given,
                    help=f"shared buffer per switch ({defaults.BUFFER >> 20}M)")
     g.add_argument("--ecn", type=parse_ecn_text, default=defaults.ECN, metavar="KMIN,KMAX,PMAX",
+                   action=Given,
                    help="RED marking per egress queue, e.g. 100K,400K,0.2; off; default: "
                         "100K,400K,0.2 per 25 Gb/s of port rate, shrunk until the queue "
                         "reaches KMAX before the buffer drops (PFC off: half its drop point) "
                         "or pauses (PFC on: where two senders into one port trigger PFC)")
     g.add_argument("--pfc", choices=("on", "off"), default="on" if defaults.PFC else "off",
+                   action=Given,
                    help="PFC for the lossless class (DSCP 26, priority 3; default on): "
                         "switches send pause frames, NICs obey them")
-    g.add_argument("--lb", choices=("ecmp", "spray"), default=defaults.LB,
+    g.add_argument("--lb", choices=("ecmp", "spray"), default=defaults.LB, action=Given,
                    help="equal-cost paths: per-flow hash or per-packet spraying (ecmp)")
     g.add_argument("--oversubscription", type=parse_oversubscription,
                    default=defaults.OVERSUBSCRIPTION, metavar="R",

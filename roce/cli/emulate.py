@@ -160,6 +160,18 @@ def refuse_simulated(args: argparse.Namespace) -> None:
                              f"{why}")
 
 
+def refuse_given_ib(args: argparse.Namespace) -> None:
+    """A UsageError naming an option a native InfiniBand run has nothing for that was typed
+    with its default value (a value other than the default the run refuses itself:
+    ``runner.IB_REFUSED``, the one table of them and their reasons)."""
+    from roce.emu.net.runner import IB_REFUSED
+
+    typed = net_cli.given(args)
+    for name, opt, why in IB_REFUSED:
+        if name in typed:
+            raise UsageError(f"{opt} with --protocol ib: {why}")
+
+
 def scenario(args: argparse.Namespace, real: bool = False) -> Scenario:
     """The scenario ``roce emulate``'s options describe: the one path from arguments to a run,
     simulated (two hosts or a switched network) or across a real link (``real``: the
@@ -225,6 +237,8 @@ def simulate(args: argparse.Namespace) -> Any:
     sc = scenario(args)
     if getattr(args, "interface", None) or getattr(args, "transport", None):
         raise UsageError("-i/--transport need --listen or --connect HOST")
+    if sc.protocol == "ib":
+        refuse_given_ib(args)
     pcap, taps, trace_path = args.pcap, getattr(args, "tap", []), getattr(args, "trace", None)
     uet = uet_cli.options(args)
     if sc.generated:
