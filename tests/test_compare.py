@@ -136,6 +136,7 @@ def test_contenders_from_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     (["--contender", "a=-w x.pcap"], "--write is not for a comparison"),
     (["-w", "x.pcap"], "--write is not for a comparison"),
     (["--contender", "a=--protocol ib --cc dcqcn"], "contender a: --cc with --protocol ib"),
+    (["--contender", "a=--protocol ib --lb ecmp"], "contender a: --lb with --protocol ib"),
     (["--contender", "a=--protocol 'uet"], "No closing quotation"),
     (["--topology", "p2p"], None),
 ])
@@ -162,6 +163,8 @@ def test_a_network_is_required(capsys: pytest.CaptureFixture[str]):
     ('[contender.a]\nprotocol = "ib"\n', "expected [contenders.NAME] tables"),
     ('[contenders]\na = 3\n', "[contenders.a]: expected a table"),
     ('[contenders.a]\ntap = "sw:1"\n', "tap: not for a comparison"),
+    # a contender's own option is typed: refused with its default value too
+    ('[contenders.a]\nprotocol = "ib"\npfc = "on"\n', "contender a: --pfc with --protocol ib"),
 ])
 def test_bad_toml_contenders(tmp_path: Path, text: str, what: str,
                              capsys: pytest.CaptureFixture[str]):

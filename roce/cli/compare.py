@@ -115,7 +115,10 @@ def _from_toml(path: str) -> tuple[list[tuple[cmp.Contender, dict[str, Any]]], d
         cmp.check_name(str(name), where)
         given = convert(values, where)
         words = tuple(f"{k}={v}" for k, v in sorted(given.items()))
-        found.append((cmp.Contender(str(name), words), given))
+        # a contender's own options are typed, as on its --contender line (given_options:
+        # what ``emulate.refuse_given_ib`` reads)
+        found.append((cmp.Contender(str(name), words),
+                      {**given, "given_options": set(given)}))
     return found, shared
 
 
