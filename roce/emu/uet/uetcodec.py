@@ -285,10 +285,13 @@ def _compile(key: tuple[Any, ...]) -> Encoders | None:
             fmt.append(code)
         words.append(word)
     # the values that chose this shape's layouts, as its key has them
-    chose = [f"{locals_[k]} != {x!r}" for k, x in ((TYPE, key[1]), (NH, nh_raw), (OP, key[3]),
-                                                    (CC, key[4])) if k in have]
-    chose += [f"(not {locals_[k]}) != {x}" for k, x in ((SYN, no_syn), (SOM, no_som),
-                                                         (HD, no_hd), (TSS, no_tss)) if k in have]
+    # (given: the Python encoder's test and the C plan's)
+    equal = [(k, x) for k, x in ((TYPE, key[1]), (NH, nh_raw), (OP, key[3]), (CC, key[4]))
+             if k in have]
+    falsy = [(k, x) for k, x in ((SYN, no_syn), (SOM, no_som), (HD, no_hd), (TSS, no_tss))
+             if k in have]
+    chose = [f"{locals_[k]} != {x!r}" for k, x in equal]
+    chose += [f"(not {locals_[k]}) != {x}" for k, x in falsy]
     operated = set(re.findall(r"\bx\d+\b", "\n".join([*ops, *words])))
     typed = [x for x in locals_.values() if x not in operated]
     checks[0] = " and ".join(f"type({x}) in ints" for x in typed) or "True"
@@ -324,20 +327,27 @@ def _compile(key: tuple[Any, ...]) -> Encoders | None:
     plan = None
     if _PLAN is not None:
         at_of = {d: i for i, (d, _a, _b, _s) in enumerate(derived)}
+
+        def source(v: str) -> tuple[int, int, int]:
+            """A placed value's (kind, reference, constant): 0 a constant, 1 a value of
+            the dictionary, 2 a derived offset, 3 the flags."""
+            if v == "fl":
+                return 3, 0, 0
+            if v.isdigit():
+                return 0, 0, int(v)
+            return (2, at_of[v], 0) if v in at_of else (1, _index(v), 0)
+
         spec = (size, len(names),
-                tuple((_index(locals_[k]), 1, int(x)) for k, x in
-                      ((TYPE, key[1]), (NH, nh_raw), (OP, key[3]), (CC, key[4])) if k in have)
-                + tuple((_index(locals_[k]), 2, int(not x)) for k, x in
-                        ((SYN, no_syn), (SOM, no_som), (HD, no_hd), (TSS, no_tss)) if k in have),
+                tuple((_index(locals_[k]), 1, int(x)) for k, x in equal)
+                + tuple((_index(locals_[k]), 2, int(not x)) for k, x in falsy),
                 tuple((_index(locals_[name]), mask, (mask & -mask).bit_length() - 1,
                        int(bool(mask & (mask - 1))))
                       for name, mask in reading.flags.get(typ, ()) if name in have),
                 (SYN_MASK, syn_bit),
                 tuple((a, b, sgn) for _d, a, b, sgn in derived),
-                tuple(((3, 0, 0) if v == "fl" else (0, 0, int(v)) if v.isdigit()
-                       else (2, at_of[v], 0) if v in at_of else (1, _index(v), 0))[:2]
-                      + (end, bits, kind, int(v) if v.isdigit() else 0)
-                      for v, end, bits, kind in placed))
+                tuple((src[0], src[1], end, bits, kind, src[2])
+                      for src, end, bits, kind in ((source(v), e, b, k)
+                                                   for v, e, b, k in placed)))
         try:
             plan = _PLAN(spec)
         except ValueError:  # larger than the plan holds: Python's encoder alone
