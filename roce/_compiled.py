@@ -76,6 +76,7 @@ MODULES = (
     "roce.emu.core.completer",
     "roce.emu.core.device",
     "roce.emu.core.memory",
+    "roce.emu.core.patterned",
     "roce.emu.core.placement",
     "roce.emu.core.qp",
     "roce.emu.core.requester",
@@ -132,7 +133,12 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                    "dequeue.acct": "Account", "dequeue.inport": "SwitchPort",
                    "stamp.port": "SwitchPort"}},
     "roce.emu.core.frames": {"FrameBuilder": {}, "Incoming": {}},
-    "roce.emu.core.memory": {"MemoryRegion": {}},
+    "roce.emu.core.memory": {"MemoryRegion": {"content": "Patterned"}},
+    # a seeded region's reads and writes: one of each per data packet
+    "roce.emu.core.patterned": {
+        "Patterned": {f"pattern.{v}": "long" for v in ("o", "m", "slot", "j", "lo",
+                                                                   "plo", "at")},
+        "PatternView": {"content": "Patterned"}},
     "roce.emu.core.placement": {"WriteCursor": {}},
     "roce.emu.core.qp": {"Counters": {},
                     "QueuePair": {"counters": "Counters", "receive.pkt": "Incoming"}},
@@ -212,10 +218,11 @@ SCALARS = frozenset({"long"})
 # then holds that type only, as the .py always gives it.
 CONTAINERS = frozenset({"list", "set"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
-# and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC).  Every
+# and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC; a test's
+# region that misplaces bytes is a ``Patterned``).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
 # without checking for an override, and writes less C for each.
-OPEN = frozenset({"Nic", "Requester", "Responder", "Completer"})
+OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}

@@ -1217,3 +1217,4 @@ include "emu/uet/_frame.pxi"  # the emulator's UET frames, by uetcodec's plans
 include "families/_peel.pxi"
 include "emu/net/_routed.pxi"
 include "emu/net/_events.pxi"
+include "emu/core/_pattern.pxi"  # the seeded payload pattern: payload.expand_reference's twin

@@ -109,8 +109,7 @@ def test_large_message_needs_no_copy_of_its_data() -> None:
     queues its response's frames at once (one more message): peak RSS stays under the
     baseline + 3 x 128 MiB + a quarter of one more.  A 128 MiB WRITE holds no buffer at all
     (its regions hold the seeded pattern, roce.emu.core.patterned): its peak is within a
-    16th of one of a 1 MiB run's (256 pieces of pattern, past BUILTIN_PIECES: it loads
-    OpenSSL's SHAKE-128 as the large runs do, ~4 MB that are no data)."""
+    16th of one of a 1 MiB run's."""
     size = 128 << 20
     res, base = child(["emulate", "--size", "1M", "--count", "1", "-T", "json"])
     assert res.returncode == 0, res.stderr

@@ -45,6 +45,15 @@ class MemoryRegion:
             return self.content.view(off, length)
         return memoryview(self.buf)[off:off + length]
 
+    def write(self, addr: int, data: Any) -> None:
+        """Bytes [addr, addr + len(data)) now hold ``data`` (``view(...)[:] = data`` without
+        the view: one per packet placed)."""
+        off = addr - self.addr
+        if self.content is not None:
+            self.content.write(off, data)
+        else:
+            memoryview(self.buf)[off:off + len(data)] = data
+
 
 @dataclass(eq=False)
 class AddressSpace:
@@ -136,7 +145,7 @@ class AddressSpace:
                 break
             mr = self.lookup_local(pd, s.lkey, s.addr + offset, n,
                                    Access.IBV_ACCESS_LOCAL_WRITE)
-            mr.view(s.addr + offset, n)[:] = data[pos:pos + n]
+            mr.write(s.addr + offset, data[pos:pos + n])
             pos += n
             offset = 0
         if pos < len(data):

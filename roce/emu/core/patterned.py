@@ -74,7 +74,7 @@ class Patterned:
     write is recorded as bytes)."""
 
     __slots__ = ("seed", "qp", "side", "target", "slot", "length", "good", "odd", "writes",
-                 "_keys", "_pieces")
+                 "_own_at", "_own", "_target_at", "_target")
 
     def __init__(self, seed: int, qp: int, side: str, slot: int, slots: int,
                  target: str | None = None) -> None:
@@ -84,23 +84,37 @@ class Patterned:
         self.good: list[int] = []  # ranges holding target's pattern
         self.odd: list[tuple[int, bytes]] = []  # other writes, in order, later ones win
         self.writes = 0
-        # the last piece made of each side: a frame smaller than a piece (an MTU under
-        # 4096) reuses it, rather than making it again up to its own end
-        self._keys: dict[str, tuple[int, int]] = {}
-        self._pieces: dict[str, bytes] = {}
+        # the last piece made of each side (where it starts in the region, the piece): a
+        # frame smaller than a piece (an MTU under 4096) reuses it, rather than making it
+        # again up to its own end; the requester reads its own side, the responder checks
+        # the target's
+        self._own_at = -1
+        self._own = b""
+        self._target_at = -1
+        self._target = b""
 
     def pattern(self, side: str, off: int, n: int) -> bytes:
         """Bytes [off, off + n) of the region had it started as ``side``'s pattern."""
+        o = off  # the arithmetic's own names: C integers in the compiled form
+        m = n
         slot = self.slot
-        j, lo = divmod(off, slot)
-        k, plo = divmod(lo, CHUNK)
-        if plo + n <= CHUNK and lo + n <= slot:  # within one piece: a frame's payload
-            key = (j, k)
-            if self._keys.get(side) != key:
-                self._keys[side] = key
-                self._pieces[side] = _piece(slot_label(self.seed, self.qp, side, j), k,
-                                            min(CHUNK, slot - k * CHUNK))
-            return self._pieces[side][plo:plo + n]
+        j = o // slot
+        lo = o - j * slot
+        plo = lo % CHUNK
+        if plo + m <= CHUNK and lo + m <= slot:  # within one piece: a frame's payload
+            at = o - plo  # where the piece starts: names it among the region's
+            if side == self.side:
+                if self._own_at != at:
+                    self._own = _piece(slot_label(self.seed, self.qp, side, j), lo // CHUNK,
+                                       min(CHUNK, slot - (lo - plo)))
+                    self._own_at = at
+                return self._own[plo:plo + m]
+            if side == self.target:
+                if self._target_at != at:
+                    self._target = _piece(slot_label(self.seed, self.qp, side, j),
+                                          lo // CHUNK, min(CHUNK, slot - (lo - plo)))
+                    self._target_at = at
+                return self._target[plo:plo + m]
         if lo + n <= slot:
             return seeded_range(slot_label(self.seed, self.qp, side, j), lo, n)
         out = bytearray()
@@ -138,6 +152,7 @@ class Patterned:
         end = off + n
         if self.odd:  # what this write covers no longer holds the odd bytes
             self.odd = [p for o, d in self.odd for p in _outside(o, d, off, end)]
+        data = bytes(data)  # bytes compare by memcmp; a memoryview item by item
         if self.target is not None and data == self.pattern(self.target, off, n):
             good = self.good
             if good and good[-1] == off:  # the next bytes of the last range: in order
@@ -146,7 +161,7 @@ class Patterned:
                 _add(good, off, end)
         else:
             _remove(self.good, off, end)
-            self.odd.append((off, bytes(data)))
+            self.odd.append((off, data))
 
     def whole(self, j: int) -> str | None:
         """The side whose initial pattern slot ``j`` holds, byte for byte, when that is
@@ -178,9 +193,6 @@ def _outside(o: int, d: bytes, a: int, b: int) -> list[tuple[int, bytes]]:
     return parts
 
 
-_WHOLE = slice(None)
-
-
 class PatternView:
     """Bytes [off, off + n) of a ``Patterned`` region, as a memoryview of a buffer would be
     used: ``len``, slices (read now), slice assignment (a write), ``bytes``."""
@@ -193,20 +205,23 @@ class PatternView:
     def __len__(self) -> int:
         return self.n
 
-    def _span(self, key: slice) -> tuple[int, int]:
-        if key == _WHOLE:  # ``view[:] = data``: how memory is written
-            return 0, self.n
+    def span(self, key: Any) -> tuple[int, int]:
+        """The range [lo, hi) of the view that the slice ``key`` names."""
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("a pattern view takes contiguous slices")
         lo, hi, _ = key.indices(self.n)
         return lo, max(hi, lo)
 
-    def __getitem__(self, key: slice) -> bytes:
-        lo, hi = self._span(key)
+    def __getitem__(self, key: Any) -> bytes:
+        if type(key) is slice and key.step is None and type(key.start) is int \
+                and type(key.stop) is int and 0 <= key.start <= key.stop <= self.n:
+            # ``take``'s slices (a frame's payload): what ``span`` would find, found sooner
+            return self.content.read(self.off + key.start, key.stop - key.start)
+        lo, hi = self.span(key)
         return self.content.read(self.off + lo, hi - lo)
 
-    def __setitem__(self, key: slice, data: Any) -> None:
-        lo, hi = self._span(key)
+    def __setitem__(self, key: Any, data: Any) -> None:
+        lo, hi = self.span(key)
         if len(data) != hi - lo:
             raise ValueError(f"{len(data)} bytes do not fit a range of {hi - lo}")
         self.content.write(self.off + lo, data)

@@ -21,42 +21,81 @@ from dataclasses import dataclass
 from typing import Any
 
 # bytes of one piece of a pattern: one path MTU of 4096, so a frame's payload is made from
-# one or two pieces (a SHAKE output is a prefix of any longer one: a range costs no more than
-# the piece ends it reaches)
+# one or two pieces (a piece's bytes are a prefix of any longer expansion of its seed: a range
+# costs no more than the piece ends it reaches)
 CHUNK = 4096
 MAX_SLOTS = 4
 SLOT_BUDGET = 64 << 20  # bytes of slots per side of a QP; larger messages get fewer slots
 HEAD = 8  # bytes an atomic touches; also the smallest slot
 
-# SHAKE-128 (FIPS 202): CPython's built-in module for a run's first pieces, OpenSSL's (through
-# hashlib) once a run needs many.  Importing hashlib starts OpenSSL, ~3 ms of a short run's
-# start; the built-in digests about 3x slower.  Both give the same bytes
-# (tests/test_emu_payload.py).
-BUILTIN_PIECES = 64
-_made = 0
+# A piece is seeded by SHAKE-128 (FIPS 202) of its name, (label, k): 8 bytes, a 64-bit seed;
+# its bytes are splitmix64's outputs over a counter from that seed (Steele, Lea and Flood,
+# "Fast splittable pseudorandom number generators", OOPSLA 2014; the constants of Vigna's
+# splitmix64.c), each word little-endian.  The hash names pieces apart; the generator makes
+# their bytes at a fraction of a nanosecond each, where SHAKE's output cost ~2 ns a byte
+# (bench/RESULTS.md, "roce against ns-3"): a run makes every byte it moves.  CPython's
+# built-in SHAKE: 8 bytes of it cost about what OpenSSL's do, without loading OpenSSL.
+_GAMMA = 0x9E3779B97F4A7C15
+_MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_WORDS = CHUNK // 8  # words of the longest piece
 
 
 def _builtin() -> Callable[[bytes], Any]:
     try:
         from _sha3 import shake_128
-    except ImportError:  # a Python without it: OpenSSL's from the start
+    except ImportError:  # a Python without it: OpenSSL's
         from hashlib import shake_128
     return shake_128
 
 
-_builtin_shake = _builtin()
+_shake = _builtin()
 
 
-def _shake(data: bytes) -> Any:
-    """SHAKE-128 of ``data``, by whichever implementation is cheaper so far."""
-    global _made, _shake
-    _made += 1
-    if _made <= BUILTIN_PIECES:
-        return _builtin_shake(data)
-    import hashlib
+def _lanes() -> tuple[int, int, int]:
+    """For ``expand_reference``: 1 in every 128-bit lane, each lane's counter step, and
+    every lane's low 64 bits, for the words of the longest piece."""
+    one = steps = low = 0
+    for i in reversed(range(_WORDS)):
+        one, low = one << 128 | 1, low << 128 | (1 << 64) - 1
+        steps = steps << 128 | (i + 1) * _GAMMA % (1 << 64)
+    return one, steps, low
 
-    _shake = hashlib.shake_128  # from now on, called directly
-    return _shake(data)
+
+_LANES: tuple[int, int, int] | None = None
+
+
+def expand_reference(seed: int, n: int) -> bytes:
+    """``n`` bytes (at most ``CHUNK``) from the 64-bit ``seed``: word i (from 0) is
+    splitmix64's output for seed + (i + 1) * 0x9E3779B97F4A7C15 (mod 2**64), little-endian,
+    the last one cut to what ``n`` leaves.  Every word at once: one Python integer holds
+    them in 128-bit lanes, so a lane's product never reaches the next.  The compiled form is
+    ``roce._fastpath.pattern_expand`` (roce/emu/core/_pattern.pxi)."""
+    global _LANES
+    if _LANES is None:
+        _LANES = _lanes()
+    one, steps, low = _LANES
+    x = (seed * one + steps) & low
+    x = ((x ^ x >> 30) & low) * _MIX1 & low
+    x = ((x ^ x >> 27) & low) * _MIX2 & low
+    x = (x ^ x >> 31) & low
+    lanes = x.to_bytes(16 * _WORDS, "little")
+    out = bytearray(8 * _WORDS)
+    for b in range(8):  # each lane's low 8 bytes, in order
+        out[b::8] = lanes[b::16]
+    return bytes(out[:n])
+
+
+def _expander() -> Callable[[int, int], bytes]:
+    from roce import fast  # the codec is loaded by every run already
+    return fast._ext.pattern_expand if fast._ext is not None else expand_reference
+
+
+expand = _expander()
+
+
+def piece_seed(label: str, k: int) -> int:
+    """The 64-bit seed of piece ``k`` of the stream of ``label``."""
+    return int.from_bytes(_shake(f"{label}/{k}".encode()).digest(8), "little")
 
 
 def slot_bytes(size: int) -> int:
@@ -72,19 +111,20 @@ def slots_for(size: int, count: int) -> int:
 
 def seeded_chunks(label: str, length: int) -> Iterator[bytes]:
     """``length`` pseudo-random bytes determined by ``label``, in chunks of ``CHUNK``:
-    chunk k is SHAKE-128 of (label, k), so any chunk can be made without the others and
-    the bytes are the same on every platform and Python version."""
+    chunk k is expanded from the seed SHAKE-128 gives (label, k) (``piece_seed``,
+    ``expand``), so any chunk can be made without the others and the bytes are the same on
+    every platform and Python version."""
     k = 0
     while length > 0:
         n = min(CHUNK, length)
-        yield _shake(f"{label}/{k}".encode()).digest(n)
+        yield expand(piece_seed(label, k), n)
         length -= n
         k += 1
 
 
 def piece(label: str, k: int, n: int = CHUNK) -> bytes:
     """The first ``n`` bytes of piece ``k`` of the stream of ``label``."""
-    return _shake(f"{label}/{k}".encode()).digest(n)
+    return expand(piece_seed(label, k), n)
 
 
 def seeded_range(label: str, start: int, n: int) -> bytes:
@@ -92,11 +132,11 @@ def seeded_range(label: str, start: int, n: int) -> bytes:
     k, lo = divmod(start, CHUNK)
     end = start + n
     if lo + n <= CHUNK:  # one piece: the common case, a frame within a piece
-        return _shake(f"{label}/{k}".encode()).digest(lo + n)[lo:]
+        return expand(piece_seed(label, k), lo + n)[lo:]
     out = bytearray()
     pos = k * CHUNK
     while pos < end:
-        piece = _shake(f"{label}/{k}".encode()).digest(min(CHUNK, end - pos))
+        piece = expand(piece_seed(label, k), min(CHUNK, end - pos))
         out += piece[max(start - pos, 0):]
         pos += CHUNK
         k += 1

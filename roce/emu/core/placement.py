@@ -70,7 +70,7 @@ class WriteCursor:
                 mr = memory.lookup_remote(qp.pd, self.rkey, addr, n, _REMOTE_WRITE)
             except AccessError as e:
                 raise Refused(e.why, access=True) from None
-            mr.view(addr, n)[:] = pkt.payload
+            mr.write(addr, pkt.payload)
         self.offset += n
         self.left -= n
         if last and self.left:

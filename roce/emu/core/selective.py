@@ -483,7 +483,7 @@ class SRResponder(Responder):
                 mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, left, _REMOTE_WRITE)
             except AccessError as e:
                 raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
-            mr.view(va, n)[:] = pkt.payload
+            mr.write(va, pkt.payload)
         self.msg_bytes += n
         self.in_progress = None
         if ends:

@@ -386,7 +386,7 @@ class Ses:
                 mr = self.space.lookup_remote(self.pd, f["uet.ses.std.mem_key_match_bits"],
                                               addr, len(payload),
                                               _REMOTE_WRITE)
-                mr.view(addr, len(payload))[:] = payload
+                mr.write(addr, payload)
                 self._arrived(pdc, f, len(payload))
             elif op == _READ:
                 self._answer_read(pdc, f)
@@ -465,7 +465,7 @@ class Ses:
         if off + len(payload) > length:
             raise Refused("too-long", f"{off + len(payload)} bytes do not fit the receive "
                                       f"buffer of {length}")
-        region.view(addr + off, len(payload))[:] = payload
+        region.write(addr + off, payload)
         if f["uet.ses.std.request_length"] > length:
             raise Refused("too-long", f"{f['uet.ses.std.request_length']} bytes do not fit "
                                       f"the receive buffer of {length}")
@@ -565,7 +565,7 @@ class Ses:
         if off + len(payload) > m.length:
             self._error("a READ response past the READ's length")
             return
-        m.local.view(m.laddr + off, len(payload))[:] = payload
+        m.local.write(m.laddr + off, payload)
         if off in m.pieces:
             self.counters.repeated += 1
             return
