@@ -136,8 +136,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.memory": {"MemoryRegion": {"content": "Patterned"}},
     # a seeded region's reads and writes: one of each per data packet
     "roce.emu.core.patterned": {
-        "Patterned": {f"pattern.{v}": "long" for v in ("o", "m", "slot", "j", "lo",
-                                                                   "plo", "at")},
+        "Patterned": {f"piece_at.{v}": "long" for v in ("o", "slot", "j", "lo", "plo",
+                                                                    "at")},
         "PatternView": {"content": "Patterned"}},
     "roce.emu.core.placement": {"WriteCursor": {}},
     "roce.emu.core.qp": {"Counters": {},

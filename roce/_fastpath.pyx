@@ -343,6 +343,23 @@ def bth_unpack(bytes frame, int off):
             rd(p, off, F_BTH_PSN))
 
 
+def rx(bytes frame, bint check_icrc=True):
+    """Twin of roce.fast.rx_reference: (status, opcode, se, p_key, destqp, ackreq, psn,
+    l3_kind, l3_off, l3_len, bth_off, payload_off, pad_off), one walk, one ICRC."""
+    cdef WalkResult w
+    cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(frame)
+    cdef int off
+    if do_walk(p, PyBytes_GET_SIZE(frame), 1, 4791, &w) != S_OK:
+        return (w.status, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    if check_icrc and bswap32(icrc_raw(p, w.l3_off, w.l3_kind, w.l3_len, w.bth_off,
+                                       w.icrc_off)) != stored(p, w.icrc_off):
+        return (-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    off = w.bth_off
+    return (S_OK, rd(p, off, F_BTH_OPCODE), rd(p, off, F_BTH_SE) != 0, rd(p, off, F_BTH_PKEY),
+            rd(p, off, F_BTH_DESTQP), rd(p, off, F_BTH_A) != 0, rd(p, off, F_BTH_PSN),
+            w.l3_kind, w.l3_off, w.l3_len, w.bth_off, w.payload_off, w.pad_off)
+
+
 cdef inline void pcap_record_header(const uint8_t *q, bint big_endian, uint32_t *v) noexcept nogil:
     """A 16-byte pcap record header: seconds, fraction, caplen, origlen."""
     cdef int k

@@ -295,8 +295,31 @@ def bth_unpack_reference(frame: bytes, off: int) -> tuple:
     return (b["opcode"], b["se"], b["padcnt"], b["p_key"], b["destqp"], b["a"], b["psn"])
 
 
+# what a RoCE endpoint reads of each frame it receives: status (roce.locate's; -1: a bad ICRC),
+# the BTH's fields, where the headers start
+RX_FIELDS = ("status", "opcode", "se", "p_key", "destqp", "ackreq", "psn", "l3_kind",
+             "l3_off", "l3_len", "bth_off", "payload_off", "pad_off")
+_RX_NONE = (0,) * (len(RX_FIELDS) - 1)
+
+
+def rx_reference(frame: bytes, check_icrc: bool = True) -> tuple:
+    """``RX_FIELDS`` of ``frame`` in one call (the emulator's receive): the walk, the ICRC
+    (when ``check_icrc``) and the BTH; after a status other than OK, zeros."""
+    w = _locate.walk(frame)
+    if w.status != OK:
+        return (w.status, *_RX_NONE)
+    if check_icrc and (_icrc.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off,
+                                     w.icrc_off)
+                       != int.from_bytes(frame[w.icrc_off:w.l4_end], "big")):
+        return (-1, *_RX_NONE)
+    op, se, _, p_key, destqp, ackreq, psn = bth_unpack_reference(frame, w.bth_off)
+    return (OK, op, se, p_key, destqp, ackreq, psn, w.l3_kind, w.l3_off, w.l3_len, w.bth_off,
+            w.payload_off, w.pad_off)
+
+
 bth_pack: Any = bth_pack_reference
 bth_unpack: Any = bth_unpack_reference
+rx: Any = rx_reference
 decode_headers: Any = None  # the compiled twin of packet.decode_headers_reference, if any
 _scan = scan_reference
 psn_add, psn_diff, psn_cmp, classify = _psn.psn_add, _psn.psn_diff, _psn.psn_cmp, _psn.classify
@@ -316,6 +339,7 @@ if _ext is not None:
     ip_checksum = _ext.ip_checksum
     assemble = _ext.assemble
     bth_pack, bth_unpack = _ext.bth_pack, _ext.bth_unpack
+    rx = _ext.rx
     decode_headers = _ext.decode_headers
 
     icrc_at = _ext.icrc_at

@@ -50,8 +50,20 @@ def test_the_seed_is_shake128_whichever_implementation(data: bytes) -> None:
     assert payload._shake(data).digest(8) == hashlib.shake_128(data).digest(8)
 
 
-@given(st.integers(0, 3 * payload.CHUNK), st.integers(0, 2 * payload.CHUNK))
-def test_a_stream_is_the_same_however_it_is_cut(start: int, n: int) -> None:
+def _splitmix64_word(seed: int, i: int) -> int:
+    """Word i (from 0) of splitmix64 seeded with ``seed``, one at a time as its reference
+    code steps it."""
+    x = (seed + (i + 1) * 0x9E3779B97F4A7C15) % (1 << 64)
+    x = (x ^ x >> 30) * 0xBF58476D1CE4E5B9 % (1 << 64)
+    x = (x ^ x >> 27) * 0x94D049BB133111EB % (1 << 64)
+    return x ^ x >> 31
+
+
+@given(st.integers(0, 3 * payload.CHUNK), st.integers(0, 2 * payload.CHUNK),
+       st.integers(0, 5 * payload.CHUNK // 8 - 1))
+def test_a_stream_is_the_same_however_it_is_cut(start: int, n: int, word: int) -> None:
+    """One splitmix64 stream from the label's SHAKE-128 seed, cut into pieces, ranges or
+    chunks alike."""
     label = "seed/1/qp/2/local/0"
     chunks = list(payload.seeded_chunks(label, 5 * payload.CHUNK + 17))
     assert [len(c) for c in chunks] == [payload.CHUNK] * 5 + [17]
@@ -60,8 +72,10 @@ def test_a_stream_is_the_same_however_it_is_cut(start: int, n: int) -> None:
     assert chunks[5] == payload.piece(label, 5, 17)
     assert payload.seeded_range(label, start, n) == whole[start:start + n][:n] or \
         start + n > len(whole)
-    seed = int.from_bytes(hashlib.shake_128(f"{label}/2".encode()).digest(8), "little")
-    assert chunks[2] == payload.expand_reference(seed, payload.CHUNK)
+    seed = int.from_bytes(hashlib.shake_128(label.encode()).digest(8), "little")
+    assert payload.label_seed(label) == seed
+    assert int.from_bytes(whole[8 * word:8 * word + 8], "little") == \
+        _splitmix64_word(seed, word)
 
 
 def test_pieces_differ_by_name() -> None:

@@ -1,5 +1,5 @@
 """Fast path == reference for the twins added with the emulator and the batch reader:
-bth_pack / bth_unpack and pcap_split."""
+bth_pack / bth_unpack, rx and pcap_split."""
 
 import struct
 from array import array
@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from roce import fast
 from roce.pcapio import MAX_RECORD, pcap_split_reference
+from roce.testing import strategies as rs
 
 pytestmark = pytest.mark.skipif(fast._ext is None, reason="compiled fast path not built")
 
@@ -22,6 +23,24 @@ def test_bth_pack_unpack_twins(opcode, se, padcnt, pkey, destqp, ackreq, psn):
     assert raw == fast.bth_pack_reference(*args)
     frame = b"\xaa" * 5 + raw + b"\xbb"
     assert fast._ext.bth_unpack(frame, 5) == fast.bth_unpack_reference(frame, 5) == args
+
+
+@given(rs.frames(), st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)),
+                             max_size=3), st.integers(0, 80), st.booleans())
+def test_rx_twins(frame, flips, cut, check):
+    """What the emulator reads of a received frame, on whole, damaged and cut frames: the
+    same status (a bad ICRC: -1, checked or not as asked) and fields in C and in Python."""
+    damaged = bytearray(frame)
+    for at, bit in flips:
+        if at < len(damaged):
+            damaged[at] ^= bit
+    for f in (frame, bytes(damaged), frame[:max(len(frame) - cut, 0)]):
+        got = fast._ext.rx(f, check)
+        assert got == fast.rx_reference(f, check)
+        assert len(got) == len(fast.RX_FIELDS)
+    whole = fast._ext.rx(frame)
+    assert whole[0] == 0 and whole[1:7] == fast.bth_unpack_reference(frame, whole[10])[:2] + \
+        fast.bth_unpack_reference(frame, whole[10])[3:]
 
 
 def _pcap_records(records, big):

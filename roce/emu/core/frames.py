@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from roce import fast
 from roce.headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF
 from roce.icrc import L3_IPV4, L3_IPV6
-from roce.locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT, Walk
+from roce.locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT
 from roce.opcodes import OPCODES, Opcode, Operation, Position, Transport
 from roce.packet import udp_source_port
 
@@ -127,24 +127,24 @@ _SMAC1 = _SMAC0 + _SRC["eth"][1]
 class Incoming:
     """A received RoCE packet, decoded just enough for a QP."""
 
-    __slots__ = ("frame", "walk", "op", "se", "p_key", "destqp", "ackreq", "psn", "ext",
-                 "payload", "src", "smac", "ecn")
+    __slots__ = ("frame", "l3_off", "l3_len", "op", "se", "p_key", "destqp", "ackreq", "psn",
+                 "ext", "payload", "src", "smac", "ecn")
 
-    def __init__(self, frame: bytes, walk: Walk) -> None:
+    def __init__(self, frame: bytes, rx: tuple) -> None:
+        """``rx``: what ``fast.rx`` read of ``frame`` (its ``RX_FIELDS``), status OK."""
         self.frame = frame
-        self.walk = walk
-        code, self.se, _, self.p_key, self.destqp, self.ackreq, self.psn = fast.bth_unpack(
-            frame, walk.bth_off)
+        (_, code, self.se, self.p_key, self.destqp, self.ackreq, self.psn, l3_kind, l3_off,
+         self.l3_len, bth_off, payload_off, pad_off) = rx
+        self.l3_off = l3_off
         self.op = op = OPCODES[code]
         ext = {}
         if op.headers:
-            pos = walk.bth_off + _BTH_SIZE
+            pos = bth_off + _BTH_SIZE
             for h in op.headers:
                 ext[h] = DECODERS[h](frame, pos)
                 pos += SIZE_OF[h]
         self.ext = ext
-        self.payload = frame[walk.payload_off:walk.pad_off]
-        l3_off, l3_kind = walk.l3_off, walk.l3_kind
+        self.payload = frame[payload_off:pad_off]
         off, n = _SRC[l3_kind]
         self.src = frame[l3_off + off:l3_off + off + n]
         self.smac = frame[_SMAC0:_SMAC1]
@@ -157,11 +157,7 @@ def receive(frame: bytes, icrc_checked: bool = False) -> tuple[int, Incoming | N
     ``icrc_checked``: the port that built ``frame`` computed its ICRC after checking the
     packet it came in (an InfiniBand HCA: ``roce.emu.ib.framing``), so it is not checked
     again."""
-    w = fast.walk(frame)
-    if w.status != OK:
-        return w.status, None
-    if not icrc_checked and (
-            fast.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off, w.icrc_off)
-            != int.from_bytes(frame[w.icrc_off:w.l4_end], "big")):
-        return -1, None
-    return OK, Incoming(frame, w)
+    rx = fast.rx(frame, not icrc_checked)
+    if rx[0] != OK:
+        return rx[0], None
+    return OK, Incoming(frame, rx)

@@ -24,25 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from roce.emu.core.payload import CHUNK, piece, seeded_range, slot_label
-
-# Pieces made lately, shared by every region: the requester makes a piece to build its
-# frames and the responder the same one to check them as they land; with the piece still
-# here from the first, the second costs no hashing (half of a WRITE run's pattern work).
-# Oldest out first; 1,024 pieces (4 MiB) outlast what an incast's switch buffers hold.
-_PIECES: dict[tuple[str, int, int], bytes] = {}
-_PIECES_MAX = 1024
-
-
-def _piece(label: str, k: int, n: int) -> bytes:
-    """``payload.piece``, through the shared pieces made lately."""
-    key = (label, k, n)
-    got = _PIECES.get(key)
-    if got is None:
-        if len(_PIECES) >= _PIECES_MAX:
-            del _PIECES[next(iter(_PIECES))]
-        got = _PIECES[key] = piece(label, k, n)
-    return got
+from roce.emu.core.payload import CHUNK, expand, label_seed, piece_seed, seeded_range, slot_label
 
 
 def _add(edges: list[int], a: int, b: int) -> None:
@@ -74,7 +56,7 @@ class Patterned:
     write is recorded as bytes)."""
 
     __slots__ = ("seed", "qp", "side", "target", "slot", "length", "good", "odd", "writes",
-                 "_own_at", "_own", "_target_at", "_target")
+                 "_own_at", "_own", "_target_at", "_target", "_seeds")
 
     def __init__(self, seed: int, qp: int, side: str, slot: int, slots: int,
                  target: str | None = None) -> None:
@@ -92,29 +74,49 @@ class Patterned:
         self._own = b""
         self._target_at = -1
         self._target = b""
+        self._seeds: dict[tuple[str, int], int] = {}  # (side, slot) -> its stream's seed
 
-    def pattern(self, side: str, off: int, n: int) -> bytes:
-        """Bytes [off, off + n) of the region had it started as ``side``'s pattern."""
+    def _make(self, side: str, j: int, k: int, n: int) -> bytes:
+        """The first ``n`` bytes of piece ``k`` of slot ``j`` of ``side``'s pattern (what
+        ``payload.piece`` makes, the slot's seed hashed once)."""
+        seed = self._seeds.get((side, j))
+        if seed is None:
+            seed = self._seeds[side, j] = label_seed(slot_label(self.seed, self.qp, side, j))
+        return expand(piece_seed(seed, k), n)
+
+    def piece_at(self, side: str, off: int, n: int) -> bytes | None:
+        """The piece of ``side``'s pattern that holds all of [off, off + n) of the region
+        (it starts at the region's ``off - off % slot % CHUNK``), when one piece does and
+        ``side`` is the region's own or its target; else None."""
         o = off  # the arithmetic's own names: C integers in the compiled form
-        m = n
         slot = self.slot
         j = o // slot
         lo = o - j * slot
         plo = lo % CHUNK
-        if plo + m <= CHUNK and lo + m <= slot:  # within one piece: a frame's payload
-            at = o - plo  # where the piece starts: names it among the region's
-            if side == self.side:
-                if self._own_at != at:
-                    self._own = _piece(slot_label(self.seed, self.qp, side, j), lo // CHUNK,
-                                       min(CHUNK, slot - (lo - plo)))
-                    self._own_at = at
-                return self._own[plo:plo + m]
-            if side == self.target:
-                if self._target_at != at:
-                    self._target = _piece(slot_label(self.seed, self.qp, side, j),
-                                          lo // CHUNK, min(CHUNK, slot - (lo - plo)))
-                    self._target_at = at
-                return self._target[plo:plo + m]
+        if plo + n > CHUNK or lo + n > slot:
+            return None
+        at = o - plo  # where the piece starts: names it among the region's
+        if side == self.side:
+            if self._own_at != at:
+                self._own = self._make(side, j, lo // CHUNK, min(CHUNK, slot - (lo - plo)))
+                self._own_at = at
+            return self._own
+        if side == self.target:
+            if self._target_at != at:
+                self._target = self._make(side, j, lo // CHUNK,
+                                          min(CHUNK, slot - (lo - plo)))
+                self._target_at = at
+            return self._target
+        return None
+
+    def pattern(self, side: str, off: int, n: int) -> bytes:
+        """Bytes [off, off + n) of the region had it started as ``side``'s pattern."""
+        got = self.piece_at(side, off, n)
+        if got is not None:  # within one piece: a frame's payload
+            plo = off % self.slot % CHUNK
+            return got[plo:plo + n]
+        slot = self.slot
+        j, lo = divmod(off, slot)
         if lo + n <= slot:
             return seeded_range(slot_label(self.seed, self.qp, side, j), lo, n)
         out = bytearray()
@@ -152,8 +154,15 @@ class Patterned:
         end = off + n
         if self.odd:  # what this write covers no longer holds the odd bytes
             self.odd = [p for o, d in self.odd for p in _outside(o, d, off, end)]
-        data = bytes(data)  # bytes compare by memcmp; a memoryview item by item
-        if self.target is not None and data == self.pattern(self.target, off, n):
+        target = self.target
+        same = False
+        if target is not None:
+            got = self.piece_at(target, off, n)
+            if got is not None:  # a frame's payload: compared in place, no slice made
+                same = got.startswith(data, off % self.slot % CHUNK)
+            else:  # bytes compare by memcmp, a memoryview item by item
+                same = bytes(data) == self.pattern(target, off, n)
+        if same:
             good = self.good
             if good and good[-1] == off:  # the next bytes of the last range: in order
                 good[-1] = end
@@ -161,7 +170,7 @@ class Patterned:
                 _add(good, off, end)
         else:
             _remove(self.good, off, end)
-            self.odd.append((off, data))
+            self.odd.append((off, bytes(data)))
 
     def whole(self, j: int) -> str | None:
         """The side whose initial pattern slot ``j`` holds, byte for byte, when that is

@@ -28,15 +28,17 @@ MAX_SLOTS = 4
 SLOT_BUDGET = 64 << 20  # bytes of slots per side of a QP; larger messages get fewer slots
 HEAD = 8  # bytes an atomic touches; also the smallest slot
 
-# A piece is seeded by SHAKE-128 (FIPS 202) of its name, (label, k): 8 bytes, a 64-bit seed;
-# its bytes are splitmix64's outputs over a counter from that seed (Steele, Lea and Flood,
-# "Fast splittable pseudorandom number generators", OOPSLA 2014; the constants of Vigna's
-# splitmix64.c), each word little-endian.  The hash names pieces apart; the generator makes
-# their bytes at a fraction of a nanosecond each, where SHAKE's output cost ~2 ns a byte
-# (bench/RESULTS.md, "roce against ns-3"): a run makes every byte it moves.  CPython's
-# built-in SHAKE: 8 bytes of it cost about what OpenSSL's do, without loading OpenSSL.
+# A stream's bytes are splitmix64's outputs (Steele, Lea and Flood, "Fast splittable
+# pseudorandom number generators", OOPSLA 2014; the constants of Vigna's splitmix64.c) from
+# a 64-bit seed that SHAKE-128 (FIPS 202) makes of the stream's label, each word
+# little-endian.  The hash names streams apart; the generator makes their bytes at a
+# fraction of a nanosecond each, where SHAKE's own output cost ~2 ns a byte
+# (bench/RESULTS.md, "roce against ns-3"): a run makes every byte it moves.  Word i of the
+# stream needs only the seed and i, so a piece is made alone.  CPython's built-in SHAKE:
+# 8 bytes of it cost about what OpenSSL's do, without loading OpenSSL.
 _GAMMA = 0x9E3779B97F4A7C15
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_U64 = (1 << 64) - 1
 _WORDS = CHUNK // 8  # words of the longest piece
 
 
@@ -93,9 +95,15 @@ def _expander() -> Callable[[int, int], bytes]:
 expand = _expander()
 
 
-def piece_seed(label: str, k: int) -> int:
-    """The 64-bit seed of piece ``k`` of the stream of ``label``."""
-    return int.from_bytes(_shake(f"{label}/{k}".encode()).digest(8), "little")
+def label_seed(label: str) -> int:
+    """The 64-bit seed of the stream of ``label``."""
+    return int.from_bytes(_shake(label.encode()).digest(8), "little")
+
+
+def piece_seed(seed: int, k: int) -> int:
+    """What ``expand`` makes piece ``k`` of the stream of ``seed`` from: the counter before
+    the piece's first word, word ``k * CHUNK / 8`` of the stream."""
+    return (seed + k * _WORDS * _GAMMA) & _U64
 
 
 def slot_bytes(size: int) -> int:
@@ -110,34 +118,34 @@ def slots_for(size: int, count: int) -> int:
 
 
 def seeded_chunks(label: str, length: int) -> Iterator[bytes]:
-    """``length`` pseudo-random bytes determined by ``label``, in chunks of ``CHUNK``:
-    chunk k is expanded from the seed SHAKE-128 gives (label, k) (``piece_seed``,
-    ``expand``), so any chunk can be made without the others and the bytes are the same on
-    every platform and Python version."""
+    """``length`` pseudo-random bytes determined by ``label``, in chunks of ``CHUNK``: the
+    stream of ``label_seed(label)``, of which any chunk can be made without the others; the
+    bytes are the same on every platform and Python version."""
+    seed = label_seed(label)
     k = 0
     while length > 0:
         n = min(CHUNK, length)
-        yield expand(piece_seed(label, k), n)
+        yield expand(piece_seed(seed, k), n)
         length -= n
         k += 1
 
 
 def piece(label: str, k: int, n: int = CHUNK) -> bytes:
     """The first ``n`` bytes of piece ``k`` of the stream of ``label``."""
-    return expand(piece_seed(label, k), n)
+    return expand(piece_seed(label_seed(label), k), n)
 
 
 def seeded_range(label: str, start: int, n: int) -> bytes:
     """Bytes [start, start + n) of the stream ``seeded_chunks(label, ...)`` yields."""
+    seed = label_seed(label)
     k, lo = divmod(start, CHUNK)
     end = start + n
     if lo + n <= CHUNK:  # one piece: the common case, a frame within a piece
-        return expand(piece_seed(label, k), lo + n)[lo:]
+        return expand(piece_seed(seed, k), lo + n)[lo:]
     out = bytearray()
     pos = k * CHUNK
     while pos < end:
-        piece = expand(piece_seed(label, k), min(CHUNK, end - pos))
-        out += piece[max(start - pos, 0):]
+        out += expand(piece_seed(seed, k), min(CHUNK, end - pos))[max(start - pos, 0):]
         pos += CHUNK
         k += 1
     return bytes(out)

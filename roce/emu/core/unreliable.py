@@ -270,7 +270,7 @@ class UDResponder:
             return
         qp.rq.popleft()
         # The GRH area: for RoCEv2/IPv4 the IPv4 header sits in its last 20 bytes.
-        l3 = pkt.frame[pkt.walk.l3_off:pkt.walk.l3_off + pkt.walk.l3_len][:GRH_BYTES]
+        l3 = pkt.frame[pkt.l3_off:pkt.l3_off + pkt.l3_len][:GRH_BYTES]
         grh = bytes(GRH_BYTES - len(l3)) + l3
         try:
             qp.device.memory.scatter(qp.pd, wqe.wr.sg_list, 0, grh + pkt.payload)
