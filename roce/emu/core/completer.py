@@ -45,6 +45,10 @@ NAK_STATUS = {
     NAK_INVALID_RD_REQUEST: St.IBV_WC_REM_INV_REQ_ERR,
 }
 
+# the operations an answer may be, read once (an Enum's member through its class is a
+# Python __getattr__ call)
+_ACK, _READ_RESPONSE, _ATOMIC_ACK = Operation.ACK, Operation.READ_RESPONSE, Operation.ATOMIC_ACK
+
 
 class Completer:
     __slots__ = ("qp",)
@@ -61,7 +65,7 @@ class Completer:
             self.qp.counters.duplicates += 1
             return
         operation = pkt.op.operation
-        if operation is Operation.ACK:
+        if operation is _ACK:
             syn = pkt.ext["aeth"]["syndrome"]
             kind, value = syndrome_type(syn), syndrome_value(syn)
             if kind == AETH_ACK:
@@ -80,9 +84,9 @@ class Completer:
                     req.retry(now, psn)
                 else:
                     self.fail_head(NAK_STATUS.get(value, St.IBV_WC_REM_OP_ERR))
-        elif operation is Operation.READ_RESPONSE:
+        elif operation is _READ_RESPONSE:
             self._read_response(now, pkt)
-        elif operation is Operation.ATOMIC_ACK:
+        elif operation is _ATOMIC_ACK:
             self._atomic_ack(now, pkt)
 
     # -- helpers -------------------------------------------------------------------------------

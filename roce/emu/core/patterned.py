@@ -166,7 +166,7 @@ class Patterned:
             good = self.good
             if good and good[-1] == off:  # the next bytes of the last range: in order
                 good[-1] = end
-            else:
+            elif not _covers(good, off, end):  # (a slot written again holds them already)
                 _add(good, off, end)
         else:
             _remove(self.good, off, end)

@@ -197,7 +197,7 @@ class Responder:
         except AccessError as e:
             raise Reject(NAK_INVALID_REQUEST, e.why, St.IBV_WC_LOC_PROT_ERR) from None
         self.offset += len(pkt.payload)
-        self.in_progress = None if last else Operation.SEND
+        self.in_progress = None if last else _SEND
         if last:
             imm = pkt.ext["immdt"]["immdt"] if "immdt" in pkt.ext else None
             inv = pkt.ext["ieth"]["ieth"] if "ieth" in pkt.ext else None
@@ -219,7 +219,7 @@ class Responder:
         except Refused as r:
             raise Reject(NAK_REMOTE_ACCESS_ERROR if r.access else NAK_INVALID_REQUEST,
                          r.why) from None
-        self.in_progress = None if last else Operation.RDMA_WRITE
+        self.in_progress = None if last else _WRITE
         if last:
             self._executed()
             if imm:
@@ -338,6 +338,7 @@ _REMOTE_READ = int(Access.IBV_ACCESS_REMOTE_READ)
 _REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
 # Enum members the per-packet path compares against, as module names: reading one off its
 # Enum class goes through the metaclass each time (about 50 ns), and these run per packet.
+# an Enum's members read once: reading one through its class is a Python __getattr__ call
 _SEND, _WRITE = Operation.SEND, Operation.RDMA_WRITE
 _READ, _ATOMIC = Operation.RDMA_READ, Operation.ATOMIC
 # Requests whose answer is what the requester is missing: a READ's responses, an atomic's
