@@ -253,7 +253,7 @@ class QueuePair:
             self.counters.ce_received += 1
         if pkt.op.is_request:
             self.responder.receive(now, pkt)
-        elif self.completer is not None and self.state in (S.IBV_QPS_RTS, S.IBV_QPS_SQD):
+        elif self.completer is not None and self.state in _ANSWERED:
             self.completer.receive(now, pkt)
         self.requester.pump(now)
 
@@ -363,6 +363,9 @@ _ATTR_FIELDS = (
     (int(QPAttrMask.IBV_QP_DEST_QPN), "dest_qp_num"),
     (int(QPAttrMask.IBV_QP_CAP), "cap"),
 )
+# the states whose requester takes answers (read once: an Enum's member through its class is
+# a Python __getattr__ call, and this is read per packet)
+_ANSWERED = (S.IBV_QPS_RTS, S.IBV_QPS_SQD)
 _STATE = int(QPAttrMask.IBV_QP_STATE)
 _PATH_MTU = int(QPAttrMask.IBV_QP_PATH_MTU)
 _AV = int(QPAttrMask.IBV_QP_AV)

@@ -169,7 +169,7 @@ class Requester:
             # A READ that restarts asks only for the responses still missing.
             skip = wqe.read_next * mtu
             psn = (wqe.first_psn + wqe.read_next) & PSN_MASK
-            row = select(Transport.RC, op, Position.ONLY)
+            row = select(_RC, op, _ONLY)
             ext["reth"] = {"va": wr.remote_addr + skip, "r_key": wr.rkey,
                            "dmalen": max(min(wqe.length, self._read_end(wqe) * mtu) - skip,
                                          0)}
@@ -197,7 +197,7 @@ class Requester:
         if ackreq:
             self.noack = 0
         frame = qp.builder.build(row, qp.attr.dest_qp_num, psn, ext, payload, ackreq=ackreq,
-                                 se=bool(last and wr.send_flags & F.IBV_SEND_SOLICITED))
+                                 se=bool(last and wr.send_flags & _SOLICITED))
         end = (psn + (wqe.npsn - 1 - wqe.read_next if op is _READ else 0)) \
             & PSN_MASK
         high = self.high
@@ -387,6 +387,7 @@ def _position(index: int, npkts: int) -> Position:
 # Enum class goes through the metaclass each time (about 50 ns), and these run per packet.
 _READ, _ATOMIC = Operation.RDMA_READ, Operation.ATOMIC
 _RC = Transport.RC
+_SOLICITED = int(F.IBV_SEND_SOLICITED)
 _RTS = QPState.IBV_QPS_RTS
 _FIRST, _MIDDLE, _LAST, _ONLY = Position.FIRST, Position.MIDDLE, Position.LAST, Position.ONLY
 _ENDS = (_LAST, _ONLY)  # positions that end a message

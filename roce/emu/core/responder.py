@@ -252,7 +252,7 @@ class Responder:
         npkts = max(1, -(-length // mtu))
         aeth = {"syndrome": syndrome(AETH_ACK, CREDITS_UNLIMITED), "msn": self.msn}
         for i, pos in enumerate(positions(npkts)):
-            row = select(Transport.RC, Operation.READ_RESPONSE, pos)
+            row = select(_RC, _READ_RESPONSE, pos)
             ext = {"aeth": aeth} if "aeth" in row.headers else None
             qp.send_frame(qp.builder.build(row, qp.attr.dest_qp_num, (psn + i) & PSN_MASK,
                                            ext, data[i * mtu:(i + 1) * mtu]))
@@ -341,6 +341,7 @@ _REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
 # an Enum's members read once: reading one through its class is a Python __getattr__ call
 _SEND, _WRITE = Operation.SEND, Operation.RDMA_WRITE
 _READ, _ATOMIC = Operation.RDMA_READ, Operation.ATOMIC
+_RC, _READ_RESPONSE = Transport.RC, Operation.READ_RESPONSE
 # Requests whose answer is what the requester is missing: a READ's responses, an atomic's
 # ACK.  One asked again is no spurious retransmission (docs/protocol.md, "Selective repeat
 # (IRN) encoding", Counting): its answer may have been lost, and the responder cannot tell.
