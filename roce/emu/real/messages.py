@@ -44,8 +44,10 @@ from roce.headers import nak_name
 
 # 3: the protocol has a schema: every field typed and required, no others; the result's
 # summary is the listener's claim, a fixed set of counters (a version-2 peer sent its whole
-# summary, which this side would refuse field by field: refused by version instead)
-PROTOCOL = "roce-emulate/3"
+# summary, which this side would refuse field by field: refused by version instead); 4: the
+# seeded data are splitmix64 streams (roce.emu.core.payload), where a version-3 peer made
+# SHAKE-128 output: its data would not check out here, so it is refused by version
+PROTOCOL = "roce-emulate/4"
 MAX_LINE = 1 << 20  # bytes of one message; the hello of a few thousand QPs fits
 MAX_TEXT = 1000  # characters of free text (an error message, why data did not check out)
 MAX_DIGITS = 40  # digits of a JSON number: more than any field's bound spells
