@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roce import fast
+# the fast path's forms (or their references), bound once: a module attribute per packet is a
+# lookup per call
+from roce.fast import assemble, bth_pack, rx
 from roce.headers import DECODERS, ENCODERS, LAYOUTS, SIZE_OF
 from roce.icrc import L3_IPV4, L3_IPV6
 from roce.locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT
@@ -82,15 +84,15 @@ class FrameBuilder:
               payload: bytes = b"", ackreq: bool = False, se: bool = False,
               p_key: int = 0xFFFF) -> bytes:
         pad = -len(payload) & 3
-        parts = [fast.bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)]
+        parts = [bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)]
         if op.headers:
             ext = ext or {}
             parts += [ENCODERS[h](ext.get(h, {})) for h in op.headers]
         parts.append(payload)
         if pad:
             parts.append(bytes(pad))
-        return fast.assemble(self.l2, self.l3, self.l3_kind, self.udp, b"".join(parts), None,
-                             b"", True, True, True)
+        return assemble(self.l2, self.l3, self.l3_kind, self.udp, b"".join(parts), None, b"",
+                        True, True, True)
 
 
 def _where(header: str, field: str) -> tuple[int, int]:
@@ -157,7 +159,7 @@ def receive(frame: bytes, icrc_checked: bool = False) -> tuple[int, Incoming | N
     ``icrc_checked``: the port that built ``frame`` computed its ICRC after checking the
     packet it came in (an InfiniBand HCA: ``roce.emu.ib.framing``), so it is not checked
     again."""
-    rx = fast.rx(frame, not icrc_checked)
-    if rx[0] != OK:
-        return rx[0], None
-    return OK, Incoming(frame, rx)
+    got = rx(frame, not icrc_checked)
+    if got[0] != OK:
+        return got[0], None
+    return OK, Incoming(frame, got)
