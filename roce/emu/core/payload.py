@@ -72,6 +72,8 @@ def expand_reference(seed: int, n: int) -> bytes:
     the last one cut to what ``n`` leaves.  Every word at once: one Python integer holds
     them in 128-bit lanes, so a lane's product never reaches the next.  The compiled form is
     ``roce._fastpath.pattern_expand`` (roce/emu/core/_pattern.pxi)."""
+    if not 0 <= n <= CHUNK:
+        raise ValueError(f"a pattern's length is not negative and at most {CHUNK}, not {n}")
     global _LANES
     if _LANES is None:
         _LANES = _lanes()
