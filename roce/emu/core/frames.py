@@ -95,11 +95,6 @@ class FrameBuilder:
                         True, True, True)
 
 
-def _where(header: str, field: str) -> tuple[int, int]:
-    f = LAYOUTS[header].field(field)
-    return f.byte_offset, f.bits // 8
-
-
 def small_field(header: str, field: str) -> tuple[int, int, int]:
     """(byte offset in the header, right shift, mask) of a field that fits in one byte."""
     f = LAYOUTS[header].field(field)
@@ -118,19 +113,15 @@ def _ipv6_ecn() -> tuple[int, int, int]:
 
 _ECN = {L3_IPV4: small_field("ip", "dsfield.ecn"), L3_IPV6: _ipv6_ecn()}
 
-# Source addresses, read straight from the frame: (byte offset in the header, bytes).
-_SRC = {L3_IPV4: _where("ip", "src"), L3_IPV6: _where("ipv6", "src"), "eth": _where("eth", "src")}
 # the per-packet constants of ``Incoming``, looked up once here rather than per packet
 _BTH_SIZE = SIZE_OF["bth"]
-_SMAC0 = _SRC["eth"][0]
-_SMAC1 = _SMAC0 + _SRC["eth"][1]
 
 
 class Incoming:
     """A received RoCE packet, decoded just enough for a QP."""
 
     __slots__ = ("frame", "l3_off", "l3_len", "op", "se", "p_key", "destqp", "ackreq", "psn",
-                 "ext", "payload", "src", "smac", "ecn")
+                 "ext", "payload", "ecn")
 
     def __init__(self, frame: bytes, rx: tuple) -> None:
         """``rx``: what ``fast.rx`` read of ``frame`` (its ``RX_FIELDS``), status OK."""
@@ -147,9 +138,6 @@ class Incoming:
                 pos += SIZE_OF[h]
         self.ext = ext
         self.payload = frame[payload_off:pad_off]
-        off, n = _SRC[l3_kind]
-        self.src = frame[l3_off + off:l3_off + off + n]
-        self.smac = frame[_SMAC0:_SMAC1]
         off, shift, mask = _ECN[l3_kind]
         self.ecn = (frame[l3_off + off] >> shift) & mask  # carried up to the QP
 
