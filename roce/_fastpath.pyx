@@ -343,7 +343,7 @@ def bth_unpack(bytes frame, int off):
             rd(p, off, F_BTH_PSN))
 
 
-def rx(bytes frame, bint check_icrc=True):
+def rx(bytes frame not None, bint check_icrc=True):
     """Twin of roce.fast.rx_reference: (status, opcode, se, p_key, destqp, ackreq, psn,
     l3_kind, l3_off, l3_len, bth_off, payload_off, pad_off), one walk, one ICRC."""
     cdef WalkResult w
