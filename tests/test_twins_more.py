@@ -43,6 +43,12 @@ def test_rx_twins(frame, flips, cut, check):
         fast.bth_unpack_reference(frame, whole[10])[3:]
 
 
+def test_rx_refuses_what_is_not_bytes():
+    for bad in (None, bytearray(64), "frame"):
+        with pytest.raises(TypeError):
+            fast._ext.rx(bad)
+
+
 def _pcap_records(records, big):
     e = ">" if big else "<"
     return b"".join(struct.pack(e + "IIII", sec, frac, len(d), len(d) + extra) + d
