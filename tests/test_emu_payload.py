@@ -20,7 +20,7 @@ SPLITMIX64_FROM_0 = (0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F)
 
 @pytest.mark.parametrize("expand", [payload.expand_reference, payload.expand])
 def test_expansion_is_splitmix64(expand) -> None:
-    words = expand(0, 24)
+    words = expand(0, 0, 24)
     assert [int.from_bytes(words[i:i + 8], "little") for i in (0, 8, 16)] == \
         list(SPLITMIX64_FROM_0)
 
@@ -30,21 +30,22 @@ def test_the_compiled_expansion_is_the_one_used() -> None:
     assert payload.expand is fast._ext.pattern_expand
 
 
-@given(st.integers(0, (1 << 64) - 1), st.integers(0, payload.CHUNK))
-def test_compiled_and_reference_expansions_agree(seed: int, n: int) -> None:
-    want = payload.expand_reference(seed, n)
+@given(st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 20) - 1),
+       st.integers(0, payload.CHUNK))
+def test_compiled_and_reference_expansions_agree(seed: int, k: int, n: int) -> None:
+    want = payload.expand_reference(seed, k, n)
     assert len(want) == n
     if fast._ext is not None:
-        assert fast._ext.pattern_expand(seed, n) == want
-    assert payload.expand_reference(seed, payload.CHUNK)[:n] == want  # a prefix of longer
+        assert fast._ext.pattern_expand(seed, k, n) == want
+    assert payload.expand_reference(seed, k, payload.CHUNK)[:n] == want  # a prefix of longer
 
 
 def test_negative_lengths_are_refused() -> None:
     for expand in {payload.expand_reference, payload.expand}:
         with pytest.raises(ValueError, match="not negative"):
-            expand(1, -1)
+            expand(1, 0, -1)
     with pytest.raises(ValueError, match="at most 4096"):  # the reference's lanes end there
-        payload.expand_reference(1, payload.CHUNK + 1)
+        payload.expand_reference(1, 0, payload.CHUNK + 1)
 
 
 @given(st.binary(max_size=64))

@@ -25,15 +25,17 @@ cdef inline uint64_t _splitmix(uint64_t x) noexcept nogil:
     return x ^ (x >> 31)
 
 
-def pattern_expand(uint64_t seed, Py_ssize_t n):
-    """``n`` bytes: word i (from 0) is splitmix64's output for seed + (i + 1) * 0x9E37...15,
-    little-endian, the last word cut to what ``n`` leaves."""
+def pattern_expand(uint64_t seed, uint64_t k, Py_ssize_t n):
+    """The first ``n`` bytes of piece ``k`` (4,096 bytes, 512 words a piece) of the stream of
+    ``seed``: word i (from 0) of the stream is splitmix64's output for seed + (i + 1) *
+    0x9E3779B97F4A7C15 (mod 2**64), little-endian, the last word cut to what ``n`` leaves."""
     if n < 0:
         raise ValueError("a pattern's length is not negative")
     out = PyBytes_FromStringAndSize(NULL, n)
     cdef unsigned char *p = <unsigned char *>PyBytes_AS_STRING(out)
     cdef Py_ssize_t i, b, words = n >> 3
-    cdef uint64_t x = seed, z
+    # the counter before the piece's first word (unsigned: the arithmetic is mod 2**64)
+    cdef uint64_t x = seed + k * 512 * <uint64_t>0x9E3779B97F4A7C15ULL, z
     with nogil:
         for i in range(words):
             x += <uint64_t>0x9E3779B97F4A7C15ULL

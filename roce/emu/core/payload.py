@@ -66,11 +66,12 @@ def _lanes() -> tuple[int, int, int]:
 _LANES: tuple[int, int, int] | None = None
 
 
-def expand_reference(seed: int, n: int) -> bytes:
-    """``n`` bytes (at most ``CHUNK``) from the 64-bit ``seed``: word i (from 0) is
-    splitmix64's output for seed + (i + 1) * 0x9E3779B97F4A7C15 (mod 2**64), little-endian,
-    the last one cut to what ``n`` leaves.  Every word at once: one Python integer holds
-    them in 128-bit lanes, so a lane's product never reaches the next.  The compiled form is
+def expand_reference(seed: int, k: int, n: int) -> bytes:
+    """The first ``n`` bytes (at most ``CHUNK``) of piece ``k`` of the stream of the 64-bit
+    ``seed``: word i (from 0) of the stream is splitmix64's output for seed + (i + 1) *
+    0x9E3779B97F4A7C15 (mod 2**64), little-endian, the last one cut to what ``n`` leaves; a
+    piece is ``CHUNK / 8`` words.  Every word at once: one Python integer holds them in
+    128-bit lanes, so a lane's product never reaches the next.  The compiled form is
     ``roce._fastpath.pattern_expand`` (roce/emu/core/_pattern.pxi)."""
     if not 0 <= n <= CHUNK:
         raise ValueError(f"a pattern's length is not negative and at most {CHUNK}, not {n}")
@@ -78,7 +79,8 @@ def expand_reference(seed: int, n: int) -> bytes:
     if _LANES is None:
         _LANES = _lanes()
     one, steps, low = _LANES
-    x = (seed * one + steps) & low
+    start = (seed + k * _WORDS * _GAMMA) & _U64  # the counter before the piece's first word
+    x = (start * one + steps) & low
     x = ((x ^ x >> 30) & low) * _MIX1 & low
     x = ((x ^ x >> 27) & low) * _MIX2 & low
     x = (x ^ x >> 31) & low
@@ -89,7 +91,7 @@ def expand_reference(seed: int, n: int) -> bytes:
     return bytes(out[:n])
 
 
-def _expander() -> Callable[[int, int], bytes]:
+def _expander() -> Callable[[int, int, int], bytes]:
     from roce import fast  # the codec is loaded by every run already
     return fast._ext.pattern_expand if fast._ext is not None else expand_reference
 
@@ -100,12 +102,6 @@ expand = _expander()
 def label_seed(label: str) -> int:
     """The 64-bit seed of the stream of ``label``."""
     return int.from_bytes(_shake(label.encode()).digest(8), "little")
-
-
-def piece_seed(seed: int, k: int) -> int:
-    """What ``expand`` makes piece ``k`` of the stream of ``seed`` from: the counter before
-    the piece's first word, word ``k * CHUNK / 8`` of the stream."""
-    return (seed + k * _WORDS * _GAMMA) & _U64
 
 
 def slot_bytes(size: int) -> int:
@@ -127,14 +123,14 @@ def seeded_chunks(label: str, length: int) -> Iterator[bytes]:
     k = 0
     while length > 0:
         n = min(CHUNK, length)
-        yield expand(piece_seed(seed, k), n)
+        yield expand(seed, k, n)
         length -= n
         k += 1
 
 
 def piece(label: str, k: int, n: int = CHUNK) -> bytes:
     """The first ``n`` bytes of piece ``k`` of the stream of ``label``."""
-    return expand(piece_seed(label_seed(label), k), n)
+    return expand(label_seed(label), k, n)
 
 
 def seeded_range(label: str, start: int, n: int) -> bytes:
@@ -143,11 +139,11 @@ def seeded_range(label: str, start: int, n: int) -> bytes:
     k, lo = divmod(start, CHUNK)
     end = start + n
     if lo + n <= CHUNK:  # one piece: the common case, a frame within a piece
-        return expand(piece_seed(seed, k), lo + n)[lo:]
+        return expand(seed, k, lo + n)[lo:]
     out = bytearray()
     pos = k * CHUNK
     while pos < end:
-        out += expand(piece_seed(seed, k), min(CHUNK, end - pos))[max(start - pos, 0):]
+        out += expand(seed, k, min(CHUNK, end - pos))[max(start - pos, 0):]
         pos += CHUNK
         k += 1
     return bytes(out)
