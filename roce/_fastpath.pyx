@@ -343,13 +343,13 @@ def bth_unpack(bytes frame, int off):
             rd(p, off, F_BTH_PSN))
 
 
-def rx(bytes frame not None, bint check_icrc=True):
+def rx(bytes frame not None, bint check_icrc=True, int linktype=1, int udp_port=4791):
     """Twin of roce.fast.rx_reference: (status, opcode, se, p_key, destqp, ackreq, psn,
     l3_kind, l3_off, l3_len, bth_off, payload_off, pad_off), one walk, one ICRC."""
     cdef WalkResult w
     cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(frame)
     cdef int off
-    if do_walk(p, PyBytes_GET_SIZE(frame), 1, 4791, &w) != S_OK:
+    if do_walk(p, PyBytes_GET_SIZE(frame), linktype, udp_port, &w) != S_OK:
         return (w.status, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     if check_icrc and bswap32(icrc_raw(p, w.l3_off, w.l3_kind, w.l3_len, w.bth_off,
                                        w.icrc_off)) != stored(p, w.icrc_off):

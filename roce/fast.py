@@ -302,10 +302,11 @@ RX_FIELDS = ("status", "opcode", "se", "p_key", "destqp", "ackreq", "psn", "l3_k
 _RX_NONE = (0,) * (len(RX_FIELDS) - 1)
 
 
-def rx_reference(frame: bytes, check_icrc: bool = True) -> tuple:
+def rx_reference(frame: bytes, check_icrc: bool = True, linktype: int = 1,
+                 udp_port: int = 4791) -> tuple:
     """``RX_FIELDS`` of ``frame`` in one call (the emulator's receive): the walk, the ICRC
     (when ``check_icrc``) and the BTH; after a status other than OK, zeros."""
-    w = _locate.walk(frame)
+    w = _locate.walk(frame, linktype, udp_port)
     if w.status != OK:
         return (w.status, *_RX_NONE)
     if check_icrc and (_icrc.icrc_at(frame, w.l3_off, w.l3_kind, w.l3_len, w.bth_off,

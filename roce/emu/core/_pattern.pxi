@@ -6,6 +6,8 @@
 cdef extern from *:
     """
     #include <string.h>
+    /* splitmix64's counter step (Vigna, splitmix64.c) */
+    #define ROCE_SPLITMIX_GAMMA 0x9E3779B97F4A7C15ULL
     /* a word little-endian: one store where the host is (the build's -O1 does not merge
        byte stores), byte by byte elsewhere */
     static inline void roce_put_le64(unsigned char *p, uint64_t z) {
@@ -17,6 +19,7 @@ cdef extern from *:
     }
     """
     void put_le64 "roce_put_le64"(unsigned char *p, uint64_t z) nogil
+    const uint64_t GAMMA "ROCE_SPLITMIX_GAMMA"
 
 
 cdef inline uint64_t _splitmix(uint64_t x) noexcept nogil:
@@ -25,23 +28,23 @@ cdef inline uint64_t _splitmix(uint64_t x) noexcept nogil:
     return x ^ (x >> 31)
 
 
-def pattern_expand(uint64_t seed, uint64_t k, Py_ssize_t n):
-    """The first ``n`` bytes of piece ``k`` (4,096 bytes, 512 words a piece) of the stream of
-    ``seed``: word i (from 0) of the stream is splitmix64's output for seed + (i + 1) *
-    0x9E3779B97F4A7C15 (mod 2**64), little-endian, the last word cut to what ``n`` leaves."""
+def pattern_expand(uint64_t seed, uint64_t first, Py_ssize_t n):
+    """``n`` bytes of the stream of ``seed`` from its word ``first`` on: word i (from 0) of the
+    stream is splitmix64's output for seed + (i + 1) * 0x9E3779B97F4A7C15 (mod 2**64),
+    little-endian, the last word cut to what ``n`` leaves."""
     if n < 0:
         raise ValueError("a pattern's length is not negative")
     out = PyBytes_FromStringAndSize(NULL, n)
     cdef unsigned char *p = <unsigned char *>PyBytes_AS_STRING(out)
     cdef Py_ssize_t i, b, words = n >> 3
-    # the counter before the piece's first word (unsigned: the arithmetic is mod 2**64)
-    cdef uint64_t x = seed + k * 512 * <uint64_t>0x9E3779B97F4A7C15ULL, z
+    # the counter before word ``first`` (unsigned: the arithmetic is mod 2**64)
+    cdef uint64_t x = seed + first * GAMMA, z
     with nogil:
         for i in range(words):
-            x += <uint64_t>0x9E3779B97F4A7C15ULL
+            x += GAMMA
             put_le64(p + 8 * i, _splitmix(x))
         if n & 7:
-            x += <uint64_t>0x9E3779B97F4A7C15ULL
+            x += GAMMA
             z = _splitmix(x)
             for b in range(n & 7):
                 p[8 * words + b] = <unsigned char>(z >> (8 * b))

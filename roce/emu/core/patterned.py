@@ -24,7 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from roce.emu.core.payload import CHUNK, expand, label_seed, seeded_range, slot_label
+from roce.emu.core.payload import CHUNK, PIECE_WORDS, expand, label_seed, seeded_range, slot_label
 
 
 def _add(edges: list[int], a: int, b: int) -> None:
@@ -82,7 +82,7 @@ class Patterned:
         seed = self._seeds.get((side, j))
         if seed is None:
             seed = self._seeds[side, j] = label_seed(slot_label(self.seed, self.qp, side, j))
-        return expand(seed, k, n)
+        return expand(seed, k * PIECE_WORDS, n)
 
     def piece_at(self, side: str, off: int, n: int) -> bytes | None:
         """The piece of ``side``'s pattern that holds all of [off, off + n) of the region

@@ -39,7 +39,7 @@ HEAD = 8  # bytes an atomic touches; also the smallest slot
 _GAMMA = 0x9E3779B97F4A7C15
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 _U64 = (1 << 64) - 1
-_WORDS = CHUNK // 8  # words of the longest piece
+PIECE_WORDS = CHUNK // 8  # words of a piece: piece k of a stream starts at word k * PIECE_WORDS
 
 
 def _builtin() -> Callable[[bytes], Any]:
@@ -57,7 +57,7 @@ def _lanes() -> tuple[int, int, int]:
     """For ``expand_reference``: 1 in every 128-bit lane, each lane's counter step, and
     every lane's low 64 bits, for the words of the longest piece."""
     one = steps = low = 0
-    for i in reversed(range(_WORDS)):
+    for i in reversed(range(PIECE_WORDS)):
         one, low = one << 128 | 1, low << 128 | (1 << 64) - 1
         steps = steps << 128 | (i + 1) * _GAMMA % (1 << 64)
     return one, steps, low
@@ -66,26 +66,26 @@ def _lanes() -> tuple[int, int, int]:
 _LANES: tuple[int, int, int] | None = None
 
 
-def expand_reference(seed: int, k: int, n: int) -> bytes:
-    """The first ``n`` bytes (at most ``CHUNK``) of piece ``k`` of the stream of the 64-bit
-    ``seed``: word i (from 0) of the stream is splitmix64's output for seed + (i + 1) *
-    0x9E3779B97F4A7C15 (mod 2**64), little-endian, the last one cut to what ``n`` leaves; a
-    piece is ``CHUNK / 8`` words.  Every word at once: one Python integer holds them in
-    128-bit lanes, so a lane's product never reaches the next.  The compiled form is
-    ``roce._fastpath.pattern_expand`` (roce/emu/core/_pattern.pxi)."""
+def expand_reference(seed: int, first: int, n: int) -> bytes:
+    """``n`` bytes (at most ``CHUNK``) of the stream of the 64-bit ``seed`` from its word
+    ``first`` on: word i (from 0) of the stream is splitmix64's output for seed + (i + 1) *
+    0x9E3779B97F4A7C15 (mod 2**64), little-endian, the last one cut to what ``n`` leaves.
+    Every word at once: one Python integer holds them in 128-bit lanes, so a lane's product
+    never reaches the next.  The compiled form is ``roce._fastpath.pattern_expand``
+    (roce/emu/core/_pattern.pxi)."""
     if not 0 <= n <= CHUNK:
         raise ValueError(f"a pattern's length is not negative and at most {CHUNK}, not {n}")
     global _LANES
     if _LANES is None:
         _LANES = _lanes()
     one, steps, low = _LANES
-    start = (seed + k * _WORDS * _GAMMA) & _U64  # the counter before the piece's first word
+    start = (seed + first * _GAMMA) & _U64  # the counter before word ``first``
     x = (start * one + steps) & low
     x = ((x ^ x >> 30) & low) * _MIX1 & low
     x = ((x ^ x >> 27) & low) * _MIX2 & low
     x = (x ^ x >> 31) & low
-    lanes = x.to_bytes(16 * _WORDS, "little")
-    out = bytearray(8 * _WORDS)
+    lanes = x.to_bytes(16 * PIECE_WORDS, "little")
+    out = bytearray(8 * PIECE_WORDS)
     for b in range(8):  # each lane's low 8 bytes, in order
         out[b::8] = lanes[b::16]
     return bytes(out[:n])
@@ -123,14 +123,14 @@ def seeded_chunks(label: str, length: int) -> Iterator[bytes]:
     k = 0
     while length > 0:
         n = min(CHUNK, length)
-        yield expand(seed, k, n)
+        yield expand(seed, k * PIECE_WORDS, n)
         length -= n
         k += 1
 
 
 def piece(label: str, k: int, n: int = CHUNK) -> bytes:
     """The first ``n`` bytes of piece ``k`` of the stream of ``label``."""
-    return expand(label_seed(label), k, n)
+    return expand(label_seed(label), k * PIECE_WORDS, n)
 
 
 def seeded_range(label: str, start: int, n: int) -> bytes:
@@ -139,11 +139,11 @@ def seeded_range(label: str, start: int, n: int) -> bytes:
     k, lo = divmod(start, CHUNK)
     end = start + n
     if lo + n <= CHUNK:  # one piece: the common case, a frame within a piece
-        return expand(seed, k, lo + n)[lo:]
+        return expand(seed, k * PIECE_WORDS, lo + n)[lo:]
     out = bytearray()
     pos = k * CHUNK
     while pos < end:
-        out += expand(seed, k, min(CHUNK, end - pos))[max(start - pos, 0):]
+        out += expand(seed, k * PIECE_WORDS, min(CHUNK, end - pos))[max(start - pos, 0):]
         pos += CHUNK
         k += 1
     return bytes(out)

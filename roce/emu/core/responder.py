@@ -338,7 +338,6 @@ _REMOTE_READ = int(Access.IBV_ACCESS_REMOTE_READ)
 _REMOTE_ATOMIC = int(Access.IBV_ACCESS_REMOTE_ATOMIC)
 # Enum members the per-packet path compares against, as module names: reading one off its
 # Enum class goes through the metaclass each time (about 50 ns), and these run per packet.
-# an Enum's members read once: reading one through its class is a Python __getattr__ call
 _SEND, _WRITE = Operation.SEND, Operation.RDMA_WRITE
 _READ, _ATOMIC = Operation.RDMA_READ, Operation.ATOMIC
 _RC, _READ_RESPONSE = Transport.RC, Operation.READ_RESPONSE
