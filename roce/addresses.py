@@ -5,7 +5,9 @@ integers on the wire.  The converters every address field of a header layout use
 
 from __future__ import annotations
 
-import socket
+# the C module ``socket`` wraps: ``socket`` itself loads selectors and builds its enums, a
+# few milliseconds of every start of roce, for these two functions
+from _socket import AF_INET, AF_INET6, inet_ntop, inet_pton
 from collections.abc import Callable
 
 from roce.options import mac_bytes
@@ -43,21 +45,21 @@ def mac_enc(obj: str) -> int:
 
 
 def ip4_dec(obj: int, ctx: object = None) -> str:
-    return socket.inet_ntop(socket.AF_INET, obj.to_bytes(4, "big"))
+    return inet_ntop(AF_INET, obj.to_bytes(4, "big"))
 
 
 @_memo
 def ip4_enc(obj: str) -> int:
-    return int.from_bytes(socket.inet_pton(socket.AF_INET, obj), "big")
+    return int.from_bytes(inet_pton(AF_INET, obj), "big")
 
 
 def ip6_dec(obj: int, ctx: object = None) -> str:
-    return socket.inet_ntop(socket.AF_INET6, obj.to_bytes(16, "big"))
+    return inet_ntop(AF_INET6, obj.to_bytes(16, "big"))
 
 
 @_memo
 def ip6_enc(obj: str) -> int:
-    return int.from_bytes(socket.inet_pton(socket.AF_INET6, obj), "big")
+    return int.from_bytes(inet_pton(AF_INET6, obj), "big")
 
 
 # kind -> (decode: wire integer to text, encode: text, bytes or integer to wire integer)

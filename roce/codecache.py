@@ -9,11 +9,15 @@ instructions (bench/RESULTS.md, "roce against ns-3": the fixed cost).  Here the 
 compiled from each source text is stored in the package's ``__pycache__`` and looked up by
 that text the next time, so a class gets exactly the code it would have compiled.
 
-Only classes of roce's own modules are served (``exec``'s globals name the module); the
-file is written when the process exits, only if something was compiled, only where Python
-would write bytecode (not under ``-B`` or ``PYTHONDONTWRITEBYTECODE``), atomically (a
-temporary file renamed over it); a file that cannot be read, is from another Python or is
-damaged is ignored and rewritten.  It is a cache: losing it costs the compile, nothing else.
+Only classes of roce's own modules are served (``exec``'s globals name the module).  The
+same goes for other code roce generates and compiles at run time (``compiled``: the header
+codecs of ``roce.headers``).  The file holds one table per module, each unmarshalled the
+first time that module asks for code: a command pays for the classes it defines, not for
+those of every command run before it on this installation.  The file is written when the
+process exits, only if something was compiled, only where Python would write bytecode (not
+under ``-B`` or ``PYTHONDONTWRITEBYTECODE``), atomically (a temporary file renamed over
+it); a file that cannot be read, is from another Python or is damaged is ignored and
+rewritten.  It is a cache: losing it costs the compile, nothing else.
 
 A file's digest (``file_hash``: whether a compiled module or a layout record was built from
 the source beside it, roce/_compiled.py and roce/headers.py) is reused while the file's size
@@ -36,11 +40,13 @@ from typing import Any
 from roce import _compiled
 
 _PACKAGE = __name__.partition(".")[0]
-_HEADER = b"roce-startup-cache\n" + MAGIC_NUMBER
-LIMIT = 4096  # entries kept; past it the file starts again from this process's (bounded)
+_HEADER = b"roce-startup-cache\n" + MAGIC_NUMBER + b"\x02"  # format 2: a table per module
+LIMIT = 4096  # entries kept per module; past it its table starts again from this process's
 
-_codes: dict[str, CodeType] = {}
-_used: set[str] = set()
+_blobs: dict[str, bytes] = {}  # module -> its table as read, not unmarshalled yet
+_tables: dict[str, dict[str, CodeType]] = {}  # module -> {source text: code}, in use
+_used: dict[str, set[str]] = {}  # module -> the sources this process asked for
+_changed: set[str] = set()  # modules whose table gained code here
 _hashes: dict[str, tuple[int, int, str]] = {}  # path -> (size, mtime_ns, digest)
 stats = {"hits": 0, "compiled": 0, "hashed": 0}
 _dirty = False
@@ -72,11 +78,48 @@ def _load(where: str) -> None:
         return
     codes, hashes = table.get("code"), table.get("hashes")
     if isinstance(codes, dict):
-        _codes.update((k, v) for k, v in codes.items()
-                      if isinstance(k, str) and isinstance(v, CodeType))
+        _blobs.update((k, v) for k, v in codes.items()
+                      if isinstance(k, str) and isinstance(v, bytes))
     if isinstance(hashes, dict):
         _hashes.update((k, v) for k, v in hashes.items()
                        if isinstance(k, str) and isinstance(v, tuple) and len(v) == 3)
+
+
+def _table(module: str) -> dict[str, CodeType]:
+    """``module``'s table, unmarshalled at its first use (empty when absent or damaged)."""
+    table = _tables.get(module)
+    if table is None:
+        table = {}
+        blob = _blobs.get(module)
+        try:
+            loaded = None if blob is None else marshal.loads(blob)
+        except (EOFError, ValueError, TypeError):
+            loaded = None
+        if isinstance(loaded, dict):
+            table.update((k, v) for k, v in loaded.items()
+                         if isinstance(k, str) and isinstance(v, CodeType))
+        _tables[module] = table
+        _used[module] = set()
+    return table
+
+
+def compiled(source: str, filename: str, module: str) -> CodeType:
+    """``compile(source, filename, "exec")``, served from ``module``'s table when this
+    source was compiled by an earlier process (the key holds the filename: it is part of the
+    code)."""
+    global _dirty
+    key = source if filename == "<string>" else f"{filename}\0{source}"
+    table = _table(module)
+    code = table.get(key)
+    if code is None:
+        code = table[key] = compile(source, filename, "exec")
+        _changed.add(module)
+        _dirty = True
+        stats["compiled"] += 1
+    else:
+        stats["hits"] += 1
+    _used[module].add(key)
+    return code
 
 
 def file_hash(path: str, digest: Callable[[str], str]) -> str:
@@ -97,7 +140,12 @@ def _save() -> None:
     if not _dirty or sys.dont_write_bytecode:
         return
     where = path()
-    codes = _codes if len(_codes) <= LIMIT else {k: _codes[k] for k in _used}
+    codes = dict(_blobs)  # the tables this process did not change, as they were read
+    for module in _changed:
+        table = _tables[module]
+        if len(table) > LIMIT:
+            table = {k: table[k] for k in _used[module]}
+        codes[module] = marshal.dumps(table)
     hashes = _hashes if len(_hashes) <= LIMIT else {}
     tmp = f"{where}.{os.getpid()}.tmp"
     try:
@@ -114,20 +162,11 @@ def _save() -> None:
 
 def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
     """``exec`` as ``dataclasses`` calls it, with roce's method sources served compiled."""
-    global _dirty
-    if (type(source) is not str or type(globals) is not dict
-            or not str(globals.get("__name__", "")).startswith(_PACKAGE + ".")):
+    module = globals.get("__name__", "") if type(globals) is dict else ""
+    if type(source) is not str or type(module) is not str or not module.startswith(
+            _PACKAGE + "."):
         return builtins.exec(source, globals, locals)
-    code = _codes.get(source)
-    if code is None:
-        code = compile(source, "<string>", "exec")  # what exec(source) compiles
-        _codes[source] = code
-        _dirty = True
-        stats["compiled"] += 1
-    else:
-        stats["hits"] += 1
-    _used.add(source)
-    return builtins.exec(code, globals, locals)
+    return builtins.exec(compiled(source, "<string>", module), globals, locals)
 
 
 def install() -> None:

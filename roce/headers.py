@@ -32,7 +32,7 @@ from roce.addresses import CONVERTERS
 from roce.addresses import ip4_dec as _ip4_dec  # noqa: F401 - the fast path's address kinds
 from roce.addresses import ip6_dec as _ip6_dec  # noqa: F401
 from roce.addresses import mac_dec as _mac_dec  # noqa: F401
-from roce.codecache import file_hash
+from roce.codecache import compiled, file_hash
 
 if TYPE_CHECKING:
     from construct import Construct
@@ -64,6 +64,8 @@ TITLES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Field:
+    """One field of a header layout: where it sits, its width, how it is read and written."""
+
     name: str
     bit_offset: int  # from the start of the header, MSB first
     bits: int
@@ -81,6 +83,8 @@ class Field:
 
 @dataclass(frozen=True)
 class Layout:
+    """A header's fixed layout: its name, its size in bytes and its fields in wire order."""
+
     name: str
     size: int
     fields: tuple[Field, ...]
@@ -261,7 +265,7 @@ def _compile_decoder(layout: Layout) -> Callable[[bytes, int], dict]:
            f"        cache.clear()\n"
            f"    cache[raw] = out.copy()\n"
            f"    return out\n")
-    exec(compile(src, f"<roce.headers {layout.name} decoder>", "exec"), env)
+    exec(compiled(src, f"<roce.headers {layout.name} decoder>", __name__), env)
     return env["decode"]  # type: ignore[return-value]
 
 
@@ -288,8 +292,8 @@ def _compile_encoder(layout: Layout) -> Callable[[dict], bytes]:
               "        cache[key] = out", "        return out",
               "    except (KeyError, TypeError, ValueError, OSError, AttributeError):",
               "        return _tolerant(d)"]
-    exec(compile("\n".join(lines) + "\n", f"<roce.headers {layout.name} encoder>", "exec"),
-         env)
+    exec(compiled("\n".join(lines) + "\n", f"<roce.headers {layout.name} encoder>",
+                  __name__), env)
     env["_tolerant"] = _tolerant_encoder(layout)
     return env["encode"]  # type: ignore[return-value]
 

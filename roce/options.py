@@ -19,12 +19,16 @@ to ``field_int`` and ``field_assignment`` by their caller (``roce.packet.field_w
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import math
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+# ipaddress is imported by the functions that read addresses: about a millisecond of every
+# start of roce, which most commands never spend
+if TYPE_CHECKING:
+    import ipaddress
 
 Parser = Callable[[str], Any]
 
@@ -341,6 +345,7 @@ _ZONE = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 
 
 def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    import ipaddress
     try:
         ip = ipaddress.ip_address(text.strip())
     except ValueError:
@@ -360,6 +365,7 @@ def parse_ip_text(text: str) -> str:
 def parse_unicast_ip_text(text: str) -> str:
     """An address one host answers at: not unspecified (0.0.0.0, ::), multicast or the
     limited broadcast 255.255.255.255; as text in its normal form."""
+    import ipaddress
     ip = parse_ip(text)
     if getattr(ip, "scope_id", None) is not None:
         raise _bad(f"{text!r}: a peer's address has no zone here (drop the %...)")
@@ -370,6 +376,7 @@ def parse_unicast_ip_text(text: str) -> str:
 
 def parse_gid(text: str) -> str:
     """A GID: 128 bits written as an IPv6 address (RoCEv2 maps IPv4 into ::ffff:0:0/96)."""
+    import ipaddress
     try:
         gid = ipaddress.IPv6Address(text.strip())
     except ValueError:
@@ -380,6 +387,7 @@ def parse_gid(text: str) -> str:
 
 
 def parse_ipv4_text(text: str) -> str:
+    import ipaddress
     try:
         return str(ipaddress.IPv4Address(text.strip()))
     except ValueError:
@@ -435,6 +443,7 @@ def field_assignment(width_of: WidthOf) -> Parser:
 
 
 def _is_address(text: str) -> bool:
+    import ipaddress
     try:
         ipaddress.ip_address(text)
         return True

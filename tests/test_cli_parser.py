@@ -86,3 +86,21 @@ def test_the_top_level_still_speaks_for_itself() -> None:
     assert code == 1 and err.startswith("roce: error: ") and "(see roce -h)" in err
     code, err = run(["nosuchcommand"])
     assert code == 1 and err.startswith("roce: error: "), err
+
+
+def test_help_is_laid_out_to_the_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building a parser lays nothing out (its formatters have a fixed width); help and usage
+    still take the terminal's width (``COLUMNS``, as argparse reads it)."""
+    texts = {}
+    for columns in (60, 160):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        parser = build_parser("emulate")
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        emulate = sub.choices["emulate"]
+        texts[columns] = (emulate.format_help(), emulate.format_usage())
+        assert not emulate._laying_out
+    for narrow, wide in zip(texts[60], texts[160]):
+        # the same words, laid out to each width: an option's help on one line when wide
+        assert "".join(narrow.split()) == "".join(wide.split())
+        assert len(narrow.splitlines()) > len(wide.splitlines())
+        assert max(map(len, wide.splitlines())) > 100

@@ -39,13 +39,59 @@ def test_second_start_compiles_nothing(tmp_path: Path) -> None:
     assert second["hashed"] == 0  # the sources' digests too
 
 
+def tables(where: Path) -> dict[str, dict[str, object]]:
+    """The cache file's tables: module -> {key: code}."""
+    data = where.read_bytes()
+    assert data.startswith(codecache._HEADER)
+    table = marshal.loads(data[len(codecache._HEADER):])
+    return {module: marshal.loads(blob) for module, blob in table["code"].items()}
+
+
 def test_cached_code_is_what_exec_compiles(tmp_path: Path) -> None:
+    code = tables(Path(child(tmp_path)["path"]))
+    assert "roce.emu.net.runner" in code and "roce.headers" in code
+    assert sum(map(len, code.values())) > 50
+    for module, table in code.items():
+        assert module.startswith("roce.")
+        for key, compiled in table.items():
+            filename, sep, source = key.partition("\0")  # generated code names its file
+            if not sep:
+                filename, source = "<string>", key
+            assert compiled == compile(source, filename, "exec")
+
+
+def test_tables_are_read_when_their_module_asks(tmp_path: Path) -> None:
+    child(tmp_path)  # the emulator's classes
+    probe = ("import json, roce.codecache as c; print(json.dumps(dict(c.stats, "
+             "loaded=sorted(c._tables), kept=sorted(c._blobs), path=c.path())))")
+    out = child(tmp_path, code=probe)
+    assert "roce.emu.net.runner" in out["kept"] and "roce.emu.net.runner" not in out["loaded"]
+    assert out["compiled"] == 0
+    before = tables(Path(out["path"]))["roce.emu.net.runner"]
+    # a process that compiles other modules' code writes the tables it did not read back
+    # as they were
+    out = child(tmp_path, code=probe.replace("import json", "import json, roce.cli.stats"))
+    assert out["compiled"] > 0 and "roce.emu.net.runner" not in out["loaded"]
+    after = tables(Path(out["path"]))
+    assert after["roce.emu.net.runner"] == before and len(after) > len(out["loaded"])
+
+
+def test_a_table_past_the_limit_keeps_what_this_process_used(tmp_path: Path) -> None:
     where = Path(child(tmp_path)["path"])
     data = where.read_bytes()
-    table = marshal.loads(data[data.index(b"\n") + 1 + 4:])
-    assert len(table["code"]) > 50
-    for source, code in table["code"].items():
-        assert code == compile(source, "<string>", "exec")
+    table = marshal.loads(data[len(codecache._HEADER):])
+    junk = {f"x{i} = {i}\n": compile(f"x{i} = {i}\n", "<string>", "exec")
+            for i in range(codecache.LIMIT + 1)}
+    table["code"]["roce.emu.net.runner"] = marshal.dumps(
+        {**marshal.loads(table["code"]["roce.emu.net.runner"]), **junk})
+    where.write_bytes(codecache._HEADER + marshal.dumps(table))
+    # a source not cached yet makes the process write its tables
+    child(tmp_path, code=PROBE.replace("roce.emu.net.runner; ", "roce.emu.net.runner; "
+                                       "from dataclasses import make_dataclass as m; "
+                                       "m('Probe', ['a'], namespace={'__module__': "
+                                       "'roce.emu.net.runner'}); "))
+    kept = tables(where)["roce.emu.net.runner"]
+    assert 0 < len(kept) < 100 and not any(k.startswith("x") for k in kept)
 
 
 @pytest.mark.parametrize("damage", [b"", b"garbage", None])

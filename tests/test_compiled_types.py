@@ -239,6 +239,34 @@ def test_the_classes_are_compiled_as_extension_types() -> None:
             assert "__dict__" not in dir(cls), f"{module}.{name} instances take any attribute"
 
 
+_ARGSPEC_PROBE = """
+import inspect, json
+plain = inspect.getfullargspec
+asked = []
+def counting(func):
+    asked.append(getattr(func, "__qualname__", repr(func)))
+    return plain(func)
+inspect.getfullargspec = counting
+import roce.emu.net.runner
+print(json.dumps({"asked": asked, "restored": inspect.getfullargspec is counting}))
+"""
+
+
+@needs_build
+def test_compiled_dataclasses_ask_each_argument_spec_once() -> None:
+    """Cython asks inspect.getfullargspec(dataclasses.field) once per field of a compiled
+    dataclass; the loader answers a function asked about before from its memo, and puts
+    inspect's own function back when the module has run."""
+    env = dict(os.environ)
+    env.pop("ROCE_PURE", None)
+    out = json.loads(subprocess.run([sys.executable, "-c", _ARGSPEC_PROBE], env=env,
+                                    capture_output=True, text=True, check=True).stdout)
+    assert out["restored"]
+    assert out["asked"] and len(out["asked"]) == len(set(out["asked"])) < 5
+    loader = importlib.import_module("roce.emu.core.qp").__spec__.loader
+    assert type(loader).__name__ == "_ExtensionLoader"
+
+
 # Run in the interpreted form: every assignment to an attribute of a dataclass of CLASSES is
 # checked against its fields (a slotted class refuses unknown attributes by itself); the
 # scenarios touch the switched network with PFC, DCQCN, TIMELY, spraying and selective repeat,

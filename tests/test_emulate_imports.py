@@ -22,10 +22,13 @@ print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
 # never needed by a simulated run: the decoder, the flow analysis, plots and Scapy layers
 # (roce's other commands), the heavy optional libraries, and importlib.abc, which brings
 # importlib.resources (ast, which only the build's .pxd generation uses, comes with
-# dataclasses' use of inspect all the same)
+# dataclasses' use of inspect all the same); nor the standard modules only some options
+# need: socket (a real link), ipaddress (an address option), csv (a trace), shutil with
+# bz2 and lzma (help laid out to the terminal's width)
 UNWANTED = ("roce.decoder", "roce.analysis", "roce.plot", "roce.wire", "roce.families.dispatch",
             "pandas", "pyarrow", "matplotlib", "numpy", "scapy", "dask", "hypothesis",
-            "importlib.resources", "importlib.abc", "construct")
+            "importlib.resources", "importlib.abc", "construct",
+            "socket", "ipaddress", "csv", "shutil", "bz2", "lzma")
 
 
 def _modules(*args: str) -> list[str]:

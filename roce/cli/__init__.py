@@ -85,11 +85,31 @@ class _Parser(argparse.ArgumentParser):
     leaves words over (the innermost notes first), and ``parse_args`` lets that one speak.
     """
 
+    _laying_out = False  # True while help or usage is being formatted
+
     def format_help(self) -> str:
         for action in self._actions:
             if isinstance(action.help, Deferred):
                 action.help = action.help.make()
-        return super().format_help()
+        return self._laid_out(super().format_help)
+
+    def format_usage(self) -> str:
+        return self._laid_out(super().format_usage)
+
+    def _laid_out(self, fmt: Callable[[], str]) -> str:
+        self._laying_out = True
+        try:
+            return fmt()
+        finally:
+            self._laying_out = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse makes a formatter at every add_argument, only to check the metavar; the
+        # terminal's width matters only to help and usage (asking for it imports shutil, with
+        # bz2 and lzma: a millisecond or two of every start of every command)
+        if self._laying_out:
+            return super()._get_formatter()
+        return self.formatter_class(prog=self.prog, width=80)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(1, f"{self.prog}: error: {message} (see {self.prog} -h)\n")

@@ -10,7 +10,6 @@ Two hosts cabled back to back by default (``--topology p2p``), or any switched n
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import ExitStack
 from typing import Any
@@ -215,6 +214,8 @@ def emit(summary: Any, fmt: str, pcap: str | None) -> int:
     """Print a summary; raise ``VerificationError`` (exit 4) when the data did not check
     out (the run ended, but not every message arrived intact: scripts can tell)."""
     if fmt == "json":
+        import json  # here: the text summary, the default, never needs it
+
         print(json.dumps(summary.as_dict(), indent=2))
     else:
         print(summary.text())

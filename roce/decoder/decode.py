@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from roce import fast
+from roce.codecache import compiled
 from roce.errors import DecodeError, NotRoCE
 from roce.families.base import fields, macctrl
 from roce.headers import (
@@ -360,7 +361,7 @@ def _compile_plan(linktype: int, vlans: int, l3_kind: int, opcode: int) -> _Plan
     lines.append("    return f")
     text = "\n".join(lines) + "\n"
     env = src.env
-    exec(compile(text, f"<roce.decoder.decode plan {src.name}>", "exec"), env)
+    exec(compiled(text, f"<roce.decoder.decode plan {src.name}>", __name__), env)
     return _Plan(env["decode"], src.layers)
 
 
@@ -396,7 +397,7 @@ def _compile_json(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
         lines += [f"    if w.l3_len > {SIZE_OF['ip']}:", f"        t += f''', {member}'''"]
     lines.append("    return t + '}'")
     text = "\n".join(lines) + "\n"
-    exec(compile(text, f"<roce.decoder.decode json {src.name}>", "exec"), env)
+    exec(compiled(text, f"<roce.decoder.decode json {src.name}>", __name__), env)
     return env["json_text"]  # type: ignore[no-any-return]
 
 
@@ -459,7 +460,7 @@ def _compile_tree(linktype: int, vlans: int, l3_kind: int, opcode: int) -> Calla
                  f'_LAYERS)}}\\n{"".join(out)}{{_TAIL(data, w, stored, '
                  f'icrc_of(data, w) == stored, {in_ib})}}\\n\\n"')
     text = "\n".join(lines) + "\n"
-    exec(compile(text, f"<roce.decoder.decode tree {src.name}>", "exec"), env)
+    exec(compiled(text, f"<roce.decoder.decode tree {src.name}>", __name__), env)
     return env["tree_text"]  # type: ignore[no-any-return]
 
 

@@ -34,6 +34,8 @@ TABLES = ("linktype", "ethertype", "ip.proto", "udp.port", "gre.proto", "erf.typ
 
 @dataclass
 class Registry:
+    """The dispatch tables (table, value -> handler name) and the handlers by name."""
+
     tables: dict[str, dict[int, Handler]] = field(
         default_factory=lambda: {t: {} for t in TABLES})
     handlers: dict[str, Handler] = field(default_factory=dict)

@@ -43,6 +43,8 @@ S = QPState
 
 @dataclass
 class QPCap:
+    """The queue sizes a QP is created with (``struct ibv_qp_cap``)."""
+
     max_send_wr: int = 256
     max_recv_wr: int = 256
     max_send_sge: int = 4
@@ -63,6 +65,9 @@ class AHAttr:
 
 @dataclass
 class QPAttr:
+    """A QP's attributes as ``modify`` takes and ``query`` returns them (``struct
+    ibv_qp_attr``); a ``QPAttrMask`` says which of them a call sets."""
+
     qp_state: int = S.IBV_QPS_RESET
     qp_access_flags: int = 0
     pkey_index: int = 0

@@ -32,6 +32,9 @@ RTO_N = 3
 
 @dataclass(frozen=True)
 class RecoveryConfig:
+    """How a requester recovers what was lost: the mode (MODES), the retransmission
+    timer's bounds, the window in packets and selective repeat's loss rule."""
+
     mode: str = MODES[0]
     rto_low_ns: int = RTO_LOW_NS
     rto_high_ns: int = RTO_HIGH_NS

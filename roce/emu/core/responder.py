@@ -52,6 +52,9 @@ _U64 = (1 << 64) - 1
 
 @dataclass
 class ReadResource:
+    """A READ request the responder answered, kept to answer it again when it comes back
+    as a duplicate: its PSN range, remote address, R_Key and length."""
+
     psn: int
     npsn: int
     va: int
@@ -61,6 +64,9 @@ class ReadResource:
 
 @dataclass
 class AtomicResource:
+    """An atomic the responder executed: its PSN and the original value, which a
+    duplicate of the request gets back without executing it again."""
+
     psn: int
     orig: int
 

@@ -150,6 +150,8 @@ class CQ:
 
 @dataclass
 class QPInitAttr:
+    """What a QP is created with, as pyverbs' ``QPInitAttr``: its type, CQs and queue sizes."""
+
     qp_type: int = QPType.IBV_QPT_RC
     send_cq: CQ | None = None
     recv_cq: CQ | None = None

@@ -12,6 +12,8 @@ from roce.opcodes import Operation
 
 @dataclass
 class SGE:
+    """One scatter/gather element (``struct ibv_sge``)."""
+
     addr: int
     length: int
     lkey: int
@@ -19,6 +21,8 @@ class SGE:
 
 @dataclass
 class SendWR:
+    """A send work request (``struct ibv_send_wr``)."""
+
     wr_id: int = 0
     opcode: int = WROpcode.IBV_WR_SEND
     sg_list: list[SGE] = field(default_factory=list)
@@ -38,6 +42,8 @@ class SendWR:
 
 @dataclass
 class RecvWR:
+    """A receive work request (``struct ibv_recv_wr``)."""
+
     wr_id: int = 0
     sg_list: list[SGE] = field(default_factory=list)
     num_sge: int | None = None
@@ -45,6 +51,8 @@ class RecvWR:
 
 @dataclass
 class WC:
+    """A work completion (``struct ibv_wc``)."""
+
     wr_id: int
     status: WCStatus
     opcode: WCOpcode
@@ -105,6 +113,8 @@ class SendWQE:
 
 @dataclass(eq=False)
 class RecvWQE:
+    """A posted receive request and the bytes its scatter list can take."""
+
     wr: RecvWR
     length: int
 

@@ -55,6 +55,9 @@ def headroom_bytes(rate_gbps: float, delay_ns: int, max_frame: int) -> int:
 
 @dataclass
 class BufferConfig:
+    """A switch's shared buffer: its size in bytes, the dynamic threshold's ``alpha`` and
+    the reserve of every account."""
+
     size: int = defaults.BUFFER
     alpha: float = 1 / 8
     reserve: int | None = None  # bytes per account; None: one maximum-size frame

@@ -16,7 +16,6 @@ form first, as ``--tap``'s type).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 from typing import Any, TextIO
@@ -62,6 +61,8 @@ class Trace:
         self.out = out
         self.interval = interval_ns
         self.fmt = fmt
+        import csv  # here: every run imports this module (its options), few write a trace
+
         self._csv = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
         if self._csv is not None:
             self._csv.writerow(COLUMNS)

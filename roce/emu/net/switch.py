@@ -45,6 +45,8 @@ _INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
 
 @dataclass
 class PortStats:
+    """A switch port's counters of drops, ECN marks and trims."""
+
     drops: int = 0
     lossless_drops: int = 0
     ecn_marked: int = 0

@@ -18,7 +18,6 @@ hosts and links (``build``).
 
 from __future__ import annotations
 
-import ipaddress
 import random
 from argparse import ArgumentTypeError
 from collections import Counter, deque
@@ -26,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from roce.addresses import ip4_enc
 from roce.emu import defaults
 from roce.emu.budget import human
 from roce.emu.core.verbs import Context
@@ -56,6 +56,9 @@ from roce.options import MIN_LINK_GBPS
 
 @dataclass
 class LinkSpec:
+    """One link of a topology: its two ends, and its rate, delay and faults where they
+    are not the run's defaults."""
+
     a: str
     b: str
     rate_gbps: float | None = None  # None: the default (--rate)
@@ -66,6 +69,9 @@ class LinkSpec:
 
 @dataclass
 class SwitchSpec:
+    """One switch of a topology, and what of the run's defaults it overrides (None: the
+    default)."""
+
     name: str
     buffer: int | None = None
     ecn: EcnConfig | None = None
@@ -74,6 +80,9 @@ class SwitchSpec:
 
 @dataclass
 class Topology:
+    """A network to build: hosts and their addresses, switches, links, the default
+    traffic pairs and each host's switch."""
+
     hosts: dict[str, str] = field(default_factory=dict)  # name -> IPv4 address
     switches: dict[str, SwitchSpec] = field(default_factory=dict)
     links: list[LinkSpec] = field(default_factory=list)
@@ -580,7 +589,7 @@ def routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) ->
         nb = adj[host][0][1]
         if nb in switches:
             on.setdefault(nb, []).append(host)
-    key = {host: ipaddress.IPv4Address(ip).packed for host, ip in t.hosts.items()}
+    key = {host: ip4_enc(ip).to_bytes(4, "big") for host, ip in t.hosts.items()}
     for leaf, hosts in on.items():
         dist = {leaf: 0}
         order = [leaf]

@@ -29,6 +29,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from roce.codecache import compiled
 from roce.emu.net import hop
 from roce.families.uet import UET_PORT
 from roce.families.uet import codes as t
@@ -322,7 +323,7 @@ def _compile(key: tuple[Any, ...]) -> Encoders | None:
                            "REFUSED": (TypeError, AttributeError, struct.error),
                            "pack": struct.Struct("!" + "".join(fmt)).pack,
                            "packf": struct.Struct("!" + "".join([*_PREFIX_FMT, *fmt])).pack}
-    exec(compile(src, f"<uet fast encoder {typ}/{nh}>", "exec"), env)
+    exec(compiled(src, f"<uet fast encoder {typ}/{nh}>", __name__), env)
     # the same shape as a plan for C (``_frame.pxi``), where the fast path is built
     plan = None
     if _PLAN is not None:
@@ -410,7 +411,7 @@ def _prefix_packer() -> Callable[..., bytes]:
     src = (f"def put(g, iplen, ipid, csum, sport, ulen):\n"
            f"    return pack({', '.join(args)})\n")
     env: dict[str, Any] = {"pack": struct.Struct("!" + "".join(fmt)).pack}
-    exec(compile(src, "<uet frame prefix>", "exec"), env)
+    exec(compiled(src, "<uet frame prefix>", __name__), env)
     return env["put"]  # type: ignore[no-any-return]
 
 
@@ -640,7 +641,7 @@ def _reader(data: bytes) -> tuple[int, Reader] | bool:
     env: dict[str, Any] = {"_B": (False, True), "from_bytes": int.from_bytes,
                            "unpack": struct.Struct("!" + "".join(fmt)).unpack_from,
                            "new": tuple.__new__, "Received": Received}
-    exec(compile(src, f"<uet reader {typ}>", "exec"), env)
+    exec(compiled(src, f"<uet reader {typ}>", __name__), env)
     return pos, env["rd"]
 
 

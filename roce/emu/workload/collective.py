@@ -116,6 +116,9 @@ def cut(nbytes: int, pieces: int, j: int) -> int:
 
 @dataclass(frozen=True)
 class _Message:
+    """One message of a collective's schedule: its step and phase, the ranks it goes
+    between, the block it carries and the messages it waits for."""
+
     step: int
     phase: str
     src: int

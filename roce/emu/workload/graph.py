@@ -48,6 +48,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class IterationTime:
+    """When one iteration of a workload started and ended, in virtual nanoseconds."""
+
     index: int
     start_ns: int
     end_ns: int

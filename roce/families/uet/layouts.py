@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from construct import BitsInteger, BitStruct, Construct, Flag
 
+from roce.codecache import compiled
 from roce.families.uet import codes as t
 from roce.headers import Layout, define
 
@@ -99,7 +100,7 @@ def _compile_put(layout: Layout, keys: tuple[str, ...]) -> Callable[[bytes, int,
                      "    f.update({" + ", ".join(items) + "})"]) + "\n"
     env = {"unpack": struct.Struct("!" + "".join(fmt)).unpack_from,
            "from_bytes": int.from_bytes, "_B": (False, True)}
-    exec(compile(src, f"<uet {layout.name} put>", "exec"), env)
+    exec(compiled(src, f"<uet {layout.name} put>", __name__), env)
     return env["put"]  # type: ignore[no-any-return]
 
 

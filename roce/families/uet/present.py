@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roce.codecache import compiled
 from roce.families.uet import codes as t
 from roce.families.uet import uetfields as names
 from roce.families.uet.checks import CHECKS
@@ -434,7 +435,7 @@ def _tree_plan(key: tuple[Any, ...], d: Decoded) -> Any:
     env = {"_PDS_TYPES": t.PDS_TYPES, "_NAMED": _NAMED, "_described": t.described,
            "_texts": _texts,
            "_pds_title": _pds_title, "_ses_title": _ses_title, "_payload": _payload}
-    exec(compile(src, f"<uet tree {key[:3]}>", "exec"), env)
+    exec(compiled(src, f"<uet tree {key[:3]}>", __name__), env)
     if len(_TREE_PLANS) > 4096:
         _TREE_PLANS.clear()
     plan = _TREE_PLANS[key] = env["run"]
