@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import json
 import os
 import sys
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # ast parses sources for the .pxd generation: imported there (the build), not at every start
 if TYPE_CHECKING:
@@ -278,26 +277,37 @@ def source_hash(path: str) -> str:
 
 
 _hash_of: Callable[[str], str] = source_hash  # what stale_modules compares; see cache_hashes
+_file_value: Callable[[str, Callable[[str], Any]], Any] | None = None  # see cache_hashes
 
 
-def cache_hashes(file_hash: Callable[[str, Callable[[str], str]], str]) -> None:
-    """Have ``stale_modules`` take each source's digest through ``file_hash(path, digest)``
-    (roce.codecache: computed again only when the file changed).  Not imported here: the
-    build runs this file alone (setup.py), without the package."""
-    global _hash_of
-    _hash_of = lambda path: file_hash(path, source_hash)  # noqa: E731
+def cache_hashes(file_value: Callable[[str, Callable[[str], Any]], Any]) -> None:
+    """Have ``stale_modules`` take each source's digest, and the build's record, through
+    ``file_value(path, read)`` (roce.codecache.file_hash: computed again only when the file
+    changed).  Not imported here: the build runs this file alone (setup.py), without the
+    package."""
+    global _hash_of, _file_value
+    _hash_of = lambda path: file_value(path, source_hash)  # noqa: E731
+    _file_value = file_value
 
 
 def pure_requested() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
-def _built() -> dict[str, str]:
+def _read_record(path: str) -> object:
+    import json  # here: a start that finds the record in the start-up cache never parses it
+
+    with open(path) as f:
+        return json.load(f)
+
+
+def _built() -> dict[str, Any]:
+    path = os.path.join(_HERE, SOURCES)
     try:
-        with open(os.path.join(_HERE, SOURCES)) as f:
-            return json.load(f)
+        record = _read_record(path) if _file_value is None else _file_value(path, _read_record)
     except (OSError, ValueError):
         return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _sources(root: str) -> dict[str, str]:
@@ -452,6 +462,8 @@ def write_sources(root: str) -> None:
     for name in TWINS:
         out[name] = {rel: source_hash(os.path.join(root, rel))
                      for rel in twin_sources(name)}
+    import json
+
     with open(os.path.join(root, "roce", SOURCES), "w") as f:
         json.dump(out, f, indent=1, sort_keys=True)
 

@@ -20,7 +20,8 @@ it); a file that cannot be read, is from another Python or is damaged is ignored
 rewritten.  It is a cache: losing it costs the compile, nothing else.
 
 A file's digest (``file_hash``: whether a compiled module or a layout record was built from
-the source beside it, roce/_compiled.py and roce/headers.py) is reused while the file's size
+the source beside it, roce/_compiled.py and roce/headers.py), and the build's record of them
+(``_compiled_sources.json``, read without loading ``json``), is reused while the file's size
 and modification time in nanoseconds are the ones it was computed for, the test Python's
 own bytecode cache makes (at a second's resolution).
 """
@@ -122,8 +123,10 @@ def compiled(source: str, filename: str, module: str) -> CodeType:
     return code
 
 
-def file_hash(path: str, digest: Callable[[str], str]) -> str:
-    """``digest(path)``, computed again only when the file's size or mtime changed."""
+def file_hash(path: str, digest: Callable[[str], Any]) -> Any:
+    """``digest(path)``, computed again only when the file's size or mtime changed: a
+    source's digest, or what a small file holds (the build's record; anything ``marshal``
+    stores)."""
     global _dirty
     st = os.stat(path)
     entry = _hashes.get(path)

@@ -123,9 +123,11 @@ def test_carved_is_what_switches_set_apart(spec: str, o: dict) -> None:
 def test_a_buffer_reserves_do_not_fit_is_refused_before_building(monkeypatch) -> None:
     """A 256-port spine at 400 Gb/s sets apart ~31 MB: the default 12 MiB is refused before
     a switch is made, naming the least --buffer that fits, and that one builds."""
+    from roce.emu.net import switch
+
     made = []
-    real = topology.Switch
-    monkeypatch.setattr(topology, "Switch", lambda *a, **k: made.append(1) or real(*a, **k))
+    real = switch.Switch
+    monkeypatch.setattr(switch, "Switch", lambda *a, **k: made.append(1) or real(*a, **k))
     t = topology.parse("dumbbell:255")
     opts = topology.NetOptions(rate_gbps=400.0)
     with pytest.raises(topology.UsageError,

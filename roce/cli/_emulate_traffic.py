@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import argparse
 
+from roce.cli import Deferred
 from roce.emu import defaults
-from roce.emu.workload.cdf import BUILTIN
-from roce.emu.workload.collective import ALGORITHMS, DEFAULT_CHUNK, DEFAULT_WINDOW
+from roce.emu.workload import ALGORITHMS, DEFAULT_CHUNK, DEFAULT_WINDOW
 from roce.options import bounded_int, parse_load, parse_positive, parse_positive_time, parse_size
 
 ALL_ALGORITHMS = tuple(dict.fromkeys(a for algos in ALGORITHMS.values() for a in algos))
+
+
+def _workload_help() -> str:
+    from roce.emu.workload.cdf import BUILTIN  # its tables: only when help is shown
+
+    return (f"open-loop flows with this size distribution: {', '.join(BUILTIN)} or a "
+            "FILE.cdf of 'size cumulative%%' lines; a switched --topology")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,9 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "traffic of real clusters",
         "open-loop flows or a collective in place of --count messages per pair "
         "(docs/guide/workloads.md)")
-    g.add_argument("--workload", metavar="CDF",
-                   help=f"open-loop flows with this size distribution: {', '.join(BUILTIN)} "
-                        "or a FILE.cdf of 'size cumulative%%' lines; a switched --topology")
+    g.add_argument("--workload", metavar="CDF", help=Deferred(_workload_help))
     g.add_argument("--load", type=parse_load, default=defaults.LOAD,
                    help=f"--workload: offered load per host, a fraction of the line rate "
                         f"({defaults.LOAD:g})")

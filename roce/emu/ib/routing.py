@@ -17,10 +17,10 @@ per destination for ftree), so linear in LIDs times switches.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from roce.emu.ib import route_dmodk, route_ftree, route_minhop, route_updn
 from roce.emu.ib.lft import (
     MAX_LMC,
     MAX_UNICAST_LID,
@@ -31,12 +31,22 @@ from roce.emu.ib.lft import (
     ports_of,
 )
 
-ROUTINGS: dict[str, Callable[[Fabric], Routes]] = {
-    "minhop": route_minhop.route,
-    "dmodk": route_dmodk.route,
-    "updn": route_updn.route,
-    "ftree": route_ftree.route,
+# routing -> the module of this package whose ``route`` it is, imported when a run uses it
+# (``roce emulate`` lists the names among its options; a RoCE run routes nothing)
+ROUTINGS: dict[str, str] = {
+    "minhop": "route_minhop",
+    "dmodk": "route_dmodk",
+    "updn": "route_updn",
+    "ftree": "route_ftree",
 }
+
+
+def router(routing: str) -> Callable[[Fabric], Routes]:
+    """The ``route`` function of ``routing`` (a name of ROUTINGS)."""
+    module = ROUTINGS.get(routing)
+    if module is None:
+        raise ValueError(f"routing {routing!r}: one of {', '.join(ROUTINGS)}")
+    return importlib.import_module(f"{__package__}.{module}").route
 
 
 def assign_lids(hosts: list[str], lmc: int = 0) -> dict[str, int]:
@@ -48,10 +58,7 @@ def compute(hosts: list[str], switches: Any, links: list[Any], base: dict[str, i
             routing: str = "minhop", lmc: int = 0) -> Routes:
     """Every switch's forwarding table and equal next hops by ``routing``; ``Unroutable``
     when that routing cannot route the topology."""
-    fn = ROUTINGS.get(routing)
-    if fn is None:
-        raise ValueError(f"routing {routing!r}: one of {', '.join(ROUTINGS)}")
-    return fn(Fabric.of(hosts, switches, links, base, lmc))
+    return router(routing)(Fabric.of(hosts, switches, links, base, lmc))
 
 
 def forwarding_tables(hosts: list[str], switches: Any, links: list[Any],
@@ -62,4 +69,4 @@ def forwarding_tables(hosts: list[str], switches: Any, links: list[Any],
 
 
 __all__ = ["MAX_LMC", "MAX_UNICAST_LID", "ROUTINGS", "Routes", "Unroutable", "assign_lids",
-           "compute", "forwarding_tables", "ports_of"]
+           "compute", "forwarding_tables", "ports_of", "router"]

@@ -16,7 +16,6 @@ form first, as ``--tap``'s type).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from typing import Any, TextIO
 
@@ -61,8 +60,11 @@ class Trace:
         self.out = out
         self.interval = interval_ns
         self.fmt = fmt
-        import csv  # here: every run imports this module (its options), few write a trace
+        # here, not at the top: every run imports this module (its options), few write a trace
+        import csv
+        import json
 
+        self._dumps = json.dumps
         self._csv = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
         if self._csv is not None:
             self._csv.writerow(COLUMNS)
@@ -97,7 +99,7 @@ class Trace:
             self._csv.writerow((t, kind, node, index,
                                 *(values.get(c, "") for c in COLUMNS[4:])))
         else:
-            self.out.write(json.dumps({"time_ns": t, "kind": kind, "node": node,
+            self.out.write(self._dumps({"time_ns": t, "kind": kind, "node": node,
                                        "index": index, **values}) + "\n")
 
     def _sample(self, now: int, _: Any = None) -> None:

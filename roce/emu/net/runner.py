@@ -40,7 +40,6 @@ from roce.emu.net.observe import tap_port
 from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
 from roce.emu.scenario import QKEY, QP_TYPES, Scenario, Summary, add_qp_counts, kind
 from roce.errors import UsageError
-from roce.families import intmd
 
 # the operations whose runs hold patterns rather than buffers (``NetRun``)
 PATTERNED_OPS = ("write", "send")
@@ -104,8 +103,13 @@ def options(sc: Scenario, direct: bool = True) -> topo.NetOptions:
                                 ("corrupt", sc.corrupt)) if v}
     ecn = (EcnConfig() if sc.ecn == "on" else topo.parse_ecn(sc.ecn))
     telemetry = sc.cc is not None and sc.cc.cls.uses_int
-    # a frame carrying INT grows by its headers and a record per hop (PFC headroom)
-    grown = intmd.HEAD + intmd.MAX_HOPS * intmd.HOP_SIZE if telemetry else 0
+    grown = 0
+    if telemetry:
+        # a frame carrying INT grows by its headers and a record per hop (PFC headroom);
+        # imported here: only such a run needs INT's layout
+        from roce.families import intmd
+
+        grown = intmd.HEAD + intmd.MAX_HOPS * intmd.HOP_SIZE
     return topo.NetOptions(seed=sc.seed, rate_gbps=sc.rate_gbps, delay_ns=sc.delay_ns,
                            faults=faults, buffer=sc.buffer, ecn=ecn, pfc=sc.pfc, lb=sc.lb,
                            max_frame=sc.mtu + 128 + grown, direct=direct,

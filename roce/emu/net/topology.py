@@ -23,18 +23,15 @@ from argparse import ArgumentTypeError
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roce.addresses import ip4_enc
 from roce.emu import defaults
 from roce.emu.budget import human
 from roce.emu.core.verbs import Context
 from roce.emu.net import schema
-from roce.emu.net.buffer import BufferConfig, headroom_bytes
 from roce.emu.net.direct import DirectNic, Link
 from roce.emu.net.faults import Faults, LinkConfig
-from roce.emu.net.link import Wire
-from roce.emu.net.nic import Nic
 from roce.emu.net.sim import Network
 from roce.emu.net.stages import (
     DSCP_CNP,
@@ -49,9 +46,14 @@ from roce.emu.net.stages import (
     SprayForwarder,
     Trimmer,
 )
-from roce.emu.net.switch import Switch, SwitchPort
 from roce.errors import InputError, UsageError
 from roce.options import MIN_LINK_GBPS
+
+# The switched network's classes (its switches, their buffers, the scheduling NIC with its
+# pause frames and congestion control) are imported by the functions that build one: a
+# network of two hosts cabled straight never loads them (a few milliseconds of its start).
+if TYPE_CHECKING:
+    from roce.emu.net.switch import Switch
 
 
 @dataclass
@@ -399,6 +401,10 @@ def carved(t: Topology, o: NetOptions, classifier: Any) -> dict[str, int]:
     port, a reserve per class, and for each lossless class its PFC headroom for the link
     feeding the port (``buffer.headroom_bytes``)."""
     out = dict.fromkeys(t.switches, 0)
+    if not out:
+        return out
+    from roce.emu.net.buffer import BufferConfig, headroom_bytes
+
     for ln in t.links:
         rate = ln.rate_gbps or o.rate_gbps
         delay = o.delay_ns if ln.delay_ns is None else ln.delay_ns
@@ -440,6 +446,11 @@ def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Networ
     ``Nic`` or ``DirectNic``."""
     net = Network(o.seed)
     direct = o.direct and not t.switches
+    if not direct:
+        from roce.emu.net.buffer import BufferConfig
+        from roce.emu.net.link import Wire
+        from roce.emu.net.nic import Nic
+        from roce.emu.net.switch import Switch, SwitchPort
     classifier = (DscpClassifier() if o.trim is None else  # trimmed headers: their class
                   DscpClassifier({DSCP_ROCE: PRIO_ROCE, DSCP_CNP: PRIO_CNP,
                                   o.trim.dscp: o.trim.tc}))
@@ -474,7 +485,8 @@ def build(t: Topology, o: NetOptions, host: HostFactory | None = None) -> Networ
                 (eb, ea, ln.reverse_faults if ln.reverse_faults is not None else ln.faults,
                  ln.b)):
             cfg = LinkConfig(**{**o.faults, **fields, "rate_gbps": rate, "delay_ns": delay})
-            name = _link_name(src, dst)
+            name = _link_name(src, dst, host is None and ln.a in net.hosts
+                              and ln.b in net.hosts)
             if direct:
                 w = Link(src, dst, cfg, net.child_rng(), name)
                 src.attach(w, dst.mac)
@@ -537,11 +549,11 @@ def endpoint(net: Network, node: str) -> Any:
     raise UsageError(f"link end {node!r} is neither a host nor a switch")
 
 
-def _link_name(src: Any, dst: Any) -> str:
+def _link_name(src: Any, dst: Any, hosts: bool) -> str:
     """``h1->sw:0``: a link by its ends' names (a switch port's is ``switch:index``); a link
-    between two hosts by the addresses it joins (``10.0.0.1->10.0.0.2``, as the two-host
-    ``Fabric`` names it)."""
-    if isinstance(src, (Nic, DirectNic)) and isinstance(dst, (Nic, DirectNic)):
+    between two RoCE hosts (``hosts``) by the addresses it joins (``10.0.0.1->10.0.0.2``, as
+    the two-host ``Fabric`` names it)."""
+    if hosts:
         return f"{src.device.ip}->{dst.device.ip}"
     return f"{src.name}->{dst.name}"
 

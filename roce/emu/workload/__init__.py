@@ -14,11 +14,26 @@ slowdown table.  Sans-I/O except ``cdf.read`` and ``fct.write_rows``; docs/workl
 holds the distributions, formulas and their sources.
 """
 
-from roce.emu.workload.cdf import BUILTIN, Cdf
-from roce.emu.workload.collective import Collective
-from roce.emu.workload.graph import Graph, IterationTime
-from roce.emu.workload.openloop import FlowSource, OpenLoop
-from roce.emu.workload.traffic import Source, Transfer, Workload
+from roce.lazyexports import lazy_exports
 
-__all__ = ["BUILTIN", "Cdf", "Collective", "FlowSource", "Graph", "IterationTime",
-           "OpenLoop", "Source", "Transfer", "Workload"]
+# The collectives a run can name, each with its algorithms, the default first, and the cut
+# and window of their transfers (``collective`` runs them; its docstring sources the
+# defaults).  Here, not there: ``roce emulate`` offers them among its options, and a run that
+# uses no workload imports none of the generators.
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "halving-doubling"),
+    "allgather": ("ring",),
+    "reducescatter": ("ring",),
+    "alltoall": ("pairwise",),
+}
+DEFAULT_CHUNK = 1 << 20  # NCCL: 4 MiB buffer / 8 steps * 2 steps per slice
+DEFAULT_WINDOW = 4  # NCCL: 8 steps of FIFO / 2 steps per slice
+
+# name -> the module defining it, imported when the name is first read
+_EXPORTS = {
+    "BUILTIN": "cdf", "Cdf": "cdf", "Collective": "collective", "FlowSource": "openloop",
+    "Graph": "graph", "IterationTime": "graph", "OpenLoop": "openloop", "Source": "traffic",
+    "Transfer": "traffic", "Workload": "traffic",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted([*_EXPORTS, "ALGORITHMS", "DEFAULT_CHUNK", "DEFAULT_WINDOW"])

@@ -52,18 +52,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from roce.emu import budget
+from roce.emu.workload import ALGORITHMS, DEFAULT_CHUNK, DEFAULT_WINDOW  # op -> algorithms
 from roce.emu.workload.cdf import MAX_FLOW_BYTES
 from roce.emu.workload.graph import Graph, IterationTime, Plan
 from roce.emu.workload.traffic import Transfer, Workload, check_hosts, check_rate
 from roce.errors import UsageError
 
-# op -> its algorithms, the default first
-ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "halving-doubling"),
-    "allgather": ("ring",),
-    "reducescatter": ("ring",),
-    "alltoall": ("pairwise",),
-}
 # nccl-tests' bus-bandwidth factors (module docstring)
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "allreduce": lambda n: 2 * (n - 1) / n,
@@ -71,9 +65,6 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "reducescatter": lambda n: (n - 1) / n,
     "alltoall": lambda n: (n - 1) / n,
 }
-MIB = 1 << 20
-DEFAULT_CHUNK = MIB  # NCCL: 4 MiB buffer / 8 steps * 2 steps per slice
-DEFAULT_WINDOW = 4  # NCCL: 8 steps of FIFO / 2 steps per slice
 MIN_CHUNK = 64  # bytes: a cut smaller than the smallest Ethernet frame measures nothing
 MAX_WINDOW = 1 << 16
 # Bytes the graph holds per transfer of the current iteration: the Transfer, its group,
