@@ -11,13 +11,14 @@ that text the next time, so a class gets exactly the code it would have compiled
 
 Only classes of roce's own modules are served (``exec``'s globals name the module).  The
 same goes for other code roce generates and compiles at run time (``compiled``: the header
-codecs of ``roce.headers``).  The file holds one table per module, each unmarshalled the
-first time that module asks for code: a command pays for the classes it defines, not for
-those of every command run before it on this installation.  The file is written when the
-process exits, only if something was compiled, only where Python would write bytecode (not
-under ``-B`` or ``PYTHONDONTWRITEBYTECODE``), atomically (a temporary file renamed over
-it); a file that cannot be read, is from another Python or is damaged is ignored and
-rewritten.  It is a cache: losing it costs the compile, nothing else.
+codecs, the decoder's plans, UET's encoders and readers).  The file holds one table per
+module, each unmarshalled the first time that module asks for code: a command pays for the
+classes it defines, not for those of every command run before it on this installation.  The
+file is written when the process exits, only if something was compiled, only where Python
+would write bytecode (not under ``-B`` or ``PYTHONDONTWRITEBYTECODE``), atomically (a
+temporary file renamed over it); a file that cannot be read, is from another Python or is
+damaged is ignored and rewritten.  It is a cache: losing it costs the compile, nothing
+else.
 
 A file's digest (``file_hash``: whether a compiled module or a layout record was built from
 the source beside it, roce/_compiled.py and roce/headers.py), and the build's record of them
@@ -48,7 +49,7 @@ _blobs: dict[str, bytes] = {}  # module -> its table as read, not unmarshalled y
 _tables: dict[str, dict[str, CodeType]] = {}  # module -> {source text: code}, in use
 _used: dict[str, set[str]] = {}  # module -> the sources this process asked for
 _changed: set[str] = set()  # modules whose table gained code here
-_hashes: dict[str, tuple[int, int, str]] = {}  # path -> (size, mtime_ns, digest)
+_hashes: dict[str, tuple[int, int, Any]] = {}  # path -> (size, mtime_ns, digest)
 stats = {"hits": 0, "compiled": 0, "hashed": 0}
 _dirty = False
 
@@ -72,7 +73,7 @@ def _load(where: str) -> None:
     if not data.startswith(_HEADER):
         return
     try:
-        table = marshal.loads(data[len(_HEADER):])
+        table = marshal.loads(memoryview(data)[len(_HEADER):])  # no copy
     except (EOFError, ValueError, TypeError):
         return
     if not isinstance(table, dict):
