@@ -56,10 +56,31 @@ def _unwanted(modules: list[str]) -> list[str]:
             and any(m == u or m.startswith(u + ".") for u in UNWANTED)]
 
 
+# what only some runs need: the switched network (a switch, the scheduling NIC with pause
+# frames, congestion control and INT), the workload generators, InfiniBand's routings
+SWITCHED = ("roce.emu.net.switch", "roce.emu.net.nic", "roce.emu.net.buffer",
+            "roce.emu.net.pfc", "roce.emu.cc.engine", "roce.families")
+WORKLOADS = ("roce.emu.workload.cdf", "roce.emu.workload.collective",
+             "roce.emu.workload.openloop", "roce.emu.workload.graph")
+ROUTINGS = ("roce.emu.ib.route_minhop", "roce.emu.ib.route_dmodk", "roce.emu.ib.route_updn",
+            "roce.emu.ib.route_ftree")
+
+
 def test_two_hosts_import_only_what_the_run_needs() -> None:
     modules = _modules("--size", "4K", "--count", "1")
     assert "roce.emu.net.runner" in modules  # the run did happen in this process
     assert _unwanted(modules) == []
+    assert [m for m in (*SWITCHED, *WORKLOADS, *ROUTINGS) if m in modules] == []
+
+
+def test_each_kind_of_run_imports_what_it_uses() -> None:
+    collective = _modules("--topology", "incast:4", "--collective", "allreduce", "--size",
+                          "64K")
+    assert "roce.emu.workload.collective" in collective
+    assert "roce.emu.net.switch" in collective
+    assert "roce.emu.ib.route_minhop" not in collective
+    ib = _modules("--protocol", "ib", "--topology", "incast:2", "--size", "4K", "--count", "1")
+    assert "roce.emu.ib.route_minhop" in ib
 
 
 def test_switched_network_imports_only_what_the_run_needs() -> None:
