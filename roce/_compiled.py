@@ -118,8 +118,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                           "receive.dev": "Device", "_after.dev": "Device",
                                           "_transmit.net": "Network",
                                           "_transmit.events": "EventQueue"}},
-    "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_done.st": "LinkStats",
-                                   "_events": "EventQueue", "_done.events": "EventQueue"}},
+    "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_events": "EventQueue",
+                                   "_done.events": "EventQueue"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
     # ``congested`` is handed to PFC as a bound method (``PfcSender.xoff``): taken from a
     # typed object, Cython makes a cpdef method a C function of the wrong signature (an error

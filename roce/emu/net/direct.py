@@ -66,9 +66,13 @@ class Link:
         """(arrival time, frame) for each copy that reaches the other end."""
         faults = self.faults
         c = faults.config  # not through the ``config`` property: once per frame
-        start = max(now, self.busy_until)
-        self.busy_until = start + int(len(frame) * 8 / c.rate_gbps)  # bits/(Gb/s)=ns
-        arrival = self.busy_until + c.delay_ns
+        busy = self.busy_until
+        start = now if now > busy else busy
+        self.busy_until = end = start + int(len(frame) * 8 / c.rate_gbps)  # bits/(Gb/s)=ns
+        arrival = end + c.delay_ns
+        if faults.clean:  # one copy, on time: what Faults.apply would say, without its list
+            faults.stats.carried(frame)
+            return [(arrival, frame)]
         return [(arrival + extra, f) for extra, f in faults.apply(now, frame)]
 
 

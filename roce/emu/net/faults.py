@@ -51,6 +51,9 @@ class LinkConfig:
 
 @dataclass
 class LinkStats:
+    """One link direction's counters: the frames and bytes handed to it, and what its
+    faults did to them."""
+
     frames: int = 0
     bytes: int = 0
     lost: int = 0
@@ -58,6 +61,11 @@ class LinkStats:
     corrupted: int = 0
     reordered: int = 0
     filtered: int = 0
+
+    def carried(self, frame: bytes) -> None:
+        """Count a frame handed to the link, whatever its fate."""
+        self.frames += 1
+        self.bytes += len(frame)
 
 
 @dataclass(eq=False)
@@ -82,8 +90,7 @@ class Faults:
     def apply(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
         """(extra delay in ns, frame) for each copy that reaches the other end."""
         st = self.stats
-        st.frames += 1
-        st.bytes += len(frame)
+        st.carried(frame)
         if self.clean:
             return [(0, frame)]
         c = self.config
