@@ -17,8 +17,8 @@ classes it defines, not for those of every command run before it on this install
 file is written when the process exits, only if something was compiled, only where Python
 would write bytecode (not under ``-B`` or ``PYTHONDONTWRITEBYTECODE``), atomically (a
 temporary file renamed over it); a file that cannot be read, is from another Python or is
-damaged is ignored and rewritten.  It is a cache: losing it costs the compile, nothing
-else.
+damaged is ignored and rewritten; one grown past ``CODE_LIMIT`` is written again with only
+what the writing process used.  It is a cache: losing it costs the compile, nothing else.
 
 A file's digest (``file_hash``: whether a compiled module or a layout record was built from
 the source beside it, roce/_compiled.py and roce/headers.py), and the build's record of them
@@ -43,7 +43,11 @@ from roce import _compiled
 
 _PACKAGE = __name__.partition(".")[0]
 _HEADER = b"roce-startup-cache\n" + MAGIC_NUMBER + b"\x02"  # format 2: a table per module
-LIMIT = 4096  # entries kept per module; past it its table starts again from this process's
+# Bounds: code piles up as sources change (each version of a class adds its methods), and
+# every start reads the whole file.  Past CODE_LIMIT bytes the file keeps only the code this
+# process used; past HASH_LIMIT paths, no digest.
+CODE_LIMIT = 2 << 20
+HASH_LIMIT = 4096
 
 _blobs: dict[str, bytes] = {}  # module -> its table as read, not unmarshalled yet
 _tables: dict[str, dict[str, CodeType]] = {}  # module -> {source text: code}, in use
@@ -146,11 +150,11 @@ def _save() -> None:
     where = path()
     codes = dict(_blobs)  # the tables this process did not change, as they were read
     for module in _changed:
-        table = _tables[module]
-        if len(table) > LIMIT:
-            table = {k: table[k] for k in _used[module]}
-        codes[module] = marshal.dumps(table)
-    hashes = _hashes if len(_hashes) <= LIMIT else {}
+        codes[module] = marshal.dumps(_tables[module])
+    if sum(map(len, codes.values())) > CODE_LIMIT:
+        codes = {module: marshal.dumps({k: table[k] for k in _used[module]})
+                 for module, table in _tables.items() if _used[module]}
+    hashes = _hashes if len(_hashes) <= HASH_LIMIT else {}
     tmp = f"{where}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(where), exist_ok=True)

@@ -76,22 +76,30 @@ def test_tables_are_read_when_their_module_asks(tmp_path: Path) -> None:
     assert after["roce.emu.net.runner"] == before and len(after) > len(out["loaded"])
 
 
-def test_a_table_past_the_limit_keeps_what_this_process_used(tmp_path: Path) -> None:
+def test_a_file_past_the_limit_keeps_what_this_process_used(tmp_path: Path) -> None:
     where = Path(child(tmp_path)["path"])
     data = where.read_bytes()
     table = marshal.loads(data[len(codecache._HEADER):])
-    junk = {f"x{i} = {i}\n": compile(f"x{i} = {i}\n", "<string>", "exec")
-            for i in range(codecache.LIMIT + 1)}
+    # stale code, as a module's sources change: more than the file may hold
+    text = "x = '" + "a" * 1000 + "'  # {}\n"
+    junk = {text.format(i): compile(text.format(i), "<string>", "exec")
+            for i in range(codecache.CODE_LIMIT // 1000 + 1)}
     table["code"]["roce.emu.net.runner"] = marshal.dumps(
         {**marshal.loads(table["code"]["roce.emu.net.runner"]), **junk})
+    table["code"]["roce.stale.module"] = marshal.dumps(junk)
     where.write_bytes(codecache._HEADER + marshal.dumps(table))
+    assert where.stat().st_size > codecache.CODE_LIMIT
     # a source not cached yet makes the process write its tables
     child(tmp_path, code=PROBE.replace("roce.emu.net.runner; ", "roce.emu.net.runner; "
                                        "from dataclasses import make_dataclass as m; "
                                        "m('Probe', ['a'], namespace={'__module__': "
                                        "'roce.emu.net.runner'}); "))
-    kept = tables(where)["roce.emu.net.runner"]
-    assert 0 < len(kept) < 100 and not any(k.startswith("x") for k in kept)
+    kept = tables(where)
+    assert where.stat().st_size < codecache.CODE_LIMIT // 4
+    assert "roce.stale.module" not in kept
+    assert 0 < len(kept["roce.emu.net.runner"]) < 100
+    assert not any(k.startswith("x = ") for t in kept.values() for k in t)
+    assert child(tmp_path)["compiled"] == 0  # what the run uses is all there
 
 
 @pytest.mark.parametrize("damage", [b"", b"garbage", None])
