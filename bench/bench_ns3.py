@@ -25,7 +25,10 @@ around each simulator's run loop (roce: ``run()``; ns-3: ``Simulator::Run()``), 
 building the network.  ``whole``: the 16:1 incast with 8 MiB per sender, the CPU time
 (user + system) of the whole process, ``roce emulate`` against the ns-3 binary, the same
 data frames through the same network; and ``fixed``: the CPU time of ``roce emulate``
-running one 4 KiB WRITE (process start, imports, setup, run, verification, summary).
+running one 4 KiB WRITE (process start, imports, setup, run, verification, summary).  roce
+runs under this script's interpreter: in a venv holding an editable install, every start
+includes setuptools' import hook (~10 ms), which the script points out; bench/RESULTS.md's
+figures come from a plain venv.
 
 Each round runs every case once on each side, the order of the two sides swapped every
 round, each run a fresh process; the figures are medians over ``--rounds``.
@@ -269,6 +272,10 @@ def report(names: list[str], rates: dict, cpu: dict, hops: dict, markdown: bool)
         c = cpu["fixed"]["roce"]
         print(f"roce emulate, one 4 KiB WRITE: {med(c):.3f} s CPU (median of {len(c)}; "
               f"{min(c):.3f}-{max(c):.3f})")
+        if any(m.startswith("__editable__") for m in sys.modules):
+            print("(this interpreter's site loads an editable install's import hook, ~10 ms of "
+                  "every start of any program: run from a plain venv to time roce as a user's "
+                  "install starts)")
 
 
 if __name__ == "__main__":
