@@ -35,5 +35,9 @@ _EXPORTS = {
     "Graph": "graph", "IterationTime": "graph", "OpenLoop": "openloop", "Source": "traffic",
     "Transfer": "traffic", "Workload": "traffic",
 }
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, _ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted([*_EXPORTS, "ALGORITHMS", "DEFAULT_CHUNK", "DEFAULT_WINDOW"])
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
