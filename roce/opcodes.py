@@ -219,15 +219,20 @@ OPCODES: dict[int, Opcode] = _build()
 ROCE_OPCODES: dict[int, Opcode] = {c: op for c, op in OPCODES.items() if Link.ROCE in op.links}
 IB_OPCODES: dict[int, Opcode] = {c: op for c, op in OPCODES.items() if Link.IB in op.links}
 
-# Every spelling a user may type for an opcode: number, ident, slug, names, with or without
-# "rdma" ("rc-write-only"), case-insensitive.
-# RoCE's rows first, so that a name two rows share ("CNP") means RoCE's.
-_BY_NAME: dict[str, Opcode] = {}
-for _op in sorted(OPCODES.values(), key=lambda o: Link.ROCE not in o.links):
-    for _name in (_op.ident, _op.slug, _op.iba_name, _op.short_name):
-        _key = _name.lower().replace("_", " ").replace("-", " ")
-        _BY_NAME.setdefault(_key, _op)
-        _BY_NAME.setdefault(_key.replace("rdma ", ""), _op)
+def _names() -> dict[str, Opcode]:
+    """Every spelling a user may type for an opcode: number, ident, slug, names, with or
+    without "rdma" ("rc-write-only"), case-insensitive.  RoCE's rows first, so that a name two
+    rows share ("CNP") means RoCE's.  Built at the first lookup by name, not at every start."""
+    names: dict[str, Opcode] = {}
+    for op in sorted(OPCODES.values(), key=lambda o: Link.ROCE not in o.links):
+        for name in (op.ident, op.slug, op.iba_name, op.short_name):
+            key = name.lower().replace("_", " ").replace("-", " ")
+            names.setdefault(key, op)
+            names.setdefault(key.replace("rdma ", ""), op)
+    return names
+
+
+_BY_NAME: dict[str, Opcode] = {}  # _names(), once a name is looked up
 
 
 def lookup(opcode: int | str | Opcode) -> Opcode:
@@ -248,6 +253,8 @@ def lookup(opcode: int | str | Opcode) -> Opcode:
     except (ValueError, KeyError):
         pass
     key = text.lower().replace("_", " ").replace("-", " ")
+    if not _BY_NAME:
+        _BY_NAME.update(_names())
     try:
         op = _BY_NAME[key]
     except KeyError:

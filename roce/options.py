@@ -45,14 +45,16 @@ def _bad(message: str) -> argparse.ArgumentTypeError:
 # -- numbers --------------------------------------------------------------------------------
 
 
-_INT_RE = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|[0-9][0-9_]*)")
+# Patterns are kept as text and matched through re's own cache: compiled at first use, not
+# at every start of every command (eight patterns were 4M instructions of each start)
+_INT_RE = r"[+-]?(?:0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|[0-9][0-9_]*)"
 
 
 def read_int(text: str) -> int:
     """An integer in decimal (leading zeros are still decimal) or with a 0x/0o/0b prefix;
     ``_`` may group digits.  ValueError otherwise."""
     t = text.strip()
-    if not _INT_RE.fullmatch(t) or "__" in t or t.endswith("_"):
+    if not re.fullmatch(_INT_RE, t) or "__" in t or t.endswith("_"):
         raise ValueError(f"{text!r} is not an integer")
     sign = -1 if t[0] == "-" else 1
     body = t.lstrip("+-").replace("_", "")
@@ -305,9 +307,10 @@ def parse_positive_time(text: str) -> int:
 
 # -- addresses ------------------------------------------------------------------------------
 
-_MAC_GROUPS = re.compile(r"[0-9a-fA-F]{1,2}(?P<sep>[:.-])(?:[0-9a-fA-F]{1,2}(?P=sep)){4}"
-                         r"[0-9a-fA-F]{1,2}")
-_MAC_DOTTED = re.compile(r"[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}")
+_MAC_GROUPS = (r"[0-9a-fA-F]{1,2}(?P<sep>[:.-])(?:[0-9a-fA-F]{1,2}(?P=sep)){4}"
+               r"[0-9a-fA-F]{1,2}")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_MAC_DOTTED = r"[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}\.[0-9a-fA-F]{4}"
 
 
 @lru_cache(maxsize=4096)
@@ -317,9 +320,11 @@ def mac_bytes(text: str) -> bytes:
     not ``010203040506``, which reads as a number.
     ValueError for anything else, such as five or seven octets."""
     t = text.strip()
-    if _MAC_GROUPS.fullmatch(t):
+    if len(t) == 17 and t[2::3] == ":::::" and _HEX.issuperset(t[0::3] + t[1::3]):
+        return bytes.fromhex(t.replace(":", ""))  # the usual spelling, without the patterns
+    if re.fullmatch(_MAC_GROUPS, t):
         return bytes(int(g, 16) for g in re.split("[:.-]", t))
-    if _MAC_DOTTED.fullmatch(t):
+    if re.fullmatch(_MAC_DOTTED, t):
         return bytes.fromhex(t.replace(".", ""))
     raise ValueError(f"bad MAC address {text!r} (six octets, e.g. 02:00:00:00:00:01)")
 
@@ -341,7 +346,7 @@ def parse_mac_bytes(text: str) -> bytes:
 
 # An IPv6 zone (fe80::1%eth0) names an interface, by name or index; ipaddress takes any text
 # after the "%", escape sequences included.
-_ZONE = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+_ZONE = r"[A-Za-z0-9_.:-]{1,15}"
 
 
 def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -351,7 +356,7 @@ def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     except ValueError:
         raise _bad(f"bad IP address {text!r} (IPv4 or IPv6)") from None
     zone = getattr(ip, "scope_id", None)
-    if zone is not None and not _ZONE.fullmatch(zone):
+    if zone is not None and not re.fullmatch(_ZONE, zone):
         raise _bad(f"bad IP address {text!r} (the zone after % is an interface name or "
                    "number)")
     return ip

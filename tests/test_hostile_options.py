@@ -41,6 +41,7 @@ import roce
 from roce import options
 from roce.cli import COMMANDS, build_parser, main
 from roce.cli import _craft_macc as craft_macc
+from roce.cli import _emulate_net as emulate_net
 from roce.cli import stats as stats_cmd
 from roce.emu.net import failures, observe, schema
 from roce.pcapio import PcapWriter
@@ -123,6 +124,8 @@ def _fixed_bad(action: argparse.Action) -> list[str]:
         failures.parse_spec: ["a-b", "ab@1ms", "a-b@", "a-b@-1", "a-b@2ms,up@1ms",
                               "a-b@1ms,down@2ms", "a-b@1e30s", "a-b@nan", ""],
         observe.parse_tap: ["sw:-1", "sw:+0", "sw: 0", "sw", "sw:0x1", "sw:0=", ":0", ""],
+        # bounded by roce.emu.ib.lft.MAX_LMC, read when the option is given
+        emulate_net._lmc: ["8", "0x8", "-1", "1.5", "zz", "", str(1 << 70)],
     }
     return table[t]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from roce.emu import defaults
-from roce.emu.ib.routing import MAX_LMC, ROUTINGS
+from roce.emu.ib.routing import ROUTINGS
 from roce.emu.net.failures import parse_spec
 from roce.emu.net.observe import parse_tap
 from roce.emu.net.schema import parse_ecn_text, parse_topology
@@ -33,6 +33,13 @@ class Given(argparse.Action):
         if given is None:
             given = namespace.given_options = set()
         given.add(self.dest)
+
+
+def _lmc(text: str) -> int:
+    """``--ib-lmc``: an LMC, 0..``roce.emu.ib.lft.MAX_LMC``, read when the option is given
+    (a RoCE run imports nothing of InfiniBand's routing)."""
+    from roce.emu.ib.lft import MAX_LMC
+    return bounded_int(0, MAX_LMC, "an LMC (3 bits)")(text)
 
 
 def given(args: argparse.Namespace) -> frozenset[str]:
@@ -61,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "dmodk (destination mod the number of uplinks), updn (up/down "
                         "from the root switches) or ftree (OpenSM's fat-tree routing: "
                         f"fat trees and leaf-spines only; {defaults.IB_ROUTING})")
-    g.add_argument("--ib-lmc", type=bounded_int(0, MAX_LMC, "an LMC (3 bits)"), default=0,
+    g.add_argument("--ib-lmc", type=_lmc, default=0,
                    metavar="N",
                    help="--protocol ib: LID mask control: 2^N LIDs per HCA port (N 0-7), "
                         "each routed by its own path, a QP's by its destination QPN (0)")

@@ -133,3 +133,7 @@ MAX_UNACKED_PSNS = 128
 MAX_PKT_PER_ACK = 64
 ACK_TIMEOUT_UNIT_NS = 4096  # 4.096 us
 RNR_RETRY_INFINITE = 7
+
+# A UD receive's first 40 bytes hold the GRH, or are left undefined without one (IBA Vol 1
+# 11.4.1.1; ibv_post_recv(3)): every UD receive buffer is that much longer than its message
+GRH_BYTES = 40

@@ -89,6 +89,8 @@ class QPAttr:
 
 @dataclass
 class Counters:
+    """What a QP counted: packets, retransmissions, timeouts, NAKs."""
+
     packets_sent: int = 0
     packets_received: int = 0
     retransmitted: int = 0
@@ -152,7 +154,6 @@ class QueuePair:
         from roce.emu.core.completer import Completer
         from roce.emu.core.requester import Requester
         from roce.emu.core.responder import Responder
-        from roce.emu.core.unreliable import UCRequester, UCResponder, UDRequester, UDResponder
 
         if self.qp_type == QPType.IBV_QPT_RC and self.recovery.selective:
             from roce.emu.core.selective import SRCompleter, SRRequester, SRResponder
@@ -165,10 +166,14 @@ class QueuePair:
             self.requester, self.responder = Requester(self), Responder(self)
             self.completer = Completer(self)
         elif self.qp_type == QPType.IBV_QPT_UC:
+            from roce.emu.core.unreliable import UCRequester, UCResponder
+
             self.transport = Transport.UC
             self.requester, self.responder = UCRequester(self), UCResponder(self)
             self.completer = None
         else:
+            from roce.emu.core.unreliable import UDRequester, UDResponder
+
             self.transport = Transport.UD
             self.requester, self.responder = UDRequester(self), UDResponder(self)
             self.completer = None

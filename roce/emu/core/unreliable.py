@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roce.emu.core.constants import Access, WCFlags, WCOpcode, WROpcode
+from roce.emu.core.constants import GRH_BYTES, Access, WCFlags, WCOpcode, WROpcode
 from roce.emu.core.constants import WCStatus as St
 from roce.emu.core.frames import FrameBuilder, Incoming, Path, select
 from roce.emu.core.memory import AccessError, take
@@ -25,7 +25,6 @@ from roce.emu.core.work import WC, WR_KINDS, SendWQE, SendWR, complete_send
 from roce.opcodes import Operation, Position, Transport
 from roce.psn import PSN_MASK
 
-GRH_BYTES = 40
 _UC_OPCODES = {WROpcode.IBV_WR_SEND, WROpcode.IBV_WR_SEND_WITH_IMM, WROpcode.IBV_WR_RDMA_WRITE,
                WROpcode.IBV_WR_RDMA_WRITE_WITH_IMM}
 _UD_OPCODES = {WROpcode.IBV_WR_SEND, WROpcode.IBV_WR_SEND_WITH_IMM}

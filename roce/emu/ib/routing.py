@@ -18,18 +18,19 @@ per destination for ftree), so linear in LIDs times switches.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from roce.emu.ib.lft import (
-    MAX_LMC,
-    MAX_UNICAST_LID,
-    Fabric,
-    Routes,
-    Unroutable,
-    lids,
-    ports_of,
-)
+from roce.lazyexports import lazy_exports
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from roce.emu.ib.lft import Fabric, Routes
+
+# lft's names this module re-exports, imported when first read: ``roce emulate`` reads
+# ROUTINGS for its options at every start, and a RoCE run routes nothing
+_LFT = ("MAX_LMC", "MAX_UNICAST_LID", "Routes", "Unroutable", "ports_of")
+__getattr__, _ = lazy_exports(__package__, dict.fromkeys(_LFT, "lft"))
 
 # routing -> the module of this package whose ``route`` it is, imported when a run uses it
 # (``roce emulate`` lists the names among its options; a RoCE run routes nothing)
@@ -51,6 +52,7 @@ def router(routing: str) -> Callable[[Fabric], Routes]:
 
 def assign_lids(hosts: list[str], lmc: int = 0) -> dict[str, int]:
     """Each HCA port's base LID (``roce.emu.ib.lft.lids``)."""
+    from roce.emu.ib.lft import lids
     return lids(hosts, lmc)
 
 
@@ -58,6 +60,7 @@ def compute(hosts: list[str], switches: Any, links: list[Any], base: dict[str, i
             routing: str = "minhop", lmc: int = 0) -> Routes:
     """Every switch's forwarding table and equal next hops by ``routing``; ``Unroutable``
     when that routing cannot route the topology."""
+    from roce.emu.ib.lft import Fabric
     return router(routing)(Fabric.of(hosts, switches, links, base, lmc))
 
 
@@ -68,5 +71,4 @@ def forwarding_tables(hosts: list[str], switches: Any, links: list[Any],
     return compute(hosts, switches, links, base, routing, lmc).lft
 
 
-__all__ = ["MAX_LMC", "MAX_UNICAST_LID", "ROUTINGS", "Routes", "Unroutable", "assign_lids",
-           "compute", "forwarding_tables", "ports_of", "router"]
+__all__ = sorted(["ROUTINGS", "assign_lids", "compute", "forwarding_tables", "router", *_LFT])

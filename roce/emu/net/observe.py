@@ -24,13 +24,13 @@ from roce.psn import psn_diff
 
 COLUMNS = ("time_ns", "kind", "node", "index", "bytes", "rate_gbps", "acked_psns", "paused")
 # NODE:PORT, a switch's name and a port number in decimal (ports are numbered from 0)
-TAP = re.compile(r"(?P<node>[^=]+):(?P<port>0|[1-9][0-9]{0,5})")
+TAP = r"(?P<node>[^=]+):(?P<port>0|[1-9][0-9]{0,5})"  # compiled by re at first use
 
 
 def parse_tap(text: str) -> str:
     """``--tap``'s type: ``NODE:PORT`` or ``NODE:PORT=FILE``, the text as given."""
     where, eq, path = text.partition("=")
-    if not TAP.fullmatch(where) or (eq and not path):
+    if not re.fullmatch(TAP, where) or (eq and not path):
         raise argparse.ArgumentTypeError(f"{text!r}: expected NODE:PORT[=FILE], a switch "
                                          "and a port number from 0 (e.g. sw:0)")
     return text
@@ -39,7 +39,7 @@ def parse_tap(text: str) -> str:
 def tap_port(net: Any, spec: str) -> Any:
     """The port ``NODE:PORT`` names (for ``--tap``): a switch port (``sw:0``) or a host's
     one port (``A:0``); a UsageError unless the network has it."""
-    m = TAP.fullmatch(spec)
+    m = re.fullmatch(TAP, spec)
     if m and m["node"] in net.hosts and m["port"] == "0":
         return net.hosts[m["node"]]
     sw = net.switches.get(m["node"]) if m else None

@@ -27,11 +27,10 @@ from typing import Any
 
 from roce.emu import budget, defaults
 from roce.emu.budget import per_qp
-from roce.emu.core.constants import ALL_ACCESS, MAX_UNACKED_PSNS, WCStatus, WROpcode
+from roce.emu.core.constants import ALL_ACCESS, GRH_BYTES, MAX_UNACKED_PSNS, WCStatus, WROpcode
 from roce.emu.core.patterned import Patterned
 from roce.emu.core.payload import Expected, fill
 from roce.emu.core.qp import AHAttr, QPAttr, QPCap
-from roce.emu.core.unreliable import GRH_BYTES
 from roce.emu.core.verbs import AH, CQ, MR, PD, QP, QPInitAttr, connect
 from roce.emu.core.work import SGE, RecvWR, SendWR
 from roce.emu.net import schema

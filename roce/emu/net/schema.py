@@ -42,7 +42,8 @@ from roce.errors import InputError, UsageError
 MAX_AUTO_HOSTS = 256 * 250  # 10.0.0.1 .. 10.0.255.250: hosts without an address of their own
 MAX_SWITCHES = (1 << 16) - 1  # switches are numbered from 1 in 16 bits of their ports' MACs
 MAX_PORTS = 1 << 16  # ports are numbered from 0 in 16 bits of their MACs
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# patterns as text, compiled by re at first use (not at every start)
+NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 NAME_RULE = "letters, digits, _ . -, at most 64, starting with a letter or digit"
 
 # What building costs, in bytes of Python objects (measured with tracemalloc on this
@@ -132,7 +133,7 @@ def flag_key(meaning: str) -> Key:
 def _name(value: Any) -> str:
     if not isinstance(value, str):
         raise _expected("a name (a string)", value)
-    if not NAME.fullmatch(value):
+    if not re.fullmatch(NAME, value):
         raise Bad(f"{describe(value)} is not a name ({NAME_RULE})")
     return value
 
@@ -338,7 +339,7 @@ def _check_table(spec: Table, value: Any, key: str) -> dict[str, Any]:
     if spec.item is not None:
         out = {}
         for name, body in value.items():
-            if not NAME.fullmatch(name):
+            if not re.fullmatch(NAME, name):
                 raise _Located(key, Bad(f"{describe(name)} is not a name ({NAME_RULE})"))
             out[name] = _check_table(spec.item, body, f"{key}.{name}")
         return out
@@ -371,7 +372,7 @@ def _check_table(spec: Table, value: Any, key: str) -> dict[str, Any]:
 
 
 def _key_text(k: str) -> str:
-    return k if NAME.fullmatch(k) else repr(k)
+    return k if re.fullmatch(NAME, k) else repr(k)
 
 
 MAX_MESSAGE = 200  # characters of a problem's description (a value may be megabytes)
@@ -505,13 +506,13 @@ def cost(shape: Shape) -> int:
 KINDS = {"incast": 1, "dumbbell": 1, "leafspine": 3, "fattree": 1}
 SYNTAX = ("expected p2p, incast:N, dumbbell:N, leafspine:L,S,H or fattree:K (positive "
           "integers)")
-_NUMBERS = re.compile(r"[1-9][0-9]{0,17}(?:,[1-9][0-9]{0,17})*")
+_NUMBERS = r"[1-9][0-9]{0,17}(?:,[1-9][0-9]{0,17})*"
 
 
 def named(spec: str) -> tuple[str, list[int]]:
     """``incast:4`` -> ("incast", [4]); ValueError (saying what is expected) otherwise."""
     kind, _, arg = spec.partition(":")
-    if kind not in KINDS or not _NUMBERS.fullmatch(arg):
+    if kind not in KINDS or not re.fullmatch(_NUMBERS, arg):
         raise ValueError(SYNTAX)
     nums = [int(x) for x in arg.split(",")]
     if len(nums) != KINDS[kind]:

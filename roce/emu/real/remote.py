@@ -56,11 +56,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from roce.emu import budget, defaults
-from roce.emu.core.constants import ACK_TIMEOUT_UNIT_NS, ALL_ACCESS, WCStatus, WROpcode
+from roce.emu.core.constants import ACK_TIMEOUT_UNIT_NS, ALL_ACCESS, GRH_BYTES, WCStatus, WROpcode
 from roce.emu.core.payload import Expected, fill
 from roce.emu.core.qp import AHAttr, QPAttr, QPCap
 from roce.emu.core.recovery import LOSS_RULES, MODES, RTO_HIGH_NS, RTO_LOW_NS, RecoveryConfig
-from roce.emu.core.unreliable import GRH_BYTES
 from roce.emu.core.verbs import AH, CQ, MR, PD, QP, Context, QPInitAttr
 from roce.emu.core.work import SGE, RecvWR, SendWR
 from roce.emu.real import messages as schema
@@ -215,6 +214,8 @@ def check_endpoint(ep: Endpoint) -> None:
 
 @dataclass(eq=False)
 class _Flow:
+    """One flow's QP, CQ, buffers and peer, on either side."""
+
     index: int
     qp: QP
     cq: CQ
