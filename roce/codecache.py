@@ -42,7 +42,9 @@ from typing import Any
 from roce import _compiled
 
 _PACKAGE = __name__.partition(".")[0]
-_HEADER = b"roce-startup-cache\n" + MAGIC_NUMBER + b"\x02"  # format 2: a table per module
+# format 3: a table per module; dataclasses' methods compiled without this module's
+# ``from __future__ import annotations`` (format 2 had their annotations as text)
+_HEADER = b"roce-startup-cache\n" + MAGIC_NUMBER + b"\x03"
 # Bounds: code piles up as sources change (each version of a class adds its methods), and
 # every start reads the whole file.  Past CODE_LIMIT bytes the file keeps only the code this
 # process used; past HASH_LIMIT paths, no digest.
@@ -109,16 +111,18 @@ def _table(module: str) -> dict[str, CodeType]:
     return table
 
 
-def compiled(source: str, filename: str, module: str) -> CodeType:
+def compiled(source: str, filename: str, module: str, inherit: bool = True) -> CodeType:
     """``compile(source, filename, "exec")``, served from ``module``'s table when this
     source was compiled by an earlier process (the key holds the filename: it is part of the
-    code)."""
+    code).  ``inherit``: compiled with roce's future features (``annotations``), as the
+    callers' own ``compile`` was; False for the code ``dataclasses`` writes, which its
+    module compiles without."""
     global _dirty
     key = source if filename == "<string>" else f"{filename}\0{source}"
     table = _table(module)
     code = table.get(key)
     if code is None:
-        code = table[key] = compile(source, filename, "exec")
+        code = table[key] = compile(source, filename, "exec", dont_inherit=not inherit)
         _changed.add(module)
         _dirty = True
         stats["compiled"] += 1
@@ -169,12 +173,16 @@ def _save() -> None:
 
 
 def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
-    """``exec`` as ``dataclasses`` calls it, with roce's method sources served compiled."""
+    """``exec`` as ``dataclasses`` calls it, with roce's method sources served compiled.
+    Compiled as ``dataclasses`` compiles them, without this module's future features: an
+    ``exec`` of text here would give every ``__init__`` its annotations as text."""
     module = globals.get("__name__", "") if type(globals) is dict else ""
     if type(source) is not str or type(module) is not str or not module.startswith(
             _PACKAGE + "."):
+        if type(source) is str:
+            source = compile(source, "<string>", "exec", dont_inherit=True)
         return builtins.exec(source, globals, locals)
-    return builtins.exec(compiled(source, "<string>", module), globals, locals)
+    return builtins.exec(compiled(source, "<string>", module, inherit=False), globals, locals)
 
 
 def install() -> None:
