@@ -11,10 +11,14 @@ Build, parse, decode and analyse RoCE frames; the public API::
 
 from __future__ import annotations
 
-# first: it chooses which form of the compiled emulator modules loads (roce/_compiled.py);
-# then the methods dataclasses compiles for roce's classes, and the digests of the sources
-# the compiled modules were built from, come from a cache (roce/codecache.py)
+# first: inspect is imported when something needs it, not by dataclasses (roce/_deferred.py);
+# then: which form of the compiled emulator modules loads (roce/_compiled.py); the methods
+# dataclasses compiles for roce's classes, and the digests of the sources the compiled
+# modules were built from, come from a cache (roce/codecache.py)
+# isort: off
+from roce import _deferred  # noqa: F401
 from roce import _compiled, codecache  # noqa: F401
+# isort: on
 from roce.errors import (
     AccessError,
     CaptureError,

@@ -372,9 +372,11 @@ class _ExtensionLoader(importlib.machinery.ExtensionFileLoader):
 
     def exec_module(self, module: object) -> None:
         inspect = sys.modules.get("inspect")
+        if type(inspect) is not type(sys):  # none yet, or roce/_deferred.py's stand-in
+            return super().exec_module(module)
         plain = getattr(inspect, "getfullargspec", None)
         if plain is None or getattr(plain, "memo", None) is not None:
-            return super().exec_module(module)  # no inspect yet, or a module being run
+            return super().exec_module(module)  # a module being run
         memo = _ARGSPECS
 
         def getfullargspec(func: object) -> object:

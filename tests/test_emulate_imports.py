@@ -16,27 +16,31 @@ CHILD = """
 import json, sys
 from roce.cli import main
 rc = main(sys.argv[1:])
-print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
+from roce import _deferred
+print(json.dumps({"rc": rc, "modules": sorted(sys.modules), "inspect": not _deferred.deferred()}))
 """
 
 # never needed by a simulated run: the decoder, the flow analysis, plots and Scapy layers
 # (roce's other commands), the heavy optional libraries, and importlib.abc, which brings
-# importlib.resources (ast, which only the build's .pxd generation uses, comes with
-# dataclasses' use of inspect all the same); nor the standard modules only some options
-# need: socket (a real link), ipaddress (an address option), csv (a trace), shutil with
-# bz2 and lzma (help laid out to the terminal's width)
+# importlib.resources; inspect, with the ast, dis and tokenize it brings (dataclasses imports
+# it for one use roce never makes: roce/_deferred.py); nor the standard modules only some
+# options need: socket (a real link), ipaddress (an address option), csv (a trace), shutil
+# with bz2 and lzma (help laid out to the terminal's width)
 UNWANTED = ("roce.decoder", "roce.analysis", "roce.plot", "roce.wire", "roce.families.dispatch",
             "pandas", "pyarrow", "matplotlib", "numpy", "scapy", "dask", "hypothesis",
             "importlib.resources", "importlib.abc", "construct",
-            "socket", "ipaddress", "csv", "shutil", "bz2", "lzma")
+            "ast", "dis", "tokenize", "socket", "ipaddress", "csv", "shutil", "bz2", "lzma")
 
 
-def _modules(*args: str) -> list[str]:
+def _modules(*args: str, inspect: bool | None = None) -> list[str]:
+    """What ``roce emulate ARGS`` imported; ``inspect``: whether it must have imported the
+    real module (None: either)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-c", CHILD, "emulate", *args], env=env,
                        capture_output=True, text=True, check=True, cwd=ROOT)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["rc"] == 0, r.stdout
+    assert inspect is None or out["inspect"] == inspect, out["inspect"]
     return out["modules"]
 
 
@@ -62,15 +66,16 @@ SWITCHED = ("roce.emu.net.switch", "roce.emu.net.nic", "roce.emu.net.buffer",
             "roce.emu.net.pfc", "roce.emu.cc.engine", "roce.families")
 WORKLOADS = ("roce.emu.workload.cdf", "roce.emu.workload.collective",
              "roce.emu.workload.openloop", "roce.emu.workload.graph")
-ROUTINGS = ("roce.emu.ib.route_minhop", "roce.emu.ib.route_dmodk", "roce.emu.ib.route_updn",
-            "roce.emu.ib.route_ftree")
+ROUTINGS = ("roce.emu.ib.lft", "roce.emu.ib.route_minhop", "roce.emu.ib.route_dmodk",
+            "roce.emu.ib.route_updn", "roce.emu.ib.route_ftree")
+UNRELIABLE = ("roce.emu.core.unreliable",)  # UC and UD queue pairs
 
 
 def test_two_hosts_import_only_what_the_run_needs() -> None:
-    modules = _modules("--size", "4K", "--count", "1")
+    modules = _modules("--size", "4K", "--count", "1", inspect=False)
     assert "roce.emu.net.runner" in modules  # the run did happen in this process
     assert _unwanted(modules) == []
-    assert [m for m in (*SWITCHED, *WORKLOADS, *ROUTINGS) if m in modules] == []
+    assert [m for m in (*SWITCHED, *WORKLOADS, *ROUTINGS, *UNRELIABLE) if m in modules] == []
 
 
 def test_each_kind_of_run_imports_what_it_uses() -> None:
@@ -84,7 +89,7 @@ def test_each_kind_of_run_imports_what_it_uses() -> None:
 
 
 def test_switched_network_imports_only_what_the_run_needs() -> None:
-    modules = _modules("--topology", "incast:2", "--size", "4K", "--count", "1")
+    modules = _modules("--topology", "incast:2", "--size", "4K", "--count", "1", inspect=False)
     assert "roce.emu.net.switch" in modules
     assert _unwanted(modules) == []
 

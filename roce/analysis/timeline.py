@@ -95,6 +95,8 @@ class QpSeries:
 
 @dataclass
 class Timeline:
+    """What a capture's timeline holds: each QP's series, the pauses and the CNPs."""
+
     qps: dict[tuple[str, str, int], QpSeries] = field(default_factory=dict)
     pauses: list[tuple[int, str, int, bool]] = field(default_factory=list)
     # (ts, source MAC, class-enable vector (0xFF for 802.3x PAUSE), XON?)

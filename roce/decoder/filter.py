@@ -97,6 +97,8 @@ _ERROR = "error"
 
 @dataclass(frozen=True, slots=True)
 class _Token:
+    """One token of a display filter, with where it starts."""
+
     kind: str
     text: str
     pos: int

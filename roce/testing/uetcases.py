@@ -59,6 +59,8 @@ _CODED = {"uet.pds.nack.code": t.NACK_CODES, "uet.ses.rsp.return_code": t.RETURN
 
 @dataclass(frozen=True)
 class UetCase:
+    """One UET test case: its field values, payload, reading and frame."""
+
     values: dict[str, Any]
     payload: bytes
     reading: Reading = field(repr=False)

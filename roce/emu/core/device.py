@@ -22,6 +22,8 @@ from roce.qpn import qpn_range
 
 @dataclass
 class DeviceCounters:
+    """What a device counted of the frames it took in and sent."""
+
     frames_in: int = 0
     frames_out: int = 0
     icrc_drops: int = 0
@@ -32,6 +34,8 @@ class DeviceCounters:
 
 @dataclass(eq=False)
 class Device:
+    """An RDMA device: its addresses, memory, QPs and neighbours, and its counters."""
+
     name: str
     mac: str
     ip: str

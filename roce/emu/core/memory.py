@@ -24,6 +24,8 @@ VA_ALIGN = 0x1000
 
 @dataclass(eq=False)
 class MemoryRegion:
+    """A registered range of an address space, with its keys and access bits."""
+
     pd: object
     addr: int
     length: int

@@ -45,6 +45,8 @@ def default_table() -> tuple[tuple[int, int], ...]:
 
 @dataclass(frozen=True)
 class IbCcConfig:
+    """InfiniBand congestion control's settings (IBA Annex A10), by the rules above."""
+
     threshold_bytes: int = 4 * (4096 + 128)  # rule 1: four largest packets queued
     marking_rate: int = 0  # rule 1
     victim_marking: bool = False  # rule 1

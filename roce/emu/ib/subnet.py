@@ -46,6 +46,8 @@ SUBNET_MAC = "02:1b:00:00:00:01"
 
 @dataclass
 class IbConfig:
+    """What the subnet manager sets on every port: VLs, routing, SL-to-VL, arbitration."""
+
     vls: int = defaults.IB_VLS
     routing: str = defaults.IB_ROUTING
     max_frame: int = defaults.MTU + 128

@@ -142,6 +142,8 @@ class Connection:
 
 @dataclass
 class _Host:
+    """One host's verbs objects for a run: its PD, CQ, source and sink regions."""
+
     pd: PD
     cq: runner.HostCQ
     source: Any  # MemoryRegion over the shared pattern

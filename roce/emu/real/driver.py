@@ -32,6 +32,8 @@ IB_MTUS = (4096, 2048, 1024, 512, 256)
 
 @dataclass
 class TransportStats:
+    """What a real link carried, refused and ignored."""
+
     frames_sent: int = 0
     frames_received: int = 0
     bytes_sent: int = 0

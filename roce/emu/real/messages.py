@@ -240,6 +240,8 @@ class Bool(Kind):
 
 @dataclass(frozen=True)
 class Field:
+    """One field of an out-of-band message: its name, kind and meaning."""
+
     name: str
     kind: Kind
     doc: str

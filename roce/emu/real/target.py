@@ -51,6 +51,8 @@ NO_MAC = "00:00:00:00:00:00"
 
 @dataclass
 class TargetConfig:
+    """How a target answers: where it listens, its QPs and what it accepts."""
+
     ip: str | None = None
     interface: str | None = None
     transport: str = "raw"  # raw | udp
@@ -75,6 +77,8 @@ class TargetConfig:
 
 @dataclass
 class TargetStats:
+    """What a target received, sent and recovered, and from which peers."""
+
     received: int = 0  # RoCE frames for our QPs
     sent: int = 0
     messages_received: int = 0  # SENDs completed into receive buffers

@@ -222,6 +222,8 @@ class Upper(Protocol):
 
 @dataclass
 class Counters:
+    """What a PDS counted: requests, retransmissions by cause, timeouts."""
+
     requests_sent: int = 0  # first transmissions
     retransmitted: int = 0
     retx_nack: int = 0

@@ -140,6 +140,8 @@ def space(pdc: Pdc) -> Any:
 
 @dataclass(eq=False)
 class Message:
+    """A message in flight at the initiator: its work request, PDC and packets."""
+
     wr_id: int
     kind: str
     pdc: Pdc
@@ -163,6 +165,8 @@ class Message:
 
 @dataclass(frozen=True)
 class Completion:
+    """What SES reports when a message ends."""
+
     wr_id: int
     kind: str
     ok: bool
@@ -209,6 +213,8 @@ class Piece:
 
 @dataclass
 class SesCounters:
+    """What SES counted of messages posted, completed and executed."""
+
     messages_posted: int = 0
     messages_completed: int = 0
     messages_failed: int = 0

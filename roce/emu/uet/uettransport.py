@@ -42,6 +42,8 @@ from roce.errors import UsageError
 
 @dataclass
 class _Host:
+    """One host's UET endpoint for a run, with its source and sink regions."""
+
     host: UetHost
     source: Any  # MemoryRegion over the shared pattern
     sink: Any  # MemoryRegion over the shared sink

@@ -38,6 +38,8 @@ Fields = dict[str, Any]
 
 @dataclass(frozen=True)
 class Check:
+    """One expert check: its name, its -V note, its Info tag, severity and rule."""
+
     name: str  # uet.expert.<name>; --bad-<name> with dashes
     title: str  # the -V note
     tag: str  # the one-line Info tag

@@ -23,6 +23,8 @@ Replay = Callable[[list[Saved]], list[list[str]]]
 
 @dataclass(frozen=True)
 class Harness:
+    """One fuzz harness: its name, help, default count and how a failure replays."""
+
     name: str
     help: str  # one line, ``roce fuzz --help``
     default_count: int  # inputs a run tries when neither a count nor a time limit is given
