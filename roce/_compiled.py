@@ -38,12 +38,13 @@ import importlib.util
 import os
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 # ast parses sources for the .pxd generation: imported there (the build), not at every start
 if TYPE_CHECKING:
     import ast
     from collections.abc import Callable
+    from typing import Any
 
 # What is compiled is what measurably speeds up the emulator's benchmarks (bench/bench_cc.py,
 # bench/bench_emulator.py, bench/emu_speed_ab.py): each module costs install time

@@ -21,7 +21,10 @@ import importlib
 import sys
 from _thread import RLock
 from types import FunctionType, ModuleType
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # code flags: *args, **kwargs (Include/code.h)
 

@@ -37,9 +37,12 @@ import sys
 from collections.abc import Callable
 from importlib.util import MAGIC_NUMBER
 from types import CodeType
-from typing import Any
 
 from roce import _compiled
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _PACKAGE = __name__.partition(".")[0]
 # format 3: a table per module; dataclasses' methods compiled without this module's

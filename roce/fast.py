@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import warnings
 from array import array
-from typing import Any
 
 from roce import icrc as _icrc
 from roce import locate as _locate
@@ -18,6 +17,10 @@ from roce import psn as _psn
 from roce.headers import LAYOUTS, SIZE_OF
 from roce.locate import OK, Walk
 from roce.opcodes import OPCODES
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 try:
     from roce import _fastpath as _ext

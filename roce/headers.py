@@ -25,7 +25,6 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from roce._compiled import source_hash
 from roce.addresses import CONVERTERS
@@ -34,7 +33,10 @@ from roce.addresses import ip6_dec as _ip6_dec  # noqa: F401
 from roce.addresses import mac_dec as _mac_dec  # noqa: F401
 from roce.codecache import compiled, file_hash
 
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 if TYPE_CHECKING:
+    from typing import Any
+
     from construct import Construct
 
 # ECN codepoints of the IP ECN field (RFC 3168): RoCE data goes ECT(0) or ECT(1); a switch

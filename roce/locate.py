@@ -12,7 +12,7 @@ Every offset and width comes from ``roce.headers.LAYOUTS`` and every per-opcode 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from roce.errors import DecodeError, NotRoCE
 from roce.headers import LAYOUTS, LNH_GLOBAL, LNH_LOCAL, LRH_LAYOUT, LRH_WORD, SIZE_OF
@@ -80,23 +80,11 @@ HEADER_IDS: tuple[str, ...] = ("frame", "eth", "vlan", "sll", "sll2", "ip", "ipv
 HID = {name: i for i, name in enumerate(HEADER_IDS)}
 
 
-class Walk(NamedTuple):
-    status: int
-    vlans: int
-    l3_kind: int
-    l3_off: int
-    l3_len: int
-    udp_off: int
-    bth_off: int
-    opcode: int
-    payload_off: int
-    pad_off: int
-    icrc_off: int
-    l4_end: int  # end of the RoCE packet (after ICRC); later bytes are Ethernet trailer
-    err_header: int
-    err_offset: int
-    err_a: int
-    err_b: int
+# Every field an int; l4_end: the end of the RoCE packet (after ICRC), later bytes are
+# Ethernet trailer.  collections' namedtuple: typing's NamedTuple would import typing at start.
+Walk = namedtuple("Walk", ("status", "vlans", "l3_kind", "l3_off", "l3_len", "udp_off",
+                           "bth_off", "opcode", "payload_off", "pad_off", "icrc_off", "l4_end",
+                           "err_header", "err_offset", "err_a", "err_b"))
 
 
 def _spec(header: str, field: str) -> tuple[int, int, int, int]:

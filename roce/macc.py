@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from roce.errors import DecodeError, UsageError
 from roce.headers import ENCODERS, SIZE_OF, Layout, compile_codec, recorded
 from roce.headers import LAYOUTS as HEADER_LAYOUTS
 from roce.locate import ETHERTYPE_MACC, ETHERTYPE_VLAN, MAX_VLAN_TAGS
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 PFC_DST_MAC: bytes = bytes.fromhex("0180c2000001")
 OPCODE_PAUSE = 0x0001

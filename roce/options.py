@@ -23,14 +23,15 @@ import math
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 # ipaddress is imported by the functions that read addresses: about a millisecond of every
 # start of roce, which most commands never spend
 if TYPE_CHECKING:
     import ipaddress
+    from typing import Any
 
-Parser = Callable[[str], Any]
+    Parser = Callable[[str], Any]
 
 NS = 1_000_000_000
 # Nanosecond counts are kept in signed 64-bit integers (pcap writers, the emulator's clock).

@@ -37,10 +37,13 @@ import sys
 import termios
 import time
 from collections.abc import Iterator
-from typing import IO, Any
 
 from roce import interrupts
 from roce.errors import InputError
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 GRACE = 2.0  # seconds a stream's reader may take nothing after a stop signal
 _POLL = 0.1  # seconds between looks at a full pipe

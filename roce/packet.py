@@ -12,7 +12,6 @@ Layouts come from ``roce.headers``; what follows BTH comes from ``roce.opcodes``
 from __future__ import annotations
 
 import operator
-from typing import Any
 
 from roce import fast
 from roce.errors import DecodeError
@@ -33,6 +32,10 @@ from roce.locate import (
     explain,
 )
 from roce.opcodes import OPCODES, Opcode, Transport, lookup
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _L2_NAME = L2_HEADERS
 _L3_NAME = {L3_IPV4: "ip", L3_IPV6: "ipv6", L3_GRH: "grh"}

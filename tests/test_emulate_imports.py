@@ -23,13 +23,14 @@ print(json.dumps({"rc": rc, "modules": sorted(sys.modules), "inspect": not _defe
 # never needed by a simulated run: the decoder, the flow analysis, plots and Scapy layers
 # (roce's other commands), the heavy optional libraries, and importlib.abc, which brings
 # importlib.resources; inspect, with the ast, dis and tokenize it brings (dataclasses imports
-# it for one use roce never makes: roce/_deferred.py); nor the standard modules only some
-# options need: socket (a real link), ipaddress (an address option), csv (a trace), shutil
-# with bz2 and lzma (help laid out to the terminal's width)
+# it for one use roce never makes: roce/_deferred.py); typing, which only the type checker
+# needs (docs/architecture.md); nor the standard modules only some options need: socket (a
+# real link), ipaddress (an address option), csv (a trace), shutil with bz2 and lzma (help
+# laid out to the terminal's width)
 UNWANTED = ("roce.decoder", "roce.analysis", "roce.plot", "roce.wire", "roce.families.dispatch",
             "pandas", "pyarrow", "matplotlib", "numpy", "scapy", "dask", "hypothesis",
-            "importlib.resources", "importlib.abc", "construct",
-            "ast", "dis", "tokenize", "socket", "ipaddress", "csv", "shutil", "bz2", "lzma")
+            "importlib.resources", "importlib.abc", "construct", "ast", "dis", "tokenize",
+            "typing", "socket", "ipaddress", "csv", "shutil", "bz2", "lzma")
 
 
 def _modules(*args: str, inspect: bool | None = None) -> list[str]:

@@ -6,10 +6,13 @@ packets, trimming switches.  ``--protocol`` itself is the network's option
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from roce.emu.uet import CLOSERS, ENTROPY_MODES, PDC_MODES
 from roce.options import parse_size
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

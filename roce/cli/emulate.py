@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import ExitStack
-from typing import Any
 
 from roce.cli import _emulate_cc as cc_cli
 from roce.cli import _emulate_net as net_cli
@@ -41,6 +40,10 @@ from roce.options import (
     parse_time,
     parse_timeout,
 )
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 D = Scenario()  # the defaults (roce.emu.defaults), as the options show them
 

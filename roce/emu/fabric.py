@@ -16,12 +16,15 @@ own, in the order the links are made, so a seed reproduces a run bit for bit.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from roce.emu.core.verbs import Context
 from roce.emu.net.direct import DirectNic, Link, timer_event
 from roce.emu.net.faults import Faults, LinkConfig, LinkStats
 from roce.emu.net.sim import Network
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Fabric", "Faults", "Link", "LinkConfig", "LinkStats"]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
 
 from roce.emu import budget, defaults
 from roce.emu.cc.algorithms import CcConfig, check_protocol
@@ -21,6 +20,10 @@ from roce.emu.core.payload import slot_bytes, slots_for
 from roce.emu.core.recovery import LOSS_RULES, MODES
 from roce.errors import UsageError
 from roce.psn import PSN_MASK
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 OPS = ("send", "write", "read", "atomic", "mixed")
 QP_TYPES = {"rc": QPType.IBV_QPT_RC, "uc": QPType.IBV_QPT_UC, "ud": QPType.IBV_QPT_UD}

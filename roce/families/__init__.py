@@ -9,10 +9,14 @@ rows for a frame the compiled RoCE walk did not claim.  docs/architecture.md, "L
 says what each may import.
 """
 
-from typing import Any
+from __future__ import annotations
 
 from roce.families.handler import Handler, Unwrapped
 from roce.families.registry import REGISTRY, Registry
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _BUILTIN: list[Any] = []  # roce.families.builtin.registry, imported at the first call
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from roce.headers import Layout
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # A column of columnar output: (field name, kind, bits, presence).  kind is "bool", "int"
 # (unsigned, bits wide), "sint" (signed), "string" or "binary"; presence marks the flag that

@@ -35,12 +35,16 @@ build them; the decoder reads IPv6 too.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from roce import fast, locate
 from roce.errors import DecodeError
 from roce.families.handler import Handler, Unwrapped
 from roce.headers import LAYOUTS, compile_codec, recorded
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The specification leaves the UDP port that announces INT to the operator of the INT domain;
 # this is ours (docs/protocol.md).
@@ -81,15 +85,9 @@ _RHC = SHIM_SIZE + MD_LAYOUT.field("rhc").byte_offset
 assert MD_LAYOUT.field("rhc").bits == 8 and MD_LAYOUT.field("e").byte_offset == 0
 
 
-class Hop(NamedTuple):
-    """One hop record as it is on the wire."""
-
-    switch_id: int
-    queue_id: int
-    qlen: int
-    egress_ts: int
-    tx_bytes: int
-    rate_bps: int
+# every field an int (collections' namedtuple: typing's would import typing at start)
+Hop = namedtuple("Hop", ("switch_id", "queue_id", "qlen", "egress_ts", "tx_bytes", "rate_bps"))
+Hop.__doc__ = "One hop record as it is on the wire."
 
 
 _HEADS: dict[tuple[int, int, int], bytes] = {}  # (port, hop count, words) -> the headers

@@ -12,13 +12,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from roce.emu import defaults
 from roce.emu.cc.base import CongestionControl, NoControl
 from roce.emu.cc.params import resolve
 from roce.errors import UsageError
 from roce.headers import ECN_ECT0, ECN_ECT1
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # --ecn-codepoint: what data packets carry in the IP ECN field (RFC 3168; RFC 8311 for ECT(1))
 ECN_CODEPOINTS = {"ect0": ECN_ECT0, "ect1": ECN_ECT1}

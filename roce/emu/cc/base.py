@@ -18,19 +18,20 @@ DCTCP's and Swift's papers count their windows in packets too.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from typing import Any, ClassVar, NamedTuple
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 _new = tuple.__new__
 
-
-class Output(NamedTuple):
-    """What an algorithm asks of the NIC after an event (a named tuple: one is made per
-    event, and a tuple is built at a third of a frozen dataclass's cost)."""
-
-    rate_bps: float
-    window: int | None  # packets (PSNs) in flight at most, at least 1; None: no window
-    deadline: int | None
+# rate_bps: float; window: int | None, packets (PSNs) in flight at most, at least 1, None: no
+# window; deadline: int | None, the earliest armed timer (virtual ns)
+Output = namedtuple("Output", ("rate_bps", "window", "deadline"))
+Output.__doc__ = """What an algorithm asks of the NIC after an event (a named tuple: one is made
+per event, and a tuple is built at a third of a frozen dataclass's cost)."""
 
 
 class CongestionControl:
@@ -148,7 +149,7 @@ class CongestionControl:
 
     def output(self) -> Output:
         timers = self._timers
-        # tuple.__new__: a NamedTuple's own constructor is Python code, and this runs per event
+        # tuple.__new__: a named tuple's own constructor is Python code, and this runs per event
         return _new(Output, (self.rate, self.window, min(timers.values()) if timers else None))
 
     def fire_due(self, now: int) -> Output:

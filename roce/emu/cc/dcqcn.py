@@ -27,10 +27,13 @@ gain ``(1024 - rp_dce_tcp_g) / 1024``:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from roce.emu.cc.base import CongestionControl, Output
 from roce.emu.cc.params import Param, per_25g
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _US = 1_000
 _MBPS = 1_000_000

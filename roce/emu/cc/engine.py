@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
 
 from roce import fast, locate
 from roce.emu.cc.algorithms import ALGORITHMS, CcConfig
@@ -48,6 +47,10 @@ from roce.families import intmd
 from roce.headers import AETH_ACK, ECN_CE, LAYOUTS, SIZE_OF, syndrome_type
 from roce.opcodes import OPCODES, Operation, Transport
 from roce.psn import PSN_MASK, psn_diff
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]

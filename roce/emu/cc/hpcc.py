@@ -32,26 +32,28 @@ T = ``hpcc_base_rtt``, eta = ``hpcc_eta``, the previous ACK's records L:
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
 
 from roce.emu.cc.base import CongestionControl, Output
 from roce.emu.cc.params import Param
 from roce.families.intmd import COUNTER_MOD
 from roce.psn import psn_diff
 
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
+
 _new = tuple.__new__
 _US = 1_000
 _COUNTER = COUNTER_MOD  # INT's Tx utilization field, a byte counter here
 
 
-class Hop(NamedTuple):
-    """One switch's report on the egress port a packet left by."""
-
-    qlen: int  # bytes queued at the port when the packet left
-    tx_bytes: int  # bytes the port had sent since it started (a counter)
-    ts: int  # ns: when the packet left
-    rate_bps: float  # the port's line rate
+# qlen: bytes queued at the port when the packet left; tx_bytes: bytes the port had sent
+# since it started (a counter); ts: ns, when the packet left; rate_bps: the port's line rate
+# (collections' namedtuple: typing's would import typing at start)
+Hop = namedtuple("Hop", ("qlen", "tx_bytes", "ts", "rate_bps"))
+Hop.__doc__ = "One switch's report on the egress port a packet left by."
 
 
 PARAMS: dict[str, Param] = {p.name: p for p in (

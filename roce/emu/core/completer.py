@@ -15,8 +15,6 @@ Rules (docs/protocol.md):
 
 from __future__ import annotations
 
-from typing import Any
-
 from roce.emu.core.constants import WCStatus as St
 from roce.emu.core.frames import Incoming
 from roce.emu.core.memory import AccessError
@@ -37,6 +35,10 @@ from roce.headers import (
 )
 from roce.opcodes import Operation, Position
 from roce.psn import PSN_MASK, psn_diff
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 NAK_STATUS = {
     NAK_INVALID_REQUEST: St.IBV_WC_REM_INV_REQ_ERR,

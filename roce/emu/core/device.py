@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from roce.emu.core.constants import QPType
 from roce.emu.core.frames import receive
@@ -18,6 +17,10 @@ from roce.emu.core.memory import AddressSpace
 from roce.emu.core.qp import QPCap, QueuePair
 from roce.locate import OK, is_malformed
 from roce.qpn import qpn_range
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

@@ -13,10 +13,13 @@ it without a buffer: ``view`` hands out the one or the other, sliced and assigne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from roce.emu.core.constants import Access
 from roce.errors import AccessError
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 VA_BASE = 0x7F00_0000_0000
 VA_ALIGN = 0x1000

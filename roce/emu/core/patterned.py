@@ -22,9 +22,12 @@ for both kinds of region.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any
 
 from roce.emu.core.payload import CHUNK, PIECE_WORDS, expand, label_seed, seeded_range, slot_label
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _add(edges: list[int], a: int, b: int) -> None:

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # bytes of one piece of a pattern: one path MTU of 4096, so a frame's payload is made from
 # one or two pieces (a piece's bytes are a prefix of any longer expansion of its seed: a range

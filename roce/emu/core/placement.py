@@ -8,12 +8,14 @@ message silently.  So the rules raise ``Refused`` and each responder reacts its 
 
 from __future__ import annotations
 
-from typing import Any
-
 from roce.emu.core.constants import Access
 from roce.emu.core.memory import AccessError
 from roce.errors import RoceError
 from roce.opcodes import Position
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
 # positions whose packets carry exactly one MTU (a module name: Enum attribute reads are slow

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from roce import fast
 from roce.emu.core.constants import (
@@ -37,6 +36,10 @@ from roce.emu.core.work import WC, RecvWQE, RecvWR, SendWR
 from roce.headers import ECN_CE
 from roce.locate import OK
 from roce.opcodes import OPCODES, Transport
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 S = QPState
 

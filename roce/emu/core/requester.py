@@ -13,8 +13,6 @@ Rules (docs/protocol.md):
 
 from __future__ import annotations
 
-from typing import Any
-
 from roce.emu.core.constants import (
     MAX_PKT_PER_ACK,
     MAX_UNACKED_PSNS,
@@ -29,6 +27,10 @@ from roce.emu.core.memory import AccessError, take
 from roce.emu.core.work import WR_KINDS, SendWQE, SendWR, complete_send
 from roce.opcodes import Opcode, Operation, Position, Transport, lookup
 from roce.psn import PSN_MASK, psn_diff
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Requester:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 from roce.emu.core.constants import Access, WCOpcode
 from roce.emu.core.constants import WCStatus as St
@@ -44,6 +43,10 @@ from roce.headers import (
 )
 from roce.opcodes import Operation, Position, Transport
 from roce.psn import PSN_MASK, psn_diff
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _ACK_ROW = select(Transport.RC, Operation.ACK, Position.ONLY)
 _ATOMIC_ACK_ROW = select(Transport.RC, Operation.ATOMIC_ACK, Position.ONLY)

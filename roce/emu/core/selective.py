@@ -32,7 +32,6 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from roce.emu.core.completer import Completer
 from roce.emu.core.constants import MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, QPState, WCOpcode
@@ -55,6 +54,10 @@ from roce.headers import (
 )
 from roce.opcodes import Opcode, Operation, Position, Transport
 from roce.psn import PSN_MASK, psn_diff
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 DUPTHRESH = 3
 

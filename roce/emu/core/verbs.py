@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from roce.emu.core.constants import ALL_ACCESS, Access, QPAttrMask, QPState, QPType
 from roce.emu.core.device import Device
@@ -17,6 +16,10 @@ from roce.emu.core.memory import MemoryRegion
 from roce.emu.core.qp import AHAttr, QPAttr, QPCap, QueuePair
 from roce.emu.core.states import QPStateError
 from roce.emu.core.work import SGE, WC, RecvWR, SendWR
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 M = QPAttrMask
 

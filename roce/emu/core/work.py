@@ -4,10 +4,13 @@ emulator's internal work queue entries."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from roce.emu.core.constants import WCOpcode, WCStatus, WROpcode
 from roce.opcodes import Operation
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

@@ -18,12 +18,13 @@ per destination for ftree), so linear in LIDs times switches.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from roce.lazyexports import lazy_exports
 
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from roce.emu.ib.lft import Fabric, Routes
 

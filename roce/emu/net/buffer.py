@@ -1,4 +1,5 @@
-"""A switch's shared packet buffer (the MMU): reserves, a dynamic threshold, PFC headroom.
+"""A switch's shared packet buffer (the MMU): reserves, a dynamic threshold, PFC headroom;
+its interface is ``roce.emu.net.interfaces.BufferPolicy``.
 
 The buffer of ``size`` bytes is carved into (ns-3 HPCC ``switch-mmu.cc`` practice, facts in
 the package docstring):
@@ -20,7 +21,6 @@ never happens when headroom is sized right, which the tests check).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from roce.emu import defaults
 
@@ -61,37 +61,6 @@ class BufferConfig:
     size: int = defaults.BUFFER
     alpha: float = 1 / 8
     reserve: int | None = None  # bytes per account; None: one maximum-size frame
-
-
-class BufferPolicy(Protocol):
-    """What a switch asks of its buffer: admission, release, and when to pause or resume a
-    lossless ingress account (the PFC accounting stage)."""
-
-    lossless_drops: int
-    max_used: int
-    size: int
-
-    def account(self, headroom: int = 0) -> Account: ...
-
-    def check(self, where: str) -> None: ...
-
-    def admit(self, acct: Account, n: int, lossless: bool) -> int: ...
-
-    def release(self, acct: Account, pool: int, n: int) -> None: ...
-
-    def should_pause(self, acct: Account) -> bool: ...
-
-    def should_resume(self, acct: Account) -> bool: ...
-
-    def queue_limit(self) -> int:
-        """The bytes one account can hold before the buffer stops it (tail drop, or PFC for
-        a lossless class) when it is the only one using the shared pool."""
-        ...
-
-    def pfc_trigger(self, fan_in: int) -> int:
-        """The egress queue at which ``fan_in`` lossless ingress ports feeding it, alike and
-        alone in the shared pool, make the switch pause them."""
-        ...
 
 
 class SharedBuffer:

@@ -21,12 +21,16 @@ event, scheduled exactly as the two-host fabric always scheduled them:
 from __future__ import annotations
 
 import random
-from typing import Any
 
-from roce.emu.core.endpoint import Endpoint
 from roce.emu.core.verbs import Context
 from roce.emu.net.faults import Faults, LinkConfig, LinkStats
 from roce.headers import LAYOUTS
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from roce.emu.core.endpoint import Endpoint
 
 _DST_OFF = LAYOUTS["eth"].field("dst").byte_offset
 _DST_END = _DST_OFF + LAYOUTS["eth"].field("dst").bits // 8

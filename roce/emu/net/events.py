@@ -18,7 +18,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 TIME_MAX = (1 << 63) - 1  # the C queue's int64 keys
 TIME_MIN = -(1 << 63)

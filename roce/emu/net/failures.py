@@ -28,11 +28,14 @@ from __future__ import annotations
 
 from argparse import ArgumentTypeError
 from dataclasses import dataclass
-from typing import Any
 
 from roce.emu.net import topology as topo
 from roce.errors import UsageError
 from roce.options import parse_time
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,14 @@ accumulates and a saturated wire runs at exactly its rate.
 from __future__ import annotations
 
 from math import gcd
-from typing import Any
 
-from roce.emu.core.endpoint import Endpoint, PullEndpoint
 from roce.emu.net.faults import Faults, LinkStats
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from roce.emu.core.endpoint import Endpoint, PullEndpoint
 
 
 class Wire:

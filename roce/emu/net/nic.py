@@ -23,13 +23,18 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from roce import macc
 from roce.emu.core.verbs import Context
 from roce.emu.net import hop as frames
 from roce.emu.net.pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
-from roce.emu.net.stages import Classifier, Pacer, RatePacer
+from roce.emu.net.stages import RatePacer
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from roce.emu.net.interfaces import Classifier, Pacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE

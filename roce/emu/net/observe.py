@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, TextIO
 
 from roce.errors import UsageError
 from roce.psn import psn_diff
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 COLUMNS = ("time_ns", "kind", "node", "index", "bytes", "rate_gbps", "acked_psns", "paused")
 # NODE:PORT, a switch's name and a port number in decimal (ports are numbered from 0)

@@ -23,7 +23,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from roce.emu import budget, defaults
 from roce.emu.budget import per_qp
@@ -39,6 +38,10 @@ from roce.emu.net.observe import tap_port
 from roce.emu.net.stages import DSCP_ROCE, PRIO_ROCE, ROCE_TRAFFIC_CLASS, EcnConfig
 from roce.emu.scenario import QKEY, QP_TYPES, Scenario, Summary, add_qp_counts, kind
 from roce.errors import UsageError
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # the operations whose runs hold patterns rather than buffers (``NetRun``)
 PATTERNED_OPS = ("write", "send")

@@ -32,12 +32,15 @@ import argparse
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from roce import options
 from roce.emu import budget
 from roce.emu.net.stages import EcnConfig
 from roce.errors import InputError, UsageError
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_AUTO_HOSTS = 256 * 250  # 10.0.0.1 .. 10.0.255.250: hosts without an address of their own
 MAX_SWITCHES = (1 << 16) - 1  # switches are numbered from 1 in 16 bits of their ports' MACs

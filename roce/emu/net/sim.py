@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
 from roce.emu.net.events import TIME_MAX, queue_for
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # this module's own form decides the queue's: compiled, ``events`` is typed as the C queue
 _COMPILED = not __file__.endswith(".py")

@@ -1,4 +1,5 @@
-"""The replaceable stages of the switched network, each one class behind an interface:
+"""The replaceable stages of the switched network, each one class behind an interface
+(``roce.emu.net.interfaces``):
 
 - ``Classifier``: frame -> traffic class (= 802.1p priority here) by DSCP;
 - ``Forwarder``: frame + equal-cost egress ports -> one port (ECMP hash, or spraying);
@@ -15,25 +16,20 @@ import random
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
 from roce import fast
 from roce.emu.net import hop as frames
 from roce.headers import ECN_ECT0
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from roce.emu.net.interfaces import T
 
 CLASSES = 8
 # NVIDIA's RoCE defaults (package docstring): data DSCP 26 on priority 3, CNP DSCP 48 on 6
 DSCP_ROCE, DSCP_CNP = 26, 48
 PRIO_ROCE, PRIO_CNP, PRIO_LOSSY = 3, 6, 0
 ROCE_TRAFFIC_CLASS = DSCP_ROCE << 2 | ECN_ECT0  # what emulated hosts put in their IP headers
-
-
-class Classifier(Protocol):
-    lossless: frozenset[int]  # classes PFC protects
-    strict: frozenset[int]  # classes served before the others
-    classes: frozenset[int]  # every class ``classify`` can return
-
-    def classify(self, frame: bytes) -> int: ...
 
 
 class DscpClassifier:
@@ -53,13 +49,6 @@ class DscpClassifier:
 
     def classify(self, frame: bytes) -> int:
         return self.table[(frame[frames.TOS] >> frames.DSCP_SHIFT) & frames.DSCP_MASK]
-
-
-T = TypeVar("T")
-
-
-class Forwarder(Protocol):
-    def pick(self, frame: bytes, ports: Sequence[T]) -> T: ...
 
 
 class EcmpForwarder:
@@ -114,10 +103,6 @@ class Trimmer:
         out[c:c + 2] = fast.ip_checksum_reference(bytes(out[ip:ip + frames.IP_HDR])) \
             .to_bytes(2, "big")
         return bytes(out)
-
-
-class Marker(Protocol):
-    def mark(self, queue_bytes: int) -> bool: ...
 
 
 # the HPCC ns-3 rule for the default thresholds: per 25 Gb/s of port rate (package docstring)
@@ -183,16 +168,6 @@ class RedMarker:
 class NoMarker:
     def mark(self, queue_bytes: int) -> bool:
         return False
-
-
-class Pacer(Protocol):
-    """A per-QP rate limiter: when the QP may send next, and what sending costs it."""
-
-    rate_bps: int
-
-    def next_allowed(self) -> int: ...
-
-    def sent(self, now: int, nbytes: int) -> None: ...
 
 
 class RatePacer:

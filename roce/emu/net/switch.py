@@ -16,21 +16,23 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from roce import macc
 from roce.emu.net import hop as frames
-from roce.emu.net.buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
+from roce.emu.net.buffer import Account, BufferConfig, SharedBuffer, headroom_bytes
 from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
 from roce.emu.net.stages import (
-    Classifier,
     DscpClassifier,
-    Forwarder,
-    Marker,
     NoMarker,
     Trimmer,
 )
 from roce.families import intmd
+
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from roce.emu.net.interfaces import BufferPolicy, Classifier, Forwarder, Marker
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE

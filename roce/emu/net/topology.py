@@ -23,7 +23,6 @@ from argparse import ArgumentTypeError
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from roce.addresses import ip4_enc
 from roce.emu import defaults
@@ -49,10 +48,13 @@ from roce.emu.net.stages import (
 from roce.errors import InputError, UsageError
 from roce.options import MIN_LINK_GBPS
 
+TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 # The switched network's classes (its switches, their buffers, the scheduling NIC with its
 # pause frames and congestion control) are imported by the functions that build one: a
 # network of two hosts cabled straight never loads them (a few milliseconds of its start).
 if TYPE_CHECKING:
+    from typing import Any
+
     from roce.emu.net.switch import Switch
 
 
@@ -393,7 +395,8 @@ class NetOptions:
     trim: Trimmer | None = None  # switches trim what they would drop (UET runs)
 
 
-HostFactory = Callable[[Network, str, str], Any]
+if TYPE_CHECKING:
+    HostFactory = Callable[[Network, str, str], Any]
 
 
 def carved(t: Topology, o: NetOptions, classifier: Any) -> dict[str, int]:
