@@ -4,8 +4,8 @@
 has none: every roce class has one), and Cython's compiled dataclasses ask it one question:
 ``inspect.getfullargspec(dataclasses.field)``, which argument names ``field`` takes.  Importing
 ``inspect`` brings ``ast`` (whose C module makes ~140 classes), ``dis``, ``tokenize`` and
-``linecache``: about 4 ms, 6 % of a short ``roce emulate`` (bench/RESULTS.md, "roce against
-ns-3": the fixed cost).
+``linecache``: 7 % of the instructions of a short ``roce emulate`` (bench/RESULTS.md, "roce
+against ns-3": the fixed cost).
 
 ``install`` puts a stand-in under the name ``inspect`` when nothing has imported the module
 yet.  The stand-in answers ``getfullargspec`` for a plain function from the function's own
