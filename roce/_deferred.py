@@ -18,6 +18,7 @@ before that (``dataclasses``) reaches the real module through it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from _thread import RLock
 from types import FunctionType, ModuleType
@@ -122,12 +123,21 @@ def _real() -> ModuleType:
 
 
 _STANDIN = _Inspect("inspect")
+del _STANDIN.__doc__  # the real module's, as every name the stand-in lacks
 _LOCK = RLock()
 
 
 def install() -> None:
     """Put the stand-in in place, unless ``inspect`` is imported already (done when this
-    module is imported: ``roce/__init__.py`` imports it first)."""
+    module is imported: ``roce/__init__.py`` imports it first).  It carries the real
+    module's spec: the import system reads it at every ``import inspect``, and
+    ``importlib.util.find_spec("inspect")`` returns it."""
+    if "inspect" in sys.modules:
+        return
+    spec = importlib.util.find_spec("inspect")
+    if spec is None:  # an interpreter without it: nothing to stand for
+        return
+    _STANDIN.__spec__, _STANDIN.__loader__, _STANDIN.__package__ = spec, spec.loader, ""
     sys.modules.setdefault("inspect", _STANDIN)
 
 

@@ -138,7 +138,9 @@ before = {"deferred": _deferred.deferred(), "ast": "ast" in sys.modules,
 class NoDoc:
     x: int
 import inspect
+import importlib.util
 after = {"deferred": _deferred.deferred(), "real": type(inspect) is type(sys),
+         "spec": importlib.util.find_spec("inspect").origin == inspect.__file__,
          "doc": NoDoc.__doc__, "through": dataclasses.inspect.signature is inspect.signature,
          "dir": "signature" in dir(dataclasses.inspect)}
 print(json.dumps({"before": before, "after": after}))
@@ -154,8 +156,8 @@ def test_roce_starts_without_inspect_and_gives_the_real_one_when_asked() -> None
                        text=True, check=True, cwd=ROOT)
     out = json.loads(r.stdout)
     assert out["before"] == {"deferred": True, "ast": False, "dis": False, "tokenize": False}
-    assert out["after"] == {"deferred": False, "real": True, "doc": "NoDoc(x: int)",
-                            "through": True, "dir": True}
+    assert out["after"] == {"deferred": False, "real": True, "spec": True,
+                            "doc": "NoDoc(x: int)", "through": True, "dir": True}
 
 
 def test_roce_imported_after_inspect_changes_nothing() -> None:
@@ -177,3 +179,26 @@ def test_every_dataclass_of_roce_has_a_docstring() -> None:
                     and any("dataclass" in ast.unparse(d) for d in node.decorator_list)):
                 missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert missing == []
+
+
+SPEC_FIRST = """
+import importlib.util, json, sys
+import roce
+from roce import _deferred
+before = _deferred.deferred()
+spec = importlib.util.find_spec("inspect")
+still = _deferred.deferred()
+import inspect
+print(json.dumps([before, spec.origin == inspect.__file__, still,
+                  type(inspect.signature(len)).__name__]))
+"""
+
+
+def test_the_spec_of_inspect_is_the_real_modules() -> None:
+    """Asking for ``inspect``'s spec while the stand-in holds its place gives the real
+    module's, without importing it; ``import inspect`` then gives the stand-in, which hands
+    over the real module at its first use."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", SPEC_FIRST], env=env, capture_output=True,
+                       text=True, check=True, cwd=ROOT)
+    assert json.loads(r.stdout) == [True, True, True, "Signature"]
