@@ -48,9 +48,12 @@ if TYPE_CHECKING:
 
 # What is compiled is what measurably speeds up the emulator's benchmarks (bench/bench_cc.py,
 # bench/bench_emulator.py, bench/emu_speed_ab.py): each module costs install time
-# (bench/RESULTS.md, "Install time").  Left interpreted, since compiling them made those runs no
-# faster: selective repeat and RACK (``core.selective``, ``core.rack``, ``core.recovery``; an sr
-# run takes ~5 % more CPU), UC and UD (``core.unreliable``), the switch's stages
+# (bench/RESULTS.md, "Install time").  Selective repeat (``core.selective``) is compiled as
+# extension types that override the requester's, responder's and completer's methods in C: a
+# leaf-spine with spraying runs its loop in ~15 % less CPU (compiled as plain classes, it had
+# run ~5 % slower).  Left interpreted, since compiling them made those runs no faster: RACK
+# and the recovery settings (``core.rack``, ``core.recovery``), UC and UD
+# (``core.unreliable``), the switch's stages
 # (``net.stages``), the per-hop header helpers (``net.hop``: their per-packet rewrite is in the
 # fast path already), and in roce/emu/cc/ the few modules of ``_CC_INTERPRETED``.
 
@@ -82,6 +85,7 @@ MODULES = (
     "roce.emu.core.requester",
     "roce.emu.core.responder",
     "roce.emu.core.frames",
+    "roce.emu.core.selective",
     *_cc_modules(),  # every congestion-control module but those of _CC_INTERPRETED
     "roce.emu.net.buffer",
     "roce.emu.net.direct",
@@ -150,6 +154,11 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.responder": {"Responder": {"qp": "QueuePair", "receive.pkt": "Incoming",
                                          "_execute.pkt": "Incoming", "_write.pkt": "Incoming"}},
     "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
+    # selective repeat's parts: overrides of the parts above, typed as they are
+    "roce.emu.core.selective": {"SRRequester": {},
+                                "SRResponder": {"receive.pkt": "Incoming",
+                                                "_write.pkt": "Incoming"},
+                                "SRCompleter": {"receive.pkt": "Incoming"}},
     "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
     # locals the credit rules bound (12-bit counters, a packet's bytes and blocks, the blocks

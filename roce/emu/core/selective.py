@@ -68,8 +68,13 @@ def is_selective_nak(syn: int) -> bool:
 
 
 class SRRequester(Requester):
+    """Go-back-N's requester with a scoreboard: selective retransmission (module docstring)."""
+
+    __slots__ = ("cfg", "sacked", "rtx", "queued", "mark", "dupthresh", "resent", "holes",
+                 "rack", "reo_at", "acked_to", "now", "recover_to", "gap_at", "asked")
+
     def __init__(self, qp: Any) -> None:
-        super().__init__(qp)
+        Requester.__init__(self, qp)
         cfg = qp.recovery
         self.cfg = cfg
         if cfg.bdp_packets is not None:
@@ -97,11 +102,11 @@ class SRRequester(Requester):
         self.asked: set[int] = set()
 
     def reset(self, sq_psn: int) -> None:
-        super().reset(sq_psn)
+        Requester.reset(self, sq_psn)
         self.acked_to = self.una
 
     def clear(self) -> None:
-        super().clear()
+        Requester.clear(self)
         self.reo_at = None
         self.gap_at = None
 
@@ -232,7 +237,7 @@ class SRRequester(Requester):
             if not qp.timers_at_wire:  # else ``on_wire`` starts it
                 self._arm(now)
         idle = self.timer is None
-        super().pump(now)
+        Requester.pump(self, now)
         if idle and self.timer is not None:  # the base arms go-back-N's local ACK timeout
             self.timer = now + self.cfg.rto_ns(self.in_flight())
 
@@ -247,15 +252,15 @@ class SRRequester(Requester):
                 self.resent.add(psn)
                 if wqe.operation is Operation.RDMA_READ:  # the responses it asks for
                     first = wqe.first_psn
-                    self.asked.update((first + i) & PSN_MASK
-                                      for i in range(wqe.read_next, self._read_end(wqe)))
+                    self.asked.update([(first + i) & PSN_MASK
+                                       for i in range(wqe.read_next, self._read_end(wqe))])
                 elif wqe.rd_atomic:
                     self.asked.add(psn)
                 self._send_packet(wqe, 0 if wqe.rd_atomic else off, psn)
                 return
 
     def _send_packet(self, wqe: SendWQE, index: int, psn: int) -> None:
-        super()._send_packet(wqe, index, psn)
+        Requester._send_packet(self, wqe, index, psn)
         if self.rack is not None and not self.qp.timers_at_wire:
             self.rack.on_send(psn, self.now)
 
@@ -264,7 +269,7 @@ class SRRequester(Requester):
         transmission time), so a frame held by the pacer is not found lost before it went."""
         if self.rack is not None and self.sq:
             self.rack.on_send(psn, now)
-        super().on_wire(now, psn, end)
+        Requester.on_wire(self, now, psn, end)
 
     def _start_timer(self, now: int) -> None:
         self.timer = now + self.cfg.rto_ns(self.in_flight())
@@ -291,7 +296,7 @@ class SRRequester(Requester):
     def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
                   nbytes: int) -> tuple[Opcode, dict | None]:
         if wqe.operation is not Operation.RDMA_WRITE or wqe.npkts <= 1:
-            return super()._data_row(wqe, index, pos, last, nbytes)
+            return Requester._data_row(self, wqe, index, pos, last, nbytes)
         wr = wqe.wr
         skip = index * self.qp.mtu
         reth = {"va": wr.remote_addr + skip, "r_key": wr.rkey,
@@ -357,7 +362,7 @@ class SRRequester(Requester):
         if gap is not None and now >= gap and self.rnr_until is None:
             self.gap_at = None
             self.qp.completer.read_gap(now)
-        super().on_timer(now)
+        Requester.on_timer(self, now)
 
     def progress(self, now: int) -> None:
         self.reset_retries()
@@ -368,7 +373,7 @@ class SRRequester(Requester):
             n = psn_diff(una, self.acked_to)
             if n > 0:
                 start = self.acked_to
-                rack.on_ack(((start + i) & PSN_MASK for i in range(n)), now, self.resent)
+                rack.on_ack([(start + i) & PSN_MASK for i in range(n)], now, self.resent)
             self.acked_to = una
         if self.sacked:
             for p in self.holes:
@@ -401,7 +406,7 @@ class SRRequester(Requester):
         self.sacked.clear()
         self.mark = None
         self._forget()
-        super().rewind(psn)
+        Requester.rewind(self, psn)
 
     def _forget(self) -> None:
         if self.rack is not None:
@@ -417,12 +422,16 @@ class SRRequester(Requester):
         self.queued.clear()
         self.sacked.clear()
         self._forget()
-        super().flush()
+        Requester.flush(self)
 
 
 class SRResponder(Responder):
+    """The responder that places out-of-order packets (module docstring)."""
+
+    __slots__ = ("held", "msg_bytes")
+
     def __init__(self, qp: Any) -> None:
-        super().__init__(qp)
+        Responder.__init__(self, qp)
         self.held: dict[int, Incoming] = {}  # request packets ahead of ePSN, by PSN
         self.msg_bytes = 0  # bytes of the WRITE message under way (for WRITE with Immediate)
 
@@ -442,14 +451,14 @@ class SRResponder(Responder):
                 qp.counters.ooo_accepted += 1
             self._sack(pkt.psn)
             return
-        super().receive(now, pkt)
+        Responder.receive(self, now, pkt)
         if d < 0:
             return
         drained = False
         acked = pkt.ackreq
         while self.epsn in self.held and qp.state in _RUNNING:
             nxt = self.held.pop(self.epsn)
-            super().receive(now, nxt)
+            Responder.receive(self, now, nxt)
             drained = True
             acked = nxt.ackreq
         if qp.state not in _RUNNING:
@@ -466,7 +475,7 @@ class SRResponder(Responder):
     def _write(self, pkt: Incoming, first: bool, last: bool) -> None:
         if "reth" not in pkt.ext or pkt.op.position is Position.ONLY and \
                 pkt.ext["reth"]["dmalen"] == len(pkt.payload) and not self.msg_bytes:
-            super()._write(pkt, first, last)  # a plain one-packet WRITE
+            Responder._write(self, pkt, first, last)  # a plain one-packet WRITE
             return
         qp = self.qp
         reth = pkt.ext["reth"]
@@ -499,8 +508,13 @@ class SRResponder(Responder):
 
 
 class SRCompleter(Completer):
+    """The completer of selective repeat: SACKs, READ responses out of order (module
+    docstring)."""
+
+    __slots__ = ("got", "behind", "held_by", "seen_at", "acks_past", "now")
+
     def __init__(self, qp: Any) -> None:
-        super().__init__(qp)
+        Completer.__init__(self, qp)
         # READ first PSN -> {response index placed past read_next: its arrival time}, in
         # arrival order (the first entry is the earliest response past the gap)
         self.got: dict[int, dict[int, int]] = {}
@@ -532,7 +546,7 @@ class SRCompleter(Completer):
             self._complete_before(now, cum)
             req.on_sack(now, cum, pkt.ext["aeth"]["msn"])
             return
-        super().receive(now, pkt)
+        Completer.receive(self, now, pkt)
         if self.behind is not None:
             self._release(now)
 
@@ -545,7 +559,7 @@ class SRCompleter(Completer):
     def _ack(self, now: int, psn: int) -> None:
         read = self._read_passed(psn)
         if read is None:
-            super()._ack(now, psn)
+            Completer._ack(self, now, psn)
             self._hold(now, (psn + 1) & PSN_MASK)
             return
         # Past a READ still missing responses: over a path that reorders they may only be
@@ -553,7 +567,7 @@ class SRCompleter(Completer):
         # does, ``_before``), and let the loss rule judge the READ with this arrival.
         req = self.qp.requester
         if psn_diff(read.first_psn, req.una) > 0:
-            super()._ack(now, (read.first_psn - 1) & PSN_MASK)
+            Completer._ack(self, now, (read.first_psn - 1) & PSN_MASK)
         acks = self.acks_past
         if not acks or psn_diff(psn, acks[-1][0]) > 0:
             acks.append((psn, now))
@@ -576,7 +590,7 @@ class SRCompleter(Completer):
         return None
 
     def _complete_before(self, now: int, psn: int) -> bool:
-        if super()._complete_before(now, psn):
+        if Completer._complete_before(self, now, psn):
             return True
         self._hold(now, psn)
         return False
@@ -692,7 +706,7 @@ class SRCompleter(Completer):
 
     def _done(self, wqe: SendWQE) -> None:
         """Complete ``wqe``, then every READ after it all of whose responses arrived."""
-        super()._done(wqe)
+        Completer._done(self, wqe)
         self.got.pop(wqe.first_psn, None)
         self.seen_at.pop(wqe.first_psn, None)
         req = self.qp.requester
@@ -707,7 +721,7 @@ class SRCompleter(Completer):
                 moved = True
             if head.read_next < head.npsn:
                 break
-            super()._done(head)
+            Completer._done(self, head)
             self.got.pop(head.first_psn, None)
             self.seen_at.pop(head.first_psn, None)
         if moved:
