@@ -27,6 +27,11 @@ are plain RoCEv2 and their encoding is docs/protocol.md, "Selective repeat (IRN)
   ``read_gap`` timer; ``dupthresh``: that many later responses), with a READ request for
   the missing run alone (PSN, RETH VA and length of that run).
   RNR NAKs and error NAKs keep the go-back-N rules of ``roce.emu.core.completer``.
+
+The three classes compile as Cython extension types over the compiled requester, responder
+and completer (roce/_compiled.py): their attributes are their ``__slots__``, and they call
+their bases' methods by name (``Requester.pump(self, now)``), since a ``cpdef`` method has no
+``super()``.
 """
 
 from __future__ import annotations
@@ -68,7 +73,8 @@ def is_selective_nak(syn: int) -> bool:
 
 
 class SRRequester(Requester):
-    """Go-back-N's requester with a scoreboard: selective retransmission (module docstring)."""
+    """The requester of selective repeat: the scoreboard, the loss rules, retransmission of
+    the PSNs found lost (module docstring)."""
 
     __slots__ = ("cfg", "sacked", "rtx", "queued", "mark", "dupthresh", "resent", "holes",
                  "rack", "reo_at", "acked_to", "now", "recover_to", "gap_at", "asked")
@@ -426,7 +432,8 @@ class SRRequester(Requester):
 
 
 class SRResponder(Responder):
-    """The responder that places out-of-order packets (module docstring)."""
+    """The responder of selective repeat: packets ahead of ePSN held and answered with a
+    selective NAK (module docstring)."""
 
     __slots__ = ("held", "msg_bytes")
 
