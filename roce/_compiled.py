@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 # bench/bench_emulator.py, bench/emu_speed_ab.py): each module costs install time
 # (bench/RESULTS.md, "Install time").  Selective repeat (``core.selective``) is compiled as
 # extension types that override the requester's, responder's and completer's methods in C: a
-# leaf-spine with spraying runs its loop in ~15 % less CPU (compiled as plain classes, it had
+# leaf-spine with spraying runs its loop in 17 % less CPU (compiled as plain classes, it had
 # run ~5 % slower).  Left interpreted, since compiling them made those runs no faster: RACK
 # and the recovery settings (``core.rack``, ``core.recovery``), UC and UD
 # (``core.unreliable``), the switch's stages
