@@ -81,11 +81,13 @@ MODULES = (
     "roce.emu.core.memory",
     "roce.emu.core.patterned",
     "roce.emu.core.placement",
+    "roce.emu.core.work",
     "roce.emu.core.qp",
     "roce.emu.core.requester",
     "roce.emu.core.responder",
     "roce.emu.core.frames",
     "roce.emu.core.selective",
+    "roce.emu.core.rack",
     *_cc_modules(),  # every congestion-control module but those of _CC_INTERPRETED
     "roce.emu.net.buffer",
     "roce.emu.net.direct",
@@ -94,6 +96,7 @@ MODULES = (
     "roce.emu.net.nic",
     "roce.emu.net.pfc",
     "roce.emu.net.sim",
+    "roce.emu.net.stages",
     "roce.emu.net.switch",
     # native InfiniBand's per-packet path (bench/RESULTS.md, "Native InfiniBand against RoCE")
     "roce.emu.ib.credits",
@@ -118,18 +121,22 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # method with optional arguments as a value from a typed object
     "roce.emu.net.sim": {"Network": {"at": "def", "events": "EventQueue",
                                      "run_until_any.q": "EventQueue"}},
-    "roce.emu.net.faults": {"LinkStats": {}},
+    "roce.emu.net.faults": {"LinkStats": {}, "Faults": {"stats": "LinkStats"}},
     "roce.emu.net.direct": {"DirectNic": {"net": "Network", "device": "Device",
                                           "receive.dev": "Device", "_after.dev": "Device",
                                           "_transmit.net": "Network",
                                           "_transmit.events": "EventQueue"}},
     "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_events": "EventQueue",
-                                   "_done.events": "EventQueue"}},
+                                   "faults": "Faults", "_done.events": "EventQueue"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
     # ``congested`` is handed to PFC as a bound method (``PfcSender.xoff``): taken from a
     # typed object, Cython makes a cpdef method a C function of the wrong signature (an error
     # with GCC >= 14, a call without its hidden argument otherwise)
-    "roce.emu.net.buffer": {"Account": {"congested": "def"}, "SharedBuffer": {}},
+    "roce.emu.net.buffer": {"Account": {"congested": "def", "held": "list"},
+                            "SharedBuffer": {f"{m}.acct": "Account" for m in (
+                                "admit", "release", "should_pause", "should_resume")}},
+    # the switch's ECN marker (one call per frame dequeued; ``Switch`` holds any ``Marker``)
+    "roce.emu.net.stages": {"RedMarker": {}, "NoMarker": {}},
     "roce.emu.net.switch": {
         "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender"},
         "Switch": {"net": "Network", "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
@@ -140,22 +147,32 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.memory": {"MemoryRegion": {"content": "Patterned"}},
     # a seeded region's reads and writes: one of each per data packet
     "roce.emu.core.patterned": {
-        "Patterned": {f"piece_at.{v}": "long" for v in ("o", "slot", "j", "lo", "plo",
-                                                                    "at")},
+        "Patterned": {f"piece_at.{v}": "long" for v in ("o", "m", "chunk", "slot", "j", "lo",
+                                                        "plo", "at", "size")},
         "PatternView": {"content": "Patterned"}},
-    "roce.emu.core.placement": {"WriteCursor": {}},
+    "roce.emu.core.placement": {"WriteCursor": {"take.qp": "QueuePair", "take.pkt": "Incoming"}},
+    # selective repeat's send record: a call or two per packet sent and acknowledged
+    "roce.emu.core.rack": {"Rack": {}},
     "roce.emu.core.qp": {"Counters": {},
                     "QueuePair": {"counters": "Counters", "receive.pkt": "Incoming"}},
     "roce.emu.core.device": {"DeviceCounters": {},
                         "Device": {"counters": "DeviceCounters", "receive.qp": "QueuePair",
+                                   # its QPs and timer records: looked up on every event
+                                   "qps": "dict", "_heap": "list", "_armed": "dict",
+                                   "_touched": "dict",
                                    "receive.pkt": "Incoming", "_rearm.qp": "QueuePair",
                                    "on_timer.qp": "QueuePair"}},
-    "roce.emu.core.requester": {"Requester": {"qp": "QueuePair"}},
+    # a send WQE: read several times per packet sent (its PSNs, packets, views)
+    "roce.emu.core.work": {"SendWQE": {}},
+    "roce.emu.core.requester": {"Requester": {"qp": "QueuePair", "pump.wqe": "SendWQE",
+                                              "_send_packet.wqe": "SendWQE",
+                                              "_data_row.wqe": "SendWQE"}},
     "roce.emu.core.responder": {"Responder": {"qp": "QueuePair", "receive.pkt": "Incoming",
                                          "_execute.pkt": "Incoming", "_write.pkt": "Incoming"}},
     "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
     # selective repeat's parts: overrides of the parts above, typed as they are
-    "roce.emu.core.selective": {"SRRequester": {},
+    "roce.emu.core.selective": {"SRRequester": {"_send_packet.wqe": "SendWQE",
+                                                "_data_row.wqe": "SendWQE"},
                                 "SRResponder": {"receive.pkt": "Incoming",
                                                 "_write.pkt": "Incoming"},
                                 "SRCompleter": {"receive.pkt": "Incoming"}},
@@ -223,10 +240,11 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
 # C long holds them; the compiled form would raise OverflowError where the .py would not).
 SCALARS = frozenset({"long"})
 # Builtin containers an attribute or a method's local may be typed as in CLASSES ("owed":
-# "set"): Cython then tests, indexes and adds in C (``PySet_Add``, a list's item), without a
-# method call.  Not an argument's type: what callers hand in stays the .py's.  The attribute
-# then holds that type only, as the .py always gives it.
-CONTAINERS = frozenset({"list", "set"})
+# "set"): Cython then tests, indexes and adds in C (``PySet_Add``, a list's item, a
+# dictionary's ``get`` and ``items``), without a method call.  Not an argument's type: what
+# callers hand in stays the .py's.  The attribute then holds that type only, as the .py
+# always gives it.
+CONTAINERS = frozenset({"list", "set", "dict"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC; a test's
 # region that misplaces bytes is a ``Patterned``).  Every
@@ -237,9 +255,10 @@ OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned"})
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}
 
-# Module-level functions of a module of CLASSES declared ``cpdef`` too: its classes' methods
-# call them per packet in C, not through a Python call.  Each must compile as a method does
-# (no closure, generator or decorator).
+# Module-level functions of a compiled module declared ``cpdef`` too: its classes' methods, and
+# every compiled module that imports one by its name (``pxd_text`` cimports it there), call
+# them per packet in C, not through a Python call.  Each must compile as a method does (no
+# closure, generator or decorator).
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     "roce.emu.ib.credits": ("blocks",),
     "roce.emu.ib.framing": ("lrh",),
@@ -247,10 +266,18 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
                              "wake_refresh"),
     "roce.emu.uet.pds": ("ahead",),  # PSN distances: several per packet
     "roce.emu.uet.ses": ("space",),  # a message's ID space: per packet
+    "roce.psn": ("psn_diff",),  # PSN distances: several per packet, from every QP part
+    "roce.emu.core.frames": ("select", "receive"),  # a packet's opcode row; its parse
+    "roce.emu.core.requester": ("_position",),
+    # the checks of a WRITE's placement: per packet (typed: the MR's fields read in C)
+    "roce.emu.core.memory": ("check_remote", "take"),  # and a packet's payload, read
+    "roce.emu.core.placement": ("check_length",),
 }
 # Arguments of those functions typed as a class of CLASSES, by module: "function.argument":
 # "T" (the function then reaches T's methods in C, as a method reaches a typed attribute's).
 FUNCTION_ARGS: dict[str, dict[str, str]] = {
+    "roce.emu.core.memory": {"check_remote.mr": "MemoryRegion"},
+    "roce.emu.core.placement": {"check_length.pkt": "Incoming"},
     "roce.emu.ib.ibswitch": {"link_packet.credits": "Credits", "refresh.credits": "Credits",
                              "refresh.wire": "Wire"},
 }
@@ -530,7 +557,7 @@ def pxd_text(module: str, source: str) -> str:
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     body: list[str] = []
     used: set[str] = set()
-    for name, typed in CLASSES[module].items():
+    for name, typed in CLASSES.get(module, {}).items():
         node = classes.get(name)
         if node is None:
             raise ValueError(f"{module}.{name}: no such class")
@@ -616,13 +643,23 @@ def pxd_text(module: str, source: str) -> str:
     if any(line.startswith(("    @cython.locals", "@cython.final")) for line in body):
         head.append("cimport cython")
     head += [f"from {owner[t]} cimport {t}" for t in sorted(used) if owner[t] != module]
+    # another module's function of FUNCTIONS that this one imports by its name: called in C
+    head += [f"from {n.module} cimport {a.name}" for n in tree.body
+             if isinstance(n, ast.ImportFrom) and n.module in FUNCTIONS and n.module != module
+             for a in n.names if a.name in FUNCTIONS[n.module] and a.asname is None]
     return "\n".join(head) + "\n" + "\n".join(body) + "\n"
+
+
+def pxd_modules() -> list[str]:
+    """The modules with a generated ``.pxd``: those of CLASSES, and those of FUNCTIONS (whose
+    functions other modules then call in C)."""
+    return [*CLASSES, *(m for m in FUNCTIONS if m not in CLASSES)]
 
 
 def write_pxds(root: str) -> None:
     """Write the ``.pxd`` beside each module of CLASSES (``setup.py`` calls this); a file is
     rewritten only when its text changes, so Cython recompiles only what changed."""
-    for module in CLASSES:
+    for module in pxd_modules():
         base = os.path.join(root, *module.split("."))
         with open(base + ".py") as f:
             text = pxd_text(module, f.read())

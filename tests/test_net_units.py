@@ -1,6 +1,9 @@
-"""Units of the switched network: pause state, the lean PFC reader, the pacer, buffers."""
+"""Units of the switched network: pause state, the lean PFC reader, the pacer, buffers,
+spraying."""
 
 from __future__ import annotations
+
+import random
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -8,7 +11,7 @@ from hypothesis import strategies as st
 from roce import macc
 from roce.emu.net.buffer import BufferConfig, SharedBuffer, headroom_bytes
 from roce.emu.net.pfc import PauseState, class_times, pause_ns
-from roce.emu.net.stages import RatePacer
+from roce.emu.net.stages import RatePacer, SprayForwarder
 
 RATE = 100_000_000_000
 MAC = bytes.fromhex("020000000001")
@@ -118,3 +121,14 @@ def test_a_paced_qp_sends_at_its_pacers_rate():
     wire_time = size * 8 / 100  # ns at line rate, payload only
     assert wire_time < times[100] < 1.2 * wire_time
     assert 3.8 * wire_time < times[25] < 4.4 * wire_time
+
+
+@given(st.integers(0, 2**32), st.lists(st.integers(1, 70), min_size=1, max_size=40))
+def test_spraying_draws_the_port_randrange_would(seed, widths):
+    """``SprayForwarder.pick`` draws from the generator itself (``getrandbits``); the port
+    and the stream after it are ``randrange``'s: a seeded run sprays as it always did."""
+    fwd, ref = SprayForwarder(random.Random(seed)), random.Random(seed)
+    for n in widths:
+        ports = list(range(n))
+        assert fwd.pick(b"", ports) == ports[ref.randrange(n)]
+    assert fwd.rng.random() == ref.random()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from roce.emu.core.constants import Access
+from roce.emu.core.patterned import PatternView
 from roce.errors import AccessError
 
 TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
@@ -96,19 +97,9 @@ class AddressSpace:
                       atomic: bool = False) -> MemoryRegion:
         """The MR a remote request may touch, in rxe's order of checks."""
         mr = self.regions.get(rkey >> 8)
-        if mr is None or mr.rkey != rkey:
+        if mr is None:
             raise AccessError(f"no MR with rkey 0x{rkey:08x}", "key")
-        if not mr.valid:
-            raise AccessError(f"rkey 0x{rkey:08x} was invalidated", "key")
-        if mr.pd is not pd:
-            raise AccessError(f"rkey 0x{rkey:08x} belongs to another PD", "pd")
-        if not mr.access & need:
-            raise AccessError(f"rkey 0x{rkey:08x} lacks {Access(need).name}", "access")
-        if not mr.contains(addr, length):
-            raise AccessError(f"0x{addr:x}+{length} is outside rkey 0x{rkey:08x}",
-                              "range")
-        if atomic and addr % 8:
-            raise AccessError(f"atomic address 0x{addr:x} is not 8-byte aligned", "align")
+        check_remote(mr, pd, rkey, addr, length, need, atomic)
         return mr
 
     def lookup_local(self, pd: object, lkey: int, addr: int, length: int,
@@ -157,6 +148,24 @@ class AddressSpace:
             raise AccessError(f"{len(data) - pos} bytes do not fit the receive buffer")
 
 
+def check_remote(mr: MemoryRegion, pd: object, rkey: int, addr: int, length: int, need: int,
+                 atomic: bool) -> None:
+    """rxe's checks of a remote request on the MR its key's index found, in rxe's order
+    (raises AccessError naming the first that fails)."""
+    if mr.rkey != rkey:
+        raise AccessError(f"no MR with rkey 0x{rkey:08x}", "key")
+    if not mr.valid:
+        raise AccessError(f"rkey 0x{rkey:08x} was invalidated", "key")
+    if mr.pd is not pd:
+        raise AccessError(f"rkey 0x{rkey:08x} belongs to another PD", "pd")
+    if not mr.access & need:
+        raise AccessError(f"rkey 0x{rkey:08x} lacks {Access(need).name}", "access")
+    if not mr.contains(addr, length):
+        raise AccessError(f"0x{addr:x}+{length} is outside rkey 0x{rkey:08x}", "range")
+    if atomic and addr % 8:
+        raise AccessError(f"atomic address 0x{addr:x} is not 8-byte aligned", "align")
+
+
 def take(views: list, offset: int, n: int) -> bytes | memoryview:
     """Bytes [offset, offset + n) of the concatenation of ``views``, copying only when the
     range spans two of them."""
@@ -165,7 +174,7 @@ def take(views: list, offset: int, n: int) -> bytes | memoryview:
         if offset >= len(v):
             offset -= len(v)
             continue
-        part = v[offset:offset + n]
+        part = v.part(offset, offset + n) if type(v) is PatternView else v[offset:offset + n]
         if len(part) == n and not parts:
             return part
         parts.append(part)

@@ -30,6 +30,27 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# The pieces made lately, by (stream seed, piece, length), oldest out first: a requester's
+# region makes each piece of its payload as it sends it, and the responder's region, which
+# checks that a WRITE or SEND carried that pattern (``write``), asks for the same piece of
+# the same stream a round trip later; it finds it here instead of making it again.  Bounded
+# by ``RECENT_PIECES`` (x 4 KiB), whatever the run: a piece evicted is made again.
+RECENT_PIECES = 1024
+_RECENT: dict[tuple[int, int, int], bytes] = {}
+_ORDER: list = [None] * RECENT_PIECES  # the keys of _RECENT, a ring: _NEXT is the oldest
+_NEXT = [0]
+
+
+def _remember(key: tuple[int, int, int], piece: bytes) -> None:
+    at = _NEXT[0]
+    old = _ORDER[at]
+    if old is not None:  # (pop: runs in two threads at once lose an entry, never a byte)
+        _RECENT.pop(old, None)
+    _ORDER[at] = key
+    _RECENT[key] = piece
+    _NEXT[0] = (at + 1) % RECENT_PIECES
+
+
 def _add(edges: list[int], a: int, b: int) -> None:
     """Add [a, b) to the ranges whose boundaries ``edges`` lists (even: start, odd: end)."""
     i, j = bisect_left(edges, a), bisect_right(edges, b)
@@ -81,33 +102,43 @@ class Patterned:
 
     def _make(self, side: str, j: int, k: int, n: int) -> bytes:
         """The first ``n`` bytes of piece ``k`` of slot ``j`` of ``side``'s pattern (what
-        ``payload.piece`` makes, the slot's seed hashed once)."""
+        ``payload.piece`` makes, the slot's seed hashed once), from the pieces made lately
+        when one of them is it."""
         seed = self._seeds.get((side, j))
         if seed is None:
             seed = self._seeds[side, j] = label_seed(slot_label(self.seed, self.qp, side, j))
-        return expand(seed, k * PIECE_WORDS, n)
+        key = (seed, k, n)
+        got = _RECENT.get(key)
+        if got is None:
+            got = expand(seed, k * PIECE_WORDS, n)
+            _remember(key, got)
+        return got
 
     def piece_at(self, side: str, off: int, n: int) -> bytes | None:
         """The piece of ``side``'s pattern that holds all of [off, off + n) of the region
         (it starts at the region's ``off - off % slot % CHUNK``), when one piece does and
         ``side`` is the region's own or its target; else None."""
         o = off  # the arithmetic's own names: C integers in the compiled form
+        m = n
+        chunk = CHUNK
         slot = self.slot
         j = o // slot
         lo = o - j * slot
-        plo = lo % CHUNK
-        if plo + n > CHUNK or lo + n > slot:
+        plo = lo % chunk
+        if plo + m > chunk or lo + m > slot:
             return None
         at = o - plo  # where the piece starts: names it among the region's
+        size = slot - (lo - plo)  # the piece's length: a whole one but at the slot's end
+        if size > chunk:
+            size = chunk
         if side == self.side:
             if self._own_at != at:
-                self._own = self._make(side, j, lo // CHUNK, min(CHUNK, slot - (lo - plo)))
+                self._own = self._make(side, j, lo // chunk, size)
                 self._own_at = at
             return self._own
         if side == self.target:
             if self._target_at != at:
-                self._target = self._make(side, j, lo // CHUNK,
-                                          min(CHUNK, slot - (lo - plo)))
+                self._target = self._make(side, j, lo // chunk, size)
                 self._target_at = at
             return self._target
         return None
@@ -231,6 +262,12 @@ class PatternView:
             return self.content.read(self.off + key.start, key.stop - key.start)
         lo, hi = self.span(key)
         return self.content.read(self.off + lo, hi - lo)
+
+    def part(self, lo: int, hi: int) -> bytes:
+        """``self[lo:hi]`` without the slice object (``memory.take``, per packet sent)."""
+        if 0 <= lo <= hi <= self.n:
+            return self.content.read(self.off + lo, hi - lo)
+        return self[lo:hi]
 
     def __setitem__(self, key: Any, data: Any) -> None:
         lo, hi = self.span(key)

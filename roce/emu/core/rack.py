@@ -45,6 +45,9 @@ REO_WND_PERSIST = 16  # loss recoveries a grown window outlives (RFC 8985 sectio
 class Rack:
     """The send record and reordering window of one requester."""
 
+    __slots__ = ("sent", "count", "min_rtt", "srtt", "ref", "ref_rtt", "mult", "grow_after",
+                 "spurious", "deadline", "seen", "first", "persist", "recoveries")
+
     def __init__(self) -> None:
         # PSN -> (send time, send counter) of PSNs sent and neither selectively nor
         # cumulatively acknowledged, in send order (dict order; a resend moves to the end)

@@ -66,9 +66,19 @@ class SprayForwarder:
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self._bits = rng.getrandbits
 
     def pick(self, frame: bytes, ports: Sequence[T]) -> T:
-        return ports[self.rng.randrange(len(ports))]
+        # ``rng.randrange(n)``, drawn as ``random.Random`` draws it (k = n's bit length,
+        # getrandbits(k) until below n): the same port from the same stream, without the two
+        # Python-level calls of ``random.py`` per frame (tests/test_emu_stages.py holds them
+        # equal)
+        n = len(ports)
+        k = n.bit_length()
+        r = self._bits(k)
+        while r >= n:
+            r = self._bits(k)
+        return ports[r]
 
 
 # packet trimming (UET's trimming switches, docs/protocol.md "Ultra Ethernet Transport
@@ -143,6 +153,8 @@ class EcnConfig:
 class RedMarker:
     """RED at dequeue: P(mark) = 0 below Kmin, Pmax (q-Kmin)/(Kmax-Kmin) up to Kmax, 1 above."""
 
+    __slots__ = ("kmin", "kmax", "pmax", "rng")
+
     def __init__(self, kmin: int, kmax: int, pmax: float, rng: random.Random) -> None:
         if not 0 <= kmin <= kmax or not 0.0 <= pmax <= 1.0:
             raise ValueError(f"ECN needs 0 <= Kmin <= Kmax and 0 <= Pmax <= 1, got {kmin}, "
@@ -166,6 +178,8 @@ class RedMarker:
 
 
 class NoMarker:
+    __slots__ = ()
+
     def mark(self, queue_bytes: int) -> bool:
         return False
 
