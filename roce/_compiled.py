@@ -139,7 +139,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.net.stages": {"RedMarker": {}, "NoMarker": {}},
     "roce.emu.net.switch": {
         "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender"},
-        "Switch": {"net": "Network", "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
+        "Switch": {"net": "Network", "routes": "dict",
+                   "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
                    "dequeue.acct": "Account", "dequeue.inport": "SwitchPort",
                    "stamp.port": "SwitchPort"}},
@@ -150,11 +151,13 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
         "Patterned": {f"piece_at.{v}": "long" for v in ("o", "m", "chunk", "slot", "j", "lo",
                                                         "plo", "at", "size")},
         "PatternView": {"content": "Patterned"}},
-    "roce.emu.core.placement": {"WriteCursor": {"take.qp": "QueuePair", "take.pkt": "Incoming"}},
+    "roce.emu.core.placement": {"WriteCursor": {"take.qp": "QueuePair", "take.pkt": "Incoming",
+                                                "take.mr": "MemoryRegion"}},
     # selective repeat's send record: a call or two per packet sent and acknowledged
     "roce.emu.core.rack": {"Rack": {}},
     "roce.emu.core.qp": {"Counters": {},
-                    "QueuePair": {"counters": "Counters", "receive.pkt": "Incoming"}},
+                    "QueuePair": {"counters": "Counters", "builder": "FrameBuilder",
+                                  "receive.pkt": "Incoming"}},
     "roce.emu.core.device": {"DeviceCounters": {},
                         "Device": {"counters": "DeviceCounters", "receive.qp": "QueuePair",
                                    # its QPs and timer records: looked up on every event
@@ -269,6 +272,8 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "roce.psn": ("psn_diff",),  # PSN distances: several per packet, from every QP part
     "roce.emu.core.frames": ("select", "receive"),  # a packet's opcode row; its parse
     "roce.emu.core.requester": ("_position",),
+    # the ranges a seeded region's writes hold: one test per packet placed
+    "roce.emu.core.patterned": ("_add", "_remove", "_covers", "_touches", "_remember"),
     # the checks of a WRITE's placement: per packet (typed: the MR's fields read in C)
     "roce.emu.core.memory": ("check_remote", "take"),  # and a packet's payload, read
     "roce.emu.core.placement": ("check_length",),

@@ -183,7 +183,8 @@ class Nic:
         if pacer.rate_bps < self.wire.rate_bps:
             pacer.sent(now, len(frame))  # below line rate: the pacer spaces the frames
         if tag is not None:  # a request frame: its timers start now that it is on the wire
-            qp.requester.on_wire(now, *tag)
+            psn, end = tag
+            qp.requester.on_wire(now, psn, end)
             if tx and self._tcache.get(qp.qpn) != qp.deadline():
                 self._rearm(now, qp)
         if not tx:
