@@ -138,7 +138,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # the switch's ECN marker (one call per frame dequeued; ``Switch`` holds any ``Marker``)
     "roce.emu.net.stages": {"RedMarker": {}, "NoMarker": {}},
     "roce.emu.net.switch": {
-        "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender"},
+        "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender",
+                       **{a: "list" for a in ("queues", "qbytes", "in_acct", "eg_acct")}},
         "Switch": {"net": "Network", "routes": "dict",
                    "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
@@ -214,6 +215,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                    "enqueue.inp": "IbPort"},
         "IbSwitch": {"net": "Network"}},
     "roce.emu.net.nic": {"Nic": {"wire": "Wire", "net": "Network", "pause": "PauseState",
+                                 "_rings": "list", "_busy": "list", "_tcache": "dict",
+                                 "_prio": "dict", "pacers": "dict",
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
                                  "receive.qp": "QueuePair", "pull.qp": "QueuePair",
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
