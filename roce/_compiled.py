@@ -171,8 +171,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.requester": {"Requester": {"qp": "QueuePair", "pump.wqe": "SendWQE",
                                               "_send_packet.wqe": "SendWQE",
                                               "_data_row.wqe": "SendWQE"}},
-    "roce.emu.core.responder": {"Responder": {"qp": "QueuePair", "receive.pkt": "Incoming",
-                                         "_execute.pkt": "Incoming", "_write.pkt": "Incoming"}},
+    "roce.emu.core.responder": {"Responder": {"qp": "QueuePair", "write": "WriteCursor",
+                                              "receive.pkt": "Incoming",
+                                              "_execute.pkt": "Incoming",
+                                              "_write.pkt": "Incoming"}},
     "roce.emu.core.completer": {"Completer": {"qp": "QueuePair", "receive.pkt": "Incoming"}},
     # selective repeat's parts: overrides of the parts above, typed as they are
     "roce.emu.core.selective": {"SRRequester": {"_send_packet.wqe": "SendWQE",
@@ -260,6 +262,11 @@ OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}
+# Functions of the hand-written fast path that compiled modules import from ``roce.fast`` (the
+# fast path's names there, when it is built: a compiled module is built with it) and call
+# per packet: their ``.pxd`` cimports them from here, so the call is a C call (building and
+# reading a frame).
+C_FUNCTIONS = {"roce.fast": ("roce._fastpath", ("assemble", "bth_pack", "rx"))}
 
 # Module-level functions of a compiled module declared ``cpdef`` too: its classes' methods, and
 # every compiled module that imports one by its name (``pxd_text`` cimports it there), call
@@ -655,6 +662,9 @@ def pxd_text(module: str, source: str) -> str:
     head += [f"from {n.module} cimport {a.name}" for n in tree.body
              if isinstance(n, ast.ImportFrom) and n.module in FUNCTIONS and n.module != module
              for a in n.names if a.name in FUNCTIONS[n.module] and a.asname is None]
+    head += [f"from {C_FUNCTIONS[n.module][0]} cimport {a.name}" for n in tree.body
+             if isinstance(n, ast.ImportFrom) and n.module in C_FUNCTIONS
+             for a in n.names if a.name in C_FUNCTIONS[n.module][1] and a.asname is None]
     return "\n".join(head) + "\n" + "\n".join(body) + "\n"
 
 

@@ -270,8 +270,8 @@ cdef inline void wr(uint8_t *p, int base, int f, uint32_t value) noexcept nogil:
         v >>= 8
 
 
-def assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc, bytes trailer,
-             bint fix_l3_len, bint fix_checksum, bint fix_udp_len):
+cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc,
+               bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len):
     """Twin of roce.fast.assemble_reference: join the encoded headers, fill the L3 length,
     IPv4 header checksum and UDP length where asked, then append the ICRC (computed when
     ``icrc`` is None) and the trailer."""
@@ -318,7 +318,7 @@ def assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc, 
     return out
 
 
-def bth_pack(int opcode, bint se, int padcnt, int p_key, int destqp, bint ackreq, int psn):
+cpdef bth_pack(int opcode, bint se, int padcnt, int p_key, int destqp, bint ackreq, int psn):
     """Twin of roce.fast.bth_pack_reference: a BTH with TVer, M, FECN/BECN and reserved 0."""
     cdef bytes out = PyBytes_FromStringAndSize(NULL, SZ_BTH)
     cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(out)
@@ -343,9 +343,11 @@ def bth_unpack(bytes frame, int off):
             rd(p, off, F_BTH_PSN))
 
 
-def rx(bytes frame not None, bint check_icrc=True, int linktype=1, int udp_port=4791):
+cpdef rx(bytes frame, bint check_icrc=True, int linktype=1, int udp_port=4791):
     """Twin of roce.fast.rx_reference: (status, opcode, se, p_key, destqp, ackreq, psn,
     l3_kind, l3_off, l3_len, bth_off, payload_off, pad_off), one walk, one ICRC."""
+    if frame is None:  # (what ``not None`` says of a def's argument; a cpdef takes none)
+        raise TypeError("Argument 'frame' must not be None")
     cdef WalkResult w
     cdef const uint8_t *p = <const uint8_t *>PyBytes_AS_STRING(frame)
     cdef int off
