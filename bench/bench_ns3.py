@@ -31,7 +31,10 @@ includes setuptools' import hook (~10 ms), which the script points out; bench/RE
 figures come from a plain venv.
 
 Each round runs every case once on each side, the order of the two sides swapped every
-round, each run a fresh process; the figures are medians over ``--rounds``.
+round, each run a fresh process; the figures are medians over ``--rounds``.  The ratio is
+given two ways: the ratio of the two sides' medians, and the median of each round's own
+ratio (its two runs back to back: on a shared machine whose speed drifts between rounds,
+the steadier of the two).
 
     python bench/bench_ns3.py [--rounds 5] [--cases incast,p2p,...] [--markdown]
 """
@@ -245,22 +248,28 @@ def med(xs: list[float]) -> float:
 
 def report(names: list[str], rates: dict, cpu: dict, hops: dict, markdown: bool) -> None:
     if markdown:
-        print("| case | ns-3 hops | roce hops | ns-3 hops / CPU-s | roce hops / CPU-s | ratio |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print("| case | ns-3 hops | roce hops | ns-3 hops / CPU-s | roce hops / CPU-s | ratio "
+              "| ratio, by round |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
         if name in ("whole", "fixed"):
             continue
         a, b = med(rates[name]["ns3"]), med(rates[name]["roce"])
         ratio = b / a if rates[name]["ns3"] else float("nan")
+        # the two sides of one round ran back to back: the median of the rounds' own ratios
+        # is less moved by a shared machine's drift between rounds than the medians' ratio
+        paired = med([r / n for r, n in zip(rates[name]["roce"], rates[name]["ns3"])]) \
+            if rates[name]["ns3"] else float("nan")
         if markdown:
             print(f"| {LABELS[name]} | {hops[name].get('ns3', 0):,} | "
-                  f"{hops[name].get('roce', 0):,} | {a:,.0f} | {b:,.0f} | {ratio:.2f} |")
+                  f"{hops[name].get('roce', 0):,} | {a:,.0f} | {b:,.0f} | {ratio:.2f} "
+                  f"| {paired:.2f} |")
         elif not rates[name]["ns3"]:
             print(f"{LABELS[name]}: roce {b:,.0f} packet-hops per CPU-second of the loop "
                   "(ns-3 not run)")
         else:
             print(f"{LABELS[name]}: ns-3 {a:,.0f}, roce {b:,.0f} packet-hops per CPU-second "
-                  f"of the loop, ratio {ratio:.2f}")
+                  f"of the loop, ratio {ratio:.2f} (by round {paired:.2f})")
     if "whole" in names and not cpu["whole"]["ns3"]:
         print(f"\nwhole process, 16:1 incast, 8 MiB per sender: roce emulate "
               f"{med(cpu['whole']['roce']):.3f} s CPU (ns-3 not run)")

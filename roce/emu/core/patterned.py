@@ -17,6 +17,10 @@ pattern is checked without regenerating it).
 ``MemoryRegion.view`` hands out a ``PatternView`` of it where it hands out a memoryview of a
 ``bytearray``: slicing reads, slice assignment writes, so the transport's code is the same
 for both kinds of region.
+
+A piece is made once where it can be: the last ``RECENT_PIECES`` pieces made, by any region,
+are kept, and the responder's region checking a payload finds there the piece of the same
+stream the requester's region made when it sent it.
 """
 
 from __future__ import annotations
