@@ -658,13 +658,13 @@ def pxd_text(module: str, source: str) -> str:
     if any(line.startswith(("    @cython.locals", "@cython.final")) for line in body):
         head.append("cimport cython")
     head += [f"from {owner[t]} cimport {t}" for t in sorted(used) if owner[t] != module]
-    # another module's function of FUNCTIONS that this one imports by its name: called in C
-    head += [f"from {n.module} cimport {a.name}" for n in tree.body
-             if isinstance(n, ast.ImportFrom) and n.module in FUNCTIONS and n.module != module
-             for a in n.names if a.name in FUNCTIONS[n.module] and a.asname is None]
-    head += [f"from {C_FUNCTIONS[n.module][0]} cimport {a.name}" for n in tree.body
-             if isinstance(n, ast.ImportFrom) and n.module in C_FUNCTIONS
-             for a in n.names if a.name in C_FUNCTIONS[n.module][1] and a.asname is None]
+    # a function of another compiled module (FUNCTIONS) or of the fast path (C_FUNCTIONS) that
+    # this one imports by its name: cimported, so called in C
+    origin = {m: (m, names) for m, names in FUNCTIONS.items() if m != module}
+    origin.update(C_FUNCTIONS)
+    head += [f"from {origin[n.module][0]} cimport {a.name}" for n in tree.body
+             if isinstance(n, ast.ImportFrom) and n.module in origin
+             for a in n.names if a.name in origin[n.module][1] and a.asname is None]
     return "\n".join(head) + "\n" + "\n".join(body) + "\n"
 
 

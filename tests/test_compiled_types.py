@@ -120,6 +120,35 @@ def test_generator_declares_the_functions_of_the_table(monkeypatch: pytest.Monke
             _with_table(monkeypatch, {"Stats": {}})
 
 
+def test_generator_cimports_the_functions_a_module_imports(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function another compiled module declares ``cpdef`` (FUNCTIONS), or the fast path's
+    (C_FUNCTIONS), imported by its own name, is cimported: the module calls it in C.  Renamed,
+    or not in the tables, it stays a Python import."""
+    source = ("from pkg.other import fast_one, slow_one\n"
+              "from pkg.other import fast_one as renamed\n"
+              "from roce.fast import assemble, walk\n" + SYNTHETIC)
+    monkeypatch.setattr(_compiled, "CLASSES", {"pkg.mod": {"Stats": {}}})
+    monkeypatch.setattr(_compiled, "FUNCTIONS", {"pkg.other": ("fast_one",)})
+    monkeypatch.setattr(_compiled, "C_FUNCTIONS", {"roce.fast": ("roce._fastpath",
+                                                                 ("assemble",))})
+    lines = _compiled.pxd_text("pkg.mod", source).splitlines()
+    cimports = [ln for ln in lines if " cimport " in ln and ln != "cimport cython"]
+    assert cimports == ["from pkg.other cimport fast_one",
+                        "from roce._fastpath cimport assemble"]
+
+
+def test_the_emulator_calls_its_per_packet_functions_in_c() -> None:
+    """The requester reaches PSN arithmetic and payload reads, the frames module the fast
+    path's frame calls, through cimports."""
+    req = _compiled.pxd_text("roce.emu.core.requester", _source("roce.emu.core.requester"))
+    frames = _compiled.pxd_text("roce.emu.core.frames", _source("roce.emu.core.frames"))
+    assert "from roce.psn cimport psn_diff" in req
+    assert "from roce.emu.core.memory cimport take" in req
+    for name in ("assemble", "bth_pack", "rx"):
+        assert f"from roce._fastpath cimport {name}" in frames
+
+
 def test_generator_types_a_methods_locals_as_c_integers(monkeypatch: pytest.MonkeyPatch) -> None:
     """``"method.local": "long"`` declares a local a C long (its arithmetic then runs in C);
     an attribute or an argument keeps its Python type, so the table refuses it there."""

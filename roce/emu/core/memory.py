@@ -174,6 +174,7 @@ def take(views: list, offset: int, n: int) -> bytes | memoryview:
         if offset >= len(v):
             offset -= len(v)
             continue
+        # a seeded region's view reads its part without a slice object (once per packet)
         part = v.part(offset, offset + n) if type(v) is PatternView else v[offset:offset + n]
         if len(part) == n and not parts:
             return part
