@@ -274,8 +274,10 @@ def test_decode_workers_stop_with_their_parent(captures: Path, tmp_path: Path) -
 
 def test_sweep_workers_stop_and_rows_are_whole(tmp_path: Path) -> None:
     out = tmp_path / "sweep.csv"
+    # 200 MiB per run (~0.8 s each, ~5 s for the twelve on two workers): the stop a second in
+    # finds runs under way, with room for a faster emulator
     argv = ["sweep", "--grid", "loss=0,0.01,0.02,0.03", "seed=1,2,3", "--size", "1M",
-            "--count", "40", "-o", str(out), "-j", "2"]
+            "--count", "200", "-o", str(out), "-j", "2"]
     proc = start(*argv, env={"ROCE_SWEEP_SAVE_EVERY": "0"})
     wait_for(lambda: len(children_of(proc)) >= 2, proc)
     workers = children_of(proc)
