@@ -80,7 +80,8 @@ class Faults:
     stats: LinkStats = field(default_factory=LinkStats)
     bad_state: bool = False
     _filter: Callable[[dict], bool] | None = None
-    clean: bool = False  # no rule can touch a frame: set from ``config`` (``__post_init__``)
+    # no rule can touch a frame: derived from ``config`` (``__post_init__``), not an argument
+    clean: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self._filter = self.config.drop_filter

@@ -71,7 +71,7 @@ class SprayForwarder:
     def pick(self, frame: bytes, ports: Sequence[T]) -> T:
         # ``rng.randrange(n)``, drawn as ``random.Random`` draws it (k = n's bit length,
         # getrandbits(k) until below n): the same port from the same stream, without the two
-        # Python-level calls of ``random.py`` per frame (tests/test_emu_stages.py holds them
+        # Python-level calls of ``random.py`` per frame (tests/test_net_units.py holds them
         # equal)
         n = len(ports)
         k = n.bit_length()
