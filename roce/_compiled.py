@@ -121,10 +121,17 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # method with optional arguments as a value from a typed object
     "roce.emu.net.sim": {"Network": {"at": "def", "events": "EventQueue",
                                      "run_until_any.q": "EventQueue"}},
-    "roce.emu.net.faults": {"LinkStats": {}, "Faults": {"stats": "LinkStats"}},
-    "roce.emu.net.direct": {"DirectNic": {"net": "Network", "device": "Device",
+    # a link's counters: two per frame carried
+    "roce.emu.net.faults": {"LinkStats": {a: "long" for a in (
+                                "frames", "bytes", "lost", "duplicated", "corrupted",
+                                "reordered", "filtered")},
+                            "Faults": {"stats": "LinkStats"}},
+    # a two-host link: its fate decided per frame (``watch``, not a replaced ``fate``, spies)
+    "roce.emu.net.direct": {"Link": {"faults": "Faults", "fate.faults": "Faults"},
+                            "DirectNic": {"net": "Network", "device": "Device", "links": "dict",
                                           "receive.dev": "Device", "_after.dev": "Device",
                                           "_transmit.net": "Network",
+                                          "_transmit.link": "Link",
                                           "_transmit.events": "EventQueue"}},
     "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_events": "EventQueue",
                                    "faults": "Faults", "_done.events": "EventQueue"}},
@@ -133,14 +140,28 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # typed object, Cython makes a cpdef method a C function of the wrong signature (an error
     # with GCC >= 14, a call without its hidden argument otherwise)
     "roce.emu.net.buffer": {"Account": {"congested": "def", "held": "list"},
-                            "SharedBuffer": {f"{m}.acct": "Account" for m in (
-                                "admit", "release", "should_pause", "should_resume")}},
+                            "SharedBuffer": {
+                                **{f"{m}.acct": "Account" for m in (
+                                    "admit", "release", "should_pause", "should_resume")},
+                                # byte counts: C integers (a frame's, the pools')
+                                **{a: "long" for a in (
+                                    "size", "reserve", "max_frame", "carved", "shared_size",
+                                    "shared_used", "used", "max_used", "lossless_drops",
+                                    "resume_offset")},
+                                "admit.m": "long", "admit.pool": "long",
+                                "release.m": "long"}},
     # the switch's ECN marker (one call per frame dequeued; ``Switch`` holds any ``Marker``)
     "roce.emu.net.stages": {"RedMarker": {}, "NoMarker": {}},
     "roce.emu.net.switch": {
         "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender",
-                       **{a: "list" for a in ("queues", "qbytes", "in_acct", "eg_acct")}},
-        "Switch": {"net": "Network", "routes": "dict",
+                       **{a: "list" for a in ("queues", "qbytes", "in_acct", "eg_acct")},
+                       **{a: "long" for a in ("index", "queued", "mask", "rr", "rx_frames",
+                                              "tx_frames", "max_queue_bytes", "int_tx",
+                                              "_strict_mask")},
+                       "pull.m": "long", "pull.tc": "long"},
+        "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
+                   "_table": "bytes", "ingress.tc": "long", "ingress.n": "long",
+                   "ingress.q": "long", "dequeue.n": "long",
                    "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
                    "dequeue.acct": "Account", "dequeue.inport": "SwitchPort",
@@ -149,17 +170,30 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.core.memory": {"MemoryRegion": {"content": "Patterned"}},
     # a seeded region's reads and writes: one of each per data packet
     "roce.emu.core.patterned": {
-        "Patterned": {f"piece_at.{v}": "long" for v in ("o", "m", "chunk", "slot", "j", "lo",
-                                                        "plo", "at", "size")},
-        "PatternView": {"content": "Patterned"}},
+        "Patterned": {**{a: "long" for a in ("slot", "length", "writes", "_own_at",
+                                             "_target_at")},
+                      **{f"piece_at.{v}": "long" for v in ("o", "m", "chunk", "slot", "j", "lo",
+                                                           "plo", "at", "size")},
+                      **{f"pattern.{v}": "long" for v in ("o", "m", "plo")},
+                      **{f"write.{v}": "long" for v in ("o", "n", "end")},
+                      "pattern.got": "bytes", "write.got": "bytes"},
+        "PatternView": {"content": "Patterned", "off": "long", "n": "long", "part.a": "long",
+                        "part.b": "long"}},
     "roce.emu.core.placement": {"WriteCursor": {"take.qp": "QueuePair", "take.pkt": "Incoming",
                                                 "take.mr": "MemoryRegion"}},
     # selective repeat's send record: a call or two per packet sent and acknowledged
     "roce.emu.core.rack": {"Rack": {}},
-    "roce.emu.core.qp": {"Counters": {},
+    "roce.emu.core.qp": {"Counters": {a: "long" for a in (
+                             "packets_sent", "packets_received", "retransmitted", "timeouts",
+                             "rnr_naks_received", "rnr_naks_sent", "duplicates",
+                             "out_of_sequence", "messages_executed", "wrong_transport",
+                             "ce_received", "duplicate_requests", "ooo_accepted", "sacks_sent",
+                             "sacks_received", "selective_retransmitted")},
                     "QueuePair": {"counters": "Counters", "builder": "FrameBuilder",
                                   "receive.pkt": "Incoming"}},
-    "roce.emu.core.device": {"DeviceCounters": {},
+    "roce.emu.core.device": {"DeviceCounters": {a: "long" for a in (
+                                 "frames_in", "frames_out", "icrc_drops", "malformed",
+                                 "not_roce", "unknown_qp")},
                         "Device": {"counters": "DeviceCounters", "receive.qp": "QueuePair",
                                    # its QPs and timer records: looked up on every event
                                    "qps": "dict", "_heap": "list", "_armed": "dict",
@@ -167,11 +201,17 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                    "receive.pkt": "Incoming", "_rearm.qp": "QueuePair",
                                    "on_timer.qp": "QueuePair"}},
     # a send WQE: read several times per packet sent (its PSNs, packets, views)
-    "roce.emu.core.work": {"SendWQE": {}},
+    "roce.emu.core.work": {"SendWQE": {a: "long" for a in ("length", "npkts", "npsn",
+                                                           "first_psn", "read_next")}},
     "roce.emu.core.requester": {"Requester": {"qp": "QueuePair", "pump.wqe": "SendWQE",
+                                              # its PSNs and positions (the window may be a
+                                              # congestion control's float: not typed)
+                                              **{a: "long" for a in ("cur", "cur_pkt", "psn",
+                                                                     "una", "noack")},
                                               "_send_packet.wqe": "SendWQE",
                                               "_data_row.wqe": "SendWQE"}},
     "roce.emu.core.responder": {"Responder": {"qp": "QueuePair", "write": "WriteCursor",
+                                              "epsn": "long", "msn": "long",
                                               "receive.pkt": "Incoming",
                                               "_execute.pkt": "Incoming",
                                               "_write.pkt": "Incoming"}},
@@ -242,17 +282,20 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     "roce.emu.uet.host": {"UetHost": {"pds": "Pds", "ses": "Ses", "pull.o": "Out",
                                       "_on_timer": "def"}},
 }
-# C types a method's local may take in CLASSES ("method.local": "long"): its arithmetic then
-# runs in C, without a Python integer per step.  Never an attribute's or an argument's type:
-# what Python code sees stays the .py's.  Only for locals whose values the rules bound (a
-# C long holds them; the compiled form would raise OverflowError where the .py would not).
+# C types an attribute or a method's local may take in CLASSES ("frames": "long",
+# "method.local": "long"): its arithmetic then runs in C, without a Python integer per step.
+# Only where every value the rules give it is an integer a C long holds (a counter, a PSN, a
+# byte count or offset of our own): Python code still reads and writes an int, but the
+# compiled form would raise (TypeError, OverflowError) where the .py would carry on with a
+# float, None or a larger integer.  Never an argument's type: what callers hand in stays the
+# .py's (a peer's 64-bit address may not fit).
 SCALARS = frozenset({"long"})
-# Builtin containers an attribute or a method's local may be typed as in CLASSES ("owed":
-# "set"): Cython then tests, indexes and adds in C (``PySet_Add``, a list's item, a
-# dictionary's ``get`` and ``items``), without a method call.  Not an argument's type: what
-# callers hand in stays the .py's.  The attribute then holds that type only, as the .py
-# always gives it.
-CONTAINERS = frozenset({"list", "set", "dict"})
+# Builtin types an attribute or a method's local may be typed as in CLASSES ("owed": "set"):
+# Cython then tests, indexes, slices and adds in C (``PySet_Add``, a list's item, a
+# dictionary's ``get`` and ``items``, a bytes object's slice), without a method call.  Not an
+# argument's type: what callers hand in stays the .py's.  The attribute or local then holds
+# that type (or None) only, as the .py always gives it.
+CONTAINERS = frozenset({"list", "set", "dict", "bytes"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC; a test's
 # region that misplaces bytes is a ``Patterned``).  Every
@@ -288,11 +331,14 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "roce.emu.core.memory": ("check_remote", "take"),  # and a packet's payload, read
     "roce.emu.core.placement": ("check_length",),
 }
-# Arguments of those functions typed as a class of CLASSES, by module: "function.argument":
-# "T" (the function then reaches T's methods in C, as a method reaches a typed attribute's).
+# Arguments and locals of those functions typed, by module: "function.argument": "T", a class
+# of CLASSES (the function then reaches T's methods in C, as a method reaches a typed
+# attribute's); "function.local": such a class, a C type (``SCALARS``) or a builtin
+# (``CONTAINERS``), as a method's local.
 FUNCTION_ARGS: dict[str, dict[str, str]] = {
-    "roce.emu.core.memory": {"check_remote.mr": "MemoryRegion"},
+    "roce.emu.core.memory": {"check_remote.mr": "MemoryRegion", "take.pv": "PatternView"},
     "roce.emu.core.placement": {"check_length.pkt": "Incoming"},
+    "roce.emu.core.frames": {"receive.pkt": "Incoming"},
     "roce.emu.ib.ibswitch": {"link_packet.credits": "Credits", "refresh.credits": "Credits",
                              "refresh.wire": "Wire"},
 }
@@ -595,10 +641,10 @@ def pxd_text(module: str, source: str) -> str:
                 plain.add(meth)
                 continue
             if t in SCALARS:
-                if not var or meth not in methods or var in [a.arg for a in
-                                                             methods[meth].args.args]:
-                    raise ValueError(f"{module}.{name}: {key} typed {t}: a C type is for a "
-                                     "method's locals")
+                if var and (meth not in methods or var in [a.arg for a in
+                                                           methods[meth].args.args]):
+                    raise ValueError(f"{module}.{name}: {key} typed {t}: a C type is for an "
+                                     "attribute or a method's locals")
             elif t in CONTAINERS:
                 if var and meth in methods and var in [a.arg for a in methods[meth].args.args]:
                     raise ValueError(f"{module}.{name}: {key} typed {t}: a builtin type is "
@@ -637,25 +683,32 @@ def pxd_text(module: str, source: str) -> str:
         if fn is None or not _compilable(fn):
             raise ValueError(f"{module}.{name}: no such function that compiles as cpdef")
         args = [a.arg for a in fn.args.args]
-        types = {}
+        types, local = {}, []
         for key, t in FUNCTION_ARGS.get(module, {}).items():
             func, _, arg = key.partition(".")
             if func != name:
                 continue
-            if arg not in args:
-                raise ValueError(f"{module}.{key} names no argument of {name}")
-            if t not in owner:
+            if arg not in _names(fn):
+                raise ValueError(f"{module}.{key} names no argument or local of {name}")
+            if t in owner:
+                used.add(t)
+            elif arg in args or t not in SCALARS and t not in CONTAINERS:
                 raise ValueError(f"{module}.{key} typed {t}, not a class of CLASSES or "
-                                 "C_TYPES")
-            used.add(t)
-            types[arg] = t
+                                 "C_TYPES" + ("" if arg in args else ", a C type or a builtin"))
+            if arg in args:
+                types[arg] = t
+            else:
+                local.append((arg, t))
         first_default = len(args) - len(fn.args.defaults)
-        body.append(f"\ncpdef {name}("
+        if local:
+            body.append(f"\n@cython.locals({', '.join(f'{v}={t}' for v, t in sorted(local))})")
+        body.append(("" if local else "\n") + f"cpdef {name}("
                     + ", ".join((f"{types[a]} " if a in types else "") + a
                                 + ("=*" if i >= first_default else "")
                                 for i, a in enumerate(args)) + ")")
     head = [PXD_HEADER.rstrip("\n")]
-    if any(line.startswith(("    @cython.locals", "@cython.final")) for line in body):
+    if any(line.lstrip("\n").startswith(("    @cython.locals", "@cython.locals",
+                                          "@cython.final")) for line in body):
         head.append("cimport cython")
     head += [f"from {owner[t]} cimport {t}" for t in sorted(used) if owner[t] != module]
     # a function of another compiled module (FUNCTIONS) or of the fast path (C_FUNCTIONS) that

@@ -83,6 +83,7 @@ cdef class EventQueue:
 # what the compiled emulator's frames call per packet (roce.emu.core.frames imports them from
 # roce.fast, whose names they are when the fast path is built; _compiled.C_FUNCTIONS)
 cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc,
-               bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len)
+               bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len,
+               bytes body=*)
 cpdef bth_pack(int opcode, bint se, int padcnt, int p_key, int destqp, bint ackreq, int psn)
 cpdef rx(bytes frame, bint check_icrc=*, int linktype=*, int udp_port=*)

@@ -271,13 +271,18 @@ cdef inline void wr(uint8_t *p, int base, int f, uint32_t value) noexcept nogil:
 
 
 cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc,
-               bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len):
-    """Twin of roce.fast.assemble_reference: join the encoded headers, fill the L3 length,
-    IPv4 header checksum and UDP length where asked, then append the ICRC (computed when
-    ``icrc`` is None) and the trailer."""
-    cdef Py_ssize_t n2 = len(l2), n3 = len(l3), nu = len(udp), nt = len(transport)
+               bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len,
+               bytes body=b""):
+    """Twin of roce.fast.assemble_reference: join the encoded headers (the transport part:
+    ``transport`` then ``body``, its payload, copied once), fill the L3 length, IPv4 header
+    checksum and UDP length where asked, then append the ICRC (computed when ``icrc`` is
+    None) and the trailer."""
+    cdef Py_ssize_t n2 = len(l2), n3 = len(l3), nu = len(udp)
+    cdef Py_ssize_t nh = len(transport), nb = len(body), nt = nh + nb
     cdef Py_ssize_t nr = len(trailer)
     cdef Py_ssize_t icrc_off = n2 + n3 + nu + nt
+    if nh < SZ_BTH:
+        raise ValueError("assemble: transport part shorter than BTH")
     cdef bytes out = PyBytes_FromStringAndSize(NULL, icrc_off + 4 + nr)
     cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(out)
     cdef int l3_off = n2, bth_off = n2 + n3 + nu, i
@@ -285,9 +290,8 @@ cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc
     memcpy(p, PyBytes_AS_STRING(l2), n2)
     memcpy(p + n2, PyBytes_AS_STRING(l3), n3)
     memcpy(p + n2 + n3, PyBytes_AS_STRING(udp), nu)
-    memcpy(p + bth_off, PyBytes_AS_STRING(transport), nt)
-    if nt < SZ_BTH:
-        raise ValueError("assemble: transport part shorter than BTH")
+    memcpy(p + bth_off, PyBytes_AS_STRING(transport), nh)
+    memcpy(p + bth_off + nh, PyBytes_AS_STRING(body), nb)
     if fix_l3_len:
         if l3_kind == L3K_IPV4:
             wr(p, l3_off, F_IP_LEN, n3 + nu + nt + 4)

@@ -248,10 +248,14 @@ ip_checksum: Any = ip_checksum_reference
 
 def assemble_reference(l2: bytes, l3: bytes, l3_kind: int, udp: bytes, transport: bytes,
                        icrc: int | None, trailer: bytes, fix_l3_len: bool, fix_checksum: bool,
-                       fix_udp_len: bool) -> bytes:
-    """Join encoded headers, fill the L3 length, IPv4 checksum and UDP length where asked,
-    append the ICRC (computed when None) and the trailer."""
+                       fix_udp_len: bool, body: bytes = b"") -> bytes:
+    """Join encoded headers (the transport part: ``transport`` then ``body``, its payload),
+    fill the L3 length, IPv4 checksum and UDP length where asked, append the ICRC (computed
+    when None) and the trailer."""
     L = _locate
+    if len(transport) < SIZE_OF["bth"]:
+        raise ValueError("assemble: transport part shorter than BTH")
+    transport = transport + body
     buf = bytearray(l2 + l3 + udp + transport)
     l3_off, n3, nu, nt = len(l2), len(l3), len(udp), len(transport)
 

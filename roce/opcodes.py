@@ -87,14 +87,19 @@ class Opcode:
     immediate: bool = False
     invalidate: bool = False
     links: frozenset[Link] = _BOTH  # the links whose walk accepts this opcode
-    # derived once from ``operation`` (read per packet: an Enum's hash is a Python call)
+    # derived once from ``operation`` and ``position`` (read per packet: an Enum's hash is a
+    # Python call, and a test of a tuple of them compares strings)
     is_request: bool = field(init=False, repr=False, compare=False)
     is_response: bool = field(init=False, repr=False, compare=False)
+    starts: bool = field(init=False, repr=False, compare=False)  # First or Only
+    ends: bool = field(init=False, repr=False, compare=False)  # Last or Only
 
     def __post_init__(self) -> None:
         response = self.operation in _RESPONSES
         object.__setattr__(self, "is_response", response)  # frozen: set once, here
         object.__setattr__(self, "is_request", not response)
+        object.__setattr__(self, "starts", self.position in (Position.FIRST, Position.ONLY))
+        object.__setattr__(self, "ends", self.position in (Position.LAST, Position.ONLY))
 
     @property
     def slug(self) -> str:

@@ -439,13 +439,7 @@ def test_at_most_128_unacknowledged_psns():
     p = pair(mtu=256, size=300 * 256, timeout=10, retry_cnt=1, config=LinkConfig(),
              reverse=LinkConfig(loss=1.0))
     sent = []
-    fate = p.ab.fate
-
-    def spy(now, frame):
-        sent.append((now, roce.parse(frame)["bth"]["psn"]))
-        return fate(now, frame)
-
-    p.ab.fate = spy
+    p.ab.watch = lambda now, frame: sent.append((now, roce.parse(frame)["bth"]["psn"]))
     write(p, 1, 0, 300 * 256, 0)
     run(p)
     before_timeout = [psn for t, psn in sent if t < ACK_TIMEOUT_UNIT_NS << 10]

@@ -348,8 +348,11 @@ def test_ip_checksum_long_input():
 # -- other twins in fast.py: assemble, decode_headers ---------------------------------------------
 
 
-@given(valid_frames(), st.booleans(), st.booleans(), st.booleans(), st.booleans())
-def test_assemble_fast_equals_reference(frame, fix_len, fix_sum, fix_udp, give_icrc):
+@given(valid_frames(), st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+       st.integers(0, 64))
+def test_assemble_fast_equals_reference(frame, fix_len, fix_sum, fix_udp, give_icrc, cut):
+    """The transport part whole, or as headers and a body (``cut`` bytes after BTH, where the
+    emulator's frame builder puts its payload): the same frame either way."""
     w = locate.walk(frame)
     l2 = frame[:w.l3_off]
     l3 = frame[w.l3_off:w.l3_off + w.l3_len]
@@ -360,8 +363,23 @@ def test_assemble_fast_equals_reference(frame, fix_len, fix_sum, fix_udp, give_i
             fix_udp)
     out = _ext.assemble(*args)
     assert out == fast.assemble_reference(*args)
+    split = min(12 + cut, len(transport))
+    parts = args[:4] + (transport[:split],) + args[5:] + (transport[split:],)
+    assert _ext.assemble(*parts) == fast.assemble_reference(*parts) == out
     if not give_icrc:
         assert out == frame  # the crafted frame already had right lengths, checksum, ICRC
+
+
+def test_assemble_refuses_a_transport_part_without_bth():
+    """Both twins: fewer than BTH's 12 bytes before the body is an error, whatever follows."""
+    frame = roce.craft(0x04, b"abcd").to_bytes()
+    w = locate.walk(frame)
+    args = (frame[:w.l3_off], frame[w.l3_off:w.l3_off + w.l3_len], w.l3_kind,
+            frame[w.udp_off:w.bth_off], frame[w.bth_off:w.bth_off + 11], None, b"", True,
+            True, True, frame[w.bth_off + 11:w.icrc_off])
+    for twin in (_ext.assemble, fast.assemble_reference):
+        with pytest.raises(ValueError, match="shorter than BTH"):
+            twin(*args)
 
 
 @given(any_frames())

@@ -216,13 +216,7 @@ def receiver_port(p: SimpleNamespace, path: Path) -> PcapWriter:
                 w.write(frame, ts_ns=ts_ns)
 
     p.fab.record(Delivered())
-    fate = p.ba.fate
-
-    def sent(now: int, frame: bytes) -> list[tuple[int, bytes]]:
-        w.write(frame, ts_ns=now)
-        return fate(now, frame)
-
-    p.ba.fate = sent
+    p.ba.watch = lambda now, frame: w.write(frame, ts_ns=now)
     return w
 
 

@@ -19,16 +19,18 @@ from roce.locate import ETHERTYPE_IPV4, ETHERTYPE_IPV6, OK, ROCE_PORT
 from roce.opcodes import OPCODES, Opcode, Operation, Position, Transport
 from roce.packet import udp_source_port
 
-# (transport, operation, position, immediate, invalidate) -> opcode row
-_SELECT: dict[tuple, Opcode] = {
-    (op.transport, op.operation, op.position, op.immediate, op.invalidate): op
-    for op in OPCODES.values()
-}
+# transport -> operation -> position -> immediate -> invalidate -> opcode row: one lookup
+# per part (the parts' hashes are cached), no key tuple made and hashed per packet
+_SELECT: dict = {}
+for _op in OPCODES.values():
+    (_SELECT.setdefault(_op.transport, {}).setdefault(_op.operation, {})
+     .setdefault(_op.position, {}).setdefault(_op.immediate, {}))[_op.invalidate] = _op
+del _op
 
 
 def select(transport: Transport, operation: Operation, position: Position,
            immediate: bool = False, invalidate: bool = False) -> Opcode:
-    return _SELECT[(transport, operation, position, immediate, invalidate)]
+    return _SELECT[transport][operation][position][immediate][invalidate]
 
 
 def positions(npkts: int) -> list[Position]:
@@ -84,15 +86,15 @@ class FrameBuilder:
               payload: bytes = b"", ackreq: bool = False, se: bool = False,
               p_key: int = 0xFFFF) -> bytes:
         pad = -len(payload) & 3
-        parts = [bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)]
+        headers = bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)
         if op.headers:
             ext = ext or {}
-            parts += [ENCODERS[h](ext.get(h, {})) for h in op.headers]
-        parts.append(payload)
-        if pad:
-            parts.append(bytes(pad))
-        return assemble(self.l2, self.l3, self.l3_kind, self.udp, b"".join(parts), None, b"",
-                        True, True, True)
+            headers = b"".join([headers] + [ENCODERS[h](ext.get(h, {})) for h in op.headers])
+        if pad or type(payload) is not bytes:  # (a view of a plain region's buffer: copied)
+            payload = bytes(payload) + bytes(pad)
+        # the payload goes into the frame as it is: copied once
+        return assemble(self.l2, self.l3, self.l3_kind, self.udp, headers, None, b"", True,
+                        True, True, payload)
 
 
 def small_field(header: str, field: str) -> tuple[int, int, int]:
@@ -125,6 +127,10 @@ class Incoming:
 
     def __init__(self, frame: bytes, rx: tuple) -> None:
         """``rx``: what ``fast.rx`` read of ``frame`` (its ``RX_FIELDS``), status OK."""
+        self.fill(frame, rx)
+
+    def fill(self, frame: bytes, rx: tuple) -> None:
+        """``__init__``'s work (``receive`` makes an instance without a Python call)."""
         self.frame = frame
         (_, code, self.se, self.p_key, self.destqp, self.ackreq, self.psn, l3_kind, l3_off,
          self.l3_len, bth_off, payload_off, pad_off) = rx
@@ -150,4 +156,6 @@ def receive(frame: bytes, icrc_checked: bool = False) -> tuple[int, Incoming | N
     got = rx(frame, not icrc_checked)
     if got[0] != OK:
         return got[0], None
-    return OK, Incoming(frame, got)
+    pkt = Incoming.__new__(Incoming)
+    pkt.fill(frame, got)
+    return OK, pkt

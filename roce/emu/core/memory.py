@@ -174,8 +174,11 @@ def take(views: list, offset: int, n: int) -> bytes | memoryview:
         if offset >= len(v):
             offset -= len(v)
             continue
-        # a seeded region's view reads its part without a slice object (once per packet)
-        part = v.part(offset, offset + n) if type(v) is PatternView else v[offset:offset + n]
+        if type(v) is PatternView:  # a seeded region's: its part, without a slice object
+            pv = v
+            part = pv.part(offset, offset + n)
+        else:
+            part = v[offset:offset + n]
         if len(part) == n and not parts:
             return part
         parts.append(part)

@@ -151,8 +151,10 @@ class Patterned:
         """Bytes [off, off + n) of the region had it started as ``side``'s pattern."""
         got = self.piece_at(side, off, n)
         if got is not None:  # within one piece: a frame's payload
-            plo = off % self.slot % CHUNK
-            return got[plo:plo + n]
+            o = off  # C integers in the compiled form, as in ``piece_at``
+            m = n
+            plo = o % self.slot % CHUNK
+            return got[plo:plo + m]
         slot = self.slot
         j, lo = divmod(off, slot)
         if lo + n <= slot:
@@ -171,7 +173,8 @@ class Patterned:
         if not self.good and not self.odd:
             return out
         buf = bytearray(out)
-        end = off + n
+        o = off  # C integers in the compiled form, as in ``piece_at``
+        end = o + n
         good = self.good
         for k in range(0, len(good), 2):
             a, b = max(good[k], off), min(good[k + 1], end)
@@ -189,25 +192,26 @@ class Patterned:
         if not n:
             return
         self.writes += 1
-        end = off + n
+        o = off  # C integers in the compiled form, as in ``piece_at``
+        end = o + n
         if self.odd:  # what this write covers no longer holds the odd bytes
-            self.odd = [p for o, d in self.odd for p in _outside(o, d, off, end)]
+            self.odd = [p for at, d in self.odd for p in _outside(at, d, off, end)]
         target = self.target
         same = False
         if target is not None:
             got = self.piece_at(target, off, n)
             if got is not None:  # a frame's payload: compared in place, no slice made
-                same = got.startswith(data, off % self.slot % CHUNK)
+                same = got.startswith(data, o % self.slot % CHUNK)
             else:  # bytes compare by memcmp, a memoryview item by item
                 same = bytes(data) == self.pattern(target, off, n)
         if same:
             good = self.good
-            if good and good[-1] == off:  # the next bytes of the last range: in order
+            if good and good[-1] == o:  # the next bytes of the last range: in order
                 good[-1] = end
-            elif not _covers(good, off, end):  # (a slot written again holds them already)
-                _add(good, off, end)
+            elif not _covers(good, o, end):  # (a slot written again holds them already)
+                _add(good, o, end)
         else:
-            _remove(self.good, off, end)
+            _remove(self.good, o, end)
             self.odd.append((off, bytes(data)))
 
     def whole(self, j: int) -> str | None:
@@ -270,7 +274,9 @@ class PatternView:
     def part(self, lo: int, hi: int) -> bytes:
         """``self[lo:hi]`` without the slice object (``memory.take``, per packet sent)."""
         if 0 <= lo <= hi <= self.n:
-            return self.content.read(self.off + lo, hi - lo)
+            a = lo  # C integers in the compiled form
+            b = hi
+            return self.content.read(self.off + a, b - a)
         return self[lo:hi]
 
     def __setitem__(self, key: Any, data: Any) -> None:

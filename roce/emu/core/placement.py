@@ -11,7 +11,6 @@ from __future__ import annotations
 from roce.emu.core.constants import Access
 from roce.emu.core.memory import AccessError
 from roce.errors import RoceError
-from roce.opcodes import Position
 
 TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 if TYPE_CHECKING:
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
 _REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
 # positions whose packets carry exactly one MTU (a module name: Enum attribute reads are slow
 # and this runs per packet)
-_FULL = (Position.FIRST, Position.MIDDLE)
 
 
 class Refused(RoceError):
@@ -37,7 +35,7 @@ def check_length(pkt: Any, mtu: int) -> None:
     """rxe ``check_length``: First and Middle packets carry exactly one path MTU, Last and
     Only at most one."""
     n = len(pkt.payload)
-    if pkt.op.position in _FULL and n != mtu or n > mtu:
+    if not pkt.op.ends and n != mtu or n > mtu:  # First, Middle: full
         raise Refused(f"{pkt.op} carries {n} bytes, MTU is {mtu}")
 
 

@@ -185,7 +185,7 @@ class Requester:
             ackreq, last = True, True
         else:
             pos = _position(index, wqe.npkts)
-            last = pos in _ENDS
+            last = pos is _LAST or pos is _ONLY
             payload = take(wqe.views, index * mtu, mtu)
             row, reth = self._data_row(wqe, index, pos, last, len(payload))
             if reth is not None:
@@ -392,7 +392,6 @@ _RC = Transport.RC
 _SOLICITED = int(F.IBV_SEND_SOLICITED)
 _RTS = QPState.IBV_QPS_RTS
 _FIRST, _MIDDLE, _LAST, _ONLY = Position.FIRST, Position.MIDDLE, Position.LAST, Position.ONLY
-_ENDS = (_LAST, _ONLY)  # positions that end a message
 
 
 _U64 = (1 << 64) - 1

@@ -142,9 +142,9 @@ class Responder:
     def _execute(self, pkt: Incoming) -> None:
         qp = self.qp
         op = pkt.op
-        operation, position = op.operation, op.position
-        first = position in _STARTS
-        last = position in _ENDS
+        operation = op.operation
+        first = op.starts
+        last = op.ends
         # opcode sequence
         if self.in_progress is not None:
             if first or operation is not self.in_progress:
@@ -156,7 +156,7 @@ class Responder:
         if need is not None and not qp.remote_access_ok(need):
             raise Reject(NAK_INVALID_REQUEST, f"QP does not allow {Access(need).name}")
         # responder resources for READ/ATOMIC (max_dest_rd_atomic)
-        if operation in _NEEDS_RESOURCES and \
+        if (operation is _READ or operation is _ATOMIC) and \
                 qp.attr.max_dest_rd_atomic < 1:
             raise Reject(NAK_INVALID_REQUEST, "no responder resources (max_dest_rd_atomic 0)")
         if operation is _SEND:
@@ -354,8 +354,5 @@ _RC, _READ_RESPONSE = Transport.RC, Operation.READ_RESPONSE
 # ACK.  One asked again is no spurious retransmission (docs/protocol.md, "Selective repeat
 # (IRN) encoding", Counting): its answer may have been lost, and the responder cannot tell.
 ANSWERED = frozenset((_READ, _ATOMIC))
-_NEEDS_RESOURCES = (_READ, _ATOMIC)  # take max_dest_rd_atomic
-_STARTS = (Position.FIRST, Position.ONLY)  # positions that start a message
-_ENDS = (Position.LAST, Position.ONLY)  # positions that end a message
 _QP_ACCESS = {Operation.RDMA_WRITE: _REMOTE_WRITE, Operation.RDMA_READ: _REMOTE_READ,
               Operation.ATOMIC: _REMOTE_ATOMIC}

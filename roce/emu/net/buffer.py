@@ -100,33 +100,35 @@ class SharedBuffer:
     def admit(self, acct: Account, n: int, lossless: bool) -> int:
         """The pool a frame of ``n`` bytes goes to, or -1: drop it."""
         held = acct.held
-        if held[RESERVE] + n <= self.reserve:
+        m = n  # a C integer in the compiled form (once per switch hop)
+        if held[RESERVE] + m <= self.reserve:
             pool = RESERVE
         elif (not acct.xoff  # ``threshold()`` inline: this runs once per switch hop
-              and held[SHARED] + n <= max(self.alpha * (self.shared_size - self.shared_used), 0)
-              and self.shared_used + n <= self.shared_size):
+              and held[SHARED] + m <= max(self.alpha * (self.shared_size - self.shared_used), 0)
+              and self.shared_used + m <= self.shared_size):
             pool = SHARED
-            self.shared_used += n
-        elif lossless and acct.xoff and held[HEADROOM] + n <= acct.headroom:
+            self.shared_used += m
+        elif lossless and acct.xoff and held[HEADROOM] + m <= acct.headroom:
             pool = HEADROOM
-        elif lossless and not acct.xoff and self.shared_used + n <= self.shared_size:
+        elif lossless and not acct.xoff and self.shared_used + m <= self.shared_size:
             pool = SHARED  # above the threshold: admitted, and the caller pauses the sender
-            self.shared_used += n
+            self.shared_used += m
         else:
             if lossless:
                 self.lossless_drops += 1
             return -1
-        held[pool] += n
-        self.used += n
+        held[pool] += m
+        self.used += m
         if self.used > self.max_used:
             self.max_used = self.used
         return pool
 
     def release(self, acct: Account, pool: int, n: int) -> None:
-        acct.held[pool] -= n
-        self.used -= n
+        m = n  # a C integer in the compiled form (once per switch hop)
+        acct.held[pool] -= m
+        self.used -= m
         if pool == SHARED:
-            self.shared_used -= n
+            self.shared_used -= m
 
     def should_pause(self, acct: Account) -> bool:
         # ``threshold()`` inline (once per lossless switch hop)

@@ -38,8 +38,12 @@ _DST_END = _DST_OFF + LAYOUTS["eth"].field("dst").bits // 8
 
 class Link:
     """One direction of a cable between two endpoints (docs/architecture.md: a link depends
-    on the ``Endpoint`` interface, not on the verbs API).  ``fate`` may be replaced on an
-    instance to watch or alter what the link is handed (tests do)."""
+    on the ``Endpoint`` interface, not on the verbs API).  ``watch``: None, or a callable
+    ``(now, frame)`` handed each frame as the link takes it, before its fate (tests watch
+    what a link is handed; an extension type in the compiled form, so not by replacing
+    ``fate``)."""
+
+    __slots__ = ("src", "dst", "rng", "name", "busy_until", "faults", "watch")
 
     def __init__(self, src: Endpoint, dst: Endpoint, config: LinkConfig,
                  rng: random.Random, name: str = "") -> None:
@@ -47,6 +51,7 @@ class Link:
         self.name = name
         self.busy_until = 0
         self.faults = Faults(config, rng)
+        self.watch: Any = None
 
     @property
     def config(self) -> LinkConfig:
@@ -68,6 +73,8 @@ class Link:
 
     def fate(self, now: int, frame: bytes) -> list[tuple[int, bytes]]:
         """(arrival time, frame) for each copy that reaches the other end."""
+        if self.watch is not None:
+            self.watch(now, frame)
         faults = self.faults
         c = faults.config  # not through the ``config`` property: once per frame
         busy = self.busy_until
