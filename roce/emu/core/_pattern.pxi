@@ -95,11 +95,12 @@ def pattern_expand(uint64_t seed, uint64_t first, Py_ssize_t n):
     cdef Py_ssize_t b, words = n >> 3
     # the counter before word ``first`` (unsigned: the arithmetic is mod 2**64)
     cdef uint64_t x = seed + first * GAMMA, z
-    with nogil:
-        x = expand_words(p, x, words)
-        if n & 7:
-            x += GAMMA
-            z = splitmix(x)
-            for b in range(n & 7):
-                p[8 * words + b] = <unsigned char>(z >> (8 * b))
+    # the GIL kept: a piece is made in a fraction of a microsecond, less than releasing and
+    # taking it back costs (bench/RESULTS.md, "roce against ns-3")
+    x = expand_words(p, x, words)
+    if n & 7:
+        x += GAMMA
+        z = splitmix(x)
+        for b in range(n & 7):
+            p[8 * words + b] = <unsigned char>(z >> (8 * b))
     return out
