@@ -160,7 +160,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                               "_strict_mask")},
                        "pull.m": "long", "pull.tc": "long"},
         "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
-                   "_table": "bytes", "ingress.tc": "long", "ingress.n": "long",
+                   "_table": "bytes", "ingress.f": "bytes", "ingress.tc": "long", "ingress.n": "long",
                    "ingress.q": "long", "dequeue.n": "long",
                    "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
@@ -222,7 +222,12 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                 "SRResponder": {"receive.pkt": "Incoming",
                                                 "_write.pkt": "Incoming"},
                                 "SRCompleter": {"receive.pkt": "Incoming"}},
-    "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {}},
+    # the congestion-control driver: its tables read on every frame a NIC sends or receives
+    "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {
+        "np": "NotificationPoint",
+        **{a: "dict" for a in ("qps", "algos", "pacers", "_cnps", "_sent_at", "_armed",
+                               "_want", "_own", "_timeouts", "_echo")},
+        **{a: "long" for a in ("cnps_received", "rtt_samples", "int_acks")}}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
     # locals the credit rules bound (12-bit counters, a packet's bytes and blocks, the blocks
     # a buffer holds): C integers (``SCALARS``); what the buffer's size reaches is not one
@@ -260,7 +265,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "_rings": "list", "_busy": "list", "_tcache": "dict",
                                  "_prio": "dict", "pacers": "dict",
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
-                                 "receive.qp": "QueuePair", "pull.qp": "QueuePair",
+                                 "receive.qp": "QueuePair", "receive.f": "bytes", "pull.qp": "QueuePair",
                                  "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
     # a Nic with an InfiniBand port; ``_ccti_timer`` is handed on as a bound method (to the
     # event loop)
