@@ -160,8 +160,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                               "_strict_mask")},
                        "pull.m": "long", "pull.tc": "long"},
         "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
-                   "_table": "bytes", "ingress.f": "bytes", "ingress.tc": "long", "ingress.n": "long",
-                   "ingress.q": "long", "dequeue.n": "long",
+                   "_table": "bytes", "ingress.f": "bytes", "ingress.tc": "long",
+                   "ingress.n": "long", "ingress.q": "long", "dequeue.n": "long",
                    "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
                    "dequeue.acct": "Account", "dequeue.inport": "SwitchPort",
@@ -265,8 +265,9 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "_rings": "list", "_busy": "list", "_tcache": "dict",
                                  "_prio": "dict", "pacers": "dict",
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
-                                 "receive.qp": "QueuePair", "receive.f": "bytes", "pull.qp": "QueuePair",
-                                 "_take.qp": "QueuePair", "_note.qp": "QueuePair"}},
+                                 "receive.qp": "QueuePair", "receive.f": "bytes",
+                                 "pull.qp": "QueuePair", "_take.qp": "QueuePair",
+                                 "_note.qp": "QueuePair"}},
     # a Nic with an InfiniBand port; ``_ccti_timer`` is handed on as a bound method (to the
     # event loop)
     "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl", "slots": "list",

@@ -39,8 +39,8 @@ def test_declarations_follow_the_source_and_the_table() -> None:
     assert "from roce.emu.net.link cimport Wire\n" in text
     assert "    cdef public Wire wire\n" in text and "    cdef public object ctrl\n" in text
     assert "    cpdef _take(self, now, QueuePair qp, ring, prio)\n" in text
-    assert "    @cython.locals(dev=Device, qp=QueuePair)\n    cpdef receive(self, now, frame)\n" \
-        in text
+    assert "    @cython.locals(dev=Device, f=bytes, qp=QueuePair)\n" \
+           "    cpdef receive(self, now, frame)\n" in text
     assert "    cpdef _rearm(self, now, qp=*)\n" in text
     assert "storm" not in text  # a closure inside: it stays a def
     sim = _compiled.pxd_text("roce.emu.net.sim", _source("roce.emu.net.sim"))
