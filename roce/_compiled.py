@@ -311,11 +311,13 @@ OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}
-# Functions of the hand-written fast path that compiled modules import from ``roce.fast`` (the
-# fast path's names there, when it is built: a compiled module is built with it) and call
-# per packet: their ``.pxd`` cimports them from here, so the call is a C call (building and
-# reading a frame).
-C_FUNCTIONS = {"roce.fast": ("roce._fastpath", ("assemble", "bth_pack", "rx"))}
+# Functions of the hand-written fast path that compiled modules import, by the module they
+# import them from (``roce.fast``; ``roce.emu.net.hop`` for a switch hop's rewrite: the fast
+# path's names there, when it is built: a compiled module is built with it), and call per
+# packet: their ``.pxd`` cimports them from the fast path, so the call is a C call (building,
+# reading and forwarding a frame).
+C_FUNCTIONS = {"roce.fast": ("roce._fastpath", ("assemble", "bth_pack", "rx")),
+               "roce.emu.net.hop": ("roce._fastpath", ("routed",))}
 
 # Module-level functions of a compiled module declared ``cpdef`` too: its classes' methods, and
 # every compiled module that imports one by its name (``pxd_text`` cimports it there), call

@@ -87,3 +87,6 @@ cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc
                bytes body=*)
 cpdef bth_pack(int opcode, bint se, int padcnt, int p_key, int destqp, bint ackreq, int psn)
 cpdef rx(bytes frame, bint check_icrc=*, int linktype=*, int udp_port=*)
+# a switch hop's rewrite (roce.emu.net.switch imports it from roce.emu.net.hop, whose name it
+# is when the fast path is built)
+cpdef routed(bytes frame, bytes src_mac, bytes dst_mac, bint mark_ce)

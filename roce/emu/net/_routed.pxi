@@ -16,7 +16,7 @@ def routed_configure(int macs, int tos, int ttl, int csum, uint32_t tos_c, uint3
     RT_TOS_C, RT_TTL_C, RT_CE_BITS = tos_c, ttl_c, ce_bits
 
 
-def routed(bytes frame, bytes src_mac, bytes dst_mac, bint mark_ce):
+cpdef routed(bytes frame, bytes src_mac, bytes dst_mac, bint mark_ce):
     """Twin of roce.emu.net.hop.routed_reference: one copy of the frame, patched."""
     cdef Py_ssize_t n = PyBytes_GET_SIZE(frame)
     if RT_MACS < 0:

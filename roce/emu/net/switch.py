@@ -20,6 +20,7 @@ from functools import partial
 from roce import macc
 from roce.emu.net import hop as frames
 from roce.emu.net.buffer import Account, BufferConfig, SharedBuffer, headroom_bytes
+from roce.emu.net.hop import routed  # per frame at egress (a C call in the compiled form)
 from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
 from roce.emu.net.stages import (
     DscpClassifier,
@@ -43,7 +44,6 @@ _IPV4 = frames.IPV4_TYPE
 _L2, _UDP = frames.L2, frames.L2 + frames.IP_HDR
 _PROTO, (_DPORT0, _DPORT1) = frames.PROTO, frames.UDP_DPORT
 _INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
-_routed = frames.routed  # per frame at egress: bound once, not looked up on the module
 
 
 @dataclass
@@ -308,8 +308,8 @@ class Switch:
         if mark and ecn != _CE:
             port.stats.ecn_marked += 1
         if self.telemetry:
-            return self.stamp(now, port, tc, _routed(frame, port.mac, port.peer_mac, mark))
-        return _routed(frame, port.mac, port.peer_mac, mark)
+            return self.stamp(now, port, tc, routed(frame, port.mac, port.peer_mac, mark))
+        return routed(frame, port.mac, port.peer_mac, mark)
 
     def stamp(self, now: int, port: SwitchPort, tc: int, frame: bytes) -> bytes:
         """An INT transit hop at egress: an INT-MD frame gets this hop's record (queue
