@@ -224,7 +224,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                 "SRCompleter": {"receive.pkt": "Incoming"}},
     # the congestion-control driver: its tables read on every frame a NIC sends or receives
     "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {
-        "np": "NotificationPoint",
+        "np": "NotificationPoint", "received.f": "bytes",
         **{a: "dict" for a in ("qps", "algos", "pacers", "_cnps", "_sent_at", "_armed",
                                "_want", "_own", "_timeouts", "_echo")},
         **{a: "long" for a in ("cnps_received", "rtt_samples", "int_acks")}}},

@@ -237,9 +237,9 @@ class CcDriver:
         self.now = now
         # the fixed shape of the frames emulated hosts build, read inline (once per frame);
         # anything else goes through roce.locate's walk
-        if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
-                and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
-                and frame[_DPORT + 1] == _P1):
+        f = frame  # (bytes: its two-byte fields compared in place, in C in the compiled form)
+        if (len(f) > _MIN_LEN and f.startswith(_IPV4, _ETYPE) and f[_L3] == _VIHL_B
+                and f[_PROTO] == 17 and f.startswith(_ROCE_PORT, _DPORT)):
             code, bth, ecn = frame[_OP_AT], _BTH, (frame[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
         else:
             found = _locate(frame)
