@@ -112,7 +112,8 @@ class Patterned:
         if seed is None:
             seed = self._seeds[side, j] = label_seed(slot_label(self.seed, self.qp, side, j))
         key = (seed, k, n)
-        got = _RECENT.get(key)
+        recent = _RECENT  # (a dictionary: looked up in C in the compiled form)
+        got = recent.get(key)
         if got is None:
             got = expand(seed, k * PIECE_WORDS, n)
             _remember(key, got)
