@@ -373,8 +373,37 @@ class _Codecs(dict):
         return dict.items(self)
 
 
-DECODERS: dict[str, Callable[[bytes, int], dict]] = _Codecs(_compile_decoder)
-ENCODERS: dict[str, Callable[[dict], bytes]] = _Codecs(_compile_encoder)
+def _fast_codec(layout: Layout) -> Any:
+    """The fast path's twin of this layout's generated codec (``roce/_headercodec.pxi``),
+    when the fast path is built and every field is an integer or a boolean within 8 bytes;
+    else None.  It hands the generated codec what it does not cover, so both give the same
+    dict, bytes or error."""
+    from roce import fast
+
+    if not fast.COMPILED or any(f.kind == "addr" for f in layout.fields):
+        return None
+    try:
+        return fast._ext.HeaderCodec(
+            layout.size, tuple((f.name, f.shift, f.bits, f.kind == "bool") for f in layout.fields),
+            _compile_decoder(layout), _compile_encoder(layout))
+    except ValueError:  # a field across more than 8 bytes
+        return None
+
+
+def _decoder(layout: Layout) -> Callable[[bytes, int], dict]:
+    codec = _fast_codec(layout)
+    return codec.decode if codec is not None else _compile_decoder(layout)
+
+
+def _encoder(layout: Layout) -> Callable[[dict], bytes]:
+    codec = _fast_codec(layout)
+    return codec.encode if codec is not None else _compile_encoder(layout)
+
+
+# the codecs of this module's headers: the fast path's where it has one (once per packet, as a
+# frame is built or read, for BTH's extended headers), else the generated Python
+DECODERS: dict[str, Callable[[bytes, int], dict]] = _Codecs(_decoder)
+ENCODERS: dict[str, Callable[[dict], bytes]] = _Codecs(_encoder)
 
 
 def derive(name: str, con: Construct) -> Layout:
