@@ -383,9 +383,9 @@ def _fast_codec(layout: Layout) -> Any:
     if not fast.COMPILED or any(f.kind == "addr" for f in layout.fields):
         return None
     try:
-        return fast._ext.HeaderCodec(
+        return fast._ext.HeaderCodec(  # (the generated pair compiled only if it is needed)
             layout.size, tuple((f.name, f.shift, f.bits, f.kind == "bool") for f in layout.fields),
-            _compile_decoder(layout), _compile_encoder(layout))
+            _lazily(_compile_decoder, layout), _lazily(_compile_encoder, layout))
     except ValueError:  # a field across more than 8 bytes
         return None
 
