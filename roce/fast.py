@@ -11,6 +11,7 @@ import os
 import warnings
 from array import array
 
+from roce import headers as _headers
 from roce import icrc as _icrc
 from roce import locate as _locate
 from roce import psn as _psn
@@ -31,6 +32,8 @@ except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
                   RuntimeWarning, stacklevel=2)
 
 COMPILED = _ext is not None
+if _ext is not None:  # the header codecs of roce.headers in C, where a layout allows
+    _headers.FAST_CODEC = _ext.HeaderCodec
 
 # -- tables for the fast path --------------------------------------------------------------
 

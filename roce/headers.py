@@ -373,17 +373,20 @@ class _Codecs(dict):
         return dict.items(self)
 
 
+# The fast path's codec (``roce._fastpath.HeaderCodec``): set by roce.fast, which sits above
+# this module, when the fast path is built; None, the generated codecs alone.
+FAST_CODEC: Any = None
+
+
 def _fast_codec(layout: Layout) -> Any:
     """The fast path's twin of this layout's generated codec (``roce/_headercodec.pxi``),
-    when the fast path is built and every field is an integer or a boolean within 8 bytes;
+    when ``FAST_CODEC`` is set and every field is an integer or a boolean within 8 bytes;
     else None.  It hands the generated codec what it does not cover, so both give the same
     dict, bytes or error."""
-    from roce import fast
-
-    if not fast.COMPILED or any(f.kind == "addr" for f in layout.fields):
+    if FAST_CODEC is None or any(f.kind == "addr" for f in layout.fields):
         return None
     try:
-        return fast._ext.HeaderCodec(  # (the generated pair compiled only if it is needed)
+        return FAST_CODEC(  # (the generated pair compiled only if it is needed)
             layout.size, tuple((f.name, f.shift, f.bits, f.kind == "bool") for f in layout.fields),
             _lazily(_compile_decoder, layout), _lazily(_compile_encoder, layout))
     except ValueError:  # a field across more than 8 bytes
