@@ -174,8 +174,7 @@ class Patterned:
         if not self.good and not self.odd:
             return out
         buf = bytearray(out)
-        o = off  # C integers in the compiled form, as in ``piece_at``
-        end = o + n
+        end = off + n
         good = self.good
         for k in range(0, len(good), 2):
             a, b = max(good[k], off), min(good[k + 1], end)

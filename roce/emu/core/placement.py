@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 _REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
-# positions whose packets carry exactly one MTU (a module name: Enum attribute reads are slow
-# and this runs per packet)
 
 
 class Refused(RoceError):
