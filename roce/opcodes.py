@@ -70,7 +70,7 @@ class Position(str, Enum):
 _RESPONSES = frozenset({Operation.READ_RESPONSE, Operation.ACK, Operation.ATOMIC_ACK})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Opcode:
     """One BTH opcode and what follows BTH on the wire."""
 

@@ -66,7 +66,7 @@ class AHAttr:
     traffic_class: int = 0  # IP DSCP << 2 | ECN, as the GRH's traffic class (IBA 8.3)
 
 
-@dataclass
+@dataclass(slots=True)
 class QPAttr:
     """A QP's attributes as ``modify`` takes and ``query`` returns them (``struct
     ibv_qp_attr``); a ``QPAttrMask`` says which of them a call sets."""
