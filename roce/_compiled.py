@@ -298,8 +298,9 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
 # .py's (a peer's 64-bit address may not fit).
 SCALARS = frozenset({"long"})
 # Builtin types an attribute or a method's local may be typed as in CLASSES ("owed": "set"):
-# Cython then tests, indexes, slices and adds in C (``PySet_Add``, a list's item, a
-# dictionary's ``get`` and ``items``, a bytes object's slice), without a method call.  Not an
+# Cython then tests, indexes and adds in C (``PySet_Add``, a list's item, a dictionary's
+# ``get`` and ``items``, a bytes object's ``startswith`` at an offset), without a method call
+# (a typed bytes object's slice is no faster: Cython slices it generically).  Not an
 # argument's type: what callers hand in stays the .py's.  The attribute or local then holds
 # that type (or None) only, as the .py always gives it.
 CONTAINERS = frozenset({"list", "set", "dict", "bytes"})

@@ -190,6 +190,25 @@ def test_generator_types_the_arguments_the_table_names(monkeypatch: pytest.Monke
             _with_table(monkeypatch, {"Stats": {}})
 
 
+def test_generator_types_the_locals_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function's local in ``FUNCTION_ARGS`` is declared by ``@cython.locals``: a class of
+    CLASSES, a C type or a builtin; an argument takes a class only, and a name the function
+    neither takes nor assigns is refused."""
+    source = SYNTHETIC + "\ndef summed(x, y):\n    total = x + y\n    return total\n"
+    monkeypatch.setattr(_compiled, "CLASSES", {"pkg.mod": {"Stats": {}}})
+    monkeypatch.setattr(_compiled, "FUNCTIONS", {"pkg.mod": ("summed",)})
+    monkeypatch.setattr(_compiled, "FUNCTION_ARGS", {"pkg.mod": {"summed.total": "long"}})
+    text = _compiled.pxd_text("pkg.mod", source)
+    assert text.endswith("\n@cython.locals(total=long)\ncpdef summed(x, y)\n")
+    assert text.splitlines()[1] == "cimport cython"
+    for key, t, what in (("summed.x", "long", "typed long, not a class"),
+                         ("summed.z", "long", "names no argument or local"),
+                         ("summed.total", "Nothing", "typed Nothing, not a class")):
+        monkeypatch.setattr(_compiled, "FUNCTION_ARGS", {"pkg.mod": {key: t}})
+        with pytest.raises(ValueError, match=f"pkg.mod.{key} {what}"):
+            _compiled.pxd_text("pkg.mod", source)
+
+
 def test_generator_declares_a_subclass_of_a_class_of_the_table(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_compiled, "OPEN", frozenset({"Port"}))
