@@ -82,6 +82,7 @@ MODULES = (
     "roce.emu.core.patterned",
     "roce.emu.core.placement",
     "roce.emu.core.work",
+    "roce.emu.core.parts",
     "roce.emu.core.qp",
     "roce.emu.core.requester",
     "roce.emu.core.responder",
@@ -140,6 +141,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # typed object, Cython makes a cpdef method a C function of the wrong signature (an error
     # with GCC >= 14, a call without its hidden argument otherwise)
     "roce.emu.net.buffer": {"Account": {"congested": "def", "held": "list"},
+                            # the interface a switch calls per frame (in C): its models'
+                            # base, typed as they are
+                            "BufferPolicy": {f"{m}.acct": "Account" for m in (
+                                "admit", "release", "should_pause", "should_resume")},
                             "SharedBuffer": {
                                 **{f"{m}.acct": "Account" for m in (
                                     "admit", "release", "should_pause", "should_resume")},
@@ -150,16 +155,21 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                     "resume_offset")},
                                 "admit.m": "long", "admit.pool": "long",
                                 "release.m": "long"}},
-    # the switch's ECN marker (one call per frame dequeued; ``Switch`` holds any ``Marker``)
-    "roce.emu.net.stages": {"RedMarker": {}, "NoMarker": {}},
+    # the switch's ECN marker (one call per frame dequeued) and forwarder (one per frame with
+    # a choice of ports): the base classes a switch calls, and their models
+    "roce.emu.net.stages": {"Marker": {}, "RedMarker": {}, "NoMarker": {}, "Forwarder": {},
+                            "EcmpForwarder": {}, "SprayForwarder": {}},
     "roce.emu.net.switch": {
-        "SwitchPort": {"wire": "Wire", "pause": "PauseState", "pfc": "PfcSender",
+        "SwitchPort": {"switch": "Switch", "wire": "Wire", "pause": "PauseState",
+                       "pfc": "PfcSender", "marker": "Marker",
                        **{a: "list" for a in ("queues", "qbytes", "in_acct", "eg_acct")},
                        **{a: "long" for a in ("index", "queued", "mask", "rr", "rx_frames",
                                               "tx_frames", "max_queue_bytes", "int_tx",
                                               "_strict_mask")},
                        "pull.m": "long", "pull.tc": "long"},
         "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
+                   "buffer": "BufferPolicy", "forwarder": "Forwarder",
+                   "ingress.buf": "BufferPolicy", "dequeue.buf": "BufferPolicy",
                    "_table": "bytes", "ingress.f": "bytes", "ingress.tc": "long",
                    "ingress.n": "long", "ingress.q": "long", "dequeue.n": "long",
                    "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
@@ -184,6 +194,9 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                                 "take.mr": "MemoryRegion"}},
     # selective repeat's send record: a call or two per packet sent and acknowledged
     "roce.emu.core.rack": {"Rack": {}},
+    # a QP's parts as it calls them: per packet, the RC parts in C
+    "roce.emu.core.parts": {"RequesterPart": {}, "ResponderPart": {"receive.pkt": "Incoming"},
+                            "CompleterPart": {"receive.pkt": "Incoming"}},
     "roce.emu.core.qp": {"Counters": {a: "long" for a in (
                              "packets_sent", "packets_received", "retransmitted", "timeouts",
                              "rnr_naks_received", "rnr_naks_sent", "duplicates",
@@ -191,6 +204,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                              "ce_received", "duplicate_requests", "ooo_accepted", "sacks_sent",
                              "sacks_received", "selective_retransmitted")},
                     "QueuePair": {"counters": "Counters", "builder": "FrameBuilder",
+                                  "requester": "RequesterPart", "responder": "ResponderPart",
+                                  "completer": "CompleterPart",
                                   "receive.pkt": "Incoming"}},
     "roce.emu.core.device": {"DeviceCounters": {a: "long" for a in (
                                  "frames_in", "frames_out", "icrc_drops", "malformed",
@@ -268,7 +283,9 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
                                  "receive.qp": "QueuePair", "receive.f": "bytes",
                                  "pull.qp": "QueuePair", "_take.qp": "QueuePair",
-                                 "_note.qp": "QueuePair"}},
+                                 "_take.tx": "_TxList", "_note.qp": "QueuePair"},
+                         # a QP's transmit list: a frame in and out per packet sent
+                         "_TxList": {"frames": "list", "nic": "Nic", "sent_bytes": "long"}},
     # a Nic with an InfiniBand port; ``_ccti_timer`` is handed on as a bound method (to the
     # event loop)
     "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl", "slots": "list",
@@ -306,10 +323,12 @@ SCALARS = frozenset({"long"})
 CONTAINERS = frozenset({"list", "set", "dict", "bytes"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC; a test's
-# region that misplaces bytes is a ``Patterned``).  Every
+# region that misplaces bytes is a ``Patterned``; the bases a caller types its per-packet
+# calls with: a QP's parts, whose UC and UD classes are Python, and a switch's stages).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
 # without checking for an override, and writes less C for each.
-OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned"})
+OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned", "BufferPolicy",
+                  "Marker", "Forwarder", "RequesterPart", "ResponderPart", "CompleterPart"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}

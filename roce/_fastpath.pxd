@@ -70,10 +70,10 @@ cdef class EventQueue:
     cdef Py_ssize_t *free_slots
     cdef Py_ssize_t n, cap, nslots, nfree
     cdef int64_t next_seq
-    cdef list objs  # slot -> callback at 2 * slot, argument at 2 * slot + 1
+    cdef list objs  # slot -> the event's (time, callback, argument)
 
     cdef int _grow(self) except -1
-    cpdef at(self, int64_t t, object fn, object arg=*)
+    cpdef at(self, object t, object fn, object arg=*)
     cdef void _sift_down(self, Py_ssize_t i) noexcept
     cpdef object first(self)
     cpdef tuple pop_until(self, int64_t limit)

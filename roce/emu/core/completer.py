@@ -18,6 +18,7 @@ from __future__ import annotations
 from roce.emu.core.constants import WCStatus as St
 from roce.emu.core.frames import Incoming
 from roce.emu.core.memory import AccessError
+from roce.emu.core.parts import CompleterPart
 from roce.emu.core.work import SendWQE
 from roce.headers import (
     AETH_ACK,
@@ -52,7 +53,7 @@ NAK_STATUS = {
 _ACK, _READ_RESPONSE, _ATOMIC_ACK = Operation.ACK, Operation.READ_RESPONSE, Operation.ATOMIC_ACK
 
 
-class Completer:
+class Completer(CompleterPart):
     __slots__ = ("qp",)
 
     def __init__(self, qp: Any) -> None:

@@ -24,6 +24,7 @@ from roce.emu.core.constants import SendFlags as F
 from roce.emu.core.constants import WCStatus as St
 from roce.emu.core.frames import select
 from roce.emu.core.memory import AccessError, take
+from roce.emu.core.parts import RequesterPart
 from roce.emu.core.work import WR_KINDS, SendWQE, SendWR, complete_send
 from roce.opcodes import Opcode, Operation, Position, Transport, lookup
 from roce.psn import PSN_MASK, psn_diff
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class Requester:
+class Requester(RequesterPart):
     __slots__ = ("qp", "sq", "cur", "cur_pkt", "psn", "una", "noack", "timer", "rnr_until",
                  "rnr_psn", "retry_left", "rnr_left", "high", "wire_high", "retrying", "window",
                  "ack_every")

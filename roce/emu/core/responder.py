@@ -27,6 +27,7 @@ from roce.emu.core.constants import Access, WCOpcode
 from roce.emu.core.constants import WCStatus as St
 from roce.emu.core.frames import Incoming, positions, select
 from roce.emu.core.memory import AccessError
+from roce.emu.core.parts import ResponderPart
 from roce.emu.core.placement import Refused, WriteCursor, check_length
 from roce.emu.core.work import RecvWQE
 from roce.errors import RoceError
@@ -86,7 +87,7 @@ class Reject(RoceError):
         self.local_status = local_status
 
 
-class Responder:
+class Responder(ResponderPart):
     __slots__ = ("qp", "epsn", "msn", "nak_sent", "in_progress", "recv", "offset", "write",
                  "resources", "last_read_ack")
 

@@ -20,6 +20,7 @@ from roce.emu.core.constants import GRH_BYTES, Access, WCFlags, WCOpcode, WROpco
 from roce.emu.core.constants import WCStatus as St
 from roce.emu.core.frames import FrameBuilder, Incoming, Path, select
 from roce.emu.core.memory import AccessError, take
+from roce.emu.core.parts import RequesterPart, ResponderPart
 from roce.emu.core.placement import Refused, WriteCursor, check_length
 from roce.emu.core.work import WC, WR_KINDS, SendWQE, SendWR, complete_send
 from roce.opcodes import Operation, Position, Transport
@@ -31,7 +32,7 @@ _UD_OPCODES = {WROpcode.IBV_WR_SEND, WROpcode.IBV_WR_SEND_WITH_IMM}
 _REMOTE_WRITE = int(Access.IBV_ACCESS_REMOTE_WRITE)
 
 
-class _Unacked:
+class _Unacked(RequesterPart):
     """What UC and UD requesters share: no window, no timers, complete on send."""
 
     allowed: set[int] = set()
@@ -162,7 +163,7 @@ class UDRequester(_Unacked):
         return True
 
 
-class UCResponder:
+class UCResponder(ResponderPart):
     def __init__(self, qp: Any) -> None:
         self.qp = qp
         self.epsn = 0
@@ -244,7 +245,7 @@ class UCResponder:
         qp.counters.messages_executed += 1
 
 
-class UDResponder:
+class UDResponder(ResponderPart):
     def __init__(self, qp: Any) -> None:
         self.qp = qp
         self.qkey_drops = 0

@@ -1,9 +1,9 @@
 # The emulator's event queue in C: a binary heap of (int64 time, int64 sequence) keys in one C
-# array, the callbacks and arguments in a list beside it (one slot per pending event, so the
-# cyclic collector sees them).  Twin: roce.emu.net.events.EventQueue (heapq of tuples); the
-# same order, ties in time broken by the order of scheduling (hypothesis test in
-# tests/test_events.py).  No tuple held per pending event and no Python comparison; taking an
-# event off makes one (time, callback, argument) tuple for the loop.
+# array, each pending event's (time, callback, argument) tuple in a list beside it (one slot per
+# pending event, so the cyclic collector sees them).  Twin: roce.emu.net.events.EventQueue
+# (heapq of tuples); the same order, ties in time broken by the order of scheduling (hypothesis
+# test in tests/test_events.py).  No Python comparison; the tuple made when an event is
+# scheduled is the one the loop takes off, so an event costs one list slot written and read.
 
 cdef inline bint _ev_less(EvKey *a, EvKey *b) noexcept nogil:
     return a.t < b.t or (a.t == b.t and a.seq < b.seq)
@@ -37,15 +37,18 @@ cdef class EventQueue:
         if f == NULL:
             raise MemoryError()
         self.free_slots = f
-        self.objs.extend([None] * (2 * (cap - self.cap)))
+        self.objs.extend([None] * (cap - self.cap))
         self.cap = cap
         return 0
 
-    cpdef at(self, int64_t t, object fn, object arg=None):
+    cpdef at(self, object t, object fn, object arg=None):
         """Schedule ``fn(t, arg)`` at virtual time ``t`` (ns), after everything scheduled
         before it for the same time."""
         cdef Py_ssize_t slot, i, p
         cdef EvKey key
+        key.t = t  # (OverflowError past int64, TypeError for what is not an integer)
+        if type(t) is not int:
+            t = key.t  # an int subclass or an index: the loop hands callbacks an int
         if self.n == self.cap:
             self._grow()
         if self.nfree:
@@ -54,9 +57,7 @@ cdef class EventQueue:
         else:
             slot = self.nslots
             self.nslots += 1
-        self.objs[2 * slot] = fn
-        self.objs[2 * slot + 1] = arg
-        key.t = t
+        self.objs[slot] = (t, fn, arg)
         key.seq = self.next_seq
         key.slot = slot
         self.next_seq += 1
@@ -98,19 +99,16 @@ cdef class EventQueue:
         none is left or the earliest lies past ``limit``."""
         if self.n == 0 or self.heap[0].t > limit:
             return None
-        cdef EvKey top = self.heap[0]
-        cdef Py_ssize_t s = top.slot
-        fn = self.objs[2 * s]
-        arg = self.objs[2 * s + 1]
-        self.objs[2 * s] = None
-        self.objs[2 * s + 1] = None
+        cdef Py_ssize_t s = self.heap[0].slot
+        cdef tuple ev = self.objs[s]
+        self.objs[s] = None
         self.free_slots[self.nfree] = s
         self.nfree += 1
         self.n -= 1
         if self.n:
             self.heap[0] = self.heap[self.n]
             self._sift_down(0)
-        return (top.t, fn, arg)
+        return ev
 
     cpdef tuple pop(self):
         """The earliest event as ``(time, callback, argument)``, taken off the queue."""
@@ -123,9 +121,8 @@ cdef class EventQueue:
         cdef Py_ssize_t i, j = 0, s, removed = 0
         for i in range(self.n):
             s = self.heap[i].slot
-            if self.objs[2 * s] == fn:
-                self.objs[2 * s] = None
-                self.objs[2 * s + 1] = None
+            if (<tuple>self.objs[s])[1] == fn:
+                self.objs[s] = None
                 self.free_slots[self.nfree] = s
                 self.nfree += 1
                 removed += 1

@@ -1,5 +1,5 @@
 """A switch's shared packet buffer (the MMU): reserves, a dynamic threshold, PFC headroom;
-its interface is ``roce.emu.net.interfaces.BufferPolicy``.
+its interface is ``BufferPolicy``, the class every buffer model subclasses.
 
 The buffer of ``size`` bytes is carved into (ns-3 HPCC ``switch-mmu.cc`` practice, facts in
 the package docstring):
@@ -63,7 +63,49 @@ class BufferConfig:
     reserve: int | None = None  # bytes per account; None: one maximum-size frame
 
 
-class SharedBuffer:
+class BufferPolicy:
+    """What a switch asks of its buffer: admission, release, and when to pause or resume a
+    lossless ingress account (the PFC accounting stage).  A buffer model subclasses this and
+    overrides every method (the switch calls them per frame: in C in the compiled form,
+    where a subclass written in Python is called through its overrides); it keeps the
+    counters ``size``, ``max_used`` and ``lossless_drops`` the run reports."""
+
+    __slots__ = ()
+
+    def account(self, headroom: int = 0) -> Account:
+        """A new (port, class) account with ``headroom`` bytes of PFC headroom."""
+        raise NotImplementedError
+
+    def check(self, where: str) -> None:
+        """Refuse (``UsageError``, naming ``where``) a buffer its accounts leave unusable."""
+        raise NotImplementedError
+
+    def admit(self, acct: Account, n: int, lossless: bool) -> int:
+        """The pool a frame of ``n`` bytes goes to, or -1: drop it."""
+        raise NotImplementedError
+
+    def release(self, acct: Account, pool: int, n: int) -> None:
+        """A frame of ``n`` bytes admitted to ``pool`` left."""
+        raise NotImplementedError
+
+    def should_pause(self, acct: Account) -> bool:
+        raise NotImplementedError
+
+    def should_resume(self, acct: Account) -> bool:
+        raise NotImplementedError
+
+    def queue_limit(self) -> int:
+        """The bytes one account can hold before the buffer stops it (tail drop, or PFC for
+        a lossless class) when it is the only one using the shared pool."""
+        raise NotImplementedError
+
+    def pfc_trigger(self, fan_in: int) -> int:
+        """The egress queue at which ``fan_in`` lossless ingress ports feeding it, alike and
+        alone in the shared pool, make the switch pause them."""
+        raise NotImplementedError
+
+
+class SharedBuffer(BufferPolicy):
     __slots__ = ("config", "size", "alpha", "reserve", "max_frame", "carved", "shared_size",
                  "shared_used", "used", "max_used", "lossless_drops", "resume_offset")
 

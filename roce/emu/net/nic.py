@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from roce import macc
 from roce.emu.core.verbs import Context
@@ -170,7 +170,7 @@ class Nic:
 
     def _take(self, now: int, qp: Any, ring: deque, prio: int) -> bytes:
         tx = qp.tx
-        frame = tx.pop(0)
+        frame = tx.frames.pop(0)
         tag = tx.tags.popleft()
         if self.cc is not None and self.cc.telemetry:  # INT: a data packet's, an ACK's echo
             frame = self.cc.int_out(qp.qpn, frame)
@@ -186,9 +186,9 @@ class Nic:
         if tag is not None:  # a request frame: its timers start now that it is on the wire
             psn, end = tag
             qp.requester.on_wire(now, psn, end)
-            if tx and self._tcache.get(qp.qpn) != qp.deadline():
+            if tx.frames and self._tcache.get(qp.qpn) != qp.deadline():
                 self._rearm(now, qp)
-        if not tx:
+        if not tx.frames:
             self._leave(qp, ring, prio)  # it rejoins on its next frame
             qp.requester.pump(now)  # build the next frames now that the link took these
             if self._tcache.get(qp.qpn) != qp.deadline():
@@ -347,16 +347,18 @@ def _call(now: int, fn: Callable[[int], None]) -> None:
     fn(now)
 
 
-class _TxList(list):
+class _TxList:
     """A QP's transmit list that tells the NIC when it stops being empty (the QP core only
-    appends: it stays unaware of the scheduler).  ``tags`` runs beside it: for a request
-    frame the requester's ``(psn, end)`` (``QueuePair.send_request``), handed back to it
-    when the frame leaves (``Requester.on_wire``), else None."""
+    appends: it stays unaware of the scheduler).  ``frames`` holds the frames in order;
+    ``tags`` runs beside it: for a request frame the requester's ``(psn, end)``
+    (``QueuePair.send_request``), handed back to it when the frame leaves
+    (``Requester.on_wire``), else None.  The QP reads it as a sequence (``len``, iteration);
+    the NIC takes frames off ``frames`` itself."""
 
-    __slots__ = ("nic", "qp", "pacer", "sent_bytes", "tags")
+    __slots__ = ("frames", "nic", "qp", "pacer", "sent_bytes", "tags")
 
     def __init__(self, nic: Nic, qp: Any, frames: list[bytes]) -> None:
-        super().__init__(frames)
+        self.frames = list(frames)
         self.nic = nic
         self.qp = qp
         self.pacer = nic.pacers[qp.qpn]
@@ -367,23 +369,29 @@ class _TxList(list):
         if frames:
             nic.queued(qp, frames[0])
 
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.frames)
+
     def append(self, frame: bytes) -> None:
-        if not self:
+        if not self.frames:
             self.nic.queued(self.qp, frame)
-        list.append(self, frame)  # not super(): this runs per frame and super() is a call
+        self.frames.append(frame)
         self.tags.append(None)
 
     def append_request(self, frame: bytes, tag: tuple[int, int]) -> None:
-        if not self:
+        if not self.frames:
             self.nic.queued(self.qp, frame)
-        list.append(self, frame)
+        self.frames.append(frame)
         self.tags.append(tag)
 
     def replace(self, frames: list[bytes]) -> None:
         """The QP took back frames (a go-back-N rewind): an emptied list leaves the ring."""
-        was = bool(self)
+        was = bool(self.frames)
         keep = {id(f) for f in frames}
-        self.tags = deque(t for f, t in zip(self, self.tags) if id(f) in keep)
-        self[:] = frames
-        if was and not self:
+        self.tags = deque(t for f, t in zip(self.frames, self.tags) if id(f) in keep)
+        self.frames = list(frames)
+        if was and not self.frames:
             self.nic.drained(self.qp)

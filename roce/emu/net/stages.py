@@ -1,5 +1,6 @@
 """The replaceable stages of the switched network, each one class behind an interface
-(``roce.emu.net.interfaces``):
+(``roce.emu.net.interfaces``; the forwarder and the marker, which a switch calls per frame,
+are base classes here that every model subclasses):
 
 - ``Classifier``: frame -> traffic class (= 802.1p priority here) by DSCP;
 - ``Forwarder``: frame + equal-cost egress ports -> one port (ECMP hash, or spraying);
@@ -51,8 +52,21 @@ class DscpClassifier:
         return self.table[(frame[frames.TOS] >> frames.DSCP_SHIFT) & frames.DSCP_MASK]
 
 
-class EcmpForwarder:
+class Forwarder:
+    """Frame + equal-cost egress ports -> the port it leaves by.  A forwarder subclasses this
+    and overrides ``pick`` (a switch calls it per frame with more than one port to choose
+    from: in C in the compiled form)."""
+
+    __slots__ = ()
+
+    def pick(self, frame: bytes, ports: Sequence[T]) -> T:
+        raise NotImplementedError
+
+
+class EcmpForwarder(Forwarder):
     """One path per flow: a seeded hash (CRC-32) of the 5-tuple picks the port."""
+
+    __slots__ = ("seed",)
 
     def __init__(self, seed: int) -> None:
         self.seed = seed & 0xFFFFFFFF
@@ -61,8 +75,10 @@ class EcmpForwarder:
         return ports[zlib.crc32(frames.flow_key(frame), self.seed) % len(ports)]
 
 
-class SprayForwarder:
+class SprayForwarder(Forwarder):
     """Per-packet spraying: a seeded random port for every frame."""
+
+    __slots__ = ("rng", "_bits")
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -150,7 +166,17 @@ class EcnConfig:
                 self.kmax if self.kmax is not None else round(kmax), self.pmax)
 
 
-class RedMarker:
+class Marker:
+    """Egress queue bytes at dequeue -> set CE or not.  A marker subclasses this and overrides
+    ``mark`` (a switch calls it per frame dequeued: in C in the compiled form)."""
+
+    __slots__ = ()
+
+    def mark(self, queue_bytes: int) -> bool:
+        raise NotImplementedError
+
+
+class RedMarker(Marker):
     """RED at dequeue: P(mark) = 0 below Kmin, Pmax (q-Kmin)/(Kmax-Kmin) up to Kmax, 1 above."""
 
     __slots__ = ("kmin", "kmax", "pmax", "rng")
@@ -177,7 +203,9 @@ class RedMarker:
         return self.rng.random() < self.probability(queue_bytes)
 
 
-class NoMarker:
+class NoMarker(Marker):
+    """Never marks (ECN off)."""
+
     __slots__ = ()
 
     def mark(self, queue_bytes: int) -> bool:

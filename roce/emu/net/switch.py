@@ -19,11 +19,13 @@ from functools import partial
 
 from roce import macc
 from roce.emu.net import hop as frames
-from roce.emu.net.buffer import Account, BufferConfig, SharedBuffer, headroom_bytes
+from roce.emu.net.buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
 from roce.emu.net.hop import routed  # per frame at egress (a C call in the compiled form)
 from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
 from roce.emu.net.stages import (
     DscpClassifier,
+    Forwarder,
+    Marker,
     NoMarker,
     Trimmer,
 )
@@ -33,7 +35,7 @@ TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/
 if TYPE_CHECKING:
     from typing import Any
 
-    from roce.emu.net.interfaces import BufferPolicy, Classifier, Forwarder, Marker
+    from roce.emu.net.interfaces import Classifier
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE
@@ -44,6 +46,14 @@ _IPV4 = frames.IPV4_TYPE
 _L2, _UDP = frames.L2, frames.L2 + frames.IP_HDR
 _PROTO, (_DPORT0, _DPORT1) = frames.PROTO, frames.UDP_DPORT
 _INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
+
+
+def _stage(what: str, stage: Any, base: type) -> Any:
+    """``stage``, refused (TypeError) unless it subclasses the base class a switch calls."""
+    if not isinstance(stage, base):
+        raise TypeError(f"{what}: a {type(stage).__name__} is not a {base.__module__}."
+                        f"{base.__name__} (a model of this stage subclasses it)")
+    return stage
 
 
 @dataclass
@@ -62,7 +72,7 @@ class SwitchPort:
     __slots__ = ("switch", "index", "mac", "name", "peer_mac", "wire", "queues", "qbytes",
                  "queued", "mask", "ctrl", "rr", "stats", "rx_frames", "tx_frames",
                  "max_queue_bytes", "pause", "pfc", "in_acct", "eg_acct", "marker", "tap",
-                 "_dequeue", "_strict_mask", "receive", "int_tx")
+                 "_strict_mask", "receive", "int_tx")
 
     def __init__(self, switch: Switch, index: int, mac: bytes) -> None:
         self.switch = switch
@@ -89,7 +99,6 @@ class SwitchPort:
         self.eg_acct: list[Account | None] = [None] * CLASSES  # lossy, at egress
         self.marker: Marker = NoMarker()
         self.tap: Any = None
-        self._dequeue = switch.dequeue  # bound once: ``pull`` calls it per frame
         self._strict_mask = switch.strict_mask
         # the ``Endpoint`` receive: the switch's ingress bound to this port (a C-level
         # partial, one Python frame less per hop)
@@ -112,7 +121,7 @@ class SwitchPort:
                 tc = self._pick(now)
                 if tc < 0:
                     return None
-            frame = self._dequeue(now, self, tc)
+            frame = self.switch.dequeue(now, self, tc)
         self.tx_frames += 1
         if self.tap is not None:
             self.tap.write(frame, ts_ns=now)
@@ -191,9 +200,9 @@ class Switch:
         self.lossless = self.classifier.lossless if pfc else frozenset()
         self.strict = self.classifier.strict
         self.strict_mask = sum(1 << c for c in self.strict)
-        self.forwarder = forwarder
-        self.buffer: BufferPolicy = (SharedBuffer(buffer, max_frame)
-                                     if isinstance(buffer, BufferConfig) else buffer)
+        self.forwarder = _stage(f"switch {name}'s forwarder", forwarder, Forwarder)
+        self.buffer = _stage(f"switch {name}'s buffer", SharedBuffer(buffer, max_frame)
+                             if isinstance(buffer, BufferConfig) else buffer, BufferPolicy)
         self.pfc_enabled = pfc
         self.no_route = 0
         self.not_ip = 0
@@ -230,7 +239,8 @@ class Switch:
         # the markers once the buffer is carved: default ECN thresholds stay below the
         # buffer's drop point (``EcnConfig.for_rate``)
         for port in self.ports:
-            port.marker = marker_for(self, port, port.wire.rate_bps / 1e9)
+            port.marker = _stage(f"{port.name}'s marker",
+                                 marker_for(self, port, port.wire.rate_bps / 1e9), Marker)
 
     # -- the data path -------------------------------------------------------------------
 
