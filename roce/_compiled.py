@@ -134,7 +134,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                           "_transmit.net": "Network",
                                           "_transmit.link": "Link",
                                           "_transmit.events": "EventQueue"}},
-    "roce.emu.net.link": {"Wire": {"_stats": "LinkStats", "_events": "EventQueue",
+    # the end a wire pulls from: the base of NICs, switch ports, HCAs and UET hosts
+    "roce.emu.net.link": {"PullEndpoint": {},
+                          "Wire": {"src": "PullEndpoint", "_stats": "LinkStats",
+                                   "_events": "EventQueue",
                                    "faults": "Faults", "_done.events": "EventQueue"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
     # ``congested`` is handed to PFC as a bound method (``PfcSender.xoff``): taken from a
@@ -186,7 +189,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                                            "plo", "at", "size")},
                       **{f"pattern.{v}": "long" for v in ("o", "m", "plo")},
                       **{f"write.{v}": "long" for v in ("o", "n", "end")},
-                      "pattern.got": "bytes", "write.got": "bytes",
+                      **{f"write_from.{v}": "long" for v in ("o", "m")},
+                      "pattern.got": "bytes", "write.got": "bytes", "write_from.got": "bytes",
                       "_seeds": "dict", "_make.recent": "dict"},
         "PatternView": {"content": "Patterned", "off": "long", "n": "long", "part.a": "long",
                         "part.b": "long"}},
@@ -328,7 +332,8 @@ CONTAINERS = frozenset({"list", "set", "dict", "bytes"})
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
 # without checking for an override, and writes less C for each.
 OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned", "BufferPolicy",
-                  "Marker", "Forwarder", "RequesterPart", "ResponderPart", "CompleterPart"})
+                  "Marker", "Forwarder", "RequesterPart", "ResponderPart", "CompleterPart",
+                  "PullEndpoint"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}
@@ -337,7 +342,7 @@ C_TYPES = {"EventQueue": "roce._fastpath"}
 # path's names there, when it is built: a compiled module is built with it), and call per
 # packet: their ``.pxd`` cimports them from the fast path, so the call is a C call (building,
 # reading and forwarding a frame).
-C_FUNCTIONS = {"roce.fast": ("roce._fastpath", ("assemble", "bth_pack", "rx")),
+C_FUNCTIONS = {"roce.fast": ("roce._fastpath", ("assemble", "bth_pack", "rx", "same_bytes")),
                "roce.emu.net.hop": ("roce._fastpath", ("routed",))}
 
 # Module-level functions of a compiled module declared ``cpdef`` too: its classes' methods, and

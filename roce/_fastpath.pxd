@@ -86,6 +86,8 @@ cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc
                bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len,
                bytes body=*)
 cpdef bth_pack(int opcode, bint se, int padcnt, int p_key, int destqp, bint ackreq, int psn)
+cpdef bint same_bytes(bytes a, Py_ssize_t a_at, bytes b, Py_ssize_t b_at,
+                      Py_ssize_t n) except -1
 cpdef rx(bytes frame, bint check_icrc=*, int linktype=*, int udp_port=*)
 # a switch hop's rewrite (roce.emu.net.switch imports it from roce.emu.net.hop, whose name it
 # is when the fast path is built)

@@ -288,6 +288,18 @@ def assemble_reference(l2: bytes, l3: bytes, l3_kind: int, udp: bytes, transport
 assemble: Any = assemble_reference
 
 
+def same_bytes_reference(a: bytes, a_at: int, b: bytes, b_at: int, n: int) -> bool:
+    """Whether ``a[a_at:a_at + n]`` equals ``b[b_at:b_at + n]`` (a received payload against
+    the pattern it should hold, in place in the compiled form); ValueError for a range
+    outside either."""
+    if n < 0 or a_at < 0 or b_at < 0 or a_at > len(a) - n or b_at > len(b) - n:
+        raise ValueError("same_bytes: a range outside its bytes")
+    return a[a_at:a_at + n] == b[b_at:b_at + n]
+
+
+same_bytes: Any = same_bytes_reference
+
+
 def bth_pack_reference(opcode: int, se: bool, padcnt: int, p_key: int, destqp: int,
                        ackreq: bool, psn: int) -> bytes:
     from roce.headers import ENCODERS
@@ -349,6 +361,7 @@ if _ext is not None:
     crc32 = _ext.crc32
     ip_checksum = _ext.ip_checksum
     assemble = _ext.assemble
+    same_bytes = _ext.same_bytes
     bth_pack, bth_unpack = _ext.bth_pack, _ext.bth_unpack
     rx = _ext.rx
     decode_headers = _ext.decode_headers

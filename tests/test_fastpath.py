@@ -370,6 +370,25 @@ def test_assemble_fast_equals_reference(frame, fix_len, fix_sum, fix_udp, give_i
         assert out == frame  # the crafted frame already had right lengths, checksum, ICRC
 
 
+@given(st.binary(max_size=64), st.binary(max_size=64), st.integers(-2, 70), st.integers(-2, 70),
+       st.integers(-2, 70), st.booleans())
+def test_same_bytes_fast_equals_reference(a, b, a_at, b_at, n, copy):
+    """A received payload against a pattern piece, compared in place: both twins agree on
+    every range, equal ranges included (``copy``), and refuse the same ranges."""
+    if copy and 0 <= a_at <= len(a) and 0 <= n:
+        b = b[:max(b_at, 0)] + a[a_at:a_at + n] + b[max(b_at, 0):]
+    outs = []
+    for twin in (_ext.same_bytes, fast.same_bytes_reference):
+        try:
+            outs.append(twin(a, a_at, b, b_at, n))
+        except ValueError as e:
+            outs.append(str(e))
+    assert outs[0] == outs[1]
+    inside = 0 <= n and 0 <= a_at <= len(a) - n and 0 <= b_at <= len(b) - n
+    assert outs[0] == (a[a_at:a_at + n] == b[b_at:b_at + n] if inside
+                       else "same_bytes: a range outside its bytes")
+
+
 def test_assemble_refuses_a_transport_part_without_bth():
     """Both twins: fewer than BTH's 12 bytes before the body is an error, whatever follows."""
     frame = roce.craft(0x04, b"abcd").to_bytes()

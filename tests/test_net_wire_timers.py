@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from roce import fast
+from roce.emu.net.link import PullEndpoint
 from roce.emu.net.runner import NetRun, NetScenario
 from roce.opcodes import OPCODES
 
@@ -58,7 +59,7 @@ def test_frames_held_by_the_pacer_do_not_time_out(recovery):
     assert s.timeouts == 0 and s.retransmitted == 0
 
 
-class _Leaving:
+class _Leaving(PullEndpoint):
     """Stands between a NIC and its outgoing wire (``Wire.src``) and shows each frame the NIC
     hands the wire, right after the NIC's ``pull`` (where the requester's ``on_wire`` ran).
     The NIC and the requester are compiled classes: their methods cannot be replaced per

@@ -24,23 +24,28 @@ def _model(side: str) -> bytearray:
 
 
 writes = st.lists(st.tuples(st.integers(0, SLOT * SLOTS - 1), st.integers(1, 3 * 4096),
-                            st.sampled_from(["target", "junk", "base"])), max_size=12)
+                            st.sampled_from(["target", "junk", "base"]), st.booleans()),
+                  max_size=12)
 
 
 @settings(max_examples=40, deadline=None)
 @given(writes, st.integers(0, SLOT * SLOTS - 1), st.integers(0, SLOT * SLOTS))
 def test_a_patterned_region_is_exact_memory(ws: list, start: int, n: int) -> None:
     """Writes of the target's pattern, of other bytes and of the region's own pattern, in
-    any order and overlap: every range reads as a bytearray given the same writes does,
+    any order and overlap, each written as a view's slice or as a received frame's payload
+    (``write_from``, in place): every range reads as a bytearray given the same writes does,
     and ``whole`` claims a slot's pattern only when the slot holds it."""
     p = Patterned(7, 3, "remote", SLOT, SLOTS, "local")
     model, target = _model("remote"), _model("local")
-    for off, length, what in ws:
+    for off, length, what, framed in ws:
         length = min(length, len(model) - off)
         data = {"target": bytes(target[off:off + length]),
                 "base": bytes(_model("remote")[off:off + length]),
                 "junk": bytes((off + i) * 37 % 256 for i in range(length))}[what]
-        p.view(off, length)[:] = data
+        if framed:
+            p.write_from(off, b"head" + data + b"tail", 4, length)
+        else:
+            p.view(off, length)[:] = data
         model[off:off + length] = data
     n = min(n, len(model) - start)
     assert p.read(start, n) == bytes(model[start:start + n])
@@ -150,6 +155,9 @@ class _Wrong(Patterned):
     write (or its first: ``missing``)."""
 
     __slots__ = ("how", "done", "first")
+
+    def write_from(self, off: int, frame: bytes, at: int, n: int) -> None:
+        self.write(off, frame[at:at + n])  # a received payload: placed through ``write``
 
     def write(self, off: int, data: object) -> None:
         data = bytes(data)  # type: ignore[call-overload]

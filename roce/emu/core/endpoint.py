@@ -3,8 +3,9 @@
 A link (``roce.emu.fabric.Link`` between two hosts, ``roce.emu.net.link.Wire`` in a switched
 network, the relay between two interfaces) moves frames between endpoints; it does not care
 whether an end is an emulated NIC, a switch port or a socket.  An endpoint receives frames
-and says when it next wants to transmit; a link that pulls (the switched network) then asks
-it for that frame.
+and says when it next wants to transmit; a link that pulls (the switched network's wire) then
+asks it for that frame: such an end is a ``roce.emu.net.link.PullEndpoint``, a base class the
+wire calls in C in the compiled form.
 """
 
 from __future__ import annotations
@@ -22,9 +23,3 @@ class Endpoint(Protocol):
         """The earliest time (ns, >= ``now``) this end wants to transmit; None: nothing to
         send until something else happens (a post, a received frame, a timer)."""
 
-
-class PullEndpoint(Endpoint, Protocol):
-    """An endpoint whose link pulls frames one at a time (store-and-forward serialization)."""
-
-    def pull(self, now: int) -> bytes | None:
-        """The next frame to put on the wire now, or None if nothing may go now."""

@@ -120,10 +120,12 @@ _BTH_SIZE = SIZE_OF["bth"]
 
 
 class Incoming:
-    """A received RoCE packet, decoded just enough for a QP."""
+    """A received RoCE packet, decoded just enough for a QP.  Its payload stays in the frame
+    (``payload_at``, ``payload_len``): ``payload`` copies it out, and a WRITE's placement
+    reads it in place (``MemoryRegion.write_from``)."""
 
     __slots__ = ("frame", "l3_off", "l3_len", "op", "se", "p_key", "destqp", "ackreq", "psn",
-                 "ext", "payload", "ecn")
+                 "ext", "payload_at", "payload_len", "ecn")
 
     def __init__(self, frame: bytes, rx: tuple) -> None:
         """``rx``: what ``fast.rx`` read of ``frame`` (its ``RX_FIELDS``), status OK."""
@@ -143,9 +145,15 @@ class Incoming:
                 ext[h] = DECODERS[h](frame, pos)
                 pos += SIZE_OF[h]
         self.ext = ext
-        self.payload = frame[payload_off:pad_off]
+        self.payload_at = payload_off
+        self.payload_len = pad_off - payload_off
         off, shift, mask = _ECN[l3_kind]
         self.ecn = (frame[l3_off + off] >> shift) & mask  # carried up to the QP
+
+    @property
+    def payload(self) -> bytes:
+        """The payload's bytes (a copy: ``frame[payload_at:payload_at + payload_len]``)."""
+        return self.frame[self.payload_at:self.payload_at + self.payload_len]
 
 
 def receive(frame: bytes, icrc_checked: bool = False) -> tuple[int, Incoming | None]:

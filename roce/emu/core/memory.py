@@ -60,6 +60,15 @@ class MemoryRegion:
         else:
             memoryview(self.buf)[off:off + len(data)] = data
 
+    def write_from(self, addr: int, frame: bytes, at: int, n: int) -> None:
+        """``write(addr, frame[at:at + n])``: a received payload placed from its frame, read
+        in place where the region holds a pattern."""
+        if self.content is not None:
+            self.content.write_from(addr - self.addr, frame, at, n)
+        else:
+            off = addr - self.addr
+            memoryview(self.buf)[off:off + n] = memoryview(frame)[at:at + n]
+
 
 @dataclass(eq=False)
 class AddressSpace:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 
 from roce.emu.core.payload import CHUNK, PIECE_WORDS, expand, label_seed, seeded_range, slot_label
+from roce.fast import same_bytes
 
 TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 if TYPE_CHECKING:
@@ -205,14 +206,31 @@ class Patterned:
             else:  # bytes compare by memcmp, a memoryview item by item
                 same = bytes(data) == self.pattern(target, off, n)
         if same:
-            good = self.good
-            if good and good[-1] == o:  # the next bytes of the last range: in order
-                good[-1] = end
-            elif not _covers(good, o, end):  # (a slot written again holds them already)
-                _add(good, o, end)
+            self._holds_target(o, end)
         else:
             _remove(self.good, o, end)
             self.odd.append((off, bytes(data)))
+
+    def write_from(self, off: int, frame: bytes, at: int, n: int) -> None:
+        """``write(off, frame[at:at + n])``: a received payload, compared in place with the
+        target's pattern; sliced out of its frame only when it is something else."""
+        if n and not self.odd and self.target is not None:
+            o = off  # C integers in the compiled form, as in ``piece_at``
+            m = n
+            got = self.piece_at(self.target, off, n)
+            if got is not None and same_bytes(got, o % self.slot % CHUNK, frame, at, m):
+                self.writes += 1
+                self._holds_target(o, o + m)
+                return
+        self.write(off, frame[at:at + n])
+
+    def _holds_target(self, o: int, end: int) -> None:
+        """[o, end) now holds the target's pattern (a write that carried it)."""
+        good = self.good
+        if good and good[-1] == o:  # the next bytes of the last range: in order
+            good[-1] = end
+        elif not _covers(good, o, end):  # (a slot written again holds them already)
+            _add(good, o, end)
 
     def whole(self, j: int) -> str | None:
         """The side whose initial pattern slot ``j`` holds, byte for byte, when that is

@@ -32,7 +32,7 @@ class Refused(RoceError):
 def check_length(pkt: Any, mtu: int) -> None:
     """rxe ``check_length``: First and Middle packets carry exactly one path MTU, Last and
     Only at most one."""
-    n = len(pkt.payload)
+    n = pkt.payload_len
     if not pkt.op.ends and n != mtu or n > mtu:  # First, Middle: full
         raise Refused(f"{pkt.op} carries {n} bytes, MTU is {mtu}")
 
@@ -48,7 +48,7 @@ class WriteCursor:
     def take(self, qp: Any, pkt: Any, first: bool, last: bool) -> None:
         """Check and place one WRITE packet's payload (raises ``Refused``)."""
         memory = qp.device.memory
-        n = len(pkt.payload)
+        n = pkt.payload_len
         if first:
             reth = pkt.ext["reth"]
             self.va, self.rkey, self.left = reth["va"], reth["r_key"], reth["dmalen"]
@@ -68,7 +68,7 @@ class WriteCursor:
                 mr = memory.lookup_remote(qp.pd, self.rkey, addr, n, _REMOTE_WRITE)
             except AccessError as e:
                 raise Refused(e.why, access=True) from None
-            mr.write(addr, pkt.payload)
+            mr.write_from(addr, pkt.frame, pkt.payload_at, n)
         self.offset += n
         self.left -= n
         if last and self.left:

@@ -199,14 +199,14 @@ class Responder(ResponderPart):
             self._check_length(pkt)
         wqe = self.recv
         assert wqe is not None
-        if self.offset + len(pkt.payload) > wqe.length:
+        if self.offset + pkt.payload_len > wqe.length:
             raise Reject(NAK_INVALID_REQUEST, "SEND longer than the receive buffer",
                          St.IBV_WC_LOC_LEN_ERR)
         try:
             qp.device.memory.scatter(qp.pd, wqe.wr.sg_list, self.offset, pkt.payload)
         except AccessError as e:
             raise Reject(NAK_INVALID_REQUEST, e.why, St.IBV_WC_LOC_PROT_ERR) from None
-        self.offset += len(pkt.payload)
+        self.offset += pkt.payload_len
         self.in_progress = None if last else _SEND
         if last:
             imm = pkt.ext["immdt"]["immdt"] if "immdt" in pkt.ext else None

@@ -481,13 +481,13 @@ class SRResponder(Responder):
 
     def _write(self, pkt: Incoming, first: bool, last: bool) -> None:
         if "reth" not in pkt.ext or pkt.op.position is Position.ONLY and \
-                pkt.ext["reth"]["dmalen"] == len(pkt.payload) and not self.msg_bytes:
+                pkt.ext["reth"]["dmalen"] == pkt.payload_len and not self.msg_bytes:
             Responder._write(self, pkt, first, last)  # a plain one-packet WRITE
             return
         qp = self.qp
         reth = pkt.ext["reth"]
         va, rkey, left = reth["va"], reth["r_key"], reth["dmalen"]
-        n = len(pkt.payload)
+        n = pkt.payload_len
         ends = left == n
         if ends and "immdt" in pkt.ext and not qp.rq:
             raise Reject(RNR, "no receive WQE for RDMA WRITE with immediate")
@@ -502,7 +502,7 @@ class SRResponder(Responder):
                 mr = qp.device.memory.lookup_remote(qp.pd, rkey, va, left, _REMOTE_WRITE)
             except AccessError as e:
                 raise Reject(NAK_REMOTE_ACCESS_ERROR, e.why) from None
-            mr.write(va, pkt.payload)
+            mr.write_from(va, pkt.frame, pkt.payload_at, n)
         self.msg_bytes += n
         self.in_progress = None
         if ends:

@@ -37,7 +37,7 @@ from roce.emu.ib.credits import Credits
 from roce.emu.ib.framing import BTH_BYTE4, set_bits, set_vl
 from roce.emu.ib.ibcc import FECN
 from roce.emu.ib.vltables import SlToVl, VlArbiter
-from roce.emu.net.link import Wire
+from roce.emu.net.link import PullEndpoint, Wire
 from roce.families import erf
 from roce.families.ib import flowcontrol as link
 from roce.opcodes import IB_CNP_OPCODE
@@ -66,7 +66,7 @@ def tap_write(tap: Any, frame: bytes, now: int, received: bool) -> None:
                          flags=ERF_RECEIVED if received else ERF_SENT), ts_ns=now)
 
 
-class IbPort:
+class IbPort(PullEndpoint):
     """One port of an ``IbSwitch``: the receive side of its link and the sending side."""
 
     __slots__ = ("switch", "index", "name", "wire", "credits", "sl2vl", "arbiter", "queues",

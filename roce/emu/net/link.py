@@ -18,7 +18,26 @@ TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/
 if TYPE_CHECKING:
     from typing import Any
 
-    from roce.emu.core.endpoint import Endpoint, PullEndpoint
+    from roce.emu.core.endpoint import Endpoint
+
+
+class PullEndpoint:
+    """The end a wire pulls its frames from, one at a time (store-and-forward serialization):
+    a NIC, a switch port, an HCA, a UET host.  Such an end subclasses this and overrides both
+    methods; it receives frames as any ``roce.emu.core.endpoint.Endpoint`` does.  The wire
+    calls them per frame (in C in the compiled form, where a subclass written in Python is
+    called through its overrides)."""
+
+    __slots__ = ()
+
+    def pull(self, now: int) -> bytes | None:
+        """The next frame to put on the wire now, or None if nothing may go now."""
+        raise NotImplementedError
+
+    def next_tx(self, now: int) -> int | None:
+        """The earliest time (ns, >= ``now``) this end wants to transmit; None: nothing to
+        send until something else happens (a post, a received frame, a timer)."""
+        raise NotImplementedError
 
 
 class Wire:
@@ -28,6 +47,9 @@ class Wire:
 
     def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
                  delay_ns: int, faults: Faults, name: str) -> None:
+        if not isinstance(src, PullEndpoint):
+            raise TypeError(f"wire {name}: its source, a {type(src).__name__}, is not a "
+                            "roce.emu.net.link.PullEndpoint (a wire pulls from one)")
         self.net = net
         self.src = src
         self.dst = dst

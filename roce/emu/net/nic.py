@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from roce import macc
 from roce.emu.core.verbs import Context
 from roce.emu.net import hop as frames
+from roce.emu.net.link import PullEndpoint
 from roce.emu.net.pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
 from roce.emu.net.stages import RatePacer
 
@@ -41,7 +42,7 @@ _ETYPE0 = frames.ETYPE[0]
 TX_LIMIT = 8  # frames a QP builds ahead of the scheduler
 
 
-class Nic:
+class Nic(PullEndpoint):
     __slots__ = ("net", "ctx", "name", "device", "mac", "classifier", "wire", "pause", "ctrl",
                  "pacers", "pacer_factory", "_prio", "_rings", "_rr_prio", "_busy", "_timer_at",
                  "_theap", "_tcache", "_kick_pending", "_held_until", "rx_frames", "tx_frames",

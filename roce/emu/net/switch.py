@@ -21,6 +21,7 @@ from roce import macc
 from roce.emu.net import hop as frames
 from roce.emu.net.buffer import Account, BufferConfig, BufferPolicy, SharedBuffer, headroom_bytes
 from roce.emu.net.hop import routed  # per frame at egress (a C call in the compiled form)
+from roce.emu.net.link import PullEndpoint
 from roce.emu.net.pfc import CLASSES, PauseState, PfcSender
 from roce.emu.net.stages import (
     DscpClassifier,
@@ -66,7 +67,7 @@ class PortStats:
     trimmed: int = 0  # cut to their headers in place of a drop (``stages.Trimmer``)
 
 
-class SwitchPort:
+class SwitchPort(PullEndpoint):
     """One port: its egress queues and the pause state its peer imposed (``PullEndpoint``)."""
 
     __slots__ = ("switch", "index", "mac", "name", "peer_mac", "wire", "queues", "qbytes",

@@ -1,6 +1,6 @@
 """A UET host on the simulated network (``roce.emu.net``): its PDS and SES behind one link.
 
-The host is an ``Endpoint`` the link pulls (``roce.emu.core.endpoint.PullEndpoint``):
+The host is an ``Endpoint`` the link pulls (``roce.emu.net.link.PullEndpoint``):
 ``receive`` hands each frame to the PDS through the UET family's codec (``uetframes``), and
 ``pull`` gives the wire the PDS's next packet as a frame.  It drives the PDS's named timers
 on the network's event loop, and sets each packet's entropy, the UDP source port the
@@ -28,6 +28,7 @@ from typing import Any
 
 from roce.emu.cc.algorithms import CcConfig
 from roce.emu.core.memory import AddressSpace
+from roce.emu.net.link import PullEndpoint
 from roce.emu.net.pfc import PauseState
 from roce.emu.uet import ENTROPY_MODES, uetframes
 from roce.emu.uet.congestion import Congestion
@@ -42,7 +43,7 @@ ENTROPIES = 0x10000 - ENTROPY_LOW
 _ENTROPY_BITS = ENTROPIES.bit_length()
 
 
-class UetHost:
+class UetHost(PullEndpoint):
     """One host: ``ip``, a MAC derived from it, its memory (``space``), SES and PDS."""
 
     __slots__ = ("net", "name", "ip", "mac", "wire", "peer_mac", "tap", "entropy", "marking",
