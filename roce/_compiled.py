@@ -132,7 +132,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                             "DirectNic": {"net": "Network", "device": "Device", "links": "dict",
                                           "receive.dev": "Device", "_after.dev": "Device",
                                           "_transmit.net": "Network",
-                                          "_transmit.link": "Link",
+                                          "_transmit.link": "Link", "_only": "Link",
+                                          "_only_mac": "bytes", "_transmit.f": "bytes",
                                           "_transmit.events": "EventQueue"}},
     # the end a wire pulls from: the base of NICs, switch ports, HCAs and UET hosts
     "roce.emu.net.link": {"PullEndpoint": {},
@@ -191,9 +192,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                       **{f"write.{v}": "long" for v in ("o", "n", "end")},
                       **{f"write_from.{v}": "long" for v in ("o", "m")},
                       "pattern.got": "bytes", "write.got": "bytes", "write_from.got": "bytes",
+                      "read_at.o": "long", "read_at.got": "bytes",
                       "_seeds": "dict", "_make.recent": "dict"},
         "PatternView": {"content": "Patterned", "off": "long", "n": "long", "part.a": "long",
-                        "part.b": "long"}},
+                        "part.b": "long", "part_at.a": "long", "part_at.b": "long"}},
     "roce.emu.core.placement": {"WriteCursor": {"take.qp": "QueuePair", "take.pkt": "Incoming",
                                                 "take.mr": "MemoryRegion"}},
     # selective repeat's send record: a call or two per packet sent and acknowledged
@@ -362,7 +364,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     # the ranges a seeded region's writes hold: one test per packet placed
     "roce.emu.core.patterned": ("_add", "_remove", "_covers", "_touches", "_remember"),
     # the checks of a WRITE's placement: per packet (typed: the MR's fields read in C)
-    "roce.emu.core.memory": ("check_remote", "take"),  # and a packet's payload, read
+    "roce.emu.core.memory": ("check_remote", "take", "take_at"),  # and a packet's payload, read
     "roce.emu.core.placement": ("check_length",),
 }
 # Arguments and locals of those functions typed, by module: "function.argument": "T", a class
@@ -370,7 +372,8 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
 # attribute's); "function.local": such a class, a C type (``SCALARS``) or a builtin
 # (``CONTAINERS``), as a method's local.
 FUNCTION_ARGS: dict[str, dict[str, str]] = {
-    "roce.emu.core.memory": {"check_remote.mr": "MemoryRegion", "take.pv": "PatternView"},
+    "roce.emu.core.memory": {"check_remote.mr": "MemoryRegion", "take.pv": "PatternView",
+                             "take_at.pv": "PatternView"},
     "roce.emu.core.placement": {"check_length.pkt": "Incoming"},
     "roce.emu.core.frames": {"receive.pkt": "Incoming"},
     "roce.emu.ib.ibswitch": {"link_packet.credits": "Credits", "refresh.credits": "Credits",

@@ -84,7 +84,7 @@ cdef class EventQueue:
 # roce.fast, whose names they are when the fast path is built; _compiled.C_FUNCTIONS)
 cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc,
                bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len,
-               bytes body=*)
+               bytes body=*, Py_ssize_t body_at=*, Py_ssize_t body_len=*)
 cpdef bth_pack(int opcode, bint se, int padcnt, int p_key, int destqp, bint ackreq, int psn)
 cpdef bint same_bytes(bytes a, Py_ssize_t a_at, bytes b, Py_ssize_t b_at,
                       Py_ssize_t n) except -1

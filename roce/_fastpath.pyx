@@ -281,13 +281,18 @@ cpdef bint same_bytes(bytes a, Py_ssize_t a_at, bytes b, Py_ssize_t b_at,
 
 cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc,
                bytes trailer, bint fix_l3_len, bint fix_checksum, bint fix_udp_len,
-               bytes body=b""):
+               bytes body=b"", Py_ssize_t body_at=0, Py_ssize_t body_len=-1):
     """Twin of roce.fast.assemble_reference: join the encoded headers (the transport part:
-    ``transport`` then ``body``, its payload, copied once), fill the L3 length, IPv4 header
-    checksum and UDP length where asked, then append the ICRC (computed when ``icrc`` is
-    None) and the trailer."""
+    ``transport`` then ``body[body_at:body_at + body_len]``, its payload, copied once; a
+    negative ``body_len``: to the end), fill the L3 length, IPv4 header checksum and UDP
+    length where asked, then append the ICRC (computed when ``icrc`` is None) and the
+    trailer."""
     cdef Py_ssize_t n2 = len(l2), n3 = len(l3), nu = len(udp)
-    cdef Py_ssize_t nh = len(transport), nb = len(body), nt = nh + nb
+    if body_len < 0:
+        body_len = len(body) - body_at
+    if body_at < 0 or body_len < 0 or body_at > len(body) - body_len:
+        raise ValueError("assemble: the payload's range lies outside its bytes")
+    cdef Py_ssize_t nh = len(transport), nb = body_len, nt = nh + nb
     cdef Py_ssize_t nr = len(trailer)
     cdef Py_ssize_t icrc_off = n2 + n3 + nu + nt
     if nh < SZ_BTH:
@@ -300,7 +305,7 @@ cpdef assemble(bytes l2, bytes l3, int l3_kind, bytes udp, bytes transport, icrc
     memcpy(p + n2, PyBytes_AS_STRING(l3), n3)
     memcpy(p + n2 + n3, PyBytes_AS_STRING(udp), nu)
     memcpy(p + bth_off, PyBytes_AS_STRING(transport), nh)
-    memcpy(p + bth_off + nh, PyBytes_AS_STRING(body), nb)
+    memcpy(p + bth_off + nh, PyBytes_AS_STRING(body) + body_at, nb)
     if fix_l3_len:
         if l3_kind == L3K_IPV4:
             wr(p, l3_off, F_IP_LEN, n3 + nu + nt + 4)

@@ -251,14 +251,20 @@ ip_checksum: Any = ip_checksum_reference
 
 def assemble_reference(l2: bytes, l3: bytes, l3_kind: int, udp: bytes, transport: bytes,
                        icrc: int | None, trailer: bytes, fix_l3_len: bool, fix_checksum: bool,
-                       fix_udp_len: bool, body: bytes = b"") -> bytes:
-    """Join encoded headers (the transport part: ``transport`` then ``body``, its payload),
+                       fix_udp_len: bool, body: bytes = b"", body_at: int = 0,
+                       body_len: int = -1) -> bytes:
+    """Join encoded headers (the transport part: ``transport`` then
+    ``body[body_at:body_at + body_len]``, its payload; a negative ``body_len``: to the end),
     fill the L3 length, IPv4 checksum and UDP length where asked, append the ICRC (computed
     when None) and the trailer."""
     L = _locate
+    if body_len < 0:
+        body_len = len(body) - body_at
+    if body_at < 0 or body_len < 0 or body_at > len(body) - body_len:
+        raise ValueError("assemble: the payload's range lies outside its bytes")
     if len(transport) < SIZE_OF["bth"]:
         raise ValueError("assemble: transport part shorter than BTH")
-    transport = transport + body
+    transport = transport + body[body_at:body_at + body_len]
     buf = bytearray(l2 + l3 + udp + transport)
     l3_off, n3, nu, nt = len(l2), len(l3), len(udp), len(transport)
 

@@ -366,6 +366,10 @@ def test_assemble_fast_equals_reference(frame, fix_len, fix_sum, fix_udp, give_i
     split = min(12 + cut, len(transport))
     parts = args[:4] + (transport[:split],) + args[5:] + (transport[split:],)
     assert _ext.assemble(*parts) == fast.assemble_reference(*parts) == out
+    # the body handed as a range of a larger buffer (a pattern piece): the same frame
+    body = transport[split:]
+    ranged = parts[:-1] + (b"ab" + body + b"cde", 2, len(body))
+    assert _ext.assemble(*ranged) == fast.assemble_reference(*ranged) == out
     if not give_icrc:
         assert out == frame  # the crafted frame already had right lengths, checksum, ICRC
 
@@ -398,6 +402,20 @@ def test_assemble_refuses_a_transport_part_without_bth():
             True, True, frame[w.bth_off + 11:w.icrc_off])
     for twin in (_ext.assemble, fast.assemble_reference):
         with pytest.raises(ValueError, match="shorter than BTH"):
+            twin(*args)
+
+
+@pytest.mark.parametrize("at, n", [(-1, 2), (0, 5), (3, 2), (5, 0), (6, -1)])
+def test_assemble_refuses_a_payload_range_outside_its_bytes(at, n):
+    """Both twins: a body range that does not lie inside the body's bytes is an error (a
+    negative length runs to the end: from 6 of 4 bytes, outside too)."""
+    frame = roce.craft(0x04, b"abcd").to_bytes()
+    w = locate.walk(frame)
+    args = (frame[:w.l3_off], frame[w.l3_off:w.l3_off + w.l3_len], w.l3_kind,
+            frame[w.udp_off:w.bth_off], frame[w.bth_off:w.bth_off + 12], None, b"", True,
+            True, True, b"wxyz", at, n)
+    for twin in (_ext.assemble, fast.assemble_reference):
+        with pytest.raises(ValueError, match="payload's range lies outside"):
             twin(*args)
 
 

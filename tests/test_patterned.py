@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roce.emu.core import payload
+from roce.emu.core.memory import take, take_at
 from roce.emu.core.patterned import Patterned
 from roce.emu.net.runner import NetRun, NetScenario, memory_of
 from roce.testing.twins import summary_fields
@@ -49,6 +50,12 @@ def test_a_patterned_region_is_exact_memory(ws: list, start: int, n: int) -> Non
         model[off:off + length] = data
     n = min(n, len(model) - start)
     assert p.read(start, n) == bytes(model[start:start + n])
+    buf, at = p.read_at(start, n)  # a piece of the pattern, or the bytes themselves
+    assert buf[at:at + n] == bytes(model[start:start + n])
+    cut = start // 2  # a region's views (``memory.take_at``): the same bytes as ``take``
+    views = [p.view(0, cut), p.view(cut, len(model) - cut)]
+    buf, at, m = take_at(views, start, n)
+    assert buf[at:at + m] == take(views, start, n) == bytes(model[start:start + m])
     assert p.view(0, len(model))[start:start + n] == bytes(model[start:start + n])
     for j in range(SLOTS):
         side = p.whole(j)

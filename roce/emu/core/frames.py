@@ -83,18 +83,23 @@ class FrameBuilder:
                                     "checksum": 0})
 
     def build(self, op: Opcode, destqp: int, psn: int, ext: dict[str, dict] | None = None,
-              payload: bytes = b"", ackreq: bool = False, se: bool = False,
-              p_key: int = 0xFFFF) -> bytes:
-        pad = -len(payload) & 3
+              payload: bytes = b"", payload_at: int = 0, payload_len: int = -1,
+              ackreq: bool = False, se: bool = False, p_key: int = 0xFFFF) -> bytes:
+        """The frame of one packet; its payload ``payload[payload_at:payload_at +
+        payload_len]`` (a negative length: to the end), copied once, into the frame: a
+        requester hands the pattern piece that holds it (``memory.take_at``)."""
+        n = len(payload) - payload_at if payload_len < 0 else payload_len
+        pad = -n & 3
         headers = bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)
         if op.headers:
             ext = ext or {}
             headers = b"".join([headers] + [ENCODERS[h](ext.get(h, {})) for h in op.headers])
         if pad or type(payload) is not bytes:  # (a view of a plain region's buffer: copied)
-            payload = bytes(payload) + bytes(pad)
+            payload = bytes(payload[payload_at:payload_at + n]) + bytes(pad)
+            payload_at, n = 0, n + pad
         # the payload goes into the frame as it is: copied once
         return assemble(self.l2, self.l3, self.l3_kind, self.udp, headers, None, b"", True,
-                        True, True, payload)
+                        True, True, payload, payload_at, n)
 
 
 def small_field(header: str, field: str) -> tuple[int, int, int]:

@@ -175,6 +175,26 @@ def check_remote(mr: MemoryRegion, pd: object, rkey: int, addr: int, length: int
         raise AccessError(f"atomic address 0x{addr:x} is not 8-byte aligned", "align")
 
 
+def take_at(views: list, offset: int, n: int) -> tuple[bytes | memoryview, int, int]:
+    """``take``'s bytes as (buffer, start, length): where a seeded region holds them in one
+    piece of its pattern, that piece (a packet's payload goes into its frame from there,
+    without a copy of its own); else ``take``'s result, from 0."""
+    o = offset
+    for v in views:
+        if o >= len(v):
+            o -= len(v)
+            continue
+        if type(v) is PatternView:
+            pv = v
+            m = min(n, len(pv) - o)
+            if m == n or v is views[-1]:  # all of it in this view
+                buf, at = pv.part_at(o, o + m)
+                return buf, at, m
+        break
+    part = take(views, offset, n)
+    return part, 0, len(part)
+
+
 def take(views: list, offset: int, n: int) -> bytes | memoryview:
     """Bytes [offset, offset + n) of the concatenation of ``views``, copying only when the
     range spans two of them."""

@@ -187,6 +187,18 @@ class Patterned:
                 buf[a - off:b - off] = data[a - o:b - o]
         return bytes(buf)
 
+    def read_at(self, off: int, n: int) -> tuple[bytes, int]:
+        """What bytes [off, off + n) of the region hold, as (buffer, start): the piece of
+        its own pattern that holds them and where they start in it, when one piece does and
+        nothing was written over the region (a requester's payload, put into its frame
+        without a slice); else (the bytes, 0)."""
+        if not self.good and not self.odd:
+            got = self.piece_at(self.side, off, n)
+            if got is not None:
+                o = off  # C integers in the compiled form, as in ``piece_at``
+                return got, o % self.slot % CHUNK
+        return self.read(off, n), 0
+
     def write(self, off: int, data: Any) -> None:
         """Bytes [off, off + len(data)) now hold ``data``."""
         n = len(data)
@@ -296,6 +308,14 @@ class PatternView:
             b = hi
             return self.content.read(self.off + a, b - a)
         return self[lo:hi]
+
+    def part_at(self, lo: int, hi: int) -> tuple[bytes, int]:
+        """``self[lo:hi]`` as ``Patterned.read_at`` hands it: (buffer, start)."""
+        if 0 <= lo <= hi <= self.n:
+            a = lo  # C integers in the compiled form
+            b = hi
+            return self.content.read_at(self.off + a, b - a)
+        return self[lo:hi], 0
 
     def __setitem__(self, key: Any, data: Any) -> None:
         lo, hi = self.span(key)

@@ -23,7 +23,7 @@ from roce.emu.core.constants import (
 from roce.emu.core.constants import SendFlags as F
 from roce.emu.core.constants import WCStatus as St
 from roce.emu.core.frames import select
-from roce.emu.core.memory import AccessError, take
+from roce.emu.core.memory import AccessError, take_at
 from roce.emu.core.parts import RequesterPart
 from roce.emu.core.work import WR_KINDS, SendWQE, SendWR, complete_send
 from roce.opcodes import Opcode, Operation, Position, Transport, lookup
@@ -168,6 +168,7 @@ class Requester(RequesterPart):
         mtu = qp.mtu
         ext: dict[str, dict] = {}
         payload: bytes | memoryview = b""
+        at = n = 0  # the payload: payload[at:at + n]
         if op is _READ:
             # A READ that restarts asks only for the responses still missing.
             skip = wqe.read_next * mtu
@@ -187,8 +188,8 @@ class Requester(RequesterPart):
         else:
             pos = _position(index, wqe.npkts)
             last = pos is _LAST or pos is _ONLY
-            payload = take(wqe.views, index * mtu, mtu)
-            row, reth = self._data_row(wqe, index, pos, last, len(payload))
+            payload, at, n = take_at(wqe.views, index * mtu, mtu)
+            row, reth = self._data_row(wqe, index, pos, last, n)
             if reth is not None:
                 ext["reth"] = reth
             if "immdt" in row.headers:
@@ -199,8 +200,8 @@ class Requester(RequesterPart):
             ackreq = last or self.noack >= self.ack_every
         if ackreq:
             self.noack = 0
-        frame = qp.builder.build(row, qp.attr.dest_qp_num, psn, ext, payload, ackreq=ackreq,
-                                 se=bool(last and wr.send_flags & _SOLICITED))
+        frame = qp.builder.build(row, qp.attr.dest_qp_num, psn, ext, payload, at, n,
+                                 ackreq=ackreq, se=bool(last and wr.send_flags & _SOLICITED))
         end = (psn + (wqe.npsn - 1 - wqe.read_next if op is _READ else 0)) \
             & PSN_MASK
         high = self.high

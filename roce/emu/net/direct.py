@@ -91,7 +91,7 @@ class DirectNic:
     """A host whose device sends straight onto its links (one per peer, by MAC)."""
 
     __slots__ = ("net", "ctx", "name", "device", "mac", "links", "timer_at", "kicked", "tap",
-                 "rx_frames", "tx_frames", "sent_bytes")
+                 "rx_frames", "tx_frames", "sent_bytes", "_only", "_only_mac")
 
     def __init__(self, net: Any, ctx: Context) -> None:
         self.net = net
@@ -102,6 +102,10 @@ class DirectNic:
         ctx.clock = lambda: net.now
         self.mac = bytes.fromhex(dev.mac.replace(":", ""))
         self.links: dict[bytes, Link] = {}  # destination MAC -> the link toward it
+        # the one link and its MAC while there is one (two hosts): a frame's destination is
+        # compared with it in place, with no slice to look up
+        self._only: Link | None = None
+        self._only_mac = b""
         self.timer_at: int | None = None  # the deadline of the live timer event
         self.kicked = False
         self.tap: Any = None  # a writer for what this host sends and receives
@@ -115,6 +119,8 @@ class DirectNic:
 
     def attach(self, link: Link, peer_mac: bytes) -> None:
         self.links[peer_mac] = link
+        one = len(self.links) == 1
+        self._only, self._only_mac = (link, peer_mac) if one else (None, b"")
 
     # -- Endpoint ----------------------------------------------------------------------
 
@@ -153,7 +159,10 @@ class DirectNic:
             self.net.events.at(max(d, now), timer_event, (self, d))
 
     def _transmit(self, now: int, frame: bytes) -> None:
-        link = self.links.get(frame[_DST_OFF:_DST_END])
+        f = frame  # (bytes: its destination compared in place, in C in the compiled form)
+        link = self._only
+        if link is None or not f.startswith(self._only_mac, _DST_OFF):
+            link = self.links.get(frame[_DST_OFF:_DST_END])
         if link is None:
             return  # no cable to that MAC: the frame goes nowhere
         self.tx_frames += 1
