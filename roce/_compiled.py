@@ -172,6 +172,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                               "_strict_mask")},
                        "pull.m": "long", "pull.tc": "long"},
         "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
+                   "_lossless_mask": "long", "ingress.table": "bytes", "ingress.at": "long",
+                   "dequeue.f": "bytes", "dequeue.at": "long", "dequeue.ecn": "long",
                    "buffer": "BufferPolicy", "forwarder": "Forwarder",
                    "ingress.buf": "BufferPolicy", "dequeue.buf": "BufferPolicy",
                    "_table": "bytes", "ingress.f": "bytes", "ingress.tc": "long",
@@ -246,7 +248,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                 "SRCompleter": {"receive.pkt": "Incoming"}},
     # the congestion-control driver: its tables read on every frame a NIC sends or receives
     "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {
-        "np": "NotificationPoint", "received.f": "bytes",
+        "np": "NotificationPoint", "received.f": "bytes", "received.kinds": "bytes",
+        "received.at": "long", "received.kind": "long",
         **{a: "dict" for a in ("qps", "algos", "pacers", "_cnps", "_sent_at", "_armed",
                                "_want", "_own", "_timeouts", "_echo")},
         **{a: "long" for a in ("cnps_received", "rtt_samples", "int_acks")}}},
@@ -345,7 +348,8 @@ C_TYPES = {"EventQueue": "roce._fastpath"}
 # packet: their ``.pxd`` cimports them from the fast path, so the call is a C call (building,
 # reading and forwarding a frame).
 C_FUNCTIONS = {"roce.fast": ("roce._fastpath", ("assemble", "bth_pack", "rx", "same_bytes")),
-               "roce.emu.net.hop": ("roce._fastpath", ("routed",))}
+               "roce.emu.net.hop": ("roce._fastpath", ("routed",)),
+               "roce.emu.net.serial": ("roce._fastpath", ("serial_end",))}
 
 # Module-level functions of a compiled module declared ``cpdef`` too: its classes' methods, and
 # every compiled module that imports one by its name (``pxd_text`` cimports it there), call

@@ -92,3 +92,5 @@ cpdef rx(bytes frame, bint check_icrc=*, int linktype=*, int udp_port=*)
 # a switch hop's rewrite (roce.emu.net.switch imports it from roce.emu.net.hop, whose name it
 # is when the fast path is built)
 cpdef routed(bytes frame, bytes src_mac, bytes dst_mac, bint mark_ce)
+# a wire's serialization clock (roce.emu.net.link imports it from roce.emu.net.serial)
+cpdef serial_end(start, bits, num, den)

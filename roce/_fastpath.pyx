@@ -1253,6 +1253,7 @@ include "emu/uet/_receive.pxi"  # the emulator's UET reading: _lines.pxi's walk
 include "emu/uet/_frame.pxi"  # the emulator's UET frames, by uetcodec's plans
 include "families/_peel.pxi"
 include "emu/net/_routed.pxi"
+include "emu/net/_serial.pxi"  # a wire's serialization clock: serial.serial_end_reference's twin
 include "_headercodec.pxi"  # roce.headers' codecs of integer fields, in C
 include "emu/net/_events.pxi"
 include "emu/core/_pattern.pxi"  # the seeded payload pattern: payload.expand_reference's twin

@@ -132,3 +132,36 @@ def test_spraying_draws_the_port_randrange_would(seed, widths):
         ports = list(range(n))
         assert fwd.pick(b"", ports) == ports[ref.randrange(n)]
     assert fwd.rng.random() == ref.random()
+
+
+@given(st.integers(-(1 << 64), 1 << 64), st.integers(-(1 << 64), 1 << 70),
+       st.integers(-3, 1 << 64), st.integers(-3, 1 << 64))
+def test_the_serialization_clock_twins_agree(start, bits, num, den):
+    """A wire's frame end, start + ceil(bits * num / den): the compiled twin (128 bits, the
+    reference's integers outside them) equals the reference everywhere, errors included."""
+    from roce import fast
+    from roce.emu.net import serial
+
+    outs = []
+    for twin in ((fast._ext.serial_end, serial.serial_end_reference) if fast.COMPILED
+                 else (serial.serial_end_reference,)):
+        try:
+            outs.append(twin(start, bits, num, den))
+        except ZeroDivisionError as e:
+            outs.append(type(e))
+    assert len(set(outs)) == 1
+    if den > 0 and outs[0] is not ZeroDivisionError:
+        assert outs[0] == start + -(-bits * num // den)  # the ceiling of the exact quotient
+
+
+def test_the_serialization_clock_at_the_edges_of_64_bits():
+    from roce import fast
+    from roce.emu.net import serial
+
+    top = (1 << 63) - 1
+    for args in [(0, 0, 1, 1), (top, 0, 1, 1), (top - 10, 10, 1, 1), (top - 10, 11, 1, 1),
+                 (0, top, top, 1), (5, (1 << 62) + 3, 7, 3), (0, 1, 1, top)]:
+        want = serial.serial_end_reference(*args)
+        assert serial.serial_end(*args) == want
+        if fast.COMPILED:
+            assert fast._ext.serial_end(*args) == want

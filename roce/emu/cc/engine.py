@@ -66,6 +66,10 @@ _REQUESTS = frozenset(c for c, op in OPCODES.items()
 # algorithm name -> whether its receiving NIC runs a notification point (read per CE mark)
 _DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
                               if op.operation is Operation.READ_RESPONSE)
+# what a received frame is to the driver, by opcode: one byte read per frame (``received``)
+_OTHER, _IS_CNP, _IS_ACK, _IS_DATA = 0, 1, 2, 3
+_KIND = bytes(_IS_CNP if c in _CNP else _IS_ACK if c in _ACKS else _IS_DATA if c in _DATA
+              else _OTHER for c in range(256))
 
 
 # The frames emulated hosts build: Ethernet, IPv4 without options, UDP to 4791, then BTH.  A
@@ -238,15 +242,21 @@ class CcDriver:
         # the fixed shape of the frames emulated hosts build, read inline (once per frame);
         # anything else goes through roce.locate's walk
         f = frame  # (bytes: its two-byte fields compared in place, in C in the compiled form)
+        kinds = _KIND
         if (len(f) > _MIN_LEN and f.startswith(_IPV4, _ETYPE) and f[_L3] == _VIHL_B
                 and f[_PROTO] == 17 and f.startswith(_ROCE_PORT, _DPORT)):
-            code, bth, ecn = frame[_OP_AT], _BTH, (frame[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
+            at = _OP_AT  # (C integers in the compiled form: the bytes read in C)
+            kind = kinds[f[at]]
+            at = _ECN_AT
+            ecn = (f[at] >> _ECN_SHIFT) & _ECN_MASK
+            bth = _BTH
         else:
             found = _locate(frame)
             if found is None:
                 return False
             code, bth, ecn = found
-        if code in _CNP:
+            kind = kinds[code]
+        if kind == _IS_CNP:
             self.cnps_received += 1
             qpn = (int.from_bytes(frame[bth + _DQ_OFF:bth + _DQ_END], "big")  # ``_rd``
                    >> _DQ_SHIFT) & _DQ_MASK
@@ -254,14 +264,14 @@ class CcDriver:
             if cc is not None:
                 self._apply(now, qpn, cc.on_cnp(now))
             return True
-        if code in _ACKS:
+        if kind == _IS_ACK:
             if self._sent_at:
                 qpn = _rd(frame, bth, _DESTQP)
                 sent = self._sent_at.get(qpn)
                 if sent:
                     self._rtt(now, qpn, sent, _rd(frame, bth, _PSN),
                               syndrome_type(frame[bth + _SYNDROME]) == AETH_ACK, frame)
-        elif ecn == ECN_CE and code in _DATA:
+        elif ecn == ECN_CE and kind == _IS_DATA:
             self._congestion_experienced(now, (int.from_bytes(
                 frame[bth + _DQ_OFF:bth + _DQ_END], "big") >> _DQ_SHIFT) & _DQ_MASK)
         return False

@@ -13,6 +13,7 @@ from __future__ import annotations
 from math import gcd
 
 from roce.emu.net.faults import Faults, LinkStats
+from roce.emu.net.serial import serial_end  # per frame started (a C call in the compiled form)
 
 TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Wire:
         else:
             bits = self._period_bits
         self._period_bits = bits = bits + len(frame) * 8
-        self.free_at = end = self._period_start - (-bits * self._ns_num // self._ns_den)
+        self.free_at = end = serial_end(self._period_start, bits, self._ns_num, self._ns_den)
         self._events.at(end, self._done_cb, frame)
 
     def _wake(self, now: int, t: int) -> None:

@@ -183,6 +183,7 @@ class SwitchPort(PullEndpoint):
 
 class Switch:
     __slots__ = ("net", "name", "index", "ports", "routes", "classifier", "_table", "lossless",
+                 "_lossless_mask",
                  "strict", "strict_mask", "forwarder", "buffer", "pfc_enabled", "no_route",
                  "not_ip", "max_frame", "telemetry", "trimmer")
 
@@ -196,9 +197,13 @@ class Switch:
         self.ports: list[SwitchPort] = []
         self.routes: dict[bytes, list[SwitchPort]] = {}
         self.classifier = classifier or DscpClassifier()
-        # the DSCP map's table read inline (the per-hop path); any other Classifier is called
-        self._table = getattr(self.classifier, "table", None)
+        # the DSCP map's table read inline (the per-hop path), by the whole TOS byte (one
+        # lookup, in C in the compiled form); any other Classifier is called
+        table = getattr(self.classifier, "table", None)
+        self._table = (None if table is None else
+                       bytes(table[(tos >> _DSCP_SHIFT) & _DSCP_MASK] for tos in range(256)))
         self.lossless = self.classifier.lossless if pfc else frozenset()
+        self._lossless_mask = sum(1 << c for c in self.lossless)  # (tested per frame)
         self.strict = self.classifier.strict
         self.strict_mask = sum(1 << c for c in self.strict)
         self.forwarder = _stage(f"switch {name}'s forwarder", forwarder, Forwarder)
@@ -261,11 +266,15 @@ class Switch:
             self.no_route += 1
             return
         out = out_ports[0] if len(out_ports) == 1 else self.forwarder.pick(frame, out_ports)
-        tc = (self._table[(frame[_TOS] >> _DSCP_SHIFT) & _DSCP_MASK] if self._table is not None
-              else self.classifier.classify(frame))
+        table = self._table
+        if table is not None:
+            at = _TOS  # (a C integer in the compiled form: the byte read in C)
+            tc = table[f[at]]
+        else:
+            tc = self.classifier.classify(frame)
         n = len(frame)
         buf = self.buffer
-        if tc in self.lossless:
+        if self._lossless_mask >> tc & 1:
             acct = port.in_acct[tc]
             pool = buf.admit(acct, n, True)
             if pool < 0:
@@ -314,7 +323,9 @@ class Switch:
         if acct.xoff and buf.should_resume(acct):
             acct.xoff = False
             inport.pfc.xon(now, tc)
-        ecn = (frame[_TOS] >> _ECN_SHIFT) & _ECN_MASK
+        f = frame  # (bytes: its ECN bits read in C in the compiled form)
+        at = _TOS
+        ecn = (f[at] >> _ECN_SHIFT) & _ECN_MASK
         mark = ecn != _NOT_ECT and port.marker.mark(port.qbytes[tc])
         if mark and ecn != _CE:
             port.stats.ecn_marked += 1
