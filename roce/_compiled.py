@@ -162,7 +162,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # the switch's ECN marker (one call per frame dequeued) and forwarder (one per frame with
     # a choice of ports): the base classes a switch calls, and their models
     "roce.emu.net.stages": {"Marker": {}, "RedMarker": {}, "NoMarker": {}, "Forwarder": {},
-                            "EcmpForwarder": {}, "SprayForwarder": {}},
+                            "EcmpForwarder": {}, "SprayForwarder": {}, "Pacer": {},
+                            "RatePacer": {}},
     "roce.emu.net.switch": {
         "SwitchPort": {"switch": "Switch", "wire": "Wire", "pause": "PauseState",
                        "pfc": "PfcSender", "marker": "Marker",
@@ -170,7 +171,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                        **{a: "long" for a in ("index", "queued", "mask", "rr", "rx_frames",
                                               "tx_frames", "max_queue_bytes", "int_tx",
                                               "_strict_mask")},
-                       "pull.m": "long", "pull.tc": "long"},
+                       "pull.m": "long", "pull.tc": "long", "pull.top": "bytes"},
         "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
                    "_lossless_mask": "long", "ingress.table": "bytes", "ingress.at": "long",
                    "dequeue.f": "bytes", "dequeue.at": "long", "dequeue.ecn": "long",
@@ -183,7 +184,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                    "dequeue.acct": "Account", "dequeue.inport": "SwitchPort",
                    "stamp.port": "SwitchPort"}},
     "roce.emu.core.frames": {"FrameBuilder": {}, "Incoming": {}},
-    "roce.emu.core.memory": {"MemoryRegion": {"content": "Patterned"}},
+    "roce.emu.core.memory": {"MemoryRegion": {"content": "Patterned"},
+                             # a device's MRs: a remote request's key looked up per packet
+                             "AddressSpace": {"regions": "dict",
+                                              "lookup_remote.mr": "MemoryRegion"}},
     # a seeded region's reads and writes: one of each per data packet
     "roce.emu.core.patterned": {
         "Patterned": {**{a: "long" for a in ("slot", "length", "writes", "_own_at",
@@ -199,7 +203,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
         "PatternView": {"content": "Patterned", "off": "long", "n": "long", "part.a": "long",
                         "part.b": "long", "part_at.a": "long", "part_at.b": "long"}},
     "roce.emu.core.placement": {"WriteCursor": {"take.qp": "QueuePair", "take.pkt": "Incoming",
-                                                "take.mr": "MemoryRegion"}},
+                                                "take.mr": "MemoryRegion",
+                                                "take.memory": "AddressSpace"}},
     # selective repeat's send record: a call or two per packet sent and acknowledged
     "roce.emu.core.rack": {"Rack": {}},
     # a QP's parts as it calls them: per packet, the RC parts in C
@@ -235,6 +240,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                               "_send_packet.wqe": "SendWQE",
                                               "_data_row.wqe": "SendWQE"}},
     "roce.emu.core.responder": {"Responder": {"qp": "QueuePair", "write": "WriteCursor",
+                                              "_execute.access": "dict",
                                               "epsn": "long", "msn": "long",
                                               "receive.pkt": "Incoming",
                                               "_execute.pkt": "Incoming",
@@ -292,9 +298,11 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "cc": "CcDriver", "device": "Device", "receive.dev": "Device",
                                  "receive.qp": "QueuePair", "receive.f": "bytes",
                                  "pull.qp": "QueuePair", "_take.qp": "QueuePair",
-                                 "_take.tx": "_TxList", "_note.qp": "QueuePair"},
+                                 "_take.tx": "_TxList", "_take.pacer": "Pacer",
+                                 "pull.pacer": "Pacer", "_note.qp": "QueuePair"},
                          # a QP's transmit list: a frame in and out per packet sent
-                         "_TxList": {"frames": "list", "nic": "Nic", "sent_bytes": "long"}},
+                         "_TxList": {"frames": "list", "nic": "Nic", "sent_bytes": "long",
+                                     "pacer": "Pacer"}},
     # a Nic with an InfiniBand port; ``_ccti_timer`` is handed on as a bound method (to the
     # event loop)
     "roce.emu.ib.hca": {"Hca": {"credits": "Credits", "sl2vl": "SlToVl", "slots": "list",
@@ -338,7 +346,8 @@ CONTAINERS = frozenset({"list", "set", "dict", "bytes"})
 # without checking for an override, and writes less C for each.
 OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned", "BufferPolicy",
                   "Marker", "Forwarder", "RequesterPart", "ResponderPart", "CompleterPart",
-                  "PullEndpoint"})
+                  "PullEndpoint", "Pacer",
+                  "AddressSpace"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
 C_TYPES = {"EventQueue": "roce._fastpath"}

@@ -33,6 +33,7 @@ from roce.emu import (
     RecvWR,
 )
 from roce.emu.core.memory import AccessError, AddressSpace
+from roce.emu.fabric import Fabric
 from roce.pcapio import open_capture
 from roce.testing import atheris_harness, fuzz
 from roce.testing.fuzz import dut_cases as responder_cases
@@ -398,22 +399,37 @@ def test_responder_clean_once_the_bugs_are_fixed(capsys, rxe_fixes, seed):
     assert rc == 0, out
 
 
-def _lookup_without_bounds(self, pd, rkey, addr, length, need, atomic=False):
-    """AddressSpace.lookup_remote with the range check taken out: the planted bug."""
-    mr = self.regions.get(rkey >> 8)
-    if mr is None or mr.rkey != rkey or not mr.valid:
-        raise AccessError(f"no MR with rkey 0x{rkey:08x}")
-    if mr.pd is not pd:
-        raise AccessError("another PD")
-    if not mr.access & need:
-        raise AccessError("access")
-    if atomic and addr % 8:
-        raise AccessError("alignment")
-    return mr
+class _WithoutBounds(AddressSpace):
+    """A device's memory whose remote lookup has the range check taken out: the planted bug
+    (an extension type in the compiled form: a subclass, called through its override)."""
+
+    def lookup_remote(self, pd, rkey, addr, length, need, atomic=False):
+        mr = self.regions.get(rkey >> 8)
+        if mr is None or mr.rkey != rkey or not mr.valid:
+            raise AccessError(f"no MR with rkey 0x{rkey:08x}")
+        if mr.pd is not pd:
+            raise AccessError("another PD")
+        if not mr.access & need:
+            raise AccessError("access")
+        if atomic and addr % 8:
+            raise AccessError("alignment")
+        return mr
+
+
+def _plant_bounds_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every host the fuzzer's fabric adds gets a ``_WithoutBounds`` memory, before any MR."""
+    real = Fabric.add_host
+
+    def add_host(self, name, ip, mac=None):
+        ctx = real(self, name, ip, mac)
+        ctx.device.memory = _WithoutBounds()
+        return ctx
+
+    monkeypatch.setattr(Fabric, "add_host", add_host)
 
 
 def test_planted_bounds_bug_is_caught(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(AddressSpace, "lookup_remote", _lookup_without_bounds)
+    _plant_bounds_bug(monkeypatch)
     corpus = tmp_path / "c"
     rc, out, _ = roce_fuzz(capsys, "responder", "--seed", "0", "-q", "--corpus", str(corpus))
     assert rc == 1
@@ -424,7 +440,7 @@ def test_planted_bounds_bug_is_caught(capsys, monkeypatch, tmp_path):
 
 
 def test_responder_replay(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(AddressSpace, "lookup_remote", _lookup_without_bounds)
+    _plant_bounds_bug(monkeypatch)
     corpus = tmp_path / "c"
     roce_fuzz(capsys, "responder", "--count", "1500", "--seed", "0", "-q", "--corpus",
               str(corpus))

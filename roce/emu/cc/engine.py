@@ -43,6 +43,7 @@ from roce.emu.cc.base import CongestionControl, Output
 from roce.emu.cc.hpcc import Hop
 from roce.emu.cc.np import CNP_DSCP, CnpBuilder, NotificationPoint
 from roce.emu.core.frames import TTL
+from roce.emu.net.stages import Pacer
 from roce.families import intmd
 from roce.headers import AETH_ACK, ECN_CE, LAYOUTS, SIZE_OF, syndrome_type
 from roce.opcodes import OPCODES, Operation, Transport
@@ -141,14 +142,14 @@ def _rd(buf: bytes, base: int, spec: tuple[int, int, int, int]) -> int:
     return (int.from_bytes(buf[base + off:base + off + n], "big") >> shift) & mask
 
 
-class CcPacer:
+class CcPacer(Pacer):
     """A QP's rate limiter (the fabric's ``Pacer`` interface) at its algorithm's rate.
 
     A frame released at time s holds the next one until s + bits / rate.  When the rate
     changes that gap is re-timed at the new rate (a NIC's rate limiter applies a new rate at
     once: a frame sent at 1 Mb/s must not hold the QP for 33 ms after the rate recovered)."""
 
-    __slots__ = ("rate_bps", "_next", "_start", "_bits", "bytes_sent")
+    __slots__ = ("_next", "_start", "_bits", "bytes_sent")
 
     def __init__(self, rate_bps: float) -> None:
         self.rate_bps = max(int(rate_bps), 1)

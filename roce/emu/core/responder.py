@@ -153,7 +153,8 @@ class Responder(ResponderPart):
         elif not first:
             raise Reject(NAK_INVALID_REQUEST, f"{op} without a first packet")
         # QP access flags
-        need = _QP_ACCESS.get(operation)
+        access = _QP_ACCESS  # (a dictionary: looked up in C in the compiled form)
+        need = access.get(operation)
         if need is not None and not qp.remote_access_ok(need):
             raise Reject(NAK_INVALID_REQUEST, f"QP does not allow {Access(need).name}")
         # responder resources for READ/ATOMIC (max_dest_rd_atomic)

@@ -35,7 +35,8 @@ TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/
 if TYPE_CHECKING:
     from typing import Any
 
-    from roce.emu.net.interfaces import Classifier, Pacer
+    from roce.emu.net.interfaces import Classifier
+    from roce.emu.net.stages import Pacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0 = frames.ETYPE[0]

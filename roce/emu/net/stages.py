@@ -5,7 +5,8 @@ are base classes here that every model subclasses):
 - ``Classifier``: frame -> traffic class (= 802.1p priority here) by DSCP;
 - ``Forwarder``: frame + equal-cost egress ports -> one port (ECMP hash, or spraying);
 - ``Marker``: egress queue bytes at dequeue -> set CE or not (RED, or nothing);
-- ``Pacer``: per-QP rate limiter in the NIC; congestion control will drive ``rate_bps``.
+- ``Pacer``: per-QP rate limiter in the NIC; congestion control drives ``rate_bps`` (a base
+  class, as the forwarder and the marker are).
 
 PFC accounting is the buffer's job (``roce.emu.net.buffer``); the facts behind the defaults
 are in this package's docstring.
@@ -212,11 +213,26 @@ class NoMarker(Marker):
         return False
 
 
-class RatePacer:
+class Pacer:
+    """A per-QP rate limiter: when the QP may send next (``next_allowed``), what sending costs
+    it (``sent``), at ``rate_bps``.  A pacer subclasses this and overrides both methods (a NIC
+    calls them per frame: in C in the compiled form); congestion control drives
+    ``rate_bps``."""
+
+    __slots__ = ("rate_bps",)
+
+    def next_allowed(self) -> int:
+        raise NotImplementedError
+
+    def sent(self, now: int, nbytes: int) -> None:
+        raise NotImplementedError
+
+
+class RatePacer(Pacer):
     """Spaces a QP's frames at ``rate_bps`` (line rate here: it never holds a frame back the
     link would not have held anyway; congestion control lowers it)."""
 
-    __slots__ = ("rate_bps", "_next", "bytes_sent")
+    __slots__ = ("_next", "bytes_sent")
 
     def __init__(self, rate_bps: int) -> None:
         self.rate_bps = rate_bps

@@ -47,6 +47,8 @@ _IPV4 = frames.IPV4_TYPE
 _L2, _UDP = frames.L2, frames.L2 + frames.IP_HDR
 _PROTO, (_DPORT0, _DPORT1) = frames.PROTO, frames.UDP_DPORT
 _INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
+# the highest class a mask of classes holds (``bit_length() - 1``), by mask
+_TOP_CLASS = bytes(max(m.bit_length() - 1, 0) for m in range(1 << CLASSES))
 
 
 def _stage(what: str, stage: Any, base: type) -> Any:
@@ -113,7 +115,8 @@ class SwitchPort(PullEndpoint):
         else:
             m = self.mask
             if m and not m & (m - 1):  # one class waiting (the common case): ``_pick`` inline
-                tc = m.bit_length() - 1
+                top = _TOP_CLASS  # (its class read in C in the compiled form)
+                tc = top[m]
                 if self.pause.until[tc] > now:
                     return None
                 if not self._strict_mask >> tc & 1:
