@@ -175,6 +175,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
         "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
                    "_lossless_mask": "long", "ingress.table": "bytes", "ingress.at": "long",
                    "dequeue.f": "bytes", "dequeue.at": "long", "dequeue.ecn": "long",
+                   "dequeue.c": "long", "dequeue.q": "long",
                    "buffer": "BufferPolicy", "forwarder": "Forwarder",
                    "ingress.buf": "BufferPolicy", "dequeue.buf": "BufferPolicy",
                    "_table": "bytes", "ingress.f": "bytes", "ingress.tc": "long",

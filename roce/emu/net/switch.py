@@ -314,13 +314,15 @@ class Switch:
             out.wire.kick(now)
 
     def dequeue(self, now: int, port: SwitchPort, tc: int) -> bytes:
-        queue = port.queues[tc]
+        c = tc  # (a C integer in the compiled form: the port's lists indexed in C)
+        queue = port.queues[c]
         frame, acct, pool, inport = queue.popleft()
         port.queued -= 1
         if not queue:
-            port.mask &= ~(1 << tc)
+            port.mask &= ~(1 << c)
         n = len(frame)
-        port.qbytes[tc] -= n
+        q = port.qbytes[c] - n
+        port.qbytes[c] = q
         buf = self.buffer
         buf.release(acct, pool, n)
         if acct.xoff and buf.should_resume(acct):
@@ -329,7 +331,7 @@ class Switch:
         f = frame  # (bytes: its ECN bits read in C in the compiled form)
         at = _TOS
         ecn = (f[at] >> _ECN_SHIFT) & _ECN_MASK
-        mark = ecn != _NOT_ECT and port.marker.mark(port.qbytes[tc])
+        mark = ecn != _NOT_ECT and port.marker.mark(q)
         if mark and ecn != _CE:
             port.stats.ecn_marked += 1
         if self.telemetry:
