@@ -1,6 +1,7 @@
-"""A switch's per-frame stages are base classes (``stages.Marker``, ``stages.Forwarder``,
-``buffer.BufferPolicy``): a model written in Python subclasses one and the switch, compiled or
-not, calls its overrides; anything else is refused by name."""
+"""The stages called per frame are base classes (a switch's ``stages.Marker``,
+``stages.Forwarder`` and ``buffer.BufferPolicy``, a NIC's ``stages.Pacer``): a model written in
+Python subclasses one and the switch, compiled or not, calls its overrides; anything else is
+refused by name."""
 
 from __future__ import annotations
 
@@ -110,3 +111,17 @@ def test_a_marker_that_is_not_the_base_is_refused_by_name():
     with pytest.raises(TypeError, match=r"sw:0's marker: a object is not a roce\.emu\.net"
                                         r"\.stages\.Marker"):
         sw.finish(lambda switch, port, gbps: object())
+
+
+def test_a_pacer_that_is_not_the_base_is_refused_by_name():
+    """A NIC's pacers are ``stages.Pacer`` subclasses (the NIC calls them per frame): a QP's
+    transmit list refuses anything else, naming the NIC and the QP."""
+    from roce.emu.net.nic import _TxList
+
+    r = _incast()
+    nic = r.net.hosts["s1"]
+    core = r.flows[0].qa.core
+    nic.pacers[core.qpn] = object()
+    with pytest.raises(TypeError, match=rf"s1: the pacer of QP 0x{core.qpn:06x}, a object, "
+                                        r"is not a roce\.emu\.net\.stages\.Pacer"):
+        _TxList(nic, core, [])

@@ -29,14 +29,13 @@ from roce.emu.core.verbs import Context
 from roce.emu.net import hop as frames
 from roce.emu.net.link import PullEndpoint
 from roce.emu.net.pfc import CLASSES, MAX_QUANTA, PauseState, pause_ns
-from roce.emu.net.stages import RatePacer
+from roce.emu.net.stages import Pacer, RatePacer
 
 TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 if TYPE_CHECKING:
     from typing import Any
 
     from roce.emu.net.interfaces import Classifier
-    from roce.emu.net.stages import Pacer
 
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0 = frames.ETYPE[0]
@@ -363,7 +362,12 @@ class _TxList:
         self.frames = list(frames)
         self.nic = nic
         self.qp = qp
-        self.pacer = nic.pacers[qp.qpn]
+        pacer = nic.pacers[qp.qpn]
+        if not isinstance(pacer, Pacer):  # (the NIC calls it per frame: the base, in C)
+            raise TypeError(f"{nic.name}: the pacer of QP 0x{qp.qpn:06x}, a "
+                            f"{type(pacer).__name__}, is not a roce.emu.net.stages.Pacer (a "
+                            "pacer subclasses it)")
+        self.pacer = pacer
         self.sent_bytes = 0  # what the scheduler took from this QP
         # frames built before the NIC took the list had their timers started when built
         self.tags: deque[tuple[int, int] | None] = deque([None] * len(frames))
