@@ -158,7 +158,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                     "shared_used", "used", "max_used", "lossless_drops",
                                     "resume_offset")},
                                 "admit.m": "long", "admit.pool": "long",
-                                "release.m": "long"}},
+                                "admit.r": "long", "admit.s": "long",
+                                "release.m": "long", "release.p": "long"}},
     # the switch's ECN marker (one call per frame dequeued) and forwarder (one per frame with
     # a choice of ports): the base classes a switch calls, and their models
     "roce.emu.net.stages": {"Marker": {}, "RedMarker": {}, "NoMarker": {}, "Forwarder": {},

@@ -142,18 +142,20 @@ class SharedBuffer(BufferPolicy):
     def admit(self, acct: Account, n: int, lossless: bool) -> int:
         """The pool a frame of ``n`` bytes goes to, or -1: drop it."""
         held = acct.held
-        m = n  # a C integer in the compiled form (once per switch hop)
-        if held[RESERVE] + m <= self.reserve:
-            pool = RESERVE
+        m = n  # C integers in the compiled form (once per switch hop): the pools' indices and
+        r = RESERVE  # the bytes they hold, read off ``held`` and added in C
+        s = SHARED
+        if held[r] + m <= self.reserve:
+            pool = r
         elif (not acct.xoff  # ``threshold()`` inline: this runs once per switch hop
-              and held[SHARED] + m <= max(self.alpha * (self.shared_size - self.shared_used), 0)
+              and held[s] + m <= max(self.alpha * (self.shared_size - self.shared_used), 0)
               and self.shared_used + m <= self.shared_size):
-            pool = SHARED
+            pool = s
             self.shared_used += m
         elif lossless and acct.xoff and held[HEADROOM] + m <= acct.headroom:
             pool = HEADROOM
         elif lossless and not acct.xoff and self.shared_used + m <= self.shared_size:
-            pool = SHARED  # above the threshold: admitted, and the caller pauses the sender
+            pool = s  # above the threshold: admitted, and the caller pauses the sender
             self.shared_used += m
         else:
             if lossless:
@@ -166,10 +168,11 @@ class SharedBuffer(BufferPolicy):
         return pool
 
     def release(self, acct: Account, pool: int, n: int) -> None:
-        m = n  # a C integer in the compiled form (once per switch hop)
-        acct.held[pool] -= m
+        m = n  # C integers in the compiled form (once per switch hop)
+        p = pool
+        acct.held[p] -= m
         self.used -= m
-        if pool == SHARED:
+        if p == SHARED:
             self.shared_used -= m
 
     def should_pause(self, acct: Account) -> bool:
