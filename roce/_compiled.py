@@ -342,8 +342,9 @@ SCALARS = frozenset({"long"})
 CONTAINERS = frozenset({"list", "set", "dict", "bytes"})
 # The classes of CLASSES that other classes subclass (selective repeat's requester, responder
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC; a test's
-# region that misplaces bytes is a ``Patterned``; the bases a caller types its per-packet
-# calls with: a QP's parts, whose UC and UD classes are Python, and a switch's stages).  Every
+# region that misplaces bytes is a ``Patterned``; the fuzzer's planted bug is a device's
+# ``AddressSpace``; the bases a caller types its per-packet calls with: a QP's parts, whose UC
+# and UD classes are Python, a switch's and a NIC's stages, the end a wire pulls from).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
 # without checking for an override, and writes less C for each.
 OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned", "BufferPolicy",

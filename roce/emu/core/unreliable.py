@@ -214,11 +214,11 @@ class UCResponder(ResponderPart):
                 self.recv = qp.rq.popleft()
             self.offset = 0
         wqe = self.recv
-        if wqe is None or self.offset + len(pkt.payload) > wqe.length:
+        if wqe is None or self.offset + pkt.payload_len > wqe.length:
             self._drop()
             return
         qp.device.memory.scatter(qp.pd, wqe.wr.sg_list, self.offset, pkt.payload)
-        self.offset += len(pkt.payload)
+        self.offset += pkt.payload_len
         self.in_progress = None if last else Operation.SEND
         if last:
             imm = pkt.ext["immdt"]["immdt"] if "immdt" in pkt.ext else None
@@ -264,7 +264,7 @@ class UDResponder(ResponderPart):
             self.dropped += 1
             return
         wqe = qp.rq[0]
-        if GRH_BYTES + len(pkt.payload) > wqe.length:
+        if GRH_BYTES + pkt.payload_len > wqe.length:
             qp.rq.popleft()
             qp.complete_recv(wqe, St.IBV_WC_LOC_LEN_ERR)
             return
@@ -280,6 +280,6 @@ class UDResponder(ResponderPart):
         imm = pkt.ext["immdt"]["immdt"] if "immdt" in pkt.ext else None
         qp.counters.messages_executed += 1
         qp.recv_cq.push(WC(wqe.wr.wr_id, St.IBV_WC_SUCCESS, WCOpcode.IBV_WC_RECV,
-                           GRH_BYTES + len(pkt.payload), imm or 0, qp.qpn, deth["srcqp"],
+                           GRH_BYTES + pkt.payload_len, imm or 0, qp.qpn, deth["srcqp"],
                            int(WCFlags.IBV_WC_GRH) | (int(WCFlags.IBV_WC_WITH_IMM)
                                                       if imm is not None else 0)))

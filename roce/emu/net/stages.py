@@ -1,6 +1,6 @@
 """The replaceable stages of the switched network, each one class behind an interface
-(``roce.emu.net.interfaces``; the forwarder and the marker, which a switch calls per frame,
-are base classes here that every model subclasses):
+(``roce.emu.net.interfaces``; the forwarder, the marker and the pacer, which a switch or a
+NIC calls per frame, are base classes here that every model subclasses):
 
 - ``Classifier``: frame -> traffic class (= 802.1p priority here) by DSCP;
 - ``Forwarder``: frame + equal-cost egress ports -> one port (ECMP hash, or spraying);
