@@ -93,6 +93,7 @@ MODULES = (
     "roce.emu.net.buffer",
     "roce.emu.net.direct",
     "roce.emu.net.faults",
+    "roce.emu.net.callbacks",
     "roce.emu.net.link",
     "roce.emu.net.nic",
     "roce.emu.net.pfc",
@@ -121,14 +122,19 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
     # ``at`` is handed around as a bound method (``PfcSender``); Cython cannot take a cpdef
     # method with optional arguments as a value from a typed object
     "roce.emu.net.sim": {"Network": {"at": "def", "events": "EventQueue",
-                                     "run_until_any.q": "EventQueue"}},
+                                     "run_until_any.q": "EventQueue",
+                                     "run_until_any.h": "Callback"}},
+    # what the loop calls per frame in C (a wire, the endpoint a frame arrives at)
+    "roce.emu.net.callbacks": {"Callback": {}},
     # a link's counters: two per frame carried
     "roce.emu.net.faults": {"LinkStats": {a: "long" for a in (
                                 "frames", "bytes", "lost", "duplicated", "corrupted",
                                 "reordered", "filtered")},
                             "Faults": {"stats": "LinkStats"}},
     # a two-host link: its fate decided per frame (``watch``, not a replaced ``fate``, spies)
-    "roce.emu.net.direct": {"Link": {"faults": "Faults", "fate.faults": "Faults"},
+    "roce.emu.net.direct": {"Link": {"faults": "Faults", "fate.faults": "Faults",
+                                     "clean_arrival.faults": "Faults",
+                                     "_serialize.bits": "long", "_serialize.rate": "double"},
                             "DirectNic": {"net": "Network", "device": "Device", "links": "dict",
                                           "receive.dev": "Device", "_after.dev": "Device",
                                           "_transmit.net": "Network",
@@ -137,9 +143,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                           "_transmit.events": "EventQueue"}},
     # the end a wire pulls from: the base of NICs, switch ports, HCAs and UET hosts
     "roce.emu.net.link": {"PullEndpoint": {},
+                          "_Wake": {"wire": "Wire"},
                           "Wire": {"src": "PullEndpoint", "_stats": "LinkStats",
                                    "_events": "EventQueue",
-                                   "faults": "Faults", "_done.events": "EventQueue"}},
+                                   "faults": "Faults", "fire.events": "EventQueue"}},
     "roce.emu.net.pfc": {"PauseState": {}, "PfcSender": {}},
     # ``congested`` is handed to PFC as a bound method (``PfcSender.xoff``): taken from a
     # typed object, Cython makes a cpdef method a C function of the wrong signature (an error
@@ -158,7 +165,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                     "shared_used", "used", "max_used", "lossless_drops",
                                     "resume_offset")},
                                 "admit.m": "long", "admit.pool": "long",
-                                "admit.r": "long", "admit.s": "long",
+                                "admit.r": "long", "admit.s": "long", "admit.h": "long",
+                                "should_pause.h": "long", "should_pause.alpha": "double",
+                                "_within_threshold.h": "long",
+                                "_within_threshold.alpha": "double",
                                 "release.m": "long", "release.p": "long"}},
     # the switch's ECN marker (one call per frame dequeued) and forwarder (one per frame with
     # a choice of ports): the base classes a switch calls, and their models
@@ -172,20 +182,26 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                        **{a: "long" for a in ("index", "queued", "mask", "rr", "rx_frames",
                                               "tx_frames", "max_queue_bytes", "int_tx",
                                               "_strict_mask")},
-                       "pull.m": "long", "pull.tc": "long", "pull.top": "bytes"},
+                       "pull.m": "long", "pull.tc": "long", "pull.top": "bytes",
+                       "pull.k": "long"},
         "Switch": {"net": "Network", "routes": "dict", "no_route": "long", "not_ip": "long",
                    "_lossless_mask": "long", "ingress.table": "bytes", "ingress.at": "long",
                    "dequeue.f": "bytes", "dequeue.at": "long", "dequeue.ecn": "long",
+                   "dequeue.ecns": "bytes",
                    "dequeue.c": "long", "dequeue.q": "long",
                    "buffer": "BufferPolicy", "forwarder": "Forwarder",
                    "ingress.buf": "BufferPolicy", "dequeue.buf": "BufferPolicy",
                    "_table": "bytes", "ingress.f": "bytes", "ingress.tc": "long",
                    "ingress.n": "long", "ingress.q": "long", "dequeue.n": "long",
+                   "ingress.dst": "long",
                    "ingress.port": "SwitchPort", "ingress.out": "SwitchPort",
                    "ingress.acct": "Account", "dequeue.port": "SwitchPort",
                    "dequeue.acct": "Account", "dequeue.inport": "SwitchPort",
                    "stamp.port": "SwitchPort"}},
-    "roce.emu.core.frames": {"FrameBuilder": {}, "Incoming": {}},
+    "roce.emu.core.frames": {"FrameBuilder": {}, "Incoming": {
+        "fill.ops": "dict", "fill.ecns": "dict", "fill.f": "bytes",
+        **{f"fill.{v}": "long" for v in ("l3_off", "off", "shift", "mask", "at", "bth_off",
+                                         "payload_off", "pad_off")}}},
     "roce.emu.core.memory": {"MemoryRegion": {"content": "Patterned"},
                              # a device's MRs: a remote request's key looked up per packet
                              "AddressSpace": {"regions": "dict",
@@ -199,6 +215,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                       **{f"pattern.{v}": "long" for v in ("o", "m", "plo")},
                       **{f"write.{v}": "long" for v in ("o", "n", "end")},
                       **{f"write_from.{v}": "long" for v in ("o", "m")},
+                      "_holds_target.last": "long",
+                      "_holds_target.good": "list",
                       "pattern.got": "bytes", "write.got": "bytes", "write_from.got": "bytes",
                       "read_at.o": "long", "read_at.got": "bytes",
                       "_seeds": "dict", "_make.recent": "dict"},
@@ -255,11 +273,13 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                                 "_write.pkt": "Incoming"},
                                 "SRCompleter": {"receive.pkt": "Incoming"}},
     # the congestion-control driver: its tables read on every frame a NIC sends or receives
-    "roce.emu.cc.engine": {"CcPacer": {}, "CcDriver": {
+    "roce.emu.cc.engine": {"CcPacer": {"sent.bits": "long", "sent.rate": "long"}, "CcDriver": {
         "np": "NotificationPoint", "received.f": "bytes", "received.kinds": "bytes",
-        "received.at": "long", "received.kind": "long",
+        "received.at": "long", "received.kind": "long", "received.qpn": "long",
+        "received.bth": "long", "received.ecn": "long", "received.vihl": "long",
+        "received.proto": "long", "received.shift": "long", "received.mask": "long",
         **{a: "dict" for a in ("qps", "algos", "pacers", "_cnps", "_sent_at", "_armed",
-                               "_want", "_own", "_timeouts", "_echo")},
+                               "_want", "_own", "_timeouts", "_echo", "_uses_cnp")},
         **{a: "long" for a in ("cnps_received", "rtt_samples", "int_acks")}}},
     "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
     # locals the credit rules bound (12-bit counters, a packet's bytes and blocks, the blocks
@@ -301,7 +321,9 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                  "receive.qp": "QueuePair", "receive.f": "bytes",
                                  "pull.qp": "QueuePair", "_take.qp": "QueuePair",
                                  "_take.tx": "_TxList", "_take.pacer": "Pacer",
-                                 "pull.pacer": "Pacer", "_note.qp": "QueuePair"},
+                                 "pull.pacer": "Pacer", "_note.qp": "QueuePair",
+                                 "pull.until": "list", "pull.prio": "long",
+                                 "pull.tx": "_TxList"},
                          # a QP's transmit list: a frame in and out per packet sent
                          "_TxList": {"frames": "list", "nic": "Nic", "sent_bytes": "long",
                                      "pacer": "Pacer"}},
@@ -331,8 +353,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
 # byte count or offset of our own): Python code still reads and writes an int, but the
 # compiled form would raise (TypeError, OverflowError) where the .py would carry on with a
 # float, None or a larger integer.  Never an argument's type: what callers hand in stays the
-# .py's (a peer's 64-bit address may not fit).
-SCALARS = frozenset({"long"})
+# .py's (a peer's 64-bit address may not fit).  "double": a local that holds a float the .py
+# divides by (a link's rate in Gb/s); an int there becomes the same float, and dividing by it
+# gives the same quotient (IEEE division is correctly rounded, as Python's is).
+SCALARS = frozenset({"long", "double"})
 # Builtin types an attribute or a method's local may be typed as in CLASSES ("owed": "set"):
 # Cython then tests, indexes and adds in C (``PySet_Add``, a list's item, a dictionary's
 # ``get`` and ``items``, a bytes object's ``startswith`` at an offset), without a method call
@@ -344,12 +368,13 @@ CONTAINERS = frozenset({"list", "set", "dict", "bytes"})
 # and completer, in Python; InfiniBand's HCA, itself a class of CLASSES, is a NIC; a test's
 # region that misplaces bytes is a ``Patterned``; the fuzzer's planted bug is a device's
 # ``AddressSpace``; the bases a caller types its per-packet calls with: a QP's parts, whose UC
-# and UD classes are Python, a switch's and a NIC's stages, the end a wire pulls from).  Every
+# and UD classes are Python, a switch's and a NIC's stages, the end a wire pulls from, the
+# event loop's callbacks: wires and endpoints).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
 # without checking for an override, and writes less C for each.
 OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned", "BufferPolicy",
                   "Marker", "Forwarder", "RequesterPart", "ResponderPart", "CompleterPart",
-                  "PullEndpoint", "Pacer",
+                  "PullEndpoint", "Pacer", "Callback",
                   "AddressSpace"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
@@ -377,6 +402,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "roce.psn": ("psn_diff",),  # PSN distances: several per packet, from every QP part
     "roce.emu.core.frames": ("select", "receive"),  # a packet's opcode row; its parse
     "roce.emu.core.requester": ("_position",),
+    "roce.emu.net.callbacks": ("deliverer",),  # an arrival's callback: per frame
     # the ranges a seeded region's writes hold: one test per packet placed
     "roce.emu.core.patterned": ("_add", "_remove", "_covers", "_touches", "_remember"),
     # the checks of a WRITE's placement: per packet (typed: the MR's fields read in C)

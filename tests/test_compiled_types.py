@@ -272,9 +272,9 @@ def test_only_the_open_classes_are_declared_without_final() -> None:
 @needs_build
 def test_a_final_class_refuses_a_python_subclass() -> None:
     from roce.emu.core.requester import Requester
-    from roce.emu.net.link import Wire
+    from roce.emu.net.switch import Switch
     with pytest.raises(TypeError):
-        type("MyWire", (Wire,), {})
+        type("MySwitch", (Switch,), {})
     assert issubclass(type("MyRequester", (Requester,), {}), Requester)
 
 

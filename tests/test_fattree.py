@@ -42,8 +42,8 @@ def test_every_equal_cost_path_is_a_next_hop():
     switches and each of those among k/2 cores; all are in the ECMP sets."""
     k = 4
     net = topo.build(topo.parse(f"fattree:{k}"), options(Scenario(topology=f"fattree:{k}")))
-    far = ipaddress.IPv4Address(net.hosts["h4.2.2"].ctx.ip).packed
-    near = ipaddress.IPv4Address(net.hosts["h1.1.2"].ctx.ip).packed
+    far = int(ipaddress.IPv4Address(net.hosts["h4.2.2"].ctx.ip))
+    near = int(ipaddress.IPv4Address(net.hosts["h1.1.2"].ctx.ip))
     assert len(net.switches["e1.1"].routes[far]) == k // 2
     assert len(net.switches["a1.1"].routes[far]) == k // 2
     assert len(net.switches["c1.1"].routes[far]) == 1  # down: one way

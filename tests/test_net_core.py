@@ -37,11 +37,18 @@ def test_two_line_rate_senders_grow_the_egress_queue_at_exactly_line_rate():
     sw = r.net.switches["sw"]
     out = sw.ports[2]  # toward the receiver
     log = []  # (time, sender index, frame length, queue bytes right after)
-    for p in sw.ports[:2]:
-        def hook(now, frame, orig=p.receive, i=p.index):
-            orig(now, frame)
-            log.append((now, i, len(frame), out.qbytes[3]))
-        p.receive = hook
+
+    class Hook:  # what the senders' wires deliver to: the port, then a note
+        def __init__(self, port):
+            self.port = port
+
+        def receive(self, now, frame):
+            self.port.receive(now, frame)
+            log.append((now, self.port.index, len(frame), out.qbytes[3]))
+
+    for w in r.net.wires:
+        if w.dst in sw.ports[:2]:
+            w.dst = Hook(w.dst)
     s = r.run()
     assert s.data_verified and s.fabric["drops"] == 0
     data = [e for e in log if e[2] > 1000]  # the WRITE packets (ACKs flow the other way)
@@ -71,8 +78,8 @@ def test_routes_are_shortest_paths_with_equal_cost_sets():
     t = topology.leafspine(3, 2, 2)
     net = topology.build(t, topology.NetOptions())
     leaf1, spine1 = net.switches["leaf1"], net.switches["spine1"]
-    far = bytes([10, 0, 0, 6])  # l3h2, on leaf3
-    near = bytes([10, 0, 0, 2])  # l1h2, on leaf1
+    far = int.from_bytes(bytes([10, 0, 0, 6]), "big")  # l3h2, on leaf3
+    near = int.from_bytes(bytes([10, 0, 0, 2]), "big")  # l1h2, on leaf1
     assert [p.wire.dst.name for p in leaf1.routes[far]] == ["spine1:0", "spine2:0"]
     assert [p.wire.dst.name for p in leaf1.routes[near]] == ["l1h2"]
     assert [p.wire.dst.name for p in spine1.routes[far]] == ["leaf3:0"]  # leaf3 port 0 faces spine1

@@ -5,6 +5,7 @@ host (the definition, below)."""
 
 from __future__ import annotations
 
+import ipaddress
 import tracemalloc
 from collections import deque
 
@@ -49,7 +50,7 @@ def test_neighbour_tables_hold_no_entry_per_peer() -> None:
         nic.device.peer_mac(t.hosts["s1"])  # itself
 
 
-def _reference_routes(t: topology.Topology, net) -> dict[str, dict[bytes, list[str]]]:
+def _reference_routes(t: topology.Topology, net) -> dict[str, dict[int, list[str]]]:
     """Shortest paths by hop count, by the definition: a search from every host over every
     node (hosts other than the source do not forward); a switch's next hops toward the host
     are its neighbours one hop closer."""
@@ -60,7 +61,7 @@ def _reference_routes(t: topology.Topology, net) -> dict[str, dict[bytes, list[s
         a = node_of[src].name if src in node_of else src
         b = node_of[dst].name if dst in node_of else dst
         adj.setdefault(a, []).append((src, b))
-    out: dict[str, dict[bytes, list[str]]] = {name: {} for name in net.switches}
+    out: dict[str, dict[int, list[str]]] = {name: {} for name in net.switches}
     for host, ip in t.hosts.items():
         dist = {host: 0}
         todo = deque([host])
@@ -76,7 +77,7 @@ def _reference_routes(t: topology.Topology, net) -> dict[str, dict[bytes, list[s
             hops = [port for port, nb in adj.get(name, [])
                     if name in dist and nb in dist and dist[nb] == dist[name] - 1]
             if hops:
-                out[name][bytes(map(int, ip.split(".")))] = hops
+                out[name][int(ipaddress.IPv4Address(ip))] = hops
     return out
 
 

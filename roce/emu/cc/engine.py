@@ -57,6 +57,9 @@ _DESTQP = locate.SPECS[("bth", "destqp")]
 _PSN = locate.SPECS[("bth", "psn")]
 _DQ_OFF, _DQ_END, _DQ_SHIFT, _DQ_MASK = (_DESTQP[0], _DESTQP[0] + _DESTQP[1], _DESTQP[2],
                                          _DESTQP[3])
+# ``received`` reads the destination QP as three whole bytes (IBA 9.2: DestQP, bits 8-31 of
+# BTH's second word)
+assert (_DQ_END - _DQ_OFF, _DQ_SHIFT, _DQ_MASK) == (3, 0, 0xFFFFFF)
 _IP_ECN = locate.SPECS[("ip", "dsfield.ecn")]
 _IP6_TCLASS = locate.SPECS[("ipv6", "tclass")]
 _ACKS = frozenset(c for c, op in OPCODES.items()
@@ -162,8 +165,12 @@ class CcPacer(Pacer):
     def sent(self, now: int, nbytes: int) -> None:
         self.bytes_sent += nbytes
         self._start = max(now, self._next)
-        self._bits = nbytes * 8
-        self._next = self._start + self._bits * 1_000_000_000 // self.rate_bps
+        # a frame's bits and the rate (an int, at least 1 b/s): C integers in the compiled
+        # form, the quotient taken in C
+        bits = nbytes * 8
+        rate = self.rate_bps
+        self._bits = bits
+        self._next = self._start + bits * 1_000_000_000 // rate
 
     def set_rate(self, rate_bps: float, now: int) -> bool:
         """A new rate; True when a frame held until later than ``now`` may now go earlier."""
@@ -181,7 +188,7 @@ class CcDriver:
     __slots__ = ("config", "line", "qps", "schedule", "send", "on_faster", "cnp_dscp", "algos",
                  "pacers", "np", "_cnps", "_sent_at", "_armed", "_want", "cnps_received",
                  "rtt_samples", "now", "_own", "_timeouts", "telemetry", "_echo",
-                 "int_acks")
+                 "int_acks", "_uses_cnp")
 
     def __init__(self, config: CcConfig, line_rate_bps: float, qps: Mapping[int, Any],
                  schedule: Callable[[int, Callable[[int], None]], None],
@@ -213,6 +220,7 @@ class CcDriver:
         self.telemetry = config.cls.uses_int
         self._echo: dict[int, bytes] = {}  # QPN -> the records its last data packet brought
         self.int_acks = 0  # ACKs whose records reached an algorithm
+        self._uses_cnp: dict[str, bool] = {}  # algorithm name -> its ``uses_cnp``
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -244,12 +252,17 @@ class CcDriver:
         # anything else goes through roce.locate's walk
         f = frame  # (bytes: its two-byte fields compared in place, in C in the compiled form)
         kinds = _KIND
-        if (len(f) > _MIN_LEN and f.startswith(_IPV4, _ETYPE) and f[_L3] == _VIHL_B
-                and f[_PROTO] == 17 and f.startswith(_ROCE_PORT, _DPORT)):
+        at = _L3  # (C integers in the compiled form: the bytes read and compared in C)
+        vihl = _VIHL_B
+        proto = _PROTO
+        if (len(f) > _MIN_LEN and f.startswith(_IPV4, _ETYPE) and f[at] == vihl
+                and f[proto] == 17 and f.startswith(_ROCE_PORT, _DPORT)):
             at = _OP_AT  # (C integers in the compiled form: the bytes read in C)
             kind = kinds[f[at]]
             at = _ECN_AT
-            ecn = (f[at] >> _ECN_SHIFT) & _ECN_MASK
+            shift = _ECN_SHIFT
+            mask = _ECN_MASK
+            ecn = (f[at] >> shift) & mask
             bth = _BTH
         else:
             found = _locate(frame)
@@ -257,24 +270,24 @@ class CcDriver:
                 return False
             code, bth, ecn = found
             kind = kinds[code]
+        # the destination QP, its three bytes read in place (``_rd``'s value: C integers in
+        # the compiled form)
+        at = bth + _DQ_OFF
+        qpn = (f[at] << 16) | (f[at + 1] << 8) | f[at + 2]
         if kind == _IS_CNP:
             self.cnps_received += 1
-            qpn = (int.from_bytes(frame[bth + _DQ_OFF:bth + _DQ_END], "big")  # ``_rd``
-                   >> _DQ_SHIFT) & _DQ_MASK
             cc = self.algos.get(qpn)
             if cc is not None:
                 self._apply(now, qpn, cc.on_cnp(now))
             return True
         if kind == _IS_ACK:
             if self._sent_at:
-                qpn = _rd(frame, bth, _DESTQP)
                 sent = self._sent_at.get(qpn)
                 if sent:
                     self._rtt(now, qpn, sent, _rd(frame, bth, _PSN),
                               syndrome_type(frame[bth + _SYNDROME]) == AETH_ACK, frame)
         elif ecn == ECN_CE and kind == _IS_DATA:
-            self._congestion_experienced(now, (int.from_bytes(
-                frame[bth + _DQ_OFF:bth + _DQ_END], "big") >> _DQ_SHIFT) & _DQ_MASK)
+            self._congestion_experienced(now, qpn)
         return False
 
     def int_out(self, qpn: int, frame: bytes) -> bytes:
@@ -337,7 +350,12 @@ class CcDriver:
         if qp is None or qp.builder is None:
             return
         cfg = getattr(qp, "cc_config", None) or self.config  # ``config_for``, inline
-        if not ALGORITHMS[cfg.algorithm].uses_cnp or not self.np.on_ce(now, qpn):
+        # whether the algorithm answers CE marks, by its name (``ALGORITHMS``' lookup is
+        # Python code: once per algorithm here, not per CE mark)
+        uses = self._uses_cnp.get(cfg.algorithm)
+        if uses is None:
+            uses = self._uses_cnp[cfg.algorithm] = ALGORITHMS[cfg.algorithm].uses_cnp
+        if not uses or not self.np.on_ce(now, qpn):
             return
         # a QP's CNPs are all alike (PSN 0, same headers): one frame per (builder, peer QP),
         # the builder compared by identity (a QP gets a new one when its path changes)

@@ -9,6 +9,7 @@ chosen from the table by (transport, operation, position, immediate, invalidate)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 # the fast path's forms (or their references), bound once: a module attribute per packet is a
 # lookup per call
@@ -91,9 +92,14 @@ class FrameBuilder:
         n = len(payload) - payload_at if payload_len < 0 else payload_len
         pad = -n & 3
         headers = bth_pack(op.code, se, pad, p_key, destqp, ackreq, psn)
-        if op.headers:
+        hs = op.headers
+        if hs:
             ext = ext or {}
-            headers = b"".join([headers] + [ENCODERS[h](ext.get(h, {})) for h in op.headers])
+            if len(hs) == 1:  # one extended header (RETH, AETH): added, no list joined
+                h = hs[0]
+                headers = headers + ENCODERS[h](ext.get(h, {}))
+            else:
+                headers = b"".join([headers] + [ENCODERS[h](ext.get(h, {})) for h in hs])
         if pad or type(payload) is not bytes:  # (a view of a plain region's buffer: copied)
             payload = bytes(payload[payload_at:payload_at + n]) + bytes(pad)
             payload_at, n = 0, n + pad
@@ -122,6 +128,9 @@ _ECN = {L3_IPV4: small_field("ip", "dsfield.ecn"), L3_IPV6: _ipv6_ecn()}
 
 # the per-packet constants of ``Incoming``, looked up once here rather than per packet
 _BTH_SIZE = SIZE_OF["bth"]
+# the extended headers of a packet that has none (most of a message's): one mapping shared,
+# read-only, rather than an empty dictionary made per packet
+_NO_HEADERS = MappingProxyType({})
 
 
 class Incoming:
@@ -142,18 +151,24 @@ class Incoming:
         (_, code, self.se, self.p_key, self.destqp, self.ackreq, self.psn, l3_kind, l3_off,
          self.l3_len, bth_off, payload_off, pad_off) = rx
         self.l3_off = l3_off
-        self.op = op = OPCODES[code]
-        ext = {}
+        ops = OPCODES  # (the tables: dictionaries indexed in C in the compiled form)
+        self.op = op = ops[code]
         if op.headers:
+            ext = {}
             pos = bth_off + _BTH_SIZE
             for h in op.headers:
                 ext[h] = DECODERS[h](frame, pos)
                 pos += SIZE_OF[h]
-        self.ext = ext
+            self.ext = ext
+        else:
+            self.ext = _NO_HEADERS
         self.payload_at = payload_off
         self.payload_len = pad_off - payload_off
-        off, shift, mask = _ECN[l3_kind]
-        self.ecn = (frame[l3_off + off] >> shift) & mask  # carried up to the QP
+        ecns = _ECN
+        off, shift, mask = ecns[l3_kind]
+        f = frame  # (bytes: the byte read in C, with the offsets, in the compiled form)
+        at = l3_off + off
+        self.ecn = (f[at] >> shift) & mask  # carried up to the QP
 
     @property
     def payload(self) -> bytes:

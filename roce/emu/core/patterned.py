@@ -239,9 +239,14 @@ class Patterned:
     def _holds_target(self, o: int, end: int) -> None:
         """[o, end) now holds the target's pattern (a write that carried it)."""
         good = self.good
-        if good and good[-1] == o:  # the next bytes of the last range: in order
-            good[-1] = end
-        elif not _covers(good, o, end):  # (a slot written again holds them already)
+        if good:
+            last = good[-1]
+            if last == o:  # the next bytes of the last range: in order
+                good[-1] = end
+                return
+            if good[-2] <= o and end <= last:  # within the last range: a slot written again
+                return
+        if not _covers(good, o, end):  # (a slot written again holds them already)
             _add(good, o, end)
 
     def whole(self, j: int) -> str | None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 class Requester(RequesterPart):
     __slots__ = ("qp", "sq", "cur", "cur_pkt", "psn", "una", "noack", "timer", "rnr_until",
                  "rnr_psn", "retry_left", "rnr_left", "high", "wire_high", "retrying", "window",
-                 "ack_every")
+                 "ack_every", "_row_wqe", "_row_pos", "_row")
 
     def __init__(self, qp: Any) -> None:
         self.qp = qp
@@ -58,6 +58,11 @@ class Requester(RequesterPart):
         self.retrying: int | None = None  # PSN of the retry in progress
         self.window = MAX_UNACKED_PSNS  # PSNs in flight at most (selective repeat: the BDP)
         self.ack_every = MAX_PKT_PER_ACK  # AckReq at least every this many packets
+        # the opcode row of the last data packet and what chose it (its WQE, its position):
+        # a message's middle packets take the same row, looked up once (``_data_row``)
+        self._row_wqe: SendWQE | None = None
+        self._row_pos: Position | None = None
+        self._row: Opcode | None = None
 
     def reset(self, sq_psn: int) -> None:
         self.psn = self.una = sq_psn & PSN_MASK
@@ -166,7 +171,7 @@ class Requester(RequesterPart):
         wr = wqe.wr
         op = wqe.operation
         mtu = qp.mtu
-        ext: dict[str, dict] = {}
+        ext: dict[str, dict] | None = None  # made for a row with extended headers only
         payload: bytes | memoryview = b""
         at = n = 0  # the payload: payload[at:at + n]
         if op is _READ:
@@ -174,28 +179,31 @@ class Requester(RequesterPart):
             skip = wqe.read_next * mtu
             psn = (wqe.first_psn + wqe.read_next) & PSN_MASK
             row = select(_RC, op, _ONLY)
-            ext["reth"] = {"va": wr.remote_addr + skip, "r_key": wr.rkey,
-                           "dmalen": max(min(wqe.length, self._read_end(wqe) * mtu) - skip,
-                                         0)}
+            ext = {"reth": {"va": wr.remote_addr + skip, "r_key": wr.rkey,
+                            "dmalen": max(min(wqe.length, self._read_end(wqe) * mtu) - skip,
+                                          0)}}
             ackreq, last = True, True
         elif op is _ATOMIC:
             row = _ATOMIC_ROWS[wr.opcode]
             cas = wr.opcode == WROpcode.IBV_WR_ATOMIC_CMP_AND_SWP
-            ext["atomiceth"] = {"va": wr.remote_addr, "r_key": wr.rkey,
-                                "swapdt": (wr.swap if cas else wr.compare_add) & _U64,
-                                "cmpdt": (wr.compare_add if cas else 0) & _U64}
+            ext = {"atomiceth": {"va": wr.remote_addr, "r_key": wr.rkey,
+                                 "swapdt": (wr.swap if cas else wr.compare_add) & _U64,
+                                 "cmpdt": (wr.compare_add if cas else 0) & _U64}}
             ackreq, last = True, True
         else:
             pos = _position(index, wqe.npkts)
             last = pos is _LAST or pos is _ONLY
             payload, at, n = take_at(wqe.views, index * mtu, mtu)
             row, reth = self._data_row(wqe, index, pos, last, n)
-            if reth is not None:
-                ext["reth"] = reth
-            if "immdt" in row.headers:
-                ext["immdt"] = {"immdt": wr.imm_data & 0xFFFFFFFF}
-            if "ieth" in row.headers:
-                ext["ieth"] = {"ieth": wr.invalidate_rkey & 0xFFFFFFFF}
+            headers = row.headers
+            if headers:  # (a Middle packet has none: no dictionary made for it)
+                ext = {}
+                if reth is not None:
+                    ext["reth"] = reth
+                if "immdt" in headers:
+                    ext["immdt"] = {"immdt": wr.imm_data & 0xFFFFFFFF}
+                if "ieth" in headers:
+                    ext["ieth"] = {"ieth": wr.invalidate_rkey & 0xFFFFFFFF}
             self.noack += 1
             ackreq = last or self.noack >= self.ack_every
         if ackreq:
@@ -253,8 +261,12 @@ class Requester(RequesterPart):
     def _data_row(self, wqe: SendWQE, index: int, pos: Position, last: bool,
                   nbytes: int) -> tuple[Opcode, dict | None]:
         """The opcode row and RETH of one SEND/WRITE packet: RETH on the first (IBA 9.4)."""
-        row = select(_RC, wqe.operation, pos, wqe.immediate and last,
-                     wqe.invalidate and last)
+        if wqe is self._row_wqe and pos is self._row_pos:
+            row = self._row  # (the same WQE and position: the same row)
+        else:
+            row = select(_RC, wqe.operation, pos, wqe.immediate and last,
+                         wqe.invalidate and last)
+            self._row_wqe, self._row_pos, self._row = wqe, pos, row
         if "reth" not in row.headers:
             return row, None
         wr = wqe.wr

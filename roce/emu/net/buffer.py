@@ -145,10 +145,11 @@ class SharedBuffer(BufferPolicy):
         m = n  # C integers in the compiled form (once per switch hop): the pools' indices and
         r = RESERVE  # the bytes they hold, read off ``held`` and added in C
         s = SHARED
-        if held[r] + m <= self.reserve:
+        h = held[r]
+        if h + m <= self.reserve:
             pool = r
         elif (not acct.xoff  # ``threshold()`` inline: this runs once per switch hop
-              and held[s] + m <= max(self.alpha * (self.shared_size - self.shared_used), 0)
+              and self._within_threshold(held[s] + m)
               and self.shared_used + m <= self.shared_size):
             pool = s
             self.shared_used += m
@@ -176,9 +177,17 @@ class SharedBuffer(BufferPolicy):
             self.shared_used -= m
 
     def should_pause(self, acct: Account) -> bool:
-        # ``threshold()`` inline (once per lossless switch hop)
-        return (not acct.xoff
-                and acct.held[SHARED] >= self.alpha * (self.shared_size - self.shared_used))
+        # ``threshold()`` inline (once per lossless switch hop): C numbers in the compiled form
+        h = acct.held[SHARED]
+        alpha = self.alpha
+        return not acct.xoff and h >= alpha * (self.shared_size - self.shared_used)
+
+    def _within_threshold(self, b: int) -> bool:
+        """Whether ``b`` bytes of an account's shared pool are within the dynamic threshold
+        (``threshold()``, not below 0; per switch hop: C numbers in the compiled form)."""
+        h = b
+        alpha = self.alpha
+        return h <= max(alpha * (self.shared_size - self.shared_used), 0)
 
     def should_resume(self, acct: Account) -> bool:
         return (acct.xoff and acct.held[HEADROOM] == 0

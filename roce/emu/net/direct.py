@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 
 from roce.emu.core.verbs import Context
+from roce.emu.net.callbacks import Callback, deliverer
 from roce.emu.net.faults import Faults, LinkConfig, LinkStats
 from roce.headers import LAYOUTS
 
@@ -76,19 +77,36 @@ class Link:
         if self.watch is not None:
             self.watch(now, frame)
         faults = self.faults
-        c = faults.config  # not through the ``config`` property: once per frame
-        busy = self.busy_until
-        start = now if now > busy else busy
-        self.busy_until = end = start + int(len(frame) * 8 / c.rate_gbps)  # bits/(Gb/s)=ns
-        arrival = end + c.delay_ns
+        arrival = self._serialize(now, frame) + faults.config.delay_ns
         if faults.clean:  # one copy, on time: what Faults.apply would say, without its list
             faults.stats.carried(frame)
             return [(arrival, frame)]
         return [(arrival + extra, f) for extra, f in faults.apply(now, frame)]
 
+    def clean_arrival(self, now: int, frame: bytes) -> int:
+        """When ``frame`` reaches the other end, taken as ``fate`` takes it, if its fate is
+        one copy on time (no faults configured, nobody watching): no list made for it (a
+        sending host's every frame); else -1 with nothing done, and ``fate`` decides."""
+        faults = self.faults
+        if self.watch is not None or not faults.clean:
+            return -1
+        faults.stats.carried(frame)
+        return self._serialize(now, frame) + faults.config.delay_ns
 
-class DirectNic:
-    """A host whose device sends straight onto its links (one per peer, by MAC)."""
+    def _serialize(self, now: int, frame: bytes) -> int:
+        """The link takes ``frame`` at ``now``: when its last bit leaves, after the frames
+        before it (bits / (Gb/s) = ns, whole ns); the link is busy until then."""
+        busy = self.busy_until
+        start = now if now > busy else busy
+        bits = len(frame) * 8  # (C numbers in the compiled form: the quotient in C)
+        rate = self.faults.config.rate_gbps
+        self.busy_until = end = start + int(bits / rate)
+        return end
+
+
+class DirectNic(Callback):
+    """A host whose device sends straight onto its links (one per peer, by MAC); a frame's
+    arrival fires it (``Callback``: ``receive``)."""
 
     __slots__ = ("net", "ctx", "name", "device", "mac", "links", "timer_at", "kicked", "tap",
                  "rx_frames", "tx_frames", "sent_bytes", "_only", "_only_mac")
@@ -123,6 +141,9 @@ class DirectNic:
         self._only, self._only_mac = (link, peer_mac) if one else (None, b"")
 
     # -- Endpoint ----------------------------------------------------------------------
+
+    def fire(self, now: int, frame: bytes) -> None:
+        self.receive(now, frame)
 
     def receive(self, now: int, frame: bytes) -> None:
         self.rx_frames += 1
@@ -169,8 +190,12 @@ class DirectNic:
         net = self.net
         if self.tap is not None:  # written when its serialization starts
             net.at(max(now, link.busy_until), _write, (self.tap, frame))
-        deliver = link.dst.receive
+        deliver = deliverer(link.dst)
         events = net.events
+        t = link.clean_arrival(now, frame)
+        if t >= 0:
+            events.at(t, deliver, frame)
+            return
         for t, f in link.fate(now, frame):
             events.at(t, deliver, f)
 

@@ -30,6 +30,7 @@ from argparse import ArgumentTypeError
 from dataclasses import dataclass
 
 from roce.emu.net import topology as topo
+from roce.emu.net.callbacks import deliverer
 from roce.errors import UsageError
 from roce.options import parse_time
 
@@ -149,7 +150,7 @@ class LinkFailures:
             real = w.dst
             self.receivers[id(w)] = real
             w.dst = _Severed(w)
-            self.lost_in_flight += self._drop_in_flight(real.receive, w)
+            self.lost_in_flight += self._drop_in_flight(deliverer(real), w)
         self.net.at(now + self.detect_delay_ns, self._detect, (key, True))
 
     def _repair(self, now: int, key: frozenset[str]) -> None:
@@ -171,8 +172,8 @@ class LinkFailures:
         self.reroutes += 1
 
     def _drop_in_flight(self, receive: Any, w: Any) -> int:
-        """Take the arrivals at ``receive`` off the event heap: the frames propagating on
-        ``w`` (its destination has no other incoming wire)."""
+        """Take the arrivals scheduled with ``receive`` (``callbacks.deliverer``) off the event
+        heap: the frames propagating on ``w`` (its destination has no other incoming wire)."""
         lost = self.net.events.remove(receive)
         w.stats.lost += lost
         return lost

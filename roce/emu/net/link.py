@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from math import gcd
 
+from roce.emu.net.callbacks import Callback, deliverer
 from roce.emu.net.faults import Faults, LinkStats
 from roce.emu.net.serial import serial_end  # per frame started (a C call in the compiled form)
 
@@ -22,14 +23,18 @@ if TYPE_CHECKING:
     from roce.emu.core.endpoint import Endpoint
 
 
-class PullEndpoint:
+class PullEndpoint(Callback):
     """The end a wire pulls its frames from, one at a time (store-and-forward serialization):
     a NIC, a switch port, an HCA, a UET host.  Such an end subclasses this and overrides both
     methods; it receives frames as any ``roce.emu.core.endpoint.Endpoint`` does.  The wire
     calls them per frame (in C in the compiled form, where a subclass written in Python is
-    called through its overrides)."""
+    called through its overrides).  A frame's arrival fires it (``Callback``): ``receive``,
+    unless a subclass reaches its receiving more directly."""
 
     __slots__ = ()
+
+    def fire(self, now: int, frame: bytes) -> None:
+        self.receive(now, frame)  # type: ignore[attr-defined]
 
     def pull(self, now: int) -> bytes | None:
         """The next frame to put on the wire now, or None if nothing may go now."""
@@ -41,10 +46,13 @@ class PullEndpoint:
         raise NotImplementedError
 
 
-class Wire:
+class Wire(Callback):
+    """One direction of a link (module docstring); its end of serialization is the event it
+    fires (``Callback``), with the frame."""
+
     __slots__ = ("net", "src", "dst", "rate_bps", "delay_ns", "faults", "name", "busy",
                  "free_at", "_period_start", "_period_bits", "_ns_num", "_ns_den", "_wake_at",
-                 "_events", "_stats", "_done_cb")
+                 "_events", "_stats", "_waker")
 
     def __init__(self, net: Any, src: PullEndpoint, dst: Endpoint, rate_gbps: float,
                  delay_ns: int, faults: Faults, name: str) -> None:
@@ -68,11 +76,11 @@ class Wire:
         self._period_bits = 0
         self._wake_at: int | None = None
         # looked up once, not per frame: the network's event queue (``Network.at`` inline)
-        # and the counters.  The endpoints' ``pull``/``receive`` are looked up per frame: a
-        # tap or a test may replace them after the wire is made
+        # and the counters.  The endpoints are looked up per frame: a failure (or a test)
+        # may replace ``dst`` after the wire is made
         self._events = net.events
-        self._done_cb = self._done  # (bound once: scheduled per frame)
         self._stats = faults.stats
+        self._waker = _Wake(self)  # the wake-up it schedules when its source must wait
 
     @property
     def stats(self) -> LinkStats:
@@ -93,7 +101,7 @@ class Wire:
             t = self.src.next_tx(now)
             if t is not None and t > now and self._wake_at != t:
                 self._wake_at = t
-                self._events.at(t, self._wake, t)
+                self._events.at(t, self._waker, t)
             return
         self.busy = True
         # the end of serialization: exact within a busy period (module docstring)
@@ -103,22 +111,36 @@ class Wire:
             bits = self._period_bits
         self._period_bits = bits = bits + len(frame) * 8
         self.free_at = end = serial_end(self._period_start, bits, self._ns_num, self._ns_den)
-        self._events.at(end, self._done_cb, frame)
+        self._events.at(end, self, frame)  # ``fire``: the end of its serialization
 
     def _wake(self, now: int, t: int) -> None:
         if self._wake_at == t:
             self._wake_at = None
             self.kick(now)
 
-    def _done(self, now: int, frame: bytes) -> None:
+    def fire(self, now: int, frame: bytes) -> None:
+        """``frame`` is serialized: it propagates, and the next one may start."""
         self.busy = False
         arrive = now + self.delay_ns
         faults = self.faults
         if faults.clean:  # one copy, on time: what Faults.apply would say, without its list
             self._stats.carried(frame)
-            self._events.at(arrive, self.dst.receive, frame)
+            self._events.at(arrive, deliverer(self.dst), frame)
         else:
-            dst, events = self.dst.receive, self._events
+            dst, events = deliverer(self.dst), self._events
             for extra, f in faults.apply(now, frame):
                 events.at(arrive + extra, dst, f)
         self.kick(now)
+
+
+class _Wake(Callback):
+    """A wire's wake-up: its source wanted to send at ``t`` (``Wire.kick``); fired by the
+    loop in C (``Callback``), as the wire's own events are."""
+
+    __slots__ = ("wire",)
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+
+    def fire(self, now: int, t: int) -> None:
+        self.wire._wake(now, t)

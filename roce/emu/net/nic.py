@@ -94,6 +94,10 @@ class Nic(PullEndpoint):
 
     # -- Endpoint ----------------------------------------------------------------------
 
+    def fire(self, now: int, frame: bytes) -> None:
+        """A frame arrived (``Callback``): ``receive``, called in C compiled."""
+        self.receive(now, frame)
+
     def receive(self, now: int, frame: bytes) -> None:
         self.rx_frames += 1
         if self.net.recorders:
@@ -133,13 +137,14 @@ class Nic(PullEndpoint):
             return None
         until = self.pause.until
         if len(busy) == 1:
-            prio = busy[0]
+            prio = busy[0]  # (a C integer in the compiled form: the lists indexed in C)
             ring = self._rings[prio]
             if len(ring) == 1:  # one QP sending (an incast sender): no round robin to do
                 if until[prio] > now:
                     return None
                 qp = ring[0]
-                pacer = qp.tx.pacer
+                tx = qp.tx
+                pacer = tx.pacer
                 if pacer.rate_bps < self.wire.rate_bps:
                     t = pacer.next_allowed()
                     if t > now:

@@ -3,7 +3,8 @@
 Events wait on one queue (``roce.emu.net.events``: a callback gets ``(now, argument)``, ties
 in time run in scheduling order), so a run is a pure function of the topology, the traffic
 and the seed (one ``random.Random(seed)`` hands every random consumer its own stream).  Time
-is integer nanoseconds.
+is integer nanoseconds.  A callback that is a ``roce.emu.net.callbacks.Callback`` (the events of
+every frame on every link) is fired through ``fire``: a C call in the compiled form.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from roce.emu.net.callbacks import Callback
 from roce.emu.net.events import TIME_MAX, queue_for
 
 TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
@@ -60,7 +62,11 @@ class Network:
                 return False
             t, fn, arg = ev
             self.now = t
-            fn(t, arg)
+            if isinstance(fn, Callback):  # a frame's event: its ``fire``, a C call compiled
+                h = fn
+                h.fire(t, arg)
+            else:
+                fn(t, arg)
         return True
 
     def run(self, until: int) -> None:

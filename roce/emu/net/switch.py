@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 _MACC = macc.ETHERTYPE_MACC.to_bytes(2, "big")
 _ETYPE0, _ETYPE1 = frames.ETYPE
 _DST0, _DST1 = frames.DST_IP
+assert _DST1 - _DST0 == 4  # ``ingress`` reads the IPv4 destination as four bytes
 _TOS, _DSCP_SHIFT, _DSCP_MASK = frames.TOS, frames.DSCP_SHIFT, frames.DSCP_MASK
 _ECN_SHIFT, _ECN_MASK, _NOT_ECT, _CE = frames.ECN_SHIFT, frames.ECN_MASK, frames.NOT_ECT, frames.CE
 _IPV4 = frames.IPV4_TYPE
@@ -49,6 +50,8 @@ _PROTO, (_DPORT0, _DPORT1) = frames.PROTO, frames.UDP_DPORT
 _INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
 # the highest class a mask of classes holds (``bit_length() - 1``), by mask
 _TOP_CLASS = bytes(max(m.bit_length() - 1, 0) for m in range(1 << CLASSES))
+# a frame's ECN bits by its whole TOS byte (one byte read at egress, in C compiled)
+_ECN_OF = bytes((tos >> _ECN_SHIFT) & _ECN_MASK for tos in range(256))
 
 
 def _stage(what: str, stage: Any, base: type) -> Any:
@@ -104,10 +107,14 @@ class SwitchPort(PullEndpoint):
         self.tap: Any = None
         self._strict_mask = switch.strict_mask
         # the ``Endpoint`` receive: the switch's ingress bound to this port (a C-level
-        # partial, one Python frame less per hop)
+        # partial); a frame's arrival is ``fire``, which calls the ingress itself
         self.receive = partial(switch.ingress, self)
 
     # -- Endpoint ----------------------------------------------------------------------------
+
+    def fire(self, now: int, frame: bytes) -> None:
+        """A frame arrived (``Callback``): the switch's ingress, called in C compiled."""
+        self.switch.ingress(self, now, frame)
 
     def pull(self, now: int) -> bytes | None:
         if self.ctrl:
@@ -120,7 +127,8 @@ class SwitchPort(PullEndpoint):
                 if self.pause.until[tc] > now:
                     return None
                 if not self._strict_mask >> tc & 1:
-                    self.rr = (tc + 1) % CLASSES
+                    k = CLASSES  # (C integers in the compiled form)
+                    self.rr = (tc + 1) % k
             else:
                 tc = self._pick(now)
                 if tc < 0:
@@ -198,7 +206,9 @@ class Switch:
         self.name = name
         self.index = index
         self.ports: list[SwitchPort] = []
-        self.routes: dict[bytes, list[SwitchPort]] = {}
+        # destination IPv4 address (an int: read from a frame's four bytes in C, hashed as
+        # itself) -> the ports toward it
+        self.routes: dict[int, list[SwitchPort]] = {}
         self.classifier = classifier or DscpClassifier()
         # the DSCP map's table read inline (the per-hop path), by the whole TOS byte (one
         # lookup, in C in the compiled form); any other Classifier is called
@@ -264,7 +274,9 @@ class Switch:
             else:
                 self.not_ip += 1
             return
-        out_ports = self.routes.get(frame[_DST0:_DST1])
+        at = _DST0  # (C integers in the compiled form: the address read in C, no slice)
+        dst = (f[at] << 24) | (f[at + 1] << 16) | (f[at + 2] << 8) | f[at + 3]
+        out_ports = self.routes.get(dst)
         if not out_ports:
             self.no_route += 1
             return
@@ -330,7 +342,8 @@ class Switch:
             inport.pfc.xon(now, tc)
         f = frame  # (bytes: its ECN bits read in C in the compiled form)
         at = _TOS
-        ecn = (f[at] >> _ECN_SHIFT) & _ECN_MASK
+        ecns = _ECN_OF
+        ecn = ecns[f[at]]
         mark = ecn != _NOT_ECT and port.marker.mark(q)
         if mark and ecn != _CE:
             port.stats.ecn_marked += 1

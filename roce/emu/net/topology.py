@@ -604,7 +604,7 @@ def routes(t: Topology, net: Network, ends: dict[str, list[tuple[Any, Any]]]) ->
         nb = adj[host][0][1]
         if nb in switches:
             on.setdefault(nb, []).append(host)
-    key = {host: ip4_enc(ip).to_bytes(4, "big") for host, ip in t.hosts.items()}
+    key = {host: ip4_enc(ip) for host, ip in t.hosts.items()}  # a switch's route key
     for leaf, hosts in on.items():
         dist = {leaf: 0}
         order = [leaf]
