@@ -51,19 +51,20 @@ if TYPE_CHECKING:
 # (bench/RESULTS.md, "Install time").  Selective repeat (``core.selective``) is compiled as
 # extension types that override the requester's, responder's and completer's methods in C: a
 # leaf-spine with spraying runs its loop in 17 % less CPU (compiled as plain classes, it had
-# run ~5 % slower).  Left interpreted, since compiling them made those runs no faster: RACK
-# and the recovery settings (``core.rack``, ``core.recovery``), UC and UD
-# (``core.unreliable``), the switch's stages
-# (``net.stages``), the per-hop header helpers (``net.hop``: their per-packet rewrite is in the
-# fast path already), and in roce/emu/cc/ the few modules of ``_CC_INTERPRETED``.
+# run ~5 % slower).  Left interpreted, since compiling them made those runs no faster: the
+# recovery settings (``core.recovery``), UC and UD (``core.unreliable``), the per-hop header
+# helpers (``net.hop``: their per-packet rewrite is in the fast path already), and in
+# roce/emu/cc/ the few modules of ``_CC_INTERPRETED``.
 
 # roce/emu/cc/: every module is an algorithm or on its per-event path (the interface, the NIC's
 # engine, the notification point), so a new algorithm's module is compiled without a row here;
 # the modules named here are not: configuration, read once per run, what compiling
-# measurably did not speed up (the base class's defaults, TIMELY; DCTCP and Swift: a 16:1
-# incast of 4 MiB each took 1.02x and 0.99x the CPU interpreted, medians of 5 alternating
-# runs, where HPCC took 1.04x and UET's RCCC 1.03-1.07x: those stay compiled).
-_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "base", "timely", "dctcp",
+# measurably did not speed up (TIMELY; DCTCP and Swift: a 16:1 incast of 4 MiB each took
+# 1.02x and 0.99x the CPU interpreted, medians of 5 alternating runs, where HPCC took 1.04x
+# and UET's RCCC 1.03-1.07x: those stay compiled).  The interface (``base``) is an extension
+# type, so that the driver reads an algorithm's per-frame state in C, and DCQCN's reaction
+# point is one too (CLASSES); the others subclass it as Python classes.
+_CC_INTERPRETED = ("__init__", "algorithms", "experiments", "params", "timely", "dctcp",
                    "swift")
 
 
@@ -172,7 +173,10 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                 "release.m": "long", "release.p": "long"}},
     # the switch's ECN marker (one call per frame dequeued) and forwarder (one per frame with
     # a choice of ports): the base classes a switch calls, and their models
-    "roce.emu.net.stages": {"Marker": {}, "RedMarker": {}, "NoMarker": {}, "Forwarder": {},
+    "roce.emu.net.stages": {"Marker": {}, "NoMarker": {}, "Forwarder": {},
+                            # RED's thresholds (bytes, ``parse_size``'s range) and Pmax
+                            "RedMarker": {"kmin": "long", "kmax": "long", "pmax": "double",
+                                          "probability.b": "long", "mark.b": "long"},
                             "EcmpForwarder": {}, "SprayForwarder": {}, "Pacer": {},
                             "RatePacer": {}},
     "roce.emu.net.switch": {
@@ -273,15 +277,34 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                                                 "_write.pkt": "Incoming"},
                                 "SRCompleter": {"receive.pkt": "Incoming"}},
     # the congestion-control driver: its tables read on every frame a NIC sends or receives
-    "roce.emu.cc.engine": {"CcPacer": {"sent.bits": "long", "sent.rate": "long"}, "CcDriver": {
-        "np": "NotificationPoint", "received.f": "bytes", "received.kinds": "bytes",
-        "received.at": "long", "received.kind": "long", "received.qpn": "long",
-        "received.bth": "long", "received.ecn": "long", "received.vihl": "long",
-        "received.proto": "long", "received.shift": "long", "received.mask": "long",
+    # the algorithms' interface: what the driver reads per frame (the byte counter's room)
+    # and the timers it reads per event, in C
+    "roce.emu.cc.base": {"CongestionControl": {"_timers": "dict", "byte_room": "long"}},
+    # DCQCN's reaction point: a call per CNP and per timer, its rules on C fields (times in
+    # ns, counters, and the gain, alpha and decrease floor: floats, as the .py computes them)
+    "roce.emu.cc.dcqcn": {"Dcqcn": {
+        **{a: "long" for a in ("alpha_period", "time_reset", "byte_reset", "threshold",
+                               "monitor", "_alpha_t", "t_stage", "b_stage", "cnps", "cuts")},
+        **{a: "double" for a in ("g", "alpha", "min_dec")}}},
+    # (a pacer's times and byte counts: virtual ns and bytes)
+    "roce.emu.cc.engine": {"CcPacer": {**{f"sent.{v}": "long" for v in ("t", "n", "start",
+                                                                        "bits", "rate")},
+                                       **{a: "long" for a in ("_next", "_start", "_bits",
+                                                              "bytes_sent")}}, "CcDriver": {
+        "np": "NotificationPoint", "received.f": "bytes",
+        # an algorithm where the driver calls it or reads its byte counter
+        **{f"{m}.cc": "CongestionControl" for m in ("received", "transmitted", "_rtt",
+                                                     "_resent")},
+        "transmitted.room": "long", "_apply.pacer": "CcPacer",
+        **{f"received.{v}": "long" for v in ("at", "kind", "qpn", "bth", "ecn")},
         **{a: "dict" for a in ("qps", "algos", "pacers", "_cnps", "_sent_at", "_armed",
                                "_want", "_own", "_timeouts", "_echo", "_uses_cnp")},
         **{a: "long" for a in ("cnps_received", "rtt_samples", "int_acks")}}},
-    "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {}},
+    # the notification point: a call per CE-marked packet received (its counters, a QP's
+    # last CNP time)
+    "roce.emu.cc.np": {"CnpBuilder": {}, "NotificationPoint": {
+        "_last": "dict", **{a: "long" for a in ("min_gap", "ce_packets", "cnps_sent",
+                                                "suppressed")}}},
     # locals the credit rules bound (12-bit counters, a packet's bytes and blocks, the blocks
     # a buffer holds): C integers (``SCALARS``); what the buffer's size reaches is not one
     "roce.emu.ib.credits": {"Credits": {
@@ -355,7 +378,8 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
 # float, None or a larger integer.  Never an argument's type: what callers hand in stays the
 # .py's (a peer's 64-bit address may not fit).  "double": a local that holds a float the .py
 # divides by (a link's rate in Gb/s); an int there becomes the same float, and dividing by it
-# gives the same quotient (IEEE division is correctly rounded, as Python's is).
+# gives the same quotient (IEEE division is correctly rounded, as Python's is); or an
+# attribute the .py only ever gives a float (DCQCN's alpha).
 SCALARS = frozenset({"long", "double"})
 # Builtin types an attribute or a method's local may be typed as in CLASSES ("owed": "set"):
 # Cython then tests, indexes and adds in C (``PySet_Add``, a list's item, a dictionary's
@@ -369,12 +393,13 @@ CONTAINERS = frozenset({"list", "set", "dict", "bytes"})
 # region that misplaces bytes is a ``Patterned``; the fuzzer's planted bug is a device's
 # ``AddressSpace``; the bases a caller types its per-packet calls with: a QP's parts, whose UC
 # and UD classes are Python, a switch's and a NIC's stages, the end a wire pulls from, the
-# event loop's callbacks: wires and endpoints).  Every
+# event loop's callbacks: wires and endpoints; the congestion-control interface, whose
+# algorithms but DCQCN's are Python).  Every
 # other one but such a subclass is final (``@cython.final``): Cython then calls its methods
 # without checking for an override, and writes less C for each.
 OPEN = frozenset({"Nic", "Requester", "Responder", "Completer", "Patterned", "BufferPolicy",
                   "Marker", "Forwarder", "RequesterPart", "ResponderPart", "CompleterPart",
-                  "PullEndpoint", "Pacer", "Callback",
+                  "PullEndpoint", "Pacer", "Callback", "CongestionControl",
                   "AddressSpace"})
 # Extension types of the hand-written fast path (roce/_fastpath.pxd) that CLASSES may type with,
 # by the module they are cimported from: the event queue the loop and the wires schedule on.
@@ -403,6 +428,7 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "roce.emu.core.frames": ("select", "receive"),  # a packet's opcode row; its parse
     "roce.emu.core.requester": ("_position",),
     "roce.emu.net.callbacks": ("deliverer",),  # an arrival's callback: per frame
+    "roce.emu.cc.engine": ("_fixed",),  # the shape test of every frame a NIC's CC reads
     # the ranges a seeded region's writes hold: one test per packet placed
     "roce.emu.core.patterned": ("_add", "_remove", "_covers", "_touches", "_remember"),
     # the checks of a WRITE's placement: per packet (typed: the MR's fields read in C)
@@ -418,8 +444,22 @@ FUNCTION_ARGS: dict[str, dict[str, str]] = {
                              "take_at.pv": "PatternView"},
     "roce.emu.core.placement": {"check_length.pkt": "Incoming"},
     "roce.emu.core.frames": {"receive.pkt": "Incoming"},
+    "roce.emu.cc.engine": {"_fixed.f": "bytes", "_fixed.want": "long"},
     "roce.emu.ib.ibswitch": {"link_packet.credits": "Credits", "refresh.credits": "Credits",
                              "refresh.wire": "Wire"},
+}
+# Module-level constants of a compiled module that its per-frame code reads, by module: name
+# -> a C type (``SCALARS``) or a builtin (``CONTAINERS``).  Declared in its ``.pxd``, reading
+# one is a load in C, where a module global is a dictionary lookup and, for a C local, a
+# conversion.  Python code cannot read such a name from the compiled module: only the
+# module's own private names (``_``), each assigned once at its top level.
+CONSTANTS: dict[str, dict[str, str]] = {
+    # the offsets and values of the fixed frame shape every frame is tested against, and
+    # what a received frame's opcode makes of it
+    "roce.emu.cc.engine": {**{n: "long" for n in (
+        "_ETYPE", "_ET0", "_ET1", "_L3", "_VIHL_B", "_PROTO", "_DPORT", "_MIN_LEN", "_BTH",
+        "_OP_AT", "_ECN_AT", "_ECN_SHIFT", "_ECN_MASK", "_DQ_OFF", "_CE", "_OTHER", "_IS_CNP",
+        "_IS_ACK", "_IS_DATA")}, "_KIND": "bytes"},
 }
 PXD_HEADER = "# Generated by the build from the .py beside it and roce/_compiled.py: do not edit.\n"
 
@@ -756,6 +796,7 @@ def pxd_text(module: str, source: str) -> str:
             body.append(f"    cpdef {meth}({', '.join(sig)})")
         if body[-1].endswith(":"):
             body.append("    pass")
+    consts = _constants(module, tree)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     for name in FUNCTIONS.get(module, ()):
         fn = functions.get(name)
@@ -797,7 +838,29 @@ def pxd_text(module: str, source: str) -> str:
     head += [f"from {origin[n.module][0]} cimport {a.name}" for n in tree.body
              if isinstance(n, ast.ImportFrom) and n.module in origin
              for a in n.names if a.name in origin[n.module][1] and a.asname is None]
-    return "\n".join(head) + "\n" + "\n".join(body) + "\n"
+    return "\n".join(head) + "\n" + "".join(consts) + "\n".join(body) + "\n"
+
+
+def _constants(module: str, tree: ast.Module) -> list[str]:
+    """The ``.pxd`` lines of ``module``'s ``CONSTANTS``."""
+    import ast
+    assigned: dict[str, int] = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    assigned[n.id] = assigned.get(n.id, 0) + 1
+    lines = []
+    for name, t in CONSTANTS.get(module, {}).items():
+        if not name.startswith("_") or assigned.get(name) != 1:
+            raise ValueError(f"{module}.{name}: a constant is a private name the module "
+                             "assigns once at its top level")
+        if t not in SCALARS and t not in CONTAINERS:
+            raise ValueError(f"{module}.{name} typed {t}: a constant is a C type or a builtin")
+        lines.append(f"cdef {t} {name}\n")
+    return lines
 
 
 def pxd_modules() -> list[str]:

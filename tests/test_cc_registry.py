@@ -17,12 +17,14 @@ from roce.emu.cc.params import Param
 from roce.errors import UsageError
 
 
-class Fraction(CongestionControl, name="fraction", summary="a fixed share of line rate",
-               params={p.name: p for p in (
-                   Param("share", "", "of line rate, held whatever happens", 0.01, 1.0,
-                         integer=False),)},
-               profiles={"half": {"share": 0.5}, "quarter": {"share": 0.25}}):
+class Fraction(CongestionControl):
     """Sends at ``share`` x line rate from the first packet on."""
+
+    name = "fraction"
+    summary = "a fixed share of line rate"
+    PARAMS = {p.name: p for p in (
+        Param("share", "", "of line rate, held whatever happens", 0.01, 1.0, integer=False),)}
+    PROFILES = {"half": {"share": 0.5}, "quarter": {"share": 0.25}}
 
     __slots__ = ()
 
@@ -75,7 +77,10 @@ def test_its_knobs_are_checked_by_the_shared_parameter_rules(toy) -> None:
     with pytest.raises(UsageError, match="share"):
         algorithms.configure("fraction", overrides=["share=2"])
     with pytest.raises(UsageError, match="registered already"):
-        algorithms.register(type("Other", (CongestionControl,), {}, name="fraction"))
+        algorithms.register(type("Other", (CongestionControl,), {"name": "fraction"}))
+    # a class without a name of its own would take its base's
+    with pytest.raises(UsageError, match="Unnamed: the class sets no name of its own"):
+        algorithms.register(type("Unnamed", (Fraction,), {}))
 
 
 def test_unregistered_names_are_refused_with_the_registry_listed() -> None:
@@ -84,7 +89,7 @@ def test_unregistered_names_are_refused_with_the_registry_listed() -> None:
 
 
 def test_rows_name_the_classes_they_load() -> None:
-    """A row's name is its class line's: the registry imports the module on first use and
+    """A row's name is its class's: the registry imports the module on first use and
     refuses a row that names the class otherwise."""
     names = list(algorithms.ALGORITHMS)
     assert names[:2] == ["none", "dcqcn"] and len(names) == len(set(names))
@@ -92,5 +97,5 @@ def test_rows_name_the_classes_they_load() -> None:
         assert cls.name == name and cls.__module__.startswith("roce.emu.cc.")
     wrong = algorithms._Registry([("dctcp", "dcqcn", "Dcqcn")])
     assert "dctcp" in wrong and list(wrong) == ["dctcp"]
-    with pytest.raises(RuntimeError, match="class line says 'dcqcn'"):
+    with pytest.raises(RuntimeError, match="its class says 'dcqcn'"):
         wrong["dctcp"]

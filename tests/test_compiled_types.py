@@ -176,6 +176,25 @@ def test_generator_types_attributes_and_locals_as_builtin_containers(
         _with_table(monkeypatch, {"Stats": {}, "Port": {"pull.now": "set"}})
 
 
+def test_generator_declares_the_constants_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CONSTANTS`` declares a module's private top-level names as C globals (a C type or a
+    builtin); a public name, one assigned twice or not at all, or another type is refused."""
+    source = (SYNTHETIC + "\n_OFF = 14\n_A, _B = b'ab'\n_TABLE = bytes(4)\nPUBLIC = 1\n"
+              "_TWICE = 1\n_TWICE = 2\n")
+    monkeypatch.setattr(_compiled, "CLASSES", {"pkg.mod": {"Stats": {}}})
+    monkeypatch.setattr(_compiled, "CONSTANTS", {"pkg.mod": {"_OFF": "long", "_B": "long",
+                                                             "_TABLE": "bytes"}})
+    text = _compiled.pxd_text("pkg.mod", source)
+    assert "\ncdef long _OFF\ncdef long _B\ncdef bytes _TABLE\n" in text
+    for name, t, what in (("PUBLIC", "long", "PUBLIC: a constant is a private name"),
+                          ("_TWICE", "long", "_TWICE: a constant is a private name"),
+                          ("_NONE", "long", "_NONE: a constant is a private name"),
+                          ("_OFF", "Stats", "_OFF typed Stats: a constant is a C type")):
+        monkeypatch.setattr(_compiled, "CONSTANTS", {"pkg.mod": {name: t}})
+        with pytest.raises(ValueError, match=f"pkg.mod.{what}"):
+            _compiled.pxd_text("pkg.mod", source)
+
+
 def test_generator_types_the_arguments_the_table_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """A function's argument typed by ``FUNCTION_ARGS`` is declared as that class (its
     methods then called in C); one the function does not have, or a type that is no class of

@@ -1,11 +1,11 @@
 """The registry of congestion-control algorithms: ``--cc NAME`` -> the algorithm's class, and a
 validated configuration from ``--cc-profile`` and ``--cc-param``.
 
-A new algorithm is one module with one class (its class line names it: ``name``, ``summary``,
-``params``, ``profiles``; roce/emu/cc/base.py) and one row in ``_ROWS`` below.  ``--cc``'s
-choices and help, ``--cc-profile``'s help, the NIC's engine and the docs' checks all read the
-registry; the build compiles every module of this package that is not configuration
-(roce/_compiled.py).  ``register`` adds one at run time (a plugin, a test)."""
+A new algorithm is one module with one class (its class attributes name it: ``name``,
+``summary``, ``PARAMS``, ``PROFILES``; roce/emu/cc/base.py) and one row in ``_ROWS`` below.
+``--cc``'s choices and help, ``--cc-profile``'s help, the NIC's engine and the docs' checks
+all read the registry; the build compiles every module of this package that is not
+configuration (roce/_compiled.py).  ``register`` adds one at run time (a plugin, a test)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 ECN_CODEPOINTS = {"ect0": ECN_ECT0, "ect1": ECN_ECT1}
 
 # one row per algorithm, in --cc's order: RoCE's, then UET's (``protocol``): the name its
-# class line gives it, and the module of this package and the class that implement it
+# class gives itself, and the module of this package and the class that implement it
 _ROWS = (("none", "base", "NoControl"), ("dcqcn", "dcqcn", "Dcqcn"),
          ("timely", "timely", "Timely"), ("dctcp", "dctcp", "Dctcp"),
          ("swift", "swift", "Swift"), ("hpcc", "hpcc", "Hpcc"), ("nscc", "nscc", "Nscc"),
@@ -48,7 +48,7 @@ class _Registry(MutableMapping):
             module, attr = self._rows[name]  # KeyError: not registered
             cls = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
             if cls.name != name:
-                raise RuntimeError(f"_ROWS names {module}.{attr} {name!r}; its class line "
+                raise RuntimeError(f"_ROWS names {module}.{attr} {name!r}; its class "
                                    f"says {cls.name!r}")
             self._classes[name] = cls
         return cls
@@ -75,7 +75,11 @@ ALGORITHMS: MutableMapping[str, type[CongestionControl]] = _Registry(_ROWS)
 
 
 def register(cls: type[CongestionControl]) -> type[CongestionControl]:
-    """Add an algorithm under the name its class line gave it (a UsageError if taken)."""
+    """Add an algorithm under the name its class gives itself (a UsageError if taken, or if
+    the class names none of its own: it would take its base's)."""
+    if "name" not in vars(cls):
+        raise UsageError(f"congestion control {cls.__qualname__}: the class sets no name "
+                         "of its own")
     if cls.name in ALGORITHMS and ALGORITHMS[cls.name] is not cls:
         raise UsageError(f"congestion control {cls.name!r} is registered already")
     ALGORITHMS[cls.name] = cls
@@ -124,7 +128,7 @@ def configure(algorithm: str = "none", profile: str | None = None,
     cls = ALGORITHMS.get(algorithm)
     if cls is None:
         raise UsageError(f"--cc {algorithm!r}: choose from {', '.join(ALGORITHMS)}")
-    name = profile or cls.DEFAULT_PROFILE
+    name = profile or next(iter(cls.PROFILES))  # the first profile is the default
     params = resolve(cls.PARAMS, cls.PROFILES, name, list(overrides), line_rate_gbps,
                      algorithm)
     cls(params, line_rate_gbps * 1e9)  # the knobs together: an algorithm's own checks

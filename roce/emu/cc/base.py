@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False  # typing's flag, without importing typing at start (docs/architecture.md)
 if TYPE_CHECKING:
-    from typing import Any, ClassVar
+    from typing import Any
 
 _new = tuple.__new__
 
@@ -37,55 +37,36 @@ per event, and a tuple is built at a third of a frozen dataclass's cost)."""
 class CongestionControl:
     """Base class: a QP sending at line rate that reacts to nothing (``--cc none``).
 
-    A subclass says what it is in its class line - ``class Timely(CongestionControl,
-    name="timely", summary="RTT gradient", params=PARAMS, profiles=PROFILES,
-    uses_rtt=True)`` (``name`` is what ``--cc`` takes, ``summary`` what ``--cc``'s help says
-    of it, ``PARAMS`` are ``roce.emu.cc.params.Param`` rows; the first profile is the
-    default) - and overrides the events it reacts to.  ``uses_cnp`` says whether the
-    receiving NIC must run a notification point (ECN-driven algorithms) for this algorithm to
-    get its signal;
-    ``uses_rtt`` whether the sending NIC must time packets to give ``on_ack`` RTT samples
-    (with the packets each ACK acknowledged and the path's hops: a window algorithm needs
-    ``on_ack`` even when it ignores the RTT); ``uses_int`` whether its data packets carry
-    in-band telemetry (INT-MD, roce/families/intmd.py) that the switches stamp and the
-    receiving NIC echoes on its ACKs, for ``on_telemetry`` (HPCC).  ``protocol`` is the
-    transport it controls: ``roce`` (a QP, driven by ``roce.emu.cc.engine``) or ``uet`` (a PDC,
-    driven by ``roce.emu.uet.congestion`` through the ``on_ack_cc``/``on_loss`` events);
-    ``none`` controls nothing and goes with either.
+    A subclass says what it is in class attributes - ``name`` (what ``--cc`` takes),
+    ``summary`` (what ``--cc``'s help says of it), ``PARAMS`` (``roce.emu.cc.params.Param``
+    rows) and ``PROFILES`` (the first is the default), and the flags below - and overrides the
+    events it reacts to.  ``uses_cnp`` says whether the receiving NIC must run a notification
+    point (ECN-driven algorithms) for this algorithm to get its signal; ``uses_rtt`` whether
+    the sending NIC must time packets to give ``on_ack`` RTT samples (with the packets each ACK
+    acknowledged and the path's hops: a window algorithm needs ``on_ack`` even when it ignores
+    the RTT); ``uses_int`` whether its data packets carry in-band telemetry (INT-MD,
+    roce/families/intmd.py) that the switches stamp and the receiving NIC echoes on its ACKs,
+    for ``on_telemetry`` (HPCC).  ``protocol`` is the transport it controls: ``roce`` (a QP,
+    driven by ``roce.emu.cc.engine``) or ``uet`` (a PDC, driven by
+    ``roce.emu.uet.congestion`` through the ``on_ack_cc``/``on_loss`` events); ``none``
+    controls nothing and goes with either.  (Class attributes, not class-line keywords: the
+    compiled build makes the base and the algorithms on the per-frame path extension types,
+    which take no keywords, and the NIC's driver reads their per-frame state in C.)
     """
 
-    name: ClassVar[str] = "none"
-    summary: ClassVar[str] = ""
-    uses_cnp: ClassVar[bool] = False
-    uses_rtt: ClassVar[bool] = False  # the NIC must time its packets for ``on_ack``
-    uses_int: ClassVar[bool] = False  # its packets carry INT; ACKs bring it back
-    protocol: ClassVar[str] = "roce"  # the transport it controls: roce | uet
-    PARAMS: ClassVar[Mapping[str, Any]] = {}
-    PROFILES: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {}}
-    DEFAULT_PROFILE: ClassVar[str] = "default"
-    # packets (PSNs) in flight allowed, None for a rate-only algorithm (a class attribute read
-    # per event; an algorithm with a window overrides it, e.g. with a slot)
-    window: int | None = None
+    name = "none"
+    summary = ""
+    uses_cnp = False
+    uses_rtt = False  # the NIC must time its packets for ``on_ack``
+    uses_int = False  # its packets carry INT; ACKs bring it back
+    protocol = "roce"  # the transport it controls: roce | uet
+    PARAMS: Mapping[str, Any] = {}
+    PROFILES: Mapping[str, Mapping[str, Any]] = {"default": {}}
     # the per-event state lives in slots (an attribute read per event is a dictionary lookup
-    # otherwise); a subclass lists its own, or gets a dictionary
-    __slots__ = ("params", "line_rate", "rate", "_timers", "counting", "byte_room", "hops")
-
-    def __init_subclass__(cls, name: str = "", summary: str = "",
-                          params: Mapping[str, Any] | None = None,
-                          profiles: Mapping[str, Mapping[str, Any]] | None = None,
-                          uses_cnp: bool = False, uses_rtt: bool = False,
-                          uses_int: bool = False, protocol: str = "roce",
-                          **kw: Any) -> None:
-        super().__init_subclass__(**kw)
-        cls.name = name or cls.__name__.lower()
-        cls.protocol = protocol
-        cls.summary = summary
-        cls.uses_cnp, cls.uses_rtt, cls.uses_int = uses_cnp, uses_rtt, uses_int
-        if params is not None:
-            cls.PARAMS = params
-        if profiles is not None:
-            cls.PROFILES = profiles
-            cls.DEFAULT_PROFILE = next(iter(profiles))
+    # otherwise); a subclass lists its own, or gets a dictionary.  ``window``: packets (PSNs)
+    # in flight allowed, None for a rate-only algorithm
+    __slots__ = ("params", "line_rate", "rate", "_timers", "counting", "byte_room", "hops",
+                 "window")
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         self.params = dict(params)
@@ -93,7 +74,7 @@ class CongestionControl:
         self.rate = self.line_rate
         self._timers: dict[str, int] = {}
         # True while ``on_sent`` matters (a driver skips the call otherwise: it runs per frame)
-        self.counting = type(self).on_sent is not CongestionControl.on_sent
+        self.counting = type(self).on_sent is not _BASE_ON_SENT
         # while counting, the bytes the QP may still send before ``on_sent`` can change
         # anything: a driver subtracts each frame's length here itself and calls ``on_sent``
         # (with that frame's length) only for the frame that reaches it, so a byte counter
@@ -103,6 +84,7 @@ class CongestionControl:
         # sent with less the TTL it arrived with; the reverse path's, as long as an RTT sample
         # comes with it: ``uses_rtt``); None before the first
         self.hops: int | None = None
+        self.window: int | None = None
 
     # -- events -------------------------------------------------------------------------
 
@@ -144,13 +126,16 @@ class CongestionControl:
         return dict(self._timers)
 
     def deadline(self) -> int | None:
-        timers = self._timers
-        return min(timers.values()) if timers else None
+        """The earliest armed timer (virtual ns), or None."""
+        d = None
+        for t in self._timers.values():  # (one or two: a loop in C, not a call of ``min``)
+            if d is None or t < d:
+                d = t
+        return d
 
     def output(self) -> Output:
-        timers = self._timers
         # tuple.__new__: a named tuple's own constructor is Python code, and this runs per event
-        return _new(Output, (self.rate, self.window, min(timers.values()) if timers else None))
+        return _new(Output, (self.rate, self.window, self.deadline()))
 
     def fire_due(self, now: int) -> Output:
         """Fire every timer due at ``now``, earliest first (ties by name; a driver with one
@@ -165,7 +150,14 @@ class CongestionControl:
         return self.output()
 
 
-class NoControl(CongestionControl, name="none", summary="line rate; PFC alone"):
+# the base's own ``on_sent``, as its class holds it (read through the class, a compiled
+# method is not a value Cython can take)
+_BASE_ON_SENT = vars(CongestionControl)["on_sent"]
+
+
+class NoControl(CongestionControl):
     """``--cc none``: line rate whatever happens (PFC alone guards the fabric)."""
 
+    name = "none"
+    summary = "line rate; PFC alone"
     __slots__ = ()

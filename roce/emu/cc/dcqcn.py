@@ -93,9 +93,14 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Dcqcn(CongestionControl, name="dcqcn", summary="ECN marks, CNPs", params=PARAMS,
-            profiles=PROFILES, uses_cnp=True):
+class Dcqcn(CongestionControl):
     """The DCQCN reaction point of one QP (rules in the module docstring)."""
+
+    name = "dcqcn"
+    summary = "ECN marks, CNPs"
+    PARAMS = PARAMS
+    PROFILES = PROFILES
+    uses_cnp = True
 
     __slots__ = ("g", "alpha_period", "time_reset", "byte_reset", "threshold", "ai", "hai",
                  "min_rate", "min_dec", "monitor", "clamp", "target", "alpha", "_alpha_t",

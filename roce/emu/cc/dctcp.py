@@ -60,14 +60,19 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Dctcp(CongestionControl, name="dctcp", summary="ECN echoes, window", params=PARAMS,
-            profiles=PROFILES, uses_cnp=True, uses_rtt=True):
+class Dctcp(CongestionControl):
     """DCTCP's window of one QP (rules in the module docstring).  ``uses_rtt``: the NIC's
     ACK samples bring the count of packets each ACK acknowledged; the RTT goes unused."""
 
-    __slots__ = ("g", "min_cwnd", "max_cwnd", "cwnd", "ssthresh", "alpha", "window",
-                 "acked_in_window", "echoes_in_window", "window_left", "cwr_left", "echoes",
-                 "cuts")
+    name = "dctcp"
+    summary = "ECN echoes, window"
+    PARAMS = PARAMS
+    PROFILES = PROFILES
+    uses_cnp = True
+    uses_rtt = True
+
+    __slots__ = ("g", "min_cwnd", "max_cwnd", "cwnd", "ssthresh", "alpha", "acked_in_window",
+                 "echoes_in_window", "window_left", "cwr_left", "echoes", "cuts")
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)

@@ -72,6 +72,7 @@ _DATA = _REQUESTS | frozenset(c for c, op in OPCODES.items()
                               if op.operation is Operation.READ_RESPONSE)
 # what a received frame is to the driver, by opcode: one byte read per frame (``received``)
 _OTHER, _IS_CNP, _IS_ACK, _IS_DATA = 0, 1, 2, 3
+_CE = ECN_CE
 _KIND = bytes(_IS_CNP if c in _CNP else _IS_ACK if c in _ACKS else _IS_DATA if c in _DATA
               else _OTHER for c in range(256))
 
@@ -79,23 +80,17 @@ _KIND = bytes(_IS_CNP if c in _CNP else _IS_ACK if c in _ACKS else _IS_DATA if c
 # The frames emulated hosts build: Ethernet, IPv4 without options, UDP to 4791, then BTH.  A
 # frame of that shape is read at fixed offsets; any other goes through roce.locate's walk.
 _ETYPE = LAYOUTS["eth"].field("type").byte_offset
-_IPV4 = locate.ETHERTYPE_IPV4.to_bytes(2, "big")
 _L3 = SIZE_OF["eth"]
-_VIHL = bytes([4 << 4 | SIZE_OF["ip"] // 4])  # version 4, IHL 5 (no options)
 _PROTO = _L3 + LAYOUTS["ip"].field("proto").byte_offset
 _DPORT = _L3 + SIZE_OF["ip"] + LAYOUTS["udp"].field("dstport").byte_offset
-_ROCE_PORT = locate.ROCE_PORT.to_bytes(2, "big")
 _BTH = _L3 + SIZE_OF["ip"] + SIZE_OF["udp"]
 _OPCODE = LAYOUTS["bth"].field("opcode").byte_offset
 _UDP = _L3 + SIZE_OF["ip"]
 _NO_LIMIT = 1 << 30  # a window no requester reaches: it keeps its own
-_INT_PORT = intmd.INT_PORT.to_bytes(2, "big")
-_I0, _I1 = _INT_PORT[0], _INT_PORT[1]
 
 
-_ET0, _ET1 = _IPV4[0], _IPV4[1]
-_VIHL_B = _VIHL[0]
-_P0, _P1 = _ROCE_PORT[0], _ROCE_PORT[1]
+_ET0, _ET1 = locate.ETHERTYPE_IPV4.to_bytes(2, "big")  # the EtherType's two bytes
+_VIHL_B = 4 << 4 | SIZE_OF["ip"] // 4  # version 4, IHL 5 (no options)
 _OP_AT = _BTH + _OPCODE
 _ECN_AT, _ECN_SHIFT, _ECN_MASK = _L3 + _IP_ECN[0], _IP_ECN[2], _IP_ECN[3]
 _MIN_LEN = _BTH + SIZE_OF["bth"]
@@ -107,11 +102,19 @@ _HLIM_OFF = LAYOUTS["ipv6"].field("hlim").byte_offset
 _SYNDROME = SIZE_OF["bth"] + LAYOUTS["aeth"].field("syndrome").byte_offset
 
 
+def _fixed(frame: bytes, port: int = locate.ROCE_PORT) -> bool:
+    """Whether ``frame`` has the fixed shape emulated hosts build (Ethernet, IPv4 without
+    options, UDP), to ``port``."""
+    f = frame  # (bytes; its offsets and the port C integers in the compiled form: read in C)
+    want = port
+    return (len(f) > _MIN_LEN and f[_ETYPE] == _ET0 and f[_ETYPE + 1] == _ET1
+            and f[_L3] == _VIHL_B and f[_PROTO] == 17
+            and (f[_DPORT] << 8 | f[_DPORT + 1]) == want)
+
+
 def _locate(frame: bytes) -> tuple[int, int, int] | None:
     """(opcode, BTH offset, ECN bits) of a RoCE frame, or None."""
-    if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
-            and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
-            and frame[_DPORT + 1] == _P1):
+    if _fixed(frame):
         return frame[_OP_AT], _BTH, (frame[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
     w = fast.walk(frame)
     if w.status != locate.OK:
@@ -127,8 +130,7 @@ def _locate(frame: bytes) -> tuple[int, int, int] | None:
 
 def _ttl(frame: bytes) -> int | None:
     """The IPv4 TTL or IPv6 hop limit a RoCE frame arrived with, or None."""
-    if (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
-            and frame[_L3] == _VIHL_B):
+    if _fixed(frame):
         return frame[_TTL_AT]
     w = fast.walk(frame)
     if w.status != locate.OK:
@@ -163,14 +165,17 @@ class CcPacer(Pacer):
         return self._next
 
     def sent(self, now: int, nbytes: int) -> None:
-        self.bytes_sent += nbytes
-        self._start = max(now, self._next)
-        # a frame's bits and the rate (an int, at least 1 b/s): C integers in the compiled
-        # form, the quotient taken in C
-        bits = nbytes * 8
+        # the time, the frame's bytes and bits and the rate (an int, at least 1 b/s): C
+        # integers in the compiled form, the quotient taken in C
+        t = now
+        n = nbytes
+        self.bytes_sent += n
+        start = max(t, self._next)
+        self._start = start
+        bits = n * 8
         rate = self.rate_bps
         self._bits = bits
-        self._next = self._start + bits * 1_000_000_000 // rate
+        self._next = start + bits * 1_000_000_000 // rate
 
     def set_rate(self, rate_bps: float, now: int) -> bool:
         """A new rate; True when a frame held until later than ``now`` may now go earlier."""
@@ -248,28 +253,20 @@ class CcDriver:
     def received(self, now: int, frame: bytes) -> bool:
         """Look at a frame the NIC received; True when it was a CNP (consumed here)."""
         self.now = now
-        # the fixed shape of the frames emulated hosts build, read inline (once per frame);
-        # anything else goes through roce.locate's walk
-        f = frame  # (bytes: its two-byte fields compared in place, in C in the compiled form)
-        kinds = _KIND
-        at = _L3  # (C integers in the compiled form: the bytes read and compared in C)
-        vihl = _VIHL_B
-        proto = _PROTO
-        if (len(f) > _MIN_LEN and f.startswith(_IPV4, _ETYPE) and f[at] == vihl
-                and f[proto] == 17 and f.startswith(_ROCE_PORT, _DPORT)):
-            at = _OP_AT  # (C integers in the compiled form: the bytes read in C)
-            kind = kinds[f[at]]
-            at = _ECN_AT
-            shift = _ECN_SHIFT
-            mask = _ECN_MASK
-            ecn = (f[at] >> shift) & mask
+        # the fixed shape of the frames emulated hosts build, read at fixed offsets (in C in
+        # the compiled form: the offsets are C constants); anything else goes through
+        # roce.locate's walk
+        f = frame
+        if _fixed(f):
+            kind = _KIND[f[_OP_AT]]
+            ecn = (f[_ECN_AT] >> _ECN_SHIFT) & _ECN_MASK
             bth = _BTH
         else:
             found = _locate(frame)
             if found is None:
                 return False
             code, bth, ecn = found
-            kind = kinds[code]
+            kind = _KIND[code]
         # the destination QP, its three bytes read in place (``_rd``'s value: C integers in
         # the compiled form)
         at = bth + _DQ_OFF
@@ -286,7 +283,7 @@ class CcDriver:
                 if sent:
                     self._rtt(now, qpn, sent, _rd(frame, bth, _PSN),
                               syndrome_type(frame[bth + _SYNDROME]) == AETH_ACK, frame)
-        elif ecn == ECN_CE and kind == _IS_DATA:
+        elif ecn == _CE and kind == _IS_DATA:
             self._congestion_experienced(now, qpn)
         return False
 
@@ -295,9 +292,7 @@ class CcDriver:
         algorithm reads INT gets an empty stack (the INT source); an ACK carries the records
         the QP's last data packet brought, if not carried yet (the sink's echo).  Frames of
         another shape go as they are."""
-        if not (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
-                and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _P0
-                and frame[_DPORT + 1] == _P1):
+        if not _fixed(frame):
             return frame
         code = frame[_OP_AT]
         if code in _ACKS:
@@ -314,9 +309,7 @@ class CcDriver:
         """A frame the NIC received (``telemetry`` on): INT taken off (the frame as its
         source built it, ICRC and all); a request's records kept for its QP's next ACK, an
         ACK's handed to its QP's algorithm."""
-        if not (len(frame) > _MIN_LEN and frame[_ETYPE] == _ET0 and frame[_ETYPE + 1] == _ET1
-                and frame[_L3] == _VIHL_B and frame[_PROTO] == 17 and frame[_DPORT] == _I0
-                and frame[_DPORT + 1] == _I1):
+        if not _fixed(frame, intmd.INT_PORT):
             return frame
         got = intmd.strip(frame, _L3, _UDP)
         if got is None:
@@ -447,7 +440,8 @@ class CcDriver:
         rate, window, d = out
         if window is not None:
             self._window(qpn, window)
-        if self.pacers[qpn].set_rate(rate, now) and self.on_faster is not None:
+        pacer = self.pacers[qpn]
+        if pacer.set_rate(rate, now) and self.on_faster is not None:
             self.on_faster(now)
         # Lazy timers: one pending event per QP.  A deadline later than the pending event
         # only updates ``_want`` (a DCQCN cut pushes the rate-increase timer back at every

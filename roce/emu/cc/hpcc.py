@@ -76,12 +76,17 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Hpcc(CongestionControl, name="hpcc", summary="in-band telemetry, window and rate",
-           params=PARAMS, profiles=PROFILES, uses_int=True):
+class Hpcc(CongestionControl):
     """HPCC's reaction point of one QP (rules in the module docstring)."""
 
+    name = "hpcc"
+    summary = "in-band telemetry, window and rate"
+    PARAMS = PARAMS
+    PROFILES = PROFILES
+    uses_int = True
+
     __slots__ = ("eta", "max_stage", "t", "w_ai", "u", "wc", "w", "stage",
-                 "last", "last_update_psn", "commits", "w_max", "w_min", "window", "packet")
+                 "last", "last_update_psn", "commits", "w_max", "w_min", "packet")
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:
         super().__init__(params, line_rate_bps, now)

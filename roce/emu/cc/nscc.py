@@ -91,12 +91,17 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Nscc(CongestionControl, name="nscc", summary="UET: ECN and delay, window",
-           params=PARAMS, profiles=PROFILES, protocol="uet"):
+class Nscc(CongestionControl):
     """NSCC's window of one PDC (rules in the module docstring)."""
 
+    name = "nscc"
+    summary = "UET: ECN and delay, window"
+    PARAMS = PARAMS
+    PROFILES = PROFILES
+    protocol = "uet"
+
     __slots__ = ("mtu", "fixed_rtt", "base_rtt", "target", "max_wnd", "alpha", "fi", "eta",
-                 "cwnd", "window", "inc", "avg_delay", "delay", "last_md", "last_adjust",
+                 "cwnd", "inc", "avg_delay", "delay", "last_md", "last_adjust",
                  "adjust_acked", "qa_end", "qa_armed", "qa_acked", "decreases",
                  "quick_adapts")
 

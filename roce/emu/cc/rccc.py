@@ -62,9 +62,14 @@ def _bdp(params: Mapping[str, Any], line_rate_bps: float) -> float:
     return line_rate_bps / 8 * params["rccc_base_rtt"] * _US / 1e9
 
 
-class Rccc(CongestionControl, name="rccc", summary="UET: receiver credit", params=PARAMS,
-           profiles=PROFILES, protocol="uet"):
+class Rccc(CongestionControl):
     """The sending half of one PDC under receiver credit (module docstring)."""
+
+    name = "rccc"
+    summary = "UET: receiver credit"
+    PARAMS = PARAMS
+    PROFILES = PROFILES
+    protocol = "uet"
 
     __slots__ = ("credit", "spent", "last_field", "grants")
 

@@ -74,12 +74,17 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Swift(CongestionControl, name="swift", summary="delay target, window", params=PARAMS,
-            profiles=PROFILES, uses_rtt=True):
+class Swift(CongestionControl):
     """Swift's window of one QP (rules in the module docstring)."""
 
+    name = "swift"
+    summary = "delay target, window"
+    PARAMS = PARAMS
+    PROFILES = PROFILES
+    uses_rtt = True
+
     __slots__ = ("base", "hop_scale", "fixed_hops", "fs_range", "fs_a", "fs_b", "ai", "beta",
-                 "max_mdf", "min_cwnd", "max_cwnd", "retx_reset", "cwnd", "window", "rtt",
+                 "max_mdf", "min_cwnd", "max_cwnd", "retx_reset", "cwnd", "rtt",
                  "target", "last_decrease", "retransmits", "packet", "decreases")
 
     def __init__(self, params: Mapping[str, Any], line_rate_bps: float, now: int = 0) -> None:

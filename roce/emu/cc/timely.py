@@ -49,9 +49,14 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-class Timely(CongestionControl, name="timely", summary="RTT gradient", params=PARAMS,
-             profiles=PROFILES, uses_rtt=True):
+class Timely(CongestionControl):
     """TIMELY's rate control of one QP (rules in the module docstring)."""
+
+    name = "timely"
+    summary = "RTT gradient"
+    PARAMS = PARAMS
+    PROFILES = PROFILES
+    uses_rtt = True
 
     __slots__ = ("t_low", "t_high", "delta", "beta", "ewma", "min_rtt", "hai_n", "min_rate",
                  "prev_rtt", "rtt_diff", "gradient", "negative_run", "rule")

@@ -190,18 +190,20 @@ class RedMarker(Marker):
         self.rng = rng
 
     def probability(self, q: int) -> float:
-        if q <= self.kmin:
+        b = q  # (bytes, the thresholds and Pmax: C numbers in the compiled form)
+        if b <= self.kmin:
             return 0.0
-        if q > self.kmax:
+        if b > self.kmax:
             return 1.0
-        return self.pmax * (q - self.kmin) / max(self.kmax - self.kmin, 1)
+        return self.pmax * (b - self.kmin) / max(self.kmax - self.kmin, 1)
 
     def mark(self, queue_bytes: int) -> bool:
-        if queue_bytes <= self.kmin:
+        b = queue_bytes  # (a C integer in the compiled form)
+        if b <= self.kmin:
             return False
-        if queue_bytes > self.kmax:
+        if b > self.kmax:
             return True
-        return self.rng.random() < self.probability(queue_bytes)
+        return self.rng.random() < self.probability(b)
 
 
 class NoMarker(Marker):
