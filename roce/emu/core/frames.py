@@ -128,6 +128,16 @@ _ECN = {L3_IPV4: small_field("ip", "dsfield.ecn"), L3_IPV6: _ipv6_ecn()}
 
 # the per-packet constants of ``Incoming``, looked up once here rather than per packet
 _BTH_SIZE = SIZE_OF["bth"]
+
+
+def _flags(code: int) -> int:
+    """What a QP's per-packet code tests of an opcode, as bits (rxe copies its opcode table's
+    mask onto each packet): 1 First or Only, 2 Last or Only, 4 a request."""
+    op = OPCODES.get(code)
+    return 0 if op is None else op.starts | op.ends << 1 | op.is_request << 2
+
+
+_FLAGS = bytes(_flags(c) for c in range(256))  # by opcode: one byte read per packet
 # the extended headers of a packet that has none (most of a message's): one mapping shared,
 # read-only, rather than an empty dictionary made per packet
 _NO_HEADERS = MappingProxyType({})
@@ -139,7 +149,7 @@ class Incoming:
     reads it in place (``MemoryRegion.write_from``)."""
 
     __slots__ = ("frame", "l3_off", "l3_len", "op", "se", "p_key", "destqp", "ackreq", "psn",
-                 "ext", "payload_at", "payload_len", "ecn")
+                 "ext", "payload_at", "payload_len", "ecn", "starts", "ends", "request")
 
     def __init__(self, frame: bytes, rx: tuple) -> None:
         """``rx``: what ``fast.rx`` read of ``frame`` (its ``RX_FIELDS``), status OK."""
@@ -153,6 +163,12 @@ class Incoming:
         self.l3_off = l3_off
         ops = OPCODES  # (the tables: dictionaries indexed in C in the compiled form)
         self.op = op = ops[code]
+        # the opcode's First-or-Only, Last-or-Only and request bits, as 0 or 1: read by the QP
+        # per packet (C fields in the compiled form, where ``op``'s are Python attributes)
+        flags = _FLAGS[code]
+        self.starts = flags & 1
+        self.ends = flags >> 1 & 1
+        self.request = flags >> 2
         if op.headers:
             ext = {}
             pos = bth_off + _BTH_SIZE

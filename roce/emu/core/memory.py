@@ -41,7 +41,8 @@ class MemoryRegion:
     content: Any = None  # a Patterned: the region's bytes, ``buf`` left empty
 
     def contains(self, addr: int, length: int) -> bool:
-        return self.addr <= addr and addr + length <= self.addr + self.length
+        off = addr - self.addr  # one operation on the 64-bit addresses; the rest is small
+        return 0 <= off and off + length <= self.length
 
     def view(self, addr: int, length: int) -> Any:
         """Bytes [addr, addr + length): a memoryview of ``buf``, or a view of ``content``

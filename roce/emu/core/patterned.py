@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 # the same stream a round trip later; it finds it here instead of making it again.  Bounded
 # by ``RECENT_PIECES`` (x 4 KiB), whatever the run: a piece evicted is made again.
 RECENT_PIECES = 1024
+# a piece's bytes, as the per-packet arithmetic reads them (a C constant when compiled)
+_CHUNK = CHUNK
 _RECENT: dict[tuple[int, int, int], bytes] = {}
 _ORDER: list = [None] * RECENT_PIECES  # the keys of _RECENT, a ring: _NEXT is the oldest
 _NEXT = [0]
@@ -126,7 +128,7 @@ class Patterned:
         ``side`` is the region's own or its target; else None."""
         o = off  # the arithmetic's own names: C integers in the compiled form
         m = n
-        chunk = CHUNK
+        chunk = _CHUNK
         slot = self.slot
         j = o // slot
         lo = o - j * slot
@@ -155,7 +157,7 @@ class Patterned:
         if got is not None:  # within one piece: a frame's payload
             o = off  # C integers in the compiled form, as in ``piece_at``
             m = n
-            plo = o % self.slot % CHUNK
+            plo = o % self.slot % _CHUNK
             return got[plo:plo + m]
         slot = self.slot
         j, lo = divmod(off, slot)
@@ -196,7 +198,7 @@ class Patterned:
             got = self.piece_at(self.side, off, n)
             if got is not None:
                 o = off  # C integers in the compiled form, as in ``piece_at``
-                return got, o % self.slot % CHUNK
+                return got, o % self.slot % _CHUNK
         return self.read(off, n), 0
 
     def write(self, off: int, data: Any) -> None:
@@ -214,7 +216,7 @@ class Patterned:
         if target is not None:
             got = self.piece_at(target, off, n)
             if got is not None:  # a frame's payload: compared in place, no slice made
-                same = got.startswith(data, o % self.slot % CHUNK)
+                same = got.startswith(data, o % self.slot % _CHUNK)
             else:  # bytes compare by memcmp, a memoryview item by item
                 same = bytes(data) == self.pattern(target, off, n)
         if same:
@@ -230,7 +232,7 @@ class Patterned:
             o = off  # C integers in the compiled form, as in ``piece_at``
             m = n
             got = self.piece_at(self.target, off, n)
-            if got is not None and same_bytes(got, o % self.slot % CHUNK, frame, at, m):
+            if got is not None and same_bytes(got, o % self.slot % _CHUNK, frame, at, m):
                 self.writes += 1
                 self._holds_target(o, o + m)
                 return

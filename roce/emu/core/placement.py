@@ -33,7 +33,7 @@ def check_length(pkt: Any, mtu: int) -> None:
     """rxe ``check_length``: First and Middle packets carry exactly one path MTU, Last and
     Only at most one."""
     n = pkt.payload_len
-    if not pkt.op.ends and n != mtu or n > mtu:  # First, Middle: full
+    if not pkt.ends and n != mtu or n > mtu:  # First, Middle: full
         raise Refused(f"{pkt.op} carries {n} bytes, MTU is {mtu}")
 
 
@@ -47,7 +47,8 @@ class WriteCursor:
 
     def take(self, qp: Any, pkt: Any, first: bool, last: bool) -> None:
         """Check and place one WRITE packet's payload (raises ``Refused``)."""
-        memory = qp.device.memory
+        dev = qp.device
+        memory = dev.memory
         n = pkt.payload_len
         if first:
             reth = pkt.ext["reth"]

@@ -66,7 +66,7 @@ class AHAttr:
     traffic_class: int = 0  # IP DSCP << 2 | ECN, as the GRH's traffic class (IBA 8.3)
 
 
-@dataclass(slots=True)
+@dataclass
 class QPAttr:
     """A QP's attributes as ``modify`` takes and ``query`` returns them (``struct
     ibv_qp_attr``); a ``QPAttrMask`` says which of them a call sets."""
@@ -264,7 +264,7 @@ class QueuePair:
         self.counters.packets_received += 1
         if pkt.ecn == ECN_CE:
             self.counters.ce_received += 1
-        if pkt.op.is_request:
+        if pkt.request:
             self.responder.receive(now, pkt)
         elif self.completer is not None and self.state in _ANSWERED:
             self.completer.receive(now, pkt)

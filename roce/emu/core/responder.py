@@ -144,8 +144,8 @@ class Responder(ResponderPart):
         qp = self.qp
         op = pkt.op
         operation = op.operation
-        first = op.starts
-        last = op.ends
+        first = pkt.starts
+        last = pkt.ends
         # opcode sequence
         if self.in_progress is not None:
             if first or operation is not self.in_progress:

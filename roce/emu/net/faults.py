@@ -22,7 +22,7 @@ from roce.locate import OK
 from roce.opcodes import OPCODES, Operation
 
 
-@dataclass(slots=True)
+@dataclass
 class LinkConfig:
     """One direction of a link."""
 
