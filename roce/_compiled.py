@@ -229,7 +229,7 @@ CLASSES: dict[str, dict[str, dict[str, str]]] = {
                       "read_at.o": "long", "read_at.got": "bytes",
                       "_seeds": "dict", "_make.recent": "dict"},
         "PatternView": {"content": "Patterned", "off": "long", "n": "long", "part.a": "long",
-                        "part.b": "long", "part_at.a": "long", "part_at.b": "long"}},
+                        "part.b": "long"}},
     "roce.emu.core.placement": {"WriteCursor": {"take.qp": "QueuePair", "take.pkt": "Incoming",
                                                 "take.dev": "Device",
                                                 "take.mr": "MemoryRegion",

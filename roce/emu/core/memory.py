@@ -189,7 +189,8 @@ def take_at(views: list, offset: int, n: int) -> tuple[bytes | memoryview, int, 
             pv = v
             m = min(n, len(pv) - o)
             if m == n or v is views[-1]:  # all of it in this view
-                buf, at = pv.part_at(o, o + m)
+                # [o, o + m) lies within the view: its region hands the bytes as it holds them
+                buf, at = pv.content.read_at(pv.off + o, m)
                 return buf, at, m
         break
     part = take(views, offset, n)

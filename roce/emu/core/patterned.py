@@ -316,14 +316,6 @@ class PatternView:
             return self.content.read(self.off + a, b - a)
         return self[lo:hi]
 
-    def part_at(self, lo: int, hi: int) -> tuple[bytes, int]:
-        """``self[lo:hi]`` as ``Patterned.read_at`` hands it: (buffer, start)."""
-        if 0 <= lo <= hi <= self.n:
-            a = lo  # C integers in the compiled form
-            b = hi
-            return self.content.read_at(self.off + a, b - a)
-        return self[lo:hi], 0
-
     def __setitem__(self, key: Any, data: Any) -> None:
         lo, hi = self.span(key)
         if len(data) != hi - lo:
