@@ -81,6 +81,12 @@ def test_its_knobs_are_checked_by_the_shared_parameter_rules(toy) -> None:
     # a class without a name of its own would take its base's
     with pytest.raises(UsageError, match="Unnamed: the class sets no name of its own"):
         algorithms.register(type("Unnamed", (Fraction,), {}))
+    # a slot declared again would hide the interface's from the NIC, which reads its own
+    with pytest.raises(UsageError, match="'windowed': its __slots__ declare rate, window "
+                                         "again"):
+        algorithms.register(type("Windowed", (Fraction,), {
+            "name": "windowed", "__slots__": ("window", "cwnd", "rate")}))
+    assert "windowed" not in algorithms.ALGORITHMS
 
 
 def test_unregistered_names_are_refused_with_the_registry_listed() -> None:

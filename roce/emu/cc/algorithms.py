@@ -80,10 +80,29 @@ def register(cls: type[CongestionControl]) -> type[CongestionControl]:
     if "name" not in vars(cls):
         raise UsageError(f"congestion control {cls.__qualname__}: the class sets no name "
                          "of its own")
+    hidden = _redeclared(cls)
+    if hidden:
+        raise UsageError(f"congestion control {cls.name!r}: its __slots__ declare "
+                         f"{', '.join(hidden)} again, which CongestionControl has (the NIC "
+                         "reads the interface's own: set them, do not declare them)")
     if cls.name in ALGORITHMS and ALGORITHMS[cls.name] is not cls:
         raise UsageError(f"congestion control {cls.name!r} is registered already")
     ALGORITHMS[cls.name] = cls
     return cls
+
+
+def _redeclared(cls: type[CongestionControl]) -> list[str]:
+    """The interface's attributes a subclass's ``__slots__`` declare again: a second slot of
+    the name would hide the interface's from the NIC's driver, which reads the interface's
+    (a C field of the compiled base), so the algorithm's window or rate would go unseen."""
+    own = set(CongestionControl.__slots__)
+    names: set[str] = set()
+    for c in cls.__mro__:
+        if c is CongestionControl:
+            break
+        slots = vars(c).get("__slots__", ())
+        names.update((slots,) if isinstance(slots, str) else slots)
+    return sorted(names & own)
 
 
 @dataclass(frozen=True)

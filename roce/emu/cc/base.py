@@ -63,8 +63,10 @@ class CongestionControl:
     PARAMS: Mapping[str, Any] = {}
     PROFILES: Mapping[str, Mapping[str, Any]] = {"default": {}}
     # the per-event state lives in slots (an attribute read per event is a dictionary lookup
-    # otherwise); a subclass lists its own, or gets a dictionary.  ``window``: packets (PSNs)
-    # in flight allowed, None for a rate-only algorithm
+    # otherwise); a subclass lists its own, or gets a dictionary, and sets these without
+    # declaring them again (a second slot would hide them from the driver: ``register``
+    # refuses it).  ``window``: packets (PSNs) in flight allowed, None for a rate-only
+    # algorithm
     __slots__ = ("params", "line_rate", "rate", "_timers", "counting", "byte_room", "hops",
                  "window")
 
