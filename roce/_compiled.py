@@ -471,6 +471,11 @@ CONSTANTS: dict[str, dict[str, str]] = {
         "_ETYPE", "_ET0", "_ET1", "_L3", "_VIHL_B", "_PROTO", "_DPORT", "_MIN_LEN", "_BTH",
         "_OP_AT", "_ECN_AT", "_ECN_SHIFT", "_ECN_MASK", "_DQ_OFF", "_CE", "_OTHER", "_IS_CNP",
         "_IS_ACK", "_IS_DATA")}, "_KIND": "bytes"},
+    # a switch's reads of every frame: the EtherType, the destination address, the TOS byte
+    # and its ECN bits, a queue's class
+    "roce.emu.net.switch": {**{n: "long" for n in ("_ETYPE0", "_DST0", "_TOS", "_NOT_ECT",
+                                                   "_CE")},
+                            **{n: "bytes" for n in ("_IPV4", "_ECN_OF", "_TOP_CLASS")}},
     # a packet's opcode bits, by opcode
     "roce.emu.core.frames": {"_FLAGS": "bytes"},
     # a seeded region's piece size: where a packet's payload starts in its piece
